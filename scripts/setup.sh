@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs what is missing on Debian 12 (as root), then configures and builds tierzero in build/.
+#   scripts/setup.sh          install + build
+#   scripts/setup.sh --test   install + build + run every test (ctest); what CI runs
+# Idempotent: with everything present it only (re)builds. LibTorch comes from the PyPI torch wheel,
+# installed into the first python3 that already has it, else into a venv under ~/.cache/tierzero.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_tests=0
+[[ "${1:-}" == "--test" ]] && run_tests=1
+
+debian_packages=(
+  build-essential cmake ninja-build pkg-config git python3 python3-venv python3-pip
+  liburing-dev libaio-dev libtbb-dev libhwy-dev libzstd-dev libxxhash-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev fio
+)
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+torch_version=2.11.0
+python_packages=("torch==${torch_version}" numpy safetensors)
+has_torch() { "$1" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_version}')" 2>/dev/null; }
+python=python3
+if ! has_torch "$python"; then
+  venv="${TIERZERO_VENV:-$HOME/.cache/tierzero/venv}"
+  python="$venv/bin/python3"
+  if ! has_torch "$python"; then
+    echo "setup: installing ${python_packages[*]} into $venv (LibTorch comes from the torch wheel)"
+    python3 -m venv "$venv"
+    "$python" -m pip install -q --upgrade pip
+    "$python" -m pip install -q "${python_packages[@]}"
+  fi
+fi
+for mod in numpy safetensors; do
+  "$python" -c "import $mod" 2>/dev/null || "$python" -m pip install -q "$mod"
+done
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$python")" > build.log 2>&1 \
+  || { cat build.log; echo "setup: cmake configure failed (log above)"; exit 1; }
+cmake --build build --parallel "$(nproc)"
+
+if ((run_tests)); then
+  export TIERZERO_PYTHON="$(command -v "$python")" TIERZERO_NO_PROGRESS=1
+  ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600
+fi

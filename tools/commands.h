@@ -1,0 +1,15 @@
+// The tierzero CLI's subcommands. Each add_* function adds one subcommand (with its options and
+// callback) under `parent`; the callback throws tierzero::Error on failure, which main() prints.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tierzero::tools {
+
+// A command's exit code when it ran but its result failed a check (e.g. a benchmark's data
+// verification); main() exits with it.
+struct ExitCode {
+  int code;
+};
+
+}  // namespace tierzero::tools

@@ -1,0 +1,28 @@
+// tierzero: offload and checkpoint I/O engine for training large language models.
+#include <cstdio>
+
+#include "common/status.h"
+#include "common/version.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tierzero: train, convert and measure ZeRO offload on GPU, pinned host memory and NVMe"};
+  app.set_version_flag("--version", std::string("tierzero ") + tierzero::kTierzeroVersion);
+  app.require_subcommand(1);
+  CLI::App* bench = app.add_subcommand("bench", "Measure this machine: io, adam, pcie, tiers");
+  bench->require_subcommand(1);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tierzero::tools::ExitCode& e) {
+    return e.code;
+  } catch (const tierzero::Error& e) {
+    std::fprintf(stderr, "tierzero: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tierzero: unexpected error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
