@@ -37,6 +37,8 @@ if(NOT TIERZERO_WITH_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
+    # The shared runtime, so a binary that also links LibTorch holds one CUDA runtime, not two.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(TIERZERO_HAVE_CUDA ON)
