@@ -1,0 +1,58 @@
+// The seam between checkpoint readers and consolidation (`tierzero convert`).
+//
+// A ConsolidationSource presents a sharded training checkpoint (tierzero's own, or DeepSpeed's
+// ZeRO-1/2/3) as a list of whole fp32 tensors. The converter asks for them one at a time, in
+// order, so a source needs memory for about one tensor, not for the model. Implementations:
+//   - checkpoint/engine_source.h     tierzero checkpoints (open_engine_checkpoint_source)
+//   - checkpoint/deepspeed_source.h  DeepSpeed checkpoints (open_deepspeed_checkpoint)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierzero::checkpoint {
+
+// One tensor of the consolidated model: its full (unpartitioned) name and shape.
+struct TensorSpec {
+  std::string name;            // e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;  // row-major; {} is a scalar (numel 1)
+  // Product of `shape` (1 for a scalar). Shapes are validated by the source (no negatives, no
+  // overflow), so this never overflows for a TensorSpec a source returns.
+  int64_t numel() const;
+};
+
+// A sharded checkpoint seen as whole fp32 tensors, for consolidation.
+//
+// Threading: the converter calls read_fp32 from one thread at a time, but that thread may
+// differ from the one that opened the source. Indices are read in increasing order in practice;
+// a source must still accept any order (it may be slower for random order).
+class ConsolidationSource {
+ public:
+  virtual ~ConsolidationSource() = default;
+
+  // Tensors in output order (zero_to_fp32's order: buffers, frozen, trainable), aliases
+  // excluded. Names are unique. The vector is stable for the source's lifetime.
+  virtual const std::vector<TensorSpec>& tensors() const = 0;
+
+  // Tied/shared parameters: (alias name, source name) pairs. The source name is one of
+  // tensors(); the alias is not. The converter writes the source once and leaves the alias out,
+  // as Hugging Face does (the model config keeps tie_word_embeddings).
+  virtual const std::vector<std::pair<std::string, std::string>>& aliases() const = 0;
+
+  // Fills `out` with the full fp32 tensor tensors()[index], row-major. `out.size()` must equal
+  // tensors()[index].numel(); otherwise kInvalidArgument. Errors (I/O, corrupt or missing rank
+  // files) name the file, the tensor and the rank.
+  virtual Status read_fp32(size_t index, std::span<float> out) = 0;
+
+  // The model's config.json text when the checkpoint carries one, else empty. The converter
+  // copies it verbatim to OUT/config.json.
+  virtual std::string model_config_json() const = 0;
+};
+
+}  // namespace tierzero::checkpoint
