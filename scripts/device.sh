@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On the GPU machine (no network): unpacks the .debs that scripts/device_fetch.sh downloaded into
+# .device/prefix, then configures and builds tierzero in build-gpu/ against them, the machine's
+# CUDA toolkit and the LibTorch inside its torch wheel. Then runs "$@" with the environment set
+# (PATH and LD_LIBRARY_PATH include the prefix, so carried fio runs too).
+#   scripts/device.sh ctest --test-dir build-gpu -L gpu
+# TIERZERO_DEVICE_TARGETS="a b" builds only those targets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix="$PWD/.device/prefix"
+if [[ ! -f "$prefix/.unpacked" ]]; then
+  mkdir -p "$prefix"
+  for deb in .debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  touch "$prefix/.unpacked"
+fi
+export TIERZERO_DEPS_PREFIX="$prefix"
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$prefix/usr/bin:$PATH"
+export PKG_CONFIG="$prefix/usr/bin/pkgconf"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" -DTIERZERO_WITH_CUDA=ON -DTIERZERO_WITH_TORCH=ON > build-gpu.log 2>&1 \
+  || { tail -40 build-gpu.log; exit 1; }
+cmake --build build-gpu --parallel "$(nproc)" ${TIERZERO_DEVICE_TARGETS:+--target $TIERZERO_DEVICE_TARGETS} > build-gpu-ninja.log 2>&1 || { grep -B2 -A20 -m3 'error' build-gpu-ninja.log; exit 1; }
+echo "device.sh: built build-gpu ($(nproc) cores)"
+"$@"
