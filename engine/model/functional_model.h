@@ -1,0 +1,90 @@
+// The decoder-only causal LM (Llama / Qwen2 / Mistral) written functionally, for the ZeRO engine.
+//
+// The model is a chain of units: unit 0 = token embedding, units 1..L = decoder layers,
+// unit L+1 = final norm + LM head. Each unit is a pure function of (input, its parameters): no
+// module state, so the engine can gather a unit's parameters, run it without a graph, drop them,
+// and later recompute it with grad enabled (activation checkpointing per layer for free).
+// Every op is device-agnostic (CPU or CUDA tensors; all of a unit's tensors on one device).
+#pragma once
+
+#include <ATen/core/ATen_fwd.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/model/model_config.h"
+
+namespace tierzero::engine {
+
+// One named parameter, HF naming (e.g. "model.layers.0.self_attn.q_proj.weight").
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+class FunctionalModel {
+ public:
+  virtual ~FunctionalModel() = default;
+
+  // Number of units: num_hidden_layers + 2.
+  virtual size_t num_units() const = 0;
+
+  // Parameters of unit u, in the order forward_unit expects them. A tied LM head lists
+  // "model.embed_tokens.weight" in the last unit too (the same parameter in two units; the engine
+  // sums its gradients). Layer order: input_layernorm, q/k/v/o_proj (weight then bias where
+  // present), post_attention_layernorm, gate/up/down_proj.
+  virtual const std::vector<ParamSpec>& unit_params(size_t u) const = 0;
+
+  // Runs unit u. Unit 0: token ids [B,T] int64 -> hidden [B,T,H] in the embedding's dtype;
+  // layers: hidden [B,T,H] -> hidden [B,T,H] (positions 0..T-1, causal); last: hidden -> logits
+  // [B,T,V] in fp32 (in double when the params are double, for gradient checks). Params must be in
+  // unit_params(u) order with those shapes, one floating dtype per unit, on the input's device.
+  // Throws tierzero::Error (kInvalidArgument) on a wrong count or shape.
+  virtual at::Tensor forward_unit(size_t u, const at::Tensor& input, at::TensorList params) const = 0;
+
+  // The config the model was built from.
+  virtual const ModelConfig& config() const = 0;
+};
+
+// Builds the functional model for `config` (validated; throws tierzero::Error when invalid).
+std::unique_ptr<FunctionalModel> make_causal_lm(const ModelConfig& config);
+
+// Every distinct parameter of `model`, each once, in first-use order (unit 0 first).
+std::vector<ParamSpec> all_params(const FunctionalModel& model);
+
+// Checks that `params` holds every parameter of `model` with its shape; extra entries (e.g. an old
+// checkpoint's rotary_emb.inv_freq) are allowed. The error lists the missing / mis-shaped names.
+Status check_params(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params);
+
+// Runs every unit in order on `tokens` [B,T] int64 and returns logits [B,T,V] (fp32). The plain
+// single-process reference; records an autograd graph when grad mode is on. Throws
+// tierzero::Error when a parameter is missing.
+at::Tensor forward_full(const FunctionalModel& model, const at::Tensor& tokens,
+                        const std::map<std::string, at::Tensor>& params);
+
+// HF's causal LM loss: logits [B,T,V] predict labels shifted left by one (labels [B,T] int64,
+// -100 = ignored); cross-entropy in fp32, mean over the unignored targets (NaN when all are ignored,
+// as in transformers).
+at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
+
+// Random parameters as HF's _init_weights makes them: linear weights and embeddings
+// ~ normal(0, initializer_range), biases 0, norm weights 1, the pad_token_id embedding row 0.
+// Values depend only on (config, seed), not on dtype or device: drawn in fp32 on the CPU from one
+// generator seeded with `seed`, in all_params order, then cast and moved.
+std::map<std::string, at::Tensor> init_parameters(const ModelConfig& config, uint64_t seed,
+                                                  at::ScalarType dtype, at::Device device);
+
+// Loads every tensor of a HF checkpoint directory: model.safetensors, or the shards listed in
+// model.safetensors.index.json; each converted to `dtype` and placed on `device`. Errors name the
+// file and tensor (missing file, bad header, unsupported dtype, out-of-range offsets). Use
+// check_params to match the result against a model.
+Result<std::map<std::string, at::Tensor>> load_hf_weights(const std::string& dir, at::ScalarType dtype,
+                                                          at::Device device);
+
+}  // namespace tierzero::engine

@@ -1,0 +1,90 @@
+// ModelConfig: the decoder-only Llama / Qwen2 / Mistral hyper-parameters, read from a Hugging Face
+// config.json. No LibTorch here, so configs can be parsed and checked anywhere.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierzero::engine {
+
+// RoPE frequency scaling, as transformers' ROPE_INIT_FUNCTIONS computes it.
+// Read from "rope_scaling" (transformers < 5) or "rope_parameters" (transformers >= 5).
+struct RopeScaling {
+  std::string type = "default";  // "default" | "linear" | "dynamic" | "llama3"
+  double factor = 1.0;           // linear, dynamic, llama3
+  double low_freq_factor = 1.0;  // llama3
+  double high_freq_factor = 4.0; // llama3
+  // llama3: the pre-training context; dynamic: the length above which the base grows
+  // (defaults to max_position_embeddings when the config omits it).
+  int64_t original_max_position_embeddings = 0;
+};
+
+struct ModelConfig {
+  std::string architecture = "LlamaForCausalLM";  // architectures[0]
+  std::string model_type = "llama";               // "llama" | "qwen2" | "mistral"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // GQA when < num_attention_heads; defaults to num_attention_heads
+  int64_t head_dim = 0;             // defaults to hidden_size / num_attention_heads
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  int64_t max_position_embeddings = 2048;
+  bool tie_word_embeddings = false;
+  // Biases, derived from the HF keys: Llama "attention_bias" puts a bias on q,k,v AND o_proj;
+  // Qwen2 always has q,k,v biases and none on o_proj; Mistral has none. Llama "mlp_bias" puts one
+  // on gate/up/down_proj.
+  bool qkv_bias = false;
+  bool o_proj_bias = false;
+  bool mlp_bias = false;
+  // Mistral's "sliding_window" (Qwen2's when "use_sliding_window" is true): a token attends to the
+  // last `sliding_window` positions including itself. nullopt = full causal attention.
+  std::optional<int64_t> sliding_window;
+  // Per layer: true when it attends through the sliding window. Qwen2: from "layer_types"
+  // ("sliding_attention"), else layers >= max_window_layers; Mistral: every layer. Empty or all
+  // false when sliding_window is nullopt.
+  std::vector<bool> sliding_window_layers;
+  std::string hidden_act = "silu";    // only "silu" is accepted (SwiGLU)
+  std::string torch_dtype = "float32";  // "torch_dtype" or "dtype": "float32" | "bfloat16" | "float16"
+  double initializer_range = 0.02;
+  std::optional<int64_t> pad_token_id;  // its embedding row is zeroed by random init, as HF does
+
+  // True when decoder layer `layer` (0-based) attends through the sliding window.
+  bool layer_uses_sliding_window(int64_t layer) const {
+    return sliding_window.has_value() && layer < static_cast<int64_t>(sliding_window_layers.size()) &&
+           sliding_window_layers[layer];
+  }
+};
+
+// Parses a HF config.json (the file, or a directory holding it). Errors name the file and key:
+// a missing required key, a wrong type, an unsupported architecture / hidden_act / rope type,
+// or inconsistent sizes (hidden_size not divisible by heads, heads not divisible by kv heads).
+Result<ModelConfig> load_model_config(const std::string& path);
+
+// Same, from the JSON text; `origin` names the source in error messages.
+Result<ModelConfig> parse_model_config(const std::string& json_text, const std::string& origin);
+
+// Checks the invariants load_model_config checks, for a config built in code.
+Status validate_model_config(const ModelConfig& config);
+
+// The built-in model of a plain `tierzero train`: byte-level vocab 256, hidden 128, 4 layers,
+// 4 heads, 2 kv heads (GQA), intermediate 384, untied, fp32, ~0.8 M parameters.
+ModelConfig tiny_llama_config();
+
+// Number of parameters (a tied embedding counted once).
+int64_t num_parameters(const ModelConfig& config);
+
+// Training FLOPs per token at sequence length `seq_len`, as PaLM (appendix B) and nanoGPT count
+// them: 6 * N_matmul + 12 * layers * heads * head_dim * seq_len, where N_matmul counts every weight
+// used in a matmul (all but the input embedding lookup and norms; the LM head counted even when
+// tied). Forward + backward; activation recomputation not included.
+double training_flops_per_token(const ModelConfig& config, int64_t seq_len);
+
+}  // namespace tierzero::engine
