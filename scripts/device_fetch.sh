@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_debs=(
   liburing2 liburing-dev libaio1 libaio-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libtbb-dev
-  libhwy1 libhwy-dev libzstd-dev libxxhash0 libxxhash-dev nlohmann-json3-dev libcli11-dev
-  libfmt9 libfmt-dev googletest libgtest-dev libgmock-dev pkgconf pkgconf-bin libpkgconf3
+  libhwy1 libhwy-dev libzstd1 libzstd-dev libxxhash0 libxxhash-dev nlohmann-json3-dev libcli11-dev
+  libfmt9 libfmt-dev googletest libgtest-dev libgmock-dev pkgconf pkgconf-bin libpkgconf3 libgloo-dev
 )
 # fio and the libraries it links that an Ubuntu image lacks, for `bench io --vs-fio` there.
 fio_debs=(
