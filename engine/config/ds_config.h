@@ -1,0 +1,212 @@
+// The DeepSpeed config (ds_config JSON), accepted as is, with DeepSpeed's defaults, checks and
+// batch-size derivation, plus tierzero's own section.
+//
+// Numbers may be JSON numbers or strings ("5e8", and byte sizes like "24GB" where a key holds
+// bytes). "auto" (the Hugging Face Trainer convention) is resolved by parse_ds_config():
+//   train_batch_size / train_micro_batch_size_per_gpu / gradient_accumulation_steps: "auto" counts
+//       as absent, so DeepSpeed's derivation fills it from the other two and the world size;
+//   zero_optimization.reduce_bucket_size: hidden^2; stage3_prefetch_bucket_size: 0.9 * hidden^2;
+//       stage3_param_persistence_threshold: 10 * hidden (with ModelShape::hidden_size; without
+//       it, the DeepSpeed default);
+//   scheduler.params.warmup_max_lr: the optimizer lr; total_num_steps: ResolveHints::total_steps
+//       (an error without it); warmup_num_steps: ResolveHints::warmup_steps, else the default;
+//   every other key: its DeepSpeed default (fp16/bf16 "enabled": false).
+// resolved_config_json() prints the result with every default filled in.
+//
+// Unknown keys are not errors: each adds a warning naming its JSON path ("zero_optimization.foo").
+// Contradictions are errors (kInvalidArgument) naming the key and the fix.
+//
+// The `tierzero` section (extensions; DeepSpeed ignores it):
+// | key                          | type                   | default | meaning                                 |
+// |------------------------------|------------------------|---------|-----------------------------------------|
+// | tierzero.gpu_memory_limit    | bytes ("24GB")         | 0       | GPU pool budget; 0 = the whole device    |
+// | tierzero.pinned_memory_limit | bytes                  | 0       | pinned host budget; 0 = no limit set     |
+// | tierzero.cpu_threads         | integer >= 0           | 0       | CPU optimizer threads; 0 = all cores     |
+// | tierzero.grad_accum_dtype    | "fp32" or "bf16"       | "fp32"  | dtype gradients accumulate in            |
+// | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
+// | tierzero.checkpoint.level    | integer 1..22          | 3       | zstd level                               |
+// | tierzero.data.path           | string                 | ""      | token file or JSONL (token_data.h)       |
+// | tierzero.data.seq_len        | integer > 0            | 256     | tokens a sample predicts                 |
+// | tierzero.data.seed           | integer >= 0           | 1234    | shuffle seed                             |
+// | tierzero.data.dtype          | "uint16" / "uint32"    | ""      | token width of a headerless file         |
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "engine/config/loss_scaler.h"
+#include "engine/config/lr_schedule.h"
+#include "nvme/io_engine.h"
+
+namespace tierzero::engine {
+
+// What the parser may resolve "auto" and the batch triad from.
+struct ModelShape {
+  int64_t hidden_size = 0;  // 0: unknown (auto bucket sizes fall back to DeepSpeed's defaults)
+};
+struct ResolveHints {
+  int world_size = 1;          // data-parallel ranks
+  ModelShape model;
+  int64_t total_steps = 0;     // optimizer steps planned; 0: unknown
+  int64_t warmup_steps = 0;    // 0: unknown
+};
+
+// train_batch_size == train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size.
+struct BatchConfig {
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+  int world_size = 1;
+};
+
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;
+  LossScalerConfig loss_scaler;  // loss_scale, initial_scale_power, loss_scale_window, ...
+};
+
+struct Bf16Config {
+  bool enabled = false;
+};
+
+enum class Precision : uint8_t { kFp32, kFp16, kBf16 };
+enum class OffloadDevice : uint8_t { kNone, kCpu, kNvme };
+// Returns "none", "cpu" or "nvme".
+const char* offload_device_name(OffloadDevice device);
+
+// zero_optimization.offload_param (valid with stage 3 only).
+struct OffloadParamConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;          // required for kNvme
+  int64_t buffer_count = 5;
+  uint64_t buffer_size = 100'000'000;  // elements per buffer
+  uint64_t max_in_cpu = 1'000'000'000;  // elements kept in CPU memory with NVMe offload
+  bool pin_memory = false;
+};
+
+// zero_optimization.offload_optimizer (stages 1-3; ratio < 1 with stage 3 only).
+struct OffloadOptimizerConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;  // required for kNvme
+  int64_t buffer_count = 4;
+  bool pin_memory = false;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  double ratio = 1.0;  // fraction of optimizer state on the CPU, in [0, 1]
+};
+
+// zero_optimization. Sizes are element counts, as in DeepSpeed. The stage3_* keys are also
+// accepted without the prefix (DeepSpeed's field names).
+struct ZeroConfig {
+  int stage = 0;  // 0..3
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  bool allgather_partitions = true;
+  bool overlap_comm = false;  // DeepSpeed default: true for stage 3, false otherwise
+  bool round_robin_gradients = false;
+  uint64_t reduce_bucket_size = 500'000'000;
+  uint64_t allgather_bucket_size = 500'000'000;
+  uint64_t sub_group_size = 1'000'000'000;
+  uint64_t prefetch_bucket_size = 50'000'000;       // stage3_prefetch_bucket_size
+  uint64_t param_persistence_threshold = 100'000;   // stage3_param_persistence_threshold
+  uint64_t max_live_parameters = 1'000'000'000;     // stage3_max_live_parameters
+  uint64_t max_reuse_distance = 1'000'000'000;      // stage3_max_reuse_distance
+  bool gather_16bit_weights_on_model_save = false;  // stage3_gather_16bit_weights_on_model_save
+  OffloadParamConfig offload_param;
+  OffloadOptimizerConfig offload_optimizer;
+};
+
+enum class OptimizerType : uint8_t { kAdam, kAdamW };
+// Returns "Adam" or "AdamW".
+const char* optimizer_type_name(OptimizerType type);
+
+// optimizer {type, params}. Absent: Adam with these defaults (torch / DeepSpeed defaults).
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::kAdam;
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool bias_correction = true;
+  bool adam_w_mode = true;  // as written; see decoupled_weight_decay()
+  bool torch_adam = false;
+  bool amsgrad = false;     // accepted only as false (no AMSGrad kernel)
+
+  // DeepSpeed's effective_adam_w_mode: type AdamW, or Adam with adam_w_mode (its default true).
+  bool decoupled_weight_decay() const { return type == OptimizerType::kAdamW || adam_w_mode; }
+};
+
+// activation_checkpointing. tierzero recomputes each layer in backward regardless (DESIGN.md,
+// "The layer is the unit of everything"); these are kept so configs round-trip.
+struct ActivationCheckpointingConfig {
+  bool partition_activations = false;
+  bool cpu_checkpointing = false;
+  bool contiguous_memory_optimization = false;
+  int64_t number_checkpoints = 0;  // 0: null
+  bool synchronize_checkpoint_boundary = false;
+  bool profile = false;
+};
+
+enum class GradAccumDtype : uint8_t { kFp32, kBf16 };
+enum class CheckpointCompression : uint8_t { kNone, kZstd };
+
+// The `tierzero` section (table above).
+struct TierzeroConfig {
+  uint64_t gpu_memory_limit = 0;
+  uint64_t pinned_memory_limit = 0;
+  int cpu_threads = 0;
+  GradAccumDtype grad_accum_dtype = GradAccumDtype::kFp32;
+  CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
+  int checkpoint_compression_level = 3;
+  std::string data_path;
+  int64_t data_seq_len = 256;
+  uint64_t data_seed = 1234;
+  std::string data_dtype;  // "", "uint16" or "uint32"
+};
+
+// A parsed, checked and resolved ds_config.
+struct DsConfig {
+  BatchConfig batch;
+  Fp16Config fp16;
+  Bf16Config bf16;
+  ZeroConfig zero;
+  nvme::IoConfig aio;  // the "aio" block, field for field (plus tierzero's aio.backend,
+                       // aio.use_direct, aio.register_buffers)
+  OptimizerConfig optimizer;
+  std::optional<LrScheduleConfig> scheduler;  // absent: constant optimizer lr
+  double gradient_clipping = 0.0;             // max global grad norm; 0 = no clipping
+  ActivationCheckpointingConfig activation_checkpointing;
+  int64_t steps_per_print = 10;
+  bool wall_clock_breakdown = false;
+  TierzeroConfig tierzero;
+
+  std::vector<std::string> warnings;  // one line per unknown key / ignored setting
+
+  // kFp16, kBf16 or kFp32 from the enabled flags.
+  Precision precision() const;
+  // The loss scaler this config asks for: fp16's, or LossScalerConfig::unit() otherwise.
+  LossScalerConfig loss_scaler_config() const;
+};
+
+// Parses and checks a ds_config, resolving "auto" and the batch triad with `hints`.
+// kInvalidArgument names the key (JSON path) and what to do; warnings go to DsConfig::warnings.
+Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints& hints);
+// Same, from JSON text; a syntax error reports the byte offset.
+Result<DsConfig> parse_ds_config_text(std::string_view text, const ResolveHints& hints);
+// Same, from a file; every error starts with the path.
+Result<DsConfig> load_ds_config(const std::string& path, const ResolveHints& hints);
+
+// The resolved config as ds_config JSON: every key the parser knows, defaults filled in, "auto"
+// replaced by its value. Feeding it back to parse_ds_config() gives the same DsConfig.
+nlohmann::json to_json(const DsConfig& config);
+// to_json() pretty-printed (2-space indent), for the start-up log.
+std::string resolved_config_text(const DsConfig& config);
+
+}  // namespace tierzero::engine
