@@ -17,6 +17,7 @@
 // end-of-file is an error (kCorrupt, "file is shorter than ..."), never zero-filled.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -109,6 +110,8 @@ class IoTicket {
   bool ready() const;
   // Bytes transferred so far.
   uint64_t bytes_done() const;
+  // Time from submit to completion once ready(); zero before.
+  std::chrono::nanoseconds elapsed() const;
   bool valid() const { return state_ != nullptr; }
 
  private:

@@ -1,0 +1,107 @@
+// The libaio backend: one kernel AIO context per lane.
+#include <libaio.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "nvme/async_lane.h"
+#include "nvme/lanes.h"
+
+namespace tierzero::nvme {
+
+namespace {
+
+constexpr int kMaxSubmitSpins = 1000;
+
+class AioDriver final : public AsyncDriver {
+ public:
+  explicit AioDriver(uint32_t depth) : iocbs_(depth), events_(depth) {
+    free_.reserve(depth);
+    for (iocb& cb : iocbs_) free_.push_back(&cb);
+  }
+  ~AioDriver() override {
+    if (ctx_ != nullptr) io_destroy(ctx_);
+  }
+  AioDriver(const AioDriver&) = delete;
+  AioDriver& operator=(const AioDriver&) = delete;
+
+  Status init() {
+    const int r = io_setup(static_cast<int>(iocbs_.size()), &ctx_);
+    if (r < 0) {
+      ctx_ = nullptr;
+      return errno_status(-r, "io_setup(" + std::to_string(iocbs_.size()) +
+                                  " events); if it is EAGAIN, raise /proc/sys/fs/aio-max-nr");
+    }
+    return {};
+  }
+
+  void stage(Piece& p) override {
+    iocb* cb = free_.back();
+    free_.pop_back();
+    const auto off = static_cast<long long>(p.next_offset());
+    if (p.op == Op::kRead) io_prep_pread(cb, p.fd, p.next_buf(), p.next_length(), off);
+    else io_prep_pwrite(cb, p.fd, p.next_buf(), p.next_length(), off);
+    cb->data = &p;
+    staged_.push_back(cb);
+  }
+
+  uint32_t submit(std::vector<RawCompletion>& failed) override {
+    size_t next = 0;
+    uint32_t submitted = 0;
+    int spins = 0;
+    while (next < staged_.size()) {
+      const int r = io_submit(ctx_, static_cast<long>(staged_.size() - next), staged_.data() + next);
+      if (r > 0) {
+        next += static_cast<size_t>(r);
+        submitted += static_cast<uint32_t>(r);
+        spins = 0;
+      } else if ((r == -EINTR || r == -EAGAIN) && ++spins < kMaxSubmitSpins) {
+        std::this_thread::yield();
+      } else {
+        // The kernel refused the first remaining iocb: report it and go on with the rest.
+        iocb* cb = staged_[next++];
+        failed.push_back({static_cast<Piece*>(cb->data), r < 0 ? r : -EIO});
+        free_.push_back(cb);
+        spins = 0;
+      }
+    }
+    staged_.clear();
+    return submitted;
+  }
+
+  void reap(std::vector<RawCompletion>& out) override {
+    int n;
+    do {
+      n = io_getevents(ctx_, 1, static_cast<long>(events_.size()), events_.data(), nullptr);
+    } while (n == -EINTR);
+    if (n < 0) {
+      std::fprintf(stderr, "tierzero: nvme: io_getevents: %s; in-flight I/O is lost\n", std::strerror(-n));
+      std::abort();
+    }
+    for (int i = 0; i < n; ++i) {
+      const io_event& ev = events_[i];
+      out.push_back({static_cast<Piece*>(ev.obj->data), static_cast<int64_t>(static_cast<long>(ev.res))});
+      free_.push_back(ev.obj);
+    }
+  }
+
+ private:
+  io_context_t ctx_ = nullptr;
+  std::vector<iocb> iocbs_;
+  std::vector<io_event> events_;
+  std::vector<iocb*> free_;
+  std::vector<iocb*> staged_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Lane>> make_aio_lane(const IoConfig& config, const FaultInjectorSlot& faults) {
+  auto driver = std::make_unique<AioDriver>(config.queue_depth);
+  TZ_RETURN_IF_ERROR(driver->init());
+  return std::unique_ptr<Lane>(std::make_unique<AsyncLane>(std::move(driver), config, faults));
+}
+
+}  // namespace tierzero::nvme

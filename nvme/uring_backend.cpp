@@ -1,0 +1,136 @@
+// The io_uring backend: one ring per lane, fixed buffers mirrored from the engine's registry.
+#include <liburing.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "nvme/async_lane.h"
+#include "nvme/lanes.h"
+
+namespace tierzero::nvme {
+
+namespace {
+
+constexpr int kMaxSubmitSpins = 1000;
+
+class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
+ public:
+  UringDriver(BufferRegistry& registry, bool use_fixed_buffers) : registry_(registry), fixed_(use_fixed_buffers) {}
+  ~UringDriver() override {
+    if (fixed_) registry_.remove_listener(this);
+    if (ring_ready_) io_uring_queue_exit(&ring_);
+  }
+  UringDriver(const UringDriver&) = delete;
+  UringDriver& operator=(const UringDriver&) = delete;
+
+  // Sets up a ring of `entries` and, when asked and the kernel can, the sparse buffer table.
+  Status init(uint32_t entries) {
+    io_uring_params params{};
+    params.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+    int r = io_uring_queue_init_params(entries, &ring_, &params);
+    if (r == -EINVAL) {
+      params = io_uring_params{};
+      r = io_uring_queue_init_params(entries, &ring_, &params);
+    }
+    if (r < 0) return errno_status(-r, "io_uring_queue_init(" + std::to_string(entries) + " entries)");
+    ring_ready_ = true;
+    if (fixed_ && io_uring_register_buffers_sparse(&ring_, BufferRegistry::kSlots) < 0) fixed_ = false;
+    if (fixed_) registry_.add_listener(this);
+    return {};
+  }
+
+  Status set_slot(uint32_t slot, void* base, uint64_t bytes) override {
+    iovec iov{base, bytes};
+    __u64 tag = 0;
+    const int r = io_uring_register_buffers_update_tag(&ring_, slot, &iov, &tag, 1);
+    if (r < 0) return errno_status(-r, "io_uring_register_buffers_update_tag(" + std::to_string(bytes) + " bytes)");
+    return {};
+  }
+
+  void stage(Piece& p) override {
+    if (broken_ != 0) {
+      refused_.push_back({&p, broken_});
+      return;
+    }
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    const int slot = fixed_ ? registry_.find(p.next_buf(), p.next_length()) : -1;
+    const auto len = static_cast<unsigned>(p.next_length());
+    const auto off = static_cast<__u64>(p.next_offset());
+    if (p.op == Op::kRead) {
+      if (slot >= 0) io_uring_prep_read_fixed(sqe, p.fd, p.next_buf(), len, off, slot);
+      else io_uring_prep_read(sqe, p.fd, p.next_buf(), len, off);
+    } else {
+      if (slot >= 0) io_uring_prep_write_fixed(sqe, p.fd, p.next_buf(), len, off, slot);
+      else io_uring_prep_write(sqe, p.fd, p.next_buf(), len, off);
+    }
+    io_uring_sqe_set_data(sqe, &p);
+    staged_.push_back(&p);
+  }
+
+  uint32_t submit(std::vector<RawCompletion>& failed) override {
+    failed.insert(failed.end(), refused_.begin(), refused_.end());
+    refused_.clear();
+    const auto total = static_cast<uint32_t>(staged_.size());
+    uint32_t submitted = 0;
+    int spins = 0;
+    while (submitted < total) {
+      const int r = io_uring_submit(&ring_);
+      if (r > 0) {
+        submitted += static_cast<uint32_t>(r);
+        spins = 0;
+        continue;
+      }
+      if ((r == 0 || r == -EINTR || r == -EAGAIN || r == -EBUSY) && ++spins < kMaxSubmitSpins) {
+        std::this_thread::yield();
+        continue;
+      }
+      // The ring is unusable: never enter it again, so no staged entry can reach the kernel later.
+      broken_ = r < 0 ? r : -EIO;
+      for (uint32_t i = submitted; i < total; ++i) failed.push_back({staged_[i], broken_});
+      break;
+    }
+    staged_.clear();
+    return submitted;
+  }
+
+  void reap(std::vector<RawCompletion>& out) override {
+    io_uring_cqe* cqe = nullptr;
+    int r;
+    do {
+      r = io_uring_wait_cqe(&ring_, &cqe);
+    } while (r == -EINTR || r == -EAGAIN);
+    if (r < 0) {
+      std::fprintf(stderr, "tierzero: nvme: io_uring_wait_cqe: %s; in-flight I/O is lost\n", std::strerror(-r));
+      std::abort();
+    }
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      out.push_back({static_cast<Piece*>(io_uring_cqe_get_data(cqe)), cqe->res});
+      ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+  }
+
+ private:
+  io_uring ring_{};
+  bool ring_ready_ = false;
+  BufferRegistry& registry_;
+  bool fixed_;
+  int broken_ = 0;
+  std::vector<Piece*> staged_;
+  std::vector<RawCompletion> refused_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Lane>> make_uring_lane(const IoConfig& config, const FaultInjectorSlot& faults,
+                                              BufferRegistry& buffers) {
+  auto driver = std::make_unique<UringDriver>(buffers, config.register_buffers);
+  TZ_RETURN_IF_ERROR(driver->init(config.queue_depth));
+  return std::unique_ptr<Lane>(std::make_unique<AsyncLane>(std::move(driver), config, faults));
+}
+
+}  // namespace tierzero::nvme
