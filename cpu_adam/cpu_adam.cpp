@@ -1,0 +1,182 @@
+// CpuAdam: argument checks, per-step scalars, and tiling over a oneTBB arena.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+
+#include "cpu_adam/adam.h"
+#include "cpu_adam/kernels.h"
+#include "cpu_adam/thread_pinning.h"
+
+namespace tierzero::cpu_adam {
+
+struct CpuAdam::Arena {
+  explicit Arena(const CpuAdamOptions& options) {
+    std::vector<int> cpus = detail::allowed_cpus();
+    const int threads = options.threads > 0 ? options.threads : static_cast<int>(cpus.size());
+    arena.initialize(threads);
+    if (options.pin_threads) pinner.emplace(arena, std::move(cpus));
+  }
+  tbb::task_arena arena;
+  std::optional<detail::ThreadPinner> pinner;
+};
+
+namespace {
+
+// Runs body(begin, end) over [0, count) in tiles of `tile` elements, statically split across the
+// arena's threads so that each thread touches the same pages every step (first-touch locality).
+template <class Body>
+void for_each_tile(tbb::task_arena& arena, size_t count, size_t tile, const Body& body) {
+  const size_t tiles = (count + tile - 1) / tile;
+  arena.execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<size_t>(0, tiles, 1),
+        [&](const tbb::blocked_range<size_t>& r) {
+          for (size_t t = r.begin(); t != r.end(); ++t) body(t, t * tile, std::min(count, (t + 1) * tile));
+        },
+        tbb::static_partitioner());
+  });
+}
+
+std::string count_mismatch(const char* what, size_t got, size_t want) {
+  return std::string(what) + " has " + std::to_string(got) + " elements but params has " + std::to_string(want);
+}
+
+Status check_buffers(const AdamBuffers& b) {
+  const size_t n = b.params.size();
+  if (b.grads.count != n) return invalid_argument(count_mismatch("grads", b.grads.count, n));
+  if (b.exp_avg.count != n) return invalid_argument(count_mismatch("exp_avg", b.exp_avg.count, n));
+  if (b.exp_avg_sq.count != n) return invalid_argument(count_mismatch("exp_avg_sq", b.exp_avg_sq.count, n));
+  if (b.params16.count != 0 && b.params16.count != n) {
+    return invalid_argument(count_mismatch("params16", b.params16.count, n));
+  }
+  if (n > 0 && (b.params.data() == nullptr || b.grads.data == nullptr || b.exp_avg.data == nullptr ||
+                b.exp_avg_sq.data == nullptr || (b.params16.count != 0 && b.params16.data == nullptr))) {
+    return invalid_argument("an Adam buffer with elements has a null data pointer");
+  }
+  if (b.exp_avg.type == ElementType::kF16 || b.exp_avg.type != b.exp_avg_sq.type) {
+    return invalid_argument(std::string("exp_avg and exp_avg_sq must both be fp32 or both bf16, got ") +
+                            element_type_name(b.exp_avg.type) + " and " + element_type_name(b.exp_avg_sq.type));
+  }
+  if (b.params16.count != 0 && b.params16.type == ElementType::kF32) {
+    return invalid_argument("params16 must be bf16 or fp16 (the fp32 params are updated in place)");
+  }
+  return {};
+}
+
+Status check_hyper_params(const AdamHyperParams& hp, int64_t step) {
+  if (!(hp.lr >= 0.0) || !std::isfinite(hp.lr)) return invalid_argument("lr must be finite and >= 0");
+  if (!(hp.beta1 >= 0.0 && hp.beta1 < 1.0)) return invalid_argument("beta1 must be in [0, 1)");
+  if (!(hp.beta2 >= 0.0 && hp.beta2 < 1.0)) return invalid_argument("beta2 must be in [0, 1)");
+  if (!(hp.eps >= 0.0) || !std::isfinite(hp.eps)) return invalid_argument("eps must be finite and >= 0");
+  if (!(hp.weight_decay >= 0.0) || !std::isfinite(hp.weight_decay)) {
+    return invalid_argument("weight_decay must be finite and >= 0");
+  }
+  if (step < 1) return invalid_argument("step is " + std::to_string(step) + ": steps are numbered from 1");
+  return {};
+}
+
+// The scalars of at::_fused_adam(w)_: bias corrections in double, then rounded to float.
+detail::StepScalars step_scalars(const AdamHyperParams& hp, int64_t step, float grad_multiplier) {
+  const double steps = static_cast<double>(step);
+  const double bias_correction1 = hp.bias_correction ? 1.0 - std::pow(hp.beta1, steps) : 1.0;
+  const double bias_correction2 = hp.bias_correction ? 1.0 - std::pow(hp.beta2, steps) : 1.0;
+  const float lerp_weight = static_cast<float>(1.0 - hp.beta1);
+  const bool lerp_base_is_grad = !(std::abs(lerp_weight) < 0.5f);
+  const bool adamw = hp.mode == AdamMode::kAdamW;
+  return detail::StepScalars{
+      .grad_multiplier = grad_multiplier,
+      .l2_decay = adamw ? 0.0f : static_cast<float>(hp.weight_decay),
+      .param_decay = adamw ? static_cast<float>(1.0 - hp.lr * hp.weight_decay) : 1.0f,
+      .lerp_coeff = lerp_base_is_grad ? lerp_weight - 1.0f : lerp_weight,
+      .lerp_base_is_grad = lerp_base_is_grad,
+      .beta2 = static_cast<float>(hp.beta2),
+      .one_minus_beta2 = static_cast<float>(1.0 - hp.beta2),
+      .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
+      .eps = static_cast<float>(hp.eps),
+      .neg_step_size = static_cast<float>(-(hp.lr / bias_correction1)),
+  };
+}
+
+template <class T>
+T* offset(T* base, ElementType type, size_t index) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+  return static_cast<T*>(static_cast<Byte*>(base) + index * element_size(type));
+}
+
+// One double per cache line, so threads writing neighbouring tiles' sums do not share lines.
+struct alignas(64) PaddedSum {
+  double value = 0.0;
+};
+
+}  // namespace
+
+CpuAdam::CpuAdam(CpuAdamOptions options)
+    : arena_(std::make_unique<Arena>(options)),
+      tile_elements_((std::max<size_t>(options.tile_elements, 1) + 63) / 64 * 64) {}
+
+CpuAdam::~CpuAdam() = default;
+
+int CpuAdam::threads() const { return arena_->arena.max_concurrency(); }
+
+GradStats CpuAdam::grad_stats(ConstElements grads) const {
+  const size_t tiles = (grads.count + tile_elements_ - 1) / tile_elements_;
+  std::vector<PaddedSum> partial(tiles);
+  for_each_tile(arena_->arena, grads.count, tile_elements_, [&](size_t t, size_t begin, size_t end) {
+    partial[t].value = detail::grad_sq_norm_tile(offset(grads.data, grads.type, begin), grads.type, end - begin);
+  });
+  GradStats stats;
+  for (const PaddedSum& s : partial) stats.sq_norm += s.value;
+  stats.finite = std::isfinite(stats.sq_norm);
+  return stats;
+}
+
+Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
+                     const AdamBuffers& b) const {
+  TZ_RETURN_IF_ERROR(check_buffers(b));
+  TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
+  if (!std::isfinite(grad_multiplier)) return invalid_argument("grad_multiplier must be finite");
+  const detail::StepScalars scalars = step_scalars(hp, step_number, grad_multiplier);
+  const detail::TileTypes types{b.grads.type, b.exp_avg.type, b.params16.type};
+  const bool write16 = b.params16.count != 0;
+  for_each_tile(arena_->arena, b.params.size(), tile_elements_, [&](size_t, size_t begin, size_t end) {
+    const detail::TileBuffers tile{
+        .params = b.params.data() + begin,
+        .grads = offset(b.grads.data, b.grads.type, begin),
+        .exp_avg = offset(b.exp_avg.data, b.exp_avg.type, begin),
+        .exp_avg_sq = offset(b.exp_avg_sq.data, b.exp_avg_sq.type, begin),
+        .params16 = write16 ? offset(b.params16.data, b.params16.type, begin) : nullptr,
+        .count = end - begin,
+    };
+    detail::adam_update_tile(scalars, types, tile);
+  });
+  return {};
+}
+
+Result<ClippedStepOutcome> CpuAdam::step_with_clipping(const AdamHyperParams& hp, int64_t step_number,
+                                                       double loss_scale, double max_grad_norm,
+                                                       const AdamBuffers& b) const {
+  TZ_RETURN_IF_ERROR(check_buffers(b));
+  TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
+  if (!(loss_scale > 0.0) || !std::isfinite(loss_scale)) return invalid_argument("loss_scale must be finite and > 0");
+  const GradStats stats = grad_stats(b.grads);
+  ClippedStepOutcome outcome;
+  outcome.grad_norm = std::sqrt(stats.sq_norm) / loss_scale;
+  if (!stats.finite) {
+    outcome.skipped = true;
+    return outcome;
+  }
+  if (max_grad_norm > 0.0) outcome.clip_coef = std::min(1.0, max_grad_norm / (outcome.grad_norm + 1e-6));
+  TZ_RETURN_IF_ERROR(step(hp, step_number, static_cast<float>(outcome.clip_coef / loss_scale), b));
+  return outcome;
+}
+
+std::string simd_target_name() { return detail::dispatched_target_name(); }
+
+}  // namespace tierzero::cpu_adam

@@ -1,0 +1,176 @@
+// The Adam/AdamW update and the gradient norm, written once with Highway and compiled for every
+// target foreach_target.h selects; kernels.h dispatches to the best one at run time.
+//
+// Built with -ffp-contract=off so that only the explicit MulAdd (torch's lerp is an fma) fuses:
+// every other operation rounds as torch's fused CPU kernel rounds it.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu_adam/kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "cpu_adam/kernels.h"
+#include "cpu_adam/convert-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tierzero::cpu_adam::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using detail::StepScalars;
+using detail::TileBuffers;
+
+// The step's scalars broadcast once per tile.
+template <class DF>
+struct StepVectors {
+  explicit StepVectors(DF df, const StepScalars& s)
+      : grad_multiplier(hn::Set(df, s.grad_multiplier)),
+        l2_decay(hn::Set(df, s.l2_decay)),
+        param_decay(hn::Set(df, s.param_decay)),
+        lerp_coeff(hn::Set(df, s.lerp_coeff)),
+        beta2(hn::Set(df, s.beta2)),
+        one_minus_beta2(hn::Set(df, s.one_minus_beta2)),
+        bias_correction2_sqrt(hn::Set(df, s.bias_correction2_sqrt)),
+        eps(hn::Set(df, s.eps)),
+        neg_step_size(hn::Set(df, s.neg_step_size)) {}
+  hn::Vec<DF> grad_multiplier, l2_decay, param_decay, lerp_coeff, beta2, one_minus_beta2,
+      bias_correction2_sqrt, eps, neg_step_size;
+};
+
+// Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32.
+template <ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kLerpFromGrad,
+          class DF>
+HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers& t, size_t i) {
+  auto p = hn::LoadU(df, t.params + i);
+  auto g = hn::Mul(LoadAsF32<kGrad>(df, t.grads, i), c.grad_multiplier);
+  g = hn::Add(g, hn::Mul(p, c.l2_decay));
+  p = hn::Mul(p, c.param_decay);
+
+  auto m = LoadAsF32<kState>(df, t.exp_avg, i);
+  const auto lerp_base = kLerpFromGrad ? g : m;
+  m = hn::MulAdd(c.lerp_coeff, hn::Sub(g, m), lerp_base);
+  auto v = LoadAsF32<kState>(df, t.exp_avg_sq, i);
+  v = hn::Add(hn::Mul(v, c.beta2), hn::Mul(hn::Mul(c.one_minus_beta2, g), g));
+
+  const auto denom = hn::Add(hn::Div(hn::Sqrt(v), c.bias_correction2_sqrt), c.eps);
+  p = hn::Add(p, hn::Div(hn::Mul(c.neg_step_size, m), denom));
+
+  hn::StoreU(p, df, t.params + i);
+  StoreFromF32<kState>(df, m, t.exp_avg, i);
+  StoreFromF32<kState>(df, v, t.exp_avg_sq, i);
+  if constexpr (kWriteOut) StoreFromF32<kOut>(df, p, t.params16, i);
+}
+
+template <ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kLerpFromGrad>
+void UpdateTile(const StepScalars& s, const TileBuffers& t) {
+  hn::ScalableTag<float> df;
+  const StepVectors<decltype(df)> c(df, s);
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  if (t.count >= lanes) {
+    for (; i <= t.count - lanes; i += lanes) {
+      UpdateVector<kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(df, c, t, i);
+    }
+  }
+  hn::CappedTag<float, 1> d1;
+  const StepVectors<decltype(d1)> c1(d1, s);
+  for (; i < t.count; ++i) UpdateVector<kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(d1, c1, t, i);
+}
+
+template <ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut>
+void UpdateTileLerp(const StepScalars& s, const TileBuffers& t) {
+  if (s.lerp_base_is_grad) {
+    UpdateTile<kGrad, kState, kOut, kWriteOut, true>(s, t);
+  } else {
+    UpdateTile<kGrad, kState, kOut, kWriteOut, false>(s, t);
+  }
+}
+
+template <ElementType kGrad, ElementType kState>
+void UpdateTileOut(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
+  if (t.params16 == nullptr) {
+    UpdateTileLerp<kGrad, kState, ElementType::kF32, false>(s, t);
+  } else if (types.params16 == ElementType::kBF16) {
+    UpdateTileLerp<kGrad, kState, ElementType::kBF16, true>(s, t);
+  } else {
+    UpdateTileLerp<kGrad, kState, ElementType::kF16, true>(s, t);
+  }
+}
+
+template <ElementType kGrad>
+void UpdateTileState(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
+  if (types.state == ElementType::kF32) {
+    UpdateTileOut<kGrad, ElementType::kF32>(s, types, t);
+  } else {
+    UpdateTileOut<kGrad, ElementType::kBF16>(s, types, t);
+  }
+}
+
+void AdamUpdateTile(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
+  switch (types.grads) {
+    case ElementType::kF32: return UpdateTileState<ElementType::kF32>(s, types, t);
+    case ElementType::kBF16: return UpdateTileState<ElementType::kBF16>(s, types, t);
+    case ElementType::kF16: return UpdateTileState<ElementType::kF16>(s, types, t);
+  }
+}
+
+template <ElementType kType>
+double SumOfSquares(const void* grads, size_t count) {
+  size_t i = 0;
+  double sum = 0.0;
+#if HWY_TARGET != HWY_SCALAR  // one lane: no halves to promote; the loop below does all
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const size_t lanes = hn::Lanes(df);
+  auto sum_lower = hn::Zero(dd);
+  auto sum_upper = hn::Zero(dd);
+  if (count >= lanes) {
+    for (; i <= count - lanes; i += lanes) {
+      const auto g = LoadAsF32<kType>(df, grads, i);
+      const auto lower = hn::PromoteTo(dd, hn::LowerHalf(dh, g));
+      const auto upper = hn::PromoteTo(dd, hn::UpperHalf(dh, g));
+      sum_lower = hn::MulAdd(lower, lower, sum_lower);
+      sum_upper = hn::MulAdd(upper, upper, sum_upper);
+    }
+  }
+  sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum_lower, sum_upper)));
+#endif
+  const hn::CappedTag<float, 1> d1;
+  for (; i < count; ++i) {
+    const double g = hn::GetLane(LoadAsF32<kType>(d1, grads, i));
+    sum += g * g;
+  }
+  return sum;
+}
+
+double GradSqNormTile(const void* grads, ElementType type, size_t count) {
+  switch (type) {
+    case ElementType::kF32: return SumOfSquares<ElementType::kF32>(grads, count);
+    case ElementType::kBF16: return SumOfSquares<ElementType::kBF16>(grads, count);
+    case ElementType::kF16: return SumOfSquares<ElementType::kF16>(grads, count);
+  }
+  return 0.0;
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace tierzero::cpu_adam::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tierzero::cpu_adam::detail {
+
+HWY_EXPORT(AdamUpdateTile);
+HWY_EXPORT(GradSqNormTile);
+HWY_EXPORT(TargetName);
+
+void adam_update_tile(const StepScalars& scalars, const TileTypes& types, const TileBuffers& tile) {
+  HWY_DYNAMIC_DISPATCH(AdamUpdateTile)(scalars, types, tile);
+}
+
+double grad_sq_norm_tile(const void* grads, ElementType type, size_t count) {
+  return HWY_DYNAMIC_DISPATCH(GradSqNormTile)(grads, type, count);
+}
+
+const char* dispatched_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace tierzero::cpu_adam::detail
+#endif  // HWY_ONCE

@@ -1,0 +1,51 @@
+// ISA-free entry points of the Highway kernels (kernels.cpp); each call dispatches at run time to
+// the best SIMD target the CPU supports (or the one a test forces). Private to cpu_adam/.
+#pragma once
+
+#include <cstddef>
+
+#include "cpu_adam/adam.h"
+
+namespace tierzero::cpu_adam::detail {
+
+// Per-step scalars, rounded to float exactly where torch's fused CPU kernel rounds them.
+struct StepScalars {
+  float grad_multiplier;        // clip_coef / loss_scale
+  float l2_decay;               // Adam: weight_decay; AdamW: 0 (g + p*0 == g)
+  float param_decay;            // AdamW: 1 - lr*weight_decay; Adam: 1 (p*1 == p)
+  float lerp_coeff;             // m = lerp_base + lerp_coeff * (g - m)
+  bool lerp_base_is_grad;       // torch's lerp: base m with weight w < 0.5, else base g, weight w-1
+  float beta2;
+  float one_minus_beta2;
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
+  float eps;
+  float neg_step_size;          // -lr / (1 - beta1^step)
+};
+
+// One tile: `count` elements from the start of each buffer. params16 may be null.
+struct TileBuffers {
+  float* params;
+  const void* grads;
+  void* exp_avg;
+  void* exp_avg_sq;
+  void* params16;
+  size_t count;
+};
+
+// Element types of a tile's buffers; params16 is read only when TileBuffers::params16 is set.
+struct TileTypes {
+  ElementType grads;
+  ElementType state;
+  ElementType params16;
+};
+
+// Updates one tile in place (the contract of CpuAdam::step for `count` elements).
+void adam_update_tile(const StepScalars& scalars, const TileTypes& types, const TileBuffers& tile);
+
+// Returns the sum of squares of `count` gradients of `type`, accumulated in double.
+double grad_sq_norm_tile(const void* grads, ElementType type, size_t count);
+
+// Name of the target the two functions above dispatch to now.
+const char* dispatched_target_name();
+
+}  // namespace tierzero::cpu_adam::detail

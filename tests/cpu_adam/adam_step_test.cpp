@@ -1,0 +1,278 @@
+// CpuAdam::step against the double-precision reference, on every compiled Highway target: all
+// element-type combinations, lengths that are no multiple of any vector width, many steps with
+// changing lr and betas, both lerp branches, resume at any step, and the 16-bit param copy.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu_adam/adam.h"
+#include "hwy/tests/hwy_gtest.h"
+#include "tests/cpu_adam/reference.h"
+
+namespace tierzero::cpu_adam {
+namespace {
+
+using reference::ReferenceState;
+using reference::TypedBuffer;
+
+constexpr ElementType kAllTypes[] = {ElementType::kF32, ElementType::kBF16, ElementType::kF16};
+constexpr size_t kLengths[] = {1, 3, 17, 100, 1037};
+constexpr int kSteps = 24;
+constexpr double kLossScale = 1024.0;
+
+struct Case {
+  ElementType grads, state;
+  bool write16;
+  ElementType params16;
+  AdamMode mode;
+  bool bias_correction;
+  double beta1;  // 0.9: lerp from m; 0.3: torch's other lerp branch (weight >= 0.5)
+};
+
+// Hyper-parameters of step `k` (1-based): a warmup-then-decay lr, and betas that change mid-run.
+AdamHyperParams schedule(const Case& c, int k) {
+  AdamHyperParams hp;
+  hp.mode = c.mode;
+  hp.bias_correction = c.bias_correction;
+  hp.lr = 1e-2 * std::min(1.0, k / 5.0) * std::pow(0.97, k);
+  hp.beta1 = k <= 12 ? c.beta1 : c.beta1 - 0.05;
+  hp.beta2 = k <= 12 ? 0.999 : 0.99;
+  hp.eps = 1e-8;
+  hp.weight_decay = 0.05;
+  return hp;
+}
+
+// The buffers of one run, initialised from `seed`: params in [-1, 1], zero moments.
+struct OptimizerRun {
+  OptimizerRun(const Case& c, size_t n, uint32_t seed)
+      : params(n), grads(c.grads, n), exp_avg(c.state, n), exp_avg_sq(c.state, n), params16(c.params16, n) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (float& p : params) p = uniform(rng);
+    for (size_t i = 0; i < n; ++i) {
+      exp_avg.set(i, 0.0f);
+      exp_avg_sq.set(i, 0.0f);
+    }
+  }
+  AdamBuffers buffers(bool write16) {
+    return {params, grads.const_view(), exp_avg.view(), exp_avg_sq.view(),
+            write16 ? params16.view() : Elements{}};
+  }
+  std::vector<float> params;
+  TypedBuffer grads, exp_avg, exp_avg_sq, params16;
+};
+
+// Fills the gradients of step `k`: N(0, 1) times the loss scale, with a spread of magnitudes.
+void fill_grads(TypedBuffer& grads, uint32_t seed, int k) {
+  std::mt19937 rng(seed * 7919u + static_cast<uint32_t>(k));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    grads.set(i, normal(rng) * static_cast<float>(kLossScale) * (i % 3 == 0 ? 0.01f : 1.0f));
+  }
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (ElementType g : kAllTypes) {
+    for (ElementType s : {ElementType::kF32, ElementType::kBF16}) {
+      for (int out = 0; out < 3; ++out) {
+        for (AdamMode mode : {AdamMode::kAdam, AdamMode::kAdamW}) {
+          const bool write16 = out != 0;
+          const ElementType p16 = out == 2 ? ElementType::kF16 : ElementType::kBF16;
+          cases.push_back({g, s, write16, p16, mode, true, 0.9});
+          if (out == 0) cases.push_back({g, s, write16, p16, mode, false, 0.3});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::string describe(const Case& c, size_t n) {
+  return std::string("grads ") + element_type_name(c.grads) + ", state " + element_type_name(c.state) +
+         ", params16 " + (c.write16 ? element_type_name(c.params16) : "none") +
+         (c.mode == AdamMode::kAdam ? ", Adam" : ", AdamW") + (c.bias_correction ? "" : ", no bias correction") +
+         ", beta1 " + std::to_string(c.beta1) + ", n " + std::to_string(n);
+}
+
+class CpuAdamStepTest : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(CpuAdamStepTest);
+
+TEST_P(CpuAdamStepTest, DispatchesToTheTargetUnderTest) {
+  EXPECT_EQ(simd_target_name(), hwy::TargetName(GetParam()));
+}
+
+ReferenceState state_of(const OptimizerRun& run) {
+  ReferenceState s;
+  s.params.assign(run.params.begin(), run.params.end());
+  for (size_t i = 0; i < run.params.size(); ++i) {
+    s.exp_avg.push_back(run.exp_avg.get(i));
+    s.exp_avg_sq.push_back(run.exp_avg_sq.get(i));
+  }
+  return s;
+}
+
+// lr / bc1 * m_error / (sqrt(v) / sqrt(bc2) + eps) with v from the reference: what an error of
+// m_error in m (and relatively as much in v) does to the update p - p_before.
+double update_error(const AdamHyperParams& hp, int64_t k, const ReferenceState& ref, size_t i, double m_error) {
+  const double bc1 = hp.bias_correction ? 1.0 - std::pow(hp.beta1, k) : 1.0;
+  const double bc2 = hp.bias_correction ? 1.0 - std::pow(hp.beta2, k) : 1.0;
+  return hp.lr / bc1 * m_error / (std::sqrt(ref.exp_avg_sq[i] / bc2) + hp.eps);
+}
+
+// Every case, every length, kSteps steps, each step checked against the double reference applied
+// to the same inputs (the kernel's state before the step): params within a few float roundings of
+// |p| and of the update; m and v within a few float roundings of their terms, plus one bf16 ulp
+// (2^-7 relative) when stored as bf16, since float and double may round a tie-near value apart.
+// params16 is exactly the round-to-nearest-even copy of the new params.
+TEST_P(CpuAdamStepTest, EveryStepMatchesDoubleReference) {
+  const CpuAdam adam({.threads = 2, .tile_elements = 64});
+  uint32_t seed = 1;
+  for (const Case& c : all_cases()) {
+    const double moment_ulp = c.state == ElementType::kF32 ? 0.0 : 1.0 / 128;
+    const double update_rel = c.state == ElementType::kF32 ? 1e-6 : 1.0 / 256;
+    for (size_t n : kLengths) {
+      SCOPED_TRACE(describe(c, n));
+      OptimizerRun run(c, n, ++seed);
+      for (int k = 1; k <= kSteps; ++k) {
+        SCOPED_TRACE("step " + std::to_string(k));
+        const AdamHyperParams hp = schedule(c, k);
+        fill_grads(run.grads, seed, k);
+        const float multiplier = static_cast<float>(1.0 / kLossScale);
+        std::vector<double> g(n);
+        for (size_t i = 0; i < n; ++i) g[i] = run.grads.get(i);
+        const ReferenceState before = state_of(run);
+        ReferenceState ref = before;
+        reference::reference_step(ref, g, hp, k, multiplier, c.state);
+        ASSERT_TRUE(adam.step(hp, k, multiplier, run.buffers(c.write16)).ok());
+        for (size_t i = 0; i < n; ++i) {
+          const double g_term = std::fabs(g[i] * multiplier) + hp.weight_decay * std::fabs(before.params[i]);
+          const double m_scale = std::fabs(before.exp_avg[i]) + g_term;
+          const double v_scale = before.exp_avg_sq[i] + g_term * g_term;
+          const double m_error = 1e-6 * m_scale + moment_ulp * std::fabs(ref.exp_avg[i]);
+          ASSERT_NEAR(run.exp_avg.get(i), ref.exp_avg[i], m_error) << "element " << i;
+          ASSERT_NEAR(run.exp_avg_sq.get(i), ref.exp_avg_sq[i], 1e-6 * v_scale + moment_ulp * ref.exp_avg_sq[i])
+              << "element " << i;
+          ASSERT_NEAR(run.params[i], ref.params[i],
+                      2.5e-7 * std::fabs(before.params[i]) +
+                          update_error(hp, k, ref, i, 2 * m_error + update_rel * std::fabs(ref.exp_avg[i])) + 1e-12)
+              << "element " << i;
+          if (c.write16) {
+            ASSERT_EQ(run.params16.get(i), reference::round_to(c.params16, run.params[i])) << "element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// With fp32 state, kSteps steps run free of the reference stay within the sum of the per-step
+// bounds: float arithmetic does not drift.
+TEST_P(CpuAdamStepTest, Fp32StateDoesNotDriftFromDoubleReference) {
+  const CpuAdam adam({.threads = 2, .tile_elements = 64});
+  for (const Case& c : all_cases()) {
+    if (c.state != ElementType::kF32) continue;
+    const size_t n = 1037;
+    SCOPED_TRACE(describe(c, n));
+    OptimizerRun run(c, n, 77);
+    ReferenceState ref = state_of(run);
+    std::vector<double> bound(n, 0.0);
+    for (int k = 1; k <= kSteps; ++k) {
+      const AdamHyperParams hp = schedule(c, k);
+      fill_grads(run.grads, 77, k);
+      std::vector<double> g(n);
+      for (size_t i = 0; i < n; ++i) g[i] = run.grads.get(i);
+      const std::vector<double> params_before = ref.params;
+      reference::reference_step(ref, g, hp, k, 1.0 / kLossScale, c.state);
+      ASSERT_TRUE(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), run.buffers(c.write16)).ok());
+      for (size_t i = 0; i < n; ++i) {
+        const double g_term = std::fabs(g[i] / kLossScale) + hp.weight_decay * std::fabs(params_before[i]);
+        const double m_error = 1e-6 * (std::fabs(ref.exp_avg[i]) + g_term) + 1e-5 * std::fabs(ref.exp_avg[i]);
+        bound[i] += 2.5e-7 * std::fabs(params_before[i]) + update_error(hp, k, ref, i, m_error);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(run.params[i], ref.params[i], bound[i]) << "element " << i;
+  }
+}
+
+// Stopping after step k, copying the state into fresh buffers and continuing with steps k+1...
+// on another CpuAdam (other thread count and tiling) gives the uninterrupted run's bytes.
+TEST_P(CpuAdamStepTest, ResumeAtAnyStepEqualsUninterruptedRun) {
+  const CpuAdam first({.threads = 2, .tile_elements = 64});
+  const CpuAdam second({.threads = 1, .tile_elements = 1000});
+  const size_t n = 1037;
+  for (const Case& c : {Case{ElementType::kBF16, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
+                        Case{ElementType::kF16, ElementType::kBF16, true, ElementType::kF16, AdamMode::kAdam, true, 0.9},
+                        Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, false, 0.3}}) {
+    SCOPED_TRACE(describe(c, n));
+    OptimizerRun whole(c, n, 99);
+    for (int k = 1; k <= kSteps; ++k) {
+      fill_grads(whole.grads, 99, k);
+      ASSERT_TRUE(first.step(schedule(c, k), k, 1.0f / kLossScale, whole.buffers(c.write16)).ok());
+    }
+    for (int stop : {1, 7, 13, kSteps - 1}) {
+      OptimizerRun before(c, n, 99);
+      for (int k = 1; k <= stop; ++k) {
+        fill_grads(before.grads, 99, k);
+        ASSERT_TRUE(first.step(schedule(c, k), k, 1.0f / kLossScale, before.buffers(c.write16)).ok());
+      }
+      OptimizerRun resumed = before;  // a checkpoint: params and moments, copied
+      for (int k = stop + 1; k <= kSteps; ++k) {
+        fill_grads(resumed.grads, 99, k);
+        ASSERT_TRUE(second.step(schedule(c, k), k, 1.0f / kLossScale, resumed.buffers(c.write16)).ok());
+      }
+      ASSERT_EQ(0, std::memcmp(resumed.params.data(), whole.params.data(), n * sizeof(float))) << "stop " << stop;
+      ASSERT_EQ(resumed.exp_avg.bytes(), whole.exp_avg.bytes()) << "stop " << stop;
+      ASSERT_EQ(resumed.exp_avg_sq.bytes(), whole.exp_avg_sq.bytes()) << "stop " << stop;
+      if (c.write16) {
+        ASSERT_EQ(resumed.params16.bytes(), whole.params16.bytes()) << "stop " << stop;
+      }
+    }
+  }
+}
+
+// Bad buffers and hyper-parameters are refused before anything is written.
+TEST(CpuAdamStep, RejectsInvalidArgumentsWithoutWriting) {
+  const CpuAdam adam({.threads = 1});
+  const Case c{ElementType::kF32, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9};
+  OptimizerRun run(c, 10, 5);
+  fill_grads(run.grads, 5, 1);
+  const std::vector<float> params_before = run.params;
+  AdamHyperParams hp;
+
+  AdamBuffers short_grads = run.buffers(true);
+  short_grads.grads.count = 9;
+  EXPECT_EQ(adam.step(hp, 1, 1.0f, short_grads).code(), ErrorCode::kInvalidArgument);
+
+  TypedBuffer bf16_m(ElementType::kBF16, 10);
+  AdamBuffers mixed_state = run.buffers(true);
+  mixed_state.exp_avg = bf16_m.view();
+  EXPECT_EQ(adam.step(hp, 1, 1.0f, mixed_state).code(), ErrorCode::kInvalidArgument);
+
+  TypedBuffer f16_m(ElementType::kF16, 10), f16_v(ElementType::kF16, 10);
+  AdamBuffers f16_state = run.buffers(true);
+  f16_state.exp_avg = f16_m.view();
+  f16_state.exp_avg_sq = f16_v.view();
+  EXPECT_EQ(adam.step(hp, 1, 1.0f, f16_state).code(), ErrorCode::kInvalidArgument);
+
+  std::vector<float> fp32_copy(10);
+  AdamBuffers fp32_params16 = run.buffers(true);
+  fp32_params16.params16 = elements(std::span<float>(fp32_copy));
+  EXPECT_EQ(adam.step(hp, 1, 1.0f, fp32_params16).code(), ErrorCode::kInvalidArgument);
+
+  EXPECT_EQ(adam.step(hp, 0, 1.0f, run.buffers(true)).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(adam.step(hp, 1, NAN, run.buffers(true)).code(), ErrorCode::kInvalidArgument);
+  AdamHyperParams bad_beta = hp;
+  bad_beta.beta2 = 1.0;
+  EXPECT_EQ(adam.step(bad_beta, 1, 1.0f, run.buffers(true)).code(), ErrorCode::kInvalidArgument);
+  AdamHyperParams bad_lr = hp;
+  bad_lr.lr = -1.0;
+  EXPECT_EQ(adam.step(bad_lr, 1, 1.0f, run.buffers(true)).code(), ErrorCode::kInvalidArgument);
+
+  EXPECT_EQ(run.params, params_before);
+}
+
+}  // namespace
+}  // namespace tierzero::cpu_adam

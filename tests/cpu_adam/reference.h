@@ -1,0 +1,53 @@
+// Independent references for the cpu_adam tests: a double-precision scalar Adam/AdamW with
+// torch.optim semantics, and scalar 16-bit float conversions (fp16 through the compiler's _Float16,
+// bf16 by choosing the nearer neighbour in double).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "cpu_adam/adam.h"
+
+namespace tierzero::cpu_adam::reference {
+
+// Exact value of fp16 bits.
+float f16_bits_to_float(uint16_t bits);
+// fp16 bits nearest to `f` (ties to even), inf on overflow, a NaN for NaN.
+uint16_t float_to_f16_bits(float f);
+// Exact value of bf16 bits.
+float bf16_bits_to_float(uint16_t bits);
+// bf16 bits nearest to `f` (ties to even), inf on overflow, a NaN for NaN.
+uint16_t float_to_bf16_bits(float f);
+// Rounds `f` to the nearest value of `type` and back (the identity for fp32).
+float round_to(ElementType type, float f);
+
+// A buffer of `count` elements of `type`, stored as bytes; values are set and read as float.
+class TypedBuffer {
+ public:
+  TypedBuffer(ElementType type, size_t count);
+  ElementType type() const { return type_; }
+  size_t size() const { return count_; }
+  void set(size_t i, float value);  // rounds to nearest even for 16-bit types
+  float get(size_t i) const;
+  Elements view();
+  ConstElements const_view() const;
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  ElementType type_;
+  size_t count_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Reference optimizer state in double.
+struct ReferenceState {
+  std::vector<double> params, exp_avg, exp_avg_sq;
+};
+
+// One step of torch.optim.Adam / AdamW in double on `grads` (decoded values) times `grad_multiplier`.
+// When `state_type` is bf16, m and v are rounded to bf16 after the update, as the kernel stores them.
+void reference_step(ReferenceState& state, const std::vector<double>& grads, const AdamHyperParams& hp,
+                    int64_t step, double grad_multiplier, ElementType state_type);
+
+}  // namespace tierzero::cpu_adam::reference
