@@ -63,6 +63,7 @@ Status plan_pieces(detail::TicketState& request, std::byte* buffer, uint64_t blo
                 file.offset_align(), file.mem_align()};
   const uint64_t begin = request.offset, end = request.offset + request.length;
   request.pieces.clear();
+  if (request.length == 0) return {};
 
   if (!file.direct()) {
     request.pieces.reserve((request.length + block_size - 1) / block_size);

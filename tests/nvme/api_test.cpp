@@ -1,0 +1,187 @@
+// The engine's API outside the data path: config, opening files, invalid requests, lifetime.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "nvme/io_engine.h"
+#include "test_env.h"
+
+namespace tierzero::nvme {
+namespace {
+
+using testing::random_bytes;
+using testing::TestDir;
+
+#define EXPECT_MESSAGE_HAS(status, text) EXPECT_NE((status).message().find(text), std::string::npos) << (status).to_string()
+
+std::unique_ptr<IoEngine> sync_engine() {
+  IoConfig config;
+  config.backend = Backend::kSync;
+  return IoEngine::create(config).value();
+}
+
+TEST(IoConfigTest, BackendNamesRoundTrip) {
+  for (Backend b : {Backend::kAuto, Backend::kIoUring, Backend::kLibaio, Backend::kSync}) {
+    EXPECT_EQ(parse_backend(backend_name(b)).value(), b);
+  }
+  Result<Backend> bad = parse_backend("posix");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_MESSAGE_HAS(bad.status(), "\"posix\"");
+  EXPECT_MESSAGE_HAS(bad.status(), "auto, io_uring, libaio, sync");
+}
+
+TEST(IoConfigTest, ValidateNamesTheKey) {
+  EXPECT_TRUE(validate(IoConfig{}).ok());
+  IoConfig c;
+  c.block_size = 1000;
+  EXPECT_MESSAGE_HAS(validate(c), "aio.block_size = 1000");
+  c = {};
+  c.queue_depth = 0;
+  EXPECT_MESSAGE_HAS(validate(c), "aio.queue_depth = 0");
+  c = {};
+  c.intra_op_parallelism = 0;
+  EXPECT_MESSAGE_HAS(validate(c), "aio.intra_op_parallelism = 0");
+  EXPECT_EQ(IoEngine::create(c).status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(IoEngineTest, AutoPicksAWorkingBackend) {
+  auto engine = IoEngine::create(IoConfig{}).value();
+  EXPECT_NE(engine->backend(), Backend::kAuto);
+}
+
+TEST(IoEngineTest, NonexistentPathIsNotFound) {
+  TestDir dir;
+  auto engine = sync_engine();
+  Result<FileRef> f = engine->open(dir.file("missing"), OpenOptions{OpenMode::kRead});
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kNotFound);
+  EXPECT_MESSAGE_HAS(f.status(), "cannot open " + dir.file("missing"));
+  EXPECT_MESSAGE_HAS(f.status(), std::strerror(ENOENT));
+  EXPECT_MESSAGE_HAS(f.status(), "check the path");
+}
+
+// Paths that fail even for root: a file where a directory is expected, and sysfs.
+TEST(IoEngineTest, UnwritablePlacesNameThePathAndTheFix) {
+  TestDir dir;
+  ASSERT_TRUE(testing::write_plain_file(dir.file("plain"), {1, 2, 3}));
+  auto engine = sync_engine();
+  Result<FileRef> f = engine->open(dir.file("plain") + "/x", OpenOptions{OpenMode::kWrite});
+  ASSERT_FALSE(f.ok());
+  EXPECT_MESSAGE_HAS(f.status(), "cannot create " + dir.file("plain") + "/x");
+  EXPECT_MESSAGE_HAS(f.status(), std::strerror(ENOTDIR));
+  EXPECT_MESSAGE_HAS(f.status(), "choose a writable path");
+
+  f = engine->open("/sys/tierzero-nvme-test", OpenOptions{OpenMode::kWrite});
+  ASSERT_FALSE(f.ok());
+  EXPECT_MESSAGE_HAS(f.status(), "cannot create /sys/tierzero-nvme-test");
+  EXPECT_MESSAGE_HAS(f.status(), "choose a writable path");
+}
+
+// An immutable directory (chattr +i) refuses new files even to root, like a read-only one.
+TEST(IoEngineTest, ImmutableDirectoryRefusesCreate) {
+  TestDir dir;
+  const std::string sub = dir.file("locked");
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  int dfd = ::open(sub.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dfd, 0);
+  int flags = 0;
+  if (ioctl(dfd, FS_IOC_GETFLAGS, &flags) != 0 || (flags |= FS_IMMUTABLE_FL, ioctl(dfd, FS_IOC_SETFLAGS, &flags)) != 0) {
+    ::close(dfd);
+    GTEST_SKIP() << "cannot set the immutable flag here: " << std::strerror(errno);
+  }
+  auto engine = sync_engine();
+  Result<FileRef> f = engine->open(sub + "/x", OpenOptions{OpenMode::kWrite});
+  flags &= ~FS_IMMUTABLE_FL;
+  ioctl(dfd, FS_IOC_SETFLAGS, &flags);
+  ::close(dfd);
+  ASSERT_FALSE(f.ok());
+  EXPECT_MESSAGE_HAS(f.status(), "cannot create " + sub + "/x");
+  EXPECT_MESSAGE_HAS(f.status(), "choose a writable path");
+}
+
+TEST(IoEngineTest, InvalidRequestsCompleteWithInvalidArgument) {
+  TestDir dir;
+  auto engine = sync_engine();
+  FileRef f = engine->open(dir.file("f"), OpenOptions{OpenMode::kReadWrite}).value();
+  EXPECT_EQ(engine->submit(IoRequest{nullptr, Op::kRead, 0, nullptr, 10}).wait().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(engine->submit(IoRequest{f, Op::kRead, 0, nullptr, 0}).wait().code(), ErrorCode::kInvalidArgument);
+  uint8_t byte = 0;
+  IoTicket empty = engine->submit(IoRequest{f, Op::kRead, 5, &byte, 0});
+  EXPECT_TRUE(empty.wait().ok());
+  EXPECT_TRUE(empty.ready());
+  EXPECT_EQ(IoTicket().wait().code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(IoTicket().ready());
+}
+
+TEST(IoEngineTest, PreallocationKeepsTheSize) {
+  TestDir dir;
+  auto engine = sync_engine();
+  FileRef f = engine->open(dir.file("pre"), OpenOptions{OpenMode::kWrite, 8 << 20}).value();
+  EXPECT_EQ(f->size().value(), 0u);
+  struct stat st {};
+  ASSERT_EQ(fstat(f->fd(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, uint64_t{8} << 20);
+  ASSERT_TRUE(f->truncate(4096).ok());
+  EXPECT_EQ(f->size().value(), 4096u);
+}
+
+TEST(IoEngineTest, DirectAlignmentComesFromTheFileSystem) {
+  TestDir dir;
+  auto engine = sync_engine();
+  FileRef f = engine->open(dir.file("a"), OpenOptions{OpenMode::kWrite}).value();
+  if (!f->direct()) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  for (uint32_t a : {f->mem_align(), f->offset_align()}) {
+    EXPECT_GE(a, 1u);
+    EXPECT_EQ(a & (a - 1), 0u) << a;
+  }
+  EXPECT_GE(f->offset_align(), 512u);
+}
+
+// tmpfs before Linux 6.6 refuses O_DIRECT: the file opens buffered (alignment 1) and I/O still
+// round-trips. Newer tmpfs accepts O_DIRECT; then the round trip runs direct.
+TEST(IoEngineTest, TmpfsRoundTripsDirectOrBuffered) {
+  struct statfs sfs {};
+  if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != 0x01021994 /* TMPFS_MAGIC */) {
+    GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  }
+  auto engine = sync_engine();
+  const std::string path = "/dev/shm/tierzero-nvme-test-" + std::to_string(getpid());
+  FileRef f = engine->open(path, OpenOptions{OpenMode::kReadWrite}).value();
+  if (!f->direct()) {
+    EXPECT_EQ(f->offset_align(), 1u);
+  }
+  auto data = random_bytes(12345, 20);
+  ASSERT_TRUE(write_sync(*engine, f, 7, data.data(), data.size(), true).ok());
+  std::vector<uint8_t> back(data.size());
+  ASSERT_TRUE(read_sync(*engine, f, 7, back.data(), back.size()).ok());
+  EXPECT_EQ(back, data);
+  std::filesystem::remove(path);
+}
+
+// Destroying the engine drains what is queued: every ticket still completes, with its data.
+TEST(IoEngineTest, DestructionDrainsInFlightRequests) {
+  TestDir dir;
+  auto data = random_bytes(4 << 20, 21);
+  std::vector<IoTicket> tickets;
+  {
+    auto engine = IoEngine::create(IoConfig{}).value();
+    FileRef f = engine->open(dir.file("drain"), OpenOptions{OpenMode::kWrite}).value();
+    for (uint64_t off = 0; off < data.size(); off += 1 << 20) {
+      tickets.push_back(engine->submit(IoRequest{f, Op::kWrite, off, data.data() + off, 1 << 20}));
+    }
+  }
+  for (IoTicket& t : tickets) EXPECT_TRUE(t.wait().ok());
+  EXPECT_EQ(testing::read_plain_file(dir.file("drain")), data);
+}
+
+}  // namespace
+}  // namespace tierzero::nvme
