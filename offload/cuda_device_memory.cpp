@@ -1,0 +1,147 @@
+// The GPU tier on a CUDA device: its own non-blocking streams for H2D and D2H, events for order.
+#include <cuda_runtime.h>
+
+#include "common/units.h"
+#include "offload/device_memory.h"
+
+namespace tierzero::offload {
+namespace {
+
+Status cuda_status(cudaError_t err, const std::string& what) {
+  if (err == cudaSuccess) return {};
+  return internal_error(what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+class CudaEvent final : public DeviceEvent {
+ public:
+  CudaEvent(int device, cudaEvent_t event, const cudaStream_t* lanes)
+      : device_(device), event_(event), lanes_(lanes) {}
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+
+  Status record(Lane lane) override {
+    cudaSetDevice(device_);
+    recorded_ = true;
+    return cuda_status(cudaEventRecord(event_, lanes_[static_cast<int>(lane)]), "cudaEventRecord");
+  }
+  Status wait() override {
+    if (!recorded_) return {};
+    return cuda_status(cudaEventSynchronize(event_), "cudaEventSynchronize");
+  }
+  Result<double> elapsed_ms_since(const DeviceEvent& earlier) const override {
+    float ms = 0;
+    TZ_RETURN_IF_ERROR(cuda_status(
+        cudaEventElapsedTime(&ms, static_cast<const CudaEvent&>(earlier).event_, event_), "cudaEventElapsedTime"));
+    return static_cast<double>(ms);
+  }
+
+ private:
+  int device_;
+  cudaEvent_t event_;
+  const cudaStream_t* lanes_;
+  bool recorded_ = false;
+};
+
+class CudaDeviceMemory final : public DeviceMemory {
+ public:
+  explicit CudaDeviceMemory(int device) : device_(device) {}
+  ~CudaDeviceMemory() override {
+    cudaSetDevice(device_);
+    for (cudaStream_t s : lanes_) {
+      if (s) cudaStreamDestroy(s);
+    }
+  }
+
+  Status init() {
+    TZ_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")"));
+    for (cudaStream_t& s : lanes_) {
+      TZ_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    }
+    cudaDeviceProp prop{};
+    TZ_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties"));
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    description_ = std::string(prop.name) + " (device " + std::to_string(device_) + ", " +
+                   format_bytes(prop.totalGlobalMem) + ", PCI " + std::to_string(prop.pciBusID) + "), CUDA runtime " +
+                   std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+    return {};
+  }
+
+  bool is_gpu() const override { return true; }
+  std::string description() const override { return description_; }
+  Result<uint64_t> free_bytes() const override {
+    cudaSetDevice(device_);
+    size_t free = 0, total = 0;
+    TZ_RETURN_IF_ERROR(cuda_status(cudaMemGetInfo(&free, &total), "cudaMemGetInfo"));
+    return static_cast<uint64_t>(free);
+  }
+
+  Result<void*> allocate_device(uint64_t bytes) override {
+    cudaSetDevice(device_);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      return resource_exhausted("cudaMalloc of " + format_bytes(bytes) + " failed (" + cudaGetErrorName(err) +
+                                "); the GPU has " + format_bytes(free) + " free of " + format_bytes(total) +
+                                ": lower gpu_bytes");
+    }
+    return p;
+  }
+  void free_device(void* ptr, uint64_t) override {
+    cudaSetDevice(device_);
+    cudaFree(ptr);
+  }
+
+  Result<void*> allocate_pinned(uint64_t bytes, bool) override {
+    cudaSetDevice(device_);
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      return resource_exhausted("cudaHostAlloc of a " + format_bytes(bytes) + " pinned arena failed (" +
+                                cudaGetErrorName(err) + "): lower pinned_bytes or free host memory");
+    }
+    return p;
+  }
+  void free_pinned(void* ptr, uint64_t) override { cudaFreeHost(ptr); }
+
+  Status copy_async(Lane lane, void* dst, const void* src, uint64_t bytes) override {
+    cudaSetDevice(device_);
+    const cudaMemcpyKind kind = lane == Lane::kH2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    return cuda_status(cudaMemcpyAsync(dst, src, bytes, kind, lanes_[static_cast<int>(lane)]), "cudaMemcpyAsync");
+  }
+  Status fill_async(Lane lane, void* dst, uint8_t value, uint64_t bytes) override {
+    cudaSetDevice(device_);
+    return cuda_status(cudaMemsetAsync(dst, value, bytes, lanes_[static_cast<int>(lane)]), "cudaMemsetAsync");
+  }
+  Result<std::unique_ptr<DeviceEvent>> create_event() override {
+    cudaSetDevice(device_);
+    cudaEvent_t e = nullptr;
+    TZ_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&e), "cudaEventCreate"));
+    return std::unique_ptr<DeviceEvent>(std::make_unique<CudaEvent>(device_, e, lanes_));
+  }
+
+ private:
+  int device_;
+  cudaStream_t lanes_[2] = {nullptr, nullptr};
+  std::string description_;
+};
+
+}  // namespace
+
+Result<int> cuda_device_count() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    return unsupported(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  }
+  return count;
+}
+
+Result<std::unique_ptr<DeviceMemory>> make_cuda_device_memory(int cuda_device) {
+  auto memory = std::make_unique<CudaDeviceMemory>(cuda_device);
+  TZ_RETURN_IF_ERROR(memory->init());
+  return std::unique_ptr<DeviceMemory>(std::move(memory));
+}
+
+}  // namespace tierzero::offload

@@ -1,0 +1,94 @@
+// The GPU tier as host memory: for machines without a GPU, so the state machine runs everywhere.
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/units.h"
+#include "offload/device_memory.h"
+
+namespace tierzero::offload {
+namespace {
+
+// Host copies complete when queued, so an event is a timestamp.
+class HostEvent final : public DeviceEvent {
+ public:
+  Status record(Lane) override {
+    at_ = std::chrono::steady_clock::now();
+    return {};
+  }
+  Status wait() override { return {}; }
+  Result<double> elapsed_ms_since(const DeviceEvent& earlier) const override {
+    const auto& e = static_cast<const HostEvent&>(earlier);
+    return std::chrono::duration<double, std::milli>(at_ - e.at_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point at_ = std::chrono::steady_clock::now();
+};
+
+Result<void*> map_anonymous(uint64_t bytes, const char* what) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return resource_exhausted(std::string("cannot map ") + format_bytes(bytes) + " of host memory for the " +
+                              what + ": " + std::strerror(errno) + "; lower the budget");
+  }
+  return p;
+}
+
+class HostDeviceMemory final : public DeviceMemory {
+ public:
+  explicit HostDeviceMemory(std::string reason) : reason_(std::move(reason)) {}
+
+  bool is_gpu() const override { return false; }
+  std::string description() const override { return "host memory (no GPU: " + reason_ + ")"; }
+  Result<uint64_t> free_bytes() const override { return host_memory_available(); }
+
+  Result<void*> allocate_device(uint64_t bytes) override { return map_anonymous(bytes, "emulated GPU tier"); }
+  void free_device(void* ptr, uint64_t bytes) override { munmap(ptr, bytes); }
+
+  Result<void*> allocate_pinned(uint64_t bytes, bool lock) override {
+    TZ_ASSIGN_OR_RETURN(void* p, map_anonymous(bytes, "pinned tier"));
+    if (lock && mlock(p, bytes) != 0) {
+      const int err = errno;
+      munmap(p, bytes);
+      rlimit limit{};
+      getrlimit(RLIMIT_MEMLOCK, &limit);
+      const std::string rl = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : format_bytes(limit.rlim_cur);
+      return resource_exhausted("mlock of a " + format_bytes(bytes) + " pinned arena failed: " +
+                                std::strerror(err) + " (RLIMIT_MEMLOCK " + rl +
+                                "); raise it (ulimit -l / limits.conf memlock), run with CAP_IPC_LOCK, "
+                                "lower pinned_bytes, or set lock_host_memory=false");
+    }
+    return p;
+  }
+  void free_pinned(void* ptr, uint64_t bytes) override {
+    munlock(ptr, bytes);
+    munmap(ptr, bytes);
+  }
+
+  Status copy_async(Lane, void* dst, const void* src, uint64_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return {};
+  }
+  Status fill_async(Lane, void* dst, uint8_t value, uint64_t bytes) override {
+    std::memset(dst, value, bytes);
+    return {};
+  }
+  Result<std::unique_ptr<DeviceEvent>> create_event() override {
+    return std::unique_ptr<DeviceEvent>(std::make_unique<HostEvent>());
+  }
+
+ private:
+  std::string reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason) {
+  return std::make_unique<HostDeviceMemory>(std::move(reason));
+}
+
+}  // namespace tierzero::offload

@@ -1,0 +1,71 @@
+#include "offload/range_allocator.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace tierzero::offload {
+
+RangeAllocator::RangeAllocator(uint64_t capacity) : capacity_(capacity) {
+  if (capacity > 0) free_.emplace(0, capacity);
+}
+
+std::optional<uint64_t> RangeAllocator::allocate(uint64_t bytes, uint64_t align) {
+  const uint64_t size = round_up(std::max<uint64_t>(bytes, 1), align);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    const uint64_t start = round_up(it->first, align);
+    const uint64_t end = it->first + it->second;
+    if (start + size > end) continue;
+    const uint64_t range_start = it->first;
+    free_.erase(it);
+    if (start > range_start) free_.emplace(range_start, start - range_start);
+    if (start + size < end) free_.emplace(start + size, end - start - size);
+    used_ += size;
+    return start;
+  }
+  return std::nullopt;
+}
+
+bool RangeAllocator::claim(uint64_t offset, uint64_t bytes) {
+  auto it = free_.upper_bound(offset);
+  if (it == free_.begin()) return false;
+  --it;
+  const uint64_t range_start = it->first;
+  const uint64_t end = range_start + it->second;
+  if (offset + bytes > end) return false;
+  free_.erase(it);
+  if (offset > range_start) free_.emplace(range_start, offset - range_start);
+  if (offset + bytes < end) free_.emplace(offset + bytes, end - offset - bytes);
+  used_ += bytes;
+  return true;
+}
+
+void RangeAllocator::free(uint64_t offset, uint64_t bytes, uint64_t align) {
+  const uint64_t size = round_up(std::max<uint64_t>(bytes, 1), align);
+  assert(used_ >= size);
+  used_ -= size;
+  insert_free(offset, size);
+}
+
+void RangeAllocator::insert_free(uint64_t offset, uint64_t bytes) {
+  auto next = free_.lower_bound(offset);
+  if (next != free_.end() && offset + bytes == next->first) {
+    bytes += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += bytes;
+      return;
+    }
+  }
+  free_.emplace(offset, bytes);
+}
+
+uint64_t RangeAllocator::largest_free() const {
+  uint64_t best = 0;
+  for (auto& [offset, bytes] : free_) best = std::max(best, bytes);
+  return best;
+}
+
+}  // namespace tierzero::offload

@@ -1,0 +1,41 @@
+// First-fit allocator of offsets in [0, capacity): exact sizes rounded only to an alignment,
+// neighbouring free ranges coalesced on free. Used for pinned and GPU arenas and NVMe extents.
+// Not thread-safe; the owner locks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+namespace tierzero::offload {
+
+class RangeAllocator {
+ public:
+  explicit RangeAllocator(uint64_t capacity);
+
+  // Returns the offset of a free range of `bytes` (rounded up to `align`, a power of two) whose
+  // start is a multiple of `align`, or nullopt when no free range is large enough.
+  std::optional<uint64_t> allocate(uint64_t bytes, uint64_t align);
+  // Marks [offset, offset + bytes) used; false when any part of it is not free. (Re-attaching
+  // recorded extents.)
+  bool claim(uint64_t offset, uint64_t bytes);
+  // Returns a range given by allocate() or claim() with the same `bytes` (and `align`).
+  void free(uint64_t offset, uint64_t bytes, uint64_t align = 1);
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t used() const { return used_; }
+  // The largest free range.
+  uint64_t largest_free() const;
+
+  // Rounds `bytes` up to a multiple of `align` (a power of two).
+  static uint64_t round_up(uint64_t bytes, uint64_t align) { return (bytes + align - 1) & ~(align - 1); }
+
+ private:
+  void insert_free(uint64_t offset, uint64_t bytes);
+
+  uint64_t capacity_;
+  uint64_t used_ = 0;
+  std::map<uint64_t, uint64_t> free_;  // offset -> length, disjoint and never adjacent
+};
+
+}  // namespace tierzero::offload

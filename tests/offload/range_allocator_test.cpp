@@ -1,0 +1,88 @@
+// The offset allocator under the pools and the NVMe extents, and the pools' exact-size promise.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "offload/arena_pool.h"
+#include "offload/range_allocator.h"
+
+namespace tierzero::offload {
+namespace {
+
+TEST(RangeAllocator, AllocatesAlignedAndCoalescesOnFree) {
+  RangeAllocator r(1 << 20);
+  auto a = r.allocate(1000, 256);
+  auto b = r.allocate(5000, 4096);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a % 256, 0u);
+  EXPECT_EQ(*b % 4096, 0u);
+  EXPECT_EQ(r.used(), 1024u + 8192u);
+  r.free(*a, 1000, 256);
+  r.free(*b, 5000, 4096);
+  EXPECT_EQ(r.used(), 0u);
+  EXPECT_EQ(r.largest_free(), 1u << 20);  // every gap merged back
+}
+
+TEST(RangeAllocator, FailsWhenNoRangeIsLargeEnough) {
+  RangeAllocator r(8192);
+  auto a = r.allocate(4096, 4096);
+  auto b = r.allocate(4096, 4096);
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(r.allocate(1, 1));
+  r.free(*a, 4096, 4096);
+  EXPECT_EQ(r.allocate(4096, 4096), a);
+}
+
+TEST(RangeAllocator, ClaimMarksExactRangesAndRefusesOverlaps) {
+  RangeAllocator r(1 << 16);
+  EXPECT_TRUE(r.claim(4096, 8192));
+  EXPECT_FALSE(r.claim(8192, 4096));   // overlaps the claimed range
+  EXPECT_FALSE(r.claim(60000, 8192));  // runs past the end
+  EXPECT_TRUE(r.claim(0, 4096));
+  auto next = r.allocate(4096, 4096);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, 12288u);
+}
+
+TEST(RangeAllocator, RandomAllocFreeKeepsAccounting) {
+  RangeAllocator r(1 << 22);
+  std::mt19937 rng(7);
+  std::vector<std::pair<uint64_t, uint64_t>> live;
+  for (int i = 0; i < 5000; ++i) {
+    if (live.empty() || rng() % 3 != 0) {
+      const uint64_t bytes = 1 + rng() % 20000;
+      if (auto off = r.allocate(bytes, 256)) live.emplace_back(*off, bytes);
+    } else {
+      const size_t k = rng() % live.size();
+      r.free(live[k].first, live[k].second, 256);
+      live.erase(live.begin() + k);
+    }
+  }
+  uint64_t expect = 0;
+  for (auto& [off, bytes] : live) expect += RangeAllocator::round_up(bytes, 256);
+  EXPECT_EQ(r.used(), expect);
+  for (auto& [off, bytes] : live) r.free(off, bytes, 256);
+  EXPECT_EQ(r.largest_free(), 1u << 22);
+}
+
+TEST(ArenaPool, ExactSizeBlocksStayWithinFivePercent) {
+  auto alloc = [](uint64_t n) -> Result<void*> { return std::aligned_alloc(4096, n); };
+  auto release = [](void* p, uint64_t) { std::free(p); };
+  Result<ArenaPool> pool = ArenaPool::create(64 << 20, 16 << 20, alloc, release);
+  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+  EXPECT_EQ(pool->arenas().size(), 4u);
+  std::mt19937_64 rng(11);
+  uint64_t asked = 0;
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t bytes = (5 << 10) + rng() % (400 << 10);  // 5 KiB .. 405 KiB, never powers of two
+    std::optional<Block> b = pool->allocate(bytes);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % ArenaPool::block_alignment(bytes), 0u);
+    asked += bytes;
+  }
+  EXPECT_LE(static_cast<double>(pool->used()), 1.05 * static_cast<double>(asked));
+}
+
+}  // namespace
+}  // namespace tierzero::offload

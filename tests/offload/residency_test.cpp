@@ -1,0 +1,155 @@
+// The residency state machine: registration, holds, write-back, versions and the rules that
+// keep them consistent, in every tier.
+#include <gtest/gtest.h>
+
+#include "tests/offload/test_support.h"
+
+namespace tierzero::offload {
+namespace {
+
+using testing::pattern;
+using testing::read_view;
+using testing::write_view;
+
+constexpr Tier kTiers[] = {Tier::kGpu, Tier::kPinned, Tier::kNvme};
+
+class Residency : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    io_ = testing::make_io();
+    ASSERT_TRUE(io_);
+    auto m = TierManager::create(testing::small_budgets(dir_.path(), 1 << 20, 2 << 20, 4 << 20), io_.get());
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    tm_ = std::move(m).value();
+  }
+
+  ShardView fetch_ok(const std::string& id, Tier tier, Access access = Access::kRead) {
+    Result<ShardView> v = tm_->fetch(id, tier, access).get();
+    EXPECT_TRUE(v.ok()) << v.status().to_string();
+    return v.ok() ? *v : ShardView{};
+  }
+  std::vector<uint8_t> contents(const std::string& id) {
+    ShardView v = fetch_ok(id, Tier::kPinned);
+    std::vector<uint8_t> out = read_view(v);
+    EXPECT_TRUE(tm_->release(id).get().ok());
+    return out;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<nvme::IoEngine> io_;
+  std::unique_ptr<TierManager> tm_;
+};
+
+TEST_F(Residency, BudgetStatementNamesEveryTier) {
+  const std::string s = tm_->budget_statement();
+  EXPECT_NE(s.find("gpu: budget 1.00 MiB"), std::string::npos) << s;
+  EXPECT_NE(s.find("pinned: budget 2.00 MiB"), std::string::npos) << s;
+  EXPECT_NE(s.find("RLIMIT_MEMLOCK"), std::string::npos) << s;
+  EXPECT_NE(s.find("nvme: 4.00 MiB"), std::string::npos) << s;
+}
+
+TEST_F(Residency, NewShardsReadAsZerosFromEveryHome) {
+  for (Tier home : kTiers) {
+    const std::string id = std::string("zero/") + tier_name(home);
+    ASSERT_TRUE(tm_->register_shard({id, 70001, DType::kU8, home}).ok());
+    EXPECT_EQ(contents(id), std::vector<uint8_t>(70001, 0)) << id;
+  }
+}
+
+TEST_F(Residency, WritebackReachesHomeFromEveryTierAndBumpsTheVersion) {
+  int n = 0;
+  for (Tier home : kTiers) {
+    for (Tier at : {Tier::kGpu, Tier::kPinned}) {
+      const std::string id = std::string("w/") + tier_name(home) + "/" + tier_name(at);
+      const uint64_t bytes = 100000 + 4097 * n;
+      ASSERT_TRUE(tm_->register_shard({id, bytes, DType::kBf16, home}).ok());
+      ShardView v = fetch_ok(id, at, Access::kWrite);
+      const std::vector<uint8_t> data = pattern(++n, bytes);
+      write_view(v, 0, data.data(), bytes);
+      ASSERT_TRUE(tm_->writeback(id).get().ok());
+      Result<ShardInfo> info = tm_->info(id);
+      ASSERT_TRUE(info.ok());
+      EXPECT_EQ(info->version, 1u);
+      EXPECT_TRUE(info->valid[static_cast<int>(home)]);
+      EXPECT_TRUE(info->write_hold);
+      ASSERT_TRUE(tm_->release(id).get().ok());
+      EXPECT_EQ(tm_->info(id)->version, 1u);  // released after a writeback: not written twice
+      EXPECT_EQ(contents(id), data) << id;
+    }
+  }
+}
+
+TEST_F(Residency, ReleaseWritesBackAWriteHoldThatWasNotWrittenBack) {
+  ASSERT_TRUE(tm_->register_shard({"r", 50000, DType::kF32, Tier::kNvme}).ok());
+  ShardView v = fetch_ok("r", Tier::kGpu, Access::kWrite);
+  const std::vector<uint8_t> data = pattern(3, 50000);
+  write_view(v, 0, data.data(), data.size());
+  ASSERT_TRUE(tm_->release("r").get().ok());
+  Result<ShardInfo> info = tm_->info("r");
+  EXPECT_EQ(info->version, 1u);
+  EXPECT_TRUE(info->valid[static_cast<int>(Tier::kNvme)]);
+  EXPECT_FALSE(info->has_current_tier);
+  EXPECT_EQ(contents("r"), data);
+}
+
+TEST_F(Residency, AWriteHoldInvalidatesOtherCachedCopies) {
+  ASSERT_TRUE(tm_->register_shard({"c", 40000, DType::kU8, Tier::kNvme}).ok());
+  fetch_ok("c", Tier::kGpu);
+  ASSERT_TRUE(tm_->release("c").get().ok());
+  EXPECT_TRUE(tm_->info("c")->valid[static_cast<int>(Tier::kGpu)]);
+  ShardView v = fetch_ok("c", Tier::kPinned, Access::kWrite);
+  EXPECT_FALSE(tm_->info("c")->valid[static_cast<int>(Tier::kGpu)]);
+  const std::vector<uint8_t> data = pattern(4, 40000);
+  write_view(v, 0, data.data(), data.size());
+  ASSERT_TRUE(tm_->release("c").get().ok());
+  ShardView g = fetch_ok("c", Tier::kGpu);
+  EXPECT_EQ(read_view(g), data);
+  ASSERT_TRUE(tm_->release("c").get().ok());
+}
+
+TEST_F(Residency, HoldRulesAreEnforced) {
+  ASSERT_TRUE(tm_->register_shard({"h", 30000, DType::kU8, Tier::kPinned}).ok());
+  fetch_ok("h", Tier::kGpu);
+  fetch_ok("h", Tier::kGpu);  // read holds stack
+  EXPECT_EQ(tm_->info("h")->holds, 2u);
+  EXPECT_EQ(tm_->fetch("h", Tier::kPinned).get().status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tm_->fetch("h", Tier::kGpu, Access::kWrite).get().status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tm_->unregister_shard("h").code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(tm_->release("h").get().ok());
+  ASSERT_TRUE(tm_->release("h").get().ok());
+  EXPECT_EQ(tm_->release("h").get().code(), ErrorCode::kInvalidArgument);
+  fetch_ok("h", Tier::kPinned, Access::kWrite);
+  EXPECT_EQ(tm_->fetch("h", Tier::kPinned).get().status().code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(tm_->release("h").get().ok());
+  EXPECT_TRUE(tm_->unregister_shard("h").ok());
+  EXPECT_EQ(tm_->info("h").status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(tm_->fetch("h", Tier::kGpu).get().status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(tm_->register_shard({"z", 0, DType::kU8, Tier::kPinned}).code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(tm_->register_shard({"d", 10, DType::kU8, Tier::kPinned}).ok());
+  EXPECT_EQ(tm_->register_shard({"d", 10, DType::kU8, Tier::kPinned}).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(Residency, UnregisterFreesEveryCopy) {
+  const TierUsage before = tm_->usage(Tier::kNvme);
+  ASSERT_TRUE(tm_->register_shard({"u", 300000, DType::kU8, Tier::kNvme}).ok());
+  fetch_ok("u", Tier::kGpu);
+  ASSERT_TRUE(tm_->release("u").get().ok());
+  EXPECT_GT(tm_->usage(Tier::kGpu).used_bytes, 0u);
+  ASSERT_TRUE(tm_->unregister_shard("u").ok());
+  EXPECT_EQ(tm_->usage(Tier::kGpu).used_bytes, 0u);
+  EXPECT_EQ(tm_->usage(Tier::kNvme).used_bytes, before.used_bytes);
+}
+
+TEST(ResidencyWithoutGpuTier, FetchToATierWithoutBudgetIsRefused) {
+  testing::TempDir dir;
+  auto m = TierManager::create(testing::small_budgets(dir.path(), 0, 1 << 20, 0));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_TRUE((*m)->register_shard({"p", 1000, DType::kU8, Tier::kPinned}).ok());
+  Status s = (*m)->fetch("p", Tier::kGpu).get().status();
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("gpu_bytes"), std::string::npos) << s.message();
+  EXPECT_EQ((*m)->register_shard({"n", 1000, DType::kU8, Tier::kNvme}).code(), ErrorCode::kOutOfSpace);
+}
+
+}  // namespace
+}  // namespace tierzero::offload

@@ -1,0 +1,38 @@
+// Helpers shared by the offload tests: a temporary swap directory, budgets sized for CI, an
+// IoEngine, and byte access to a held view in any tier (device memory through cudaMemcpy).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "offload/tier_manager.h"
+
+namespace tierzero::offload::testing {
+
+// A fresh directory under the test temp dir, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Small budgets: `gpu` / `pinned` / `nvme` bytes, 64 KiB chunks, triple buffering, 4 threads.
+TierBudgets small_budgets(const std::string& nvme_dir, uint64_t gpu, uint64_t pinned, uint64_t nvme);
+
+// An IoEngine with the default config (auto backend); fails the test when it cannot be made.
+std::unique_ptr<nvme::IoEngine> make_io();
+
+// Copies between host memory and a held view (GPU views may be device memory).
+void write_view(const ShardView& view, uint64_t offset, const void* src, uint64_t bytes);
+std::vector<uint8_t> read_view(const ShardView& view);
+
+// Deterministic bytes for (seed, length).
+std::vector<uint8_t> pattern(uint64_t seed, uint64_t bytes);
+
+}  // namespace tierzero::offload::testing
