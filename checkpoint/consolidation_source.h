@@ -3,7 +3,7 @@
 // A ConsolidationSource presents a sharded training checkpoint (tierzero's own, or DeepSpeed's
 // ZeRO-1/2/3) as a list of whole fp32 tensors. The converter asks for them one at a time, in
 // order, so a source needs memory for about one tensor, not for the model. Implementations:
-//   - checkpoint/engine_source.h     tierzero checkpoints (open_engine_checkpoint_source)
+//   - checkpoint/engine_checkpoint.h tierzero checkpoints (open_engine_checkpoint_source)
 //   - checkpoint/deepspeed_source.h  DeepSpeed checkpoints (open_deepspeed_checkpoint)
 #pragma once
 

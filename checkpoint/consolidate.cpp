@@ -1,0 +1,151 @@
+// consolidate_to_safetensors: source tensors (fp32, read ahead on a thread) -> 16/32-bit chunks ->
+// SafetensorsWriter (nvme, several buffers in flight) -> OUT.partial -> renamed to OUT.
+#include "checkpoint/consolidate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "checkpoint/durable_fs.h"
+#include "checkpoint/float_convert.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/tensor_prefetcher.h"
+#include "common/progress.h"
+
+namespace tierzero::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kConvertChunk = 1 << 20;  // elements converted per append
+
+// Removes the partial output directory unless released.
+class PartialDirGuard {
+ public:
+  explicit PartialDirGuard(std::string path) : path_(std::move(path)) {}
+  ~PartialDirGuard() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+  }
+  void release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+Status check_output_dir(const std::string& out_dir) {
+  std::error_code ec;
+  if (!fs::exists(out_dir, ec)) return {};
+  if (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec)) {
+    return invalid_argument(fmt::format("output {} exists and is not an empty directory; choose a new directory or "
+                                        "remove it",
+                                        out_dir));
+  }
+  return {};
+}
+
+// Appends `values` to `writer` as `dtype`.
+Status append_converted(SafetensorsWriter& writer, std::span<const float> values, DType dtype,
+                        std::vector<uint16_t>& scratch) {
+  if (dtype == DType::kF32) return writer.append(std::as_bytes(values));
+  for (size_t done = 0; done < values.size(); done += kConvertChunk) {
+    const size_t n = std::min(kConvertChunk, values.size() - done);
+    scratch.resize(n);
+    if (dtype == DType::kBF16) {
+      floats_to_bf16(values.subspan(done, n), scratch);
+    } else {
+      floats_to_fp16(values.subspan(done, n), scratch);
+    }
+    TZ_RETURN_IF_ERROR(writer.append(std::as_bytes(std::span(scratch))));
+  }
+  return {};
+}
+
+Status write_small_file(const DurableFs& durable, const std::string& path, const std::string& text) {
+  return durable.write_file(path, std::as_bytes(std::span(text)));
+}
+
+}  // namespace
+
+Result<DType> parse_output_dtype(const std::string& text) {
+  std::string t = text;
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (t == "bf16") return DType::kBF16;
+  if (t == "fp16" || t == "f16") return DType::kF16;
+  if (t == "fp32" || t == "f32") return DType::kF32;
+  return invalid_argument(fmt::format("--dtype '{}' is not one of bf16, fp16, fp32", text));
+}
+
+Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, const std::string& out_dir,
+                                                 const ConvertOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (options.dtype != DType::kF32 && options.dtype != DType::kF16 && options.dtype != DType::kBF16) {
+    return invalid_argument("convert writes F32, F16 or BF16");
+  }
+  const std::string out = fs::path(out_dir).lexically_normal().string();
+  const std::string target = out.ends_with('/') && out.size() > 1 ? out.substr(0, out.size() - 1) : out;
+  TZ_RETURN_IF_ERROR(check_output_dir(target));
+
+  const std::vector<TensorSpec>& specs = source.tensors();
+  std::vector<TensorToWrite> tensors;
+  for (const TensorSpec& spec : specs) tensors.push_back({spec.name, options.dtype, spec.shape});
+  TZ_ASSIGN_OR_RETURN(ShardPlan plan, plan_shards(tensors, options.max_shard_bytes));
+  TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(options.io));
+
+  const std::string staging = target + ".partial";
+  const DurableFs durable;
+  TZ_RETURN_IF_ERROR(durable.remove_all(staging));
+  TZ_RETURN_IF_ERROR(durable.make_dir(staging));
+  PartialDirGuard guard(staging);
+
+  ConvertReport report;
+  report.tensors = specs.size();
+  report.files = plan.file_names.size();
+  report.tensor_bytes = plan.total_bytes;
+  std::unique_ptr<ProgressBar> progress;
+  if (options.progress) progress = std::make_unique<ProgressBar>("convert", plan.total_bytes);
+
+  TensorPrefetcher prefetcher(source, options.read_ahead_bytes);
+  std::vector<uint16_t> scratch;
+  const std::map<std::string, std::string> metadata{{"format", "pt"}};
+  SafetensorsWriter::Options writer_options{options.write_buffer_bytes, options.write_buffers};
+  for (size_t s = 0; s < plan.shards.size(); ++s) {
+    std::vector<TensorToWrite> shard_tensors;
+    for (size_t i : plan.shards[s]) shard_tensors.push_back(tensors[i]);
+    const std::string path = staging + "/" + plan.file_names[s];
+    TZ_ASSIGN_OR_RETURN(auto writer,
+                        SafetensorsWriter::create(*engine, path, shard_tensors, metadata, writer_options));
+    for (size_t i : plan.shards[s]) {
+      TZ_ASSIGN_OR_RETURN(std::unique_ptr<float[]> data, prefetcher.next());
+      const std::span<const float> values(data.get(), static_cast<size_t>(specs[i].numel()));
+      TZ_RETURN_IF_ERROR(append_converted(*writer, values, options.dtype, scratch)
+                             .with_context(fmt::format("writing tensor '{}' to {}", specs[i].name, path)));
+      if (progress) progress->advance(tensors[i].bytes().value());
+    }
+    TZ_RETURN_IF_ERROR(writer->finish());
+    report.file_bytes += writer->file_bytes();
+  }
+  const std::string index = build_safetensors_index(tensors, plan);
+  if (!index.empty()) {
+    TZ_RETURN_IF_ERROR(write_small_file(durable, staging + "/model.safetensors.index.json", index));
+  }
+  const std::string config = source.model_config_json();
+  if (!config.empty()) TZ_RETURN_IF_ERROR(write_small_file(durable, staging + "/config.json", config));
+  TZ_RETURN_IF_ERROR(durable.sync_dir(staging));
+  std::error_code ec;
+  if (fs::exists(target, ec)) fs::remove(target, ec);  // an empty directory, checked above
+  TZ_RETURN_IF_ERROR(durable.rename(staging, target));
+  guard.release();
+  const std::string parent = fs::path(target).parent_path().string();
+  TZ_RETURN_IF_ERROR(durable.sync_dir(parent.empty() ? "." : parent));
+  if (progress) progress->finish();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace tierzero::checkpoint

@@ -1,0 +1,46 @@
+// Consolidation: a sharded checkpoint (any ConsolidationSource) to Hugging Face safetensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "checkpoint/consolidation_source.h"
+#include "checkpoint/dtype.h"
+#include "common/status.h"
+#include "nvme/io_engine.h"
+
+namespace tierzero::checkpoint {
+
+struct ConvertOptions {
+  DType dtype = DType::kBF16;                 // F32, F16 or BF16 (round to nearest even)
+  uint64_t max_shard_bytes = 5'000'000'000;   // tensor data per output file (transformers' "5GB")
+  uint64_t read_ahead_bytes = 1ull << 30;     // fp32 tensors read ahead of the writer (at least one)
+  uint64_t write_buffer_bytes = 16ull << 20;  // per nvme write buffer
+  uint32_t write_buffers = 4;                 // in flight while the next one fills
+  nvme::IoConfig io;                          // how output is written
+  bool progress = true;                       // a progress bar on stderr
+};
+
+struct ConvertReport {
+  size_t tensors = 0;
+  size_t files = 0;            // safetensors shards
+  uint64_t tensor_bytes = 0;   // data bytes (the index's total_size)
+  uint64_t file_bytes = 0;     // bytes written, headers included
+  double seconds = 0;
+};
+
+// Writes every tensor of `source`, converted to options.dtype, to `out_dir` as safetensors shards
+// (model-0000i-of-0000N.safetensors + model.safetensors.index.json, or one model.safetensors),
+// plus config.json when the source has one. `out_dir` must not exist or be empty. Everything is
+// written under `out_dir` + ".partial", fsynced, and renamed to `out_dir` only when complete; on
+// failure the partial directory is removed, so `out_dir` never holds a partial result.
+// Reading, converting and writing overlap: a reader thread fills fp32 tensors ahead while the
+// caller's thread converts and hands buffers to the nvme engine. Peak memory: read_ahead_bytes (or
+// the largest fp32 tensor) plus write_buffers * write_buffer_bytes.
+Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, const std::string& out_dir,
+                                                 const ConvertOptions& options);
+
+// Parses "bf16", "fp16" / "f16", "fp32" / "f32" (case insensitive) to a dtype.
+Result<DType> parse_output_dtype(const std::string& text);
+
+}  // namespace tierzero::checkpoint

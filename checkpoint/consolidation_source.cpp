@@ -1,0 +1,11 @@
+#include "checkpoint/consolidation_source.h"
+
+namespace tierzero::checkpoint {
+
+int64_t TensorSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace tierzero::checkpoint

@@ -1,0 +1,80 @@
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace tierzero::checkpoint::testing {
+
+ScratchDir::ScratchDir() {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::absolute("ckpt_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++))
+              .string();
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string python() {
+  const char* env = std::getenv("TIERZERO_PYTHON");
+  return env != nullptr && *env != '\0' ? env : "python3";
+}
+
+bool python_has(const std::string& modules) {
+  std::string imports;
+  std::istringstream in(modules);
+  for (std::string m; in >> m;) imports += "import " + m + "; ";
+  const std::string cmd = python() + " -c '" + imports + "' > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+int run_python(const std::string& script, const std::string& args, std::string& output) {
+  const std::string cmd = python() + " " + script + " " + args + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buffer{};
+  output.clear();
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string source_file(const std::string& name) {
+  const char* root = std::getenv("TIERZERO_SOURCE_DIR");
+  return std::string(root != nullptr ? root : ".") + "/tests/checkpoint/" + name;
+}
+
+}  // namespace tierzero::checkpoint::testing
