@@ -12,4 +12,7 @@ struct ExitCode {
   int code;
 };
 
+// `tierzero bench io`: the nvme/ engine's sequential GB/s, latency and CPU; --sweep, --tune, --vs-fio.
+void add_bench_io_command(CLI::App& bench);
+
 }  // namespace tierzero::tools

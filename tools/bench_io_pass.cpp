@@ -1,0 +1,126 @@
+// The timed loop of `tierzero bench io`, and the data pattern it verifies.
+#include "tools/bench_io_pass.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "common/progress.h"
+
+namespace tierzero::tools {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Block i's content: its first word is i, the rest a slot-seeded stream, so a block read from
+// the wrong offset or a stale buffer is caught. The stream depends only on i % slots, so write
+// passes fill each buffer once and stamp the index per request.
+void fill_stream(std::byte* p, uint64_t bytes, uint64_t seed) {
+  uint64_t word = splitmix64(seed);
+  for (uint64_t off = 0; off + 8 <= bytes; off += 8) {
+    word = splitmix64(word);
+    std::memcpy(p + off, &word, 8);
+  }
+  for (uint64_t off = bytes / 8 * 8; off < bytes; ++off) p[off] = static_cast<std::byte>(seed);
+}
+
+void stamp(std::byte* p, uint64_t bytes, uint64_t block) {
+  std::memcpy(p, &block, std::min<uint64_t>(8, bytes));
+}
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto secs = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; };
+  return secs(ru.ru_utime) + secs(ru.ru_stime);
+}
+
+double percentile_us(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+BenchBuffers::BenchBuffers(nvme::IoEngine& engine, uint32_t slots, uint64_t block_size)
+    : engine_(engine), slots_(slots), block_size_(block_size), memory_(nvme::allocate_aligned(slots * block_size)) {
+  std::memset(memory_.get(), 0, slots * block_size);
+  (void)engine_.register_buffer(memory_.get(), slots * block_size);  // fixed buffers are an optimisation
+}
+
+BenchBuffers::~BenchBuffers() { (void)engine_.unregister_buffer(memory_.get()); }
+
+Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, BenchBuffers& buffers, uint64_t size,
+                            PassData data, const std::string& label) {
+  const uint64_t bs = buffers.block_size();
+  const uint64_t blocks = (size + bs - 1) / bs;
+  const uint32_t slots = buffers.slots();
+  const nvme::Op op = data == PassData::kWritePattern ? nvme::Op::kWrite : nvme::Op::kRead;
+  if (op == nvme::Op::kWrite) {
+    for (uint32_t s = 0; s < slots; ++s) fill_stream(buffers.slot(s), bs, s);
+  }
+  nvme::AlignedBuffer expected = nvme::allocate_aligned(bs);
+  std::vector<nvme::IoTicket> in_flight(slots);
+  std::vector<double> latencies_us;
+  latencies_us.reserve(blocks);
+  ProgressBar bar(label, size);
+  Status first_error;
+
+  // Completes the request in `slot` (block `block`): its status, latency, and for kVerify its data.
+  auto finish = [&](uint32_t slot, uint64_t block) {
+    Status s = in_flight[slot].wait();
+    latencies_us.push_back(std::chrono::duration<double, std::micro>(in_flight[slot].elapsed()).count());
+    in_flight[slot] = {};
+    const uint64_t len = std::min(bs, size - block * bs);
+    if (s.ok() && data == PassData::kVerify) {
+      fill_stream(expected.get(), len, block % slots);
+      stamp(expected.get(), len, block);
+      if (std::memcmp(expected.get(), buffers.slot(slot), len) != 0) {
+        s = corrupt("data read back from " + file->path() + " at offset " + std::to_string(block * bs) +
+                    " differs from what was written");
+      }
+    }
+    if (!s.ok() && first_error.ok()) first_error = s;
+    bar.advance(len);
+  };
+
+  const double cpu0 = cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t submitted = 0;
+  for (; submitted < blocks && first_error.ok(); ++submitted) {
+    const uint64_t block = submitted;
+    const auto slot = static_cast<uint32_t>(block % slots);
+    if (in_flight[slot].valid()) finish(slot, block - slots);
+    const uint64_t len = std::min(bs, size - block * bs);
+    if (op == nvme::Op::kWrite) stamp(buffers.slot(slot), len, block);
+    in_flight[slot] = engine.submit(nvme::IoRequest{file, op, block * bs, buffers.slot(slot), len, false});
+  }
+  for (uint64_t block = submitted > slots ? submitted - slots : 0; block < submitted; ++block) {
+    const auto slot = static_cast<uint32_t>(block % slots);
+    if (in_flight[slot].valid()) finish(slot, block);
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  const double cpu1 = cpu_seconds();
+  bar.finish();
+  if (!first_error.ok()) return first_error;
+
+  PassResult r;
+  r.seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.bytes = size;
+  r.cpu_percent = r.seconds > 0 ? 100.0 * (cpu1 - cpu0) / r.seconds : 0;
+  r.p50_us = percentile_us(latencies_us, 0.50);
+  r.p99_us = percentile_us(latencies_us, 0.99);
+  return r;
+}
+
+}  // namespace tierzero::tools

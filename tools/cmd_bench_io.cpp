@@ -1,0 +1,258 @@
+// `tierzero bench io`: sequential read and write bandwidth and latency of the nvme/ engine,
+// optionally swept, tuned into an `aio` block, and compared with fio in the same run.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "common/bench_report.h"
+#include "common/units.h"
+#include "nvme/io_engine.h"
+#include "tools/bench_io_fio.h"
+#include "tools/bench_io_pass.h"
+#include "tools/bench_io_points.h"
+#include "tools/bench_io_target.h"
+#include "tools/commands.h"
+
+namespace tierzero::tools {
+
+namespace {
+
+struct BenchIoFlags {
+  std::string path;
+  std::string size;
+  std::string backend = "auto";
+  std::string block_size = "1MiB";
+  uint32_t queue_depth = 32;
+  uint32_t threads = 1;
+  bool sweep = false;
+  bool tune = false;
+  bool vs_fio = false;
+  std::string json;
+  CLI::App* cmd = nullptr;
+  bool given(const char* flag) const { return cmd->count(flag) > 0; }
+};
+
+struct PointResult {
+  nvme::IoConfig config;  // backend resolved
+  PassResult write, read;
+  std::optional<FioResult> fio_write, fio_read;
+};
+
+class BenchIo {
+ public:
+  explicit BenchIo(const BenchIoFlags& flags) : flags_(flags), report_("tierzero bench io") {}
+
+  void run() {
+    const PointChoices choices = parse_choices();
+    size_ = value_or_throw(parse_bytes(!flags_.size.empty() ? flags_.size : (flags_.sweep || flags_.tune) ? "256MiB" : "1GiB"));
+    if (size_ == 0) throw Error(invalid_argument("--size must be at least one byte"));
+    const std::string dir = value_or_throw(choose_bench_dir(flags_.path, size_));
+    file_ = std::make_unique<ScopedPath>(dir + "/tierzero-bench-io-" + std::to_string(getpid()) + ".dat");
+    if (flags_.vs_fio) fio_ = find_fio();
+
+    std::vector<nvme::IoConfig> points = flags_.tune    ? tune_points(choices)
+                                         : flags_.sweep ? sweep_points(choices)
+                                                        : std::vector<nvme::IoConfig>{single_point(choices)};
+    lay_out_file(points.front());
+    begin_report(dir, points.size());
+    for (const nvme::IoConfig& point : points) measure(point);
+    if (flags_.tune) tune();
+    finish();
+  }
+
+ private:
+  PointChoices parse_choices() const {
+    PointChoices c;
+    if (flags_.given("--backend")) c.backend = value_or_throw(nvme::parse_backend(flags_.backend));
+    if (flags_.given("--block-size")) c.block_size = value_or_throw(parse_bytes(flags_.block_size));
+    if (flags_.given("--queue-depth")) c.queue_depth = flags_.queue_depth;
+    if (flags_.given("--threads")) c.threads = flags_.threads;
+    return c;
+  }
+
+  // Writes the whole file once, untimed, so every timed write overwrites allocated blocks, as
+  // fio's do (and as swap files are used).
+  void lay_out_file(const nvme::IoConfig& config) {
+    auto engine = value_or_throw(nvme::IoEngine::create(config));
+    nvme::FileRef file = value_or_throw(engine->open(file_->path(), {nvme::OpenMode::kWrite, size_, true}));
+    BenchBuffers buffers(*engine, config.queue_depth * config.intra_op_parallelism, config.block_size);
+    (void)value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "preparing file"));
+    throw_if_error(file->sync());
+    direct_text_ = file->direct() ? "O_DIRECT (memory alignment " + std::to_string(file->mem_align()) +
+                                        ", offset alignment " + std::to_string(file->offset_align()) + ")"
+                                  : "buffered (the file system refuses O_DIRECT): figures include the page cache";
+  }
+
+  void begin_report(const std::string& dir, size_t points) {
+    report_.param("file", file_->path() + (is_memory_fs(dir) ? " (tmpfs: memory, not a disk)" : ""));
+    report_.param("size", format_bytes(size_) + " per pass, sequential, from offset 0");
+    report_.param("I/O", direct_text_);
+    report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
+    report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
+    if (flags_.vs_fio) {
+      report_.param("fio", fio_.empty() ? "not found (install fio or put it on PATH): no comparison"
+                                        : fio_ + " --ioengine=io_uring --direct=1, same file, bs, iodepth, numjobs = threads");
+    }
+    std::vector<BenchColumn> cols = {{"op", 6},      {"backend", 9},   {"block", 6},   {"depth", 6},
+                                     {"threads", 7}, {"GB/s", 7, 3},   {"p50_us", 9, 0}, {"p99_us", 9, 0},
+                                     {"cpu_%", 6, 0}, {"verified", 8}};
+    if (compare_fio()) {
+      for (BenchColumn c : std::vector<BenchColumn>{{"fio_GB/s", 8, 3}, {"fio_p50_us", 10, 0}, {"fio_p99_us", 10, 0},
+                                                    {"fio_cpu_%", 9, 0}, {"ratio", 6, 3}}) {
+        cols.push_back(c);
+      }
+    }
+    report_.begin(cols);
+  }
+
+  bool compare_fio() const { return flags_.vs_fio && !fio_.empty(); }
+
+  void measure(nvme::IoConfig config) {
+    Result<std::unique_ptr<nvme::IoEngine>> created = nvme::IoEngine::create(config);
+    if (!created.ok()) {
+      skipped_.push_back(std::string(nvme::backend_name(config.backend)) + ": " + created.status().message());
+      return;
+    }
+    std::unique_ptr<nvme::IoEngine> engine = std::move(created).value();
+    config.backend = engine->backend();
+    nvme::FileRef file = value_or_throw(engine->open(file_->path(), {nvme::OpenMode::kReadWrite, 0, true}));
+    BenchBuffers buffers(*engine, config.queue_depth * config.intra_op_parallelism, config.block_size);
+    const std::string tag = std::string(nvme::backend_name(config.backend)) + " bs=" + short_size(config.block_size) +
+                            " qd=" + std::to_string(config.queue_depth) + " t=" + std::to_string(config.intra_op_parallelism);
+    PointResult r{config, {}, {}, {}, {}};
+    r.write = value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag));
+    r.read = value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kRead, "read " + tag));
+    Result<PassResult> verify = run_pass(*engine, file, buffers, size_, PassData::kVerify, "verify " + tag);
+    const bool verified = verify.ok();
+    if (!verified) {
+      all_verified_ = false;
+      skipped_.push_back("verification failed for " + tag + ": " + verify.status().message());
+    }
+    if (compare_fio()) {
+      FioJob job{fio_, file_->path(), true, size_, config.block_size, config.queue_depth, config.intra_op_parallelism};
+      r.fio_write = run_fio_or_note(job);
+      job.write = false;
+      r.fio_read = run_fio_or_note(job);
+    }
+    add_row("write", r, r.write, r.fio_write, verified);
+    add_row("read", r, r.read, r.fio_read, verified);
+    results_.push_back(r);
+  }
+
+  std::optional<FioResult> run_fio_or_note(const FioJob& job) {
+    Result<FioResult> fio = run_fio(job);
+    if (!fio.ok()) {
+      skipped_.push_back("fio: " + fio.status().message());
+      return std::nullopt;
+    }
+    fio_command_ = fio->command;
+    return *fio;
+  }
+
+  void add_row(const char* op, const PointResult& r, const PassResult& p, const std::optional<FioResult>& fio,
+               bool verified) {
+    std::vector<BenchCell> cells = {std::string(op),
+                                    std::string(nvme::backend_name(r.config.backend)),
+                                    short_size(r.config.block_size),
+                                    int64_t{r.config.queue_depth},
+                                    int64_t{r.config.intra_op_parallelism},
+                                    p.gbps(),
+                                    p.p50_us,
+                                    p.p99_us,
+                                    p.cpu_percent,
+                                    std::string(verified ? "yes" : "NO")};
+    if (r.config.single_submit || !r.config.overlap_events) {
+      cells[1] = std::get<std::string>(cells[1]) + (r.config.single_submit ? "/ss" : "/wave");
+    }
+    if (compare_fio()) {
+      const double nan = std::nan("");
+      cells.push_back(fio ? fio->gbps : nan);
+      cells.push_back(fio ? fio->p50_us : nan);
+      cells.push_back(fio ? fio->p99_us : nan);
+      cells.push_back(fio ? fio->cpu_percent : nan);
+      cells.push_back(fio && fio->gbps > 0 ? p.gbps() / fio->gbps : nan);
+      if (fio && fio->gbps > 0 && r.config.block_size == (1 << 20) && r.config.queue_depth >= 16) {
+        worst_target_ratio_ = std::min(worst_target_ratio_.value_or(1e9), p.gbps() / fio->gbps);
+      }
+    }
+    report_.row(cells);
+  }
+
+  void tune() {
+    auto score = [](const PointResult& r) { return tune_score(r.read.gbps(), r.write.gbps()); };
+    auto best = std::max_element(results_.begin(), results_.end(),
+                                 [&](const PointResult& a, const PointResult& b) { return score(a) < score(b); });
+    if (best == results_.end()) throw Error(internal_error("tuning measured no configuration"));
+    const nvme::IoConfig grid_best = best->config;
+    for (const nvme::IoConfig& c : submit_mode_points(grid_best)) measure(c);
+    best = std::max_element(results_.begin(), results_.end(),
+                            [&](const PointResult& a, const PointResult& b) { return score(a) < score(b); });
+    tuned_ = aio_block(best->config);
+    report_.summary("tuned (best harmonic mean of read and write GB/s)",
+                    format_rate(best->read.gbps() * 1e9) + " read, " + format_rate(best->write.gbps() * 1e9) + " write");
+    report_.summary("aio", tuned_.dump());
+  }
+
+  void finish() {
+    const PointResult* best_read = nullptr;
+    const PointResult* best_write = nullptr;
+    for (const PointResult& r : results_) {
+      if (!best_read || r.read.gbps() > best_read->read.gbps()) best_read = &r;
+      if (!best_write || r.write.gbps() > best_write->write.gbps()) best_write = &r;
+    }
+    if (best_read) report_.summary("best read", format_rate(best_read->read.gbps() * 1e9));
+    if (best_write) report_.summary("best write", format_rate(best_write->write.gbps() * 1e9));
+    if (worst_target_ratio_) {
+      char text[96];
+      std::snprintf(text, sizeof text, "%.3f (target >= 0.95: %s)", *worst_target_ratio_,
+                    *worst_target_ratio_ >= 0.95 ? "met" : "NOT met");
+      report_.summary("lowest tierzero/fio ratio at 1M, depth >= 16", text);
+    }
+    if (!fio_command_.empty()) report_.summary("fio command (last)", fio_command_);
+    for (const std::string& note : skipped_) report_.summary("note", note);
+    report_.end(all_verified_);
+    if (flags_.tune) std::printf("%s\n", tuned_.dump(2).c_str());
+    if (!flags_.json.empty()) {
+      throw_if_error(report_.write_json(flags_.json));
+    }
+    if (!all_verified_) throw ExitCode{1};
+  }
+
+  const BenchIoFlags& flags_;
+  BenchReport report_;
+  uint64_t size_ = 0;
+  std::unique_ptr<ScopedPath> file_;
+  std::string fio_;
+  std::string fio_command_;
+  std::string direct_text_;
+  std::vector<PointResult> results_;
+  std::vector<std::string> skipped_;
+  std::optional<double> worst_target_ratio_;
+  nlohmann::json tuned_;
+  bool all_verified_ = true;
+};
+
+}  // namespace
+
+void add_bench_io_command(CLI::App& bench) {
+  auto flags = std::make_shared<BenchIoFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "io", "NVMe/file I/O: sequential read and write GB/s, latency and CPU of the nvme/ engine (O_DIRECT)");
+  flags->cmd = cmd;
+  cmd->add_option("--path", flags->path, "Directory for the test file (default: current directory or /tmp, a disk preferred)");
+  cmd->add_option("--size", flags->size, "Bytes per pass, e.g. 4GiB (default 1GiB; 256MiB per point with --sweep/--tune)");
+  cmd->add_option("--backend", flags->backend, "auto | io_uring | libaio | sync (default auto)");
+  cmd->add_option("--block-size", flags->block_size, "Request size, e.g. 1MiB (default 1MiB)");
+  cmd->add_option("--queue-depth", flags->queue_depth, "Requests in flight per ring/thread (default 32)");
+  cmd->add_option("--threads", flags->threads, "Rings/threads per request: intra_op_parallelism, fio numjobs (default 1)");
+  cmd->add_flag("--sweep", flags->sweep, "Sweep backend x block size x depth x threads (flags given stay fixed)");
+  cmd->add_flag("--tune", flags->tune, "Sweep, then print the best DeepSpeed \"aio\" block");
+  cmd->add_flag("--vs-fio", flags->vs_fio, "Also run fio (io_uring, direct) with the same parameters and print the ratio");
+  cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
+  cmd->callback([flags] { BenchIo(*flags).run(); });
+}
+
+}  // namespace tierzero::tools
