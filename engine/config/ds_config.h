@@ -52,7 +52,7 @@ struct ModelShape {
 };
 struct ResolveHints {
   int world_size = 1;          // data-parallel ranks
-  ModelShape model;
+  ModelShape model = {};
   int64_t total_steps = 0;     // optimizer steps planned; 0: unknown
   int64_t warmup_steps = 0;    // 0: unknown
 };

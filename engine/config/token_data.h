@@ -24,8 +24,10 @@
 //   seq_len + 1 are padded (input 0, target -100); longer rows are an error naming the line.
 //   Blank lines are skipped.
 //
-// Order: for epoch e the sample indices 0..N-1 are permuted by Fisher-Yates driven by
-// splitmix64 seeded with seed ^ (0x9E3779B97F4A7C15 * (e + 1)) (see epoch_permutation()); rank r
+// Order: for epoch e the sample indices 0..N-1 are permuted by Fisher-Yates (for i = N-1 down
+// to 1: swap p[i] with p[j], j uniform in [0, i]) driven by splitmix64 seeded with
+// seed ^ (0x9E3779B97F4A7C15 * (e + 1)) (mod 2^64); j = r mod (i + 1) for the first draw r that
+// is >= 2^64 mod (i + 1) (rejection, so no modulo bias). See epoch_permutation(). Rank r
 // of W takes permutation positions r, r + W, r + 2W, ... below (N / W) * W, so ranks are
 // disjoint and equal in size; the N mod W samples at the end of each epoch's permutation are not
 // used in that epoch (a different set each epoch). Micro-batches are consecutive runs of

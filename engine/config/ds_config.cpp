@@ -1,0 +1,73 @@
+#include "engine/config/ds_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/config/ds_config_sections.h"
+
+namespace tierzero::engine {
+
+const char* offload_device_name(OffloadDevice device) {
+  switch (device) {
+    case OffloadDevice::kNone: return "none";
+    case OffloadDevice::kCpu: return "cpu";
+    case OffloadDevice::kNvme: return "nvme";
+  }
+  return "?";
+}
+
+const char* optimizer_type_name(OptimizerType type) { return type == OptimizerType::kAdam ? "Adam" : "AdamW"; }
+
+Precision DsConfig::precision() const {
+  if (fp16.enabled) return Precision::kFp16;
+  if (bf16.enabled) return Precision::kBf16;
+  return Precision::kFp32;
+}
+
+LossScalerConfig DsConfig::loss_scaler_config() const {
+  return fp16.enabled ? fp16.loss_scaler : LossScalerConfig::unit();
+}
+
+Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints& hints) {
+  if (!json.is_object()) return invalid_argument("a ds_config must be a JSON object ({...}), got " + json.dump());
+  using namespace detail;
+  DsConfig c;
+  JsonFields root(&json, "");
+  TZ_RETURN_IF_ERROR(parse_batch(root, hints, &c.batch));
+  TZ_RETURN_IF_ERROR(parse_precision(root, &c.fp16, &c.bf16, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_zero(root, hints, &c.zero, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_aio(root, &c.aio, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_optimizer(root, &c.optimizer, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_scheduler(root, hints, c.optimizer, &c.scheduler, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_activation_checkpointing(root, &c.activation_checkpointing, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_tierzero(root, &c.tierzero, &c.warnings));
+  TZ_RETURN_IF_ERROR(root.read_double("gradient_clipping", &c.gradient_clipping, 0.0, 1e30));
+  TZ_RETURN_IF_ERROR(root.read_int("steps_per_print", &c.steps_per_print, 1));
+  TZ_RETURN_IF_ERROR(root.read_bool("wall_clock_breakdown", &c.wall_clock_breakdown));
+  root.warn_unused(&c.warnings);
+  return c;
+}
+
+Result<DsConfig> parse_ds_config_text(std::string_view text, const ResolveHints& hints) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return invalid_argument(std::string("ds_config is not valid JSON: ") + e.what());
+  }
+  return parse_ds_config(json, hints);
+}
+
+Result<DsConfig> load_ds_config(const std::string& path, const ResolveHints& hints) {
+  std::ifstream in(path);
+  if (!in) return not_found("cannot open ds_config " + path + ": check the path");
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<DsConfig> config = parse_ds_config_text(text.str(), hints);
+  if (!config.ok()) return config.status().with_context(path);
+  return config;
+}
+
+std::string resolved_config_text(const DsConfig& config) { return to_json(config).dump(2); }
+
+}  // namespace tierzero::engine

@@ -1,0 +1,78 @@
+// The batch triad, as DeepSpeed's DeepSpeedConfig._set_batch_related_parameters() and
+// _batch_assertion() do it (deepspeed/runtime/config.py): derive the missing values with floor
+// division, then require all three > 0 and train = micro * accumulation * world size.
+#include <optional>
+#include <string>
+
+#include "engine/config/ds_config_sections.h"
+
+namespace tierzero::engine::detail {
+namespace {
+
+constexpr const char* kTrain = "train_batch_size";
+constexpr const char* kMicro = "train_micro_batch_size_per_gpu";
+constexpr const char* kAccum = "gradient_accumulation_steps";
+
+Result<std::optional<int64_t>> read_optional(JsonFields& root, const char* key) {
+  int64_t value = 0;
+  if (!root.has(key) || root.is_auto(key)) return std::optional<int64_t>();
+  TZ_RETURN_IF_ERROR(root.read_int(key, &value, INT64_MIN));
+  return std::optional<int64_t>(value);
+}
+
+Status must_be_positive(const char* key, int64_t value, bool derived) {
+  if (value > 0) return {};
+  return invalid_argument(std::string(key) + " must be > 0, got " + std::to_string(value) +
+                          (derived ? " (derived by floor division from the other batch sizes and the world size; "
+                                     "make train_batch_size a multiple of the others)"
+                                   : ""));
+}
+
+}  // namespace
+
+Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out) {
+  if (hints.world_size < 1) {
+    return invalid_argument("world size must be >= 1, got " + std::to_string(hints.world_size));
+  }
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> train, read_optional(root, kTrain));
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> micro, read_optional(root, kMicro));
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> accum, read_optional(root, kAccum));
+  const int64_t world = hints.world_size;
+  // A given value <= 0 fails DeepSpeed's assertion whatever is derived; name it, not a derived one.
+  if (train) TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, false));
+  if (micro) TZ_RETURN_IF_ERROR(must_be_positive(kMicro, *micro, false));
+  if (accum) TZ_RETURN_IF_ERROR(must_be_positive(kAccum, *accum, false));
+
+  if (train && micro && accum) {
+    // All given: nothing to derive.
+  } else if (train && micro) {
+    accum = *train / *micro / world;
+  } else if (train && accum) {
+    micro = *train / world / *accum;
+  } else if (micro && accum) {
+    train = *micro * *accum * world;
+  } else if (train) {
+    accum = 1;
+    micro = *train / world;
+  } else if (micro) {
+    train = *micro * world;
+    accum = 1;
+  } else {
+    return invalid_argument(std::string("either ") + kTrain + " or " + kMicro +
+                            " must be given (gradient_accumulation_steps alone does not determine the batch)");
+  }
+
+  TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, true));
+  TZ_RETURN_IF_ERROR(must_be_positive(kMicro, *micro, true));
+  TZ_RETURN_IF_ERROR(must_be_positive(kAccum, *accum, true));
+  if (*train != *micro * *accum * world) {
+    return invalid_argument(std::string(kTrain) + " " + std::to_string(*train) + " != " + kMicro + " " +
+                            std::to_string(*micro) + " * " + kAccum + " " + std::to_string(*accum) + " * world size " +
+                            std::to_string(world) + " = " + std::to_string(*micro * *accum * world) +
+                            ": give two of the three, or three that agree");
+  }
+  *out = BatchConfig{*train, *micro, *accum, hints.world_size};
+  return {};
+}
+
+}  // namespace tierzero::engine::detail

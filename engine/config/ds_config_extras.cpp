@@ -1,0 +1,76 @@
+// activation_checkpointing (DeepSpeed's keys, kept for round-trips) and the `tierzero`
+// extension section (table in ds_config.h).
+#include <string>
+
+#include "engine/config/ds_config_sections.h"
+
+namespace tierzero::engine::detail {
+
+Status parse_activation_checkpointing(JsonFields& root, ActivationCheckpointingConfig* out, Warnings* warnings) {
+  TZ_ASSIGN_OR_RETURN(JsonFields f, root.child("activation_checkpointing"));
+  TZ_RETURN_IF_ERROR(f.read_bool("partition_activations", &out->partition_activations));
+  TZ_RETURN_IF_ERROR(f.read_bool("cpu_checkpointing", &out->cpu_checkpointing));
+  TZ_RETURN_IF_ERROR(f.read_bool("contiguous_memory_optimization", &out->contiguous_memory_optimization));
+  TZ_RETURN_IF_ERROR(f.read_int("number_checkpoints", &out->number_checkpoints, 0));
+  TZ_RETURN_IF_ERROR(f.read_bool("synchronize_checkpoint_boundary", &out->synchronize_checkpoint_boundary));
+  TZ_RETURN_IF_ERROR(f.read_bool("profile", &out->profile));
+  f.warn_unused(warnings);
+  return {};
+}
+
+namespace {
+
+Status parse_checkpoint(JsonFields& t, TierzeroConfig* out, Warnings* warnings) {
+  TZ_ASSIGN_OR_RETURN(JsonFields c, t.child("checkpoint"));
+  std::string compression = "none";
+  TZ_RETURN_IF_ERROR(c.read_string("compression", &compression));
+  if (compression == "none") {
+    out->checkpoint_compression = CheckpointCompression::kNone;
+  } else if (compression == "zstd") {
+    out->checkpoint_compression = CheckpointCompression::kZstd;
+  } else {
+    return invalid_argument(c.path_of("compression") + " must be \"none\" or \"zstd\", got \"" + compression + "\"");
+  }
+  TZ_RETURN_IF_ERROR(c.read_int("level", &out->checkpoint_compression_level, 1, 22));
+  c.warn_unused(warnings);
+  return {};
+}
+
+Status parse_data(JsonFields& t, TierzeroConfig* out, Warnings* warnings) {
+  TZ_ASSIGN_OR_RETURN(JsonFields d, t.child("data"));
+  TZ_RETURN_IF_ERROR(d.read_string("path", &out->data_path));
+  TZ_RETURN_IF_ERROR(d.read_int("seq_len", &out->data_seq_len, 1, int64_t{1} << 24));
+  int64_t seed = static_cast<int64_t>(out->data_seed);
+  TZ_RETURN_IF_ERROR(d.read_int("seed", &seed, 0));
+  out->data_seed = static_cast<uint64_t>(seed);
+  TZ_RETURN_IF_ERROR(d.read_string("dtype", &out->data_dtype));
+  if (!out->data_dtype.empty() && out->data_dtype != "uint16" && out->data_dtype != "uint32") {
+    return invalid_argument(d.path_of("dtype") + " must be \"uint16\" or \"uint32\", got \"" + out->data_dtype + "\"");
+  }
+  d.warn_unused(warnings);
+  return {};
+}
+
+}  // namespace
+
+Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings) {
+  TZ_ASSIGN_OR_RETURN(JsonFields t, root.child("tierzero"));
+  TZ_RETURN_IF_ERROR(t.read_bytes("gpu_memory_limit", &out->gpu_memory_limit));
+  TZ_RETURN_IF_ERROR(t.read_bytes("pinned_memory_limit", &out->pinned_memory_limit));
+  TZ_RETURN_IF_ERROR(t.read_int("cpu_threads", &out->cpu_threads, 0, 4096));
+  std::string dtype = "fp32";
+  TZ_RETURN_IF_ERROR(t.read_string("grad_accum_dtype", &dtype));
+  if (dtype == "fp32") {
+    out->grad_accum_dtype = GradAccumDtype::kFp32;
+  } else if (dtype == "bf16") {
+    out->grad_accum_dtype = GradAccumDtype::kBf16;
+  } else {
+    return invalid_argument(t.path_of("grad_accum_dtype") + " must be \"fp32\" or \"bf16\", got \"" + dtype + "\"");
+  }
+  TZ_RETURN_IF_ERROR(parse_checkpoint(t, out, warnings));
+  TZ_RETURN_IF_ERROR(parse_data(t, out, warnings));
+  t.warn_unused(warnings);
+  return {};
+}
+
+}  // namespace tierzero::engine::detail

@@ -1,0 +1,65 @@
+// Private: typed, path-aware reading of one JSON object of a ds_config.
+//
+// A JsonFields wraps one object ("zero_optimization.offload_param") and reads its keys with
+// DeepSpeed's leniency: numbers may be JSON numbers or strings ("5e8"), null counts as absent,
+// and "auto" counts as absent for the read_* calls (is_auto() tells the caller). Every key read
+// or asked about is marked used; warn_unused() adds one warning per key never touched.
+// Errors are kInvalidArgument and name the full JSON path of the key.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace tierzero::engine::detail {
+
+class JsonFields {
+ public:
+  // `object` must outlive this; null or absent objects read as empty. `path` is "" for the root.
+  JsonFields(const nlohmann::json* object, std::string path);
+
+  // Returns a reader for the object under `key` (empty when absent or null); kInvalidArgument
+  // when the value is neither an object nor null.
+  Result<JsonFields> child(const std::string& key);
+
+  // True when the key is present with a non-null value (including "auto").
+  bool has(const std::string& key);
+  // True when the value is the string "auto" (any case).
+  bool is_auto(const std::string& key);
+  // The full path of `key` ("zero_optimization.stage").
+  std::string path_of(const std::string& key) const;
+  // The raw value of a present key (marks it used); null when absent.
+  const nlohmann::json& raw(const std::string& key);
+
+  // Each leaves *out untouched when the key is absent, null or "auto"; otherwise converts or
+  // returns an error naming the key, the value and the accepted form.
+  Status read_bool(const std::string& key, bool* out);
+  // A whole number in [min, max] (JSON number or numeric string).
+  Status read_int(const std::string& key, int64_t* out, int64_t min, int64_t max = INT64_MAX);
+  Status read_int(const std::string& key, int* out, int min, int max = INT32_MAX);
+  // A whole non-negative number (element counts); `positive` rejects 0.
+  Status read_count(const std::string& key, uint64_t* out, bool positive);
+  // A byte size: a number or a string tierzero::parse_bytes accepts ("24GB", "1MiB").
+  Status read_bytes(const std::string& key, uint64_t* out);
+  // A finite number in [min, max].
+  Status read_double(const std::string& key, double* out, double min, double max);
+  Status read_string(const std::string& key, std::string* out);
+
+  // Adds "unknown key 'PATH' (ignored)" to `warnings` for every key not read or asked about,
+  // in key order.
+  void warn_unused(std::vector<std::string>* warnings) const;
+
+ private:
+  const nlohmann::json* find(const std::string& key);
+  Result<double> number(const std::string& key, const nlohmann::json& value) const;
+  const nlohmann::json* object_;
+  std::string path_;
+  std::set<std::string> used_;
+};
+
+}  // namespace tierzero::engine::detail

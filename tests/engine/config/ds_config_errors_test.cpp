@@ -1,0 +1,159 @@
+// One case per class of ds_config error: each must be kInvalidArgument and name the key.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/config/ds_config.h"
+
+namespace tierzero::engine {
+namespace {
+
+struct ErrorCase {
+  const char* name;
+  const char* json;
+  const char* key;  // must appear in the message
+  int world_size = 1;
+};
+
+// Every case starts from a valid base and breaks one thing.
+const ErrorCase kCases[] = {
+    {"fp16_and_bf16", R"({"train_batch_size": 1, "fp16": {"enabled": true}, "bf16": {"enabled": true}})",
+     "bf16.enabled"},
+    {"fp16_and_bfloat16", R"({"train_batch_size": 1, "fp16": {"enabled": true}, "bfloat16": {"enabled": true}})",
+     "fp16.enabled"},
+    {"triad_mismatch",
+     R"({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 3})",
+     "train_batch_size"},
+    {"triad_floor_division_mismatch", R"({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 3})",
+     "gradient_accumulation_steps"},
+    {"triad_nothing_given", R"({"gradient_accumulation_steps": 4})", "train_micro_batch_size_per_gpu"},
+    {"triad_derived_zero", R"({"train_batch_size": 4})", "train_micro_batch_size_per_gpu", 8},
+    {"triad_negative", R"({"train_batch_size": 8, "gradient_accumulation_steps": -2})",
+     "gradient_accumulation_steps"},
+    {"triad_zero_given", R"({"train_micro_batch_size_per_gpu": 0})", "train_micro_batch_size_per_gpu"},
+    {"triad_fraction", R"({"train_batch_size": 2.5})", "train_batch_size"},
+    {"world_size_zero", R"({"train_batch_size": 1})", "world size", 0},
+    {"stage_out_of_range", R"({"train_batch_size": 1, "zero_optimization": {"stage": 4}})", "zero_optimization.stage"},
+    {"stage_not_a_number", R"({"train_batch_size": 1, "zero_optimization": {"stage": "three"}})",
+     "zero_optimization.stage"},
+    {"offload_param_without_stage3",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})",
+     "zero_optimization.offload_param"},
+    {"offload_optimizer_stage0",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})",
+     "zero_optimization.offload_optimizer"},
+    {"param_nvme_without_path",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
+     "zero_optimization.offload_param.nvme_path"},
+    {"optimizer_nvme_without_path",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}})",
+     "zero_optimization.offload_optimizer.nvme_path"},
+    {"unknown_offload_device",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "offload_param": {"device": "gpu"}}})",
+     "zero_optimization.offload_param.device"},
+    {"partial_offload_not_stage3",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})",
+     "zero_optimization.offload_optimizer.ratio"},
+    {"ratio_above_one",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 1.5}}})",
+     "zero_optimization.offload_optimizer.ratio"},
+    {"zero_bucket", R"({"train_batch_size": 1, "zero_optimization": {"reduce_bucket_size": 0}})",
+     "zero_optimization.reduce_bucket_size"},
+    {"negative_bucket", R"({"train_batch_size": 1, "zero_optimization": {"allgather_bucket_size": "-5e8"}})",
+     "zero_optimization.allgather_bucket_size"},
+    {"zero_sub_group", R"({"train_batch_size": 1, "zero_optimization": {"sub_group_size": 0}})",
+     "zero_optimization.sub_group_size"},
+    {"zero_buffer_count",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "buffer_count": 0}}})",
+     "zero_optimization.offload_param.buffer_count"},
+    {"zero_buffer_size",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "buffer_size": 0}}})",
+     "zero_optimization.offload_param.buffer_size"},
+    {"stage3_key_twice",
+     R"({"train_batch_size": 1, "zero_optimization": {"stage3_prefetch_bucket_size": 1, "prefetch_bucket_size": 2}})",
+     "zero_optimization.stage3_prefetch_bucket_size"},
+    {"bool_as_number", R"({"train_batch_size": 1, "zero_optimization": {"overlap_comm": 1}})",
+     "zero_optimization.overlap_comm"},
+    {"section_not_object", R"({"train_batch_size": 1, "fp16": 3})", "fp16"},
+    {"negative_loss_scale", R"({"train_batch_size": 1, "fp16": {"enabled": true, "loss_scale": -1}})",
+     "fp16.loss_scale"},
+    {"zero_hysteresis", R"({"train_batch_size": 1, "fp16": {"enabled": true, "hysteresis": 0}})", "fp16.hysteresis"},
+    {"zero_window", R"({"train_batch_size": 1, "fp16": {"loss_scale_window": 0}})", "fp16.loss_scale_window"},
+    {"zero_min_scale", R"({"train_batch_size": 1, "fp16": {"min_loss_scale": 0}})", "fp16.min_loss_scale"},
+    {"unknown_optimizer", R"({"train_batch_size": 1, "optimizer": {"type": "Lamb", "params": {}}})",
+     "optimizer.type"},
+    {"optimizer_without_type", R"({"train_batch_size": 1, "optimizer": {"params": {"lr": 1e-3}}})",
+     "optimizer.type"},
+    {"beta_one", R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"betas": [1.0, 0.999]}}})",
+     "optimizer.params.betas"},
+    {"beta_negative", R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"betas": [0.9, -0.1]}}})",
+     "optimizer.params.betas"},
+    {"betas_not_pair", R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"betas": 0.9}}})",
+     "optimizer.params.betas"},
+    {"negative_lr", R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"lr": -1e-3}}})",
+     "optimizer.params.lr"},
+    {"zero_eps", R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"eps": 0}}})",
+     "optimizer.params.eps"},
+    {"negative_weight_decay",
+     R"({"train_batch_size": 1, "optimizer": {"type": "AdamW", "params": {"weight_decay": -0.1}}})",
+     "optimizer.params.weight_decay"},
+    {"max_grad_norm", R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"max_grad_norm": 1.0}}})",
+     "optimizer.params.max_grad_norm"},
+    {"amsgrad", R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"amsgrad": true}}})",
+     "optimizer.params.amsgrad"},
+    {"unknown_scheduler", R"({"train_batch_size": 1, "scheduler": {"type": "OneCycle", "params": {}}})",
+     "scheduler.type"},
+    {"scheduler_without_type", R"({"train_batch_size": 1, "scheduler": {"params": {}}})", "scheduler.type"},
+    {"zero_warmup_steps",
+     R"({"train_batch_size": 1, "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}})",
+     "scheduler.params.warmup_num_steps"},
+    {"decay_without_total", R"({"train_batch_size": 1, "scheduler": {"type": "WarmupDecayLR", "params": {}}})",
+     "scheduler.params.total_num_steps"},
+    {"cos_ratio_above_one",
+     R"({"train_batch_size": 1, "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 9, "cos_min_ratio": 2}}})",
+     "scheduler.params.cos_min_ratio"},
+    {"aio_block_not_power_of_two", R"({"train_batch_size": 1, "aio": {"block_size": 1000}})", "aio.block_size"},
+    {"aio_zero_queue", R"({"train_batch_size": 1, "aio": {"queue_depth": 0}})", "aio.queue_depth"},
+    {"aio_zero_parallelism", R"({"train_batch_size": 1, "aio": {"intra_op_parallelism": 0}})",
+     "aio.intra_op_parallelism"},
+    {"aio_backend", R"({"train_batch_size": 1, "aio": {"backend": "spdk"}})", "aio.backend"},
+    {"negative_clipping", R"({"train_batch_size": 1, "gradient_clipping": -1})", "gradient_clipping"},
+    {"zero_steps_per_print", R"({"train_batch_size": 1, "steps_per_print": 0})", "steps_per_print"},
+    {"grad_accum_dtype", R"({"train_batch_size": 1, "tierzero": {"grad_accum_dtype": "fp16"}})",
+     "tierzero.grad_accum_dtype"},
+    {"checkpoint_compression", R"({"train_batch_size": 1, "tierzero": {"checkpoint": {"compression": "lz4"}}})",
+     "tierzero.checkpoint.compression"},
+    {"checkpoint_level", R"({"train_batch_size": 1, "tierzero": {"checkpoint": {"level": 30}}})",
+     "tierzero.checkpoint.level"},
+    {"memory_limit_text", R"({"train_batch_size": 1, "tierzero": {"gpu_memory_limit": "lots"}})",
+     "tierzero.gpu_memory_limit"},
+    {"negative_threads", R"({"train_batch_size": 1, "tierzero": {"cpu_threads": -1}})", "tierzero.cpu_threads"},
+    {"data_dtype", R"({"train_batch_size": 1, "tierzero": {"data": {"dtype": "int8"}}})", "tierzero.data.dtype"},
+    {"data_seq_len", R"({"train_batch_size": 1, "tierzero": {"data": {"seq_len": 0}}})", "tierzero.data.seq_len"},
+    {"not_an_object", R"([1, 2])", "JSON object"},
+    {"not_json", R"({"train_batch_size": 1,)", "not valid JSON"},
+};
+
+class DsConfigError : public testing::TestWithParam<ErrorCase> {};
+
+TEST_P(DsConfigError, NamesTheKey) {
+  const ErrorCase& c = GetParam();
+  Result<DsConfig> r = parse_ds_config_text(c.json, ResolveHints{.world_size = c.world_size});
+  ASSERT_FALSE(r.ok()) << c.json;
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(c.key), std::string::npos)
+      << "message: " << r.status().message() << "\nexpected to name: " << c.key;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllClasses, DsConfigError, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
+
+TEST(DsConfigFile, ErrorsStartWithThePath) {
+  Result<DsConfig> r = load_ds_config("/nonexistent/ds.json", ResolveHints{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/ds.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierzero::engine
