@@ -1,0 +1,96 @@
+#include "checkpoint/deepspeed_source.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/deepspeed_files.h"
+#include "checkpoint/deepspeed_layout.h"
+
+namespace tierzero::checkpoint {
+namespace {
+
+class DeepSpeedSource final : public ConsolidationSource {
+ public:
+  DeepSpeedSource(DeepSpeedFiles files, DeepSpeedLayout layout, std::string config_json)
+      : files_(std::move(files)), layout_(std::move(layout)), config_json_(std::move(config_json)) {}
+
+  const std::vector<TensorSpec>& tensors() const override { return layout_.specs; }
+  const std::vector<std::pair<std::string, std::string>>& aliases() const override { return layout_.aliases; }
+  std::string model_config_json() const override { return config_json_; }
+
+  Status read_fp32(size_t index, std::span<float> out) override {
+    if (index >= layout_.specs.size()) {
+      return invalid_argument("tensor index " + std::to_string(index) + " is past the " +
+                              std::to_string(layout_.specs.size()) + " tensors of the DeepSpeed checkpoint");
+    }
+    const std::string& name = layout_.specs[index].name;
+    if (out.size() != static_cast<uint64_t>(layout_.numels[index])) {
+      return invalid_argument("tensor '" + name + "' has " + std::to_string(layout_.numels[index]) +
+                              " elements; the output span holds " + std::to_string(out.size()));
+    }
+    for (const DeepSpeedPiece& p : layout_.pieces[index]) {
+      const Status s = files_.at(p.file).read_fp32(layout_.sources[p.source], p.src_first,
+                                                    out.subspan(p.dst_first, p.count));
+      if (!s.ok()) {
+        return s.with_context("reading tensor '" + name + "'" +
+                              (p.rank >= 0 ? " from rank " + std::to_string(p.rank) : std::string()));
+      }
+    }
+    return {};
+  }
+
+ private:
+  DeepSpeedFiles files_;
+  DeepSpeedLayout layout_;
+  std::string config_json_;
+};
+
+std::string read_text_if_present(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+bool is_deepspeed_checkpoint(const std::string& dir) {
+  const Result<std::string> tag = read_latest_tag(dir);
+  if (!tag.ok()) return false;
+  const std::string tag_dir = dir + "/" + *tag;
+  return find_files_with_suffix(tag_dir, "_model_states.pt").ok() &&
+         find_files_with_suffix(tag_dir, "_optim_states.pt").ok();
+}
+
+Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std::string& dir,
+                                                                       const std::string& tag) {
+  std::string chosen = tag;
+  if (chosen.empty()) {
+    TZ_ASSIGN_OR_RETURN(chosen, read_latest_tag(dir));
+  }
+  const std::string tag_dir = dir + "/" + chosen;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(tag_dir, ec)) {
+    return not_found("DeepSpeed checkpoint folder " + tag_dir + " does not exist (check the tag / DIR/latest)");
+  }
+  TZ_ASSIGN_OR_RETURN(auto model_paths, find_files_with_suffix(tag_dir, "_model_states.pt"));
+  TZ_ASSIGN_OR_RETURN(auto optim_paths, find_files_with_suffix(tag_dir, "_optim_states.pt"));
+  DeepSpeedFiles files;
+  for (const std::string& p : model_paths) {
+    TZ_ASSIGN_OR_RETURN(TorchFile f, TorchFile::open(p));
+    files.model.push_back(std::move(f));
+  }
+  for (const std::string& p : optim_paths) {
+    TZ_ASSIGN_OR_RETURN(TorchFile f, TorchFile::open(p));
+    files.optim.push_back(std::move(f));
+  }
+  TZ_ASSIGN_OR_RETURN(DeepSpeedLayout layout, plan_deepspeed_layout(files));
+  std::string config = read_text_if_present(dir + "/config.json");
+  if (config.empty()) config = read_text_if_present(tag_dir + "/config.json");
+  return std::unique_ptr<ConsolidationSource>(
+      std::make_unique<DeepSpeedSource>(std::move(files), std::move(layout), std::move(config)));
+}
+
+}  // namespace tierzero::checkpoint
