@@ -1,0 +1,137 @@
+// Budgets: impossible ones fail at start with numbers; full tiers evict cached copies (LRU, or
+// farthest next use once a trace is recorded) and report what holds them when nothing can go.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/offload/test_support.h"
+
+namespace tierzero::offload {
+namespace {
+
+constexpr uint64_t kShard = 256 << 10;  // four fit the 1 MiB GPU tier exactly
+
+bool gpu_valid(TierManager& tm, const std::string& id) { return tm.info(id)->valid[static_cast<int>(Tier::kGpu)]; }
+
+std::string name(int i) { return "s" + std::to_string(i); }
+
+std::unique_ptr<TierManager> make(const TierBudgets& b) {
+  auto m = TierManager::create(b);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+void touch(TierManager& tm, const std::string& id, Tier tier = Tier::kGpu) {
+  ASSERT_TRUE(tm.fetch(id, tier).get().ok()) << id;
+  ASSERT_TRUE(tm.release(id).get().ok()) << id;
+}
+
+TEST(Budgets, NvmeLargerThanTheDiskFailsAtStartWithNumbers) {
+  testing::TempDir dir;
+  auto m = TierManager::create(testing::small_budgets(dir.path(), 0, 1 << 20, uint64_t{1} << 50));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kOutOfSpace);
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("needs 1.00 PiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("free (statvfs)"), std::string::npos) << msg;
+}
+
+TEST(Budgets, PinnedLargerThanHostMemoryFailsAtStartWithNumbers) {
+  auto m = TierManager::create(testing::small_budgets("", 0, uint64_t{1} << 50, 0));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kOutOfSpace);
+  EXPECT_NE(m.status().message().find("MemAvailable"), std::string::npos) << m.status().message();
+}
+
+TEST(Budgets, StagingMustFitThePinnedBudget) {
+  testing::TempDir dir;
+  auto m = TierManager::create(testing::small_budgets(dir.path(), 0, 256 << 10, 1 << 20));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("staging buffers"), std::string::npos) << m.status().message();
+}
+
+TEST(Budgets, BadKnobsAreRefusedByName) {
+  TierBudgets b = testing::small_budgets("", 0, 1 << 20, 0);
+  b.pipeline_depth = 1;
+  auto m = TierManager::create(b);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("pipeline_depth"), std::string::npos);
+}
+
+TEST(Budgets, LeastRecentlyUsedCopyIsEvictedWithoutATrace) {
+  auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 4; ++i) touch(*tm, name(i));
+  touch(*tm, "s0");  // s1 is now the least recently used
+  touch(*tm, "s4");
+  EXPECT_TRUE(gpu_valid(*tm, "s0"));
+  EXPECT_FALSE(gpu_valid(*tm, "s1"));
+  EXPECT_TRUE(gpu_valid(*tm, "s4"));
+  EXPECT_EQ(tm->usage(Tier::kGpu).used_bytes, 4 * kShard);
+}
+
+TEST(Budgets, FarthestNextUseIsEvictedOnceATraceIsRecorded) {
+  TierBudgets b = testing::small_budgets("", 1 << 20, 2 << 20, 0);
+  b.prefetch_bytes = 0;  // eviction alone
+  auto tm = make(b);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  tm->begin_trace();
+  for (int i = 0; i < 6; ++i) touch(*tm, name(i));
+  tm->end_trace();
+  // GPU holds s2..s5. Fetching s0 must evict s5 (used last), where LRU would evict s2.
+  touch(*tm, "s0");
+  EXPECT_TRUE(gpu_valid(*tm, "s2"));
+  EXPECT_FALSE(gpu_valid(*tm, "s5"));
+}
+
+TEST(Budgets, HeldCopiesThatFillATierAreReportedWithNumbers) {
+  auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tm->fetch(name(i), Tier::kGpu).get().ok());
+  Status s = tm->fetch("s4", Tier::kGpu).get().status();
+  EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
+  EXPECT_NE(s.message().find("1.00 MiB of fetched (held) copies"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("gpu_bytes"), std::string::npos) << s.message();
+  EXPECT_FALSE(tm->info("s4")->has_current_tier);
+  ASSERT_TRUE(tm->release("s0").get().ok());
+  EXPECT_TRUE(tm->fetch("s4", Tier::kGpu).get().ok());  // s0's copy is evictable now
+}
+
+TEST(Budgets, HomeStorageBeyondTheBudgetIsRefused) {
+  auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kGpu}).ok());
+  Status s = tm->register_shard({"s4", kShard, DType::kU8, Tier::kGpu});
+  EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
+  EXPECT_NE(s.message().find("1.00 MiB of home copies"), std::string::npos) << s.message();
+}
+
+TEST(Prefetch, ExplicitPrefetchLoadsWithoutHolding) {
+  auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  ASSERT_TRUE(tm->prefetch({"s0", "s1", "s2"}, Tier::kGpu).get().ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(gpu_valid(*tm, name(i)));
+    EXPECT_FALSE(tm->info(name(i))->has_current_tier);
+  }
+}
+
+TEST(Prefetch, TraceReplayLoadsTheNextShardsAhead) {
+  TierBudgets b = testing::small_budgets("", 1 << 20, 2 << 20, 0);
+  b.prefetch_bytes = 2 * kShard;
+  auto tm = make(b);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  tm->begin_trace();
+  for (int i = 0; i < 8; ++i) touch(*tm, name(i));
+  tm->end_trace();
+  touch(*tm, "s0");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(gpu_valid(*tm, "s1") && gpu_valid(*tm, "s2")) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(gpu_valid(*tm, "s1"));
+  EXPECT_TRUE(gpu_valid(*tm, "s2"));
+}
+
+}  // namespace
+}  // namespace tierzero::offload

@@ -1,0 +1,97 @@
+// Checkpoint capture: the NVMe manifest lists id -> (file, offset, bytes, version), and a new
+// manager over the same swap files re-attaches it with contents and versions intact.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/offload/test_support.h"
+
+namespace tierzero::offload {
+namespace {
+
+using testing::pattern;
+using testing::read_view;
+using testing::write_view;
+
+TierBudgets budgets(const testing::TempDir& a, const testing::TempDir& b) {
+  TierBudgets t = testing::small_budgets(a.path(), 1 << 20, 2 << 20, 8 << 20);
+  t.nvme_paths = {a.path(), b.path()};
+  t.keep_nvme_files = true;
+  return t;
+}
+
+TEST(Manifest, CapturesAndReattachesStripedShards) {
+  testing::TempDir a, b;
+  std::vector<NvmeShardRecord> manifest;
+  const uint64_t sizes[] = {5000, 100000, 333333};
+  {
+    auto tm = TierManager::create(budgets(a, b));
+    ASSERT_TRUE(tm.ok()) << tm.status().to_string();
+    for (int i = 0; i < 3; ++i) {
+      const std::string id = "opt/" + std::to_string(i);
+      ASSERT_TRUE((*tm)->register_shard({id, sizes[i], DType::kF32, Tier::kNvme}).ok());
+      for (int version = 1; version <= i + 1; ++version) {
+        Result<ShardView> v = (*tm)->fetch(id, Tier::kGpu, Access::kWrite).get();
+        ASSERT_TRUE(v.ok());
+        const std::vector<uint8_t> data = pattern(i * 10 + version, sizes[i]);
+        write_view(*v, 0, data.data(), data.size());
+        ASSERT_TRUE((*tm)->release(id).get().ok());
+      }
+    }
+    ASSERT_TRUE((*tm)->register_shard({"never-written", 4096, DType::kF32, Tier::kNvme}).ok());
+    manifest = (*tm)->nvme_manifest();
+  }
+  ASSERT_EQ(manifest.size(), 3u);  // never-written shards are zeros and not listed
+  for (const NvmeShardRecord& r : manifest) {
+    const int i = r.spec.id.back() - '0';
+    EXPECT_EQ(r.version, static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(r.spec.dtype, DType::kF32);
+    EXPECT_EQ(r.parts.size(), r.spec.bytes > r.stripe_bytes ? 2u : 1u);
+    EXPECT_NE(r.parts[0].file.find("tierzero-swap-r0-s0.bin"), std::string::npos);
+    EXPECT_TRUE(std::filesystem::exists(r.parts[0].file));
+  }
+
+  auto tm = TierManager::create(budgets(a, b));
+  ASSERT_TRUE(tm.ok());
+  ASSERT_TRUE((*tm)->attach_nvme(manifest).ok());
+  for (const NvmeShardRecord& r : manifest) {
+    const int i = r.spec.id.back() - '0';
+    EXPECT_EQ((*tm)->info(r.spec.id)->version, r.version);
+    Result<ShardView> v = (*tm)->fetch(r.spec.id, Tier::kPinned).get();
+    ASSERT_TRUE(v.ok());
+    EXPECT_TRUE(read_view(*v) == pattern(i * 10 + i + 1, sizes[i])) << r.spec.id;
+    ASSERT_TRUE((*tm)->release(r.spec.id).get().ok());
+  }
+  // The extents are taken: new shards land elsewhere and a second attach is refused.
+  ASSERT_TRUE((*tm)->register_shard({"new", 200000, DType::kU8, Tier::kNvme}).ok());
+  EXPECT_EQ((*tm)->attach_nvme(manifest).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(Manifest, RecordsThatDoNotMatchTheSwapFilesAreRefused) {
+  testing::TempDir a, b;
+  auto tm = TierManager::create(budgets(a, b));
+  ASSERT_TRUE(tm.ok());
+  NvmeShardRecord r{{"w", 100000, DType::kF32, Tier::kNvme}, 1, 16 << 10, {}};
+  EXPECT_EQ((*tm)->attach_nvme({r}).code(), ErrorCode::kInvalidArgument);  // no parts
+  r.parts = {{a.path() + "/tierzero-swap-r0-s0.bin", 0, 4 * 16384}, {"/elsewhere/file.bin", 0, 3 * 16384}};
+  Status s = (*tm)->attach_nvme({r});
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("/elsewhere/file.bin"), std::string::npos) << s.message();
+  EXPECT_EQ((*tm)->info("w").status().code(), ErrorCode::kNotFound);
+  r.stripe_bytes = 4096;
+  EXPECT_NE((*tm)->attach_nvme({r}).message().find("stripe"), std::string::npos);
+}
+
+TEST(Manifest, SwapFilesAreRemovedOnExitUnlessKept) {
+  testing::TempDir a;
+  std::string file = a.path() + "/tierzero-swap-r0-s0.bin";
+  {
+    auto tm = TierManager::create(testing::small_budgets(a.path(), 0, 2 << 20, 1 << 20));
+    ASSERT_TRUE(tm.ok());
+    EXPECT_TRUE(std::filesystem::exists(file));
+  }
+  EXPECT_FALSE(std::filesystem::exists(file));
+}
+
+}  // namespace
+}  // namespace tierzero::offload
