@@ -27,6 +27,7 @@ struct BenchIoFlags {
   std::string block_size = "1MiB";
   uint32_t queue_depth = 32;
   uint32_t threads = 1;
+  uint32_t repeat = 0;
   bool sweep = false;
   bool tune = false;
   bool vs_fio = false;
@@ -92,6 +93,9 @@ class BenchIo {
     report_.param("I/O", direct_text_);
     report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
     report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
+    report_.param("repeats", std::to_string(repeats()) + (repeats() > 1 ? " per pass, median shown" +
+                                                                              std::string(compare_fio() ? ", alternating with fio" : "")
+                                                                        : ""));
     if (flags_.vs_fio) {
       report_.param("fio", fio_.empty() ? "not found (install fio or put it on PATH): no comparison"
                                         : fio_ + " --ioengine=io_uring --direct=1, same file, bs, iodepth, numjobs = threads");
@@ -123,33 +127,55 @@ class BenchIo {
     const std::string tag = std::string(nvme::backend_name(config.backend)) + " bs=" + short_size(config.block_size) +
                             " qd=" + std::to_string(config.queue_depth) + " t=" + std::to_string(config.intra_op_parallelism);
     PointResult r{config, {}, {}, {}, {}};
-    r.write = value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag));
-    r.read = value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kRead, "read " + tag));
+    // Alternating with fio, each run's figure is the median of `repeats`; tierzero writes last so
+    // the verify pass checks its data.
+    std::vector<PassResult> writes, reads;
+    std::vector<FioResult> fio_writes, fio_reads;
+    FioJob job{fio_, file_->path(), true, size_, config.block_size, config.queue_depth, config.intra_op_parallelism};
+    for (uint32_t i = 0; i < repeats(); ++i) {
+      if (compare_fio()) add_fio(job, fio_writes);
+      writes.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag)));
+    }
+    job.write = false;
+    for (uint32_t i = 0; i < repeats(); ++i) {
+      reads.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kRead, "read " + tag)));
+      if (compare_fio()) add_fio(job, fio_reads);
+    }
+    r.write = median(writes);
+    r.read = median(reads);
+    if (!fio_writes.empty()) r.fio_write = median(fio_writes);
+    if (!fio_reads.empty()) r.fio_read = median(fio_reads);
     Result<PassResult> verify = run_pass(*engine, file, buffers, size_, PassData::kVerify, "verify " + tag);
     const bool verified = verify.ok();
     if (!verified) {
       all_verified_ = false;
       skipped_.push_back("verification failed for " + tag + ": " + verify.status().message());
     }
-    if (compare_fio()) {
-      FioJob job{fio_, file_->path(), true, size_, config.block_size, config.queue_depth, config.intra_op_parallelism};
-      r.fio_write = run_fio_or_note(job);
-      job.write = false;
-      r.fio_read = run_fio_or_note(job);
-    }
     add_row("write", r, r.write, r.fio_write, verified);
     add_row("read", r, r.read, r.fio_read, verified);
     results_.push_back(r);
   }
 
-  std::optional<FioResult> run_fio_or_note(const FioJob& job) {
+  uint32_t repeats() const { return flags_.repeat > 0 ? flags_.repeat : compare_fio() ? 3 : 1; }
+
+  // The run with the median GB/s.
+  static PassResult median(std::vector<PassResult> runs) {
+    std::sort(runs.begin(), runs.end(), [](const PassResult& a, const PassResult& b) { return a.gbps() < b.gbps(); });
+    return runs[runs.size() / 2];
+  }
+  static FioResult median(std::vector<FioResult> runs) {
+    std::sort(runs.begin(), runs.end(), [](const FioResult& a, const FioResult& b) { return a.gbps < b.gbps; });
+    return runs[runs.size() / 2];
+  }
+
+  void add_fio(const FioJob& job, std::vector<FioResult>& out) {
     Result<FioResult> fio = run_fio(job);
     if (!fio.ok()) {
       skipped_.push_back("fio: " + fio.status().message());
-      return std::nullopt;
+      return;
     }
     fio_command_ = fio->command;
-    return *fio;
+    out.push_back(*fio);
   }
 
   void add_row(const char* op, const PointResult& r, const PassResult& p, const std::optional<FioResult>& fio,
@@ -248,6 +274,7 @@ void add_bench_io_command(CLI::App& bench) {
   cmd->add_option("--block-size", flags->block_size, "Request size, e.g. 1MiB (default 1MiB)");
   cmd->add_option("--queue-depth", flags->queue_depth, "Requests in flight per ring/thread (default 32)");
   cmd->add_option("--threads", flags->threads, "Rings/threads per request: intra_op_parallelism, fio numjobs (default 1)");
+  cmd->add_option("--repeat", flags->repeat, "Runs per pass, median reported (default 1; 3 with --vs-fio)");
   cmd->add_flag("--sweep", flags->sweep, "Sweep backend x block size x depth x threads (flags given stay fixed)");
   cmd->add_flag("--tune", flags->tune, "Sweep, then print the best DeepSpeed \"aio\" block");
   cmd->add_flag("--vs-fio", flags->vs_fio, "Also run fio (io_uring, direct) with the same parameters and print the ratio");
