@@ -1,8 +1,9 @@
 // The Adam/AdamW update and the gradient norm, written once with Highway and compiled for every
 // target foreach_target.h selects; kernels.h dispatches to the best one at run time.
 //
-// Built with -ffp-contract=off so that only the explicit MulAdd (torch's lerp is an fma) fuses:
-// every other operation rounds as torch's fused CPU kernel rounds it.
+// Built with -ffp-contract=off: the fused multiply-adds are exactly those of torch's compiled fused
+// CPU kernel (its lerp's fma, and the two a*b + c the compiler contracted: the L2 term and v), so
+// on targets with FMA every result is bit-identical to at::_fused_adam(w)_ (tests/cpu_adam).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu_adam/kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -35,19 +36,20 @@ struct StepVectors {
 };
 
 // Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32.
+// Adam: g += p * weight_decay (l2_decay 0 for AdamW); AdamW: p *= 1 - lr * wd (1 for Adam).
 template <ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kLerpFromGrad,
           class DF>
 HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers& t, size_t i) {
   auto p = hn::LoadU(df, t.params + i);
   auto g = hn::Mul(LoadAsF32<kGrad>(df, t.grads, i), c.grad_multiplier);
-  g = hn::Add(g, hn::Mul(p, c.l2_decay));
+  g = hn::MulAdd(p, c.l2_decay, g);
   p = hn::Mul(p, c.param_decay);
 
   auto m = LoadAsF32<kState>(df, t.exp_avg, i);
   const auto lerp_base = kLerpFromGrad ? g : m;
   m = hn::MulAdd(c.lerp_coeff, hn::Sub(g, m), lerp_base);
   auto v = LoadAsF32<kState>(df, t.exp_avg_sq, i);
-  v = hn::Add(hn::Mul(v, c.beta2), hn::Mul(hn::Mul(c.one_minus_beta2, g), g));
+  v = hn::MulAdd(hn::Mul(c.one_minus_beta2, g), g, hn::Mul(v, c.beta2));
 
   const auto denom = hn::Add(hn::Div(hn::Sqrt(v), c.bias_correction2_sqrt), c.eps);
   p = hn::Add(p, hn::Div(hn::Mul(c.neg_step_size, m), denom));
