@@ -3,8 +3,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "engine/config/ds_config.h"
+#include "engine/config/token_data.h"
 
 namespace tierzero::engine {
 namespace {
@@ -43,6 +46,35 @@ TEST(ShippedConfigs, EachSaysWhatItsNamePromises) {
   DsConfig z3o = load("zero3_offload_cpu.json");
   EXPECT_EQ(z3o.zero.stage, 3);
   EXPECT_EQ(z3o.zero.offload_optimizer.device, OffloadDevice::kCpu);
+}
+
+TEST(ShippedConfigs, TinyCorpusIsTheTextByteForByte) {
+  const std::filesystem::path data = configs_dir() / "data";
+  std::ifstream text_file(data / "tiny_corpus.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(text_file)), std::istreambuf_iterator<char>());
+  ASSERT_GT(text.size(), 10'000u);
+  const int64_t seq_len = 128;
+  auto source = open_token_file((data / "tiny_corpus.u16").string(), seq_len).value();
+  ASSERT_EQ(source->size(), static_cast<int64_t>((text.size() - 1) / seq_len));
+  std::vector<int64_t> in(seq_len), targets(seq_len);
+  for (int64_t i = 0; i < source->size(); ++i) {
+    ASSERT_TRUE(source->read(i, in.data(), targets.data()).ok());
+    for (int64_t t = 0; t < seq_len; ++t) {
+      ASSERT_EQ(in[t], static_cast<unsigned char>(text[static_cast<size_t>(i * seq_len + t)])) << i << ":" << t;
+    }
+  }
+}
+
+TEST(ShippedConfigs, TinyConfigFeedsTheTinyCorpus) {
+  DsConfig c = load_ds_config((configs_dir() / "tiny.json").string(), ResolveHints{}).value();
+  EXPECT_EQ(c.tierzero.data_path, "configs/data/tiny_corpus.u16");
+  auto source = open_samples((configs_dir().parent_path() / c.tierzero.data_path).string(), c.tierzero.data_seq_len)
+                    .value();
+  auto it = MicroBatchIterator::create(
+      source, ShardSpec{.seed = c.tierzero.data_seed,
+                        .micro_batch_size = c.batch.train_micro_batch_size_per_gpu});
+  ASSERT_TRUE(it.ok()) << it.status().to_string();
+  EXPECT_GE(it->micro_batches_per_epoch(), 10);
 }
 
 }  // namespace

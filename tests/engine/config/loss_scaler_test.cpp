@@ -1,6 +1,7 @@
-// The loss scaler against sequences printed by a Python transcription of DeepSpeed's
-// DynamicLossScaler.update_scale() (deepspeed/runtime/fp16/loss_scaler.py), run on the same
-// overflow pattern: init_scale 2^6, scale_window 3, min_scale 1, delayed_shift (hysteresis) 2.
+// The loss scaler against sequences printed by DeepSpeed 0.19.8's own DynamicLossScaler
+// (deepspeed/runtime/fp16/loss_scaler.py; update_scale() per step, printing cur_scale and
+// cur_hysteresis) on the same overflow pattern: init_scale 2^6, scale_window 3, min_scale 1,
+// delayed_shift (hysteresis) 2. "ERR" there is DeepSpeed's "Current loss scale already at minimum".
 #include <gtest/gtest.h>
 
 #include <string>

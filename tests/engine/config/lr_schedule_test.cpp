@@ -1,7 +1,8 @@
 // LR schedules against references written out independently of lr_schedule.cpp:
-// (1) values printed by a Python transcription of DeepSpeed's get_lr()
-//     (deepspeed/runtime/lr_schedules.py, WarmupLR / WarmupDecayLR / WarmupCosineLR, for one
-//     parameter group), and (2) the formulas below, restated from that file in double precision.
+// (1) values printed by DeepSpeed 0.19.8's own classes (deepspeed/runtime/lr_schedules.py:
+//     WarmupLR / WarmupDecayLR / WarmupCosineLR on a one-parameter torch.optim.SGD, setting
+//     last_batch_iteration and calling get_lr()), and (2) the formulas below, restated from that
+//     file in double precision.
 #include <gtest/gtest.h>
 
 #include <cmath>
