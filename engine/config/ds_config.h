@@ -25,7 +25,8 @@
 // | tierzero.grad_accum_dtype    | "fp32" or "bf16"       | "fp32"  | dtype gradients accumulate in            |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
 // | tierzero.checkpoint.level    | integer 1..22          | 3       | zstd level                               |
-// | tierzero.data.path           | string                 | ""      | token file or JSONL (token_data.h)       |
+// | tierzero.data.path           | string                 | ""      | token file or JSONL (token_data.h);      |
+// |                              |                        |         | relative to the working directory        |
 // | tierzero.data.seq_len        | integer > 0            | 256     | tokens a sample predicts                 |
 // | tierzero.data.seed           | integer >= 0           | 1234    | shuffle seed                             |
 // | tierzero.data.dtype          | "uint16" / "uint32"    | ""      | token width of a headerless file         |
@@ -181,9 +182,11 @@ struct DsConfig {
                        // aio.use_direct, aio.register_buffers)
   OptimizerConfig optimizer;
   std::optional<LrScheduleConfig> scheduler;  // absent: constant optimizer lr
-  double gradient_clipping = 0.0;             // max global grad norm; 0 = no clipping
+  double gradient_clipping = 1.0;             // max global grad norm; 0 = no clipping (DeepSpeed
+                                              // 0.19's default is 1.0; older releases used 0)
   ActivationCheckpointingConfig activation_checkpointing;
-  int64_t steps_per_print = 10;
+  int64_t steps_per_print = 10;  // DeepSpeed's default is None (no periodic line); tierzero logs
+                                 // a summary line every 10 steps when the key is absent
   bool wall_clock_breakdown = false;
   TierzeroConfig tierzero;
 

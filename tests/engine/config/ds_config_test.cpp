@@ -53,7 +53,7 @@ TEST(DsConfig, DeepSpeedDefaults) {
   EXPECT_EQ(c.optimizer.eps, 1e-8);
   EXPECT_TRUE(c.optimizer.decoupled_weight_decay());  // DeepSpeed's Adam: adam_w_mode defaults to true
   EXPECT_FALSE(c.scheduler.has_value());
-  EXPECT_EQ(c.gradient_clipping, 0.0);
+  EXPECT_EQ(c.gradient_clipping, 1.0);  // DeepSpeed 0.19: GRADIENT_CLIPPING_DEFAULT = 1.0
   EXPECT_EQ(c.steps_per_print, 10);
   EXPECT_FALSE(c.wall_clock_breakdown);
   EXPECT_TRUE(c.warnings.empty());
@@ -131,7 +131,7 @@ TEST(DsConfig, AutoSchedulerAndOptimizerValues) {
   EXPECT_EQ(c.scheduler->warmup_num_steps, 25);
   EXPECT_EQ(c.scheduler->total_num_steps, 500);
   EXPECT_EQ(c.optimizer.beta1, 0.9);
-  EXPECT_EQ(c.gradient_clipping, 0.0);
+  EXPECT_EQ(c.gradient_clipping, 1.0);
   EXPECT_FALSE(c.fp16.enabled);
 
   Result<DsConfig> missing = parse_ds_config_text(text, ResolveHints{});
