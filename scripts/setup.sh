@@ -27,7 +27,7 @@ if ((${#missing[@]})); then
 fi
 
 torch_version=2.11.0
-python_packages=("torch==${torch_version}" numpy safetensors)
+python_packages=("torch==${torch_version}" numpy safetensors transformers)
 has_torch() { "$1" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_version}')" 2>/dev/null; }
 python=python3
 if ! has_torch "$python"; then

@@ -18,8 +18,8 @@ struct RopeScaling {
   double factor = 1.0;           // linear, dynamic, llama3
   double low_freq_factor = 1.0;  // llama3
   double high_freq_factor = 4.0; // llama3
-  // llama3: the pre-training context; dynamic: the length above which the base grows
-  // (defaults to max_position_embeddings when the config omits it).
+  // llama3: the pre-training context (defaults to max_position_embeddings). Dynamic NTK grows the
+  // base above max_position_embeddings, as transformers does.
   int64_t original_max_position_embeddings = 0;
 };
 
@@ -75,7 +75,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
 Status validate_model_config(const ModelConfig& config);
 
 // The built-in model of a plain `tierzero train`: byte-level vocab 256, hidden 128, 4 layers,
-// 4 heads, 2 kv heads (GQA), intermediate 384, untied, fp32, ~0.8 M parameters.
+// 4 heads, 2 kv heads (GQA), intermediate 384, untied, fp32, 853,120 parameters.
 ModelConfig tiny_llama_config();
 
 // Number of parameters (a tied embedding counted once).

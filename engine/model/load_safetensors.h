@@ -1,0 +1,20 @@
+// Loading one safetensors file into tensors; private to engine/model (load_hf_weights and tests).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace tierzero::engine {
+
+// Copies every tensor of the safetensors file at `path` onto `device`, converted to `dtype`
+// (nullopt: each keeps the file's dtype). Errors as MappedSafetensors::open.
+Result<std::map<std::string, at::Tensor>> load_safetensors_file(const std::string& path,
+                                                                std::optional<at::ScalarType> dtype,
+                                                                at::Device device);
+
+}  // namespace tierzero::engine

@@ -1,0 +1,302 @@
+#include "engine/model/model_config.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tierzero::engine {
+namespace {
+
+using nlohmann::json;
+
+// Reads typed keys of one JSON object; the first failure is kept and names origin and key.
+class KeyReader {
+ public:
+  KeyReader(const json& object, std::string origin) : object_(object), origin_(std::move(origin)) {}
+
+  bool has(const char* key) const { return object_.contains(key) && !object_.at(key).is_null(); }
+
+  // Reads a required or optional integer key into `out` (left unchanged when optional and absent).
+  void integer(const char* key, int64_t& out, bool required = false) {
+    if (!has(key)) {
+      if (required) fail(fmt::format("required key \"{}\" is missing", key));
+      return;
+    }
+    const json& v = object_.at(key);
+    if (!v.is_number_integer()) return fail(fmt::format("key \"{}\" must be an integer, got {}", key, v.dump()));
+    out = v.get<int64_t>();
+  }
+
+  void number(const char* key, double& out) {
+    if (!has(key)) return;
+    const json& v = object_.at(key);
+    if (!v.is_number()) return fail(fmt::format("key \"{}\" must be a number, got {}", key, v.dump()));
+    out = v.get<double>();
+  }
+
+  void boolean(const char* key, bool& out) {
+    if (!has(key)) return;
+    const json& v = object_.at(key);
+    if (!v.is_boolean()) return fail(fmt::format("key \"{}\" must be true or false, got {}", key, v.dump()));
+    out = v.get<bool>();
+  }
+
+  void string(const char* key, std::string& out) {
+    if (!has(key)) return;
+    const json& v = object_.at(key);
+    if (!v.is_string()) return fail(fmt::format("key \"{}\" must be a string, got {}", key, v.dump()));
+    out = v.get<std::string>();
+  }
+
+  void fail(const std::string& what) {
+    if (status_.ok()) status_ = invalid_argument(fmt::format("{}: {}", origin_, what));
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  const json& object_;
+  std::string origin_;
+  Status status_;
+};
+
+// Maps model_type <-> architectures[0] for the supported family.
+struct Family {
+  const char* model_type;
+  const char* architecture;
+};
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},
+    {"mistral", "MistralForCausalLM"},
+};
+
+Status read_family(const json& j, const std::string& origin, ModelConfig& c) {
+  KeyReader r(j, origin);
+  std::string model_type, architecture;
+  r.string("model_type", model_type);
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    architecture = j["architectures"][0].get<std::string>();
+  }
+  TZ_RETURN_IF_ERROR(r.status());
+  for (const Family& f : kFamilies) {
+    if (model_type == f.model_type || (model_type.empty() && architecture == f.architecture)) {
+      c.model_type = f.model_type;
+      c.architecture = architecture.empty() ? f.architecture : architecture;
+      return {};
+    }
+  }
+  return unsupported(fmt::format(
+      "{}: model_type \"{}\" (architectures[0] \"{}\") is not supported; tierzero runs the decoder-only "
+      "llama, qwen2 and mistral families",
+      origin, model_type, architecture));
+}
+
+// rope_theta and the scaling: transformers >= 5 writes "rope_parameters" {rope_type, rope_theta, ...};
+// older files write top-level "rope_theta" and "rope_scaling" {type | rope_type, factor, ...}.
+Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
+  KeyReader top(j, origin);
+  top.number("rope_theta", c.rope_theta);
+  const char* dict_key = top.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  if (!top.has(dict_key)) return top.status();
+  const json& d = j.at(dict_key);
+  if (!d.is_object()) return invalid_argument(fmt::format("{}: key \"{}\" must be an object", origin, dict_key));
+  KeyReader r(d, fmt::format("{} ({})", origin, dict_key));
+  RopeScaling& s = c.rope_scaling;
+  r.string("type", s.type);
+  r.string("rope_type", s.type);
+  r.number("rope_theta", c.rope_theta);
+  r.number("factor", s.factor);
+  r.number("low_freq_factor", s.low_freq_factor);
+  r.number("high_freq_factor", s.high_freq_factor);
+  s.original_max_position_embeddings = c.max_position_embeddings;
+  top.integer("original_max_position_embeddings", s.original_max_position_embeddings);
+  r.integer("original_max_position_embeddings", s.original_max_position_embeddings);
+  double partial_rotary_factor = 1.0;
+  r.number("partial_rotary_factor", partial_rotary_factor);
+  TZ_RETURN_IF_ERROR(top.status());
+  TZ_RETURN_IF_ERROR(r.status());
+  if (partial_rotary_factor != 1.0) {
+    return unsupported(fmt::format("{}: {}.partial_rotary_factor {} is not supported (only 1.0)", origin,
+                                   dict_key, partial_rotary_factor));
+  }
+  return {};
+}
+
+// Which layers use the sliding window; see ModelConfig::sliding_window_layers.
+Status read_sliding_window(const json& j, const std::string& origin, ModelConfig& c) {
+  KeyReader r(j, origin);
+  bool use_sliding_window = c.model_type == "mistral";
+  r.boolean("use_sliding_window", use_sliding_window);
+  int64_t window = 4096;  // transformers' default when the key is absent
+  if (j.contains("sliding_window") && j["sliding_window"].is_null()) use_sliding_window = false;
+  r.integer("sliding_window", window);
+  int64_t max_window_layers = c.model_type == "qwen2" ? 28 : 0;
+  r.integer("max_window_layers", max_window_layers);
+  TZ_RETURN_IF_ERROR(r.status());
+  c.sliding_window_layers.assign(c.num_hidden_layers, false);
+  if (!use_sliding_window) return {};
+  c.sliding_window = window;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.sliding_window_layers[i] = i >= max_window_layers;
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    const json& types = j["layer_types"];
+    if (static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
+      return invalid_argument(fmt::format("{}: layer_types has {} entries but num_hidden_layers is {}", origin,
+                                          types.size(), c.num_hidden_layers));
+    }
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      c.sliding_window_layers[i] = types[i].is_string() && types[i].get<std::string>() == "sliding_attention";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status validate_model_config(const ModelConfig& c) {
+  auto positive = [](int64_t v) { return v > 0; };
+  if (!positive(c.vocab_size) || !positive(c.hidden_size) || !positive(c.intermediate_size) ||
+      !positive(c.num_hidden_layers) || !positive(c.num_attention_heads) || !positive(c.num_key_value_heads) ||
+      !positive(c.head_dim)) {
+    return invalid_argument(fmt::format(
+        "model config: sizes must be positive (vocab_size {}, hidden_size {}, intermediate_size {}, "
+        "num_hidden_layers {}, num_attention_heads {}, num_key_value_heads {}, head_dim {})",
+        c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+        c.num_key_value_heads, c.head_dim));
+  }
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    return invalid_argument(fmt::format("model config: num_attention_heads {} is not a multiple of num_key_value_heads {}",
+                                        c.num_attention_heads, c.num_key_value_heads));
+  }
+  if (c.head_dim % 2 != 0) return invalid_argument(fmt::format("model config: head_dim {} must be even for RoPE", c.head_dim));
+  if (c.hidden_act != "silu") {
+    return unsupported(fmt::format("model config: hidden_act \"{}\" is not supported (only \"silu\", SwiGLU)", c.hidden_act));
+  }
+  const std::string& t = c.rope_scaling.type;
+  if (t != "default" && t != "linear" && t != "dynamic" && t != "llama3") {
+    return unsupported(fmt::format(
+        "model config: rope type \"{}\" is not supported (default, linear, dynamic, llama3)", t));
+  }
+  if (t != "default" && !(c.rope_scaling.factor > 0)) {
+    return invalid_argument(fmt::format("model config: rope factor {} must be > 0", c.rope_scaling.factor));
+  }
+  if (t == "llama3" && (c.rope_scaling.original_max_position_embeddings <= 0 ||
+                        c.rope_scaling.high_freq_factor == c.rope_scaling.low_freq_factor)) {
+    return invalid_argument("model config: llama3 rope needs original_max_position_embeddings > 0 and "
+                            "high_freq_factor != low_freq_factor");
+  }
+  if (c.sliding_window && *c.sliding_window <= 0) {
+    return invalid_argument(fmt::format("model config: sliding_window {} must be > 0", *c.sliding_window));
+  }
+  if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16") {
+    return unsupported(fmt::format("model config: torch_dtype \"{}\" is not supported (float32, bfloat16, float16)",
+                                   c.torch_dtype));
+  }
+  return {};
+}
+
+Result<ModelConfig> parse_model_config(const std::string& json_text, const std::string& origin) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return invalid_argument(fmt::format("{}: not a JSON object; expected a Hugging Face config.json", origin));
+  }
+  ModelConfig c;
+  TZ_RETURN_IF_ERROR(read_family(j, origin, c));
+  KeyReader r(j, origin);
+  r.integer("vocab_size", c.vocab_size, /*required=*/true);
+  r.integer("hidden_size", c.hidden_size, true);
+  r.integer("intermediate_size", c.intermediate_size, true);
+  r.integer("num_hidden_layers", c.num_hidden_layers, true);
+  r.integer("num_attention_heads", c.num_attention_heads, true);
+  c.num_key_value_heads = c.num_attention_heads;
+  r.integer("num_key_value_heads", c.num_key_value_heads);
+  r.number("rms_norm_eps", c.rms_norm_eps);
+  c.max_position_embeddings = c.model_type == "llama" ? 2048 : c.model_type == "qwen2" ? 32768 : 4096 * 32;
+  r.integer("max_position_embeddings", c.max_position_embeddings);
+  r.boolean("tie_word_embeddings", c.tie_word_embeddings);
+  r.string("hidden_act", c.hidden_act);
+  r.string("torch_dtype", c.torch_dtype);
+  r.string("dtype", c.torch_dtype);
+  r.number("initializer_range", c.initializer_range);
+  if (r.has("pad_token_id")) {
+    int64_t pad = 0;
+    r.integer("pad_token_id", pad);
+    c.pad_token_id = pad;
+  }
+  bool attention_bias = false;
+  r.boolean("attention_bias", attention_bias);
+  r.boolean("mlp_bias", c.mlp_bias);
+  TZ_RETURN_IF_ERROR(r.status());
+  if (c.num_attention_heads > 0) c.head_dim = c.hidden_size / c.num_attention_heads;
+  r.integer("head_dim", c.head_dim);
+  TZ_RETURN_IF_ERROR(r.status());
+  c.qkv_bias = c.model_type == "qwen2" || (c.model_type == "llama" && attention_bias);
+  c.o_proj_bias = c.model_type == "llama" && attention_bias;
+  c.mlp_bias = c.model_type == "llama" && c.mlp_bias;
+  TZ_RETURN_IF_ERROR(read_rope(j, origin, c));
+  TZ_RETURN_IF_ERROR(read_sliding_window(j, origin, c));
+  Status valid = validate_model_config(c);
+  if (!valid.ok()) return valid.with_context(origin);
+  return c;
+}
+
+Result<ModelConfig> load_model_config(const std::string& path) {
+  // POSIX stat, not std::filesystem: the torch wheel's libtorch.so exports broken copies of some
+  // std::filesystem functions that the dynamic linker may bind instead of libstdc++'s.
+  struct stat st {};
+  const std::string file = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? path + "/config.json" : path;
+  std::ifstream in(file);
+  if (!in) {
+    return not_found(fmt::format("{}: cannot open; pass a Hugging Face model directory or its config.json", file));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_model_config(text.str(), file);
+}
+
+ModelConfig tiny_llama_config() {
+  ModelConfig c;
+  c.vocab_size = 256;
+  c.hidden_size = 128;
+  c.intermediate_size = 384;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 32;
+  c.max_position_embeddings = 1024;
+  c.rms_norm_eps = 1e-5;
+  c.sliding_window_layers.assign(c.num_hidden_layers, false);
+  return c;
+}
+
+namespace {
+
+// Weights of one decoder layer that take part in a matmul (biases and norms excluded).
+int64_t layer_matmul_params(const ModelConfig& c) {
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  return c.hidden_size * (q + 2 * kv) + q * c.hidden_size + 3 * c.hidden_size * c.intermediate_size;
+}
+
+}  // namespace
+
+int64_t num_parameters(const ModelConfig& c) {
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  int64_t layer = layer_matmul_params(c) + 2 * c.hidden_size;
+  if (c.qkv_bias) layer += q + 2 * kv;
+  if (c.o_proj_bias) layer += c.hidden_size;
+  if (c.mlp_bias) layer += 2 * c.intermediate_size + c.hidden_size;
+  const int64_t embedding = c.vocab_size * c.hidden_size;
+  return embedding + c.num_hidden_layers * layer + c.hidden_size + (c.tie_word_embeddings ? 0 : embedding);
+}
+
+double training_flops_per_token(const ModelConfig& c, int64_t seq_len) {
+  const double n_matmul =
+      static_cast<double>(c.num_hidden_layers) * layer_matmul_params(c) + static_cast<double>(c.vocab_size) * c.hidden_size;
+  const double attention = 12.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * seq_len;
+  return 6.0 * n_matmul + attention;
+}
+
+}  // namespace tierzero::engine

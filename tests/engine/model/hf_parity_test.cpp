@@ -1,0 +1,118 @@
+// Parity with Hugging Face transformers: tiny random models saved by save_pretrained, their logits
+// and loss, and LlamaRotaryEmbedding's cos/sin, all written by make_hf_fixture.py (run once per
+// build tree; the tests skip when transformers is not installed).
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "engine/model/functional_model.h"
+#include "engine/model/load_safetensors.h"
+#include "engine/model/rope.h"
+
+namespace tierzero::engine {
+namespace {
+
+// Runs make_hf_fixture.py (a no-op when the fixture is up to date). Returns the fixture directory,
+// or sets `skip_reason` when transformers (or the interpreter) is missing.
+std::string hf_fixture_dir(std::string& skip_reason) {
+  static std::string dir, reason;
+  static bool done = false;
+  if (!done) {
+    done = true;
+    const char* env_python = std::getenv("TIERZERO_PYTHON");
+    const std::string python = env_python && *env_python ? env_python : "python3";
+    const std::string log = std::string(TIERZERO_HF_FIXTURE_DIR) + ".log";
+    const std::string command = "'" + python + "' '" TIERZERO_HF_FIXTURE_SCRIPT "' --out '" TIERZERO_HF_FIXTURE_DIR
+                                "' > '" + log + "' 2>&1";
+    const int status = std::system(command.c_str());
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::stringstream text;
+    text << std::ifstream(log).rdbuf();
+    if (code == 77 || code == 127) {
+      reason = code == 77 ? text.str() : python + " not found (set TIERZERO_PYTHON)";
+    } else if (code != 0) {
+      ADD_FAILURE() << command << " failed with status " << code << ":\n" << text.str();
+      reason = "fixture generation failed";
+    } else {
+      dir = TIERZERO_HF_FIXTURE_DIR;
+    }
+  }
+  skip_reason = reason;
+  return dir;
+}
+
+#define REQUIRE_HF_FIXTURE(dir_var)                        \
+  std::string skip_reason_;                                \
+  const std::string dir_var = hf_fixture_dir(skip_reason_); \
+  if (dir_var.empty()) GTEST_SKIP() << skip_reason_
+
+std::map<std::string, at::Tensor> load_reference(const std::string& path) {
+  return value_or_throw(load_safetensors_file(path, std::nullopt, at::kCPU));
+}
+
+// max |a - b| / max |b|: the error relative to the reference's scale.
+double relative_max_error(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
+class HfModelParity : public testing::TestWithParam<std::string> {};
+
+TEST_P(HfModelParity, LogitsAndLossMatchTransformers) {
+  REQUIRE_HF_FIXTURE(root);
+  const std::string dir = root + "/" + GetParam();
+  auto config = load_model_config(dir);
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  auto model = make_causal_lm(*config);
+  auto reference = load_reference(dir + "/reference.safetensors");
+  const at::Tensor& tokens = reference.at("input_ids");
+  const at::Tensor& labels = reference.at("labels");
+
+  auto fp32 = load_hf_weights(dir, at::kFloat, at::kCPU);
+  ASSERT_TRUE(fp32.ok()) << fp32.status().to_string();
+  ASSERT_TRUE(check_params(*model, *fp32).ok()) << check_params(*model, *fp32).to_string();
+  at::NoGradGuard no_grad;
+  // Bit-identical to transformers on CPU today; the bounds leave room for other kernels: fp32 1e-5,
+  // bf16 1e-2 (about two bf16 ulps of the largest logit).
+  at::Tensor logits = forward_full(*model, tokens, *fp32);
+  EXPECT_LE(relative_max_error(logits, reference.at("logits_fp32")), 1e-5);
+
+  const double hf_loss = reference.at("loss_fp32").item<double>();
+  EXPECT_NEAR(causal_lm_loss(reference.at("logits_fp32"), labels).item<double>(), hf_loss, 1e-6 * hf_loss);
+  EXPECT_NEAR(causal_lm_loss(logits, labels).item<double>(), hf_loss, 1e-5 * hf_loss);
+
+  auto bf16 = load_hf_weights(dir, at::kBFloat16, at::kCPU);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  at::Tensor logits_bf16 = forward_full(*model, tokens, *bf16);
+  EXPECT_EQ(logits_bf16.scalar_type(), at::kFloat);
+  EXPECT_LE(relative_max_error(logits_bf16, reference.at("logits_bf16")), 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfModelParity,
+                         testing::Values("llama_untied", "llama_tied_bias_gqa_llama3", "qwen2_tied_gqa",
+                                         "qwen2_untied_gqa_sharded", "mistral_sliding_window"));
+
+class HfRopeParity : public testing::TestWithParam<std::string> {};
+
+TEST_P(HfRopeParity, CosSinMatchLlamaRotaryEmbedding) {
+  REQUIRE_HF_FIXTURE(root);
+  const std::string dir = root + "/rope/" + GetParam();
+  auto config = load_model_config(dir);
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  auto reference = load_reference(dir + "/rope.safetensors");
+  const at::Tensor& hf_cos = reference.at("cos");
+  auto [cos, sin] = rope_cos_sin(*config, hf_cos.size(0), at::kFloat, at::kCPU);
+  EXPECT_LE((cos - hf_cos).abs().max().item<double>(), 1e-6);
+  EXPECT_LE((sin - reference.at("sin")).abs().max().item<double>(), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(RopeTypes, HfRopeParity,
+                         testing::Values("default", "linear", "dynamic_within", "dynamic_grown", "llama3"));
+
+}  // namespace
+}  // namespace tierzero::engine
