@@ -164,7 +164,8 @@ Status ZipArchive::load_central_directory() {
   }
   const std::byte* end = tail.data() + end_pos;
   const uint64_t end_offset = tail_start + static_cast<uint64_t>(end_pos);
-  if (le16(end) != 0 && le16(end + 4) != 0xffff) {
+  const uint16_t disk = le16(end + 4), cd_disk = le16(end + 6);
+  if ((disk != 0 && disk != 0xffff) || (cd_disk != 0 && cd_disk != 0xffff)) {
     return unsupported(where + "multi-disk zip archives are not supported");
   }
   uint64_t count = le16(end + 10);
