@@ -27,7 +27,7 @@ if ((${#missing[@]})); then
 fi
 
 torch_version=2.11.0
-python_packages=("torch==${torch_version}" numpy safetensors transformers)
+python_packages=("torch==${torch_version}" numpy safetensors transformers deepspeed)
 has_torch() { "$1" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_version}')" 2>/dev/null; }
 python=python3
 if ! has_torch "$python"; then
@@ -40,7 +40,7 @@ if ! has_torch "$python"; then
     "$python" -m pip install -q "${python_packages[@]}"
   fi
 fi
-for mod in numpy safetensors; do
+for mod in numpy safetensors deepspeed; do
   "$python" -c "import $mod" 2>/dev/null || "$python" -m pip install -q "$mod"
 done
 
