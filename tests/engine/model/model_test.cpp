@@ -1,5 +1,6 @@
 // engine/model without Python: config parsing, init, unit chaining, gradients, loss, errors.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +12,13 @@
 
 namespace tierzero::engine {
 namespace {
+
+// Every tensor in this binary is tiny: one intra-op thread is fastest, and on a loaded 2-core CI
+// machine idle-spinning OpenMP workers made the finite-difference loops 20x slower.
+const bool kOneIntraOpThread = [] {
+  at::set_num_threads(1);
+  return true;
+}();
 
 // A tiny model for the unit tests: GQA, biases per the family, 2 layers.
 ModelConfig small_config(const std::string& model_type) {
