@@ -52,10 +52,10 @@ struct ModelShape {
   int64_t hidden_size = 0;  // 0: unknown (auto bucket sizes fall back to DeepSpeed's defaults)
 };
 struct ResolveHints {
-  int world_size = 1;          // data-parallel ranks
+  int world_size = 1;  // data-parallel ranks
   ModelShape model = {};
-  int64_t total_steps = 0;     // optimizer steps planned; 0: unknown
-  int64_t warmup_steps = 0;    // 0: unknown
+  int64_t total_steps = 0;   // optimizer steps planned; 0: unknown
+  int64_t warmup_steps = 0;  // 0: unknown
 };
 
 // train_batch_size == train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size.
@@ -84,9 +84,9 @@ const char* offload_device_name(OffloadDevice device);
 // zero_optimization.offload_param (valid with stage 3 only).
 struct OffloadParamConfig {
   OffloadDevice device = OffloadDevice::kNone;
-  std::string nvme_path;          // required for kNvme
+  std::string nvme_path;  // required for kNvme
   int64_t buffer_count = 5;
-  uint64_t buffer_size = 100'000'000;  // elements per buffer
+  uint64_t buffer_size = 100'000'000;   // elements per buffer
   uint64_t max_in_cpu = 1'000'000'000;  // elements kept in CPU memory with NVMe offload
   bool pin_memory = false;
 };
@@ -128,6 +128,8 @@ enum class OptimizerType : uint8_t { kAdam, kAdamW };
 const char* optimizer_type_name(OptimizerType type);
 
 // optimizer {type, params}. Absent: Adam with these defaults (torch / DeepSpeed defaults).
+// params.amsgrad is accepted only as false (no AMSGrad kernel); params.max_grad_norm is refused
+// as DeepSpeed refuses it (use gradient_clipping).
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::kAdam;
   double lr = 1e-3;
@@ -138,7 +140,6 @@ struct OptimizerConfig {
   bool bias_correction = true;
   bool adam_w_mode = true;  // as written; see decoupled_weight_decay()
   bool torch_adam = false;
-  bool amsgrad = false;     // accepted only as false (no AMSGrad kernel)
 
   // DeepSpeed's effective_adam_w_mode: type AdamW, or Adam with adam_w_mode (its default true).
   bool decoupled_weight_decay() const { return type == OptimizerType::kAdamW || adam_w_mode; }

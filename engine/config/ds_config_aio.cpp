@@ -39,7 +39,8 @@ Status parse_aio(JsonFields& root, nvme::IoConfig* out, Warnings* warnings) {
                             " are the same setting; keep intra_op_parallelism");
   }
   int64_t parallelism = out->intra_op_parallelism;
-  TZ_RETURN_IF_ERROR(f.read_int(f.has("thread_count") ? "thread_count" : "intra_op_parallelism", &parallelism, 1, 1024));
+  TZ_RETURN_IF_ERROR(
+      f.read_int(f.has("thread_count") ? "thread_count" : "intra_op_parallelism", &parallelism, 1, 1024));
   out->intra_op_parallelism = static_cast<uint32_t>(parallelism);
   TZ_RETURN_IF_ERROR(f.read_bool("single_submit", &out->single_submit));
   TZ_RETURN_IF_ERROR(f.read_bool("overlap_events", &out->overlap_events));

@@ -31,10 +31,12 @@ Status read_betas(JsonFields& p, OptimizerConfig* out) {
 }
 
 Result<LrScheduleType> read_schedule_type(JsonFields& s) {
-  if (!s.has("type")) return invalid_argument(s.path_of("type") + " is missing: give WarmupLR, WarmupDecayLR or WarmupCosineLR");
+  if (!s.has("type"))
+    return invalid_argument(s.path_of("type") + " is missing: give WarmupLR, WarmupDecayLR or WarmupCosineLR");
   std::string type;
   TZ_RETURN_IF_ERROR(s.read_string("type", &type));
-  for (LrScheduleType t : {LrScheduleType::kWarmupLR, LrScheduleType::kWarmupDecayLR, LrScheduleType::kWarmupCosineLR}) {
+  for (LrScheduleType t :
+       {LrScheduleType::kWarmupLR, LrScheduleType::kWarmupDecayLR, LrScheduleType::kWarmupCosineLR}) {
     if (type == lr_schedule_type_name(t)) return t;
   }
   return invalid_argument(s.path_of("type") + " \"" + type +
@@ -112,8 +114,11 @@ Status parse_optimizer(JsonFields& root, OptimizerConfig* out, Warnings* warning
   TZ_RETURN_IF_ERROR(p.read_bool("bias_correction", &out->bias_correction));
   TZ_RETURN_IF_ERROR(p.read_bool("adam_w_mode", &out->adam_w_mode));
   TZ_RETURN_IF_ERROR(p.read_bool("torch_adam", &out->torch_adam));
-  TZ_RETURN_IF_ERROR(p.read_bool("amsgrad", &out->amsgrad));
-  if (out->amsgrad) return invalid_argument(p.path_of("amsgrad") + " true is not supported; set it false");
+  bool amsgrad = false;
+  TZ_RETURN_IF_ERROR(p.read_bool("amsgrad", &amsgrad));
+  if (amsgrad) {
+    return invalid_argument(p.path_of("amsgrad") + " true is not supported (no AMSGrad kernel); set it false");
+  }
   if (p.has("max_grad_norm")) {
     return invalid_argument(p.path_of("max_grad_norm") +
                             " is not an optimizer parameter (DeepSpeed refuses it too): use the top-level "

@@ -66,7 +66,8 @@ Status apply_deprecated(JsonFields& f, ZeroConfig* out, Warnings* warnings) {
   bool flag = false;
   if (f.has("cpu_offload")) {
     TZ_RETURN_IF_ERROR(f.read_bool("cpu_offload", &flag));
-    if (flag && out->offload_optimizer.device == OffloadDevice::kNone) out->offload_optimizer.device = OffloadDevice::kCpu;
+    if (flag && out->offload_optimizer.device == OffloadDevice::kNone)
+      out->offload_optimizer.device = OffloadDevice::kCpu;
     warnings->push_back(f.path_of("cpu_offload") + " is deprecated: use zero_optimization.offload_optimizer");
   }
   if (f.has("cpu_offload_param")) {
@@ -80,7 +81,8 @@ Status apply_deprecated(JsonFields& f, ZeroConfig* out, Warnings* warnings) {
     TZ_RETURN_IF_ERROR(f.read_bool("cpu_offload_use_pin_memory", &flag));
     out->offload_param.pin_memory = out->offload_param.pin_memory || flag;
     out->offload_optimizer.pin_memory = out->offload_optimizer.pin_memory || flag;
-    warnings->push_back(f.path_of("cpu_offload_use_pin_memory") + " is deprecated: use pin_memory in the offload blocks");
+    warnings->push_back(f.path_of("cpu_offload_use_pin_memory") +
+                        " is deprecated: use pin_memory in the offload blocks");
   }
   return {};
 }
@@ -101,7 +103,8 @@ void resolve_auto_buckets(JsonFields& f, const ResolveHints& hints, ZeroConfig* 
 Status check_offload_stage(JsonFields& f, const ZeroConfig& z) {
   if (z.offload_param.device != OffloadDevice::kNone && z.stage != 3) {
     return invalid_argument(f.path_of("offload_param") + " needs zero_optimization.stage 3 (stage is " +
-                            std::to_string(z.stage) + "): parameters are partitioned only in stage 3; set stage 3 or "
+                            std::to_string(z.stage) +
+                            "): parameters are partitioned only in stage 3; set stage 3 or "
                             "remove offload_param");
   }
   if (z.offload_optimizer.device != OffloadDevice::kNone && z.stage == 0) {

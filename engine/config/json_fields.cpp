@@ -135,8 +135,8 @@ Status JsonFields::read_double(const std::string& key, double* out, double min, 
   if (v == nullptr || is_auto_value(*v)) return {};
   TZ_ASSIGN_OR_RETURN(double d, number(key, *v));
   if (!std::isfinite(d) || d < min || d > max) {
-    return invalid_argument(fmt::format("{} must be a finite number in [{}, {}], got {}", path_of(key), min, max,
-                                        v->dump()));
+    return invalid_argument(
+        fmt::format("{} must be a finite number in [{}, {}], got {}", path_of(key), min, max, v->dump()));
   }
   *out = d;
   return {};

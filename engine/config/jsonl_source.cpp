@@ -26,7 +26,8 @@ class JsonlSource final : public SampleSource {
 
   // Appends one row; the error says what is wrong with it (the caller adds file and line).
   Status add_row(const nlohmann::json& row) {
-    if (!row.is_object() || !row.contains("input_ids")) return invalid_argument("expected an object with \"input_ids\"");
+    if (!row.is_object() || !row.contains("input_ids"))
+      return invalid_argument("expected an object with \"input_ids\"");
     TZ_ASSIGN_OR_RETURN(std::vector<int64_t> ids, int_array(row, "input_ids", 0));
     const auto n = static_cast<int64_t>(ids.size());
     if (n < 2) return invalid_argument("\"input_ids\" needs at least 2 tokens, got " + std::to_string(n));
@@ -58,8 +59,8 @@ class JsonlSource final : public SampleSource {
 
  private:
   static Status length_mismatch(const char* key, size_t got, size_t expected) {
-    return invalid_argument(std::string("\"") + key + "\" has " + std::to_string(got) + " entries but \"input_ids\" has " +
-                            std::to_string(expected));
+    return invalid_argument(std::string("\"") + key + "\" has " + std::to_string(got) +
+                            " entries but \"input_ids\" has " + std::to_string(expected));
   }
 
   // The integer array under `key`, every value >= min (labels may also be kIgnoreIndex).

@@ -23,12 +23,12 @@ namespace tierzero::engine {
 // The ds_config "fp16" loss-scale knobs. static_scale > 0 fixes the scale (DeepSpeed's
 // loss_scale); 0 scales dynamically starting at 2^initial_scale_power.
 struct LossScalerConfig {
-  double static_scale = 0.0;          // fp16.loss_scale
-  int initial_scale_power = 16;       // fp16.initial_scale_power
-  int64_t scale_window = 1000;        // fp16.loss_scale_window
-  int hysteresis = 2;                 // fp16.hysteresis (DeepSpeed's delayed_shift)
+  double static_scale = 0.0;            // fp16.loss_scale
+  int initial_scale_power = 16;         // fp16.initial_scale_power
+  int64_t scale_window = 1000;          // fp16.loss_scale_window
+  int hysteresis = 2;                   // fp16.hysteresis (DeepSpeed's delayed_shift)
   bool consecutive_hysteresis = false;  // fp16.consecutive_hysteresis
-  double min_scale = 1.0;             // fp16.min_loss_scale
+  double min_scale = 1.0;               // fp16.min_loss_scale
 
   // A scaler that always returns 1 (bf16 and fp32 training).
   static LossScalerConfig unit() { return LossScalerConfig{.static_scale = 1.0}; }

@@ -91,8 +91,8 @@ nlohmann::json LrSchedule::state() const { return {{"last_batch_iteration", last
 Status LrSchedule::load_state(const nlohmann::json& state) {
   auto it = state.find("last_batch_iteration");
   if (!state.is_object() || it == state.end() || !it->is_number_integer() || it->get<int64_t>() < -1) {
-    return invalid_argument("lr scheduler state: 'last_batch_iteration' must be an integer >= -1; got " +
-                            state.dump() + " (is this a tierzero/DeepSpeed scheduler state?)");
+    return invalid_argument("lr scheduler state: 'last_batch_iteration' must be an integer >= -1; got " + state.dump() +
+                            " (is this a tierzero/DeepSpeed scheduler state?)");
   }
   last_batch_iteration_ = it->get<int64_t>();
   return {};

@@ -31,10 +31,10 @@ struct LrScheduleConfig {
   double warmup_max_lr = 1e-3;      // WarmupLR, WarmupDecayLR (WarmupLR: the optimizer lr if absent)
   int64_t warmup_num_steps = 1000;  // all; > 0; DeepSpeed uses max(2, warmup_num_steps)
   WarmupType warmup_type = WarmupType::kLog;
-  int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR; > 0 for them
-  double warmup_min_ratio = 0.0;    // WarmupCosineLR: lr ratio at step 0
-  double cos_min_ratio = 1e-4;      // WarmupCosineLR: lr ratio at the end
-  double base_lr = 1e-3;            // WarmupCosineLR: the optimizer's lr the ratios multiply
+  int64_t total_num_steps = 0;    // WarmupDecayLR, WarmupCosineLR; > 0 for them
+  double warmup_min_ratio = 0.0;  // WarmupCosineLR: lr ratio at step 0
+  double cos_min_ratio = 1e-4;    // WarmupCosineLR: lr ratio at the end
+  double base_lr = 1e-3;          // WarmupCosineLR: the optimizer's lr the ratios multiply
 };
 
 // Checks a config the way DeepSpeed's constructors do (warmup_num_steps > 0, total_num_steps > 0

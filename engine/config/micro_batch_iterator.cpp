@@ -53,7 +53,8 @@ Result<MicroBatchIterator> MicroBatchIterator::create(std::shared_ptr<const Samp
                             std::to_string(spec.world_size));
   }
   if (spec.micro_batch_size < 1) {
-    return invalid_argument("train_micro_batch_size_per_gpu must be >= 1, got " + std::to_string(spec.micro_batch_size));
+    return invalid_argument("train_micro_batch_size_per_gpu must be >= 1, got " +
+                            std::to_string(spec.micro_batch_size));
   }
   const int64_t per_rank = source->size() / spec.world_size;
   if (per_rank < spec.micro_batch_size) {

@@ -127,8 +127,10 @@ Status write_token_file(const std::string& path, std::span<const uint32_t> token
                               " does not fit uint16; write the file as uint32");
     }
     unsigned char* p = bytes.data() + kHeaderBytes + i * width;
-    if (width == 2) store_le<uint16_t>(p, static_cast<uint16_t>(tokens[i]));
-    else store_le<uint32_t>(p, tokens[i]);
+    if (width == 2)
+      store_le<uint16_t>(p, static_cast<uint16_t>(tokens[i]));
+    else
+      store_le<uint32_t>(p, tokens[i]);
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -149,7 +151,8 @@ Result<std::shared_ptr<const SampleSource>> open_token_file(const std::string& p
     const uint32_t width = load_le<uint32_t>(file->data() + 12);
     const uint64_t count = load_le<uint64_t>(file->data() + 16);
     if (version != kVersion) return corrupt(path + ": TZTOKENS version " + std::to_string(version) + " is not 1");
-    if (width != 2 && width != 4) return corrupt(path + ": bytes per token is " + std::to_string(width) + ", not 2 or 4");
+    if (width != 2 && width != 4)
+      return corrupt(path + ": bytes per token is " + std::to_string(width) + ", not 2 or 4");
     const TokenDtype header_dtype = width == 2 ? TokenDtype::kUint16 : TokenDtype::kUint32;
     if (dtype && *dtype != header_dtype) {
       return invalid_argument(path + ": the header says " + std::to_string(8 * width) +
@@ -165,7 +168,8 @@ Result<std::shared_ptr<const SampleSource>> open_token_file(const std::string& p
   } else {
     if (!dtype) dtype = dtype_from_extension(path);
     if (!dtype) {
-      return invalid_argument(path + " has no TZTOKENS header and its extension does not give the token width: name "
+      return invalid_argument(path +
+                              " has no TZTOKENS header and its extension does not give the token width: name "
                               "it .u16/.u32 or set tierzero.data.dtype");
     }
     if (payload % token_bytes(*dtype) != 0) {

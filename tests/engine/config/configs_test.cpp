@@ -22,7 +22,8 @@ TEST(ShippedConfigs, EveryFileParsesWithoutWarnings) {
   for (const auto& entry : std::filesystem::directory_iterator(configs_dir())) {
     if (entry.path().extension() != ".json") continue;
     for (int world : {1, 2, 4, 8}) {
-      Result<DsConfig> r = load_ds_config(entry.path().string(), ResolveHints{.world_size = world, .total_steps = 1000});
+      Result<DsConfig> r =
+          load_ds_config(entry.path().string(), ResolveHints{.world_size = world, .total_steps = 1000});
       ASSERT_TRUE(r.ok()) << r.status().to_string();
       EXPECT_TRUE(r->warnings.empty()) << entry.path() << ": " << r->warnings.front();
     }
@@ -68,11 +69,10 @@ TEST(ShippedConfigs, TinyCorpusIsTheTextByteForByte) {
 TEST(ShippedConfigs, TinyConfigFeedsTheTinyCorpus) {
   DsConfig c = load_ds_config((configs_dir() / "tiny.json").string(), ResolveHints{}).value();
   EXPECT_EQ(c.tierzero.data_path, "configs/data/tiny_corpus.u16");
-  auto source = open_samples((configs_dir().parent_path() / c.tierzero.data_path).string(), c.tierzero.data_seq_len)
-                    .value();
+  auto source =
+      open_samples((configs_dir().parent_path() / c.tierzero.data_path).string(), c.tierzero.data_seq_len).value();
   auto it = MicroBatchIterator::create(
-      source, ShardSpec{.seed = c.tierzero.data_seed,
-                        .micro_batch_size = c.batch.train_micro_batch_size_per_gpu});
+      source, ShardSpec{.seed = c.tierzero.data_seed, .micro_batch_size = c.batch.train_micro_batch_size_per_gpu});
   ASSERT_TRUE(it.ok()) << it.status().to_string();
   EXPECT_GE(it->micro_batches_per_epoch(), 10);
 }

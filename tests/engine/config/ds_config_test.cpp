@@ -62,8 +62,8 @@ TEST(DsConfig, DeepSpeedDefaults) {
 TEST(DsConfig, OverlapCommDefaultsOnForStage3Only) {
   EXPECT_TRUE(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3}})").zero.overlap_comm);
   EXPECT_FALSE(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2}})").zero.overlap_comm);
-  EXPECT_FALSE(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "overlap_comm": false}})")
-                   .zero.overlap_comm);
+  EXPECT_FALSE(
+      parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "overlap_comm": false}})").zero.overlap_comm);
 }
 
 struct TriadCase {
@@ -79,10 +79,10 @@ TEST(DsConfig, BatchTriadDerivationFollowsDeepSpeed) {
       {R"({"train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 5})", 2, 30, 3, 5},
       {R"({"train_batch_size": 16})", 4, 16, 4, 1},
       {R"({"train_micro_batch_size_per_gpu": 2})", 8, 16, 2, 1},
-      {R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 4})", 2, 24,
-       3, 4},
-      {R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto"})",
-       3, 6, 2, 1},
+      {R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 4})", 2, 24, 3,
+       4},
+      {R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto"})", 3,
+       6, 2, 1},
       {R"({"train_batch_size": "64", "train_micro_batch_size_per_gpu": 8.0})", 1, 64, 8, 8},
   };
   for (const TriadCase& t : cases) {

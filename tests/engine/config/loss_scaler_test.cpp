@@ -20,8 +20,11 @@ struct Expected {
 constexpr const char* kPattern = "OgggggggOOgOOggggOOOOOOOO";  // O: overflow, g: good step
 
 LossScalerConfig pattern_config(bool consecutive) {
-  return LossScalerConfig{.initial_scale_power = 6, .scale_window = 3, .hysteresis = 2,
-                          .consecutive_hysteresis = consecutive, .min_scale = 1.0};
+  return LossScalerConfig{.initial_scale_power = 6,
+                          .scale_window = 3,
+                          .hysteresis = 2,
+                          .consecutive_hysteresis = consecutive,
+                          .min_scale = 1.0};
 }
 
 void expect_sequence(bool consecutive, const std::vector<Expected>& expected, bool ends_in_error) {
@@ -44,18 +47,16 @@ void expect_sequence(bool consecutive, const std::vector<Expected>& expected, bo
 }
 
 TEST(LossScaler, DynamicMatchesDeepSpeed) {
-  expect_sequence(false,
-                  {{64, 1},  {64, 1},  {64, 1},  {64, 1},  {128, 2}, {128, 2}, {128, 2}, {256, 2},
-                   {256, 1}, {128, 1}, {128, 1}, {64, 1},  {32, 1},  {32, 1},  {32, 1},  {32, 1},
-                   {64, 2},  {64, 1},  {32, 1},  {16, 1},  {8, 1},   {4, 1},   {2, 1},   {1, 1}},
+  expect_sequence(false, {{64, 1},  {64, 1},  {64, 1},  {64, 1}, {128, 2}, {128, 2}, {128, 2}, {256, 2},
+                          {256, 1}, {128, 1}, {128, 1}, {64, 1}, {32, 1},  {32, 1},  {32, 1},  {32, 1},
+                          {64, 2},  {64, 1},  {32, 1},  {16, 1}, {8, 1},   {4, 1},   {2, 1},   {1, 1}},
                   /*ends_in_error=*/true);
 }
 
 TEST(LossScaler, ConsecutiveHysteresisMatchesDeepSpeed) {
-  expect_sequence(true,
-                  {{64, 1},  {64, 2},  {64, 2},  {64, 2},  {128, 2}, {128, 2}, {128, 2}, {256, 2}, {256, 1},
-                   {128, 1}, {128, 2}, {128, 1}, {64, 1},  {64, 2},  {64, 2},  {64, 2},  {128, 2}, {128, 1},
-                   {64, 1},  {32, 1},  {16, 1},  {8, 1},   {4, 1},   {2, 1},   {1, 1}},
+  expect_sequence(true, {{64, 1},  {64, 2},  {64, 2},  {64, 2}, {128, 2}, {128, 2}, {128, 2}, {256, 2}, {256, 1},
+                         {128, 1}, {128, 2}, {128, 1}, {64, 1}, {64, 2},  {64, 2},  {64, 2},  {128, 2}, {128, 1},
+                         {64, 1},  {32, 1},  {16, 1},  {8, 1},  {4, 1},   {2, 1},   {1, 1}},
                   /*ends_in_error=*/false);
 }
 

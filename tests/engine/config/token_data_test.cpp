@@ -105,9 +105,12 @@ TEST(Jsonl, LabelsMaskAndPadding) {
   const std::string path = dir.file("d.jsonl");
   {
     std::ofstream out(path);
-    out << R"({"input_ids": [1, 2, 3, 4]})" << "\n\n";
-    out << R"({"input_ids": [5, 6, 7], "labels": [-100, -100, 7]})" << "\n";
-    out << R"({"input_ids": [8, 9, 10], "loss_mask": [1, 0, 1]})" << "\n";
+    out << R"({"input_ids": [1, 2, 3, 4]})"
+        << "\n\n";
+    out << R"({"input_ids": [5, 6, 7], "labels": [-100, -100, 7]})"
+        << "\n";
+    out << R"({"input_ids": [8, 9, 10], "loss_mask": [1, 0, 1]})"
+        << "\n";
   }
   auto source = open_jsonl(path, 4).value();
   ASSERT_EQ(source->size(), 3);
@@ -138,7 +141,9 @@ TEST(Jsonl, ErrorsNameFileAndLine) {
     const std::string path = dir.file("bad.jsonl");
     {
       std::ofstream out(path);
-      out << R"({"input_ids": [1, 2]})" << "\n" << c.line << "\n";
+      out << R"({"input_ids": [1, 2]})"
+          << "\n"
+          << c.line << "\n";
     }
     auto r = open_jsonl(path, 4);
     ASSERT_FALSE(r.ok()) << c.line;
@@ -190,8 +195,9 @@ TEST(MicroBatches, RanksAreDisjointAndCoverTheEpoch) {
   const int world = 4;
   std::set<int64_t> seen;
   for (int rank = 0; rank < world; ++rank) {
-    auto it = MicroBatchIterator::create(source, ShardSpec{.seed = 7, .rank = rank, .world_size = world,
-                                                           .micro_batch_size = 5}).value();
+    auto it = MicroBatchIterator::create(source,
+                                         ShardSpec{.seed = 7, .rank = rank, .world_size = world, .micro_batch_size = 5})
+                  .value();
     EXPECT_EQ(it.samples_per_epoch(), 25);
     EXPECT_EQ(it.micro_batches_per_epoch(), 5);
     for (int64_t s : drain(it, 5)) EXPECT_TRUE(seen.insert(s).second) << "sample " << s << " seen twice";
