@@ -299,6 +299,27 @@ Status TierManagerImpl::do_prefetch(const std::string& id, Tier tier) {
   return s.with_context("prefetching shard " + id + " to " + tier_name(tier));
 }
 
+Status TierManagerImpl::do_evict(const std::string& id, Tier tier) {
+  std::lock_guard lock(mu_);
+  Shard* shard = find(id);
+  if (!shard) return not_found("evict: shard " + id + " is not registered");
+  if (tier == shard->spec.home) {
+    return invalid_argument(std::string("evict: ") + tier_name(tier) + " is the home tier of shard " + id +
+                            "; its home copy stays until unregister_shard");
+  }
+  if (shard->held && shard->held_tier == tier) {
+    return invalid_argument("evict: shard " + id + " is held in " + tier_name(tier) + "; release it first");
+  }
+  const Copy& copy = shard->copies[idx(tier)];
+  if (copy.valid && !shard->copies[idx(shard->spec.home)].valid) {
+    return invalid_argument("evict: the " + std::string(tier_name(tier)) + " copy is the last whole copy of shard " +
+                            id + " (its writeback failed); call writeback(" + id + ") first");
+  }
+  free_copy(*shard, tier);
+  room_cv_.notify_all();
+  return {};
+}
+
 void TierManagerImpl::prefetch_ahead(std::unique_lock<std::mutex>& lock) {
   if (budgets_.prefetch_bytes == 0) return;
   auto bytes_of = [this](const std::string& id) {
@@ -342,6 +363,14 @@ std::future<Status> TierManagerImpl::release(const std::string& id) {
   std::future<Status> future = result->get_future();
   std::unique_lock lock(mu_);
   enqueue(lock, id, [this, id, result] { result->set_value(do_release(id)); });
+  return future;
+}
+
+std::future<Status> TierManagerImpl::evict(const std::string& id, Tier tier) {
+  auto result = std::make_shared<std::promise<Status>>();
+  std::future<Status> future = result->get_future();
+  std::unique_lock lock(mu_);
+  enqueue(lock, id, [this, id, tier, result] { result->set_value(do_evict(id, tier)); });
   return future;
 }
 

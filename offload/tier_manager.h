@@ -167,6 +167,11 @@ class TierManager {
   // Completes when every load has finished; shards that do not fit are skipped, not errors.
   virtual std::future<Status> prefetch(const std::vector<std::string>& ids, Tier tier) = 0;
 
+  // Drops the cached copy of `id` in `tier` to free its space now (e.g. GPU memory for
+  // activations). Ok when there is none. kInvalidArgument for the home tier, a copy that is held,
+  // or the last whole copy (after a failed writeback).
+  virtual std::future<Status> evict(const std::string& id, Tier tier) = 0;
+
   // Starts recording the order of fetch() calls (one training step).
   virtual void begin_trace() = 0;
   // Stops recording. From then on each fetch() advances a cursor in the trace, the manager

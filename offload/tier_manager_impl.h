@@ -62,6 +62,7 @@ class TierManagerImpl final : public TierManager {
   std::future<Status> writeback(const std::string& id) override;
   std::future<Status> release(const std::string& id) override;
   std::future<Status> prefetch(const std::vector<std::string>& ids, Tier tier) override;
+  std::future<Status> evict(const std::string& id, Tier tier) override;
   void begin_trace() override;
   void end_trace() override;
   Result<ShardInfo> info(const std::string& id) const override;
@@ -100,6 +101,7 @@ class TierManagerImpl final : public TierManager {
   Status do_writeback(const std::string& id);
   Status do_release(const std::string& id);
   Status do_prefetch(const std::string& id, Tier tier);
+  Status do_evict(const std::string& id, Tier tier);
   // Queues prefetches for the next `prefetch_bytes` of the trace.
   void prefetch_ahead(std::unique_lock<std::mutex>& lock);
 

@@ -80,6 +80,7 @@ TEST_P(DiskFaults, FailedWritebackKeepsTheDataWholeUntilRepaired) {
 
     pressure(at);  // the only whole copy is never evicted
     EXPECT_TRUE(tm_->info(id)->valid[static_cast<int>(at)]);
+    EXPECT_EQ(tm_->evict(id, at).get().code(), ErrorCode::kInvalidArgument);
 
     io_->set_fault_injector({});
     ASSERT_TRUE(tm_->writeback(id).get().ok());  // repairs the home copy

@@ -140,6 +140,18 @@ TEST_F(Residency, UnregisterFreesEveryCopy) {
   EXPECT_EQ(tm_->usage(Tier::kNvme).used_bytes, before.used_bytes);
 }
 
+TEST_F(Residency, EvictDropsCachedCopiesOnly) {
+  ASSERT_TRUE(tm_->register_shard({"e", 60000, DType::kU8, Tier::kNvme}).ok());
+  fetch_ok("e", Tier::kGpu);
+  EXPECT_EQ(tm_->evict("e", Tier::kGpu).get().code(), ErrorCode::kInvalidArgument);  // held
+  ASSERT_TRUE(tm_->release("e").get().ok());
+  EXPECT_EQ(tm_->evict("e", Tier::kNvme).get().code(), ErrorCode::kInvalidArgument);  // home
+  ASSERT_TRUE(tm_->evict("e", Tier::kGpu).get().ok());
+  EXPECT_FALSE(tm_->info("e")->valid[static_cast<int>(Tier::kGpu)]);
+  EXPECT_EQ(tm_->usage(Tier::kGpu).used_bytes, 0u);
+  EXPECT_TRUE(tm_->evict("e", Tier::kPinned).get().ok());  // no copy: nothing to do
+}
+
 TEST(ResidencyWithoutGpuTier, FetchToATierWithoutBudgetIsRefused) {
   testing::TempDir dir;
   auto m = TierManager::create(testing::small_budgets(dir.path(), 0, 1 << 20, 0));
