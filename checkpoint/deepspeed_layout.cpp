@@ -1,6 +1,7 @@
 #include "checkpoint/deepspeed_layout.h"
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -205,17 +206,27 @@ Status Planner::add_frozen() {
   const PyValue* shapes_value = model_root(0).get("frozen_param_shapes");
   if (shapes_value == nullptr || shapes_value->kind == PyKind::kNone) return {};
   TZ_ASSIGN_OR_RETURN(auto shapes, shapes_of(f0, *shapes_value, "frozen_param_shapes"));
+  if (shapes.empty()) return {};
   const size_t ranks = out_.zero_stage == 3 ? static_cast<size_t>(out_.world_size) : 1;
+  std::vector<std::unordered_map<std::string_view, const PyValue*>> fragments(ranks);  // per rank: name -> tensor
+  for (size_t r = 0; r < ranks; ++r) {
+    const TorchFile& f = files_.model[r];
+    TZ_ASSIGN_OR_RETURN(const PyValue* frags, require(f, f.root(), "frozen_param_fragments", PyKind::kDict));
+    for (const auto& [k, v] : frags->entries) {
+      if (k->kind == PyKind::kString) fragments[r].emplace(k->text, v);
+    }
+  }
   for (auto& [name, shape] : shapes) {
     TZ_RETURN_IF_ERROR(add_spec(name, shape, f0.path()));
     const auto numel = static_cast<uint64_t>(out_.numels.back());
     uint64_t filled = 0;
     for (size_t r = 0; r < ranks && filled < numel; ++r) {
       const TorchFile& f = files_.model[r];
-      TZ_ASSIGN_OR_RETURN(const PyValue* frags, require(f, f.root(), "frozen_param_fragments", PyKind::kDict));
-      const PyValue* frag = frags->get(name);
-      if (frag == nullptr) return corrupt(f.path() + ": frozen parameter '" + name + "' has no frozen_param_fragments entry");
-      TZ_ASSIGN_OR_RETURN(TorchTensor t, f.tensor(*frag, "frozen_param_fragments['" + name + "']"));
+      const auto frag = fragments[r].find(name);
+      if (frag == fragments[r].end()) {
+        return corrupt(f.path() + ": frozen parameter '" + name + "' has no frozen_param_fragments entry");
+      }
+      TZ_ASSIGN_OR_RETURN(TorchTensor t, f.tensor(*frag->second, "frozen_param_fragments['" + name + "']"));
       if (ranks == 1 && t.numel != numel) {
         return corrupt(f.path() + ": frozen parameter '" + name + "' has " + std::to_string(t.numel) +
                        " elements but frozen_param_shapes says " + std::to_string(numel));

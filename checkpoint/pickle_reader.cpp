@@ -59,18 +59,19 @@ class Machine {
   std::vector<PyValue*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PyValue*> memo_;
+  std::unordered_map<const PyValue*, std::unordered_map<std::string, size_t>> key_index_;  // dict -> key -> entry
 };
 
-bool same_key(const PyValue* a, const PyValue* b) {
-  if (a == b) return true;
-  if (a->kind != b->kind) return false;
-  switch (a->kind) {
-    case PyKind::kNone: return true;
-    case PyKind::kBool: return a->boolean == b->boolean;
-    case PyKind::kInt: return a->integer == b->integer;
-    case PyKind::kString:
-    case PyKind::kBytes: return a->text == b->text;
-    default: return false;
+// A hashable identity for dict keys that Python compares by value (str, bytes, int, bool,
+// None); nullopt for the rest, which only match themselves.
+std::optional<std::string> key_identity(const PyValue* k) {
+  switch (k->kind) {
+    case PyKind::kString: return "s" + k->text;
+    case PyKind::kBytes: return "b" + k->text;
+    case PyKind::kInt: return "i" + std::to_string(k->integer);
+    case PyKind::kBool: return "i" + std::to_string(k->boolean ? 1 : 0);  // True == 1 in Python
+    case PyKind::kNone: return std::string("n");
+    default: return std::nullopt;
   }
 }
 
@@ -230,16 +231,24 @@ Status Machine::set_items(PyValue* target, const std::vector<PyValue*>& kv) {
   if (target->kind != PyKind::kDict && target->kind != PyKind::kObject) {
     return fail("SETITEM(S) on " + target->describe() + ", not a dict");
   }
+  // A later SETITEM of an equal key replaces the value in place, as Python's dict does; the
+  // per-dict index keeps that linear in the number of items.
+  auto& index = key_index_[target];
   for (size_t i = 0; i < kv.size(); i += 2) {
-    bool replaced = false;
-    for (auto& entry : target->entries) {
-      if (same_key(entry.first, kv[i])) {
-        entry.second = kv[i + 1];
-        replaced = true;
-        break;
+    std::optional<std::string> identity = key_identity(kv[i]);
+    size_t at = target->entries.size();
+    if (identity) {
+      at = index.try_emplace(std::move(*identity), at).first->second;
+    } else {
+      for (size_t e = 0; e < target->entries.size(); ++e) {
+        if (target->entries[e].first == kv[i]) at = e;
       }
     }
-    if (!replaced) target->entries.emplace_back(kv[i], kv[i + 1]);
+    if (at < target->entries.size()) {
+      target->entries[at].second = kv[i + 1];
+    } else {
+      target->entries.emplace_back(kv[i], kv[i + 1]);
+    }
   }
   return {};
 }
