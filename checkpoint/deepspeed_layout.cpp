@@ -283,7 +283,7 @@ Status Planner::add_trainable_stage3() {
     if (needed > per_rank_total) break;
   }
   if (needed != per_rank_total) {
-    return corrupt(m0.path() + ": param_shapes need " + (needed > per_rank_total ? "more than " : "") +
+    return corrupt(m0.path() + ": param_shapes need " + (needed > per_rank_total ? "at least " : "") +
                    std::to_string(needed) + " elements per rank at world size " + std::to_string(world) +
                    " but each rank's fp32_flat_groups hold " + std::to_string(per_rank_total) +
                    " (shapes inconsistent with partition sizes: wrong world size or damaged param_shapes)");
