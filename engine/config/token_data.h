@@ -142,4 +142,13 @@ class MicroBatchIterator {
   std::vector<int64_t> permutation_;
 };
 
+struct DsConfig;
+
+// The training data a ds_config names (tierzero.data: path, seq_len, dtype, seed), read by
+// `rank` of config.batch.world_size in micro-batches of train_micro_batch_size_per_gpu.
+// A relative path is taken from `base_dir` when it is not empty, else from the working
+// directory. kInvalidArgument when tierzero.data.path is unset; otherwise the errors of
+// open_samples() and MicroBatchIterator::create().
+Result<MicroBatchIterator> open_training_data(const DsConfig& config, int rank, const std::string& base_dir = "");
+
 }  // namespace tierzero::engine

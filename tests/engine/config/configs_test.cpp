@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "engine/config/ds_config.h"
 #include "engine/config/token_data.h"
@@ -67,14 +68,27 @@ TEST(ShippedConfigs, TinyCorpusIsTheTextByteForByte) {
 }
 
 TEST(ShippedConfigs, TinyConfigFeedsTheTinyCorpus) {
-  DsConfig c = load_ds_config((configs_dir() / "tiny.json").string(), ResolveHints{}).value();
-  EXPECT_EQ(c.tierzero.data_path, "configs/data/tiny_corpus.u16");
-  auto source =
-      open_samples((configs_dir().parent_path() / c.tierzero.data_path).string(), c.tierzero.data_seq_len).value();
-  auto it = MicroBatchIterator::create(
-      source, ShardSpec{.seed = c.tierzero.data_seed, .micro_batch_size = c.batch.train_micro_batch_size_per_gpu});
-  ASSERT_TRUE(it.ok()) << it.status().to_string();
-  EXPECT_GE(it->micro_batches_per_epoch(), 10);
+  for (int world : {1, 2}) {
+    DsConfig c = load_ds_config((configs_dir() / "tiny.json").string(), ResolveHints{.world_size = world}).value();
+    EXPECT_EQ(c.tierzero.data_path, "configs/data/tiny_corpus.u16");
+    std::set<int64_t> seen;
+    for (int rank = 0; rank < world; ++rank) {
+      Result<MicroBatchIterator> it = open_training_data(c, rank, configs_dir().parent_path().string());
+      ASSERT_TRUE(it.ok()) << it.status().to_string();
+      EXPECT_GE(it->micro_batches_per_epoch(), 20 / world);
+      MicroBatch batch = it->next().value();
+      EXPECT_EQ(batch.batch_size, 8);
+      EXPECT_EQ(batch.seq_len, 128);
+      for (int64_t s : batch.sample_indices) EXPECT_TRUE(seen.insert(s).second);
+    }
+  }
+}
+
+TEST(ShippedConfigs, TrainingDataNeedsAPath) {
+  DsConfig c = load_ds_config((configs_dir() / "zero2.json").string(), ResolveHints{}).value();
+  Result<MicroBatchIterator> it = open_training_data(c, 0);
+  ASSERT_FALSE(it.ok());
+  EXPECT_NE(it.status().message().find("tierzero.data.path"), std::string::npos);
 }
 
 }  // namespace
