@@ -1,5 +1,8 @@
 // The libaio backend: one kernel AIO context per lane.
 #include <libaio.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -18,24 +21,35 @@ constexpr int kMaxSubmitSpins = 1000;
 
 class AioDriver final : public AsyncDriver {
  public:
-  explicit AioDriver(uint32_t depth) : iocbs_(depth), events_(depth) {
+  explicit AioDriver(uint32_t depth) : iocbs_(depth), events_(depth + 1) {
     free_.reserve(depth);
     for (iocb& cb : iocbs_) free_.push_back(&cb);
   }
   ~AioDriver() override {
     if (ctx_ != nullptr) io_destroy(ctx_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
   }
   AioDriver(const AioDriver&) = delete;
   AioDriver& operator=(const AioDriver&) = delete;
 
+  // Sets up the context (depth events plus one for the wake-up poll) and arms the poll where the
+  // kernel has IOCB_CMD_POLL (4.18+); without it, wake() only takes effect at the next completion.
   Status init() {
-    const int r = io_setup(static_cast<int>(iocbs_.size()), &ctx_);
+    const int r = io_setup(static_cast<int>(events_.size()), &ctx_);
     if (r < 0) {
       ctx_ = nullptr;
-      return errno_status(-r, "io_setup(" + std::to_string(iocbs_.size()) +
+      return errno_status(-r, "io_setup(" + std::to_string(events_.size()) +
                                   " events); if it is EAGAIN, raise /proc/sys/fs/aio-max-nr");
     }
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) return errno_status(errno, "eventfd for the libaio lane");
+    arm_wake();
     return {};
+  }
+
+  void wake() override {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
   }
 
   void stage(Piece& p) override {
@@ -81,15 +95,36 @@ class AioDriver final : public AsyncDriver {
       std::fprintf(stderr, "tierzero: nvme: io_getevents: %s; in-flight I/O is lost\n", std::strerror(-n));
       std::abort();
     }
+    bool woken = false;
     for (int i = 0; i < n; ++i) {
       const io_event& ev = events_[i];
+      if (ev.obj == &wake_cb_) {
+        woken = true;
+        continue;
+      }
       out.push_back({static_cast<Piece*>(ev.obj->data), static_cast<int64_t>(static_cast<long>(ev.res))});
       free_.push_back(ev.obj);
+    }
+    if (woken) {
+      uint64_t count = 0;
+      (void)!::read(wake_fd_, &count, sizeof count);
+      arm_wake();
     }
   }
 
  private:
+  void arm_wake() {
+    io_prep_poll(&wake_cb_, wake_fd_, POLLIN);
+    iocb* cbs[1] = {&wake_cb_};
+    int r;
+    do {
+      r = io_submit(ctx_, 1, cbs);
+    } while (r == -EINTR || r == -EAGAIN);
+  }
+
   io_context_t ctx_ = nullptr;
+  int wake_fd_ = -1;
+  iocb wake_cb_{};
   std::vector<iocb> iocbs_;
   std::vector<io_event> events_;
   std::vector<iocb*> free_;

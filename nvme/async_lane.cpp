@@ -16,6 +16,11 @@ AsyncLane::~AsyncLane() {
   thread_.join();
 }
 
+void AsyncLane::post(std::span<Piece* const> pieces) {
+  queue_.push(pieces);
+  if (waiting_with_room_.exchange(false)) driver_->wake();
+}
+
 void AsyncLane::fill(std::deque<Piece*>& pending, uint32_t& in_flight, std::vector<RawCompletion>& refused) {
   uint32_t staged = 0;
   while (in_flight + staged < depth_ && !pending.empty()) {
@@ -49,9 +54,18 @@ void AsyncLane::run() {
     completions.clear();
     if (overlap_events_ || in_flight == 0) fill(pending, in_flight, completions);
     if (in_flight > 0) {
-      const size_t refused = completions.size();
-      driver_->reap(completions);
-      in_flight -= static_cast<uint32_t>(completions.size() - refused);
+      // With room in the queue, new pieces should not wait for the next completion: post()
+      // wakes the reap. The flag is raised before the queue is checked, so no post is missed.
+      const bool room = overlap_events_ && in_flight < depth_;
+      if (room) waiting_with_room_.store(true);
+      if (room && !queue_.empty()) {
+        waiting_with_room_.store(false);
+      } else {
+        const size_t refused = completions.size();
+        driver_->reap(completions);
+        in_flight -= static_cast<uint32_t>(completions.size() - refused);
+        waiting_with_room_.store(false);
+      }
     }
     for (const RawCompletion& c : completions) {
       if (settle_completion(*c.piece, c.result, faults_)) pending.push_front(c.piece);

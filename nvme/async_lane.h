@@ -1,6 +1,7 @@
 // The submission/completion loop shared by the io_uring and libaio lanes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -27,8 +28,11 @@ class AsyncDriver {
   // Submits every staged transfer (one system call where possible). Transfers the kernel refused
   // are appended to `failed` with their -errno; returns how many are now in flight.
   virtual uint32_t submit(std::vector<RawCompletion>& failed) = 0;
-  // Waits for at least one completion of what is in flight and appends every one available.
+  // Waits for at least one completion of what is in flight, or for wake(), and appends every
+  // completion available.
   virtual void reap(std::vector<RawCompletion>& out) = 0;
+  // Makes a reap() that is waiting (or the next one) return; callable from any thread.
+  virtual void wake() = 0;
 };
 
 // A lane whose thread stages up to queue_depth pieces, submits them together, and refills as
@@ -41,7 +45,8 @@ class AsyncLane final : public Lane {
   AsyncLane(const AsyncLane&) = delete;
   AsyncLane& operator=(const AsyncLane&) = delete;
 
-  void post(std::span<Piece* const> pieces) override { queue_.push(pieces); }
+  // Queues `pieces`, waking the lane's thread when it waits on completions with room to spare.
+  void post(std::span<Piece* const> pieces) override;
 
  private:
   void run();
@@ -54,6 +59,7 @@ class AsyncLane final : public Lane {
   bool overlap_events_;
   const FaultInjectorSlot& faults_;
   PieceQueue queue_;
+  std::atomic<bool> waiting_with_room_{false};
   std::thread thread_;
 };
 

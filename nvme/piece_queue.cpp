@@ -30,6 +30,11 @@ Piece* PieceQueue::take_one() {
   return p;
 }
 
+bool PieceQueue::empty() {
+  std::lock_guard lock(mu_);
+  return pieces_.empty();
+}
+
 void PieceQueue::close() {
   {
     std::lock_guard lock(mu_);

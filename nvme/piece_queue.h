@@ -21,6 +21,8 @@ class PieceQueue {
   Piece* take_one();
   // Lets takers drain what is queued and then stop.
   void close();
+  // True when nothing is queued (a snapshot).
+  bool empty();
 
  private:
   std::mutex mu_;

@@ -1,5 +1,7 @@
 // The io_uring backend: one ring per lane, fixed buffers mirrored from the engine's registry.
 #include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -22,12 +24,17 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
   ~UringDriver() override {
     if (fixed_) registry_.remove_listener(this);
     if (ring_ready_) io_uring_queue_exit(&ring_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
   }
   UringDriver(const UringDriver&) = delete;
   UringDriver& operator=(const UringDriver&) = delete;
 
-  // Sets up a ring of `entries` and, when asked and the kernel can, the sparse buffer table.
-  Status init(uint32_t entries) {
+  // Sets up a ring of `depth` entries plus one for the wake-up read, and, when asked and the
+  // kernel can, the sparse buffer table.
+  Status init(uint32_t depth) {
+    const uint32_t entries = depth + 1;
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) return errno_status(errno, "eventfd for the io_uring lane");
     io_uring_params params{};
     params.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
     int r = io_uring_queue_init_params(entries, &ring_, &params);
@@ -39,7 +46,7 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
     ring_ready_ = true;
     if (fixed_ && io_uring_register_buffers_sparse(&ring_, BufferRegistry::kSlots) < 0) fixed_ = false;
     if (fixed_) registry_.add_listener(this);
-    return {};
+    return arm_wake();
   }
 
   Status set_slot(uint32_t slot, void* base, uint64_t bytes) override {
@@ -107,19 +114,46 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
       std::abort();
     }
     unsigned head, seen = 0;
+    bool woken = false;
     io_uring_for_each_cqe(&ring_, head, cqe) {
-      out.push_back({static_cast<Piece*>(io_uring_cqe_get_data(cqe)), cqe->res});
+      auto* piece = static_cast<Piece*>(io_uring_cqe_get_data(cqe));
+      if (piece != nullptr) out.push_back({piece, cqe->res});
+      else woken = true;
       ++seen;
     }
     io_uring_cq_advance(&ring_, seen);
+    if (woken && broken_ == 0) {
+      if (Status s = arm_wake(); !s.ok()) broken_ = -EIO;
+    }
+  }
+
+  void wake() override {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
   }
 
  private:
+  // Queues a read of the wake-up eventfd (user data null) and submits it; nothing else is staged
+  // when this runs.
+  Status arm_wake() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_prep_read(sqe, wake_fd_, &wake_count_, sizeof wake_count_, 0);
+    io_uring_sqe_set_data(sqe, nullptr);
+    int r;
+    do {
+      r = io_uring_submit(&ring_);
+    } while (r == -EINTR || r == -EAGAIN);
+    if (r < 0) return errno_status(-r, "io_uring_submit (wake-up read)");
+    return {};
+  }
+
   io_uring ring_{};
   bool ring_ready_ = false;
   BufferRegistry& registry_;
   bool fixed_;
   int broken_ = 0;
+  int wake_fd_ = -1;
+  uint64_t wake_count_ = 0;
   std::vector<Piece*> staged_;
   std::vector<RawCompletion> refused_;
 };
