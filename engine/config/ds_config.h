@@ -3,15 +3,17 @@
 //
 // Numbers may be JSON numbers or strings ("5e8", and byte sizes like "24GB" where a key holds
 // bytes). "auto" (the Hugging Face Trainer convention) is resolved by parse_ds_config():
-//   train_batch_size / train_micro_batch_size_per_gpu / gradient_accumulation_steps: "auto" counts
-//       as absent, so DeepSpeed's derivation fills it from the other two and the world size;
+//   train_micro_batch_size_per_gpu / gradient_accumulation_steps: ResolveHints::micro_batch_size /
+//       gradient_accumulation_steps when given (as the HF Trainer fills them from its arguments);
+//       otherwise "auto" counts as absent, as it always does for train_batch_size, and DeepSpeed's
+//       derivation fills it from the other two and the world size;
 //   zero_optimization.reduce_bucket_size: hidden^2; stage3_prefetch_bucket_size: 0.9 * hidden^2;
 //       stage3_param_persistence_threshold: 10 * hidden (with ModelShape::hidden_size; without
 //       it, the DeepSpeed default);
 //   scheduler.params.warmup_max_lr: the optimizer lr; total_num_steps: ResolveHints::total_steps
 //       (an error without it); warmup_num_steps: ResolveHints::warmup_steps, else the default;
 //   every other key: its DeepSpeed default (fp16/bf16 "enabled": false).
-// resolved_config_json() prints the result with every default filled in.
+// resolved_config_text() prints the result with every default filled in.
 //
 // Unknown keys are not errors: each adds a warning naming its JSON path ("zero_optimization.foo").
 // Contradictions are errors (kInvalidArgument) naming the key and the fix.
@@ -54,8 +56,10 @@ struct ModelShape {
 struct ResolveHints {
   int world_size = 1;  // data-parallel ranks
   ModelShape model = {};
-  int64_t total_steps = 0;   // optimizer steps planned; 0: unknown
-  int64_t warmup_steps = 0;  // 0: unknown
+  int64_t total_steps = 0;                  // optimizer steps planned; 0: unknown
+  int64_t warmup_steps = 0;                 // 0: unknown
+  int64_t micro_batch_size = 0;             // for "auto" train_micro_batch_size_per_gpu; 0: unknown
+  int64_t gradient_accumulation_steps = 0;  // for "auto" gradient_accumulation_steps; 0: unknown
 };
 
 // train_batch_size == train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size.
@@ -208,7 +212,8 @@ Result<DsConfig> parse_ds_config_text(std::string_view text, const ResolveHints&
 Result<DsConfig> load_ds_config(const std::string& path, const ResolveHints& hints);
 
 // The resolved config as ds_config JSON: every key the parser knows, defaults filled in, "auto"
-// replaced by its value. Feeding it back to parse_ds_config() gives the same DsConfig.
+// replaced by its value. Feeding it back to parse_ds_config() gives the same DsConfig, and
+// DeepSpeed (0.19.8) loads it too: it ignores the `tierzero` section and the extra aio keys.
 nlohmann::json to_json(const DsConfig& config);
 // to_json() pretty-printed (2-space indent), for the start-up log.
 std::string resolved_config_text(const DsConfig& config);

@@ -13,8 +13,10 @@ constexpr const char* kTrain = "train_batch_size";
 constexpr const char* kMicro = "train_micro_batch_size_per_gpu";
 constexpr const char* kAccum = "gradient_accumulation_steps";
 
-Result<std::optional<int64_t>> read_optional(JsonFields& root, const char* key) {
+// The value of `key`; for "auto", `hint` when it is > 0; else nothing.
+Result<std::optional<int64_t>> read_optional(JsonFields& root, const char* key, int64_t hint) {
   int64_t value = 0;
+  if (root.is_auto(key) && hint > 0) return std::optional<int64_t>(hint);
   if (!root.has(key) || root.is_auto(key)) return std::optional<int64_t>();
   TZ_RETURN_IF_ERROR(root.read_int(key, &value, INT64_MIN));
   return std::optional<int64_t>(value);
@@ -34,9 +36,9 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
   if (hints.world_size < 1) {
     return invalid_argument("world size must be >= 1, got " + std::to_string(hints.world_size));
   }
-  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> train, read_optional(root, kTrain));
-  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> micro, read_optional(root, kMicro));
-  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> accum, read_optional(root, kAccum));
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> train, read_optional(root, kTrain, 0));
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> micro, read_optional(root, kMicro, hints.micro_batch_size));
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> accum, read_optional(root, kAccum, hints.gradient_accumulation_steps));
   const int64_t world = hints.world_size;
   // A given value <= 0 fails DeepSpeed's assertion whatever is derived; name it, not a derived one.
   if (train) TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, false));
@@ -59,7 +61,8 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
     accum = 1;
   } else {
     return invalid_argument(std::string("either ") + kTrain + " or " + kMicro +
-                            " must be given (gradient_accumulation_steps alone does not determine the batch)");
+                            " must be given (gradient_accumulation_steps alone does not determine the batch; "
+                            "\"auto\" needs the micro-batch size from the command line)");
   }
 
   TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, true));

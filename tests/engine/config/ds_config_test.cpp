@@ -94,6 +94,25 @@ TEST(DsConfig, BatchTriadDerivationFollowsDeepSpeed) {
   }
 }
 
+TEST(DsConfig, AllAutoBatchSizesComeFromTheHints) {
+  const char* text = R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+      "gradient_accumulation_steps": "auto"})";
+  ResolveHints hints;
+  hints.world_size = 2;
+  hints.micro_batch_size = 4;
+  hints.gradient_accumulation_steps = 3;
+  DsConfig c = parse(text, hints);
+  EXPECT_EQ(c.batch.train_batch_size, 24);
+  EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 4);
+  EXPECT_EQ(c.batch.gradient_accumulation_steps, 3);
+  hints.gradient_accumulation_steps = 0;  // unknown: DeepSpeed's derivation gives 1
+  EXPECT_EQ(parse(text, hints).batch.gradient_accumulation_steps, 1);
+
+  Result<DsConfig> no_hints = parse_ds_config_text(text, ResolveHints{});
+  ASSERT_FALSE(no_hints.ok());
+  EXPECT_NE(no_hints.status().message().find("train_micro_batch_size_per_gpu"), std::string::npos);
+}
+
 TEST(DsConfig, NumbersMayBeStrings) {
   DsConfig c = parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2, "reduce_bucket_size": "2e8",
       "allgather_bucket_size": 3e8}, "aio": {"block_size": "1MiB"}, "optimizer": {"type": "adamw",
