@@ -184,7 +184,7 @@ struct DsConfig {
   Bf16Config bf16;
   ZeroConfig zero;
   nvme::IoConfig aio;  // the "aio" block, field for field (plus tierzero's aio.backend,
-                       // aio.use_direct, aio.register_buffers)
+                       // aio.use_direct, aio.register_buffers), checked by nvme::validate()
   OptimizerConfig optimizer;
   std::optional<LrScheduleConfig> scheduler;  // absent: constant optimizer lr
   double gradient_clipping = 1.0;             // max global grad norm; 0 = no clipping (DeepSpeed

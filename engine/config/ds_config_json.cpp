@@ -10,16 +10,6 @@ using nlohmann::json;
 
 json string_or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
 
-const char* backend_key(nvme::Backend b) {
-  switch (b) {
-    case nvme::Backend::kAuto: return "auto";
-    case nvme::Backend::kIoUring: return "io_uring";
-    case nvme::Backend::kLibaio: return "libaio";
-    case nvme::Backend::kSync: return "sync";
-  }
-  return "?";
-}
-
 json zero_json(const ZeroConfig& z) {
   const OffloadParamConfig& p = z.offload_param;
   const OffloadOptimizerConfig& o = z.offload_optimizer;
@@ -108,7 +98,7 @@ json to_json(const DsConfig& c) {
       {"bf16", {{"enabled", c.bf16.enabled}}},
       {"zero_optimization", zero_json(c.zero)},
       {"aio",
-       {{"backend", backend_key(c.aio.backend)},
+       {{"backend", nvme::backend_name(c.aio.backend)},
         {"block_size", c.aio.block_size},
         {"queue_depth", c.aio.queue_depth},
         {"intra_op_parallelism", c.aio.intra_op_parallelism},
