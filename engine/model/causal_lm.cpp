@@ -82,7 +82,7 @@ class CausalLm final : public FunctionalModel {
 
   at::Tensor forward_unit(size_t u, const at::Tensor& input, at::TensorList params) const override {
     check_unit_inputs(u, input, params);
-    if (u == 0) return at::embedding(params[0], input);
+    if (u == 0) return embed(input, params[0]);
     if (u + 1 == units_.size()) return lm_head(input, params);
     return decoder_layer(static_cast<int64_t>(u) - 1, input, params);
   }
@@ -112,6 +112,11 @@ class CausalLm final : public FunctionalModel {
                                                fmt::join(input.sizes(), ","),
                                                u == 0 ? "token ids [B,T]" : "hidden states [B,T,hidden_size]")));
     }
+  }
+
+  // nn.Embedding(vocab, hidden, padding_idx=pad_token_id): the pad row gets no gradient.
+  at::Tensor embed(const at::Tensor& tokens, const at::Tensor& weight) const {
+    return at::embedding(weight, tokens, /*padding_idx=*/config_.pad_token_id.value_or(-1));
   }
 
   at::Tensor decoder_layer(int64_t layer, const at::Tensor& x, at::TensorList params) const {

@@ -41,7 +41,8 @@ class FunctionalModel {
   // present), post_attention_layernorm, gate/up/down_proj.
   virtual const std::vector<ParamSpec>& unit_params(size_t u) const = 0;
 
-  // Runs unit u. Unit 0: token ids [B,T] int64 -> hidden [B,T,H] in the embedding's dtype;
+  // Runs unit u. Unit 0: token ids [B,T] int64 -> hidden [B,T,H] in the embedding's dtype (as
+  // nn.Embedding with padding_idx = pad_token_id: that row gets no gradient);
   // layers: hidden [B,T,H] -> hidden [B,T,H] (positions 0..T-1, causal); last: hidden -> logits
   // [B,T,V] in fp32 (in double when the params are double, for gradient checks). Params must be in
   // unit_params(u) order with those shapes, one floating dtype per unit, on the input's device.

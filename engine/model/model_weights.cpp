@@ -6,11 +6,12 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
+#include "checkpoint/safetensors.h"
 #include "engine/model/functional_model.h"
 #include "engine/model/load_safetensors.h"
-#include "engine/model/safetensors_mmap.h"
 
 namespace tierzero::engine {
 namespace {
@@ -25,11 +26,25 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-at::ScalarType torch_dtype_of(const std::string& safetensors_dtype) {
-  static const std::map<std::string, at::ScalarType> kTypes = {
-      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16}, {"I64", at::kLong},
-      {"I32", at::kInt},    {"I16", at::kShort}, {"I8", at::kChar},   {"U8", at::kByte},       {"BOOL", at::kBool}};
-  return kTypes.at(safetensors_dtype);  // MappedSafetensors admits only these names
+// The torch dtype of a safetensors dtype, or nullopt for those weights never use (U16..U64, F4, F6,
+// F8_E8M0, the fnuz F8 variants, C64).
+std::optional<at::ScalarType> torch_dtype_of(checkpoint::DType dtype) {
+  using checkpoint::DType;
+  switch (dtype) {
+    case DType::kF64: return at::kDouble;
+    case DType::kF32: return at::kFloat;
+    case DType::kF16: return at::kHalf;
+    case DType::kBF16: return at::kBFloat16;
+    case DType::kF8E4M3: return at::kFloat8_e4m3fn;
+    case DType::kF8E5M2: return at::kFloat8_e5m2;
+    case DType::kI64: return at::kLong;
+    case DType::kI32: return at::kInt;
+    case DType::kI16: return at::kShort;
+    case DType::kI8: return at::kChar;
+    case DType::kU8: return at::kByte;
+    case DType::kBool: return at::kBool;
+    default: return std::nullopt;
+  }
 }
 
 // The shard files of model.safetensors.index.json at `index_path`, and the names it promises.
@@ -58,13 +73,18 @@ Status read_index(const std::string& index_path, std::set<std::string>& files, s
 Result<std::map<std::string, at::Tensor>> load_safetensors_file(const std::string& path,
                                                                 std::optional<at::ScalarType> dtype,
                                                                 at::Device device) {
-  TZ_ASSIGN_OR_RETURN(std::unique_ptr<MappedSafetensors> file, MappedSafetensors::open(path));
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::SafetensorsFile> file, checkpoint::SafetensorsFile::open(path));
   std::map<std::string, at::Tensor> out;
-  for (const MappedTensor& t : file->tensors()) {
-    const at::ScalarType file_dtype = torch_dtype_of(t.dtype);
+  for (const checkpoint::SafetensorsTensorInfo& t : file->header().tensors) {
+    const std::optional<at::ScalarType> file_dtype = torch_dtype_of(t.dtype);
+    if (!file_dtype) {
+      return unsupported(fmt::format("{}: tensor {} has dtype {}, which tierzero does not load as a model weight",
+                                     path, t.name, checkpoint::dtype_name(t.dtype)));
+    }
     // from_blob views the mapping; .to(..., copy=true) makes an owning copy before it is unmapped.
-    at::Tensor view = at::from_blob(const_cast<std::byte*>(t.data), t.shape, at::TensorOptions().dtype(file_dtype));
-    out[t.name] = view.to(device, dtype.value_or(file_dtype), /*non_blocking=*/false, /*copy=*/true);
+    auto* bytes = const_cast<std::byte*>(file->data(t).data());
+    at::Tensor view = at::from_blob(bytes, t.shape, at::TensorOptions().dtype(*file_dtype));
+    out[t.name] = view.to(device, dtype.value_or(*file_dtype), /*non_blocking=*/false, /*copy=*/true);
   }
   return out;
 }

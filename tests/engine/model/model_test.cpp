@@ -160,6 +160,17 @@ TEST(FunctionalModel, UnitsListTheirParams) {
   EXPECT_EQ(all_params(*model).size(), 1 + 2 * 12 + 1u);
 }
 
+TEST(FunctionalModel, EmbeddingPadRowGetsNoGradient) {
+  ModelConfig c = small_config("llama");
+  c.pad_token_id = 2;
+  auto model = make_causal_lm(c);
+  at::Tensor embed = at::randn({c.vocab_size, c.hidden_size}).requires_grad_(true);
+  at::Tensor tokens = at::tensor(std::vector<int64_t>{2, 5, 2, 7}).view({1, 4});
+  model->forward_unit(0, tokens, {embed}).sum().backward();
+  EXPECT_TRUE(at::equal(embed.grad()[2], at::zeros({c.hidden_size})));
+  EXPECT_TRUE(at::equal(embed.grad()[5], at::ones({c.hidden_size})));
+}
+
 TEST(FunctionalModel, UnitChainEqualsForwardFull) {
   ModelConfig c = small_config("llama");
   auto model = make_causal_lm(c);
@@ -291,7 +302,7 @@ TEST(LoadHfWeights, ReportsMissingAndCorruptFiles) {
   out.close();
   auto mis_sized = load_hf_weights(dir, at::kFloat, at::kCPU);
   EXPECT_EQ(mis_sized.status().code(), ErrorCode::kCorrupt);
-  EXPECT_NE(mis_sized.status().message().find("tensor w"), std::string::npos) << mis_sized.status().to_string();
+  EXPECT_NE(mis_sized.status().message().find("tensor 'w'"), std::string::npos) << mis_sized.status().to_string();
   ::unlink(file.c_str());
   ::rmdir(dir.c_str());
 }
