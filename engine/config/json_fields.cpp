@@ -92,7 +92,8 @@ Status JsonFields::read_int(const std::string& key, int64_t* out, int64_t min, i
   if (!std::isfinite(d) || d != std::floor(d)) {
     return invalid_argument(path_of(key) + " must be a whole number, got " + v->dump());
   }
-  if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+  // 2^63 and above would overflow the conversion (INT64_MAX rounds up to 2^63 as a double).
+  if (d < static_cast<double>(min) || d > static_cast<double>(max) || d >= 0x1p63) {
     return invalid_argument(path_of(key) + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
                             "], got " + v->dump());
   }
