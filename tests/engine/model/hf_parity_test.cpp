@@ -1,5 +1,5 @@
-// Parity with Hugging Face transformers: tiny random models saved by save_pretrained, their logits
-// and loss, and LlamaRotaryEmbedding's cos/sin, all written by make_hf_fixture.py (run once per
+// Parity with Hugging Face transformers: tiny random models saved by save_pretrained, their logits,
+// loss and parameter gradients, and LlamaRotaryEmbedding's cos/sin, all written by make_hf_fixture.py (run once per
 // build tree; the tests skip when transformers is not installed).
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -91,6 +91,22 @@ TEST_P(HfModelParity, LogitsAndLossMatchTransformers) {
   at::Tensor logits_bf16 = forward_full(*model, tokens, *bf16);
   EXPECT_EQ(logits_bf16.scalar_type(), at::kFloat);
   EXPECT_LE(relative_max_error(logits_bf16, reference.at("logits_bf16")), 1e-2);
+}
+
+TEST_P(HfModelParity, GradientsMatchTransformers) {
+  REQUIRE_HF_FIXTURE(root);
+  const std::string dir = root + "/" + GetParam();
+  auto model = make_causal_lm(value_or_throw(load_model_config(dir)));
+  auto reference = load_reference(dir + "/reference.safetensors");
+  auto params = value_or_throw(load_hf_weights(dir, at::kFloat, at::kCPU));
+  for (auto& [name, p] : params) p.requires_grad_(true);
+  at::Tensor logits = forward_full(*model, reference.at("input_ids"), params);
+  causal_lm_loss(logits, reference.at("labels")).backward();
+  for (const ParamSpec& spec : all_params(*model)) {
+    const at::Tensor& hf_grad = reference.at("grad." + spec.name);
+    ASSERT_TRUE(params.at(spec.name).grad().defined()) << spec.name;
+    EXPECT_LE(relative_max_error(params.at(spec.name).grad(), hf_grad), 1e-4) << spec.name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfModelParity,

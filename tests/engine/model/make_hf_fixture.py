@@ -5,7 +5,8 @@
 
 DIR/<model>/         save_pretrained output (config.json + safetensors; one model sharded) and
                      reference.safetensors: input_ids, labels [B,T] int64; logits_fp32, logits_bf16
-                     [B,T,V] fp32; loss_fp32 [1] (transformers' own loss for those labels).
+                     [B,T,V] fp32; loss_fp32 [1] (transformers' own loss for those labels);
+                     grad.<param name>: d loss_fp32 / d param (a tied embedding once, summed).
 DIR/rope/<case>/     config.json + rope.safetensors: cos, sin [T, head_dim] fp32 from
                      LlamaRotaryEmbedding on positions 0..T-1.
 DIR/STAMP            written last: a hash of this script and the transformers version; a DIR whose
@@ -92,11 +93,13 @@ def write_model(out, name, cls_name, kwargs, save_kwargs, seed):
     # model.to(bf16) would round that buffer to bf16 too.
     model_bf16 = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16,
                                                                    attn_implementation="sdpa").eval()
+    out32 = model(input_ids=input_ids, labels=labels)
+    out32.loss.backward()
+    grads = {"grad." + name: p.grad.contiguous() for name, p in model.named_parameters()}
     with torch.no_grad():
-        out32 = model(input_ids=input_ids, labels=labels)
         logits_bf16 = model_bf16(input_ids=input_ids).logits.float()
-    save_file({"input_ids": input_ids, "labels": labels, "logits_fp32": out32.logits.float().contiguous(),
-               "logits_bf16": logits_bf16.contiguous(), "loss_fp32": out32.loss.reshape(1).float()},
+    save_file({"input_ids": input_ids, "labels": labels, "logits_fp32": out32.logits.detach().float().contiguous(),
+               "logits_bf16": logits_bf16.contiguous(), "loss_fp32": out32.loss.detach().reshape(1).float(), **grads},
               os.path.join(path, "reference.safetensors"))
 
 
