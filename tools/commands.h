@@ -14,5 +14,7 @@ struct ExitCode {
 
 // `tierzero bench io`: the nvme/ engine's sequential GB/s, latency and CPU; --sweep, --tune, --vs-fio.
 void add_bench_io_command(CLI::App& bench);
+// `tierzero bench adam`: cpu_adam Gparam/s and GB/s vs STREAM bandwidth and PyTorch fused AdamW.
+void add_bench_adam_command(CLI::App& bench);
 
 }  // namespace tierzero::tools

@@ -1,0 +1,326 @@
+// `tierzero bench adam`: the cpu_adam step's Gparam/s and effective memory bandwidth, next to the
+// machine's STREAM copy/triad bandwidth and PyTorch's fused CPU AdamW on the same data, measured
+// in the same run on the same threads, over a thread sweep.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/bench_report.h"
+#include "common/units.h"
+#include "cpu_adam/adam.h"
+#include "tools/bench_adam_memory.h"
+#include "tools/bench_adam_stream.h"
+#include "tools/bench_adam_torch.h"
+#include "tools/commands.h"
+
+namespace tierzero::tools {
+namespace {
+
+using cpu_adam::ElementType;
+
+struct BenchAdamFlags {
+  uint64_t params = uint64_t{1} << 26;
+  int threads = 0;
+  bool sweep = true;
+  bool pin = false;
+  int steps = 10;
+  std::string grad_dtype = "bf16";
+  std::string state_dtype = "fp32";
+  std::string params16_dtype = "bf16";
+  std::string json;
+};
+
+// Element types of one configuration and the bytes each implementation moves per param.
+struct Layout {
+  ElementType grads, state;
+  bool write16;
+  ElementType params16;
+
+  double buffer_bytes() const {
+    return 4 + cpu_adam::element_size(grads) + 2 * cpu_adam::element_size(state) +
+           (write16 ? cpu_adam::element_size(params16) : 0);
+  }
+  // Read p, g, m, v; write p, m, v and the 16-bit copy: each byte once.
+  double tierzero_bytes() const {
+    const double g = cpu_adam::element_size(grads), s = cpu_adam::element_size(state);
+    return (4 + g + 2 * s) + (4 + 2 * s) + (write16 ? cpu_adam::element_size(params16) : 0);
+  }
+  // The peer: optional grad cast (read 16-bit, write fp32), the fp32 step (read p, g, m, v; write
+  // p, m, v) and the optional cast of the params (read fp32, write 16-bit).
+  double torch_bytes() const {
+    const double cast_in = grads == ElementType::kF32 ? 0 : cpu_adam::element_size(grads) + 4;
+    const double cast_out = write16 ? 4 + cpu_adam::element_size(params16) : 0;
+    return cast_in + 28 + cast_out;
+  }
+};
+
+// Every buffer of the run, first touched by the threads that use them.
+struct BenchBuffers {
+  BenchBuffers(const Layout& l, size_t n)
+      : params(4 * n), grads(cpu_adam::element_size(l.grads) * n), exp_avg(cpu_adam::element_size(l.state) * n),
+        exp_avg_sq(cpu_adam::element_size(l.state) * n), params16(2 * n), torch_params(4 * n),
+        torch_grads32(l.grads == ElementType::kF32 ? 0 : 4 * n), torch_exp_avg(4 * n), torch_exp_avg_sq(4 * n),
+        torch_params16(2 * n), stream_a(4 * n), stream_b(4 * n), stream_c(4 * n) {}
+  HostArray params, grads, exp_avg, exp_avg_sq, params16;
+  HostArray torch_params, torch_grads32, torch_exp_avg, torch_exp_avg_sq, torch_params16;
+  HostArray stream_a, stream_b, stream_c;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Lets spinning OpenMP / TBB workers of the previous measurement go to sleep.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+
+class BenchAdam {
+ public:
+  explicit BenchAdam(const BenchAdamFlags& flags) : flags_(flags), report_("tierzero bench adam") {}
+
+  void run() {
+    parse_layout();
+    n_ = flags_.params;
+    if (n_ == 0) throw Error(invalid_argument("--params must be at least 1"));
+    if (flags_.steps < 1) throw Error(invalid_argument("--steps must be at least 1"));
+    const int max_threads = flags_.threads > 0 ? flags_.threads : cpu_adam::CpuAdam().threads();
+    buffers_ = std::make_unique<BenchBuffers>(layout_, n_);
+    initialise(max_threads);
+    Result<std::unique_ptr<TorchAdamPeer>> peer = make_torch_adam_peer(peer_buffers());
+    if (peer.ok()) peer_ = std::move(peer).value();
+    begin_report(max_threads);
+    bool all_correct = true;
+    for (int threads : thread_counts(max_threads)) all_correct &= measure(threads);
+    finish(all_correct);
+  }
+
+ private:
+  void parse_layout() {
+    layout_.grads = value_or_throw(cpu_adam::parse_element_type(flags_.grad_dtype));
+    layout_.state = value_or_throw(cpu_adam::parse_element_type(flags_.state_dtype));
+    if (layout_.state == ElementType::kF16) throw Error(invalid_argument("--state-dtype must be fp32 or bf16"));
+    layout_.write16 = flags_.params16_dtype != "none";
+    layout_.params16 = layout_.write16 ? value_or_throw(cpu_adam::parse_element_type(flags_.params16_dtype))
+                                       : ElementType::kBF16;
+    if (layout_.params16 == ElementType::kF32) throw Error(invalid_argument("--params16-dtype must be bf16, fp16 or none"));
+  }
+
+  std::vector<int> thread_counts(int max_threads) const {
+    std::vector<int> counts;
+    if (flags_.sweep) {
+      for (int t = 1; t < max_threads; t *= 2) counts.push_back(t);
+    }
+    counts.push_back(max_threads);
+    return counts;
+  }
+
+  // Same initial params for both implementations, zero moments, fixed gradients.
+  void initialise(int threads) {
+    BenchBuffers& b = *buffers_;
+    fill_uniform(threads, b.params.data(), ElementType::kF32, n_, 1, -1.0f, 1.0f);
+    fill_uniform(threads, b.torch_params.data(), ElementType::kF32, n_, 1, -1.0f, 1.0f);
+    fill_uniform(threads, b.grads.data(), layout_.grads, n_, 2, -1.0f, 1.0f);
+    for (HostArray* zero : {&b.exp_avg, &b.exp_avg_sq, &b.params16, &b.torch_grads32, &b.torch_exp_avg,
+                            &b.torch_exp_avg_sq, &b.torch_params16}) {
+      parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
+        std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
+      });
+    }
+    for (HostArray* ones : {&b.stream_a, &b.stream_b, &b.stream_c}) {
+      fill_uniform(threads, ones->data(), ElementType::kF32, n_, 3, 1.0f, 2.0f);
+    }
+  }
+
+  cpu_adam::AdamBuffers tierzero_buffers() const {
+    const BenchBuffers& b = *buffers_;
+    return {std::span<float>(b.params.as<float>(), n_),
+            {b.grads.data(), n_, layout_.grads},
+            {b.exp_avg.data(), n_, layout_.state},
+            {b.exp_avg_sq.data(), n_, layout_.state},
+            layout_.write16 ? cpu_adam::Elements{b.params16.data(), n_, layout_.params16} : cpu_adam::Elements{}};
+  }
+
+  TorchPeerBuffers peer_buffers() const {
+    const BenchBuffers& b = *buffers_;
+    return {b.torch_params.as<float>(),
+            {b.grads.data(), n_, layout_.grads},
+            b.torch_grads32.as<float>(),
+            b.torch_exp_avg.as<float>(),
+            b.torch_exp_avg_sq.as<float>(),
+            layout_.write16 ? cpu_adam::Elements{b.torch_params16.data(), n_, layout_.params16} : cpu_adam::Elements{}};
+  }
+
+  void begin_report(int max_threads) {
+    report_.param("params", std::to_string(n_) + " (" + format_bytes(static_cast<uint64_t>(layout_.buffer_bytes() * n_)) +
+                                " of tierzero buffers: params, grads, m, v, 16-bit copy)");
+    report_.param("dtypes", std::string("grads ") + cpu_adam::element_type_name(layout_.grads) + ", state (m, v) " +
+                                cpu_adam::element_type_name(layout_.state) + ", master params fp32, 16-bit copy " +
+                                (layout_.write16 ? cpu_adam::element_type_name(layout_.params16) : "none"));
+    report_.param("bytes/param", "tierzero " + fixed(layout_.tierzero_bytes(), 0) + " (one fused pass), torch " +
+                                     fixed(layout_.torch_bytes(), 0) + " (cast passes included)");
+    report_.param("optimizer", "AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, bias correction");
+    report_.param("tierzero", "cpu_adam, Highway target " + cpu_adam::simd_target_name() + ", oneTBB arena" +
+                                  (flags_.pin ? ", threads pinned to cores" : ", threads not pinned"));
+    report_.param("peer", peer_ ? torch_peer_description() : torch_peer_description() + ": no peer column");
+    report_.param("stream", "copy c=a (8 B/float), triad a=b+s*c (12 B/float), same threads, " + std::to_string(n_) +
+                                " floats per array");
+    report_.param("timing", "median of " + std::to_string(flags_.steps) +
+                                " rounds of (copy, triad, tierzero step, torch step) after one warm-up round; "
+                                "threads up to " + std::to_string(max_threads));
+    report_.param("max_abs_dp", "max |p_tierzero - p_torch| after every step so far, same grads and hyper-parameters");
+    report_.begin({{"threads", 7},
+                   {"Gparam/s", 9, 3},
+                   {"GB/s", 7, 2},
+                   {"torch_Gp/s", 10, 3},
+                   {"torch_GB/s", 10, 2},
+                   {"vs_torch", 8, 2},
+                   {"copy_GB/s", 9, 2},
+                   {"triad_GB/s", 10, 2},
+                   {"%copy", 6, 1},
+                   {"max_abs_dp", 10},
+                   {"ok", 4}});
+  }
+
+  static std::string fixed(double v, int decimals) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+  }
+
+  cpu_adam::AdamHyperParams hyper_params() const {
+    cpu_adam::AdamHyperParams hp;
+    hp.lr = 1e-3;
+    hp.weight_decay = 0.01;
+    return hp;
+  }
+
+  // One row: STREAM copy, triad, a tierzero step and a torch step, in turn, on `threads` threads, so
+  // that load from other processes affects every figure alike.
+  bool measure(int threads) {
+    BenchBuffers& b = *buffers_;
+    StreamPasses stream(threads, b.stream_a.as<float>(), b.stream_b.as<float>(), b.stream_c.as<float>(), n_);
+    const cpu_adam::CpuAdam adam({.threads = threads, .pin_threads = flags_.pin});
+    if (peer_) peer_->set_threads(threads);
+    const cpu_adam::AdamHyperParams hp = hyper_params();
+    std::vector<double> ours, theirs, copy, triad;
+    for (int i = 0; i <= flags_.steps; ++i) {  // the first round is a warm-up
+      settle();
+      const double copy_rate = stream.copy();
+      const double triad_rate = stream.triad();
+      ++step_number_;
+      settle();
+      auto start = std::chrono::steady_clock::now();
+      throw_if_error(adam.step(hp, step_number_, 1.0f, tierzero_buffers()));
+      const double our_seconds = seconds_since(start);
+      double their_seconds = NAN;
+      if (peer_) {
+        settle();
+        start = std::chrono::steady_clock::now();
+        peer_->step(hp, step_number_);
+        their_seconds = seconds_since(start);
+      }
+      if (i == 0) continue;
+      copy.push_back(copy_rate);
+      triad.push_back(triad_rate);
+      ours.push_back(our_seconds);
+      theirs.push_back(their_seconds);
+    }
+    const double t = median(ours);
+    const double gparams = n_ / t / 1e9;
+    const double gbps = layout_.tierzero_bytes() * n_ / t / 1e9;
+    const double torch_gparams = peer_ ? n_ / median(theirs) / 1e9 : NAN;
+    const double max_dp = peer_ ? max_abs_param_diff(threads) : NAN;
+    const bool ok = !peer_ || max_dp <= param_tolerance();
+    const double copy_gbps = median(copy) / 1e9;
+    report_.row({int64_t{threads}, gparams, gbps, torch_gparams, torch_gparams * layout_.torch_bytes(),
+                 gparams / torch_gparams, copy_gbps, median(triad) / 1e9, 100 * gbps / copy_gbps,
+                 peer_ ? fmt_diff(max_dp) : std::string("n/a"), std::string(ok ? "OK" : "FAIL")});
+    last_ = {threads, gparams, gbps, torch_gparams, copy_gbps};
+    return ok;
+  }
+
+  static std::string fmt_diff(double d) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2e", d);
+    return buf;
+  }
+
+  // fp32 state: tierzero does torch's float operations (bit-identical with FMA, a few ulp without);
+  // bf16 state: m and v are stored in bf16, so each step's update may differ by about 1% of lr.
+  double param_tolerance() const {
+    return layout_.state == ElementType::kF32 ? 1e-6 : 0.02 * hyper_params().lr * static_cast<double>(step_number_);
+  }
+
+  double max_abs_param_diff(int threads) const {
+    const float* ours = buffers_->params.as<float>();
+    const float* theirs = buffers_->torch_params.as<float>();
+    std::mutex mu;
+    double max_diff = 0;
+    parallel_ranges(threads, n_, [&](size_t begin, size_t end) {
+      double m = 0;
+      for (size_t i = begin; i < end; ++i) m = std::max(m, static_cast<double>(std::fabs(ours[i] - theirs[i])));
+      const std::lock_guard<std::mutex> lock(mu);
+      max_diff = std::max(max_diff, m);
+    });
+    return max_diff;
+  }
+
+  void finish(bool all_correct) {
+    const double ratio = last_.gparams / last_.torch_gparams;
+    const bool mixed = layout_.grads != ElementType::kF32 || layout_.write16;
+    const double ratio_target = mixed ? 1.3 : 1.0;
+    report_.summary("at " + std::to_string(last_.threads) + " threads",
+                    "tierzero " + fixed(last_.gparams, 3) + " Gparam/s, torch fused AdamW " +
+                        fixed(last_.torch_gparams, 3) + " Gparam/s, ratio " + fixed(ratio, 2) + " (target >= " +
+                        fixed(ratio_target, 1) + (std::isfinite(ratio) ? (ratio >= ratio_target ? ": met)" : ": NOT met)") : ")"));
+    const double share = last_.gbps / last_.copy_gbps;
+    report_.summary("effective bandwidth", fixed(last_.gbps, 2) + " GB/s = " + fixed(100 * share, 1) +
+                                               "% of STREAM copy " + fixed(last_.copy_gbps, 2) + " GB/s (target >= 85%: " +
+                                               (share >= 0.85 ? "met)" : "NOT met)"));
+    report_.end(all_correct);
+    if (!flags_.json.empty()) throw_if_error(report_.write_json(flags_.json));
+    if (!all_correct) throw ExitCode{3};
+  }
+
+  struct LastRow {
+    int threads = 0;
+    double gparams = 0, gbps = 0, torch_gparams = NAN, copy_gbps = 0;
+  };
+
+  const BenchAdamFlags& flags_;
+  BenchReport report_;
+  Layout layout_{};
+  size_t n_ = 0;
+  std::unique_ptr<BenchBuffers> buffers_;
+  std::unique_ptr<TorchAdamPeer> peer_;
+  int64_t step_number_ = 0;
+  LastRow last_;
+};
+
+}  // namespace
+
+void add_bench_adam_command(CLI::App& bench) {
+  auto flags = std::make_shared<BenchAdamFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "adam", "CPU Adam/AdamW (cpu_adam/): Gparam/s and GB/s vs STREAM bandwidth and PyTorch fused AdamW");
+  cmd->add_option("--params", flags->params, "Parameters per step (default 67108864 = 2^26)");
+  cmd->add_option("--threads", flags->threads, "Threads, the sweep's largest (default: every core this process may use)");
+  cmd->add_flag("--sweep,!--no-sweep", flags->sweep, "Also measure 1, 2, 4, ... threads (default on)");
+  cmd->add_option("--grad-dtype", flags->grad_dtype, "fp32 | bf16 | fp16 (default bf16)");
+  cmd->add_option("--state-dtype", flags->state_dtype, "fp32 | bf16: m and v (default fp32)");
+  cmd->add_option("--params16-dtype", flags->params16_dtype, "bf16 | fp16 | none: 16-bit param copy (default bf16)");
+  cmd->add_option("--steps", flags->steps, "Timed steps per implementation and thread count (default 10)");
+  cmd->add_flag("--pin", flags->pin, "Pin tierzero's arena threads to cores");
+  cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
+  cmd->callback([flags] { BenchAdam(*flags).run(); });
+}
+
+}  // namespace tierzero::tools
