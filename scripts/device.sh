@@ -14,7 +14,7 @@ if [[ ! -f "$prefix/.unpacked" ]]; then
   touch "$prefix/.unpacked"
 fi
 export TIERZERO_DEPS_PREFIX="$prefix"
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/ceph${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$prefix/usr/bin:$PATH"
 export PKG_CONFIG="$prefix/usr/bin/pkgconf"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -9,12 +9,11 @@ build_debs=(
   libhwy1 libhwy-dev libzstd1 libzstd-dev libxxhash0 libxxhash-dev nlohmann-json3-dev libcli11-dev
   libfmt9 libfmt-dev googletest libgtest-dev libgmock-dev pkgconf pkgconf-bin libpkgconf3 libgloo-dev
 )
-# fio and the libraries it links that an Ubuntu image lacks, for `bench io --vs-fio` there.
-fio_debs=(
-  fio libgfapi0 libgfrpc0 libgfxdr0 libglusterfs0 librados2 librbd1 libibverbs1 librdmacm1
-  libnbd0 libnuma1 libpmem1 libpmemblk1 libboost-iostreams1.74.0 libboost-thread1.74.0 libndctl6
-  libdaxctl1 libnl-3-200 libnl-route-3-200 libicu72 libjson-c5 libtirpc3 liburcu8
-)
+# fio and every package whose libraries it links here (from ldd), less the C/C++ runtime the GPU
+# machine has newer, for `bench io --vs-fio` there.
+mapfile -t fio_debs < <(
+  { echo fio; ldd /usr/bin/fio | awk '/=>/ {print $3}' | xargs -n1 readlink -f | xargs -n1 dpkg -S 2>/dev/null | cut -d: -f1; } |
+  sort -u | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|zlib1g|libzstd1|liblzma5|libbz2-1.0|libssl3|libcrypt1|libudev1|libselinux1|libpcre2-8-0')
 mkdir -p .debs
 cd .debs
 for p in "${build_debs[@]}" "${fio_debs[@]}"; do
