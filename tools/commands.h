@@ -16,5 +16,9 @@ struct ExitCode {
 void add_bench_io_command(CLI::App& bench);
 // `tierzero bench adam`: cpu_adam Gparam/s and GB/s vs STREAM bandwidth and PyTorch fused AdamW.
 void add_bench_adam_command(CLI::App& bench);
+// `tierzero bench pcie`: offload/ host <-> GPU copies vs cudaMemcpy (skips without a GPU).
+void add_bench_pcie_command(CLI::App& bench);
+// `tierzero bench tiers`: offload/ NVMe <-> GPU streaming vs min(NVMe, PCIe) bandwidth.
+void add_bench_tiers_command(CLI::App& bench);
 
 }  // namespace tierzero::tools

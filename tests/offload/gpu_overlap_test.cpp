@@ -1,0 +1,93 @@
+// On a GPU: transfers run while a kernel runs. A 1.5 s kernel is queued on a compute stream;
+// fetches to the GPU (pinned -> GPU and the NVMe -> GPU pipeline) and a writeback (GPU -> NVMe)
+// complete while the kernel's end event is still pending, so nothing waited on the whole device.
+// Skips where cudaGetDeviceCount finds no GPU.
+#include <gtest/gtest.h>
+
+#include "tests/offload/spin_kernel.h"
+#include "tests/offload/test_support.h"
+
+namespace tierzero::offload {
+namespace {
+
+using testing::pattern;
+using testing::read_view;
+using testing::write_view;
+
+constexpr uint64_t kBytes = 64ull << 20;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+class GpuOverlap : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU (cudaGetDeviceCount returned 0 or an error)";
+    io_ = testing::make_io();
+    TierBudgets b = testing::small_budgets(dir_.path(), 512ull << 20, 640ull << 20, 512ull << 20);
+    b.chunk_bytes = 8 << 20;
+    b.stripe_bytes = 1 << 20;
+    b.pinned_arena_bytes = 128 << 20;
+    auto m = TierManager::create(b, io_.get());
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    tm_ = std::move(m).value();
+    ASSERT_TRUE(tm_->gpu_is_device());
+    ASSERT_EQ(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&kernel_done_), cudaSuccess);
+  }
+  void TearDown() override {
+    if (kernel_done_) cudaEventDestroy(kernel_done_);
+    if (compute_) cudaStreamDestroy(compute_);
+  }
+
+  void put(const std::string& id, Tier home, uint64_t seed) {
+    ASSERT_TRUE(tm_->register_shard({id, kBytes, DType::kBf16, home}).ok());
+    Result<ShardView> v = tm_->fetch(id, Tier::kPinned, Access::kWrite).get();
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    const std::vector<uint8_t> data = pattern(seed, kBytes);
+    write_view(*v, 0, data.data(), kBytes);
+    ASSERT_TRUE(tm_->release(id).get().ok());
+    ASSERT_TRUE(tm_->evict(id, Tier::kPinned).get().ok() || home == Tier::kPinned);
+  }
+
+  void start_kernel() {
+    ASSERT_EQ(testing::launch_spin(compute_, 1500), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(kernel_done_, compute_), cudaSuccess);
+  }
+  bool kernel_running() { return cudaEventQuery(kernel_done_) == cudaErrorNotReady; }
+
+  testing::TempDir dir_;
+  std::unique_ptr<nvme::IoEngine> io_;
+  std::unique_ptr<TierManager> tm_;
+  cudaStream_t compute_ = nullptr;
+  cudaEvent_t kernel_done_ = nullptr;
+};
+
+TEST_F(GpuOverlap, PinnedToGpuFetchCompletesWhileAKernelRuns) {
+  put("p", Tier::kPinned, 1);
+  start_kernel();
+  Result<ShardView> v = tm_->fetch("p", Tier::kGpu).get();
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_TRUE(kernel_running()) << "the H2D copy waited for the kernel: a device-wide sync somewhere";
+  ASSERT_EQ(cudaEventSynchronize(kernel_done_), cudaSuccess);
+  EXPECT_TRUE(read_view(*v) == pattern(1, kBytes));
+  ASSERT_TRUE(tm_->release("p").get().ok());
+}
+
+TEST_F(GpuOverlap, NvmePipelineBothWaysRunsWhileAKernelRuns) {
+  put("n", Tier::kNvme, 2);
+  start_kernel();
+  Result<ShardView> v = tm_->fetch("n", Tier::kGpu, Access::kWrite).get();  // NVMe -> pinned -> GPU
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_TRUE(kernel_running()) << "the NVMe -> GPU pipeline waited for the kernel";
+  ASSERT_TRUE(tm_->writeback("n").get().ok());  // GPU -> pinned -> NVMe
+  EXPECT_TRUE(kernel_running()) << "the GPU -> NVMe pipeline waited for the kernel";
+  ASSERT_EQ(cudaEventSynchronize(kernel_done_), cudaSuccess);
+  EXPECT_TRUE(read_view(*v) == pattern(2, kBytes));
+  ASSERT_TRUE(tm_->release("n").get().ok());
+}
+
+}  // namespace
+}  // namespace tierzero::offload
