@@ -3,8 +3,8 @@
 namespace tierzero::checkpoint {
 
 bool PyValue::is_global(std::string_view module, std::string_view qualname) const {
-  if (kind == PyKind::kObject) return callable != nullptr && callable->is_global(module, qualname);
-  return kind == PyKind::kGlobal && text == module && name == qualname;
+  const PyValue* g = kind == PyKind::kObject ? callable : this;  // one level: no recursion on hostile chains
+  return g != nullptr && g->kind == PyKind::kGlobal && g->text == module && g->name == qualname;
 }
 
 const PyValue* PyValue::get(std::string_view key) const {

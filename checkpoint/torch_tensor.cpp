@@ -67,8 +67,9 @@ Result<TorchTensor> TorchFile::tensor(const PyValue& v, const std::string& what)
     const auto& a = v.args->items;
     if (v.is_global("torch._utils", "_rebuild_tensor_v2")) return rebuild_v2(v, what);
     if ((v.is_global("torch._utils", "_rebuild_parameter") ||
-         v.is_global("torch._utils", "_rebuild_parameter_with_state")) && !a.empty()) {
-      return tensor(*a[0], what);
+         v.is_global("torch._utils", "_rebuild_parameter_with_state")) && !a.empty() &&
+        a[0]->is_global("torch._utils", "_rebuild_tensor_v2") && a[0]->kind == PyKind::kObject) {
+      return rebuild_v2(*a[0], what);
     }
     // _rebuild_from_type_v2(func, type, args, state): func(*args) rebuilt as the subclass `type`.
     if (v.is_global("torch._tensor", "_rebuild_from_type_v2") && a.size() >= 3 &&

@@ -197,5 +197,45 @@ TEST_F(DeepSpeedCorrupt, Stage2ShapesInconsistentWithPartitions) {
   TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "shapes inconsistent with partition sizes");
 }
 
+// Seeded random damage anywhere in a rank file (zip records, pickle, storages): each open either
+// fails with a status or yields readable tensors. And the pickle cut short (every fifth byte) is
+// always refused.
+TEST_F(DeepSpeedCorrupt, RandomDamageIsRefusedOrHarmless) {
+  Corrupted c("s3_w2_fp16");
+  const std::vector<uint8_t> original = read_bytes(c.file(kRank0Optim));
+  std::mt19937_64 rng(103);
+  int refused = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::vector<uint8_t> bytes = original;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < flips; ++i) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+    write_bytes(c.file(kRank0Optim), bytes);
+    auto source = open_deepspeed_checkpoint(c.dir(), "");
+    if (!source.ok()) {
+      ++refused;
+      EXPECT_FALSE(source.status().message().empty());
+      continue;
+    }
+    for (size_t t = 0; t < (*source)->tensors().size(); ++t) {
+      std::vector<float> out(static_cast<size_t>((*source)->tensors()[t].numel()));
+      (void)(*source)->read_fp32(t, out);
+    }
+  }
+  EXPECT_GT(refused, 0);
+  for (const auto& e : central_entries(original)) {
+    if (!e.name.ends_with("/data.pkl")) continue;
+    const size_t local = le(original, e.header + 42, 4);
+    const size_t data = local + 30 + le(original, local + 26, 2) + le(original, local + 28, 2);
+    const size_t size = le(original, e.header + 24, 4);
+    for (size_t cut = 0; cut < size; cut += 5) {  // the pickle cut short every 5 bytes, the zip intact
+      std::vector<uint8_t> bytes = original;
+      std::fill(bytes.begin() + data + cut, bytes.begin() + data + size, uint8_t{'.'});
+      bytes[data + cut] = 0xff;
+      write_bytes(c.file(kRank0Optim), bytes);
+      EXPECT_FALSE(open_deepspeed_checkpoint(c.dir(), "").ok()) << "cut at " << cut;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tierzero::checkpoint
