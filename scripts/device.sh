@@ -2,19 +2,25 @@
 # On the GPU machine (no network): unpacks the .debs that scripts/device_fetch.sh downloaded into
 # .device/prefix, then configures and builds tierzero in build-gpu/ against them, the machine's
 # CUDA toolkit and the LibTorch inside its torch wheel. Then runs "$@" with the environment set
-# (PATH and LD_LIBRARY_PATH include the prefix, so carried fio runs too).
+# (PATH and LD_LIBRARY_PATH include the prefix; fio runs through a wrapper with its own libraries).
 #   scripts/device.sh ctest --test-dir build-gpu -L gpu
 # TIERZERO_DEVICE_TARGETS="a b" builds only those targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix="$PWD/.device/prefix"
+fio_prefix="$PWD/.device/fio"
 if [[ ! -f "$prefix/.unpacked" ]]; then
-  mkdir -p "$prefix"
+  mkdir -p "$prefix" "$fio_prefix"
   for deb in .debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  # fio's libraries are older Debian builds of system libraries: only fio itself sees them.
+  for deb in .debs/fio/*.deb; do dpkg -x "$deb" "$fio_prefix"; done
+  fio_libs="$fio_prefix/usr/lib/x86_64-linux-gnu:$fio_prefix/lib/x86_64-linux-gnu:$fio_prefix/usr/lib/x86_64-linux-gnu/ceph"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$fio_libs" "$fio_prefix/usr/bin/fio" > "$prefix/usr/bin/fio"
+  chmod +x "$prefix/usr/bin/fio"
   touch "$prefix/.unpacked"
 fi
 export TIERZERO_DEPS_PREFIX="$prefix"
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/ceph${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$prefix/usr/bin:$PATH"
 export PKG_CONFIG="$prefix/usr/bin/pkgconf"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

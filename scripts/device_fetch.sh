@@ -14,9 +14,14 @@ build_debs=(
 mapfile -t fio_debs < <(
   { echo fio; ldd /usr/bin/fio | awk '/=>/ {print $3}' | xargs -n1 readlink -f | xargs -n1 dpkg -S 2>/dev/null | cut -d: -f1; } |
   sort -u | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|zlib1g|libzstd1|liblzma5|libbz2-1.0|libssl3|libcrypt1|libudev1|libselinux1|libpcre2-8-0')
-mkdir -p .debs
-cd .debs
-for p in "${build_debs[@]}" "${fio_debs[@]}"; do
-  ls "${p}"_*.deb >/dev/null 2>&1 || apt-get download -q "$p" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
-done
-du -sh .
+download() {  # download DIR PACKAGE...: fetch each package not yet in DIR
+  local dir=$1; shift
+  mkdir -p "$dir"
+  for p in "$@"; do
+    ls "$dir/${p}"_*.deb >/dev/null 2>&1 ||
+      (cd "$dir" && apt-get download -q "$p" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  done
+}
+download .debs "${build_debs[@]}"
+download .debs/fio "${fio_debs[@]}"
+du -sh .debs
