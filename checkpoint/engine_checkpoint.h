@@ -119,8 +119,9 @@ struct RankData {
   nlohmann::json rank_state;
 };
 
-// Rank 0, before any rank writes: checks `manifest`, refuses an existing DIR/TAG (checkpoints are
-// immutable) and prepares a clean staging directory DIR/TAG.partial.
+// Rank 0, before any rank writes: checks `manifest`, refuses the tag DIR/latest names (the
+// published checkpoint is immutable) and prepares a clean staging directory DIR/TAG.partial. An
+// unpublished DIR/TAG (left by a crash before `latest` moved) is replaced at commit.
 Status begin_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
                         const CheckpointOptions& options = {});
 // Every rank, after begin_checkpoint (a barrier): writes and fsyncs DIR/TAG.partial/rank_R.bin and

@@ -147,7 +147,7 @@ class EngineCheckpointReader final : public CheckpointReader {
     if (it != cursors_.end()) return it->second.get();
     if (!files_[rank]) {
       TZ_ASSIGN_OR_RETURN(files_[rank], RankFileHandle::open(path_ + "/" + stored_.files[rank].file, rank,
-                                                             manifest().world_size));
+                                                             manifest().world_size, stored_.files[rank].bytes));
     }
     auto cursor = std::make_unique<SectionCursor>(
         files_[rank], stored_.files[rank].sections[section],

@@ -5,7 +5,7 @@
 // announces it to CheckpointOptions::fault_hook; tests fail each step in turn.
 //
 //   begin_checkpoint (rank 0)
-//     1. refuse if DIR/TAG exists (checkpoints are immutable)
+//     1. refuse if DIR/latest names TAG (the published checkpoint is immutable)
 //     2. mkdir DIR; rm -r DIR/TAG.partial (left by a crashed save); mkdir DIR/TAG.partial
 //   write_checkpoint_rank (every rank, after a barrier)
 //     3. write DIR/TAG.partial/rank_R.bin section by section; fsync; close
@@ -14,7 +14,8 @@
 //     5. read every rank record; each must match this save's layout (no stale files)
 //     6. write DIR/TAG.partial/manifest.json; fsync
 //     7. fsync DIR/TAG.partial           the directory's entries are durable
-//     8. rename DIR/TAG.partial -> DIR/TAG
+//     8. rm -r DIR/TAG if present (an unpublished leftover: a save that crashed before step 10,
+//        or an old tag being re-saved); rename DIR/TAG.partial -> DIR/TAG
 //     9. fsync DIR                       DIR/TAG is durable and complete
 //    10. write DIR/latest.partial (the tag); fsync; rename -> DIR/latest; fsync DIR
 // Readers only follow DIR/latest (or an explicit tag), and a tag directory exists only complete.
@@ -27,6 +28,7 @@
 #include "checkpoint/durable_fs.h"
 #include "checkpoint/manifest_io.h"
 #include "checkpoint/rank_file_writer.h"
+#include "checkpoint/reader_paths.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -104,9 +106,10 @@ Status begin_checkpoint(const std::string& dir, const std::string& tag, const Ch
                         const CheckpointOptions& options) {
   TZ_RETURN_IF_ERROR(check_tag(tag));
   TZ_RETURN_IF_ERROR(validate_manifest(manifest));
-  if (std::filesystem::exists(dir + "/" + tag)) {
-    return invalid_argument(fmt::format("checkpoint {}/{} already exists and checkpoints are immutable; choose a new "
-                                        "tag (e.g. global_step{}) or delete it",
+  auto latest = locate_checkpoint(dir, "");
+  if (latest.ok() && latest->tag == tag) {
+    return invalid_argument(fmt::format("checkpoint {}/{} already exists and is the latest; checkpoints are "
+                                        "immutable: choose a new tag (e.g. global_step{})",
                                         dir, tag, manifest.step));
   }
   const DurableFs fs(options.fault_hook);
@@ -168,6 +171,7 @@ Status commit_checkpoint(const std::string& dir, const std::string& tag, const C
   TZ_RETURN_IF_ERROR(parse_stored_manifest(text, staging + "/" + kManifestFile).status());
   TZ_RETURN_IF_ERROR(fs.write_file(staging + "/" + kManifestFile, text_bytes(text)));
   TZ_RETURN_IF_ERROR(fs.sync_dir(staging));
+  if (std::filesystem::exists(dir + "/" + tag)) TZ_RETURN_IF_ERROR(fs.remove_all(dir + "/" + tag));
   TZ_RETURN_IF_ERROR(fs.rename(staging, dir + "/" + tag));
   TZ_RETURN_IF_ERROR(fs.sync_dir(dir));
   const std::string latest = dir + "/" + kLatestFile;

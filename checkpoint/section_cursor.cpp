@@ -1,6 +1,7 @@
 #include "checkpoint/section_cursor.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@ constexpr uint64_t kInputChunk = 1 << 20;
 }  // namespace
 
 Result<std::shared_ptr<RankFileHandle>> RankFileHandle::open(const std::string& path, uint32_t rank,
-                                                             uint32_t world_size) {
+                                                             uint32_t world_size, uint64_t expected_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
     return not_found(fmt::format("missing rank file {} (rank {} of world size {}): the checkpoint is incomplete; "
@@ -24,6 +25,13 @@ Result<std::shared_ptr<RankFileHandle>> RankFileHandle::open(const std::string& 
                                  path, rank, world_size));
   }
   if (fd < 0) return errno_status(errno, fmt::format("cannot open rank file {}", path));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != expected_bytes) {
+    ::close(fd);
+    return corrupt(fmt::format("{}: rank {} file is {} bytes but the manifest records {}; it is truncated or was "
+                               "replaced — restore it or load an earlier tag",
+                               path, rank, st.st_size, expected_bytes));
+  }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   return std::shared_ptr<RankFileHandle>(new RankFileHandle(path, fd));
 }

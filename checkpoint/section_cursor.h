@@ -18,8 +18,10 @@ namespace tierzero::checkpoint {
 // An open rank file, shared by the cursors of its sections.
 class RankFileHandle {
  public:
-  // Opens `path` read-only; a missing file is kNotFound naming the rank and what to do.
-  static Result<std::shared_ptr<RankFileHandle>> open(const std::string& path, uint32_t rank, uint32_t world_size);
+  // Opens `path` read-only. A missing file is kNotFound, a size other than `expected_bytes`
+  // kCorrupt; both name the file and rank and say what to do.
+  static Result<std::shared_ptr<RankFileHandle>> open(const std::string& path, uint32_t rank, uint32_t world_size,
+                                                      uint64_t expected_bytes);
   ~RankFileHandle();
   // Reads exactly out.size() bytes at `offset`; a short file is kCorrupt ("truncated").
   Status read_at(uint64_t offset, std::span<std::byte> out) const;

@@ -1,9 +1,4 @@
 // verify_checkpoint: whole-file sizes and checksums, then every section decoded.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,31 +6,21 @@
 
 #include "checkpoint/engine_checkpoint.h"
 #include "checkpoint/manifest_io.h"
+#include "checkpoint/reader_paths.h"
 #include "checkpoint/section_cursor.h"
 
 namespace tierzero::checkpoint {
 namespace {
 
-Status check_whole_file(const std::string& path, const RankFileRecord& record, uint32_t world_size) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return not_found(fmt::format("missing rank file {} (rank {} of world size {}): the checkpoint is incomplete; "
-                                 "restore the file or load an earlier tag",
-                                 path, record.rank, world_size));
-  }
-  if (static_cast<uint64_t>(st.st_size) != record.bytes) {
-    return corrupt(fmt::format("{}: rank {} file is {} bytes but the manifest records {}; it is truncated or was "
-                               "replaced — restore it or load an earlier tag",
-                               path, record.rank, st.st_size, record.bytes));
-  }
-  TZ_ASSIGN_OR_RETURN(auto file, RankFileHandle::open(path, record.rank, world_size));
+// Hashes the whole file as stored and compares with the manifest.
+Status check_whole_file(const RankFileHandle& file, const RankFileRecord& record) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
   std::vector<std::byte> buffer(8 << 20);
   Status status;
   for (uint64_t offset = 0; offset < record.bytes && status.ok();) {
     const uint64_t n = std::min<uint64_t>(buffer.size(), record.bytes - offset);
-    status = file->read_at(offset, std::span(buffer.data(), n));
+    status = file.read_at(offset, std::span(buffer.data(), n));
     XXH3_64bits_update(state, buffer.data(), n);
     offset += n;
   }
@@ -45,7 +30,7 @@ Status check_whole_file(const std::string& path, const RankFileRecord& record, u
   if (got != record.xxh3) {
     return corrupt(fmt::format("{}: rank {} checksum mismatch (XXH3 {:016x}, manifest {:016x}); the file is damaged "
                                "— restore it or load an earlier tag",
-                               path, record.rank, got, record.xxh3));
+                               file.path(), record.rank, got, record.xxh3));
   }
   return {};
 }
@@ -53,16 +38,19 @@ Status check_whole_file(const std::string& path, const RankFileRecord& record, u
 }  // namespace
 
 Result<VerifyReport> verify_checkpoint(const std::string& dir, const std::string& tag) {
-  TZ_ASSIGN_OR_RETURN(auto reader, CheckpointReader::open(dir, tag));
+  TZ_ASSIGN_OR_RETURN(CheckpointLocation where, locate_checkpoint(dir, tag));
+  const std::string manifest_path = where.path + "/" + kManifestFile;
+  auto text = read_text_file(manifest_path);
+  if (!text.ok()) {
+    return not_found(fmt::format("{} is missing: {} is not a complete tierzero checkpoint", manifest_path, where.path));
+  }
+  TZ_ASSIGN_OR_RETURN(StoredManifest stored, parse_stored_manifest(*text, manifest_path));
   VerifyReport report;
-  report.path = reader->path();
-  auto text = read_text_file(reader->path() + "/" + kManifestFile);
-  TZ_RETURN_IF_ERROR(text.status());
-  TZ_ASSIGN_OR_RETURN(StoredManifest stored, parse_stored_manifest(*text, reader->path() + "/" + kManifestFile));
+  report.path = where.path;
   for (const RankFileRecord& record : stored.files) {
-    const std::string path = reader->path() + "/" + record.file;
-    TZ_RETURN_IF_ERROR(check_whole_file(path, record, stored.manifest.world_size));
-    TZ_ASSIGN_OR_RETURN(auto file, RankFileHandle::open(path, record.rank, stored.manifest.world_size));
+    const std::string path = where.path + "/" + record.file;
+    TZ_ASSIGN_OR_RETURN(auto file, RankFileHandle::open(path, record.rank, stored.manifest.world_size, record.bytes));
+    TZ_RETURN_IF_ERROR(check_whole_file(*file, record));
     for (const SectionRecord& section : record.sections) {
       SectionCursor cursor(file, section, fmt::format("{}: rank {} section at offset {}", path, record.rank,
                                                       section.offset));

@@ -16,6 +16,10 @@ struct ExitCode {
 void add_bench_io_command(CLI::App& bench);
 // `tierzero bench adam`: cpu_adam Gparam/s and GB/s vs STREAM bandwidth and PyTorch fused AdamW.
 void add_bench_adam_command(CLI::App& bench);
+// `tierzero convert SRC OUT`: a tierzero or DeepSpeed checkpoint to Hugging Face safetensors.
+void add_convert_command(CLI::App& app);
+// `tierzero checkpoint verify|inspect DIR`: check or describe a tierzero checkpoint.
+void add_checkpoint_command(CLI::App& app);
 // `tierzero bench pcie`: offload/ host <-> GPU copies vs cudaMemcpy (skips without a GPU).
 void add_bench_pcie_command(CLI::App& bench);
 // `tierzero bench tiers`: offload/ NVMe <-> GPU streaming vs min(NVMe, PCIe) bandwidth.

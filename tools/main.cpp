@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   tierzero::tools::add_bench_pcie_command(*bench);
   tierzero::tools::add_bench_tiers_command(*bench);
   tierzero::tools::add_bench_adam_command(*bench);
+  tierzero::tools::add_convert_command(app);
+  tierzero::tools::add_checkpoint_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -53,14 +53,6 @@ std::string python() {
   return env != nullptr && *env != '\0' ? env : "python3";
 }
 
-bool python_has(const std::string& modules) {
-  std::string imports;
-  std::istringstream in(modules);
-  for (std::string m; in >> m;) imports += "import " + m + "; ";
-  const std::string cmd = python() + " -c '" + imports + "' > /dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
-}
-
 int run_python(const std::string& script, const std::string& args, std::string& output) {
   const std::string cmd = python() + " " + script + " " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
@@ -72,9 +64,6 @@ int run_python(const std::string& script, const std::string& args, std::string& 
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string source_file(const std::string& name) {
-  const char* root = std::getenv("TIERZERO_SOURCE_DIR");
-  return std::string(root != nullptr ? root : ".") + "/tests/checkpoint/" + name;
-}
+std::string source_file(const std::string& name) { return std::string(TIERZERO_CHECKPOINT_TEST_DIR) + "/" + name; }
 
 }  // namespace tierzero::checkpoint::testing

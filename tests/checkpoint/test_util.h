@@ -28,11 +28,9 @@ std::string read_text(const std::string& path);
 
 // The interpreter for Python interop tests: $TIERZERO_PYTHON, else python3.
 std::string python();
-// True when python() can import every module in `modules` (space separated).
-bool python_has(const std::string& modules);
 // Runs `python() script args`; returns its exit code, with stdout+stderr in `output`.
 int run_python(const std::string& script, const std::string& args, std::string& output);
-// The path of a file in tests/checkpoint/ of the source tree ($TIERZERO_SOURCE_DIR).
+// The path of a file in tests/checkpoint/ of the source tree.
 std::string source_file(const std::string& name);
 
 }  // namespace tierzero::checkpoint::testing

@@ -1,0 +1,45 @@
+// A small sharded engine checkpoint built from known full tensors, shared by the engine
+// checkpoint and consolidation tests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "checkpoint/engine_checkpoint.h"
+
+namespace tierzero::checkpoint::testing {
+
+// The value every test expects at element j of a tensor seeded `seed` (exact in fp32 and torch):
+// ((j * 7919 + seed) % 65536 - 32768) / 3000.
+float fixture_value(uint64_t seed, uint64_t j);
+
+// A tiny Llama (vocab 32, hidden 8, 1 layer, GQA 2/1 heads, tied embeddings) laid out as one
+// flat group with states fp32 / exp_avg / exp_avg_sq, one replicated buffer, and the alias
+// lm_head.weight -> model.embed_tokens.weight.
+CheckpointManifest tiny_llama_manifest(int zero_stage, uint32_t world_size);
+// The config.json of that model.
+std::string tiny_llama_config();
+
+// Every rank's data for `manifest`: state s of parameter p holds fixture_value(seed(p, s), j);
+// replicated tensor i holds fixture_value(1000 + i, j) as F32.
+class FixtureData {
+ public:
+  explicit FixtureData(const CheckpointManifest& manifest);
+  // Rank views, valid while this object lives.
+  std::vector<RankData> ranks() const;
+  // The full logical flat of group g state s.
+  const std::vector<float>& logical(size_t group, size_t state) const { return logical_[group][state]; }
+  // Rank r's partition of group g state s at world size w (padding zero), built independently.
+  std::vector<float> partition(size_t group, size_t state, uint32_t w, uint32_t r) const;
+  static uint64_t seed(size_t param, size_t state) { return 17 * param + 5 * state + 1; }
+
+ private:
+  CheckpointManifest manifest_;
+  std::vector<std::vector<std::vector<float>>> logical_;
+  std::vector<std::vector<std::vector<std::vector<float>>>> partitions_;  // [rank][group][state]
+  std::vector<std::vector<float>> replicated_;
+};
+
+}  // namespace tierzero::checkpoint::testing

@@ -1,0 +1,162 @@
+// tierzero checkpoints -> Hugging Face safetensors: values, sharding, index, config, aliases, and
+// nothing left in OUT when anything fails. Python interop when the interpreter has the modules.
+#include "checkpoint/consolidate.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/float_convert.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint_fixture.h"
+#include "test_util.h"
+
+namespace tierzero::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FixtureData;
+using testing::ScratchDir;
+
+// The seed of each consolidated tensor of the tiny Llama fixture, in output order.
+nlohmann::json expected_spec(const CheckpointManifest& m) {
+  nlohmann::json tensors = nlohmann::json::object();
+  for (size_t i = 0; i < m.replicated.size(); ++i) {
+    tensors[m.replicated[i].spec.name] = {{"seed", 1000 + i}, {"shape", m.replicated[i].spec.shape}};
+  }
+  size_t p = 0;
+  for (const FlatGroup& g : m.groups) {
+    for (const TensorSpec& t : g.params) tensors[t.name] = {{"seed", FixtureData::seed(p++, 0)}, {"shape", t.shape}};
+  }
+  nlohmann::json tied = nlohmann::json::object();
+  for (const auto& [alias, source] : m.aliases) tied[alias] = source;
+  return {{"tensors", tensors}, {"tied", tied}};
+}
+
+class Consolidate : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    manifest_ = testing::tiny_llama_manifest(3, 3);
+    data_ = std::make_unique<FixtureData>(manifest_);
+    CheckpointOptions options;
+    options.compression_level = 1;
+    ASSERT_TRUE(save_checkpoint(dir_.file("ckpt"), "global_step1234", manifest_, data_->ranks(), options).ok());
+    options_.progress = false;
+    options_.max_shard_bytes = 600;
+    options_.write_buffer_bytes = 4096;
+  }
+
+  Result<ConvertReport> convert(const std::string& out) {
+    TZ_ASSIGN_OR_RETURN(auto source, open_engine_checkpoint_source(dir_.file("ckpt")));
+    return consolidate_to_safetensors(*source, out, options_);
+  }
+
+  ScratchDir dir_;
+  CheckpointManifest manifest_;
+  std::unique_ptr<FixtureData> data_;
+  ConvertOptions options_;
+};
+
+TEST_F(Consolidate, WritesShardedBf16WithIndexAndConfig) {
+  const std::string out = dir_.file("hf");
+  auto report = convert(out);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_GT(report->files, 2u);
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_EQ(testing::read_text(out + "/config.json"), testing::tiny_llama_config());
+  auto index = nlohmann::json::parse(testing::read_text(out + "/model.safetensors.index.json"));
+  EXPECT_EQ(index["metadata"]["total_size"], report->tensor_bytes);
+  EXPECT_FALSE(index["weight_map"].contains("lm_head.weight"));  // the alias is written once, as its source
+
+  const nlohmann::json spec = expected_spec(manifest_);
+  EXPECT_EQ(index["weight_map"].size(), spec["tensors"].size());
+  for (const auto& [name, file_name] : index["weight_map"].items()) {
+    auto file = SafetensorsFile::open(out + "/" + file_name.get<std::string>());
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    const SafetensorsTensorInfo* info = (*file)->find(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(info->dtype, DType::kBF16);
+    EXPECT_EQ(info->shape, spec["tensors"][name]["shape"].get<std::vector<int64_t>>());
+    auto bytes = (*file)->data(*info);
+    const uint64_t seed = spec["tensors"][name]["seed"];
+    for (size_t j = 0; j < bytes.size() / 2; ++j) {
+      uint16_t v;
+      std::memcpy(&v, bytes.data() + 2 * j, 2);
+      ASSERT_EQ(v, float_to_bf16(testing::fixture_value(seed, j))) << name << "[" << j << "]";
+    }
+  }
+}
+
+TEST_F(Consolidate, WritesFp32AndFp16OnRequest) {
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    options_.dtype = dtype;
+    options_.max_shard_bytes = 5'000'000'000;
+    const std::string out = dir_.file(std::string("out_") + std::string(dtype_name(dtype)));
+    ASSERT_TRUE(convert(out).ok());
+    auto file = SafetensorsFile::open(out + "/model.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    const SafetensorsTensorInfo* norm = (*file)->find("model.norm.weight");
+    ASSERT_NE(norm, nullptr);
+    EXPECT_EQ(norm->dtype, dtype);
+    const float want = testing::fixture_value(FixtureData::seed(10, 0), 3);
+    auto bytes = (*file)->data(*norm);
+    if (dtype == DType::kF32) {
+      float v;
+      std::memcpy(&v, bytes.data() + 12, 4);
+      EXPECT_EQ(v, want);
+    } else {
+      uint16_t v;
+      std::memcpy(&v, bytes.data() + 6, 2);
+      EXPECT_EQ(v, float_to_fp16(want));
+    }
+  }
+}
+
+TEST_F(Consolidate, AFailureLeavesNothingInOut) {
+  // Damage rank 1's file: its zstd data no longer decodes to what the manifest recorded.
+  const std::string rank1 = dir_.file("ckpt/global_step1234/rank_00001.bin");
+  auto bytes = testing::read_file(rank1);
+  bytes[0] ^= 0xff;
+  testing::write_file(rank1, bytes);
+  const std::string out = dir_.file("hf_bad");
+  auto report = convert(out);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("rank_00001.bin"), std::string::npos) << report.status().message();
+  EXPECT_NE(report.status().message().find("zstd frame damaged"), std::string::npos) << report.status().message();
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
+TEST_F(Consolidate, RefusesANonEmptyOutput) {
+  const std::string out = dir_.file("busy");
+  fs::create_directories(out);
+  testing::write_text(out + "/keep.txt", "mine");
+  auto report = convert(out);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("exists and is not an empty directory"), std::string::npos);
+  EXPECT_EQ(testing::read_text(out + "/keep.txt"), "mine");
+}
+
+TEST_F(Consolidate, LoadsInPythonSafetensorsAndTransformers) {
+  std::string outputs;
+  for (const char* dtype : {"bf16", "fp16"}) {
+    options_.dtype = parse_output_dtype(dtype).value();
+    const std::string out = dir_.file(std::string("py_") + dtype);
+    ASSERT_TRUE(convert(out).ok());
+    outputs += " " + out + ":" + dtype;
+  }
+  testing::write_text(dir_.file("spec.json"), expected_spec(manifest_).dump());
+  std::string output;
+  const int rc = testing::run_python(testing::source_file("check_converted.py"), dir_.file("spec.json") + outputs,
+                                     output);
+  if (rc == 77) GTEST_SKIP() << testing::python() << " lacks torch or safetensors (set TIERZERO_PYTHON): " << output;
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("safetensors: "), std::string::npos) << output;
+  std::printf("%s", output.c_str());
+}
+
+}  // namespace
+}  // namespace tierzero::checkpoint
