@@ -12,8 +12,9 @@ namespace tierzero::nvme {
 // A lane of `config.queue_depth` threads running pread/pwrite. Never fails.
 std::unique_ptr<Lane> make_sync_lane(const IoConfig& config, const FaultInjectorSlot& faults);
 
-// A lane owning one io_uring ring of `config.queue_depth` entries, its buffers registered from
-// `buffers` when `config.register_buffers`. Errors name the liburing call and errno text.
+// A lane owning one io_uring ring of `config.queue_depth` entries. With `config.register_buffers`
+// it mirrors `buffers` as fixed buffers and registers the files it touches, where the kernel
+// can (5.19+). Errors name the liburing call and errno text.
 Result<std::unique_ptr<Lane>> make_uring_lane(const IoConfig& config, const FaultInjectorSlot& faults,
                                               BufferRegistry& buffers);
 

@@ -13,6 +13,8 @@
 
 namespace tierzero::nvme {
 
+class PosixFile;
+
 // One contiguous transfer of at most block_size bytes. A backend moves
 // [next_offset(), next_offset() + next_length()) between the file and next_buf(); completions
 // advance `done` and `resume` until `need` bytes have arrived.
@@ -50,6 +52,7 @@ namespace detail {
 // so a caller may drop its IoTicket at once.
 struct TicketState {
   FileRef file;
+  PosixFile* posix_file = nullptr;  // `file` when this engine opened it (registered-file I/O), else null
   Op op = Op::kRead;
   uint64_t offset = 0;
   uint64_t length = 0;

@@ -16,8 +16,14 @@ PosixFile::PosixFile(std::string path, int fd, int buffered_fd, bool direct, Dio
     : path_(std::move(path)), fd_(fd), buffered_fd_(buffered_fd), direct_(direct), align_(align) {}
 
 PosixFile::~PosixFile() {
+  for (auto& hook : close_hooks_) hook();
   if (buffered_fd_ != fd_) ::close(buffered_fd_);
   ::close(fd_);
+}
+
+void PosixFile::on_close(std::function<void()> hook) {
+  std::lock_guard lock(hooks_mu_);
+  close_hooks_.push_back(std::move(hook));
 }
 
 Result<uint64_t> PosixFile::size() const {

@@ -1,7 +1,10 @@
 // The engine's File: a POSIX descriptor (O_DIRECT when allowed) plus a buffered twin.
 #pragma once
 
+#include <functional>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "nvme/alignment.h"
 #include "nvme/io_engine.h"
@@ -30,7 +33,13 @@ class PosixFile final : public File {
   // neighbouring bytes on disk are never touched.
   int buffered_fd() const { return buffered_fd_; }
 
+  // Adds a hook run when the file closes, before its descriptors do: an io_uring ring that
+  // registered a descriptor drops it then, so a reused descriptor number never reaches the old file.
+  void on_close(std::function<void()> hook);
+
  private:
+  std::mutex hooks_mu_;
+  std::vector<std::function<void()>> close_hooks_;
   std::string path_;
   int fd_;
   int buffered_fd_;

@@ -58,7 +58,8 @@ void add_direct_pieces(PlanContext& c, uint64_t begin, uint64_t end) {
 
 Status plan_pieces(detail::TicketState& request, std::byte* buffer, uint64_t block_size) {
   File& file = *request.file;
-  const auto* posix = dynamic_cast<const PosixFile*>(&file);
+  auto* posix = dynamic_cast<PosixFile*>(&file);
+  request.posix_file = posix;
   PlanContext c{request, buffer, block_size, file.fd(), posix ? posix->buffered_fd() : -1,
                 file.offset_align(), file.mem_align()};
   const uint64_t begin = request.offset, end = request.offset + request.length;

@@ -11,6 +11,7 @@
 
 #include "nvme/async_lane.h"
 #include "nvme/lanes.h"
+#include "nvme/ring_files.h"
 
 namespace tierzero::nvme {
 
@@ -20,9 +21,10 @@ constexpr int kMaxSubmitSpins = 1000;
 
 class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
  public:
-  UringDriver(BufferRegistry& registry, bool use_fixed_buffers) : registry_(registry), fixed_(use_fixed_buffers) {}
+  UringDriver(BufferRegistry& registry, bool use_fixed) : registry_(registry), fixed_(use_fixed), use_fixed_files_(use_fixed) {}
   ~UringDriver() override {
     if (fixed_) registry_.remove_listener(this);
+    files_->detach();
     if (ring_ready_) io_uring_queue_exit(&ring_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
@@ -46,6 +48,7 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
     ring_ready_ = true;
     if (fixed_ && io_uring_register_buffers_sparse(&ring_, BufferRegistry::kSlots) < 0) fixed_ = false;
     if (fixed_) registry_.add_listener(this);
+    if (use_fixed_files_ && !files_->init(&ring_)) use_fixed_files_ = false;
     return arm_wake();
   }
 
@@ -72,6 +75,11 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
     } else {
       if (slot >= 0) io_uring_prep_write_fixed(sqe, p.fd, p.next_buf(), len, off, slot);
       else io_uring_prep_write(sqe, p.fd, p.next_buf(), len, off);
+    }
+    const int file_slot = use_fixed_files_ && p.owner->posix_file ? files_->slot_for(*p.owner->posix_file, p.fd) : -1;
+    if (file_slot >= 0) {
+      sqe->fd = file_slot;
+      io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
     }
     io_uring_sqe_set_data(sqe, &p);
     staged_.push_back(&p);
@@ -151,6 +159,8 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
   bool ring_ready_ = false;
   BufferRegistry& registry_;
   bool fixed_;
+  bool use_fixed_files_;
+  std::shared_ptr<RingFiles> files_ = std::make_shared<RingFiles>();
   int broken_ = 0;
   int wake_fd_ = -1;
   uint64_t wake_count_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 
 #include "common/bench_report.h"
@@ -243,8 +244,23 @@ class BenchIo {
     if (flags_.tune) std::printf("%s\n", tuned_.dump(2).c_str());
     if (!flags_.json.empty()) {
       throw_if_error(report_.write_json(flags_.json));
+      if (flags_.tune) throw_if_error(add_tuned_block_to_json(flags_.json));
     }
     if (!all_verified_) throw ExitCode{1};
+  }
+
+  // Adds the tuned {"aio": {...}} block at the top level of the report's JSON file, as an
+  // object a config can take as is.
+  Status add_tuned_block_to_json(const std::string& path) const {
+    std::ifstream in(path);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded()) return corrupt("cannot re-read the JSON just written to " + path);
+    j["aio"] = tuned_["aio"];
+    std::ofstream out(path);
+    out << j.dump(2) << "\n";
+    out.close();
+    if (!out) return io_error("cannot write benchmark JSON to " + path + ": check the directory is writable");
+    return {};
   }
 
   const BenchIoFlags& flags_;
