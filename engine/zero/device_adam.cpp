@@ -1,0 +1,57 @@
+// Adam on the compute device with LibTorch's fused (Adam|AdamW) kernel.
+#include <ATen/ATen.h>
+
+#include "common/status.h"
+#include "engine/zero/partition_optimizer.h"
+
+namespace tierzero::engine {
+namespace {
+
+class DeviceAdam final : public PartitionOptimizer {
+ public:
+  DeviceAdam(at::Tensor master, const AdamConfig& config) : config_(config) {
+    if (!config.bias_correction)
+      throw Error(unsupported("optimizer.params.bias_correction=false needs the CPU optimizer: set "
+                              "zero_optimization.offload_optimizer.device to \"cpu\""));
+    state_.master = master.to(at::kFloat).contiguous();
+    state_.exp_avg = at::zeros_like(state_.master);
+    state_.exp_avg_sq = at::zeros_like(state_.master);
+  }
+
+  double grad_sq_norm(const at::Tensor& grad) override {
+    return grad.to(at::kDouble).pow(2).sum().item<double>();
+  }
+
+  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
+    at::Tensor g = grad.to(state_.master.device(), at::kFloat);
+    if (grad_multiplier != 1.0) g = g * grad_multiplier;
+    ++state_.step;
+    at::Tensor step_count = at::full({}, static_cast<double>(state_.step), state_.master.options());
+    if (config_.decoupled_weight_decay) {
+      at::_fused_adamw_({state_.master}, {g}, {state_.exp_avg}, {state_.exp_avg_sq}, {}, {step_count}, lr,
+                        config_.beta1, config_.beta2, config_.weight_decay, config_.eps, /*amsgrad=*/false,
+                        /*maximize=*/false);
+    } else {
+      at::_fused_adam_({state_.master}, {g}, {state_.exp_avg}, {state_.exp_avg_sq}, {}, {step_count}, lr,
+                       config_.beta1, config_.beta2, config_.weight_decay, config_.eps, /*amsgrad=*/false,
+                       /*maximize=*/false);
+    }
+    compute_partition.copy_(state_.master);
+  }
+
+  AdamPartitionState& state() override { return state_; }
+  int64_t pinned_bytes() const override { return 0; }
+  std::string placement() const override { return "device"; }
+
+ private:
+  AdamConfig config_;
+  AdamPartitionState state_;
+};
+
+}  // namespace
+
+std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition, const AdamConfig& config) {
+  return std::make_unique<DeviceAdam>(std::move(master_partition), config);
+}
+
+}  // namespace tierzero::engine

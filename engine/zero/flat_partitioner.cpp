@@ -1,0 +1,162 @@
+#include "engine/zero/flat_partitioner.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+namespace tierzero::engine {
+namespace {
+
+// Buckets reduced but not yet added to the partition; bounds the memory backward holds.
+constexpr size_t kMaxBucketsInFlight = 2;
+
+}  // namespace
+
+FlatPartitioner::FlatPartitioner(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
+                                 const PartitionOptions& options, Comm& comm)
+    : options_(options), comm_(comm) {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ParamSpec& spec : all_params(model)) {
+    names.push_back(spec.name);
+    shapes.push_back(spec.shape);
+  }
+  layout_ = make_flat_group_layout(names, shapes, options.stage == 0 ? 1 : comm.world_size());
+  unit_params_ = unit_param_indices(model);
+  flat_params_ = flatten(params).to(comm.device(), options.compute_dtype);
+  for (const FlatSlot& slot : layout_.slots)
+    param_views_.push_back(flat_params_.narrow(0, slot.offset, slot.numel).view(slot.shape));
+  grad_partition_ = at::zeros({layout_.partition_numel},
+                              at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device));
+  make_buckets(unit_params_);
+}
+
+at::Tensor FlatPartitioner::flatten(const std::map<std::string, at::Tensor>& full) const {
+  at::Tensor flat = at::zeros({layout_.padded_numel}, at::kFloat);
+  for (const FlatSlot& slot : layout_.slots)
+    flat.narrow(0, slot.offset, slot.numel).copy_(full.at(slot.name).reshape(-1));
+  return flat;
+}
+
+void FlatPartitioner::make_buckets(const std::vector<std::vector<size_t>>& unit_params) {
+  bucket_of_slot_.assign(layout_.slots.size(), 0);
+  for (size_t i = layout_.slots.size(); i-- > 0;) {
+    const FlatSlot& slot = layout_.slots[i];
+    bool fits = !buckets_.empty() &&
+                buckets_.back().end - slot.offset <= std::max<int64_t>(options_.reduce_bucket_numel, 1);
+    if (!fits) {
+      buckets_.emplace_back();
+      buckets_.back().end = slot.offset + slot.numel;
+    }
+    buckets_.back().begin = slot.offset;
+    bucket_of_slot_[i] = buckets_.size() - 1;
+  }
+  for (const std::vector<size_t>& slots : unit_params)
+    for (size_t slot : slots) ++buckets_[bucket_of_slot_[slot]].expected_arrivals;
+}
+
+std::vector<at::Tensor> FlatPartitioner::fetch(size_t unit) {
+  std::vector<at::Tensor> params;
+  for (size_t slot : unit_params_[unit]) params.push_back(param_views_[slot]);
+  return params;
+}
+
+void FlatPartitioner::reduce_grads(size_t unit, std::vector<at::Tensor> grads) {
+  const std::vector<size_t>& slots = unit_params_[unit];
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const FlatSlot& slot = layout_.slots[slots[i]];
+    size_t b = bucket_of_slot_[slots[i]];
+    Bucket& bucket = buckets_[b];
+    if (bucket.in_flight) {  // still reducing the previous micro-batch's sum
+      complete(b);
+      in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), b));
+    }
+    if (!bucket.sum.defined())
+      bucket.sum = at::zeros({bucket.end - bucket.begin}, flat_params_.options().dtype(options_.grad_dtype));
+    if (i < grads.size() && grads[i].defined())
+      bucket.sum.narrow(0, slot.offset - bucket.begin, slot.numel).add_(grads[i].reshape(-1));
+    if (++bucket.arrivals == bucket.expected_arrivals) launch(b);
+  }
+}
+
+void FlatPartitioner::launch(size_t b) {
+  Bucket& bucket = buckets_[b];
+  if (options_.stage < 2) {
+    bucket.ops.push_back(comm_.all_reduce_sum(bucket.sum));
+  } else {
+    for (int r = 0; r < layout_.partition_count; ++r) {
+      int64_t lo = std::max(bucket.begin, layout_.partition_begin(r));
+      int64_t hi = std::min(bucket.end, layout_.partition_begin(r) + layout_.partition_numel);
+      if (lo >= hi) continue;
+      at::Tensor piece = bucket.sum.narrow(0, lo - bucket.begin, hi - lo);
+      bucket.ops.push_back(comm_.reduce_sum(piece, r));
+    }
+  }
+  bucket.in_flight = true;
+  in_flight_.push_back(b);
+  while (in_flight_.size() > kMaxBucketsInFlight) {
+    complete(in_flight_.front());
+    in_flight_.pop_front();
+  }
+}
+
+void FlatPartitioner::complete(size_t b) {
+  Bucket& bucket = buckets_[b];
+  for (CommOp& op : bucket.ops) op.wait();
+  bucket.ops.clear();
+  int rank = layout_.partition_count > 1 ? comm_.rank() : 0;
+  int64_t own_begin = layout_.partition_begin(rank);
+  int64_t lo = std::max(bucket.begin, own_begin);
+  int64_t hi = std::min(bucket.end, own_begin + layout_.partition_numel);
+  if (lo < hi) {
+    at::Tensor mine = bucket.sum.narrow(0, lo - bucket.begin, hi - lo).to(options_.grad_device);
+    grad_partition_.narrow(0, lo - own_begin, hi - lo).add_(mine, 1.0 / comm_.world_size());
+  }
+  bucket.sum = at::Tensor();
+  bucket.arrivals = 0;
+  bucket.in_flight = false;
+}
+
+void FlatPartitioner::finish_reduction() {
+  for (size_t b : in_flight_) complete(b);
+  in_flight_.clear();
+  for (const Bucket& bucket : buckets_)
+    if (bucket.arrivals != 0)
+      throw Error(internal_error("rank " + std::to_string(comm_.rank()) + ": gradient bucket [" +
+                                 std::to_string(bucket.begin) + ", " + std::to_string(bucket.end) +
+                                 ") got " + std::to_string(bucket.arrivals) + " of " +
+                                 std::to_string(bucket.expected_arrivals) +
+                                 " gradients: a unit's backward did not run"));
+}
+
+at::Tensor FlatPartitioner::compute_partition() {
+  int rank = layout_.partition_count > 1 ? comm_.rank() : 0;
+  return flat_params_.narrow(0, layout_.partition_begin(rank), layout_.partition_numel);
+}
+
+void FlatPartitioner::publish_compute_partition() {
+  if (layout_.partition_count == 1) return;
+  at::Tensor mine = compute_partition().clone();
+  comm_.all_gather(flat_params_, mine).wait();
+}
+
+at::Tensor FlatPartitioner::partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const {
+  int rank = layout_.partition_count > 1 ? comm_.rank() : 0;
+  return flatten(full).narrow(0, layout_.partition_begin(rank), layout_.partition_numel).clone().to(device);
+}
+
+std::map<std::string, at::Tensor> FlatPartitioner::assemble(const at::Tensor& partition) {
+  at::Tensor mine = partition.to(comm_.device(), at::kFloat).contiguous();
+  at::Tensor flat = mine;
+  if (layout_.partition_count > 1) {
+    flat = at::empty({layout_.padded_numel}, mine.options());
+    comm_.all_gather(flat, mine).wait();
+  }
+  flat = flat.cpu();
+  std::map<std::string, at::Tensor> full;
+  for (const FlatSlot& slot : layout_.slots)
+    full[slot.name] = flat.narrow(0, slot.offset, slot.numel).view(slot.shape).clone();
+  return full;
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,73 @@
+// Where every parameter element lives in ZeRO's partitioned flat buffers, with DeepSpeed's padding
+// rules, so an engine checkpoint maps 1:1 onto DeepSpeed's fp32 partitions:
+//   stages 0-2: the trainable parameters form one group, flattened in first-use order, the flat
+//       buffer padded with zeros to a multiple of 2 * W elements (DeepSpeed's NCCL start
+//       alignment) and split into W equal partitions; rank r owns [r * P, (r + 1) * P).
+//       Stage 0 does not partition: one partition holds the whole, unpadded.
+//   stage 3: each parameter of n elements is padded to a multiple of W; rank r owns elements
+//       [r * ceil(n / W), (r + 1) * ceil(n / W)) of every parameter; a rank's flat shard is its
+//       pieces of every parameter concatenated in order, without further alignment.
+// Pure arithmetic: no tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tierzero::engine {
+
+// One parameter inside a stage 0-2 flat group.
+struct FlatSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  int64_t offset = 0;  // first element in the flat group
+};
+
+// A stage 0-2 flat group and its partitions.
+struct FlatGroupLayout {
+  std::vector<FlatSlot> slots;  // in flat order
+  int64_t numel = 0;            // elements of all parameters
+  int64_t padded_numel = 0;     // numel rounded up to the alignment; a multiple of partition_count
+  int partition_count = 1;
+  int64_t partition_numel = 0;  // padded_numel / partition_count
+
+  // First flat element owned by partition `rank`.
+  int64_t partition_begin(int rank) const { return rank * partition_numel; }
+};
+
+// Lays out `names`/`shapes` (same length, first-use order) as one group split into
+// `partition_count` partitions (1 for stage 0: no padding; the world size W for stages 1-2:
+// padded to a multiple of 2 * W elements).
+FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
+                                       const std::vector<std::vector<int64_t>>& shapes,
+                                       int partition_count);
+
+// One parameter of a stage 3 model.
+struct ShardSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  int64_t shard_numel = 0;   // ceil(numel / W): what each rank holds (padding included)
+  int64_t shard_offset = 0;  // where this rank's piece starts in the rank's flat shard
+};
+
+// A stage 3 model's per-parameter partitioning.
+struct ShardedLayout {
+  std::vector<ShardSlot> slots;  // in first-use order
+  int world_size = 1;
+  int64_t shard_numel = 0;       // one rank's flat shard: the sum of slots' shard_numel
+
+  // Elements of parameter `slot` held by `rank`: [rank * shard_numel, ...) of the padded parameter,
+  // of which `valid_numel` are real (the rest is padding past numel).
+  int64_t valid_numel(const ShardSlot& slot, int rank) const;
+};
+
+// Lays out parameters (same length, first-use order) for stage 3 over `world_size` ranks.
+ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
+                                  const std::vector<std::vector<int64_t>>& shapes, int world_size);
+
+// Product of `shape` (1 for a scalar).
+int64_t shape_numel(const std::vector<int64_t>& shape);
+
+}  // namespace tierzero::engine

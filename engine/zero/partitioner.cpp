@@ -1,0 +1,27 @@
+#include "engine/zero/partitioner.h"
+
+#include <unordered_map>
+
+#include "engine/zero/flat_partitioner.h"
+#include "engine/zero/sharded_partitioner.h"
+
+namespace tierzero::engine {
+
+std::vector<std::vector<size_t>> unit_param_indices(const FunctionalModel& model) {
+  std::unordered_map<std::string, size_t> index_of;
+  std::vector<ParamSpec> params = all_params(model);
+  for (size_t i = 0; i < params.size(); ++i) index_of[params[i].name] = i;
+  std::vector<std::vector<size_t>> units(model.num_units());
+  for (size_t u = 0; u < units.size(); ++u)
+    for (const ParamSpec& spec : model.unit_params(u)) units[u].push_back(index_of.at(spec.name));
+  return units;
+}
+
+std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model,
+                                              const std::map<std::string, at::Tensor>& params,
+                                              const PartitionOptions& options, Comm& comm) {
+  if (options.stage == 3) return std::make_unique<ShardedPartitioner>(model, params, options, comm);
+  return std::make_unique<FlatPartitioner>(model, params, options, comm);
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,80 @@
+// ZeRO's partitioner: owns the 16-bit compute parameters and this rank's gradient partition, and
+// moves them between ranks. Two implementations share this interface:
+//   FlatPartitioner (stages 0-2): parameters resident in one flat buffer; gradients reduced in
+//       buckets as backward produces them (stages 0/1: all-reduce; stage 2: reduce to the owning
+//       rank, as DeepSpeed's stage 2 does) and accumulated into this rank's partition.
+//   ShardedPartitioner (stage 3): each rank keeps its shard of every parameter; a unit's
+//       parameters are all-gathered before use, released after, and prefetched along the order the
+//       first step recorded; gradients are reduce-scattered per unit.
+// The optimizer sees only flat tensors of this rank's partition (partition_numel() elements):
+// the gradient (grad_partition) and the compute parameters it writes back to (compute_partition).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "engine/model/functional_model.h"
+#include "engine/zero/comm.h"
+#include "engine/zero/param_gateway.h"
+
+namespace tierzero::engine {
+
+// How parameters and gradients are kept and reduced.
+struct PartitionOptions {
+  int stage = 0;                                   // 0..3
+  at::ScalarType compute_dtype = at::kFloat;       // parameters the model runs with
+  at::ScalarType grad_dtype = at::kFloat;          // gradient accumulation and reduction
+  at::Device grad_device = at::kCPU;               // where the gradient partition lives
+  int64_t reduce_bucket_numel = 500'000'000;       // stages 0-2: elements per reduction bucket
+  int64_t prefetch_numel = 50'000'000;             // stage 3: elements gathered ahead of use
+  int64_t persistence_threshold = 100'000;         // stage 3: params this small stay gathered
+};
+
+class Partitioner : public ParamGateway {
+ public:
+  // Elements of this rank's partition (padding included).
+  virtual int64_t partition_numel() const = 0;
+  // True when ranks hold different partitions (stages 1-3), so a norm needs a sum over ranks.
+  virtual bool partitioned() const = 0;
+
+  // This rank's partition of `full` (name -> whole tensor, any float dtype/device), flattened,
+  // fp32, on `device`, padding zero. Used to initialise the fp32 master weights.
+  virtual at::Tensor partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const = 0;
+  // The whole parameters (fp32, CPU) assembled from every rank's `partition` (fp32, as
+  // partition_of returns). A collective: every rank calls it.
+  virtual std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) = 0;
+
+  // Waits until every gradient reduction started in backward has landed in grad_partition().
+  virtual void finish_reduction() = 0;
+  // This rank's accumulated gradient partition, averaged over ranks (grad dtype, grad device).
+  virtual at::Tensor grad_partition() = 0;
+  // Zeroes the gradient partition for the next step.
+  virtual void zero_grads() = 0;
+
+  // This rank's partition of the compute parameters (compute dtype, compute device), for the
+  // optimizer to write updated values into.
+  virtual at::Tensor compute_partition() = 0;
+  // Makes every rank's updated compute partition visible in the parameters fetch() returns
+  // (stages 1-3: an all-gather). A collective.
+  virtual void publish_compute_partition() = 0;
+};
+
+// Builds the partitioner for `options.stage` over `model`'s parameters (all_params order),
+// initialised from `params` (name -> whole tensor; all of the model's names), compute
+// parameters on comm.device().
+std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model,
+                                              const std::map<std::string, at::Tensor>& params,
+                                              const PartitionOptions& options, Comm& comm);
+
+}  // namespace tierzero::engine
+
+namespace tierzero::engine {
+
+// For every unit of `model`, the index in all_params(model) of each of its parameters, in
+// unit_params order (a tied weight appears in two units with one index).
+std::vector<std::vector<size_t>> unit_param_indices(const FunctionalModel& model);
+
+}  // namespace tierzero::engine

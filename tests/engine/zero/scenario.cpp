@@ -1,0 +1,194 @@
+#include "scenario.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/model/functional_model.h"
+#include "engine/zero/checkpoint_io.h"
+#include "engine/zero/zero_engine.h"
+
+namespace tierzero::engine::testing {
+namespace {
+
+constexpr uint64_t kInitSeed = 42;
+constexpr double kLr = 1e-2;
+constexpr double kWeightDecay = 0.01;
+
+at::ScalarType dtype_of(const std::string& name) {
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "fp16") return at::kHalf;
+  return at::kFloat;
+}
+
+// The global batch of `step`: world * accumulation * micro_batch samples of seq_len + 1 tokens.
+at::Tensor global_batch(const Scenario& s, int step) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1000 + step);
+  int64_t samples = int64_t{s.world_size} * s.accumulation * s.micro_batch;
+  return at::randint(64, {samples, s.seq_len + 1}, gen, at::kLong);
+}
+
+}  // namespace
+
+std::vector<std::string> Scenario::to_args() const {
+  return {"--stage=" + std::to_string(stage), "--offload=" + std::to_string(offload),
+          "--world_size=" + std::to_string(world_size), "--steps=" + std::to_string(steps),
+          "--accumulation=" + std::to_string(accumulation), "--micro_batch=" + std::to_string(micro_batch),
+          "--seq_len=" + std::to_string(seq_len), "--tied=" + std::to_string(tied),
+          "--clip=" + std::to_string(clip), "--dtype=" + dtype, "--device=" + device,
+          "--bucket_numel=" + std::to_string(bucket_numel),
+          "--persistence_threshold=" + std::to_string(persistence_threshold),
+          "--prefetch_numel=" + std::to_string(prefetch_numel), "--resume_dir=" + resume_dir,
+          "--save_dir=" + save_dir};
+}
+
+Scenario Scenario::from_args(const std::vector<std::string>& args) {
+  Scenario s;
+  for (const std::string& arg : args) {
+    size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) throw Error(invalid_argument("bad argument " + arg));
+    std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
+    if (key == "stage") s.stage = std::stoi(value);
+    else if (key == "offload") s.offload = value == "1";
+    else if (key == "world_size") s.world_size = std::stoi(value);
+    else if (key == "steps") s.steps = std::stoi(value);
+    else if (key == "accumulation") s.accumulation = std::stoi(value);
+    else if (key == "micro_batch") s.micro_batch = std::stoi(value);
+    else if (key == "seq_len") s.seq_len = std::stoi(value);
+    else if (key == "tied") s.tied = value == "1";
+    else if (key == "clip") s.clip = std::stod(value);
+    else if (key == "dtype") s.dtype = value;
+    else if (key == "device") s.device = value;
+    else if (key == "bucket_numel") s.bucket_numel = std::stoll(value);
+    else if (key == "persistence_threshold") s.persistence_threshold = std::stoll(value);
+    else if (key == "prefetch_numel") s.prefetch_numel = std::stoll(value);
+    else if (key == "resume_dir") s.resume_dir = value;
+    else if (key == "save_dir") s.save_dir = value;
+    else throw Error(invalid_argument("unknown argument " + arg));
+  }
+  return s;
+}
+
+std::string Scenario::name() const {
+  return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + "_w" + std::to_string(world_size) + "_acc" +
+         std::to_string(accumulation) + "_" + dtype + "_" + device;
+}
+
+ModelConfig test_model_config(bool tied) {
+  ModelConfig c;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.max_position_embeddings = 64;
+  c.tie_word_embeddings = tied;
+  c.sliding_window_layers.assign(c.num_hidden_layers, false);
+  return c;
+}
+
+TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
+  ModelConfig config = test_model_config(s.tied);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  ZeroEngineOptions options;
+  options.partition.stage = s.stage;
+  options.partition.compute_dtype = dtype_of(s.dtype);
+  options.partition.reduce_bucket_numel = s.bucket_numel;
+  options.partition.persistence_threshold = s.persistence_threshold;
+  options.partition.prefetch_numel = s.prefetch_numel;
+  options.adam.weight_decay = kWeightDecay;
+  options.offload_optimizer = s.offload;
+  options.cpu_threads = 1;
+  options.gradient_clipping = s.clip;
+  ZeroEngine engine(*model, init_parameters(config, kInitSeed, at::kFloat, at::kCPU), options, comm);
+
+  TrainTrace trace;
+  if (!s.resume_dir.empty()) trace.first_step = static_cast<int>(value_or_throw(load_engine_checkpoint(s.resume_dir, engine)).iteration);
+  for (int step = trace.first_step; step < s.steps; ++step) {
+    at::Tensor batch = global_batch(s, step);
+    double loss_sum = 0.0;
+    for (int micro = 0; micro < s.accumulation; ++micro) {
+      int64_t first = (int64_t{micro} * s.world_size + comm.rank()) * s.micro_batch;
+      at::Tensor samples = batch.narrow(0, first, s.micro_batch);
+      loss_sum += engine.forward_backward(samples.narrow(1, 0, s.seq_len), samples.narrow(1, 1, s.seq_len),
+                                          1.0 / s.accumulation);
+    }
+    StepOutcome outcome = engine.step(kLr, 1.0);
+    if (outcome.overflow) throw Error(internal_error("unexpected overflow at step " + std::to_string(step)));
+    trace.losses.push_back(engine.mean_over_ranks(loss_sum / s.accumulation));
+  }
+  if (!s.save_dir.empty()) throw_if_error(save_engine_checkpoint(s.save_dir, engine, CheckpointExtras{.iteration = s.steps, .loss_scaler = {}, .lr_scheduler = {}, .data = {}}));
+  trace.params = engine.master_params();
+  return trace;
+}
+
+TrainTrace train_reference(const Scenario& s) {
+  ModelConfig config = test_model_config(s.tied);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  std::map<std::string, at::Tensor> params = init_parameters(config, kInitSeed, at::kFloat, at::kCPU);
+  std::map<std::string, at::Tensor> exp_avg, exp_avg_sq;
+  for (auto& [name, p] : params) {
+    p.requires_grad_(true);
+    exp_avg[name] = at::zeros_like(p);
+    exp_avg_sq[name] = at::zeros_like(p);
+  }
+  const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  TrainTrace trace;
+  for (int step = 0; step < s.steps; ++step) {
+    at::Tensor batch = global_batch(s, step);
+    at::Tensor logits = forward_full(*model, batch.narrow(1, 0, s.seq_len), params);
+    at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                             batch.narrow(1, 1, s.seq_len).reshape(-1));
+    trace.losses.push_back(loss.item<double>());
+    std::vector<at::Tensor> leaves;
+    for (auto& [name, p] : params) leaves.push_back(p);
+    std::vector<at::Tensor> grads = torch::autograd::grad({loss}, leaves);
+    double sq = 0.0;
+    for (const at::Tensor& g : grads) sq += g.to(at::kDouble).pow(2).sum().item<double>();
+    double clip_ratio = s.clip > 0.0 ? (std::sqrt(sq) + 1e-6) / s.clip : 0.0;
+    at::NoGradGuard no_grad;
+    const int t = step + 1;
+    const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
+    size_t i = 0;
+    for (auto& [name, p] : params) {
+      at::Tensor g = grads[i++];
+      if (clip_ratio > 1.0) g = g / clip_ratio;
+      exp_avg[name].lerp_(g, 1.0 - beta1);
+      exp_avg_sq[name].mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+      p.mul_(1.0 - kLr * kWeightDecay);
+      at::Tensor denom = (exp_avg_sq[name].sqrt() / std::sqrt(bc2)).add_(eps);
+      p.addcdiv_(exp_avg[name], denom, -kLr / bc1);
+    }
+  }
+  for (auto& [name, p] : params) trace.params[name] = p.detach().clone();
+  return trace;
+}
+
+std::string compare_traces(const TrainTrace& got, const TrainTrace& want, double loss_rtol, double param_atol) {
+  std::ostringstream out;
+  if (got.first_step + got.losses.size() != want.first_step + want.losses.size()) return "last steps differ";
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    int step = got.first_step + static_cast<int>(i);
+    if (step < want.first_step) continue;
+    double reference = want.losses[step - want.first_step];
+    if (!(std::abs(got.losses[i] - reference) <= loss_rtol * std::abs(reference)))
+      out << "step " << step << ": loss " << got.losses[i] << " vs reference " << reference << "\n";
+  }
+  for (const auto& [name, want_param] : want.params) {
+    auto it = got.params.find(name);
+    if (it == got.params.end()) {
+      out << name << " missing\n";
+      continue;
+    }
+    double diff = (it->second.to(at::kDouble) - want_param.to(at::kDouble)).abs().max().item<double>();
+    if (!(diff <= param_atol)) out << name << ": max |diff| " << diff << " > " << param_atol << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace tierzero::engine::testing

@@ -1,0 +1,62 @@
+// Test scenarios for the ZeRO engine: a tiny Llama trained for a few steps by the engine (any
+// stage, optimizer placement, world size) and by plain single-process autograd with a textbook
+// AdamW (the reference), on the same deterministic token batches.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/zero/comm.h"
+
+namespace tierzero::engine::testing {
+
+struct Scenario {
+  int stage = 0;
+  bool offload = false;          // optimizer on the CPU (cpu_adam)
+  int world_size = 1;
+  int steps = 3;
+  int accumulation = 1;          // micro-batches per rank per step
+  int micro_batch = 2;           // samples per micro-batch
+  int seq_len = 8;
+  bool tied = true;              // tied embeddings (a parameter in two units)
+  double clip = 0.0;             // gradient clipping (max global norm)
+  std::string dtype = "fp32";    // compute dtype: fp32 | bf16 | fp16
+  std::string device = "cpu";    // cpu | cuda
+  int64_t bucket_numel = 1000;   // small, so parameters straddle buckets and partitions
+  int64_t persistence_threshold = 64;
+  int64_t prefetch_numel = 4000;
+  std::string resume_dir;        // continue from the engine checkpoint here (its iteration on)
+  std::string save_dir;          // save an engine checkpoint here after the last step
+
+  // Command-line form, for the multi-rank worker: "--stage=2 --offload=1 ...".
+  std::vector<std::string> to_args() const;
+  // Parses to_args()' form; unknown arguments are an error.
+  static Scenario from_args(const std::vector<std::string>& args);
+  // "stage2_offload_w4_acc1_fp32".
+  std::string name() const;
+};
+
+// The model of every scenario: vocab 64, hidden 32, 2 layers, GQA.
+ModelConfig test_model_config(bool tied);
+
+// Losses per step (mean over the global batch) and the final fp32 parameters.
+struct TrainTrace {
+  int first_step = 0;  // losses[i] is step first_step + i
+  std::vector<double> losses;
+  std::map<std::string, at::Tensor> params;
+};
+
+// Trains with the engine over `comm` (one rank of scenario.world_size).
+TrainTrace train_with_engine(const Scenario& scenario, Comm& comm);
+// Trains the same global batches in one process with plain autograd and AdamW (fp32, CPU).
+TrainTrace train_reference(const Scenario& scenario);
+
+// Empty when `got` matches `want`: losses of the same steps within loss_rtol (relative), every
+// parameter element within param_atol; else a description of each mismatch.
+std::string compare_traces(const TrainTrace& got, const TrainTrace& want, double loss_rtol, double param_atol);
+
+}  // namespace tierzero::engine::testing

@@ -1,0 +1,39 @@
+// One rank of a multi-rank engine test (launched by rank_launcher.h): trains the scenario given on
+// the command line with the engine over a Gloo/NCCL group that meets in a FileStore, trains the
+// single-process reference too, and exits 0 when both agree (1 with the mismatch on stderr).
+// Environment: RANK, WORLD_SIZE, TIERZERO_TEST_STORE (the FileStore path), TIERZERO_TEST_LOSS_RTOL
+// and TIERZERO_TEST_PARAM_ATOL.
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "scenario.h"
+
+using tierzero::engine::Comm;
+using tierzero::engine::testing::Scenario;
+
+int main(int argc, char** argv) {
+  try {
+    Scenario scenario = Scenario::from_args(std::vector<std::string>(argv + 1, argv + argc));
+    int rank = std::atoi(std::getenv("RANK"));
+    auto store = c10::make_intrusive<c10d::FileStore>(std::getenv("TIERZERO_TEST_STORE"), scenario.world_size);
+    at::Device device = scenario.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+    std::unique_ptr<Comm> comm = tierzero::value_or_throw(Comm::create(store, rank, scenario.world_size, device));
+    auto got = tierzero::engine::testing::train_with_engine(scenario, *comm);
+    auto want = tierzero::engine::testing::train_reference(scenario);
+    std::string mismatch = tierzero::engine::testing::compare_traces(
+        got, want, std::atof(std::getenv("TIERZERO_TEST_LOSS_RTOL")), std::atof(std::getenv("TIERZERO_TEST_PARAM_ATOL")));
+    comm->barrier();
+    if (!mismatch.empty()) {
+      std::fprintf(stderr, "rank %d, %s:\n%s", rank, scenario.name().c_str(), mismatch.c_str());
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "worker failed: %s\n", e.what());
+    return 2;
+  }
+}
