@@ -120,7 +120,7 @@ StateDump read_state_dump(const std::string& dir, const std::string& stem) {
     const auto offset = t.at("offset").get<uint64_t>();
     if ((offset + numel) * sizeof(float) > bin.size()) throw std::runtime_error(dir + "/" + stem + ".bin is short");
     d.values.resize(numel);
-    std::memcpy(d.values.data(), bin.data() + offset * sizeof(float), numel * sizeof(float));
+    if (numel > 0) std::memcpy(d.values.data(), bin.data() + offset * sizeof(float), numel * sizeof(float));
     dump.tensors.push_back(std::move(d));
   }
   for (const auto& a : meta.at("aliases")) dump.aliases.emplace_back(a.at(0).get<std::string>(), a.at(1).get<std::string>());
