@@ -1,0 +1,55 @@
+// The DeepSpeed source through the converter (the `tierzero convert` path): fp32 safetensors equal
+// DeepSpeed's zero_to_fp32 bit for bit, tied weights written once, config.json carried over.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/consolidate.h"
+#include "checkpoint/deepspeed_source.h"
+#include "checkpoint/safetensors.h"
+#include "tests/checkpoint/deepspeed_fixtures.h"
+
+namespace tierzero::checkpoint {
+namespace {
+
+using testing::deepspeed_fixtures;
+
+TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) {
+  const auto& fx = deepspeed_fixtures();
+  ASSERT_TRUE(fx.error.empty()) << fx.error;
+  if (fx.dir.empty()) GTEST_SKIP() << fx.skip_reason;
+  ASSERT_TRUE(fx.reference_error.empty()) << fx.reference_error;
+  const std::string stem = fx.reference_skip.empty() ? "ref" : "truth";
+  for (const std::string name : {"s3_w2_fp16", "s2_w3_fp16_nopad"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = fx.dir + "/" + name;
+    auto source = open_deepspeed_checkpoint(dir, "");
+    ASSERT_TRUE(source.ok()) << source.status().to_string();
+    testing::TempDir out;
+    ConvertOptions options;
+    options.dtype = DType::kF32;
+    options.progress = false;
+    const std::string out_dir = out.path() + "/model";
+    auto report = consolidate_to_safetensors(**source, out_dir, options);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    EXPECT_TRUE(std::filesystem::exists(out_dir + "/config.json"));
+
+    auto file = SafetensorsFile::open(out_dir + "/model.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    const testing::StateDump want = testing::read_state_dump(dir, stem);
+    EXPECT_EQ((*file)->header().tensors.size(), want.tensors.size());
+    for (const auto& t : want.tensors) {
+      const SafetensorsTensorInfo* info = (*file)->find(t.name);
+      ASSERT_NE(info, nullptr) << t.name;
+      EXPECT_EQ(info->shape, t.shape) << t.name;
+      const auto bytes = (*file)->data(*info);
+      ASSERT_EQ(bytes.size(), t.values.size() * sizeof(float)) << t.name;
+      EXPECT_EQ(0, std::memcmp(bytes.data(), t.values.data(), bytes.size())) << t.name;
+    }
+    for (const auto& [alias, target] : want.aliases) EXPECT_EQ((*file)->find(alias), nullptr) << alias;
+  }
+}
+
+}  // namespace
+}  // namespace tierzero::checkpoint
