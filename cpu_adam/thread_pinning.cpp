@@ -41,6 +41,7 @@ void ThreadPinner::on_scheduler_entry(bool /*is_worker*/) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpus_[static_cast<size_t>(slot) % cpus_.size()], &set);
+  // Best effort: a refused affinity (e.g. a cgroup without that core) leaves the thread unpinned.
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
