@@ -1,6 +1,5 @@
 // Residency: fetch, writeback, release and prefetch, tier allocation and eviction.
 #include <algorithm>
-#include <atomic>
 
 #include "common/units.h"
 #include "offload/tier_manager_impl.h"

@@ -1,7 +1,5 @@
 // The tier manager's set-up, registry and manifests. Residency (fetch, writeback, release,
 // prefetch, eviction) is in residency.cpp.
-#include <algorithm>
-
 #include "common/units.h"
 #include "offload/tier_manager_impl.h"
 

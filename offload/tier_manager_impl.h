@@ -94,7 +94,7 @@ class TierManagerImpl final : public TierManager {
 
   // Fills the shard's copy in `tier` from its best source; unlocks while copying.
   Status load(std::unique_lock<std::mutex>& lock, Shard& shard, Tier tier, bool prefetching);
-  // Copies the current contents to the home tier and bumps the version when `bump`.
+  // Copies the copy in `from` to the home tier; the home copy is invalid until that succeeds.
   Status copy_home(std::unique_lock<std::mutex>& lock, Shard& shard, Tier from);
 
   Result<ShardView> do_fetch(const std::string& id, Tier tier, Access access);
