@@ -93,6 +93,10 @@ struct IoRequest {
   void* buffer = nullptr;
   uint64_t length = 0;
   bool sync_after = false;  // fdatasync the file once every byte of this request is written
+  // Optional: called once, on an engine thread, right after the ticket becomes ready, with its
+  // status (e.g. to wake a loop that waits for whichever request finishes first). Keep it short
+  // and non-blocking; it must not submit to or destroy the engine.
+  std::function<void(const Status&)> on_complete = nullptr;
 };
 
 namespace detail {

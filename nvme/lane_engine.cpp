@@ -38,6 +38,7 @@ std::shared_ptr<detail::TicketState> LaneEngine::prepare(IoRequest& request) {
   state->offset = request.offset;
   state->length = request.length;
   state->sync_after = request.sync_after;
+  state->on_complete = std::move(request.on_complete);
   state->submitted = std::chrono::steady_clock::now();
   Status s = check_request(request);
   if (s.ok()) s = plan_pieces(*state, static_cast<std::byte*>(request.buffer), config_.block_size);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -57,6 +58,7 @@ struct TicketState {
   uint64_t offset = 0;
   uint64_t length = 0;
   bool sync_after = false;
+  std::function<void(const Status&)> on_complete;
   std::chrono::steady_clock::time_point submitted;
   std::vector<Piece> pieces;  // never resized after planning: backends hold pointers into it
 

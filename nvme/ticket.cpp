@@ -35,6 +35,7 @@ void TicketState::complete_now(const Status& final_status) {
     keep_alive = std::move(self);
     cv.notify_all();
   }
+  if (on_complete) on_complete(final_status);
 }
 
 }  // namespace detail

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "common/progress.h"
 
@@ -20,20 +23,26 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Block i's content: its first word is i, the rest a slot-seeded stream, so a block read from
-// the wrong offset or a stale buffer is caught. The stream depends only on i % slots, so write
-// passes fill each buffer once and stamp the index per request.
-void fill_stream(std::byte* p, uint64_t bytes, uint64_t seed) {
-  uint64_t word = splitmix64(seed);
+// Block b's content: one fixed pseudo-random stream, with (b, page) stamped at the start of every
+// 4 KiB page, so a block or page read from the wrong offset, or a buffer that was never written,
+// is caught. Buffers are filled once; each request only re-stamps.
+constexpr uint64_t kStampEvery = 4096;
+
+void fill_stream(std::byte* p, uint64_t bytes) {
+  uint64_t word = splitmix64(42);
   for (uint64_t off = 0; off + 8 <= bytes; off += 8) {
     word = splitmix64(word);
     std::memcpy(p + off, &word, 8);
   }
-  for (uint64_t off = bytes / 8 * 8; off < bytes; ++off) p[off] = static_cast<std::byte>(seed);
+  for (uint64_t off = bytes / 8 * 8; off < bytes; ++off) p[off] = std::byte{0x5A};
 }
 
 void stamp(std::byte* p, uint64_t bytes, uint64_t block) {
-  std::memcpy(p, &block, std::min<uint64_t>(8, bytes));
+  for (uint64_t off = 0; off + 16 <= bytes; off += kStampEvery) {
+    const uint64_t page = off / kStampEvery;
+    std::memcpy(p + off, &block, 8);
+    std::memcpy(p + off + 8, &page, 8);
+  }
 }
 
 double cpu_seconds() {
@@ -60,6 +69,35 @@ BenchBuffers::BenchBuffers(nvme::IoEngine& engine, uint32_t slots, uint64_t bloc
 
 BenchBuffers::~BenchBuffers() { (void)engine_.unregister_buffer(memory_.get()); }
 
+namespace {
+
+// Slots whose request has completed, in completion order: the pass refills whichever finishes
+// first, as fio does, so one slow request never idles the rest of the queue.
+class CompletedSlots {
+ public:
+  void push(uint32_t slot) {
+    {
+      std::lock_guard lock(mu_);
+      slots_.push_back(slot);
+    }
+    cv_.notify_one();
+  }
+  uint32_t pop() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !slots_.empty(); });
+    const uint32_t slot = slots_.front();
+    slots_.pop_front();
+    return slot;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<uint32_t> slots_;
+};
+
+}  // namespace
+
 Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, BenchBuffers& buffers, uint64_t size,
                             PassData data, const std::string& label) {
   const uint64_t bs = buffers.block_size();
@@ -67,23 +105,26 @@ Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, B
   const uint32_t slots = buffers.slots();
   const nvme::Op op = data == PassData::kWritePattern ? nvme::Op::kWrite : nvme::Op::kRead;
   if (op == nvme::Op::kWrite) {
-    for (uint32_t s = 0; s < slots; ++s) fill_stream(buffers.slot(s), bs, s);
+    for (uint32_t s = 0; s < slots; ++s) fill_stream(buffers.slot(s), bs);
   }
   nvme::AlignedBuffer expected = nvme::allocate_aligned(bs);
   std::vector<nvme::IoTicket> in_flight(slots);
+  std::vector<uint64_t> block_in_slot(slots);
+  CompletedSlots completed;
   std::vector<double> latencies_us;
   latencies_us.reserve(blocks);
   ProgressBar bar(label, size);
   Status first_error;
 
-  // Completes the request in `slot` (block `block`): its status, latency, and for kVerify its data.
-  auto finish = [&](uint32_t slot, uint64_t block) {
+  // Completes the request in `slot`: its status, latency, and for kVerify its data.
+  auto finish = [&](uint32_t slot) {
+    const uint64_t block = block_in_slot[slot];
     Status s = in_flight[slot].wait();
     latencies_us.push_back(std::chrono::duration<double, std::micro>(in_flight[slot].elapsed()).count());
     in_flight[slot] = {};
     const uint64_t len = std::min(bs, size - block * bs);
     if (s.ok() && data == PassData::kVerify) {
-      fill_stream(expected.get(), len, block % slots);
+      fill_stream(expected.get(), len);
       stamp(expected.get(), len, block);
       if (std::memcmp(expected.get(), buffers.slot(slot), len) != 0) {
         s = corrupt("data read back from " + file->path() + " at offset " + std::to_string(block * bs) +
@@ -93,21 +134,23 @@ Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, B
     if (!s.ok() && first_error.ok()) first_error = s;
     bar.advance(len);
   };
+  auto submit = [&](uint32_t slot, uint64_t block) {
+    const uint64_t len = std::min(bs, size - block * bs);
+    block_in_slot[slot] = block;
+    if (op == nvme::Op::kWrite) stamp(buffers.slot(slot), len, block);
+    in_flight[slot] = engine.submit(nvme::IoRequest{file, op, block * bs, buffers.slot(slot), len, false,
+                                                    [&completed, slot](const Status&) { completed.push(slot); }});
+  };
 
   const double cpu0 = cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
-  uint64_t submitted = 0;
-  for (; submitted < blocks && first_error.ok(); ++submitted) {
-    const uint64_t block = submitted;
-    const auto slot = static_cast<uint32_t>(block % slots);
-    if (in_flight[slot].valid()) finish(slot, block - slots);
-    const uint64_t len = std::min(bs, size - block * bs);
-    if (op == nvme::Op::kWrite) stamp(buffers.slot(slot), len, block);
-    in_flight[slot] = engine.submit(nvme::IoRequest{file, op, block * bs, buffers.slot(slot), len, false});
-  }
-  for (uint64_t block = submitted > slots ? submitted - slots : 0; block < submitted; ++block) {
-    const auto slot = static_cast<uint32_t>(block % slots);
-    if (in_flight[slot].valid()) finish(slot, block);
+  uint64_t submitted = 0, finished = 0;
+  for (; submitted < std::min<uint64_t>(blocks, slots); ++submitted) submit(static_cast<uint32_t>(submitted), submitted);
+  while (finished < submitted) {
+    const uint32_t slot = completed.pop();
+    finish(slot);
+    ++finished;
+    if (submitted < blocks && first_error.ok()) submit(slot, submitted++);
   }
   const auto t1 = std::chrono::steady_clock::now();
   const double cpu1 = cpu_seconds();

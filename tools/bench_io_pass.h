@@ -41,14 +41,15 @@ struct PassResult {
 
 // What a pass does with the data.
 enum class PassData {
-  kWritePattern,  // writes block i as pattern_for(i) (generated untimed where possible)
+  kWritePattern,  // writes block b as a fixed stream stamped with b (buffers filled once, untimed)
   kRead,          // reads, ignoring the content
-  kVerify,        // reads and checks every block against pattern_for(i)
+  kVerify,        // reads and checks every block against what kWritePattern wrote there
 };
 
 // Moves `size` bytes of `file` sequentially from offset 0 in requests of buffers.block_size(),
-// keeping every buffer in flight; shows a progress bar labelled `label`. kVerify returns
-// kCorrupt naming the first block that differs.
+// keeping every buffer in flight (a finished request's buffer takes the next block at once);
+// shows a progress bar labelled `label`. kVerify returns kCorrupt naming the first block that
+// differs.
 Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, BenchBuffers& buffers, uint64_t size,
                             PassData data, const std::string& label);
 

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -120,6 +121,33 @@ TEST(IoEngineTest, InvalidRequestsCompleteWithInvalidArgument) {
   EXPECT_TRUE(empty.ready());
   EXPECT_EQ(IoTicket().wait().code(), ErrorCode::kInvalidArgument);
   EXPECT_FALSE(IoTicket().ready());
+}
+
+TEST(IoEngineTest, OnCompleteRunsOnceWithTheStatus) {
+  TestDir dir;
+  auto engine = IoEngine::create(IoConfig{}).value();
+  FileRef f = engine->open(dir.file("cb"), OpenOptions{OpenMode::kReadWrite}).value();
+  auto data = random_bytes(300000, 22);
+  std::atomic<int> calls{0};
+  std::atomic<bool> all_ok{true};
+  auto count = [&](const Status& s) {
+    ++calls;
+    if (!s.ok()) all_ok = false;
+  };
+  IoTicket w = engine->submit(IoRequest{f, Op::kWrite, 0, data.data(), data.size(), false, count});
+  ASSERT_TRUE(w.wait().ok());
+  std::vector<uint8_t> back(data.size());
+  IoTicket r = engine->submit(IoRequest{f, Op::kRead, 0, back.data(), back.size(), false, count});
+  ASSERT_TRUE(r.wait().ok());
+  IoTicket bad = engine->submit(IoRequest{f, Op::kRead, 0, nullptr, 10, false, [&](const Status& s) {
+                                            EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+                                            ++calls;
+                                          }});
+  EXPECT_FALSE(bad.wait().ok());
+  engine.reset();  // drains: every callback has run
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_TRUE(all_ok.load());
+  EXPECT_EQ(back, data);
 }
 
 TEST(IoEngineTest, PreallocationKeepsTheSize) {
