@@ -125,6 +125,7 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
       const std::span<const float> values(data.get(), static_cast<size_t>(specs[i].numel()));
       TZ_RETURN_IF_ERROR(append_converted(*writer, values, options.dtype, scratch)
                              .with_context(fmt::format("writing tensor '{}' to {}", specs[i].name, path)));
+      prefetcher.recycle(std::move(data), values.size());
       if (progress) progress->advance(tensors[i].bytes().value());
     }
     TZ_RETURN_IF_ERROR(writer->finish());

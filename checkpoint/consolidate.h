@@ -14,7 +14,7 @@ namespace tierzero::checkpoint {
 struct ConvertOptions {
   DType dtype = DType::kBF16;                 // F32, F16 or BF16 (round to nearest even)
   uint64_t max_shard_bytes = 5'000'000'000;   // tensor data per output file (transformers' "5GB")
-  uint64_t read_ahead_bytes = 1ull << 30;     // fp32 tensors read ahead of the writer (at least one)
+  uint64_t read_ahead_bytes = 512ull << 20;   // fp32 tensors read ahead of the writer (at least one)
   uint64_t write_buffer_bytes = 16ull << 20;  // per nvme write buffer
   uint32_t write_buffers = 4;                 // in flight while the next one fills
   nvme::IoConfig io;                          // how output is written
@@ -35,8 +35,9 @@ struct ConvertReport {
 // written under `out_dir` + ".partial", fsynced, and renamed to `out_dir` only when complete; on
 // failure the partial directory is removed, so `out_dir` never holds a partial result.
 // Reading, converting and writing overlap: a reader thread fills fp32 tensors ahead while the
-// caller's thread converts and hands buffers to the nvme engine. Peak memory: read_ahead_bytes (or
-// the largest fp32 tensor) plus write_buffers * write_buffer_bytes.
+// caller's thread converts and hands buffers to the nvme engine. Peak memory: up to twice
+// read_ahead_bytes (tensors queued plus buffers kept for reuse; at least the largest fp32 tensor)
+// plus write_buffers * write_buffer_bytes, whatever the model size.
 Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, const std::string& out_dir,
                                                  const ConvertOptions& options);
 

@@ -24,7 +24,7 @@ void TensorPrefetcher::run() {
       cv_.wait(lock, [&] { return stop_ || ready_.empty() || queued_bytes_ + bytes <= budget_; });
       if (stop_) return;
     }
-    std::unique_ptr<float[]> data(new float[numel == 0 ? 1 : numel]);
+    std::unique_ptr<float[]> data = take_buffer(numel);
     Status status = source_.read_fp32(i, std::span(data.get(), numel));
     std::lock_guard lock(mu_);
     if (!status.ok()) {
@@ -47,6 +47,31 @@ Result<std::unique_ptr<float[]>> TensorPrefetcher::next() {
   queued_bytes_ -= bytes;
   cv_.notify_all();
   return std::move(data);
+}
+
+}  // namespace tierzero::checkpoint
+
+namespace tierzero::checkpoint {
+
+std::unique_ptr<float[]> TensorPrefetcher::take_buffer(uint64_t numel) {
+  std::lock_guard lock(mu_);
+  auto best = pool_.end();
+  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
+    if (it->second >= numel && (best == pool_.end() || it->second < best->second)) best = it;
+  }
+  if (best == pool_.end()) return std::unique_ptr<float[]>(new float[numel == 0 ? 1 : numel]);
+  std::unique_ptr<float[]> data = std::move(best->first);
+  pool_bytes_ -= best->second * sizeof(float);
+  pool_.erase(best);
+  return data;
+}
+
+void TensorPrefetcher::recycle(std::unique_ptr<float[]> data, uint64_t numel) {
+  std::lock_guard lock(mu_);
+  const uint64_t bytes = numel * sizeof(float);
+  if (pool_bytes_ + queued_bytes_ + bytes > budget_) return;
+  pool_.emplace_back(std::move(data), numel);
+  pool_bytes_ += bytes;
 }
 
 }  // namespace tierzero::checkpoint

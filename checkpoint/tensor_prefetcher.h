@@ -9,6 +9,8 @@
 #include <mutex>
 #include <span>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/consolidation_source.h"
 
@@ -26,15 +28,22 @@ class TensorPrefetcher {
 
   // The next tensor's fp32 data, in order; the first read error ends the stream with it.
   Result<std::unique_ptr<float[]>> next();
+  // Hands back a buffer from next() holding `numel` floats, for reuse: fresh allocations of
+  // large tensors cost a page fault per 4 KiB, which reuse avoids. Kept only within the budget.
+  void recycle(std::unique_ptr<float[]> data, uint64_t numel);
 
  private:
   void run();
+  // A recycled buffer of at least `numel` floats (removed from the pool), or a new one.
+  std::unique_ptr<float[]> take_buffer(uint64_t numel);
   ConsolidationSource& source_;
   uint64_t budget_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::unique_ptr<float[]>, uint64_t>> ready_;  // data, bytes
   uint64_t queued_bytes_ = 0;
+  std::vector<std::pair<std::unique_ptr<float[]>, uint64_t>> pool_;  // data, capacity in floats
+  uint64_t pool_bytes_ = 0;
   Status error_;
   bool stop_ = false;
   std::thread thread_;
