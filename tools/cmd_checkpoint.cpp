@@ -3,8 +3,6 @@
 #include <filesystem>
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "checkpoint/engine_checkpoint.h"
 #include "common/units.h"
 #include "tools/commands.h"
@@ -18,7 +16,9 @@ struct CheckpointFlags {
 };
 
 std::string shape_text(const std::vector<int64_t>& shape) {
-  return "[" + fmt::format("{}", fmt::join(shape, ", ")) + "]";
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
 }
 
 void run_verify(const CheckpointFlags& flags) {
@@ -54,7 +54,7 @@ void run_inspect(const CheckpointFlags& flags) {
   std::printf("model config %s\n", m.model_config_json.empty() ? "none" : "present");
   for (size_t g = 0; g < m.groups.size(); ++g) {
     std::string states;
-    for (const auto& s : m.groups[g].states) states += fmt::format(" {}:{}", s.name, checkpoint::dtype_name(s.dtype));
+    for (const auto& s : m.groups[g].states) states += " " + s.name + ":" + std::string(checkpoint::dtype_name(s.dtype));
     std::printf("group %zu      %zu tensors, %llu elements, %llu per rank; states%s\n", g, m.groups[g].params.size(),
                 static_cast<unsigned long long>(m.groups[g].numel()),
                 static_cast<unsigned long long>(
