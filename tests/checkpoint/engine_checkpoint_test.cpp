@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "checkpoint_fixture.h"
@@ -140,6 +141,26 @@ TEST(EngineCheckpoint, ReadsFlatRangesAcrossRanks) {
   // Going backwards restarts the stream.
   ASSERT_TRUE((*reader)->read_flat_range(0, 1, 3, std::as_writable_bytes(std::span(range))).ok());
   EXPECT_EQ(range[0], data.logical(0, 1)[3]);
+  EXPECT_TRUE((*reader)->finish_reads().ok());
+}
+
+// A tensor above the parallel-read threshold: its pieces come from every rank file at once.
+TEST(EngineCheckpoint, ReadsLargeTensorsFromAllRanksConcurrently) {
+  ScratchDir dir;
+  CheckpointManifest m;
+  m.zero_stage = 3;
+  m.world_size = 4;
+  FlatGroup g;
+  g.params = {{"small", {3}}, {"big", {2048, 1100}}, {"tail", {5}}};
+  g.states = {{"fp32", DType::kF32}};
+  m.groups.push_back(g);
+  FixtureData data(m);
+  ASSERT_TRUE(save_checkpoint(dir.path(), "t", m, data.ranks()).ok());
+  auto reader = CheckpointReader::open(dir.path());
+  ASSERT_TRUE(reader.ok());
+  std::vector<float> big(2048 * 1100 + 5);
+  ASSERT_TRUE((*reader)->read_flat_range(0, 0, 3, std::as_writable_bytes(std::span(big))).ok());
+  EXPECT_TRUE(std::equal(big.begin(), big.end(), data.logical(0, 0).begin() + 3));
   EXPECT_TRUE((*reader)->finish_reads().ok());
 }
 
