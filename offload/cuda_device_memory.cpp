@@ -117,7 +117,8 @@ class CudaDeviceMemory final : public DeviceMemory {
   Result<std::unique_ptr<DeviceEvent>> create_event() override {
     cudaSetDevice(device_);
     cudaEvent_t e = nullptr;
-    TZ_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&e), "cudaEventCreate"));
+    // Blocking sync: a waiting transfer thread sleeps instead of spinning a core the I/O needs.
+    TZ_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&e, cudaEventBlockingSync), "cudaEventCreate"));
     return std::unique_ptr<DeviceEvent>(std::make_unique<CudaEvent>(device_, e, lanes_));
   }
 
