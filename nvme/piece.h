@@ -52,7 +52,7 @@ namespace detail {
 // Everything about one submitted request. Kept alive by `self` until its last piece settles,
 // so a caller may drop its IoTicket at once.
 struct TicketState {
-  FileRef file;
+  FileRef file;  // released just before completion
   PosixFile* posix_file = nullptr;  // `file` when this engine opened it (registered-file I/O), else null
   Op op = Op::kRead;
   uint64_t offset = 0;

@@ -26,6 +26,9 @@ void TicketState::piece_settled(const Piece& piece, const Status& piece_status) 
 }
 
 void TicketState::complete_now(const Status& final_status) {
+  // The request lets go of its file before anyone can see it complete, so a caller that drops its
+  // own FileRef after wait() really closes the file.
+  file.reset();
   std::shared_ptr<TicketState> keep_alive;
   {
     std::lock_guard lock(mu);
