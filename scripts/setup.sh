@@ -13,7 +13,7 @@ run_tests=0
 debian_packages=(
   build-essential cmake ninja-build pkg-config git python3 python3-venv python3-pip
   liburing-dev libaio-dev libtbb-dev libhwy-dev libzstd-dev libxxhash-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev fio
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev fio libgloo-dev
 )
 missing=()
 for p in "${debian_packages[@]}"; do
@@ -40,8 +40,10 @@ if ! has_torch "$python"; then
     "$python" -m pip install -q "${python_packages[@]}"
   fi
 fi
-for mod in numpy safetensors deepspeed; do
-  "$python" -c "import $mod" 2>/dev/null || "$python" -m pip install -q "$mod"
+# The test references beside torch: safetensors and transformers (format and model parity),
+# deepspeed (its zero_to_fp32 is the reference for the DeepSpeed import).
+for package in "${python_packages[@]:1}"; do
+  "$python" -c "import $package" 2>/dev/null || "$python" -m pip install -q "$package"
 done
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$python")" > build.log 2>&1 \
