@@ -184,7 +184,8 @@ Result<VerifyReport> verify_checkpoint(const std::string& dir, const std::string
 // DIR/latest when `tag` is empty, or a manifest.json directly in `dir`.
 bool is_engine_checkpoint(const std::string& dir, const std::string& tag = "");
 // The checkpoint as whole fp32 tensors: replicated tensors first, then every group's parameters
-// (from states[0]), aliases as saved.
+// (from states[0]), aliases as saved. The model config is the manifest's, else DIR/config.json
+// (Hugging Face Trainer's layout), else none.
 Result<std::unique_ptr<ConsolidationSource>> open_engine_checkpoint_source(const std::string& dir,
                                                                           const std::string& tag = "");
 

@@ -7,6 +7,7 @@
 
 #include "checkpoint/engine_checkpoint.h"
 #include "checkpoint/float_convert.h"
+#include "checkpoint/manifest_io.h"
 #include "checkpoint/reader_paths.h"
 
 namespace tierzero::checkpoint {
@@ -46,7 +47,8 @@ Status widen_to_fp32(DType dtype, const std::byte* in, std::span<float> out, con
 
 class EngineSource final : public ConsolidationSource {
  public:
-  explicit EngineSource(std::unique_ptr<CheckpointReader> reader) : reader_(std::move(reader)) {
+  EngineSource(std::unique_ptr<CheckpointReader> reader, std::string config_json)
+      : reader_(std::move(reader)), config_json_(std::move(config_json)) {
     const CheckpointManifest& m = reader_->manifest();
     for (size_t i = 0; i < m.replicated.size(); ++i) {
       tensors_.push_back(m.replicated[i].spec);
@@ -66,7 +68,7 @@ class EngineSource final : public ConsolidationSource {
   const std::vector<std::pair<std::string, std::string>>& aliases() const override {
     return reader_->manifest().aliases;
   }
-  std::string model_config_json() const override { return reader_->manifest().model_config_json; }
+  std::string model_config_json() const override { return config_json_; }
 
   Status read_fp32(size_t index, std::span<float> out) override {
     if (index >= tensors_.size() || static_cast<int64_t>(out.size()) != tensors_[index].numel()) {
@@ -108,6 +110,7 @@ class EngineSource final : public ConsolidationSource {
     bool last_in_group; // after it, the group's sections are read to their ends and verified
   };
   std::unique_ptr<CheckpointReader> reader_;
+  std::string config_json_;
   std::vector<TensorSpec> tensors_;
   std::vector<Location> where_;
 };
@@ -122,7 +125,11 @@ bool is_engine_checkpoint(const std::string& dir, const std::string& tag) {
 Result<std::unique_ptr<ConsolidationSource>> open_engine_checkpoint_source(const std::string& dir,
                                                                           const std::string& tag) {
   TZ_ASSIGN_OR_RETURN(auto reader, CheckpointReader::open(dir, tag));
-  return std::unique_ptr<ConsolidationSource>(new EngineSource(std::move(reader)));
+  std::string config = reader->manifest().model_config_json;
+  if (config.empty() && std::filesystem::exists(dir + "/config.json")) {
+    TZ_ASSIGN_OR_RETURN(config, read_text_file(dir + "/config.json"));
+  }
+  return std::unique_ptr<ConsolidationSource>(new EngineSource(std::move(reader), std::move(config)));
 }
 
 }  // namespace tierzero::checkpoint

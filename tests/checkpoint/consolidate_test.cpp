@@ -130,6 +130,17 @@ TEST_F(Consolidate, AFailureLeavesNothingInOut) {
   EXPECT_FALSE(fs::exists(out + ".partial"));
 }
 
+TEST_F(Consolidate, TakesConfigJsonFromTheCheckpointDirectoryWhenTheManifestHasNone) {
+  CheckpointManifest bare = manifest_;
+  bare.model_config_json.clear();
+  FixtureData data(bare);
+  ASSERT_TRUE(save_checkpoint(dir_.file("bare"), "t", bare, data.ranks()).ok());
+  testing::write_text(dir_.file("bare/config.json"), "{\"model_type\": \"llama\"}");
+  auto source = open_engine_checkpoint_source(dir_.file("bare"));
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ((*source)->model_config_json(), "{\"model_type\": \"llama\"}");
+}
+
 TEST_F(Consolidate, RefusesANonEmptyOutput) {
   const std::string out = dir_.file("busy");
   fs::create_directories(out);
