@@ -24,5 +24,7 @@ void add_checkpoint_command(CLI::App& app);
 void add_bench_pcie_command(CLI::App& bench);
 // `tierzero bench tiers`: offload/ NVMe <-> GPU streaming vs min(NVMe, PCIe) bandwidth.
 void add_bench_tiers_command(CLI::App& bench);
+// `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
+void add_train_command(CLI::App& app);
 
 }  // namespace tierzero::tools

@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   tierzero::tools::add_bench_adam_command(*bench);
   tierzero::tools::add_convert_command(app);
   tierzero::tools::add_checkpoint_command(app);
+#ifdef TIERZERO_HAVE_TRAIN
+  tierzero::tools::add_train_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

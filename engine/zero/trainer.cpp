@@ -1,6 +1,7 @@
 #include "engine/zero/trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #ifdef TIERZERO_ENGINE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -43,6 +44,15 @@ at::Device pick_device() {
   c10::cuda::set_device(index);
 #endif
   return at::Device(at::kCUDA, index);
+}
+
+// Intra-op CPU threads for a model of `parameters` on `device`: OMP_NUM_THREADS when set; else one
+// for small models on the CPU (their matmuls are too small to split, and OpenMP's spinning
+// threads made the tiny default run 15x slower on a busy 2-core machine); else LibTorch's default.
+void choose_cpu_threads(at::Device device, int64_t parameters) {
+  constexpr int64_t kSmallModel = 50'000'000;
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if ((omp == nullptr || *omp == '\0') && device.is_cpu() && parameters < kSmallModel) at::set_num_threads(1);
 }
 
 // Bytes the CUDA caching allocator has handed out on `device`; -1 on the CPU.
@@ -164,6 +174,7 @@ Result<TrainSummary> train(const TrainArgs& args, std::FILE* out) {
   TZ_ASSIGN_OR_RETURN(ModelAndWeights model_and_weights, load_model(args));
   const ModelConfig& model_config = model_and_weights.config;
   std::unique_ptr<FunctionalModel> model = make_causal_lm(model_config);
+  choose_cpu_threads(device, num_parameters(model_config));
 
   ResolveHints hints;
   hints.world_size = comm->world_size();
@@ -222,10 +233,11 @@ Result<TrainSummary> train(const TrainArgs& args, std::FILE* out) {
     std::fprintf(out, "  data %s: %lld samples of %lld tokens | config %s\n", data_path.c_str(),
                  static_cast<long long>(samples->size()), static_cast<long long>(samples->seq_len()),
                  config_path.c_str());
-    std::fprintf(out, "  ZeRO stage %d, %s, optimizer on %s | %d rank%s (%s) on %s | batch %lld = %lld x %lld x %d\n",
+    std::fprintf(out, "  ZeRO stage %d, %s, optimizer on %s | %d rank%s (%s) on %s, %d CPU thread%s | batch %lld = %lld x %lld x %d\n",
                  options.partition.stage, precision_name(config.precision()), engine.optimizer().placement().c_str(),
                  comm->world_size(), comm->world_size() > 1 ? "s" : "", comm->backend_name().c_str(),
-                 device.str().c_str(), static_cast<long long>(micro_batch * accumulation * comm->world_size()),
+                 device.str().c_str(), at::get_num_threads(), at::get_num_threads() > 1 ? "s" : "",
+                 static_cast<long long>(micro_batch * accumulation * comm->world_size()),
                  static_cast<long long>(micro_batch), static_cast<long long>(accumulation), comm->world_size());
     if (first_step > 0) std::fprintf(out, "  resumed from %s at step %lld\n", args.resume_dir.c_str(),
                                      static_cast<long long>(first_step));

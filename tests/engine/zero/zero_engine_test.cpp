@@ -2,6 +2,7 @@
 // optimizer, on 1, 2 and 4 ranks over Gloo (CUDA + NCCL where a GPU exists), gradient
 // accumulation equal to the larger batch, clipping, bf16 compute, and fp16 overflow skipping.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,6 +25,14 @@ constexpr double kBf16LossRtol = 2e-2;
 constexpr double kBf16ParamAtol = 5e-2;
 
 bool has_cuda() { return at::hasCUDA(); }
+
+// One intra-op thread, as the rank workers use: the models are tiny, and OpenMP's spinning threads
+// are many times slower than one on a busy 2-core machine.
+class OneCpuThread : public ::testing::Environment {
+ public:
+  void SetUp() override { at::set_num_threads(1); }
+};
+::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
 
 // ---- One process, no process group -----------------------------------------------------------
 

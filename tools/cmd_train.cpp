@@ -1,0 +1,29 @@
+// `tierzero train`: ZeRO training (stages 0-3, optional CPU optimizer) of a Llama-family model.
+// With no arguments: the built-in tiny Llama on the bundled tiny corpus with configs/tiny.json,
+// on CUDA when available, else the CPU. Under torchrun, every rank runs it.
+#include <cstdio>
+
+#include "common/status.h"
+#include "engine/zero/trainer.h"
+#include "tools/commands.h"
+
+namespace tierzero::tools {
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<engine::TrainArgs>();
+  CLI::App* train = app.add_subcommand(
+      "train", "Train with ZeRO (no arguments: a tiny built-in Llama on a bundled corpus, about a minute on a CPU)");
+  train->add_option("--config", args->config_path, "DeepSpeed ds_config JSON (default configs/tiny.json)");
+  auto* model = train->add_option("--model", args->model_dir, "Hugging Face model directory (config.json + safetensors)");
+  train->add_option("--model-config", args->model_config_path, "Hugging Face config.json: a randomly initialised model")
+      ->excludes(model);
+  train->add_option("--data", args->data_path, "token file (TZTOKENS, .u16, .u32) or JSONL (default: tierzero.data.path)");
+  train->add_option("--steps", args->steps, "optimizer steps (default: the scheduler's total_num_steps, else 100)")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
+  train->add_option("--resume", args->resume_dir, "continue from the latest engine checkpoint here");
+  train->add_option("--seed", args->init_seed, "random initialisation seed (without --model)");
+  train->callback([args] { value_or_throw(engine::train(*args, stdout)); });
+}
+
+}  // namespace tierzero::tools
