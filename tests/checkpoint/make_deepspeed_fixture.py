@@ -52,6 +52,7 @@ def deepspeed_classes():
             sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
         module = sys.modules[module_name]
         cls.__module__ = module_name
+        cls.__qualname__ = cls.__name__  # pickle finds a class by module + qualname
         setattr(module, cls.__name__, cls)
     return ZeroStageEnum, DynamicLossScaler
 
