@@ -36,9 +36,9 @@ class OneCpuThread : public ::testing::Environment {
 
 // ---- One process, no process group -----------------------------------------------------------
 
-class SingleProcess : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+class ZeroSingleProcess : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
-TEST_P(SingleProcess, MatchesReference) {
+TEST_P(ZeroSingleProcess, MatchesReference) {
   Scenario s;
   s.stage = std::get<0>(GetParam());
   s.offload = std::get<1>(GetParam());
@@ -47,13 +47,13 @@ TEST_P(SingleProcess, MatchesReference) {
   EXPECT_EQ(mismatch, "") << s.name();
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, SingleProcess, ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Bool()),
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroSingleProcess, ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Bool()),
                          [](const auto& info) {
                            return "stage" + std::to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_offload" : "");
                          });
 
-TEST(SingleProcess, Bf16ComputeTracksReference) {
+TEST(ZeroSingleProcess, Bf16ComputeTracksReference) {
   Scenario s;
   s.stage = 3;
   s.dtype = "bf16";
@@ -61,7 +61,7 @@ TEST(SingleProcess, Bf16ComputeTracksReference) {
   EXPECT_EQ(compare_traces(train_with_engine(s, *comm), train_reference(s), kBf16LossRtol, kBf16ParamAtol), "");
 }
 
-TEST(SingleProcess, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
+TEST(ZeroSingleProcess, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   ModelConfig config = test_model_config(true);
   std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
   ZeroEngineOptions options;
@@ -92,9 +92,9 @@ TEST(SingleProcess, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
 
 // ---- Several processes over a process group ----------------------------------------------------
 
-class MultiRank : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+class ZeroMultiRank : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
-TEST_P(MultiRank, MatchesReference) {
+TEST_P(ZeroMultiRank, MatchesReference) {
   Scenario s;
   s.world_size = std::get<0>(GetParam());
   s.stage = std::get<1>(GetParam());
@@ -102,7 +102,7 @@ TEST_P(MultiRank, MatchesReference) {
   EXPECT_EQ(run_ranks(s, kLossRtol, kParamAtol), "") << s.name();
 }
 
-INSTANTIATE_TEST_SUITE_P(Gloo, MultiRank,
+INSTANTIATE_TEST_SUITE_P(Gloo, ZeroMultiRank,
                          ::testing::Combine(::testing::Values(2, 4), ::testing::Values(0, 1, 2, 3), ::testing::Bool()),
                          [](const auto& info) {
                            return "w" + std::to_string(std::get<0>(info.param)) + "_stage" +
@@ -110,13 +110,13 @@ INSTANTIATE_TEST_SUITE_P(Gloo, MultiRank,
                                   (std::get<2>(info.param) ? "_offload" : "");
                          });
 
-TEST(MultiRank, OneRankGlooGroupMatchesReference) {
+TEST(ZeroMultiRank, OneRankGlooGroupMatchesReference) {
   Scenario s;
   s.stage = 3;
   EXPECT_EQ(run_ranks(s, kLossRtol, kParamAtol), "");
 }
 
-TEST(MultiRank, GradientAccumulationEqualsTheLargerBatch) {
+TEST(ZeroMultiRank, GradientAccumulationEqualsTheLargerBatch) {
   for (int stage : {1, 2, 3}) {
     Scenario s;
     s.world_size = 2;
@@ -127,7 +127,7 @@ TEST(MultiRank, GradientAccumulationEqualsTheLargerBatch) {
   }
 }
 
-TEST(MultiRank, ClipsByTheGlobalNorm) {
+TEST(ZeroMultiRank, ClipsByTheGlobalNorm) {
   for (int stage : {0, 2, 3}) {
     Scenario s;
     s.world_size = 2;
@@ -139,7 +139,7 @@ TEST(MultiRank, ClipsByTheGlobalNorm) {
 
 // ---- Checkpoints -------------------------------------------------------------------------------
 
-TEST(Checkpoint, ResumeReproducesTheUninterruptedRunExactly) {
+TEST(ZeroCheckpoint, ResumeReproducesTheUninterruptedRunExactly) {
   std::string dir = make_temp_dir();
   std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
   for (int stage : {0, 2, 3}) {
@@ -161,7 +161,7 @@ TEST(Checkpoint, ResumeReproducesTheUninterruptedRunExactly) {
   remove_tree(dir);
 }
 
-TEST(Checkpoint, ResumesOnAnotherWorldSize) {
+TEST(ZeroCheckpoint, ResumesOnAnotherWorldSize) {
   std::string dir = make_temp_dir();
   for (int stage : {1, 3}) {
     Scenario saved;
@@ -183,7 +183,7 @@ TEST(Checkpoint, ResumesOnAnotherWorldSize) {
 
 // ---- GPU: CUDA kernels, NCCL -------------------------------------------------------------------
 
-TEST(Gpu, StagesOnOneGpuWithNccl) {
+TEST(ZeroGpu, StagesOnOneGpuWithNccl) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   for (int stage : {0, 1, 2, 3}) {
     for (bool offload : {false, true}) {
@@ -197,7 +197,7 @@ TEST(Gpu, StagesOnOneGpuWithNccl) {
   }
 }
 
-TEST(Gpu, Bf16OnCudaTracksReference) {
+TEST(ZeroGpu, Bf16OnCudaTracksReference) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   for (bool offload : {false, true}) {
     Scenario s;
@@ -209,7 +209,7 @@ TEST(Gpu, Bf16OnCudaTracksReference) {
   }
 }
 
-TEST(Gpu, TwoGpusWithNccl) {
+TEST(ZeroGpu, TwoGpusWithNccl) {
   if (!has_cuda() || at::getNumGPUs() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices";
   for (int stage : {1, 2, 3}) {
     Scenario s;
