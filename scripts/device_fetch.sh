@@ -11,9 +11,18 @@ build_debs=(
 )
 # fio and every package whose libraries it links here (from ldd), less the C/C++ runtime the GPU
 # machine has newer, for `bench io --vs-fio` there.
+# dpkg knows a library by the path its package installed (/lib or /usr/lib on a usrmerged system).
+owner_of() {
+  local path=$1 real
+  real=$(readlink -f "$path")
+  for candidate in "$path" "$real" "${path#/usr}" "${real#/usr}"; do
+    dpkg -S "$candidate" 2>/dev/null | head -1 | cut -d: -f1 && return
+  done
+}
 mapfile -t fio_debs < <(
-  { echo fio; ldd /usr/bin/fio | awk '/=>/ {print $3}' | xargs -n1 readlink -f | xargs -n1 dpkg -S 2>/dev/null | cut -d: -f1; } |
+  { echo fio; for lib in $(ldd /usr/bin/fio | awk '/=>/ {print $3}'); do owner_of "$lib"; done; } |
   sort -u | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|zlib1g|libzstd1|liblzma5|libbz2-1.0|libssl3|libcrypt1|libudev1|libselinux1|libpcre2-8-0')
+
 download() {  # download DIR PACKAGE...: fetch each package not yet in DIR
   local dir=$1; shift
   mkdir -p "$dir"
