@@ -15,13 +15,8 @@ constexpr size_t kMaxBucketsInFlight = 2;
 FlatPartitioner::FlatPartitioner(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
                                  const PartitionOptions& options, Comm& comm)
     : options_(options), comm_(comm) {
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> shapes;
-  for (const ParamSpec& spec : all_params(model)) {
-    names.push_back(spec.name);
-    shapes.push_back(spec.shape);
-  }
-  layout_ = make_flat_group_layout(names, shapes, options.stage == 0 ? 1 : comm.world_size());
+  const ParamNamesAndShapes table = param_names_and_shapes(model);
+  layout_ = make_flat_group_layout(table.names, table.shapes, options.stage == 0 ? 1 : comm.world_size());
   unit_params_ = unit_param_indices(model);
   flat_params_ = flatten(params).to(comm.device(), options.compute_dtype);
   for (const FlatSlot& slot : layout_.slots)

@@ -17,6 +17,15 @@ std::vector<std::vector<size_t>> unit_param_indices(const FunctionalModel& model
   return units;
 }
 
+ParamNamesAndShapes param_names_and_shapes(const FunctionalModel& model) {
+  ParamNamesAndShapes table;
+  for (const ParamSpec& spec : all_params(model)) {
+    table.names.push_back(spec.name);
+    table.shapes.push_back(spec.shape);
+  }
+  return table;
+}
+
 std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model,
                                               const std::map<std::string, at::Tensor>& params,
                                               const PartitionOptions& options, Comm& comm) {

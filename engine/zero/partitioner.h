@@ -77,4 +77,11 @@ namespace tierzero::engine {
 // unit_params order (a tied weight appears in two units with one index).
 std::vector<std::vector<size_t>> unit_param_indices(const FunctionalModel& model);
 
+// all_params(model) as the parallel name and shape lists the partition layouts take.
+struct ParamNamesAndShapes {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+};
+ParamNamesAndShapes param_names_and_shapes(const FunctionalModel& model);
+
 }  // namespace tierzero::engine

@@ -16,13 +16,8 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model,
                                        const std::map<std::string, at::Tensor>& params,
                                        const PartitionOptions& options, Comm& comm)
     : options_(options), comm_(comm) {
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> shapes;
-  for (const ParamSpec& spec : all_params(model)) {
-    names.push_back(spec.name);
-    shapes.push_back(spec.shape);
-  }
-  layout_ = make_sharded_layout(names, shapes, comm.world_size());
+  const ParamNamesAndShapes table = param_names_and_shapes(model);
+  layout_ = make_sharded_layout(table.names, table.shapes, comm.world_size());
   unit_params_ = unit_param_indices(model);
   at::TensorOptions compute = at::TensorOptions().dtype(options.compute_dtype).device(comm.device());
   shard_params_ = partition_of(params, comm.device()).to(options.compute_dtype);
