@@ -1,8 +1,10 @@
 // One rank of a multi-rank engine test (launched by rank_launcher.h): trains the scenario given on
 // the command line with the engine over a Gloo/NCCL group that meets in a FileStore, trains the
 // single-process reference too, and exits 0 when both agree (1 with the mismatch on stderr).
-// Environment: RANK, WORLD_SIZE, TIERZERO_TEST_STORE (the FileStore path), TIERZERO_TEST_LOSS_RTOL
-// and TIERZERO_TEST_PARAM_ATOL.
+// Rank r uses CUDA device r mod the device count. Environment: RANK, WORLD_SIZE, TIERZERO_TEST_STORE
+// (the FileStore path), TIERZERO_TEST_LOSS_RTOL and TIERZERO_TEST_PARAM_ATOL.
+#include <ATen/Context.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 
 #include <cstdio>
@@ -20,7 +22,11 @@ int main(int argc, char** argv) {
     Scenario scenario = Scenario::from_args(std::vector<std::string>(argv + 1, argv + argc));
     int rank = std::atoi(std::getenv("RANK"));
     auto store = c10::make_intrusive<c10d::FileStore>(std::getenv("TIERZERO_TEST_STORE"), scenario.world_size);
-    at::Device device = scenario.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+    at::Device device(at::kCPU);
+    if (scenario.device == "cuda") {  // one GPU per rank, as under torchrun: NCCL refuses a shared GPU
+      device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rank % static_cast<int>(at::getNumGPUs())));
+      c10::impl::getDeviceGuardImpl(at::kCUDA)->setDevice(device);
+    }
     std::unique_ptr<Comm> comm = tierzero::value_or_throw(Comm::create(store, rank, scenario.world_size, device));
     auto got = tierzero::engine::testing::train_with_engine(scenario, *comm);
     auto want = tierzero::engine::testing::train_reference(scenario);
