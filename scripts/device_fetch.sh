@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Here (a Debian 12 machine with network): downloads into .debs/ the Debian packages that the GPU
 # machine lacks (it has CUDA, PyTorch, CMake and ninja but no network), for scripts/device.sh to
-# unpack there. Carry `.debs` with the device run. Idempotent.
+# unpack there, and the Python wheels DeepSpeed needs there (.debs/wheels). Carry `.debs` with the
+# device run. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_debs=(
@@ -31,6 +32,22 @@ download() {  # download DIR PACKAGE...: fetch each package not yet in DIR
       (cd "$dir" && apt-get download -q "$p" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
   done
 }
+# DeepSpeed (the same-run peer of `bench adam`, benchmarks/adam_vs_deepspeed.*) and what it imports
+# that the GPU machine's torch venv (Python 3.12) lacks, as wheels; DeepSpeed itself is an sdist,
+# built here into a pure-Python wheel (its ops stay JIT-compiled there).
+fetch_deepspeed_wheels() {
+  local dir=.debs/wheels deps=(einops hjson msgpack ninja psutil py-cpuinfo pydantic tqdm packaging)
+  ls "$dir"/deepspeed-*.whl >/dev/null 2>&1 && return
+  mkdir -p "$dir"
+  pip download -q "${deps[@]}" -d "$dir" --python-version 3.12 --only-binary=:all: \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --platform any
+  local venv
+  venv=$(mktemp -d)
+  python3 -m venv --system-site-packages "$venv" && "$venv/bin/pip" install -q wheel setuptools
+  "$venv/bin/pip" wheel -q --no-deps --no-build-isolation deepspeed==0.19.8 -w "$dir"
+  rm -rf "$venv"
+}
 download .debs "${build_debs[@]}"
 download .debs/fio "${fio_debs[@]}"
+fetch_deepspeed_wheels
 du -sh .debs
