@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (no network): unpacks the .debs that scripts/device_fetch.sh downloaded into
-# .device/prefix (and DeepSpeed's wheels from .debs/wheels), then configures and builds tierzero in build-gpu/ against them, the machine's
-# CUDA toolkit and the LibTorch inside its torch wheel. Then runs "$@" with the environment set
+# .device/prefix (and installs DeepSpeed's wheels from .debs/wheels), then configures and builds
+# tierzero in build-gpu/ against them, the machine's CUDA toolkit and the LibTorch inside its torch
+# wheel. Then runs "$@" with the environment set
 # (PATH and LD_LIBRARY_PATH include the prefix; fio runs through a wrapper with its own libraries).
 #   scripts/device.sh ctest --test-dir build-gpu -L gpu
 # TIERZERO_DEVICE_TARGETS="a b" builds only those targets.
@@ -19,7 +20,7 @@ if [[ ! -f "$prefix/.unpacked" ]]; then
   chmod +x "$prefix/usr/bin/fio"
   touch "$prefix/.unpacked"
 fi
-# DeepSpeed, the peer of benchmarks/adam_vs_deepspeed.*, into the machine's python (a fresh machine each lease).
+# DeepSpeed, the peer of benchmarks/adam_vs_deepspeed.*, into the machine's python (fresh each lease).
 if compgen -G ".debs/wheels/deepspeed-*.whl" >/dev/null && ! python3 -c 'import deepspeed' 2>/dev/null; then
   python3 -m pip install -q --no-index --find-links .debs/wheels deepspeed > .device/pip.log 2>&1 || tail -5 .device/pip.log
 fi
