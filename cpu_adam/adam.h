@@ -1,6 +1,6 @@
 // Adam and AdamW on the CPU for offloaded optimizer state: one fused, memory-bound pass per step.
 //
-// The step reads the fp32 master params, the gradients (fp32 | bf16 | fp16) and the moments m, v
+// The step reads the fp32 master params (or 16-bit params with no master), the gradients (fp32 | bf16 | fp16) and the moments m, v
 // (fp32, or bf16 for memory-starved runs), multiplies the gradient by one scalar (clip coefficient
 // divided by the loss scale), applies Adam (L2 added to the gradient) or AdamW (decoupled decay),
 // and writes the new params, m, v and, in the same pass, a 16-bit copy of the params (bf16 | fp16,
@@ -76,13 +76,19 @@ struct AdamHyperParams {
   bool bias_correction = true;  // off: bc1 = bc2 = 1 (DeepSpeed's bias_correction=False)
 };
 
-// The buffers one step updates, all of the same element count.
+// The buffers one step updates, all of the same element count. The params are either fp32 masters
+// (`params`) or 16-bit params with no master (`params_16bit`, DeepSpeedCPUAdam on bf16 params):
+// exactly one of the two holds elements.
 struct AdamBuffers {
-  std::span<float> params;  // fp32 master params, updated in place
+  std::span<float> params;  // fp32 master params, updated in place; empty when params_16bit is set
   ConstElements grads;      // fp32 | bf16 | fp16, as produced by backward (still loss-scaled)
   Elements exp_avg;         // m: fp32 | bf16
   Elements exp_avg_sq;      // v: same type as exp_avg
-  Elements params16;        // bf16 | fp16 copy of the updated params, or empty for none
+  Elements params16;        // bf16 | fp16 copy of the updated fp32 params, or empty for none
+  // bf16 | fp16 params updated in place instead of fp32 `params`: each is widened to fp32, updated
+  // with the fp32 operations of the master path, and rounded back to nearest even (inf/NaN kept).
+  // params16 must then be empty (the params are the 16-bit copy).
+  Elements params_16bit;
 };
 
 // Result of the gradient pre-pass.
@@ -124,7 +130,9 @@ class CpuAdam {
   // after its increment) to `buffers`, with the gradient multiplied by `grad_multiplier`
   // (clip_coef / loss_scale). Gradients must be finite (check with grad_stats() first). Returns
   // kInvalidArgument, writing nothing, when counts differ, types are not allowed (m and v differ,
-  // params16 fp32), step_number < 1, or a hyper-parameter is out of range.
+  // params16 or params_16bit fp32), both or neither of params and params_16bit hold elements (unless
+  // all buffers are empty), params16 is set with params_16bit, step_number < 1, or a
+  // hyper-parameter is out of range.
   Status step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
               const AdamBuffers& buffers) const;
 

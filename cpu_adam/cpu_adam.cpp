@@ -49,15 +49,36 @@ std::string count_mismatch(const char* what, size_t got, size_t want) {
   return std::string(what) + " has " + std::to_string(got) + " elements but params has " + std::to_string(want);
 }
 
+// The element count of a step: that of whichever params buffer is set.
+size_t param_count(const AdamBuffers& b) {
+  return b.params_16bit.count != 0 ? b.params_16bit.count : b.params.size();
+}
+
+Status check_params(const AdamBuffers& b) {
+  if (b.params_16bit.count == 0) return {};
+  if (!b.params.empty()) {
+    return invalid_argument("params (fp32) and params_16bit are both set: pass the params in exactly one of them");
+  }
+  if (b.params_16bit.type == ElementType::kF32) {
+    return invalid_argument("params_16bit must be bf16 or fp16; pass fp32 params in AdamBuffers::params");
+  }
+  if (b.params16.count != 0) {
+    return invalid_argument("params16 must be empty with params_16bit: the 16-bit params are updated in place");
+  }
+  return {};
+}
+
 Status check_buffers(const AdamBuffers& b) {
-  const size_t n = b.params.size();
+  TZ_RETURN_IF_ERROR(check_params(b));
+  const size_t n = param_count(b);
   if (b.grads.count != n) return invalid_argument(count_mismatch("grads", b.grads.count, n));
   if (b.exp_avg.count != n) return invalid_argument(count_mismatch("exp_avg", b.exp_avg.count, n));
   if (b.exp_avg_sq.count != n) return invalid_argument(count_mismatch("exp_avg_sq", b.exp_avg_sq.count, n));
   if (b.params16.count != 0 && b.params16.count != n) {
     return invalid_argument(count_mismatch("params16", b.params16.count, n));
   }
-  if (n > 0 && (b.params.data() == nullptr || b.grads.data == nullptr || b.exp_avg.data == nullptr ||
+  const bool null_params = b.params_16bit.count != 0 ? b.params_16bit.data == nullptr : b.params.data() == nullptr;
+  if (n > 0 && (null_params || b.grads.data == nullptr || b.exp_avg.data == nullptr ||
                 b.exp_avg_sq.data == nullptr || (b.params16.count != 0 && b.params16.data == nullptr))) {
     return invalid_argument("an Adam buffer with elements has a null data pointer");
   }
@@ -144,11 +165,12 @@ Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_
   TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
   if (!std::isfinite(grad_multiplier)) return invalid_argument("grad_multiplier must be finite");
   const detail::StepScalars scalars = step_scalars(hp, step_number, grad_multiplier);
-  const detail::TileTypes types{b.grads.type, b.exp_avg.type, b.params16.type};
+  const Elements params = b.params_16bit.count != 0 ? b.params_16bit : elements(b.params);
+  const detail::TileTypes types{params.type, b.grads.type, b.exp_avg.type, b.params16.type};
   const bool write16 = b.params16.count != 0;
-  for_each_tile(arena_->arena, b.params.size(), tile_elements_, [&](size_t, size_t begin, size_t end) {
+  for_each_tile(arena_->arena, params.count, tile_elements_, [&](size_t, size_t begin, size_t end) {
     const detail::TileBuffers tile{
-        .params = b.params.data() + begin,
+        .params = offset(params.data, params.type, begin),
         .grads = offset(b.grads.data, b.grads.type, begin),
         .exp_avg = offset(b.exp_avg.data, b.exp_avg.type, begin),
         .exp_avg_sq = offset(b.exp_avg_sq.data, b.exp_avg_sq.type, begin),

@@ -35,12 +35,13 @@ struct StepVectors {
       bias_correction2_sqrt, eps, neg_step_size;
 };
 
-// Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32.
+// Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32 (for
+// 16-bit params: on the param widened to fp32, rounded back to nearest even, as torch's bf16 path).
 // Adam: g += p * weight_decay (l2_decay 0 for AdamW); AdamW: p *= 1 - lr * wd (1 for Adam).
-template <ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kLerpFromGrad,
-          class DF>
+template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
+          bool kLerpFromGrad, class DF>
 HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers& t, size_t i) {
-  auto p = hn::LoadU(df, t.params + i);
+  auto p = LoadAsF32<kParam>(df, t.params, i);
   auto g = hn::Mul(LoadAsF32<kGrad>(df, t.grads, i), c.grad_multiplier);
   g = hn::MulAdd(p, c.l2_decay, g);
   p = hn::Mul(p, c.param_decay);
@@ -54,13 +55,14 @@ HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers&
   const auto denom = hn::Add(hn::Div(hn::Sqrt(v), c.bias_correction2_sqrt), c.eps);
   p = hn::Add(p, hn::Div(hn::Mul(c.neg_step_size, m), denom));
 
-  hn::StoreU(p, df, t.params + i);
+  StoreFromF32<kParam>(df, p, t.params, i);
   StoreFromF32<kState>(df, m, t.exp_avg, i);
   StoreFromF32<kState>(df, v, t.exp_avg_sq, i);
   if constexpr (kWriteOut) StoreFromF32<kOut>(df, p, t.params16, i);
 }
 
-template <ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kLerpFromGrad>
+template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
+          bool kLerpFromGrad>
 void UpdateTile(const StepScalars& s, const TileBuffers& t) {
   hn::ScalableTag<float> df;
   const StepVectors<decltype(df)> c(df, s);
@@ -68,48 +70,60 @@ void UpdateTile(const StepScalars& s, const TileBuffers& t) {
   size_t i = 0;
   if (t.count >= lanes) {
     for (; i <= t.count - lanes; i += lanes) {
-      UpdateVector<kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(df, c, t, i);
+      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(df, c, t, i);
     }
   }
   hn::CappedTag<float, 1> d1;
   const StepVectors<decltype(d1)> c1(d1, s);
-  for (; i < t.count; ++i) UpdateVector<kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(d1, c1, t, i);
+  for (; i < t.count; ++i) UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(d1, c1, t, i);
 }
 
-template <ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut>
+template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut>
 void UpdateTileLerp(const StepScalars& s, const TileBuffers& t) {
   if (s.lerp_base_is_grad) {
-    UpdateTile<kGrad, kState, kOut, kWriteOut, true>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true>(s, t);
   } else {
-    UpdateTile<kGrad, kState, kOut, kWriteOut, false>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false>(s, t);
   }
 }
 
-template <ElementType kGrad, ElementType kState>
+// 16-bit params are their own 16-bit copy: only fp32 params may write one.
+template <ElementType kParam, ElementType kGrad, ElementType kState>
 void UpdateTileOut(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
-  if (t.params16 == nullptr) {
-    UpdateTileLerp<kGrad, kState, ElementType::kF32, false>(s, t);
+  if constexpr (kParam != ElementType::kF32) {
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false>(s, t);
+  } else if (t.params16 == nullptr) {
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false>(s, t);
   } else if (types.params16 == ElementType::kBF16) {
-    UpdateTileLerp<kGrad, kState, ElementType::kBF16, true>(s, t);
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kBF16, true>(s, t);
   } else {
-    UpdateTileLerp<kGrad, kState, ElementType::kF16, true>(s, t);
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF16, true>(s, t);
   }
 }
 
-template <ElementType kGrad>
+template <ElementType kParam, ElementType kGrad>
 void UpdateTileState(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
   if (types.state == ElementType::kF32) {
-    UpdateTileOut<kGrad, ElementType::kF32>(s, types, t);
+    UpdateTileOut<kParam, kGrad, ElementType::kF32>(s, types, t);
   } else {
-    UpdateTileOut<kGrad, ElementType::kBF16>(s, types, t);
+    UpdateTileOut<kParam, kGrad, ElementType::kBF16>(s, types, t);
+  }
+}
+
+template <ElementType kParam>
+void UpdateTileGrads(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
+  switch (types.grads) {
+    case ElementType::kF32: return UpdateTileState<kParam, ElementType::kF32>(s, types, t);
+    case ElementType::kBF16: return UpdateTileState<kParam, ElementType::kBF16>(s, types, t);
+    case ElementType::kF16: return UpdateTileState<kParam, ElementType::kF16>(s, types, t);
   }
 }
 
 void AdamUpdateTile(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
-  switch (types.grads) {
-    case ElementType::kF32: return UpdateTileState<ElementType::kF32>(s, types, t);
-    case ElementType::kBF16: return UpdateTileState<ElementType::kBF16>(s, types, t);
-    case ElementType::kF16: return UpdateTileState<ElementType::kF16>(s, types, t);
+  switch (types.params) {
+    case ElementType::kF32: return UpdateTileGrads<ElementType::kF32>(s, types, t);
+    case ElementType::kBF16: return UpdateTileGrads<ElementType::kBF16>(s, types, t);
+    case ElementType::kF16: return UpdateTileGrads<ElementType::kF16>(s, types, t);
   }
 }
 

@@ -24,7 +24,7 @@ struct StepScalars {
 
 // One tile: `count` elements from the start of each buffer. params16 may be null.
 struct TileBuffers {
-  float* params;
+  void* params;
   const void* grads;
   void* exp_avg;
   void* exp_avg_sq;
@@ -32,8 +32,10 @@ struct TileBuffers {
   size_t count;
 };
 
-// Element types of a tile's buffers; params16 is read only when TileBuffers::params16 is set.
+// Element types of a tile's buffers; params16 is read only when TileBuffers::params16 is set, and
+// is never set when params are 16-bit (those are updated in place, rounded to nearest even).
 struct TileTypes {
+  ElementType params;
   ElementType grads;
   ElementType state;
   ElementType params16;

@@ -1,6 +1,7 @@
 // CpuAdam::step against the double-precision reference, on every compiled Highway target: all
 // element-type combinations, lengths that are no multiple of any vector width, many steps with
-// changing lr and betas, both lerp branches, resume at any step, and the 16-bit param copy.
+// changing lr and betas, both lerp branches, resume at any step, the 16-bit param copy, and 16-bit
+// params updated in place (no fp32 master).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,6 +30,7 @@ struct Case {
   AdamMode mode;
   bool bias_correction;
   double beta1;  // 0.9: lerp from m; 0.3: torch's other lerp branch (weight >= 0.5)
+  ElementType params = ElementType::kF32;  // bf16 | fp16: params_16bit, updated in place
 };
 
 // Hyper-parameters of step `k` (1-based): a warmup-then-decay lr, and betas that change mid-run.
@@ -44,24 +46,32 @@ AdamHyperParams schedule(const Case& c, int k) {
   return hp;
 }
 
-// The buffers of one run, initialised from `seed`: params in [-1, 1], zero moments.
+// The buffers of one run, initialised from `seed`: params in [-1, 1] (rounded to their type), zero
+// moments. fp32 params live in `params`, 16-bit ones in `params_16bit`.
 struct OptimizerRun {
   OptimizerRun(const Case& c, size_t n, uint32_t seed)
-      : params(n), grads(c.grads, n), exp_avg(c.state, n), exp_avg_sq(c.state, n), params16(c.params16, n) {
+      : params(c.params == ElementType::kF32 ? n : 0), params_16bit(c.params, c.params == ElementType::kF32 ? 0 : n),
+        grads(c.grads, n), exp_avg(c.state, n), exp_avg_sq(c.state, n), params16(c.params16, n) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    for (float& p : params) p = uniform(rng);
     for (size_t i = 0; i < n; ++i) {
+      if (params.empty()) {
+        params_16bit.set(i, uniform(rng));
+      } else {
+        params[i] = uniform(rng);
+      }
       exp_avg.set(i, 0.0f);
       exp_avg_sq.set(i, 0.0f);
     }
   }
   AdamBuffers buffers(bool write16) {
+    if (params.empty()) return {{}, grads.const_view(), exp_avg.view(), exp_avg_sq.view(), {}, params_16bit.view()};
     return {params, grads.const_view(), exp_avg.view(), exp_avg_sq.view(),
-            write16 ? params16.view() : Elements{}};
+            write16 ? params16.view() : Elements{}, {}};
   }
+  float param(size_t i) const { return params.empty() ? params_16bit.get(i) : params[i]; }
   std::vector<float> params;
-  TypedBuffer grads, exp_avg, exp_avg_sq, params16;
+  TypedBuffer params_16bit, grads, exp_avg, exp_avg_sq, params16;
 };
 
 // Fills the gradients of step `k`: N(0, 1) times the loss scale, with a spread of magnitudes.
@@ -87,14 +97,30 @@ std::vector<Case> all_cases() {
       }
     }
   }
+  for (ElementType p : {ElementType::kBF16, ElementType::kF16}) {
+    for (ElementType g : {p, ElementType::kF32}) {
+      for (ElementType s : {ElementType::kF32, ElementType::kBF16}) {
+        cases.push_back({g, s, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9, p});
+        cases.push_back({g, s, false, ElementType::kBF16, AdamMode::kAdam, false, 0.3, p});
+      }
+    }
+  }
   return cases;
 }
 
 std::string describe(const Case& c, size_t n) {
-  return std::string("grads ") + element_type_name(c.grads) + ", state " + element_type_name(c.state) +
+  return std::string("params ") + element_type_name(c.params) + ", grads " + element_type_name(c.grads) + ", state " + element_type_name(c.state) +
          ", params16 " + (c.write16 ? element_type_name(c.params16) : "none") +
          (c.mode == AdamMode::kAdam ? ", Adam" : ", AdamW") + (c.bias_correction ? "" : ", no bias correction") +
          ", beta1 " + std::to_string(c.beta1) + ", n " + std::to_string(n);
+}
+
+// Half the spacing of `type` values around x (0 for fp32: the float bounds cover its rounding).
+double half_ulp(ElementType type, double x) {
+  if (type == ElementType::kF32) return 0.0;
+  const int mantissa_bits = type == ElementType::kBF16 ? 7 : 10;
+  const int min_exponent = type == ElementType::kBF16 ? -126 : -14;
+  return std::ldexp(0.5, std::max(std::ilogb(x), min_exponent) - mantissa_bits);
 }
 
 class CpuAdamStepTest : public hwy::TestWithParamTarget {};
@@ -106,8 +132,8 @@ TEST_P(CpuAdamStepTest, DispatchesToTheTargetUnderTest) {
 
 ReferenceState state_of(const OptimizerRun& run) {
   ReferenceState s;
-  s.params.assign(run.params.begin(), run.params.end());
-  for (size_t i = 0; i < run.params.size(); ++i) {
+  for (size_t i = 0; i < run.exp_avg.size(); ++i) {
+    s.params.push_back(run.param(i));
     s.exp_avg.push_back(run.exp_avg.get(i));
     s.exp_avg_sq.push_back(run.exp_avg_sq.get(i));
   }
@@ -126,7 +152,8 @@ double update_error(const AdamHyperParams& hp, int64_t k, const ReferenceState& 
 // to the same inputs (the kernel's state before the step): params within a few float roundings of
 // |p| and of the update; m and v within a few float roundings of their terms, plus one bf16 ulp
 // (2^-7 relative) when stored as bf16, since float and double may round a tie-near value apart.
-// params16 is exactly the round-to-nearest-even copy of the new params.
+// params16 is exactly the round-to-nearest-even copy of the new params. 16-bit params are within
+// half a 16-bit ulp (plus the float bound) of the exact update: correctly rounded.
 TEST_P(CpuAdamStepTest, EveryStepMatchesDoubleReference) {
   const CpuAdam adam({.threads = 2, .tile_elements = 64});
   uint32_t seed = 1;
@@ -155,8 +182,8 @@ TEST_P(CpuAdamStepTest, EveryStepMatchesDoubleReference) {
           ASSERT_NEAR(run.exp_avg.get(i), ref.exp_avg[i], m_error) << "element " << i;
           ASSERT_NEAR(run.exp_avg_sq.get(i), ref.exp_avg_sq[i], 1e-6 * v_scale + moment_ulp * ref.exp_avg_sq[i])
               << "element " << i;
-          ASSERT_NEAR(run.params[i], ref.params[i],
-                      2.5e-7 * std::fabs(before.params[i]) +
+          ASSERT_NEAR(run.param(i), ref.params[i],
+                      half_ulp(c.params, ref.params[i]) + 2.5e-7 * std::fabs(before.params[i]) +
                           update_error(hp, k, ref, i, 2 * m_error + update_rel * std::fabs(ref.exp_avg[i])) + 1e-12)
               << "element " << i;
           if (c.write16) {
@@ -173,7 +200,7 @@ TEST_P(CpuAdamStepTest, EveryStepMatchesDoubleReference) {
 TEST_P(CpuAdamStepTest, Fp32StateDoesNotDriftFromDoubleReference) {
   const CpuAdam adam({.threads = 2, .tile_elements = 64});
   for (const Case& c : all_cases()) {
-    if (c.state != ElementType::kF32) continue;
+    if (c.state != ElementType::kF32 || c.params != ElementType::kF32) continue;
     const size_t n = 1037;
     SCOPED_TRACE(describe(c, n));
     OptimizerRun run(c, n, 77);
@@ -197,6 +224,33 @@ TEST_P(CpuAdamStepTest, Fp32StateDoesNotDriftFromDoubleReference) {
   }
 }
 
+// 16-bit params over kSteps steps run free of the reference, which rounds p to the same type after
+// every step: each element stays within one 16-bit ulp of it (a float and a double result may
+// round apart, and the difference, once made, carries on), and almost all are equal.
+TEST_P(CpuAdamStepTest, SixteenBitParamsTrackTheRoundedReference) {
+  const CpuAdam adam({.threads = 2, .tile_elements = 64});
+  for (ElementType type : {ElementType::kBF16, ElementType::kF16}) {
+    const Case c{type, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9, type};
+    const size_t n = 1037;
+    SCOPED_TRACE(describe(c, n));
+    OptimizerRun run(c, n, 55);
+    ReferenceState ref = state_of(run);
+    for (int k = 1; k <= kSteps; ++k) {
+      fill_grads(run.grads, 55, k);
+      std::vector<double> g(n);
+      for (size_t i = 0; i < n; ++i) g[i] = run.grads.get(i);
+      reference::reference_step(ref, g, schedule(c, k), k, 1.0 / kLossScale, c.state, type);
+      ASSERT_TRUE(adam.step(schedule(c, k), k, static_cast<float>(1.0 / kLossScale), run.buffers(false)).ok());
+    }
+    size_t equal = 0;
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(run.param(i), ref.params[i], 2 * half_ulp(type, ref.params[i])) << "element " << i;
+      equal += run.param(i) == ref.params[i];
+    }
+    EXPECT_GE(equal, n * 99 / 100);
+  }
+}
+
 // Stopping after step k, copying the state into fresh buffers and continuing with steps k+1...
 // on another CpuAdam (other thread count and tiling) gives the uninterrupted run's bytes.
 TEST_P(CpuAdamStepTest, ResumeAtAnyStepEqualsUninterruptedRun) {
@@ -205,7 +259,9 @@ TEST_P(CpuAdamStepTest, ResumeAtAnyStepEqualsUninterruptedRun) {
   const size_t n = 1037;
   for (const Case& c : {Case{ElementType::kBF16, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
                         Case{ElementType::kF16, ElementType::kBF16, true, ElementType::kF16, AdamMode::kAdam, true, 0.9},
-                        Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, false, 0.3}}) {
+                        Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, false, 0.3},
+                        Case{ElementType::kBF16, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9,
+                             ElementType::kBF16}}) {
     SCOPED_TRACE(describe(c, n));
     OptimizerRun whole(c, n, 99);
     for (int k = 1; k <= kSteps; ++k) {
@@ -223,7 +279,8 @@ TEST_P(CpuAdamStepTest, ResumeAtAnyStepEqualsUninterruptedRun) {
         fill_grads(resumed.grads, 99, k);
         ASSERT_TRUE(second.step(schedule(c, k), k, 1.0f / kLossScale, resumed.buffers(c.write16)).ok());
       }
-      ASSERT_EQ(0, std::memcmp(resumed.params.data(), whole.params.data(), n * sizeof(float))) << "stop " << stop;
+      ASSERT_EQ(resumed.params, whole.params) << "stop " << stop;
+      ASSERT_EQ(resumed.params_16bit.bytes(), whole.params_16bit.bytes()) << "stop " << stop;
       ASSERT_EQ(resumed.exp_avg.bytes(), whole.exp_avg.bytes()) << "stop " << stop;
       ASSERT_EQ(resumed.exp_avg_sq.bytes(), whole.exp_avg_sq.bytes()) << "stop " << stop;
       if (c.write16) {
@@ -261,6 +318,19 @@ TEST(CpuAdamStep, RejectsInvalidArgumentsWithoutWriting) {
   AdamBuffers fp32_params16 = run.buffers(true);
   fp32_params16.params16 = elements(std::span<float>(fp32_copy));
   EXPECT_EQ(adam.step(hp, 1, 1.0f, fp32_params16).code(), ErrorCode::kInvalidArgument);
+
+  TypedBuffer bf16_params(ElementType::kBF16, 10);
+  AdamBuffers both_params = run.buffers(false);
+  both_params.params_16bit = bf16_params.view();
+  EXPECT_EQ(adam.step(hp, 1, 1.0f, both_params).code(), ErrorCode::kInvalidArgument);
+  AdamBuffers bf16_params_with_copy = run.buffers(true);
+  bf16_params_with_copy.params = {};
+  bf16_params_with_copy.params_16bit = bf16_params.view();
+  EXPECT_EQ(adam.step(hp, 1, 1.0f, bf16_params_with_copy).code(), ErrorCode::kInvalidArgument);
+  AdamBuffers fp32_params_16bit = run.buffers(false);
+  fp32_params_16bit.params = {};
+  fp32_params_16bit.params_16bit = elements(std::span<float>(fp32_copy));
+  EXPECT_EQ(adam.step(hp, 1, 1.0f, fp32_params_16bit).code(), ErrorCode::kInvalidArgument);
 
   EXPECT_EQ(adam.step(hp, 0, 1.0f, run.buffers(true)).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(adam.step(hp, 1, NAN, run.buffers(true)).code(), ErrorCode::kInvalidArgument);

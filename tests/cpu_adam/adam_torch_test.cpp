@@ -89,7 +89,7 @@ TEST_P(TorchAdamTest, SameStepsAsFusedTorchAdamAndAdamW) {
 
         at::Tensor& params16 = k % 2 == 0 ? params_bf16 : params_f16;
         const AdamBuffers buffers{std::span<float>(params.data_ptr<float>(), kCount), const_view(grads), view(m),
-                                  view(v), view(params16)};
+                                  view(v), view(params16), {}};
         ASSERT_TRUE(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers).ok());
         // The 16-bit copy is exactly torch's rounding of the new fp32 params.
         ASSERT_TRUE(at::equal(params16, params.to(params16.scalar_type()))) << "step " << k;

@@ -49,7 +49,7 @@ std::vector<float> train(ElementType state_type, const Problem& problem) {
     }
     AdamHyperParams hp;
     hp.lr = 1e-4 + 0.5 * (1e-2 - 1e-4) * (1 + std::cos(M_PI * k / kSteps));
-    const AdamBuffers buffers{params, grads.const_view(), m.view(), v.view(), {}};
+    const AdamBuffers buffers{params, grads.const_view(), m.view(), v.view(), {}, {}};
     EXPECT_TRUE(adam.step(hp, k, 1.0f, buffers).ok());
   }
   return params;

@@ -67,7 +67,7 @@ Elements TypedBuffer::view() { return {bytes_.data(), count_, type_}; }
 ConstElements TypedBuffer::const_view() const { return {bytes_.data(), count_, type_}; }
 
 void reference_step(ReferenceState& s, const std::vector<double>& grads, const AdamHyperParams& hp, int64_t step,
-                    double grad_multiplier, ElementType state_type) {
+                    double grad_multiplier, ElementType state_type, ElementType param_type) {
   const double bias_correction1 = hp.bias_correction ? 1.0 - std::pow(hp.beta1, step) : 1.0;
   const double bias_correction2 = hp.bias_correction ? 1.0 - std::pow(hp.beta2, step) : 1.0;
   for (size_t i = 0; i < s.params.size(); ++i) {
@@ -88,6 +88,7 @@ void reference_step(ReferenceState& s, const std::vector<double>& grads, const A
     }
     const double denom = std::sqrt(v) / std::sqrt(bias_correction2) + hp.eps;
     p -= hp.lr / bias_correction1 * m / denom;
+    if (param_type != ElementType::kF32) p = round_to(param_type, static_cast<float>(p));
   }
 }
 
