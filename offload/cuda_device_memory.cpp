@@ -114,6 +114,15 @@ class CudaDeviceMemory final : public DeviceMemory {
     cudaSetDevice(device_);
     return cuda_status(cudaMemsetAsync(dst, value, bytes, lanes_[static_cast<int>(lane)]), "cudaMemsetAsync");
   }
+  Status order_after_default_stream(Lane lane) override {
+    cudaSetDevice(device_);
+    cudaEvent_t caller = nullptr;
+    TZ_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&caller, cudaEventDisableTiming), "cudaEventCreate"));
+    Status s = cuda_status(cudaEventRecord(caller, cudaStreamLegacy), "cudaEventRecord(default stream)");
+    if (s.ok()) s = cuda_status(cudaStreamWaitEvent(lanes_[static_cast<int>(lane)], caller, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(caller);  // released once the wait is satisfied
+    return s;
+  }
   Result<std::unique_ptr<DeviceEvent>> create_event() override {
     cudaSetDevice(device_);
     cudaEvent_t e = nullptr;

@@ -3,6 +3,7 @@
 // memory (host_device_memory.cpp), chosen at run time by cudaGetDeviceCount.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -51,17 +52,26 @@ class DeviceMemory {
   virtual Status copy_async(Lane lane, void* dst, const void* src, uint64_t bytes) = 0;
   // Queues a fill of device memory with `value` on `lane`.
   virtual Status fill_async(Lane lane, void* dst, uint8_t value, uint64_t bytes) = 0;
+  // Makes work queued on `lane` from now on start only after everything queued so far on the
+  // default (legacy) stream, where a caller's kernels and cudaMemcpy calls write into GPU views:
+  // an event recorded there and cudaStreamWaitEvent, so the host never blocks. Host emulation:
+  // nothing to do, the caller's writes are complete when made.
+  virtual Status order_after_default_stream(Lane lane) = 0;
   // A new event for this device.
   virtual Result<std::unique_ptr<DeviceEvent>> create_event() = 0;
 };
 
 // Returns the CUDA implementation when `choice` is kAuto, the build has CUDA and
-// cudaGetDeviceCount finds a GPU (selecting `cuda_device`); else the host implementation, whose
-// description says why.
-Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, int cuda_device);
+// cudaGetDeviceCount finds a GPU (selecting `cuda_device`); else the host implementation (with
+// `host_copy_latency`), whose description says why.
+Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, int cuda_device,
+                                                         std::chrono::microseconds host_copy_latency = {});
 
-// The host implementation; `reason` is shown in its description.
-std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason);
+// The host implementation; `reason` is shown in its description. With a nonzero `copy_latency`
+// each lane is a thread that runs its copies and fills in order, each one `copy_latency` after
+// it was queued, so a copy is still in flight after copy_async returns, as on a GPU stream.
+std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason,
+                                                      std::chrono::microseconds copy_latency = {});
 
 #ifdef TIERZERO_HAVE_CUDA
 // Number of CUDA GPUs, or an error naming the CUDA error (no driver, no device).

@@ -191,7 +191,7 @@ Status TierManagerImpl::copy_home(std::unique_lock<std::mutex>& lock, Shard& sha
   home.loading = true;
   ++src.busy;
   lock.unlock();
-  Status status = transfers_->copy(src_at, home_at, shard.spec.bytes);
+  Status status = transfers_->copy(src_at, home_at, shard.spec.bytes, /*after_caller_writes=*/true);
   lock.lock();
   --src.busy;
   home.loading = false;

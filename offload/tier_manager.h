@@ -75,6 +75,8 @@ struct TierBudgets {
   uint64_t prefetch_bytes = 256ull << 20;     // bytes the trace replay keeps ahead of use; 0: none
   DeviceChoice device = DeviceChoice::kAuto;
   int cuda_device = 0;
+  uint32_t host_copy_latency_us = 0;          // host-memory GPU tier only: copies complete this long
+                                              // after they are queued, like a GPU stream (tests)
   nvme::IoConfig io;                          // used when the manager creates its own IoEngine
 };
 
@@ -155,12 +157,17 @@ class TierManager {
   // held at all; kOutOfSpace with numbers when the tier's budget is full of held copies.
   virtual std::future<Result<ShardView>> fetch(const std::string& id, Tier tier,
                                                Access access = Access::kRead) = 0;
-  // Copies the held write copy to the home tier and bumps the version. On a shard without a write
+  // Copies the held write copy to the home tier and bumps the version. For a GPU hold the copy
+  // starts, on the device, after the work queued on the default CUDA stream before this call (so
+  // writes made there, kernels or cudaMemcpy, need no host sync); writes queued on other streams
+  // must be complete before the call. On a shard without a write
   // hold, re-copies the current contents home when the home copy was lost to a failed writeback,
   // else does nothing. On failure the held copy stays whole and the error names file and offset.
   virtual std::future<Status> writeback(const std::string& id) = 0;
   // Ends one hold. A write hold not written back since its fetch is written back first (its
-  // error is returned and the copy kept). The copy stays cached until its space is needed.
+  // error is returned and the copy kept). The copy stays cached until its space is needed, and
+  // its GPU memory may be reused as soon as this completes: work on any stream that still reads
+  // or writes the view must be complete before the call.
   // Bytes written after a writeback(id) are kept only by another writeback(id) before release.
   virtual std::future<Status> release(const std::string& id) = 0;
   // Loads copies into `tier` without holding them, evicting only copies needed later than these.

@@ -33,7 +33,11 @@ void Transfers::give_back(StagingSet* set) {
   available_cv_.notify_one();
 }
 
-Status Transfers::copy(const Location& src, const Location& dst, uint64_t bytes) {
+Status Transfers::copy(const Location& src, const Location& dst, uint64_t bytes, bool after_caller_writes) {
+  if (after_caller_writes && !src.zeros && src.tier == Tier::kGpu) {
+    TZ_RETURN_IF_ERROR(device_.order_after_default_stream(Lane::kD2H).with_context(
+        "ordering the copy out of the GPU after the caller's default-stream work"));
+  }
   Status s;
   if (src.zeros) {
     s = dst.tier == Tier::kNvme ? zeros_to_nvme(*dst.extent, bytes) : fill(dst, bytes);
@@ -55,15 +59,22 @@ Status Transfers::copy(const Location& src, const Location& dst, uint64_t bytes)
   return s.with_context("copying " + std::to_string(bytes) + " bytes " + pair_name(src, dst));
 }
 
-Status Transfers::device_copy(Lane lane, void* dst, const void* src, uint64_t bytes) {
-  auto* d = static_cast<std::byte*>(dst);
-  auto* s = static_cast<const std::byte*>(src);
-  for (uint64_t off = 0; off < bytes; off += chunk_) {
-    TZ_RETURN_IF_ERROR(device_.copy_async(lane, d + off, s + off, std::min(chunk_, bytes - off)));
-  }
+Status Transfers::drain(Lane lane) {
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceEvent> done, device_.create_event());
   TZ_RETURN_IF_ERROR(done->record(lane));
   return done->wait();
+}
+
+// The chunks queued before a failed one are drained too: the caller frees `dst` on error.
+Status Transfers::device_copy(Lane lane, void* dst, const void* src, uint64_t bytes) {
+  auto* d = static_cast<std::byte*>(dst);
+  auto* s = static_cast<const std::byte*>(src);
+  Status status;
+  for (uint64_t off = 0; off < bytes && status.ok(); off += chunk_) {
+    status = device_.copy_async(lane, d + off, s + off, std::min(chunk_, bytes - off));
+  }
+  Status drained = drain(lane);
+  return status.ok() ? drained : status;
 }
 
 Status Transfers::fill(const Location& dst, uint64_t bytes) {
@@ -71,10 +82,9 @@ Status Transfers::fill(const Location& dst, uint64_t bytes) {
     std::memset(dst.data, 0, bytes);
     return {};
   }
-  TZ_RETURN_IF_ERROR(device_.fill_async(Lane::kH2D, dst.data, 0, bytes));
-  TZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceEvent> done, device_.create_event());
-  TZ_RETURN_IF_ERROR(done->record(Lane::kH2D));
-  return done->wait();
+  Status status = device_.fill_async(Lane::kH2D, dst.data, 0, bytes);
+  Status drained = drain(Lane::kH2D);
+  return status.ok() ? drained : status;
 }
 
 // Reads run up to `depth` chunks ahead of the H2D copies; a buffer is read into again only after
@@ -105,9 +115,9 @@ Status Transfers::nvme_to_device(const NvmeExtent& src, std::byte* dst, uint64_t
   }
   for (uint64_t slot = 0; slot < depth; ++slot) {
     (void)wait_all(reads[slot]);  // the first error is already in `status`
-    Status s = set->events[slot]->wait();
-    if (status.ok()) status = s;
   }
+  Status drained = drain(Lane::kH2D);  // covers a copy whose event failed to record
+  if (status.ok()) status = drained;
   give_back(set);
   return status;
 }
@@ -132,6 +142,8 @@ Status Transfers::device_to_nvme(const std::byte* src, const NvmeExtent& dst, ui
     if (status.ok()) status = set->events[slot]->wait();
     if (status.ok()) writes[slot] = store_->submit(dst, nvme::Op::kWrite, off, set->buffers[slot], len);
   }
+  Status drained = drain(Lane::kD2H);  // covers a copy whose event failed to record
+  if (status.ok()) status = drained;
   for (uint64_t slot = 0; slot < depth; ++slot) {
     Status s = wait_all(writes[slot]);
     if (status.ok()) status = s;

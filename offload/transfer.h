@@ -36,14 +36,18 @@ class Transfers {
   Transfers(DeviceMemory& device, NvmeStore* store, uint64_t chunk_bytes, std::vector<StagingSet> staging);
 
   // Copies `bytes` from `src` to `dst` (different tiers, or zeros to any tier) and returns when
-  // the destination holds them. Errors name the tier pair and the failing chunk.
-  Status copy(const Location& src, const Location& dst, uint64_t bytes);
+  // the destination holds them and no copy touches either any more, even on error. Errors name
+  // the tier pair and the failing chunk. With `after_caller_writes`, a GPU source is read only
+  // after the work queued on the default CUDA stream so far (the caller's writes into its view).
+  Status copy(const Location& src, const Location& dst, uint64_t bytes, bool after_caller_writes = false);
 
  private:
   // Borrows a staging set for one pipeline; blocks while all are lent.
   StagingSet* acquire();
   void give_back(StagingSet* set);
 
+  // Blocks until every copy queued on `lane` so far has completed.
+  Status drain(Lane lane);
   Status device_copy(Lane lane, void* dst, const void* src, uint64_t bytes);
   Status fill(const Location& dst, uint64_t bytes);
   Status nvme_to_device(const NvmeExtent& src, std::byte* dst, uint64_t bytes);

@@ -89,5 +89,29 @@ TEST_F(GpuOverlap, NvmePipelineBothWaysRunsWhileAKernelRuns) {
   ASSERT_TRUE(tm_->release("n").get().ok());
 }
 
+// The flake of issue #5: a caller's write into a GPU view queued on the default stream (here a
+// memset behind a 300 ms kernel; in the property test a cudaMemcpy from pageable memory, which
+// may return before its DMA lands) must reach home, though the manager copies on its own
+// non-blocking D2H stream. Without the ordering the writeback copies the old zeros.
+TEST_F(GpuOverlap, WritebackWaitsForTheCallersDefaultStreamWrites) {
+  constexpr uint64_t kSmall = 1 << 20;
+  for (Tier home : {Tier::kPinned, Tier::kNvme}) {
+    const std::string id = std::string("d-") + tier_name(home);
+    ASSERT_TRUE(tm_->register_shard({id, kSmall, DType::kU8, home}).ok());
+    Result<ShardView> v = tm_->fetch(id, Tier::kGpu, Access::kWrite).get();
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    ASSERT_EQ(testing::launch_spin(cudaStreamLegacy, 300), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(v->data, 0xab, kSmall, cudaStreamLegacy), cudaSuccess);
+    ASSERT_TRUE(tm_->writeback(id).get().ok());
+    ASSERT_TRUE(tm_->release(id).get().ok());
+    ASSERT_TRUE(tm_->evict(id, Tier::kGpu).get().ok());
+    Result<ShardView> back = tm_->fetch(id, Tier::kPinned).get();
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(testing::first_difference(std::vector<uint8_t>(kSmall, 0xab), read_view(*back)), "")
+        << "home " << tier_name(home);
+    ASSERT_TRUE(tm_->release(id).get().ok());
+  }
+}
+
 }  // namespace
 }  // namespace tierzero::offload

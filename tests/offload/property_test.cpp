@@ -1,15 +1,22 @@
 // A seeded random walk of thousands of fetch / write / writeback / release / prefetch operations
 // over shards homed in every tier, under budgets tight enough to evict all the time. Every byte
-// read is checked against a shadow copy of what the shard must hold.
+// read is checked against a shadow copy of what the shard must hold; a mismatch names the seed,
+// the operation index, the shard, the tier and the first differing byte. The AsyncCopies walks
+// run the host-memory GPU tier with copies still in flight after they are queued (as on a GPU).
+
 #include <gtest/gtest.h>
 
+#include <map>
+#include <ostream>
 #include <random>
+#include <string>
 
 #include "tests/offload/test_support.h"
 
 namespace tierzero::offload {
 namespace {
 
+using testing::first_difference;
 using testing::read_view;
 using testing::write_view;
 
@@ -24,7 +31,7 @@ struct Model {
 
 class PropertyWalk {
  public:
-  PropertyWalk(TierManager& tm, uint64_t seed) : tm_(tm), rng_(seed) {}
+  PropertyWalk(TierManager& tm, uint64_t seed) : tm_(tm), rng_(seed), seed_(seed) {}
 
   void add(const std::string& id, uint64_t bytes, Tier home) {
     ASSERT_TRUE(tm_.register_shard({id, bytes, DType::kU8, home}).ok());
@@ -35,6 +42,8 @@ class PropertyWalk {
   void step() {
     const std::string& id = ids_[rng_() % ids_.size()];
     Model& m = model_[id];
+    ++op_;
+    SCOPED_TRACE("seed " + std::to_string(seed_) + ", operation " + std::to_string(op_) + " on shard " + id);
     if (!m.held) {
       switch (rng_() % 5) {
         case 0: case 1: fetch(id, m, Access::kRead); break;
@@ -78,7 +87,8 @@ class PropertyWalk {
         if (t == Tier::kGpu && !has_gpu) continue;
         Result<ShardView> v = tm_.fetch(id, t).get();
         ASSERT_TRUE(v.ok()) << v.status().to_string();
-        EXPECT_TRUE(read_view(*v) == model_[id].committed) << id << " in " << tier_name(t);
+        EXPECT_EQ(first_difference(model_[id].committed, read_view(*v)), "")
+            << "seed " << seed_ << ", final check of shard " << id << " in " << tier_name(t);
         ASSERT_TRUE(tm_.release(id).get().ok());
       }
     }
@@ -99,7 +109,9 @@ class PropertyWalk {
     }
     ASSERT_EQ(v->bytes, m.committed.size());
     if (tier != Tier::kNvme) {
-      ASSERT_TRUE(read_view(*v) == m.committed) << "fetch of " << id << " to " << tier_name(tier);
+      ASSERT_EQ(first_difference(m.committed, read_view(*v)), "")
+          << (access == Access::kWrite ? "write " : "read ") << "fetch to " << tier_name(tier) << " (version "
+          << v->version << ", " << v->bytes << " bytes)";
       ++verified_;
     }
     m.held = true;
@@ -139,9 +151,18 @@ class PropertyWalk {
   std::map<std::string, Model> model_;
   std::map<std::string, ShardView> views_;
   int verified_ = 0;
+  uint64_t seed_;
+  uint64_t op_ = 0;
 };
 
-class PropertyTest : public ::testing::TestWithParam<uint64_t> {};
+struct Walk {
+  uint64_t seed;
+  uint32_t host_copy_latency_us;  // nonzero: host-memory GPU tier with asynchronous copies
+};
+
+void PrintTo(const Walk& w, std::ostream* os) { *os << "seed " << w.seed << ", copy latency " << w.host_copy_latency_us << " us"; }
+
+class PropertyTest : public ::testing::TestWithParam<Walk> {};
 
 TEST_P(PropertyTest, RandomOperationsKeepEveryByte) {
   testing::TempDir dir;
@@ -150,11 +171,15 @@ TEST_P(PropertyTest, RandomOperationsKeepEveryByte) {
   TierBudgets b = testing::small_budgets(dir.path(), 1 << 20, (768 << 10) + (1536 << 10), 12 << 20);
   b.nvme_paths = {dir.path(), dir.path()};  // two stripes
   b.swap_file_prefix = "walk";
+  if (GetParam().host_copy_latency_us > 0) {
+    b.device = DeviceChoice::kHost;
+    b.host_copy_latency_us = GetParam().host_copy_latency_us;
+  }
   auto m = TierManager::create(b, io.get());
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   TierManager& tm = **m;
 
-  const uint64_t seed = GetParam();
+  const uint64_t seed = GetParam().seed;
   PropertyWalk walk(tm, seed);
   std::mt19937_64 sizes(seed * 31 + 1);
   const Tier homes[] = {Tier::kNvme, Tier::kNvme, Tier::kPinned, Tier::kGpu};
@@ -176,7 +201,8 @@ TEST_P(PropertyTest, RandomOperationsKeepEveryByte) {
   EXPECT_GT(walk.verified(), 300);  // reads compared byte for byte
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, PropertyTest, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Seeds, PropertyTest, ::testing::Values(Walk{1, 0}, Walk{2, 0}, Walk{3, 0}, Walk{4, 0}));
+INSTANTIATE_TEST_SUITE_P(AsyncCopies, PropertyTest, ::testing::Values(Walk{5, 100}, Walk{6, 100}));
 
 }  // namespace
 }  // namespace tierzero::offload

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -15,7 +16,8 @@ namespace tierzero::offload::testing {
 namespace {
 
 // Copies with cudaMemcpy (cudaMemcpyDefault: either side may be device memory) where a GPU
-// exists, else memcpy.
+// exists, else memcpy. A cudaMemcpy from pageable memory into the device may return before its
+// DMA lands; it is queued on the default stream, which writeback orders its copy after.
 void copy_any(void* dst, const void* src, uint64_t bytes) {
 #ifdef TIERZERO_HAVE_CUDA
   static const bool gpu = [] {
@@ -79,6 +81,23 @@ std::vector<uint8_t> read_view(const ShardView& view) {
   if (view.data == nullptr) return out;
   copy_any(out.data(), view.data, view.bytes);
   return out;
+}
+
+std::string first_difference(const std::vector<uint8_t>& expected, const std::vector<uint8_t>& actual) {
+  if (expected.size() != actual.size()) {
+    return "size differs: expected " + std::to_string(expected.size()) + " bytes, got " + std::to_string(actual.size());
+  }
+  uint64_t first = expected.size(), count = 0;
+  for (uint64_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] == actual[i]) continue;
+    if (count++ == 0) first = i;
+  }
+  if (count == 0) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "first difference at byte %llu of %zu: expected 0x%02x, actual 0x%02x (%llu bytes differ)",
+                static_cast<unsigned long long>(first), expected.size(), expected[first], actual[first],
+                static_cast<unsigned long long>(count));
+  return text;
 }
 
 std::vector<uint8_t> pattern(uint64_t seed, uint64_t bytes) {

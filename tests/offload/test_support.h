@@ -32,6 +32,10 @@ std::unique_ptr<nvme::IoEngine> make_io();
 void write_view(const ShardView& view, uint64_t offset, const void* src, uint64_t bytes);
 std::vector<uint8_t> read_view(const ShardView& view);
 
+// "" when `actual` equals `expected`; else where they first differ and how many bytes differ:
+// "first difference at byte 812 of 4096: expected 0x3a, actual 0x00 (3284 bytes differ)".
+std::string first_difference(const std::vector<uint8_t>& expected, const std::vector<uint8_t>& actual);
+
 // Deterministic bytes for (seed, length).
 std::vector<uint8_t> pattern(uint64_t seed, uint64_t bytes);
 
