@@ -1,6 +1,7 @@
 #include "offload/arena_pool.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace tierzero::offload {
 
@@ -29,21 +30,29 @@ ArenaPool::~ArenaPool() {
   for (const Arena& a : arenas_) free_(a.data, a.bytes);
 }
 
-uint64_t ArenaPool::block_alignment(uint64_t bytes) { return bytes >= (80u << 10) ? 4096 : 256; }
+namespace {
+constexpr uint64_t kLargeAlign = 4096;
+}  // namespace
 
-std::optional<Block> ArenaPool::allocate(uint64_t bytes) {
-  const uint64_t align = block_alignment(bytes);
-  for (uint32_t i = 0; i < arenas_.size(); ++i) {
-    if (std::optional<uint64_t> offset = ranges_[i].allocate(bytes, align)) {
-      return Block{static_cast<std::byte*>(arenas_[i].data) + *offset, i, *offset, bytes};
-    }
+uint64_t ArenaPool::block_alignment(uint64_t bytes) {
+  if (bytes >= (80u << 10)) return kLargeAlign;
+  return std::clamp<uint64_t>(std::bit_floor(bytes / 32), 16, 256);
+}
+
+std::optional<Block> ArenaPool::allocate(uint64_t bytes, uint64_t align) {
+  align = std::max(align, block_alignment(bytes));
+  const uint32_t n = static_cast<uint32_t>(arenas_.size());
+  for (uint32_t k = 0; k < n; ++k) {
+    // Large blocks fill the arenas from the first one's bottom, small ones from the last one's top.
+    const uint32_t i = align >= kLargeAlign ? k : n - 1 - k;
+    std::optional<uint64_t> offset =
+        align >= kLargeAlign ? ranges_[i].allocate(bytes, align) : ranges_[i].allocate_high(bytes, align);
+    if (offset) return Block{static_cast<std::byte*>(arenas_[i].data) + *offset, i, *offset, bytes, align};
   }
   return std::nullopt;
 }
 
-void ArenaPool::free(const Block& block) {
-  ranges_[block.arena].free(block.offset, block.bytes, block_alignment(block.bytes));
-}
+void ArenaPool::free(const Block& block) { ranges_[block.arena].free(block.offset, block.bytes, block.align); }
 
 uint64_t ArenaPool::used() const {
   uint64_t sum = 0;

@@ -16,6 +16,10 @@ class RangeAllocator {
   // Returns the offset of a free range of `bytes` (rounded up to `align`, a power of two) whose
   // start is a multiple of `align`, or nullopt when no free range is large enough.
   std::optional<uint64_t> allocate(uint64_t bytes, uint64_t align);
+  // As allocate(), but the highest-placed fit: a range that ends as close to the end of the
+  // highest free range that can hold it as `align` allows. Used to keep small blocks packed at
+  // the top of an arena, away from the large blocks placed first-fit from the bottom.
+  std::optional<uint64_t> allocate_high(uint64_t bytes, uint64_t align);
   // Marks [offset, offset + bytes) used; false when any part of it is not free. (Re-attaching
   // recorded extents.)
   bool claim(uint64_t offset, uint64_t bytes);
@@ -32,6 +36,8 @@ class RangeAllocator {
 
  private:
   void insert_free(uint64_t offset, uint64_t bytes);
+  // Takes [start, start + size) out of the free range at `range` and returns `start`.
+  uint64_t take(std::map<uint64_t, uint64_t>::iterator range, uint64_t start, uint64_t size);
 
   uint64_t capacity_;
   uint64_t used_ = 0;

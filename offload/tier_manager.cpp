@@ -76,7 +76,7 @@ Status TierManagerImpl::init(nvme::IoEngine* io) {
   for (uint32_t t = 0; has_nvme && t < b.transfer_threads; ++t) {
     StagingSet set;
     for (uint32_t d = 0; d < b.pipeline_depth; ++d) {
-      std::optional<Block> block = pinned_pool_->allocate(b.chunk_bytes);
+      std::optional<Block> block = pinned_pool_->allocate(b.chunk_bytes, 4096);  // O_DIRECT zero-copy
       if (!block) return internal_error("staging buffers do not fit the pinned arenas; make pinned_arena_bytes a multiple of chunk_bytes");
       staging_blocks_.push_back(*block);
       set.buffers.push_back(static_cast<std::byte*>(block->data));

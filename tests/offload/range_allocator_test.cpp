@@ -1,6 +1,8 @@
 // The offset allocator under the pools and the NVMe extents, and the pools' exact-size promise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 
@@ -32,6 +34,22 @@ TEST(RangeAllocator, FailsWhenNoRangeIsLargeEnough) {
   EXPECT_FALSE(r.allocate(1, 1));
   r.free(*a, 4096, 4096);
   EXPECT_EQ(r.allocate(4096, 4096), a);
+}
+
+TEST(RangeAllocator, AllocateHighPlacesTheHighestFit) {
+  RangeAllocator r(1 << 16);
+  auto low = r.allocate(4096, 4096);
+  auto high = r.allocate_high(100, 16);
+  auto below = r.allocate_high(1000, 256);
+  ASSERT_TRUE(low && high && below);
+  EXPECT_EQ(*low, 0u);
+  EXPECT_EQ(*high, (1u << 16) - 112);  // 100 rounded to 112, ending at the top
+  EXPECT_EQ(*below, ((1u << 16) - 112 - 1024) & ~255u);
+  EXPECT_EQ(r.used(), 4096u + 112u + 1024u);
+  r.free(*high, 100, 16);
+  r.free(*below, 1000, 256);
+  r.free(*low, 4096, 4096);
+  EXPECT_EQ(r.largest_free(), 1u << 16);
 }
 
 TEST(RangeAllocator, ClaimMarksExactRangesAndRefusesOverlaps) {
@@ -82,6 +100,56 @@ TEST(ArenaPool, ExactSizeBlocksStayWithinFivePercent) {
     asked += bytes;
   }
   EXPECT_LE(static_cast<double>(pool->used()), 1.05 * static_cast<double>(asked));
+}
+
+// Many small blocks (64 B .. 5 KiB, log-uniform; about half the bytes) among large ones (80 KiB
+// .. 256 KiB), filled until the pool refuses one, then half freed at random and refilled: the
+// pool's own accounting stays within 5% of the bytes asked (rounding small blocks to 256 bytes
+// costs them 11%, the mix about 6%), every block is aligned as promised, and little space is
+// stranded.
+TEST(ArenaPool, MixedSmallAndLargeBlocksStayWithinFivePercent) {
+  auto alloc = [](uint64_t n) -> Result<void*> { return std::aligned_alloc(4096, n); };
+  auto release = [](void* p, uint64_t) { std::free(p); };
+  Result<ArenaPool> pool = ArenaPool::create(8 << 20, 4 << 20, alloc, release);
+  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+  std::mt19937_64 rng(23);
+  auto next_size = [&]() -> uint64_t {
+    if (rng() % 256 == 0) return (80 << 10) + rng() % (176 << 10);
+    return static_cast<uint64_t>(std::exp2(std::uniform_real_distribution<>(6, 12.4)(rng)));
+  };
+  std::vector<Block> live;
+  uint64_t asked = 0;
+  auto fill = [&] {
+    for (;;) {
+      const uint64_t bytes = next_size();
+      std::optional<Block> b = pool->allocate(bytes);
+      if (!b) return;
+      const uint64_t align = ArenaPool::block_alignment(bytes);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(b->data) % align, 0u) << bytes;
+      const uint64_t rounded = RangeAllocator::round_up(bytes, align);
+      if (bytes >= 320) ASSERT_LE(rounded, bytes + bytes / 20) << bytes;
+      ASSERT_LE(rounded - bytes, bytes >= (80 << 10) ? 4095u : 255u) << bytes;
+      live.push_back(*b);
+      asked += bytes;
+    }
+  };
+  fill();
+  uint64_t small = 0;
+  for (const Block& b : live) small += b.bytes < (80 << 10) ? b.bytes : 0;
+  EXPECT_GT(small, asked / 3);
+  EXPECT_LE(static_cast<double>(pool->used()), 1.05 * static_cast<double>(asked));
+  EXPECT_GE(static_cast<double>(asked), 0.9 * static_cast<double>(pool->capacity()));
+  std::shuffle(live.begin(), live.end(), rng);
+  for (size_t i = live.size() / 2; i < live.size(); ++i) {
+    pool->free(live[i]);
+    asked -= live[i].bytes;
+  }
+  live.resize(live.size() / 2);
+  fill();
+  EXPECT_LE(static_cast<double>(pool->used()), 1.05 * static_cast<double>(asked));
+  EXPECT_GE(static_cast<double>(asked), 0.85 * static_cast<double>(pool->capacity()));
+  for (const Block& b : live) pool->free(b);
+  EXPECT_EQ(pool->used(), 0u);
 }
 
 }  // namespace
