@@ -1,5 +1,6 @@
 #include "offload/nvme_store.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -13,7 +14,8 @@ namespace {
 
 constexpr uint64_t kExtentAlign = 4096;
 
-// Bytes a swap file at `file_path` could grow to: free space plus what it already holds.
+// Bytes a swap file at `file_path` could grow to: free space plus what it already holds (just
+// the free space when `file_path` is empty or does not exist).
 Result<uint64_t> space_for(const std::string& dir, const std::string& file_path) {
   struct statvfs vfs {};
   if (statvfs(dir.c_str(), &vfs) != 0) {
@@ -24,6 +26,23 @@ Result<uint64_t> space_for(const std::string& dir, const std::string& file_path)
   const uint64_t existing = std::filesystem::file_size(file_path, ec);
   if (!ec) have += existing;
   return have;
+}
+
+// The disk-full error: what needed `needed` bytes on `dir`, the bytes free there now, the fix.
+Status disk_full(const std::string& what, const std::string& dir, uint64_t needed, const std::string& cause) {
+  struct statvfs vfs {};
+  const std::string free = statvfs(dir.c_str(), &vfs) == 0
+                               ? format_bytes(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " free"
+                               : "unknown free space (statvfs failed)";
+  return out_of_space("NVMe disk full: " + what + " needs " + format_bytes(needed) + " but " + dir + " has " + free +
+                      " (statvfs); free space on that disk, or set a smaller nvme_bytes or another nvme_path" +
+                      (cause.empty() ? "" : " (" + cause + ")"));
+}
+
+// True when the file system holds blocks for all `bytes` of the file (fallocate reserved them).
+bool fully_allocated(const nvme::File& file, uint64_t bytes) {
+  struct stat st {};
+  return fstat(file.fd(), &st) == 0 && static_cast<uint64_t>(st.st_blocks) * 512 >= bytes;
 }
 
 }  // namespace
@@ -50,8 +69,11 @@ Result<std::unique_ptr<NvmeStore>> NvmeStore::create(const TierBudgets& budgets,
     options.mode = nvme::OpenMode::kReadWrite;
     options.preallocate_bytes = per_file;
     Result<nvme::FileRef> file = io.open(path, options);
+    if (file.status().code() == ErrorCode::kOutOfSpace) {
+      return disk_full("preallocating the swap file " + path, dir, per_file, file.status().message());
+    }
     if (!file.ok()) return file.status().with_context("opening the NVMe swap file");
-    store->files_.push_back({*file, path, RangeAllocator(per_file)});
+    store->files_.push_back({*file, path, dir, RangeAllocator(per_file), fully_allocated(**file, per_file)});
   }
   return store;
 }
@@ -101,6 +123,22 @@ Result<NvmeExtent> NvmeStore::allocate(uint64_t bytes) {
   return extent;
 }
 
+Status NvmeStore::check_disk_room(uint64_t bytes) const {
+  const uint64_t n = files_.size();
+  const uint64_t stripes = (bytes + stripe_ - 1) / stripe_;
+  for (uint64_t f = 0; f < n && f < stripes; ++f) {
+    if (files_[f].reserved) continue;
+    const uint64_t part = (stripes - f + n - 1) / n * stripe_;
+    Result<uint64_t> available = space_for(files_[f].dir, "");
+    if (available.ok() && *available < part) {
+      return disk_full("a shard of " + format_bytes(bytes) + " in " + files_[f].path +
+                           " (not preallocated: the file system refused fallocate)",
+                       files_[f].dir, part, "");
+    }
+  }
+  return {};
+}
+
 void NvmeStore::free(const NvmeExtent& extent) {
   for (size_t f = 0; f < extent.part_offset.size(); ++f) {
     files_[f].extents.free(extent.part_offset[f], extent.part_bytes[f], kExtentAlign);
@@ -145,6 +183,18 @@ std::vector<NvmeExtentPart> NvmeStore::parts(const NvmeExtent& extent) const {
     out.push_back({files_[f].path, extent.part_offset[f], extent.part_bytes[f]});
   }
   return out;
+}
+
+Status NvmeStore::full_disk(const Status& status, const NvmeExtent& extent, uint64_t bytes) const {
+  if (status.code() != ErrorCode::kOutOfSpace) return status;
+  std::string files;
+  const SwapFile* failed = &files_[0];  // the file the I/O error names, else the first
+  for (size_t f = 0; f < extent.part_offset.size(); ++f) {
+    files += (f ? ", " : "") + files_[f].path;
+    if (status.message().find(files_[f].path) != std::string::npos) failed = &files_[f];
+  }
+  return disk_full("writing " + format_bytes(bytes) + " to the swap file(s) " + files, failed->dir, bytes,
+                   status.message());
 }
 
 std::vector<nvme::IoTicket> NvmeStore::submit(const NvmeExtent& extent, nvme::Op op, uint64_t shard_offset,

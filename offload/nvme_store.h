@@ -25,7 +25,8 @@ struct NvmeExtent {
 class NvmeStore {
  public:
   // Checks free space on every path (statvfs) against its share of `budgets.nvme_bytes` and
-  // opens and preallocates the swap files. The error names the path, the bytes asked and free.
+  // opens and preallocates the swap files. The error names the path, the bytes asked and free;
+  // a disk that fills during preallocation is a disk-full kOutOfSpace (see full_disk).
   static Result<std::unique_ptr<NvmeStore>> create(const TierBudgets& budgets, nvme::IoEngine& io);
   // Removes the swap files unless keep_nvme_files.
   ~NvmeStore();
@@ -38,11 +39,19 @@ class NvmeStore {
 
   // Extents for a shard of `bytes`, or kOutOfSpace with the numbers.
   Result<NvmeExtent> allocate(uint64_t bytes);
+  // Ok unless a swap file the file system did not preallocate (it refused fallocate) lies on a
+  // disk without the free space for its part of a shard of `bytes`: then the disk-full error
+  // (see full_disk), before any data is written. Preallocated files always have room.
+  Status check_disk_room(uint64_t bytes) const;
   void free(const NvmeExtent& extent);
   // Claims the extent a record names (see attach_nvme in tier_manager.h).
   Result<NvmeExtent> claim(const NvmeShardRecord& record);
   // The record parts of `extent`.
   std::vector<NvmeExtentPart> parts(const NvmeExtent& extent) const;
+  // For a write of `bytes` to `extent` that failed with kOutOfSpace (ENOSPC / EDQUOT): the
+  // disk-full error, naming the swap files, the bytes needed, the bytes free on their disks and
+  // the fix, with `status`'s message at the end. Any other status is returned unchanged.
+  Status full_disk(const Status& status, const NvmeExtent& extent, uint64_t bytes) const;
 
   // Submits I/O for bytes [shard_offset, shard_offset + length) of the shard at `extent`,
   // to or from `buffer`; one request per run of stripes that is contiguous in one file.
@@ -53,7 +62,9 @@ class NvmeStore {
   struct SwapFile {
     nvme::FileRef file;
     std::string path;
+    std::string dir;
     RangeAllocator extents;
+    bool reserved = true;  // the file system holds blocks for the whole file (fallocate worked)
   };
   NvmeStore(nvme::IoEngine& io, uint64_t stripe, bool keep) : io_(io), stripe_(stripe), keep_(keep) {}
 

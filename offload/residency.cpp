@@ -121,6 +121,7 @@ Status TierManagerImpl::no_room(Tier tier, uint64_t bytes) const {
 
 Status TierManagerImpl::allocate_copy(std::unique_lock<std::mutex>& lock, Shard& shard, Tier tier, bool prefetching) {
   Copy& copy = shard.copies[idx(tier)];
+  if (tier == Tier::kNvme && store_) TZ_RETURN_IF_ERROR(store_->check_disk_room(shard.spec.bytes));
   for (;;) {
     if (try_allocate(tier, copy, shard.spec.bytes)) {
       copy.present = true;

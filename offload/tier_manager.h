@@ -133,7 +133,7 @@ class TierManager {
  public:
   // Checks every budget against the machine and fails early with the numbers (asked, available,
   // RLIMIT_MEMLOCK, free disk via statvfs) and the fix; then allocates the arenas and
-  // preallocates the swap files. `io` is used for NVMe I/O and must outlive the manager; when
+  // preallocates the swap files (a disk that fills meanwhile: kOutOfSpace "NVMe disk full"). `io` is used for NVMe I/O and must outlive the manager; when
   // null the manager creates its own from budgets.io.
   static Result<std::unique_ptr<TierManager>> create(const TierBudgets& budgets,
                                                      nvme::IoEngine* io = nullptr);
@@ -147,7 +147,8 @@ class TierManager {
 
   // Registers a shard and reserves its storage in its home tier. Contents start as zeros.
   // kInvalidArgument for a duplicate id or zero bytes; kOutOfSpace with the numbers when the home
-  // tier's budget cannot hold it after evicting cached copies.
+  // tier's budget cannot hold it after evicting cached copies, or when an NVMe swap file that
+  // could not be preallocated lies on a disk without room for it ("NVMe disk full: ...").
   virtual Status register_shard(const ShardSpec& spec) = 0;
   // Drops a shard that is not held, freeing every copy. kNotFound / kInvalidArgument otherwise.
   virtual Status unregister_shard(const std::string& id) = 0;
@@ -162,7 +163,9 @@ class TierManager {
   // writes made there, kernels or cudaMemcpy, need no host sync); writes queued on other streams
   // must be complete before the call. On a shard without a write
   // hold, re-copies the current contents home when the home copy was lost to a failed writeback,
-  // else does nothing. On failure the held copy stays whole and the error names file and offset.
+  // else does nothing. On failure the held copy stays whole and the error names file and offset;
+  // a full disk (ENOSPC, EDQUOT) is kOutOfSpace "NVMe disk full: ..." with the swap file, the
+  // bytes needed, the bytes free and the fix (free space, a smaller nvme_bytes, another path).
   virtual std::future<Status> writeback(const std::string& id) = 0;
   // Ends one hold. A write hold not written back since its fetch is written back first (its
   // error is returned and the copy kept). The copy stays cached until its space is needed, and

@@ -82,7 +82,8 @@ class TierManagerImpl final : public TierManager {
 
   // Tier storage. allocate_copy evicts unheld cached copies (farthest next use first, else
   // least recently used) and, for demand fetches, waits while transfers in the tier may free
-  // room. A prefetch evicts only copies used later than `self`, and never waits.
+  // room. A prefetch evicts only copies used later than `self`, and never waits. An NVMe copy is
+  // refused at once, with the disk-full error, when its disk has no room (check_disk_room).
   bool try_allocate(Tier tier, Copy& copy, uint64_t bytes);
   void free_copy(Shard& shard, Tier tier);
   Status allocate_copy(std::unique_lock<std::mutex>& lock, Shard& shard, Tier tier, bool prefetching);

@@ -56,6 +56,7 @@ Status Transfers::copy(const Location& src, const Location& dst, uint64_t bytes,
   } else {
     return internal_error("no transfer from a tier to itself (" + pair_name(src, dst) + ")");
   }
+  if (dst.tier == Tier::kNvme) s = store_->full_disk(s, *dst.extent, bytes);
   return s.with_context("copying " + std::to_string(bytes) + " bytes " + pair_name(src, dst));
 }
 

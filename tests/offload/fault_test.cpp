@@ -1,7 +1,10 @@
 // Disk failures: an I/O error or a full disk during writeback surfaces as an error and the data
-// stays whole in the tier it was written from; a disk too small for the budget is refused at start.
+// stays whole in the tier it was written from; a full disk is a kOutOfSpace "NVMe disk full"
+// error with the numbers and the fix; a disk too small for the budget is refused at start.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -72,6 +75,16 @@ TEST_P(DiskFaults, FailedWritebackKeepsTheDataWholeUntilRepaired) {
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find(std::string("still whole in tier ") + tier_name(at)), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("errno " + std::to_string(err)), std::string::npos) << s.message();
+    if (err == ENOSPC) {  // a full disk is told apart from other I/O errors, with the numbers and the fix
+      EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace) << s.to_string();
+      EXPECT_NE(s.message().find("NVMe disk full: writing 292.97 KiB to the swap file(s) " + dir_.path() + "/"),
+                std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("but " + dir_.path() + " has "), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("free space on that disk, or set a smaller nvme_bytes or another nvme_path"),
+                std::string::npos) << s.message();
+    } else {
+      EXPECT_EQ(s.code(), ErrorCode::kIo) << s.to_string();
+    }
     EXPECT_EQ(tm_->info(id)->version, 0u);
     EXPECT_FALSE(tm_->release(id).get().ok());  // release retries the writeback, which fails again
     Result<ShardInfo> info = tm_->info(id);
@@ -102,6 +115,113 @@ TEST(FullDisk, NvmeBudgetExhaustedIsRefusedBeforeAnyDataMoves) {
   Status s = (*tm)->register_shard({"b", 600 << 10, DType::kU8, Tier::kNvme});
   EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
   EXPECT_NE(s.message().find("raise nvme_bytes"), std::string::npos) << s.message();
+}
+
+// An IoEngine that passes everything to `inner` but changes how swap files open: `open_errno`
+// fails the open as fallocate on a filling disk does; `skip_preallocation` opens without
+// fallocate, as on a file system that refuses it.
+class OpenFaults final : public nvme::IoEngine {
+ public:
+  explicit OpenFaults(nvme::IoEngine& inner) : inner_(inner) {}
+  int open_errno = 0;
+  bool skip_preallocation = false;
+
+  nvme::Backend backend() const override { return inner_.backend(); }
+  const nvme::IoConfig& config() const override { return inner_.config(); }
+  Result<nvme::FileRef> open(const std::string& path, const nvme::OpenOptions& options) override {
+    if (open_errno != 0) {
+      return errno_status(open_errno, "cannot preallocate " + std::to_string(options.preallocate_bytes) + " bytes for " + path);
+    }
+    nvme::OpenOptions changed = options;
+    if (skip_preallocation) changed.preallocate_bytes = 0;
+    return inner_.open(path, changed);
+  }
+  nvme::IoTicket submit(nvme::IoRequest request) override { return inner_.submit(std::move(request)); }
+  std::vector<nvme::IoTicket> submit_batch(std::vector<nvme::IoRequest> requests) override {
+    return inner_.submit_batch(std::move(requests));
+  }
+  Status register_buffer(void* buffer, uint64_t bytes) override { return inner_.register_buffer(buffer, bytes); }
+  Status unregister_buffer(void* buffer) override { return inner_.unregister_buffer(buffer); }
+  void set_fault_injector(nvme::FaultInjector injector) override { inner_.set_fault_injector(std::move(injector)); }
+
+ private:
+  nvme::IoEngine& inner_;
+};
+
+TEST(FullDisk, DiskFillingDuringPreallocationIsReportedAtStart) {
+  testing::TempDir dir;
+  auto io = testing::make_io();
+  ASSERT_TRUE(io);
+  OpenFaults faults(*io);
+  faults.open_errno = ENOSPC;
+  auto tm = TierManager::create(testing::small_budgets(dir.path(), 0, 2 << 20, 4 << 20), &faults);
+  ASSERT_FALSE(tm.ok());
+  EXPECT_EQ(tm.status().code(), ErrorCode::kOutOfSpace);
+  const std::string m = tm.status().message();
+  EXPECT_NE(m.find("NVMe disk full: preallocating the swap file " + dir.path() + "/tierzero-swap-r0-s0.bin needs "
+                   "4.00 MiB but " + dir.path() + " has "),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("free space on that disk, or set a smaller nvme_bytes or another nvme_path"), std::string::npos) << m;
+}
+
+// Fills the file system holding `dir` with a junk file; returns its path.
+std::string fill_disk(const std::string& dir) {
+  const std::string path = dir + "/junk";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  EXPECT_GE(fd, 0);
+  std::vector<char> block(4096, 'j');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  ::close(fd);
+  return path;
+}
+
+// A real full disk (a 2 MiB tmpfs; swap file not preallocated, as where fallocate is refused):
+// registration is refused while the disk has no room for the shard, and a writeback that meets
+// ENOSPC keeps the data whole until space is freed. Needs root for the mount.
+TEST(FullDisk, RealFullFileSystemIsReportedBeforeDataIsLost) {
+  testing::TempDir dir;
+  if (mount("tierzero-test", dir.path().c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (errno " << errno << "); needs root";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{dir.path()};
+  auto io = testing::make_io();
+  ASSERT_TRUE(io);
+  OpenFaults faults(*io);
+  faults.skip_preallocation = true;
+  auto created = TierManager::create(testing::small_budgets(dir.path(), 0, (768 << 10) + (1 << 20), 1 << 20), &faults);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  TierManager& tm = **created;
+  constexpr uint64_t kShard = 256 << 10;
+  ASSERT_TRUE(tm.register_shard({"c", kShard, DType::kU8, Tier::kNvme}).ok());
+  const std::string junk = fill_disk(dir.path());
+
+  Status refused = tm.register_shard({"b", kShard, DType::kU8, Tier::kNvme});
+  EXPECT_EQ(refused.code(), ErrorCode::kOutOfSpace) << refused.to_string();
+  EXPECT_NE(refused.message().find("NVMe disk full: a shard of 256.00 KiB"), std::string::npos) << refused.message();
+
+  Result<ShardView> v = tm.fetch("c", Tier::kPinned, Access::kWrite).get();
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  const std::vector<uint8_t> data = pattern(3, kShard);
+  write_view(*v, 0, data.data(), kShard);
+  Status full = tm.writeback("c").get();
+  EXPECT_EQ(full.code(), ErrorCode::kOutOfSpace) << full.to_string();
+  EXPECT_NE(full.message().find("NVMe disk full: writing 256.00 KiB"), std::string::npos) << full.message();
+  EXPECT_NE(full.message().find("still whole in tier pinned"), std::string::npos) << full.message();
+  EXPECT_EQ(read_view(*v), data);
+
+  ASSERT_EQ(::unlink(junk.c_str()), 0);
+  Status repaired = tm.writeback("c").get();
+  ASSERT_TRUE(repaired.ok()) << repaired.to_string();
+  ASSERT_TRUE(tm.release("c").get().ok());
+  ASSERT_TRUE(tm.evict("c", Tier::kPinned).get().ok());
+  Result<ShardView> back = tm.fetch("c", Tier::kPinned).get();
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(read_view(*back), data);
+  ASSERT_TRUE(tm.release("c").get().ok());
 }
 
 // A real small file system: a 1 MiB tmpfs cannot take a 4 MiB NVMe budget. Needs root.
