@@ -8,7 +8,8 @@
 //     1. refuse if DIR/latest names TAG (the published checkpoint is immutable)
 //     2. mkdir DIR; rm -r DIR/TAG.partial (left by a crashed save); mkdir DIR/TAG.partial
 //   write_checkpoint_rank (every rank, after a barrier)
-//     3. write DIR/TAG.partial/rank_R.bin section by section; fsync; close
+//     3. write DIR/TAG.partial/rank_R.bin section by section through nvme/ (O_DIRECT where the file
+//        system allows it); fdatasync
 //     4. write DIR/TAG.partial/rank_R.json (sizes, XXH3s, layout hash); fsync
 //   commit_checkpoint (rank 0, after a barrier)
 //     5. read every rank record; each must match this save's layout (no stale files)
@@ -126,28 +127,28 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
   TZ_RETURN_IF_ERROR(check_rank_data(manifest, rank, data));
   const DurableFs fs(options.fault_hook);
   const std::string staging = staging_dir(dir, tag);
-  TZ_ASSIGN_OR_RETURN(WritableFile file, fs.create(staging + "/" + rank_file_name(rank)));
-  RankFileWriter writer(std::move(file), options);
+  TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(nvme::IoConfig{}));
+  TZ_ASSIGN_OR_RETURN(auto writer, RankFileWriter::create(fs, *engine, staging + "/" + rank_file_name(rank), options));
   for (uint32_t g = 0; g < data.group_states.size(); ++g) {
     for (uint32_t s = 0; s < data.group_states[g].size(); ++s) {
       SectionRecord section;
       section.group = g;
       section.state = s;
-      TZ_RETURN_IF_ERROR(writer.add_section(section, data.group_states[g][s]));
+      TZ_RETURN_IF_ERROR(writer->add_section(section, data.group_states[g][s]));
     }
   }
   for (uint32_t i = 0; i < data.replicated.size(); ++i) {
     SectionRecord section;
     section.replicated = true;
     section.index = i;
-    TZ_RETURN_IF_ERROR(writer.add_section(section, data.replicated[i]));
+    TZ_RETURN_IF_ERROR(writer->add_section(section, data.replicated[i]));
   }
   RankFileRecord record;
   record.rank = rank;
   record.file = rank_file_name(rank);
   record.rank_state = data.rank_state;
   record.layout_hash = layout_hash(manifest);
-  TZ_RETURN_IF_ERROR(writer.finish(record));
+  TZ_RETURN_IF_ERROR(writer->finish(record));
   return fs.write_file(staging + "/" + rank_record_name(rank), text_bytes(rank_record_to_json(record).dump()));
 }
 

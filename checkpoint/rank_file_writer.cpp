@@ -4,8 +4,10 @@
 
 namespace tierzero::checkpoint {
 
-RankFileWriter::RankFileWriter(WritableFile file, const CheckpointOptions& options)
-    : file_(std::move(file)),
+RankFileWriter::RankFileWriter(const DurableFs& fs, std::unique_ptr<StreamWriter> stream,
+                               const CheckpointOptions& options)
+    : fs_(fs),
+      stream_(std::move(stream)),
       level_(options.compression_level),
       threads_(options.compression_threads),
       file_hash_(XXH3_createState()) {
@@ -17,48 +19,60 @@ RankFileWriter::~RankFileWriter() {
   ZSTD_freeCCtx(cctx_);
 }
 
-Status RankFileWriter::store(std::span<const std::byte> bytes) {
-  XXH3_64bits_update(file_hash_, bytes.data(), bytes.size());
-  return file_.append(bytes);
+Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(const DurableFs& fs, nvme::IoEngine& engine,
+                                                               const std::string& path,
+                                                               const CheckpointOptions& options) {
+  TZ_RETURN_IF_ERROR(fs.announce(FsStep::kCreate, path));
+  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(engine, path, 0, StreamWriter::Options{}));
+  return std::unique_ptr<RankFileWriter>(new RankFileWriter(fs, std::move(stream), options));
 }
 
+Status RankFileWriter::store(std::span<const std::byte> bytes) {
+  XXH3_64bits_update(file_hash_, bytes.data(), bytes.size());
+  return stream_->append(bytes);
+}
+
+// One zstd frame, compressed straight into the stream's staging buffers.
 Status RankFileWriter::compress(std::span<const std::byte> bytes) {
   if (cctx_ == nullptr) {
     cctx_ = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
     if (threads_ > 0) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, static_cast<int>(threads_));
-    out_buffer_.resize(ZSTD_CStreamOutSize() * 16);
   }
   ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_only);
   ZSTD_CCtx_setPledgedSrcSize(cctx_, bytes.size());
   ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
   size_t remaining = 0;
   do {
-    ZSTD_outBuffer out{out_buffer_.data(), out_buffer_.size(), 0};
+    TZ_ASSIGN_OR_RETURN(std::span<std::byte> free, stream_->reserve());
+    ZSTD_outBuffer out{free.data(), free.size(), 0};
     remaining = ZSTD_compressStream2(cctx_, &out, &in, ZSTD_e_end);
     if (ZSTD_isError(remaining)) {
-      return internal_error(fmt::format("zstd compression of {} failed: {}", file_.path(), ZSTD_getErrorName(remaining)));
+      return internal_error(fmt::format("zstd compression of {} failed: {}", stream_->path(),
+                                        ZSTD_getErrorName(remaining)));
     }
-    TZ_RETURN_IF_ERROR(store(std::span(out_buffer_.data(), out.pos)));
+    XXH3_64bits_update(file_hash_, free.data(), out.pos);
+    TZ_RETURN_IF_ERROR(stream_->commit(out.pos));
   } while (remaining != 0);
   return {};
 }
 
 Status RankFileWriter::add_section(SectionRecord section, std::span<const std::byte> bytes) {
-  section.offset = file_.size();
+  TZ_RETURN_IF_ERROR(fs_.announce(FsStep::kWrite, stream_->path()));
+  section.offset = stream_->size();
   section.raw_bytes = bytes.size();
   section.compressed = level_ > 0;
   section.xxh3 = XXH3_64bits(bytes.data(), bytes.size());
   TZ_RETURN_IF_ERROR(section.compressed ? compress(bytes) : store(bytes));
-  section.stored_bytes = file_.size() - section.offset;
+  section.stored_bytes = stream_->size() - section.offset;
   sections_.push_back(section);
   return {};
 }
 
 Status RankFileWriter::finish(RankFileRecord& record) {
-  TZ_RETURN_IF_ERROR(file_.sync());
-  TZ_RETURN_IF_ERROR(file_.close());
-  record.bytes = file_.size();
+  TZ_RETURN_IF_ERROR(fs_.announce(FsStep::kSyncFile, stream_->path()));
+  TZ_RETURN_IF_ERROR(stream_->finish());
+  record.bytes = stream_->size();
   record.xxh3 = XXH3_64bits_digest(file_hash_);
   record.sections = sections_;
   return {};

@@ -1,39 +1,47 @@
-// Private: writes one rank file section by section (raw or one zstd frame each), hashing the
-// raw bytes per section and the stored bytes for the whole file.
+// Private: writes one rank file section by section (raw or one zstd frame each) through a
+// StreamWriter (nvme::IoEngine, O_DIRECT where allowed), hashing the raw bytes per section and the
+// stored bytes, as they are streamed, for the whole file. Each file-system step is announced to
+// the DurableFs's fault hook first (create, write per section, fsync).
 #pragma once
 
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include <xxhash.h>
 #include <zstd.h>
 
 #include "checkpoint/durable_fs.h"
 #include "checkpoint/manifest_io.h"
+#include "checkpoint/stream_writer.h"
 
 namespace tierzero::checkpoint {
 
 class RankFileWriter {
  public:
-  RankFileWriter(WritableFile file, const CheckpointOptions& options);
+  // Creates (truncates) `path`; errors name it.
+  static Result<std::unique_ptr<RankFileWriter>> create(const DurableFs& fs, nvme::IoEngine& engine,
+                                                        const std::string& path, const CheckpointOptions& options);
   ~RankFileWriter();
   RankFileWriter(const RankFileWriter&) = delete;
   RankFileWriter& operator=(const RankFileWriter&) = delete;
 
   // Appends `bytes` as the next section; `section` names it and receives offset, sizes, checksum.
   Status add_section(SectionRecord section, std::span<const std::byte> bytes);
-  // fsyncs and closes the file, filling the record's size, checksum and sections.
+  // Writes what is staged and fdatasyncs, filling the record's size, checksum and sections.
   Status finish(RankFileRecord& record);
 
  private:
+  RankFileWriter(const DurableFs& fs, std::unique_ptr<StreamWriter> stream, const CheckpointOptions& options);
   Status store(std::span<const std::byte> bytes);
   Status compress(std::span<const std::byte> bytes);
-  WritableFile file_;
+  const DurableFs& fs_;
+  std::unique_ptr<StreamWriter> stream_;
   int level_;
   uint32_t threads_;
   XXH3_state_t* file_hash_;
   ZSTD_CCtx* cctx_ = nullptr;
-  std::vector<std::byte> out_buffer_;
   std::vector<SectionRecord> sections_;
 };
 

@@ -92,6 +92,8 @@ struct TensorToWrite {
 Result<std::string> build_safetensors_header(const std::vector<TensorToWrite>& tensors,
                                              const std::map<std::string, std::string>& metadata);
 
+class StreamWriter;
+
 // Streams one safetensors file: header first, then each tensor's bytes in declaration order,
 // through an nvme::IoEngine (O_DIRECT where the file system allows it) with `buffer_count`
 // buffers of `buffer_bytes` so filling one overlaps writing the others. Not thread-safe.
@@ -109,24 +111,22 @@ class SafetensorsWriter {
 
   // Appends the next bytes of tensor data. Appending past the declared total is kInvalidArgument.
   Status append(std::span<const std::byte> bytes);
+  // In-place form of append: a writable span of at most `max_bytes` (> 0, and no more than the
+  // bytes still declared) in the staging buffer, never empty; fill a prefix and commit() it.
+  // kInvalidArgument when `max_bytes` passes the declared total.
+  Result<std::span<std::byte>> reserve(uint64_t max_bytes);
+  // Appends the first `bytes` bytes of the span reserve() returned.
+  Status commit(uint64_t bytes);
   // Writes what is staged, waits for every write, checks that exactly the declared bytes came,
   // and fsyncs. The file is complete and durable when this returns ok.
   Status finish();
   uint64_t file_bytes() const { return file_bytes_; }
 
  private:
-  SafetensorsWriter(nvme::IoEngine& engine, nvme::FileRef file, uint64_t file_bytes,
-                    const Options& options);
-  Status flush_current();
-  nvme::IoEngine& engine_;
-  nvme::FileRef file_;
+  SafetensorsWriter(std::unique_ptr<StreamWriter> stream, uint64_t file_bytes);
+  Status check_room(uint64_t bytes) const;
+  std::unique_ptr<StreamWriter> stream_;
   uint64_t file_bytes_;
-  Options options_;
-  std::vector<nvme::AlignedBuffer> buffers_;
-  std::vector<nvme::IoTicket> in_flight_;
-  size_t current_ = 0;
-  uint64_t filled_ = 0;     // bytes staged in buffers_[current_]
-  uint64_t flushed_ = 0;    // file offset of buffers_[current_]'s first byte
 };
 
 // Which tensors go in which output file.
