@@ -1,5 +1,5 @@
-// consolidate_to_safetensors: source tensors (fp32, read ahead on a thread) -> 16/32-bit chunks ->
-// SafetensorsWriter (nvme, several buffers in flight) -> OUT.partial -> renamed to OUT.
+// consolidate_to_safetensors: source tensors (read ahead on a thread) -> encoded in place, on every
+// core, into SafetensorsWriter's buffers (nvme, several in flight) -> OUT.partial -> renamed to OUT.
 #include "checkpoint/consolidate.h"
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "checkpoint/durable_fs.h"
-#include "checkpoint/float_convert.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/tensor_encoder.h"
 #include "checkpoint/tensor_prefetcher.h"
 #include "common/progress.h"
 
@@ -19,8 +19,6 @@ namespace tierzero::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr size_t kConvertChunk = 1 << 20;  // elements converted per append
 
 // Removes the partial output directory unless released.
 class PartialDirGuard {
@@ -45,23 +43,6 @@ Status check_output_dir(const std::string& out_dir) {
     return invalid_argument(fmt::format("output {} exists and is not an empty directory; choose a new directory or "
                                         "remove it",
                                         out_dir));
-  }
-  return {};
-}
-
-// Appends `values` to `writer` as `dtype`.
-Status append_converted(SafetensorsWriter& writer, std::span<const float> values, DType dtype,
-                        std::vector<uint16_t>& scratch) {
-  if (dtype == DType::kF32) return writer.append(std::as_bytes(values));
-  for (size_t done = 0; done < values.size(); done += kConvertChunk) {
-    const size_t n = std::min(kConvertChunk, values.size() - done);
-    scratch.resize(n);
-    if (dtype == DType::kBF16) {
-      floats_to_bf16(values.subspan(done, n), scratch);
-    } else {
-      floats_to_fp16(values.subspan(done, n), scratch);
-    }
-    TZ_RETURN_IF_ERROR(writer.append(std::as_bytes(std::span(scratch))));
   }
   return {};
 }
@@ -93,7 +74,10 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
 
   const std::vector<TensorSpec>& specs = source.tensors();
   std::vector<TensorToWrite> tensors;
-  for (const TensorSpec& spec : specs) tensors.push_back({spec.name, options.dtype, spec.shape});
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const DType stored = source.dtype(i);
+    tensors.push_back({specs[i].name, stored == DType::kF32 ? options.dtype : stored, specs[i].shape});
+  }
   TZ_ASSIGN_OR_RETURN(ShardPlan plan, plan_shards(tensors, options.max_shard_bytes));
   TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(options.io));
 
@@ -111,7 +95,6 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   if (options.progress) progress = std::make_unique<ProgressBar>("convert", plan.total_bytes);
 
   TensorPrefetcher prefetcher(source, options.read_ahead_bytes);
-  std::vector<uint16_t> scratch;
   const std::map<std::string, std::string> metadata{{"format", "pt"}};
   SafetensorsWriter::Options writer_options{options.write_buffer_bytes, options.write_buffers};
   for (size_t s = 0; s < plan.shards.size(); ++s) {
@@ -121,11 +104,10 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
     TZ_ASSIGN_OR_RETURN(auto writer,
                         SafetensorsWriter::create(*engine, path, shard_tensors, metadata, writer_options));
     for (size_t i : plan.shards[s]) {
-      TZ_ASSIGN_OR_RETURN(std::unique_ptr<float[]> data, prefetcher.next());
-      const std::span<const float> values(data.get(), static_cast<size_t>(specs[i].numel()));
-      TZ_RETURN_IF_ERROR(append_converted(*writer, values, options.dtype, scratch)
+      TZ_ASSIGN_OR_RETURN(PrefetchedTensor data, prefetcher.next());
+      TZ_RETURN_IF_ERROR(write_tensor(*writer, data, source.dtype(i), tensors[i].dtype)
                              .with_context(fmt::format("writing tensor '{}' to {}", specs[i].name, path)));
-      prefetcher.recycle(std::move(data), values.size());
+      prefetcher.recycle(std::move(data));
       if (progress) progress->advance(tensors[i].bytes().value());
     }
     TZ_RETURN_IF_ERROR(writer->finish());

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/dtype.h"
 #include "common/status.h"
 
 namespace tierzero::checkpoint {
@@ -27,7 +28,9 @@ struct TensorSpec {
   int64_t numel() const;
 };
 
-// A sharded checkpoint seen as whole fp32 tensors, for consolidation.
+// A sharded checkpoint seen as whole tensors, for consolidation: floating-point tensors as fp32
+// (the converter rounds them to the output dtype), integer and bool tensors (module buffers such as
+// position ids or step counters) as their stored bytes, copied to the output unchanged.
 //
 // Threading: the converter calls read_fp32 from one thread at a time, but that thread may
 // differ from the one that opened the source. Indices are read in increasing order in practice;
@@ -49,6 +52,14 @@ class ConsolidationSource {
   // tensors()[index].numel(); otherwise kInvalidArgument. Errors (I/O, corrupt or missing rank
   // files) name the file, the tensor and the rank.
   virtual Status read_fp32(size_t index, std::span<float> out) = 0;
+
+  // The dtype tensors()[index] keeps in the output: an integer or bool dtype (I64, I32, I16, I8,
+  // U8, BOOL, ...) for tensors copied unchanged with read_raw, else F32: a floating-point tensor
+  // read with read_fp32 and converted to the output dtype. The default says F32 for every tensor.
+  virtual DType dtype(size_t index) const;
+  // For a tensor whose dtype(index) is not F32: fills `out` with its little-endian bytes, exactly
+  // numel * itemsize of them (kInvalidArgument otherwise). The default is kUnsupported.
+  virtual Status read_raw(size_t index, std::span<std::byte> out);
 
   // The model's config.json text when the checkpoint carries one, else empty. The converter
   // copies it verbatim to OUT/config.json.

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "checkpoint/deepspeed_files.h"
@@ -9,6 +10,19 @@
 
 namespace tierzero::checkpoint {
 namespace {
+
+// The safetensors dtype an integer or bool torch storage keeps; nullopt for floating point.
+std::optional<DType> integer_dtype(TorchDtype t) {
+  switch (t) {
+    case TorchDtype::kI64: return DType::kI64;
+    case TorchDtype::kI32: return DType::kI32;
+    case TorchDtype::kI16: return DType::kI16;
+    case TorchDtype::kI8: return DType::kI8;
+    case TorchDtype::kU8: return DType::kU8;
+    case TorchDtype::kBool: return DType::kBool;
+    default: return std::nullopt;
+  }
+}
 
 class DeepSpeedSource final : public ConsolidationSource {
  public:
@@ -40,7 +54,32 @@ class DeepSpeedSource final : public ConsolidationSource {
     return {};
   }
 
+  // Integer buffers stay integers, as zero_to_fp32 keeps them (it widens only floating buffers).
+  DType dtype(size_t index) const override {
+    const DeepSpeedPiece* piece = whole_piece(index);
+    if (piece == nullptr) return DType::kF32;
+    return integer_dtype(layout_.sources[piece->source].dtype).value_or(DType::kF32);
+  }
+
+  Status read_raw(size_t index, std::span<std::byte> out) override {
+    const DeepSpeedPiece* piece = whole_piece(index);
+    if (piece == nullptr || dtype(index) == DType::kF32) {
+      return invalid_argument("tensor " + std::to_string(index) + " of the DeepSpeed checkpoint is not an integer "
+                              "tensor; read it with read_fp32");
+    }
+    return files_.at(piece->file).read_bytes(layout_.sources[piece->source], out)
+        .with_context("reading tensor '" + layout_.specs[index].name + "'");
+  }
+
  private:
+  // The tensor's only piece when it is one whole stored tensor (a buffer), else nullptr.
+  const DeepSpeedPiece* whole_piece(size_t index) const {
+    if (index >= layout_.pieces.size() || layout_.pieces[index].size() != 1) return nullptr;
+    const DeepSpeedPiece& p = layout_.pieces[index][0];
+    const TorchTensor& t = layout_.sources[p.source];
+    return p.src_first == 0 && p.count == t.numel ? &p : nullptr;
+  }
+
   DeepSpeedFiles files_;
   DeepSpeedLayout layout_;
   std::string config_json_;

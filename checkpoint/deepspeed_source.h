@@ -4,8 +4,8 @@
 // `[bf16_]zero_pp_rank_R_mp_rank_00_optim_states.pt`). Opening parses only the pickles; each
 // read_fp32 seeks into the ranks' flat fp32 groups for exactly the elements of one tensor, so
 // memory stays at about one tensor whatever the checkpoint weighs. The result equals DeepSpeed's
-// zero_to_fp32.py bit for bit (buffers widened to fp32, as it does with .float(); integer buffers
-// too, exactly up to 2^24). Every rank file stays open for the source's lifetime (stage 3: two
+// zero_to_fp32.py bit for bit (floating buffers widened to fp32, as it does with .float(); integer
+// and bool buffers kept as they are, as it keeps them: dtype() names them, read_raw copies them). Every rank file stays open for the source's lifetime (stage 3: two
 // descriptors per rank); reads are positional, so read_fp32 may run on any one thread at a time.
 #pragma once
 

@@ -42,6 +42,16 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 uint32_t dtype_bits(DType dtype) { return info(dtype).bits; }
 
+bool is_integer_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: case DType::kU8: case DType::kI8: case DType::kI16: case DType::kU16:
+    case DType::kI32: case DType::kU32: case DType::kI64: case DType::kU64:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::optional<uint64_t> dtype_bytes(DType dtype, uint64_t numel) {
   const uint64_t bits = dtype_bits(dtype);
   if (numel > std::numeric_limits<uint64_t>::max() / bits) return std::nullopt;

@@ -21,6 +21,9 @@ std::optional<DType> parse_dtype(std::string_view name);
 // Bits per element: 1 byte for BOOL, 4 for F4, 6 for F6_*, 8 * itemsize otherwise.
 uint32_t dtype_bits(DType dtype);
 
+// True for the integer and bool dtypes (BOOL, U8, I8, I16, U16, I32, U32, I64, U64).
+bool is_integer_dtype(DType dtype);
+
 // Bytes occupied by `numel` elements of `dtype`; nullopt when that overflows uint64 or, for a
 // packed sub-byte type, is not a whole number of bytes.
 std::optional<uint64_t> dtype_bytes(DType dtype, uint64_t numel);

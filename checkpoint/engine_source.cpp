@@ -70,6 +70,22 @@ class EngineSource final : public ConsolidationSource {
   }
   std::string model_config_json() const override { return config_json_; }
 
+  // Replicated integer and bool tensors are copied unchanged; group states are always floats.
+  DType dtype(size_t index) const override {
+    if (index >= where_.size() || !where_[index].replicated) return DType::kF32;
+    const DType stored = reader_->manifest().replicated[where_[index].index].dtype;
+    return is_integer_dtype(stored) ? stored : DType::kF32;
+  }
+
+  Status read_raw(size_t index, std::span<std::byte> out) override {
+    if (dtype(index) == DType::kF32) {
+      return invalid_argument(fmt::format("{}: tensor {} is not an integer tensor; read it with read_fp32",
+                                          reader_->path(), index));
+    }
+    return reader_->read_replicated(where_[index].index, out)
+        .with_context(fmt::format("tensor '{}'", tensors_[index].name));
+  }
+
   Status read_fp32(size_t index, std::span<float> out) override {
     if (index >= tensors_.size() || static_cast<int64_t>(out.size()) != tensors_[index].numel()) {
       return invalid_argument(fmt::format("{}: read_fp32({}) with a buffer of {} floats", reader_->path(), index,

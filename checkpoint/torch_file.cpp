@@ -148,4 +148,14 @@ Status TorchFile::read_fp32(const TorchTensor& t, uint64_t first, std::span<floa
   return {};
 }
 
+Status TorchFile::read_bytes(const TorchTensor& t, std::span<std::byte> out) const {
+  const uint32_t item = torch_dtype_size(t.dtype);
+  if (out.size() != t.numel * item) {
+    return invalid_argument(path() + ": a tensor of " + std::to_string(t.numel) + " " + torch_dtype_name(t.dtype) +
+                            " elements needs " + std::to_string(t.numel * item) + " bytes, not " +
+                            std::to_string(out.size()));
+  }
+  return zip_.read(zip_.entries()[t.entry], t.storage_offset * item, out);
+}
+
 }  // namespace tierzero::checkpoint

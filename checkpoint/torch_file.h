@@ -61,6 +61,9 @@ class TorchFile {
   // (exactly for 16-bit floats and small integers; doubles round to nearest, as torch's .float()).
   // Returns kInvalidArgument when the range leaves the tensor, kIo / kCorrupt from the archive.
   Status read_fp32(const TorchTensor& t, uint64_t first, std::span<float> out) const;
+  // Copies all of `t`'s stored bytes (little-endian, its own dtype) into `out`, which must hold
+  // exactly numel * itemsize bytes (kInvalidArgument otherwise); kIo / kCorrupt from the archive.
+  Status read_bytes(const TorchTensor& t, std::span<std::byte> out) const;
 
  private:
   TorchFile(ZipArchive zip, PickleDocument doc, std::string prefix)

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstring>
 #include <filesystem>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -167,6 +170,59 @@ TEST_F(Consolidate, LoadsInPythonSafetensorsAndTransformers) {
   EXPECT_EQ(rc, 0) << output;
   EXPECT_NE(output.find("safetensors: "), std::string::npos) << output;
   std::printf("%s", output.c_str());
+}
+
+// Integer and bool tensors (an engine checkpoint stores them as replicated tensors) come out with
+// their dtype and bytes; a 3-byte bool tensor puts every later bf16 element at an odd offset, so
+// elements straddle the 4 KiB write buffers' ends.
+TEST(ConsolidateIntegers, EngineCheckpointKeepsIntegerTensorsAndRoundsFloats) {
+  CheckpointManifest m = testing::tiny_llama_manifest(2, 2);
+  m.replicated.push_back({{"model.mask", {3}}, DType::kBool});
+  m.replicated.push_back({{"model.position_ids", {1, 5}}, DType::kI64});
+  FixtureData data(m);
+  std::vector<RankData> ranks = data.ranks();
+  const std::vector<uint8_t> mask{1, 0, 1};
+  const std::vector<int64_t> ids{0, 1, -3, (int64_t{1} << 40) + 1, INT64_MAX};  // not exact in fp32
+  const size_t n = m.replicated.size();
+  ranks[0].replicated[n - 2] = std::as_bytes(std::span(mask));
+  ranks[0].replicated[n - 1] = std::as_bytes(std::span(ids));
+  ScratchDir dir;
+  ASSERT_TRUE(save_checkpoint(dir.file("ckpt"), "t", m, ranks).ok());
+  auto source = open_engine_checkpoint_source(dir.file("ckpt"));
+  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ConvertOptions options;
+  options.progress = false;
+  options.write_buffer_bytes = 4096;
+  auto report = consolidate_to_safetensors(**source, dir.file("hf"), options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+
+  auto file = SafetensorsFile::open(dir.file("hf/model.safetensors"));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const SafetensorsTensorInfo* mask_info = (*file)->find("model.mask");
+  const SafetensorsTensorInfo* ids_info = (*file)->find("model.position_ids");
+  ASSERT_TRUE(mask_info != nullptr && ids_info != nullptr);
+  EXPECT_EQ(mask_info->dtype, DType::kBool);
+  EXPECT_EQ(ids_info->dtype, DType::kI64);
+  EXPECT_EQ(ids_info->shape, (std::vector<int64_t>{1, 5}));
+  const auto mask_bytes = (*file)->data(*mask_info);
+  const auto ids_bytes = (*file)->data(*ids_info);
+  ASSERT_EQ(mask_bytes.size(), 3u);
+  ASSERT_EQ(ids_bytes.size(), ids.size() * 8);
+  EXPECT_EQ(0, std::memcmp(mask_bytes.data(), mask.data(), 3));
+  EXPECT_EQ(0, std::memcmp(ids_bytes.data(), ids.data(), ids_bytes.size()));
+  size_t p = 0;
+  for (const TensorSpec& t : m.groups[0].params) {
+    const SafetensorsTensorInfo* info = (*file)->find(t.name);
+    const uint64_t seed = FixtureData::seed(p++, 0);
+    ASSERT_NE(info, nullptr) << t.name;
+    EXPECT_EQ(info->dtype, DType::kBF16) << t.name;
+    const auto bytes = (*file)->data(*info);
+    for (size_t j = 0; j < bytes.size() / 2; ++j) {
+      uint16_t v;
+      std::memcpy(&v, bytes.data() + 2 * j, 2);
+      ASSERT_EQ(v, float_to_bf16(testing::fixture_value(seed, j))) << t.name << "[" << j << "]";
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// The DeepSpeed source through the converter (the `tierzero convert` path): fp32 safetensors equal
-// DeepSpeed's zero_to_fp32 bit for bit, tied weights written once, config.json carried over.
+// The DeepSpeed source through the converter (the `tierzero convert` path): safetensors equal
+// DeepSpeed's zero_to_fp32 bit for bit (fp32) or rounded to bf16, the integer buffer
+// (model.position_ids, int64) copied with its dtype kept as zero_to_fp32 keeps it, tied weights
+// written once, config.json carried over.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,6 +9,7 @@
 
 #include "checkpoint/consolidate.h"
 #include "checkpoint/deepspeed_source.h"
+#include "checkpoint/float_convert.h"
 #include "checkpoint/safetensors.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 
@@ -15,7 +18,11 @@ namespace {
 
 using testing::deepspeed_fixtures;
 
-TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) {
+constexpr const char* kIntegerBuffer = "model.position_ids";  // int64 in every fixture
+
+// Converts two fixtures to `dtype` and compares every tensor with zero_to_fp32's (or, without
+// DeepSpeed, the generator's) values: floats rounded by `round`, the int64 buffer exactly.
+void expect_converted(DType dtype, uint16_t (*round)(float)) {
   const auto& fx = deepspeed_fixtures();
   ASSERT_TRUE(fx.error.empty()) << fx.error;
   if (fx.dir.empty()) GTEST_SKIP() << fx.skip_reason;
@@ -28,7 +35,7 @@ TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) {
     ASSERT_TRUE(source.ok()) << source.status().to_string();
     testing::TempDir out;
     ConvertOptions options;
-    options.dtype = DType::kF32;
+    options.dtype = dtype;
     options.progress = false;
     const std::string out_dir = out.path() + "/model";
     auto report = consolidate_to_safetensors(**source, out_dir, options);
@@ -44,12 +51,37 @@ TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) {
       ASSERT_NE(info, nullptr) << t.name;
       EXPECT_EQ(info->shape, t.shape) << t.name;
       const auto bytes = (*file)->data(*info);
-      ASSERT_EQ(bytes.size(), t.values.size() * sizeof(float)) << t.name;
-      EXPECT_EQ(0, std::memcmp(bytes.data(), t.values.data(), bytes.size())) << t.name;
+      if (t.name == kIntegerBuffer) {
+        ASSERT_EQ(info->dtype, DType::kI64);
+        ASSERT_EQ(bytes.size(), t.values.size() * sizeof(int64_t));
+        for (size_t i = 0; i < t.values.size(); ++i) {
+          int64_t v;
+          std::memcpy(&v, bytes.data() + i * sizeof v, sizeof v);
+          EXPECT_EQ(static_cast<float>(v), t.values[i]) << t.name << "[" << i << "]";
+        }
+        continue;
+      }
+      ASSERT_EQ(info->dtype, dtype) << t.name;
+      if (dtype == DType::kF32) {
+        ASSERT_EQ(bytes.size(), t.values.size() * sizeof(float)) << t.name;
+        EXPECT_EQ(0, std::memcmp(bytes.data(), t.values.data(), bytes.size())) << t.name;
+        continue;
+      }
+      ASSERT_EQ(bytes.size(), t.values.size() * 2) << t.name;
+      for (size_t i = 0; i < t.values.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes.data() + 2 * i, 2);
+        ASSERT_EQ(h, round(t.values[i])) << t.name << "[" << i << "]";
+      }
     }
+    EXPECT_NE((*file)->find(kIntegerBuffer), nullptr);
     for (const auto& [alias, target] : want.aliases) EXPECT_EQ((*file)->find(alias), nullptr) << alias;
   }
 }
+
+TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) { expect_converted(DType::kF32, nullptr); }
+
+TEST(DeepSpeedConvert, Bf16RoundsFloatsAndKeepsTheIntegerBuffer) { expect_converted(DType::kBF16, float_to_bf16); }
 
 }  // namespace
 }  // namespace tierzero::checkpoint
