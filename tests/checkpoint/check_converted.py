@@ -1,10 +1,11 @@
 """Checks `tierzero convert` output with the Python safetensors package and transformers.
 
-usage: check_converted.py SPEC.json OUT:DTYPE [OUT:DTYPE ...]     (DTYPE: bf16 | fp16 | fp32)
+usage: check_converted.py [--safetensors-only] SPEC.json OUT:DTYPE [OUT:DTYPE ...]   (DTYPE: bf16 | fp16 | fp32)
 SPEC: {"tensors": {name: {"seed": s, "shape": [...]}}, "tied": {alias: source}}. Tensor values are
 ((j * 7919 + seed) % 65536 - 32768) / 3000 in fp32, converted with torch's .to(DTYPE); the files
 must match bit for bit. When transformers is importable and OUT has config.json, the model must
-load with from_pretrained and hold the same tensors (tied weights included).
+load with from_pretrained and hold the same tensors (tied weights included), unless
+--safetensors-only is given (a multi-GB benchmark model).
 Exits 77 (skip) when torch or safetensors cannot be imported.
 """
 import json
@@ -23,7 +24,10 @@ try:
 except ImportError:
     transformers = None
 
-spec = json.load(open(sys.argv[1]))
+args = sys.argv[1:]
+safetensors_only = "--safetensors-only" in args
+args = [a for a in args if a != "--safetensors-only"]
+spec = json.load(open(args[0]))
 
 
 def check(out, dtype_name):
@@ -56,7 +60,7 @@ def check(out, dtype_name):
         assert torch.equal(got.view(bits), ref.view(bits)), name
     print(f"safetensors: {len(tensors)} tensors in {len(files)} files match torch's .to({dtype_name})")
 
-    if transformers is not None and os.path.exists(os.path.join(out, "config.json")):
+    if not safetensors_only and transformers is not None and os.path.exists(os.path.join(out, "config.json")):
         from transformers import AutoModelForCausalLM
 
         model = AutoModelForCausalLM.from_pretrained(out, dtype=dtype)
@@ -71,6 +75,6 @@ def check(out, dtype_name):
         print(f"transformers {transformers.__version__}: {type(model).__name__} loaded {loaded} tensors, tied ok")
 
 
-for arg in sys.argv[2:]:
+for arg in args[1:]:
     out, dtype_name = arg.rsplit(":", 1)
     check(out, dtype_name)

@@ -1,14 +1,20 @@
 // Writes a synthetic Llama-shaped tierzero checkpoint for benchmarks (`tierzero convert` and
 // `tierzero checkpoint verify` on multi-GB inputs). One rank's partitions are in memory at a time.
+// Element j of parameter p, state s, holds ((j * 7919 + seed) % 65536 - 32768) / 3000 with
+// seed = p + 1 + 1000 * s (exact in fp32); DIR/spec.json lists each parameter's seed and shape in
+// the format tests/checkpoint/check_converted.py reads, so a converted model can be checked.
 //
 //   make_engine_checkpoint DIR [--layers 12] [--hidden 2048] [--intermediate 5632] [--vocab 32000]
 //                              [--world 4] [--stage 3] [--states 3] [--zstd 0]
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/engine_checkpoint.h"
 
@@ -55,6 +61,35 @@ CheckpointManifest llama_manifest(const Shape& s, int stage, uint32_t world, int
   return m;
 }
 
+float value(uint64_t seed, uint64_t j) {
+  return static_cast<float>(static_cast<int64_t>((j * 7919 + seed) % 65536) - 32768) / 3000.0f;
+}
+
+// Rank `rank`'s partition of state `state`: every segment's elements from their parameters.
+std::vector<float> partition(const CheckpointManifest& m, uint32_t rank, int state) {
+  const FlatGroup& g = m.groups[0];
+  std::vector<float> out(partition_numel(g, m.zero_stage, m.world_size, m.alignment), 0.0f);
+  std::vector<uint64_t> starts{0};  // logical offset of each parameter
+  for (const TensorSpec& p : g.params) starts.push_back(starts.back() + static_cast<uint64_t>(p.numel()));
+  for (const PartitionSegment& s : partition_segments(g, m.zero_stage, m.world_size, m.alignment, rank)) {
+    size_t p = 0;
+    for (uint64_t k = 0; k < s.length; ++k) {
+      const uint64_t logical = s.logical_begin + k;
+      while (starts[p + 1] <= logical) ++p;
+      out[s.partition_begin + k] = value(p + 1 + 1000 * static_cast<uint64_t>(state), logical - starts[p]);
+    }
+  }
+  return out;
+}
+
+void write_spec(const CheckpointManifest& m, const std::string& path) {
+  nlohmann::json tensors = nlohmann::json::object();
+  for (size_t p = 0; p < m.groups[0].params.size(); ++p) {
+    tensors[m.groups[0].params[p].name] = {{"seed", p + 1}, {"shape", m.groups[0].params[p].shape}};
+  }
+  std::ofstream(path) << nlohmann::json{{"tensors", tensors}, {"tied", nlohmann::json::object()}}.dump();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,18 +128,18 @@ int main(int argc, char** argv) {
                static_cast<unsigned long long>(m.groups[0].numel()), static_cast<unsigned long long>(per_rank),
                states, world);
   for (uint32_t r = 0; r < world; ++r) {
-    std::vector<std::vector<float>> buffers(states, std::vector<float>(per_rank));
+    std::vector<std::vector<float>> buffers;
+    buffers.reserve(states);
     RankData data;
     data.group_states.emplace_back();
     for (int s = 0; s < states; ++s) {
-      for (uint64_t j = 0; j < per_rank; ++j) {
-        buffers[s][j] = static_cast<float>(static_cast<int64_t>((j * 7919 + r * 31 + s) % 65536) - 32768) / 3000.0f;
-      }
-      data.group_states[0].push_back(std::as_bytes(std::span(buffers[s])));
+      buffers.push_back(partition(m, r, s));
+      data.group_states[0].push_back(std::as_bytes(std::span(buffers.back())));
     }
     throw_if_error(write_checkpoint_rank(dir, tag, m, r, data, options));
     std::fprintf(stderr, "rank %u written\n", r);
   }
   throw_if_error(commit_checkpoint(dir, tag, m, options));
+  write_spec(m, dir + "/spec.json");
   return 0;
 }
