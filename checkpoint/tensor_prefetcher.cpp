@@ -81,7 +81,9 @@ PrefetchedTensor TensorPrefetcher::take_buffer(uint64_t bytes) {
 
 void TensorPrefetcher::recycle(PrefetchedTensor tensor) {
   std::lock_guard lock(mu_);
-  if (pool_bytes_ + queued_bytes_ + tensor.capacity > budget_) return;
+  // The pool has its own budget: bounded by the queue's, it would drop every buffer while the reader
+  // runs ahead (queue full), and each tensor would then fault in fresh pages.
+  if (pool_bytes_ + tensor.capacity > budget_) return;
   pool_bytes_ += tensor.capacity;
   pool_.push_back(std::move(tensor));
 }

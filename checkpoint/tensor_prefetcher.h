@@ -37,7 +37,7 @@ class TensorPrefetcher {
   // The next tensor, in order; the first read error ends the stream with it.
   Result<PrefetchedTensor> next();
   // Hands back a tensor from next() for reuse of its buffer: fresh allocations of large tensors
-  // cost a page fault per 4 KiB, which reuse avoids. Kept only within the budget.
+  // cost a page fault per 4 KiB, which reuse avoids. The pool keeps up to `budget_bytes` more.
   void recycle(PrefetchedTensor tensor);
 
  private:
