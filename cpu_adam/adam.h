@@ -88,7 +88,7 @@ struct AdamBuffers {
   // bf16 | fp16 params updated in place instead of fp32 `params`: each is widened to fp32, updated
   // with the fp32 operations of the master path, and rounded back to nearest even (inf/NaN kept).
   // params16 must then be empty (the params are the 16-bit copy).
-  Elements params_16bit;
+  Elements params_16bit = {};
 };
 
 // Result of the gradient pre-pass.

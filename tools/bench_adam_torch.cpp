@@ -34,20 +34,25 @@ class FusedAdamWPeer : public TorchAdamPeer {
         step_(at::zeros({1})),
         cast_grads_(b.grads.type != cpu_adam::ElementType::kF32) {
     if (b.params16.count != 0) params16_ = wrap(b.params16.data, b.params16.count, b.params16.type);
+    if (b.params_16bit.count != 0) {
+      params_16bit_ = wrap(b.params_16bit.data, b.params_16bit.count, b.params_16bit.type);
+    }
   }
 
   void set_threads(int threads) override { at::set_num_threads(threads); }
 
   void step(const cpu_adam::AdamHyperParams& hp, int64_t step_number) override {
+    if (params_16bit_.defined()) params_.copy_(params_16bit_);
     if (cast_grads_) grads32_.copy_(grads_);
     step_.fill_(static_cast<double>(step_number));
     at::_fused_adamw_({params_}, {grads32_}, {exp_avg_}, {exp_avg_sq_}, {}, {step_}, hp.lr, hp.beta1, hp.beta2,
                       hp.weight_decay, hp.eps, false, false, std::nullopt, std::nullopt);
     if (params16_.defined()) params16_.copy_(params_);
+    if (params_16bit_.defined()) params_16bit_.copy_(params_);
   }
 
  private:
-  at::Tensor params_, grads_, grads32_, exp_avg_, exp_avg_sq_, step_, params16_;
+  at::Tensor params_, grads_, grads32_, exp_avg_, exp_avg_sq_, step_, params16_, params_16bit_;
   bool cast_grads_;
 };
 

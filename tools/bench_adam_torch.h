@@ -1,6 +1,7 @@
 // The peer of `tierzero bench adam`: PyTorch's fused CPU AdamW (at::_fused_adamw_, what
 // torch.optim.AdamW(fused=True) runs) doing the same work on the same data, its cast passes
-// included: 16-bit grads -> fp32, the step on fp32 state, fp32 params -> 16-bit copy.
+// included: 16-bit grads -> fp32, the step on fp32 state, fp32 params -> 16-bit copy; with 16-bit
+// params (which _fused_adamw_ on CPU does not take with fp32 state) also params -> fp32 and back.
 #pragma once
 
 #include <cstddef>
@@ -15,12 +16,13 @@ namespace tierzero::tools {
 
 // The peer's buffers (fp32 state); grads32 is scratch for the cast when grads are 16-bit.
 struct TorchPeerBuffers {
-  float* params = nullptr;
+  float* params = nullptr;  // fp32 params, or fp32 scratch when params_16bit is set
   cpu_adam::ConstElements grads;
   float* grads32 = nullptr;
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
   cpu_adam::Elements params16;  // empty: no 16-bit copy
+  cpu_adam::Elements params_16bit;  // bf16 | fp16 params updated by the step, or empty for fp32 params
 };
 
 class TorchAdamPeer {

@@ -1,10 +1,13 @@
 // `tierzero bench adam`: the cpu_adam step's Gparam/s and effective memory bandwidth, next to the
 // machine's STREAM copy/triad bandwidth and PyTorch's fused CPU AdamW on the same data, measured
-// in the same run on the same threads, over a thread sweep.
+// in the same run on the same threads, over a thread sweep. Params are fp32 masters (with an
+// optional 16-bit copy) or 16-bit params updated in place (--param-dtype bf16, DeepSpeed's mode).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <bit>
 #include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,44 +31,59 @@ struct BenchAdamFlags {
   bool sweep = true;
   bool pin = false;
   int steps = 10;
+  size_t tile_elements = cpu_adam::CpuAdamOptions{}.tile_elements;
+  std::string param_dtype = "fp32";
   std::string grad_dtype = "bf16";
   std::string state_dtype = "fp32";
-  std::string params16_dtype = "bf16";
+  std::string params16_dtype;  // empty: bf16 with fp32 params, none with 16-bit params
   std::string json;
+  std::string save_params;
 };
 
 // Element types of one configuration and the bytes each implementation moves per param.
 struct Layout {
-  ElementType grads, state;
+  ElementType params, grads, state;
   bool write16;
   ElementType params16;
 
+  bool params_16bit() const { return params != ElementType::kF32; }
   double buffer_bytes() const {
-    return 4 + cpu_adam::element_size(grads) + 2 * cpu_adam::element_size(state) +
+    return cpu_adam::element_size(params) + cpu_adam::element_size(grads) + 2 * cpu_adam::element_size(state) +
            (write16 ? cpu_adam::element_size(params16) : 0);
   }
   // Read p, g, m, v; write p, m, v and the 16-bit copy: each byte once.
   double tierzero_bytes() const {
-    const double g = cpu_adam::element_size(grads), s = cpu_adam::element_size(state);
-    return (4 + g + 2 * s) + (4 + 2 * s) + (write16 ? cpu_adam::element_size(params16) : 0);
+    const double p = cpu_adam::element_size(params), g = cpu_adam::element_size(grads),
+                 s = cpu_adam::element_size(state);
+    return (p + g + 2 * s) + (p + 2 * s) + (write16 ? cpu_adam::element_size(params16) : 0);
   }
-  // The peer: optional grad cast (read 16-bit, write fp32), the fp32 step (read p, g, m, v; write
-  // p, m, v) and the optional cast of the params (read fp32, write 16-bit).
+  // The peer: optional casts in (16-bit params and grads -> fp32: read 2, write 4), the fp32 step
+  // (read p, g, m, v; write p, m, v) and the optional cast out (fp32 params -> 16-bit).
   double torch_bytes() const {
+    const double cast_params = params_16bit() ? 2 * (cpu_adam::element_size(params) + 4) : 0;
     const double cast_in = grads == ElementType::kF32 ? 0 : cpu_adam::element_size(grads) + 4;
     const double cast_out = write16 ? 4 + cpu_adam::element_size(params16) : 0;
-    return cast_in + 28 + cast_out;
+    return cast_params + cast_in + 28 + cast_out;
   }
 };
+
+// The value of element i of a buffer of `type`.
+float value_at(const void* data, ElementType type, size_t i) {
+  if (type == ElementType::kF32) return static_cast<const float*>(data)[i];
+  const uint16_t bits = static_cast<const uint16_t*>(data)[i];
+  if (type == ElementType::kBF16) return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+  return static_cast<float>(std::bit_cast<_Float16>(bits));
+}
 
 // Every buffer of the run, first touched by the threads that use them.
 struct BenchBuffers {
   BenchBuffers(const Layout& l, size_t n)
-      : params(4 * n), grads(cpu_adam::element_size(l.grads) * n), exp_avg(cpu_adam::element_size(l.state) * n),
+      : params(cpu_adam::element_size(l.params) * n), grads(cpu_adam::element_size(l.grads) * n), exp_avg(cpu_adam::element_size(l.state) * n),
         exp_avg_sq(cpu_adam::element_size(l.state) * n), params16(2 * n), torch_params(4 * n),
         torch_grads32(l.grads == ElementType::kF32 ? 0 : 4 * n), torch_exp_avg(4 * n), torch_exp_avg_sq(4 * n),
         torch_params16(2 * n), stream_a(4 * n), stream_b(4 * n), stream_c(4 * n) {}
   HostArray params, grads, exp_avg, exp_avg_sq, params16;
+  // torch_params16: the peer's 16-bit copy, or its 16-bit params (then torch_params is fp32 scratch).
   HostArray torch_params, torch_grads32, torch_exp_avg, torch_exp_avg_sq, torch_params16;
   HostArray stream_a, stream_b, stream_c;
 };
@@ -99,18 +117,25 @@ class BenchAdam {
     begin_report(max_threads);
     bool all_correct = true;
     for (int threads : thread_counts(max_threads)) all_correct &= measure(threads);
+    if (!flags_.save_params.empty()) save_params();
     finish(all_correct);
   }
 
  private:
   void parse_layout() {
+    layout_.params = value_or_throw(cpu_adam::parse_element_type(flags_.param_dtype));
     layout_.grads = value_or_throw(cpu_adam::parse_element_type(flags_.grad_dtype));
     layout_.state = value_or_throw(cpu_adam::parse_element_type(flags_.state_dtype));
     if (layout_.state == ElementType::kF16) throw Error(invalid_argument("--state-dtype must be fp32 or bf16"));
-    layout_.write16 = flags_.params16_dtype != "none";
-    layout_.params16 = layout_.write16 ? value_or_throw(cpu_adam::parse_element_type(flags_.params16_dtype))
-                                       : ElementType::kBF16;
+    const std::string params16 = flags_.params16_dtype.empty() ? (layout_.params_16bit() ? "none" : "bf16")
+                                                               : flags_.params16_dtype;
+    layout_.write16 = params16 != "none";
+    layout_.params16 = layout_.write16 ? value_or_throw(cpu_adam::parse_element_type(params16)) : ElementType::kBF16;
     if (layout_.params16 == ElementType::kF32) throw Error(invalid_argument("--params16-dtype must be bf16, fp16 or none"));
+    if (layout_.params_16bit() && layout_.write16) {
+      throw Error(invalid_argument("--params16-dtype " + params16 + " with --param-dtype " + flags_.param_dtype +
+                                   ": 16-bit params are their own copy; drop --params16-dtype or pass none"));
+    }
   }
 
   std::vector<int> thread_counts(int max_threads) const {
@@ -125,11 +150,12 @@ class BenchAdam {
   // Same initial params for both implementations, zero moments, fixed gradients.
   void initialise(int threads) {
     BenchBuffers& b = *buffers_;
-    fill_uniform(threads, b.params.data(), ElementType::kF32, n_, 1, -1.0f, 1.0f);
-    fill_uniform(threads, b.torch_params.data(), ElementType::kF32, n_, 1, -1.0f, 1.0f);
+    fill_uniform(threads, b.params.data(), layout_.params, n_, 1, -1.0f, 1.0f);
+    fill_uniform(threads, layout_.params_16bit() ? b.torch_params16.data() : b.torch_params.data(), layout_.params, n_, 1,
+                 -1.0f, 1.0f);
     fill_uniform(threads, b.grads.data(), layout_.grads, n_, 2, -1.0f, 1.0f);
     for (HostArray* zero : {&b.exp_avg, &b.exp_avg_sq, &b.params16, &b.torch_grads32, &b.torch_exp_avg,
-                            &b.torch_exp_avg_sq, &b.torch_params16}) {
+                            &b.torch_exp_avg_sq, layout_.params_16bit() ? &b.torch_params : &b.torch_params16}) {
       parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
         std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
       });
@@ -141,11 +167,13 @@ class BenchAdam {
 
   cpu_adam::AdamBuffers tierzero_buffers() const {
     const BenchBuffers& b = *buffers_;
-    return {std::span<float>(b.params.as<float>(), n_),
+    const bool p16 = layout_.params_16bit();
+    return {p16 ? std::span<float>() : std::span<float>(b.params.as<float>(), n_),
             {b.grads.data(), n_, layout_.grads},
             {b.exp_avg.data(), n_, layout_.state},
             {b.exp_avg_sq.data(), n_, layout_.state},
-            layout_.write16 ? cpu_adam::Elements{b.params16.data(), n_, layout_.params16} : cpu_adam::Elements{}};
+            layout_.write16 ? cpu_adam::Elements{b.params16.data(), n_, layout_.params16} : cpu_adam::Elements{},
+            p16 ? cpu_adam::Elements{b.params.data(), n_, layout_.params} : cpu_adam::Elements{}};
   }
 
   TorchPeerBuffers peer_buffers() const {
@@ -155,26 +183,46 @@ class BenchAdam {
             b.torch_grads32.as<float>(),
             b.torch_exp_avg.as<float>(),
             b.torch_exp_avg_sq.as<float>(),
-            layout_.write16 ? cpu_adam::Elements{b.torch_params16.data(), n_, layout_.params16} : cpu_adam::Elements{}};
+            layout_.write16 ? cpu_adam::Elements{b.torch_params16.data(), n_, layout_.params16} : cpu_adam::Elements{},
+            layout_.params_16bit() ? cpu_adam::Elements{b.torch_params16.data(), n_, layout_.params}
+                                   : cpu_adam::Elements{}};
+  }
+
+  // Writes tierzero's params after the last step, raw in their element type, to --save-params.
+  void save_params() const {
+    std::ofstream out(flags_.save_params, std::ios::binary);
+    out.write(buffers_->params.as<char>(), static_cast<std::streamsize>(cpu_adam::element_size(layout_.params) * n_));
+    if (!out) throw Error(io_error("cannot write --save-params " + flags_.save_params + ": check the path and free space"));
   }
 
   void begin_report(int max_threads) {
     report_.param("params", std::to_string(n_) + " (" + format_bytes(static_cast<uint64_t>(layout_.buffer_bytes() * n_)) +
                                 " of tierzero buffers: params, grads, m, v, 16-bit copy)");
-    report_.param("dtypes", std::string("grads ") + cpu_adam::element_type_name(layout_.grads) + ", state (m, v) " +
-                                cpu_adam::element_type_name(layout_.state) + ", master params fp32, 16-bit copy " +
+    const std::string params = layout_.params_16bit()
+                                   ? std::string(cpu_adam::element_type_name(layout_.params)) +
+                                         " updated in place (no fp32 master)"
+                                   : "fp32 master";
+    report_.param("dtypes", "params " + params + ", grads " + cpu_adam::element_type_name(layout_.grads) +
+                                ", state (m, v) " + cpu_adam::element_type_name(layout_.state) + ", 16-bit copy " +
                                 (layout_.write16 ? cpu_adam::element_type_name(layout_.params16) : "none"));
     report_.param("bytes/param", "tierzero " + fixed(layout_.tierzero_bytes(), 0) + " (one fused pass), torch " +
                                      fixed(layout_.torch_bytes(), 0) + " (cast passes included)");
     report_.param("optimizer", "AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, bias correction");
-    report_.param("tierzero", "cpu_adam, Highway target " + cpu_adam::simd_target_name() + ", oneTBB arena" +
+    report_.param("tierzero", "cpu_adam, Highway target " + cpu_adam::simd_target_name() + ", oneTBB arena, tiles of " +
+                                  std::to_string(flags_.tile_elements) + " elements" +
                                   (flags_.pin ? ", threads pinned to cores" : ", threads not pinned"));
-    report_.param("peer", peer_ ? torch_peer_description() : torch_peer_description() + ": no peer column");
+    const std::string peer_params =
+        layout_.params_16bit() ? " (16-bit params widened to fp32 scratch and rounded back with copy_: "
+                                 "_fused_adamw_ on CPU needs params and state of one dtype)"
+                               : "";
+    report_.param("peer", peer_ ? torch_peer_description() + peer_params
+                                : torch_peer_description() + ": no peer column");
     report_.param("stream", "copy c=a (8 B/float), triad a=b+s*c (12 B/float), same threads, " + std::to_string(n_) +
                                 " floats per array");
     report_.param("timing", "median of " + std::to_string(flags_.steps) +
-                                " rounds of (copy, triad, tierzero step, torch step) after one warm-up round; "
-                                "threads up to " + std::to_string(max_threads));
+                                " rounds of (copy, triad, tierzero step, torch step; the two steps in turns first) "
+                                "after one warm-up round; threads up to " + std::to_string(max_threads));
+    report_.param("vs_torch", "torch time / tierzero time of the medians; round_ratio: median of the per-round ratios");
     report_.param("max_abs_dp", "max |p_tierzero - p_torch| after every step so far, same grads and hyper-parameters");
     report_.begin({{"threads", 7},
                    {"Gparam/s", 9, 3},
@@ -182,6 +230,7 @@ class BenchAdam {
                    {"torch_Gp/s", 10, 3},
                    {"torch_GB/s", 10, 2},
                    {"vs_torch", 8, 2},
+                   {"round_ratio", 11, 2},
                    {"copy_GB/s", 9, 2},
                    {"triad_GB/s", 10, 2},
                    {"%copy", 6, 1},
@@ -207,31 +256,42 @@ class BenchAdam {
   bool measure(int threads) {
     BenchBuffers& b = *buffers_;
     StreamPasses stream(threads, b.stream_a.as<float>(), b.stream_b.as<float>(), b.stream_c.as<float>(), n_);
-    const cpu_adam::CpuAdam adam({.threads = threads, .pin_threads = flags_.pin});
+    const cpu_adam::CpuAdam adam({.threads = threads, .pin_threads = flags_.pin, .tile_elements = flags_.tile_elements});
     if (peer_) peer_->set_threads(threads);
     const cpu_adam::AdamHyperParams hp = hyper_params();
-    std::vector<double> ours, theirs, copy, triad;
+    std::vector<double> ours, theirs, round_ratios, copy, triad;
     for (int i = 0; i <= flags_.steps; ++i) {  // the first round is a warm-up
       settle();
       const double copy_rate = stream.copy();
       const double triad_rate = stream.triad();
       ++step_number_;
-      settle();
-      auto start = std::chrono::steady_clock::now();
-      throw_if_error(adam.step(hp, step_number_, 1.0f, tierzero_buffers()));
-      const double our_seconds = seconds_since(start);
-      double their_seconds = NAN;
-      if (peer_) {
+      const auto ours_step = [&] {
         settle();
-        start = std::chrono::steady_clock::now();
+        const auto start = std::chrono::steady_clock::now();
+        throw_if_error(adam.step(hp, step_number_, 1.0f, tierzero_buffers()));
+        return seconds_since(start);
+      };
+      const auto their_step = [&] {
+        if (!peer_) return double{NAN};
+        settle();
+        const auto start = std::chrono::steady_clock::now();
         peer_->step(hp, step_number_);
-        their_seconds = seconds_since(start);
+        return seconds_since(start);
+      };
+      double our_seconds, their_seconds;
+      if (i % 2 == 0) {
+        our_seconds = ours_step();
+        their_seconds = their_step();
+      } else {
+        their_seconds = their_step();
+        our_seconds = ours_step();
       }
       if (i == 0) continue;
       copy.push_back(copy_rate);
       triad.push_back(triad_rate);
       ours.push_back(our_seconds);
       theirs.push_back(their_seconds);
+      round_ratios.push_back(their_seconds / our_seconds);
     }
     const double t = median(ours);
     const double gparams = n_ / t / 1e9;
@@ -241,9 +301,9 @@ class BenchAdam {
     const bool ok = !peer_ || max_dp <= param_tolerance();
     const double copy_gbps = median(copy) / 1e9;
     report_.row({int64_t{threads}, gparams, gbps, torch_gparams, torch_gparams * layout_.torch_bytes(),
-                 gparams / torch_gparams, copy_gbps, median(triad) / 1e9, 100 * gbps / copy_gbps,
+                 gparams / torch_gparams, peer_ ? median(round_ratios) : NAN, copy_gbps, median(triad) / 1e9, 100 * gbps / copy_gbps,
                  peer_ ? fmt_diff(max_dp) : std::string("n/a"), std::string(ok ? "OK" : "FAIL")});
-    last_ = {threads, gparams, gbps, torch_gparams, copy_gbps};
+    last_ = {threads, gparams, gbps, torch_gparams, peer_ ? median(round_ratios) : NAN, copy_gbps};
     return ok;
   }
 
@@ -255,18 +315,26 @@ class BenchAdam {
 
   // fp32 state: tierzero does torch's float operations (bit-identical with FMA, a few ulp without);
   // bf16 state: m and v are stored in bf16, so each step's update may differ by about 1% of lr.
+  // 16-bit params: the same float result rounded once per step, so at most one 16-bit ulp of
+  // |p| <= 2 (2^-7 bf16, 2^-10 fp16) where a few-ulp float difference crossed a rounding boundary.
   double param_tolerance() const {
-    return layout_.state == ElementType::kF32 ? 1e-6 : 0.02 * hyper_params().lr * static_cast<double>(step_number_);
+    const double state = layout_.state == ElementType::kF32 ? 1e-6
+                                                            : 0.02 * hyper_params().lr * static_cast<double>(step_number_);
+    if (!layout_.params_16bit()) return state;
+    return state + (layout_.params == ElementType::kBF16 ? 0x1p-7 : 0x1p-10);
   }
 
   double max_abs_param_diff(int threads) const {
-    const float* ours = buffers_->params.as<float>();
-    const float* theirs = buffers_->torch_params.as<float>();
+    const void* ours = buffers_->params.data();
+    const void* theirs = layout_.params_16bit() ? buffers_->torch_params16.data() : buffers_->torch_params.data();
     std::mutex mu;
     double max_diff = 0;
     parallel_ranges(threads, n_, [&](size_t begin, size_t end) {
       double m = 0;
-      for (size_t i = begin; i < end; ++i) m = std::max(m, static_cast<double>(std::fabs(ours[i] - theirs[i])));
+      for (size_t i = begin; i < end; ++i) {
+        m = std::max(m, std::fabs(static_cast<double>(value_at(ours, layout_.params, i)) -
+                                  value_at(theirs, layout_.params, i)));
+      }
       const std::lock_guard<std::mutex> lock(mu);
       max_diff = std::max(max_diff, m);
     });
@@ -275,11 +343,12 @@ class BenchAdam {
 
   void finish(bool all_correct) {
     const double ratio = last_.gparams / last_.torch_gparams;
-    const bool mixed = layout_.grads != ElementType::kF32 || layout_.write16;
+    const bool mixed = layout_.grads != ElementType::kF32 || layout_.write16 || layout_.params_16bit();
     const double ratio_target = mixed ? 1.3 : 1.0;
     report_.summary("at " + std::to_string(last_.threads) + " threads",
                     "tierzero " + fixed(last_.gparams, 3) + " Gparam/s, torch fused AdamW " +
-                        fixed(last_.torch_gparams, 3) + " Gparam/s, ratio " + fixed(ratio, 2) + " (target >= " +
+                        fixed(last_.torch_gparams, 3) + " Gparam/s, ratio " + fixed(ratio, 2) +
+                        ", median per-round ratio " + fixed(last_.round_ratio, 2) + " (target >= " +
                         fixed(ratio_target, 1) + (std::isfinite(ratio) ? (ratio >= ratio_target ? ": met)" : ": NOT met)") : ")"));
     const double share = last_.gbps / last_.copy_gbps;
     report_.summary("effective bandwidth", fixed(last_.gbps, 2) + " GB/s = " + fixed(100 * share, 1) +
@@ -292,7 +361,7 @@ class BenchAdam {
 
   struct LastRow {
     int threads = 0;
-    double gparams = 0, gbps = 0, torch_gparams = NAN, copy_gbps = 0;
+    double gparams = 0, gbps = 0, torch_gparams = NAN, round_ratio = NAN, copy_gbps = 0;
   };
 
   const BenchAdamFlags& flags_;
@@ -314,9 +383,15 @@ void add_bench_adam_command(CLI::App& bench) {
   cmd->add_option("--params", flags->params, "Parameters per step (default 67108864 = 2^26)");
   cmd->add_option("--threads", flags->threads, "Threads, the sweep's largest (default: every core this process may use)");
   cmd->add_flag("--sweep,!--no-sweep", flags->sweep, "Also measure 1, 2, 4, ... threads (default on)");
+  cmd->add_option("--param-dtype", flags->param_dtype,
+                  "fp32 | bf16 | fp16: fp32 masters, or 16-bit params updated in place (default fp32)");
   cmd->add_option("--grad-dtype", flags->grad_dtype, "fp32 | bf16 | fp16 (default bf16)");
   cmd->add_option("--state-dtype", flags->state_dtype, "fp32 | bf16: m and v (default fp32)");
-  cmd->add_option("--params16-dtype", flags->params16_dtype, "bf16 | fp16 | none: 16-bit param copy (default bf16)");
+  cmd->add_option("--params16-dtype", flags->params16_dtype,
+                  "bf16 | fp16 | none: 16-bit copy of fp32 params (default bf16; none with 16-bit params)");
+  cmd->add_option("--tile-elements", flags->tile_elements, "Elements per cpu_adam task (default 16384)");
+  cmd->add_option("--save-params", flags->save_params,
+                  "After the run, write tierzero's params (raw, in --param-dtype) to this file");
   cmd->add_option("--steps", flags->steps, "Timed steps per implementation and thread count (default 10)");
   cmd->add_flag("--pin", flags->pin, "Pin tierzero's arena threads to cores");
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
