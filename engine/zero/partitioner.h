@@ -1,11 +1,17 @@
 // ZeRO's partitioner: owns the 16-bit compute parameters and this rank's gradient partition, and
 // moves them between ranks. Two implementations share this interface:
 //   FlatPartitioner (stages 0-2): parameters resident in one flat buffer; gradients reduced in
-//       buckets as backward produces them (stages 0/1: all-reduce; stage 2: reduce to the owning
-//       rank, as DeepSpeed's stage 2 does) and accumulated into this rank's partition.
+//       buckets of reduce_bucket_numel as backward produces them (stages 0/1: all-reduce; stage 2:
+//       each piece of a bucket reduced to the rank owning it, as DeepSpeed's stage 2 average_tensor
+//       does with one async dist.reduce per (owner, range)) and accumulated into this rank's
+//       partition. Why not a reduce-scatter: a bucket much smaller than a partition overlaps only
+//       1-2 partitions, but a reduce-scatter needs W equal chunks, so its input would be W times the
+//       bucket, mostly zeros, and each rank would send ~W times more than a reduce to the owner does.
 //   ShardedPartitioner (stage 3): each rank keeps its shard of every parameter; a unit's
-//       parameters are all-gathered before use, released after, and prefetched along the order the
-//       first step recorded; gradients are reduce-scattered per unit.
+//       parameters are all-gathered before use and released after (unless reused within
+//       max_reuse_distance), prefetched along the order the first step recorded, never more than
+//       max_live_numel elements whole at once; gradients are reduce-scattered in buckets of
+//       reduce_bucket_numel elements (sharded_partitioner.h, sharded_grad_reducer.h).
 // The optimizer sees only flat tensors of this rank's partition (partition_numel() elements):
 // the gradient (grad_partition) and the compute parameters it writes back to (compute_partition).
 #pragma once
@@ -28,9 +34,12 @@ struct PartitionOptions {
   at::ScalarType compute_dtype = at::kFloat;       // parameters the model runs with
   at::ScalarType grad_dtype = at::kFloat;          // gradient accumulation and reduction
   at::Device grad_device = at::kCPU;               // where the gradient partition lives
-  int64_t reduce_bucket_numel = 500'000'000;       // stages 0-2: elements per reduction bucket
+  int64_t reduce_bucket_numel = 500'000'000;       // elements per gradient reduction bucket
   int64_t prefetch_numel = 50'000'000;             // stage 3: elements gathered ahead of use
   int64_t persistence_threshold = 100'000;         // stage 3: params this small stay gathered
+  int64_t max_live_numel = 1'000'000'000;          // stage 3: gathered elements alive at once, at most
+  int64_t max_reuse_distance = 1'000'000'000;      // stage 3: keep a param gathered when reused within
+                                                   // this many elements of other units' params
 };
 
 class Partitioner : public ParamGateway {

@@ -7,18 +7,26 @@
 namespace tierzero::engine {
 namespace {
 
-// Units whose gradients are being reduce-scattered at once; bounds the memory backward holds.
-constexpr size_t kMaxReductionsInFlight = 2;
+ShardedLayout layout_of(const FunctionalModel& model, int world_size) {
+  const ParamNamesAndShapes table = param_names_and_shapes(model);
+  return make_sharded_layout(table.names, table.shapes, world_size);
+}
 
 }  // namespace
 
 ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model,
                                        const std::map<std::string, at::Tensor>& params,
                                        const PartitionOptions& options, Comm& comm)
-    : options_(options), comm_(comm) {
-  const ParamNamesAndShapes table = param_names_and_shapes(model);
-  layout_ = make_sharded_layout(table.names, table.shapes, comm.world_size());
-  unit_params_ = unit_param_indices(model);
+    : options_(options),
+      comm_(comm),
+      layout_(layout_of(model, comm.world_size())),
+      unit_params_(unit_param_indices(model)),
+      grad_shard_(at::zeros({layout_.shard_numel},
+                            at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device))),
+      reducer_(layout_, options.reduce_bucket_numel, options.grad_dtype, comm, grad_shard_),
+      slots_(layout_.slots.size()),
+      uses_(layout_.slots.size()),
+      position_of_unit_(model.num_units(), kNone) {
   at::TensorOptions compute = at::TensorOptions().dtype(options.compute_dtype).device(comm.device());
   shard_params_ = partition_of(params, comm.device()).to(options.compute_dtype);
   for (const ShardSlot& slot : layout_.slots) {
@@ -27,167 +35,257 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model,
     persistent_params_.push_back(persistent ? params.at(slot.name).to(compute).view(slot.shape).clone()
                                             : at::Tensor());
   }
-  grad_shard_ = at::zeros({layout_.shard_numel},
-                          at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device));
-  ready_.resize(model.num_units());
-  in_use_.resize(model.num_units());
 }
 
-std::vector<int64_t> ShardedPartitioner::columns(const std::vector<size_t>& slots, int64_t* total) const {
-  std::vector<int64_t> cols;
-  *total = 0;
-  for (size_t slot : slots) {
-    cols.push_back(*total);
-    *total += layout_.slots[slot].shard_numel;
-  }
-  return cols;
+ShardedPartitioner::Stats ShardedPartitioner::stats() const {
+  return Stats{.live_numel = live_numel_,
+               .peak_live_numel = peak_live_numel_,
+               .all_gathers = all_gathers_,
+               .reduce_scatters = reducer_.reduce_scatters()};
 }
 
-std::vector<size_t> ShardedPartitioner::gathered_slots(size_t unit) const {
-  std::vector<size_t> slots;
+// ---- Gathering and freeing ---------------------------------------------------------------------
+
+std::vector<size_t> ShardedPartitioner::missing_slots(size_t unit) const {
+  std::vector<size_t> missing;
   for (size_t slot : unit_params_[unit])
-    if (!persistent_[slot]) slots.push_back(slot);
-  return slots;
+    if (!persistent_[slot] && slots_[slot].residency == Residency::kSharded &&
+        std::find(missing.begin(), missing.end(), slot) == missing.end())
+      missing.push_back(slot);
+  return missing;
 }
 
-ShardedPartitioner::Gather ShardedPartitioner::start_gather(size_t unit) {
-  std::vector<size_t> slots = gathered_slots(unit);
-  Gather gather;
-  if (slots.empty()) return gather;
+int64_t ShardedPartitioner::numel_of(const std::vector<size_t>& slots) const {
+  int64_t numel = 0;
+  for (size_t slot : slots) numel += layout_.slots[slot].numel;
+  return numel;
+}
+
+bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
+  return std::find(unit_params_[unit].begin(), unit_params_[unit].end(), slot) != unit_params_[unit].end();
+}
+
+void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
   std::vector<at::Tensor> pieces;
   for (size_t slot : slots)
     pieces.push_back(shard_params_.narrow(0, layout_.slots[slot].shard_offset, layout_.slots[slot].shard_numel));
-  at::Tensor mine = at::cat(pieces);
-  gather.numel = mine.numel() * layout_.world_size;
-  gather.gathered = at::empty({gather.numel}, mine.options());
+  at::Tensor mine = pieces.size() == 1 ? pieces[0] : at::cat(pieces);
+  Gather gather;
+  gather.id = next_gather_id_++;
+  gather.gathered = at::empty({mine.numel() * layout_.world_size}, mine.options());
   gather.op = comm_.all_gather(gather.gathered, mine);
-  live_gathered_numel_ += gather.numel;
-  return gather;
+  gather.slots = slots;
+  for (size_t slot : slots) {
+    slots_[slot].residency = Residency::kGathering;
+    slots_[slot].gather = gather.id;
+    ++slots_[slot].gathers;
+    live_numel_ += layout_.slots[slot].numel;
+  }
+  peak_live_numel_ = std::max(peak_live_numel_, live_numel_);
+  ++all_gathers_;
+  gathers_.push_back(std::move(gather));
+}
+
+void ShardedPartitioner::unpack(uint64_t gather_id) {
+  auto it = std::find_if(gathers_.begin(), gathers_.end(), [&](const Gather& g) { return g.id == gather_id; });
+  it->op.wait();
+  at::Tensor by_rank = it->gathered.view({layout_.world_size, -1});
+  int64_t column = 0;
+  for (size_t slot : it->slots) {
+    const ShardSlot& param = layout_.slots[slot];
+    // Rank r's piece is elements [r * shard_numel, ...) of the padded parameter.
+    at::Tensor padded = by_rank.narrow(1, column, param.shard_numel).reshape(-1);
+    slots_[slot].whole = padded.narrow(0, 0, param.numel).view(param.shape);
+    slots_[slot].residency = Residency::kWhole;
+    column += param.shard_numel;
+  }
+  gathers_.erase(it);
+}
+
+void ShardedPartitioner::free_slot(size_t slot) {
+  slots_[slot].whole = at::Tensor();
+  slots_[slot].residency = Residency::kSharded;
+  live_numel_ -= layout_.slots[slot].numel;
+}
+
+bool ShardedPartitioner::free_kept(int64_t numel, size_t unit, size_t horizon) {
+  while (live_numel_ + numel > options_.max_live_numel) {
+    size_t victim = kNone, victim_next = 0;
+    for (size_t slot = 0; slot < slots_.size(); ++slot) {
+      const SlotState& state = slots_[slot];
+      if (state.residency != Residency::kWhole || state.users > 0 || uses(unit, slot)) continue;
+      size_t next = next_use(slot);  // kNone (no known use) sorts last: freed first
+      if (horizon != kNone && next != kNone && next <= horizon) continue;
+      if (victim == kNone || next > victim_next) {
+        victim = slot;
+        victim_next = next;
+      }
+    }
+    if (victim == kNone) return false;
+    free_slot(victim);
+  }
+  return true;
+}
+
+void ShardedPartitioner::drop_prefetches(int64_t numel, size_t unit) {
+  for (size_t i = gathers_.size(); i-- > 0 && live_numel_ + numel > options_.max_live_numel;) {
+    Gather& gather = gathers_[i];
+    if (std::any_of(gather.slots.begin(), gather.slots.end(), [&](size_t slot) { return uses(unit, slot); }))
+      continue;
+    gather.op.wait();
+    for (size_t slot : gather.slots) free_slot(slot);
+    gathers_.erase(gathers_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+// ---- The trace ----------------------------------------------------------------------------------
+
+size_t ShardedPartitioner::advance_trace(size_t unit) {
+  if (recording_) {
+    trace_.push_back(unit);
+    return kNone;
+  }
+  if (following_ && cursor_ < trace_.size() && trace_[cursor_] == unit) return cursor_++;
+  following_ = false;
+  return kNone;
+}
+
+void ShardedPartitioner::index_trace() {
+  numel_before_.assign(trace_.size() + 1, 0);
+  for (size_t p = 0; p < trace_.size(); ++p) {
+    int64_t unit_numel = 0;
+    for (size_t slot : unit_params_[trace_[p]]) {
+      unit_numel += layout_.slots[slot].numel;
+      if (uses_[slot].empty() || uses_[slot].back() != p) uses_[slot].push_back(p);
+    }
+    numel_before_[p + 1] = numel_before_[p] + unit_numel;
+  }
+  prefetched_numel_.assign(trace_.size(), 0);
+}
+
+size_t ShardedPartitioner::next_use(size_t slot) const {
+  if (!following_) return kNone;
+  auto it = std::lower_bound(uses_[slot].begin(), uses_[slot].end(), cursor_);
+  return it == uses_[slot].end() ? kNone : *it;
+}
+
+bool ShardedPartitioner::keep_after(size_t slot, size_t position) const {
+  if (slots_[slot].prefetched_use > position + 1) return true;
+  auto next = std::upper_bound(uses_[slot].begin(), uses_[slot].end(), position);
+  if (next == uses_[slot].end()) return false;
+  return numel_before_[*next] - numel_before_[position + 1] < options_.max_reuse_distance;
 }
 
 void ShardedPartitioner::prefetch_after(size_t position) {
   prefetch_cursor_ = std::max(prefetch_cursor_, position + 1);
   int64_t ahead = 0;
-  for (size_t p = position + 1; p < prefetch_cursor_; ++p)
-    for (size_t slot : gathered_slots(trace_[p])) ahead += layout_.slots[slot].numel;
+  for (size_t p = position + 1; p < prefetch_cursor_; ++p) ahead += prefetched_numel_[p];
   while (prefetch_cursor_ < trace_.size() && ahead < options_.prefetch_numel) {
-    size_t unit = trace_[prefetch_cursor_++];
-    ready_[unit].push_back(start_gather(unit));
-    for (size_t slot : gathered_slots(unit)) ahead += layout_.slots[slot].numel;
+    const size_t target = prefetch_cursor_;
+    const size_t unit = trace_[target];
+    std::vector<size_t> missing = missing_slots(unit);
+    int64_t numel = numel_of(missing);
+    if (numel > 0 && !free_kept(numel, unit, target)) break;  // resumes at a later fetch
+    for (size_t slot : unit_params_[unit])
+      if (!persistent_[slot]) slots_[slot].prefetched_use = target + 1;
+    if (!missing.empty()) start_gather(missing);
+    prefetched_numel_[target] = numel;
+    ahead += numel;
+    ++prefetch_cursor_;
   }
 }
 
-std::vector<at::Tensor> ShardedPartitioner::fetch(size_t unit) {
-  if (recording_) {
-    trace_.push_back(unit);
-  } else if (trace_cursor_ < trace_.size() && trace_[trace_cursor_] == unit) {
-    prefetch_after(trace_cursor_++);
-  } else {
-    trace_cursor_ = trace_.size();  // off the recorded order: no prefetching until the next step
-  }
-  Gather gather;
-  if (!ready_[unit].empty()) {
-    gather = std::move(ready_[unit].front());
-    ready_[unit].pop_front();
-  } else {
-    gather = start_gather(unit);
-  }
-  gather.op.wait();
+// ---- ParamGateway -------------------------------------------------------------------------------
 
-  std::vector<size_t> slots = gathered_slots(unit);
-  int64_t row = 0;
-  std::vector<int64_t> cols = columns(slots, &row);
-  at::Tensor by_rank = gather.gathered.defined() ? gather.gathered.view({layout_.world_size, row}) : at::Tensor();
+std::vector<at::Tensor> ShardedPartitioner::fetch(size_t unit) {
+  const size_t position = advance_trace(unit);
+  std::vector<size_t> missing = missing_slots(unit);
+  if (!missing.empty()) {
+    int64_t numel = numel_of(missing);
+    if (!free_kept(numel, unit, kNone)) drop_prefetches(numel, unit);
+    start_gather(missing);
+  }
+  for (size_t slot : unit_params_[unit])
+    if (!persistent_[slot]) ++slots_[slot].users;  // from here on, no prefetch may free them
+  if (position != kNone) prefetch_after(position);
+
   std::vector<at::Tensor> params;
-  size_t next_gathered = 0;
-  for (size_t slot_index : unit_params_[unit]) {
-    const ShardSlot& slot = layout_.slots[slot_index];
-    if (persistent_[slot_index]) {
-      params.push_back(persistent_params_[slot_index]);
+  for (size_t slot : unit_params_[unit]) {
+    if (persistent_[slot]) {
+      params.push_back(persistent_params_[slot]);
       continue;
     }
-    at::Tensor columns_of_slot = by_rank.narrow(1, cols[next_gathered++], slot.shard_numel);
-    params.push_back(columns_of_slot.reshape(-1).narrow(0, 0, slot.numel).view(slot.shape));
+    SlotState& state = slots_[slot];
+    if (state.residency == Residency::kGathering) unpack(state.gather);
+    params.push_back(state.whole);
   }
-  in_use_[unit] = params;
-  live_gathered_numel_ -= gather.numel;
+  position_of_unit_[unit] = position;
   return params;
 }
 
-void ShardedPartitioner::release(size_t unit) { in_use_[unit].clear(); }
+void ShardedPartitioner::release(size_t unit) {
+  const size_t position = position_of_unit_[unit];
+  position_of_unit_[unit] = kNone;
+  for (size_t slot : unit_params_[unit]) {
+    if (persistent_[slot]) continue;
+    SlotState& state = slots_[slot];
+    if (--state.users > 0 || state.residency != Residency::kWhole) continue;
+    if (position == kNone || !following_ || !keep_after(slot, position)) free_slot(slot);
+  }
+}
 
 void ShardedPartitioner::reduce_grads(size_t unit, std::vector<at::Tensor> grads) {
+  // Last parameter first: the order autograd produces a unit's gradients in.
   const std::vector<size_t>& slots = unit_params_[unit];
-  int64_t row = 0;
-  std::vector<int64_t> cols = columns(slots, &row);
-  const int world = layout_.world_size;
-  Reduction reduction;
-  reduction.unit = unit;
-  reduction.input = at::zeros({world, row}, shard_params_.options().dtype(options_.grad_dtype));
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (i >= grads.size() || !grads[i].defined()) continue;
-    const ShardSlot& slot = layout_.slots[slots[i]];
-    at::Tensor padded = at::constant_pad_nd(grads[i].reshape(-1), {0, world * slot.shard_numel - slot.numel});
-    reduction.input.narrow(1, cols[i], slot.shard_numel).copy_(padded.view({world, slot.shard_numel}));
-  }
-  reduction.input = reduction.input.view({-1});
-  reduction.output = at::empty({row}, reduction.input.options());
-  reduction.op = comm_.reduce_scatter_sum(reduction.output, reduction.input);
-  reductions_.push_back(std::move(reduction));
-  while (reductions_.size() > kMaxReductionsInFlight) {
-    complete(reductions_.front());
-    reductions_.pop_front();
-  }
+  for (size_t i = slots.size(); i-- > 0;) reducer_.add(slots[i], i < grads.size() ? grads[i] : at::Tensor());
 }
 
-void ShardedPartitioner::complete(Reduction& reduction) {
-  reduction.op.wait();
-  const std::vector<size_t>& slots = unit_params_[reduction.unit];
-  int64_t row = 0;
-  std::vector<int64_t> cols = columns(slots, &row);
-  at::Tensor summed = reduction.output.to(options_.grad_device);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const ShardSlot& slot = layout_.slots[slots[i]];
-    grad_shard_.narrow(0, slot.shard_offset, slot.shard_numel)
-        .add_(summed.narrow(0, cols[i], slot.shard_numel), 1.0 / layout_.world_size);
-  }
-}
-
-void ShardedPartitioner::finish_reduction() {
-  for (Reduction& reduction : reductions_) complete(reduction);
-  reductions_.clear();
-}
+// ---- Step boundary and whole-model views --------------------------------------------------------
 
 void ShardedPartitioner::publish_compute_partition() {
-  // Gathers issued ahead hold the old values; no prefetch crosses a step, but be exact anyway.
-  for (std::deque<Gather>& queue : ready_) {
-    for (Gather& gather : queue) {
-      gather.op.wait();
-      live_gathered_numel_ -= gather.numel;
-    }
-    queue.clear();
+  for (Gather& gather : gathers_) {
+    gather.op.wait();
+    for (size_t slot : gather.slots) free_slot(slot);
   }
-  recording_ = false;
-  trace_cursor_ = 0;
+  gathers_.clear();
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    SlotState& state = slots_[slot];
+    if (state.users > 0)
+      throw Error(internal_error("rank " + std::to_string(comm_.rank()) + ": parameter " + layout_.slots[slot].name +
+                                 " is still fetched at the end of the step: a unit was not released"));
+    if (state.residency == Residency::kWhole) free_slot(slot);
+    state.prefetched_use = 0;
+  }
+  if (recording_ && !trace_.empty()) {
+    recording_ = false;
+    index_trace();
+  }
+  following_ = !recording_;
+  cursor_ = 0;
   prefetch_cursor_ = 0;
+  std::fill(prefetched_numel_.begin(), prefetched_numel_.end(), 0);
+  regather_persistent();
+}
 
+void ShardedPartitioner::regather_persistent() {
   std::vector<size_t> slots;
-  for (size_t s = 0; s < layout_.slots.size(); ++s)
-    if (persistent_[s]) slots.push_back(s);
-  if (slots.empty()) return;
-  int64_t row = 0;
-  std::vector<int64_t> cols = columns(slots, &row);
   std::vector<at::Tensor> pieces;
-  for (size_t slot : slots)
-    pieces.push_back(shard_params_.narrow(0, layout_.slots[slot].shard_offset, layout_.slots[slot].shard_numel));
+  for (size_t s = 0; s < layout_.slots.size(); ++s) {
+    if (!persistent_[s]) continue;
+    slots.push_back(s);
+    pieces.push_back(shard_params_.narrow(0, layout_.slots[s].shard_offset, layout_.slots[s].shard_numel));
+  }
+  if (slots.empty()) return;
   at::Tensor mine = at::cat(pieces);
-  at::Tensor gathered = at::empty({layout_.world_size * row}, mine.options());
+  at::Tensor gathered = at::empty({layout_.world_size * mine.numel()}, mine.options());
   comm_.all_gather(gathered, mine).wait();
-  at::Tensor by_rank = gathered.view({layout_.world_size, row});
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const ShardSlot& slot = layout_.slots[slots[i]];
-    at::Tensor whole = by_rank.narrow(1, cols[i], slot.shard_numel).reshape(-1).narrow(0, 0, slot.numel);
-    persistent_params_[slots[i]].view(-1).copy_(whole);
+  at::Tensor by_rank = gathered.view({layout_.world_size, -1});
+  int64_t column = 0;
+  for (size_t slot : slots) {
+    const ShardSlot& param = layout_.slots[slot];
+    at::Tensor whole = by_rank.narrow(1, column, param.shard_numel).reshape(-1).narrow(0, 0, param.numel);
+    persistent_params_[slot].view(-1).copy_(whole);
+    column += param.shard_numel;
   }
 }
 

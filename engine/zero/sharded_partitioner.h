@@ -1,12 +1,27 @@
-// Stage 3: each rank keeps only its shard of every parameter (partition_layout.h). fetch(unit)
-// all-gathers the unit's parameters in one collective (or takes a gather issued ahead of time),
-// release(unit) drops them. The first step records the order of fetches; later steps replay it,
-// gathering up to prefetch_numel elements ahead while the current unit computes. Parameters of at
-// most persistence_threshold elements stay gathered on every rank (re-gathered after each step).
-// Gradients are reduce-scattered per unit as backward produces them and added, averaged over
-// ranks, into this rank's gradient shard.
+// Stage 3: each rank keeps only its shard of every parameter (partition_layout.h); whole
+// parameters exist only around their use, with DeepSpeed's stage 3 knobs (PartitionOptions):
+//   fetch(unit) all-gathers, in one collective, the unit's parameters that are not already whole
+//       or on their way. The first step records the order of fetches (the trace); later steps
+//       follow it and, while the current unit computes, gather the next units' parameters ahead,
+//       up to prefetch_numel elements in flight (stage3_prefetch_bucket_size).
+//   release(unit) frees each of the unit's parameters unless the trace uses it again within
+//       max_reuse_distance elements (stage3_max_reuse_distance: the elements of all parameters of
+//       the units in between, each use counted, as DeepSpeed's __params_to_release counts them;
+//       0 never keeps) or the prefetcher already passed that next use while it was whole.
+//   Whole non-persistent parameters alive at once (in flight, in use or kept) never exceed
+//       max_live_numel elements (stage3_max_live_parameters): a prefetch that would pass it first
+//       frees kept parameters used later than the prefetched unit, else stops; a fetch that would
+//       pass it frees kept parameters (farthest next use first), then drops gathers issued ahead.
+//       Only a unit whose own parameters exceed the limit passes it. (DeepSpeed only caps its
+//       prefetch by the limit; parameters kept for reuse may pass it there.)
+//   Parameters of at most persistence_threshold elements stay whole on every rank (re-gathered
+//       after each step) and are not counted.
+// Off the trace (a unit out of the recorded order) nothing is prefetched or kept until the next
+// step. Every decision follows from the trace and the sequence of calls, never from timing, so
+// every rank issues the same collectives in the same order. Gradients: sharded_grad_reducer.h.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
@@ -14,6 +29,7 @@
 
 #include "engine/zero/partition_layout.h"
 #include "engine/zero/partitioner.h"
+#include "engine/zero/sharded_grad_reducer.h"
 
 namespace tierzero::engine {
 
@@ -31,37 +47,74 @@ class ShardedPartitioner final : public Partitioner {
   bool partitioned() const override { return layout_.world_size > 1; }
   at::Tensor partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const override;
   std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) override;
-  void finish_reduction() override;
+  void finish_reduction() override { reducer_.finish(); }
   at::Tensor grad_partition() override { return grad_shard_; }
   void zero_grads() override { grad_shard_.zero_(); }
   at::Tensor compute_partition() override { return shard_params_; }
+  // Also ends the step: drops every gathered parameter (they hold the old values) and, after the
+  // first step, stops recording the trace.
   void publish_compute_partition() override;
 
   const ShardedLayout& layout() const { return layout_; }
-  // Elements of gathered (non-persistent) parameters alive now, prefetched ones included.
-  int64_t live_gathered_numel() const { return live_gathered_numel_; }
+
+  // Counters since construction, for tests and logs. Elements are parameter elements (numel, not
+  // padding), of non-persistent parameters only.
+  struct Stats {
+    int64_t live_numel = 0;       // whole now: in flight, in use or kept
+    int64_t peak_live_numel = 0;  // the most live_numel has been
+    int64_t all_gathers = 0;      // parameter all-gathers issued by fetch and prefetch
+    int64_t reduce_scatters = 0;  // gradient buckets reduce-scattered
+  };
+  Stats stats() const;
+  // Times parameter `slot` (layout().slots index) has been all-gathered; 0 for a persistent one.
+  int64_t gathers_of(size_t slot) const { return slots_[slot].gathers; }
 
  private:
-  // An all-gather of one unit's non-persistent parameters, issued or finished.
+  enum class Residency { kSharded, kGathering, kWhole };
+  // A non-persistent parameter's state.
+  struct SlotState {
+    Residency residency = Residency::kSharded;
+    uint64_t gather = 0;  // kGathering: the id of the Gather bringing it
+    at::Tensor whole;     // kWhole: the parameter, compute dtype, its shape
+    int users = 0;        // fetches not yet released
+    // Trace position + 1 of the latest use the prefetcher has passed this step (0: none).
+    size_t prefetched_use = 0;
+    int64_t gathers = 0;
+  };
+  // An all-gather of some parameters, issued and not yet unpacked.
   struct Gather {
+    uint64_t id = 0;
     CommOp op;
-    at::Tensor gathered;  // [W * shard sum] compute dtype
-    int64_t numel = 0;    // W * shard sum, for the live count
+    at::Tensor gathered;        // [W * row] compute dtype; row = the slots' shard_numel summed
+    std::vector<size_t> slots;  // in column order
   };
-  // A reduce-scatter of one unit's gradients in flight.
-  struct Reduction {
-    size_t unit = 0;
-    CommOp op;
-    at::Tensor input;   // [W * shard sum], kept alive until the op finishes
-    at::Tensor output;  // [shard sum]
-  };
-  Gather start_gather(size_t unit);
-  void prefetch_after(size_t trace_position);
-  void complete(Reduction& reduction);
-  // Column of each of the unit's slots in its [W, shard sum] exchange layout; `persistent`
-  // selects whether persistent slots are included.
-  std::vector<int64_t> columns(const std::vector<size_t>& slots, int64_t* total) const;
-  std::vector<size_t> gathered_slots(size_t unit) const;
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+
+  // The unit's non-persistent parameters that are neither whole nor on their way, each once.
+  std::vector<size_t> missing_slots(size_t unit) const;
+  int64_t numel_of(const std::vector<size_t>& slots) const;
+  bool uses(size_t unit, size_t slot) const;
+  void start_gather(const std::vector<size_t>& slots);
+  void unpack(uint64_t gather_id);
+  // Drops a whole or gathering parameter's gathered copy (a gathering one's op must be done).
+  void free_slot(size_t slot);
+  // The trace position this fetch of `unit` takes; kNone while recording or off the trace.
+  size_t advance_trace(size_t unit);
+  // Trace position of the next use of `slot` not yet fetched this step; kNone when none is known.
+  size_t next_use(size_t slot) const;
+  // Whether `slot`, released by the use at trace `position`, stays whole.
+  bool keep_after(size_t slot, size_t position) const;
+  void prefetch_after(size_t position);
+  // Frees kept parameters not used by `unit` whose next use is after `horizon` (a trace position,
+  // or kNone for any), farthest first, until `numel` more elements fit under max_live_numel.
+  // Returns whether they fit.
+  bool free_kept(int64_t numel, size_t unit, size_t horizon);
+  // Waits for and drops gathers issued ahead that hold none of `unit`'s parameters, newest first,
+  // until `numel` more elements fit.
+  void drop_prefetches(int64_t numel, size_t unit);
+  // Builds the per-slot indexes of the recorded trace.
+  void index_trace();
+  void regather_persistent();
 
   PartitionOptions options_;
   Comm& comm_;
@@ -71,15 +124,24 @@ class ShardedPartitioner final : public Partitioner {
   std::vector<at::Tensor> persistent_params_;     // slot -> whole parameter (persistent slots)
   at::Tensor shard_params_;                       // [shard_numel] compute dtype: this rank's shards
   at::Tensor grad_shard_;                         // [shard_numel] grad dtype, grad device
-  std::vector<std::deque<Gather>> ready_;         // unit -> gathers issued ahead, oldest first
-  std::vector<std::vector<at::Tensor>> in_use_;   // unit -> parameters handed out by fetch
-  std::deque<Reduction> reductions_;
-  int64_t live_gathered_numel_ = 0;
-  // The fetch order of the first step, and where the current step is in it.
+  ShardedGradReducer reducer_;
+  std::vector<SlotState> slots_;
+  std::deque<Gather> gathers_;  // oldest first
+  uint64_t next_gather_id_ = 1;
+  int64_t live_numel_ = 0;
+  int64_t peak_live_numel_ = 0;
+  int64_t all_gathers_ = 0;
+
+  // The fetch order of the first step and its indexes.
   std::vector<size_t> trace_;
+  std::vector<std::vector<size_t>> uses_;   // slot -> trace positions of the units using it
+  std::vector<int64_t> numel_before_;       // position -> elements of the units at earlier positions
+  std::vector<int64_t> prefetched_numel_;   // position -> elements gathered ahead for it this step
   bool recording_ = true;
-  size_t trace_cursor_ = 0;
-  size_t prefetch_cursor_ = 0;  // trace positions below this have had their gather issued
+  bool following_ = false;                  // this step's fetches have matched the trace so far
+  size_t cursor_ = 0;                       // the next trace position expected
+  size_t prefetch_cursor_ = 0;              // positions below this have been prefetched
+  std::vector<size_t> position_of_unit_;    // unit -> trace position of its open fetch, or kNone
 };
 
 }  // namespace tierzero::engine

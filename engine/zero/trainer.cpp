@@ -104,6 +104,8 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   options.partition.reduce_bucket_numel = static_cast<int64_t>(config.zero.reduce_bucket_size);
   options.partition.prefetch_numel = static_cast<int64_t>(config.zero.prefetch_bucket_size);
   options.partition.persistence_threshold = static_cast<int64_t>(config.zero.param_persistence_threshold);
+  options.partition.max_live_numel = static_cast<int64_t>(config.zero.max_live_parameters);
+  options.partition.max_reuse_distance = static_cast<int64_t>(config.zero.max_reuse_distance);
   options.adam.beta1 = config.optimizer.beta1;
   options.adam.beta2 = config.optimizer.beta2;
   options.adam.eps = config.optimizer.eps;

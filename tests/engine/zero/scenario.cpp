@@ -9,6 +9,7 @@
 
 #include "engine/model/functional_model.h"
 #include "engine/zero/checkpoint_io.h"
+#include "engine/zero/sharded_partitioner.h"
 #include "engine/zero/zero_engine.h"
 
 namespace tierzero::engine::testing {
@@ -31,6 +32,19 @@ at::Tensor global_batch(const Scenario& s, int step) {
   return at::randint(64, {samples, s.seq_len + 1}, gen, at::kLong);
 }
 
+// Copies stage 3's counters into `trace`; throws when the live limit was passed.
+void record_stage3_stats(const ShardedPartitioner& partitioner, const Scenario& s, TrainTrace& trace) {
+  ShardedPartitioner::Stats stats = partitioner.stats();
+  trace.peak_live_numel = stats.peak_live_numel;
+  trace.reduce_scatters = stats.reduce_scatters;
+  for (size_t slot = 0; slot < partitioner.layout().slots.size(); ++slot)
+    trace.gathers[partitioner.layout().slots[slot].name] = partitioner.gathers_of(slot);
+  if (stats.peak_live_numel > s.max_live_numel)
+    throw Error(internal_error(s.name() + ": " + std::to_string(stats.peak_live_numel) +
+                               " gathered elements were alive at once, over max_live_numel " +
+                               std::to_string(s.max_live_numel)));
+}
+
 }  // namespace
 
 std::vector<std::string> Scenario::to_args() const {
@@ -41,7 +55,9 @@ std::vector<std::string> Scenario::to_args() const {
           "--clip=" + std::to_string(clip), "--dtype=" + dtype, "--device=" + device,
           "--bucket_numel=" + std::to_string(bucket_numel),
           "--persistence_threshold=" + std::to_string(persistence_threshold),
-          "--prefetch_numel=" + std::to_string(prefetch_numel), "--resume_dir=" + resume_dir,
+          "--prefetch_numel=" + std::to_string(prefetch_numel),
+          "--max_live_numel=" + std::to_string(max_live_numel),
+          "--max_reuse_distance=" + std::to_string(max_reuse_distance), "--resume_dir=" + resume_dir,
           "--save_dir=" + save_dir};
 }
 
@@ -65,6 +81,8 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
     else if (key == "bucket_numel") s.bucket_numel = std::stoll(value);
     else if (key == "persistence_threshold") s.persistence_threshold = std::stoll(value);
     else if (key == "prefetch_numel") s.prefetch_numel = std::stoll(value);
+    else if (key == "max_live_numel") s.max_live_numel = std::stoll(value);
+    else if (key == "max_reuse_distance") s.max_reuse_distance = std::stoll(value);
     else if (key == "resume_dir") s.resume_dir = value;
     else if (key == "save_dir") s.save_dir = value;
     else throw Error(invalid_argument("unknown argument " + arg));
@@ -73,8 +91,13 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
 }
 
 std::string Scenario::name() const {
+  const Scenario defaults;
+  std::string knobs;
+  if (bucket_numel != defaults.bucket_numel) knobs += "_bucket" + std::to_string(bucket_numel);
+  if (max_live_numel != defaults.max_live_numel) knobs += "_live" + std::to_string(max_live_numel);
+  if (max_reuse_distance != defaults.max_reuse_distance) knobs += "_reuse" + std::to_string(max_reuse_distance);
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + "_w" + std::to_string(world_size) + "_acc" +
-         std::to_string(accumulation) + "_" + dtype + "_" + device;
+         std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
 }
 
 ModelConfig test_model_config(bool tied) {
@@ -101,6 +124,8 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.partition.reduce_bucket_numel = s.bucket_numel;
   options.partition.persistence_threshold = s.persistence_threshold;
   options.partition.prefetch_numel = s.prefetch_numel;
+  options.partition.max_live_numel = s.max_live_numel;
+  options.partition.max_reuse_distance = s.max_reuse_distance;
   options.adam.weight_decay = kWeightDecay;
   options.offload_optimizer = s.offload;
   options.cpu_threads = 1;
@@ -124,6 +149,7 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   }
   if (!s.save_dir.empty()) throw_if_error(save_engine_checkpoint(s.save_dir, engine, CheckpointExtras{.iteration = s.steps, .loss_scaler = {}, .lr_scheduler = {}, .data = {}}));
   trace.params = engine.master_params();
+  if (auto* sharded = dynamic_cast<ShardedPartitioner*>(&engine.partitioner())) record_stage3_stats(*sharded, s, trace);
   return trace;
 }
 

@@ -29,6 +29,8 @@ struct Scenario {
   int64_t bucket_numel = 1000;   // small, so parameters straddle buckets and partitions
   int64_t persistence_threshold = 64;
   int64_t prefetch_numel = 4000;
+  int64_t max_live_numel = 1'000'000'000;      // stage 3: stage3_max_live_parameters
+  int64_t max_reuse_distance = 1'000'000'000;  // stage 3: stage3_max_reuse_distance
   std::string resume_dir;        // continue from the engine checkpoint here (its iteration on)
   std::string save_dir;          // save an engine checkpoint here after the last step
 
@@ -36,7 +38,7 @@ struct Scenario {
   std::vector<std::string> to_args() const;
   // Parses to_args()' form; unknown arguments are an error.
   static Scenario from_args(const std::vector<std::string>& args);
-  // "stage2_offload_w4_acc1_fp32".
+  // "stage2_offload_w4_acc1_fp32_cpu", then the stage 3 knobs that differ from the defaults.
   std::string name() const;
 };
 
@@ -48,9 +50,15 @@ struct TrainTrace {
   int first_step = 0;  // losses[i] is step first_step + i
   std::vector<double> losses;
   std::map<std::string, at::Tensor> params;
+  // Stage 3 only (ShardedPartitioner::stats() at the end of the run; zero and empty otherwise).
+  int64_t peak_live_numel = 0;
+  int64_t reduce_scatters = 0;
+  std::map<std::string, int64_t> gathers;  // parameter name -> times all-gathered
 };
 
-// Trains with the engine over `comm` (one rank of scenario.world_size).
+// Trains with the engine over `comm` (one rank of scenario.world_size). Throws tierzero::Error when
+// stage 3 had more than scenario.max_live_numel gathered elements alive at once, so multi-rank
+// runs check that limit too.
 TrainTrace train_with_engine(const Scenario& scenario, Comm& comm);
 // Trains the same global batches in one process with plain autograd and AdamW (fp32, CPU).
 TrainTrace train_reference(const Scenario& scenario);

@@ -1,6 +1,7 @@
 // The ZeRO engine reproduces plain single-process training: stages 0-3, with and without the CPU
 // optimizer, on 1, 2 and 4 ranks over Gloo (CUDA + NCCL where a GPU exists), gradient
-// accumulation equal to the larger batch, clipping, bf16 compute, and fp16 overflow skipping.
+// accumulation equal to the larger batch, clipping, bf16 compute, and fp16 overflow skipping;
+// stage 3 honours reduce_bucket_size, stage3_max_live_parameters and stage3_max_reuse_distance.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -137,6 +138,96 @@ TEST(ZeroMultiRank, ClipsByTheGlobalNorm) {
   }
 }
 
+// ---- Stage 3: reduce_bucket_size, stage3_max_live_parameters, stage3_max_reuse_distance --------
+
+// The test model's units (test_model_config): 0 = the embedding (2048 elements), 1 and 2 = layers
+// (7680 elements of matrices and two 32-element norms), 3 = final norm + the tied embedding (2080).
+// Norms are under the persistence threshold (64): always whole, never counted. One micro-batch
+// fetches units 0 1 2 3 (forward), then 3 2 1 0 (backward recomputes each unit).
+constexpr int64_t kLayerMatrices = 7680;
+const char* const kTiedWeight = "model.embed_tokens.weight";
+const char* const kLayer0Weight = "model.layers.0.mlp.down_proj.weight";
+const char* const kLayer1Weight = "model.layers.1.mlp.down_proj.weight";
+
+TrainTrace train_single_process(const Scenario& s) {
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  return train_with_engine(s, *comm);
+}
+
+TEST(ZeroStage3, GradientBucketsPackUnitsAndSplitThemAtParameters) {
+  Scenario s;
+  s.stage = 3;
+  s.bucket_numel = 1'000'000'000;  // the whole model: one bucket a step, launched by step()
+  TrainTrace one_bucket = train_single_process(s);
+  EXPECT_EQ(one_bucket.reduce_scatters, s.steps);
+  EXPECT_EQ(compare_traces(one_bucket, train_reference(s), kLossRtol, kParamAtol), "");
+
+  s.bucket_numel = 10'000;  // backward: units 3 + 2 (9824 elements), then units 1 + 0 (9792)
+  TrainTrace two_buckets = train_single_process(s);
+  EXPECT_EQ(two_buckets.reduce_scatters, 2 * s.steps);
+  EXPECT_EQ(compare_traces(two_buckets, train_reference(s), kLossRtol, kParamAtol), "");
+
+  s.bucket_numel = 1000;  // below every matrix: each goes alone, so every unit spans buckets
+  TrainTrace split = train_single_process(s);
+  EXPECT_GT(split.reduce_scatters, 4 * s.steps);
+  EXPECT_EQ(compare_traces(split, train_reference(s), kLossRtol, kParamAtol), "");
+}
+
+TEST(ZeroStage3, LiveGatheredParametersStayUnderTheLimit) {
+  Scenario s;
+  s.stage = 3;
+  // Unlimited, step 2 keeps the embedding for its reuse while prefetching layer 0: 9728 live.
+  EXPECT_GT(train_single_process(s).peak_live_numel, 8000);
+  s.max_live_numel = 8000;  // one layer fits, a layer and the embedding do not
+  TrainTrace limited = train_single_process(s);  // throws past the limit
+  EXPECT_LE(limited.peak_live_numel, s.max_live_numel);
+  EXPECT_GE(limited.peak_live_numel, kLayerMatrices);
+  EXPECT_EQ(compare_traces(limited, train_reference(s), kLossRtol, kParamAtol), "");
+}
+
+TEST(ZeroStage3, ReuseDistanceCountsTheElementsOfTheUnitsInBetween) {
+  // Without prefetching, what stays gathered follows from the reuse distance alone. The first step
+  // records the order and frees after every use: 4 gathers of the tied weight, 2 of a layer's. In
+  // later steps a use is kept for the next one when the units in between hold fewer elements than
+  // the distance: tied weight 0 -> 3 across layers 1, 2 (15488), 3 -> 3 across nothing (0),
+  // 3 -> 0 across layers 2, 1 (15488); layer 1 across units 3, 3 (4160); layer 0 across 2, 3, 3, 2
+  // (19648).
+  struct Case {
+    int64_t distance;
+    int64_t tied_per_step, layer0_per_step, layer1_per_step;
+  };
+  for (const Case& c : {Case{0, 4, 2, 2}, Case{4160, 3, 2, 2}, Case{4161, 3, 2, 1},
+                        Case{1'000'000'000, 1, 1, 1}}) {
+    Scenario s;
+    s.stage = 3;
+    s.prefetch_numel = 0;
+    s.max_reuse_distance = c.distance;
+    TrainTrace trace = train_single_process(s);
+    const int64_t later_steps = s.steps - 1;
+    EXPECT_EQ(trace.gathers.at(kTiedWeight), 4 + later_steps * c.tied_per_step) << c.distance;
+    EXPECT_EQ(trace.gathers.at(kLayer0Weight), 2 + later_steps * c.layer0_per_step) << c.distance;
+    EXPECT_EQ(trace.gathers.at(kLayer1Weight), 2 + later_steps * c.layer1_per_step) << c.distance;
+    EXPECT_EQ(compare_traces(trace, train_reference(s), kLossRtol, kParamAtol), "") << c.distance;
+  }
+}
+
+TEST(ZeroMultiRank, Stage3BucketsLiveLimitAndReuseMatchReference) {
+  for (int world : {2, 4}) {
+    Scenario packed;  // several units a bucket, one layer live at a time (checked by the ranks)
+    packed.stage = 3;
+    packed.world_size = world;
+    packed.bucket_numel = 10'000;
+    packed.max_live_numel = 8000;
+    EXPECT_EQ(run_ranks(packed, kLossRtol, kParamAtol), "") << packed.name();
+    Scenario no_reuse;
+    no_reuse.stage = 3;
+    no_reuse.world_size = world;
+    no_reuse.bucket_numel = 3000;
+    no_reuse.max_reuse_distance = 0;
+    EXPECT_EQ(run_ranks(no_reuse, kLossRtol, kParamAtol), "") << no_reuse.name();
+  }
+}
+
 // ---- Checkpoints -------------------------------------------------------------------------------
 
 TEST(ZeroCheckpoint, ResumeReproducesTheUninterruptedRunExactly) {
@@ -206,6 +297,24 @@ TEST(ZeroGpu, Bf16OnCudaTracksReference) {
     s.dtype = "bf16";
     s.offload = offload;
     EXPECT_EQ(run_ranks(s, kBf16LossRtol, kBf16ParamAtol), "") << s.name();
+  }
+}
+
+TEST(ZeroGpu, Stage3BucketsLiveLimitAndReuseWithNccl) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (int world : {1, 2}) {
+    if (world > static_cast<int>(at::getNumGPUs())) continue;
+    Scenario s;
+    s.device = "cuda";
+    s.stage = 3;
+    s.world_size = world;
+    s.bucket_numel = 10'000;
+    s.max_live_numel = 8000;
+    EXPECT_EQ(run_ranks(s, 1e-4, 1e-4), "") << s.name();
+    s.bucket_numel = 3000;
+    s.max_live_numel = Scenario().max_live_numel;
+    s.max_reuse_distance = 0;
+    EXPECT_EQ(run_ranks(s, 1e-4, 1e-4), "") << s.name();
   }
 }
 

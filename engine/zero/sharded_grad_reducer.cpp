@@ -1,0 +1,80 @@
+#include "engine/zero/sharded_grad_reducer.h"
+
+#include <ATen/ATen.h>
+
+namespace tierzero::engine {
+namespace {
+
+// Buckets launched and not yet added to the shard; bounds the memory backward holds.
+constexpr size_t kMaxLaunched = 2;
+
+}  // namespace
+
+ShardedGradReducer::ShardedGradReducer(const ShardedLayout& layout, int64_t bucket_numel, at::ScalarType grad_dtype,
+                                       Comm& comm, at::Tensor grad_shard)
+    : layout_(layout),
+      bucket_numel_(std::max<int64_t>(bucket_numel, 1)),
+      grad_dtype_(grad_dtype),
+      comm_(comm),
+      grad_shard_(std::move(grad_shard)) {}
+
+void ShardedGradReducer::add(size_t slot, const at::Tensor& grad) {
+  const ShardSlot& param = layout_.slots[slot];
+  auto it = entry_of_slot_.find(slot);
+  if (it == entry_of_slot_.end()) {
+    if (open_numel_ > 0 && open_numel_ + param.numel > bucket_numel_) launch();
+    const int world = layout_.world_size;
+    Entry entry{slot, at::zeros({world, param.shard_numel},
+                                at::TensorOptions().dtype(grad_dtype_).device(comm_.device()))};
+    if (grad.defined()) entry.padded.view(-1).narrow(0, 0, param.numel).copy_(grad.reshape(-1));
+    entry_of_slot_[slot] = open_.size();
+    open_.push_back(std::move(entry));
+    open_numel_ += param.numel;
+  } else if (grad.defined()) {
+    open_[it->second].padded.view(-1).narrow(0, 0, param.numel).add_(grad.reshape(-1));
+  }
+}
+
+void ShardedGradReducer::launch() {
+  if (open_.empty()) return;
+  Launched launched;
+  std::vector<at::Tensor> columns;
+  for (Entry& entry : open_) {
+    launched.slots.push_back(entry.slot);
+    columns.push_back(std::move(entry.padded));
+  }
+  open_.clear();
+  entry_of_slot_.clear();
+  open_numel_ = 0;
+  // [W, row]: row r is rank r's shard of every parameter, in column order.
+  launched.input = columns.size() == 1 ? columns[0].view(-1) : at::cat(columns, 1).view(-1);
+  columns.clear();
+  launched.output = at::empty({launched.input.numel() / layout_.world_size}, launched.input.options());
+  launched.op = comm_.reduce_scatter_sum(launched.output, launched.input);
+  ++reduce_scatters_;
+  launched_.push_back(std::move(launched));
+  while (launched_.size() > kMaxLaunched) {
+    complete(launched_.front());
+    launched_.pop_front();
+  }
+}
+
+void ShardedGradReducer::complete(Launched& launched) {
+  launched.op.wait();
+  at::Tensor summed = launched.output.to(grad_shard_.device());
+  int64_t column = 0;
+  for (size_t slot : launched.slots) {
+    const ShardSlot& param = layout_.slots[slot];
+    grad_shard_.narrow(0, param.shard_offset, param.shard_numel)
+        .add_(summed.narrow(0, column, param.shard_numel), 1.0 / layout_.world_size);
+    column += param.shard_numel;
+  }
+}
+
+void ShardedGradReducer::finish() {
+  launch();
+  for (Launched& launched : launched_) complete(launched);
+  launched_.clear();
+}
+
+}  // namespace tierzero::engine
