@@ -69,7 +69,7 @@ void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
   std::vector<at::Tensor> pieces;
   for (size_t slot : slots)
     pieces.push_back(shard_params_.narrow(0, layout_.slots[slot].shard_offset, layout_.slots[slot].shard_numel));
-  at::Tensor mine = pieces.size() == 1 ? pieces[0] : at::cat(pieces);
+  at::Tensor mine = at::cat(pieces);  // a copy: the optimizer may rewrite the shard under a stale prefetch
   Gather gather;
   gather.id = next_gather_id_++;
   gather.gathered = at::empty({mine.numel() * layout_.world_size}, mine.options());
