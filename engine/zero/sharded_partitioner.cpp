@@ -129,12 +129,10 @@ bool ShardedPartitioner::free_kept(int64_t numel, size_t unit, size_t horizon) {
 
 void ShardedPartitioner::drop_prefetches(int64_t numel, size_t unit) {
   for (size_t i = gathers_.size(); i-- > 0 && live_numel_ + numel > options_.max_live_numel;) {
-    Gather& gather = gathers_[i];
-    if (std::any_of(gather.slots.begin(), gather.slots.end(), [&](size_t slot) { return uses(unit, slot); }))
-      continue;
-    gather.op.wait();
-    for (size_t slot : gather.slots) free_slot(slot);
-    gathers_.erase(gathers_.begin() + static_cast<std::ptrdiff_t>(i));
+    std::vector<size_t> slots = gathers_[i].slots;
+    unpack(gathers_[i].id);  // waits; the fetched unit's own parameters stay
+    for (size_t slot : slots)
+      if (!uses(unit, slot)) free_slot(slot);
   }
 }
 

@@ -11,9 +11,10 @@
 //   Whole non-persistent parameters alive at once (in flight, in use or kept) never exceed
 //       max_live_numel elements (stage3_max_live_parameters): a prefetch that would pass it first
 //       frees kept parameters used later than the prefetched unit, else stops; a fetch that would
-//       pass it frees kept parameters (farthest next use first), then drops gathers issued ahead.
-//       Only a unit whose own parameters exceed the limit passes it. (DeepSpeed only caps its
-//       prefetch by the limit; parameters kept for reuse may pass it there.)
+//       pass it frees kept parameters (farthest next use first), then gathers issued ahead.
+//       Only parameters in use can pass it: a unit whose own parameters exceed the limit, or units
+//       fetched at once. (DeepSpeed only caps its prefetch by the limit; parameters kept for reuse
+//       may pass it there.)
 //   Parameters of at most persistence_threshold elements stay whole on every rank (re-gathered
 //       after each step) and are not counted.
 // Off the trace (a unit out of the recorded order) nothing is prefetched or kept until the next
@@ -109,8 +110,8 @@ class ShardedPartitioner final : public Partitioner {
   // or kNone for any), farthest first, until `numel` more elements fit under max_live_numel.
   // Returns whether they fit.
   bool free_kept(int64_t numel, size_t unit, size_t horizon);
-  // Waits for and drops gathers issued ahead that hold none of `unit`'s parameters, newest first,
-  // until `numel` more elements fit.
+  // Waits for gathers issued ahead, newest first, and frees their parameters that `unit` does not
+  // use, until `numel` more elements fit.
   void drop_prefetches(int64_t numel, size_t unit);
   // Builds the per-slot indexes of the recorded trace.
   void index_trace();

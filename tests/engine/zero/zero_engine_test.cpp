@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "engine/config/loss_scaler.h"
+#include "engine/zero/sharded_partitioner.h"
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"
@@ -209,6 +210,36 @@ TEST(ZeroStage3, ReuseDistanceCountsTheElementsOfTheUnitsInBetween) {
     EXPECT_EQ(trace.gathers.at(kLayer1Weight), 2 + later_steps * c.layer1_per_step) << c.distance;
     EXPECT_EQ(compare_traces(trace, train_reference(s), kLossRtol, kParamAtol), "") << c.distance;
   }
+}
+
+TEST(ZeroStage3, FetchesOffTheRecordedOrderStayUnderTheLimit) {
+  ModelConfig config = test_model_config(true);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  std::map<std::string, at::Tensor> params = init_parameters(config, 7, at::kFloat, at::kCPU);
+  PartitionOptions options;
+  options.stage = 3;
+  options.persistence_threshold = 64;
+  options.prefetch_numel = 1'000'000;
+  options.max_live_numel = 10'000;  // the embedding (kept for reuse) and one layer prefetched
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  ShardedPartitioner partitioner(*model, params, options, *comm);
+  auto run_step = [&](const std::vector<size_t>& order) {
+    for (size_t unit : order) {
+      std::vector<at::Tensor> got = partitioner.fetch(unit);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(got[i].equal(params.at(model->unit_params(unit)[i].name))) << unit << " " << i;
+      partitioner.release(unit);
+      EXPECT_LE(partitioner.stats().live_numel, options.max_live_numel);
+    }
+    partitioner.publish_compute_partition();
+    EXPECT_EQ(partitioner.stats().live_numel, 0);
+  };
+  run_step({0, 1, 2, 3, 3, 2, 1, 0});  // recorded
+  run_step({0, 1, 2, 3, 3, 2, 1, 0});  // followed: prefetching
+  // Off the order at unit 2: layer 0, prefetched for it, and the kept embedding make way.
+  run_step({0, 2, 1, 3, 3, 2, 1, 0});
+  EXPECT_LE(partitioner.stats().peak_live_numel, options.max_live_numel);
+  EXPECT_GT(partitioner.stats().peak_live_numel, kLayerMatrices);
 }
 
 TEST(ZeroMultiRank, Stage3BucketsLiveLimitAndReuseMatchReference) {
