@@ -18,11 +18,13 @@ uint64_t FlatGroup::numel() const {
 
 bool rank_stores_groups(int zero_stage, uint32_t rank) { return zero_stage != 0 || rank == 0; }
 
+uint64_t stage3_piece_numel(uint64_t numel, uint32_t world_size) { return ceil_div(numel, world_size); }
+
 uint64_t partition_numel(const FlatGroup& group, int zero_stage, uint32_t world_size, uint32_t alignment) {
   if (zero_stage == 0) return group.numel();
   if (zero_stage == 3) {
     uint64_t n = 0;
-    for (const TensorSpec& p : group.params) n += ceil_div(static_cast<uint64_t>(p.numel()), world_size);
+    for (const TensorSpec& p : group.params) n += stage3_piece_numel(static_cast<uint64_t>(p.numel()), world_size);
     return n;
   }
   const uint64_t unit = uint64_t{alignment} * world_size;
@@ -42,7 +44,7 @@ std::vector<PartitionSegment> partition_segments(const FlatGroup& group, int zer
     uint64_t partition = 0;
     for (const TensorSpec& p : group.params) {
       const auto n = static_cast<uint64_t>(p.numel());
-      const uint64_t piece = ceil_div(n, world_size);
+      const uint64_t piece = stage3_piece_numel(n, world_size);
       const uint64_t begin = std::min(n, piece * rank);
       const uint64_t end = std::min(n, begin + piece);
       if (end > begin) segments.push_back({logical + begin, partition, end - begin});

@@ -16,7 +16,7 @@ FlatPartitioner::FlatPartitioner(const FunctionalModel& model, const std::map<st
                                  const PartitionOptions& options, Comm& comm)
     : options_(options), comm_(comm) {
   const ParamNamesAndShapes table = param_names_and_shapes(model);
-  layout_ = make_flat_group_layout(table.names, table.shapes, options.stage == 0 ? 1 : comm.world_size());
+  layout_ = make_flat_group_layout(table.names, table.shapes, options.stage, comm.world_size());
   unit_params_ = unit_param_indices(model);
   flat_params_ = flatten(params).to(comm.device(), options.compute_dtype);
   for (const FlatSlot& slot : layout_.slots)

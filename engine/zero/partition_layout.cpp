@@ -1,6 +1,10 @@
+// The engine's flat and sharded layouts, sized by checkpoint/'s partition rules so the two can never
+// disagree (checkpoint/partition.cpp holds the only copy of DeepSpeed's padding arithmetic).
 #include "engine/zero/partition_layout.h"
 
 #include <algorithm>
+
+#include "checkpoint/engine_checkpoint.h"
 
 namespace tierzero::engine {
 
@@ -10,21 +14,21 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-static int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
 FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
-                                       const std::vector<std::vector<int64_t>>& shapes,
-                                       int partition_count) {
+                                       const std::vector<std::vector<int64_t>>& shapes, int stage,
+                                       int world_size) {
   FlatGroupLayout layout;
-  layout.partition_count = partition_count;
+  layout.partition_count = stage == 0 ? 1 : world_size;
+  checkpoint::FlatGroup group;
   for (size_t i = 0; i < names.size(); ++i) {
     FlatSlot slot{names[i], shapes[i], shape_numel(shapes[i]), layout.numel};
     layout.numel += slot.numel;
     layout.slots.push_back(std::move(slot));
+    group.params.push_back({names[i], shapes[i]});
   }
-  layout.padded_numel =
-      partition_count == 1 ? layout.numel : round_up(layout.numel, 2 * static_cast<int64_t>(partition_count));
-  layout.partition_numel = layout.padded_numel / partition_count;
+  layout.partition_numel = static_cast<int64_t>(checkpoint::partition_numel(
+      group, stage, static_cast<uint32_t>(world_size), checkpoint::kDeepSpeedAlignment));
+  layout.padded_numel = layout.partition_numel * layout.partition_count;
   return layout;
 }
 
@@ -42,7 +46,8 @@ ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
     slot.name = names[i];
     slot.shape = shapes[i];
     slot.numel = shape_numel(shapes[i]);
-    slot.shard_numel = (slot.numel + world_size - 1) / world_size;
+    slot.shard_numel = static_cast<int64_t>(
+        checkpoint::stage3_piece_numel(static_cast<uint64_t>(slot.numel), static_cast<uint32_t>(world_size)));
     slot.shard_offset = layout.shard_numel;
     layout.shard_numel += slot.shard_numel;
     layout.slots.push_back(std::move(slot));

@@ -1,9 +1,10 @@
 // Where every parameter element lives in ZeRO's partitioned flat buffers, with DeepSpeed's padding
-// rules, so an engine checkpoint maps 1:1 onto DeepSpeed's fp32 partitions:
-//   stages 0-2: the trainable parameters form one group, flattened in first-use order, the flat
+// rules, so an engine checkpoint maps 1:1 onto DeepSpeed's fp32 partitions. The sizes come from
+// checkpoint/'s implementation of the rules (checkpoint/engine_checkpoint.h, "Partitioning"):
+//   stages 1-2: the trainable parameters form one group, flattened in first-use order, the flat
 //       buffer padded with zeros to a multiple of 2 * W elements (DeepSpeed's NCCL start
-//       alignment) and split into W equal partitions; rank r owns [r * P, (r + 1) * P).
-//       Stage 0 does not partition: one partition holds the whole, unpadded.
+//       alignment, even at W = 1) and split into W equal partitions; rank r owns [r * P, (r + 1) * P).
+//   stage 0: the same group, not partitioned: one partition holds the whole, unpadded.
 //   stage 3: each parameter of n elements is padded to a multiple of W; rank r owns elements
 //       [r * ceil(n / W), (r + 1) * ceil(n / W)) of every parameter; a rank's flat shard is its
 //       pieces of every parameter concatenated in order, without further alignment.
@@ -36,12 +37,12 @@ struct FlatGroupLayout {
   int64_t partition_begin(int rank) const { return rank * partition_numel; }
 };
 
-// Lays out `names`/`shapes` (same length, first-use order) as one group split into
-// `partition_count` partitions (1 for stage 0: no padding; the world size W for stages 1-2:
-// padded to a multiple of 2 * W elements).
+// Lays out `names`/`shapes` (same length, first-use order) as one group for ZeRO stage `stage`
+// (0..2) over `world_size` ranks: stage 0 one unpadded partition; stages 1-2 `world_size`
+// partitions of the flat padded to a multiple of 2 * world_size elements.
 FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
-                                       const std::vector<std::vector<int64_t>>& shapes,
-                                       int partition_count);
+                                       const std::vector<std::vector<int64_t>>& shapes, int stage,
+                                       int world_size);
 
 // One parameter of a stage 3 model.
 struct ShardSlot {

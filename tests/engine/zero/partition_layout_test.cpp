@@ -7,7 +7,7 @@ namespace tierzero::engine {
 namespace {
 
 TEST(FlatGroupLayout, PadsToTwiceWorldSizeAndSplitsEvenly) {
-  FlatGroupLayout layout = make_flat_group_layout({"a", "b"}, {{3, 5}, {7}}, 4);
+  FlatGroupLayout layout = make_flat_group_layout({"a", "b"}, {{3, 5}, {7}}, /*stage=*/2, /*world_size=*/4);
   EXPECT_EQ(layout.numel, 22);
   EXPECT_EQ(layout.padded_numel, 24);  // multiple of 2 * 4
   EXPECT_EQ(layout.partition_numel, 6);
@@ -16,9 +16,16 @@ TEST(FlatGroupLayout, PadsToTwiceWorldSizeAndSplitsEvenly) {
 }
 
 TEST(FlatGroupLayout, StageZeroIsOneUnpaddedPartition) {
-  FlatGroupLayout layout = make_flat_group_layout({"a"}, {{3}}, 1);
+  FlatGroupLayout layout = make_flat_group_layout({"a"}, {{3}}, /*stage=*/0, /*world_size=*/4);
   EXPECT_EQ(layout.padded_numel, 3);
   EXPECT_EQ(layout.partition_numel, 3);
+}
+
+TEST(FlatGroupLayout, OneRankStillPadsToTwoElementsAsDeepSpeedDoes) {
+  FlatGroupLayout layout = make_flat_group_layout({"a"}, {{3}}, /*stage=*/1, /*world_size=*/1);
+  EXPECT_EQ(layout.partition_count, 1);
+  EXPECT_EQ(layout.padded_numel, 4);  // multiple of 2 * 1, as the checkpoint's layout expects
+  EXPECT_EQ(layout.partition_numel, 4);
 }
 
 TEST(ShardedLayout, EachParameterPaddedToWorldSize) {
