@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -255,6 +256,56 @@ Result<ModelConfig> load_model_config(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return parse_model_config(text.str(), file);
+}
+
+std::string to_hf_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {c.architecture};
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = c.hidden_act;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rope_theta"] = c.rope_theta;
+  const RopeScaling& rope = c.rope_scaling;
+  if (rope.type != "default" || rope.original_max_position_embeddings != 0) {
+    j["rope_scaling"] = {{"rope_type", rope.type},
+                         {"factor", rope.factor},
+                         {"low_freq_factor", rope.low_freq_factor},
+                         {"high_freq_factor", rope.high_freq_factor},
+                         {"original_max_position_embeddings", rope.original_max_position_embeddings}};
+  }
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.model_type == "llama") {
+    j["attention_bias"] = c.qkv_bias;
+    j["mlp_bias"] = c.mlp_bias;
+  }
+  if (c.model_type == "qwen2") {
+    j["use_sliding_window"] = c.sliding_window.has_value();
+    if (c.sliding_window) {
+      nlohmann::ordered_json layer_types = nlohmann::ordered_json::array();
+      int64_t first_sliding = c.num_hidden_layers;
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        layer_types.push_back(c.layer_uses_sliding_window(i) ? "sliding_attention" : "full_attention");
+        if (c.layer_uses_sliding_window(i)) first_sliding = std::min(first_sliding, i);
+      }
+      j["max_window_layers"] = first_sliding;
+      j["layer_types"] = layer_types;
+    }
+  }
+  if (c.model_type == "qwen2" || c.model_type == "mistral") {
+    j["sliding_window"] = c.sliding_window ? nlohmann::ordered_json(*c.sliding_window) : nlohmann::ordered_json();
+  }
+  j["initializer_range"] = c.initializer_range;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  j["torch_dtype"] = c.torch_dtype;
+  return j.dump(2) + "\n";
 }
 
 ModelConfig tiny_llama_config() {

@@ -21,6 +21,8 @@ struct RopeScaling {
   // llama3: the pre-training context (defaults to max_position_embeddings). Dynamic NTK grows the
   // base above max_position_embeddings, as transformers does.
   int64_t original_max_position_embeddings = 0;
+
+  friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
 };
 
 struct ModelConfig {
@@ -61,6 +63,8 @@ struct ModelConfig {
     return sliding_window.has_value() && layer < static_cast<int64_t>(sliding_window_layers.size()) &&
            sliding_window_layers[layer];
   }
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
 // Parses a HF config.json (the file, or a directory holding it). Errors name the file and key:
@@ -70,6 +74,11 @@ Result<ModelConfig> load_model_config(const std::string& path);
 
 // Same, from the JSON text; `origin` names the source in error messages.
 Result<ModelConfig> parse_model_config(const std::string& json_text, const std::string& origin);
+
+// The Hugging Face config.json text of `config` (transformers 4 keys, which transformers 5 reads
+// too): parse_model_config(to_hf_json(c)) == c for every config the parser returns. Llama's one
+// "attention_bias" key is written from qkv_bias (o_proj_bias follows it on reading).
+std::string to_hf_json(const ModelConfig& config);
 
 // Checks the invariants load_model_config checks, for a config built in code.
 Status validate_model_config(const ModelConfig& config);
