@@ -23,11 +23,13 @@ class RankFileHandle {
   static Result<std::shared_ptr<RankFileHandle>> open(const std::string& path, uint32_t rank, uint32_t world_size,
                                                       uint64_t expected_bytes);
   ~RankFileHandle();
-  // Reads exactly out.size() bytes at `offset`; a short file is kCorrupt ("truncated").
+  // Reads exactly out.size() bytes at `offset`, a large range in parallel pieces; a short file is
+  // kCorrupt ("truncated"). Safe to call from several threads.
   Status read_at(uint64_t offset, std::span<std::byte> out) const;
   const std::string& path() const { return path_; }
 
  private:
+  Status read_range(uint64_t offset, std::span<std::byte> out) const;
   RankFileHandle(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   std::string path_;
   int fd_;
