@@ -21,6 +21,9 @@ void add_train_command(CLI::App& app) {
   train->add_option("--steps", args->steps, "optimizer steps (default: the scheduler's total_num_steps, else 100)")
       ->check(CLI::NonNegativeNumber);
   train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
+  train->add_option("--export", args->export_dir,
+                    "write the trained model here at the end: a Hugging Face directory of 16-bit safetensors "
+                    "(the training's bf16/fp16; fp32 when training in fp32) + config.json");
   train->add_option("--resume", args->resume_dir, "continue from the latest engine checkpoint here");
   train->add_option("--seed", args->init_seed, "random initialisation seed (without --model)");
   train->callback([args] { value_or_throw(engine::train(*args, stdout)); });

@@ -10,14 +10,13 @@
 namespace tierzero::engine {
 namespace {
 
-constexpr uint32_t kAlignment = 2;  // DeepSpeed's NCCL start alignment (partition_layout.h)
 const char* const kStateNames[] = {"fp32", "exp_avg", "exp_avg_sq"};
 
 checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const CheckpointExtras& extras) {
   checkpoint::CheckpointManifest manifest;
   manifest.zero_stage = engine.options().partition.stage;
   manifest.world_size = static_cast<uint32_t>(engine.comm().world_size());
-  manifest.alignment = kAlignment;
+  manifest.alignment = checkpoint::kDeepSpeedAlignment;
   manifest.step = engine.optimizer().state().step;
   checkpoint::FlatGroup group;
   for (const ParamSpec& spec : all_params(engine.model())) group.params.push_back({spec.name, spec.shape});
@@ -25,6 +24,7 @@ checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const Checkpoin
   manifest.groups.push_back(std::move(group));
   manifest.loss_scaler = extras.loss_scaler;
   manifest.lr_scheduler = extras.lr_scheduler;
+  manifest.model_config_json = extras.model_config_json;
   return manifest;
 }
 
@@ -32,16 +32,15 @@ std::span<const std::byte> bytes_of(const at::Tensor& t) {
   return {static_cast<const std::byte*>(t.const_data_ptr()), static_cast<size_t>(t.nbytes())};
 }
 
-// Makes `status` the same on every rank: ok only when it is ok everywhere.
-Status agree(Comm& comm, const Status& status, const std::string& what) {
+}  // namespace
+
+Status agree_across_ranks(Comm& comm, const Status& status, const std::string& what) {
   at::Tensor failed = at::full({1}, status.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
   comm.all_reduce_sum(failed).wait();
   if (!status.ok()) return status;
   if (failed.item<float>() > 0) return internal_error(what + " failed on another rank; see its log");
   return Status();
 }
-
-}  // namespace
 
 Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras) {
   Comm& comm = engine.comm();
@@ -50,7 +49,7 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
   checkpoint::CheckpointManifest manifest = make_manifest(engine, extras);
 
   Status status = rank == 0 ? checkpoint::begin_checkpoint(dir, tag, manifest) : Status();
-  TZ_RETURN_IF_ERROR(agree(comm, status, "starting checkpoint " + dir + "/" + tag));
+  TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "starting checkpoint " + dir + "/" + tag));
 
   AdamPartitionState& state = engine.optimizer().state();
   std::vector<at::Tensor> host_states = {state.master.cpu().contiguous(), state.exp_avg.cpu().contiguous(),
@@ -63,10 +62,10 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
   }
   data.rank_state = {{"iteration", extras.iteration}, {"data", extras.data}};
   status = checkpoint::write_checkpoint_rank(dir, tag, manifest, rank, data);
-  TZ_RETURN_IF_ERROR(agree(comm, status, "writing rank files of " + dir + "/" + tag));
+  TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "writing rank files of " + dir + "/" + tag));
 
   status = rank == 0 ? checkpoint::commit_checkpoint(dir, tag, manifest) : Status();
-  return agree(comm, status, "committing checkpoint " + dir + "/" + tag);
+  return agree_across_ranks(comm, status, "committing checkpoint " + dir + "/" + tag);
 }
 
 Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngine& engine) {
@@ -100,13 +99,14 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
                                     {static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())});
     if (status.ok()) targets[s]->copy_(host);
   }
-  TZ_RETURN_IF_ERROR(agree(comm, status, "reading " + reader->path()));
+  TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "reading " + reader->path()));
   state.step = manifest.step;
   engine.sync_compute_params();
 
   CheckpointExtras extras;
   extras.loss_scaler = manifest.loss_scaler;
   extras.lr_scheduler = manifest.lr_scheduler;
+  extras.model_config_json = manifest.model_config_json;
   extras.saved_world_size = static_cast<int>(manifest.world_size);
   const nlohmann::json& saved = reader->rank_state(0);
   extras.iteration = saved.is_object() ? saved.value("iteration", int64_t{0}) : 0;

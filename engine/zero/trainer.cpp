@@ -20,6 +20,7 @@
 #include "engine/config/token_data.h"
 #include "engine/model/functional_model.h"
 #include "engine/zero/checkpoint_io.h"
+#include "engine/zero/export_16bit.h"
 #include "engine/zero/zero_engine.h"
 
 namespace tierzero::engine {
@@ -173,6 +174,7 @@ Result<TrainSummary> train(const TrainArgs& args, std::FILE* out) {
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<Comm> comm, Comm::from_env(device));
   const bool printer = comm->rank() == 0;
 
+  if (!args.export_dir.empty()) TZ_RETURN_IF_ERROR(check_export_dir(args.export_dir));
   TZ_ASSIGN_OR_RETURN(ModelAndWeights model_and_weights, load_model(args));
   const ModelConfig& model_config = model_and_weights.config;
   std::unique_ptr<FunctionalModel> model = make_causal_lm(model_config);
@@ -289,19 +291,25 @@ Result<TrainSummary> train(const TrainArgs& args, std::FILE* out) {
     CheckpointExtras extras{.iteration = steps,
                             .loss_scaler = scaler.state(),
                             .lr_scheduler = schedule.state(),
-                            .data = data.state()};
+                            .data = data.state(),
+                            .model_config_json = to_hf_json(model_config)};
     TZ_RETURN_IF_ERROR(save_engine_checkpoint(args.save_dir, engine, extras));
+    if (config.zero.gather_16bit_weights_on_model_save)
+      TZ_RETURN_IF_ERROR(save_16bit_model(engine, model_config, args.save_dir));
   }
+  if (!args.export_dir.empty())
+    TZ_RETURN_IF_ERROR(export_16bit_model(engine, model_config, args.export_dir, {.progress = printer}));
   if (printer) {
     std::fprintf(out,
                  "done: %lld steps (%lld skipped) in %.1f s | loss %.4f -> %.4f | %.0f tok/s | %.4f TFLOPS | "
-                 "peak gpu %s | pinned %s%s%s\n",
+                 "peak gpu %s | pinned %s%s%s%s%s\n",
                  static_cast<long long>(summary.steps), static_cast<long long>(summary.skipped_steps), summary.seconds,
                  summary.first_loss, summary.last_loss, summary.tokens_per_second,
                  summary.steps * flops_per_step / std::max(summary.seconds, 1e-9) / 1e12,
                  gpu_bytes_text(device.is_cuda() ? peak_gpu : -1).c_str(),
                  format_bytes(static_cast<uint64_t>(engine.optimizer().pinned_bytes())).c_str(),
-                 args.save_dir.empty() ? "" : " | saved to ", args.save_dir.c_str());
+                 args.save_dir.empty() ? "" : " | saved to ", args.save_dir.c_str(),
+                 args.export_dir.empty() ? "" : " | exported to ", args.export_dir.c_str());
     std::fflush(out);
   }
   return summary;

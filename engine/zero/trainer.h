@@ -23,7 +23,9 @@ struct TrainArgs {
   std::string model_config_path;  // HF config.json for a randomly initialised model
   std::string data_path;          // token file / JSONL; empty: the config's tierzero.data.path
   int64_t steps = 0;              // optimizer steps; 0: the scheduler's total_num_steps, else 100
-  std::string save_dir;           // engine checkpoint written at the end; empty: none
+  std::string save_dir;           // engine checkpoint written at the end (with the 16-bit model
+                                  // beside it when stage3_gather_16bit_weights_on_model_save); empty: none
+  std::string export_dir;         // HF model directory (16-bit safetensors) written at the end; empty: none
   std::string resume_dir;         // engine checkpoint to continue from; empty: start fresh
   uint64_t init_seed = 1234;      // random initialisation (without model_dir)
 };

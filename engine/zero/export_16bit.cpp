@@ -1,0 +1,149 @@
+// export_16bit_model / save_16bit_model: assemble() -> an in-memory ConsolidationSource ->
+// checkpoint::consolidate_to_safetensors (the codebase's one safetensors writer) on rank 0.
+// POSIX calls, not std::filesystem, for the directory moves: libtorch.so exports broken copies of
+// some std::filesystem functions that the dynamic linker may bind instead of libstdc++'s.
+#include "engine/zero/export_16bit.h"
+
+#include <ATen/ATen.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/consolidate.h"
+#include "engine/zero/checkpoint_io.h"
+
+namespace tierzero::engine {
+namespace {
+
+// The assembled fp32 weights as a consolidation source, in all_params order. Each tensor is freed
+// once read, so rank 0's memory shrinks as the writer advances.
+class AssembledSource final : public checkpoint::ConsolidationSource {
+ public:
+  AssembledSource(const FunctionalModel& model, std::map<std::string, at::Tensor> params, std::string config_json)
+      : config_json_(std::move(config_json)) {
+    for (const ParamSpec& spec : all_params(model)) {
+      specs_.push_back({spec.name, spec.shape});
+      tensors_.push_back(params.at(spec.name).to(at::kFloat).contiguous());
+      params.erase(spec.name);
+    }
+  }
+
+  const std::vector<checkpoint::TensorSpec>& tensors() const override { return specs_; }
+  const std::vector<std::pair<std::string, std::string>>& aliases() const override { return aliases_; }
+  std::string model_config_json() const override { return config_json_; }
+
+  Status read_fp32(size_t index, std::span<float> out) override {
+    if (index >= specs_.size() || static_cast<int64_t>(out.size()) != specs_[index].numel())
+      return invalid_argument("16-bit export: tensor index " + std::to_string(index) + " or its size is out of range");
+    if (!tensors_[index].defined())
+      return internal_error("16-bit export: tensor '" + specs_[index].name + "' was already written once");
+    std::memcpy(out.data(), tensors_[index].const_data_ptr<float>(), out.size_bytes());
+    tensors_[index] = at::Tensor();
+    return Status();
+  }
+
+ private:
+  std::vector<checkpoint::TensorSpec> specs_;
+  std::vector<at::Tensor> tensors_;
+  std::vector<std::pair<std::string, std::string>> aliases_;  // none: a tied embedding is one parameter
+  std::string config_json_;
+};
+
+// The safetensors dtype and the config.json torch_dtype of a compute dtype.
+std::pair<checkpoint::DType, const char*> export_dtype(at::ScalarType compute_dtype) {
+  switch (compute_dtype) {
+    case at::kBFloat16: return {checkpoint::DType::kBF16, "bfloat16"};
+    case at::kHalf: return {checkpoint::DType::kF16, "float16"};
+    default: return {checkpoint::DType::kF32, "float32"};
+  }
+}
+
+// Gathers the weights on every rank; rank 0 writes them to `out_dir` (consolidate's contract).
+Status write_model_dir(ZeroEngine& engine, const ModelConfig& config, const std::string& out_dir,
+                       const Export16bitOptions& options) {
+  std::map<std::string, at::Tensor> params = engine.master_params();  // a collective
+  if (engine.comm().rank() != 0) return Status();
+  const auto [dtype, torch_dtype] = export_dtype(engine.options().partition.compute_dtype);
+  ModelConfig exported = config;
+  exported.torch_dtype = torch_dtype;
+  AssembledSource source(engine.model(), std::move(params), to_hf_json(exported));
+  checkpoint::ConvertOptions convert;
+  convert.dtype = dtype;
+  convert.max_shard_bytes = options.max_shard_bytes;
+  convert.progress = options.progress;
+  return checkpoint::consolidate_to_safetensors(source, out_dir, convert).status();
+}
+
+// The names of the files in directory `dir` (the consolidation output holds no subdirectories).
+Result<std::vector<std::string>> list_files(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return errno_status(errno, "cannot list " + dir);
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+Status sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return errno_status(errno, "cannot open directory " + dir);
+  const int err = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return err == 0 ? Status() : errno_status(err, "cannot fsync directory " + dir);
+}
+
+// Removes the flat directory `dir` (a staging directory a crash left behind); missing is fine.
+Status remove_flat_dir(const std::string& dir) {
+  if (::access(dir.c_str(), F_OK) != 0) return Status();
+  TZ_ASSIGN_OR_RETURN(std::vector<std::string> names, list_files(dir));
+  for (const std::string& name : names)
+    if (::unlink((dir + "/" + name).c_str()) != 0) return errno_status(errno, "cannot remove " + dir + "/" + name);
+  return ::rmdir(dir.c_str()) == 0 ? Status() : errno_status(errno, "cannot remove directory " + dir);
+}
+
+// Moves every file of `from` into `to` (rename over same-named files), then removes `from`.
+Status move_files(const std::string& from, const std::string& to) {
+  TZ_ASSIGN_OR_RETURN(std::vector<std::string> names, list_files(from));
+  for (const std::string& name : names)
+    if (::rename((from + "/" + name).c_str(), (to + "/" + name).c_str()) != 0)
+      return errno_status(errno, "cannot move " + from + "/" + name + " to " + to);
+  TZ_RETURN_IF_ERROR(sync_dir(to));
+  return ::rmdir(from.c_str()) == 0 ? Status() : errno_status(errno, "cannot remove directory " + from);
+}
+
+}  // namespace
+
+Status export_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& out_dir,
+                          const Export16bitOptions& options) {
+  Status status = write_model_dir(engine, config, out_dir, options);
+  return agree_across_ranks(engine.comm(), status, "exporting the 16-bit model to " + out_dir);
+}
+
+Status check_export_dir(const std::string& out_dir) {
+  if (::access(out_dir.c_str(), F_OK) != 0) return Status();
+  Result<std::vector<std::string>> names = list_files(out_dir);
+  if (names.ok() && names.value().empty()) return Status();
+  return invalid_argument("--export " + out_dir +
+                          " exists and is not an empty directory; choose a new directory or remove it");
+}
+
+Status save_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& save_dir,
+                        const Export16bitOptions& options) {
+  const std::string staging = save_dir + "/16bit_model.staging";
+  Status status = engine.comm().rank() == 0 ? remove_flat_dir(staging) : Status();
+  TZ_RETURN_IF_ERROR(agree_across_ranks(engine.comm(), status, "clearing " + staging));
+  status = write_model_dir(engine, config, staging, options);
+  if (status.ok() && engine.comm().rank() == 0) status = move_files(staging, save_dir);
+  return agree_across_ranks(engine.comm(), status, "saving the 16-bit model in " + save_dir);
+}
+
+}  // namespace tierzero::engine

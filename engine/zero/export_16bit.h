@@ -1,0 +1,47 @@
+// Export of consolidated 16-bit weights, DeepSpeed's save_16bit_model (with
+// stage3_gather_16bit_weights_on_model_save for stage 3): the fp32 master weights are gathered whole
+// by the partitioner's collective assemble(), rounded (to nearest even) to the training's compute
+// dtype — bf16 or fp16; fp32 when training in fp32 — and rank 0 writes a Hugging Face model
+// directory through checkpoint/'s consolidation writer (checkpoint/consolidate.h):
+//   config.json                          the model's config (to_hf_json), torch_dtype the export's
+//   model.safetensors                    or, above max_shard_bytes of tensor data,
+//   model-0000i-of-0000N.safetensors + model.safetensors.index.json
+// Names are the engine's parameter names, which are Hugging Face's; a tied embedding is written once
+// (model.embed_tokens.weight, no lm_head.weight), as transformers writes tied models.
+//
+// Memory: assemble() returns the whole model in fp32 on every rank's host (the partitioners have no
+// per-tensor gather). Ranks other than 0 drop it at once; rank 0 frees each tensor as it is written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "engine/model/model_config.h"
+#include "engine/zero/zero_engine.h"
+
+namespace tierzero::engine {
+
+struct Export16bitOptions {
+  uint64_t max_shard_bytes = 5'000'000'000;  // tensor data per safetensors file (transformers' "5GB")
+  bool progress = false;                     // rank 0: a progress bar on stderr
+};
+
+// Writes `engine`'s model (built from `config`) into `out_dir`, which must not exist or be empty;
+// it appears complete or not at all (written under OUT.partial, then renamed). A collective: every
+// rank calls it; the status is the same on every rank, rank 0's error naming the file.
+Status export_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& out_dir,
+                          const Export16bitOptions& options = {});
+
+// Fails when `out_dir` exists and is not an empty directory (what export_16bit_model would refuse),
+// naming it and the fix: the trainer checks before training, not after it.
+Status check_export_dir(const std::string& out_dir);
+
+// Writes the same files into `save_dir`, an engine checkpoint directory, beside `latest` and the
+// tag directories — Hugging Face Trainer's layout of a DeepSpeed checkpoint, so from_pretrained
+// and `tierzero convert` both read the directory. The files are written complete in a staging
+// directory first, then each renamed over any earlier save's file of the same name. A collective.
+Status save_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& save_dir,
+                        const Export16bitOptions& options = {});
+
+}  // namespace tierzero::engine
