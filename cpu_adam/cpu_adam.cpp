@@ -1,6 +1,7 @@
 // CpuAdam: argument checks, per-step scalars, and tiling over a oneTBB arena.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -132,6 +133,8 @@ T* offset(T* base, ElementType type, size_t index) {
   return static_cast<T*>(static_cast<Byte*>(base) + index * element_size(type));
 }
 
+bool aligned64(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
+
 // One double per cache line, so threads writing neighbouring tiles' sums do not share lines.
 struct alignas(64) PaddedSum {
   double value = 0.0;
@@ -141,7 +144,8 @@ struct alignas(64) PaddedSum {
 
 CpuAdam::CpuAdam(CpuAdamOptions options)
     : arena_(std::make_unique<Arena>(options)),
-      tile_elements_((std::max<size_t>(options.tile_elements, 1) + 63) / 64 * 64) {}
+      tile_elements_((std::max<size_t>(options.tile_elements, 1) + 63) / 64 * 64),
+      streaming_stores_(options.streaming_stores) {}
 
 CpuAdam::~CpuAdam() = default;
 
@@ -169,14 +173,17 @@ Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_
   const detail::TileTypes types{params.type, b.grads.type, b.exp_avg.type, b.params16.type};
   const bool write16 = b.params16.count != 0;
   for_each_tile(arena_->arena, params.count, tile_elements_, [&](size_t, size_t begin, size_t end) {
-    const detail::TileBuffers tile{
+    detail::TileBuffers tile{
         .params = offset(params.data, params.type, begin),
         .grads = offset(b.grads.data, b.grads.type, begin),
         .exp_avg = offset(b.exp_avg.data, b.exp_avg.type, begin),
         .exp_avg_sq = offset(b.exp_avg_sq.data, b.exp_avg_sq.type, begin),
         .params16 = write16 ? offset(b.params16.data, b.params16.type, begin) : nullptr,
         .count = end - begin,
+        .stream = false,
     };
+    tile.stream = streaming_stores_ && aligned64(tile.params) && aligned64(tile.exp_avg) &&
+                  aligned64(tile.exp_avg_sq) && (!write16 || aligned64(tile.params16));
     detail::adam_update_tile(scalars, types, tile);
   });
   return {};

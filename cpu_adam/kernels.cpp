@@ -10,6 +10,7 @@
 
 #include "cpu_adam/kernels.h"
 #include "cpu_adam/convert-inl.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -35,11 +36,23 @@ struct StepVectors {
       bias_correction2_sqrt, eps, neg_step_size;
 };
 
+// Stores `Lanes(df)` elements of any ElementType from f32; with kStream, fp32 elements go through a
+// non-temporal store (base + i aligned to the vector) and 16-bit ones through an ordinary one
+// (Highway 1.0.3 streams half-width vectors as full 16-byte stores, past their end).
+template <bool kStream, ElementType kType, class DF>
+HWY_INLINE void Put(DF df, hn::Vec<DF> v, void* HWY_RESTRICT base, size_t i) {
+  if constexpr (kStream && kType == ElementType::kF32) {
+    hn::Stream(v, df, static_cast<float*>(base) + i);
+  } else {
+    StoreFromF32<kType>(df, v, base, i);
+  }
+}
+
 // Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32 (for
 // 16-bit params: on the param widened to fp32, rounded back to nearest even, as torch's bf16 path).
 // Adam: g += p * weight_decay (l2_decay 0 for AdamW); AdamW: p *= 1 - lr * wd (1 for Adam).
 template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
-          bool kLerpFromGrad, class DF>
+          bool kLerpFromGrad, bool kStream, class DF>
 HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers& t, size_t i) {
   auto p = LoadAsF32<kParam>(df, t.params, i);
   auto g = hn::Mul(LoadAsF32<kGrad>(df, t.grads, i), c.grad_multiplier);
@@ -55,14 +68,16 @@ HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers&
   const auto denom = hn::Add(hn::Div(hn::Sqrt(v), c.bias_correction2_sqrt), c.eps);
   p = hn::Add(p, hn::Div(hn::Mul(c.neg_step_size, m), denom));
 
-  StoreFromF32<kParam>(df, p, t.params, i);
-  StoreFromF32<kState>(df, m, t.exp_avg, i);
-  StoreFromF32<kState>(df, v, t.exp_avg_sq, i);
-  if constexpr (kWriteOut) StoreFromF32<kOut>(df, p, t.params16, i);
+  Put<kStream, kParam>(df, p, t.params, i);
+  Put<kStream, kState>(df, m, t.exp_avg, i);
+  Put<kStream, kState>(df, v, t.exp_avg_sq, i);
+  if constexpr (kWriteOut) Put<kStream, kOut>(df, p, t.params16, i);
 }
 
+// kStream: the vector loop streams its fp32 stores (every written pointer vector-aligned); the
+// scalar tail stores normally, and the tile ends with a fence so the next reader sees the data.
 template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
-          bool kLerpFromGrad>
+          bool kLerpFromGrad, bool kStream>
 void UpdateTile(const StepScalars& s, const TileBuffers& t) {
   hn::ScalableTag<float> df;
   const StepVectors<decltype(df)> c(df, s);
@@ -70,20 +85,23 @@ void UpdateTile(const StepScalars& s, const TileBuffers& t) {
   size_t i = 0;
   if (t.count >= lanes) {
     for (; i <= t.count - lanes; i += lanes) {
-      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(df, c, t, i);
+      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, kStream>(df, c, t, i);
     }
   }
   hn::CappedTag<float, 1> d1;
   const StepVectors<decltype(d1)> c1(d1, s);
-  for (; i < t.count; ++i) UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad>(d1, c1, t, i);
+  for (; i < t.count; ++i) UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, false>(d1, c1, t, i);
+  if constexpr (kStream) hwy::FlushStream();
 }
 
 template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut>
 void UpdateTileLerp(const StepScalars& s, const TileBuffers& t) {
   if (s.lerp_base_is_grad) {
-    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true>(s, t);
+    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, true>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, false>(s, t);
   } else {
-    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false>(s, t);
+    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, true>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, false>(s, t);
   }
 }
 

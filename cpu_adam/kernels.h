@@ -30,6 +30,7 @@ struct TileBuffers {
   void* exp_avg_sq;
   void* params16;
   size_t count;
+  bool stream;  // non-temporal fp32 stores; params, exp_avg, exp_avg_sq, params16 are 64-byte aligned
 };
 
 // Element types of a tile's buffers; params16 is read only when TileBuffers::params16 is set, and

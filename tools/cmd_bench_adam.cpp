@@ -30,6 +30,7 @@ struct BenchAdamFlags {
   int threads = 0;
   bool sweep = true;
   bool pin = false;
+  bool streaming_stores = false;
   int steps = 10;
   size_t tile_elements = cpu_adam::CpuAdamOptions{}.tile_elements;
   std::string param_dtype = "fp32";
@@ -210,6 +211,7 @@ class BenchAdam {
     report_.param("optimizer", "AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, bias correction");
     report_.param("tierzero", "cpu_adam, Highway target " + cpu_adam::simd_target_name() + ", oneTBB arena, tiles of " +
                                   std::to_string(flags_.tile_elements) + " elements" +
+                                  (flags_.streaming_stores ? ", streaming (non-temporal) fp32 stores" : "") +
                                   (flags_.pin ? ", threads pinned to cores" : ", threads not pinned"));
     const std::string peer_params =
         layout_.params_16bit() ? " (16-bit params widened to fp32 scratch and rounded back with copy_: "
@@ -256,7 +258,10 @@ class BenchAdam {
   bool measure(int threads) {
     BenchBuffers& b = *buffers_;
     StreamPasses stream(threads, b.stream_a.as<float>(), b.stream_b.as<float>(), b.stream_c.as<float>(), n_);
-    const cpu_adam::CpuAdam adam({.threads = threads, .pin_threads = flags_.pin, .tile_elements = flags_.tile_elements});
+    const cpu_adam::CpuAdam adam({.threads = threads,
+                                  .pin_threads = flags_.pin,
+                                  .tile_elements = flags_.tile_elements,
+                                  .streaming_stores = flags_.streaming_stores});
     if (peer_) peer_->set_threads(threads);
     const cpu_adam::AdamHyperParams hp = hyper_params();
     std::vector<double> ours, theirs, round_ratios, copy, triad;
@@ -394,6 +399,8 @@ void add_bench_adam_command(CLI::App& bench) {
                   "After the run, write tierzero's params (raw, in --param-dtype) to this file");
   cmd->add_option("--steps", flags->steps, "Timed steps per implementation and thread count (default 10)");
   cmd->add_flag("--pin", flags->pin, "Pin tierzero's arena threads to cores");
+  cmd->add_flag("--streaming-stores", flags->streaming_stores,
+                "Non-temporal stores for tierzero's fp32 outputs (CpuAdamOptions::streaming_stores; default off)");
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchAdam(*flags).run(); });
 }

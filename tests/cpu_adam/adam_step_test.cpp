@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_adam/adam.h"
+#include "hwy/aligned_allocator.h"
 #include "hwy/tests/hwy_gtest.h"
 #include "tests/cpu_adam/reference.h"
 
@@ -248,6 +249,70 @@ TEST_P(CpuAdamStepTest, SixteenBitParamsTrackTheRoundedReference) {
       equal += run.param(i) == ref.params[i];
     }
     EXPECT_GE(equal, n * 99 / 100);
+  }
+}
+
+// A copy of `bytes` at `src` in 64-byte aligned memory, starting `shift` bytes past the alignment.
+struct AlignedCopy {
+  AlignedCopy(const void* src, size_t bytes, size_t shift)
+      : memory(hwy::AllocateAligned<uint8_t>(bytes + shift)), data(memory.get() + shift), size(bytes) {
+    std::memcpy(data, src, bytes);
+  }
+  std::vector<uint8_t> contents() const { return {data, data + size}; }
+  hwy::AlignedFreeUniquePtr<uint8_t[]> memory;
+  uint8_t* data;
+  size_t size;
+};
+
+// Buffers of one run in aligned memory: params (fp32 or 16-bit), m, v and the 16-bit copy.
+struct AlignedRun {
+  AlignedRun(const Case& c, OptimizerRun& run, size_t shift_elements)
+      : c(c), n(run.exp_avg.size()),
+        params(run.params.empty() ? static_cast<const void*>(run.params_16bit.bytes().data()) : run.params.data(),
+               n * element_size(c.params), shift_elements * element_size(c.params)),
+        exp_avg(run.exp_avg.bytes().data(), run.exp_avg.bytes().size(), shift_elements * element_size(c.state)),
+        exp_avg_sq(run.exp_avg_sq.bytes().data(), run.exp_avg_sq.bytes().size(), shift_elements * element_size(c.state)),
+        params16(run.params16.bytes().data(), run.params16.bytes().size(), shift_elements * 2) {}
+  AdamBuffers buffers(const TypedBuffer& grads) const {
+    const bool fp32 = c.params == ElementType::kF32;
+    return {fp32 ? std::span<float>(reinterpret_cast<float*>(params.data), n) : std::span<float>(),
+            grads.const_view(),
+            {exp_avg.data, n, c.state},
+            {exp_avg_sq.data, n, c.state},
+            c.write16 ? Elements{params16.data, n, c.params16} : Elements{},
+            fp32 ? Elements{} : Elements{params.data, n, c.params}};
+  }
+  Case c;
+  size_t n;
+  AlignedCopy params, exp_avg, exp_avg_sq, params16;
+};
+
+// Streaming (non-temporal) stores change how the bytes are written, not what they are: the same
+// steps with and without them give the same params, moments and 16-bit copy, for buffers that are
+// 64-byte aligned (streamed) and one element off (ordinary stores, the fallback).
+TEST_P(CpuAdamStepTest, StreamingStoresWriteTheSameBytes) {
+  const CpuAdam plain({.threads = 2, .tile_elements = 64});
+  const CpuAdam streaming({.threads = 2, .tile_elements = 64, .streaming_stores = true});
+  const size_t n = 1037;
+  for (const Case& c : {Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
+                        Case{ElementType::kBF16, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
+                        Case{ElementType::kBF16, ElementType::kBF16, true, ElementType::kF16, AdamMode::kAdam, true, 0.3},
+                        Case{ElementType::kBF16, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9,
+                             ElementType::kBF16}}) {
+    for (size_t shift : {0, 1}) {
+      SCOPED_TRACE(describe(c, n) + ", shift " + std::to_string(shift));
+      OptimizerRun run(c, n, 31);
+      const AlignedRun ours(c, run, shift), reference(c, run, shift);
+      for (int k = 1; k <= 5; ++k) {
+        fill_grads(run.grads, 31, k);
+        ASSERT_TRUE(streaming.step(schedule(c, k), k, 1.0f / kLossScale, ours.buffers(run.grads)).ok());
+        ASSERT_TRUE(plain.step(schedule(c, k), k, 1.0f / kLossScale, reference.buffers(run.grads)).ok());
+      }
+      EXPECT_EQ(ours.params.contents(), reference.params.contents());
+      EXPECT_EQ(ours.exp_avg.contents(), reference.exp_avg.contents());
+      EXPECT_EQ(ours.exp_avg_sq.contents(), reference.exp_avg_sq.contents());
+      EXPECT_EQ(ours.params16.contents(), reference.params16.contents());
+    }
   }
 }
 
