@@ -11,8 +11,8 @@
 # writes as many bytes with convert's pattern: 1 MiB pieces, 32 in flight, one io_uring ring,
 # O_DIRECT. out_GB/s = output file bytes / convert's wall time (process start to exit, fsync and
 # rename included); write_ratio = out_GB/s / bench io's write GB/s. correct: every output tensor
-# equals torch's .to(bfloat16) of the generator's values bit for bit (check_converted.py; "n/a"
-# without a python that has torch and safetensors).
+# equals the generator's values rounded to bf16, bit for bit (`make_engine_checkpoint --check`),
+# and, when python has torch and safetensors, torch's .to(bfloat16) of them (check_converted.py).
 #
 # Needs about 2.5 x GB of free disk under the scratch folder. Env: TIERZERO_BUILD (build folder,
 # default build), TIERZERO_PYTHON (default python3), TIERZERO_BENCH_DIR (scratch, on the disk to
@@ -80,15 +80,13 @@ for run in 1 2 3; do
   /usr/bin/time -v -o "$work/convert_$run.time" "$tz" convert "$ckpt" "$work/out" --dtype bf16 --no-progress \
     > "$work/convert_$run.log" 2>&1 || { echo "convert_write_ratio: convert failed:"; tail -5 "$work/convert_$run.log"; exit 1; }
   out_bytes="$(cat "$work"/out/*.safetensors | wc -c)"
-  correct="n/a"
-  if [[ "$has_checker" == 1 ]]; then
-    if "$py" tests/checkpoint/check_converted.py --safetensors-only "$ckpt/spec.json" "$work/out:bf16" > "$work/check_$run.log" 2>&1; then
-      correct=OK
-    else
-      correct=FAIL
-    fi
+  correct=OK
+  "$gen" --check "$ckpt" "$work/out" > "$work/check_$run.log" 2>&1 || correct=FAIL
+  if [[ "$has_checker" == 1 && "$correct" == OK ]]; then
+    "$py" tests/checkpoint/check_converted.py --safetensors-only "$ckpt/spec.json" "$work/out:bf16" \
+      >> "$work/check_$run.log" 2>&1 || correct=FAIL
   fi
-  [[ "$correct" != FAIL ]] || all_correct=0
+  [[ "$correct" == OK ]] || all_correct=0
   s="$(wall_s "$work/convert_$run.time")"
   kb="$(rss_kb "$work/convert_$run.time")"
   row="$(awk -v r="$run" -v s="$s" -v b="$out_bytes" -v io="$io" -v kb="$kb" -v c="$correct" 'BEGIN {

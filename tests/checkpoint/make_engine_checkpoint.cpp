@@ -6,10 +6,17 @@
 //
 //   make_engine_checkpoint DIR [--layers 12] [--hidden 2048] [--intermediate 5632] [--vocab 32000]
 //                              [--world 4] [--stage 3] [--states 3] [--zstd 0]
+//   make_engine_checkpoint --check DIR OUT    checks `tierzero convert DIR OUT`'s safetensors (F32,
+//                                             BF16 or F16) against DIR/spec.json; exit 0 when equal
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,6 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/float_convert.h"
+#include "checkpoint/safetensors.h"
 
 using namespace tierzero;
 using namespace tierzero::checkpoint;
@@ -90,12 +99,70 @@ void write_spec(const CheckpointManifest& m, const std::string& path) {
   std::ofstream(path) << nlohmann::json{{"tensors", tensors}, {"tied", nlohmann::json::object()}}.dump();
 }
 
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str());
+}
+
+// Every tensor of spec.json, found in OUT's files, equals the generator's values in its dtype.
+int check_conversion(const std::string& dir, const std::string& out) {
+  const nlohmann::json spec = read_json(dir + "/spec.json");
+  std::vector<std::string> files{"model.safetensors"};
+  if (std::ifstream(out + "/model.safetensors.index.json")) {
+    files.clear();
+    const nlohmann::json index = read_json(out + "/model.safetensors.index.json");
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+    }
+  }
+  std::vector<std::unique_ptr<SafetensorsFile>> opened;
+  for (const std::string& f : files) opened.push_back(value_or_throw(SafetensorsFile::open(out + "/" + f)));
+  size_t checked = 0;
+  for (const auto& [name, t] : spec["tensors"].items()) {
+    const SafetensorsTensorInfo* info = nullptr;
+    const SafetensorsFile* in = nullptr;
+    for (const auto& f : opened) {
+      if ((info = f->find(name)) != nullptr) { in = f.get(); break; }
+    }
+    if (info == nullptr || info->shape != t["shape"].get<std::vector<int64_t>>()) {
+      std::fprintf(stderr, "check: %s is missing from %s or has another shape\n", name.c_str(), out.c_str());
+      return 1;
+    }
+    const auto bytes = in->data(*info);
+    const uint64_t seed = t["seed"];
+    const uint64_t item = dtype_bits(info->dtype) / 8;
+    for (uint64_t j = 0; j < bytes.size() / item; ++j) {
+      const float want = value(seed, j);
+      bool same = false;
+      if (info->dtype == DType::kF32) {
+        same = std::memcmp(bytes.data() + 4 * j, &want, 4) == 0;
+      } else {
+        uint16_t got;
+        std::memcpy(&got, bytes.data() + 2 * j, 2);
+        same = got == (info->dtype == DType::kBF16 ? float_to_bf16(want) : float_to_fp16(want));
+      }
+      if (!same) {
+        std::fprintf(stderr, "check: %s[%llu] differs from the generator's value %g\n", name.c_str(),
+                     static_cast<unsigned long long>(j), want);
+        return 1;
+      }
+    }
+    ++checked;
+  }
+  std::printf("check: %zu tensors in %s equal the generator's values\n", checked, out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--check") return check_conversion(argv[2], argv[3]);
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s DIR [--layers N] [--hidden N] [--intermediate N] [--vocab N] [--world W] "
-                 "[--stage S] [--states 1-3] [--zstd LEVEL]\n", argv[0]);
+                 "[--stage S] [--states 1-3] [--zstd LEVEL]\n       %s --check DIR OUT\n", argv[0], argv[0]);
     return 2;
   }
   Shape shape;
