@@ -1,6 +1,8 @@
 // SafetensorsWriter output reads back through SafetensorsFile; shards follow transformers' rules.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +75,36 @@ TEST(SafetensorsWriter, RefusesMoreBytesThanDeclared) {
   Status s = (*writer)->append(twelve);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("more bytes appended than the header declares"), std::string::npos) << s.message();
+}
+
+// reserve() hands out at most what is still declared and what the staging buffer holds; the
+// bytes committed in place read back like appended ones.
+TEST(SafetensorsWriter, ReserveIsBoundedByTheDeclaredBytesAndTheBuffer) {
+  ScratchDir dir;
+  auto engine = make_engine();
+  auto writer = SafetensorsWriter::create(*engine, dir.file("z.safetensors"), {{"a", DType::kU8, {5000}}}, {},
+                                          SafetensorsWriter::Options{4096, 2});
+  ASSERT_TRUE(writer.ok());
+  EXPECT_EQ((*writer)->reserve(5001).status().code(), ErrorCode::kInvalidArgument);
+  std::vector<uint8_t> want(5000);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<uint8_t>(i * 7);
+  size_t done = 0;
+  while (done < want.size()) {
+    auto span = (*writer)->reserve(want.size() - done);
+    ASSERT_TRUE(span.ok()) << span.status().to_string();
+    ASSERT_FALSE(span->empty());
+    ASSERT_LE(span->size(), 4096u);  // never past the staging buffer's end
+    std::memcpy(span->data(), want.data() + done, span->size());
+    ASSERT_TRUE((*writer)->commit(span->size()).ok());
+    done += span->size();
+  }
+  EXPECT_EQ((*writer)->commit(1).code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE((*writer)->finish().ok());
+  auto file = SafetensorsFile::open(dir.file("z.safetensors"));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const auto bytes = (*file)->data((*file)->header().tensors[0]);
+  ASSERT_EQ(bytes.size(), want.size());
+  EXPECT_EQ(0, std::memcmp(bytes.data(), want.data(), want.size()));
 }
 
 TEST(ShardPlan, SplitsLikeSavePretrained) {
