@@ -244,18 +244,32 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   return c;
 }
 
-Result<ModelConfig> load_model_config(const std::string& path) {
+namespace {
+
+// `path` itself, or path/config.json when `path` is a directory.
+std::string config_file(const std::string& path) {
   // POSIX stat, not std::filesystem: the torch wheel's libtorch.so exports broken copies of some
   // std::filesystem functions that the dynamic linker may bind instead of libstdc++'s.
   struct stat st {};
-  const std::string file = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? path + "/config.json" : path;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? path + "/config.json" : path;
+}
+
+}  // namespace
+
+Result<std::string> read_model_config_text(const std::string& path) {
+  const std::string file = config_file(path);
   std::ifstream in(file);
   if (!in) {
     return not_found(fmt::format("{}: cannot open; pass a Hugging Face model directory or its config.json", file));
   }
   std::stringstream text;
   text << in.rdbuf();
-  return parse_model_config(text.str(), file);
+  return text.str();
+}
+
+Result<ModelConfig> load_model_config(const std::string& path) {
+  TZ_ASSIGN_OR_RETURN(std::string text, read_model_config_text(path));
+  return parse_model_config(text, config_file(path));
 }
 
 std::string to_hf_json(const ModelConfig& c) {

@@ -72,6 +72,11 @@ struct ModelConfig {
 // or inconsistent sizes (hidden_size not divisible by heads, heads not divisible by kv heads).
 Result<ModelConfig> load_model_config(const std::string& path);
 
+// The text of the config.json at `path` (the file, or a directory holding it), unparsed: what an
+// export copies so that keys tierzero does not model (bos/eos token ids, ...) survive.
+// kNotFound names the file.
+Result<std::string> read_model_config_text(const std::string& path);
+
 // Same, from the JSON text; `origin` names the source in error messages.
 Result<ModelConfig> parse_model_config(const std::string& json_text, const std::string& origin);
 

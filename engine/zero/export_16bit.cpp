@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
 
@@ -64,15 +65,23 @@ std::pair<checkpoint::DType, const char*> export_dtype(at::ScalarType compute_dt
   }
 }
 
+// `config_json` with its dtype key ("dtype" when present, else "torch_dtype") set to `torch_dtype`.
+Result<std::string> with_torch_dtype(const std::string& config_json, const char* torch_dtype) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument("16-bit export: the model's config.json text is not a JSON object");
+  j[j.contains("dtype") ? "dtype" : "torch_dtype"] = torch_dtype;
+  return j.dump(2) + "\n";
+}
+
 // Gathers the weights on every rank; rank 0 writes them to `out_dir` (consolidate's contract).
-Status write_model_dir(ZeroEngine& engine, const ModelConfig& config, const std::string& out_dir,
+Status write_model_dir(ZeroEngine& engine, const std::string& config_json, const std::string& out_dir,
                        const Export16bitOptions& options) {
   std::map<std::string, at::Tensor> params = engine.master_params();  // a collective
   if (engine.comm().rank() != 0) return Status();
   const auto [dtype, torch_dtype] = export_dtype(engine.options().partition.compute_dtype);
-  ModelConfig exported = config;
-  exported.torch_dtype = torch_dtype;
-  AssembledSource source(engine.model(), std::move(params), to_hf_json(exported));
+  TZ_ASSIGN_OR_RETURN(std::string exported_config, with_torch_dtype(config_json, torch_dtype));
+  AssembledSource source(engine.model(), std::move(params), std::move(exported_config));
   checkpoint::ConvertOptions convert;
   convert.dtype = dtype;
   convert.max_shard_bytes = options.max_shard_bytes;
@@ -122,9 +131,9 @@ Status move_files(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-Status export_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& out_dir,
+Status export_16bit_model(ZeroEngine& engine, const std::string& config_json, const std::string& out_dir,
                           const Export16bitOptions& options) {
-  Status status = write_model_dir(engine, config, out_dir, options);
+  Status status = write_model_dir(engine, config_json, out_dir, options);
   return agree_across_ranks(engine.comm(), status, "exporting the 16-bit model to " + out_dir);
 }
 
@@ -136,12 +145,12 @@ Status check_export_dir(const std::string& out_dir) {
                           " exists and is not an empty directory; choose a new directory or remove it");
 }
 
-Status save_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& save_dir,
+Status save_16bit_model(ZeroEngine& engine, const std::string& config_json, const std::string& save_dir,
                         const Export16bitOptions& options) {
   const std::string staging = save_dir + "/16bit_model.staging";
   Status status = engine.comm().rank() == 0 ? remove_flat_dir(staging) : Status();
   TZ_RETURN_IF_ERROR(agree_across_ranks(engine.comm(), status, "clearing " + staging));
-  status = write_model_dir(engine, config, staging, options);
+  status = write_model_dir(engine, config_json, staging, options);
   if (status.ok() && engine.comm().rank() == 0) status = move_files(staging, save_dir);
   return agree_across_ranks(engine.comm(), status, "saving the 16-bit model in " + save_dir);
 }

@@ -3,7 +3,7 @@
 // by the partitioner's collective assemble(), rounded (to nearest even) to the training's compute
 // dtype — bf16 or fp16; fp32 when training in fp32 — and rank 0 writes a Hugging Face model
 // directory through checkpoint/'s consolidation writer (checkpoint/consolidate.h):
-//   config.json                          the model's config (to_hf_json), torch_dtype the export's
+//   config.json                          the model's config.json text, torch_dtype the export's
 //   model.safetensors                    or, above max_shard_bytes of tensor data,
 //   model-0000i-of-0000N.safetensors + model.safetensors.index.json
 // Names are the engine's parameter names, which are Hugging Face's; a tied embedding is written once
@@ -17,7 +17,6 @@
 #include <string>
 
 #include "common/status.h"
-#include "engine/model/model_config.h"
 #include "engine/zero/zero_engine.h"
 
 namespace tierzero::engine {
@@ -27,10 +26,13 @@ struct Export16bitOptions {
   bool progress = false;                     // rank 0: a progress bar on stderr
 };
 
-// Writes `engine`'s model (built from `config`) into `out_dir`, which must not exist or be empty;
-// it appears complete or not at all (written under OUT.partial, then renamed). A collective: every
-// rank calls it; the status is the same on every rank, rank 0's error naming the file.
-Status export_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& out_dir,
+// Writes `engine`'s model into `out_dir`, which must not exist or be empty; it appears complete or
+// not at all (written under OUT.partial, then renamed). `config_json` is the model's HF config.json
+// text (read_model_config_text, or to_hf_json for a config built in code), copied with every other
+// key kept and "torch_dtype" (transformers 5's "dtype" when that is the key used) set to the
+// export's dtype. A collective: every rank calls it; the status is the same on every rank, rank 0's
+// error naming the file.
+Status export_16bit_model(ZeroEngine& engine, const std::string& config_json, const std::string& out_dir,
                           const Export16bitOptions& options = {});
 
 // Fails when `out_dir` exists and is not an empty directory (what export_16bit_model would refuse),
@@ -41,7 +43,7 @@ Status check_export_dir(const std::string& out_dir);
 // tag directories — Hugging Face Trainer's layout of a DeepSpeed checkpoint, so from_pretrained
 // and `tierzero convert` both read the directory. The files are written complete in a staging
 // directory first, then each renamed over any earlier save's file of the same name. A collective.
-Status save_16bit_model(ZeroEngine& engine, const ModelConfig& config, const std::string& save_dir,
+Status save_16bit_model(ZeroEngine& engine, const std::string& config_json, const std::string& save_dir,
                         const Export16bitOptions& options = {});
 
 }  // namespace tierzero::engine

@@ -123,6 +123,7 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
 // built-in tiny Llama.
 struct ModelAndWeights {
   ModelConfig config;
+  std::string config_json;  // the config.json text it came from (to_hf_json for the built-in model)
   std::string description;
   std::map<std::string, at::Tensor> weights;
 };
@@ -131,14 +132,17 @@ Result<ModelAndWeights> load_model(const TrainArgs& args) {
   ModelAndWeights m;
   if (!args.model_dir.empty()) {
     TZ_ASSIGN_OR_RETURN(m.config, load_model_config(args.model_dir));
+    TZ_ASSIGN_OR_RETURN(m.config_json, read_model_config_text(args.model_dir));
     TZ_ASSIGN_OR_RETURN(m.weights, load_hf_weights(args.model_dir, at::kFloat, at::kCPU));
     m.description = args.model_dir;
   } else {
     if (!args.model_config_path.empty()) {
       TZ_ASSIGN_OR_RETURN(m.config, load_model_config(resolve_path(args.model_config_path)));
+      TZ_ASSIGN_OR_RETURN(m.config_json, read_model_config_text(resolve_path(args.model_config_path)));
       m.description = args.model_config_path + " (random init)";
     } else {
       m.config = tiny_llama_config();
+      m.config_json = to_hf_json(m.config);
       m.description = "built-in tiny Llama (random init)";
     }
     m.weights = init_parameters(m.config, args.init_seed, at::kFloat, at::kCPU);
@@ -292,13 +296,15 @@ Result<TrainSummary> train(const TrainArgs& args, std::FILE* out) {
                             .loss_scaler = scaler.state(),
                             .lr_scheduler = schedule.state(),
                             .data = data.state(),
-                            .model_config_json = to_hf_json(model_config)};
+                            .model_config_json = model_and_weights.config_json};
     TZ_RETURN_IF_ERROR(save_engine_checkpoint(args.save_dir, engine, extras));
     if (config.zero.gather_16bit_weights_on_model_save)
-      TZ_RETURN_IF_ERROR(save_16bit_model(engine, model_config, args.save_dir));
+      TZ_RETURN_IF_ERROR(save_16bit_model(engine, model_and_weights.config_json, args.save_dir));
   }
-  if (!args.export_dir.empty())
-    TZ_RETURN_IF_ERROR(export_16bit_model(engine, model_config, args.export_dir, {.progress = printer}));
+  if (!args.export_dir.empty()) {
+    TZ_RETURN_IF_ERROR(
+        export_16bit_model(engine, model_and_weights.config_json, args.export_dir, {.progress = printer}));
+  }
   if (printer) {
     std::fprintf(out,
                  "done: %lld steps (%lld skipped) in %.1f s | loss %.4f -> %.4f | %.0f tok/s | %.4f TFLOPS | "

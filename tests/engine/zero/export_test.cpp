@@ -16,6 +16,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -140,8 +141,16 @@ std::unique_ptr<ZeroEngine> train_two_steps(const FunctionalModel& model, int st
   return engine;
 }
 
+// The config.json text of `model` plus a key tierzero does not model, which exports must keep.
+std::string config_text(const FunctionalModel& model) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(to_hf_json(model.config()));
+  j["eos_token_id"] = 2;
+  return j.dump(2);
+}
+
 // Every parameter of `model` in `dir` (loaded by the engine's HF loader, keeping the file's dtype)
-// equals `master` rounded to `dtype`, bit for bit; a tied model has no lm_head.weight.
+// equals `master` rounded to `dtype`, bit for bit; a tied model has no lm_head.weight; config.json
+// is config_text's with the export's torch_dtype.
 void expect_exported(const std::string& dir, const FunctionalModel& model,
                      const std::map<std::string, at::Tensor>& master, at::ScalarType dtype) {
   std::map<std::string, at::Tensor> loaded = value_or_throw(load_hf_weights(dir, dtype, at::kCPU));
@@ -157,6 +166,7 @@ void expect_exported(const std::string& dir, const FunctionalModel& model,
   ModelConfig want = model.config();
   want.torch_dtype = dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
   EXPECT_TRUE(value_or_throw(load_model_config(dir)) == want);
+  EXPECT_EQ(nlohmann::json::parse(value_or_throw(read_model_config_text(dir))).value("eos_token_id", 0), 2);
 }
 
 // Loads `dirs` with transformers (load_with_transformers.py, one interpreter for all: importing
@@ -197,7 +207,7 @@ TEST(ZeroExport, WritesMasterWeightsRoundedToTheTrainingDtype) {
     run_two_ranks([&](Comm& comm) {
       std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, c.stage, c.dtype, comm);
       // 16 KB shards: the 2-byte model (~30 KB) spreads over several files and an index.
-      throw_if_error(export_16bit_model(*engine, model->config(), out, {.max_shard_bytes = 16 << 10}));
+      throw_if_error(export_16bit_model(*engine, config_text(*model), out, {.max_shard_bytes = 16 << 10}));
       std::map<std::string, at::Tensor> params = engine->master_params();
       if (comm.rank() == 0) master = std::move(params);
     });
@@ -218,7 +228,7 @@ TEST(ZeroExport, ExportingIntoANonEmptyDirectoryFailsOnEveryRank) {
   Status status[2];
   run_two_ranks([&](Comm& comm) {
     std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, 3, at::kFloat, comm);
-    status[comm.rank()] = export_16bit_model(*engine, model->config(), tmp);
+    status[comm.rank()] = export_16bit_model(*engine, config_text(*model), tmp);
   });
   EXPECT_NE(status[0].message().find("not an empty directory"), std::string::npos) << status[0].to_string();
   EXPECT_FALSE(status[1].ok());
@@ -237,7 +247,7 @@ TEST(ZeroCheckpointConfig, ConvertWritesTheModelsConfigAndSavedModelLoads) {
     extras.iteration = 2;
     extras.model_config_json = to_hf_json(model->config());
     throw_if_error(save_engine_checkpoint(save, *engine, extras));
-    throw_if_error(save_16bit_model(*engine, model->config(), save));
+    throw_if_error(save_16bit_model(*engine, config_text(*model), save));
     std::map<std::string, at::Tensor> params = engine->master_params();
     if (comm.rank() == 0) master = std::move(params);
   });
