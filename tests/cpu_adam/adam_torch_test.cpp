@@ -1,6 +1,7 @@
 // CpuAdam against PyTorch's own fused CPU optimizer (at::_fused_adam_ / at::_fused_adamw_, what
 // torch.optim.Adam/AdamW(fused=True) call): the same sequence of steps, with lr and betas changing,
-// gives the same params, moments and 16-bit copies, on every compiled Highway target.
+// gives the same params, moments and 16-bit copies, on every compiled Highway target; so do bf16
+// params with bf16 moments against torch on bf16 tensors.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -106,6 +107,53 @@ TEST_P(TorchAdamTest, SameStepsAsFusedTorchAdamAndAdamW) {
         EXPECT_TRUE(at::equal(m.slice(0, 0, body), torch_m.slice(0, 0, body)));
         EXPECT_TRUE(at::equal(v.slice(0, 0, body), torch_v.slice(0, 0, body)));
       }
+    }
+  }
+}
+
+// 16-bit params, grads and moments against torch's fused kernel on bf16 tensors (what
+// torch.optim.AdamW(fused=True) runs on a bf16 model): torch widens each to float, does the float
+// operations of its fp32 kernel and rounds back to nearest even, as params_16bit does. With FMA
+// (AVX2, AVX-512) every element is bit-identical over 30 steps; without, the multiply-adds round
+// twice, and params and m may differ by one bf16 ulp at 1 (2^-7), v by 2^-7 relative.
+TEST_P(TorchAdamTest, Bf16ParamsAndStateMatchFusedTorch) {
+  at::set_num_threads(2);
+  const CpuAdam adam({.threads = 2, .tile_elements = 4096});
+  for (AdamMode mode : {AdamMode::kAdam, AdamMode::kAdamW}) {
+    SCOPED_TRACE(mode == AdamMode::kAdam ? "Adam" : "AdamW");
+    at::manual_seed(11);
+    at::Tensor torch_params = (at::rand({kCount}) * 2 - 1).to(at::kBFloat16);
+    at::Tensor torch_m = at::zeros({kCount}, at::kBFloat16);
+    at::Tensor torch_v = at::zeros({kCount}, at::kBFloat16);
+    at::Tensor torch_step = at::zeros({1});
+    at::Tensor params = torch_params.clone();
+    at::Tensor m = torch_m.clone();
+    at::Tensor v = torch_v.clone();
+    for (int k = 1; k <= kSteps; ++k) {
+      const AdamHyperParams hp = schedule(mode, k);
+      const at::Tensor grads = grads_of_step(k, at::kBFloat16);
+      at::Tensor torch_grads = grads.clone();  // torch unscales it in place
+      torch_step.add_(1);
+      const at::Tensor scale = at::full({1}, kLossScale);
+      if (mode == AdamMode::kAdam) {
+        at::_fused_adam_({torch_params}, {torch_grads}, {torch_m}, {torch_v}, {}, {torch_step}, hp.lr, hp.beta1,
+                         hp.beta2, hp.weight_decay, hp.eps, false, false, scale, std::nullopt);
+      } else {
+        at::_fused_adamw_({torch_params}, {torch_grads}, {torch_m}, {torch_v}, {}, {torch_step}, hp.lr, hp.beta1,
+                          hp.beta2, hp.weight_decay, hp.eps, false, false, scale, std::nullopt);
+      }
+      const AdamBuffers buffers{{}, const_view(grads), view(m), view(v), {}, view(params)};
+      ASSERT_TRUE(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers).ok());
+    }
+    if (GetParam() & (HWY_AVX2 | HWY_AVX3)) {
+      EXPECT_TRUE(at::equal(params, torch_params));
+      EXPECT_TRUE(at::equal(m, torch_m));
+      EXPECT_TRUE(at::equal(v, torch_v));
+    } else {
+      EXPECT_TRUE(at::allclose(params.to(at::kFloat), torch_params.to(at::kFloat), 0, 0x1p-7));
+      const at::Tensor dm = (m.to(at::kFloat) - torch_m.to(at::kFloat)).abs();
+      EXPECT_LE(dm.max().item<double>(), 0x1p-7);  // one bf16 ulp of the largest |m| (~1); m may cancel to ~0
+      EXPECT_TRUE(at::allclose(v.to(at::kFloat), torch_v.to(at::kFloat), 0x1p-7, 1e-30));
     }
   }
 }
