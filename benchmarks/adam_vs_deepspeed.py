@@ -54,6 +54,8 @@ def parse_args():
 ARGS = parse_args()
 # DeepSpeed's kernel parallelises with OpenMP: its thread count must be set before the import.
 os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+# Its CPU accelerator builds the same cpu_adam op on a GPU machine as on a CPU-only one.
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
