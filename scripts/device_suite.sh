@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # On the GPU machine, after scripts/device.sh has built build-gpu/: the runs whose figures go into
 # benchmarks/RESULTS.md, each writing a table (.txt) and JSON into OUTDIR.
-#   scripts/device.sh scripts/device_suite.sh tests OUTDIR    every test, GPU-labelled ones included
-#   scripts/device.sh scripts/device_suite.sh bench OUTDIR    bench adam, pcie, io (vs fio), tiers
-#   scripts/device.sh scripts/device_suite.sh train OUTDIR    the default `tierzero train` on the GPU
+#   scripts/device.sh scripts/device_suite.sh tests OUTDIR     every test, GPU-labelled ones included
+#   scripts/device.sh scripts/device_suite.sh bench OUTDIR     bench adam, pcie, io (vs fio), tiers
+#   scripts/device.sh scripts/device_suite.sh train OUTDIR     the default `tierzero train` on the GPU
+#   scripts/device.sh scripts/device_suite.sh hammer OUTDIR    offload's GPU-tier walks, repeated
+#   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
+#                                                              export, verify, convert
+#   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam (fp32 with and without
+#                                      streaming stores, mixed, bf16 params) and DeepSpeed's cpu_adam
+#   scripts/device.sh scripts/device_suite.sh convert OUTDIR   convert's write rate vs bench io
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=$1
@@ -11,11 +17,17 @@ out=$2
 tz=build-gpu/tools/tierzero
 export TIERZERO_NO_PROGRESS=1
 mkdir -p "$out"
+# run NAME ARGS...: one tierzero benchmark, its table in NAME.txt and JSON in NAME.json.
+run() {
+  local name=$1; shift
+  echo "== $name: $*"
+  timeout 240 "$tz" "$@" --json "$out/$name.json" 2>&1 | tee "$out/$name.txt" |
+    grep -vE '^#  |^# (host|timing|stream|peer|max_abs|note)'
+}
 case "$what" in
   tests)
     ctest --test-dir build-gpu -j "$(nproc)" --timeout 300 2>&1 | tee "$out/ctest.txt" | grep -vE '^ +Start|Passed' ;;
   bench)
-    run() { local name=$1; shift; echo "== $name: $*"; timeout 240 "$tz" "$@" --json "$out/$name.json" 2>&1 | tee "$out/$name.txt" | grep -vE '^#  |^# (host|timing|stream|peer|max_abs|note)'; }
     run adam_mixed bench adam --threads "$(nproc)" --steps 10
     run adam_fp32 bench adam --threads "$(nproc)" --steps 10 --no-sweep --grad-dtype fp32 --params16-dtype none
     run pcie bench pcie
@@ -24,5 +36,36 @@ case "$what" in
     run tiers bench tiers --path /tmp ;;
   train)
     timeout 300 "$tz" train 2>&1 | tee "$out/train.txt" | tail -30 ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train)"; exit 2 ;;
+  hammer)
+    t=build-gpu/tests/offload
+    timeout 90 $t/tierzero_offload_gpu_tests --gtest_repeat=20 --gtest_brief=1 > "$out/gpu_tests.txt" 2>&1
+    echo "gpu overlap tests: $(grep -cE '^\[  PASSED  \]' "$out/gpu_tests.txt") iterations passed of 20"
+    timeout 150 $t/tierzero_offload_tests --gtest_filter='Seeds/PropertyTest.*:AsyncCopies/PropertyTest.*' \
+      --gtest_repeat=200 --gtest_brief=1 > "$out/property.txt" 2>&1
+    echo "property walks: $(grep -cE '^\[  PASSED  \]' "$out/property.txt") iterations passed (200 asked, 150 s cap)"
+    grep -hE -A8 'Failure|FAILED' "$out/gpu_tests.txt" "$out/property.txt" | head -40 ;;
+  multigpu)
+    [[ "$(nvidia-smi -L | wc -l)" -ge 2 ]] || { echo "multigpu: fewer than 2 GPUs"; exit 1; }
+    rm -rf /tmp/tz_ck /tmp/tz_exp /tmp/tz_conv
+    timeout 180 torchrun --no-python --nproc_per_node 2 "$tz" train --config configs/zero3.json \
+      --data configs/data/tiny_corpus.u16 --steps 20 --save /tmp/tz_ck --export /tmp/tz_exp 2>&1 |
+      tee "$out/train2.txt" | tail -4
+    "$tz" checkpoint verify /tmp/tz_ck 2>&1 | tee "$out/verify.txt" | tail -2
+    "$tz" convert /tmp/tz_ck /tmp/tz_conv --dtype bf16 --no-progress 2>&1 | tee "$out/convert.txt" | tail -2
+    ls -l /tmp/tz_exp /tmp/tz_conv | tee "$out/ls.txt" ;;
+  adam)
+    threads=$(( $(nproc) > 16 ? 16 : $(nproc) ))
+    a=(bench adam --params 134217728 --threads "$threads" --no-sweep --steps 10)
+    for round in 1 2; do
+      run fp32_$round "${a[@]}" --grad-dtype fp32 --params16-dtype none
+      run fp32_streaming_$round "${a[@]}" --grad-dtype fp32 --params16-dtype none --streaming-stores
+      run mixed_$round "${a[@]}"
+      run bf16_params_$round "${a[@]}" --param-dtype bf16 --grad-dtype bf16
+    done
+    timeout 400 python3 benchmarks/adam_vs_deepspeed.py --tierzero "$tz" --threads "$threads" --params 134217728 \
+      --steps 10 --repeats 2 --json "$out/vs_deepspeed.json" 2>&1 | tee "$out/vs_deepspeed.txt" | grep -v Warning | tail -14 ;;
+  convert)
+    timeout 400 env TIERZERO_BUILD=build-gpu benchmarks/convert_write_ratio.sh 6 --json "$out/convert_write_ratio.json" 2>&1 |
+      tee "$out/convert_write_ratio.txt" | tail -14 ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | hammer | multigpu | adam | convert)"; exit 2 ;;
 esac
