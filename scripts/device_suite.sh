@@ -40,9 +40,9 @@ case "$what" in
     t=build-gpu/tests/offload
     timeout 90 $t/tierzero_offload_gpu_tests --gtest_repeat=20 --gtest_brief=1 > "$out/gpu_tests.txt" 2>&1
     echo "gpu overlap tests: $(grep -cE '^\[  PASSED  \]' "$out/gpu_tests.txt") iterations passed of 20"
-    timeout 150 $t/tierzero_offload_tests --gtest_filter='Seeds/PropertyTest.*:AsyncCopies/PropertyTest.*' \
+    timeout 120 $t/tierzero_offload_tests --gtest_filter='Seeds/PropertyTest.*:AsyncCopies/PropertyTest.*' \
       --gtest_repeat=200 --gtest_brief=1 > "$out/property.txt" 2>&1
-    echo "property walks: $(grep -cE '^\[  PASSED  \]' "$out/property.txt") iterations passed (200 asked, 150 s cap)"
+    echo "property walks: $(grep -cE '^\[  PASSED  \]' "$out/property.txt") iterations passed (200 asked, 120 s cap)"
     grep -hE -A8 'Failure|FAILED' "$out/gpu_tests.txt" "$out/property.txt" | head -40 ;;
   multigpu)
     [[ "$(nvidia-smi -L | wc -l)" -ge 2 ]] || { echo "multigpu: fewer than 2 GPUs"; exit 1; }
