@@ -26,7 +26,7 @@ run() {
 }
 case "$what" in
   tests)
-    ctest --test-dir build-gpu -j "$(nproc)" --timeout 300 2>&1 | tee "$out/ctest.txt" | grep -vE '^ +Start|Passed' ;;
+    timeout 240 ctest --test-dir build-gpu -j "$(nproc)" --timeout 200 2>&1 | tee "$out/ctest.txt" | grep -vE '^ +Start|Passed' ;;
   bench)
     run adam_mixed bench adam --threads "$(nproc)" --steps 10
     run adam_fp32 bench adam --threads "$(nproc)" --steps 10 --no-sweep --grad-dtype fp32 --params16-dtype none
@@ -38,11 +38,11 @@ case "$what" in
     timeout 300 "$tz" train 2>&1 | tee "$out/train.txt" | tail -30 ;;
   hammer)
     t=build-gpu/tests/offload
-    timeout 90 $t/tierzero_offload_gpu_tests --gtest_repeat=20 --gtest_brief=1 > "$out/gpu_tests.txt" 2>&1
+    timeout 60 $t/tierzero_offload_gpu_tests --gtest_repeat=20 --gtest_brief=1 > "$out/gpu_tests.txt" 2>&1
     echo "gpu overlap tests: $(grep -cE '^\[  PASSED  \]' "$out/gpu_tests.txt") iterations passed of 20"
-    timeout 120 $t/tierzero_offload_tests --gtest_filter='Seeds/PropertyTest.*:AsyncCopies/PropertyTest.*' \
+    timeout 90 $t/tierzero_offload_tests --gtest_filter='Seeds/PropertyTest.*:AsyncCopies/PropertyTest.*' \
       --gtest_repeat=200 --gtest_brief=1 > "$out/property.txt" 2>&1
-    echo "property walks: $(grep -cE '^\[  PASSED  \]' "$out/property.txt") iterations passed (200 asked, 120 s cap)"
+    echo "property walks: $(grep -cE '^\[  PASSED  \]' "$out/property.txt") iterations passed (200 asked, 90 s cap)"
     grep -hE -A8 'Failure|FAILED' "$out/gpu_tests.txt" "$out/property.txt" | head -40 ;;
   multigpu)
     [[ "$(nvidia-smi -L | wc -l)" -ge 2 ]] || { echo "multigpu: fewer than 2 GPUs"; exit 1; }
