@@ -32,6 +32,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" -DTIERZERO_WITH_CUDA=ON -DTIERZERO_WITH_TORCH=ON > build-gpu.log 2>&1 \
   || { tail -40 build-gpu.log; exit 1; }
-cmake --build build-gpu --parallel "$(nproc)" ${TIERZERO_DEVICE_TARGETS:+--target $TIERZERO_DEVICE_TARGETS} > build-gpu-ninja.log 2>&1 || { grep -B2 -A20 -m3 'error' build-gpu-ninja.log; exit 1; }
+# -k 0: one build shows every file that fails, not the first.
+cmake --build build-gpu --parallel "$(nproc)" ${TIERZERO_DEVICE_TARGETS:+--target $TIERZERO_DEVICE_TARGETS} -- -k 0 \
+  > build-gpu-ninja.log 2>&1 || { grep -E '(error|Error)[: ]' build-gpu-ninja.log | sort -u | head -30; exit 1; }
 echo "device.sh: built build-gpu ($(nproc) cores)"
 "$@"

@@ -114,7 +114,8 @@ int check_conversion(const std::string& dir, const std::string& out) {
   if (std::ifstream(out + "/model.safetensors.index.json")) {
     files.clear();
     const nlohmann::json index = read_json(out + "/model.safetensors.index.json");
-    for (const auto& [name, file] : index["weight_map"].items()) {
+    for (const auto& [name, entry] : index["weight_map"].items()) {
+      const auto file = entry.get<std::string>();  // g++ 13 finds json == string ambiguous in std::find
       if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
     }
   }
