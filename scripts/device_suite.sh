@@ -7,7 +7,7 @@
 #   scripts/device.sh scripts/device_suite.sh hammer OUTDIR    offload's GPU-tier walks, repeated
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert
-#   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam (fp32 with and without
+#   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
 #                                      streaming stores, mixed, bf16 params) and DeepSpeed's cpu_adam
 #   scripts/device.sh scripts/device_suite.sh convert OUTDIR   convert's write rate vs bench io
 set -uo pipefail
@@ -56,14 +56,14 @@ case "$what" in
   adam)
     threads=$(( $(nproc) > 16 ? 16 : $(nproc) ))
     a=(bench adam --params 134217728 --threads "$threads" --no-sweep --steps 10)
-    for round in 1 2; do
+    for round in $(seq "${ADAM_ROUNDS:-2}"); do
       run fp32_$round "${a[@]}" --grad-dtype fp32 --params16-dtype none
       run fp32_streaming_$round "${a[@]}" --grad-dtype fp32 --params16-dtype none --streaming-stores
       run mixed_$round "${a[@]}"
       run bf16_params_$round "${a[@]}" --param-dtype bf16 --grad-dtype bf16
     done
     timeout 400 python3 benchmarks/adam_vs_deepspeed.py --tierzero "$tz" --threads "$threads" --params 134217728 \
-      --steps 10 --repeats 2 --json "$out/vs_deepspeed.json" 2>&1 | tee "$out/vs_deepspeed.txt" | grep -v Warning | tail -14 ;;
+      --steps 10 --repeats "${ADAM_ROUNDS:-2}" --json "$out/vs_deepspeed.json" 2>&1 | tee "$out/vs_deepspeed.txt" | grep -v Warning | tail -14 ;;
   convert)
     timeout 400 env TIERZERO_BUILD=build-gpu benchmarks/convert_write_ratio.sh 6 --json "$out/convert_write_ratio.json" 2>&1 |
       tee "$out/convert_write_ratio.txt" | tail -14 ;;
