@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/durable_fs.h"
 #include "checkpoint/safetensors.h"
@@ -52,6 +53,16 @@ Status write_small_file(const DurableFs& durable, const std::string& path, const
 }
 
 }  // namespace
+
+Result<std::string> with_torch_dtype(const std::string& config_json, DType dtype) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return corrupt("the model's config.json is not a JSON object; fix or remove it from the checkpoint");
+  }
+  const char* name = dtype == DType::kBF16 ? "bfloat16" : dtype == DType::kF16 ? "float16" : "float32";
+  j[j.contains("dtype") ? "dtype" : "torch_dtype"] = name;
+  return j.dump(2) + "\n";
+}
 
 Result<DType> parse_output_dtype(const std::string& text) {
   std::string t = text;
@@ -117,8 +128,10 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   if (!index.empty()) {
     TZ_RETURN_IF_ERROR(write_small_file(durable, staging + "/model.safetensors.index.json", index));
   }
-  const std::string config = source.model_config_json();
-  if (!config.empty()) TZ_RETURN_IF_ERROR(write_small_file(durable, staging + "/config.json", config));
+  if (!source.model_config_json().empty()) {
+    TZ_ASSIGN_OR_RETURN(const std::string config, with_torch_dtype(source.model_config_json(), options.dtype));
+    TZ_RETURN_IF_ERROR(write_small_file(durable, staging + "/config.json", config));
+  }
   TZ_RETURN_IF_ERROR(durable.sync_dir(staging));
   std::error_code ec;
   if (fs::exists(target, ec)) fs::remove(target, ec);  // an empty directory, checked above

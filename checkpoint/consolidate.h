@@ -38,7 +38,7 @@ struct ConvertReport {
 // Writes every tensor of `source` to `out_dir` as safetensors shards: floating-point tensors
 // rounded to options.dtype, integer and bool tensors copied with their dtype kept
 // (model-0000i-of-0000N.safetensors + model.safetensors.index.json, or one model.safetensors),
-// plus config.json when the source has one. `out_dir` must not exist or be empty. Everything is
+// plus config.json when the source has one (its dtype key set to the output dtype, with_torch_dtype). `out_dir` must not exist or be empty. Everything is
 // written under `out_dir` + ".partial", fsynced, and renamed to `out_dir` only when complete; on
 // failure the partial directory is removed, so `out_dir` never holds a partial result.
 // Reading, converting and writing overlap: a reader thread fills tensors ahead while the caller's
@@ -47,6 +47,11 @@ struct ConvertReport {
 // the largest fp32 tensor) plus write_buffers * write_buffer_bytes, whatever the model size.
 Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, const std::string& out_dir,
                                                  const ConvertOptions& options);
+
+// `config_json` (a Hugging Face config.json) with its dtype key -- "dtype" where the file has one
+// (transformers 5), else "torch_dtype" -- set to `dtype`'s name ("bfloat16", "float16", "float32"),
+// other keys kept in order. kCorrupt when the text is not a JSON object.
+Result<std::string> with_torch_dtype(const std::string& config_json, DType dtype);
 
 // Parses "bf16", "fp16" / "f16", "fp32" / "f32" (case insensitive) to a dtype.
 Result<DType> parse_output_dtype(const std::string& text);

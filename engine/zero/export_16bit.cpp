@@ -56,22 +56,13 @@ class AssembledSource final : public checkpoint::ConsolidationSource {
   std::string config_json_;
 };
 
-// The safetensors dtype and the config.json torch_dtype of a compute dtype.
-std::pair<checkpoint::DType, const char*> export_dtype(at::ScalarType compute_dtype) {
+// The safetensors dtype of a compute dtype.
+checkpoint::DType export_dtype(at::ScalarType compute_dtype) {
   switch (compute_dtype) {
-    case at::kBFloat16: return {checkpoint::DType::kBF16, "bfloat16"};
-    case at::kHalf: return {checkpoint::DType::kF16, "float16"};
-    default: return {checkpoint::DType::kF32, "float32"};
+    case at::kBFloat16: return checkpoint::DType::kBF16;
+    case at::kHalf: return checkpoint::DType::kF16;
+    default: return checkpoint::DType::kF32;
   }
-}
-
-// `config_json` with its dtype key ("dtype" when present, else "torch_dtype") set to `torch_dtype`.
-Result<std::string> with_torch_dtype(const std::string& config_json, const char* torch_dtype) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return invalid_argument("16-bit export: the model's config.json text is not a JSON object");
-  j[j.contains("dtype") ? "dtype" : "torch_dtype"] = torch_dtype;
-  return j.dump(2) + "\n";
 }
 
 // Gathers the weights on every rank; rank 0 writes them to `out_dir` (consolidate's contract).
@@ -79,11 +70,9 @@ Status write_model_dir(ZeroEngine& engine, const std::string& config_json, const
                        const Export16bitOptions& options) {
   std::map<std::string, at::Tensor> params = engine.master_params();  // a collective
   if (engine.comm().rank() != 0) return Status();
-  const auto [dtype, torch_dtype] = export_dtype(engine.options().partition.compute_dtype);
-  TZ_ASSIGN_OR_RETURN(std::string exported_config, with_torch_dtype(config_json, torch_dtype));
-  AssembledSource source(engine.model(), std::move(params), std::move(exported_config));
+  AssembledSource source(engine.model(), std::move(params), config_json);  // dtype key set by consolidate
   checkpoint::ConvertOptions convert;
-  convert.dtype = dtype;
+  convert.dtype = export_dtype(engine.options().partition.compute_dtype);
   convert.max_shard_bytes = options.max_shard_bytes;
   convert.progress = options.progress;
   return checkpoint::consolidate_to_safetensors(source, out_dir, convert).status();

@@ -69,7 +69,9 @@ TEST_F(Consolidate, WritesShardedBf16WithIndexAndConfig) {
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_GT(report->files, 2u);
   EXPECT_FALSE(fs::exists(out + ".partial"));
-  EXPECT_EQ(testing::read_text(out + "/config.json"), testing::tiny_llama_config());
+  // config.json: the checkpoint's keys in their order, the dtype key naming what the files hold.
+  auto config = nlohmann::ordered_json::parse(testing::read_text(out + "/config.json"));
+  EXPECT_EQ(config, nlohmann::ordered_json::parse(testing::tiny_llama_config()));  // which says bfloat16
   auto index = nlohmann::json::parse(testing::read_text(out + "/model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"], report->tensor_bytes);
   EXPECT_FALSE(index["weight_map"].contains("lm_head.weight"));  // the alias is written once, as its source
@@ -223,6 +225,23 @@ TEST(ConsolidateIntegers, EngineCheckpointKeepsIntegerTensorsAndRoundsFloats) {
       ASSERT_EQ(v, float_to_bf16(testing::fixture_value(seed, j))) << t.name << "[" << j << "]";
     }
   }
+}
+
+TEST(WithTorchDtype, SetsTheKeyTheFileUsesAndKeepsTheRest) {
+  auto fp32 = with_torch_dtype(testing::tiny_llama_config(), DType::kF32);
+  ASSERT_TRUE(fp32.ok()) << fp32.status().to_string();
+  auto want = nlohmann::ordered_json::parse(testing::tiny_llama_config());
+  want["torch_dtype"] = "float32";
+  EXPECT_EQ(nlohmann::ordered_json::parse(*fp32), want);
+  auto v5 = with_torch_dtype(R"({"model_type": "qwen2", "dtype": "float32", "eos_token_id": 7})", DType::kF16);
+  ASSERT_TRUE(v5.ok());
+  EXPECT_EQ(nlohmann::ordered_json::parse(*v5),
+            nlohmann::ordered_json::parse(R"({"model_type": "qwen2", "dtype": "float16", "eos_token_id": 7})"));
+  EXPECT_FALSE(nlohmann::ordered_json::parse(*v5).contains("torch_dtype"));
+  auto bad = with_torch_dtype("[1, 2]", DType::kBF16);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(bad.status().message().find("config.json"), std::string::npos);
 }
 
 }  // namespace

@@ -35,9 +35,13 @@ class DiskFaults : public ::testing::TestWithParam<Tier> {
   void pressure(Tier tier) {
     for (int i = 0; i < 8; ++i) {
       const std::string id = "filler" + std::to_string(i);
-      if (!tm_->info(id).ok()) ASSERT_TRUE(tm_->register_shard({id, kBytes, DType::kU8, Tier::kNvme}).ok());
+      if (!tm_->info(id).ok()) {
+        ASSERT_TRUE(tm_->register_shard({id, kBytes, DType::kU8, Tier::kNvme}).ok());
+      }
       Result<ShardView> v = tm_->fetch(id, tier).get();
-      if (v.ok()) ASSERT_TRUE(tm_->release(id).get().ok());
+      if (v.ok()) {
+        ASSERT_TRUE(tm_->release(id).get().ok());
+      }
     }
   }
 

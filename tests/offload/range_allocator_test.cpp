@@ -127,7 +127,9 @@ TEST(ArenaPool, MixedSmallAndLargeBlocksStayWithinFivePercent) {
       const uint64_t align = ArenaPool::block_alignment(bytes);
       ASSERT_EQ(reinterpret_cast<uintptr_t>(b->data) % align, 0u) << bytes;
       const uint64_t rounded = RangeAllocator::round_up(bytes, align);
-      if (bytes >= 320) ASSERT_LE(rounded, bytes + bytes / 20) << bytes;
+      if (bytes >= 320) {
+        ASSERT_LE(rounded, bytes + bytes / 20) << bytes;
+      }
       ASSERT_LE(rounded - bytes, bytes >= (80 << 10) ? 4095u : 255u) << bytes;
       live.push_back(*b);
       asked += bytes;
