@@ -28,12 +28,14 @@
 #include "engine/zero/export_16bit.h"
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
+#include "scenario.h"
 
 namespace tierzero::engine {
 namespace {
 
 using testing::make_temp_dir;
 using testing::remove_tree;
+using testing::test_model_config;
 
 // ---- to_hf_json ---------------------------------------------------------------------------------
 
@@ -104,21 +106,12 @@ void run_two_ranks(const std::function<void(Comm&)>& body) {
     if (f) std::rethrow_exception(f);
 }
 
+// The engine tests' model (scenario.h) as a `family` ("llama" | "qwen2") model.
 ModelConfig small_config(const std::string& family, bool tied) {
-  ModelConfig c;
+  ModelConfig c = test_model_config(tied);
   c.model_type = family;
   c.architecture = family == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
   c.qkv_bias = family == "qwen2";
-  c.vocab_size = 64;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.tie_word_embeddings = tied;
-  c.sliding_window_layers.assign(c.num_hidden_layers, false);
   return c;
 }
 
@@ -256,7 +249,9 @@ TEST(ZeroCheckpointConfig, ConvertWritesTheModelsConfigAndSavedModelLoads) {
   checkpoint::ConvertOptions options;
   options.progress = false;
   value_or_throw(checkpoint::consolidate_to_safetensors(*source, converted, options));
-  EXPECT_TRUE(value_or_throw(load_model_config(converted)) == model->config());
+  ModelConfig want = model->config();
+  want.torch_dtype = "bfloat16";  // convert's default output dtype, which config.json now names
+  EXPECT_TRUE(value_or_throw(load_model_config(converted)) == want);
 
   expect_exported(save, *model, master, at::kBFloat16);
   EXPECT_TRUE(checkpoint::is_engine_checkpoint(save));
