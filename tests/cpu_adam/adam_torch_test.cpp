@@ -42,6 +42,22 @@ ElementType element_type_of(at::ScalarType dtype) {
   return ElementType::kF32;
 }
 
+// One torch.optim step through PyTorch's fused CPU kernel (Adam or AdamW) with grad_scale
+// kLossScale: `step` is incremented first, as torch.optim does; `grads` (a copy the caller hands
+// over) is unscaled in place by torch.
+void torch_fused_step(AdamMode mode, const AdamHyperParams& hp, at::Tensor& params, at::Tensor grads, at::Tensor& m,
+                      at::Tensor& v, at::Tensor& step) {
+  step.add_(1);
+  const at::Tensor scale = at::full({1}, kLossScale);
+  if (mode == AdamMode::kAdam) {
+    at::_fused_adam_({params}, {grads}, {m}, {v}, {}, {step}, hp.lr, hp.beta1, hp.beta2, hp.weight_decay, hp.eps,
+                     false, false, scale, std::nullopt);
+  } else {
+    at::_fused_adamw_({params}, {grads}, {m}, {v}, {}, {step}, hp.lr, hp.beta1, hp.beta2, hp.weight_decay, hp.eps,
+                      false, false, scale, std::nullopt);
+  }
+}
+
 ConstElements const_view(const at::Tensor& t) {
   return {t.data_ptr(), static_cast<size_t>(t.numel()), element_type_of(t.scalar_type())};
 }
@@ -76,17 +92,9 @@ TEST_P(TorchAdamTest, SameStepsAsFusedTorchAdamAndAdamW) {
       for (int k = 1; k <= kSteps; ++k) {
         const AdamHyperParams hp = schedule(mode, k);
         const at::Tensor grads = grads_of_step(k, grad_dtype);
-        // torch: the optimizer's input is an fp32 grad; torch.optim increments the step first.
-        at::Tensor torch_grads = grads.to(at::kFloat, false, /*copy=*/true);  // torch unscales it in place
-        torch_step.add_(1);
-        const at::Tensor scale = at::full({1}, kLossScale);
-        if (mode == AdamMode::kAdam) {
-          at::_fused_adam_({torch_params}, {torch_grads}, {torch_m}, {torch_v}, {}, {torch_step}, hp.lr, hp.beta1,
-                           hp.beta2, hp.weight_decay, hp.eps, false, false, scale, std::nullopt);
-        } else {
-          at::_fused_adamw_({torch_params}, {torch_grads}, {torch_m}, {torch_v}, {}, {torch_step}, hp.lr, hp.beta1,
-                            hp.beta2, hp.weight_decay, hp.eps, false, false, scale, std::nullopt);
-        }
+        // torch: the optimizer's input is an fp32 grad.
+        torch_fused_step(mode, hp, torch_params, grads.to(at::kFloat, false, /*copy=*/true), torch_m, torch_v,
+                         torch_step);
 
         at::Tensor& params16 = k % 2 == 0 ? params_bf16 : params_f16;
         const AdamBuffers buffers{std::span<float>(params.data_ptr<float>(), kCount), const_view(grads), view(m),
@@ -132,16 +140,7 @@ TEST_P(TorchAdamTest, Bf16ParamsAndStateMatchFusedTorch) {
     for (int k = 1; k <= kSteps; ++k) {
       const AdamHyperParams hp = schedule(mode, k);
       const at::Tensor grads = grads_of_step(k, at::kBFloat16);
-      at::Tensor torch_grads = grads.clone();  // torch unscales it in place
-      torch_step.add_(1);
-      const at::Tensor scale = at::full({1}, kLossScale);
-      if (mode == AdamMode::kAdam) {
-        at::_fused_adam_({torch_params}, {torch_grads}, {torch_m}, {torch_v}, {}, {torch_step}, hp.lr, hp.beta1,
-                         hp.beta2, hp.weight_decay, hp.eps, false, false, scale, std::nullopt);
-      } else {
-        at::_fused_adamw_({torch_params}, {torch_grads}, {torch_m}, {torch_v}, {}, {torch_step}, hp.lr, hp.beta1,
-                          hp.beta2, hp.weight_decay, hp.eps, false, false, scale, std::nullopt);
-      }
+      torch_fused_step(mode, hp, torch_params, grads.clone(), torch_m, torch_v, torch_step);
       const AdamBuffers buffers{{}, const_view(grads), view(m), view(v), {}, view(params)};
       ASSERT_TRUE(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers).ok());
     }
