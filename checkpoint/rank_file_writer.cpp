@@ -1,5 +1,7 @@
 #include "checkpoint/rank_file_writer.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace tierzero::checkpoint {
@@ -27,9 +29,22 @@ Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(const DurableFs& 
   return std::unique_ptr<RankFileWriter>(new RankFileWriter(fs, std::move(stream), options));
 }
 
-Status RankFileWriter::store(std::span<const std::byte> bytes) {
-  XXH3_64bits_update(file_hash_, bytes.data(), bytes.size());
-  return stream_->append(bytes);
+// The raw bytes, hashed for the section and the file chunk by chunk while each chunk is in cache
+// (one pass over memory for both digests and the copy into the stream).
+Status RankFileWriter::store(std::span<const std::byte> bytes, uint64_t& section_hash) {
+  constexpr size_t kChunk = 1 << 20;
+  XXH3_state_t* section = XXH3_createState();
+  XXH3_64bits_reset(section);
+  Status status;
+  for (size_t done = 0; done < bytes.size() && status.ok(); done += kChunk) {
+    const std::span<const std::byte> chunk = bytes.subspan(done, std::min(kChunk, bytes.size() - done));
+    XXH3_64bits_update(section, chunk.data(), chunk.size());
+    XXH3_64bits_update(file_hash_, chunk.data(), chunk.size());
+    status = stream_->append(chunk);
+  }
+  section_hash = XXH3_64bits_digest(section);
+  XXH3_freeState(section);
+  return status;
 }
 
 // One zstd frame, compressed straight into the stream's staging buffers.
@@ -62,8 +77,12 @@ Status RankFileWriter::add_section(SectionRecord section, std::span<const std::b
   section.offset = stream_->size();
   section.raw_bytes = bytes.size();
   section.compressed = level_ > 0;
-  section.xxh3 = XXH3_64bits(bytes.data(), bytes.size());
-  TZ_RETURN_IF_ERROR(section.compressed ? compress(bytes) : store(bytes));
+  if (section.compressed) {
+    section.xxh3 = XXH3_64bits(bytes.data(), bytes.size());
+    TZ_RETURN_IF_ERROR(compress(bytes));
+  } else {
+    TZ_RETURN_IF_ERROR(store(bytes, section.xxh3));
+  }
   section.stored_bytes = stream_->size() - section.offset;
   sections_.push_back(section);
   return {};

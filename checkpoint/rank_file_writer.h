@@ -34,7 +34,8 @@ class RankFileWriter {
 
  private:
   RankFileWriter(const DurableFs& fs, std::unique_ptr<StreamWriter> stream, const CheckpointOptions& options);
-  Status store(std::span<const std::byte> bytes);
+  // Appends `bytes` uncompressed; sets `section_hash` to their XXH3.
+  Status store(std::span<const std::byte> bytes, uint64_t& section_hash);
   Status compress(std::span<const std::byte> bytes);
   const DurableFs& fs_;
   std::unique_ptr<StreamWriter> stream_;
