@@ -1,12 +1,12 @@
 #include "checkpoint/durable_fs.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
-#include <system_error>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -108,9 +108,16 @@ Status DurableFs::make_dir(const std::string& dir) const {
 
 Status DurableFs::remove_all(const std::string& path) const {
   TZ_RETURN_IF_ERROR(announce(FsStep::kRemove, path));
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) return io_error(fmt::format("cannot remove {}: {}", path, ec.message()));
+  // nftw, not std::filesystem: checkpoint code runs in LibTorch-linked programs, and libtorch.so
+  // exports broken copies of std::filesystem::remove_all that the dynamic linker may bind.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? Status() : errno_status(errno, fmt::format("cannot remove {}", path));
+  }
+  const int rc = ::nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, FTW*) { return std::remove(p) == 0 ? 0 : -1; }, 16,
+      FTW_DEPTH | FTW_PHYS);
+  if (rc != 0) return errno_status(errno, fmt::format("cannot remove {}; check its permissions", path));
   return {};
 }
 
