@@ -128,7 +128,13 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
   const DurableFs fs(options.fault_hook);
   const std::string staging = staging_dir(dir, tag);
   TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(nvme::IoConfig{}));
-  TZ_ASSIGN_OR_RETURN(auto writer, RankFileWriter::create(fs, *engine, staging + "/" + rank_file_name(rank), options));
+  uint64_t raw_bytes = 0;
+  for (const auto& states : data.group_states) {
+    for (const auto& bytes : states) raw_bytes += bytes.size();
+  }
+  for (const auto& bytes : data.replicated) raw_bytes += bytes.size();
+  TZ_ASSIGN_OR_RETURN(auto writer, RankFileWriter::create(fs, *engine, staging + "/" + rank_file_name(rank),
+                                                          raw_bytes, options));
   for (uint32_t g = 0; g < data.group_states.size(); ++g) {
     for (uint32_t s = 0; s < data.group_states[g].size(); ++s) {
       SectionRecord section;

@@ -22,10 +22,11 @@ RankFileWriter::~RankFileWriter() {
 }
 
 Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(const DurableFs& fs, nvme::IoEngine& engine,
-                                                               const std::string& path,
+                                                               const std::string& path, uint64_t raw_bytes,
                                                                const CheckpointOptions& options) {
   TZ_RETURN_IF_ERROR(fs.announce(FsStep::kCreate, path));
-  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(engine, path, 0, StreamWriter::Options{}));
+  const uint64_t reserve = options.compression_level > 0 ? 0 : raw_bytes;
+  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(engine, path, reserve, StreamWriter::Options{}));
   return std::unique_ptr<RankFileWriter>(new RankFileWriter(fs, std::move(stream), options));
 }
 

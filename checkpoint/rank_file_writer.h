@@ -20,9 +20,12 @@ namespace tierzero::checkpoint {
 
 class RankFileWriter {
  public:
-  // Creates (truncates) `path`; errors name it.
+  // Creates (truncates) `path`; errors name it. `raw_bytes`, the sum of the sections' sizes to
+  // come, is reserved up front when sections are stored uncompressed (their exact total), so a
+  // full disk fails here and the writes are not file-extending ones.
   static Result<std::unique_ptr<RankFileWriter>> create(const DurableFs& fs, nvme::IoEngine& engine,
-                                                        const std::string& path, const CheckpointOptions& options);
+                                                        const std::string& path, uint64_t raw_bytes,
+                                                        const CheckpointOptions& options);
   ~RankFileWriter();
   RankFileWriter(const RankFileWriter&) = delete;
   RankFileWriter& operator=(const RankFileWriter&) = delete;

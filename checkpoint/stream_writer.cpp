@@ -31,7 +31,13 @@ Result<std::unique_ptr<StreamWriter>> StreamWriter::create(nvme::IoEngine& engin
   open_options.mode = nvme::OpenMode::kWrite;
   open_options.preallocate_bytes = preallocate_bytes;
   TZ_ASSIGN_OR_RETURN(nvme::FileRef file, engine.open(path, open_options));
-  return std::unique_ptr<StreamWriter>(new StreamWriter(engine, std::move(file), options));
+  // The file's size is set up front: on ext4 and xfs a direct write past the end of the file
+  // (i_size) is an extending write, which takes the inode lock exclusively and completes
+  // synchronously, so writes in flight would run one at a time; inside i_size they run together.
+  if (preallocate_bytes > 0) TZ_RETURN_IF_ERROR(file->truncate(preallocate_bytes));
+  auto writer = std::unique_ptr<StreamWriter>(new StreamWriter(engine, std::move(file), options));
+  writer->preallocated_ = preallocate_bytes;
+  return writer;
 }
 
 Status StreamWriter::append(std::span<const std::byte> bytes) {
@@ -81,6 +87,7 @@ Status StreamWriter::finish() {
   for (nvme::IoTicket& ticket : in_flight_) {
     if (ticket.valid()) TZ_RETURN_IF_ERROR(std::exchange(ticket, nvme::IoTicket()).wait());
   }
+  if (size() < preallocated_) TZ_RETURN_IF_ERROR(file_->truncate(size()));
   return file_->sync();
 }
 

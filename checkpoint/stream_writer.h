@@ -22,7 +22,8 @@ class StreamWriter {
     uint64_t buffer_bytes = 16ull << 20;  // a nonzero multiple of 4096
     uint32_t buffer_count = 4;            // >= 2
   };
-  // Creates (truncates) `path` for writing; `preallocate_bytes` (0: none) are reserved up front.
+  // Creates (truncates) `path` for writing; `preallocate_bytes` (0: none) are reserved up front and
+  // become the file's size until finish() trims it to the bytes appended.
   // Errors name the path; bad options are kInvalidArgument.
   static Result<std::unique_ptr<StreamWriter>> create(nvme::IoEngine& engine, const std::string& path,
                                                       uint64_t preallocate_bytes, const Options& options);
@@ -57,6 +58,7 @@ class StreamWriter {
   size_t current_ = 0;
   uint64_t filled_ = 0;   // bytes staged in buffers_[current_]
   uint64_t flushed_ = 0;  // file offset of buffers_[current_]'s first byte
+  uint64_t preallocated_ = 0;  // the size the file was given at create()
 };
 
 }  // namespace tierzero::checkpoint
