@@ -118,7 +118,7 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
       TZ_ASSIGN_OR_RETURN(PrefetchedTensor data, prefetcher.next());
       TZ_RETURN_IF_ERROR(write_tensor(*writer, data, source.dtype(i), tensors[i].dtype)
                              .with_context(fmt::format("writing tensor '{}' to {}", specs[i].name, path)));
-      prefetcher.recycle(std::move(data));
+      prefetcher.recycle();
       if (progress) progress->advance(tensors[i].bytes().value());
     }
     TZ_RETURN_IF_ERROR(writer->finish());

@@ -10,13 +10,15 @@
 #include <mutex>
 
 #include <fmt/format.h>
-#include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
 
 namespace tierzero::checkpoint {
 namespace {
 
 constexpr uint64_t kInputChunk = 1 << 20;
-constexpr uint64_t kParallelReadChunk = 4 << 20;  // reads of at least twice this are split over cores
+constexpr size_t kReadPiece = 1 << 20;             // a large read's unit per core
+constexpr uint64_t kParallelReadBytes = 8 << 20;  // reads at least this large are split over cores
 
 }  // namespace
 
@@ -59,24 +61,43 @@ Status RankFileHandle::read_range(uint64_t offset, std::span<std::byte> out) con
   return {};
 }
 
-Status RankFileHandle::read_at(uint64_t offset, std::span<std::byte> out) const {
-  if (out.size() < 2 * kParallelReadChunk) return read_range(offset, out);
+Status RankFileHandle::read_at(uint64_t offset, std::span<std::byte> out, XXH3_state_t* hash) const {
+  if (out.size() < kParallelReadBytes) {
+    TZ_RETURN_IF_ERROR(read_range(offset, out));
+    if (hash != nullptr) XXH3_64bits_update(hash, out.data(), out.size());
+    return {};
+  }
   // A large read (a whole tensor's piece) is split over cores: one thread's copy out of the page
-  // cache is slower than the disk writes convert feeds.
-  const size_t chunks = (out.size() + kParallelReadChunk - 1) / kParallelReadChunk;
+  // cache is slower than the disk writes convert feeds. Pieces flow read (any order, in parallel)
+  // -> hashed (in order), usually on the thread that read them.
+  const size_t pieces = (out.size() + kReadPiece - 1) / kReadPiece;
+  const auto piece = [&](size_t p) {
+    return out.subspan(p * kReadPiece, std::min(kReadPiece, out.size() - p * kReadPiece));
+  };
+  size_t next = 0;
   std::mutex mu;
-  Status first;  // the failure at the lowest offset, whatever order the chunks ran in
+  Status first;  // the failure at the lowest offset, whatever order the pieces ran in
   uint64_t first_at = std::numeric_limits<uint64_t>::max();
-  tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
-    const uint64_t begin = c * kParallelReadChunk;
-    const uint64_t n = std::min<uint64_t>(kParallelReadChunk, out.size() - begin);
-    Status s = read_range(offset + begin, out.subspan(begin, n));
+  const auto issue = [&](tbb::flow_control& control) -> size_t {
+    if (next == pieces) control.stop();
+    return next++;
+  };
+  const auto read = [&](size_t p) {
+    Status s = read_range(offset + p * kReadPiece, piece(p));
     std::lock_guard lock(mu);
-    if (!s.ok() && begin < first_at) {
+    if (!s.ok() && p * kReadPiece < first_at) {
       first = s;
-      first_at = begin;
+      first_at = p * kReadPiece;
     }
-  });
+    return p;
+  };
+  const auto digest = [&](size_t p) {  // after a failure the hash is not used
+    if (hash != nullptr) XXH3_64bits_update(hash, piece(p).data(), piece(p).size());
+  };
+  tbb::parallel_pipeline(2 * static_cast<size_t>(tbb::this_task_arena::max_concurrency()),
+                         tbb::make_filter<void, size_t>(tbb::filter_mode::serial_in_order, issue) &
+                             tbb::make_filter<size_t, size_t>(tbb::filter_mode::parallel, read) &
+                             tbb::make_filter<size_t, void>(tbb::filter_mode::serial_in_order, digest));
   return first;
 }
 
@@ -149,10 +170,10 @@ Status SectionCursor::decompress(std::span<std::byte> out) {
 Status SectionCursor::produce(std::span<std::byte> out) {
   if (section_.compressed) {
     TZ_RETURN_IF_ERROR(decompress(out));
+    XXH3_64bits_update(hash_, out.data(), out.size());
   } else {
-    TZ_RETURN_IF_ERROR(file_->read_at(section_.offset + raw_pos_, out));
+    TZ_RETURN_IF_ERROR(file_->read_at(section_.offset + raw_pos_, out, hash_));
   }
-  XXH3_64bits_update(hash_, out.data(), out.size());
   raw_pos_ += out.size();
   if (raw_pos_ == section_.raw_bytes) return check_end();
   return {};

@@ -23,9 +23,12 @@ class RankFileHandle {
   static Result<std::shared_ptr<RankFileHandle>> open(const std::string& path, uint32_t rank, uint32_t world_size,
                                                       uint64_t expected_bytes);
   ~RankFileHandle();
-  // Reads exactly out.size() bytes at `offset`, a large range in parallel pieces; a short file is
-  // kCorrupt ("truncated"). Safe to call from several threads.
-  Status read_at(uint64_t offset, std::span<std::byte> out) const;
+  // Reads exactly out.size() bytes at `offset`; a short file is kCorrupt ("truncated"). With
+  // `hash`, the bytes also go into that XXH3 state, in order. A large range is read in pieces on
+  // several cores, each piece hashed as soon as it and those before it are in (still in cache):
+  // one pass over memory, and the hash overlaps the reads. Safe to call from several threads
+  // (with distinct hash states).
+  Status read_at(uint64_t offset, std::span<std::byte> out, XXH3_state_t* hash = nullptr) const;
   const std::string& path() const { return path_; }
 
  private:

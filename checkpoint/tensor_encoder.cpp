@@ -45,7 +45,7 @@ Status write_tensor(SafetensorsWriter& writer, const PrefetchedTensor& tensor, D
                                         dtype_name(out_dtype)));
   }
   const uint64_t total = tensor.bytes / in_item;
-  const std::byte* in = tensor.data.get();
+  const std::byte* in = tensor.data;
   for (uint64_t done = 0; done < total;) {
     TZ_ASSIGN_OR_RETURN(std::span<std::byte> out, writer.reserve((total - done) * out_item));
     const uint64_t n = std::min(total - done, out.size() / out_item);

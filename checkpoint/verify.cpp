@@ -20,8 +20,7 @@ Status check_whole_file(const RankFileHandle& file, const RankFileRecord& record
   Status status;
   for (uint64_t offset = 0; offset < record.bytes && status.ok();) {
     const uint64_t n = std::min<uint64_t>(buffer.size(), record.bytes - offset);
-    status = file.read_at(offset, std::span(buffer.data(), n));
-    XXH3_64bits_update(state, buffer.data(), n);
+    status = file.read_at(offset, std::span(buffer.data(), n), state);
     offset += n;
   }
   const uint64_t got = XXH3_64bits_digest(state);

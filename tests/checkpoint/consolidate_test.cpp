@@ -57,6 +57,27 @@ class Consolidate : public ::testing::Test {
     return consolidate_to_safetensors(*source, out, options_);
   }
 
+  // Every tensor `index` maps is in its file as BF16 of the fixture's values, bit for bit.
+  void expect_bf16_values(const std::string& out, const nlohmann::json& index) {
+    const nlohmann::json spec = expected_spec(manifest_);
+    EXPECT_EQ(index["weight_map"].size(), spec["tensors"].size());
+    for (const auto& [name, file_name] : index["weight_map"].items()) {
+      auto file = SafetensorsFile::open(out + "/" + file_name.get<std::string>());
+      ASSERT_TRUE(file.ok()) << file.status().to_string();
+      const SafetensorsTensorInfo* info = (*file)->find(name);
+      ASSERT_NE(info, nullptr) << name;
+      EXPECT_EQ(info->dtype, DType::kBF16);
+      EXPECT_EQ(info->shape, spec["tensors"][name]["shape"].get<std::vector<int64_t>>());
+      auto bytes = (*file)->data(*info);
+      const uint64_t seed = spec["tensors"][name]["seed"];
+      for (size_t j = 0; j < bytes.size() / 2; ++j) {
+        uint16_t v;
+        std::memcpy(&v, bytes.data() + 2 * j, 2);
+        ASSERT_EQ(v, float_to_bf16(testing::fixture_value(seed, j))) << name << "[" << j << "]";
+      }
+    }
+  }
+
   ScratchDir dir_;
   CheckpointManifest manifest_;
   std::unique_ptr<FixtureData> data_;
@@ -76,22 +97,18 @@ TEST_F(Consolidate, WritesShardedBf16WithIndexAndConfig) {
   EXPECT_EQ(index["metadata"]["total_size"], report->tensor_bytes);
   EXPECT_FALSE(index["weight_map"].contains("lm_head.weight"));  // the alias is written once, as its source
 
-  const nlohmann::json spec = expected_spec(manifest_);
-  EXPECT_EQ(index["weight_map"].size(), spec["tensors"].size());
-  for (const auto& [name, file_name] : index["weight_map"].items()) {
-    auto file = SafetensorsFile::open(out + "/" + file_name.get<std::string>());
-    ASSERT_TRUE(file.ok()) << file.status().to_string();
-    const SafetensorsTensorInfo* info = (*file)->find(name);
-    ASSERT_NE(info, nullptr) << name;
-    EXPECT_EQ(info->dtype, DType::kBF16);
-    EXPECT_EQ(info->shape, spec["tensors"][name]["shape"].get<std::vector<int64_t>>());
-    auto bytes = (*file)->data(*info);
-    const uint64_t seed = spec["tensors"][name]["seed"];
-    for (size_t j = 0; j < bytes.size() / 2; ++j) {
-      uint16_t v;
-      std::memcpy(&v, bytes.data() + 2 * j, 2);
-      ASSERT_EQ(v, float_to_bf16(testing::fixture_value(seed, j))) << name << "[" << j << "]";
-    }
+  expect_bf16_values(out, index);
+}
+
+// A read-ahead ring smaller than two tensors (or than one: it grows to the largest) wraps and
+// waits for the writer many times; every value still arrives where it belongs.
+TEST_F(Consolidate, ReadAheadRingOfAnySizeKeepsEveryValue) {
+  for (uint64_t budget : {uint64_t{1}, uint64_t{1000}, uint64_t{3000}, uint64_t{1} << 20}) {
+    options_.read_ahead_bytes = budget;
+    const std::string out = dir_.file("ring_" + std::to_string(budget));
+    auto report = convert(out);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    expect_bf16_values(out, nlohmann::json::parse(testing::read_text(out + "/model.safetensors.index.json")));
   }
 }
 
