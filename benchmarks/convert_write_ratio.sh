@@ -10,8 +10,8 @@
 # read speed (needs RAM for GB of page cache). convert writes bf16 (half the input); bench io
 # writes as many bytes with convert's pattern: 1 MiB pieces, 32 in flight, one io_uring ring,
 # O_DIRECT. convert_s = the conversion as convert reports it (output checks, reading, converting,
-# writing, fsync, rename and directory fsync: everything but loading the program, whose LibTorch,
-# linked for `train`, takes ~0.4 s to map); out_GB/s = output file bytes / convert_s; write_ratio =
+# writing, fsync, rename and directory fsync: everything but starting the program, which maps no
+# LibTorch: `tierzero` leaves that to tierzero-torch); out_GB/s = output file bytes / convert_s; write_ratio =
 # out_GB/s / bench io's write GB/s; wall_ratio = the same with the process's wall time (wall_s). correct: every output tensor
 # equals the generator's values rounded to bf16, bit for bit (`make_engine_checkpoint --check`),
 # and, in run 1 when python has torch and safetensors, torch's .to(bfloat16) of them

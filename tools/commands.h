@@ -27,4 +27,13 @@ void add_bench_tiers_command(CLI::App& bench);
 // `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
 void add_train_command(CLI::App& app);
 
+// The LibTorch-free `tierzero` hands `train` and `bench adam` to tierzero-torch beside it:
+// true when argv names one of those commands.
+bool is_torch_command(int argc, char** argv);
+// Replaces this process with tierzero-torch (same arguments); returns only when that fails, with
+// the exit code to use after printing what to do.
+int run_torch_program(char** argv);
+// Lists `train` and `bench adam` in the help of the program that hands them over.
+void add_torch_command_stubs(CLI::App& app, CLI::App& bench);
+
 }  // namespace tierzero::tools

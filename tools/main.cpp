@@ -6,6 +6,9 @@
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
+#ifdef TIERZERO_TORCH_COMMANDS_ELSEWHERE
+  if (tierzero::tools::is_torch_command(argc, argv)) return tierzero::tools::run_torch_program(argv);
+#endif
   CLI::App app{"tierzero: train, convert and measure ZeRO offload on GPU, pinned host memory and NVMe"};
   app.set_version_flag("--version", std::string("tierzero ") + tierzero::kTierzeroVersion);
   app.require_subcommand(1);
@@ -14,9 +17,13 @@ int main(int argc, char** argv) {
   tierzero::tools::add_bench_io_command(*bench);
   tierzero::tools::add_bench_pcie_command(*bench);
   tierzero::tools::add_bench_tiers_command(*bench);
-  tierzero::tools::add_bench_adam_command(*bench);
   tierzero::tools::add_convert_command(app);
   tierzero::tools::add_checkpoint_command(app);
+#ifdef TIERZERO_TORCH_COMMANDS_ELSEWHERE
+  tierzero::tools::add_torch_command_stubs(app, *bench);
+#else
+  tierzero::tools::add_bench_adam_command(*bench);
+#endif
 #ifdef TIERZERO_HAVE_TRAIN
   tierzero::tools::add_train_command(app);
 #endif
