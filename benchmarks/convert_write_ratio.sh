@@ -8,8 +8,8 @@
 # state) from tests/checkpoint/make_engine_checkpoint, checked with `tierzero checkpoint verify`
 # and read once so the page cache holds it: the comparison is of the writer, not of the disk's
 # read speed (needs RAM for GB of page cache). convert writes bf16 (half the input); bench io
-# writes as many bytes with convert's pattern: 1 MiB pieces, 32 in flight, one io_uring ring,
-# O_DIRECT. convert_s = the conversion as convert reports it (output checks, reading, converting,
+# writes as many bytes with convert's pattern: BLOCK pieces (1 MiB), 32 in flight, one io_uring
+# ring, O_DIRECT. convert_s = the conversion as convert reports it (output checks, reading, converting,
 # writing, fsync, rename and directory fsync: everything but starting the program, which maps no
 # LibTorch: `tierzero` leaves that to tierzero-torch); out_GB/s = output file bytes / convert_s; write_ratio =
 # out_GB/s / bench io's write GB/s; wall_ratio = the same with the process's wall time (wall_s). correct: every output tensor
@@ -17,7 +17,8 @@
 # and, in run 1 when python has torch and safetensors, torch's .to(bfloat16) of them
 # (check_converted.py).
 #
-# Needs about 2.5 x GB of free disk under the scratch folder. Env: TIERZERO_BUILD (build folder,
+# Needs about 2.5 x GB of free disk under the scratch folder. Env: TIERZERO_CONVERT_BLOCK (the
+# write size of both programs, default 1MiB), TIERZERO_BUILD (build folder,
 # default build), TIERZERO_PYTHON (default python3), TIERZERO_BENCH_DIR (scratch, on the disk to
 # measure, not tmpfs; default /tmp/tierzero-convert-write-ratio, removed at the end unless KEEP=1).
 set -euo pipefail
@@ -55,10 +56,13 @@ echo "# generating a ${gigabytes} GB ZeRO-3 engine checkpoint ($layers layers) i
   { echo "convert_write_ratio: make_engine_checkpoint failed:"; tail -5 "$work/generate.log"; exit 1; }
 "$tz" checkpoint verify "$ckpt" > "$work/verify.log" 2>&1 ||
   { echo "convert_write_ratio: the generated checkpoint does not verify:"; tail -5 "$work/verify.log"; exit 1; }
+sync  # the generator's writes reach the disk now, not during run 1
 cat "$ckpt"/global_step1000/*.bin > /dev/null  # warm the page cache
 in_bytes="$(cat "$ckpt"/global_step1000/*.bin | wc -c)"
 out_mib="$(awk -v b="$in_bytes" 'BEGIN { printf "%d", b / 2 / 1048576 + 1 }')"
-bench_flags=(--path "$work" --size "${out_mib}MiB" --block-size 1MiB --queue-depth 32 --threads 1)
+block="${TIERZERO_CONVERT_BLOCK:-1MiB}"
+bench_flags=(--path "$work" --size "${out_mib}MiB" --block-size "$block" --queue-depth 32 --threads 1)
+convert_flags=(--dtype bf16 --no-progress --aio-block-size "$block" --aio-queue-depth 32)
 has_checker=0
 "$py" -c 'import torch, safetensors' > /dev/null 2>&1 && has_checker=1
 
@@ -69,7 +73,7 @@ printf '# tierzero convert vs tierzero bench io sequential write, on %s (%s core
   "$(hostname)" "$(nproc)" "$(awk '/MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)" "$fs_type" "$work"
 printf '# input: ZeRO-3, world size 4, %s layers, %.2f GB fp32 in 4 rank files, verified, page cache warm\n' \
   "$layers" "$(awk -v b="$in_bytes" 'BEGIN { print b / 1e9 }')"
-printf '# convert: %s convert CKPT OUT --dtype bf16 --no-progress\n' "$tz"
+printf '# convert: %s convert CKPT OUT %s\n' "$tz" "${convert_flags[*]}"
 printf '# bench io: %s bench io %s\n' "$tz" "${bench_flags[*]}"
 printf '%-5s %7s %10s %9s %20s %12s %10s %10s %8s\n' "# run" "wall_s" "convert_s" "out_GB/s" "bench_io_write_GB/s" \
   "write_ratio" "wall_ratio" "peak_RSS" "correct"
@@ -81,7 +85,7 @@ for run in 1 2 3; do
     { echo "convert_write_ratio: bench io failed:"; tail -5 "$work/io_$run.log"; exit 1; }
   io="$(awk '/^# best write:/ { print $4 }' "$work/io_$run.log")"
   rm -rf "$work/out"
-  /usr/bin/time -v -o "$work/convert_$run.time" "$tz" convert "$ckpt" "$work/out" --dtype bf16 --no-progress \
+  /usr/bin/time -v -o "$work/convert_$run.time" "$tz" convert "$ckpt" "$work/out" "${convert_flags[@]}" \
     > "$work/convert_$run.log" 2>&1 || { echo "convert_write_ratio: convert failed:"; tail -5 "$work/convert_$run.log"; exit 1; }
   out_bytes="$(cat "$work"/out/*.safetensors | wc -c)"
   correct=OK

@@ -20,6 +20,8 @@ struct ConvertFlags {
   std::string max_shard_size = "5GB";
   std::string tag;
   std::string backend = "auto";
+  std::string block_size;    // empty: ConvertOptions' default
+  uint32_t queue_depth = 0;  // 0: ConvertOptions' default
   bool no_progress = false;
 };
 
@@ -49,6 +51,8 @@ void run_convert(const ConvertFlags& flags) {
   options.dtype = value_or_throw(checkpoint::parse_output_dtype(flags.dtype));
   options.max_shard_bytes = value_or_throw(parse_bytes(flags.max_shard_size));
   options.io.backend = value_or_throw(nvme::parse_backend(flags.backend));
+  if (!flags.block_size.empty()) options.io.block_size = value_or_throw(parse_bytes(flags.block_size));
+  if (flags.queue_depth > 0) options.io.queue_depth = flags.queue_depth;
   options.progress = !flags.no_progress;
   std::string kind;
   auto source = open_source(flags, kind);
@@ -76,6 +80,8 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--max-shard-size", flags->max_shard_size, "Tensor bytes per output file (default 5GB)");
   cmd->add_option("--tag", flags->tag, "Checkpoint tag to convert (default: the one in SRC/latest)");
   cmd->add_option("--aio-backend", flags->backend, "Output I/O: auto | io_uring | libaio | sync (default auto)");
+  cmd->add_option("--aio-block-size", flags->block_size, "Output I/O: bytes per write (default 1MiB)");
+  cmd->add_option("--aio-queue-depth", flags->queue_depth, "Output I/O: writes in flight (default 32)");
   cmd->add_flag("--no-progress", flags->no_progress, "No progress bar");
   cmd->callback([flags] { run_convert(*flags); });
 }
