@@ -108,6 +108,7 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   TensorPrefetcher prefetcher(source, options.read_ahead_bytes);
   const std::map<std::string, std::string> metadata{{"format", "pt"}};
   SafetensorsWriter::Options writer_options{options.write_buffer_bytes, options.write_buffers};
+  auto finishing = start;
   for (size_t s = 0; s < plan.shards.size(); ++s) {
     std::vector<TensorToWrite> shard_tensors;
     for (size_t i : plan.shards[s]) shard_tensors.push_back(tensors[i]);
@@ -121,6 +122,7 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
       prefetcher.recycle();
       if (progress) progress->advance(tensors[i].bytes().value());
     }
+    if (s + 1 == plan.shards.size()) finishing = std::chrono::steady_clock::now();
     TZ_RETURN_IF_ERROR(writer->finish());
     report.file_bytes += writer->file_bytes();
   }
@@ -140,7 +142,9 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   const std::string parent = fs::path(target).parent_path().string();
   TZ_RETURN_IF_ERROR(durable.sync_dir(parent.empty() ? "." : parent));
   if (progress) progress->finish();
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = std::chrono::steady_clock::now();
+  report.seconds = std::chrono::duration<double>(end - start).count();
+  report.finish_seconds = std::chrono::duration<double>(end - finishing).count();
   return report;
 }
 

@@ -33,6 +33,8 @@ struct ConvertReport {
   uint64_t tensor_bytes = 0;   // data bytes (the index's total_size)
   uint64_t file_bytes = 0;     // bytes written, headers included
   double seconds = 0;
+  double finish_seconds = 0;   // of which, after the last tensor was handed to the writer: the last
+                               // writes in flight, fdatasync, index, rename, directory fsyncs
 };
 
 // Writes every tensor of `source` to `out_dir` as safetensors shards: floating-point tensors

@@ -84,6 +84,7 @@ Result<FioResult> run_fio(const FioJob& job) {
                                    "--lat_percentiles=1",
                                    "--percentile_list=50:99",
                                    "--output-format=json"};
+  if (job.write && job.end_fsync) args.push_back("--end_fsync=1");
   FioResult result;
   for (const std::string& a : args) result.command += (result.command.empty() ? "" : " ") + a;
   const std::string stem = std::filesystem::temp_directory_path() / ("tierzero-fio-" + std::to_string(getpid()));

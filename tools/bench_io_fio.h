@@ -16,6 +16,7 @@ struct FioJob {
   uint64_t block_size = 0;
   uint32_t iodepth = 0;
   uint32_t numjobs = 1;
+  bool end_fsync = false;  // writes: fsync at the end, inside the timing (end_fsync=1)
 };
 
 struct FioResult {

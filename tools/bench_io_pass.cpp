@@ -99,7 +99,7 @@ class CompletedSlots {
 }  // namespace
 
 Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, BenchBuffers& buffers, uint64_t size,
-                            PassData data, const std::string& label) {
+                            PassData data, const std::string& label, bool end_fsync) {
   const uint64_t bs = buffers.block_size();
   const uint64_t blocks = (size + bs - 1) / bs;
   const uint32_t slots = buffers.slots();
@@ -152,6 +152,7 @@ Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, B
     ++finished;
     if (submitted < blocks && first_error.ok()) submit(slot, submitted++);
   }
+  if (end_fsync && op == nvme::Op::kWrite && first_error.ok()) first_error = file->sync();
   const auto t1 = std::chrono::steady_clock::now();
   const double cpu1 = cpu_seconds();
   bar.finish();

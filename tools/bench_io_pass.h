@@ -49,8 +49,9 @@ enum class PassData {
 // Moves `size` bytes of `file` sequentially from offset 0 in requests of buffers.block_size(),
 // keeping every buffer in flight (a finished request's buffer takes the next block at once);
 // shows a progress bar labelled `label`. kVerify returns kCorrupt naming the first block that
-// differs.
+// differs. With `end_fsync`, a write pass ends with an fdatasync inside the timed span (fio's
+// end_fsync=1): the figure is then the rate at which bytes become durable.
 Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, BenchBuffers& buffers, uint64_t size,
-                            PassData data, const std::string& label);
+                            PassData data, const std::string& label, bool end_fsync = false);
 
 }  // namespace tierzero::tools

@@ -32,6 +32,7 @@ struct BenchIoFlags {
   bool sweep = false;
   bool tune = false;
   bool vs_fio = false;
+  bool end_fsync = false;
   std::string json;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
@@ -92,6 +93,7 @@ class BenchIo {
     report_.param("file", file_->path() + (is_memory_fs(dir) ? " (tmpfs: memory, not a disk)" : ""));
     report_.param("size", format_bytes(size_) + " per pass, sequential, from offset 0");
     report_.param("I/O", direct_text_);
+    if (flags_.end_fsync) report_.param("durability", "each write pass ends with fdatasync, timed (fio: end_fsync=1)");
     report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
     report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
     report_.param("repeats", std::to_string(repeats()) + (repeats() > 1 ? " per pass, median shown" +
@@ -132,10 +134,12 @@ class BenchIo {
     // the verify pass checks its data.
     std::vector<PassResult> writes, reads;
     std::vector<FioResult> fio_writes, fio_reads;
-    FioJob job{fio_, file_->path(), true, size_, config.block_size, config.queue_depth, config.intra_op_parallelism};
+    FioJob job{fio_, file_->path(), true, size_, config.block_size, config.queue_depth, config.intra_op_parallelism,
+               flags_.end_fsync};
     for (uint32_t i = 0; i < repeats(); ++i) {
       if (compare_fio()) add_fio(job, fio_writes);
-      writes.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag)));
+      writes.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag,
+                                                  flags_.end_fsync)));
     }
     job.write = false;
     for (uint32_t i = 0; i < repeats(); ++i) {
@@ -294,6 +298,7 @@ void add_bench_io_command(CLI::App& bench) {
   cmd->add_flag("--sweep", flags->sweep, "Sweep backend x block size x depth x threads (flags given stay fixed)");
   cmd->add_flag("--tune", flags->tune, "Sweep, then print the best DeepSpeed \"aio\" block");
   cmd->add_flag("--vs-fio", flags->vs_fio, "Also run fio (io_uring, direct) with the same parameters and print the ratio");
+  cmd->add_flag("--end-fsync", flags->end_fsync, "Time an fdatasync at the end of each write pass (fio's end_fsync=1)");
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchIo(*flags).run(); });
 }

@@ -61,9 +61,10 @@ void run_convert(const ConvertFlags& flags) {
                flags.dtype.c_str());
   const checkpoint::ConvertReport report =
       value_or_throw(checkpoint::consolidate_to_safetensors(*source, flags.out, options));
-  std::printf("wrote %zu tensors (%s) in %zu safetensors file%s to %s in %.2f s: %s; peak RSS %s\n", report.tensors,
-              format_bytes(report.tensor_bytes).c_str(), report.files, report.files == 1 ? "" : "s",
-              flags.out.c_str(), report.seconds,
+  std::printf("wrote %zu tensors (%s) in %zu safetensors file%s to %s in %.2f s (last %.2f s: fsync, rename): %s; "
+              "peak RSS %s\n",
+              report.tensors, format_bytes(report.tensor_bytes).c_str(), report.files, report.files == 1 ? "" : "s",
+              flags.out.c_str(), report.seconds, report.finish_seconds,
               format_rate(report.seconds > 0 ? report.file_bytes / report.seconds : 0).c_str(),
               format_bytes(peak_rss_bytes()).c_str());
 }
