@@ -85,6 +85,7 @@ Result<FioResult> run_fio(const FioJob& job) {
                                    "--percentile_list=50:99",
                                    "--output-format=json"};
   if (job.write && job.end_fsync) args.push_back("--end_fsync=1");
+  if (job.write && job.new_file) args.push_back("--fallocate=native");
   FioResult result;
   for (const std::string& a : args) result.command += (result.command.empty() ? "" : " ") + a;
   const std::string stem = std::filesystem::temp_directory_path() / ("tierzero-fio-" + std::to_string(getpid()));

@@ -17,6 +17,7 @@ struct FioJob {
   uint32_t iodepth = 0;
   uint32_t numjobs = 1;
   bool end_fsync = false;  // writes: fsync at the end, inside the timing (end_fsync=1)
+  bool new_file = false;   // writes: the caller removed the file; fio creates it with fallocate
 };
 
 struct FioResult {

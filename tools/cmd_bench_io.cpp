@@ -33,6 +33,7 @@ struct BenchIoFlags {
   bool tune = false;
   bool vs_fio = false;
   bool end_fsync = false;
+  bool new_file = false;
   std::string json;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
@@ -93,6 +94,10 @@ class BenchIo {
     report_.param("file", file_->path() + (is_memory_fs(dir) ? " (tmpfs: memory, not a disk)" : ""));
     report_.param("size", format_bytes(size_) + " per pass, sequential, from offset 0");
     report_.param("I/O", direct_text_);
+    if (flags_.new_file) {
+      report_.param("write passes", "each to a new file (unlinked, created, preallocated and sized, untimed), as convert "
+                                    "writes; fio: --fallocate=native on a new file");
+    }
     if (flags_.end_fsync) report_.param("durability", "each write pass ends with fdatasync, timed (fio: end_fsync=1)");
     report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
     report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
@@ -117,6 +122,15 @@ class BenchIo {
 
   bool compare_fio() const { return flags_.vs_fio && !fio_.empty(); }
 
+  // --new-file, untimed: the test file unlinked and created again, its blocks reserved and its size
+  // set up front, as `tierzero convert` and checkpoint saves create theirs.
+  nvme::FileRef fresh_file(nvme::IoEngine& engine) {
+    ::unlink(file_->path().c_str());
+    nvme::FileRef file = value_or_throw(engine.open(file_->path(), {nvme::OpenMode::kReadWrite, size_, true}));
+    throw_if_error(file->truncate(size_));
+    return file;
+  }
+
   void measure(nvme::IoConfig config) {
     Result<std::unique_ptr<nvme::IoEngine>> created = nvme::IoEngine::create(config);
     if (!created.ok()) {
@@ -134,10 +148,15 @@ class BenchIo {
     // the verify pass checks its data.
     std::vector<PassResult> writes, reads;
     std::vector<FioResult> fio_writes, fio_reads;
-    FioJob job{fio_, file_->path(), true, size_, config.block_size, config.queue_depth, config.intra_op_parallelism,
-               flags_.end_fsync};
+    FioJob job{.fio = fio_, .file = file_->path(), .write = true, .size = size_, .block_size = config.block_size,
+               .iodepth = config.queue_depth, .numjobs = config.intra_op_parallelism, .end_fsync = flags_.end_fsync,
+               .new_file = flags_.new_file};
     for (uint32_t i = 0; i < repeats(); ++i) {
-      if (compare_fio()) add_fio(job, fio_writes);
+      if (compare_fio()) {
+        if (flags_.new_file) ::unlink(file_->path().c_str());
+        add_fio(job, fio_writes);
+      }
+      if (flags_.new_file) file = fresh_file(*engine);
       writes.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag,
                                                   flags_.end_fsync)));
     }
@@ -298,6 +317,8 @@ void add_bench_io_command(CLI::App& bench) {
   cmd->add_flag("--sweep", flags->sweep, "Sweep backend x block size x depth x threads (flags given stay fixed)");
   cmd->add_flag("--tune", flags->tune, "Sweep, then print the best DeepSpeed \"aio\" block");
   cmd->add_flag("--vs-fio", flags->vs_fio, "Also run fio (io_uring, direct) with the same parameters and print the ratio");
+  cmd->add_flag("--new-file", flags->new_file,
+                "Write passes go to a new preallocated file each time (block allocation included), not over the laid-out one");
   cmd->add_flag("--end-fsync", flags->end_fsync, "Time an fdatasync at the end of each write pass (fio's end_fsync=1)");
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchIo(*flags).run(); });
