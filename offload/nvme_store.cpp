@@ -73,6 +73,11 @@ Result<std::unique_ptr<NvmeStore>> NvmeStore::create(const TierBudgets& budgets,
       return disk_full("preallocating the swap file " + path, dir, per_file, file.status().message());
     }
     if (!file.ok()) return file.status().with_context("opening the NVMe swap file");
+    // The whole file inside i_size from the start: ext4/xfs run a direct write past the end of the
+    // file (an extending write) alone under the inode lock, synchronously; inside it, writes run
+    // together. Never shrinks a kept file.
+    TZ_ASSIGN_OR_RETURN(const uint64_t size, (*file)->size());
+    if (size < per_file) TZ_RETURN_IF_ERROR((*file)->truncate(per_file).with_context("sizing the NVMe swap file"));
     store->files_.push_back({*file, path, dir, RangeAllocator(per_file), fully_allocated(**file, per_file)});
   }
   return store;

@@ -20,6 +20,16 @@ TierBudgets budgets(const testing::TempDir& a, const testing::TempDir& b) {
   return t;
 }
 
+// Swap files are sized up front (writes into them are then not file-extending ones).
+TEST(Manifest, SwapFilesHaveTheirWholeSizeFromTheStart) {
+  testing::TempDir a, b;
+  auto tm = TierManager::create(budgets(a, b));
+  ASSERT_TRUE(tm.ok()) << tm.status().to_string();
+  const uint64_t per_file = 4 << 20;  // nvme_bytes 8 MiB over two paths
+  EXPECT_EQ(std::filesystem::file_size(a.path() + "/tierzero-swap-r0-s0.bin"), per_file);
+  EXPECT_EQ(std::filesystem::file_size(b.path() + "/tierzero-swap-r0-s1.bin"), per_file);
+}
+
 TEST(Manifest, CapturesAndReattachesStripedShards) {
   testing::TempDir a, b;
   std::vector<NvmeShardRecord> manifest;
