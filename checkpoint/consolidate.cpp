@@ -105,7 +105,7 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   std::unique_ptr<ProgressBar> progress;
   if (options.progress) progress = std::make_unique<ProgressBar>("convert", plan.total_bytes);
 
-  TensorPrefetcher prefetcher(source, options.read_ahead_bytes);
+  TensorPrefetcher prefetcher(source, options.read_ahead_bytes, options.read_piece_bytes);
   const std::map<std::string, std::string> metadata{{"format", "pt"}};
   SafetensorsWriter::Options writer_options{options.write_buffer_bytes, options.write_buffers};
   auto finishing = start;
@@ -116,10 +116,16 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
     TZ_ASSIGN_OR_RETURN(auto writer,
                         SafetensorsWriter::create(*engine, path, shard_tensors, metadata, writer_options));
     for (size_t i : plan.shards[s]) {
-      TZ_ASSIGN_OR_RETURN(PrefetchedTensor data, prefetcher.next());
-      TZ_RETURN_IF_ERROR(write_tensor(*writer, data, source.dtype(i), tensors[i].dtype)
-                             .with_context(fmt::format("writing tensor '{}' to {}", specs[i].name, path)));
-      prefetcher.recycle();
+      for (bool last = false; !last;) {
+        TZ_ASSIGN_OR_RETURN(PrefetchedPiece piece, prefetcher.next());
+        if (piece.index != i) {
+          return internal_error(fmt::format("convert read tensor {} where tensor {} was due", piece.index, i));
+        }
+        TZ_RETURN_IF_ERROR(write_tensor(*writer, piece, source.dtype(i), tensors[i].dtype)
+                               .with_context(fmt::format("writing tensor '{}' to {}", specs[i].name, path)));
+        prefetcher.recycle();
+        last = piece.last;
+      }
       if (progress) progress->advance(tensors[i].bytes().value());
     }
     if (s + 1 == plan.shards.size()) finishing = std::chrono::steady_clock::now();

@@ -20,7 +20,8 @@ struct ConvertOptions {
   }
   DType dtype = DType::kBF16;                 // floats: F32, F16 or BF16 (round to nearest even)
   uint64_t max_shard_bytes = 5'000'000'000;   // tensor data per output file (transformers' "5GB")
-  uint64_t read_ahead_bytes = 256ull << 20;   // the read-ahead ring (grown to the largest tensor)
+  uint64_t read_ahead_bytes = 128ull << 20;   // the read-ahead ring
+  uint64_t read_piece_bytes = 16ull << 20;    // floats read (and converted) at a time
   uint64_t write_buffer_bytes = 16ull << 20;  // per nvme write buffer
   uint32_t write_buffers = 4;                 // in flight while the next one fills
   nvme::IoConfig io = default_io();           // how output is written
@@ -45,8 +46,8 @@ struct ConvertReport {
 // failure the partial directory is removed, so `out_dir` never holds a partial result.
 // Reading, converting and writing overlap: a reader thread fills tensors ahead while the caller's
 // thread converts them (on every core, oneTBB) straight into the nvme engine's write buffers.
-// Peak memory: read_ahead_bytes (at least the largest fp32 tensor; one ring, allocated once) plus
-// write_buffers * write_buffer_bytes, whatever the model size.
+// Peak memory: read_ahead_bytes (one ring, allocated once; grown only to hold the largest integer
+// tensor, which is read whole) plus write_buffers * write_buffer_bytes, whatever the model size.
 Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, const std::string& out_dir,
                                                  const ConvertOptions& options);
 

@@ -10,6 +10,15 @@ int64_t TensorSpec::numel() const {
   return n;
 }
 
+Status ConsolidationSource::read_fp32(size_t index, std::span<float> out) {
+  const std::vector<TensorSpec>& specs = tensors();
+  if (index >= specs.size() || static_cast<int64_t>(out.size()) != specs[index].numel()) {
+    return invalid_argument("read_fp32: tensor " + std::to_string(index) + " of " + std::to_string(specs.size()) +
+                            " with a buffer of " + std::to_string(out.size()) + " floats, not the tensor's size");
+  }
+  return read_fp32_range(index, 0, out);
+}
+
 DType ConsolidationSource::dtype(size_t) const { return DType::kF32; }
 
 Status ConsolidationSource::read_raw(size_t index, std::span<std::byte>) {

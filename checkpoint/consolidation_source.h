@@ -32,7 +32,7 @@ struct TensorSpec {
 // (the converter rounds them to the output dtype), integer and bool tensors (module buffers such as
 // position ids or step counters) as their stored bytes, copied to the output unchanged.
 //
-// Threading: the converter calls read_fp32 from one thread at a time, but that thread may
+// Threading: the converter calls read_fp32_range from one thread at a time, but that thread may
 // differ from the one that opened the source. Indices are read in increasing order in practice;
 // a source must still accept any order (it may be slower for random order).
 class ConsolidationSource {
@@ -48,10 +48,13 @@ class ConsolidationSource {
   // as Hugging Face does (the model config keeps tie_word_embeddings).
   virtual const std::vector<std::pair<std::string, std::string>>& aliases() const = 0;
 
-  // Fills `out` with the full fp32 tensor tensors()[index], row-major. `out.size()` must equal
-  // tensors()[index].numel(); otherwise kInvalidArgument. Errors (I/O, corrupt or missing rank
-  // files) name the file, the tensor and the rank.
-  virtual Status read_fp32(size_t index, std::span<float> out) = 0;
+  // Fills `out` with elements [first, first + out.size()) of the fp32 tensor tensors()[index],
+  // row-major; a range outside the tensor is kInvalidArgument. A tensor read in increasing ranges
+  // streams, and its stored checksums are checked by the time its last element is read. Errors
+  // (I/O, corrupt or missing rank files) name the file, the tensor and the rank.
+  virtual Status read_fp32_range(size_t index, uint64_t first, std::span<float> out) = 0;
+  // The whole tensor: `out.size()` must equal tensors()[index].numel() (else kInvalidArgument).
+  Status read_fp32(size_t index, std::span<float> out);
 
   // The dtype tensors()[index] keeps in the output: an integer or bool dtype (I64, I32, I16, I8,
   // U8, BOOL, ...) for tensors copied unchanged with read_raw, else F32: a floating-point tensor

@@ -1,5 +1,6 @@
 #include "checkpoint/deepspeed_source.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -33,19 +34,23 @@ class DeepSpeedSource final : public ConsolidationSource {
   const std::vector<std::pair<std::string, std::string>>& aliases() const override { return layout_.aliases; }
   std::string model_config_json() const override { return config_json_; }
 
-  Status read_fp32(size_t index, std::span<float> out) override {
+  Status read_fp32_range(size_t index, uint64_t first, std::span<float> out) override {
     if (index >= layout_.specs.size()) {
       return invalid_argument("tensor index " + std::to_string(index) + " is past the " +
                               std::to_string(layout_.specs.size()) + " tensors of the DeepSpeed checkpoint");
     }
     const std::string& name = layout_.specs[index].name;
-    if (out.size() != static_cast<uint64_t>(layout_.numels[index])) {
-      return invalid_argument("tensor '" + name + "' has " + std::to_string(layout_.numels[index]) +
-                              " elements; the output span holds " + std::to_string(out.size()));
+    const auto numel = static_cast<uint64_t>(layout_.numels[index]);
+    if (first > numel || out.size() > numel - first) {
+      return invalid_argument("tensor '" + name + "' has " + std::to_string(numel) + " elements; elements [" +
+                              std::to_string(first) + ", +" + std::to_string(out.size()) + ") are not all in it");
     }
+    const uint64_t end = first + out.size();
     for (const DeepSpeedPiece& p : layout_.pieces[index]) {
-      const Status s = files_.at(p.file).read_fp32(layout_.sources[p.source], p.src_first,
-                                                    out.subspan(p.dst_first, p.count));
+      const uint64_t lo = std::max(first, p.dst_first), hi = std::min(end, p.dst_first + p.count);
+      if (lo >= hi) continue;
+      const Status s = files_.at(p.file).read_fp32(layout_.sources[p.source], p.src_first + (lo - p.dst_first),
+                                                    out.subspan(lo - first, hi - lo));
       if (!s.ok()) {
         return s.with_context("reading tensor '" + name + "'" +
                               (p.rank >= 0 ? " from rank " + std::to_string(p.rank) : std::string()));

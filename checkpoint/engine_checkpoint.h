@@ -169,8 +169,9 @@ class CheckpointReader {
   // Reads every section read_flat_range touched to its end, checking its checksum, and closes
   // those streams. Call after the last read_flat_range of a pass.
   virtual Status finish_reads() = 0;
-  // Reads replicated tensor `index` whole into `out` (exactly its byte size).
-  virtual Status read_replicated(size_t index, std::span<std::byte> out) = 0;
+  // Fills `out` with bytes [begin, begin + out.size()) of replicated tensor `index`. Reading
+  // forward streams; the tensor's checksum is checked when a read reaches its end.
+  virtual Status read_replicated(size_t index, uint64_t begin, std::span<std::byte> out) = 0;
   // The opaque state rank `rank` saved (null when it saved none).
   virtual const nlohmann::json& rank_state(uint32_t rank) const = 0;
 };

@@ -134,10 +134,12 @@ class EngineCheckpointReader final : public CheckpointReader {
     return finish_reads();
   }
 
-  Status read_replicated(size_t index, std::span<std::byte> out) override {
+  Status read_replicated(size_t index, uint64_t begin, std::span<std::byte> out) override {
     const CheckpointManifest& m = manifest();
-    if (index >= m.replicated.size() || out.size() != replicated_bytes(m.replicated[index])) {
-      return invalid_argument(fmt::format("{}: no replicated tensor {} of {} bytes", path_, index, out.size()));
+    const uint64_t total = index < m.replicated.size() ? replicated_bytes(m.replicated[index]) : 0;
+    if (index >= m.replicated.size() || begin > total || out.size() > total - begin) {
+      return invalid_argument(
+          fmt::format("{}: no bytes [{}, +{}) in replicated tensor {} ({} bytes)", path_, begin, out.size(), index, total));
     }
     const auto& sections = stored_.files[0].sections;
     auto it = std::find_if(sections.begin(), sections.end(),
@@ -145,8 +147,8 @@ class EngineCheckpointReader final : public CheckpointReader {
     TZ_ASSIGN_OR_RETURN(SectionCursor * cursor,
                         cursor_for(0, static_cast<size_t>(it - sections.begin()),
                                    fmt::format("tensor '{}'", m.replicated[index].spec.name)));
-    TZ_RETURN_IF_ERROR(cursor->read(0, out));
-    return finish_reads();
+    TZ_RETURN_IF_ERROR(cursor->read(begin, out));
+    return begin + out.size() == total ? finish_reads() : Status();
   }
 
   Status finish_reads() override {

@@ -31,7 +31,7 @@ void round_floats(const std::byte* in, std::byte* out, uint64_t n) {
 
 }  // namespace
 
-Status write_tensor(SafetensorsWriter& writer, const PrefetchedTensor& tensor, DType stored, DType out_dtype) {
+Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, DType stored, DType out_dtype) {
   Kernel kernel = copy_bytes;
   uint64_t in_item = 1, out_item = 1;
   if (stored == DType::kF32 && out_dtype == DType::kBF16) {
@@ -44,8 +44,8 @@ Status write_tensor(SafetensorsWriter& writer, const PrefetchedTensor& tensor, D
     return invalid_argument(fmt::format("a {} tensor cannot be written as {}", dtype_name(stored),
                                         dtype_name(out_dtype)));
   }
-  const uint64_t total = tensor.bytes / in_item;
-  const std::byte* in = tensor.data;
+  const uint64_t total = piece.bytes / in_item;
+  const std::byte* in = piece.data;
   for (uint64_t done = 0; done < total;) {
     TZ_ASSIGN_OR_RETURN(std::span<std::byte> out, writer.reserve((total - done) * out_item));
     const uint64_t n = std::min(total - done, out.size() / out_item);

@@ -100,15 +100,19 @@ TEST_F(Consolidate, WritesShardedBf16WithIndexAndConfig) {
   expect_bf16_values(out, index);
 }
 
-// A read-ahead ring smaller than two tensors (or than one: it grows to the largest) wraps and
-// waits for the writer many times; every value still arrives where it belongs.
-TEST_F(Consolidate, ReadAheadRingOfAnySizeKeepsEveryValue) {
-  for (uint64_t budget : {uint64_t{1}, uint64_t{1000}, uint64_t{3000}, uint64_t{1} << 20}) {
-    options_.read_ahead_bytes = budget;
-    const std::string out = dir_.file("ring_" + std::to_string(budget));
-    auto report = convert(out);
-    ASSERT_TRUE(report.ok()) << report.status().to_string();
-    expect_bf16_values(out, nlohmann::json::parse(testing::read_text(out + "/model.safetensors.index.json")));
+// A read-ahead ring smaller than two pieces (or than one: it grows to a piece) wraps and waits for
+// the writer many times, and tensors read in pieces smaller than a rank's share (zstd sections
+// here) are read range by range; every value still arrives where it belongs.
+TEST_F(Consolidate, ReadAheadRingAndPiecesOfAnySizeKeepEveryValue) {
+  for (uint64_t budget : {uint64_t{1}, uint64_t{1000}, uint64_t{1} << 20}) {
+    for (uint64_t piece : {uint64_t{64}, uint64_t{448}, uint64_t{16} << 20}) {
+      options_.read_ahead_bytes = budget;
+      options_.read_piece_bytes = piece;
+      const std::string out = dir_.file("ring_" + std::to_string(budget) + "_" + std::to_string(piece));
+      auto report = convert(out);
+      ASSERT_TRUE(report.ok()) << report.status().to_string();
+      expect_bf16_values(out, nlohmann::json::parse(testing::read_text(out + "/model.safetensors.index.json")));
+    }
   }
 }
 

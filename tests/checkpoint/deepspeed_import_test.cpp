@@ -46,6 +46,14 @@ void expect_equal(ConsolidationSource& source, const StateDump& want) {
       ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(w.values[j]))
           << w.name << " element " << j << ": " << got[j] << " vs " << w.values[j];
     }
+    // The same values read in ranges of 7 elements, which cross every rank's piece boundary.
+    std::vector<float> ranged(got.size(), -1.0f);
+    for (size_t first = 0; first < ranged.size(); first += 7) {
+      const size_t n = std::min<size_t>(7, ranged.size() - first);
+      const Status r = source.read_fp32_range(i, first, std::span(ranged).subspan(first, n));
+      ASSERT_TRUE(r.ok()) << w.name << ": " << r.to_string();
+    }
+    ASSERT_EQ(0, std::memcmp(ranged.data(), got.data(), got.size() * sizeof(float))) << w.name << " read in ranges";
   }
   EXPECT_EQ(source.aliases(), want.aliases);
 }
@@ -102,6 +110,11 @@ TEST(DeepSpeedImportApi, ReadChecksIndexAndSpan) {
   std::vector<float> wrong(static_cast<size_t>(source->tensors()[0].numel()) + 1);
   EXPECT_EQ(source->read_fp32(0, wrong).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(source->read_fp32(source->tensors().size(), wrong).code(), ErrorCode::kInvalidArgument);
+  const auto numel = static_cast<uint64_t>(source->tensors()[0].numel());
+  std::vector<float> three(3);
+  EXPECT_EQ(source->read_fp32_range(0, numel - 2, three).code(), ErrorCode::kInvalidArgument);  // past the end
+  EXPECT_TRUE(source->read_fp32_range(0, numel - 3, three).ok());
+  EXPECT_TRUE(source->read_fp32_range(0, numel, std::span<float>()).ok());
 }
 
 TEST(DeepSpeedImportApi, ReadsInAnyOrder) {

@@ -87,7 +87,7 @@ TEST_P(EngineRoundTrip, SavesAndLoadsEveryRankAndTheTrainingState) {
     }
   }
   std::vector<float> inv_freq(2);
-  ASSERT_TRUE((*reader)->read_replicated(0, std::as_writable_bytes(std::span(inv_freq))).ok());
+  ASSERT_TRUE((*reader)->read_replicated(0, 0, std::as_writable_bytes(std::span(inv_freq))).ok());
   EXPECT_EQ(inv_freq[1], testing::fixture_value(1000, 1));
   auto report = verify_checkpoint(dir.path());
   ASSERT_TRUE(report.ok()) << report.status().to_string();
