@@ -20,8 +20,8 @@ struct ConvertOptions {
   }
   DType dtype = DType::kBF16;                 // floats: F32, F16 or BF16 (round to nearest even)
   uint64_t max_shard_bytes = 5'000'000'000;   // tensor data per output file (transformers' "5GB")
-  uint64_t read_ahead_bytes = 128ull << 20;   // the read-ahead ring
-  uint64_t read_piece_bytes = 16ull << 20;    // floats read (and converted) at a time
+  uint64_t read_ahead_bytes = 256ull << 20;   // the read-ahead ring
+  uint64_t read_piece_bytes = 256ull << 20;   // most fp32 bytes of a tensor read at a time
   uint64_t write_buffer_bytes = 16ull << 20;  // per nvme write buffer
   uint32_t write_buffers = 4;                 // in flight while the next one fills
   nvme::IoConfig io = default_io();           // how output is written
