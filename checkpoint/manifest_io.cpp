@@ -7,7 +7,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <xxhash.h>
+
+#include "checkpoint/xxh3.h"
 
 namespace tierzero::checkpoint {
 namespace {

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "checkpoint/durable_fs.h"
 #include "checkpoint/manifest_io.h"
 #include "checkpoint/stream_writer.h"
+#include "checkpoint/xxh3.h"
 
 namespace tierzero::checkpoint {
 

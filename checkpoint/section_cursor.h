@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "checkpoint/manifest_io.h"
+#include "checkpoint/xxh3.h"
 
 namespace tierzero::checkpoint {
 

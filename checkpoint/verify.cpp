@@ -2,12 +2,12 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include "checkpoint/engine_checkpoint.h"
 #include "checkpoint/manifest_io.h"
 #include "checkpoint/reader_paths.h"
 #include "checkpoint/section_cursor.h"
+#include "checkpoint/xxh3.h"
 
 namespace tierzero::checkpoint {
 namespace {
