@@ -52,7 +52,7 @@ class ConsolidationSource {
   // row-major; a range outside the tensor is kInvalidArgument. A tensor read in increasing ranges
   // streams, and its stored checksums are checked by the time its last element is read. Errors
   // (I/O, corrupt or missing rank files) name the file, the tensor and the rank.
-  virtual Status read_fp32_range(size_t index, uint64_t first, std::span<float> out) = 0;
+  Status read_fp32_range(size_t index, uint64_t first, std::span<float> out);
   // The whole tensor: `out.size()` must equal tensors()[index].numel() (else kInvalidArgument).
   Status read_fp32(size_t index, std::span<float> out);
 
@@ -67,6 +67,11 @@ class ConsolidationSource {
   // The model's config.json text when the checkpoint carries one, else empty. The converter
   // copies it verbatim to OUT/config.json.
   virtual std::string model_config_json() const = 0;
+
+ private:
+  // read_fp32_range once its arguments are checked: `index` names a tensor and the range lies
+  // inside it.
+  virtual Status fill_fp32(size_t index, uint64_t first, std::span<float> out) = 0;
 };
 
 }  // namespace tierzero::checkpoint

@@ -34,17 +34,8 @@ class DeepSpeedSource final : public ConsolidationSource {
   const std::vector<std::pair<std::string, std::string>>& aliases() const override { return layout_.aliases; }
   std::string model_config_json() const override { return config_json_; }
 
-  Status read_fp32_range(size_t index, uint64_t first, std::span<float> out) override {
-    if (index >= layout_.specs.size()) {
-      return invalid_argument("tensor index " + std::to_string(index) + " is past the " +
-                              std::to_string(layout_.specs.size()) + " tensors of the DeepSpeed checkpoint");
-    }
+  Status fill_fp32(size_t index, uint64_t first, std::span<float> out) override {
     const std::string& name = layout_.specs[index].name;
-    const auto numel = static_cast<uint64_t>(layout_.numels[index]);
-    if (first > numel || out.size() > numel - first) {
-      return invalid_argument("tensor '" + name + "' has " + std::to_string(numel) + " elements; elements [" +
-                              std::to_string(first) + ", +" + std::to_string(out.size()) + ") are not all in it");
-    }
     const uint64_t end = first + out.size();
     for (const DeepSpeedPiece& p : layout_.pieces[index]) {
       const uint64_t lo = std::max(first, p.dst_first), hi = std::min(end, p.dst_first + p.count);

@@ -86,35 +86,31 @@ class EngineSource final : public ConsolidationSource {
         .with_context(fmt::format("tensor '{}'", tensors_[index].name));
   }
 
-  Status read_fp32_range(size_t index, uint64_t first, std::span<float> out) override {
-    const uint64_t numel = index < tensors_.size() ? static_cast<uint64_t>(tensors_[index].numel()) : 0;
-    if (index >= tensors_.size() || first > numel || out.size() > numel - first) {
-      return invalid_argument(fmt::format("{}: read_fp32_range({}, {}) of {} floats", reader_->path(), index, first,
-                                          out.size()));
-    }
+  Status fill_fp32(size_t index, uint64_t first, std::span<float> out) override {
     const Location& at = where_[index];
     const CheckpointManifest& m = reader_->manifest();
     const std::string& name = tensors_[index].name;
     const DType dtype = at.replicated ? m.replicated[at.index].dtype : m.groups[at.group].states[0].dtype;
-    // Stored bytes [element, element + n) of this tensor into `bytes`.
+    const uint64_t item = dtype_bits(dtype) / 8;
+    // This tensor's stored elements from `element` on, as many as fill `bytes`.
     const auto read_stored = [&](uint64_t element, std::span<std::byte> bytes) {
-      const uint64_t item = dtype_bits(dtype) / 8;
       return at.replicated ? reader_->read_replicated(at.index, element * item, bytes)
                            : reader_->read_flat_range(at.group, 0, at.offset + element, bytes);
     };
     if (dtype == DType::kF32) {
-      TZ_RETURN_IF_ERROR(read_stored(first, std::as_writable_bytes(out)).with_context(fmt::format("tensor '{}'", name)));
+      TZ_RETURN_IF_ERROR(
+          read_stored(first, std::as_writable_bytes(out)).with_context(fmt::format("tensor '{}'", name)));
     } else {
       constexpr size_t kChunk = 1 << 20;
-      std::vector<std::byte> raw(kChunk * dtype_bits(dtype) / 8);
+      std::vector<std::byte> raw(kChunk * item);
       for (size_t done = 0; done < out.size(); done += kChunk) {
         const size_t n = std::min(kChunk, out.size() - done);
-        TZ_RETURN_IF_ERROR(read_stored(first + done, std::span(raw.data(), n * dtype_bits(dtype) / 8))
+        TZ_RETURN_IF_ERROR(read_stored(first + done, std::span(raw.data(), n * item))
                                .with_context(fmt::format("tensor '{}'", name)));
         TZ_RETURN_IF_ERROR(widen_to_fp32(dtype, raw.data(), out.subspan(done, n), name));
       }
     }
-    const bool tensor_done = first + out.size() == numel;
+    const bool tensor_done = first + out.size() == static_cast<uint64_t>(tensors_[index].numel());
     return tensor_done && !at.replicated && at.last_in_group ? reader_->finish_reads() : Status();
   }
 

@@ -39,14 +39,11 @@ class AssembledSource final : public checkpoint::ConsolidationSource {
   const std::vector<std::pair<std::string, std::string>>& aliases() const override { return aliases_; }
   std::string model_config_json() const override { return config_json_; }
 
-  Status read_fp32_range(size_t index, uint64_t first, std::span<float> out) override {
-    const auto numel = index < specs_.size() ? static_cast<uint64_t>(specs_[index].numel()) : 0;
-    if (index >= specs_.size() || first > numel || out.size() > numel - first)
-      return invalid_argument("16-bit export: tensor index " + std::to_string(index) + " or its range is out of range");
+  Status fill_fp32(size_t index, uint64_t first, std::span<float> out) override {
     if (!tensors_[index].defined())
       return internal_error("16-bit export: tensor '" + specs_[index].name + "' was already written once");
     std::memcpy(out.data(), tensors_[index].const_data_ptr<float>() + first, out.size_bytes());
-    if (first + out.size() == numel) tensors_[index] = at::Tensor();  // its last range: free it
+    if (first + out.size() == static_cast<uint64_t>(specs_[index].numel())) tensors_[index] = at::Tensor();  // freed
     return Status();
   }
 

@@ -23,7 +23,7 @@ class CountingSource final : public ConsolidationSource {
   const std::vector<TensorSpec>& tensors() const override { return specs_; }
   const std::vector<std::pair<std::string, std::string>>& aliases() const override { return aliases_; }
   std::string model_config_json() const override { return {}; }
-  Status read_fp32_range(size_t index, uint64_t first, std::span<float> out) override {
+  Status fill_fp32(size_t index, uint64_t first, std::span<float> out) override {
     for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(index * 1000 + first + j);
     return {};
   }
