@@ -21,15 +21,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Removes the partial output directory unless released.
+// Removes the partial output directory unless released. Through DurableFs (nftw), not
+// std::filesystem::remove_all: the export runs this in LibTorch-linked programs, where the dynamic
+// linker binds libtorch.so's broken copy of remove_all, which crashes.
 class PartialDirGuard {
  public:
   explicit PartialDirGuard(std::string path) : path_(std::move(path)) {}
   ~PartialDirGuard() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
+    if (!path_.empty()) (void)DurableFs().remove_all(path_);  // best effort: the error is already reported
   }
   void release() { path_.clear(); }
 
