@@ -1,5 +1,5 @@
-// export_16bit_model / save_16bit_model: assemble() -> an in-memory ConsolidationSource ->
-// checkpoint::consolidate_to_safetensors (the codebase's one safetensors writer) on rank 0.
+// export_16bit_model / save_16bit_model: MasterWeightsSource -> checkpoint::consolidate_to_safetensors
+// (the codebase's one safetensors writer) on rank 0.
 // POSIX calls, not std::filesystem, for the directory moves: libtorch.so exports broken copies of
 // some std::filesystem functions that the dynamic linker may bind instead of libstdc++'s.
 #include "engine/zero/export_16bit.h"
@@ -10,49 +10,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <map>
-#include <nlohmann/json.hpp>
-#include <utility>
 #include <vector>
 
 #include "checkpoint/consolidate.h"
 #include "engine/zero/checkpoint_io.h"
+#include "engine/zero/master_weights_source.h"
 
 namespace tierzero::engine {
 namespace {
-
-// The assembled fp32 weights as a consolidation source, in all_params order. Each tensor is freed
-// once read, so rank 0's memory shrinks as the writer advances.
-class AssembledSource final : public checkpoint::ConsolidationSource {
- public:
-  AssembledSource(const FunctionalModel& model, std::map<std::string, at::Tensor> params, std::string config_json)
-      : config_json_(std::move(config_json)) {
-    for (const ParamSpec& spec : all_params(model)) {
-      specs_.push_back({spec.name, spec.shape});
-      tensors_.push_back(params.at(spec.name).to(at::kFloat).contiguous());
-      params.erase(spec.name);
-    }
-  }
-
-  const std::vector<checkpoint::TensorSpec>& tensors() const override { return specs_; }
-  const std::vector<std::pair<std::string, std::string>>& aliases() const override { return aliases_; }
-  std::string model_config_json() const override { return config_json_; }
-
-  Status fill_fp32(size_t index, uint64_t first, std::span<float> out) override {
-    if (!tensors_[index].defined())
-      return internal_error("16-bit export: tensor '" + specs_[index].name + "' was already written once");
-    std::memcpy(out.data(), tensors_[index].const_data_ptr<float>() + first, out.size_bytes());
-    if (first + out.size() == static_cast<uint64_t>(specs_[index].numel())) tensors_[index] = at::Tensor();  // freed
-    return Status();
-  }
-
- private:
-  std::vector<checkpoint::TensorSpec> specs_;
-  std::vector<at::Tensor> tensors_;
-  std::vector<std::pair<std::string, std::string>> aliases_;  // none: a tied embedding is one parameter
-  std::string config_json_;
-};
 
 // The safetensors dtype of a compute dtype.
 checkpoint::DType export_dtype(at::ScalarType compute_dtype) {
@@ -63,17 +28,21 @@ checkpoint::DType export_dtype(at::ScalarType compute_dtype) {
   }
 }
 
-// Gathers the weights on every rank; rank 0 writes them to `out_dir` (consolidate's contract).
+// Rank 0 writes the master weights to `out_dir` (consolidate's contract) while the other ranks
+// serve it their partitions' ranges.
 Status write_model_dir(ZeroEngine& engine, const std::string& config_json, const std::string& out_dir,
                        const Export16bitOptions& options) {
-  std::map<std::string, at::Tensor> params = engine.master_params();  // a collective
-  if (engine.comm().rank() != 0) return Status();
-  AssembledSource source(engine.model(), std::move(params), config_json);  // dtype key set by consolidate
+  MasterWeightsSource source(engine, config_json);  // dtype key set by consolidate
+  if (engine.comm().rank() != 0) return source.serve();
   checkpoint::ConvertOptions convert;
   convert.dtype = export_dtype(engine.options().partition.compute_dtype);
   convert.max_shard_bytes = options.max_shard_bytes;
+  convert.read_ahead_bytes = options.read_ahead_bytes;
+  convert.read_piece_bytes = options.read_piece_bytes;
   convert.progress = options.progress;
-  return checkpoint::consolidate_to_safetensors(source, out_dir, convert).status();
+  const Status written = checkpoint::consolidate_to_safetensors(source, out_dir, convert).status();
+  const Status finished = source.finish();
+  return written.ok() ? finished : written;
 }
 
 // The names of the files in directory `dir` (the consolidation output holds no subdirectories).

@@ -1,16 +1,18 @@
 // Export of consolidated 16-bit weights, DeepSpeed's save_16bit_model (with
-// stage3_gather_16bit_weights_on_model_save for stage 3): the fp32 master weights are gathered whole
-// by the partitioner's collective assemble(), rounded (to nearest even) to the training's compute
-// dtype — bf16 or fp16; fp32 when training in fp32 — and rank 0 writes a Hugging Face model
-// directory through checkpoint/'s consolidation writer (checkpoint/consolidate.h):
+// stage3_gather_16bit_weights_on_model_save for stage 3): the fp32 master weights, rounded (to
+// nearest even) to the training's compute dtype — bf16 or fp16; fp32 when training in fp32 — are
+// written by rank 0 as a Hugging Face model directory through checkpoint/'s consolidation writer
+// (checkpoint/consolidate.h):
 //   config.json                          the model's config.json text, torch_dtype the export's
 //   model.safetensors                    or, above max_shard_bytes of tensor data,
 //   model-0000i-of-0000N.safetensors + model.safetensors.index.json
 // Names are the engine's parameter names, which are Hugging Face's; a tied embedding is written once
 // (model.embed_tokens.weight, no lm_head.weight), as transformers writes tied models.
 //
-// Memory: assemble() returns the whole model in fp32 on every rank's host (the partitioners have no
-// per-tensor gather). Ranks other than 0 drop it at once; rank 0 frees each tensor as it is written.
+// Memory: the weights stream range by range from the ranks' partitions to rank 0's writer
+// (master_weights_source.h): rank 0 holds the writer's read-ahead (read_ahead_bytes) and write
+// buffers, every rank at most one range of read_piece_bytes on its device; the model is never
+// assembled.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,9 @@ namespace tierzero::engine {
 
 struct Export16bitOptions {
   uint64_t max_shard_bytes = 5'000'000'000;  // tensor data per safetensors file (transformers' "5GB")
+  uint64_t read_ahead_bytes = 256ull << 20;  // rank 0: weights read ahead of the writer, at most
+  uint64_t read_piece_bytes = 256ull << 20;  // fp32 bytes of a parameter moved to rank 0 at a time
+                                             // (a multiple of 64)
   bool progress = false;                     // rank 0: a progress bar on stderr
 };
 

@@ -154,4 +154,8 @@ std::map<std::string, at::Tensor> FlatPartitioner::assemble(const at::Tensor& pa
   return full;
 }
 
+std::vector<PartitionRun> FlatPartitioner::locate(const std::string& name, int64_t first, int64_t count) const {
+  return engine::locate(layout_, slot_named(layout_.slots, name), first, count);
+}
+
 }  // namespace tierzero::engine

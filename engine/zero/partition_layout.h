@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace tierzero::engine {
 
 // One parameter inside a stage 0-2 flat group.
@@ -67,6 +69,29 @@ struct ShardedLayout {
 // Lays out parameters (same length, first-use order) for stage 3 over `world_size` ranks.
 ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
                                   const std::vector<std::vector<int64_t>>& shapes, int world_size);
+
+// A run of one parameter's elements that one rank's partition holds contiguously.
+struct PartitionRun {
+  int rank = 0;                  // whose partition holds it (0 when the group is not partitioned)
+  int64_t partition_offset = 0;  // its first element in that partition
+  int64_t param_offset = 0;      // its first element in the parameter, row-major
+  int64_t numel = 0;
+  bool operator==(const PartitionRun&) const = default;
+};
+
+// The runs that hold elements [first, first + count) of `slot` (the range inside the parameter; for
+// a flat group, a slot of `layout`), in increasing param_offset, together exactly that range.
+std::vector<PartitionRun> locate(const FlatGroupLayout& layout, const FlatSlot& slot, int64_t first, int64_t count);
+std::vector<PartitionRun> locate(const ShardSlot& slot, int64_t first, int64_t count);
+
+// The slot of `slots` (FlatSlot or ShardSlot) named `name`; throws tierzero::Error naming it when
+// there is none.
+template <class Slot>
+const Slot& slot_named(const std::vector<Slot>& slots, const std::string& name) {
+  for (const Slot& slot : slots)
+    if (slot.name == name) return slot;
+  throw Error(invalid_argument("no parameter named '" + name + "' in the partition layout"));
+}
 
 // Product of `shape` (1 for a scalar).
 int64_t shape_numel(const std::vector<int64_t>& shape);

@@ -18,13 +18,16 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/model/functional_model.h"
 #include "engine/zero/comm.h"
 #include "engine/zero/param_gateway.h"
+#include "engine/zero/partition_layout.h"
 
 namespace tierzero::engine {
 
@@ -55,6 +58,10 @@ class Partitioner : public ParamGateway {
   // The whole parameters (fp32, CPU) assembled from every rank's `partition` (fp32, as
   // partition_of returns). A collective: every rank calls it.
   virtual std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) = 0;
+  // Where elements [first, first + count) of parameter `name` (a parameter of the model; the range
+  // inside it) lie in the ranks' partitions, as partition_of lays them out. Pure arithmetic, the
+  // same on every rank. Throws tierzero::Error for an unknown name.
+  virtual std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const = 0;
 
   // Waits until every gradient reduction started in backward has landed in grad_partition().
   virtual void finish_reduction() = 0;

@@ -315,4 +315,8 @@ std::map<std::string, at::Tensor> ShardedPartitioner::assemble(const at::Tensor&
   return full;
 }
 
+std::vector<PartitionRun> ShardedPartitioner::locate(const std::string& name, int64_t first, int64_t count) const {
+  return engine::locate(slot_named(layout_.slots, name), first, count);
+}
+
 }  // namespace tierzero::engine

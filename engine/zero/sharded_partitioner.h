@@ -48,6 +48,7 @@ class ShardedPartitioner final : public Partitioner {
   bool partitioned() const override { return layout_.world_size > 1; }
   at::Tensor partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const override;
   std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) override;
+  std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const override;
   void finish_reduction() override { reducer_.finish(); }
   at::Tensor grad_partition() override { return grad_shard_; }
   void zero_grads() override { grad_shard_.zero_(); }

@@ -1,5 +1,5 @@
 // The 16-bit export (export_16bit.h) and config.json in engine checkpoints: two ranks (Gloo, one
-// thread each) train 2 steps at stage 3 and stage 2, export, and the exported directory — read back
+// thread each; or one rank) train 2 steps at stages 0, 2 and 3, export, and the exported directory — read back
 // with the engine's own Hugging Face loader — holds exactly the fp32 master weights rounded to the
 // training dtype; transformers loads it where it is installed. A saved checkpoint converts
 // (checkpoint/consolidate.h) to a directory whose config.json is the model's. And to_hf_json
@@ -8,10 +8,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
@@ -115,10 +117,13 @@ ModelConfig small_config(const std::string& family, bool tied) {
   return c;
 }
 
-// An engine over `comm` trained 2 steps on random tokens (different per rank).
+// An engine over `comm` trained 2 steps on random tokens (different per rank); `offload`: the
+// optimizer on the CPU (cpu_adam).
 std::unique_ptr<ZeroEngine> train_two_steps(const FunctionalModel& model, int stage, at::ScalarType dtype,
-                                            Comm& comm) {
+                                            Comm& comm, bool offload = false) {
   ZeroEngineOptions options;
+  options.offload_optimizer = offload;
+  options.cpu_threads = 1;
   options.partition.stage = stage;
   options.partition.compute_dtype = dtype;
   options.partition.reduce_bucket_numel = 1000;
@@ -185,22 +190,28 @@ struct ExportCase {
   std::string family;
   bool tied;
   at::ScalarType dtype;
+  uint64_t read_piece_bytes;  // Export16bitOptions::read_piece_bytes
 };
 
-// Stage 3 (sharded parameters) tied Qwen2 in bf16 and stage 2 (flat partitions) untied Llama in
-// fp16: every export is read back by the engine, then all of them by transformers.
+// Stage 3 (sharded parameters) tied Qwen2 in bf16, stage 2 (flat partitions) untied Llama in fp16
+// -- both moved to rank 0 in 16-float ranges, which cross the ranks' partition ends (Qwen2's
+// 16-element k/v biases are 8 per rank) -- and stage 0 (every rank holds all; rank 0 writes
+// alone) in fp32: every export is read back by the engine, then all of them by transformers.
 TEST(ZeroExport, WritesMasterWeightsRoundedToTheTrainingDtype) {
   const std::string tmp = make_temp_dir();
   std::vector<std::string> dirs;
-  for (const ExportCase& c : {ExportCase{3, "qwen2", true, at::kBFloat16}, ExportCase{2, "llama", false, at::kHalf}}) {
+  for (const ExportCase& c : {ExportCase{3, "qwen2", true, at::kBFloat16, 64},
+                              ExportCase{2, "llama", false, at::kHalf, 64},
+                              ExportCase{0, "llama", true, at::kFloat, 256 << 20}}) {
     SCOPED_TRACE("stage " + std::to_string(c.stage));
     const std::string out = tmp + "/stage" + std::to_string(c.stage);
     const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config(c.family, c.tied));
     std::map<std::string, at::Tensor> master;
     run_two_ranks([&](Comm& comm) {
       std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, c.stage, c.dtype, comm);
-      // 16 KB shards: the 2-byte model (~30 KB) spreads over several files and an index.
-      throw_if_error(export_16bit_model(*engine, config_text(*model), out, {.max_shard_bytes = 16 << 10}));
+      // 16 KB shards: the model (~35 KB in 2 bytes) spreads over several files and an index.
+      throw_if_error(export_16bit_model(*engine, config_text(*model), out,
+                                        {.max_shard_bytes = 16 << 10, .read_piece_bytes = c.read_piece_bytes}));
       std::map<std::string, at::Tensor> params = engine->master_params();
       if (comm.rank() == 0) master = std::move(params);
     });
@@ -225,6 +236,50 @@ TEST(ZeroExport, ExportingIntoANonEmptyDirectoryFailsOnEveryRank) {
   });
   EXPECT_NE(status[0].message().find("not an empty directory"), std::string::npos) << status[0].to_string();
   EXPECT_FALSE(status[1].ok());
+  remove_tree(tmp);
+}
+
+// One rank, optimizer offloaded (master weights in host memory): the export reads them in place.
+TEST(ZeroExport, OneRankWithTheOptimizerOffloaded) {
+  const std::string tmp = make_temp_dir(), out = tmp + "/model";
+  const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config("qwen2", false));
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, 2, at::kBFloat16, *comm, /*offload=*/true);
+  throw_if_error(export_16bit_model(*engine, config_text(*model), out, {.read_piece_bytes = 64}));
+  expect_exported(out, *model, engine->master_params(), at::kBFloat16);
+  remove_tree(tmp);
+}
+
+// Rank 0's write fails (the file size limit) while rank 1 serves it ranges -- with one 64-byte
+// piece read ahead, rank 0's reader is stopped midway through the weights: both ranks return the
+// error, neither waits forever, and no output directory is left.
+TEST(ZeroExport, AWriteFailingMidwayFailsOnEveryRankWithoutHanging) {
+  const std::string tmp = make_temp_dir(), out = tmp + "/model";
+  const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config("llama", true));
+  Status status[2];
+  run_two_ranks([&](Comm& comm) {
+    std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, 3, at::kFloat, comm);
+    comm.barrier();
+    rlimit saved{};
+    if (comm.rank() == 0) {  // the limit is per process: both ranks' threads see it from here on
+      ::signal(SIGXFSZ, SIG_IGN);
+      ::getrlimit(RLIMIT_FSIZE, &saved);
+      rlimit small = saved;
+      small.rlim_cur = 8 << 10;
+      ::setrlimit(RLIMIT_FSIZE, &small);
+    }
+    status[comm.rank()] =
+        export_16bit_model(*engine, config_text(*model), out, {.read_ahead_bytes = 64, .read_piece_bytes = 64});
+    if (comm.rank() == 0) {
+      ::setrlimit(RLIMIT_FSIZE, &saved);
+      ::signal(SIGXFSZ, SIG_DFL);
+    }
+  });
+  EXPECT_FALSE(status[0].ok());
+  EXPECT_NE(status[0].message().find(out), std::string::npos) << status[0].to_string();
+  EXPECT_FALSE(status[1].ok());
+  EXPECT_NE(::access(out.c_str(), F_OK), 0);
+  EXPECT_NE(::access((out + ".partial").c_str(), F_OK), 0);
   remove_tree(tmp);
 }
 

@@ -1,0 +1,92 @@
+#include "engine/zero/master_weights_source.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <exception>
+
+namespace tierzero::engine {
+namespace {
+
+enum RequestKind : int64_t { kDone = 0, kRange = 1 };
+
+// A status for an exception thrown by a collective or a tensor operation.
+Status status_of(std::exception_ptr failure, const std::string& what) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Error& e) {
+    return e.status();
+  } catch (const std::exception& e) {
+    return internal_error(what + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+MasterWeightsSource::MasterWeightsSource(ZeroEngine& engine, std::string config_json)
+    : engine_(engine), exchanges_(engine.partitioner().partitioned()), config_json_(std::move(config_json)) {
+  for (const ParamSpec& spec : all_params(engine.model())) specs_.push_back({spec.name, spec.shape});
+}
+
+std::vector<int64_t> MasterWeightsSource::exchange_request(std::vector<int64_t> request) {
+  Comm& comm = engine_.comm();
+  at::Tensor message = at::tensor(request, at::kLong).to(comm.device());
+  comm.broadcast(message, 0).wait();
+  message = message.cpu();
+  return {message.const_data_ptr<int64_t>(), message.const_data_ptr<int64_t>() + message.numel()};
+}
+
+void MasterWeightsSource::move_range(size_t index, int64_t first, int64_t count, const at::Tensor& destination) {
+  Comm& comm = engine_.comm();
+  const at::Tensor& master = engine_.optimizer().state().master;
+  for (const PartitionRun& run : engine_.partitioner().locate(specs_.at(index).name, first, count)) {
+    at::Tensor mine = run.rank == comm.rank() ? master.narrow(0, run.partition_offset, run.numel) : at::Tensor();
+    at::Tensor into = destination.defined() ? destination.narrow(0, run.param_offset - first, run.numel) : at::Tensor();
+    if (run.rank == 0) {  // rank 0's own: no exchange
+      if (into.defined()) into.copy_(mine);
+      continue;
+    }
+    at::Tensor buffer = mine.defined()
+                            ? mine.to(comm.device(), at::kFloat)
+                            : at::empty({run.numel}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
+    comm.broadcast(buffer, run.rank).wait();
+    if (into.defined()) into.copy_(buffer);
+  }
+}
+
+Status MasterWeightsSource::fill_fp32(size_t index, uint64_t first, std::span<float> out) {
+  try {
+    const c10::DeviceGuard on_device(engine_.comm().device());  // the writer's thread, not the engine's
+    const auto begin = static_cast<int64_t>(first), count = static_cast<int64_t>(out.size());
+    if (exchanges_) exchange_request({kRange, static_cast<int64_t>(index), begin, count});
+    move_range(index, begin, count, at::from_blob(out.data(), {count}, at::kFloat));
+    return Status();
+  } catch (...) {
+    return status_of(std::current_exception(), "reading master weights of '" + specs_.at(index).name + "'");
+  }
+}
+
+Status MasterWeightsSource::serve() {
+  if (!exchanges_) return Status();
+  try {
+    for (;;) {
+      const std::vector<int64_t> request = exchange_request({kDone, 0, 0, 0});
+      if (request[0] == kDone) return Status();
+      move_range(static_cast<size_t>(request[1]), request[2], request[3], at::Tensor());
+    }
+  } catch (...) {
+    return status_of(std::current_exception(), "serving master weights to rank 0");
+  }
+}
+
+Status MasterWeightsSource::finish() {
+  if (!exchanges_) return Status();
+  try {
+    exchange_request({kDone, 0, 0, 0});
+    return Status();
+  } catch (...) {
+    return status_of(std::current_exception(), "ending the master weights exchange");
+  }
+}
+
+}  // namespace tierzero::engine
