@@ -6,7 +6,7 @@
 #   scripts/device.sh scripts/device_suite.sh train OUTDIR     the default `tierzero train` on the GPU
 #   scripts/device.sh scripts/device_suite.sh hammer OUTDIR    offload's GPU-tier walks, repeated
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
-#                                                              export, verify, convert
+#                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
 #                                      streaming stores, mixed, bf16 params) and DeepSpeed's cpu_adam
 #   scripts/device.sh scripts/device_suite.sh convert OUTDIR   convert's write rate vs bench io
@@ -52,7 +52,9 @@ case "$what" in
       tee "$out/train2.txt" | tail -4
     "$tz" checkpoint verify /tmp/tz_ck 2>&1 | tee "$out/verify.txt" | tail -2
     "$tz" convert /tmp/tz_ck /tmp/tz_conv --dtype bf16 --no-progress 2>&1 | tee "$out/convert.txt" | tail -2
-    ls -l /tmp/tz_exp /tmp/tz_conv | tee "$out/ls.txt" ;;
+    ls -l /tmp/tz_exp /tmp/tz_conv | tee "$out/ls.txt"
+    # The export (streamed from both ranks' shards) equals the saved checkpoint converted, bit for bit.
+    python3 scripts/compare_safetensors.py /tmp/tz_exp /tmp/tz_conv 2>&1 | tee "$out/export_vs_convert.txt" | tail -3 ;;
   adam)
     threads=$(( $(nproc) > 16 ? 16 : $(nproc) ))
     a=(bench adam --params 134217728 --threads "$threads" --no-sweep --steps 10)
