@@ -76,17 +76,22 @@ float value_at(const void* data, ElementType type, size_t i) {
   return static_cast<float>(std::bit_cast<_Float16>(bits));
 }
 
-// Every buffer of the run, first touched by the threads that use them.
+// Every buffer of the run, first touched by the threads that use them. The roofline pass gets
+// buffers of its own, of tierzero's sizes, so that it leaves the steps' data alone.
 struct BenchBuffers {
   BenchBuffers(const Layout& l, size_t n)
       : params(cpu_adam::element_size(l.params) * n), grads(cpu_adam::element_size(l.grads) * n), exp_avg(cpu_adam::element_size(l.state) * n),
         exp_avg_sq(cpu_adam::element_size(l.state) * n), params16(2 * n), torch_params(4 * n),
         torch_grads32(l.grads == ElementType::kF32 ? 0 : 4 * n), torch_exp_avg(4 * n), torch_exp_avg_sq(4 * n),
-        torch_params16(2 * n), stream_a(4 * n), stream_b(4 * n), stream_c(4 * n) {}
+        torch_params16(2 * n), stream_a(4 * n), stream_b(4 * n), stream_c(4 * n),
+        roof_params(cpu_adam::element_size(l.params) * n), roof_grads(cpu_adam::element_size(l.grads) * n),
+        roof_exp_avg(cpu_adam::element_size(l.state) * n), roof_exp_avg_sq(cpu_adam::element_size(l.state) * n),
+        roof_params16(l.write16 ? 2 * n : 0) {}
   HostArray params, grads, exp_avg, exp_avg_sq, params16;
   // torch_params16: the peer's 16-bit copy, or its 16-bit params (then torch_params is fp32 scratch).
   HostArray torch_params, torch_grads32, torch_exp_avg, torch_exp_avg_sq, torch_params16;
   HostArray stream_a, stream_b, stream_c;
+  HostArray roof_params, roof_grads, roof_exp_avg, roof_exp_avg_sq, roof_params16;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -148,7 +153,8 @@ class BenchAdam {
     return counts;
   }
 
-  // Same initial params for both implementations, zero moments, fixed gradients.
+  // Same initial params for both implementations, zero moments, fixed gradients; the STREAM and
+  // roofline buffers in [1, 2).
   void initialise(int threads) {
     BenchBuffers& b = *buffers_;
     fill_uniform(threads, b.params.data(), layout_.params, n_, 1, -1.0f, 1.0f);
@@ -156,7 +162,8 @@ class BenchAdam {
                  -1.0f, 1.0f);
     fill_uniform(threads, b.grads.data(), layout_.grads, n_, 2, -1.0f, 1.0f);
     for (HostArray* zero : {&b.exp_avg, &b.exp_avg_sq, &b.params16, &b.torch_grads32, &b.torch_exp_avg,
-                            &b.torch_exp_avg_sq, layout_.params_16bit() ? &b.torch_params : &b.torch_params16}) {
+                            &b.torch_exp_avg_sq, layout_.params_16bit() ? &b.torch_params : &b.torch_params16,
+                            &b.roof_params16}) {
       parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
         std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
       });
@@ -164,6 +171,27 @@ class BenchAdam {
     for (HostArray* ones : {&b.stream_a, &b.stream_b, &b.stream_c}) {
       fill_uniform(threads, ones->data(), ElementType::kF32, n_, 3, 1.0f, 2.0f);
     }
+    // The roofline pass reads 16-bit grads as bf16, whatever the run's 16-bit type.
+    const auto fill_roof = [&](HostArray& ones, ElementType type) {
+      fill_uniform(threads, ones.data(), type == ElementType::kF32 ? type : ElementType::kBF16, n_, 4, 1.0f, 2.0f);
+    };
+    fill_roof(b.roof_params, layout_.params);
+    fill_roof(b.roof_grads, layout_.grads);
+    fill_roof(b.roof_exp_avg, layout_.state);
+    fill_roof(b.roof_exp_avg_sq, layout_.state);
+  }
+
+  AdamShapeBuffers roofline_buffers() const {
+    const BenchBuffers& b = *buffers_;
+    return {b.roof_params.data(),
+            static_cast<int>(cpu_adam::element_size(layout_.params)),
+            b.roof_grads.data(),
+            static_cast<int>(cpu_adam::element_size(layout_.grads)),
+            b.roof_exp_avg.data(),
+            b.roof_exp_avg_sq.data(),
+            static_cast<int>(cpu_adam::element_size(layout_.state)),
+            layout_.write16 ? b.roof_params16.data() : nullptr,
+            layout_.tierzero_bytes()};
   }
 
   cpu_adam::AdamBuffers tierzero_buffers() const {
@@ -219,11 +247,17 @@ class BenchAdam {
                                : "";
     report_.param("peer", peer_ ? torch_peer_description() + peer_params
                                 : torch_peer_description() + ": no peer column");
-    report_.param("stream", "copy c=a (8 B/float), triad a=b+s*c (12 B/float), same threads, " + std::to_string(n_) +
-                                " floats per array");
+    report_.param("stream", "copy c=a (8 B/float), triad a=b+s*c (12 B/float), roof p+=g, m+=g, v+=g in place" +
+                                std::string(layout_.state == ElementType::kF32 && !layout_.params_16bit()
+                                                ? ""
+                                                : ", 16-bit ones +1 on their bits") +
+                                std::string(layout_.write16 ? ", p16=p" : "") + " = " +
+                                fixed(layout_.tierzero_bytes(), 0) +
+                                " B/param (tierzero's streams and element sizes, own buffers), same threads, " +
+                                std::to_string(n_) + " elements per array");
     report_.param("timing", "median of " + std::to_string(flags_.steps) +
-                                " rounds of (copy, triad, tierzero step, torch step; the two steps in turns first) "
-                                "after one warm-up round; threads up to " + std::to_string(max_threads));
+                                " rounds of (copy, triad, roof, tierzero step, torch step; the two steps in turns "
+                                "first) after one warm-up round; threads up to " + std::to_string(max_threads));
     report_.param("vs_torch", "torch time / tierzero time of the medians; round_ratio: median of the per-round ratios");
     report_.param("max_abs_dp", "max |p_tierzero - p_torch| after every step so far, same grads and hyper-parameters");
     report_.begin({{"threads", 7},
@@ -236,6 +270,9 @@ class BenchAdam {
                    {"copy_GB/s", 9, 2},
                    {"triad_GB/s", 10, 2},
                    {"%copy", 6, 1},
+                   {"roof_GB/s", 9, 2},
+                   {"%roof", 6, 1},
+                   {"torch_%roof", 11, 1},
                    {"max_abs_dp", 10},
                    {"ok", 4}});
   }
@@ -253,22 +290,24 @@ class BenchAdam {
     return hp;
   }
 
-  // One row: STREAM copy, triad, a tierzero step and a torch step, in turn, on `threads` threads, so
-  // that load from other processes affects every figure alike.
+  // One row: STREAM copy, triad, the roofline pass, a tierzero step and a torch step, in turn, on
+  // `threads` threads, so that load from other processes affects every figure alike.
   bool measure(int threads) {
     BenchBuffers& b = *buffers_;
-    StreamPasses stream(threads, b.stream_a.as<float>(), b.stream_b.as<float>(), b.stream_c.as<float>(), n_);
+    StreamPasses stream(threads, b.stream_a.as<float>(), b.stream_b.as<float>(), b.stream_c.as<float>(), n_,
+                        roofline_buffers());
     const cpu_adam::CpuAdam adam({.threads = threads,
                                   .pin_threads = flags_.pin,
                                   .tile_elements = flags_.tile_elements,
                                   .streaming_stores = flags_.streaming_stores});
     if (peer_) peer_->set_threads(threads);
     const cpu_adam::AdamHyperParams hp = hyper_params();
-    std::vector<double> ours, theirs, round_ratios, copy, triad;
+    std::vector<double> ours, theirs, round_ratios, copy, triad, roof;
     for (int i = 0; i <= flags_.steps; ++i) {  // the first round is a warm-up
       settle();
       const double copy_rate = stream.copy();
       const double triad_rate = stream.triad();
+      const double roof_rate = stream.adam_roofline();
       ++step_number_;
       const auto ours_step = [&] {
         settle();
@@ -294,6 +333,7 @@ class BenchAdam {
       if (i == 0) continue;
       copy.push_back(copy_rate);
       triad.push_back(triad_rate);
+      roof.push_back(roof_rate);
       ours.push_back(our_seconds);
       theirs.push_back(their_seconds);
       round_ratios.push_back(their_seconds / our_seconds);
@@ -305,10 +345,14 @@ class BenchAdam {
     const double max_dp = peer_ ? max_abs_param_diff(threads) : NAN;
     const bool ok = !peer_ || max_dp <= param_tolerance();
     const double copy_gbps = median(copy) / 1e9;
-    report_.row({int64_t{threads}, gparams, gbps, torch_gparams, torch_gparams * layout_.torch_bytes(),
-                 gparams / torch_gparams, peer_ ? median(round_ratios) : NAN, copy_gbps, median(triad) / 1e9, 100 * gbps / copy_gbps,
-                 peer_ ? fmt_diff(max_dp) : std::string("n/a"), std::string(ok ? "OK" : "FAIL")});
-    last_ = {threads, gparams, gbps, torch_gparams, peer_ ? median(round_ratios) : NAN, copy_gbps};
+    const double roof_gbps = median(roof) / 1e9;
+    const double torch_gbps = torch_gparams * layout_.torch_bytes();
+    report_.row({int64_t{threads}, gparams, gbps, torch_gparams, torch_gbps, gparams / torch_gparams,
+                 peer_ ? median(round_ratios) : NAN, copy_gbps, median(triad) / 1e9, 100 * gbps / copy_gbps, roof_gbps,
+                 100 * gbps / roof_gbps, 100 * torch_gbps / roof_gbps, peer_ ? fmt_diff(max_dp) : std::string("n/a"),
+                 std::string(ok ? "OK" : "FAIL")});
+    last_ = {threads, gparams, gbps, torch_gparams, torch_gbps, peer_ ? median(round_ratios) : NAN,
+             copy_gbps, roof_gbps};
     return ok;
   }
 
@@ -359,6 +403,11 @@ class BenchAdam {
     report_.summary("effective bandwidth", fixed(last_.gbps, 2) + " GB/s = " + fixed(100 * share, 1) +
                                                "% of STREAM copy " + fixed(last_.copy_gbps, 2) + " GB/s (target >= 85%: " +
                                                (share >= 0.85 ? "met)" : "NOT met)"));
+    report_.summary("roofline", "Adam's streams with trivial arithmetic run at " + fixed(last_.roof_gbps, 2) +
+                                    " GB/s; tierzero " + fixed(last_.gbps, 2) + " GB/s = " +
+                                    fixed(100 * last_.gbps / last_.roof_gbps, 1) + "% of it, torch " +
+                                    fixed(last_.torch_gbps, 2) + " GB/s at its " + fixed(layout_.torch_bytes(), 0) +
+                                    " B/param = " + fixed(100 * last_.torch_gbps / last_.roof_gbps, 1) + "%");
     report_.end(all_correct);
     if (!flags_.json.empty()) throw_if_error(report_.write_json(flags_.json));
     if (!all_correct) throw ExitCode{3};
@@ -366,7 +415,8 @@ class BenchAdam {
 
   struct LastRow {
     int threads = 0;
-    double gparams = 0, gbps = 0, torch_gparams = NAN, round_ratio = NAN, copy_gbps = 0;
+    double gparams = 0, gbps = 0, torch_gparams = NAN, torch_gbps = NAN, round_ratio = NAN, copy_gbps = 0;
+    double roof_gbps = 0;
   };
 
   const BenchAdamFlags& flags_;
