@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,6 +29,10 @@
 #include "common/status.h"
 
 namespace tierzero::cpu_adam {
+namespace detail {
+struct TileTypes;
+struct TileBuffers;
+}  // namespace detail
 
 enum class ElementType : uint8_t { kF32, kBF16, kF16 };
 
@@ -141,6 +146,13 @@ class CpuAdam {
   Status step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
               const AdamBuffers& buffers) const;
 
+  // The memory traffic of step() on `buffers` without Adam's arithmetic, for benchmarks: the ceiling
+  // step() can reach on this machine. Every buffer step() reads is loaded and every buffer it
+  // writes is stored, through the same conversions, SIMD target, tiles and threads, with p, m and v
+  // each replaced by itself plus the gradient (so their values change). kInvalidArgument, writing
+  // nothing, for buffers step() refuses.
+  Status memory_pass(const AdamBuffers& buffers) const;
+
   // The whole step for one flat buffer: grad_stats(), then, if the gradient is finite, step() with
   // grad_multiplier = clip_coef / loss_scale, where clip_coef comes from the unscaled norm and
   // `max_grad_norm` (<= 0: no clipping). A non-finite gradient skips the step and writes nothing.
@@ -148,6 +160,11 @@ class CpuAdam {
                                                 double max_grad_norm, const AdamBuffers& buffers) const;
 
  private:
+  // A tile's kernel: adam_update_tile with the step's scalars bound, or memory_pass_tile.
+  using TileKernel = std::function<void(const detail::TileTypes&, const detail::TileBuffers&)>;
+  // Runs `kernel` on every tile of `buffers` (checked) on the arena, statically split.
+  void for_each_step_tile(const AdamBuffers& buffers, const TileKernel& kernel) const;
+
   struct Arena;
   std::unique_ptr<Arena> arena_;
   size_t tile_elements_;

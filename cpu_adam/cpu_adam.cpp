@@ -163,12 +163,7 @@ GradStats CpuAdam::grad_stats(ConstElements grads) const {
   return stats;
 }
 
-Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
-                     const AdamBuffers& b) const {
-  TZ_RETURN_IF_ERROR(check_buffers(b));
-  TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
-  if (!std::isfinite(grad_multiplier)) return invalid_argument("grad_multiplier must be finite");
-  const detail::StepScalars scalars = step_scalars(hp, step_number, grad_multiplier);
+void CpuAdam::for_each_step_tile(const AdamBuffers& b, const TileKernel& kernel) const {
   const Elements params = b.params_16bit.count != 0 ? b.params_16bit : elements(b.params);
   const detail::TileTypes types{params.type, b.grads.type, b.exp_avg.type, b.params16.type};
   const bool write16 = b.params16.count != 0;
@@ -184,8 +179,25 @@ Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_
     };
     tile.stream = streaming_stores_ && aligned64(tile.params) && aligned64(tile.exp_avg) &&
                   aligned64(tile.exp_avg_sq) && (!write16 || aligned64(tile.params16));
+    kernel(types, tile);
+  });
+}
+
+Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
+                     const AdamBuffers& b) const {
+  TZ_RETURN_IF_ERROR(check_buffers(b));
+  TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
+  if (!std::isfinite(grad_multiplier)) return invalid_argument("grad_multiplier must be finite");
+  const detail::StepScalars scalars = step_scalars(hp, step_number, grad_multiplier);
+  for_each_step_tile(b, [&](const detail::TileTypes& types, const detail::TileBuffers& tile) {
     detail::adam_update_tile(scalars, types, tile);
   });
+  return {};
+}
+
+Status CpuAdam::memory_pass(const AdamBuffers& b) const {
+  TZ_RETURN_IF_ERROR(check_buffers(b));
+  for_each_step_tile(b, detail::memory_pass_tile);
   return {};
 }
 

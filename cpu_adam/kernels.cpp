@@ -51,10 +51,21 @@ HWY_INLINE void Put(DF df, hn::Vec<DF> v, void* HWY_RESTRICT base, size_t i) {
 // Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32 (for
 // 16-bit params: on the param widened to fp32, rounded back to nearest even, as torch's bf16 path).
 // Adam: g += p * weight_decay (l2_decay 0 for AdamW); AdamW: p *= 1 - lr * wd (1 for Adam).
+// kShapeOnly: the same loads, conversions and stores with p, m, v each plus g instead of Adam's
+// arithmetic (CpuAdam::memory_pass).
 template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
-          bool kLerpFromGrad, bool kStream, class DF>
+          bool kLerpFromGrad, bool kStream, bool kShapeOnly, class DF>
 HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers& t, size_t i) {
   auto p = LoadAsF32<kParam>(df, t.params, i);
+  if constexpr (kShapeOnly) {
+    const auto g = LoadAsF32<kGrad>(df, t.grads, i);
+    p = hn::Add(p, g);
+    Put<kStream, kParam>(df, p, t.params, i);
+    Put<kStream, kState>(df, hn::Add(LoadAsF32<kState>(df, t.exp_avg, i), g), t.exp_avg, i);
+    Put<kStream, kState>(df, hn::Add(LoadAsF32<kState>(df, t.exp_avg_sq, i), g), t.exp_avg_sq, i);
+    if constexpr (kWriteOut) Put<kStream, kOut>(df, p, t.params16, i);
+    return;
+  }
   auto g = hn::Mul(LoadAsF32<kGrad>(df, t.grads, i), c.grad_multiplier);
   g = hn::MulAdd(p, c.l2_decay, g);
   p = hn::Mul(p, c.param_decay);
@@ -77,7 +88,7 @@ HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers&
 // kStream: the vector loop streams its fp32 stores (every written pointer vector-aligned); the
 // scalar tail stores normally, and the tile ends with a fence so the next reader sees the data.
 template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
-          bool kLerpFromGrad, bool kStream>
+          bool kLerpFromGrad, bool kStream, bool kShapeOnly>
 void UpdateTile(const StepScalars& s, const TileBuffers& t) {
   hn::ScalableTag<float> df;
   const StepVectors<decltype(df)> c(df, s);
@@ -85,64 +96,77 @@ void UpdateTile(const StepScalars& s, const TileBuffers& t) {
   size_t i = 0;
   if (t.count >= lanes) {
     for (; i <= t.count - lanes; i += lanes) {
-      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, kStream>(df, c, t, i);
+      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, kStream, kShapeOnly>(df, c, t, i);
     }
   }
   hn::CappedTag<float, 1> d1;
   const StepVectors<decltype(d1)> c1(d1, s);
-  for (; i < t.count; ++i) UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, false>(d1, c1, t, i);
+  for (; i < t.count; ++i) {
+    UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, false, kShapeOnly>(d1, c1, t, i);
+  }
   if constexpr (kStream) hwy::FlushStream();
 }
 
-template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut>
+// The shape-only pass has no lerp to choose.
+template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
+          bool kShapeOnly>
 void UpdateTileLerp(const StepScalars& s, const TileBuffers& t) {
-  if (s.lerp_base_is_grad) {
-    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, true>(s, t);
-    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, false>(s, t);
+  if (kShapeOnly || !s.lerp_base_is_grad) {
+    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, true, kShapeOnly>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, false, kShapeOnly>(s, t);
   } else {
-    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, true>(s, t);
-    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, false>(s, t);
+    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, true, false>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, false, false>(s, t);
   }
 }
 
 // 16-bit params are their own 16-bit copy: only fp32 params may write one.
-template <ElementType kParam, ElementType kGrad, ElementType kState>
+template <ElementType kParam, ElementType kGrad, ElementType kState, bool kShapeOnly>
 void UpdateTileOut(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
   if constexpr (kParam != ElementType::kF32) {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false>(s, t);
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false, kShapeOnly>(s, t);
   } else if (t.params16 == nullptr) {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false>(s, t);
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false, kShapeOnly>(s, t);
   } else if (types.params16 == ElementType::kBF16) {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kBF16, true>(s, t);
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kBF16, true, kShapeOnly>(s, t);
   } else {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF16, true>(s, t);
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF16, true, kShapeOnly>(s, t);
   }
 }
 
-template <ElementType kParam, ElementType kGrad>
+template <ElementType kParam, ElementType kGrad, bool kShapeOnly>
 void UpdateTileState(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
   if (types.state == ElementType::kF32) {
-    UpdateTileOut<kParam, kGrad, ElementType::kF32>(s, types, t);
+    UpdateTileOut<kParam, kGrad, ElementType::kF32, kShapeOnly>(s, types, t);
   } else {
-    UpdateTileOut<kParam, kGrad, ElementType::kBF16>(s, types, t);
+    UpdateTileOut<kParam, kGrad, ElementType::kBF16, kShapeOnly>(s, types, t);
   }
 }
 
-template <ElementType kParam>
+template <ElementType kParam, bool kShapeOnly>
 void UpdateTileGrads(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
   switch (types.grads) {
-    case ElementType::kF32: return UpdateTileState<kParam, ElementType::kF32>(s, types, t);
-    case ElementType::kBF16: return UpdateTileState<kParam, ElementType::kBF16>(s, types, t);
-    case ElementType::kF16: return UpdateTileState<kParam, ElementType::kF16>(s, types, t);
+    case ElementType::kF32: return UpdateTileState<kParam, ElementType::kF32, kShapeOnly>(s, types, t);
+    case ElementType::kBF16: return UpdateTileState<kParam, ElementType::kBF16, kShapeOnly>(s, types, t);
+    case ElementType::kF16: return UpdateTileState<kParam, ElementType::kF16, kShapeOnly>(s, types, t);
+  }
+}
+
+template <bool kShapeOnly>
+void UpdateTileParams(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
+  switch (types.params) {
+    case ElementType::kF32: return UpdateTileGrads<ElementType::kF32, kShapeOnly>(s, types, t);
+    case ElementType::kBF16: return UpdateTileGrads<ElementType::kBF16, kShapeOnly>(s, types, t);
+    case ElementType::kF16: return UpdateTileGrads<ElementType::kF16, kShapeOnly>(s, types, t);
   }
 }
 
 void AdamUpdateTile(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
-  switch (types.params) {
-    case ElementType::kF32: return UpdateTileGrads<ElementType::kF32>(s, types, t);
-    case ElementType::kBF16: return UpdateTileGrads<ElementType::kBF16>(s, types, t);
-    case ElementType::kF16: return UpdateTileGrads<ElementType::kF16>(s, types, t);
-  }
+  UpdateTileParams<false>(s, types, t);
+}
+
+void MemoryPassTile(const detail::TileTypes& types, const TileBuffers& t) {
+  UpdateTileParams<true>(StepScalars{}, types, t);
 }
 
 template <ElementType kType>
@@ -193,11 +217,16 @@ HWY_AFTER_NAMESPACE();
 namespace tierzero::cpu_adam::detail {
 
 HWY_EXPORT(AdamUpdateTile);
+HWY_EXPORT(MemoryPassTile);
 HWY_EXPORT(GradSqNormTile);
 HWY_EXPORT(TargetName);
 
 void adam_update_tile(const StepScalars& scalars, const TileTypes& types, const TileBuffers& tile) {
   HWY_DYNAMIC_DISPATCH(AdamUpdateTile)(scalars, types, tile);
+}
+
+void memory_pass_tile(const TileTypes& types, const TileBuffers& tile) {
+  HWY_DYNAMIC_DISPATCH(MemoryPassTile)(types, tile);
 }
 
 double grad_sq_norm_tile(const void* grads, ElementType type, size_t count) {

@@ -45,6 +45,10 @@ struct TileTypes {
 // Updates one tile in place (the contract of CpuAdam::step for `count` elements).
 void adam_update_tile(const StepScalars& scalars, const TileTypes& types, const TileBuffers& tile);
 
+// The memory traffic of adam_update_tile on `tile` without Adam's arithmetic: the same loads,
+// conversions and stores, with p, m and v each replaced by itself plus the gradient.
+void memory_pass_tile(const TileTypes& types, const TileBuffers& tile);
+
 // Returns the sum of squares of `count` gradients of `type`, accumulated in double.
 double grad_sq_norm_tile(const void* grads, ElementType type, size_t count);
 

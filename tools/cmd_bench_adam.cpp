@@ -76,8 +76,8 @@ float value_at(const void* data, ElementType type, size_t i) {
   return static_cast<float>(std::bit_cast<_Float16>(bits));
 }
 
-// Every buffer of the run, first touched by the threads that use them. The roofline pass gets
-// buffers of its own, of tierzero's sizes, so that it leaves the steps' data alone.
+// Every buffer of the run, first touched by the threads that use them. The roofline pass
+// (CpuAdam::memory_pass) gets buffers of its own, of tierzero's sizes: it leaves the steps' data alone.
 struct BenchBuffers {
   BenchBuffers(const Layout& l, size_t n)
       : params(cpu_adam::element_size(l.params) * n), grads(cpu_adam::element_size(l.grads) * n), exp_avg(cpu_adam::element_size(l.state) * n),
@@ -171,38 +171,32 @@ class BenchAdam {
     for (HostArray* ones : {&b.stream_a, &b.stream_b, &b.stream_c}) {
       fill_uniform(threads, ones->data(), ElementType::kF32, n_, 3, 1.0f, 2.0f);
     }
-    // The roofline pass reads 16-bit grads as bf16, whatever the run's 16-bit type.
-    const auto fill_roof = [&](HostArray& ones, ElementType type) {
-      fill_uniform(threads, ones.data(), type == ElementType::kF32 ? type : ElementType::kBF16, n_, 4, 1.0f, 2.0f);
-    };
-    fill_roof(b.roof_params, layout_.params);
-    fill_roof(b.roof_grads, layout_.grads);
-    fill_roof(b.roof_exp_avg, layout_.state);
-    fill_roof(b.roof_exp_avg_sq, layout_.state);
+    fill_uniform(threads, b.roof_params.data(), layout_.params, n_, 4, 1.0f, 2.0f);
+    fill_uniform(threads, b.roof_grads.data(), layout_.grads, n_, 5, 1.0f, 2.0f);
+    fill_uniform(threads, b.roof_exp_avg.data(), layout_.state, n_, 6, 1.0f, 2.0f);
+    fill_uniform(threads, b.roof_exp_avg_sq.data(), layout_.state, n_, 7, 1.0f, 2.0f);
   }
 
-  AdamShapeBuffers roofline_buffers() const {
-    const BenchBuffers& b = *buffers_;
-    return {b.roof_params.data(),
-            static_cast<int>(cpu_adam::element_size(layout_.params)),
-            b.roof_grads.data(),
-            static_cast<int>(cpu_adam::element_size(layout_.grads)),
-            b.roof_exp_avg.data(),
-            b.roof_exp_avg_sq.data(),
-            static_cast<int>(cpu_adam::element_size(layout_.state)),
-            layout_.write16 ? b.roof_params16.data() : nullptr,
-            layout_.tierzero_bytes()};
+  // cpu_adam's view of a run's buffers: `params` fp32 masters or 16-bit params, per the layout.
+  cpu_adam::AdamBuffers adam_buffers(const HostArray& params, const HostArray& grads, const HostArray& exp_avg,
+                                     const HostArray& exp_avg_sq, const HostArray& params16) const {
+    const bool p16 = layout_.params_16bit();
+    return {p16 ? std::span<float>() : std::span<float>(params.as<float>(), n_),
+            {grads.data(), n_, layout_.grads},
+            {exp_avg.data(), n_, layout_.state},
+            {exp_avg_sq.data(), n_, layout_.state},
+            layout_.write16 ? cpu_adam::Elements{params16.data(), n_, layout_.params16} : cpu_adam::Elements{},
+            p16 ? cpu_adam::Elements{params.data(), n_, layout_.params} : cpu_adam::Elements{}};
   }
 
   cpu_adam::AdamBuffers tierzero_buffers() const {
     const BenchBuffers& b = *buffers_;
-    const bool p16 = layout_.params_16bit();
-    return {p16 ? std::span<float>() : std::span<float>(b.params.as<float>(), n_),
-            {b.grads.data(), n_, layout_.grads},
-            {b.exp_avg.data(), n_, layout_.state},
-            {b.exp_avg_sq.data(), n_, layout_.state},
-            layout_.write16 ? cpu_adam::Elements{b.params16.data(), n_, layout_.params16} : cpu_adam::Elements{},
-            p16 ? cpu_adam::Elements{b.params.data(), n_, layout_.params} : cpu_adam::Elements{}};
+    return adam_buffers(b.params, b.grads, b.exp_avg, b.exp_avg_sq, b.params16);
+  }
+
+  cpu_adam::AdamBuffers roofline_buffers() const {
+    const BenchBuffers& b = *buffers_;
+    return adam_buffers(b.roof_params, b.roof_grads, b.roof_exp_avg, b.roof_exp_avg_sq, b.roof_params16);
   }
 
   TorchPeerBuffers peer_buffers() const {
@@ -247,14 +241,10 @@ class BenchAdam {
                                : "";
     report_.param("peer", peer_ ? torch_peer_description() + peer_params
                                 : torch_peer_description() + ": no peer column");
-    report_.param("stream", "copy c=a (8 B/float), triad a=b+s*c (12 B/float), roof p+=g, m+=g, v+=g in place" +
-                                std::string(layout_.state == ElementType::kF32 && !layout_.params_16bit()
-                                                ? ""
-                                                : ", 16-bit ones +1 on their bits") +
-                                std::string(layout_.write16 ? ", p16=p" : "") + " = " +
-                                fixed(layout_.tierzero_bytes(), 0) +
-                                " B/param (tierzero's streams and element sizes, own buffers), same threads, " +
-                                std::to_string(n_) + " elements per array");
+    report_.param("stream", "copy c=a (8 B/float), triad a=b+s*c (12 B/float), " + std::to_string(n_) +
+                                " floats per array; roof: CpuAdam::memory_pass, the step's loads, conversions and "
+                                "stores with p, m, v += g for Adam's arithmetic (" +
+                                fixed(layout_.tierzero_bytes(), 0) + " B/param, own buffers); same threads");
     report_.param("timing", "median of " + std::to_string(flags_.steps) +
                                 " rounds of (copy, triad, roof, tierzero step, torch step; the two steps in turns "
                                 "first) after one warm-up round; threads up to " + std::to_string(max_threads));
@@ -294,8 +284,7 @@ class BenchAdam {
   // `threads` threads, so that load from other processes affects every figure alike.
   bool measure(int threads) {
     BenchBuffers& b = *buffers_;
-    StreamPasses stream(threads, b.stream_a.as<float>(), b.stream_b.as<float>(), b.stream_c.as<float>(), n_,
-                        roofline_buffers());
+    StreamPasses stream(threads, b.stream_a.as<float>(), b.stream_b.as<float>(), b.stream_c.as<float>(), n_);
     const cpu_adam::CpuAdam adam({.threads = threads,
                                   .pin_threads = flags_.pin,
                                   .tile_elements = flags_.tile_elements,
@@ -307,7 +296,9 @@ class BenchAdam {
       settle();
       const double copy_rate = stream.copy();
       const double triad_rate = stream.triad();
-      const double roof_rate = stream.adam_roofline();
+      const auto roof_start = std::chrono::steady_clock::now();
+      throw_if_error(adam.memory_pass(roofline_buffers()));
+      const double roof_rate = layout_.tierzero_bytes() * static_cast<double>(n_) / seconds_since(roof_start);
       ++step_number_;
       const auto ours_step = [&] {
         settle();
@@ -403,7 +394,7 @@ class BenchAdam {
     report_.summary("effective bandwidth", fixed(last_.gbps, 2) + " GB/s = " + fixed(100 * share, 1) +
                                                "% of STREAM copy " + fixed(last_.copy_gbps, 2) + " GB/s (target >= 85%: " +
                                                (share >= 0.85 ? "met)" : "NOT met)"));
-    report_.summary("roofline", "Adam's streams with trivial arithmetic run at " + fixed(last_.roof_gbps, 2) +
+    report_.summary("roofline", "the step's memory traffic without Adam's arithmetic runs at " + fixed(last_.roof_gbps, 2) +
                                     " GB/s; tierzero " + fixed(last_.gbps, 2) + " GB/s = " +
                                     fixed(100 * last_.gbps / last_.roof_gbps, 1) + "% of it, torch " +
                                     fixed(last_.torch_gbps, 2) + " GB/s at its " + fixed(layout_.torch_bytes(), 0) +

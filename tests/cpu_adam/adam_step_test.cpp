@@ -355,6 +355,42 @@ TEST_P(CpuAdamStepTest, ResumeAtAnyStepEqualsUninterruptedRun) {
   }
 }
 
+// memory_pass (the benchmarks' roofline) touches exactly what step() touches: every case's p, m and
+// v become their value plus the gradient, rounded once to their type, and the 16-bit copy is the
+// new fp32 param rounded to nearest even; a buffer step() refuses is refused untouched.
+TEST_P(CpuAdamStepTest, MemoryPassAddsTheGradientToEveryWrittenBuffer) {
+  const CpuAdam adam({.threads = 2, .tile_elements = 64});
+  uint32_t seed = 40;
+  for (const Case& c : all_cases()) {
+    for (size_t n : kLengths) {
+      SCOPED_TRACE(describe(c, n));
+      OptimizerRun run(c, n, ++seed);
+      fill_grads(run.grads, seed, 1);
+      for (size_t i = 0; i < n; ++i) {  // m and v nonzero, so a missed add shows
+        run.exp_avg.set(i, 0.5f + static_cast<float>(i));
+        run.exp_avg_sq.set(i, 2.0f * static_cast<float>(i));
+      }
+      const ReferenceState before = state_of(run);
+      ASSERT_TRUE(adam.memory_pass(run.buffers(c.write16)).ok());
+      for (size_t i = 0; i < n; ++i) {
+        const float g = run.grads.get(i);
+        const float p = reference::round_to(c.params, static_cast<float>(before.params[i]) + g);
+        ASSERT_EQ(run.param(i), p) << i;
+        ASSERT_EQ(run.exp_avg.get(i), reference::round_to(c.state, static_cast<float>(before.exp_avg[i]) + g)) << i;
+        ASSERT_EQ(run.exp_avg_sq.get(i), reference::round_to(c.state, static_cast<float>(before.exp_avg_sq[i]) + g))
+            << i;
+        if (c.write16 && c.params == ElementType::kF32) ASSERT_EQ(run.params16.get(i), reference::round_to(c.params16, p));
+      }
+    }
+  }
+  OptimizerRun run(all_cases()[0], 10, 1);
+  const std::vector<float> params_before = run.params;
+  AdamBuffers short_grads = run.buffers(true);
+  short_grads.grads.count = 9;
+  EXPECT_EQ(adam.memory_pass(short_grads).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(run.params, params_before);
+}
+
 // Bad buffers and hyper-parameters are refused before anything is written.
 TEST(CpuAdamStep, RejectsInvalidArgumentsWithoutWriting) {
   const CpuAdam adam({.threads = 1});
