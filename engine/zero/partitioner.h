@@ -37,6 +37,11 @@ struct PartitionOptions {
   at::ScalarType compute_dtype = at::kFloat;       // parameters the model runs with
   at::ScalarType grad_dtype = at::kFloat;          // gradient accumulation and reduction
   at::Device grad_device = at::kCPU;               // where the gradient partition lives
+  bool offload_params = false;                     // stage 3: this rank's shard of the compute
+                                                   // parameters in host memory, copied to the
+                                                   // device for each gather (offload_param "cpu")
+  bool pin_offloaded_params = true;                // that shard in pinned memory (with CUDA):
+                                                   // asynchronous copies (offload_param.pin_memory)
   int64_t reduce_bucket_numel = 500'000'000;       // elements per gradient reduction bucket
   int64_t prefetch_numel = 50'000'000;             // stage 3: elements gathered ahead of use
   int64_t persistence_threshold = 100'000;         // stage 3: params this small stay gathered
@@ -70,9 +75,13 @@ class Partitioner : public ParamGateway {
   // Zeroes the gradient partition for the next step.
   virtual void zero_grads() = 0;
 
-  // This rank's partition of the compute parameters (compute dtype, compute device), for the
-  // optimizer to write updated values into.
+  // This rank's partition of the compute parameters (compute dtype; on the compute device, or in
+  // host memory with offload_params), for the optimizer to write updated values into. With
+  // offloaded parameters it first waits until the device has read every piece copied from it for a
+  // gather, so the caller may overwrite them.
   virtual at::Tensor compute_partition() = 0;
+  // Bytes of pinned host memory the partitioner holds (the offloaded parameter shard).
+  virtual int64_t pinned_bytes() const { return 0; }
   // Makes every rank's updated compute partition visible in the parameters fetch() returns
   // (stages 1-3: an all-gather). A collective.
   virtual void publish_compute_partition() = 0;

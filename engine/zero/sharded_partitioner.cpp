@@ -1,6 +1,8 @@
 #include "engine/zero/sharded_partitioner.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 
@@ -28,7 +30,10 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model,
       uses_(layout_.slots.size()),
       position_of_unit_(model.num_units(), kNone) {
   at::TensorOptions compute = at::TensorOptions().dtype(options.compute_dtype).device(comm.device());
-  shard_params_ = partition_of(params, comm.device()).to(options.compute_dtype);
+  shard_params_ = partition_of(params, options.offload_params ? at::Device(at::kCPU) : comm.device())
+                      .to(options.compute_dtype);
+  if (options.offload_params && options.pin_offloaded_params && at::hasCUDA())
+    shard_params_ = shard_params_.pin_memory();
   for (const ShardSlot& slot : layout_.slots) {
     bool persistent = slot.numel <= options.persistence_threshold;
     persistent_.push_back(persistent);
@@ -65,11 +70,22 @@ bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
   return std::find(unit_params_[unit].begin(), unit_params_[unit].end(), slot) != unit_params_[unit].end();
 }
 
+at::Tensor ShardedPartitioner::gather_input(const std::vector<size_t>& slots) const {
+  int64_t numel = 0;
+  for (size_t slot : slots) numel += layout_.slots[slot].shard_numel;
+  at::Tensor mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
+  int64_t filled = 0;
+  for (size_t slot : slots) {
+    const ShardSlot& param = layout_.slots[slot];
+    mine.narrow(0, filled, param.shard_numel)
+        .copy_(shard_params_.narrow(0, param.shard_offset, param.shard_numel), /*non_blocking=*/true);
+    filled += param.shard_numel;
+  }
+  return mine;
+}
+
 void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
-  std::vector<at::Tensor> pieces;
-  for (size_t slot : slots)
-    pieces.push_back(shard_params_.narrow(0, layout_.slots[slot].shard_offset, layout_.slots[slot].shard_numel));
-  at::Tensor mine = at::cat(pieces);  // a copy: the optimizer may rewrite the shard under a stale prefetch
+  at::Tensor mine = gather_input(slots);
   Gather gather;
   gather.id = next_gather_id_++;
   gather.gathered = at::empty({mine.numel() * layout_.world_size}, mine.options());
@@ -240,6 +256,18 @@ void ShardedPartitioner::reduce_grads(size_t unit, std::vector<at::Tensor> grads
 
 // ---- Step boundary and whole-model views --------------------------------------------------------
 
+at::Tensor ShardedPartitioner::compute_partition() {
+  if (shard_params_.device() != comm_.device()) {  // offloaded: the gathers' copies read it
+    const c10::Stream stream = c10::impl::getDeviceGuardImpl(comm_.device().type())->getStream(comm_.device());
+    stream.synchronize();
+  }
+  return shard_params_;
+}
+
+int64_t ShardedPartitioner::pinned_bytes() const {
+  return shard_params_.is_pinned() ? shard_params_.numel() * shard_params_.element_size() : 0;
+}
+
 void ShardedPartitioner::publish_compute_partition() {
   for (Gather& gather : gathers_) {
     gather.op.wait();
@@ -267,14 +295,10 @@ void ShardedPartitioner::publish_compute_partition() {
 
 void ShardedPartitioner::regather_persistent() {
   std::vector<size_t> slots;
-  std::vector<at::Tensor> pieces;
-  for (size_t s = 0; s < layout_.slots.size(); ++s) {
-    if (!persistent_[s]) continue;
-    slots.push_back(s);
-    pieces.push_back(shard_params_.narrow(0, layout_.slots[s].shard_offset, layout_.slots[s].shard_numel));
-  }
+  for (size_t s = 0; s < layout_.slots.size(); ++s)
+    if (persistent_[s]) slots.push_back(s);
   if (slots.empty()) return;
-  at::Tensor mine = at::cat(pieces);
+  at::Tensor mine = gather_input(slots);
   at::Tensor gathered = at::empty({layout_.world_size * mine.numel()}, mine.options());
   comm_.all_gather(gathered, mine).wait();
   at::Tensor by_rank = gathered.view({layout_.world_size, -1});

@@ -52,7 +52,8 @@ class ShardedPartitioner final : public Partitioner {
   void finish_reduction() override { reducer_.finish(); }
   at::Tensor grad_partition() override { return grad_shard_; }
   void zero_grads() override { grad_shard_.zero_(); }
-  at::Tensor compute_partition() override { return shard_params_; }
+  at::Tensor compute_partition() override;
+  int64_t pinned_bytes() const override;
   // Also ends the step: drops every gathered parameter (they hold the old values) and, after the
   // first step, stops recording the trace.
   void publish_compute_partition() override;
@@ -96,6 +97,9 @@ class ShardedPartitioner final : public Partitioner {
   std::vector<size_t> missing_slots(size_t unit) const;
   int64_t numel_of(const std::vector<size_t>& slots) const;
   bool uses(size_t unit, size_t slot) const;
+  // This rank's pieces of `slots`, concatenated on the comm device: a copy, since the optimizer may
+  // rewrite the shard under a stale prefetch (from an offloaded shard, asynchronous copies).
+  at::Tensor gather_input(const std::vector<size_t>& slots) const;
   void start_gather(const std::vector<size_t>& slots);
   void unpack(uint64_t gather_id);
   // Drops a whole or gathering parameter's gathered copy (a gathering one's op must be done).
@@ -125,6 +129,7 @@ class ShardedPartitioner final : public Partitioner {
   std::vector<bool> persistent_;                  // slot -> kept whole on every rank
   std::vector<at::Tensor> persistent_params_;     // slot -> whole parameter (persistent slots)
   at::Tensor shard_params_;                       // [shard_numel] compute dtype: this rank's shards
+                                                  // (comm device, or host memory when offloaded)
   at::Tensor grad_shard_;                         // [shard_numel] grad dtype, grad device
   ShardedGradReducer reducer_;
   std::vector<SlotState> slots_;

@@ -87,16 +87,19 @@ const char* precision_name(Precision precision) {
   return "?";
 }
 
+// Pinned host memory the engine holds: optimizer state and an offloaded parameter shard.
+int64_t pinned_bytes(ZeroEngine& engine) {
+  return engine.optimizer().pinned_bytes() + engine.partitioner().pinned_bytes();
+}
+
 // Engine options from a ds_config; kUnsupported for what is parsed but not yet implemented.
 Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   if (config.zero.offload_optimizer.device == OffloadDevice::kNvme)
     return unsupported("zero_optimization.offload_optimizer.device=\"nvme\" is not yet supported (NVMe "
                        "offload lands with the offload issue); use \"cpu\" or \"none\"");
-  if (config.zero.offload_param.device != OffloadDevice::kNone)
-    return unsupported(std::string("zero_optimization.offload_param.device=\"") +
-                       offload_device_name(config.zero.offload_param.device) +
-                       "\" is not yet supported (parameter offload lands with the offload issue); remove "
-                       "offload_param or set its device to \"none\"");
+  if (config.zero.offload_param.device == OffloadDevice::kNvme)
+    return unsupported("zero_optimization.offload_param.device=\"nvme\" is not yet supported; use \"cpu\" "
+                       "(parameters in host memory) or \"none\"");
   ZeroEngineOptions options;
   options.partition.stage = config.zero.stage;
   options.partition.compute_dtype = compute_dtype_of(config.precision());
@@ -114,6 +117,8 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   options.adam.decoupled_weight_decay = config.optimizer.decoupled_weight_decay();
   options.adam.bias_correction = config.optimizer.bias_correction;
   options.offload_optimizer = config.zero.offload_optimizer.device == OffloadDevice::kCpu;
+  options.partition.offload_params = config.zero.offload_param.device == OffloadDevice::kCpu;
+  options.partition.pin_offloaded_params = config.zero.offload_param.pin_memory;
   options.cpu_threads = config.tierzero.cpu_threads;
   options.gradient_clipping = config.gradient_clipping;
   return options;
@@ -283,7 +288,7 @@ Result<TrainSummary> train(const TrainArgs& args, std::FILE* out) {
                    "nvme %s  %.2fs%s\n",
                    static_cast<long long>(step + 1), static_cast<long long>(steps), loss, lr, outcome.grad_norm,
                    tokens_per_step / seconds, flops_per_step / seconds / 1e12, gpu_bytes_text(gpu).c_str(),
-                   format_bytes(static_cast<uint64_t>(engine.optimizer().pinned_bytes())).c_str(),
+                   format_bytes(static_cast<uint64_t>(pinned_bytes(engine))).c_str(),
                    format_bytes(0).c_str(), seconds, outcome.overflow ? "  overflow: step skipped" : "");
       std::fflush(out);
     }
@@ -313,7 +318,7 @@ Result<TrainSummary> train(const TrainArgs& args, std::FILE* out) {
                  summary.first_loss, summary.last_loss, summary.tokens_per_second,
                  summary.steps * flops_per_step / std::max(summary.seconds, 1e-9) / 1e12,
                  gpu_bytes_text(device.is_cuda() ? peak_gpu : -1).c_str(),
-                 format_bytes(static_cast<uint64_t>(engine.optimizer().pinned_bytes())).c_str(),
+                 format_bytes(static_cast<uint64_t>(pinned_bytes(engine))).c_str(),
                  args.save_dir.empty() ? "" : " | saved to ", args.save_dir.c_str(),
                  args.export_dir.empty() ? "" : " | exported to ", args.export_dir.c_str());
     std::fflush(out);

@@ -15,6 +15,9 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, const std::map<std::string,
   if (options.partition.stage < 0 || options.partition.stage > 3)
     throw Error(invalid_argument("zero_optimization.stage=" + std::to_string(options.partition.stage) +
                                  " is not 0, 1, 2 or 3"));
+  if (options.partition.offload_params && options.partition.stage != 3)
+    throw Error(invalid_argument("offload_param needs zero_optimization.stage 3 (stage is " +
+                                 std::to_string(options.partition.stage) + "); set stage 3 or remove offload_param"));
   options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
   partitioner_ = make_partitioner(model, params, options_.partition, comm);
   at::Tensor master = partitioner_->partition_of(params, options_.partition.grad_device);

@@ -49,6 +49,7 @@ void record_stage3_stats(const ShardedPartitioner& partitioner, const Scenario& 
 
 std::vector<std::string> Scenario::to_args() const {
   return {"--stage=" + std::to_string(stage), "--offload=" + std::to_string(offload),
+          "--offload_params=" + std::to_string(offload_params),
           "--world_size=" + std::to_string(world_size), "--steps=" + std::to_string(steps),
           "--accumulation=" + std::to_string(accumulation), "--micro_batch=" + std::to_string(micro_batch),
           "--seq_len=" + std::to_string(seq_len), "--tied=" + std::to_string(tied),
@@ -69,6 +70,7 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
     std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
     if (key == "stage") s.stage = std::stoi(value);
     else if (key == "offload") s.offload = value == "1";
+    else if (key == "offload_params") s.offload_params = value == "1";
     else if (key == "world_size") s.world_size = std::stoi(value);
     else if (key == "steps") s.steps = std::stoi(value);
     else if (key == "accumulation") s.accumulation = std::stoi(value);
@@ -96,7 +98,8 @@ std::string Scenario::name() const {
   if (bucket_numel != defaults.bucket_numel) knobs += "_bucket" + std::to_string(bucket_numel);
   if (max_live_numel != defaults.max_live_numel) knobs += "_live" + std::to_string(max_live_numel);
   if (max_reuse_distance != defaults.max_reuse_distance) knobs += "_reuse" + std::to_string(max_reuse_distance);
-  return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + "_w" + std::to_string(world_size) + "_acc" +
+  return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
+         std::to_string(world_size) + "_acc" +
          std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
 }
 
@@ -128,9 +131,16 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.partition.max_reuse_distance = s.max_reuse_distance;
   options.adam.weight_decay = kWeightDecay;
   options.offload_optimizer = s.offload;
+  options.partition.offload_params = s.offload_params;
   options.cpu_threads = 1;
   options.gradient_clipping = s.clip;
   ZeroEngine engine(*model, init_parameters(config, kInitSeed, at::kFloat, at::kCPU), options, comm);
+  if (s.offload_params) {  // the shard the optimizer writes is in host memory, pinned where CUDA is
+    const at::Tensor shard = engine.partitioner().compute_partition();
+    if (!shard.is_cpu() || shard.is_pinned() != at::hasCUDA())
+      throw Error(internal_error("offloaded parameter shard on " + shard.device().str() +
+                                 (shard.is_pinned() ? ", pinned" : ", not pinned")));
+  }
 
   TrainTrace trace;
   if (!s.resume_dir.empty()) trace.first_step = static_cast<int>(value_or_throw(load_engine_checkpoint(s.resume_dir, engine)).iteration);

@@ -17,6 +17,7 @@ namespace tierzero::engine::testing {
 struct Scenario {
   int stage = 0;
   bool offload = false;          // optimizer on the CPU (cpu_adam)
+  bool offload_params = false;   // stage 3: compute parameter shards in pinned host memory
   int world_size = 1;
   int steps = 3;
   int accumulation = 1;          // micro-batches per rank per step
@@ -38,7 +39,8 @@ struct Scenario {
   std::vector<std::string> to_args() const;
   // Parses to_args()' form; unknown arguments are an error.
   static Scenario from_args(const std::vector<std::string>& args);
-  // "stage2_offload_w4_acc1_fp32_cpu", then the stage 3 knobs that differ from the defaults.
+  // "stage2_offload_w4_acc1_fp32_cpu" ("stage3_offload_params_..." with offloaded parameters), then
+  // the stage 3 knobs that differ from the defaults.
   std::string name() const;
 };
 

@@ -118,6 +118,37 @@ TEST(ZeroMultiRank, OneRankGlooGroupMatchesReference) {
   EXPECT_EQ(run_ranks(s, kLossRtol, kParamAtol), "");
 }
 
+// Stage 3 with the parameter shards in host memory (offload_param "cpu"), with and without the
+// optimizer offloaded: the same training as with them on the device.
+TEST(ZeroMultiRank, OffloadedParametersMatchReference) {
+  for (int world : {1, 2}) {
+    for (bool offload : {false, true}) {
+      Scenario s;
+      s.world_size = world;
+      s.stage = 3;
+      s.offload = offload;
+      s.offload_params = true;
+      EXPECT_EQ(run_ranks(s, kLossRtol, kParamAtol), "") << s.name();
+    }
+  }
+}
+
+TEST(ZeroSingleProcess, OffloadedParametersNeedStage3) {
+  ModelConfig config = test_model_config(true);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  ZeroEngineOptions options;
+  options.partition.stage = 2;
+  options.partition.offload_params = true;
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  try {
+    ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+    ADD_FAILURE() << "stage 2 with offloaded parameters was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.status().message().find("offload_param needs zero_optimization.stage 3"), std::string::npos)
+        << e.status().to_string();
+  }
+}
+
 TEST(ZeroMultiRank, GradientAccumulationEqualsTheLargerBatch) {
   for (int stage : {1, 2, 3}) {
     Scenario s;
@@ -346,6 +377,29 @@ TEST(ZeroGpu, Stage3BucketsLiveLimitAndReuseWithNccl) {
     s.max_live_numel = Scenario().max_live_numel;
     s.max_reuse_distance = 0;
     EXPECT_EQ(run_ranks(s, 1e-4, 1e-4), "") << s.name();
+  }
+}
+
+// Parameter shards in pinned host memory, copied to the GPU for every gather while the GPU computes
+// (train_with_engine checks the shard's placement), in fp32 and bf16, optimizer on the GPU or the
+// CPU, one GPU and two.
+TEST(ZeroGpu, OffloadedParametersTrackReference) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (int world : {1, 2}) {
+    if (world > static_cast<int>(at::getNumGPUs())) continue;
+    for (const char* dtype : {"fp32", "bf16"}) {
+      for (bool offload : {false, true}) {
+        Scenario s;
+        s.device = "cuda";
+        s.world_size = world;
+        s.stage = 3;
+        s.dtype = dtype;
+        s.offload = offload;
+        s.offload_params = true;
+        const bool bf16 = s.dtype == "bf16";
+        EXPECT_EQ(run_ranks(s, bf16 ? kBf16LossRtol : 1e-4, bf16 ? kBf16ParamAtol : 1e-4), "") << s.name();
+      }
+    }
   }
 }
 
