@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peak GPU memory of ZeRO-3 training with the optimizer on the CPU, without and with the parameter
 # shards offloaded too (configs/zero3_offload_cpu.json vs configs/zero3_offload_all_cpu.json), on a
-# randomly initialised ~1B-parameter Llama (benchmarks/models/llama_1b.json), same data and steps.
+# randomly initialised ~150M-parameter Llama (benchmarks/models/llama_150m.json), same data and steps.
 #   benchmarks/offload_params_gpu_memory.sh [STEPS [MODEL_CONFIG]]   (TIERZERO_BUILD: the build dir, default build)
 # Prints a table: peak GPU memory, pinned host memory, tok/s, final loss per config; both runs must
 # reach the same loss (the placement of the shards changes no arithmetic).
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-3}
 tz=${TIERZERO_BUILD:-build}/tools/tierzero
-model=${2:-benchmarks/models/llama_1b.json}
+model=${2:-benchmarks/models/llama_150m.json}
 echo "# offload_params_gpu_memory: ZeRO-3, optimizer on the CPU, $model, $steps steps, configs/data/tiny_corpus.u16"
 printf '# %-24s %12s %12s %10s %10s\n' config peak_gpu pinned tok/s loss
 losses=()

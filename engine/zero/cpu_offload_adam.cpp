@@ -50,8 +50,12 @@ class CpuOffloadAdam final : public PartitionOptimizer {
     at::Tensor host_grad = grad.cpu().contiguous();
     at::ScalarType compute_dtype = compute_partition.scalar_type();
     bool sixteen_bit = compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf;
-    if (sixteen_bit && (!params16_.defined() || params16_.scalar_type() != compute_dtype))
+    // 16-bit weights in host memory (ZeRO-3 offloaded parameters, or a CPU run): the kernel writes
+    // them in place; otherwise into a host buffer copied to the device after the step.
+    const bool write_in_place = sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
+    if (sixteen_bit && !write_in_place && (!params16_.defined() || params16_.scalar_type() != compute_dtype))
       params16_ = at::empty({state_.master.numel()}, host_options_.dtype(compute_dtype));
+    at::Tensor& params16 = write_in_place ? compute_partition : params16_;
 
     cpu_adam::AdamHyperParams hp{.lr = lr,
                                  .beta1 = config_.beta1,
@@ -66,10 +70,10 @@ class CpuOffloadAdam final : public PartitionOptimizer {
         .grads = const_elements_of(host_grad),
         .exp_avg = elements_of(state_.exp_avg),
         .exp_avg_sq = elements_of(state_.exp_avg_sq),
-        .params16 = sixteen_bit ? elements_of(params16_) : cpu_adam::Elements{}};
+        .params16 = sixteen_bit ? elements_of(params16) : cpu_adam::Elements{}};
     throw_if_error(adam_.step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
     ++state_.step;
-    compute_partition.copy_(sixteen_bit ? params16_ : state_.master);
+    if (!write_in_place) compute_partition.copy_(sixteen_bit ? params16_ : state_.master);
   }
 
   AdamPartitionState& state() override { return state_; }
@@ -90,7 +94,7 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   cpu_adam::CpuAdam adam_;
   at::TensorOptions host_options_;
   AdamPartitionState state_;
-  at::Tensor params16_;  // host copy of the updated weights in the compute dtype
+  at::Tensor params16_;  // host copy of the updated 16-bit weights for a device compute partition
 };
 
 }  // namespace
