@@ -88,6 +88,13 @@ class OneCpuThread : public ::testing::Environment {
 };
 ::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
 
+// Two process groups in one process: c10d's FlightRecorder (one per process) inserts each group's
+// first entry into a std::map before taking its lock, so two groups' first collectives on two
+// threads can corrupt the map (a segfault in _Rb_tree_insert_and_rebalance, about 1 run in 3 here).
+// A real run has one group per process. Recording off (its buffer size 0), set before the recorder
+// is first created.
+const bool kFlightRecorderOff = ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1) == 0;
+
 // Runs `body(comm)` for ranks 0 and 1 of a Gloo group on two threads; rethrows the first failure.
 void run_two_ranks(const std::function<void(Comm&)>& body) {
   auto store = c10::make_intrusive<c10d::HashStore>();
