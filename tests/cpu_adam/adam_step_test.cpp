@@ -379,7 +379,9 @@ TEST_P(CpuAdamStepTest, MemoryPassAddsTheGradientToEveryWrittenBuffer) {
         ASSERT_EQ(run.exp_avg.get(i), reference::round_to(c.state, static_cast<float>(before.exp_avg[i]) + g)) << i;
         ASSERT_EQ(run.exp_avg_sq.get(i), reference::round_to(c.state, static_cast<float>(before.exp_avg_sq[i]) + g))
             << i;
-        if (c.write16 && c.params == ElementType::kF32) ASSERT_EQ(run.params16.get(i), reference::round_to(c.params16, p));
+        if (c.write16 && c.params == ElementType::kF32) {
+          ASSERT_EQ(run.params16.get(i), reference::round_to(c.params16, p)) << i;
+        }
       }
     }
   }
