@@ -71,15 +71,19 @@ bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
 }
 
 at::Tensor ShardedPartitioner::gather_input(const std::vector<size_t>& slots) const {
+  std::vector<at::Tensor> pieces;
   int64_t numel = 0;
-  for (size_t slot : slots) numel += layout_.slots[slot].shard_numel;
-  at::Tensor mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
-  int64_t filled = 0;
   for (size_t slot : slots) {
     const ShardSlot& param = layout_.slots[slot];
-    mine.narrow(0, filled, param.shard_numel)
-        .copy_(shard_params_.narrow(0, param.shard_offset, param.shard_numel), /*non_blocking=*/true);
-    filled += param.shard_numel;
+    pieces.push_back(shard_params_.narrow(0, param.shard_offset, param.shard_numel));
+    numel += param.shard_numel;
+  }
+  if (shard_params_.device() == comm_.device()) return at::cat(pieces);  // one kernel
+  at::Tensor mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
+  int64_t filled = 0;
+  for (const at::Tensor& piece : pieces) {  // host -> device, asynchronous from pinned memory
+    mine.narrow(0, filled, piece.numel()).copy_(piece, /*non_blocking=*/true);
+    filled += piece.numel();
   }
   return mine;
 }
