@@ -20,7 +20,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,11 +28,6 @@
 #include "common/status.h"
 
 namespace tierzero::cpu_adam {
-namespace detail {
-struct TileTypes;
-struct TileBuffers;
-}  // namespace detail
-
 enum class ElementType : uint8_t { kF32, kBF16, kF16 };
 
 // Returns "fp32", "bf16" or "fp16".
@@ -160,11 +154,6 @@ class CpuAdam {
                                                 double max_grad_norm, const AdamBuffers& buffers) const;
 
  private:
-  // A tile's kernel: adam_update_tile with the step's scalars bound, or memory_pass_tile.
-  using TileKernel = std::function<void(const detail::TileTypes&, const detail::TileBuffers&)>;
-  // Runs `kernel` on every tile of `buffers` (checked) on the arena, statically split.
-  void for_each_step_tile(const AdamBuffers& buffers, const TileKernel& kernel) const;
-
   struct Arena;
   std::unique_ptr<Arena> arena_;
   size_t tile_elements_;

@@ -135,6 +135,31 @@ T* offset(T* base, ElementType type, size_t index) {
 
 bool aligned64(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
 
+// Runs kernel(types, tile) on every tile of the step over `b` (checked buffers), statically split
+// over `arena`'s threads; with `streaming_stores`, a tile whose written buffers are all 64-byte
+// aligned streams its fp32 stores.
+template <class Kernel>
+void for_each_step_tile(tbb::task_arena& arena, size_t tile_elements, bool streaming_stores, const AdamBuffers& b,
+                        const Kernel& kernel) {
+  const Elements params = b.params_16bit.count != 0 ? b.params_16bit : elements(b.params);
+  const detail::TileTypes types{params.type, b.grads.type, b.exp_avg.type, b.params16.type};
+  const bool write16 = b.params16.count != 0;
+  for_each_tile(arena, params.count, tile_elements, [&](size_t, size_t begin, size_t end) {
+    detail::TileBuffers tile{
+        .params = offset(params.data, params.type, begin),
+        .grads = offset(b.grads.data, b.grads.type, begin),
+        .exp_avg = offset(b.exp_avg.data, b.exp_avg.type, begin),
+        .exp_avg_sq = offset(b.exp_avg_sq.data, b.exp_avg_sq.type, begin),
+        .params16 = write16 ? offset(b.params16.data, b.params16.type, begin) : nullptr,
+        .count = end - begin,
+        .stream = false,
+    };
+    tile.stream = streaming_stores && aligned64(tile.params) && aligned64(tile.exp_avg) &&
+                  aligned64(tile.exp_avg_sq) && (!write16 || aligned64(tile.params16));
+    kernel(types, tile);
+  });
+}
+
 // One double per cache line, so threads writing neighbouring tiles' sums do not share lines.
 struct alignas(64) PaddedSum {
   double value = 0.0;
@@ -163,41 +188,22 @@ GradStats CpuAdam::grad_stats(ConstElements grads) const {
   return stats;
 }
 
-void CpuAdam::for_each_step_tile(const AdamBuffers& b, const TileKernel& kernel) const {
-  const Elements params = b.params_16bit.count != 0 ? b.params_16bit : elements(b.params);
-  const detail::TileTypes types{params.type, b.grads.type, b.exp_avg.type, b.params16.type};
-  const bool write16 = b.params16.count != 0;
-  for_each_tile(arena_->arena, params.count, tile_elements_, [&](size_t, size_t begin, size_t end) {
-    detail::TileBuffers tile{
-        .params = offset(params.data, params.type, begin),
-        .grads = offset(b.grads.data, b.grads.type, begin),
-        .exp_avg = offset(b.exp_avg.data, b.exp_avg.type, begin),
-        .exp_avg_sq = offset(b.exp_avg_sq.data, b.exp_avg_sq.type, begin),
-        .params16 = write16 ? offset(b.params16.data, b.params16.type, begin) : nullptr,
-        .count = end - begin,
-        .stream = false,
-    };
-    tile.stream = streaming_stores_ && aligned64(tile.params) && aligned64(tile.exp_avg) &&
-                  aligned64(tile.exp_avg_sq) && (!write16 || aligned64(tile.params16));
-    kernel(types, tile);
-  });
-}
-
 Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
                      const AdamBuffers& b) const {
   TZ_RETURN_IF_ERROR(check_buffers(b));
   TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
   if (!std::isfinite(grad_multiplier)) return invalid_argument("grad_multiplier must be finite");
   const detail::StepScalars scalars = step_scalars(hp, step_number, grad_multiplier);
-  for_each_step_tile(b, [&](const detail::TileTypes& types, const detail::TileBuffers& tile) {
+  const auto update = [&](const detail::TileTypes& types, const detail::TileBuffers& tile) {
     detail::adam_update_tile(scalars, types, tile);
-  });
+  };
+  for_each_step_tile(arena_->arena, tile_elements_, streaming_stores_, b, update);
   return {};
 }
 
 Status CpuAdam::memory_pass(const AdamBuffers& b) const {
   TZ_RETURN_IF_ERROR(check_buffers(b));
-  for_each_step_tile(b, detail::memory_pass_tile);
+  for_each_step_tile(arena_->arena, tile_elements_, streaming_stores_, b, detail::memory_pass_tile);
   return {};
 }
 
