@@ -26,11 +26,12 @@ Status ConsolidationSource::read_fp32_range(size_t index, uint64_t first, std::s
 
 Status ConsolidationSource::read_fp32(size_t index, std::span<float> out) {
   const std::vector<TensorSpec>& specs = tensors();
-  if (index >= specs.size() || static_cast<int64_t>(out.size()) != specs[index].numel()) {
-    return invalid_argument("read_fp32: tensor " + std::to_string(index) + " of " + std::to_string(specs.size()) +
-                            " with a buffer of " + std::to_string(out.size()) + " floats, not the tensor's size");
+  if (index < specs.size() && static_cast<int64_t>(out.size()) != specs[index].numel()) {
+    return invalid_argument("read_fp32: tensor '" + specs[index].name + "' has " +
+                            std::to_string(specs[index].numel()) + " elements, the buffer " +
+                            std::to_string(out.size()));
   }
-  return fill_fp32(index, 0, out);
+  return read_fp32_range(index, 0, out);
 }
 
 DType ConsolidationSource::dtype(size_t) const { return DType::kF32; }
