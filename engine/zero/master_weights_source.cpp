@@ -24,7 +24,7 @@ Status status_of(std::exception_ptr failure, const std::string& what) {
 }  // namespace
 
 MasterWeightsSource::MasterWeightsSource(ZeroEngine& engine, std::string config_json)
-    : engine_(engine), exchanges_(engine.partitioner().partitioned()), config_json_(std::move(config_json)) {
+    : engine_(engine), config_json_(std::move(config_json)) {
   for (const ParamSpec& spec : all_params(engine.model())) specs_.push_back({spec.name, spec.shape});
 }
 
@@ -58,7 +58,7 @@ Status MasterWeightsSource::fill_fp32(size_t index, uint64_t first, std::span<fl
   try {
     const c10::DeviceGuard on_device(engine_.comm().device());  // the writer's thread, not the engine's
     const auto begin = static_cast<int64_t>(first), count = static_cast<int64_t>(out.size());
-    if (exchanges_) exchange_request({kRange, static_cast<int64_t>(index), begin, count});
+    if (exchanges()) exchange_request({kRange, static_cast<int64_t>(index), begin, count});
     move_range(index, begin, count, at::from_blob(out.data(), {count}, at::kFloat));
     return Status();
   } catch (...) {
@@ -67,7 +67,7 @@ Status MasterWeightsSource::fill_fp32(size_t index, uint64_t first, std::span<fl
 }
 
 Status MasterWeightsSource::serve() {
-  if (!exchanges_) return Status();
+  if (!exchanges()) return Status();
   try {
     for (;;) {
       const std::vector<int64_t> request = exchange_request({kDone, 0, 0, 0});
@@ -80,7 +80,7 @@ Status MasterWeightsSource::serve() {
 }
 
 Status MasterWeightsSource::finish() {
-  if (!exchanges_) return Status();
+  if (!exchanges()) return Status();
   try {
     exchange_request({kDone, 0, 0, 0});
     return Status();

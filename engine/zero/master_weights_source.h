@@ -54,8 +54,10 @@ class MasterWeightsSource final : public checkpoint::ConsolidationSource {
   // (undefined elsewhere), each rank taking its part in the runs' broadcasts.
   void move_range(size_t index, int64_t first, int64_t count, const at::Tensor& destination);
 
+  // Whether ranges are exchanged: the partitions are split over ranks.
+  bool exchanges() const { return engine_.partitioner().partitioned(); }
+
   ZeroEngine& engine_;
-  bool exchanges_;  // the partitions are split over ranks
   std::vector<checkpoint::TensorSpec> specs_;
   std::vector<std::pair<std::string, std::string>> aliases_;  // none: a tied embedding is one parameter
   std::string config_json_;
