@@ -13,8 +13,8 @@
 #include <tbb/task_arena.h>
 
 #include "cpu_adam/adam.h"
-#include "cpu_adam/kernels.h"
-#include "cpu_adam/thread_pinning.h"
+#include "cpu_adam/internal/kernels.h"
+#include "cpu_adam/internal/thread_pinning.h"
 
 namespace tierzero::cpu_adam {
 

@@ -8,8 +8,8 @@
 #define HWY_TARGET_INCLUDE "cpu_adam/kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include "cpu_adam/kernels.h"
-#include "cpu_adam/convert-inl.h"
+#include "cpu_adam/internal/kernels.h"
+#include "cpu_adam/internal/convert-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 

@@ -1,4 +1,4 @@
-#include "cpu_adam/thread_pinning.h"
+#include "cpu_adam/internal/thread_pinning.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <thread>
 
-#include "nvme/async_lane.h"
-#include "nvme/lanes.h"
+#include "nvme/internal/async_lane.h"
+#include "nvme/internal/lanes.h"
 
 namespace tierzero::nvme {
 

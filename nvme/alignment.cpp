@@ -1,5 +1,5 @@
 // Direct-I/O alignment from the file system, never a constant.
-#include "nvme/alignment.h"
+#include "nvme/internal/alignment.h"
 
 #include <fcntl.h>
 #include <linux/fs.h>

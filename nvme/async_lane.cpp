@@ -1,5 +1,5 @@
 // The loop that keeps a kernel queue full: take, stage, submit, reap, settle, resubmit.
-#include "nvme/async_lane.h"
+#include "nvme/internal/async_lane.h"
 
 namespace tierzero::nvme {
 

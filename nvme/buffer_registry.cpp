@@ -1,5 +1,5 @@
 // The fixed-buffer table shared by an engine's io_uring rings.
-#include "nvme/buffer_registry.h"
+#include "nvme/internal/buffer_registry.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,9 +1,9 @@
 // The one function that classifies a piece's completion.
-#include "nvme/completion.h"
+#include "nvme/internal/completion.h"
 
 #include <cerrno>
 
-#include "nvme/alignment.h"
+#include "nvme/internal/alignment.h"
 
 namespace tierzero::nvme {
 

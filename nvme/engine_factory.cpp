@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <mutex>
 
-#include "nvme/lane_engine.h"
-#include "nvme/lanes.h"
+#include "nvme/internal/lane_engine.h"
+#include "nvme/internal/lanes.h"
 
 namespace tierzero::nvme {
 

@@ -1,8 +1,8 @@
 // LaneEngine: turns requests into pieces and deals them round-robin over the lanes.
-#include "nvme/lane_engine.h"
+#include "nvme/internal/lane_engine.h"
 
-#include "nvme/posix_file.h"
-#include "nvme/request_plan.h"
+#include "nvme/internal/posix_file.h"
+#include "nvme/internal/request_plan.h"
 
 namespace tierzero::nvme {
 

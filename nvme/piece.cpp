@@ -1,10 +1,10 @@
 // A piece's life around the backends: staging its bounce buffer, settling its completions.
-#include "nvme/piece.h"
+#include "nvme/internal/piece.h"
 
 #include <cstring>
 #include <new>
 
-#include "nvme/completion.h"
+#include "nvme/internal/completion.h"
 
 namespace tierzero::nvme {
 

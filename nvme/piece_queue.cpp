@@ -1,5 +1,5 @@
 // PieceQueue: a closable multi-producer queue of piece pointers.
-#include "nvme/piece_queue.h"
+#include "nvme/internal/piece_queue.h"
 
 namespace tierzero::nvme {
 

@@ -1,5 +1,5 @@
 // Opening files for the engine: O_DIRECT with a buffered fallback, preallocation, alignment.
-#include "nvme/posix_file.h"
+#include "nvme/internal/posix_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,12 +1,12 @@
 // Request → pieces, honouring O_DIRECT alignment without padding the caller's bytes.
-#include "nvme/request_plan.h"
+#include "nvme/internal/request_plan.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 
-#include "nvme/alignment.h"
-#include "nvme/posix_file.h"
+#include "nvme/internal/alignment.h"
+#include "nvme/internal/posix_file.h"
 
 namespace tierzero::nvme {
 

@@ -1,5 +1,5 @@
 // The io_uring registered-file table, kept in step with file lifetimes.
-#include "nvme/ring_files.h"
+#include "nvme/internal/ring_files.h"
 
 namespace tierzero::nvme {
 

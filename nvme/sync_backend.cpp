@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "nvme/lanes.h"
+#include "nvme/internal/lanes.h"
 
 namespace tierzero::nvme {
 

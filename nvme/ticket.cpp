@@ -1,7 +1,7 @@
 // IoTicket: waiting on and polling one request's completion.
 #include <mutex>
 
-#include "nvme/piece.h"
+#include "nvme/internal/piece.h"
 
 namespace tierzero::nvme {
 

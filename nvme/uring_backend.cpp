@@ -9,9 +9,9 @@
 #include <cstring>
 #include <thread>
 
-#include "nvme/async_lane.h"
-#include "nvme/lanes.h"
-#include "nvme/ring_files.h"
+#include "nvme/internal/async_lane.h"
+#include "nvme/internal/lanes.h"
+#include "nvme/internal/ring_files.h"
 
 namespace tierzero::nvme {
 

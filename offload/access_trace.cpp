@@ -1,4 +1,4 @@
-#include "offload/access_trace.h"
+#include "offload/internal/access_trace.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "offload/arena_pool.h"
+#include "offload/internal/arena_pool.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "offload/budget_check.h"
+#include "offload/internal/budget_check.h"
 
 #include <sys/resource.h>
 

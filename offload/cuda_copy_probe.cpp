@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "common/units.h"
-#include "offload/device_memory.h"
+#include "offload/internal/device_memory.h"
 
 namespace tierzero::offload {
 namespace {

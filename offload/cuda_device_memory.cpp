@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "common/units.h"
-#include "offload/device_memory.h"
+#include "offload/internal/device_memory.h"
 
 namespace tierzero::offload {
 namespace {

@@ -1,4 +1,4 @@
-#include "offload/device_memory.h"
+#include "offload/internal/device_memory.h"
 
 #include <fstream>
 #include <sstream>

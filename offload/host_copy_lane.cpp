@@ -1,4 +1,4 @@
-#include "offload/host_copy_lane.h"
+#include "offload/internal/host_copy_lane.h"
 
 namespace tierzero::offload {
 

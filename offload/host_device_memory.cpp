@@ -9,8 +9,8 @@
 #include <functional>
 
 #include "common/units.h"
-#include "offload/device_memory.h"
-#include "offload/host_copy_lane.h"
+#include "offload/internal/device_memory.h"
+#include "offload/internal/host_copy_lane.h"
 
 namespace tierzero::offload {
 namespace {

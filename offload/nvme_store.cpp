@@ -1,4 +1,4 @@
-#include "offload/nvme_store.h"
+#include "offload/internal/nvme_store.h"
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>

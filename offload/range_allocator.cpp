@@ -1,4 +1,4 @@
-#include "offload/range_allocator.h"
+#include "offload/internal/range_allocator.h"
 
 #include <algorithm>
 #include <cassert>

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "common/units.h"
-#include "offload/tier_manager_impl.h"
+#include "offload/internal/tier_manager_impl.h"
 
 namespace tierzero::offload {
 namespace {

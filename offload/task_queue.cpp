@@ -1,4 +1,4 @@
-#include "offload/task_queue.h"
+#include "offload/internal/task_queue.h"
 
 namespace tierzero::offload {
 

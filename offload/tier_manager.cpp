@@ -1,7 +1,7 @@
 // The tier manager's set-up, registry and manifests. Residency (fetch, writeback, release,
 // prefetch, eviction) is in residency.cpp.
 #include "common/units.h"
-#include "offload/tier_manager_impl.h"
+#include "offload/internal/tier_manager_impl.h"
 
 namespace tierzero::offload {
 

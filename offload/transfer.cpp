@@ -1,4 +1,4 @@
-#include "offload/transfer.h"
+#include "offload/internal/transfer.h"
 
 #include <algorithm>
 #include <cstring>

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "common/units.h"
 #include "tools/commands.h"
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "checkpoint/consolidate.h"
-#include "checkpoint/deepspeed_source.h"
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/convert/consolidate.h"
+#include "checkpoint/deepspeed/deepspeed_source.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "common/units.h"
 #include "tools/commands.h"
 

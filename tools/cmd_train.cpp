@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "common/status.h"
-#include "engine/zero/trainer.h"
+#include "engine/train/trainer.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Byte-level tokenizer: writes a text file's bytes (token id = byte value, 0-255) as a
-TZTOKENS uint16 token file (layout in engine/config/token_data.h).
+TZTOKENS uint16 token file (layout in engine/data/token_data.h).
 
     python3 configs/data/text_to_tokens.py configs/data/tiny_corpus.txt configs/data/tiny_corpus.u16
 """

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/config/ds_config_sections.h"
+#include "engine/config/internal/ds_config_sections.h"
 
 namespace tierzero::engine {
 

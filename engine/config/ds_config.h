@@ -43,8 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "engine/config/loss_scaler.h"
-#include "engine/config/lr_schedule.h"
+#include "engine/optim/schedules.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::engine {

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/config/ds_config_sections.h"
+#include "engine/config/internal/ds_config_sections.h"
 
 namespace tierzero::engine::detail {
 namespace {

@@ -2,7 +2,7 @@
 // extension section (table in ds_config.h).
 #include <string>
 
-#include "engine/config/ds_config_sections.h"
+#include "engine/config/internal/ds_config_sections.h"
 
 namespace tierzero::engine::detail {
 

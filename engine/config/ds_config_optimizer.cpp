@@ -5,7 +5,7 @@
 #include <cctype>
 #include <string>
 
-#include "engine/config/ds_config_sections.h"
+#include "engine/config/internal/ds_config_sections.h"
 
 namespace tierzero::engine::detail {
 namespace {

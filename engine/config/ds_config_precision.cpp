@@ -1,5 +1,5 @@
 // fp16 and bf16 (DeepSpeed's precision_config.py keys and defaults).
-#include "engine/config/ds_config_sections.h"
+#include "engine/config/internal/ds_config_sections.h"
 
 namespace tierzero::engine::detail {
 

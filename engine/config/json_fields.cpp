@@ -1,4 +1,4 @@
-#include "engine/config/json_fields.h"
+#include "engine/config/internal/json_fields.h"
 
 #include <cctype>
 #include <cmath>

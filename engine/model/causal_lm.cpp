@@ -10,7 +10,7 @@
 #include <set>
 
 #include "engine/model/functional_model.h"
-#include "engine/model/rope.h"
+#include "engine/model/internal/rope.h"
 
 namespace tierzero::engine {
 namespace {

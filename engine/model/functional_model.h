@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/model/model_config.h"
+#include "engine/model/internal/model_config.h"
 
 namespace tierzero::engine {
 

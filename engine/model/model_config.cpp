@@ -1,4 +1,4 @@
-#include "engine/model/model_config.h"
+#include "engine/model/internal/model_config.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

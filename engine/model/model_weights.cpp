@@ -9,9 +9,9 @@
 #include <optional>
 #include <set>
 
-#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors/safetensors.h"
 #include "engine/model/functional_model.h"
-#include "engine/model/load_safetensors.h"
+#include "engine/model/internal/load_safetensors.h"
 
 namespace tierzero::engine {
 namespace {

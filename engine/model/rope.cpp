@@ -1,4 +1,4 @@
-#include "engine/model/rope.h"
+#include "engine/model/internal/rope.h"
 
 #include <ATen/ATen.h>
 

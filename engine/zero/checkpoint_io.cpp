@@ -1,11 +1,11 @@
-#include "engine/zero/checkpoint_io.h"
+#include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>
 
 #include <span>
 #include <vector>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 
 namespace tierzero::engine {
 namespace {

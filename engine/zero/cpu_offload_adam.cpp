@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "cpu_adam/adam.h"
-#include "engine/zero/partition_optimizer.h"
+#include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {
 namespace {

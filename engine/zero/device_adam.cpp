@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 
 #include "common/status.h"
-#include "engine/zero/partition_optimizer.h"
+#include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {
 namespace {

@@ -2,7 +2,7 @@
 // (the codebase's one safetensors writer) on rank 0.
 // POSIX calls, not std::filesystem, for the directory moves: libtorch.so exports broken copies of
 // some std::filesystem functions that the dynamic linker may bind instead of libstdc++'s.
-#include "engine/zero/export_16bit.h"
+#include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>
 #include <dirent.h>
@@ -12,9 +12,8 @@
 #include <cerrno>
 #include <vector>
 
-#include "checkpoint/consolidate.h"
-#include "engine/zero/checkpoint_io.h"
-#include "engine/zero/master_weights_source.h"
+#include "checkpoint/convert/consolidate.h"
+#include "engine/zero/internal/master_weights_source.h"
 
 namespace tierzero::engine {
 namespace {

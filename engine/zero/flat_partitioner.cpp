@@ -1,4 +1,4 @@
-#include "engine/zero/flat_partitioner.h"
+#include "engine/zero/internal/flat_partitioner.h"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-#include "engine/zero/master_weights_source.h"
+#include "engine/zero/internal/master_weights_source.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>

@@ -1,10 +1,10 @@
 // The engine's flat and sharded layouts, sized by checkpoint/'s partition rules so the two can never
-// disagree (checkpoint/partition.cpp holds the only copy of DeepSpeed's padding arithmetic).
-#include "engine/zero/partition_layout.h"
+// disagree (checkpoint/engine_format/partition.cpp holds the only copy of DeepSpeed's padding arithmetic).
+#include "engine/zero/internal/partition_layout.h"
 
 #include <algorithm>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 
 namespace tierzero::engine {
 

@@ -1,9 +1,9 @@
-#include "engine/zero/partitioner.h"
+#include "engine/zero/internal/partitioner.h"
 
 #include <unordered_map>
 
-#include "engine/zero/flat_partitioner.h"
-#include "engine/zero/sharded_partitioner.h"
+#include "engine/zero/internal/flat_partitioner.h"
+#include "engine/zero/internal/sharded_partitioner.h"
 
 namespace tierzero::engine {
 

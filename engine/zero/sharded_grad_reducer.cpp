@@ -1,4 +1,4 @@
-#include "engine/zero/sharded_grad_reducer.h"
+#include "engine/zero/internal/sharded_grad_reducer.h"
 
 #include <ATen/ATen.h>
 

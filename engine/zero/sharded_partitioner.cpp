@@ -1,4 +1,4 @@
-#include "engine/zero/sharded_partitioner.h"
+#include "engine/zero/internal/sharded_partitioner.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>

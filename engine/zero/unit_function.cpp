@@ -1,4 +1,4 @@
-#include "engine/zero/unit_function.h"
+#include "engine/zero/internal/unit_function.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>

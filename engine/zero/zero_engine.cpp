@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/zero/unit_function.h"
+#include "engine/zero/internal/unit_function.h"
 
 namespace tierzero::engine {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 
 namespace tierzero::checkpoint::testing {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint_fixture.h"
 #include "test_util.h"
 

@@ -1,6 +1,6 @@
 // tierzero checkpoints -> Hugging Face safetensors: values, sharding, index, config, aliases, and
 // nothing left in OUT when anything fails. Python interop when the interpreter has the modules.
-#include "checkpoint/consolidate.h"
+#include "checkpoint/convert/consolidate.h"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint/float_convert.h"
-#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint_fixture.h"
 #include "test_util.h"
 

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/consolidate.h"
-#include "checkpoint/deepspeed_source.h"
+#include "checkpoint/convert/consolidate.h"
+#include "checkpoint/deepspeed/deepspeed_source.h"
 #include "checkpoint/float_convert.h"
-#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors/safetensors.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 
 namespace tierzero::checkpoint {

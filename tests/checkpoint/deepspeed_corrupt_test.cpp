@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/deepspeed_source.h"
+#include "checkpoint/deepspeed/deepspeed_source.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 
 namespace tierzero::checkpoint {

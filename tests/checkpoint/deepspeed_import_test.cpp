@@ -5,8 +5,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "checkpoint/deepspeed_files.h"
-#include "checkpoint/deepspeed_source.h"
+#include "checkpoint/deepspeed/internal/deepspeed_files.h"
+#include "checkpoint/deepspeed/deepspeed_source.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 
 namespace tierzero::checkpoint {

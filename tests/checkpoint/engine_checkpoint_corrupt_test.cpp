@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint_fixture.h"
 #include "test_util.h"
 

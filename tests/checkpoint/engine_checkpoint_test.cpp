@@ -1,6 +1,6 @@
 // Engine checkpoints: layout math, save/load round trips for stages 0-3 (raw and zstd), loading
 // into other world sizes, and the training state kept verbatim.
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 
 #include <gtest/gtest.h>
 

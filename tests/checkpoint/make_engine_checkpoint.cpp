@@ -23,9 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint/float_convert.h"
-#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors/safetensors.h"
 
 using namespace tierzero;
 using namespace tierzero::checkpoint;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/pickle_reader.h"
+#include "checkpoint/torch_format/internal/pickle_reader.h"
 
 namespace tierzero::checkpoint {
 namespace {

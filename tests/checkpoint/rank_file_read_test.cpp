@@ -1,6 +1,6 @@
 // RankFileHandle::read_at: large reads split over cores come back byte-exact, hashed in order
 // (against XXH3 of the same bytes in one call), and a read past the end names the truncation.
-#include "checkpoint/section_cursor.h"
+#include "checkpoint/engine_format/internal/section_cursor.h"
 
 #include <gtest/gtest.h>
 

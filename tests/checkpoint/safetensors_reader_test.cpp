@@ -1,6 +1,6 @@
 // The safetensors reader accepts a valid file and rejects one seeded corrupt file per class of
 // corruption, each with its own message naming the file and the tensor.
-#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors/safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors/safetensors.h"
 #include "test_util.h"
 
 namespace tierzero::checkpoint {

@@ -1,6 +1,6 @@
 // TensorPrefetcher: pieces arrive in order with the source's values, and every piece lies inside
 // the ring, also when regions fill it to its last byte and the next one wraps to its start.
-#include "checkpoint/tensor_prefetcher.h"
+#include "checkpoint/convert/internal/tensor_prefetcher.h"
 
 #include <gtest/gtest.h>
 

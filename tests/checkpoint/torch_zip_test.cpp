@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/torch_file.h"
+#include "checkpoint/torch_format/torch_file.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 
 namespace tierzero::checkpoint {

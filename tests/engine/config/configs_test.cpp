@@ -8,7 +8,7 @@
 #include <set>
 
 #include "engine/config/ds_config.h"
-#include "engine/config/token_data.h"
+#include "engine/data/token_data.h"
 
 namespace tierzero::engine {
 namespace {

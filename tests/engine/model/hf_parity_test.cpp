@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "engine/model/functional_model.h"
-#include "engine/model/load_safetensors.h"
-#include "engine/model/rope.h"
+#include "engine/model/internal/load_safetensors.h"
+#include "engine/model/internal/rope.h"
 
 namespace tierzero::engine {
 namespace {

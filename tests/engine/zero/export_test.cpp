@@ -2,7 +2,7 @@
 // thread each; or one rank) train 2 steps at stages 0, 2 and 3, export, and the exported directory — read back
 // with the engine's own Hugging Face loader — holds exactly the fp32 master weights rounded to the
 // training dtype; transformers loads it where it is installed. A saved checkpoint converts
-// (checkpoint/consolidate.h) to a directory whose config.json is the model's. And to_hf_json
+// (checkpoint/convert/consolidate.h) to a directory whose config.json is the model's. And to_hf_json
 // round-trips through the config parser.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -22,12 +22,9 @@
 #include <sstream>
 #include <thread>
 
-#include "checkpoint/consolidate.h"
-#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/convert/consolidate.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/model/functional_model.h"
-#include "engine/model/model_config.h"
-#include "engine/zero/checkpoint_io.h"
-#include "engine/zero/export_16bit.h"
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"

@@ -1,5 +1,5 @@
 // DeepSpeed's padding rules for ZeRO's flat partitions (partition_layout.h).
-#include "engine/zero/partition_layout.h"
+#include "engine/zero/internal/partition_layout.h"
 
 #include <gtest/gtest.h>
 

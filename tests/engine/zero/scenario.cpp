@@ -8,9 +8,8 @@
 #include <sstream>
 
 #include "engine/model/functional_model.h"
-#include "engine/zero/checkpoint_io.h"
-#include "engine/zero/sharded_partitioner.h"
 #include "engine/zero/zero_engine.h"
+#include "engine/zero/internal/sharded_partitioner.h"
 
 namespace tierzero::engine::testing {
 namespace {

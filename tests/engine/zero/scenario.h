@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/model_config.h"
-#include "engine/zero/comm.h"
+#include "engine/model/functional_model.h"
+#include "engine/comm/comm.h"
 
 namespace tierzero::engine::testing {
 

@@ -8,8 +8,8 @@
 
 #include <cmath>
 
-#include "engine/config/loss_scaler.h"
-#include "engine/zero/sharded_partitioner.h"
+#include "engine/optim/schedules.h"
+#include "engine/zero/internal/sharded_partitioner.h"
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"

@@ -1,0 +1,201 @@
+// tierzero engine checkpoints: save a ZeRO training state sharded over ranks, load it back at the
+// same or another world size, verify it, and read it for consolidation.
+//
+// On disk:
+//   DIR/latest                 the tag of the newest complete checkpoint (text, no newline)
+//   DIR/TAG/manifest.json      layout, training state and a size + XXH3-64 per file (see below)
+//   DIR/TAG/rank_00000.bin     rank 0's sections, back to back (one per group state, raw or one
+//   DIR/TAG/rank_00001.bin     zstd frame each), then rank 0 only: the replicated tensors
+//   DIR/TAG/rank_00000.json    each rank's record (sections, checksums); folded into the manifest
+// The commit protocol (engine_checkpoint_writer.cpp) makes a crash at any step leave the previous
+// checkpoint loadable.
+//
+// Partitioning, per flat group (the parameters of one optimizer group concatenated in order, no
+// padding between them: the "logical" flat of T elements):
+//   stage 0     every rank's partition is the whole flat; only rank 0 stores it
+//   stage 1, 2  the flat is zero-padded to a multiple of alignment * W elements and split evenly
+//               (DeepSpeed: alignment 2); rank r holds padded elements [r*P, (r+1)*P)
+//   stage 3     each parameter of n elements is split into ceil(n/W)-element pieces, the last one
+//               zero-padded; rank r holds piece r of every parameter, concatenated in order
+// Every state of a group (fp32 master, exp_avg, exp_avg_sq, ...) is partitioned the same way.
+// By convention states[0] is the fp32 master copy of the parameters (what consolidation reads).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/convert/consolidate.h"
+#include "checkpoint/dtype.h"
+#include "common/status.h"
+
+namespace tierzero::checkpoint {
+
+// ---- Layout ---------------------------------------------------------------------------------
+
+struct StateSpec {
+  std::string name;            // "fp32", "exp_avg", "exp_avg_sq", ...
+  DType dtype = DType::kF32;   // F32, BF16 or F16
+};
+
+struct FlatGroup {
+  std::vector<TensorSpec> params;  // flat order
+  std::vector<StateSpec> states;   // states[0]: the fp32 master parameters
+  // Sum of the parameters' numel: the logical (unpadded) flat length.
+  uint64_t numel() const;
+};
+
+// A tensor every rank holds whole (module buffers, frozen parameters); rank 0 stores it.
+struct ReplicatedTensor {
+  TensorSpec spec;
+  DType dtype = DType::kF32;
+};
+
+// DeepSpeed's stage 1-2 alignment (its NCCL start alignment factor): the flat group is padded to a
+// multiple of 2 * world_size elements.
+inline constexpr uint32_t kDeepSpeedAlignment = 2;
+
+struct CheckpointManifest {
+  int zero_stage = 0;          // 0..3
+  uint32_t world_size = 1;     // data-parallel ranks that saved it
+  uint32_t alignment = kDeepSpeedAlignment;  // stages 1-2: flat padded to a multiple of alignment * world_size
+  int64_t step = 0;            // optimizer steps taken
+  std::vector<FlatGroup> groups;
+  std::vector<ReplicatedTensor> replicated;
+  std::vector<std::pair<std::string, std::string>> aliases;  // tied weights: alias -> source
+  // Opaque training state, kept verbatim (null when absent).
+  nlohmann::json loss_scaler;
+  nlohmann::json lr_scheduler;
+  nlohmann::json data_position;
+  std::string model_config_json;  // the model's HF config.json text, or empty
+};
+
+// One contiguous run of a rank's partition: logical flat elements [logical_begin, +length) sit at
+// partition elements [partition_begin, +length). Elements of the partition not covered are padding.
+struct PartitionSegment {
+  uint64_t logical_begin = 0;
+  uint64_t partition_begin = 0;
+  uint64_t length = 0;
+};
+
+// Stage 3: elements of each rank's piece of a parameter of `numel` elements, ceil(numel / world_size)
+// (the pieces past the parameter's end are zero padding).
+uint64_t stage3_piece_numel(uint64_t numel, uint32_t world_size);
+// Elements in each rank's partition of `group` for `zero_stage` at `world_size` (padding included).
+// The one implementation of DeepSpeed's padding rules: the engine's buffers derive from it too.
+uint64_t partition_numel(const FlatGroup& group, int zero_stage, uint32_t world_size, uint32_t alignment);
+// The segments of rank `rank`'s partition, in increasing logical (and partition) order.
+std::vector<PartitionSegment> partition_segments(const FlatGroup& group, int zero_stage, uint32_t world_size,
+                                                 uint32_t alignment, uint32_t rank);
+// Whether `rank` stores group partitions in its file (stage 0: only rank 0).
+bool rank_stores_groups(int zero_stage, uint32_t rank);
+
+// Checks a manifest before it is saved or after it is read: stage 0..3, world size >= 1, alignment
+// >= 1, shapes non-negative, states F32/BF16/F16 with a first state, names unique, aliases point at
+// saved tensors. Errors name the field.
+Status validate_manifest(const CheckpointManifest& manifest);
+
+// ---- Saving ---------------------------------------------------------------------------------
+
+// Steps of the commit protocol a fault hook can fail (tests simulate a crash with them).
+enum class FsStep : uint8_t { kMakeDir, kCreate, kWrite, kSyncFile, kRename, kSyncDir, kRemove };
+const char* fs_step_name(FsStep step);
+// Called before each step with the path it acts on; a non-ok Status makes that step fail with it.
+using FaultHook = std::function<Status(FsStep step, const std::string& path)>;
+
+struct CheckpointOptions {
+  int compression_level = 0;        // 0: sections stored raw; 1..22: one zstd frame per section
+  uint32_t compression_threads = 0; // zstd worker threads (0: compress on the calling thread)
+  FaultHook fault_hook;             // tests only
+};
+
+// What one rank saves.
+struct RankData {
+  // group_states[g][s]: this rank's partition of groups[g], state states[s], exactly
+  // partition_numel(...) elements of that state's dtype. Empty for ranks that store no groups.
+  std::vector<std::vector<std::span<const std::byte>>> group_states;
+  // Rank 0 only: each replicated tensor's bytes, in manifest order.
+  std::vector<std::span<const std::byte>> replicated;
+  // Opaque per-rank state (RNG, data loader position), returned verbatim by rank_state().
+  nlohmann::json rank_state;
+};
+
+// Rank 0, before any rank writes: checks `manifest`, refuses the tag DIR/latest names (the
+// published checkpoint is immutable) and prepares a clean staging directory DIR/TAG.partial. An
+// unpublished DIR/TAG (left by a crash before `latest` moved) is replaced at commit.
+Status begin_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
+                        const CheckpointOptions& options = {});
+// Every rank, after begin_checkpoint (a barrier): writes and fsyncs DIR/TAG.partial/rank_R.bin and
+// its record. `data` must match the manifest's layout (kInvalidArgument naming group/state/rank).
+Status write_checkpoint_rank(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
+                             uint32_t rank, const RankData& data, const CheckpointOptions& options = {});
+// Rank 0, after every rank's write succeeded (a barrier): checks every rank record, writes the
+// manifest, publishes DIR/TAG and points DIR/latest at it. The checkpoint is durable on return.
+Status commit_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
+                         const CheckpointOptions& options = {});
+// All three for a single process holding every rank's data (ranks.size() == world_size).
+Status save_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
+                       std::span<const RankData> ranks, const CheckpointOptions& options = {});
+
+// ---- Loading --------------------------------------------------------------------------------
+
+class CheckpointReader {
+ public:
+  // Opens checkpoint `tag` under `dir` (empty tag: the one named by DIR/latest) and validates its
+  // manifest. Rank files are opened on first use.
+  static Result<std::unique_ptr<CheckpointReader>> open(const std::string& dir, const std::string& tag = "");
+  virtual ~CheckpointReader() = default;
+
+  virtual const CheckpointManifest& manifest() const = 0;
+  virtual const std::string& tag() const = 0;
+  // DIR/TAG.
+  virtual const std::string& path() const = 0;
+
+  // Fills `out` with rank `rank`'s partition of groups[group].states[state] for `world_size` ranks
+  // (any world size: resharding), padding zeroed. out.size() must be partition_numel(...) times
+  // the state's item size. Every source section touched is read to its end and its checksum checked.
+  virtual Status read_partition(size_t group, size_t state, uint32_t world_size, uint32_t rank,
+                                std::span<std::byte> out) = 0;
+  // Fills `out` with logical flat elements [begin, begin + out.size() / itemsize) of a group state.
+  // Sequential calls stream; checksums are checked when a section is read to its end.
+  virtual Status read_flat_range(size_t group, size_t state, uint64_t begin, std::span<std::byte> out) = 0;
+  // Reads every section read_flat_range touched to its end, checking its checksum, and closes
+  // those streams. Call after the last read_flat_range of a pass.
+  virtual Status finish_reads() = 0;
+  // Fills `out` with bytes [begin, begin + out.size()) of replicated tensor `index`. Reading
+  // forward streams; the tensor's checksum is checked when a read reaches its end.
+  virtual Status read_replicated(size_t index, uint64_t begin, std::span<std::byte> out) = 0;
+  // The opaque state rank `rank` saved (null when it saved none).
+  virtual const nlohmann::json& rank_state(uint32_t rank) const = 0;
+};
+
+// What verify_checkpoint found.
+struct VerifyReport {
+  std::string path;          // DIR/TAG
+  uint32_t files_checked = 0;
+  uint64_t bytes_checked = 0;
+};
+// Reads every rank file of checkpoint `tag` (empty: latest) whole and checks its size and XXH3
+// against the manifest, then decodes every section. The first problem is the error; it names the
+// file (and rank and section) and what to do.
+Result<VerifyReport> verify_checkpoint(const std::string& dir, const std::string& tag = "");
+
+// ---- Consolidation ------------------------------------------------------------------------------
+
+// True when `dir` holds a tierzero checkpoint: DIR/TAG/manifest.json for `tag`, or for the tag in
+// DIR/latest when `tag` is empty, or a manifest.json directly in `dir`.
+bool is_engine_checkpoint(const std::string& dir, const std::string& tag = "");
+// The checkpoint as whole fp32 tensors: replicated tensors first, then every group's parameters
+// (from states[0]), aliases as saved. The model config is the manifest's, else DIR/config.json
+// (Hugging Face Trainer's layout), else none.
+Result<std::unique_ptr<ConsolidationSource>> open_engine_checkpoint_source(const std::string& dir,
+                                                                          const std::string& tag = "");
+
+}  // namespace tierzero::checkpoint

@@ -1,0 +1,313 @@
+// JSON forms of the engine checkpoint manifest and rank records, and manifest validation.
+#include "checkpoint/engine_format/internal/manifest_io.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "checkpoint/storage/xxh3.h"
+
+namespace tierzero::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+// A JSON field that is missing or of the wrong type; caught at the parse boundary.
+struct FieldError {
+  std::string message;
+};
+
+const json& field(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw FieldError{fmt::format("{}: missing field '{}'", where, key)};
+  return j.at(key);
+}
+
+template <typename T>
+T typed(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  try {
+    return v.get<T>();
+  } catch (const json::exception& e) {
+    throw FieldError{fmt::format("{}: field '{}' has the wrong type ({})", where, key, v.dump())};
+  }
+}
+
+std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+
+uint64_t parse_hex64(const json& j, const char* key, const std::string& where) {
+  const auto text = typed<std::string>(j, key, where);
+  if (text.size() != 16 || text.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw FieldError{fmt::format("{}: field '{}' is not a 16-digit hex checksum ('{}')", where, key, text)};
+  }
+  return std::stoull(text, nullptr, 16);
+}
+
+json tensor_to_json(const TensorSpec& t) { return {{"name", t.name}, {"shape", t.shape}}; }
+
+TensorSpec tensor_from_json(const json& j, const std::string& where) {
+  return {typed<std::string>(j, "name", where), typed<std::vector<int64_t>>(j, "shape", where)};
+}
+
+DType dtype_from_json(const json& j, const char* key, const std::string& where) {
+  const auto name = typed<std::string>(j, key, where);
+  auto dtype = parse_dtype(name);
+  if (!dtype) throw FieldError{fmt::format("{}: unknown dtype '{}'", where, name)};
+  return *dtype;
+}
+
+CheckpointManifest manifest_from_json(const json& j, const std::string& where) {
+  CheckpointManifest m;
+  m.zero_stage = typed<int>(j, "zero_stage", where);
+  m.world_size = typed<uint32_t>(j, "world_size", where);
+  m.alignment = typed<uint32_t>(j, "alignment", where);
+  m.step = typed<int64_t>(j, "step", where);
+  for (const json& g : field(j, "groups", where)) {
+    FlatGroup group;
+    for (const json& p : field(g, "params", where)) group.params.push_back(tensor_from_json(p, where));
+    for (const json& s : field(g, "states", where)) {
+      group.states.push_back({typed<std::string>(s, "name", where), dtype_from_json(s, "dtype", where)});
+    }
+    m.groups.push_back(std::move(group));
+  }
+  for (const json& r : field(j, "replicated", where)) {
+    m.replicated.push_back({tensor_from_json(r, where), dtype_from_json(r, "dtype", where)});
+  }
+  for (const json& a : field(j, "aliases", where)) {
+    m.aliases.emplace_back(typed<std::string>(a, "alias", where), typed<std::string>(a, "source", where));
+  }
+  m.loss_scaler = field(j, "loss_scaler", where);
+  m.lr_scheduler = field(j, "lr_scheduler", where);
+  m.data_position = field(j, "data_position", where);
+  m.model_config_json = typed<std::string>(j, "model_config_json", where);
+  return m;
+}
+
+RankFileRecord rank_record_from_json(const json& j, const std::string& where) {
+  RankFileRecord r;
+  r.rank = typed<uint32_t>(j, "rank", where);
+  r.file = typed<std::string>(j, "file", where);
+  r.bytes = typed<uint64_t>(j, "bytes", where);
+  r.xxh3 = parse_hex64(j, "xxh3", where);
+  r.layout_hash = parse_hex64(j, "layout_hash", where);
+  r.rank_state = field(j, "rank_state", where);
+  for (const json& s : field(j, "sections", where)) {
+    SectionRecord sec;
+    sec.replicated = typed<bool>(s, "replicated", where);
+    sec.group = typed<uint32_t>(s, "group", where);
+    sec.state = typed<uint32_t>(s, "state", where);
+    sec.index = typed<uint32_t>(s, "index", where);
+    sec.offset = typed<uint64_t>(s, "offset", where);
+    sec.stored_bytes = typed<uint64_t>(s, "stored_bytes", where);
+    sec.raw_bytes = typed<uint64_t>(s, "raw_bytes", where);
+    sec.compressed = typed<std::string>(s, "compression", where) == "zstd";
+    sec.xxh3 = parse_hex64(s, "xxh3", where);
+    r.sections.push_back(sec);
+  }
+  return r;
+}
+
+Status check_tensor(const TensorSpec& t, std::set<std::string>& names, const std::string& what) {
+  if (t.name.empty()) return invalid_argument(fmt::format("manifest: a {} has an empty name", what));
+  if (!names.insert(t.name).second) {
+    return invalid_argument(fmt::format("manifest: tensor '{}' appears twice; names must be unique", t.name));
+  }
+  __int128 numel = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0) return invalid_argument(fmt::format("manifest: {} '{}' has a negative dimension", what, t.name));
+    numel *= d;
+    if (numel > (__int128{1} << 62)) {
+      return invalid_argument(fmt::format("manifest: {} '{}' has a shape too large to address", what, t.name));
+    }
+  }
+  return {};
+}
+
+bool storable_state_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
+
+// The section list a rank file must have, in order, for `manifest`.
+Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, const std::string& where) {
+  size_t expected = 0;
+  if (rank_stores_groups(m.zero_stage, r.rank)) {
+    for (const FlatGroup& g : m.groups) expected += g.states.size();
+  }
+  if (r.rank == 0) expected += m.replicated.size();
+  if (r.sections.size() != expected) {
+    return corrupt(fmt::format("{}: rank {} record lists {} sections, the layout needs {}", where, r.rank,
+                               r.sections.size(), expected));
+  }
+  uint64_t end = 0;
+  for (const SectionRecord& s : r.sections) {
+    if (s.offset != end || s.stored_bytes > r.bytes - std::min(r.bytes, s.offset) ||
+        (!s.compressed && s.stored_bytes != s.raw_bytes)) {
+      return corrupt(fmt::format("{}: rank {} section at offset {} ({} bytes) is out of place in a {}-byte file",
+                                 where, r.rank, s.offset, s.stored_bytes, r.bytes));
+    }
+    end = s.offset + s.stored_bytes;
+    const bool valid_ref = s.replicated ? s.index < m.replicated.size()
+                                        : s.group < m.groups.size() && s.state < m.groups[s.group].states.size();
+    if (!valid_ref) return corrupt(fmt::format("{}: rank {} has a section for a tensor not in the layout", where, r.rank));
+    const uint64_t want = s.replicated ? replicated_bytes(m.replicated[s.index])
+                                       : group_state_bytes(m, s.group, s.state);
+    if (s.raw_bytes != want) {
+      return corrupt(fmt::format("{}: rank {} section holds {} bytes, the layout needs {} (wrong world size or stage?)",
+                                 where, r.rank, s.raw_bytes, want));
+    }
+  }
+  if (end != r.bytes) {
+    return corrupt(fmt::format("{}: rank {} sections cover {} of its {} bytes", where, r.rank, end, r.bytes));
+  }
+  return {};
+}
+
+}  // namespace
+
+uint64_t group_state_bytes(const CheckpointManifest& m, size_t group, size_t state) {
+  const FlatGroup& g = m.groups[group];
+  return partition_numel(g, m.zero_stage, m.world_size, m.alignment) * dtype_bits(g.states[state].dtype) / 8;
+}
+
+uint64_t replicated_bytes(const ReplicatedTensor& t) {
+  return static_cast<uint64_t>(t.spec.numel()) * dtype_bits(t.dtype) / 8;
+}
+
+std::string rank_file_name(uint32_t rank) { return fmt::format("rank_{:05d}.bin", rank); }
+std::string rank_record_name(uint32_t rank) { return fmt::format("rank_{:05d}.json", rank); }
+
+Status validate_manifest(const CheckpointManifest& m) {
+  if (m.zero_stage < 0 || m.zero_stage > 3) {
+    return invalid_argument(fmt::format("manifest: zero_stage {} is not 0, 1, 2 or 3", m.zero_stage));
+  }
+  if (m.world_size == 0) return invalid_argument("manifest: world_size must be at least 1");
+  if (m.alignment == 0) return invalid_argument("manifest: alignment must be at least 1 element");
+  std::set<std::string> names;
+  for (size_t g = 0; g < m.groups.size(); ++g) {
+    if (m.groups[g].states.empty()) {
+      return invalid_argument(fmt::format("manifest: group {} has no states (states[0] must be the fp32 master)", g));
+    }
+    for (const StateSpec& s : m.groups[g].states) {
+      if (!storable_state_dtype(s.dtype)) {
+        return invalid_argument(fmt::format("manifest: group {} state '{}' has dtype {}; use F32, BF16 or F16", g,
+                                            s.name, dtype_name(s.dtype)));
+      }
+    }
+    for (const TensorSpec& p : m.groups[g].params) TZ_RETURN_IF_ERROR(check_tensor(p, names, "parameter"));
+  }
+  for (const ReplicatedTensor& r : m.replicated) TZ_RETURN_IF_ERROR(check_tensor(r.spec, names, "replicated tensor"));
+  for (const auto& [alias, source] : m.aliases) {
+    if (names.count(alias) != 0 || names.count(source) == 0) {
+      return invalid_argument(fmt::format("manifest: alias '{}' -> '{}' must name an unsaved alias of a saved tensor",
+                                          alias, source));
+    }
+  }
+  return {};
+}
+
+uint64_t layout_hash(const CheckpointManifest& manifest) {
+  const std::string text = manifest_to_json(manifest).dump();
+  return XXH3_64bits(text.data(), text.size());
+}
+
+json manifest_to_json(const CheckpointManifest& m) {
+  json groups = json::array();
+  for (const FlatGroup& g : m.groups) {
+    json params = json::array();
+    for (const TensorSpec& p : g.params) params.push_back(tensor_to_json(p));
+    json states = json::array();
+    for (const StateSpec& s : g.states) states.push_back({{"name", s.name}, {"dtype", dtype_name(s.dtype)}});
+    groups.push_back({{"params", params}, {"states", states}});
+  }
+  json replicated = json::array();
+  for (const ReplicatedTensor& r : m.replicated) {
+    json t = tensor_to_json(r.spec);
+    t["dtype"] = dtype_name(r.dtype);
+    replicated.push_back(t);
+  }
+  json aliases = json::array();
+  for (const auto& [alias, source] : m.aliases) aliases.push_back({{"alias", alias}, {"source", source}});
+  return {{"zero_stage", m.zero_stage},     {"world_size", m.world_size},     {"alignment", m.alignment},
+          {"step", m.step},                 {"groups", groups},               {"replicated", replicated},
+          {"aliases", aliases},             {"loss_scaler", m.loss_scaler},   {"lr_scheduler", m.lr_scheduler},
+          {"data_position", m.data_position}, {"model_config_json", m.model_config_json}};
+}
+
+json rank_record_to_json(const RankFileRecord& r) {
+  json sections = json::array();
+  for (const SectionRecord& s : r.sections) {
+    sections.push_back({{"replicated", s.replicated}, {"group", s.group}, {"state", s.state}, {"index", s.index},
+                        {"offset", s.offset}, {"stored_bytes", s.stored_bytes}, {"raw_bytes", s.raw_bytes},
+                        {"compression", s.compressed ? "zstd" : "none"}, {"xxh3", hex64(s.xxh3)}});
+  }
+  return {{"rank", r.rank},           {"file", r.file},         {"bytes", r.bytes},
+          {"xxh3", hex64(r.xxh3)},    {"layout_hash", hex64(r.layout_hash)},
+          {"rank_state", r.rank_state}, {"sections", sections}};
+}
+
+std::string stored_manifest_text(const StoredManifest& stored) {
+  json j = manifest_to_json(stored.manifest);
+  j["format"] = kManifestFormat;
+  j["format_version"] = kManifestVersion;
+  json files = json::array();
+  for (const RankFileRecord& r : stored.files) files.push_back(rank_record_to_json(r));
+  j["files"] = files;
+  return j.dump(1) + "\n";
+}
+
+Result<RankFileRecord> parse_rank_record(const json& j, const std::string& path) {
+  try {
+    return rank_record_from_json(j, path);
+  } catch (const FieldError& e) {
+    return corrupt(e.message);
+  }
+}
+
+Result<StoredManifest> parse_stored_manifest(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return corrupt(fmt::format("{}: manifest is not valid JSON ({}); the checkpoint is damaged", path, e.what()));
+  }
+  StoredManifest stored;
+  try {
+    if (typed<std::string>(j, "format", path) != kManifestFormat) {
+      return corrupt(fmt::format("{}: not a tierzero checkpoint manifest (format '{}')", path, j["format"].dump()));
+    }
+    if (typed<int>(j, "format_version", path) != kManifestVersion) {
+      return unsupported(fmt::format("{}: manifest format_version {} is not {}; use a matching tierzero", path,
+                                     j["format_version"].dump(), kManifestVersion));
+    }
+    stored.manifest = manifest_from_json(j, path);
+    for (const json& f : field(j, "files", path)) stored.files.push_back(rank_record_from_json(f, path));
+  } catch (const FieldError& e) {
+    return corrupt(e.message);
+  }
+  Status valid = validate_manifest(stored.manifest);
+  if (!valid.ok()) return corrupt(fmt::format("{}: {}", path, valid.message()));
+  const CheckpointManifest& m = stored.manifest;
+  if (stored.files.size() != m.world_size) {
+    return corrupt(fmt::format("{}: manifest lists {} rank files but world size {}; the manifest is inconsistent",
+                               path, stored.files.size(), m.world_size));
+  }
+  for (uint32_t r = 0; r < stored.files.size(); ++r) {
+    if (stored.files[r].rank != r || stored.files[r].file != rank_file_name(r)) {
+      return corrupt(fmt::format("{}: file entry {} is for rank {} ('{}'), expected {}", path, r, stored.files[r].rank,
+                                 stored.files[r].file, rank_file_name(r)));
+    }
+    TZ_RETURN_IF_ERROR(check_sections(m, stored.files[r], path));
+  }
+  return stored;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(fmt::format("cannot read {}: it does not exist or is not readable", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return io_error(fmt::format("error reading {}", path));
+  return text.str();
+}
+
+}  // namespace tierzero::checkpoint

@@ -1,0 +1,101 @@
+#include "checkpoint/engine_format/internal/rank_file_writer.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tierzero::checkpoint {
+
+RankFileWriter::RankFileWriter(const DurableFs& fs, std::unique_ptr<StreamWriter> stream,
+                               const CheckpointOptions& options)
+    : fs_(fs),
+      stream_(std::move(stream)),
+      level_(options.compression_level),
+      threads_(options.compression_threads),
+      file_hash_(XXH3_createState()) {
+  XXH3_64bits_reset(file_hash_);
+}
+
+RankFileWriter::~RankFileWriter() {
+  XXH3_freeState(file_hash_);
+  ZSTD_freeCCtx(cctx_);
+}
+
+Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(const DurableFs& fs, nvme::IoEngine& engine,
+                                                               const std::string& path, uint64_t raw_bytes,
+                                                               const CheckpointOptions& options) {
+  TZ_RETURN_IF_ERROR(fs.announce(FsStep::kCreate, path));
+  const uint64_t reserve = options.compression_level > 0 ? 0 : raw_bytes;
+  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(engine, path, reserve, StreamWriter::Options{}));
+  return std::unique_ptr<RankFileWriter>(new RankFileWriter(fs, std::move(stream), options));
+}
+
+// The raw bytes, hashed for the section and the file chunk by chunk while each chunk is in cache
+// (one pass over memory for both digests and the copy into the stream).
+Status RankFileWriter::store(std::span<const std::byte> bytes, uint64_t& section_hash) {
+  constexpr size_t kChunk = 1 << 20;
+  XXH3_state_t* section = XXH3_createState();
+  XXH3_64bits_reset(section);
+  Status status;
+  for (size_t done = 0; done < bytes.size() && status.ok(); done += kChunk) {
+    const std::span<const std::byte> chunk = bytes.subspan(done, std::min(kChunk, bytes.size() - done));
+    XXH3_64bits_update(section, chunk.data(), chunk.size());
+    XXH3_64bits_update(file_hash_, chunk.data(), chunk.size());
+    status = stream_->append(chunk);
+  }
+  section_hash = XXH3_64bits_digest(section);
+  XXH3_freeState(section);
+  return status;
+}
+
+// One zstd frame, compressed straight into the stream's staging buffers.
+Status RankFileWriter::compress(std::span<const std::byte> bytes) {
+  if (cctx_ == nullptr) {
+    cctx_ = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
+    if (threads_ > 0) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, static_cast<int>(threads_));
+  }
+  ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_only);
+  ZSTD_CCtx_setPledgedSrcSize(cctx_, bytes.size());
+  ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+  size_t remaining = 0;
+  do {
+    TZ_ASSIGN_OR_RETURN(std::span<std::byte> free, stream_->reserve());
+    ZSTD_outBuffer out{free.data(), free.size(), 0};
+    remaining = ZSTD_compressStream2(cctx_, &out, &in, ZSTD_e_end);
+    if (ZSTD_isError(remaining)) {
+      return internal_error(fmt::format("zstd compression of {} failed: {}", stream_->path(),
+                                        ZSTD_getErrorName(remaining)));
+    }
+    XXH3_64bits_update(file_hash_, free.data(), out.pos);
+    TZ_RETURN_IF_ERROR(stream_->commit(out.pos));
+  } while (remaining != 0);
+  return {};
+}
+
+Status RankFileWriter::add_section(SectionRecord section, std::span<const std::byte> bytes) {
+  TZ_RETURN_IF_ERROR(fs_.announce(FsStep::kWrite, stream_->path()));
+  section.offset = stream_->size();
+  section.raw_bytes = bytes.size();
+  section.compressed = level_ > 0;
+  if (section.compressed) {
+    section.xxh3 = XXH3_64bits(bytes.data(), bytes.size());
+    TZ_RETURN_IF_ERROR(compress(bytes));
+  } else {
+    TZ_RETURN_IF_ERROR(store(bytes, section.xxh3));
+  }
+  section.stored_bytes = stream_->size() - section.offset;
+  sections_.push_back(section);
+  return {};
+}
+
+Status RankFileWriter::finish(RankFileRecord& record) {
+  TZ_RETURN_IF_ERROR(fs_.announce(FsStep::kSyncFile, stream_->path()));
+  TZ_RETURN_IF_ERROR(stream_->finish());
+  record.bytes = stream_->size();
+  record.xxh3 = XXH3_64bits_digest(file_hash_);
+  record.sections = sections_;
+  return {};
+}
+
+}  // namespace tierzero::checkpoint

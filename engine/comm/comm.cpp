@@ -1,0 +1,146 @@
+#include "engine/comm/comm.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef TIERZERO_ENGINE_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace tierzero::engine {
+namespace {
+
+constexpr std::chrono::minutes kCollectiveTimeout{10};
+
+Result<int> env_int(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 65535)
+    return invalid_argument(std::string("environment variable ") + name + "='" + text +
+                            "' is not a non-negative integer; set it as torchrun does");
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+void CommOp::wait() {
+  if (!work_) return;
+  try {
+    work_->wait();
+  } catch (const std::exception& e) {
+    throw Error(internal_error(std::string("collective failed: ") + e.what() +
+                               " (another rank may have died; see its log)"));
+  }
+  work_.reset();
+}
+
+Result<std::unique_ptr<Comm>> Comm::from_env(at::Device device) {
+  TZ_ASSIGN_OR_RETURN(int world_size, env_int("WORLD_SIZE", 1));
+  if (world_size <= 1) return single(device);
+  TZ_ASSIGN_OR_RETURN(int rank, env_int("RANK", -1));
+  if (rank < 0 || rank >= world_size)
+    return invalid_argument("RANK is unset or not below WORLD_SIZE=" + std::to_string(world_size) +
+                            "; launch with torchrun or set RANK for every process");
+  const char* addr = std::getenv("MASTER_ADDR");
+  if (addr == nullptr || *addr == '\0')
+    return invalid_argument("MASTER_ADDR is unset (rank " + std::to_string(rank) +
+                            "); set it to rank 0's host, e.g. 127.0.0.1");
+  TZ_ASSIGN_OR_RETURN(int port, env_int("MASTER_PORT", -1));
+  if (port <= 0) return invalid_argument("MASTER_PORT is unset (rank " + std::to_string(rank) + ")");
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = rank == 0;
+  options.numWorkers = world_size;
+  options.timeout = kCollectiveTimeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(addr, options);
+  } catch (const std::exception& e) {
+    return io_error("rank " + std::to_string(rank) + ": cannot reach the TCPStore at " + addr + ":" +
+                    std::to_string(port) + ": " + e.what());
+  }
+  return create(std::move(store), rank, world_size, device);
+}
+
+Result<std::unique_ptr<Comm>> Comm::create(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+                                           at::Device device) {
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    return invalid_argument("rank " + std::to_string(rank) + " of world size " + std::to_string(world_size) +
+                            " is out of range");
+  c10::intrusive_ptr<c10d::Backend> backend;
+  try {
+    if (device.is_cuda()) {
+#ifdef TIERZERO_ENGINE_CUDA
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = kCollectiveTimeout;
+      backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
+#else
+      return unsupported("rank " + std::to_string(rank) +
+                         ": this build has no NCCL; rebuild with CUDA or train on the CPU");
+#endif
+    } else {
+      auto options = c10d::ProcessGroupGloo::Options::create_default(kCollectiveTimeout);
+      backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
+    }
+  } catch (const std::exception& e) {
+    return io_error("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+                    ": cannot form the process group: " + e.what());
+  }
+  return std::unique_ptr<Comm>(new Comm(std::move(backend), rank, world_size, device));
+}
+
+std::unique_ptr<Comm> Comm::single(at::Device device) {
+  return std::unique_ptr<Comm>(new Comm(nullptr, 0, 1, device));
+}
+
+std::string Comm::backend_name() const { return backend_ ? backend_->getBackendName() : "none"; }
+
+CommOp Comm::all_reduce_sum(at::Tensor& tensor) {
+  if (!backend_) return {};
+  std::vector<at::Tensor> tensors{tensor};
+  return CommOp(backend_->allreduce(tensors));
+}
+
+CommOp Comm::reduce_sum(at::Tensor& tensor, int root) {
+  if (!backend_) return {};
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::ReduceOptions options;
+  options.rootRank = root;
+  return CommOp(backend_->reduce(tensors, options));
+}
+
+CommOp Comm::reduce_scatter_sum(at::Tensor& output, at::Tensor& input) {
+  if (!backend_) {
+    output.copy_(input);
+    return {};
+  }
+  return CommOp(backend_->_reduce_scatter_base(output, input));
+}
+
+CommOp Comm::all_gather(at::Tensor& output, at::Tensor& input) {
+  if (!backend_) {
+    output.copy_(input);
+    return {};
+  }
+  return CommOp(backend_->_allgather_base(output, input));
+}
+
+CommOp Comm::broadcast(at::Tensor& tensor, int root) {
+  if (!backend_) return {};
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  return CommOp(backend_->broadcast(tensors, options));
+}
+
+void Comm::barrier() {
+  if (backend_) CommOp(backend_->barrier()).wait();
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,112 @@
+// ZeRO's partitioner: owns the 16-bit compute parameters and this rank's gradient partition, and
+// moves them between ranks. Two implementations share this interface:
+//   FlatPartitioner (stages 0-2): parameters resident in one flat buffer; gradients reduced in
+//       buckets of reduce_bucket_numel as backward produces them (stages 0/1: all-reduce; stage 2:
+//       each piece of a bucket reduced to the rank owning it, as DeepSpeed's stage 2 average_tensor
+//       does with one async dist.reduce per (owner, range)) and accumulated into this rank's
+//       partition. Why not a reduce-scatter: a bucket much smaller than a partition overlaps only
+//       1-2 partitions, but a reduce-scatter needs W equal chunks, so its input would be W times the
+//       bucket, mostly zeros, and each rank would send ~W times more than a reduce to the owner does.
+//   ShardedPartitioner (stage 3): each rank keeps its shard of every parameter; a unit's
+//       parameters are all-gathered before use and released after (unless reused within
+//       max_reuse_distance), prefetched along the order the first step recorded, never more than
+//       max_live_numel elements whole at once; gradients are reduce-scattered in buckets of
+//       reduce_bucket_numel elements (sharded_partitioner.h, sharded_grad_reducer.h).
+// The optimizer sees only flat tensors of this rank's partition (partition_numel() elements):
+// the gradient (grad_partition) and the compute parameters it writes back to (compute_partition).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/functional_model.h"
+#include "engine/comm/comm.h"
+#include "engine/zero/internal/param_gateway.h"
+#include "engine/zero/internal/partition_layout.h"
+
+namespace tierzero::engine {
+
+// How parameters and gradients are kept and reduced.
+struct PartitionOptions {
+  int stage = 0;                                   // 0..3
+  at::ScalarType compute_dtype = at::kFloat;       // parameters the model runs with
+  at::ScalarType grad_dtype = at::kFloat;          // gradient accumulation and reduction
+  at::Device grad_device = at::kCPU;               // where the gradient partition lives
+  bool offload_params = false;                     // stage 3: this rank's shard of the compute
+                                                   // parameters in host memory, copied to the
+                                                   // device for each gather (offload_param "cpu")
+  bool pin_offloaded_params = true;                // that shard in pinned memory (with CUDA):
+                                                   // asynchronous copies (offload_param.pin_memory)
+  int64_t reduce_bucket_numel = 500'000'000;       // elements per gradient reduction bucket
+  int64_t prefetch_numel = 50'000'000;             // stage 3: elements gathered ahead of use
+  int64_t persistence_threshold = 100'000;         // stage 3: params this small stay gathered
+  int64_t max_live_numel = 1'000'000'000;          // stage 3: gathered elements alive at once, at most
+  int64_t max_reuse_distance = 1'000'000'000;      // stage 3: keep a param gathered when reused within
+                                                   // this many elements of other units' params
+};
+
+class Partitioner : public ParamGateway {
+ public:
+  // Elements of this rank's partition (padding included).
+  virtual int64_t partition_numel() const = 0;
+  // True when ranks hold different partitions (stages 1-3), so a norm needs a sum over ranks.
+  virtual bool partitioned() const = 0;
+
+  // This rank's partition of `full` (name -> whole tensor, any float dtype/device), flattened,
+  // fp32, on `device`, padding zero. Used to initialise the fp32 master weights.
+  virtual at::Tensor partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const = 0;
+  // The whole parameters (fp32, CPU) assembled from every rank's `partition` (fp32, as
+  // partition_of returns). A collective: every rank calls it.
+  virtual std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) = 0;
+  // Where elements [first, first + count) of parameter `name` (a parameter of the model; the range
+  // inside it) lie in the ranks' partitions, as partition_of lays them out. Pure arithmetic, the
+  // same on every rank. Throws tierzero::Error for an unknown name.
+  virtual std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const = 0;
+
+  // Waits until every gradient reduction started in backward has landed in grad_partition().
+  virtual void finish_reduction() = 0;
+  // This rank's accumulated gradient partition, averaged over ranks (grad dtype, grad device).
+  virtual at::Tensor grad_partition() = 0;
+  // Zeroes the gradient partition for the next step.
+  virtual void zero_grads() = 0;
+
+  // This rank's partition of the compute parameters (compute dtype; on the compute device, or in
+  // host memory with offload_params), for the optimizer to write updated values into. With
+  // offloaded parameters it first waits until the device has read every piece copied from it for a
+  // gather, so the caller may overwrite them.
+  virtual at::Tensor compute_partition() = 0;
+  // Bytes of pinned host memory the partitioner holds (the offloaded parameter shard).
+  virtual int64_t pinned_bytes() const { return 0; }
+  // Makes every rank's updated compute partition visible in the parameters fetch() returns
+  // (stages 1-3: an all-gather). A collective.
+  virtual void publish_compute_partition() = 0;
+};
+
+// Builds the partitioner for `options.stage` over `model`'s parameters (all_params order),
+// initialised from `params` (name -> whole tensor; all of the model's names), compute
+// parameters on comm.device().
+std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model,
+                                              const std::map<std::string, at::Tensor>& params,
+                                              const PartitionOptions& options, Comm& comm);
+
+}  // namespace tierzero::engine
+
+namespace tierzero::engine {
+
+// For every unit of `model`, the index in all_params(model) of each of its parameters, in
+// unit_params order (a tied weight appears in two units with one index).
+std::vector<std::vector<size_t>> unit_param_indices(const FunctionalModel& model);
+
+// all_params(model) as the parallel name and shape lists the partition layouts take.
+struct ParamNamesAndShapes {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+};
+ParamNamesAndShapes param_names_and_shapes(const FunctionalModel& model);
+
+}  // namespace tierzero::engine

@@ -1,0 +1,122 @@
+// The loss scaler against sequences printed by DeepSpeed 0.19.8's own DynamicLossScaler
+// (deepspeed/runtime/fp16/loss_scaler.py; update_scale() per step, printing cur_scale and
+// cur_hysteresis) on the same overflow pattern: init_scale 2^6, scale_window 3, min_scale 1,
+// delayed_shift (hysteresis) 2. "ERR" there is DeepSpeed's "Current loss scale already at minimum".
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/optim/schedules.h"
+
+namespace tierzero::engine {
+namespace {
+
+struct Expected {
+  double scale;
+  int hysteresis;
+};
+
+constexpr const char* kPattern = "OgggggggOOgOOggggOOOOOOOO";  // O: overflow, g: good step
+
+LossScalerConfig pattern_config(bool consecutive) {
+  return LossScalerConfig{.initial_scale_power = 6,
+                          .scale_window = 3,
+                          .hysteresis = 2,
+                          .consecutive_hysteresis = consecutive,
+                          .min_scale = 1.0};
+}
+
+void expect_sequence(bool consecutive, const std::vector<Expected>& expected, bool ends_in_error) {
+  LossScaler s = LossScaler::create(pattern_config(consecutive)).value();
+  EXPECT_EQ(s.scale(), 64.0);
+  const std::string pattern = kPattern;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    Status st = s.update(pattern[i] == 'O');
+    if (i == expected.size()) {
+      ASSERT_TRUE(ends_in_error) << "step " << i;
+      EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted);
+      EXPECT_NE(st.message().find("min_loss_scale"), std::string::npos);
+      return;
+    }
+    ASSERT_TRUE(st.ok()) << "step " << i << ": " << st.to_string();
+    EXPECT_EQ(s.scale(), expected[i].scale) << "step " << i;
+    EXPECT_EQ(s.cur_hysteresis(), expected[i].hysteresis) << "step " << i;
+  }
+  EXPECT_FALSE(ends_in_error);
+}
+
+TEST(LossScaler, DynamicMatchesDeepSpeed) {
+  expect_sequence(false, {{64, 1},  {64, 1},  {64, 1},  {64, 1}, {128, 2}, {128, 2}, {128, 2}, {256, 2},
+                          {256, 1}, {128, 1}, {128, 1}, {64, 1}, {32, 1},  {32, 1},  {32, 1},  {32, 1},
+                          {64, 2},  {64, 1},  {32, 1},  {16, 1}, {8, 1},   {4, 1},   {2, 1},   {1, 1}},
+                  /*ends_in_error=*/true);
+}
+
+TEST(LossScaler, ConsecutiveHysteresisMatchesDeepSpeed) {
+  expect_sequence(true, {{64, 1},  {64, 2},  {64, 2},  {64, 2}, {128, 2}, {128, 2}, {128, 2}, {256, 2}, {256, 1},
+                         {128, 1}, {128, 2}, {128, 1}, {64, 1}, {64, 2},  {64, 2},  {64, 2},  {128, 2}, {128, 1},
+                         {64, 1},  {32, 1},  {16, 1},  {8, 1},  {4, 1},   {2, 1},   {1, 1}},
+                  /*ends_in_error=*/false);
+}
+
+TEST(LossScaler, DefaultsStartAtTwoToTheSixteen) {
+  LossScaler s = LossScaler::create(LossScalerConfig{}).value();
+  EXPECT_TRUE(s.dynamic());
+  EXPECT_EQ(s.scale(), 65536.0);
+  EXPECT_EQ(s.cur_hysteresis(), 2);
+  // DeepSpeed doubles when stable_interval = cur_iter - last_overflow_iter - 1 reaches 1000: the 1001st good step.
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(s.update(false).ok());
+  EXPECT_EQ(s.scale(), 65536.0);
+  ASSERT_TRUE(s.update(false).ok());
+  EXPECT_EQ(s.scale(), 131072.0);
+}
+
+TEST(LossScaler, StaticScaleNeverMoves) {
+  LossScaler s = LossScaler::create(LossScalerConfig{.static_scale = 128}).value();
+  EXPECT_FALSE(s.dynamic());
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(s.update(i % 3 == 0).ok());
+  EXPECT_EQ(s.scale(), 128.0);
+  EXPECT_EQ(LossScaler::create(LossScalerConfig::unit()).value().scale(), 1.0);
+}
+
+TEST(LossScaler, StateResumesTheSameSequence) {
+  LossScaler a = LossScaler::create(pattern_config(false)).value();
+  const std::string pattern = "OgggOggggggOgg";
+  for (char c : pattern.substr(0, 6)) ASSERT_TRUE(a.update(c == 'O').ok());
+  LossScaler b = LossScaler::create(pattern_config(false)).value();
+  ASSERT_TRUE(b.load_state(nlohmann::json::parse(a.state().dump())).ok());
+  for (char c : pattern.substr(6)) {
+    ASSERT_TRUE(a.update(c == 'O').ok());
+    ASSERT_TRUE(b.update(c == 'O').ok());
+    EXPECT_EQ(a.state(), b.state());
+  }
+}
+
+TEST(LossScaler, RejectsBadConfigAndState) {
+  struct Case {
+    LossScalerConfig config;
+    const char* key;
+  };
+  const Case cases[] = {{{.static_scale = -1}, "fp16.loss_scale"},
+                        {{.scale_window = 0}, "fp16.loss_scale_window"},
+                        {{.hysteresis = 0}, "fp16.hysteresis"},
+                        {{.min_scale = 0}, "fp16.min_loss_scale"},
+                        {{.initial_scale_power = -1}, "fp16.initial_scale_power"}};
+  for (const Case& c : cases) {
+    Result<LossScaler> r = LossScaler::create(c.config);
+    ASSERT_FALSE(r.ok()) << c.key;
+    EXPECT_NE(r.status().message().find(c.key), std::string::npos) << r.status().message();
+  }
+  LossScaler dynamic = LossScaler::create(LossScalerConfig{}).value();
+  LossScaler fixed = LossScaler::create(LossScalerConfig{.static_scale = 8}).value();
+  Status st = dynamic.load_state(fixed.state());
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("dynamic"), std::string::npos);
+  st = dynamic.load_state({{"cur_scale", 2.0}});
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cur_iter"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierzero::engine
