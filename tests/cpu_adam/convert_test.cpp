@@ -12,7 +12,7 @@
 #define HWY_TARGET_INCLUDE "tests/cpu_adam/convert_test.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include "cpu_adam/convert-inl.h"
+#include "cpu_adam/internal/convert-inl.h"
 #include "hwy/highway.h"
 #include "hwy/tests/hwy_gtest.h"
 #include "tests/cpu_adam/reference.h"

@@ -1,7 +1,7 @@
 // The recorded access order: cursor, next-use distances, and the prefetch window.
 #include <gtest/gtest.h>
 
-#include "offload/access_trace.h"
+#include "offload/internal/access_trace.h"
 
 namespace tierzero::offload {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <random>
 
-#include "offload/arena_pool.h"
-#include "offload/range_allocator.h"
+#include "offload/internal/arena_pool.h"
+#include "offload/internal/range_allocator.h"
 
 namespace tierzero::offload {
 namespace {
