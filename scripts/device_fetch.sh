@@ -9,6 +9,7 @@ build_debs=(
   liburing2 liburing-dev libaio1 libaio-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libtbb-dev
   libhwy1 libhwy-dev libzstd1 libzstd-dev libxxhash0 libxxhash-dev nlohmann-json3-dev libcli11-dev
   libfmt9 libfmt-dev googletest libgtest-dev libgmock-dev pkgconf pkgconf-bin libpkgconf3 libgloo-dev
+  libpcre2-8-0 libpcre2-dev libutf8proc2 libutf8proc-dev
 )
 # fio and every package whose libraries it links here (from ldd), less the C/C++ runtime the GPU
 # machine has newer, for `bench io --vs-fio` there.

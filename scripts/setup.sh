@@ -14,6 +14,7 @@ debian_packages=(
   build-essential cmake ninja-build pkg-config git python3 python3-venv python3-pip
   liburing-dev libaio-dev libtbb-dev libhwy-dev libzstd-dev libxxhash-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev fio libgloo-dev
+  libpcre2-dev libutf8proc-dev
 )
 missing=()
 for p in "${debian_packages[@]}"; do
