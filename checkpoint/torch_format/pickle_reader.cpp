@@ -45,6 +45,7 @@ class Machine {
   Status call(PyValue* callable, PyValue* args);
   Status set_items(PyValue* target, const std::vector<PyValue*>& kv);
   Status append_items(PyValue* target, const std::vector<PyValue*>& items);
+  Status build(PyValue* target, PyValue* state);
   Status memo_put(uint64_t index);
   Status memo_get(uint64_t index);
   PyValue* make(PyKind k) { return doc_.make(k, op_at_); }
@@ -198,7 +199,9 @@ Status Machine::call(PyValue* callable, PyValue* args) {
   if (args->kind != PyKind::kTuple) return fail("call arguments are " + args->describe() + ", not a tuple");
   const auto& a = args->items;
   if (callable->is_global("collections", "OrderedDict") && a.empty()) {
-    push(make(PyKind::kDict));
+    PyValue* d = make(PyKind::kDict);
+    d->callable = callable;  // a dict subclass: BUILD may give it attributes
+    push(d);
     return {};
   }
   const bool builtins = callable->kind == PyKind::kGlobal &&
@@ -258,6 +261,35 @@ Status Machine::append_items(PyValue* target, const std::vector<PyValue*>& items
     return fail("APPEND(S) on " + target->describe() + ", not a list");
   }
   target->items.insert(target->items.end(), items.begin(), items.end());
+  return {};
+}
+
+// BUILD as Python's default (no __setstate__) does it for a dict subclass such as OrderedDict: the
+// state is a dict of attributes, or a (dict or None, slots dict or None) pair, merged into the
+// instance's attributes. An opaque object keeps its state as pickled, for the caller to read.
+Status Machine::build(PyValue* target, PyValue* state) {
+  if (target->kind == PyKind::kObject) {
+    target->state = state;
+    return {};
+  }
+  if (target->kind != PyKind::kDict || target->callable == nullptr) {
+    return fail("BUILD on " + target->describe() + ": a plain dict, list, tuple or scalar has no attributes to set");
+  }
+  std::vector<PyValue*> parts{state};
+  if (state->kind == PyKind::kTuple && state->items.size() == 2) parts = state->items;
+  for (PyValue* part : parts) {
+    if (part->kind == PyKind::kNone) continue;
+    if (part->kind != PyKind::kDict) {
+      return fail("BUILD state for " + target->describe() + " is " + part->describe() + ", not a dict of attributes");
+    }
+    if (target->state == nullptr) target->state = make(PyKind::kDict);
+    std::vector<PyValue*> kv;
+    for (const auto& [k, v] : part->entries) {
+      kv.push_back(k);
+      kv.push_back(v);
+    }
+    TZ_RETURN_IF_ERROR(set_items(target->state, kv));
+  }
   return {};
 }
 
@@ -501,9 +533,7 @@ Status Machine::step(uint8_t op, bool& stop) {
     case 'b': {  // BUILD
       TZ_ASSIGN_OR_RETURN(PyValue * state, pop());
       TZ_ASSIGN_OR_RETURN(PyValue * target, top());
-      if (target->kind != PyKind::kObject) return fail("BUILD on " + target->describe() + ", not an object");
-      target->state = state;
-      return {};
+      return build(target, state);
     }
     case 'Q': {  // BINPERSID
       TZ_ASSIGN_OR_RETURN(PyValue * id, pop());

@@ -15,6 +15,17 @@ const PyValue* PyValue::get(std::string_view key) const {
   return nullptr;
 }
 
+const PyValue* PyValue::attribute(std::string_view name) const {
+  if (state == nullptr || (kind != PyKind::kDict && kind != PyKind::kObject)) return nullptr;
+  if (const PyValue* v = state->get(name)) return v;
+  if (state->kind == PyKind::kTuple && state->items.size() == 2) {  // (dict, slots)
+    for (const PyValue* part : state->items) {
+      if (const PyValue* v = part->get(name)) return v;
+    }
+  }
+  return nullptr;
+}
+
 std::string PyValue::describe() const {
   constexpr size_t kMaxText = 40;
   auto clip = [](const std::string& s) { return s.size() <= kMaxText ? s : s.substr(0, kMaxText) + "..."; };

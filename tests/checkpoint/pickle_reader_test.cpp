@@ -76,6 +76,53 @@ TEST(PickleReader, UnknownClassesStayOpaqueWithArgsAndState) {
   EXPECT_EQ(r.items[4]->text, "\xff");
 }
 
+TEST(PickleReader, BuildGivesAnOrderedDictAttributesAsPythonDoes) {
+  // d = OrderedDict(a=1); d._metadata = {'': {'version': 1}}; pickle.dumps([d, d], 2): a torch
+  // state_dict, whose _metadata is pickled with BUILD after its items; the memo shares it.
+  const auto doc = parse_hex(
+      "80025d71002863636f6c6c656374696f6e730a4f726465726564446963740a71012952710258010000006171034b01737d71"
+      "0458090000005f6d6574616461746171057d7106580000000071077d7108580700000076657273696f6e71094b0173737362"
+      "6802652e");
+  const PyValue& r = root_of(doc);
+  ASSERT_EQ(r.items.size(), 2u);
+  const PyValue& d = *r.items[0];
+  ASSERT_EQ(d.kind, PyKind::kDict);
+  EXPECT_EQ(r.items[1], &d);
+  ASSERT_EQ(d.entries.size(), 1u);  // the attribute is not an item
+  EXPECT_EQ(d.get("a")->integer, 1);
+  EXPECT_EQ(d.get("_metadata"), nullptr);
+  const PyValue* metadata = d.attribute("_metadata");
+  ASSERT_NE(metadata, nullptr);
+  EXPECT_EQ(metadata->get("")->get("version")->integer, 1);
+
+  // BUILD with a (dict, slots) pair sets both; a second BUILD adds to the attributes.
+  // OrderedDict() BUILD(({'x': 1}, {'y': 2})) BUILD({'z': 3})
+  // (Python: OrderedDict() with __dict__ {'x': 1, 'y': 2, 'z': 3}.)
+  const auto slots = parse_hex(
+      "800263636f6c6c656374696f6e730a4f726465726564446963740a29527d5801000000784b01737d5801000000794b02738662"
+      "7d58010000007a4b0373622e");
+  const PyValue& o = root_of(slots);
+  ASSERT_EQ(o.kind, PyKind::kDict);
+  EXPECT_TRUE(o.entries.empty());
+  ASSERT_NE(o.attribute("x"), nullptr);
+  EXPECT_EQ(o.attribute("x")->integer, 1);
+  EXPECT_EQ(o.attribute("y")->integer, 2);
+  EXPECT_EQ(o.attribute("z")->integer, 3);
+}
+
+TEST(PickleReader, RefusesBuildWherePythonWouldFail) {
+  // EMPTY_DICT EMPTY_DICT BUILD: a plain dict has no __dict__ (Python raises AttributeError).
+  const auto plain = parse_hex("80027d7d622e");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("byte 4"), std::string::npos) << plain.status().to_string();
+  EXPECT_NE(plain.status().message().find("a plain dict"), std::string::npos) << plain.status().to_string();
+  // OrderedDict() BUILD(int 1): the state of an instance without __setstate__ must be a dict.
+  const auto scalar = parse_hex("800263636f6c6c656374696f6e730a4f726465726564446963740a29524b01622e");
+  ASSERT_FALSE(scalar.ok());
+  EXPECT_NE(scalar.status().message().find("not a dict of attributes"), std::string::npos)
+      << scalar.status().to_string();
+}
+
 TEST(PickleReader, RefusesWithOffsets) {
   const auto unknown = parse_hex("80024b01ff2e");
   ASSERT_FALSE(unknown.ok());

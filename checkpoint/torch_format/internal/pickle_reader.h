@@ -2,9 +2,10 @@
 // binary opcodes of 0/1) into inert PyValues. torch.save writes protocol 2.
 //
 // Understood natively: None/bool/int (to 64 bits)/float/str/bytes, tuple, list, dict,
-// collections.OrderedDict, set/frozenset (EMPTY_SET/ADDITEMS/FROZENSET and builtins.set(list)),
-// _codecs.encode(str, 'latin1') (protocol 2's bytes), memo (PUT/BINPUT/LONG_BINPUT/MEMOIZE, GET
-// forms), MARK, FRAME, persistent ids. Any other global call becomes an opaque kObject keeping
+// collections.OrderedDict with the attributes BUILD gives it (a torch state_dict's _metadata),
+// set/frozenset (EMPTY_SET/ADDITEMS/FROZENSET and builtins.set(list)), _codecs.encode(str,
+// 'latin1') (protocol 2's bytes), memo (PUT/BINPUT/LONG_BINPUT/MEMOIZE, GET forms), MARK, FRAME,
+// persistent ids. Any other global call becomes an opaque kObject keeping
 // its callable, arguments and BUILD state. Refused, with the source name and byte offset:
 // unknown opcodes, protocol-0 quoted strings, the extension registry, out-of-band buffers,
 // integers wider than 64 bits, stack or memo misuse, and truncation.

@@ -33,15 +33,20 @@ struct PyValue {
   std::string name;          // kGlobal: the qualified name
   std::vector<PyValue*> items;                         // kTuple, kList, kSet; kObject: appended
   std::vector<std::pair<PyValue*, PyValue*>> entries;  // kDict (insertion order); kObject: set items
-  PyValue* callable = nullptr;  // kObject: the called global
+  PyValue* callable = nullptr;  // kObject: the called global; kDict: its class when made by a call
+                                // (collections.OrderedDict), nullptr for a plain dict
   PyValue* args = nullptr;      // kObject: argument tuple; kPersistentId: the id
-  PyValue* state = nullptr;     // kObject: BUILD state, if any
+  PyValue* state = nullptr;     // kObject: BUILD state, as pickled; kDict: its attributes (a kDict
+                                // name -> value that BUILD filled, as a dict subclass's __dict__)
 
   bool is(PyKind k) const { return kind == k; }
   // True for a kGlobal naming module.name, or a kObject whose callable does.
   bool is_global(std::string_view module, std::string_view qualname) const;
   // The value of string key `key` in a kDict, or nullptr (also when this is not a dict).
   const PyValue* get(std::string_view key) const;
+  // Attribute `name` that BUILD set: a kDict's attributes (a torch state_dict's "_metadata"), or
+  // a kObject's state when that is a dict or a (dict, slots) pair; nullptr when absent.
+  const PyValue* attribute(std::string_view name) const;
   // A short description for error messages: "str 'abc'", "int 3", "list of 2", "object
   // deepspeed.runtime.zero.config.ZeroStageEnum(...)".
   std::string describe() const;
