@@ -1,55 +1,50 @@
 // consolidate_to_safetensors: source tensors (read ahead on a thread) -> encoded in place, on every
-// core, into SafetensorsWriter's buffers (nvme, several in flight) -> OUT.partial -> renamed to OUT.
+// core, into SafetensorsWriter's buffers (nvme, several in flight) -> OUT.partial -> renamed to OUT
+// (the commit protocol of checkpoint/storage/commit_transaction.cpp, with OUT's parent as DIR).
 #include "checkpoint/convert/consolidate.h"
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/storage/durable_fs.h"
-#include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint/convert/internal/tensor_encoder.h"
 #include "checkpoint/convert/internal/tensor_prefetcher.h"
+#include "checkpoint/safetensors/safetensors.h"
+#include "checkpoint/storage/storage.h"
 #include "common/progress.h"
 
 namespace tierzero::checkpoint {
 namespace {
 
-namespace fs = std::filesystem;
-
-// Removes the partial output directory unless released. Through DurableFs (nftw), not
-// std::filesystem::remove_all: the export runs this in LibTorch-linked programs, where the dynamic
-// linker binds libtorch.so's broken copy of remove_all, which crashes.
+// Removes the staging directory of a failed conversion unless released.
 class PartialDirGuard {
  public:
-  explicit PartialDirGuard(std::string path) : path_(std::move(path)) {}
+  explicit PartialDirGuard(CommitTransaction& txn) : txn_(&txn) {}
   ~PartialDirGuard() {
-    if (!path_.empty()) (void)DurableFs().remove_all(path_);  // best effort: the error is already reported
+    if (txn_ != nullptr) (void)txn_->abort();  // best effort: the error is already reported
   }
-  void release() { path_.clear(); }
+  void release() { txn_ = nullptr; }
 
  private:
-  std::string path_;
+  CommitTransaction* txn_;
 };
 
-Status check_output_dir(const std::string& out_dir) {
-  std::error_code ec;
-  if (!fs::exists(out_dir, ec)) return {};
-  if (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec)) {
-    return invalid_argument(fmt::format("output {} exists and is not an empty directory; choose a new directory or "
-                                        "remove it",
-                                        out_dir));
+Status check_output_dir(fs::FileSystem& file_system, const std::string& out_dir) {
+  const Result<fs::FileInfo> info = file_system.stat(out_dir);
+  if (!info.ok()) return info.status().code() == ErrorCode::kNotFound ? Status() : info.status();
+  if (info->is_dir) {
+    TZ_ASSIGN_OR_RETURN(const std::vector<std::string> names, file_system.list_dir(out_dir));
+    if (names.empty()) return {};
   }
-  return {};
+  return invalid_argument(fmt::format("output {} exists and is not an empty directory; choose a new directory or "
+                                      "remove it",
+                                      out_dir));
 }
 
-Status write_small_file(const DurableFs& durable, const std::string& path, const std::string& text) {
-  return durable.write_file(path, std::as_bytes(std::span(text)));
-}
+std::span<const std::byte> text_bytes(const std::string& text) { return std::as_bytes(std::span(text)); }
 
 }  // namespace
 
@@ -78,9 +73,9 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   if (options.dtype != DType::kF32 && options.dtype != DType::kF16 && options.dtype != DType::kBF16) {
     return invalid_argument("convert writes F32, F16 or BF16");
   }
-  const std::string out = fs::path(out_dir).lexically_normal().string();
-  const std::string target = out.ends_with('/') && out.size() > 1 ? out.substr(0, out.size() - 1) : out;
-  TZ_RETURN_IF_ERROR(check_output_dir(target));
+  fs::FileSystem& file_system = fs::default_file_system();
+  const std::string target = fs::strip_trailing_slashes(out_dir);
+  TZ_RETURN_IF_ERROR(check_output_dir(file_system, target));
 
   const std::vector<TensorSpec>& specs = source.tensors();
   std::vector<TensorToWrite> tensors;
@@ -91,11 +86,10 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   TZ_ASSIGN_OR_RETURN(ShardPlan plan, plan_shards(tensors, options.max_shard_bytes));
   TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(options.io));
 
-  const std::string staging = target + ".partial";
-  const DurableFs durable;
-  TZ_RETURN_IF_ERROR(durable.remove_all(staging));
-  TZ_RETURN_IF_ERROR(durable.make_dir(staging));
-  PartialDirGuard guard(staging);
+  CommitTransaction txn(file_system, fs::parent_dir(target), target.substr(target.rfind('/') + 1));
+  TZ_RETURN_IF_ERROR(txn.begin());
+  PartialDirGuard guard(txn);
+  const std::string& staging = txn.staging_dir();
 
   ConvertReport report;
   report.tensors = specs.size();
@@ -133,19 +127,14 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   }
   const std::string index = build_safetensors_index(tensors, plan);
   if (!index.empty()) {
-    TZ_RETURN_IF_ERROR(write_small_file(durable, staging + "/model.safetensors.index.json", index));
+    TZ_RETURN_IF_ERROR(txn.write_file("model.safetensors.index.json", text_bytes(index)));
   }
   if (!source.model_config_json().empty()) {
     TZ_ASSIGN_OR_RETURN(const std::string config, with_torch_dtype(source.model_config_json(), options.dtype));
-    TZ_RETURN_IF_ERROR(write_small_file(durable, staging + "/config.json", config));
+    TZ_RETURN_IF_ERROR(txn.write_file("config.json", text_bytes(config)));
   }
-  TZ_RETURN_IF_ERROR(durable.sync_dir(staging));
-  std::error_code ec;
-  if (fs::exists(target, ec)) fs::remove(target, ec);  // an empty directory, checked above
-  TZ_RETURN_IF_ERROR(durable.rename(staging, target));
+  TZ_RETURN_IF_ERROR(txn.publish(/*replace_tree=*/false));  // an existing target is empty, checked above
   guard.release();
-  const std::string parent = fs::path(target).parent_path().string();
-  TZ_RETURN_IF_ERROR(durable.sync_dir(parent.empty() ? "." : parent));
   if (progress) progress->finish();
   const auto end = std::chrono::steady_clock::now();
   report.seconds = std::chrono::duration<double>(end - start).count();

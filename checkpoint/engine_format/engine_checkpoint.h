@@ -7,8 +7,9 @@
 //   DIR/TAG/rank_00000.bin     rank 0's sections, back to back (one per group state, raw or one
 //   DIR/TAG/rank_00001.bin     zstd frame each), then rank 0 only: the replicated tensors
 //   DIR/TAG/rank_00000.json    each rank's record (sections, checksums); folded into the manifest
-// The commit protocol (engine_checkpoint_writer.cpp) makes a crash at any step leave the previous
-// checkpoint loadable.
+// The commit protocol (checkpoint/storage/commit_transaction.cpp; its use here:
+// engine_checkpoint_writer.cpp) makes a crash at any step leave the previous checkpoint loadable.
+// Files are written through fs::default_file_system().
 //
 // Partitioning, per flat group (the parameters of one optimizer group concatenated in order, no
 // padding between them: the "logical" flat of T elements):
@@ -23,7 +24,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -104,16 +104,9 @@ Status validate_manifest(const CheckpointManifest& manifest);
 
 // ---- Saving ---------------------------------------------------------------------------------
 
-// Steps of the commit protocol a fault hook can fail (tests simulate a crash with them).
-enum class FsStep : uint8_t { kMakeDir, kCreate, kWrite, kSyncFile, kRename, kSyncDir, kRemove };
-const char* fs_step_name(FsStep step);
-// Called before each step with the path it acts on; a non-ok Status makes that step fail with it.
-using FaultHook = std::function<Status(FsStep step, const std::string& path)>;
-
 struct CheckpointOptions {
   int compression_level = 0;        // 0: sections stored raw; 1..22: one zstd frame per section
   uint32_t compression_threads = 0; // zstd worker threads (0: compress on the calling thread)
-  FaultHook fault_hook;             // tests only
 };
 
 // What one rank saves.

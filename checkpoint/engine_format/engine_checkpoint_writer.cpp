@@ -1,40 +1,31 @@
-// Saving an engine checkpoint.
-//
-// COMMIT PROTOCOL. A crash (or failed call) at any step leaves DIR/latest naming the previous
-// complete checkpoint, whose files are never touched. Every step goes through DurableFs, which
-// announces it to CheckpointOptions::fault_hook; tests fail each step in turn.
+// Saving an engine checkpoint: the commit protocol of checkpoint/storage/commit_transaction.cpp
+// with TAG as NAME, then DIR/latest moved to TAG. A crash (or failed call) at any step leaves
+// DIR/latest naming the previous complete checkpoint, whose files are never touched.
 //
 //   begin_checkpoint (rank 0)
 //     1. refuse if DIR/latest names TAG (the published checkpoint is immutable)
-//     2. mkdir DIR; rm -r DIR/TAG.partial (left by a crashed save); mkdir DIR/TAG.partial
+//     2. CommitTransaction::begin: mkdir DIR (durably); rm -r DIR/TAG.partial; mkdir it
 //   write_checkpoint_rank (every rank, after a barrier)
-//     3. write DIR/TAG.partial/rank_R.bin section by section through nvme/ (O_DIRECT where the file
-//        system allows it); fdatasync
+//     3. write DIR/TAG.partial/rank_R.bin section by section through nvme/ (StreamWriter, O_DIRECT
+//        where the file system allows it); fdatasync
 //     4. write DIR/TAG.partial/rank_R.json (sizes, XXH3s, layout hash); fsync
 //   commit_checkpoint (rank 0, after a barrier)
 //     5. read every rank record; each must match this save's layout (no stale files)
 //     6. write DIR/TAG.partial/manifest.json; fsync
-//     7. fsync DIR/TAG.partial           the directory's entries are durable
-//     8. rm -r DIR/TAG if present (an unpublished leftover: a save that crashed before step 10,
-//        or an old tag being re-saved); rename DIR/TAG.partial -> DIR/TAG
-//     9. fsync DIR                       DIR/TAG is durable and complete
-//    10. write DIR/latest.partial (the tag); fsync; rename -> DIR/latest; fsync DIR
+//     7. CommitTransaction::publish: fsync DIR/TAG.partial; rm -r DIR/TAG if present (unpublished:
+//        a save that crashed before step 8, or an old tag being re-saved); rename to DIR/TAG;
+//        fsync DIR — DIR/TAG is durable and complete
+//     8. publish_pointer: DIR/latest.partial (the tag), fsync, rename -> DIR/latest, fsync DIR
 // Readers only follow DIR/latest (or an explicit tag), and a tag directory exists only complete.
-#include <sys/stat.h>
-
-#include <filesystem>
-
 #include <fmt/format.h>
 
-#include "checkpoint/storage/durable_fs.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/rank_file_writer.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
+#include "checkpoint/storage/storage.h"
 
 namespace tierzero::checkpoint {
 namespace {
-
-std::string staging_dir(const std::string& dir, const std::string& tag) { return dir + "/" + tag + ".partial"; }
 
 Status check_tag(const std::string& tag) {
   if (tag.empty() || tag == "." || tag == ".." || tag == kLatestFile || tag.find('/') != std::string::npos ||
@@ -84,8 +75,9 @@ Status check_rank_data(const CheckpointManifest& m, uint32_t rank, const RankDat
   return {};
 }
 
-Result<RankFileRecord> read_rank_record(const std::string& path, const CheckpointManifest& m, uint32_t rank) {
-  auto text = read_text_file(path);
+Result<RankFileRecord> read_rank_record(fs::FileSystem& fs, const std::string& path, const CheckpointManifest& m,
+                                        uint32_t rank) {
+  auto text = fs.read_file(path);
   if (!text.ok()) {
     return not_found(fmt::format("rank {} has not written its checkpoint file ({} is missing); every rank must call "
                                  "write_checkpoint_rank before rank 0 commits",
@@ -113,10 +105,7 @@ Status begin_checkpoint(const std::string& dir, const std::string& tag, const Ch
                                         "immutable: choose a new tag (e.g. global_step{})",
                                         dir, tag, manifest.step));
   }
-  const DurableFs fs(options.fault_hook);
-  TZ_RETURN_IF_ERROR(fs.make_dir(dir));
-  TZ_RETURN_IF_ERROR(fs.remove_all(staging_dir(dir, tag)));
-  return fs.make_dir(staging_dir(dir, tag));
+  return CommitTransaction(fs::default_file_system(), dir, tag).begin();
 }
 
 Status write_checkpoint_rank(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
@@ -125,16 +114,16 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
     return invalid_argument(fmt::format("rank {} is outside world size {}", rank, manifest.world_size));
   }
   TZ_RETURN_IF_ERROR(check_rank_data(manifest, rank, data));
-  const DurableFs fs(options.fault_hook);
-  const std::string staging = staging_dir(dir, tag);
+  CommitTransaction txn(fs::default_file_system(), dir, tag);
   TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(nvme::IoConfig{}));
   uint64_t raw_bytes = 0;
   for (const auto& states : data.group_states) {
     for (const auto& bytes : states) raw_bytes += bytes.size();
   }
   for (const auto& bytes : data.replicated) raw_bytes += bytes.size();
-  TZ_ASSIGN_OR_RETURN(auto writer, RankFileWriter::create(fs, *engine, staging + "/" + rank_file_name(rank),
-                                                          raw_bytes, options));
+  TZ_ASSIGN_OR_RETURN(auto writer, RankFileWriter::create(txn.file_system(), *engine,
+                                                          txn.staging_dir() + "/" + rank_file_name(rank), raw_bytes,
+                                                          options));
   for (uint32_t g = 0; g < data.group_states.size(); ++g) {
     for (uint32_t s = 0; s < data.group_states[g].size(); ++s) {
       SectionRecord section;
@@ -155,20 +144,21 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
   record.rank_state = data.rank_state;
   record.layout_hash = layout_hash(manifest);
   TZ_RETURN_IF_ERROR(writer->finish(record));
-  return fs.write_file(staging + "/" + rank_record_name(rank), text_bytes(rank_record_to_json(record).dump()));
+  return txn.write_file(rank_record_name(rank), text_bytes(rank_record_to_json(record).dump()));
 }
 
 Status commit_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
                          const CheckpointOptions& options) {
   TZ_RETURN_IF_ERROR(check_tag(tag));
-  const DurableFs fs(options.fault_hook);
-  const std::string staging = staging_dir(dir, tag);
+  fs::FileSystem& fs = fs::default_file_system();
+  CommitTransaction txn(fs, dir, tag);
+  const std::string& staging = txn.staging_dir();
   StoredManifest stored{manifest, {}};
   for (uint32_t r = 0; r < manifest.world_size; ++r) {
-    TZ_ASSIGN_OR_RETURN(RankFileRecord record, read_rank_record(staging + "/" + rank_record_name(r), manifest, r));
-    std::error_code ec;
-    const uintmax_t size = std::filesystem::file_size(staging + "/" + record.file, ec);
-    if (ec || size != record.bytes) {
+    TZ_ASSIGN_OR_RETURN(RankFileRecord record,
+                        read_rank_record(fs, staging + "/" + rank_record_name(r), manifest, r));
+    const Result<fs::FileInfo> info = fs.stat(staging + "/" + record.file);
+    if (!info.ok() || info->size != record.bytes) {
       return corrupt(fmt::format("{}/{}: rank {} file is missing or not the {} bytes its record says", staging,
                                  record.file, r, record.bytes));
     }
@@ -176,15 +166,9 @@ Status commit_checkpoint(const std::string& dir, const std::string& tag, const C
   }
   const std::string text = stored_manifest_text(stored);
   TZ_RETURN_IF_ERROR(parse_stored_manifest(text, staging + "/" + kManifestFile).status());
-  TZ_RETURN_IF_ERROR(fs.write_file(staging + "/" + kManifestFile, text_bytes(text)));
-  TZ_RETURN_IF_ERROR(fs.sync_dir(staging));
-  if (std::filesystem::exists(dir + "/" + tag)) TZ_RETURN_IF_ERROR(fs.remove_all(dir + "/" + tag));
-  TZ_RETURN_IF_ERROR(fs.rename(staging, dir + "/" + tag));
-  TZ_RETURN_IF_ERROR(fs.sync_dir(dir));
-  const std::string latest = dir + "/" + kLatestFile;
-  TZ_RETURN_IF_ERROR(fs.write_file(latest + ".partial", text_bytes(tag)));
-  TZ_RETURN_IF_ERROR(fs.rename(latest + ".partial", latest));
-  return fs.sync_dir(dir);
+  TZ_RETURN_IF_ERROR(txn.write_file(kManifestFile, text_bytes(text)));
+  TZ_RETURN_IF_ERROR(txn.publish(/*replace_tree=*/true));
+  return publish_pointer(fs, txn.dir(), kLatestFile, tag);
 }
 
 Status save_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,

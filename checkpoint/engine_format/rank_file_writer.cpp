@@ -6,10 +6,8 @@
 
 namespace tierzero::checkpoint {
 
-RankFileWriter::RankFileWriter(const DurableFs& fs, std::unique_ptr<StreamWriter> stream,
-                               const CheckpointOptions& options)
-    : fs_(fs),
-      stream_(std::move(stream)),
+RankFileWriter::RankFileWriter(std::unique_ptr<StreamWriter> stream, const CheckpointOptions& options)
+    : stream_(std::move(stream)),
       level_(options.compression_level),
       threads_(options.compression_threads),
       file_hash_(XXH3_createState()) {
@@ -21,13 +19,12 @@ RankFileWriter::~RankFileWriter() {
   ZSTD_freeCCtx(cctx_);
 }
 
-Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(const DurableFs& fs, nvme::IoEngine& engine,
+Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(fs::FileSystem& fs, nvme::IoEngine& engine,
                                                                const std::string& path, uint64_t raw_bytes,
                                                                const CheckpointOptions& options) {
-  TZ_RETURN_IF_ERROR(fs.announce(FsStep::kCreate, path));
   const uint64_t reserve = options.compression_level > 0 ? 0 : raw_bytes;
-  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(engine, path, reserve, StreamWriter::Options{}));
-  return std::unique_ptr<RankFileWriter>(new RankFileWriter(fs, std::move(stream), options));
+  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(fs, engine, path, reserve, StreamWriter::Options{}));
+  return std::unique_ptr<RankFileWriter>(new RankFileWriter(std::move(stream), options));
 }
 
 // The raw bytes, hashed for the section and the file chunk by chunk while each chunk is in cache
@@ -74,7 +71,6 @@ Status RankFileWriter::compress(std::span<const std::byte> bytes) {
 }
 
 Status RankFileWriter::add_section(SectionRecord section, std::span<const std::byte> bytes) {
-  TZ_RETURN_IF_ERROR(fs_.announce(FsStep::kWrite, stream_->path()));
   section.offset = stream_->size();
   section.raw_bytes = bytes.size();
   section.compressed = level_ > 0;
@@ -90,7 +86,6 @@ Status RankFileWriter::add_section(SectionRecord section, std::span<const std::b
 }
 
 Status RankFileWriter::finish(RankFileRecord& record) {
-  TZ_RETURN_IF_ERROR(fs_.announce(FsStep::kSyncFile, stream_->path()));
   TZ_RETURN_IF_ERROR(stream_->finish());
   record.bytes = stream_->size();
   record.xxh3 = XXH3_64bits_digest(file_hash_);

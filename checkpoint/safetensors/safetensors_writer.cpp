@@ -1,5 +1,5 @@
 // SafetensorsWriter: the header, then tensor bytes, streamed through a StreamWriter (nvme::IoEngine)
-// with the declared size enforced.
+// with the declared size enforced, on fs::default_file_system().
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors/safetensors.h"
-#include "checkpoint/storage/stream_writer.h"
+#include "checkpoint/storage/storage.h"
 
 namespace tierzero::checkpoint {
 
@@ -57,7 +57,7 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(
   uint64_t data_bytes = 0;
   for (const TensorToWrite& t : tensors) data_bytes += t.bytes().value();
   const uint64_t file_bytes = 8 + header.size() + data_bytes;
-  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(engine, path, file_bytes,
+  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(fs::default_file_system(), engine, path, file_bytes,
                                                         {options.buffer_bytes, options.buffer_count}));
   std::unique_ptr<SafetensorsWriter> writer(new SafetensorsWriter(std::move(stream), file_bytes));
   std::byte length[8];

@@ -1,7 +1,12 @@
-// Private: a file written front to back through nvme::IoEngine (O_DIRECT where the file system
-// allows it). Bytes are staged in `buffer_count` aligned buffers of `buffer_bytes`; a full buffer
-// is submitted at once and the next one fills while it is written. Shared by the safetensors
-// writer and the engine checkpoint's rank-file writer.
+// tierzero checkpoint/storage: durable writing, shared by checkpoint save, convert and export.
+//   StreamWriter       a file written front to back through nvme::IoEngine (O_DIRECT where the
+//                      file system allows it), fdatasynced at finish
+//   CommitTransaction  the one commit protocol: a directory staged as DIR/NAME.partial, then
+//                      published as DIR/NAME complete or not at all (commit_transaction.cpp
+//                      tells it step by step)
+//   publish_pointer    DIR/latest moved to a new tag the same way
+//   move_files_into    a published directory's files moved into a shared directory (export)
+// Every file-system call goes through an fs::FileSystem, so tests can simulate a crash at each.
 #pragma once
 
 #include <cstddef>
@@ -9,24 +14,29 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "fs/file_system.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::checkpoint {
 
+// Bytes are staged in `buffer_count` aligned buffers of `buffer_bytes`; a full buffer is submitted
+// at once and the next one fills while it is written.
 class StreamWriter {
  public:
   struct Options {
     uint64_t buffer_bytes = 16ull << 20;  // a nonzero multiple of 4096
     uint32_t buffer_count = 4;            // >= 2
   };
-  // Creates (truncates) `path` for writing; `preallocate_bytes` (0: none) are reserved up front and
-  // become the file's size until finish() trims it to the bytes appended.
-  // Errors name the path; bad options are kInvalidArgument.
-  static Result<std::unique_ptr<StreamWriter>> create(nvme::IoEngine& engine, const std::string& path,
-                                                      uint64_t preallocate_bytes, const Options& options);
+  // Creates (truncates) `path` on `fs` for writing through `engine`; `preallocate_bytes` (0: none)
+  // are reserved up front and become the file's size until finish() trims it to the bytes
+  // appended. Errors name the path; bad options are kInvalidArgument.
+  static Result<std::unique_ptr<StreamWriter>> create(fs::FileSystem& fs, nvme::IoEngine& engine,
+                                                      const std::string& path, uint64_t preallocate_bytes,
+                                                      const Options& options);
   // Waits for writes still in flight (their buffers are owned here); does not sync.
   ~StreamWriter();
   StreamWriter(const StreamWriter&) = delete;
@@ -40,25 +50,70 @@ class StreamWriter {
   Result<std::span<std::byte>> reserve();
   // Appends the first `bytes` bytes of the span reserve() returned.
   Status commit(uint64_t bytes);
-  // Writes what is staged, waits for every write and fdatasyncs; the bytes are durable on ok.
+  // Writes what is staged, waits for every write, trims, fdatasyncs and closes; the bytes are
+  // durable on ok (the file's name is not: that is the directory's sync, see CommitTransaction).
   Status finish();
   // Bytes appended so far (the file's size once finished).
   uint64_t size() const { return flushed_ + filled_; }
   const std::string& path() const { return file_->path(); }
 
  private:
-  StreamWriter(nvme::IoEngine& engine, nvme::FileRef file, const Options& options);
+  StreamWriter(nvme::IoEngine& engine, std::unique_ptr<fs::WritableFile> file, const Options& options);
   // Submits the staging buffer and moves to the next one, waiting for that one's previous write.
   Status flush_current();
   nvme::IoEngine& engine_;
-  nvme::FileRef file_;
+  std::unique_ptr<fs::WritableFile> file_;
   Options options_;
   std::vector<nvme::AlignedBuffer> buffers_;
   std::vector<nvme::IoTicket> in_flight_;
   size_t current_ = 0;
-  uint64_t filled_ = 0;   // bytes staged in buffers_[current_]
-  uint64_t flushed_ = 0;  // file offset of buffers_[current_]'s first byte
+  uint64_t filled_ = 0;        // bytes staged in buffers_[current_]
+  uint64_t flushed_ = 0;       // file offset of buffers_[current_]'s first byte
   uint64_t preallocated_ = 0;  // the size the file was given at create()
 };
+
+// Publishing DIR/NAME: files are written into DIR/NAME.partial, which becomes DIR/NAME in one
+// rename once everything in it is durable. Holds names only, so every rank of a save can build
+// the same transaction; the calls below are the protocol's steps, in order.
+class CommitTransaction {
+ public:
+  // Names DIR/NAME.partial (staging) and DIR/NAME (target); makes no call yet.
+  CommitTransaction(fs::FileSystem& fs, std::string dir, std::string name);
+
+  const std::string& dir() const { return dir_; }
+  const std::string& staging_dir() const { return staging_; }
+  const std::string& target() const { return target_; }
+  fs::FileSystem& file_system() const { return fs_; }
+
+  // Creates DIR when missing (then fsyncs its parent: DIR itself is durable), removes a
+  // DIR/NAME.partial a crashed attempt left, and creates it empty. Errors name the directory.
+  Status begin();
+  // Writes `bytes` to staging_dir()/FILE, fsyncs and closes it; errors name the file.
+  Status write_file(const std::string& file, std::span<const std::byte> bytes);
+  // Fsyncs the staging directory, renames it to DIR/NAME and fsyncs DIR: DIR/NAME is durable and
+  // complete on ok. An existing DIR/NAME is replaced: removed first when `replace_tree` (the
+  // caller knows it is unpublished), else it must be an empty directory (rename replaces it).
+  Status publish(bool replace_tree);
+  // Removes the staging directory of a failed attempt (everything in it).
+  Status abort();
+
+ private:
+  fs::FileSystem& fs_;
+  std::string dir_;
+  std::string staging_;
+  std::string target_;
+};
+
+// Points DIR/POINTER (e.g. `latest`) at `text` the same way: DIR/POINTER.partial written and
+// fsynced, renamed over DIR/POINTER, DIR fsynced. Durable on ok; a crash leaves the old or the
+// new text, never a mix.
+Status publish_pointer(fs::FileSystem& fs, const std::string& dir, const std::string& pointer, std::string_view text);
+
+// Moves every file of `from` (a published, durable directory) into `dir`, replacing files of the
+// same name: all files not named in `last` first, DIR fsynced, then those in `last` (the files
+// that make the set look complete: an index, a config), DIR fsynced; then `from` is removed.
+// A crash never leaves a file of `last` beside an incomplete set of new files.
+Status move_files_into(fs::FileSystem& fs, const std::string& from, const std::string& dir,
+                       std::span<const std::string> last);
 
 }  // namespace tierzero::checkpoint

@@ -1,4 +1,5 @@
-#include "checkpoint/storage/stream_writer.h"
+#include "checkpoint/storage/internal/sync_sites.h"
+#include "checkpoint/storage/storage.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +9,7 @@
 
 namespace tierzero::checkpoint {
 
-StreamWriter::StreamWriter(nvme::IoEngine& engine, nvme::FileRef file, const Options& options)
+StreamWriter::StreamWriter(nvme::IoEngine& engine, std::unique_ptr<fs::WritableFile> file, const Options& options)
     : engine_(engine), file_(std::move(file)), options_(options) {
   for (uint32_t i = 0; i < options_.buffer_count; ++i) buffers_.push_back(nvme::allocate_aligned(options_.buffer_bytes));
   in_flight_.resize(options_.buffer_count);
@@ -20,17 +21,18 @@ StreamWriter::~StreamWriter() {
   }
 }
 
-Result<std::unique_ptr<StreamWriter>> StreamWriter::create(nvme::IoEngine& engine, const std::string& path,
-                                                           uint64_t preallocate_bytes, const Options& options) {
+Result<std::unique_ptr<StreamWriter>> StreamWriter::create(fs::FileSystem& fs, nvme::IoEngine& engine,
+                                                           const std::string& path, uint64_t preallocate_bytes,
+                                                           const Options& options) {
   if (options.buffer_count < 2 || options.buffer_bytes == 0 || options.buffer_bytes % 4096 != 0) {
     return invalid_argument(fmt::format("writing {}: needs >= 2 buffers of a nonzero multiple of 4096 bytes "
                                         "(got {} of {})",
                                         path, options.buffer_count, options.buffer_bytes));
   }
-  nvme::OpenOptions open_options;
-  open_options.mode = nvme::OpenMode::kWrite;
-  open_options.preallocate_bytes = preallocate_bytes;
-  TZ_ASSIGN_OR_RETURN(nvme::FileRef file, engine.open(path, open_options));
+  fs::WriteOptions write_options;
+  write_options.engine = &engine;
+  write_options.preallocate_bytes = preallocate_bytes;
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<fs::WritableFile> file, fs.create(path, write_options));
   // The file's size is set up front: on ext4 and xfs a direct write past the end of the file
   // (i_size) is an extending write, which takes the inode lock exclusively and completes
   // synchronously, so writes in flight would run one at a time; inside i_size they run together.
@@ -68,7 +70,7 @@ Status StreamWriter::commit(uint64_t bytes) {
 Status StreamWriter::flush_current() {
   if (filled_ > 0) {
     nvme::IoRequest request;
-    request.file = file_;
+    request.file = file_->io_file();
     request.op = nvme::Op::kWrite;
     request.offset = flushed_;
     request.buffer = buffers_[current_].get();
@@ -88,7 +90,8 @@ Status StreamWriter::finish() {
     if (ticket.valid()) TZ_RETURN_IF_ERROR(std::exchange(ticket, nvme::IoTicket()).wait());
   }
   if (size() < preallocated_) TZ_RETURN_IF_ERROR(file_->truncate(size()));
-  return file_->sync();
+  if (sync_enabled(SyncSite::kStreamedFile)) TZ_RETURN_IF_ERROR(file_->sync());
+  return file_->close();
 }
 
 }  // namespace tierzero::checkpoint

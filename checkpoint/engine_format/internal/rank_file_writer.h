@@ -1,7 +1,6 @@
 // Private: writes one rank file section by section (raw or one zstd frame each) through a
 // StreamWriter (nvme::IoEngine, O_DIRECT where allowed), hashing the raw bytes per section and the
-// stored bytes, as they are streamed, for the whole file. Each file-system step is announced to
-// the DurableFs's fault hook first (create, write per section, fsync).
+// stored bytes, as they are streamed, for the whole file.
 #pragma once
 
 #include <memory>
@@ -11,19 +10,18 @@
 
 #include <zstd.h>
 
-#include "checkpoint/storage/durable_fs.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
-#include "checkpoint/storage/stream_writer.h"
+#include "checkpoint/storage/storage.h"
 #include "checkpoint/storage/xxh3.h"
 
 namespace tierzero::checkpoint {
 
 class RankFileWriter {
  public:
-  // Creates (truncates) `path`; errors name it. `raw_bytes`, the sum of the sections' sizes to
+  // Creates (truncates) `path` on `fs`; errors name it. `raw_bytes`, the sum of the sections' sizes to
   // come, is reserved up front when sections are stored uncompressed (their exact total), so a
   // full disk fails here and the writes are not file-extending ones.
-  static Result<std::unique_ptr<RankFileWriter>> create(const DurableFs& fs, nvme::IoEngine& engine,
+  static Result<std::unique_ptr<RankFileWriter>> create(fs::FileSystem& fs, nvme::IoEngine& engine,
                                                         const std::string& path, uint64_t raw_bytes,
                                                         const CheckpointOptions& options);
   ~RankFileWriter();
@@ -36,11 +34,10 @@ class RankFileWriter {
   Status finish(RankFileRecord& record);
 
  private:
-  RankFileWriter(const DurableFs& fs, std::unique_ptr<StreamWriter> stream, const CheckpointOptions& options);
+  RankFileWriter(std::unique_ptr<StreamWriter> stream, const CheckpointOptions& options);
   // Appends `bytes` uncompressed; sets `section_hash` to their XXH3.
   Status store(std::span<const std::byte> bytes, uint64_t& section_hash);
   Status compress(std::span<const std::byte> bytes);
-  const DurableFs& fs_;
   std::unique_ptr<StreamWriter> stream_;
   int level_;
   uint32_t threads_;
