@@ -31,6 +31,7 @@ class Planner {
   Status read_header();
   Status add_buffers();
   Status add_frozen();
+  Status add_frozen_from_module();
   Status add_trainable_stage3();
   Status add_trainable_stage12();
   Status add_aliases();
@@ -201,10 +202,40 @@ Status Planner::add_buffers() {
   return {};
 }
 
+// Stage 1/2 files of DeepSpeed 0.19 record no frozen_param_shapes at stage 1 (zero_to_fp32 then
+// drops the frozen parameters); their `module` still holds every parameter whole, so a tensor there
+// that is neither a buffer, a trainable parameter nor a tie is a frozen parameter, taken as stored.
+Status Planner::add_frozen_from_module() {
+  const TorchFile& f = files_.model[0];
+  TZ_ASSIGN_OR_RETURN(const PyValue* module, require(f, model_root(0), "module", PyKind::kDict));
+  std::unordered_set<std::string_view> known;
+  if (const PyValue* groups = model_root(0).get("param_shapes"); groups != nullptr && groups->kind == PyKind::kList) {
+    for (const PyValue* g : groups->items) {
+      for (const auto& [k, v] : g->entries) {
+        if (k->kind == PyKind::kString) known.insert(k->text);
+      }
+    }
+  }
+  if (const PyValue* shared = model_root(0).get("shared_params"); shared != nullptr && shared->kind == PyKind::kDict) {
+    for (const auto& [k, v] : shared->entries) {
+      if (k->kind == PyKind::kString) known.insert(k->text);
+    }
+  }
+  for (const auto& [k, v] : module->entries) {
+    if (k->kind != PyKind::kString || known.contains(k->text) || names_.contains(k->text)) continue;
+    TZ_ASSIGN_OR_RETURN(TorchTensor t, f.tensor(*v, "module['" + k->text + "']"));
+    TZ_RETURN_IF_ERROR(add_spec(k->text, t.shape, f.path()));
+    add_piece(0, add_source(t), -1, 0, 0, t.numel);
+  }
+  return {};
+}
+
 Status Planner::add_frozen() {
   const TorchFile& f0 = files_.model[0];
   const PyValue* shapes_value = model_root(0).get("frozen_param_shapes");
-  if (shapes_value == nullptr || shapes_value->kind == PyKind::kNone) return {};
+  if (shapes_value == nullptr || shapes_value->kind == PyKind::kNone) {
+    return out_.zero_stage == 3 ? Status{} : add_frozen_from_module();
+  }
   TZ_ASSIGN_OR_RETURN(auto shapes, shapes_of(f0, *shapes_value, "frozen_param_shapes"));
   if (shapes.empty()) return {};
   const size_t ranks = out_.zero_stage == 3 ? static_cast<size_t>(out_.world_size) : 1;

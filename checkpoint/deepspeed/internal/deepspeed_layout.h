@@ -3,6 +3,8 @@
 //
 //   order     buffers (rank 0 `module`, names in `buffer_names`), frozen params
 //             (`frozen_param_shapes`), trainable params (`param_shapes`); `shared_params` aliases.
+//             Stage 1 files carry no frozen_param_shapes: `module`'s other tensors are the frozen
+//             params (zero_to_fp32 drops them; they are kept here, as stored).
 //   stage 3   param_shapes' sub-groups are merged in order; parameter p (n elements) owns
 //             ceil(n/W) elements of every rank's flat fp32 space (the rank's `fp32_flat_groups`
 //             concatenated), at the same running offset on every rank; rank r holds elements
