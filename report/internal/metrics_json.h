@@ -1,0 +1,21 @@
+// The metrics file's lines as JSON objects, both ways; the field names live only here.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "report/metrics.h"
+
+namespace tierzero::report::internal {
+
+// {"type":"run","format":kMetricsFormat, ...} for `run`.
+nlohmann::json run_line(const RunInfo& run);
+// {"type":"step", ...} for `step`; non-finite doubles become null.
+nlohmann::json step_line(const StepMetrics& step);
+
+// The run line's fields; the error (kCorrupt) names the field and what it should be, without the
+// file and line, which the caller adds.
+Result<RunInfo> parse_run_line(const nlohmann::json& line);
+// A step line's fields; null doubles read as NaN. Errors as parse_run_line.
+Result<StepMetrics> parse_step_line(const nlohmann::json& line);
+
+}  // namespace tierzero::report::internal

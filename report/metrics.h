@@ -1,0 +1,112 @@
+// tierzero report/: the training metrics file (JSONL), its writer and its reader.
+//
+// One JSON object per line (format described in report/METRICS.md): first a run line
+// {"type":"run","format":1,...} with the run's configuration, then one {"type":"step",...} line per
+// optimizer step. The trainer writes it with MetricsWriter; `tierzero report` reads it with
+// read_metrics_file. No LibTorch, no CUDA: this library sits beside common/.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierzero::report {
+
+// The version written in the run line; a reader refuses a newer one.
+inline constexpr int kMetricsFormat = 1;
+
+// The run line: what was trained, and how.
+struct RunInfo {
+  std::string name;       // label in the report's legends; empty: the file's name without .jsonl
+  std::string model;      // HF directory, or "builtin" for the built-in tiny model
+  std::string config;     // ds_config path ("" when the built-in default was used)
+  std::string data;       // training data path
+  int world_size = 1;     // ranks
+  std::string dtype;      // "bf16" | "fp16" | "fp32"
+  int stage = 0;          // ZeRO stage 0-3
+  std::string offload;    // e.g. "optimizer cpu, params cpu" or "none"
+  int64_t parameters = 0;       // model parameters (0: unknown)
+  int64_t tokens_per_step = 0;  // global tokens per optimizer step (0: unknown)
+};
+
+// Where one step's wall time went, in seconds (rank 0's view). Written only when the trainer
+// measures it; a phase the run does not have (no offload: grad_d2h_s) is 0.
+struct StepBreakdown {
+  double forward_s = 0;
+  double backward_s = 0;
+  double grad_d2h_s = 0;        // gradient shards copied to host memory
+  double cpu_optimizer_s = 0;   // the CPU Adam step
+  double param_h2d_s = 0;       // updated 16-bit parameters copied back to the GPU
+  double comm_s = 0;            // collectives not hidden behind compute
+  double gpu_idle_s = 0;        // the GPU waited on the host or on I/O
+};
+
+// One optimizer step. Doubles that are not finite (a skipped fp16 step's loss) are written as
+// null and read back as NaN. Bandwidths are GB/s (1e9 bytes/s), absent when not measured.
+struct StepMetrics {
+  int64_t step = 0;             // 1-based optimizer step
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double tflops = 0;            // model TFLOPS achieved over the step (all ranks)
+  double step_time_s = 0;
+  int64_t gpu_peak_bytes = 0;   // peak allocated GPU memory since the run began
+  int64_t gpu_reserved_bytes = 0;
+  int64_t pinned_bytes = 0;     // page-locked host memory held
+  int64_t pageable_bytes = 0;   // ordinary host memory held for offloaded state
+  int64_t nvme_bytes = 0;       // bytes of swap files on NVMe
+  std::optional<double> h2d_gbps;         // pinned host -> GPU, this step
+  std::optional<double> d2h_gbps;         // GPU -> pinned host
+  std::optional<double> nvme_read_gbps;   // NVMe -> host
+  std::optional<double> nvme_write_gbps;  // host -> NVMe
+  std::optional<StepBreakdown> breakdown;
+};
+
+// A whole metrics file as read.
+struct RunMetrics {
+  std::string path;
+  RunInfo run;  // run.name filled in from the path when the file left it empty
+  std::vector<StepMetrics> steps;
+};
+
+// Writes a metrics file line by line. Rank 0 alone writes; every line is flushed as written, so
+// a run that dies leaves every finished step readable. Not thread-safe.
+class MetricsWriter {
+ public:
+  // Creates (or truncates) `path` and writes the run line. Error (kIo) names the path and what to
+  // do when the file cannot be created or written.
+  static Result<MetricsWriter> open(const std::string& path, const RunInfo& run);
+
+  // Appends one step line and flushes it. Error (kIo) names the path and the step.
+  Status write_step(const StepMetrics& step);
+
+  // Closes the file; further write_step calls fail. Error (kIo) when the final flush or close
+  // fails. The destructor closes without reporting.
+  Status close();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  struct FileCloser {
+    void operator()(std::FILE* f) const;
+  };
+  MetricsWriter(std::string path, std::unique_ptr<std::FILE, FileCloser> file);
+  Status write_line(const std::string& line, const std::string& what);
+
+  std::string path_;
+  std::unique_ptr<std::FILE, FileCloser> file_;
+};
+
+// Reads a metrics file. Errors name the file and the 1-based line: not JSON, a missing or
+// mistyped field, a first line that is not the run line, a format newer than this reader, a step
+// number that does not increase (kCorrupt); a file that cannot be opened (kNotFound / kIo).
+// Unknown fields are ignored, so newer writers may add some.
+Result<RunMetrics> read_metrics_file(const std::string& path);
+
+}  // namespace tierzero::report
