@@ -201,6 +201,53 @@ class TierManager {
   virtual Status attach_nvme(const std::vector<NvmeShardRecord>& records) = 0;
 };
 
+// ---- Pinned host buffers for a caller that schedules its own copies ----------------------------
+// The engine's offloaded step keeps its host tier (fp32 master, m, v, gradient landing and staging
+// buffers, offloaded parameter shards) here: the tier manager's exact-size pool (arena_pool.h) over
+// pinned arenas (cudaHostAlloc when a GPU is present, else page-aligned host memory, mlock'ed on
+// request), allocated in full at creation so the whole budget is checked before the first buffer.
+struct PinnedPoolOptions {
+  uint64_t capacity_bytes = 0;         // the whole budget; every arena is allocated by create()
+  uint64_t arena_bytes = 0;            // size of each arena (the last may be smaller); 0: one arena
+  DeviceChoice device = DeviceChoice::kAuto;
+  int cuda_device = 0;
+  bool lock_host_memory = false;       // host-backed arenas only: mlock them (RLIMIT_MEMLOCK applies)
+};
+
+class PinnedHostPool {
+ public:
+  // Checks the capacity against MemAvailable (and RLIMIT_MEMLOCK when locking host memory), then
+  // allocates the arenas. kOutOfSpace / kResourceExhausted with the bytes asked and available.
+  static Result<std::unique_ptr<PinnedHostPool>> create(const PinnedPoolOptions& options);
+  ~PinnedHostPool();
+  PinnedHostPool(const PinnedHostPool&) = delete;
+  PinnedHostPool& operator=(const PinnedHostPool&) = delete;
+
+  // Bytes a block of `bytes` takes from the pool, alignment rounding included: a budget that sums
+  // this over its blocks (and keeps each under arena_bytes) is what create() must be given.
+  static uint64_t footprint(uint64_t bytes);
+
+  // `bytes` (> 0) of pinned memory, aligned to ArenaPool's block alignment (4096 from 80 KiB up,
+  // at least 16), contents unspecified. Thread-safe. kOutOfSpace naming the bytes asked, used and
+  // the capacity when no arena has room.
+  Result<void*> allocate(uint64_t bytes);
+  // Returns a block from allocate(). Thread-safe.
+  void free(void* data);
+
+  // True when the arenas are page-locked for a CUDA device (cudaHostAlloc): copies are DMA.
+  bool gpu_pinned() const;
+  uint64_t capacity() const;
+  // Bytes taken by live blocks, rounding included.
+  uint64_t used() const;
+  // "12.00 GiB pinned (cudaHostAlloc, 1 arena) on NVIDIA H200" or "... host memory (no GPU: ...)".
+  std::string description() const;
+
+ private:
+  struct Impl;
+  explicit PinnedHostPool(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 // ---- Copy measurements for `tierzero bench pcie` / `bench tiers` ----------------------------
 
 enum class CopyDirection : uint8_t { kH2D, kD2H, kDuplex };
