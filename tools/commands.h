@@ -24,6 +24,8 @@ void add_checkpoint_command(CLI::App& app);
 void add_bench_pcie_command(CLI::App& bench);
 // `tierzero bench tiers`: offload/ NVMe <-> GPU streaming vs min(NVMe, PCIe) bandwidth.
 void add_bench_tiers_command(CLI::App& bench);
+// `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL tokenized with the model's tokenizer.
+void add_data_command(CLI::App& app);
 // `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
 void add_train_command(CLI::App& app);
 

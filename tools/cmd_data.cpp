@@ -1,0 +1,97 @@
+// `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL rows ("text", or "prompt" +
+// "completion") tokenized with the model's own tokenizer on every core into a token file that
+// `train` reads (text/dataset.h has both formats).
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "common/progress.h"
+#include "common/units.h"
+#include "text/dataset.h"
+#include "tools/commands.h"
+
+namespace tierzero::tools {
+namespace {
+
+struct PrepareFlags {
+  std::string tokenizer;
+  std::string input;
+  std::string output;
+  int threads = 0;  // 0: every core
+  std::string json;
+  bool no_progress = false;
+};
+
+std::string token_name(const text::Tokenizer& tok, std::optional<uint32_t> id) {
+  return id ? *tok.id_to_token(*id) + "=" + std::to_string(*id) : "-";
+}
+
+void run_prepare(const PrepareFlags& flags) {
+  const int threads = flags.threads > 0 ? flags.threads : tbb::info::default_concurrency();
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
+  const auto tokenizer = value_or_throw(text::Tokenizer::load(flags.tokenizer));
+  const uint64_t input_bytes = std::filesystem::file_size(flags.input);
+  std::fprintf(stderr, "data prepare: %s (%s) with %s: %s, %u ids, BOS %s, EOS %s, %d threads\n", flags.input.c_str(),
+               format_bytes(input_bytes).c_str(), flags.tokenizer.c_str(), tokenizer->family().c_str(),
+               tokenizer->vocab_size(), token_name(*tokenizer, tokenizer->bos_id()).c_str(),
+               token_name(*tokenizer, tokenizer->eos_id()).c_str(), threads);
+
+  std::optional<ProgressBar> progress;
+  if (!flags.no_progress) progress.emplace("tokenize", input_bytes, "B");
+  const auto start = std::chrono::steady_clock::now();
+  const text::TokenStream stream =
+      value_or_throw(text::tokenize_jsonl_file(flags.input, *tokenizer, progress ? &*progress : nullptr));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (progress) progress->finish();
+  throw_if_error(text::write_token_stream(flags.output, stream));
+
+  const double tokens_per_second = static_cast<double>(stream.tokens.size()) / seconds;
+  std::printf("data prepare: %llu rows, %zu tokens, %llu carry loss (%.1f%%) in %.3f s: %.0f tokens/s, %s of JSONL\n",
+              static_cast<unsigned long long>(stream.rows), stream.tokens.size(),
+              static_cast<unsigned long long>(stream.target_tokens),
+              100.0 * static_cast<double>(stream.target_tokens) / static_cast<double>(stream.tokens.size()), seconds,
+              tokens_per_second, format_rate(static_cast<double>(input_bytes) / seconds).c_str());
+  std::printf("data prepare: wrote %s (%s, %s)\n", flags.output.c_str(),
+              stream.loss_mask.empty() ? "TZTOKENS v1" : "TZTOKENS v2 with the loss mask",
+              format_bytes(std::filesystem::file_size(flags.output)).c_str());
+  if (!flags.json.empty()) {
+    const nlohmann::json report = {{"input", flags.input},
+                                   {"input_bytes", input_bytes},
+                                   {"tokenizer", flags.tokenizer},
+                                   {"threads", threads},
+                                   {"rows", stream.rows},
+                                   {"tokens", stream.tokens.size()},
+                                   {"target_tokens", stream.target_tokens},
+                                   {"tokenize_seconds", seconds},
+                                   {"tokens_per_second", tokens_per_second},
+                                   {"output", flags.output}};
+    std::ofstream(flags.json) << report.dump(2) << "\n";
+  }
+}
+
+}  // namespace
+
+void add_data_command(CLI::App& app) {
+  CLI::App* data = app.add_subcommand("data", "Datasets: tokenize JSONL with the model's own tokenizer");
+  data->require_subcommand(1);
+  auto flags = std::make_shared<PrepareFlags>();
+  CLI::App* prepare = data->add_subcommand(
+      "prepare", "JSONL rows ({\"text\"} or {\"prompt\", \"completion\"}) -> a token file for train, on every core");
+  prepare->add_option("--tokenizer", flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")
+      ->required();
+  prepare->add_option("input", flags->input, "JSONL file, one row per line")->required()->check(CLI::ExistingFile);
+  prepare->add_option("output", flags->output, "Token file to write (TZTOKENS)")->required();
+  prepare->add_option("--threads", flags->threads, "Threads (default: every core)");
+  prepare->add_option("--json", flags->json, "Also write the figures (rows, tokens, tokens/s) as JSON here");
+  prepare->add_flag("--no-progress", flags->no_progress, "No progress bar");
+  prepare->callback([flags] { run_prepare(*flags); });
+}
+
+}  // namespace tierzero::tools
