@@ -1,6 +1,7 @@
 // Charts of benchmark files: bench io sweeps, bench adam thread scaling, bench tiers streams.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -86,7 +87,9 @@ std::vector<LineChart> io_charts(const BenchFile& bench) {
       if (p.op == op && p.depth == depth) blocks.insert(p.block_bytes);
       if (p.op == op && p.block_bytes == block) depths.insert(p.depth);
     }
-    const std::string best_text = "best " + op + " " + format_tick(best->gbps, 0) + " GB/s (" + best->backend + ", " +
+    char gbps[32];
+    std::snprintf(gbps, sizeof gbps, "%.2f", best->gbps);
+    const std::string best_text = "best " + op + " " + gbps + " GB/s (" + best->backend + ", " +
                                   format_bytes_tick(static_cast<double>(block)) + ", depth " + std::to_string(depth) +
                                   ", " + threads_text(best->threads) + ")";
     if (blocks.size() >= 2 || depths.size() < 2) {

@@ -52,7 +52,7 @@ std::string px_text(double pixels) {
   return s == "-0" ? "0" : s;
 }
 
-std::string value_text(double value) { return format("%.10g", value); }
+std::string value_text(double value) { return format("%.17g", value); }
 
 std::string escape_xml(const std::string& text) {
   std::string out;

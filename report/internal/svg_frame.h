@@ -13,8 +13,8 @@ namespace tierzero::report::internal {
 // The colour of series `index` (a 10-colour palette, repeated).
 const char* series_color(int index);
 
-// A number for an SVG coordinate or attribute: up to 2 decimals, or the shortest exact form
-// for data values ("%.10g").
+// A number for an SVG coordinate (up to 2 decimals), or a data value written exactly ("%.17g",
+// reads back as the same double).
 std::string px_text(double pixels);
 std::string value_text(double value);
 
