@@ -26,6 +26,10 @@ void add_bench_pcie_command(CLI::App& bench);
 void add_bench_tiers_command(CLI::App& bench);
 // `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL tokenized with the model's tokenizer.
 void add_data_command(CLI::App& app);
+// `tierzero report RUN... [--bench FILE...] -o FILE`: metrics and bench JSON as an HTML page.
+void add_report_command(CLI::App& app);
+// `tierzero doctor`: what this machine offers and what tierzero will use, OK / WARN / FAIL.
+void add_doctor_command(CLI::App& app);
 // `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
 void add_train_command(CLI::App& app);
 

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   tierzero::tools::add_bench_tiers_command(*bench);
   tierzero::tools::add_convert_command(app);
   tierzero::tools::add_checkpoint_command(app);
+  tierzero::tools::add_report_command(app);
+  tierzero::tools::add_doctor_command(app);
   tierzero::tools::add_data_command(app);
 #ifdef TIERZERO_TORCH_COMMANDS_ELSEWHERE
   tierzero::tools::add_torch_command_stubs(app, *bench);

@@ -1,0 +1,98 @@
+// doctor: RAM, the locked-memory limit and a real pinned allocation.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/units.h"
+#include "offload/tier_manager.h"
+#include "tools/doctor_checks.h"
+
+namespace tierzero::tools {
+
+namespace {
+
+constexpr uint64_t kLowRam = 8ull << 30;
+constexpr uint64_t kLowMemlock = 1ull << 30;
+constexpr int kCapIpcLock = 14;
+
+// A field of /proc/meminfo in bytes; 0 when absent.
+uint64_t meminfo(const std::string& key) {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) != 0) continue;
+    std::istringstream fields(line.substr(key.size() + 1));
+    uint64_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+// Whether this process holds CAP_IPC_LOCK (RLIMIT_MEMLOCK does not apply then).
+bool has_ipc_lock() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    return (std::stoull(line.substr(7), nullptr, 16) >> kCapIpcLock) & 1;
+  }
+  return false;
+}
+
+DoctorLine pinned_probe(uint64_t bytes) {
+  offload::TierBudgets b;
+  b.pinned_bytes = bytes;
+  b.pinned_arena_bytes = bytes;
+  b.prefetch_bytes = 0;
+  b.transfer_threads = 1;
+  b.pipeline_depth = 2;
+  b.chunk_bytes = std::min<uint64_t>(b.chunk_bytes, bytes / 4);
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<offload::TierManager>> tm = offload::TierManager::create(b);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!tm.ok()) {
+    // A warning: training still runs, with pageable staging (slower copies) or unlocked host memory.
+    return {"memory", "pinned probe", "pinning " + format_bytes(bytes) + " failed: " + tm.status().message(),
+            Verdict::kWarn,
+            "raise the limit (ulimit -l unlimited; limits.conf memlock; docker run --ulimit memlock=-1) or run "
+            "with CAP_IPC_LOCK"};
+  }
+  const bool gpu = (*tm)->gpu_is_device();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", seconds);
+  return {"memory", "pinned probe",
+          format_bytes(bytes) + " pinned in " + took + (gpu ? " (cudaHostAlloc)" : " (mmap + mlock, no GPU)"),
+          Verdict::kOk, ""};
+}
+
+}  // namespace
+
+std::vector<DoctorLine> check_memory(uint64_t pin_probe_bytes) {
+  std::vector<DoctorLine> lines;
+  const uint64_t total = meminfo("MemTotal"), available = meminfo("MemAvailable");
+  lines.push_back({"memory", "RAM", format_bytes(available) + " available of " + format_bytes(total),
+                   available < kLowRam ? Verdict::kWarn : Verdict::kOk,
+                   available < kLowRam ? "offloading keeps ~16 bytes per parameter in host memory: free memory or "
+                                         "offload optimizer state to NVMe"
+                                       : ""});
+  rlimit limit{};
+  getrlimit(RLIMIT_MEMLOCK, &limit);
+  const bool unlimited = limit.rlim_cur == RLIM_INFINITY;
+  const bool cap = has_ipc_lock();
+  std::string value = std::string("ulimit -l ") + (unlimited ? "unlimited" : format_bytes(limit.rlim_cur));
+  if (cap) value += "; CAP_IPC_LOCK held, so the limit does not apply";
+  const bool low = !unlimited && !cap && limit.rlim_cur < kLowMemlock;
+  lines.push_back({"memory", "RLIMIT_MEMLOCK", value, low ? Verdict::kWarn : Verdict::kOk,
+                   low ? "pinned host memory without a GPU is mlock'ed and needs this limit raised: ulimit -l "
+                         "unlimited (limits.conf memlock, docker --ulimit memlock=-1)"
+                       : ""});
+  lines.push_back(pinned_probe(pin_probe_bytes));
+  return lines;
+}
+
+}  // namespace tierzero::tools
