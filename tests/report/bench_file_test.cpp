@@ -1,0 +1,101 @@
+// Bench JSON files: the three kinds read, anything else refused with the file and the reason.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "report/report.h"
+
+namespace tierzero::report {
+namespace {
+
+class BenchFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tierzero-bench-file-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write_text(const std::string& name, const std::string& text) const {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string error_of(const std::string& path) const {
+    Result<BenchFile> r = read_bench_file(path);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.status().message();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(BenchFileTest, ReadsEachKind) {
+  const BenchFile io = value_or_throw(read_bench_file(write_text("io.json", R"json({"title":"tierzero bench io",
+    "cpu":"Test CPU x 2","params":{"size":"16 MiB"},"rows":[
+    {"op":"write","backend":"io_uring","block":"256K","depth":8,"threads":1,"GB/s":1.5},
+    {"op":"read","backend":"libaio/ss","block":"4096","depth":1,"threads":2,"GB/s":null,"fio_GB/s":2.0}]})json")));
+  EXPECT_EQ(io.kind, BenchKind::kIo);
+  EXPECT_EQ(io.cpu, "Test CPU x 2");
+  ASSERT_EQ(io.io.size(), 2u);
+  EXPECT_EQ(io.io[0].block_bytes, 256u << 10);
+  EXPECT_EQ(io.io[1].block_bytes, 4096u);
+  EXPECT_TRUE(std::isnan(io.io[1].gbps));
+  EXPECT_EQ(io.io[1].fio_gbps, 2.0);
+  EXPECT_FALSE(io.io[0].fio_gbps.has_value());
+  ASSERT_EQ(io.params.size(), 1u);
+  EXPECT_EQ(io.params[0].second, "16 MiB");
+
+  const BenchFile adam = value_or_throw(read_bench_file(write_text("adam.json", R"json({"title":"tierzero bench adam",
+    "rows":[{"threads":2,"Gparam/s":0.5,"GB/s":8.0,"torch_Gp/s":null,"copy_GB/s":10.0}]})json")));
+  ASSERT_EQ(adam.adam.size(), 1u);
+  EXPECT_FALSE(adam.adam[0].torch_gparams.has_value());
+  EXPECT_EQ(adam.adam[0].copy_gbps, 10.0);
+
+  const BenchFile tiers = value_or_throw(read_bench_file(write_text("tiers.json", R"json({"title":"tierzero bench tiers",
+    "rows":[{"what":"nvme read (raw)","GB/s":2.0,"peer_GB/s":2.0}]})json")));
+  ASSERT_EQ(tiers.tiers.size(), 1u);
+  EXPECT_EQ(tiers.tiers[0].what, "nvme read (raw)");
+}
+
+TEST_F(BenchFileTest, UnknownKindIsRefusedByName) {
+  const std::string path = write_text("pcie.json", R"json({"title":"tierzero bench pcie","rows":[]})json");
+  const std::string message = error_of(path);
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_NE(message.find("unknown kind, \"tierzero bench pcie\""), std::string::npos) << message;
+  EXPECT_NE(error_of(write_text("x.json", R"json({"rows":[]})json")).find("no \"title\""), std::string::npos);
+}
+
+TEST_F(BenchFileTest, NotJsonNamesLineAndColumn) {
+  const std::string path = write_text("broken.json", "{\n  \"title\": \"tierzero bench io\",\n  \"rows\": [,]\n}\n");
+  const std::string message = error_of(path);
+  EXPECT_NE(message.find(path + ": not JSON at line 3, column"), std::string::npos) << message;
+}
+
+TEST_F(BenchFileTest, BadRowsAreNamedWithTheirIndex) {
+  const std::string missing = error_of(write_text("a.json", R"json({"title":"tierzero bench tiers","rows":[
+    {"what":"x","GB/s":1,"peer_GB/s":1},{"what":"y","peer_GB/s":1}]})json"));
+  EXPECT_NE(missing.find("a.json (tierzero bench tiers): rows[1]: column 'GB/s' is missing"), std::string::npos) << missing;
+  const std::string mistyped = error_of(write_text("b.json", R"json({"title":"tierzero bench adam","rows":[
+    {"threads":"four","Gparam/s":1,"GB/s":1}]})json"));
+  EXPECT_NE(mistyped.find("rows[0]: column 'threads' is string; expected an integer"), std::string::npos) << mistyped;
+  const std::string block = error_of(write_text("c.json", R"json({"title":"tierzero bench io","rows":[
+    {"op":"read","backend":"sync","block":"1Q","depth":1,"threads":1,"GB/s":1}]})json"));
+  EXPECT_NE(block.find("rows[0]: block '1Q' is not a size"), std::string::npos) << block;
+  EXPECT_NE(error_of(write_text("d.json", R"json({"title":"tierzero bench io"})json")).find("no \"rows\" array"),
+            std::string::npos);
+}
+
+TEST_F(BenchFileTest, MissingFile) {
+  Result<BenchFile> r = read_bench_file((dir_ / "none.json").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tierzero::report

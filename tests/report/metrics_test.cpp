@@ -1,0 +1,195 @@
+// The metrics JSONL file: what MetricsWriter writes, read_metrics_file reads back; bad lines are
+// refused with the file and line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "report/metrics.h"
+
+namespace tierzero::report {
+namespace {
+
+class MetricsFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tierzero-metrics-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write_text(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+
+  static RunInfo run_info() {
+    RunInfo r;
+    r.model = "builtin";
+    r.config = "configs/zero2.json";
+    r.data = "tiny.tokens";
+    r.world_size = 2;
+    r.dtype = "bf16";
+    r.stage = 2;
+    r.offload = "optimizer cpu";
+    r.parameters = 1234567;
+    r.tokens_per_step = 4096;
+    return r;
+  }
+
+  static StepMetrics step(int64_t n) {
+    StepMetrics s;
+    s.step = n;
+    s.loss = 10.0 / static_cast<double>(n);
+    s.lr = 1e-4 * static_cast<double>(n);
+    s.grad_norm = 0.5;
+    s.tokens_per_s = 1000.5;
+    s.tflops = 0.125;
+    s.step_time_s = 4.0;
+    s.gpu_peak_bytes = int64_t{3} << 30;
+    s.gpu_reserved_bytes = int64_t{4} << 30;
+    s.pinned_bytes = 123456789;
+    s.pageable_bytes = 0;
+    s.nvme_bytes = int64_t{1} << 40;
+    return s;
+  }
+
+  std::filesystem::path dir_;
+};
+
+const std::string kRunLine = R"json({"type":"run","format":1,"model":"m"})json";
+const std::string kStepLine =
+    R"json({"type":"step","step":1,"loss":2.5,"lr":0.001,"grad_norm":1,"tokens_per_s":10,"tflops":0.1,"step_time_s":1,)json"
+    R"json("gpu_peak_bytes":1,"gpu_reserved_bytes":2,"pinned_bytes":3,"pageable_bytes":4,"nvme_bytes":5})json";
+
+TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
+  StepMetrics with_extras = step(2);
+  with_extras.breakdown = StepBreakdown{0.5, 1.0, 0.25, 2.0, 0.125, 0.0625, 0.03125};
+  with_extras.h2d_gbps = 40.5;
+  with_extras.nvme_write_gbps = 2.25;
+  StepMetrics skipped = step(3);
+  skipped.loss = NAN;
+  skipped.grad_norm = INFINITY;
+  {
+    MetricsWriter writer = value_or_throw(MetricsWriter::open(path("run.jsonl"), run_info()));
+    ASSERT_TRUE(writer.write_step(step(1)).ok());
+    ASSERT_TRUE(writer.write_step(with_extras).ok());
+    ASSERT_TRUE(writer.write_step(skipped).ok());
+    ASSERT_TRUE(writer.close().ok());
+  }
+  const RunMetrics read = value_or_throw(read_metrics_file(path("run.jsonl")));
+  EXPECT_EQ(read.run.name, "run");  // from the file name
+  EXPECT_EQ(read.run.model, "builtin");
+  EXPECT_EQ(read.run.config, "configs/zero2.json");
+  EXPECT_EQ(read.run.world_size, 2);
+  EXPECT_EQ(read.run.stage, 2);
+  EXPECT_EQ(read.run.offload, "optimizer cpu");
+  EXPECT_EQ(read.run.parameters, 1234567);
+  EXPECT_EQ(read.run.tokens_per_step, 4096);
+  ASSERT_EQ(read.steps.size(), 3u);
+  EXPECT_EQ(read.steps[0].step, 1);
+  EXPECT_DOUBLE_EQ(read.steps[0].loss, 10.0);
+  EXPECT_DOUBLE_EQ(read.steps[0].lr, 1e-4);
+  EXPECT_EQ(read.steps[0].nvme_bytes, int64_t{1} << 40);
+  EXPECT_EQ(read.steps[0].pinned_bytes, 123456789);
+  EXPECT_FALSE(read.steps[0].breakdown.has_value());
+  EXPECT_FALSE(read.steps[0].h2d_gbps.has_value());
+  ASSERT_TRUE(read.steps[1].breakdown.has_value());
+  EXPECT_DOUBLE_EQ(read.steps[1].breakdown->cpu_optimizer_s, 2.0);
+  EXPECT_DOUBLE_EQ(read.steps[1].breakdown->gpu_idle_s, 0.03125);
+  EXPECT_DOUBLE_EQ(*read.steps[1].h2d_gbps, 40.5);
+  EXPECT_DOUBLE_EQ(*read.steps[1].nvme_write_gbps, 2.25);
+  EXPECT_FALSE(read.steps[1].d2h_gbps.has_value());
+  EXPECT_TRUE(std::isnan(read.steps[2].loss));
+  EXPECT_TRUE(std::isnan(read.steps[2].grad_norm));  // not finite: written as null
+}
+
+TEST_F(MetricsFileTest, EveryLineIsOneJsonObjectFlushedAsWritten) {
+  MetricsWriter writer = value_or_throw(MetricsWriter::open(path("live.jsonl"), run_info()));
+  ASSERT_TRUE(writer.write_step(step(1)).ok());
+  // Not closed yet: a reader (or a crash) sees the line already.
+  std::ifstream in(path("live.jsonl"));
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_EQ(first.rfind("{\"", 0), 0u);
+  EXPECT_NE(first.find("\"type\":\"run\""), std::string::npos);
+  EXPECT_NE(second.find("\"type\":\"step\""), std::string::npos);
+  EXPECT_EQ(value_or_throw(read_metrics_file(path("live.jsonl"))).steps.size(), 1u);
+}
+
+TEST_F(MetricsFileTest, GivenNameIsKeptAndUnknownFieldsAreIgnored) {
+  const std::string file = write_text(
+      "x.jsonl", R"json({"type":"run","format":1,"name":"baseline","future_field":[1,2]})json" "\n" +
+                     kStepLine.substr(0, kStepLine.size() - 1) + R"json(,"new_metric":7})json" + "\n");
+  const RunMetrics read = value_or_throw(read_metrics_file(file));
+  EXPECT_EQ(read.run.name, "baseline");
+  EXPECT_EQ(read.steps.size(), 1u);
+}
+
+// Returns the error message of reading `text` as a metrics file.
+std::string error_of(const MetricsFileTest& t, const std::string& file) {
+  Result<RunMetrics> r = read_metrics_file(file);
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? std::string() : r.status().message();
+}
+
+TEST_F(MetricsFileTest, MalformedLineNamesFileAndLine) {
+  const std::string file = write_text("bad.jsonl", kRunLine + "\n" + kStepLine + "\n{\"type\":\"step\",\"step\":\n");
+  const std::string message = error_of(*this, file);
+  EXPECT_NE(message.find(file + ":3: not a JSON object"), std::string::npos) << message;
+  EXPECT_NE(message.find("partial last line"), std::string::npos) << message;
+}
+
+TEST_F(MetricsFileTest, MissingAndMistypedFieldsAreNamed) {
+  std::string no_loss = kStepLine;
+  no_loss.replace(no_loss.find("\"loss\":2.5,"), 11, "");
+  std::string text_loss = kStepLine;
+  text_loss.replace(text_loss.find("2.5"), 3, "\"low\"");
+  std::string bad_breakdown = kStepLine.substr(0, kStepLine.size() - 1) + R"json(,"breakdown":{"forward_s":1}})json";
+  const std::string a = error_of(*this, write_text("a.jsonl", kRunLine + "\n" + no_loss + "\n"));
+  EXPECT_NE(a.find("a.jsonl:2: field 'loss' is missing"), std::string::npos) << a;
+  const std::string b = error_of(*this, write_text("b.jsonl", kRunLine + "\n\n" + text_loss + "\n"));
+  EXPECT_NE(b.find("b.jsonl:3: field 'loss' is string; expected a number or null"), std::string::npos) << b;
+  const std::string c = error_of(*this, write_text("c.jsonl", kRunLine + "\n" + bad_breakdown + "\n"));
+  EXPECT_NE(c.find("c.jsonl:2: in 'breakdown': field 'backward_s' is missing"), std::string::npos) << c;
+}
+
+TEST_F(MetricsFileTest, RunLineFirstAndFormatKnown) {
+  const std::string a = error_of(*this, write_text("a.jsonl", kStepLine + "\n"));
+  EXPECT_NE(a.find("a.jsonl:1: the first line must be the run line"), std::string::npos) << a;
+  const std::string b = error_of(*this, write_text("b.jsonl", R"json({"type":"run","format":9})json" "\n"));
+  EXPECT_NE(b.find("b.jsonl:1: metrics format 9 is newer"), std::string::npos) << b;
+  const std::string c = error_of(*this, write_text("c.jsonl", ""));
+  EXPECT_NE(c.find("c.jsonl: empty"), std::string::npos) << c;
+  const std::string d = error_of(*this, write_text("d.jsonl", kRunLine + "\n" + kRunLine + "\n"));
+  EXPECT_NE(d.find("d.jsonl:2: 'type' is \"run\""), std::string::npos) << d;
+}
+
+TEST_F(MetricsFileTest, StepsMustIncrease) {
+  const std::string message = error_of(*this, write_text("twice.jsonl", kRunLine + "\n" + kStepLine + "\n" + kStepLine + "\n"));
+  EXPECT_NE(message.find("twice.jsonl:3: step 1 follows step 1"), std::string::npos) << message;
+}
+
+TEST_F(MetricsFileTest, MissingFileAndUnwritablePath) {
+  Result<RunMetrics> missing = read_metrics_file(path("none.jsonl"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
+  Result<MetricsWriter> writer = MetricsWriter::open(path("no/such/dir/m.jsonl"), run_info());
+  ASSERT_FALSE(writer.ok());
+  EXPECT_NE(writer.status().message().find("no/such/dir/m.jsonl"), std::string::npos) << writer.status().message();
+}
+
+TEST_F(MetricsFileTest, WritingAfterCloseFails) {
+  MetricsWriter writer = value_or_throw(MetricsWriter::open(path("closed.jsonl"), run_info()));
+  ASSERT_TRUE(writer.close().ok());
+  EXPECT_FALSE(writer.write_step(step(1)).ok());
+}
+
+}  // namespace
+}  // namespace tierzero::report
