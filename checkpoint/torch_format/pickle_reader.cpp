@@ -315,7 +315,9 @@ Status Machine::step(uint8_t op, bool& stop) {
     }
     case 0x95: {  // FRAME: a length hint; the opcodes follow inline
       TZ_ASSIGN_OR_RETURN(uint64_t len, take_uint(8));
-      if (len > bytes_.size() - pos_) return fail("FRAME of " + std::to_string(len) + " bytes runs past the end");
+      if (len > bytes_.size() - pos_) {
+        return fail("FRAME of " + std::to_string(len) + " bytes runs past the end (truncated file?)");
+      }
       return {};
     }
     case '.': stop = true; return {};  // STOP

@@ -96,6 +96,16 @@ uint32_t torch_dtype_size(TorchDtype dtype) {
 
 Result<TorchFile> TorchFile::open(const std::string& path) {
   TZ_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(path));
+  return from_zip(std::move(zip));
+}
+
+Result<TorchFile> TorchFile::open_range(const std::string& path, uint64_t offset, uint64_t size) {
+  TZ_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open_range(path, offset, size));
+  return from_zip(std::move(zip));
+}
+
+Result<TorchFile> TorchFile::from_zip(ZipArchive zip) {
+  const std::string& path = zip.path();
   // The pickle is PREFIX/data.pkl for a single top-level folder PREFIX.
   const ZipEntry* pickle = nullptr;
   for (const ZipEntry& e : zip.entries()) {
@@ -123,7 +133,7 @@ Result<TorchFile> TorchFile::open(const std::string& path) {
   }
   std::vector<std::byte> bytes(pickle->size);
   TZ_RETURN_IF_ERROR(zip.read(*pickle, 0, bytes));
-  TZ_ASSIGN_OR_RETURN(PickleDocument doc, parse_pickle(bytes, path + ": " + pickle->name, pickle->data_offset));
+  TZ_ASSIGN_OR_RETURN(PickleDocument doc, parse_pickle(bytes, path + ": " + pickle->name, zip.base_offset() + pickle->data_offset));
   return TorchFile(std::move(zip), std::move(doc), std::move(prefix));
 }
 

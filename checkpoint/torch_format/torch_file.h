@@ -45,6 +45,9 @@ class TorchFile {
   // file: kCorrupt / kUnsupported from the zip and pickle readers, kCorrupt when data.pkl is
   // missing or the byte order is not little-endian.
   static Result<TorchFile> open(const std::string& path);
+  // Opens the torch.save blob at bytes [offset, offset + size) of `path` (a PyTorch DCP .distcp
+  // file holds one per tensor chunk); path() then names the file and the range. Errors as open().
+  static Result<TorchFile> open_range(const std::string& path, uint64_t offset, uint64_t size);
 
   const std::string& path() const { return zip_.path(); }
   // The unpickled object (usually a dict).
@@ -68,12 +71,18 @@ class TorchFile {
  private:
   TorchFile(ZipArchive zip, PickleDocument doc, std::string prefix)
       : zip_(std::move(zip)), doc_(std::move(doc)), prefix_(std::move(prefix)) {}
+  static Result<TorchFile> from_zip(ZipArchive zip);
   Result<TorchTensor> rebuild_v2(const PyValue& call, const std::string& what) const;
 
   ZipArchive zip_;
   PickleDocument doc_;
   std::string prefix_;  // "archive/" — the top-level folder, with its slash
 };
+
+// Reads the file `path` as one bare pickle (not a torch.save zip: a PyTorch DCP .metadata file),
+// inertly, as TorchFile reads data.pkl. Returns kNotFound / kIo when it cannot be read, kCorrupt when
+// it is over `max_bytes` or from the pickle reader ("PATH: byte N (file offset N): reason").
+Result<PickleDocument> read_pickle_file(const std::string& path, uint64_t max_bytes);
 
 // Reads a shape: a tuple or list of non-negative ints, or torch.Size(tuple). `what` names it in
 // errors. Returns kCorrupt for anything else or when the element count overflows int64.

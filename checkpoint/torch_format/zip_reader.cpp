@@ -70,11 +70,11 @@ bool apply_zip64_extra(std::span<const std::byte> extra, WideFields& f) {
 
 }  // namespace
 
-ZipArchive::ZipArchive(std::string path, int fd, uint64_t file_size)
-    : path_(std::move(path)), fd_(fd), file_size_(file_size) {}
+ZipArchive::ZipArchive(std::string path, int fd, uint64_t file_size, uint64_t base)
+    : path_(std::move(path)), fd_(fd), file_size_(file_size), base_(base) {}
 
 ZipArchive::ZipArchive(ZipArchive&& o) noexcept
-    : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_),
+    : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), base_(o.base_),
       entries_(std::move(o.entries_)) {}
 
 ZipArchive& ZipArchive::operator=(ZipArchive&& o) noexcept {
@@ -83,6 +83,7 @@ ZipArchive& ZipArchive::operator=(ZipArchive&& o) noexcept {
     path_ = std::move(o.path_);
     fd_ = std::exchange(o.fd_, -1);
     file_size_ = o.file_size_;
+    base_ = o.base_;
     entries_ = std::move(o.entries_);
   }
   return *this;
@@ -92,7 +93,9 @@ ZipArchive::~ZipArchive() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<ZipArchive> ZipArchive::open(const std::string& path) {
+Result<ZipArchive> ZipArchive::open(const std::string& path) { return open_range(path, 0, UINT64_MAX); }
+
+Result<ZipArchive> ZipArchive::open_range(const std::string& path, uint64_t offset, uint64_t size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno_status(errno, "cannot open " + path);
   struct stat st {};
@@ -101,7 +104,19 @@ Result<ZipArchive> ZipArchive::open(const std::string& path) {
     ::close(fd);
     return errno_status(err, "cannot stat " + path);
   }
-  ZipArchive archive(path, fd, static_cast<uint64_t>(st.st_size));
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (size == UINT64_MAX && offset == 0) {
+    ZipArchive archive(path, fd, file_size, 0);
+    TZ_RETURN_IF_ERROR(archive.load_central_directory());
+    return archive;
+  }
+  const std::string range = " (bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + "))";
+  if (offset > file_size || size > file_size - offset) {
+    ::close(fd);
+    return corrupt(path + range + ": the range passes the end of the file, " + std::to_string(file_size) +
+                   " bytes (truncated file?)");
+  }
+  ZipArchive archive(path + range, fd, size, offset);
   TZ_RETURN_IF_ERROR(archive.load_central_directory());
   return archive;
 }
@@ -125,7 +140,12 @@ Status ZipArchive::read(const ZipEntry& entry, uint64_t offset, std::span<std::b
 Status ZipArchive::read_at(uint64_t offset, std::span<std::byte> out) const {
   size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (offset + done >= file_size_) {
+      return io_error(path_ + ": zip ends at byte " + std::to_string(file_size_) + ", expected " +
+                      std::to_string(out.size() - done) + " more bytes (truncated file?)");
+    }
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(out.size() - done, file_size_ - offset - done));
+    const ssize_t n = ::pread(fd_, out.data() + done, want, static_cast<off_t>(base_ + offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_status(errno, path_ + ": read at byte " + std::to_string(offset + done));

@@ -41,8 +41,16 @@ class ZipArchive {
   // be opened or read, kCorrupt naming the file and byte offset for a truncated archive or a bad
   // central directory / local header, kUnsupported for a compressed or encrypted entry.
   static Result<ZipArchive> open(const std::string& path);
+  // Opens the zip stored at bytes [offset, offset + size) of `path`: a torch.save blob inside a
+  // larger file, as a PyTorch DCP .distcp file holds one per tensor chunk. Offsets in the zip
+  // (data_offset too) count from `offset`; path() names the file and the range, so errors read
+  // "FILE (bytes [A, +N)): byte B ...". Errors as open(), plus kCorrupt when the range passes the
+  // end of the file.
+  static Result<ZipArchive> open_range(const std::string& path, uint64_t offset, uint64_t size);
 
   const std::string& path() const { return path_; }
+  // Where the zip starts in its file: 0, or open_range's offset.
+  uint64_t base_offset() const { return base_; }
   uint64_t file_size() const { return file_size_; }
   const std::vector<ZipEntry>& entries() const { return entries_; }
   // The entry named exactly `name`, or nullptr.
@@ -53,13 +61,14 @@ class ZipArchive {
   Status read(const ZipEntry& entry, uint64_t offset, std::span<std::byte> out) const;
 
  private:
-  ZipArchive(std::string path, int fd, uint64_t file_size);
+  ZipArchive(std::string path, int fd, uint64_t file_size, uint64_t base);
   Status read_at(uint64_t offset, std::span<std::byte> out) const;
   Status load_central_directory();
 
   std::string path_;
   int fd_ = -1;
-  uint64_t file_size_ = 0;
+  uint64_t file_size_ = 0;  // of the zip: the file's size, or open_range's size
+  uint64_t base_ = 0;       // the zip's first byte in the file
   std::vector<ZipEntry> entries_;
 };
 
