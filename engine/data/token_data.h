@@ -5,10 +5,14 @@
 // Token file (flat stream of token ids, little-endian):
 //   - with a header ("TZTOKENS" files, any extension), 32 bytes:
 //       0  char[8]  magic "TZTOKENS"
-//       8  uint32   version = 1
+//       8  uint32   version: 1, or 2 (what `tierzero data prepare` writes when some tokens
+//                   carry no loss, text/dataset.h)
 //       12 uint32   bytes per token: 2 (uint16) or 4 (uint32)
-//       16 uint64   token count; the file is exactly 32 + count * bytes per token long
-//       24 uint64   reserved, 0
+//       16 uint64   token count
+//       24 uint64   version 1: reserved, 0; version 2: flags, bit 0 = a loss mask follows
+//       32          the tokens; then, with flag bit 0, ceil(count / 8) bytes of loss mask: bit
+//                   (i % 8) of byte i / 8 is 1 when token i is a training target. The file is
+//                   exactly that long. A target whose mask bit is 0 becomes -100.
 //   - headerless: the dtype comes from the caller, else from the extension: .u16 / .uint16 ->
 //     uint16, .u32 / .uint32 -> uint32 (.bin needs the dtype given). The size must be a multiple
 //     of the token width.
@@ -16,7 +20,11 @@
 //   targets the last seq_len (next-token prediction); consecutive samples share one boundary
 //   token. A stream of n tokens gives (n - 1) / seq_len samples.
 //
-// JSONL (extension .jsonl): one object per line, {"input_ids": [ints]} plus optionally
+// JSONL of text (extension .jsonl, rows {"text": ...} or {"prompt": ..., "completion": ...}):
+//   tokenized with the model's tokenizer when opened (text/dataset.h: EOS after each row, the
+//   prompt's tokens carry no loss), then packed as a token file's stream.
+//
+// JSONL of ids (extension .jsonl): one object per line, {"input_ids": [ints]} plus optionally
 //   "labels" (Hugging Face convention: same length as input_ids, unshifted, -100 = not trained)
 //   or "loss_mask" (same length, 0/1: whether token t is a training target). Position t of a
 //   sample feeds input_ids[t] and targets the next token (t + 1): labels[t + 1], or
@@ -76,9 +84,15 @@ Result<std::shared_ptr<const SampleSource>> open_token_file(const std::string& p
                                                             std::optional<TokenDtype> dtype = {});
 // Reads a JSONL file (format above) into memory. Errors name the path and line.
 Result<std::shared_ptr<const SampleSource>> open_jsonl(const std::string& path, int64_t seq_len);
-// open_jsonl() for ".jsonl", open_token_file() otherwise.
+// Reads a JSONL file of text rows (format above), tokenized on every core with the tokenizer of
+// `tokenizer_dir` (a Hugging Face model directory). Errors name the path and line.
+Result<std::shared_ptr<const SampleSource>> open_text_jsonl(const std::string& path, int64_t seq_len,
+                                                            const std::string& tokenizer_dir);
+// For ".jsonl": open_text_jsonl() when its first row holds "text" or "prompt" (kInvalidArgument
+// naming the fix when `tokenizer_dir` is empty), else open_jsonl(); open_token_file() otherwise.
 Result<std::shared_ptr<const SampleSource>> open_samples(const std::string& path, int64_t seq_len,
-                                                         std::optional<TokenDtype> dtype = {});
+                                                         std::optional<TokenDtype> dtype = {},
+                                                         const std::string& tokenizer_dir = "");
 
 // The permutation of 0..n-1 used for `epoch` (header comment). Same inputs, same output, on
 // every platform and library.

@@ -18,6 +18,8 @@ namespace {
 constexpr char kMagic[8] = {'T', 'Z', 'T', 'O', 'K', 'E', 'N', 'S'};
 constexpr uint64_t kHeaderBytes = 32;
 constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMaskedVersion = 2;  // flags at byte 24; bit 0: a loss mask follows the tokens
+constexpr uint64_t kLossMaskFlag = 1;
 
 uint32_t token_bytes(TokenDtype dtype) { return dtype == TokenDtype::kUint16 ? 2 : 4; }
 
@@ -70,8 +72,15 @@ class MappedFile {
 
 class TokenFileSource final : public SampleSource {
  public:
-  TokenFileSource(std::unique_ptr<MappedFile> file, uint64_t offset, uint64_t tokens, TokenDtype dtype, int64_t seq_len)
-      : file_(std::move(file)), tokens_(file_->data() + offset), count_(tokens), dtype_(dtype), seq_len_(seq_len) {}
+  // `mask_offset`: where the loss mask starts, 0 when there is none.
+  TokenFileSource(std::unique_ptr<MappedFile> file, uint64_t offset, uint64_t tokens, TokenDtype dtype, int64_t seq_len,
+                  uint64_t mask_offset)
+      : file_(std::move(file)),
+        tokens_(file_->data() + offset),
+        mask_(mask_offset ? file_->data() + mask_offset : nullptr),
+        count_(tokens),
+        dtype_(dtype),
+        seq_len_(seq_len) {}
 
   int64_t size() const override { return static_cast<int64_t>((count_ - 1) / static_cast<uint64_t>(seq_len_)); }
   int64_t seq_len() const override { return seq_len_; }
@@ -82,8 +91,9 @@ class TokenFileSource final : public SampleSource {
     }
     const uint64_t first = static_cast<uint64_t>(index) * static_cast<uint64_t>(seq_len_);
     for (int64_t t = 0; t < seq_len_; ++t) {
-      input_ids[t] = token(first + static_cast<uint64_t>(t));
-      targets[t] = token(first + static_cast<uint64_t>(t) + 1);
+      const uint64_t next = first + static_cast<uint64_t>(t) + 1;
+      input_ids[t] = token(next - 1);
+      targets[t] = mask_ == nullptr || ((mask_[next / 8] >> (next % 8)) & 1) ? token(next) : kIgnoreIndex;
     }
     return {};
   }
@@ -94,6 +104,7 @@ class TokenFileSource final : public SampleSource {
   }
   std::unique_ptr<MappedFile> file_;
   const unsigned char* tokens_;
+  const unsigned char* mask_;  // bit i: token i is a target; nullptr: every token is
   uint64_t count_;
   TokenDtype dtype_;
   int64_t seq_len_;
@@ -145,12 +156,19 @@ Result<std::shared_ptr<const SampleSource>> open_token_file(const std::string& p
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::open(path));
   uint64_t offset = 0;
   uint64_t payload = file->size();
+  uint64_t mask_offset = 0;
   if (file->size() >= sizeof kMagic && std::memcmp(file->data(), kMagic, sizeof kMagic) == 0) {
     if (file->size() < kHeaderBytes) return corrupt(path + ": TZTOKENS header is cut short");
     const uint32_t version = load_le<uint32_t>(file->data() + 8);
     const uint32_t width = load_le<uint32_t>(file->data() + 12);
     const uint64_t count = load_le<uint64_t>(file->data() + 16);
-    if (version != kVersion) return corrupt(path + ": TZTOKENS version " + std::to_string(version) + " is not 1");
+    if (version != kVersion && version != kMaskedVersion) {
+      return corrupt(path + ": TZTOKENS version " + std::to_string(version) +
+                     " is not 1 or 2: written by a newer tierzero, or damaged");
+    }
+    const uint64_t flags = version == kMaskedVersion ? load_le<uint64_t>(file->data() + 24) : 0;
+    if ((flags & ~kLossMaskFlag) != 0)
+      return corrupt(path + ": TZTOKENS flags " + std::to_string(flags) + " name unknown features");
     if (width != 2 && width != 4)
       return corrupt(path + ": bytes per token is " + std::to_string(width) + ", not 2 or 4");
     const TokenDtype header_dtype = width == 2 ? TokenDtype::kUint16 : TokenDtype::kUint32;
@@ -158,10 +176,14 @@ Result<std::shared_ptr<const SampleSource>> open_token_file(const std::string& p
       return invalid_argument(path + ": the header says " + std::to_string(8 * width) +
                               "-bit tokens but another dtype was given; drop the dtype setting");
     }
-    if (count > (file->size() - kHeaderBytes) / width || file->size() - kHeaderBytes != count * width) {
-      return corrupt(path + ": the header says " + std::to_string(count) + " tokens but the file holds " +
-                     std::to_string(file->size() - kHeaderBytes) + " bytes of tokens");
+    const uint64_t body = file->size() - kHeaderBytes;
+    const uint64_t mask_bytes = (flags & kLossMaskFlag) ? count / 8 + (count % 8 != 0) : 0;
+    if (count > body / width || body - count * width != mask_bytes) {
+      return corrupt(path + ": the header says " + std::to_string(count) + " tokens" +
+                     (mask_bytes ? " and a loss mask" : "") + " but the file holds " + std::to_string(body) +
+                     " bytes after the header");
     }
+    if (mask_bytes) mask_offset = kHeaderBytes + count * width;
     dtype = header_dtype;
     offset = kHeaderBytes;
     payload = count * width;
@@ -183,13 +205,7 @@ Result<std::shared_ptr<const SampleSource>> open_token_file(const std::string& p
                             std::to_string(seq_len + 1) + ": use a shorter seq_len or more data");
   }
   return std::shared_ptr<const SampleSource>(
-      std::make_shared<TokenFileSource>(std::move(file), offset, count, *dtype, seq_len));
-}
-
-Result<std::shared_ptr<const SampleSource>> open_samples(const std::string& path, int64_t seq_len,
-                                                         std::optional<TokenDtype> dtype) {
-  if (path.ends_with(".jsonl")) return open_jsonl(path, seq_len);
-  return open_token_file(path, seq_len, dtype);
+      std::make_shared<TokenFileSource>(std::move(file), offset, count, *dtype, seq_len, mask_offset));
 }
 
 }  // namespace tierzero::engine
