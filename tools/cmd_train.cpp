@@ -17,7 +17,10 @@ void add_train_command(CLI::App& app) {
   auto* model = train->add_option("--model", args->model_dir, "Hugging Face model directory (config.json + safetensors)");
   train->add_option("--model-config", args->model_config_path, "Hugging Face config.json: a randomly initialised model")
       ->excludes(model);
-  train->add_option("--data", args->data_path, "token file (TZTOKENS, .u16, .u32) or JSONL (default: tierzero.data.path)");
+  train->add_option("--data", args->data_path,
+                    "token file (TZTOKENS, .u16, .u32; `tierzero data prepare` writes one), JSONL of input_ids, or "
+                    "JSONL text: {\"text\"} or {\"prompt\", \"completion\"} rows, tokenized with the --model "
+                    "directory's tokenizer (default: tierzero.data.path)");
   train->add_option("--steps", args->steps, "optimizer steps (default: the scheduler's total_num_steps, else 100)")
       ->check(CLI::NonNegativeNumber);
   train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
