@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <string>
 #include <thread>
 
 #include "nvme/internal/async_lane.h"
@@ -53,6 +51,10 @@ class AioDriver final : public AsyncDriver {
   }
 
   void stage(Piece& p) override {
+    if (broken_ != 0) {
+      refused_.push_back({&p, broken_});
+      return;
+    }
     iocb* cb = free_.back();
     free_.pop_back();
     const auto off = static_cast<long long>(p.next_offset());
@@ -63,6 +65,8 @@ class AioDriver final : public AsyncDriver {
   }
 
   uint32_t submit(std::vector<RawCompletion>& failed) override {
+    failed.insert(failed.end(), refused_.begin(), refused_.end());
+    refused_.clear();
     size_t next = 0;
     uint32_t submitted = 0;
     int spins = 0;
@@ -86,15 +90,12 @@ class AioDriver final : public AsyncDriver {
     return submitted;
   }
 
-  void reap(std::vector<RawCompletion>& out) override {
+  Status reap(std::vector<RawCompletion>& out, std::vector<Piece*>& lost) override {
     int n;
     do {
       n = io_getevents(ctx_, 1, static_cast<long>(events_.size()), events_.data(), nullptr);
     } while (n == -EINTR);
-    if (n < 0) {
-      std::fprintf(stderr, "tierzero: nvme: io_getevents: %s; in-flight I/O is lost\n", std::strerror(-n));
-      std::abort();
-    }
+    if (n < 0) return fail_in_flight(n, lost);
     bool woken = false;
     for (int i = 0; i < n; ++i) {
       const io_event& ev = events_[i];
@@ -110,9 +111,26 @@ class AioDriver final : public AsyncDriver {
       (void)!::read(wake_fd_, &count, sizeof count);
       arm_wake();
     }
+    return {};
   }
 
  private:
+  // io_getevents failed: the context cannot be waited on, so every submitted iocb (neither free
+  // nor staged) is reported lost, and everything staged afterwards is refused with `err`.
+  Status fail_in_flight(int err, std::vector<Piece*>& lost) {
+    broken_ = err;
+    std::vector<bool> idle(iocbs_.size(), false);
+    for (iocb* cb : free_) idle[static_cast<size_t>(cb - iocbs_.data())] = true;
+    for (size_t i = 0; i < iocbs_.size(); ++i) {
+      if (idle[i]) continue;
+      lost.push_back(static_cast<Piece*>(iocbs_[i].data));
+      free_.push_back(&iocbs_[i]);
+    }
+    std::string what = "io_getevents on an I/O lane (" + std::to_string(lost.size()) + " transfer(s) in flight";
+    if (!lost.empty()) what += "; their buffers may still be written by the kernel: do not reuse them";
+    return errno_status(-err, what + "); the lane refuses further I/O: recreate the engine");
+  }
+
   void arm_wake() {
     io_prep_poll(&wake_cb_, wake_fd_, POLLIN);
     iocb* cbs[1] = {&wake_cb_};
@@ -129,6 +147,8 @@ class AioDriver final : public AsyncDriver {
   std::vector<io_event> events_;
   std::vector<iocb*> free_;
   std::vector<iocb*> staged_;
+  std::vector<RawCompletion> refused_;
+  int broken_ = 0;  // -errno once io_getevents failed
 };
 
 }  // namespace

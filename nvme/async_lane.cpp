@@ -47,6 +47,7 @@ void AsyncLane::fill(std::deque<Piece*>& pending, uint32_t& in_flight, std::vect
 void AsyncLane::run() {
   std::deque<Piece*> pending;
   std::vector<RawCompletion> completions;
+  std::vector<Piece*> lost;
   uint32_t in_flight = 0;
   for (;;) {
     const bool idle = pending.empty() && in_flight == 0;
@@ -62,9 +63,11 @@ void AsyncLane::run() {
         waiting_with_room_.store(false);
       } else {
         const size_t refused = completions.size();
-        driver_->reap(completions);
-        in_flight -= static_cast<uint32_t>(completions.size() - refused);
+        lost.clear();
+        const Status reaped = driver_->reap(completions, lost);
+        in_flight -= static_cast<uint32_t>(completions.size() - refused + lost.size());
         waiting_with_room_.store(false);
+        for (Piece* p : lost) abandon_piece(*p, reaped);
       }
     }
     for (const RawCompletion& c : completions) {

@@ -3,10 +3,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <chrono>
+#include <string>
 #include <thread>
 
 #include "nvme/internal/async_lane.h"
@@ -18,6 +18,8 @@ namespace tierzero::nvme {
 namespace {
 
 constexpr int kMaxSubmitSpins = 1000;
+// How long a lane whose wait failed keeps collecting completions before reporting the rest lost.
+constexpr int kDrainSeconds = 10;
 
 class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
  public:
@@ -107,32 +109,22 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
       for (uint32_t i = submitted; i < total; ++i) failed.push_back({staged_[i], broken_});
       break;
     }
+    in_flight_.insert(in_flight_.end(), staged_.begin(), staged_.begin() + submitted);
     staged_.clear();
     return submitted;
   }
 
-  void reap(std::vector<RawCompletion>& out) override {
+  Status reap(std::vector<RawCompletion>& out, std::vector<Piece*>& lost) override {
     io_uring_cqe* cqe = nullptr;
     int r;
     do {
       r = io_uring_wait_cqe(&ring_, &cqe);
     } while (r == -EINTR || r == -EAGAIN);
-    if (r < 0) {
-      std::fprintf(stderr, "tierzero: nvme: io_uring_wait_cqe: %s; in-flight I/O is lost\n", std::strerror(-r));
-      std::abort();
-    }
-    unsigned head, seen = 0;
-    bool woken = false;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      auto* piece = static_cast<Piece*>(io_uring_cqe_get_data(cqe));
-      if (piece != nullptr) out.push_back({piece, cqe->res});
-      else woken = true;
-      ++seen;
-    }
-    io_uring_cq_advance(&ring_, seen);
-    if (woken && broken_ == 0) {
+    if (r < 0) return drain_after_failed_wait(r, out, lost);
+    if (collect(out) && broken_ == 0) {
       if (Status s = arm_wake(); !s.ok()) broken_ = -EIO;
     }
+    return {};
   }
 
   void wake() override {
@@ -141,6 +133,53 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
   }
 
  private:
+  // Appends every completion in the completion queue (no system call) and forgets those pieces;
+  // returns whether the wake-up read completed.
+  bool collect(std::vector<RawCompletion>& out) {
+    io_uring_cqe* cqe = nullptr;
+    unsigned head, seen = 0;
+    bool woken = false;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      auto* piece = static_cast<Piece*>(io_uring_cqe_get_data(cqe));
+      if (piece != nullptr) {
+        out.push_back({piece, cqe->res});
+        forget(piece);
+      } else {
+        woken = true;
+      }
+      ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    return woken;
+  }
+
+  void forget(Piece* piece) {
+    auto it = std::find(in_flight_.begin(), in_flight_.end(), piece);
+    if (it == in_flight_.end()) return;
+    *it = in_flight_.back();
+    in_flight_.pop_back();
+  }
+
+  // io_uring_wait_cqe failed: the ring cannot be entered. Completions still land in the shared
+  // completion queue, so it is read without system calls (sleeping between looks, which also runs
+  // deferred task work) for up to kDrainSeconds; what never completed is reported lost. The ring
+  // refuses everything staged afterwards.
+  Status drain_after_failed_wait(int err, std::vector<RawCompletion>& out, std::vector<Piece*>& lost) {
+    broken_ = err;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kDrainSeconds);
+    while (!in_flight_.empty() && std::chrono::steady_clock::now() < deadline) {
+      collect(out);
+      if (!in_flight_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const size_t missing = in_flight_.size();
+    lost.insert(lost.end(), in_flight_.begin(), in_flight_.end());
+    in_flight_.clear();
+    std::string what = "io_uring_wait_cqe on an I/O lane (" + std::to_string(missing) +
+                       " transfer(s) never completed within " + std::to_string(kDrainSeconds) + " s";
+    if (missing > 0) what += "; their buffers may still be written by the kernel: do not reuse them";
+    return errno_status(-err, what + "); the lane refuses further I/O: recreate the engine");
+  }
+
   // Queues a read of the wake-up eventfd (user data null) and submits it; nothing else is staged
   // when this runs.
   Status arm_wake() {
@@ -165,6 +204,7 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
   int wake_fd_ = -1;
   uint64_t wake_count_ = 0;
   std::vector<Piece*> staged_;
+  std::vector<Piece*> in_flight_;  // submitted, completion not yet seen
   std::vector<RawCompletion> refused_;
 };
 

@@ -29,8 +29,10 @@ class AsyncDriver {
   // are appended to `failed` with their -errno; returns how many are now in flight.
   virtual uint32_t submit(std::vector<RawCompletion>& failed) = 0;
   // Waits for at least one completion of what is in flight, or for wake(), and appends every
-  // completion available.
-  virtual void reap(std::vector<RawCompletion>& out) = 0;
+  // completion available. When the wait itself fails (the kernel queue is unusable) it returns
+  // kIo naming the call, after appending what still completed, and moves the transfers whose
+  // completion never came to `lost`; from then on every piece staged is refused with that errno.
+  virtual Status reap(std::vector<RawCompletion>& out, std::vector<Piece*>& lost) = 0;
   // Makes a reap() that is waiting (or the next one) return; callable from any thread.
   virtual void wake() = 0;
 };
