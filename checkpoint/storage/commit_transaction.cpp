@@ -20,7 +20,7 @@
 // Moving a published directory's files into a shared directory (save_16bit_model puts the model
 // beside `latest`), data before the files that make the set look complete:
 //   7. rename each data file into DIR; fsync DIR                             [moved-data]
-//      rename each completing file (index, config) into DIR; fsync DIR       [moved-last]
+//      rename the file a loader follows (the index) into DIR; fsync DIR     [moved-last]
 //      rm -r the emptied source directory
 //
 // What a crash leaves, at any instant (file systems may persist unsynced directory changes in

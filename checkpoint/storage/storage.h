@@ -82,7 +82,6 @@ class CommitTransaction {
 
   const std::string& dir() const { return dir_; }
   const std::string& staging_dir() const { return staging_; }
-  const std::string& target() const { return target_; }
   fs::FileSystem& file_system() const { return fs_; }
 
   // Creates DIR when missing (then fsyncs its parent: DIR itself is durable), removes a
@@ -110,9 +109,9 @@ class CommitTransaction {
 Status publish_pointer(fs::FileSystem& fs, const std::string& dir, const std::string& pointer, std::string_view text);
 
 // Moves every file of `from` (a published, durable directory) into `dir`, replacing files of the
-// same name: all files not named in `last` first, DIR fsynced, then those in `last` (the files
-// that make the set look complete: an index, a config), DIR fsynced; then `from` is removed.
-// A crash never leaves a file of `last` beside an incomplete set of new files.
+// same name: all files not named in `last` first, DIR fsynced, then those in `last` (the file a
+// reader follows into the set, e.g. an index), DIR fsynced; then `from` is removed. A crash never
+// leaves a new file of `last` beside missing new files.
 Status move_files_into(fs::FileSystem& fs, const std::string& from, const std::string& dir,
                        std::span<const std::string> last);
 
