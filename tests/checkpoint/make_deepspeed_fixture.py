@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Builds DeepSpeed ZeRO-1/2/3 checkpoints with torch.save, laid out exactly as DeepSpeed's engine
+"""Builds DeepSpeed ZeRO-1/2/3 checkpoints with torch.save, laid out as we believe DeepSpeed's engine
 writes them (deepspeed/runtime/engine.py, zero/stage3.py, zero/stage_1_and_2.py), without running
-DeepSpeed. Each fixture also gets truth.json + truth.bin: the consolidated fp32 tensors it was built
+DeepSpeed. These encode our beliefs: the truth is the corpus DeepSpeed itself wrote
+(tests/data/deepspeed, deepspeed_corpus/make_corpus.py; deepspeed_corpus_test.cpp). They are kept
+for what the corpus cannot give: one corrupt file per error class (deepspeed_corrupt_test.cpp),
+world sizes 3 and 8 and odd parameter sizes (padding), and the --bench size. Each fixture also gets truth.json + truth.bin: the consolidated fp32 tensors it was built
 from, in zero_to_fp32's order (buffers, frozen, trainable), so a reader can be checked without
 DeepSpeed installed.
 
