@@ -128,7 +128,8 @@ void Bpe::initial_symbols(std::string_view word, BpeScratch& scratch) const {
       continue;
     }
     // The character's own bytes (its ByteLevel character's, for byte-level words).
-    const std::string_view bytes = byte_level_ ? std::string_view(byte_level_char(static_cast<uint8_t>(piece[0]))) : piece;
+    const std::string_view bytes =
+        byte_level_ ? std::string_view(byte_level_char(static_cast<uint8_t>(piece[0]))) : piece;
     if (byte_fallback_ && std::all_of(bytes.begin(), bytes.end(),
                                       [&](char c) { return byte_fallback_ids_[static_cast<uint8_t>(c)] >= 0; })) {
       for (char c : bytes) add(static_cast<uint32_t>(byte_fallback_ids_[static_cast<uint8_t>(c)]));

@@ -130,9 +130,9 @@ Result<TokenStream> tokenize_jsonl(std::string_view data, const Tokenizer& token
     if (any_masked) stream.loss_mask.insert(stream.loss_mask.end(), c.out.loss_mask.begin(), c.out.loss_mask.end());
     stream.rows += c.out.rows;
   }
-  stream.target_tokens = any_masked ? static_cast<uint64_t>(std::count(stream.loss_mask.begin(),
-                                                                       stream.loss_mask.end(), uint8_t{1}))
-                                    : stream.tokens.size();
+  stream.target_tokens =
+      any_masked ? static_cast<uint64_t>(std::count(stream.loss_mask.begin(), stream.loss_mask.end(), uint8_t{1}))
+                 : stream.tokens.size();
   if (stream.rows == 0) return invalid_argument(source + " holds no rows: give one JSON object per line");
   return stream;
 }
@@ -157,8 +157,10 @@ Status write_token_stream(const std::string& path, const TokenStream& stream) {
   store_le<uint64_t>(bytes, stream.tokens.size());
   store_le<uint64_t>(bytes, masked ? 1 : 0);
   for (const uint32_t t : stream.tokens) {
-    if (wide) store_le<uint32_t>(bytes, t);
-    else store_le<uint16_t>(bytes, static_cast<uint16_t>(t));
+    if (wide)
+      store_le<uint32_t>(bytes, t);
+    else
+      store_le<uint16_t>(bytes, static_cast<uint16_t>(t));
   }
   if (masked) {
     for (size_t i = 0; i < stream.loss_mask.size(); i += 8) {

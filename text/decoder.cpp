@@ -138,15 +138,11 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
   }
   for (const Step& step : steps_) {
     switch (step.kind) {
-      case Kind::kByteLevel:
-        tokens = byte_level(tokens);
-        break;
+      case Kind::kByteLevel: tokens = byte_level(tokens); break;
       case Kind::kReplace:
         for (auto& token : tokens) replace_all(token, step.pattern, step.content);
         break;
-      case Kind::kByteFallback:
-        tokens = byte_fallback(tokens);
-        break;
+      case Kind::kByteFallback: tokens = byte_fallback(tokens); break;
       case Kind::kFuse: {
         std::string fused;
         for (const auto& token : tokens) fused += token;

@@ -51,10 +51,14 @@ Status PreTokenizer::add(const nlohmann::json& spec, const std::string& path, Pr
     step.split = flag(spec, "split", true);
     if (spec.contains("prepend_scheme")) {
       const auto scheme = spec.at("prepend_scheme").get<std::string>();
-      if (scheme == "always") step.prepend = Prepend::kAlways;
-      else if (scheme == "first") step.prepend = Prepend::kFirst;
-      else if (scheme == "never") step.prepend = Prepend::kNever;
-      else return unsupported(path + ": Metaspace prepend_scheme \"" + scheme + "\" is not one of always, first, never");
+      if (scheme == "always")
+        step.prepend = Prepend::kAlways;
+      else if (scheme == "first")
+        step.prepend = Prepend::kFirst;
+      else if (scheme == "never")
+        step.prepend = Prepend::kNever;
+      else
+        return unsupported(path + ": Metaspace prepend_scheme \"" + scheme + "\" is not one of always, first, never");
     } else {
       step.prepend = flag(spec, "add_prefix_space", true) ? Prepend::kAlways : Prepend::kNever;
     }
@@ -80,8 +84,10 @@ Status PreTokenizer::run(const Step& step, PreTokenizerScratch& scratch) const {
     if (step.kind == Kind::kMetaspace) {
       std::string& s = scratch.rewritten.emplace_back(step.replacement);
       for (char c : piece.text) {
-        if (c == ' ') s += step.replacement;
-        else s += c;
+        if (c == ' ')
+          s += step.replacement;
+        else
+          s += c;
       }
       // The prefix is kept when the text (spaces replaced) does not already begin with it.
       const bool prepend = !std::string_view(s).substr(step.replacement.size()).starts_with(step.replacement) &&
@@ -94,7 +100,8 @@ Status PreTokenizer::run(const Step& step, PreTokenizerScratch& scratch) const {
       // MergedWithNext: every replacement character begins a new piece.
       size_t begin = 0;
       const std::string_view t = piece.text;
-      for (size_t at = t.find(step.replacement, 1); at != std::string_view::npos; at = t.find(step.replacement, at + 1)) {
+      for (size_t at = t.find(step.replacement, 1); at != std::string_view::npos;
+           at = t.find(step.replacement, at + 1)) {
         emit(piece.text.substr(begin, at - begin), piece.at_start && begin == 0);
         begin = at;
       }

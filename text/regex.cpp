@@ -35,8 +35,8 @@ Result<std::unique_ptr<Regex>> Regex::compile(std::string_view pattern, bool lit
   int error = 0;
   PCRE2_SIZE offset = 0;
   const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : 0u);
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
-                                   &offset, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset, nullptr);
   if (code == nullptr) {
     return unsupported(where + ": PCRE2 cannot compile the pattern at offset " + std::to_string(offset) + ": " +
                        pcre2_message(error));

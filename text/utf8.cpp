@@ -84,7 +84,10 @@ void append_lossy_utf8(std::string& out, std::string_view bytes) {
     // still have had; one U+FFFD replaces all of them.
     size_t bad = 1;
     const auto lead = static_cast<unsigned char>(bytes[i]);
-    const size_t want = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3 : lead >= 0xF0 && lead <= 0xF4 ? 4 : 1;
+    const size_t want = lead >= 0xC2 && lead <= 0xDF   ? 2
+                        : lead >= 0xE0 && lead <= 0xEF ? 3
+                        : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                       : 1;
     while (bad < want && i + bad < bytes.size()) {
       const auto c = static_cast<unsigned char>(bytes[i + bad]);
       unsigned char low = 0x80, high = 0xBF;

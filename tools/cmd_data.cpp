@@ -84,8 +84,7 @@ void add_data_command(CLI::App& app) {
   auto flags = std::make_shared<PrepareFlags>();
   CLI::App* prepare = data->add_subcommand(
       "prepare", "JSONL rows ({\"text\"} or {\"prompt\", \"completion\"}) -> a token file for train, on every core");
-  prepare->add_option("--tokenizer", flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")
-      ->required();
+  prepare->add_option("--tokenizer", flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")->required();
   prepare->add_option("input", flags->input, "JSONL file, one row per line")->required()->check(CLI::ExistingFile);
   prepare->add_option("output", flags->output, "Token file to write (TZTOKENS)")->required();
   prepare->add_option("--threads", flags->threads, "Threads (default: every core)");

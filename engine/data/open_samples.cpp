@@ -30,7 +30,8 @@ Result<std::shared_ptr<const SampleSource>> open_samples(const std::string& path
     return invalid_argument(path +
                             " holds text rows (\"text\" or \"prompt\" + \"completion\"), which the model's tokenizer "
                             "turns into tokens: pass --model DIR (a Hugging Face directory with tokenizer.json), or "
-                            "tokenize first with `tierzero data prepare --tokenizer DIR " + path + " OUT`");
+                            "tokenize first with `tierzero data prepare --tokenizer DIR " +
+                            path + " OUT`");
   }
   return open_text_jsonl(path, seq_len, tokenizer_dir);
 }

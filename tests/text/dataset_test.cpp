@@ -28,7 +28,9 @@ Fixture load(const std::string& root, const std::string& family) {
   return f;
 }
 
-std::vector<uint32_t> ids(const nlohmann::json& ref, const char* key) { return ref.at(key).get<std::vector<uint32_t>>(); }
+std::vector<uint32_t> ids(const nlohmann::json& ref, const char* key) {
+  return ref.at(key).get<std::vector<uint32_t>>();
+}
 
 TEST(Dataset, TextRowsAreTheTokenizersIdsPlusEosInFileOrder) {
   REQUIRE_TOKENIZER_FIXTURE(root);
@@ -100,8 +102,12 @@ TEST(Dataset, BadRowsNameTheLine) {
   s = error("\n \n");
   EXPECT_NE(s.message().find("holds no rows"), std::string::npos) << s.message();
   auto plain = Tokenizer::from_json(
-      [&] { std::stringstream t; t << std::ifstream(root + "/llama3/tokenizer.json").rdbuf(); return t.str(); }(), "",
-      "llama3");
+      [&] {
+        std::stringstream t;
+        t << std::ifstream(root + "/llama3/tokenizer.json").rdbuf();
+        return t.str();
+      }(),
+      "", "llama3");
   ASSERT_TRUE(plain.ok());
   s = tokenize_jsonl("{\"text\": \"a\"}\n", **plain, "d.jsonl").status();
   EXPECT_NE(s.message().find("no eos_token"), std::string::npos) << s.message();
@@ -140,7 +146,9 @@ TEST(Dataset, TokenFileIsVersion1WithoutMaskAnd2WithIt) {
   EXPECT_EQ(a.flags, 0u);
   EXPECT_EQ(a.payload, std::string("\x01\x00\x02\x00\xff\xff", 6));
 
-  TokenStream masked{.tokens = {7, 70000, 9, 9, 9, 9, 9, 9, 9}, .loss_mask = {0, 0, 1, 1, 0, 1, 1, 1, 1}, .rows = 1,
+  TokenStream masked{.tokens = {7, 70000, 9, 9, 9, 9, 9, 9, 9},
+                     .loss_mask = {0, 0, 1, 1, 0, 1, 1, 1, 1},
+                     .rows = 1,
                      .target_tokens = 6};
   ASSERT_TRUE(write_token_stream((dir / "b.tok").string(), masked).ok());
   TokenFile b = read_token_file((dir / "b.tok").string());

@@ -15,13 +15,13 @@ namespace {
 nlohmann::json byte_level_spec() {
   nlohmann::json vocab = nlohmann::json::object();
   for (const char* t : {"a", "b", "ab", "Ġ"}) vocab[t] = vocab.size();
-  return {
-      {"added_tokens", nlohmann::json::array({{{"id", 4}, {"content", "<|eos|>"}, {"special", true}, {"normalized", false}}})},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({"a b"})}}}};
+  return {{"added_tokens",
+           nlohmann::json::array({{{"id", 4}, {"content", "<|eos|>"}, {"special", true}, {"normalized", false}}})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "ByteLevel"}}},
+          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({"a b"})}}}};
 }
 
 Status load_status(const nlohmann::json& spec, const std::string& config = "") {
@@ -46,8 +46,9 @@ TEST(TokenizerErrors, TheSmallSpecLoadsAndEncodes) {
 TEST(TokenizerErrors, UnsupportedComponentsAreRefusedByName) {
   auto spec = byte_level_spec();
   spec["pre_tokenizer"] = {{"type", "Whitespace"}};
-  expect_refused(spec, ErrorCode::kUnsupported,
-                 "pre_tokenizer type \"Whitespace\" is not supported (supported: Split, ByteLevel, Metaspace, Sequence)");
+  expect_refused(
+      spec, ErrorCode::kUnsupported,
+      "pre_tokenizer type \"Whitespace\" is not supported (supported: Split, ByteLevel, Metaspace, Sequence)");
   spec = byte_level_spec();
   spec["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
   expect_refused(spec, ErrorCode::kUnsupported, "normalizer type \"Lowercase\" is not supported");

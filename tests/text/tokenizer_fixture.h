@@ -18,7 +18,7 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path);
 
 }  // namespace tierzero::text::testing
 
-#define REQUIRE_TOKENIZER_FIXTURE(dir_var)                                    \
-  std::string skip_reason_;                                                   \
+#define REQUIRE_TOKENIZER_FIXTURE(dir_var)                                                    \
+  std::string skip_reason_;                                                                   \
   const std::string dir_var = ::tierzero::text::testing::tokenizer_fixture_dir(skip_reason_); \
   if (dir_var.empty()) GTEST_SKIP() << skip_reason_

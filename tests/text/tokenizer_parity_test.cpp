@@ -96,8 +96,9 @@ TEST_P(TokenizerParity, IdsAndDecodeEqualTokenizersOnEveryLine) {
   });
   std::sort(failures.begin(), failures.end());
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << corpus.size() << " lines differ; first:\n"
-                                << (failures.empty() ? "" : "line " + std::to_string(failures.front().first) + " " +
-                                                                failures.front().second);
+                                << (failures.empty() ? ""
+                                                     : "line " + std::to_string(failures.front().first) + " " +
+                                                           failures.front().second);
   // The exclusions above leave most lines checked.
   EXPECT_GT(round_trips.load(), corpus.size() * 8 / 10) << "round trips checked";
   std::printf("[ %s ] %zu lines equal to tokenizers; decode(encode(x)) == x checked on %zu\n", family.name.c_str(),

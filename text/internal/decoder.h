@@ -23,8 +23,8 @@ class Decoder {
   enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
   struct Step {
     Kind kind;
-    std::string pattern;  // Replace: what is replaced; Strip, Metaspace: the character
-    std::string content;  // Replace: the replacement
+    std::string pattern;         // Replace: what is replaced; Strip, Metaspace: the character
+    std::string content;         // Replace: the replacement
     size_t start = 0, stop = 0;  // Strip: how many characters at most to strip at each end
     bool prepend = true;         // Metaspace: prepend_scheme is not "never"
   };

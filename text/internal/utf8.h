@@ -16,9 +16,7 @@ size_t valid_sequence_length(std::string_view s, size_t i);
 size_t find_invalid_utf8(std::string_view s);
 
 // Length of the sequence whose lead byte is `lead`, for text already known to be valid.
-inline size_t sequence_length(unsigned char lead) {
-  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-}
+inline size_t sequence_length(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
 
 // Decodes the code point at s[i] of valid UTF-8 and advances i past it.
 char32_t next_code_point(std::string_view s, size_t& i);
