@@ -1,5 +1,6 @@
 // BPE word encoding, the same algorithm as tokenizers' models/bpe (merge_word, Word::merge_all).
 #include <algorithm>
+#include <cstdio>
 
 #include "text/internal/bpe.h"
 #include "text/internal/byte_level.h"

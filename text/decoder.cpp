@@ -1,4 +1,7 @@
 // Decoders, as tokenizers' decoders/*.rs decode_chain() a list of tokens, then join what is left.
+#include <cctype>
+#include <cstdio>
+
 #include "text/internal/decoder.h"
 #include "text/internal/byte_level.h"
 #include "text/internal/utf8.h"
