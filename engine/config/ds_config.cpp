@@ -45,6 +45,7 @@ Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints&
   TZ_RETURN_IF_ERROR(root.read_int("steps_per_print", &c.steps_per_print, 1));
   TZ_RETURN_IF_ERROR(root.read_bool("wall_clock_breakdown", &c.wall_clock_breakdown));
   root.warn_unused(&c.warnings);
+  warn_ineffective_keys(json, &c.warnings);
   return c;
 }
 

@@ -27,6 +27,8 @@
 // | tierzero.grad_accum_dtype    | "fp32" or "bf16"       | "fp32"  | dtype gradients accumulate in            |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
 // | tierzero.checkpoint.level    | integer 1..22          | 3       | zstd level                               |
+// | tierzero.checkpoint.save_every | integer >= 0         | 0       | save every N steps; 0 = at the end only  |
+// | tierzero.checkpoint.keep_last | integer >= 0          | 0       | checkpoints periodic saves keep; 0 = all |
 // | tierzero.data.path           | string                 | ""      | token file or JSONL (token_data.h);      |
 // |                              |                        |         | relative to the working directory        |
 // | tierzero.data.seq_len        | integer > 0            | 256     | tokens a sample predicts                 |
@@ -36,6 +38,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,6 +173,8 @@ struct TierzeroConfig {
   GradAccumDtype grad_accum_dtype = GradAccumDtype::kFp32;
   CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
   int checkpoint_compression_level = 3;
+  int64_t checkpoint_save_every = 0;
+  int64_t checkpoint_keep_last = 0;
   std::string data_path;
   int64_t data_seq_len = 256;
   uint64_t data_seed = 1234;
@@ -201,6 +206,25 @@ struct DsConfig {
   // The loss scaler this config asks for: fp16's, or LossScalerConfig::unit() otherwise.
   LossScalerConfig loss_scaler_config() const;
 };
+
+// ---- The key registry ----------------------------------------------------------------------
+// Every key the parser reads, with what tierzero does with it (configs/README.md shows the table):
+//   honoured: it takes effect (or selects among values the trainer refuses by name, e.g. "nvme");
+//   warned:   it has no effect in tierzero; parse_ds_config() adds a warning naming the key and why
+//             when it is set to anything but `accepted` (the value tierzero behaves as anyway);
+//   refused:  any value but `accepted` is an error naming the key and why (the parser, or the
+//             trainer for what depends on the engine).
+enum class KeyHandling : uint8_t { kHonoured, kWarned, kRefused };
+struct ConfigKey {
+  std::string_view path;      // JSON path, "zero_optimization.offload_optimizer.ratio"
+  KeyHandling handling;
+  std::string_view accepted;  // JSON text (kWarned / kRefused); "" for kHonoured
+  std::string_view note;      // why, or what tierzero does
+};
+// The registry, in the order configs/README.md lists it.
+std::span<const ConfigKey> ds_config_keys();
+// "honoured", "warned" or "refused".
+const char* key_handling_name(KeyHandling handling);
 
 // Parses and checks a ds_config, resolving "auto" and the batch triad with `hints`.
 // kInvalidArgument names the key (JSON path) and what to do; warnings go to DsConfig::warnings.

@@ -32,9 +32,8 @@ Status parse_aio(JsonFields& root, nvme::IoConfig* out, Warnings* warnings) {
   TZ_RETURN_IF_ERROR(f.read_bool("overlap_events", &out->overlap_events));
   TZ_RETURN_IF_ERROR(f.read_bool("use_direct", &out->use_direct));
   TZ_RETURN_IF_ERROR(f.read_bool("register_buffers", &out->register_buffers));
-  bool use_gds = false;
+  bool use_gds = false;  // the key registry warns when it is true (no GPUDirect Storage)
   TZ_RETURN_IF_ERROR(f.read_bool("use_gds", &use_gds));
-  if (use_gds) warnings->push_back(f.path_of("use_gds") + " is not supported (no GPUDirect Storage); ignored");
   TZ_RETURN_IF_ERROR(nvme::validate(*out));
   f.warn_unused(warnings);
   return {};

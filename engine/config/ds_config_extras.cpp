@@ -32,6 +32,8 @@ Status parse_checkpoint(JsonFields& t, TierzeroConfig* out, Warnings* warnings) 
     return invalid_argument(c.path_of("compression") + " must be \"none\" or \"zstd\", got \"" + compression + "\"");
   }
   TZ_RETURN_IF_ERROR(c.read_int("level", &out->checkpoint_compression_level, 1, 22));
+  TZ_RETURN_IF_ERROR(c.read_int("save_every", &out->checkpoint_save_every, 0));
+  TZ_RETURN_IF_ERROR(c.read_int("keep_last", &out->checkpoint_keep_last, 0));
   c.warn_unused(warnings);
   return {};
 }

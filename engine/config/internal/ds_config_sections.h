@@ -30,6 +30,8 @@ Status parse_scheduler(JsonFields& root, const ResolveHints& hints, const Optimi
                        std::optional<LrScheduleConfig>* out, Warnings* warnings);
 // activation_checkpointing.
 Status parse_activation_checkpointing(JsonFields& root, ActivationCheckpointingConfig* out, Warnings* warnings);
+// One warning per kWarned registry key present in `root` with a value other than its accepted one.
+void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings);
 // tierzero (the extension section).
 Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings);
 

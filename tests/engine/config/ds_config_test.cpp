@@ -204,8 +204,9 @@ TEST(DsConfig, Stage3AliasesAndDeprecatedKeys) {
   EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::kCpu);
   EXPECT_EQ(c.precision(), Precision::kBf16);
   EXPECT_EQ(c.aio.intra_op_parallelism, 3u);
-  ASSERT_EQ(c.warnings.size(), 1u);
+  ASSERT_EQ(c.warnings.size(), 2u);
   EXPECT_NE(c.warnings[0].find("cpu_offload"), std::string::npos);
+  EXPECT_EQ(c.warnings[1].rfind("aio.thread_count=3 has no effect", 0), 0u) << c.warnings[1];
 }
 
 TEST(DsConfig, ResolvedJsonRoundTrips) {

@@ -1,0 +1,190 @@
+// The key registry: every ds_config key the parser reads, and what tierzero does with it. The
+// table in configs/README.md is this list (tests/engine/config/key_registry_test.cpp checks both
+// against each other and against to_json()).
+#include <cstdlib>
+#include <string>
+
+#include "engine/config/internal/ds_config_sections.h"
+
+namespace tierzero::engine {
+namespace {
+
+constexpr KeyHandling H = KeyHandling::kHonoured;
+constexpr KeyHandling W = KeyHandling::kWarned;
+constexpr KeyHandling R = KeyHandling::kRefused;
+
+constexpr const char* kNvmeOnly = "used by NVMe offload only, which training does not support yet";
+constexpr const char* kAioNote =
+    "the aio block drives NVMe offload only, which training does not support yet "
+    "(bench io reads it)";
+constexpr const char* kRecompute =
+    "tierzero recomputes every layer in backward regardless (activation "
+    "checkpointing per layer is built in)";
+
+constexpr ConfigKey kKeys[] = {
+    {"train_batch_size", H, "", "DeepSpeed's derivation and checks"},
+    {"train_micro_batch_size_per_gpu", H, "", ""},
+    {"gradient_accumulation_steps", H, "", ""},
+    {"gradient_clipping", H, "", "global L2 norm, as DeepSpeed clips"},
+    {"steps_per_print", H, "", "the step line every N steps, plus the first and the last"},
+    {"wall_clock_breakdown", H, "", "the step line and metrics carry the engine's time breakdown"},
+    {"fp16.enabled", H, "", ""},
+    {"fp16.auto_cast", W, "false", "the model's inputs are token ids; there is nothing to cast"},
+    {"fp16.loss_scale", H, "", "0 = dynamic"},
+    {"fp16.initial_scale_power", H, "", ""},
+    {"fp16.loss_scale_window", H, "", ""},
+    {"fp16.hysteresis", H, "", ""},
+    {"fp16.consecutive_hysteresis", H, "", ""},
+    {"fp16.min_loss_scale", H, "", ""},
+    {"bf16.enabled", H, "", ""},
+    {"bfloat16.enabled", H, "", "DeepSpeed's older name for bf16"},
+    {"zero_optimization.stage", H, "", "0-3; a boolean zero_optimization is stage 1 (deprecated)"},
+    {"zero_optimization.contiguous_gradients", W, "true", "gradients always live in flat contiguous partitions"},
+    {"zero_optimization.reduce_scatter", W, "true", "stages 2 and 3 always reduce-scatter"},
+    {"zero_optimization.allgather_partitions", W, "true", "updated partitions are always all-gathered"},
+    {"zero_optimization.overlap_comm", H, "",
+     "offloaded optimizer: gradient copies and the CPU step overlap backward (false: the plain step); "
+     "gradient reduction always overlaps backward"},
+    {"zero_optimization.round_robin_gradients", W, "false", "gradients are partitioned in order"},
+    {"zero_optimization.reduce_bucket_size", H, "", "elements per gradient reduction bucket"},
+    {"zero_optimization.allgather_bucket_size", W, "500000000",
+     "stages 1-2 gather the updated partition in one collective"},
+    {"zero_optimization.sub_group_size", H, "", "elements per CPU optimizer sub-group"},
+    {"zero_optimization.stage3_prefetch_bucket_size", H, "", ""},
+    {"zero_optimization.prefetch_bucket_size", H, "", "alias of stage3_prefetch_bucket_size"},
+    {"zero_optimization.stage3_param_persistence_threshold", H, "", ""},
+    {"zero_optimization.param_persistence_threshold", H, "", "alias"},
+    {"zero_optimization.stage3_max_live_parameters", H, "", ""},
+    {"zero_optimization.max_live_parameters", H, "", "alias"},
+    {"zero_optimization.stage3_max_reuse_distance", H, "", ""},
+    {"zero_optimization.max_reuse_distance", H, "", "alias"},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", H, "",
+     "--save also writes the 16-bit model beside the checkpoint"},
+    {"zero_optimization.gather_16bit_weights_on_model_save", H, "", "alias"},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", H, "", "older alias"},
+    {"zero_optimization.cpu_offload", H, "", "deprecated: offload_optimizer.device \"cpu\""},
+    {"zero_optimization.cpu_offload_param", H, "", "deprecated: offload_param.device \"cpu\""},
+    {"zero_optimization.cpu_offload_use_pin_memory", H, "", "deprecated: pin_memory"},
+    {"zero_optimization.offload_param.device", H, "",
+     "\"none\" or \"cpu\"; \"nvme\" is refused until NVMe offload lands"},
+    {"zero_optimization.offload_param.nvme_path", H, "",
+     "with device \"nvme\", which is refused until NVMe offload lands"},
+    {"zero_optimization.offload_param.buffer_count", W, "5", kNvmeOnly},
+    {"zero_optimization.offload_param.buffer_size", W, "100000000", kNvmeOnly},
+    {"zero_optimization.offload_param.max_in_cpu", W, "1000000000", kNvmeOnly},
+    {"zero_optimization.offload_param.pin_memory", H, "", "the host copy of the parameter shards is pinned"},
+    {"zero_optimization.offload_optimizer.device", H, "",
+     "\"none\" or \"cpu\"; \"nvme\" is refused until NVMe offload lands"},
+    {"zero_optimization.offload_optimizer.nvme_path", H, "",
+     "with device \"nvme\", which is refused until NVMe offload lands"},
+    {"zero_optimization.offload_optimizer.buffer_count", W, "4", kNvmeOnly},
+    {"zero_optimization.offload_optimizer.pin_memory", W, "true",
+     "the offloaded optimizer state is always pinned where a GPU exists (its copies are asynchronous)"},
+    {"zero_optimization.offload_optimizer.pipeline_read", W, "false", kNvmeOnly},
+    {"zero_optimization.offload_optimizer.pipeline_write", W, "false", kNvmeOnly},
+    {"zero_optimization.offload_optimizer.ratio", R, "1",
+     "partial optimizer offload is not implemented: offload all of it (1) or none"},
+    {"aio.backend", W, "\"auto\"", kAioNote},
+    {"aio.block_size", W, "1048576", kAioNote},
+    {"aio.queue_depth", W, "8", kAioNote},
+    {"aio.intra_op_parallelism", W, "1", kAioNote},
+    {"aio.thread_count", W, "1", kAioNote},
+    {"aio.single_submit", W, "false", kAioNote},
+    {"aio.overlap_events", W, "true", kAioNote},
+    {"aio.use_direct", W, "true", kAioNote},
+    {"aio.register_buffers", W, "true", kAioNote},
+    {"aio.use_gds", W, "false", "no GPUDirect Storage"},
+    {"optimizer.type", H, "", "Adam or AdamW"},
+    {"optimizer.params.lr", H, "", ""},
+    {"optimizer.params.betas", H, "", ""},
+    {"optimizer.params.eps", H, "", ""},
+    {"optimizer.params.weight_decay", H, "", ""},
+    {"optimizer.params.bias_correction", H, "", ""},
+    {"optimizer.params.adam_w_mode", H, "", "DeepSpeed's Adam: decoupled weight decay when true"},
+    {"optimizer.params.torch_adam", W, "false", "tierzero's own Adam kernels run either way"},
+    {"optimizer.params.amsgrad", R, "false", "no AMSGrad kernel"},
+    {"optimizer.params.max_grad_norm", R, "null", "DeepSpeed refuses it too: use gradient_clipping"},
+    {"scheduler.type", H, "", "WarmupLR, WarmupDecayLR or WarmupCosineLR"},
+    {"scheduler.params.warmup_num_steps", H, "", ""},
+    {"scheduler.params.warmup_type", H, "", ""},
+    {"scheduler.params.warmup_min_lr", H, "", "WarmupLR, WarmupDecayLR"},
+    {"scheduler.params.warmup_max_lr", H, "", "WarmupLR, WarmupDecayLR"},
+    {"scheduler.params.total_num_steps", H, "", "WarmupDecayLR, WarmupCosineLR"},
+    {"scheduler.params.warmup_min_ratio", H, "", "WarmupCosineLR"},
+    {"scheduler.params.cos_min_ratio", H, "", "WarmupCosineLR"},
+    {"activation_checkpointing.partition_activations", W, "false", kRecompute},
+    {"activation_checkpointing.cpu_checkpointing", W, "false", kRecompute},
+    {"activation_checkpointing.contiguous_memory_optimization", W, "false", kRecompute},
+    {"activation_checkpointing.number_checkpoints", W, "null", kRecompute},
+    {"activation_checkpointing.synchronize_checkpoint_boundary", W, "false", kRecompute},
+    {"activation_checkpointing.profile", W, "false", kRecompute},
+    {"tierzero.gpu_memory_limit", H, "", "GPU budget the engine enforces; 0 = the whole device"},
+    {"tierzero.pinned_memory_limit", H, "", "pinned host budget the engine enforces; 0 = none"},
+    {"tierzero.cpu_threads", H, "", "CPU optimizer threads; 0 = all cores"},
+    {"tierzero.grad_accum_dtype", H, "", ""},
+    {"tierzero.checkpoint.compression", H, "", "\"zstd\": checkpoint sections are zstd frames"},
+    {"tierzero.checkpoint.level", H, "", "zstd level"},
+    {"tierzero.checkpoint.save_every", H, "", "save every N steps (needs --save); 0 = at the end only"},
+    {"tierzero.checkpoint.keep_last", H, "", "checkpoints kept by periodic saves; 0 = all"},
+    {"tierzero.data.path", H, "", ""},
+    {"tierzero.data.seq_len", H, "", ""},
+    {"tierzero.data.seed", H, "", ""},
+    {"tierzero.data.dtype", H, "", ""},
+};
+
+// The value at dotted `path` in `root`, or nullptr when a step is absent or not an object.
+const nlohmann::json* find_path(const nlohmann::json& root, std::string_view path) {
+  const nlohmann::json* node = &root;
+  while (!path.empty()) {
+    const size_t dot = path.find('.');
+    const std::string step(path.substr(0, dot));
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(step);
+    if (it == node->end()) return nullptr;
+    node = &*it;
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+  }
+  return node;
+}
+
+// Numbers compare by value whether written 5e8, 500000000 or "5e8"; "auto" is the default.
+bool same_value(const nlohmann::json& given, const nlohmann::json& accepted) {
+  if (given.is_string() && given.get<std::string>() == "auto") return true;
+  if (accepted.is_number() && (given.is_number() || given.is_string())) {
+    if (given.is_number()) return given.get<double>() == accepted.get<double>();
+    const std::string text = given.get<std::string>();
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    return !text.empty() && end == text.c_str() + text.size() && value == accepted.get<double>();
+  }
+  return given == accepted;
+}
+
+}  // namespace
+
+std::span<const ConfigKey> ds_config_keys() { return kKeys; }
+
+const char* key_handling_name(KeyHandling handling) {
+  switch (handling) {
+    case KeyHandling::kHonoured: return "honoured";
+    case KeyHandling::kWarned: return "warned";
+    case KeyHandling::kRefused: return "refused";
+  }
+  return "?";
+}
+
+namespace detail {
+
+void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings) {
+  for (const ConfigKey& key : kKeys) {
+    if (key.handling != KeyHandling::kWarned) continue;
+    const nlohmann::json* given = find_path(root, key.path);
+    if (given == nullptr || given->is_null()) continue;
+    if (same_value(*given, nlohmann::json::parse(key.accepted))) continue;
+    warnings->push_back(std::string(key.path) + "=" + given->dump() +
+                        " has no effect in tierzero (ignored): " + std::string(key.note));
+  }
+}
+
+}  // namespace detail
+}  // namespace tierzero::engine
