@@ -1,0 +1,138 @@
+// PinnedHostPool (offload/tier_manager.h): exact-size blocks, the capacity checks at creation (their
+// errors naming MemAvailable and RLIMIT_MEMLOCK), and reuse of freed blocks. Host-backed arenas
+// (DeviceChoice::kHost), so the suite runs without a GPU.
+#include <sys/resource.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "offload/internal/budget_check.h"
+#include "offload/tier_manager.h"
+
+namespace tierzero::offload {
+namespace {
+
+std::unique_ptr<PinnedHostPool> host_pool(uint64_t capacity, uint64_t arena = 0) {
+  Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(
+      {.capacity_bytes = capacity, .arena_bytes = arena, .device = DeviceChoice::kHost, .lock_host_memory = false});
+  EXPECT_TRUE(pool.ok()) << pool.status().to_string();
+  return pool.ok() ? std::move(pool).value() : nullptr;
+}
+
+TEST(PinnedHostPool, BlocksTakeExactlyTheirFootprint) {
+  // A budget summed from footprint() holds exactly those blocks, with nothing to spare.
+  const std::vector<uint64_t> sizes = {1, 100, 4096, 80 << 10, (1 << 20) + 3, 7 << 20};
+  uint64_t capacity = 0;
+  for (uint64_t bytes : sizes) capacity += PinnedHostPool::footprint(bytes);
+  std::unique_ptr<PinnedHostPool> pool = host_pool(capacity);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->capacity(), capacity);
+  EXPECT_FALSE(pool->gpu_pinned());
+  uint64_t used = 0;
+  for (uint64_t bytes : sizes) {
+    Result<void*> block = pool->allocate(bytes);
+    ASSERT_TRUE(block.ok()) << bytes << ": " << block.status().to_string();
+    std::memset(block.value(), 0xab, bytes);  // the whole block is writable
+    used += PinnedHostPool::footprint(bytes);
+    EXPECT_EQ(pool->used(), used);
+  }
+  EXPECT_EQ(pool->used(), capacity);
+  Result<void*> one_more = pool->allocate(1);
+  ASSERT_FALSE(one_more.ok());
+  EXPECT_EQ(one_more.status().code(), ErrorCode::kOutOfSpace);
+  EXPECT_NE(one_more.status().message().find("no room"), std::string::npos) << one_more.status().to_string();
+}
+
+TEST(PinnedHostPool, FootprintRoundsToTheBlockAlignment) {
+  EXPECT_EQ(PinnedHostPool::footprint(1) % 16, 0u);
+  EXPECT_GE(PinnedHostPool::footprint(1), 1u);
+  EXPECT_EQ(PinnedHostPool::footprint(1 << 20), 1u << 20);
+  EXPECT_EQ(PinnedHostPool::footprint((1 << 20) + 1), (1u << 20) + 4096);
+}
+
+TEST(PinnedHostPool, FreedBlocksAreReused) {
+  const uint64_t bytes = 1 << 20;
+  std::unique_ptr<PinnedHostPool> pool = host_pool(2 * PinnedHostPool::footprint(bytes));
+  ASSERT_NE(pool, nullptr);
+  void* a = pool->allocate(bytes).value();
+  void* b = pool->allocate(bytes).value();
+  EXPECT_FALSE(pool->allocate(bytes).ok());
+  pool->free(a);
+  EXPECT_EQ(pool->used(), PinnedHostPool::footprint(bytes));
+  Result<void*> again = pool->allocate(bytes);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again.value(), a);  // the freed block's place, not new memory
+  pool->free(b);
+  pool->free(again.value());
+  EXPECT_EQ(pool->used(), 0u);
+  pool->free(nullptr);  // not a block: ignored
+}
+
+TEST(PinnedHostPool, ArenasSplitTheCapacity) {
+  const uint64_t bytes = 1 << 20;
+  std::unique_ptr<PinnedHostPool> pool = host_pool(3 * bytes, bytes);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_NE(pool->description().find("3 arena(s)"), std::string::npos) << pool->description();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(pool->allocate(bytes).ok()) << i;
+  EXPECT_FALSE(pool->allocate(bytes).ok());
+}
+
+TEST(PinnedHostPool, ZeroBytesIsRefused) {
+  std::unique_ptr<PinnedHostPool> pool = host_pool(4096);
+  ASSERT_NE(pool, nullptr);
+  Result<void*> block = pool->allocate(0);
+  ASSERT_FALSE(block.ok());
+  EXPECT_EQ(block.status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(PinnedHostPool, EmptyPoolHasNoRoom) {
+  std::unique_ptr<PinnedHostPool> pool = host_pool(0);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->capacity(), 0u);
+  EXPECT_FALSE(pool->allocate(16).ok());
+}
+
+TEST(PinnedHostPool, CapacityAboveMemAvailableIsRefusedBeforeAllocating) {
+  const HostFacts facts = read_host_facts().value();
+  Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(
+      {.capacity_bytes = facts.mem_available + (1ull << 30), .device = DeviceChoice::kHost});
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.status().code(), ErrorCode::kOutOfSpace);
+  EXPECT_NE(pool.status().message().find("MemAvailable"), std::string::npos) << pool.status().to_string();
+}
+
+// Lowers the soft RLIMIT_MEMLOCK for the test's duration.
+class MemlockLimit {
+ public:
+  explicit MemlockLimit(rlim_t soft) {
+    getrlimit(RLIMIT_MEMLOCK, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = soft;
+    ok_ = setrlimit(RLIMIT_MEMLOCK, &lowered) == 0;
+  }
+  ~MemlockLimit() { setrlimit(RLIMIT_MEMLOCK, &saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
+TEST(PinnedHostPool, LockedCapacityAboveMemlockLimitIsRefused) {
+  MemlockLimit limit(64 << 10);
+  ASSERT_TRUE(limit.ok());
+  if (read_host_facts().value().can_lock_unlimited) GTEST_SKIP() << "CAP_IPC_LOCK: RLIMIT_MEMLOCK does not apply";
+  Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(
+      {.capacity_bytes = 1 << 20, .device = DeviceChoice::kHost, .lock_host_memory = true});
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(pool.status().message().find("RLIMIT_MEMLOCK"), std::string::npos) << pool.status().to_string();
+  // Not locking, the same capacity is fine.
+  EXPECT_NE(host_pool(1 << 20), nullptr);
+}
+
+}  // namespace
+}  // namespace tierzero::offload
