@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Plumbing of benchmarks/train_vs_deepspeed.sh, one subcommand per job:
+
+  model    --shape benchmarks/models/X.json --out DIR    random-init Llama, save_pretrained in bf16
+  count    --model DIR                                    its parameters (from the safetensors headers)
+  tokens   --out FILE --tokens N --vocab V --seed S      random ids as a TZTOKENS file (uint16 when
+                                                          V <= 65536, else uint32; engine/data/token_data.h)
+  config   --base F --out F [--micro M --accum A --seq S --bf16 0|1]
+                                                          the ds_config both engines read, overrides applied
+  measure  --json F --log F --timeout S -- CMD...       runs CMD, output to the log; records its exit
+                                                          status and peak RSS (getrusage of the child:
+                                                          the same figure /usr/bin/time -v reports)
+  tierzero-steps --log F --json F                        the step lines of a `tierzero train` log as JSON
+  table    --dir D --shape F --warmup W                  the fixed-width table of every run in D, and D/summary.json
+
+Only the standard library except `model` (torch, transformers).
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+# ---- model -----------------------------------------------------------------------------------
+
+
+def cmd_model(a):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    with open(a.shape) as f:
+        shape = json.load(f)
+    shape = {k: v for k, v in shape.items() if k not in ("architectures", "model_type", "torch_dtype")}
+    config = LlamaConfig(**shape)
+    torch.manual_seed(a.seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(a.out, safe_serialization=True)
+    n = sum(p.numel() for p in model.parameters())
+    print(f"# model: {a.shape} -> {a.out}: {n} parameters, bf16, seed {a.seed}")
+
+
+def cmd_count(a):
+    """Parameters in a model directory's safetensors files (their headers: 8-byte length, JSON)."""
+    import glob
+    import math
+
+    total = 0
+    for path in glob.glob(os.path.join(a.model, "*.safetensors")):
+        with open(path, "rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(length))
+        total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    print(total)
+
+
+# ---- tokens ----------------------------------------------------------------------------------
+
+
+def cmd_tokens(a):
+    import random
+
+    width = 2 if a.vocab <= 65536 else 4
+    rng = random.Random(a.seed)
+    with open(a.out, "wb") as out:
+        out.write(b"TZTOKENS" + struct.pack("<IIQQ", 1, width, a.tokens, 0))
+        chunk = 1 << 20
+        for begin in range(0, a.tokens, chunk):
+            n = min(chunk, a.tokens - begin)
+            ids = [rng.randrange(a.vocab) for _ in range(n)]
+            out.write(struct.pack(f"<{n}{'H' if width == 2 else 'I'}", *ids))
+    print(f"# tokens: {a.tokens} random ids < {a.vocab}, seed {a.seed} -> {a.out}")
+
+
+# ---- config ----------------------------------------------------------------------------------
+
+
+def cmd_config(a):
+    with open(a.base) as f:
+        config = json.load(f)
+    if a.micro:
+        config["train_micro_batch_size_per_gpu"] = a.micro
+    if a.accum:
+        config["gradient_accumulation_steps"] = a.accum
+    if a.seq:
+        config.setdefault("tierzero", {}).setdefault("data", {})["seq_len"] = a.seq
+    if a.bf16 is not None:
+        config["bf16"] = {"enabled": bool(a.bf16)}
+    with open(a.out, "w") as f:
+        json.dump(config, f, indent=2)
+
+
+# ---- measure ---------------------------------------------------------------------------------
+
+
+def cmd_measure(a):
+    start = time.monotonic()
+    with open(a.log, "w") as log:
+        child = subprocess.Popen(a.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = child.wait(timeout=a.timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            rc = child.wait()
+            timed_out = True
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = {"cmd": a.command, "rc": rc, "timed_out": timed_out, "wall_s": time.monotonic() - start,
+              "peak_rss_bytes": usage.ru_maxrss * 1024}
+    with open(a.json, "w") as f:
+        json.dump(result, f, indent=2)
+    sys.exit(0 if rc == 0 else 1)
+
+
+# ---- tierzero's step lines -------------------------------------------------------------------
+
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+STEP = re.compile(r"^step\s+(\d+)/(\d+)\s+loss (\S+)\s+lr \S+\s+grad-norm \S+\s+(\S+) tok/s\s+\S+ TFLOPS\s+"
+                  r"gpu-peak (-|[\d.]+ \w+)\s+gpu-reserved (-|[\d.]+ \w+)\s+pinned ([\d.]+ \w+)\s+"
+                  r"pageable ([\d.]+ \w+)\s+nvme ([\d.]+ \w+)\s+([\d.]+)s")
+
+
+def parse_bytes(text):
+    if text == "-":
+        return None
+    number, unit = text.split()
+    return int(float(number) * UNITS[unit])
+
+
+def tierzero_steps(log_path):
+    steps = []
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = STEP.match(line)
+            if m:
+                steps.append({"step": int(m[1]), "loss": float(m[3]), "step_time_s": float(m[10]),
+                              "gpu_peak_bytes": parse_bytes(m[5]), "gpu_reserved_bytes": parse_bytes(m[6]),
+                              "pinned_bytes": parse_bytes(m[7]), "pageable_bytes": parse_bytes(m[8])})
+    return steps
+
+
+def cmd_tierzero_steps(a):
+    with open(a.json, "w") as f:
+        json.dump({"steps": tierzero_steps(a.log)}, f, indent=2)
+
+
+# ---- table -----------------------------------------------------------------------------------
+
+
+def flops_per_token(shape, seq_len):
+    """engine/model/model_config.cpp training_flops_per_token: 6 x matmul params + attention."""
+    h, i, layers = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
+    heads = shape["num_attention_heads"]
+    kv_heads = shape.get("num_key_value_heads", heads)
+    head_dim = shape.get("head_dim", h // heads)
+    q, kv = heads * head_dim, kv_heads * head_dim
+    layer = h * (q + 2 * kv) + q * h + 3 * h * i
+    return 6.0 * (layers * layer + shape["vocab_size"] * h) + 12.0 * layers * heads * head_dim * seq_len
+
+
+def gib(n):
+    return "-" if n is None else f"{n / (1 << 30):.2f}"
+
+
+def summarise(run_dir, name, tokens_per_step, flops_token, warmup):
+    """One row from RUN_DIR/NAME.steps.json and NAME.measure.json; None fields when the run failed."""
+    row = {"run": name, "ok": False}
+    measure_path = os.path.join(run_dir, name + ".measure.json")
+    steps_path = os.path.join(run_dir, name + ".steps.json")
+    if os.path.exists(measure_path):
+        with open(measure_path) as f:
+            m = json.load(f)
+        row.update(rc=m["rc"], timed_out=m["timed_out"], peak_rss_bytes=m["peak_rss_bytes"])
+    steps = []
+    if os.path.exists(steps_path):
+        with open(steps_path) as f:
+            steps = json.load(f)["steps"]
+    timed = [s["step_time_s"] for s in steps[warmup:]] or [s["step_time_s"] for s in steps]
+    if not timed:
+        return row
+    median = statistics.median(timed)
+    peaks = [s["gpu_peak_bytes"] for s in steps if s.get("gpu_peak_bytes") is not None]
+    row.update(ok=row.get("rc") == 0, steps=len(steps), timed_steps=len(timed), step_time_s=median,
+               tokens_per_s=tokens_per_step / median, tflops=tokens_per_step * flops_token / median / 1e12,
+               gpu_peak_bytes=max(peaks) if peaks else None, final_loss=steps[-1]["loss"])
+    return row
+
+
+def cmd_table(a):
+    with open(a.shape) as f:
+        shape = json.load(f)
+    with open(os.path.join(a.dir, "plan.json")) as f:
+        plan = json.load(f)
+    rows = []
+    for config in plan["configs"]:
+        with open(os.path.join(a.dir, config + ".ds_config.json")) as f:
+            ds = json.load(f)
+        seq = ds["tierzero"]["data"]["seq_len"]
+        tokens_per_step = ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * seq
+        for engine in plan["engines"]:
+            row = summarise(a.dir, f"{config}.{engine}", tokens_per_step, flops_per_token(shape, seq), a.warmup)
+            row.update(config=config, engine=engine)
+            rows.append(row)
+    print(f"# train_vs_deepspeed: {plan['shape']} ({plan['parameters']} parameters), {plan['steps']} steps, "
+          f"median of steps after {a.warmup} warm-up, tokens/step from each ds_config")
+    print(f"# {plan['machine']}")
+    print("# step_s: median step wall time; TFLOPS: model FLOPs (6N + attention, tierzero's formula) / step_s;")
+    print("# peak_gpu: tierzero's step-line peak (allocator peak since the step began, max over steps) / "
+          "torch.cuda.max_memory_allocated reset per step for DeepSpeed;")
+    print("# peak_rss: the process's peak resident set (getrusage of the child, as /usr/bin/time -v); "
+          "ratio: tierzero tok/s / DeepSpeed tok/s")
+    header = f"# {'config':<24} {'engine':<9} {'step_s':>8} {'tok/s':>9} {'TFLOPS':>7} {'peak_gpu_GiB':>12} " \
+             f"{'peak_rss_GiB':>12} {'loss':>8} {'ratio':>6}  status"
+    print(header)
+    for row in rows:
+        other = next((r for r in rows if r["config"] == row["config"] and r["engine"] == "deepspeed"), None)
+        ratio = "-"
+        if row["engine"] == "tierzero" and row.get("tokens_per_s") and other and other.get("tokens_per_s"):
+            ratio = f"{row['tokens_per_s'] / other['tokens_per_s']:.2f}"
+            row["ratio_vs_deepspeed"] = row["tokens_per_s"] / other["tokens_per_s"]
+        status = "ok" if row["ok"] else ("TIMEOUT" if row.get("timed_out") else f"FAIL rc={row.get('rc', '-')}")
+        fmt = lambda key, spec: format(row[key], spec) if row.get(key) is not None else "-"  # noqa: E731
+        print(f"  {row['config']:<24} {row['engine']:<9} {fmt('step_time_s', '8.3f')} {fmt('tokens_per_s', '9.0f')} "
+              f"{fmt('tflops', '7.1f')} {gib(row.get('gpu_peak_bytes')):>12} {gib(row.get('peak_rss_bytes')):>12} "
+              f"{fmt('final_loss', '8.4f')} {ratio:>6}  {status}")
+    with open(os.path.join(a.dir, "summary.json"), "w") as f:
+        json.dump({"plan": plan, "warmup": a.warmup, "rows": rows}, f, indent=2)
+    print(f"# JSON: {os.path.join(a.dir, 'summary.json')}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("model")
+    s.add_argument("--shape", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, default=1234)
+    s.set_defaults(run=cmd_model)
+    s = sub.add_parser("count")
+    s.add_argument("--model", required=True)
+    s.set_defaults(run=cmd_count)
+    s = sub.add_parser("tokens")
+    s.add_argument("--out", required=True)
+    s.add_argument("--tokens", type=int, required=True)
+    s.add_argument("--vocab", type=int, required=True)
+    s.add_argument("--seed", type=int, default=1234)
+    s.set_defaults(run=cmd_tokens)
+    s = sub.add_parser("config")
+    s.add_argument("--base", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--micro", type=int)
+    s.add_argument("--accum", type=int)
+    s.add_argument("--seq", type=int)
+    s.add_argument("--bf16", type=int)
+    s.set_defaults(run=cmd_config)
+    s = sub.add_parser("measure")
+    s.add_argument("--json", required=True)
+    s.add_argument("--log", required=True)
+    s.add_argument("--timeout", type=float, required=True)
+    s.add_argument("command", nargs=argparse.REMAINDER)
+    s.set_defaults(run=cmd_measure)
+    s = sub.add_parser("tierzero-steps")
+    s.add_argument("--log", required=True)
+    s.add_argument("--json", required=True)
+    s.set_defaults(run=cmd_tierzero_steps)
+    s = sub.add_parser("table")
+    s.add_argument("--dir", required=True)
+    s.add_argument("--shape", required=True)
+    s.add_argument("--warmup", type=int, default=2)
+    s.set_defaults(run=cmd_table)
+    a = p.parse_args()
+    if a.cmd == "measure":
+        a.command = a.command[1:] if a.command[:1] == ["--"] else a.command
+        if not a.command:
+            p.error("measure needs a command after --")
+    a.run(a)
+
+
+if __name__ == "__main__":
+    main()

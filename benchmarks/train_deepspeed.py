@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""DeepSpeed's side of benchmarks/train_vs_deepspeed.sh: trains a Hugging Face model directory with
+deepspeed.initialize on the SAME ds_config file, token file and sample order as `tierzero train`.
+
+    train_deepspeed.py --model DIR --ds-config F --tokens FILE --steps N --json OUT
+    train_deepspeed.py --build-ops        (JIT-build the Adam ops first, outside any run's timeout)
+
+- Model: AutoModelForCausalLM.from_pretrained(DIR) in bf16 (fp32 when bf16 is off) into host memory,
+  then deepspeed.initialize partitions it (ZeRO-3 converts a module built outside zero.Init). Not
+  HfDeepSpeedConfig: it needs `accelerate`, which the GPU box may lack. Host memory holds the whole
+  16-bit model while loading, as tierzero holds the whole fp32 model while loading.
+  gradient_checkpointing_enable(): each decoder layer recomputed in backward, as tierzero does.
+- Data: the TZTOKENS file read as tierzero reads it (engine/data/token_data.h): sample i is tokens
+  [i*S, i*S+S+1), inputs the first S, targets the last S; epoch order the same splitmix64
+  Fisher-Yates permutation seeded by tierzero.data.seed; micro-batches of
+  train_micro_batch_size_per_gpu consecutive samples. Loss: mean cross-entropy over the S targets
+  (computed here from the logits, as tierzero does, not by HF's shifted labels).
+- A step: gradient_accumulation_steps x (forward, engine.backward), engine.step(); timed with a device
+  sync at both ends. Peak GPU: torch.cuda.max_memory_allocated, reset at each step's start.
+- One process; no launcher needed (RANK / WORLD_SIZE / MASTER_* default to a single rank).
+  On a machine without CUDA it runs on DeepSpeed's CPU accelerator over Gloo (the tiny dry run).
+Prints one line per step and writes {"steps": [{step, loss, step_time_s, gpu_peak_bytes}...]} to OUT.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import time
+
+MASK64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    def __init__(self, state):
+        self.state = state & MASK64
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def below(self, bound):
+        threshold = ((1 << 64) - bound) % bound
+        while True:
+            r = self.next()
+            if r >= threshold:
+                return r % bound
+
+
+def epoch_permutation(n, seed, epoch):
+    """engine/data/micro_batch_iterator.cpp epoch_permutation."""
+    order = list(range(n))
+    rng = SplitMix64(seed ^ ((0x9E3779B97F4A7C15 * (epoch + 1)) & MASK64))
+    for i in range(n, 1, -1):
+        j = rng.below(i)
+        order[i - 1], order[j] = order[j], order[i - 1]
+    return order
+
+
+def open_tokens(path):
+    import numpy as np
+
+    with open(path, "rb") as f:
+        header = f.read(32)
+    if header[:8] != b"TZTOKENS":
+        sys.exit(f"{path}: not a TZTOKENS file (write it with train_bench_util.py tokens)")
+    _, width, count, _ = struct.unpack("<IIQQ", header[8:])
+    return np.memmap(path, dtype=np.uint16 if width == 2 else np.uint32, mode="r", offset=32, shape=(count,))
+
+
+def micro_batches(tokens, seq_len, micro, seed):
+    """Yields (inputs, targets) int64 arrays [micro, seq_len] in tierzero's order (one rank)."""
+    import numpy as np
+
+    n = (len(tokens) - 1) // seq_len
+    if n < micro:
+        sys.exit(f"the token file holds {n} samples of {seq_len}, fewer than one micro-batch of {micro}")
+    epoch = 0
+    while True:
+        order = epoch_permutation(n, seed, epoch)
+        for begin in range(0, n - micro + 1, micro):
+            rows = [np.asarray(tokens[i * seq_len: i * seq_len + seq_len + 1], dtype=np.int64)
+                    for i in order[begin:begin + micro]]
+            batch = np.stack(rows)
+            yield batch[:, :-1], batch[:, 1:]
+        epoch += 1
+
+
+def build_ops():
+    """JIT-builds the Adam ops the runs use (FusedAdam on the device, cpu_adam for offload) once, so
+    that a run's timeout never kills a build midway (torch would then wait forever on its lock)."""
+    from deepspeed.accelerator import get_accelerator
+
+    for name in ("FusedAdamBuilder", "CPUAdamBuilder"):
+        builder = get_accelerator().create_op_builder(name)
+        if builder is not None:
+            builder.load()
+            print(f"# DeepSpeed op {name}: built", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-ops", action="store_true", help="build DeepSpeed's Adam ops and exit")
+    p.add_argument("--model")
+    p.add_argument("--ds-config")
+    p.add_argument("--tokens")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--json")
+    a = p.parse_args()
+    if a.build_ops:
+        build_ops()
+        return
+    missing = [k for k in ("model", "ds_config", "tokens", "steps", "json") if getattr(a, k) is None]
+    if missing:
+        p.error("missing " + ", ".join("--" + k.replace("_", "-") for k in missing))
+
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
+                       ("MASTER_PORT", "29517")):
+        os.environ.setdefault(key, value)
+    import torch
+    import torch.nn.functional as F
+    import deepspeed
+    from transformers import AutoModelForCausalLM
+
+    with open(a.ds_config) as f:
+        config = json.load(f)
+    cuda = torch.cuda.is_available()
+    deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    bf16 = config.get("bf16", {}).get("enabled", False)
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16 if bf16 else torch.float32)
+    model.config.use_cache = False
+    model.gradient_checkpointing_enable()
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+
+    data = config.get("tierzero", {}).get("data", {})
+    seq_len, seed = data.get("seq_len", 256), data.get("seed", 1234)
+    micro, accumulation = config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"]
+    batches = micro_batches(open_tokens(a.tokens), seq_len, micro, seed)
+    device = engine.device
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    steps = []
+    for step in range(1, a.steps + 1):
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        sync()
+        start = time.perf_counter()
+        loss_sum = 0.0
+        for _ in range(accumulation):
+            inputs, targets = next(batches)
+            inputs = torch.from_numpy(inputs).to(device)
+            targets = torch.from_numpy(targets).to(device)
+            logits = engine(input_ids=inputs).logits
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
+            engine.backward(loss)
+            engine.step()  # DeepSpeed steps the optimizer at the accumulation boundary only
+            loss_sum += loss.item()
+        sync()
+        seconds = time.perf_counter() - start
+        peak = torch.cuda.max_memory_allocated() if cuda else None
+        record = {"step": step, "loss": loss_sum / accumulation, "step_time_s": seconds, "gpu_peak_bytes": peak}
+        steps.append(record)
+        print(f"deepspeed step {step}/{a.steps}  loss {record['loss']:.4f}  {seconds:.3f}s  "
+              f"peak gpu {'-' if peak is None else f'{peak / (1 << 30):.2f} GiB'}", flush=True)
+    with open(a.json, "w") as f:
+        json.dump({"deepspeed": deepspeed.__version__, "torch": torch.__version__, "steps": steps}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# tierzero train vs DeepSpeed (0.19.8) on the same Hugging Face model directory, ds_config file and
+# token file, one process, ZeRO-3: on the GPU / + optimizer on the CPU / + parameters on the CPU.
+#
+#   benchmarks/train_vs_deepspeed.sh [--shape 1.35b|3b|tiny] [--steps N] [--warmup W] [--out DIR]
+#       [--configs "zero3 zero3_offload_optimizer zero3_offload_all"] [--engines "tierzero deepspeed"]
+#       [--timeout S] [--micro M] [--accum A] [--seq S] [--dry-run]
+#
+# On the GPU box:   TIERZERO_DEVICE_TARGETS="tierzero tierzero-torch" scripts/device.sh benchmarks/train_vs_deepspeed.sh
+# On a CPU machine: benchmarks/train_vs_deepspeed.sh --dry-run   (tiny ~7M model, seq 128, both engines on the CPU)
+#
+# Steps: (a) benchmarks/models/llama_SHAPE.json -> a random-init LlamaForCausalLM saved in bf16
+# (OUT/model, reused when present); (b) random token ids, seed 1234 -> OUT/tokens.u16 (TZTOKENS), enough
+# for every step; (c) per config, benchmarks/configs/CONFIG.json (micro-batch 4 x accumulation 4 x seq
+# 2048 = 32k tokens/step, bf16; --micro/--accum/--seq override) written to OUT/CONFIG.ds_config.json, which
+# both engines read; each run bounded by `timeout`, its peak RSS taken by getrusage of the child;
+# (d) the table (train_bench_util.py table) and OUT/summary.json.
+# Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+shape="" steps="" warmup="" timeout_s=300 out="" dry_run=0 micro="" accum="" seq=""
+configs="zero3 zero3_offload_optimizer zero3_offload_all"
+engines="tierzero deepspeed"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --shape) shape=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    --engines) engines=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --micro) micro=$2; shift 2 ;;
+    --accum) accum=$2; shift 2 ;;
+    --seq) seq=$2; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "train_vs_deepspeed: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [[ $dry_run == 1 ]]; then
+  shape=${shape:-tiny} steps=${steps:-3} warmup=${warmup:-1} micro=${micro:-2} accum=${accum:-2} seq=${seq:-128}
+  export CUDA_VISIBLE_DEVICES=""
+fi
+shape=${shape:-1.35b} steps=${steps:-6} warmup=${warmup:-2}
+py=${PYTHON:-python3}
+tz=${TIERZERO_BIN:-}
+if [[ -z $tz ]]; then
+  if [[ -x build-gpu/tools/tierzero ]]; then tz=build-gpu/tools/tierzero; else tz=build/tools/tierzero; fi
+fi
+shape_file=benchmarks/models/llama_$shape.json
+util=benchmarks/train_bench_util.py
+[[ -f $shape_file ]] || { echo "train_vs_deepspeed: no model shape $shape_file" >&2; exit 2; }
+[[ -x $tz ]] || { echo "train_vs_deepspeed: $tz not built (TIERZERO_BIN=...)" >&2; exit 2; }
+"$py" -c 'import torch, transformers' 2>/dev/null || { echo "train_vs_deepspeed: $py lacks torch/transformers (PYTHON=...)" >&2; exit 2; }
+if [[ $engines == *deepspeed* ]] && ! "$py" -c 'import deepspeed' >/dev/null 2>&1; then
+  echo "train_vs_deepspeed: $py cannot import deepspeed (scripts/device.sh installs it)" >&2; exit 2
+fi
+out=${out:-benchmarks/out/train_vs_deepspeed_${shape}_$(date +%Y%m%d_%H%M%S)}
+mkdir -p "$out"
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+# (a) the model, (b) the tokens
+if [[ ! -f $out/model/config.json ]]; then
+  log "writing the random-init model ($shape_file) to $out/model"
+  "$py" "$util" model --shape "$shape_file" --out "$out/model" >&2
+fi
+vocab=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$shape_file")
+max_tokens=0
+for config in $configs; do
+  [[ -f benchmarks/configs/$config.json ]] || { echo "train_vs_deepspeed: no benchmarks/configs/$config.json" >&2; exit 2; }
+  "$py" "$util" config --base "benchmarks/configs/$config.json" --out "$out/$config.ds_config.json" \
+    ${micro:+--micro $micro} ${accum:+--accum $accum} ${seq:+--seq $seq}
+  need=$("$py" -c 'import json,sys; c=json.load(open(sys.argv[1])); n=int(sys.argv[2])
+print(c["train_micro_batch_size_per_gpu"]*c["gradient_accumulation_steps"]*c["tierzero"]["data"]["seq_len"]*(n+1)+1)' \
+    "$out/$config.ds_config.json" "$steps")
+  (( need > max_tokens )) && max_tokens=$need
+done
+"$py" "$util" tokens --out "$out/tokens.u16" --tokens "$max_tokens" --vocab "$vocab" --seed 1234 >&2
+parameters=$("$py" "$util" count --model "$out/model")
+machine="$(hostname), $(nproc) cores, $("$py" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>/dev/null | tail -1), tierzero $(git rev-parse --short HEAD 2>/dev/null || echo '?'), DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1 || echo '-'), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
+"$py" -c 'import json,sys; a=sys.argv; json.dump({"shape": a[1], "parameters": int(a[2]), "steps": int(a[3]),
+  "configs": a[4].split(), "engines": a[5].split(), "machine": a[6], "tierzero": a[7]}, open(a[8], "w"), indent=2)' \
+  "$shape" "$parameters" "$steps" "$configs" "$engines" "$machine" "$tz" "$out/plan.json"
+
+# (c) the runs; DeepSpeed's Adam ops are JIT-built first, outside the runs' timeouts
+if [[ $engines == *deepspeed* ]]; then
+  "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+  log "building DeepSpeed's Adam ops (once; log $out/deepspeed_ops.log)"
+  timeout 900 "$py" benchmarks/train_deepspeed.py --build-ops > "$out/deepspeed_ops.log" 2>&1 \
+    || { echo "train_vs_deepspeed: DeepSpeed's ops did not build; see $out/deepspeed_ops.log" >&2; tail -5 "$out/deepspeed_ops.log" >&2; }
+fi
+for config in $configs; do
+  cfg=$out/$config.ds_config.json
+  for engine in $engines; do
+    name=$config.$engine
+    log "$name: up to ${timeout_s}s, log $out/$name.log"
+    if [[ $engine == tierzero ]]; then
+      TIERZERO_NO_PROGRESS=1 "$py" "$util" measure --json "$out/$name.measure.json" --log "$out/$name.log" \
+        --timeout "$timeout_s" -- "$tz" train --model "$out/model" --config "$cfg" --data "$out/tokens.u16" \
+        --steps "$steps" || true
+      "$py" "$util" tierzero-steps --log "$out/$name.log" --json "$out/$name.steps.json"
+    else
+      "$py" "$util" measure --json "$out/$name.measure.json" --log "$out/$name.log" --timeout "$timeout_s" -- \
+        "$py" benchmarks/train_deepspeed.py --model "$out/model" --ds-config "$cfg" --tokens "$out/tokens.u16" \
+        --steps "$steps" --json "$out/$name.steps.json" || true
+    fi
+    grep -E '^(done:|deepspeed step)' "$out/$name.log" | tail -1 >&2 || tail -3 "$out/$name.log" >&2
+  done
+done
+
+# (d) the table
+"$py" "$util" table --dir "$out" --shape "$shape_file" --warmup "$warmup"
