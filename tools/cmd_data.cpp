@@ -53,11 +53,12 @@ void run_prepare(const PrepareFlags& flags) {
   throw_if_error(text::write_token_stream(flags.output, stream));
 
   const double tokens_per_second = static_cast<double>(stream.tokens.size()) / seconds;
-  std::printf("data prepare: %llu rows, %zu tokens, %llu carry loss (%.1f%%) in %.3f s: %.0f tokens/s, %s of JSONL\n",
-              static_cast<unsigned long long>(stream.rows), stream.tokens.size(),
-              static_cast<unsigned long long>(stream.target_tokens),
-              100.0 * static_cast<double>(stream.target_tokens) / static_cast<double>(stream.tokens.size()), seconds,
-              tokens_per_second, format_rate(static_cast<double>(input_bytes) / seconds).c_str());
+  std::printf(
+      "data prepare: %llu rows, %zu tokens, %llu carry loss (%.1f%%) in %.3f s: %.0f tokens/s, %.1f MB/s of JSONL\n",
+      static_cast<unsigned long long>(stream.rows), stream.tokens.size(),
+      static_cast<unsigned long long>(stream.target_tokens),
+      100.0 * static_cast<double>(stream.target_tokens) / static_cast<double>(stream.tokens.size()), seconds,
+      tokens_per_second, static_cast<double>(input_bytes) / seconds / 1e6);
   std::printf("data prepare: wrote %s (%s, %s)\n", flags.output.c_str(),
               stream.loss_mask.empty() ? "TZTOKENS v1" : "TZTOKENS v2 with the loss mask",
               format_bytes(std::filesystem::file_size(flags.output)).c_str());
