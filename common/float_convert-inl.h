@@ -1,26 +1,30 @@
 // Per-target conversions between f32 vectors and 16-bit floats held as uint16_t bits, correct on
-// every Highway target: round to nearest even, inf/NaN preserved, fp16 subnormals exact.
+// every Highway target: round to nearest even, NaN kept a quiet NaN with its sign, overflow to inf,
+// fp16 subnormals exact -- what PyTorch's .to(dtype) gives. The one implementation: cpu_adam's
+// kernels load and store through it, and common/float_convert.h's bulk conversions (checkpoint,
+// offload, engine) are built from it.
 //
 // Highway 1.0.3 (Debian 12) truncates in DemoteTo(bf16), and its software fp16 conversions (targets
 // without F16C: SSSE3, SSE4, EMU128) neither round nor map inf/NaN. So bf16 always, and fp16 on
 // those targets, are converted here with integer ops; x86 targets with F16C (AVX2, AVX-512) use the
 // hardware instructions (vcvtps2ph with round-to-nearest-even).
 //
-// Include inside a Highway per-target TU (after foreach_target.h), like any -inl.h header.
-#if defined(TIERZERO_CPU_ADAM_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef TIERZERO_CPU_ADAM_CONVERT_INL_H_
-#undef TIERZERO_CPU_ADAM_CONVERT_INL_H_
+// Include inside a Highway per-target TU (after foreach_target.h), like any -inl.h header; the
+// functions are in namespace tierzero::HWY_NAMESPACE.
+#if defined(TIERZERO_COMMON_FLOAT_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TIERZERO_COMMON_FLOAT_CONVERT_INL_H_
+#undef TIERZERO_COMMON_FLOAT_CONVERT_INL_H_
 #else
-#define TIERZERO_CPU_ADAM_CONVERT_INL_H_
+#define TIERZERO_COMMON_FLOAT_CONVERT_INL_H_
 #endif
 
 #include <cstdint>
 
-#include "cpu_adam/adam.h"
+#include "common/element_type.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace tierzero::cpu_adam::HWY_NAMESPACE {
+namespace tierzero::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #undef TIERZERO_NATIVE_F16
@@ -112,6 +116,7 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> F32ToF16Bits(DF df, hn::Vec<DF> v) 
 // Loads `Lanes(df)` elements of a 16-bit float type as f32.
 template <ElementType kType, class DF>
 HWY_INLINE hn::Vec<DF> Load16(DF df, const uint16_t* HWY_RESTRICT p) {
+  static_assert(kType == ElementType::kBF16 || kType == ElementType::kF16);
   if constexpr (kType == ElementType::kBF16) {
     return LoadBF16(df, p);
   } else {
@@ -122,6 +127,7 @@ HWY_INLINE hn::Vec<DF> Load16(DF df, const uint16_t* HWY_RESTRICT p) {
 // Rounds `v` to a 16-bit float type and stores `Lanes(df)` elements.
 template <ElementType kType, class DF>
 HWY_INLINE void Store16(DF df, hn::Vec<DF> v, uint16_t* HWY_RESTRICT p) {
+  static_assert(kType == ElementType::kBF16 || kType == ElementType::kF16);
   const hn::Rebind<uint16_t, DF> du16;
   if constexpr (kType == ElementType::kBF16) {
     hn::StoreU(F32ToBF16Bits(df, v), du16, p);
@@ -130,7 +136,7 @@ HWY_INLINE void Store16(DF df, hn::Vec<DF> v, uint16_t* HWY_RESTRICT p) {
   }
 }
 
-// Loads `Lanes(df)` elements of any ElementType as f32.
+// Loads `Lanes(df)` elements of kF32, kBF16 or kF16 as f32.
 template <ElementType kType, class DF>
 HWY_INLINE hn::Vec<DF> LoadAsF32(DF df, const void* HWY_RESTRICT base, size_t i) {
   if constexpr (kType == ElementType::kF32) {
@@ -140,7 +146,7 @@ HWY_INLINE hn::Vec<DF> LoadAsF32(DF df, const void* HWY_RESTRICT base, size_t i)
   }
 }
 
-// Stores `Lanes(df)` elements of any ElementType from f32 (rounded to nearest even for 16-bit).
+// Stores `Lanes(df)` elements of kF32, kBF16 or kF16 from f32 (rounded to nearest even for 16-bit).
 template <ElementType kType, class DF>
 HWY_INLINE void StoreFromF32(DF df, hn::Vec<DF> v, void* HWY_RESTRICT base, size_t i) {
   if constexpr (kType == ElementType::kF32) {
@@ -150,7 +156,7 @@ HWY_INLINE void StoreFromF32(DF df, hn::Vec<DF> v, void* HWY_RESTRICT base, size
   }
 }
 
-}  // namespace tierzero::cpu_adam::HWY_NAMESPACE
+}  // namespace tierzero::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // TIERZERO_CPU_ADAM_CONVERT_INL_H_
+#endif  // TIERZERO_COMMON_FLOAT_CONVERT_INL_H_

@@ -23,19 +23,13 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <string_view>
 
+#include "common/element_type.h"
 #include "common/status.h"
 
 namespace tierzero::cpu_adam {
-enum class ElementType : uint8_t { kF32, kBF16, kF16 };
 
-// Returns "fp32", "bf16" or "fp16".
-const char* element_type_name(ElementType type);
-// Returns the size of one element in bytes (4 or 2).
-size_t element_size(ElementType type);
-// Parses "fp32"/"f32"/"float32", "bf16"/"bfloat16", "fp16"/"f16"/"float16"; kInvalidArgument else.
-Result<ElementType> parse_element_type(std::string_view text);
+// Buffers hold kF32, kBF16 or kF16 elements (common/element_type.h); the kernels take no other type.
 
 // `count` elements of `type` at `data` (read only).
 struct ConstElements {
@@ -126,8 +120,9 @@ class CpuAdam {
   // The arena's thread count.
   int threads() const;
 
-  // Returns the squared L2 norm of `grads` (fp32 | bf16 | fp16) and whether all are finite, in one
-  // pass at memory speed. The sum is deterministic: the same for any thread count.
+  // Returns the squared L2 norm of `grads` (fp32 | bf16 | fp16; another type counts as no elements)
+  // and whether all are finite, in one pass at memory speed. The sum is deterministic: the same for
+  // any thread count.
   GradStats grad_stats(ConstElements grads) const;
 
   // Applies one Adam/AdamW step numbered `step_number` (1 for the first step, as torch's state["step"]

@@ -69,7 +69,19 @@ Status check_params(const AdamBuffers& b) {
   return {};
 }
 
+// The kernels read and write fp32, bf16 and fp16 only.
+Status check_kernel_type(const char* buffer, ElementType type) {
+  if (type == ElementType::kF32 || type == ElementType::kBF16 || type == ElementType::kF16) return {};
+  return invalid_argument(std::string(buffer) + " holds " + element_type_name(type) +
+                          " elements: the Adam kernels take fp32, bf16 or fp16");
+}
+
 Status check_buffers(const AdamBuffers& b) {
+  TZ_RETURN_IF_ERROR(check_kernel_type("grads", b.grads.type));
+  TZ_RETURN_IF_ERROR(check_kernel_type("exp_avg", b.exp_avg.type));
+  TZ_RETURN_IF_ERROR(check_kernel_type("exp_avg_sq", b.exp_avg_sq.type));
+  TZ_RETURN_IF_ERROR(check_kernel_type("params16", b.params16.type));
+  TZ_RETURN_IF_ERROR(check_kernel_type("params_16bit", b.params_16bit.type));
   TZ_RETURN_IF_ERROR(check_params(b));
   const size_t n = param_count(b);
   if (b.grads.count != n) return invalid_argument(count_mismatch("grads", b.grads.count, n));

@@ -8,14 +8,16 @@
 #define HWY_TARGET_INCLUDE "cpu_adam/kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "common/float_convert-inl.h"
 #include "cpu_adam/internal/kernels.h"
-#include "cpu_adam/internal/convert-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tierzero::cpu_adam::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using tierzero::HWY_NAMESPACE::LoadAsF32;
+using tierzero::HWY_NAMESPACE::StoreFromF32;
 using detail::StepScalars;
 using detail::TileBuffers;
 
@@ -149,6 +151,7 @@ void UpdateTileGrads(const StepScalars& s, const detail::TileTypes& types, const
     case ElementType::kF32: return UpdateTileState<kParam, ElementType::kF32, kShapeOnly>(s, types, t);
     case ElementType::kBF16: return UpdateTileState<kParam, ElementType::kBF16, kShapeOnly>(s, types, t);
     case ElementType::kF16: return UpdateTileState<kParam, ElementType::kF16, kShapeOnly>(s, types, t);
+    default: return;  // no other type passes CpuAdam's checks
   }
 }
 
@@ -158,6 +161,7 @@ void UpdateTileParams(const StepScalars& s, const detail::TileTypes& types, cons
     case ElementType::kF32: return UpdateTileGrads<ElementType::kF32, kShapeOnly>(s, types, t);
     case ElementType::kBF16: return UpdateTileGrads<ElementType::kBF16, kShapeOnly>(s, types, t);
     case ElementType::kF16: return UpdateTileGrads<ElementType::kF16, kShapeOnly>(s, types, t);
+    default: return;  // no other type passes CpuAdam's checks
   }
 }
 
@@ -204,8 +208,8 @@ double GradSqNormTile(const void* grads, ElementType type, size_t count) {
     case ElementType::kF32: return SumOfSquares<ElementType::kF32>(grads, count);
     case ElementType::kBF16: return SumOfSquares<ElementType::kBF16>(grads, count);
     case ElementType::kF16: return SumOfSquares<ElementType::kF16>(grads, count);
+    default: return 0.0;  // not a kernel type: no elements
   }
-  return 0.0;
 }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }

@@ -14,16 +14,6 @@ const char* tier_name(Tier tier) {
   return "?";
 }
 
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kU8: return "u8";
-    case DType::kF16: return "f16";
-    case DType::kBf16: return "bf16";
-    case DType::kF32: return "f32";
-  }
-  return "?";
-}
-
 Result<std::unique_ptr<TierManager>> TierManager::create(const TierBudgets& budgets, nvme::IoEngine* io) {
   return TierManagerImpl::create(budgets, io);
 }

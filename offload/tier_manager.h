@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "common/element_type.h"
 #include "common/status.h"
 #include "nvme/io_engine.h"
 
@@ -45,12 +46,6 @@ inline constexpr int kTierCount = 3;
 
 // Returns "gpu", "pinned" or "nvme".
 const char* tier_name(Tier tier);
-
-// Element types of shards; offload moves bytes, the dtype is carried for the engine and manifests.
-enum class DType : uint8_t { kU8, kF16, kBf16, kF32 };
-
-// Returns "u8", "f16", "bf16" or "f32".
-const char* dtype_name(DType dtype);
 
 // How the GPU tier is backed.
 enum class DeviceChoice : uint8_t {
@@ -83,7 +78,7 @@ struct TierBudgets {
 struct ShardSpec {
   std::string id;  // stable tensor id, e.g. "layers.3.mlp.up/exp_avg"
   uint64_t bytes = 0;
-  DType dtype = DType::kU8;
+  ElementType dtype = ElementType::kU8;  // offload moves bytes; carried for the engine and manifests
   Tier home = Tier::kPinned;
 };
 

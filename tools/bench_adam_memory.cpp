@@ -2,8 +2,10 @@
 
 #include <sys/mman.h>
 
-#include <bit>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <span>
 #include <functional>
 #include <new>
 
@@ -11,6 +13,8 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
+
+#include "common/float_convert.h"
 
 namespace tierzero::tools {
 namespace {
@@ -22,12 +26,6 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-
-uint16_t round_to_16(float f, cpu_adam::ElementType type) {
-  if (type == cpu_adam::ElementType::kF16) return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
-  const uint32_t bits = std::bit_cast<uint32_t>(f);  // finite input: round to nearest even
-  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
 }
 
 }  // namespace
@@ -51,16 +49,22 @@ void parallel_ranges(int threads, size_t count, const std::function<void(size_t,
   });
 }
 
-void fill_uniform(int threads, void* data, cpu_adam::ElementType type, size_t count, uint64_t seed, float lo,
+void fill_uniform(int threads, void* data, ElementType type, size_t count, uint64_t seed, float lo,
                   float hi) {
   parallel_ranges(threads, count, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      const float unit = static_cast<float>(splitmix64(seed * 0x100000001B3ull + i) >> 40) * 0x1p-24f;
-      const float value = lo + (hi - lo) * unit;
-      if (type == cpu_adam::ElementType::kF32) {
-        static_cast<float*>(data)[i] = value;
+    constexpr size_t kChunk = 4096;  // values drawn, then stored (16-bit: rounded to nearest even)
+    float values[kChunk];
+    for (size_t first = begin; first < end; first += kChunk) {
+      const size_t n = std::min(kChunk, end - first);
+      for (size_t i = 0; i < n; ++i) {
+        const float unit = static_cast<float>(splitmix64(seed * 0x100000001B3ull + first + i) >> 40) * 0x1p-24f;
+        values[i] = lo + (hi - lo) * unit;
+      }
+      if (type == ElementType::kF32) {
+        std::memcpy(static_cast<float*>(data) + first, values, n * sizeof(float));
       } else {
-        static_cast<uint16_t*>(data)[i] = round_to_16(value, type);
+        (type == ElementType::kBF16 ? floats_to_bf16 : floats_to_fp16)(std::span(values, n),
+                                                                      static_cast<uint16_t*>(data) + first);
       }
     }
   });

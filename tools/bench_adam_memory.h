@@ -34,6 +34,6 @@ void parallel_ranges(int threads, size_t count, const std::function<void(size_t,
 
 // Fills `count` elements of `type` at `data`: uniform in [lo, hi), from `seed` and the index only
 // (the same values for any thread count), rounded to nearest even for 16-bit types.
-void fill_uniform(int threads, void* data, cpu_adam::ElementType type, size_t count, uint64_t seed, float lo, float hi);
+void fill_uniform(int threads, void* data, ElementType type, size_t count, uint64_t seed, float lo, float hi);
 
 }  // namespace tierzero::tools

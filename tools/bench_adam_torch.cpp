@@ -8,16 +8,16 @@
 namespace tierzero::tools {
 namespace {
 
-at::ScalarType scalar_type_of(cpu_adam::ElementType type) {
+at::ScalarType scalar_type_of(ElementType type) {
   switch (type) {
-    case cpu_adam::ElementType::kF32: return at::kFloat;
-    case cpu_adam::ElementType::kBF16: return at::kBFloat16;
-    case cpu_adam::ElementType::kF16: return at::kHalf;
+    case ElementType::kF32: return at::kFloat;
+    case ElementType::kBF16: return at::kBFloat16;
+    case ElementType::kF16: return at::kHalf;
   }
   return at::kFloat;
 }
 
-at::Tensor wrap(const void* data, size_t count, cpu_adam::ElementType type) {
+at::Tensor wrap(const void* data, size_t count, ElementType type) {
   return at::from_blob(const_cast<void*>(data), {static_cast<int64_t>(count)},
                        at::TensorOptions().dtype(scalar_type_of(type)));
 }
@@ -25,14 +25,14 @@ at::Tensor wrap(const void* data, size_t count, cpu_adam::ElementType type) {
 class FusedAdamWPeer : public TorchAdamPeer {
  public:
   explicit FusedAdamWPeer(const TorchPeerBuffers& b)
-      : params_(wrap(b.params, b.grads.count, cpu_adam::ElementType::kF32)),
+      : params_(wrap(b.params, b.grads.count, ElementType::kF32)),
         grads_(wrap(b.grads.data, b.grads.count, b.grads.type)),
-        grads32_(b.grads.type == cpu_adam::ElementType::kF32 ? grads_
-                                                              : wrap(b.grads32, b.grads.count, cpu_adam::ElementType::kF32)),
-        exp_avg_(wrap(b.exp_avg, b.grads.count, cpu_adam::ElementType::kF32)),
-        exp_avg_sq_(wrap(b.exp_avg_sq, b.grads.count, cpu_adam::ElementType::kF32)),
+        grads32_(b.grads.type == ElementType::kF32 ? grads_
+                                                              : wrap(b.grads32, b.grads.count, ElementType::kF32)),
+        exp_avg_(wrap(b.exp_avg, b.grads.count, ElementType::kF32)),
+        exp_avg_sq_(wrap(b.exp_avg_sq, b.grads.count, ElementType::kF32)),
         step_(at::zeros({1})),
-        cast_grads_(b.grads.type != cpu_adam::ElementType::kF32) {
+        cast_grads_(b.grads.type != ElementType::kF32) {
     if (b.params16.count != 0) params16_ = wrap(b.params16.data, b.params16.count, b.params16.type);
     if (b.params_16bit.count != 0) {
       params_16bit_ = wrap(b.params_16bit.data, b.params_16bit.count, b.params_16bit.type);

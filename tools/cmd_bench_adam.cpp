@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -23,7 +24,14 @@
 namespace tierzero::tools {
 namespace {
 
-using cpu_adam::ElementType;
+// A --*-dtype value: one of the types the kernels take, in any of parse_element_type()'s spellings.
+ElementType parse_kernel_type(const std::string& text) {
+  const std::optional<ElementType> type = parse_element_type(text);
+  if (type != ElementType::kF32 && type != ElementType::kBF16 && type != ElementType::kF16) {
+    throw Error(invalid_argument("unknown element type '" + text + "': use fp32, bf16 or fp16"));
+  }
+  return *type;
+}
 
 struct BenchAdamFlags {
   uint64_t params = uint64_t{1} << 26;
@@ -49,21 +57,21 @@ struct Layout {
 
   bool params_16bit() const { return params != ElementType::kF32; }
   double buffer_bytes() const {
-    return cpu_adam::element_size(params) + cpu_adam::element_size(grads) + 2 * cpu_adam::element_size(state) +
-           (write16 ? cpu_adam::element_size(params16) : 0);
+    return element_size(params) + element_size(grads) + 2 * element_size(state) +
+           (write16 ? element_size(params16) : 0);
   }
   // Read p, g, m, v; write p, m, v and the 16-bit copy: each byte once.
   double tierzero_bytes() const {
-    const double p = cpu_adam::element_size(params), g = cpu_adam::element_size(grads),
-                 s = cpu_adam::element_size(state);
-    return (p + g + 2 * s) + (p + 2 * s) + (write16 ? cpu_adam::element_size(params16) : 0);
+    const double p = element_size(params), g = element_size(grads),
+                 s = element_size(state);
+    return (p + g + 2 * s) + (p + 2 * s) + (write16 ? element_size(params16) : 0);
   }
   // The peer: optional casts in (16-bit params and grads -> fp32: read 2, write 4), the fp32 step
   // (read p, g, m, v; write p, m, v) and the optional cast out (fp32 params -> 16-bit).
   double torch_bytes() const {
-    const double cast_params = params_16bit() ? 2 * (cpu_adam::element_size(params) + 4) : 0;
-    const double cast_in = grads == ElementType::kF32 ? 0 : cpu_adam::element_size(grads) + 4;
-    const double cast_out = write16 ? 4 + cpu_adam::element_size(params16) : 0;
+    const double cast_params = params_16bit() ? 2 * (element_size(params) + 4) : 0;
+    const double cast_in = grads == ElementType::kF32 ? 0 : element_size(grads) + 4;
+    const double cast_out = write16 ? 4 + element_size(params16) : 0;
     return cast_params + cast_in + 28 + cast_out;
   }
 };
@@ -80,12 +88,12 @@ float value_at(const void* data, ElementType type, size_t i) {
 // (CpuAdam::memory_pass) gets buffers of its own, of tierzero's sizes: it leaves the steps' data alone.
 struct BenchBuffers {
   BenchBuffers(const Layout& l, size_t n)
-      : params(cpu_adam::element_size(l.params) * n), grads(cpu_adam::element_size(l.grads) * n), exp_avg(cpu_adam::element_size(l.state) * n),
-        exp_avg_sq(cpu_adam::element_size(l.state) * n), params16(2 * n), torch_params(4 * n),
+      : params(element_size(l.params) * n), grads(element_size(l.grads) * n), exp_avg(element_size(l.state) * n),
+        exp_avg_sq(element_size(l.state) * n), params16(2 * n), torch_params(4 * n),
         torch_grads32(l.grads == ElementType::kF32 ? 0 : 4 * n), torch_exp_avg(4 * n), torch_exp_avg_sq(4 * n),
         torch_params16(2 * n), stream_a(4 * n), stream_b(4 * n), stream_c(4 * n),
-        roof_params(cpu_adam::element_size(l.params) * n), roof_grads(cpu_adam::element_size(l.grads) * n),
-        roof_exp_avg(cpu_adam::element_size(l.state) * n), roof_exp_avg_sq(cpu_adam::element_size(l.state) * n),
+        roof_params(element_size(l.params) * n), roof_grads(element_size(l.grads) * n),
+        roof_exp_avg(element_size(l.state) * n), roof_exp_avg_sq(element_size(l.state) * n),
         roof_params16(l.write16 ? 2 * n : 0) {}
   HostArray params, grads, exp_avg, exp_avg_sq, params16;
   // torch_params16: the peer's 16-bit copy, or its 16-bit params (then torch_params is fp32 scratch).
@@ -129,14 +137,14 @@ class BenchAdam {
 
  private:
   void parse_layout() {
-    layout_.params = value_or_throw(cpu_adam::parse_element_type(flags_.param_dtype));
-    layout_.grads = value_or_throw(cpu_adam::parse_element_type(flags_.grad_dtype));
-    layout_.state = value_or_throw(cpu_adam::parse_element_type(flags_.state_dtype));
+    layout_.params = parse_kernel_type(flags_.param_dtype);
+    layout_.grads = parse_kernel_type(flags_.grad_dtype);
+    layout_.state = parse_kernel_type(flags_.state_dtype);
     if (layout_.state == ElementType::kF16) throw Error(invalid_argument("--state-dtype must be fp32 or bf16"));
     const std::string params16 = flags_.params16_dtype.empty() ? (layout_.params_16bit() ? "none" : "bf16")
                                                                : flags_.params16_dtype;
     layout_.write16 = params16 != "none";
-    layout_.params16 = layout_.write16 ? value_or_throw(cpu_adam::parse_element_type(params16)) : ElementType::kBF16;
+    layout_.params16 = layout_.write16 ? parse_kernel_type(params16) : ElementType::kBF16;
     if (layout_.params16 == ElementType::kF32) throw Error(invalid_argument("--params16-dtype must be bf16, fp16 or none"));
     if (layout_.params_16bit() && layout_.write16) {
       throw Error(invalid_argument("--params16-dtype " + params16 + " with --param-dtype " + flags_.param_dtype +
@@ -214,7 +222,7 @@ class BenchAdam {
   // Writes tierzero's params after the last step, raw in their element type, to --save-params.
   void save_params() const {
     std::ofstream out(flags_.save_params, std::ios::binary);
-    out.write(buffers_->params.as<char>(), static_cast<std::streamsize>(cpu_adam::element_size(layout_.params) * n_));
+    out.write(buffers_->params.as<char>(), static_cast<std::streamsize>(element_size(layout_.params) * n_));
     if (!out) throw Error(io_error("cannot write --save-params " + flags_.save_params + ": check the path and free space"));
   }
 
@@ -222,12 +230,12 @@ class BenchAdam {
     report_.param("params", std::to_string(n_) + " (" + format_bytes(static_cast<uint64_t>(layout_.buffer_bytes() * n_)) +
                                 " of tierzero buffers: params, grads, m, v, 16-bit copy)");
     const std::string params = layout_.params_16bit()
-                                   ? std::string(cpu_adam::element_type_name(layout_.params)) +
+                                   ? std::string(element_type_name(layout_.params)) +
                                          " updated in place (no fp32 master)"
                                    : "fp32 master";
-    report_.param("dtypes", "params " + params + ", grads " + cpu_adam::element_type_name(layout_.grads) +
-                                ", state (m, v) " + cpu_adam::element_type_name(layout_.state) + ", 16-bit copy " +
-                                (layout_.write16 ? cpu_adam::element_type_name(layout_.params16) : "none"));
+    report_.param("dtypes", "params " + params + ", grads " + element_type_name(layout_.grads) +
+                                ", state (m, v) " + element_type_name(layout_.state) + ", 16-bit copy " +
+                                (layout_.write16 ? element_type_name(layout_.params16) : "none"));
     report_.param("bytes/param", "tierzero " + fixed(layout_.tierzero_bytes(), 0) + " (one fused pass), torch " +
                                      fixed(layout_.torch_bytes(), 0) + " (cast passes included)");
     report_.param("optimizer", "AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, bias correction");

@@ -127,7 +127,7 @@ class BenchTiers {
   void fill() {
     ProgressBar bar("bench tiers: writing shards", size_);
     for (uint64_t i = 0; i < count_; ++i) {
-      throw_if_error(tm_->register_shard({id(i), shard_, offload::DType::kBf16, Tier::kNvme}));
+      throw_if_error(tm_->register_shard({id(i), shard_, ElementType::kBF16, Tier::kNvme}));
       offload::ShardView v = value_or_throw(tm_->fetch(id(i), Tier::kPinned, Access::kWrite).get());
       fill_shard(static_cast<std::byte*>(v.data), shard_, i);
       throw_if_error(tm_->release(id(i)).get());

@@ -38,7 +38,7 @@ void run_inspect(const CheckpointFlags& flags) {
   uint64_t state_bytes = 0;
   for (const auto& g : m.groups) {
     params += g.numel();
-    for (const auto& s : g.states) state_bytes += g.numel() * checkpoint::dtype_bits(s.dtype) / 8;
+    for (const auto& s : g.states) state_bytes += g.numel() * element_bits(s.dtype) / 8;
   }
   std::printf("checkpoint   %s (tag %s)\n", reader->path().c_str(), reader->tag().c_str());
   std::printf("zero stage   %d\n", m.zero_stage);

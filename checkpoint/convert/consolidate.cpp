@@ -3,8 +3,6 @@
 // (the commit protocol of checkpoint/storage/commit_transaction.cpp, with OUT's parent as DIR).
 #include "checkpoint/convert/consolidate.h"
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -48,29 +46,25 @@ std::span<const std::byte> text_bytes(const std::string& text) { return std::as_
 
 }  // namespace
 
-Result<std::string> with_torch_dtype(const std::string& config_json, DType dtype) {
+Result<std::string> with_torch_dtype(const std::string& config_json, ElementType dtype) {
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(config_json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return corrupt("the model's config.json is not a JSON object; fix or remove it from the checkpoint");
   }
-  const char* name = dtype == DType::kBF16 ? "bfloat16" : dtype == DType::kF16 ? "float16" : "float32";
-  j[j.contains("dtype") ? "dtype" : "torch_dtype"] = name;
+  j[j.contains("dtype") ? "dtype" : "torch_dtype"] = torch_dtype_name(dtype);
   return j.dump(2) + "\n";
 }
 
-Result<DType> parse_output_dtype(const std::string& text) {
-  std::string t = text;
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (t == "bf16") return DType::kBF16;
-  if (t == "fp16" || t == "f16") return DType::kF16;
-  if (t == "fp32" || t == "f32") return DType::kF32;
+Result<ElementType> parse_output_dtype(const std::string& text) {
+  const std::optional<ElementType> type = parse_element_type(text);
+  if (type == ElementType::kBF16 || type == ElementType::kF16 || type == ElementType::kF32) return *type;
   return invalid_argument(fmt::format("--dtype '{}' is not one of bf16, fp16, fp32", text));
 }
 
 Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, const std::string& out_dir,
                                                  const ConvertOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (options.dtype != DType::kF32 && options.dtype != DType::kF16 && options.dtype != DType::kBF16) {
+  if (options.dtype != ElementType::kF32 && options.dtype != ElementType::kF16 && options.dtype != ElementType::kBF16) {
     return invalid_argument("convert writes F32, F16 or BF16");
   }
   fs::FileSystem& file_system = fs::default_file_system();
@@ -80,8 +74,8 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   const std::vector<TensorSpec>& specs = source.tensors();
   std::vector<TensorToWrite> tensors;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const DType stored = source.dtype(i);
-    tensors.push_back({specs[i].name, stored == DType::kF32 ? options.dtype : stored, specs[i].shape});
+    const ElementType stored = source.dtype(i);
+    tensors.push_back({specs[i].name, stored == ElementType::kF32 ? options.dtype : stored, specs[i].shape});
   }
   TZ_ASSIGN_OR_RETURN(ShardPlan plan, plan_shards(tensors, options.max_shard_bytes));
   TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(options.io));

@@ -63,7 +63,7 @@ class ConsolidationSource {
   // The dtype tensors()[index] keeps in the output: an integer or bool dtype (I64, I32, I16, I8,
   // U8, BOOL, ...) for tensors copied unchanged with read_raw, else F32: a floating-point tensor
   // read with read_fp32 and converted to the output dtype. The default says F32 for every tensor.
-  virtual DType dtype(size_t index) const;
+  virtual ElementType dtype(size_t index) const;
   // For a tensor whose dtype(index) is not F32: fills `out` with its little-endian bytes, exactly
   // numel * itemsize of them (kInvalidArgument otherwise). The default is kUnsupported.
   virtual Status read_raw(size_t index, std::span<std::byte> out);
@@ -87,7 +87,7 @@ struct ConvertOptions {
     io.queue_depth = 32;
     return io;
   }
-  DType dtype = DType::kBF16;                 // floats: F32, F16 or BF16 (round to nearest even)
+  ElementType dtype = ElementType::kBF16;                 // floats: F32, F16 or BF16 (round to nearest even)
   uint64_t max_shard_bytes = 5'000'000'000;   // tensor data per output file (transformers' "5GB")
   uint64_t read_ahead_bytes = 256ull << 20;   // the read-ahead ring
   uint64_t read_piece_bytes = 256ull << 20;   // most fp32 bytes of a tensor read at a time
@@ -121,11 +121,12 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
                                                  const ConvertOptions& options);
 
 // `config_json` (a Hugging Face config.json) with its dtype key -- "dtype" where the file has one
-// (transformers 5), else "torch_dtype" -- set to `dtype`'s name ("bfloat16", "float16", "float32"),
+// (transformers 5), else "torch_dtype" -- set to torch_dtype_name(dtype) ("bfloat16", "float16", ...),
 // other keys kept in order. kCorrupt when the text is not a JSON object.
-Result<std::string> with_torch_dtype(const std::string& config_json, DType dtype);
+Result<std::string> with_torch_dtype(const std::string& config_json, ElementType dtype);
 
-// Parses "bf16", "fp16" / "f16", "fp32" / "f32" (case insensitive) to a dtype.
-Result<DType> parse_output_dtype(const std::string& text);
+// Parses an output dtype as parse_element_type() does ("bf16", "fp16" / "f16", "fp32" / "f32", or
+// torch's "bfloat16", "float16", "float32"; case insensitive); kInvalidArgument for any other type.
+Result<ElementType> parse_output_dtype(const std::string& text);
 
 }  // namespace tierzero::checkpoint

@@ -34,7 +34,7 @@ Status ConsolidationSource::read_fp32(size_t index, std::span<float> out) {
   return read_fp32_range(index, 0, out);
 }
 
-DType ConsolidationSource::dtype(size_t) const { return DType::kF32; }
+ElementType ConsolidationSource::dtype(size_t) const { return ElementType::kF32; }
 
 Status ConsolidationSource::read_raw(size_t index, std::span<std::byte>) {
   return unsupported("tensor " + std::to_string(index) + ": this checkpoint source has no integer tensors to copy");

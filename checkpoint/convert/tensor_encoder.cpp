@@ -7,7 +7,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "checkpoint/float_convert.h"
+#include "common/float_convert.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -20,25 +20,21 @@ using Kernel = void (*)(const std::byte* in, std::byte* out, uint64_t n);
 
 void copy_bytes(const std::byte* in, std::byte* out, uint64_t n) { std::memcpy(out, in, n); }
 
-template <uint16_t (*Round)(float)>
+template <void (*Round)(std::span<const float>, void*)>
 void round_floats(const std::byte* in, std::byte* out, uint64_t n) {
-  const auto* values = reinterpret_cast<const float*>(in);  // the prefetcher's buffers are aligned
-  for (uint64_t i = 0; i < n; ++i) {
-    const uint16_t h = Round(values[i]);
-    std::memcpy(out + 2 * i, &h, 2);
-  }
+  Round(std::span(reinterpret_cast<const float*>(in), n), out);  // the prefetcher's buffers are aligned
 }
 
 }  // namespace
 
-Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, DType stored, DType out_dtype) {
+Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, ElementType stored, ElementType out_dtype) {
   Kernel kernel = copy_bytes;
   uint64_t in_item = 1, out_item = 1;
-  if (stored == DType::kF32 && out_dtype == DType::kBF16) {
-    kernel = round_floats<float_to_bf16>;
+  if (stored == ElementType::kF32 && out_dtype == ElementType::kBF16) {
+    kernel = round_floats<floats_to_bf16>;
     in_item = 4, out_item = 2;
-  } else if (stored == DType::kF32 && out_dtype == DType::kF16) {
-    kernel = round_floats<float_to_fp16>;
+  } else if (stored == ElementType::kF32 && out_dtype == ElementType::kF16) {
+    kernel = round_floats<floats_to_fp16>;
     in_item = 4, out_item = 2;
   } else if (stored != out_dtype) {
     return invalid_argument(fmt::format("a {} tensor cannot be written as {}", dtype_name(stored),

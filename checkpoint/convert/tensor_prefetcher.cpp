@@ -17,8 +17,8 @@ uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 uint64_t ring_size(const ConsolidationSource& source, uint64_t budget, uint64_t piece) {
   uint64_t largest = 0;  // integer tensors are read whole
   for (size_t i = 0; i < source.tensors().size(); ++i) {
-    if (source.dtype(i) == DType::kF32) continue;
-    largest = std::max(largest, *dtype_bytes(source.dtype(i), static_cast<uint64_t>(source.tensors()[i].numel())));
+    if (source.dtype(i) == ElementType::kF32) continue;
+    largest = std::max(largest, *element_bytes(source.dtype(i), static_cast<uint64_t>(source.tensors()[i].numel())));
   }
   return round_up(std::max({budget, piece, round_up(largest, kAlign), kAlign}), kPage);
 }
@@ -78,9 +78,9 @@ bool TensorPrefetcher::publish(Status read, PrefetchedPiece piece) {
 
 bool TensorPrefetcher::read_tensor(size_t index) {
   const auto numel = static_cast<uint64_t>(source_.tensors()[index].numel());
-  const DType dtype = source_.dtype(index);
-  if (dtype != DType::kF32) {
-    const uint64_t bytes = *dtype_bytes(dtype, numel);
+  const ElementType dtype = source_.dtype(index);
+  if (dtype != ElementType::kF32) {
+    const uint64_t bytes = *element_bytes(dtype, numel);
     const uint64_t offset = allocate(bytes);
     if (offset == std::numeric_limits<uint64_t>::max()) return false;
     std::byte* data = ring_.get() + offset;

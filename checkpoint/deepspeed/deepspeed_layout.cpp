@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/partition.h"
+
 namespace tierzero::checkpoint {
 namespace {
 
@@ -310,7 +312,7 @@ Status Planner::add_trainable_stage3() {
   uint64_t needed = 0;
   for (const auto& [name, shape] : params) {
     TZ_ASSIGN_OR_RETURN(int64_t n, shape_numel(shape, m0.path() + ": param_shapes['" + name + "']"));
-    needed += (static_cast<uint64_t>(n) + world - 1) / world;
+    needed += partitioning::stage3_piece_numel(static_cast<uint64_t>(n), static_cast<uint32_t>(world));
     if (needed > per_rank_total) break;
   }
   if (needed != per_rank_total) {
@@ -323,10 +325,11 @@ Status Planner::add_trainable_stage3() {
   for (auto& [name, shape] : params) {
     TZ_RETURN_IF_ERROR(add_spec(name, shape, m0.path()));
     const auto n = static_cast<uint64_t>(out_.numels.back());
-    const uint64_t part = (n + world - 1) / world;
+    const uint64_t part = partitioning::stage3_piece_numel(n, static_cast<uint32_t>(world));
     for (int r = 0; r < world && static_cast<uint64_t>(r) * part < n; ++r) {
       // Rank r's slice [offset, offset + count) of its flat space, cut at group boundaries.
-      uint64_t pos = offset, dst = r * part, left = std::min(part, n - dst);
+      const partitioning::Range held = partitioning::rank_range(n, part, static_cast<uint32_t>(r));
+      uint64_t pos = offset, dst = held.begin, left = held.size();
       size_t g = static_cast<size_t>(std::upper_bound(group_start.begin(), group_start.end(), pos) - group_start.begin()) - 1;
       while (left > 0) {
         const uint64_t take = std::min(left, group_start[g + 1] - pos);
@@ -367,8 +370,9 @@ Status Planner::add_trainable_stage12() {
     return corrupt(files_.optim[0].path() + ": param_alignment_paddings is " + paddings->describe() + ", expected a list of " +
                    std::to_string(group_count) + " lists");
   }
-  const uint64_t align = 2 * static_cast<uint64_t>(world);
-  const auto align_up = [align](uint64_t x) { return (x + align - 1) / align * align; };
+  const auto align_up = [world](uint64_t x) {
+    return partitioning::padded_flat_numel(x, static_cast<uint32_t>(world), partitioning::kDeepSpeedAlignment);
+  };
   for (size_t g = 0; g < group_count; ++g) {
     const std::string what = "param_shapes[" + std::to_string(g) + "]";
     TZ_ASSIGN_OR_RETURN(auto shapes, shapes_of(m0, *groups_value->items[g], what));
@@ -409,7 +413,7 @@ Status Planner::add_trainable_stage12() {
     if (align_up(offset) != align_up(avail)) {
       return corrupt(m0.path() + ": " + what + " consumes " + std::to_string(offset) + " elements but the ranks' partitions "
                      "of group " + std::to_string(g) + " hold " + std::to_string(avail) + " (aligned to " +
-                     std::to_string(align) + ": shapes inconsistent with partition sizes)");
+                     std::to_string(partitioning::kDeepSpeedAlignment * world) + ": shapes inconsistent with partition sizes)");
     }
   }
   return {};

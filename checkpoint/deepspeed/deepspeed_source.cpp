@@ -12,19 +12,6 @@
 namespace tierzero::checkpoint {
 namespace {
 
-// The safetensors dtype an integer or bool torch storage keeps; nullopt for floating point.
-std::optional<DType> integer_dtype(TorchDtype t) {
-  switch (t) {
-    case TorchDtype::kI64: return DType::kI64;
-    case TorchDtype::kI32: return DType::kI32;
-    case TorchDtype::kI16: return DType::kI16;
-    case TorchDtype::kI8: return DType::kI8;
-    case TorchDtype::kU8: return DType::kU8;
-    case TorchDtype::kBool: return DType::kBool;
-    default: return std::nullopt;
-  }
-}
-
 class DeepSpeedSource final : public ConsolidationSource {
  public:
   DeepSpeedSource(DeepSpeedFiles files, DeepSpeedLayout layout, std::string config_json)
@@ -51,15 +38,16 @@ class DeepSpeedSource final : public ConsolidationSource {
   }
 
   // Integer buffers stay integers, as zero_to_fp32 keeps them (it widens only floating buffers).
-  DType dtype(size_t index) const override {
+  ElementType dtype(size_t index) const override {
     const DeepSpeedPiece* piece = whole_piece(index);
-    if (piece == nullptr) return DType::kF32;
-    return integer_dtype(layout_.sources[piece->source].dtype).value_or(DType::kF32);
+    if (piece == nullptr) return ElementType::kF32;
+    const ElementType stored = layout_.sources[piece->source].dtype;
+    return is_integer_type(stored) ? stored : ElementType::kF32;
   }
 
   Status read_raw(size_t index, std::span<std::byte> out) override {
     const DeepSpeedPiece* piece = whole_piece(index);
-    if (piece == nullptr || dtype(index) == DType::kF32) {
+    if (piece == nullptr || dtype(index) == ElementType::kF32) {
       return invalid_argument("tensor " + std::to_string(index) + " of the DeepSpeed checkpoint is not an integer "
                               "tensor; read it with read_fp32");
     }

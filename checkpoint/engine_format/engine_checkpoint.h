@@ -34,6 +34,7 @@
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/dtype.h"
+#include "common/partition.h"
 #include "common/status.h"
 
 namespace tierzero::checkpoint {
@@ -42,7 +43,7 @@ namespace tierzero::checkpoint {
 
 struct StateSpec {
   std::string name;            // "fp32", "exp_avg", "exp_avg_sq", ...
-  DType dtype = DType::kF32;   // F32, BF16 or F16
+  ElementType dtype = ElementType::kF32;   // F32, BF16 or F16
 };
 
 struct FlatGroup {
@@ -55,17 +56,13 @@ struct FlatGroup {
 // A tensor every rank holds whole (module buffers, frozen parameters); rank 0 stores it.
 struct ReplicatedTensor {
   TensorSpec spec;
-  DType dtype = DType::kF32;
+  ElementType dtype = ElementType::kF32;
 };
-
-// DeepSpeed's stage 1-2 alignment (its NCCL start alignment factor): the flat group is padded to a
-// multiple of 2 * world_size elements.
-inline constexpr uint32_t kDeepSpeedAlignment = 2;
 
 struct CheckpointManifest {
   int zero_stage = 0;          // 0..3
   uint32_t world_size = 1;     // data-parallel ranks that saved it
-  uint32_t alignment = kDeepSpeedAlignment;  // stages 1-2: flat padded to a multiple of alignment * world_size
+  uint32_t alignment = partitioning::kDeepSpeedAlignment;  // stages 1-2: flat padded to a multiple of alignment * world_size
   int64_t step = 0;            // optimizer steps taken
   std::vector<FlatGroup> groups;
   std::vector<ReplicatedTensor> replicated;
@@ -85,11 +82,8 @@ struct PartitionSegment {
   uint64_t length = 0;
 };
 
-// Stage 3: elements of each rank's piece of a parameter of `numel` elements, ceil(numel / world_size)
-// (the pieces past the parameter's end are zero padding).
-uint64_t stage3_piece_numel(uint64_t numel, uint32_t world_size);
-// Elements in each rank's partition of `group` for `zero_stage` at `world_size` (padding included).
-// The one implementation of DeepSpeed's padding rules: the engine's buffers derive from it too.
+// Elements in each rank's partition of `group` for `zero_stage` at `world_size` (padding included),
+// by common/partition.h's arithmetic (which the engine's buffers use too).
 uint64_t partition_numel(const FlatGroup& group, int zero_stage, uint32_t world_size, uint32_t alignment);
 // The segments of rank `rank`'s partition, in increasing logical (and partition) order.
 std::vector<PartitionSegment> partition_segments(const FlatGroup& group, int zero_stage, uint32_t world_size,

@@ -86,7 +86,7 @@ class EngineCheckpointReader final : public CheckpointReader {
 
   Status read_flat_range(size_t group, size_t state, uint64_t begin, std::span<std::byte> out) override {
     TZ_RETURN_IF_ERROR(check_group_state(group, state));
-    const uint64_t item = dtype_bits(manifest().groups[group].states[state].dtype) / 8;
+    const uint64_t item = element_bits(manifest().groups[group].states[state].dtype) / 8;
     const uint64_t count = out.size() / item;
     if (out.size() % item != 0 || begin + count > manifest().groups[group].numel() || begin + count < begin) {
       return invalid_argument(fmt::format("{}: range [{}, +{} bytes) is not inside group {} ({} elements of {} bytes)",
@@ -120,7 +120,7 @@ class EngineCheckpointReader final : public CheckpointReader {
       return invalid_argument(fmt::format("rank {} is outside world size {}", rank, world_size));
     }
     const FlatGroup& g = m.groups[group];
-    const uint64_t item = dtype_bits(g.states[state].dtype) / 8;
+    const uint64_t item = element_bits(g.states[state].dtype) / 8;
     const uint64_t want = partition_numel(g, m.zero_stage, world_size, m.alignment) * item;
     if (out.size() != want) {
       return invalid_argument(fmt::format("{}: rank {} of {} needs a {}-byte buffer for group {} state '{}', got {}",

@@ -6,15 +6,15 @@
 #include <fmt/format.h>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
-#include "checkpoint/float_convert.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
+#include "common/float_convert.h"
 
 namespace tierzero::checkpoint {
 namespace {
 
 // Widens `count` elements of `dtype` at `in` to floats.
-Status widen_to_fp32(DType dtype, const std::byte* in, std::span<float> out, const std::string& name) {
+Status widen_to_fp32(ElementType dtype, const std::byte* in, std::span<float> out, const std::string& name) {
   const size_t n = out.size();
   auto load = [&]<typename T>(T*) {
     for (size_t i = 0; i < n; ++i) {
@@ -24,22 +24,16 @@ Status widen_to_fp32(DType dtype, const std::byte* in, std::span<float> out, con
     }
   };
   switch (dtype) {
-    case DType::kF32: std::memcpy(out.data(), in, n * 4); return {};
-    case DType::kBF16:
-    case DType::kF16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, in + 2 * i, 2);
-        out[i] = dtype == DType::kBF16 ? bf16_to_float(h) : fp16_to_float(h);
-      }
-      return {};
-    case DType::kF64: load(static_cast<double*>(nullptr)); return {};
-    case DType::kI64: load(static_cast<int64_t*>(nullptr)); return {};
-    case DType::kI32: load(static_cast<int32_t*>(nullptr)); return {};
-    case DType::kI16: load(static_cast<int16_t*>(nullptr)); return {};
-    case DType::kI8: load(static_cast<int8_t*>(nullptr)); return {};
-    case DType::kU8:
-    case DType::kBool: load(static_cast<uint8_t*>(nullptr)); return {};
+    case ElementType::kF32: std::memcpy(out.data(), in, n * 4); return {};
+    case ElementType::kBF16: bf16_to_floats(in, out); return {};
+    case ElementType::kF16: fp16_to_floats(in, out); return {};
+    case ElementType::kF64: load(static_cast<double*>(nullptr)); return {};
+    case ElementType::kI64: load(static_cast<int64_t*>(nullptr)); return {};
+    case ElementType::kI32: load(static_cast<int32_t*>(nullptr)); return {};
+    case ElementType::kI16: load(static_cast<int16_t*>(nullptr)); return {};
+    case ElementType::kI8: load(static_cast<int8_t*>(nullptr)); return {};
+    case ElementType::kU8:
+    case ElementType::kBool: load(static_cast<uint8_t*>(nullptr)); return {};
     default:
       return unsupported(fmt::format("tensor '{}': dtype {} cannot be consolidated to fp32", name, dtype_name(dtype)));
   }
@@ -71,14 +65,14 @@ class EngineSource final : public ConsolidationSource {
   std::string model_config_json() const override { return config_json_; }
 
   // Replicated integer and bool tensors are copied unchanged; group states are always floats.
-  DType dtype(size_t index) const override {
-    if (index >= where_.size() || !where_[index].replicated) return DType::kF32;
-    const DType stored = reader_->manifest().replicated[where_[index].index].dtype;
-    return is_integer_dtype(stored) ? stored : DType::kF32;
+  ElementType dtype(size_t index) const override {
+    if (index >= where_.size() || !where_[index].replicated) return ElementType::kF32;
+    const ElementType stored = reader_->manifest().replicated[where_[index].index].dtype;
+    return is_integer_type(stored) ? stored : ElementType::kF32;
   }
 
   Status read_raw(size_t index, std::span<std::byte> out) override {
-    if (dtype(index) == DType::kF32) {
+    if (dtype(index) == ElementType::kF32) {
       return invalid_argument(fmt::format("{}: tensor {} is not an integer tensor; read it with read_fp32",
                                           reader_->path(), index));
     }
@@ -90,14 +84,14 @@ class EngineSource final : public ConsolidationSource {
     const Location& at = where_[index];
     const CheckpointManifest& m = reader_->manifest();
     const std::string& name = tensors_[index].name;
-    const DType dtype = at.replicated ? m.replicated[at.index].dtype : m.groups[at.group].states[0].dtype;
-    const uint64_t item = dtype_bits(dtype) / 8;
+    const ElementType dtype = at.replicated ? m.replicated[at.index].dtype : m.groups[at.group].states[0].dtype;
+    const uint64_t item = element_bits(dtype) / 8;
     // This tensor's stored elements from `element` on, as many as fill `bytes`.
     const auto read_stored = [&](uint64_t element, std::span<std::byte> bytes) {
       return at.replicated ? reader_->read_replicated(at.index, element * item, bytes)
                            : reader_->read_flat_range(at.group, 0, at.offset + element, bytes);
     };
-    if (dtype == DType::kF32) {
+    if (dtype == ElementType::kF32) {
       TZ_RETURN_IF_ERROR(
           read_stored(first, std::as_writable_bytes(out)).with_context(fmt::format("tensor '{}'", name)));
     } else {

@@ -51,7 +51,7 @@ TensorSpec tensor_from_json(const json& j, const std::string& where) {
   return {typed<std::string>(j, "name", where), typed<std::vector<int64_t>>(j, "shape", where)};
 }
 
-DType dtype_from_json(const json& j, const char* key, const std::string& where) {
+ElementType dtype_from_json(const json& j, const char* key, const std::string& where) {
   const auto name = typed<std::string>(j, key, where);
   auto dtype = parse_dtype(name);
   if (!dtype) throw FieldError{fmt::format("{}: unknown dtype '{}'", where, name)};
@@ -125,7 +125,7 @@ Status check_tensor(const TensorSpec& t, std::set<std::string>& names, const std
   return {};
 }
 
-bool storable_state_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
+bool storable_state_dtype(ElementType d) { return d == ElementType::kF32 || d == ElementType::kBF16 || d == ElementType::kF16; }
 
 // The section list a rank file must have, in order, for `manifest`.
 Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, const std::string& where) {
@@ -166,11 +166,11 @@ Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, cons
 
 uint64_t group_state_bytes(const CheckpointManifest& m, size_t group, size_t state) {
   const FlatGroup& g = m.groups[group];
-  return partition_numel(g, m.zero_stage, m.world_size, m.alignment) * dtype_bits(g.states[state].dtype) / 8;
+  return partition_numel(g, m.zero_stage, m.world_size, m.alignment) * element_bits(g.states[state].dtype) / 8;
 }
 
 uint64_t replicated_bytes(const ReplicatedTensor& t) {
-  return static_cast<uint64_t>(t.spec.numel()) * dtype_bits(t.dtype) / 8;
+  return static_cast<uint64_t>(t.spec.numel()) * element_bits(t.dtype) / 8;
 }
 
 std::string rank_file_name(uint32_t rank) { return fmt::format("rank_{:05d}.bin", rank); }

@@ -1,14 +1,9 @@
-// Partition layout of flat groups per ZeRO stage; see "Partitioning" in engine_checkpoint.h.
-#include <algorithm>
-
+// Partition layout of flat groups per ZeRO stage; see "Partitioning" in engine_checkpoint.h. The
+// arithmetic is common/partition.h's.
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "common/partition.h"
 
 namespace tierzero::checkpoint {
-namespace {
-
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 uint64_t FlatGroup::numel() const {
   uint64_t n = 0;
@@ -18,17 +13,16 @@ uint64_t FlatGroup::numel() const {
 
 bool rank_stores_groups(int zero_stage, uint32_t rank) { return zero_stage != 0 || rank == 0; }
 
-uint64_t stage3_piece_numel(uint64_t numel, uint32_t world_size) { return ceil_div(numel, world_size); }
-
 uint64_t partition_numel(const FlatGroup& group, int zero_stage, uint32_t world_size, uint32_t alignment) {
   if (zero_stage == 0) return group.numel();
   if (zero_stage == 3) {
     uint64_t n = 0;
-    for (const TensorSpec& p : group.params) n += stage3_piece_numel(static_cast<uint64_t>(p.numel()), world_size);
+    for (const TensorSpec& p : group.params) {
+      n += partitioning::stage3_piece_numel(static_cast<uint64_t>(p.numel()), world_size);
+    }
     return n;
   }
-  const uint64_t unit = uint64_t{alignment} * world_size;
-  return ceil_div(group.numel(), unit) * unit / world_size;
+  return partitioning::flat_partition_numel(group.numel(), world_size, alignment);
 }
 
 std::vector<PartitionSegment> partition_segments(const FlatGroup& group, int zero_stage, uint32_t world_size,
@@ -44,19 +38,17 @@ std::vector<PartitionSegment> partition_segments(const FlatGroup& group, int zer
     uint64_t partition = 0;
     for (const TensorSpec& p : group.params) {
       const auto n = static_cast<uint64_t>(p.numel());
-      const uint64_t piece = stage3_piece_numel(n, world_size);
-      const uint64_t begin = std::min(n, piece * rank);
-      const uint64_t end = std::min(n, begin + piece);
-      if (end > begin) segments.push_back({logical + begin, partition, end - begin});
+      const uint64_t piece = partitioning::stage3_piece_numel(n, world_size);
+      const partitioning::Range held = partitioning::rank_range(n, piece, rank);
+      if (held.size() > 0) segments.push_back({logical + held.begin, partition, held.size()});
       logical += n;
       partition += piece;
     }
     return segments;
   }
-  const uint64_t per_rank = partition_numel(group, zero_stage, world_size, alignment);
-  const uint64_t begin = std::min(total, per_rank * rank);
-  const uint64_t end = std::min(total, begin + per_rank);
-  if (end > begin) segments.push_back({begin, 0, end - begin});
+  const uint64_t per_rank = partitioning::flat_partition_numel(total, world_size, alignment);
+  const partitioning::Range held = partitioning::rank_range(total, per_rank, rank);
+  if (held.size() > 0) segments.push_back({held.begin, 0, held.size()});
   return segments;
 }
 

@@ -35,7 +35,7 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 struct SafetensorsTensorInfo {
   std::string name;
-  DType dtype = DType::kF32;
+  ElementType dtype = ElementType::kF32;
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // byte offsets relative to the data section
   uint64_t end = 0;
@@ -81,7 +81,7 @@ class SafetensorsFile {
 // A tensor to be written: name, dtype, shape (its byte size follows from them).
 struct TensorToWrite {
   std::string name;
-  DType dtype = DType::kF32;
+  ElementType dtype = ElementType::kF32;
   std::vector<int64_t> shape;
   // numel(shape) * itemsize; kInvalidArgument for negative dims, overflow or partial bytes.
   Result<uint64_t> bytes() const;

@@ -95,7 +95,7 @@ Result<SafetensorsTensorInfo> parse_tensor(const std::string& name, const json& 
                                     "the file is truncated or its header is wrong",
                                     info.begin, info.end, data_bytes));
   }
-  auto bytes = dtype_bytes(info.dtype, numel);
+  auto bytes = element_bytes(info.dtype, numel);
   if (!bytes || *bytes != info.end - info.begin) {
     return tensor_error(file, name,
                         fmt::format("{} elements of {} need {} bytes but data_offsets [{}, {}] hold {}", numel,

@@ -22,7 +22,7 @@ Result<uint64_t> TensorToWrite::bytes() const {
     }
     numel *= du;
   }
-  auto b = dtype_bytes(dtype, numel);
+  auto b = element_bytes(dtype, numel);
   if (!b) return invalid_argument(fmt::format("tensor '{}': {} elements of {} are not a whole number of bytes",
                                               name, numel, dtype_name(dtype)));
   return *b;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "checkpoint/torch_format/internal/pickle_reader.h"
+#include "common/float_convert.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -16,17 +17,6 @@ constexpr uint64_t kMaxPickleSize = 512ull << 20;
 // Elements widened per read when the storage is not fp32.
 constexpr size_t kWidenChunk = 1 << 16;
 
-float fp16_bits_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-  // Zero or subnormal: mantissa * 2^-24, exact in fp32.
-  const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-  return sign ? -magnitude : magnitude;
-}
-
 template <typename T>
 void widen(const std::byte* in, std::span<float> out) {
   for (size_t i = 0; i < out.size(); ++i) {
@@ -36,63 +26,25 @@ void widen(const std::byte* in, std::span<float> out) {
   }
 }
 
-void widen_to_fp32(TorchDtype dtype, const std::byte* in, std::span<float> out) {
+void widen_to_fp32(ElementType dtype, const std::byte* in, std::span<float> out) {
   switch (dtype) {
-    case TorchDtype::kF32: std::memcpy(out.data(), in, out.size_bytes()); return;
-    case TorchDtype::kF64: widen<double>(in, out); return;
-    case TorchDtype::kI64: widen<int64_t>(in, out); return;
-    case TorchDtype::kI32: widen<int32_t>(in, out); return;
-    case TorchDtype::kI16: widen<int16_t>(in, out); return;
-    case TorchDtype::kI8: widen<int8_t>(in, out); return;
-    case TorchDtype::kU8: widen<uint8_t>(in, out); return;
-    case TorchDtype::kBool:
+    case ElementType::kF32: std::memcpy(out.data(), in, out.size_bytes()); return;
+    case ElementType::kF64: widen<double>(in, out); return;
+    case ElementType::kI64: widen<int64_t>(in, out); return;
+    case ElementType::kI32: widen<int32_t>(in, out); return;
+    case ElementType::kI16: widen<int16_t>(in, out); return;
+    case ElementType::kI8: widen<int8_t>(in, out); return;
+    case ElementType::kU8: widen<uint8_t>(in, out); return;
+    case ElementType::kBool:
       for (size_t i = 0; i < out.size(); ++i) out[i] = in[i] != std::byte{0} ? 1.0f : 0.0f;
       return;
-    case TorchDtype::kF16:
-    case TorchDtype::kBF16:
-      for (size_t i = 0; i < out.size(); ++i) {
-        uint16_t h;
-        std::memcpy(&h, in + 2 * i, 2);
-        out[i] = dtype == TorchDtype::kBF16 ? std::bit_cast<float>(static_cast<uint32_t>(h) << 16)
-                                            : fp16_bits_to_float(h);
-      }
-      return;
+    case ElementType::kF16: fp16_to_floats(in, out); return;
+    case ElementType::kBF16: bf16_to_floats(in, out); return;
+    default: return;  // not a storage type: storage_dtype() yields only those above
   }
 }
 
 }  // namespace
-
-const char* torch_dtype_name(TorchDtype dtype) {
-  switch (dtype) {
-    case TorchDtype::kF32: return "float32";
-    case TorchDtype::kF64: return "float64";
-    case TorchDtype::kF16: return "float16";
-    case TorchDtype::kBF16: return "bfloat16";
-    case TorchDtype::kI64: return "int64";
-    case TorchDtype::kI32: return "int32";
-    case TorchDtype::kI16: return "int16";
-    case TorchDtype::kI8: return "int8";
-    case TorchDtype::kU8: return "uint8";
-    case TorchDtype::kBool: return "bool";
-  }
-  return "?";
-}
-
-uint32_t torch_dtype_size(TorchDtype dtype) {
-  switch (dtype) {
-    case TorchDtype::kF64:
-    case TorchDtype::kI64: return 8;
-    case TorchDtype::kF32:
-    case TorchDtype::kI32: return 4;
-    case TorchDtype::kF16:
-    case TorchDtype::kBF16:
-    case TorchDtype::kI16: return 2;
-    case TorchDtype::kI8:
-    case TorchDtype::kU8:
-    case TorchDtype::kBool: return 1;
-  }
-  return 1;
-}
 
 Result<TorchFile> TorchFile::open(const std::string& path) {
   TZ_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(path));
@@ -143,9 +95,9 @@ Status TorchFile::read_fp32(const TorchTensor& t, uint64_t first, std::span<floa
                             ") are outside a tensor of " + std::to_string(t.numel));
   }
   const ZipEntry& entry = zip_.entries()[t.entry];
-  const uint32_t item = torch_dtype_size(t.dtype);
+  const auto item = static_cast<uint32_t>(element_size(t.dtype));
   const uint64_t byte_offset = (t.storage_offset + first) * item;  // in range: checked by tensor()
-  if (t.dtype == TorchDtype::kF32) {
+  if (t.dtype == ElementType::kF32) {
     return zip_.read(entry, byte_offset, std::as_writable_bytes(out));
   }
   std::vector<std::byte> raw(std::min(out.size(), kWidenChunk) * item);
@@ -159,7 +111,7 @@ Status TorchFile::read_fp32(const TorchTensor& t, uint64_t first, std::span<floa
 }
 
 Status TorchFile::read_bytes(const TorchTensor& t, std::span<std::byte> out) const {
-  const uint32_t item = torch_dtype_size(t.dtype);
+  const auto item = static_cast<uint32_t>(element_size(t.dtype));
   if (out.size() != t.numel * item) {
     return invalid_argument(path() + ": a tensor of " + std::to_string(t.numel) + " " + torch_dtype_name(t.dtype) +
                             " elements needs " + std::to_string(t.numel * item) + " bytes, not " +

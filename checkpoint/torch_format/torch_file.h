@@ -17,23 +17,16 @@
 
 #include "checkpoint/torch_format/internal/pickle_value.h"
 #include "checkpoint/torch_format/internal/zip_reader.h"
+#include "common/element_type.h"
 #include "common/status.h"
 
 namespace tierzero::checkpoint {
-
-// Element types of torch storages (torch.FloatStorage → kF32, ...).
-enum class TorchDtype : uint8_t { kF32, kF64, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool };
-
-// The torch name of `dtype` ("float32", "bfloat16", ...).
-const char* torch_dtype_name(TorchDtype dtype);
-// Bytes per element of `dtype`.
-uint32_t torch_dtype_size(TorchDtype dtype);
 
 // A tensor found in the pickle: its storage entry, element type, offset and shape, already
 // checked to be contiguous and to lie inside its storage.
 struct TorchTensor {
   size_t entry = 0;             // index into the archive's entries()
-  TorchDtype dtype = TorchDtype::kF32;
+  ElementType dtype = ElementType::kF32;  // of its storage (torch.FloatStorage: kF32, ...)
   uint64_t storage_offset = 0;  // in elements
   std::vector<int64_t> shape;
   uint64_t numel = 0;

@@ -9,14 +9,14 @@
 namespace tierzero::checkpoint {
 namespace {
 
-std::optional<TorchDtype> storage_dtype(const PyValue& type) {
+std::optional<ElementType> storage_dtype(const PyValue& type) {
   if (type.kind != PyKind::kGlobal || type.text != "torch") return std::nullopt;
-  static constexpr std::pair<std::string_view, TorchDtype> kTypes[] = {
-      {"FloatStorage", TorchDtype::kF32}, {"DoubleStorage", TorchDtype::kF64},
-      {"HalfStorage", TorchDtype::kF16},  {"BFloat16Storage", TorchDtype::kBF16},
-      {"LongStorage", TorchDtype::kI64},  {"IntStorage", TorchDtype::kI32},
-      {"ShortStorage", TorchDtype::kI16}, {"CharStorage", TorchDtype::kI8},
-      {"ByteStorage", TorchDtype::kU8},   {"BoolStorage", TorchDtype::kBool},
+  static constexpr std::pair<std::string_view, ElementType> kTypes[] = {
+      {"FloatStorage", ElementType::kF32}, {"DoubleStorage", ElementType::kF64},
+      {"HalfStorage", ElementType::kF16},  {"BFloat16Storage", ElementType::kBF16},
+      {"LongStorage", ElementType::kI64},  {"IntStorage", ElementType::kI32},
+      {"ShortStorage", ElementType::kI16}, {"CharStorage", ElementType::kI8},
+      {"ByteStorage", ElementType::kU8},   {"BoolStorage", ElementType::kBool},
   };
   for (const auto& [name, dtype] : kTypes) {
     if (type.name == name) return dtype;
@@ -107,7 +107,7 @@ Result<TorchTensor> TorchFile::rebuild_v2(const PyValue& call, const std::string
     return corrupt(where + ": storage key '" + id[2]->text + "' has no zip entry " + entry_name +
                    " (storage missing: the file is incomplete or damaged)");
   }
-  const uint32_t item = torch_dtype_size(*dtype);
+  const auto item = static_cast<uint32_t>(element_size(*dtype));
   if (storage_numel < 0 || static_cast<uint64_t>(storage_numel) > entry->size / item) {
     return corrupt(where + ": storage '" + id[2]->text + "' claims " + std::to_string(storage_numel) + " " +
                    torch_dtype_name(*dtype) + " elements but its entry holds " + std::to_string(entry->size) +

@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/element_type.h"
 #include "common/status.h"
 #include "engine/model/internal/model_config.h"
 
@@ -87,5 +89,11 @@ std::map<std::string, at::Tensor> init_parameters(const ModelConfig& config, uin
 // check_params to match the result against a model.
 Result<std::map<std::string, at::Tensor>> load_hf_weights(const std::string& dir, at::ScalarType dtype,
                                                           at::Device device);
+
+// The torch dtype of `type`; nullopt for the types no tensor here holds (U16..U64, F4, F6, F8_E8M0,
+// the fnuz F8 variants, C64). The engine's one mapping between the two vocabularies.
+std::optional<at::ScalarType> to_scalar_type(ElementType type);
+// The element type of torch dtype `type`; nullopt for dtypes with none to_scalar_type() gives.
+std::optional<ElementType> to_element_type(at::ScalarType type);
 
 }  // namespace tierzero::engine

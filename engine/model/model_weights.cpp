@@ -26,27 +26,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The torch dtype of a safetensors dtype, or nullopt for those weights never use (U16..U64, F4, F6,
-// F8_E8M0, the fnuz F8 variants, C64).
-std::optional<at::ScalarType> torch_dtype_of(checkpoint::DType dtype) {
-  using checkpoint::DType;
-  switch (dtype) {
-    case DType::kF64: return at::kDouble;
-    case DType::kF32: return at::kFloat;
-    case DType::kF16: return at::kHalf;
-    case DType::kBF16: return at::kBFloat16;
-    case DType::kF8E4M3: return at::kFloat8_e4m3fn;
-    case DType::kF8E5M2: return at::kFloat8_e5m2;
-    case DType::kI64: return at::kLong;
-    case DType::kI32: return at::kInt;
-    case DType::kI16: return at::kShort;
-    case DType::kI8: return at::kChar;
-    case DType::kU8: return at::kByte;
-    case DType::kBool: return at::kBool;
-    default: return std::nullopt;
-  }
-}
-
 // The shard files of model.safetensors.index.json at `index_path`, and the names it promises.
 Status read_index(const std::string& index_path, std::set<std::string>& files, std::set<std::string>& names) {
   std::ifstream in(index_path);
@@ -76,7 +55,7 @@ Result<std::map<std::string, at::Tensor>> load_safetensors_file(const std::strin
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::SafetensorsFile> file, checkpoint::SafetensorsFile::open(path));
   std::map<std::string, at::Tensor> out;
   for (const checkpoint::SafetensorsTensorInfo& t : file->header().tensors) {
-    const std::optional<at::ScalarType> file_dtype = torch_dtype_of(t.dtype);
+    const std::optional<at::ScalarType> file_dtype = to_scalar_type(t.dtype);
     if (!file_dtype) {
       return unsupported(fmt::format("{}: tensor {} has dtype {}, which tierzero does not load as a model weight",
                                      path, t.name, checkpoint::dtype_name(t.dtype)));

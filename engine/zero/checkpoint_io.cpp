@@ -16,11 +16,11 @@ checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const Checkpoin
   checkpoint::CheckpointManifest manifest;
   manifest.zero_stage = engine.options().partition.stage;
   manifest.world_size = static_cast<uint32_t>(engine.comm().world_size());
-  manifest.alignment = checkpoint::kDeepSpeedAlignment;
+  manifest.alignment = partitioning::kDeepSpeedAlignment;
   manifest.step = engine.optimizer().state().step;
   checkpoint::FlatGroup group;
   for (const ParamSpec& spec : all_params(engine.model())) group.params.push_back({spec.name, spec.shape});
-  for (const char* name : kStateNames) group.states.push_back({name, checkpoint::DType::kF32});
+  for (const char* name : kStateNames) group.states.push_back({name, ElementType::kF32});
   manifest.groups.push_back(std::move(group));
   manifest.loss_scaler = extras.loss_scaler;
   manifest.lr_scheduler = extras.lr_scheduler;

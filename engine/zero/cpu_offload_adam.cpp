@@ -15,9 +15,9 @@ namespace {
 
 cpu_adam::ConstElements const_elements_of(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), cpu_adam::ElementType::kF32};
-    case at::kBFloat16: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), cpu_adam::ElementType::kBF16};
-    case at::kHalf: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), cpu_adam::ElementType::kF16};
+    case at::kFloat: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), ElementType::kF32};
+    case at::kBFloat16: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), ElementType::kBF16};
+    case at::kHalf: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), ElementType::kF16};
     default:
       throw Error(internal_error(std::string("cpu optimizer: unsupported gradient dtype ") +
                                  c10::toString(t.scalar_type())));

@@ -17,13 +17,10 @@
 namespace tierzero::engine {
 namespace {
 
-// The safetensors dtype of a compute dtype.
-checkpoint::DType export_dtype(at::ScalarType compute_dtype) {
-  switch (compute_dtype) {
-    case at::kBFloat16: return checkpoint::DType::kBF16;
-    case at::kHalf: return checkpoint::DType::kF16;
-    default: return checkpoint::DType::kF32;
-  }
+// The dtype the export writes for a compute dtype: the 16-bit ones as they are, anything else fp32.
+ElementType export_dtype(at::ScalarType compute_dtype) {
+  const std::optional<ElementType> type = to_element_type(compute_dtype);
+  return type == ElementType::kBF16 || type == ElementType::kF16 ? *type : ElementType::kF32;
 }
 
 // Rank 0 writes the master weights to `out_dir` (consolidate's contract) while the other ranks

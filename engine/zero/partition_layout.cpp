@@ -1,10 +1,10 @@
-// The engine's flat and sharded layouts, sized by checkpoint/'s partition rules so the two can never
-// disagree (checkpoint/engine_format/partition.cpp holds the only copy of DeepSpeed's padding arithmetic).
+// The engine's flat and sharded layouts, sized by common/partition.h, the one copy of DeepSpeed's
+// padding arithmetic that engine checkpoints and the DeepSpeed import use too.
 #include "engine/zero/internal/partition_layout.h"
 
 #include <algorithm>
 
-#include "checkpoint/engine_format/engine_checkpoint.h"
+#include "common/partition.h"
 
 namespace tierzero::engine {
 
@@ -19,22 +19,25 @@ FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
                                        int world_size) {
   FlatGroupLayout layout;
   layout.partition_count = stage == 0 ? 1 : world_size;
-  checkpoint::FlatGroup group;
   for (size_t i = 0; i < names.size(); ++i) {
     FlatSlot slot{names[i], shapes[i], shape_numel(shapes[i]), layout.numel};
     layout.numel += slot.numel;
     layout.slots.push_back(std::move(slot));
-    group.params.push_back({names[i], shapes[i]});
   }
-  layout.partition_numel = static_cast<int64_t>(checkpoint::partition_numel(
-      group, stage, static_cast<uint32_t>(world_size), checkpoint::kDeepSpeedAlignment));
+  layout.partition_numel =
+      stage == 0 ? layout.numel
+                 : static_cast<int64_t>(partitioning::flat_partition_numel(static_cast<uint64_t>(layout.numel),
+                                                                        static_cast<uint32_t>(world_size),
+                                                                        partitioning::kDeepSpeedAlignment));
   layout.padded_numel = layout.partition_numel * layout.partition_count;
   return layout;
 }
 
 int64_t ShardedLayout::valid_numel(const ShardSlot& slot, int rank) const {
-  int64_t begin = rank * slot.shard_numel;
-  return std::clamp<int64_t>(slot.numel - begin, 0, slot.shard_numel);
+  return static_cast<int64_t>(partitioning::rank_range(static_cast<uint64_t>(slot.numel),
+                                                     static_cast<uint64_t>(slot.shard_numel),
+                                                     static_cast<uint32_t>(rank))
+                                  .size());
 }
 
 ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
@@ -47,7 +50,7 @@ ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
     slot.shape = shapes[i];
     slot.numel = shape_numel(shapes[i]);
     slot.shard_numel = static_cast<int64_t>(
-        checkpoint::stage3_piece_numel(static_cast<uint64_t>(slot.numel), static_cast<uint32_t>(world_size)));
+        partitioning::stage3_piece_numel(static_cast<uint64_t>(slot.numel), static_cast<uint32_t>(world_size)));
     slot.shard_offset = layout.shard_numel;
     layout.shard_numel += slot.shard_numel;
     layout.slots.push_back(std::move(slot));

@@ -24,14 +24,14 @@ CheckpointManifest tiny_llama_manifest(int zero_stage, uint32_t world_size) {
               {layer + "mlp.up_proj.weight", {16, 8}},
               {layer + "mlp.down_proj.weight", {8, 16}},
               {"model.norm.weight", {7 + 1}}};
-  g.states = {{"fp32", DType::kF32}, {"exp_avg", DType::kF32}, {"exp_avg_sq", DType::kF32}};
+  g.states = {{"fp32", ElementType::kF32}, {"exp_avg", ElementType::kF32}, {"exp_avg_sq", ElementType::kF32}};
   m.groups.push_back(g);
   // A second group with odd sizes, so padding and uneven splits are exercised.
   FlatGroup odd;
   odd.params = {{"extra.a", {3, 5}}, {"extra.b", {7}}, {"extra.c", {}}};
-  odd.states = {{"fp32", DType::kF32}, {"exp_avg", DType::kF32}};
+  odd.states = {{"fp32", ElementType::kF32}, {"exp_avg", ElementType::kF32}};
   m.groups.push_back(odd);
-  m.replicated = {{{"model.layers.0.self_attn.rotary_emb.inv_freq", {2}}, DType::kF32}};
+  m.replicated = {{{"model.layers.0.self_attn.rotary_emb.inv_freq", {2}}, ElementType::kF32}};
   m.aliases = {{"lm_head.weight", "model.embed_tokens.weight"}};
   m.loss_scaler = {{"cur_scale", 65536.0}, {"cur_iter", 1234}};
   m.lr_scheduler = {{"last_batch_iteration", 1233}};

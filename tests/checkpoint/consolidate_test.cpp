@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
-#include "checkpoint/float_convert.h"
 #include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint_fixture.h"
+#include "tests/common/float16_reference.h"
 #include "test_util.h"
 
 namespace tierzero::checkpoint {
@@ -66,14 +66,14 @@ class Consolidate : public ::testing::Test {
       ASSERT_TRUE(file.ok()) << file.status().to_string();
       const SafetensorsTensorInfo* info = (*file)->find(name);
       ASSERT_NE(info, nullptr) << name;
-      EXPECT_EQ(info->dtype, DType::kBF16);
+      EXPECT_EQ(info->dtype, ElementType::kBF16);
       EXPECT_EQ(info->shape, spec["tensors"][name]["shape"].get<std::vector<int64_t>>());
       auto bytes = (*file)->data(*info);
       const uint64_t seed = spec["tensors"][name]["seed"];
       for (size_t j = 0; j < bytes.size() / 2; ++j) {
         uint16_t v;
         std::memcpy(&v, bytes.data() + 2 * j, 2);
-        ASSERT_EQ(v, float_to_bf16(testing::fixture_value(seed, j))) << name << "[" << j << "]";
+        ASSERT_EQ(v, reference::float_to_bf16_bits(testing::fixture_value(seed, j))) << name << "[" << j << "]";
       }
     }
   }
@@ -117,7 +117,7 @@ TEST_F(Consolidate, ReadAheadRingAndPiecesOfAnySizeKeepEveryValue) {
 }
 
 TEST_F(Consolidate, WritesFp32AndFp16OnRequest) {
-  for (DType dtype : {DType::kF32, DType::kF16}) {
+  for (ElementType dtype : {ElementType::kF32, ElementType::kF16}) {
     options_.dtype = dtype;
     options_.max_shard_bytes = 5'000'000'000;
     const std::string out = dir_.file(std::string("out_") + std::string(dtype_name(dtype)));
@@ -129,14 +129,14 @@ TEST_F(Consolidate, WritesFp32AndFp16OnRequest) {
     EXPECT_EQ(norm->dtype, dtype);
     const float want = testing::fixture_value(FixtureData::seed(10, 0), 3);
     auto bytes = (*file)->data(*norm);
-    if (dtype == DType::kF32) {
+    if (dtype == ElementType::kF32) {
       float v;
       std::memcpy(&v, bytes.data() + 12, 4);
       EXPECT_EQ(v, want);
     } else {
       uint16_t v;
       std::memcpy(&v, bytes.data() + 6, 2);
-      EXPECT_EQ(v, float_to_fp16(want));
+      EXPECT_EQ(v, reference::float_to_f16_bits(want));
     }
   }
 }
@@ -200,8 +200,8 @@ TEST_F(Consolidate, LoadsInPythonSafetensorsAndTransformers) {
 // elements straddle the 4 KiB write buffers' ends.
 TEST(ConsolidateIntegers, EngineCheckpointKeepsIntegerTensorsAndRoundsFloats) {
   CheckpointManifest m = testing::tiny_llama_manifest(2, 2);
-  m.replicated.push_back({{"model.mask", {3}}, DType::kBool});
-  m.replicated.push_back({{"model.position_ids", {1, 5}}, DType::kI64});
+  m.replicated.push_back({{"model.mask", {3}}, ElementType::kBool});
+  m.replicated.push_back({{"model.position_ids", {1, 5}}, ElementType::kI64});
   FixtureData data(m);
   std::vector<RankData> ranks = data.ranks();
   const std::vector<uint8_t> mask{1, 0, 1};
@@ -224,8 +224,8 @@ TEST(ConsolidateIntegers, EngineCheckpointKeepsIntegerTensorsAndRoundsFloats) {
   const SafetensorsTensorInfo* mask_info = (*file)->find("model.mask");
   const SafetensorsTensorInfo* ids_info = (*file)->find("model.position_ids");
   ASSERT_TRUE(mask_info != nullptr && ids_info != nullptr);
-  EXPECT_EQ(mask_info->dtype, DType::kBool);
-  EXPECT_EQ(ids_info->dtype, DType::kI64);
+  EXPECT_EQ(mask_info->dtype, ElementType::kBool);
+  EXPECT_EQ(ids_info->dtype, ElementType::kI64);
   EXPECT_EQ(ids_info->shape, (std::vector<int64_t>{1, 5}));
   const auto mask_bytes = (*file)->data(*mask_info);
   const auto ids_bytes = (*file)->data(*ids_info);
@@ -238,28 +238,28 @@ TEST(ConsolidateIntegers, EngineCheckpointKeepsIntegerTensorsAndRoundsFloats) {
     const SafetensorsTensorInfo* info = (*file)->find(t.name);
     const uint64_t seed = FixtureData::seed(p++, 0);
     ASSERT_NE(info, nullptr) << t.name;
-    EXPECT_EQ(info->dtype, DType::kBF16) << t.name;
+    EXPECT_EQ(info->dtype, ElementType::kBF16) << t.name;
     const auto bytes = (*file)->data(*info);
     for (size_t j = 0; j < bytes.size() / 2; ++j) {
       uint16_t v;
       std::memcpy(&v, bytes.data() + 2 * j, 2);
-      ASSERT_EQ(v, float_to_bf16(testing::fixture_value(seed, j))) << t.name << "[" << j << "]";
+      ASSERT_EQ(v, reference::float_to_bf16_bits(testing::fixture_value(seed, j))) << t.name << "[" << j << "]";
     }
   }
 }
 
 TEST(WithTorchDtype, SetsTheKeyTheFileUsesAndKeepsTheRest) {
-  auto fp32 = with_torch_dtype(testing::tiny_llama_config(), DType::kF32);
+  auto fp32 = with_torch_dtype(testing::tiny_llama_config(), ElementType::kF32);
   ASSERT_TRUE(fp32.ok()) << fp32.status().to_string();
   auto want = nlohmann::ordered_json::parse(testing::tiny_llama_config());
   want["torch_dtype"] = "float32";
   EXPECT_EQ(nlohmann::ordered_json::parse(*fp32), want);
-  auto v5 = with_torch_dtype(R"({"model_type": "qwen2", "dtype": "float32", "eos_token_id": 7})", DType::kF16);
+  auto v5 = with_torch_dtype(R"({"model_type": "qwen2", "dtype": "float32", "eos_token_id": 7})", ElementType::kF16);
   ASSERT_TRUE(v5.ok());
   EXPECT_EQ(nlohmann::ordered_json::parse(*v5),
             nlohmann::ordered_json::parse(R"({"model_type": "qwen2", "dtype": "float16", "eos_token_id": 7})"));
   EXPECT_FALSE(nlohmann::ordered_json::parse(*v5).contains("torch_dtype"));
-  auto bad = with_torch_dtype("[1, 2]", DType::kBF16);
+  auto bad = with_torch_dtype("[1, 2]", ElementType::kBF16);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), ErrorCode::kCorrupt);
   EXPECT_NE(bad.status().message().find("config.json"), std::string::npos);

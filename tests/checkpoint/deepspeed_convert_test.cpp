@@ -9,9 +9,9 @@
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/deepspeed/deepspeed_source.h"
-#include "checkpoint/float_convert.h"
 #include "checkpoint/safetensors/safetensors.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
+#include "tests/common/float16_reference.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -22,7 +22,7 @@ constexpr const char* kIntegerBuffer = "model.position_ids";  // int64 in every 
 
 // Converts two fixtures to `dtype` and compares every tensor with zero_to_fp32's (or, without
 // DeepSpeed, the generator's) values: floats rounded by `round`, the int64 buffer exactly.
-void expect_converted(DType dtype, uint16_t (*round)(float)) {
+void expect_converted(ElementType dtype, uint16_t (*round)(float)) {
   const auto& fx = deepspeed_fixtures();
   ASSERT_TRUE(fx.error.empty()) << fx.error;
   if (fx.dir.empty()) GTEST_SKIP() << fx.skip_reason;
@@ -52,7 +52,7 @@ void expect_converted(DType dtype, uint16_t (*round)(float)) {
       EXPECT_EQ(info->shape, t.shape) << t.name;
       const auto bytes = (*file)->data(*info);
       if (t.name == kIntegerBuffer) {
-        ASSERT_EQ(info->dtype, DType::kI64);
+        ASSERT_EQ(info->dtype, ElementType::kI64);
         ASSERT_EQ(bytes.size(), t.values.size() * sizeof(int64_t));
         for (size_t i = 0; i < t.values.size(); ++i) {
           int64_t v;
@@ -62,7 +62,7 @@ void expect_converted(DType dtype, uint16_t (*round)(float)) {
         continue;
       }
       ASSERT_EQ(info->dtype, dtype) << t.name;
-      if (dtype == DType::kF32) {
+      if (dtype == ElementType::kF32) {
         ASSERT_EQ(bytes.size(), t.values.size() * sizeof(float)) << t.name;
         EXPECT_EQ(0, std::memcmp(bytes.data(), t.values.data(), bytes.size())) << t.name;
         continue;
@@ -79,9 +79,9 @@ void expect_converted(DType dtype, uint16_t (*round)(float)) {
   }
 }
 
-TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) { expect_converted(DType::kF32, nullptr); }
+TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) { expect_converted(ElementType::kF32, nullptr); }
 
-TEST(DeepSpeedConvert, Bf16RoundsFloatsAndKeepsTheIntegerBuffer) { expect_converted(DType::kBF16, float_to_bf16); }
+TEST(DeepSpeedConvert, Bf16RoundsFloatsAndKeepsTheIntegerBuffer) { expect_converted(ElementType::kBF16, reference::float_to_bf16_bits); }
 
 }  // namespace
 }  // namespace tierzero::checkpoint

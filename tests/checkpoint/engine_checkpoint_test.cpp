@@ -152,7 +152,7 @@ TEST(EngineCheckpoint, ReadsLargeTensorsFromAllRanksConcurrently) {
   m.world_size = 4;
   FlatGroup g;
   g.params = {{"small", {3}}, {"big", {2048, 1100}}, {"tail", {5}}};
-  g.states = {{"fp32", DType::kF32}};
+  g.states = {{"fp32", ElementType::kF32}};
   m.groups.push_back(g);
   FixtureData data(m);
   ASSERT_TRUE(save_checkpoint(dir.path(), "t", m, data.ranks()).ok());

@@ -24,8 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
-#include "checkpoint/float_convert.h"
 #include "checkpoint/safetensors/safetensors.h"
+#include "tests/common/float16_reference.h"
 
 using namespace tierzero;
 using namespace tierzero::checkpoint;
@@ -60,7 +60,7 @@ CheckpointManifest llama_manifest(const Shape& s, int stage, uint32_t world, int
   g.params.push_back({"model.norm.weight", {s.hidden}});
   g.params.push_back({"lm_head.weight", {s.vocab, s.hidden}});
   const char* names[] = {"fp32", "exp_avg", "exp_avg_sq"};
-  for (int i = 0; i < states; ++i) g.states.push_back({names[i], DType::kF32});
+  for (int i = 0; i < states; ++i) g.states.push_back({names[i], ElementType::kF32});
   m.groups.push_back(g);
   m.model_config_json = fmt::format(
       R"({{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": {}, "hidden_size": {}, )"
@@ -134,16 +134,16 @@ int check_conversion(const std::string& dir, const std::string& out) {
     }
     const auto bytes = in->data(*info);
     const uint64_t seed = t["seed"];
-    const uint64_t item = dtype_bits(info->dtype) / 8;
+    const uint64_t item = element_bits(info->dtype) / 8;
     for (uint64_t j = 0; j < bytes.size() / item; ++j) {
       const float want = value(seed, j);
       bool same = false;
-      if (info->dtype == DType::kF32) {
+      if (info->dtype == ElementType::kF32) {
         same = std::memcmp(bytes.data() + 4 * j, &want, 4) == 0;
       } else {
         uint16_t got;
         std::memcpy(&got, bytes.data() + 2 * j, 2);
-        same = got == (info->dtype == DType::kBF16 ? float_to_bf16(want) : float_to_fp16(want));
+        same = got == (info->dtype == ElementType::kBF16 ? reference::float_to_bf16_bits(want) : reference::float_to_f16_bits(want));
       }
       if (!same) {
         std::fprintf(stderr, "check: %s[%llu] differs from the generator's value %g\n", name.c_str(),

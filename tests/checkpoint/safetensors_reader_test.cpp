@@ -65,7 +65,7 @@ TEST(SafetensorsReader, OpensAValidFileWithZeroCopyViews) {
   EXPECT_EQ((*file)->header().metadata.at("format"), "pt");
   const SafetensorsTensorInfo* b = (*file)->find("b");
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(b->dtype, DType::kBF16);
+  EXPECT_EQ(b->dtype, ElementType::kBF16);
   EXPECT_EQ(b->shape, (std::vector<int64_t>{4}));
   auto bytes = (*file)->data(*b);
   ASSERT_EQ(bytes.size(), 8u);

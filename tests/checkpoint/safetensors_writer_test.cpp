@@ -25,11 +25,11 @@ TEST(SafetensorsWriter, WritesWhatTheReaderReadsBack) {
   ScratchDir dir;
   auto engine = make_engine();
   // Odd sizes and small buffers, so appends straddle buffer boundaries and the tail is unaligned.
-  const std::vector<TensorToWrite> tensors = {{"w", DType::kF32, {1000, 3}},
-                                              {"h", DType::kBF16, {4097}},
-                                              {"m", DType::kBool, {3}},
-                                              {"e", DType::kF16, {0}},
-                                              {"ids", DType::kI64, {5}}};
+  const std::vector<TensorToWrite> tensors = {{"w", ElementType::kF32, {1000, 3}},
+                                              {"h", ElementType::kBF16, {4097}},
+                                              {"m", ElementType::kBool, {3}},
+                                              {"e", ElementType::kF16, {0}},
+                                              {"ids", ElementType::kI64, {5}}};
   std::mt19937 rng(5);
   std::vector<std::vector<std::byte>> payloads;
   for (const auto& t : tensors) {
@@ -68,7 +68,7 @@ TEST(SafetensorsWriter, WritesWhatTheReaderReadsBack) {
 TEST(SafetensorsWriter, RefusesMoreBytesThanDeclared) {
   ScratchDir dir;
   auto engine = make_engine();
-  auto writer = SafetensorsWriter::create(*engine, dir.file("y.safetensors"), {{"a", DType::kF32, {2}}}, {},
+  auto writer = SafetensorsWriter::create(*engine, dir.file("y.safetensors"), {{"a", ElementType::kF32, {2}}}, {},
                                           SafetensorsWriter::Options{});
   ASSERT_TRUE(writer.ok());
   std::vector<std::byte> twelve(12);
@@ -82,7 +82,7 @@ TEST(SafetensorsWriter, RefusesMoreBytesThanDeclared) {
 TEST(SafetensorsWriter, ReserveIsBoundedByTheDeclaredBytesAndTheBuffer) {
   ScratchDir dir;
   auto engine = make_engine();
-  auto writer = SafetensorsWriter::create(*engine, dir.file("z.safetensors"), {{"a", DType::kU8, {5000}}}, {},
+  auto writer = SafetensorsWriter::create(*engine, dir.file("z.safetensors"), {{"a", ElementType::kU8, {5000}}}, {},
                                           SafetensorsWriter::Options{4096, 2});
   ASSERT_TRUE(writer.ok());
   EXPECT_EQ((*writer)->reserve(5001).status().code(), ErrorCode::kInvalidArgument);
@@ -108,10 +108,10 @@ TEST(SafetensorsWriter, ReserveIsBoundedByTheDeclaredBytesAndTheBuffer) {
 }
 
 TEST(ShardPlan, SplitsLikeSavePretrained) {
-  const std::vector<TensorToWrite> tensors = {{"a", DType::kF32, {10}},   // 40 bytes
-                                              {"b", DType::kF32, {10}},   // 40
-                                              {"c", DType::kF32, {50}},   // 200: over the limit, alone
-                                              {"d", DType::kBF16, {10}}}; // 20
+  const std::vector<TensorToWrite> tensors = {{"a", ElementType::kF32, {10}},   // 40 bytes
+                                              {"b", ElementType::kF32, {10}},   // 40
+                                              {"c", ElementType::kF32, {50}},   // 200: over the limit, alone
+                                              {"d", ElementType::kBF16, {10}}}; // 20
   auto plan = plan_shards(tensors, 100);
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->shards.size(), 3u);

@@ -1,6 +1,6 @@
 // Independent references for the cpu_adam tests: a double-precision scalar Adam/AdamW with
-// torch.optim semantics, and scalar 16-bit float conversions (fp16 through the compiler's _Float16,
-// bf16 by choosing the nearer neighbour in double).
+// torch.optim semantics, and typed buffers through the scalar 16-bit conversions of
+// tests/common/float16_reference.h.
 #pragma once
 
 #include <cstdint>
@@ -8,17 +8,15 @@
 #include <vector>
 
 #include "cpu_adam/adam.h"
+#include "tests/common/float16_reference.h"
 
 namespace tierzero::cpu_adam::reference {
 
-// Exact value of fp16 bits.
-float f16_bits_to_float(uint16_t bits);
-// fp16 bits nearest to `f` (ties to even), inf on overflow, a NaN for NaN.
-uint16_t float_to_f16_bits(float f);
-// Exact value of bf16 bits.
-float bf16_bits_to_float(uint16_t bits);
-// bf16 bits nearest to `f` (ties to even), inf on overflow, a NaN for NaN.
-uint16_t float_to_bf16_bits(float f);
+using tierzero::reference::bf16_bits_to_float;
+using tierzero::reference::f16_bits_to_float;
+using tierzero::reference::float_to_bf16_bits;
+using tierzero::reference::float_to_f16_bits;
+
 // Rounds `f` to the nearest value of `type` and back (the identity for fp32).
 float round_to(ElementType type, float f);
 

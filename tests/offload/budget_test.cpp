@@ -61,7 +61,7 @@ TEST(Budgets, BadKnobsAreRefusedByName) {
 
 TEST(Budgets, LeastRecentlyUsedCopyIsEvictedWithoutATrace) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
   for (int i = 0; i < 4; ++i) touch(*tm, name(i));
   touch(*tm, "s0");  // s1 is now the least recently used
   touch(*tm, "s4");
@@ -75,7 +75,7 @@ TEST(Budgets, FarthestNextUseIsEvictedOnceATraceIsRecorded) {
   TierBudgets b = testing::small_budgets("", 1 << 20, 2 << 20, 0);
   b.prefetch_bytes = 0;  // eviction alone
   auto tm = make(b);
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
   tm->begin_trace();
   for (int i = 0; i < 6; ++i) touch(*tm, name(i));
   tm->end_trace();
@@ -87,7 +87,7 @@ TEST(Budgets, FarthestNextUseIsEvictedOnceATraceIsRecorded) {
 
 TEST(Budgets, HeldCopiesThatFillATierAreReportedWithNumbers) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(tm->fetch(name(i), Tier::kGpu).get().ok());
   Status s = tm->fetch("s4", Tier::kGpu).get().status();
   EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
@@ -100,15 +100,15 @@ TEST(Budgets, HeldCopiesThatFillATierAreReportedWithNumbers) {
 
 TEST(Budgets, HomeStorageBeyondTheBudgetIsRefused) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kGpu}).ok());
-  Status s = tm->register_shard({"s4", kShard, DType::kU8, Tier::kGpu});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kGpu}).ok());
+  Status s = tm->register_shard({"s4", kShard, ElementType::kU8, Tier::kGpu});
   EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
   EXPECT_NE(s.message().find("1.00 MiB of home copies"), std::string::npos) << s.message();
 }
 
 TEST(Prefetch, ExplicitPrefetchLoadsWithoutHolding) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
   ASSERT_TRUE(tm->prefetch({"s0", "s1", "s2"}, Tier::kGpu).get().ok());
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(gpu_valid(*tm, name(i)));
@@ -120,7 +120,7 @@ TEST(Prefetch, TraceReplayLoadsTheNextShardsAhead) {
   TierBudgets b = testing::small_budgets("", 1 << 20, 2 << 20, 0);
   b.prefetch_bytes = 2 * kShard;
   auto tm = make(b);
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, DType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
   tm->begin_trace();
   for (int i = 0; i < 8; ++i) touch(*tm, name(i));
   tm->end_trace();

@@ -30,7 +30,7 @@ TEST(Concurrency, ThreadsWritingOwnShardsAndReadingSharedOnesStayConsistent) {
   const Tier homes[] = {Tier::kNvme, Tier::kPinned, Tier::kGpu};
   for (int s = 0; s < 4; ++s) {
     const std::string id = "shared" + std::to_string(s);
-    ASSERT_TRUE(tm.register_shard({id, kBytes, DType::kU8, Tier::kNvme}).ok());
+    ASSERT_TRUE(tm.register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}).ok());
     Result<ShardView> v = tm.fetch(id, Tier::kPinned, Access::kWrite).get();
     ASSERT_TRUE(v.ok());
     const std::vector<uint8_t> data = pattern(1000 + s, kBytes);
@@ -40,7 +40,7 @@ TEST(Concurrency, ThreadsWritingOwnShardsAndReadingSharedOnesStayConsistent) {
   for (int t = 0; t < kThreads; ++t) {
     for (int k = 0; k < kOwnedPerThread; ++k) {
       const std::string id = "t" + std::to_string(t) + "/" + std::to_string(k);
-      ASSERT_TRUE(tm.register_shard({id, kBytes - 97 * t, DType::kU8, homes[k % 3]}).ok());
+      ASSERT_TRUE(tm.register_shard({id, kBytes - 97 * t, ElementType::kU8, homes[k % 3]}).ok());
     }
   }
   tm.begin_trace();

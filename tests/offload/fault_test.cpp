@@ -36,7 +36,7 @@ class DiskFaults : public ::testing::TestWithParam<Tier> {
     for (int i = 0; i < 8; ++i) {
       const std::string id = "filler" + std::to_string(i);
       if (!tm_->info(id).ok()) {
-        ASSERT_TRUE(tm_->register_shard({id, kBytes, DType::kU8, Tier::kNvme}).ok());
+        ASSERT_TRUE(tm_->register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}).ok());
       }
       Result<ShardView> v = tm_->fetch(id, tier).get();
       if (v.ok()) {
@@ -68,7 +68,7 @@ TEST_P(DiskFaults, FailedWritebackKeepsTheDataWholeUntilRepaired) {
   const Tier at = GetParam();
   for (int err : {EIO, ENOSPC}) {
     const std::string id = "x" + std::to_string(err);
-    ASSERT_TRUE(tm_->register_shard({id, kBytes, DType::kU8, Tier::kNvme}).ok());
+    ASSERT_TRUE(tm_->register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}).ok());
     Result<ShardView> v = tm_->fetch(id, at, Access::kWrite).get();
     ASSERT_TRUE(v.ok()) << v.status().to_string();
     const std::vector<uint8_t> data = pattern(err, kBytes);
@@ -115,8 +115,8 @@ TEST(FullDisk, NvmeBudgetExhaustedIsRefusedBeforeAnyDataMoves) {
   testing::TempDir dir;
   auto tm = TierManager::create(testing::small_budgets(dir.path(), 0, 2 << 20, 1 << 20));
   ASSERT_TRUE(tm.ok()) << tm.status().to_string();
-  ASSERT_TRUE((*tm)->register_shard({"a", 600 << 10, DType::kU8, Tier::kNvme}).ok());
-  Status s = (*tm)->register_shard({"b", 600 << 10, DType::kU8, Tier::kNvme});
+  ASSERT_TRUE((*tm)->register_shard({"a", 600 << 10, ElementType::kU8, Tier::kNvme}).ok());
+  Status s = (*tm)->register_shard({"b", 600 << 10, ElementType::kU8, Tier::kNvme});
   EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
   EXPECT_NE(s.message().find("raise nvme_bytes"), std::string::npos) << s.message();
 }
@@ -200,10 +200,10 @@ TEST(FullDisk, RealFullFileSystemIsReportedBeforeDataIsLost) {
   ASSERT_TRUE(created.ok()) << created.status().to_string();
   TierManager& tm = **created;
   constexpr uint64_t kShard = 256 << 10;
-  ASSERT_TRUE(tm.register_shard({"c", kShard, DType::kU8, Tier::kNvme}).ok());
+  ASSERT_TRUE(tm.register_shard({"c", kShard, ElementType::kU8, Tier::kNvme}).ok());
   const std::string junk = fill_disk(dir.path());
 
-  Status refused = tm.register_shard({"b", kShard, DType::kU8, Tier::kNvme});
+  Status refused = tm.register_shard({"b", kShard, ElementType::kU8, Tier::kNvme});
   EXPECT_EQ(refused.code(), ErrorCode::kOutOfSpace) << refused.to_string();
   EXPECT_NE(refused.message().find("NVMe disk full: a shard of 256.00 KiB"), std::string::npos) << refused.message();
 

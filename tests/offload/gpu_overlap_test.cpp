@@ -43,7 +43,7 @@ class GpuOverlap : public ::testing::Test {
   }
 
   void put(const std::string& id, Tier home, uint64_t seed) {
-    ASSERT_TRUE(tm_->register_shard({id, kBytes, DType::kBf16, home}).ok());
+    ASSERT_TRUE(tm_->register_shard({id, kBytes, ElementType::kBF16, home}).ok());
     Result<ShardView> v = tm_->fetch(id, Tier::kPinned, Access::kWrite).get();
     ASSERT_TRUE(v.ok()) << v.status().to_string();
     const std::vector<uint8_t> data = pattern(seed, kBytes);
@@ -97,7 +97,7 @@ TEST_F(GpuOverlap, WritebackWaitsForTheCallersDefaultStreamWrites) {
   constexpr uint64_t kSmall = 1 << 20;
   for (Tier home : {Tier::kPinned, Tier::kNvme}) {
     const std::string id = std::string("d-") + tier_name(home);
-    ASSERT_TRUE(tm_->register_shard({id, kSmall, DType::kU8, home}).ok());
+    ASSERT_TRUE(tm_->register_shard({id, kSmall, ElementType::kU8, home}).ok());
     Result<ShardView> v = tm_->fetch(id, Tier::kGpu, Access::kWrite).get();
     ASSERT_TRUE(v.ok()) << v.status().to_string();
     ASSERT_EQ(testing::launch_spin(cudaStreamLegacy, 300), cudaSuccess);

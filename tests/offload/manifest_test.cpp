@@ -39,7 +39,7 @@ TEST(Manifest, CapturesAndReattachesStripedShards) {
     ASSERT_TRUE(tm.ok()) << tm.status().to_string();
     for (int i = 0; i < 3; ++i) {
       const std::string id = "opt/" + std::to_string(i);
-      ASSERT_TRUE((*tm)->register_shard({id, sizes[i], DType::kF32, Tier::kNvme}).ok());
+      ASSERT_TRUE((*tm)->register_shard({id, sizes[i], ElementType::kF32, Tier::kNvme}).ok());
       for (int version = 1; version <= i + 1; ++version) {
         Result<ShardView> v = (*tm)->fetch(id, Tier::kGpu, Access::kWrite).get();
         ASSERT_TRUE(v.ok());
@@ -48,14 +48,14 @@ TEST(Manifest, CapturesAndReattachesStripedShards) {
         ASSERT_TRUE((*tm)->release(id).get().ok());
       }
     }
-    ASSERT_TRUE((*tm)->register_shard({"never-written", 4096, DType::kF32, Tier::kNvme}).ok());
+    ASSERT_TRUE((*tm)->register_shard({"never-written", 4096, ElementType::kF32, Tier::kNvme}).ok());
     manifest = (*tm)->nvme_manifest();
   }
   ASSERT_EQ(manifest.size(), 3u);  // never-written shards are zeros and not listed
   for (const NvmeShardRecord& r : manifest) {
     const int i = r.spec.id.back() - '0';
     EXPECT_EQ(r.version, static_cast<uint64_t>(i + 1));
-    EXPECT_EQ(r.spec.dtype, DType::kF32);
+    EXPECT_EQ(r.spec.dtype, ElementType::kF32);
     EXPECT_EQ(r.parts.size(), r.spec.bytes > r.stripe_bytes ? 2u : 1u);
     EXPECT_NE(r.parts[0].file.find("tierzero-swap-r0-s0.bin"), std::string::npos);
     EXPECT_TRUE(std::filesystem::exists(r.parts[0].file));
@@ -73,7 +73,7 @@ TEST(Manifest, CapturesAndReattachesStripedShards) {
     ASSERT_TRUE((*tm)->release(r.spec.id).get().ok());
   }
   // The extents are taken: new shards land elsewhere and a second attach is refused.
-  ASSERT_TRUE((*tm)->register_shard({"new", 200000, DType::kU8, Tier::kNvme}).ok());
+  ASSERT_TRUE((*tm)->register_shard({"new", 200000, ElementType::kU8, Tier::kNvme}).ok());
   EXPECT_EQ((*tm)->attach_nvme(manifest).code(), ErrorCode::kInvalidArgument);
 }
 
@@ -81,7 +81,7 @@ TEST(Manifest, RecordsThatDoNotMatchTheSwapFilesAreRefused) {
   testing::TempDir a, b;
   auto tm = TierManager::create(budgets(a, b));
   ASSERT_TRUE(tm.ok());
-  NvmeShardRecord r{{"w", 100000, DType::kF32, Tier::kNvme}, 1, 16 << 10, {}};
+  NvmeShardRecord r{{"w", 100000, ElementType::kF32, Tier::kNvme}, 1, 16 << 10, {}};
   EXPECT_EQ((*tm)->attach_nvme({r}).code(), ErrorCode::kInvalidArgument);  // no parts
   r.parts = {{a.path() + "/tierzero-swap-r0-s0.bin", 0, 4 * 16384}, {"/elsewhere/file.bin", 0, 3 * 16384}};
   Status s = (*tm)->attach_nvme({r});

@@ -34,7 +34,7 @@ class PropertyWalk {
   PropertyWalk(TierManager& tm, uint64_t seed) : tm_(tm), rng_(seed), seed_(seed) {}
 
   void add(const std::string& id, uint64_t bytes, Tier home) {
-    ASSERT_TRUE(tm_.register_shard({id, bytes, DType::kU8, home}).ok());
+    ASSERT_TRUE(tm_.register_shard({id, bytes, ElementType::kU8, home}).ok());
     ids_.push_back(id);
     model_[id].committed.assign(bytes, 0);
   }

@@ -51,7 +51,7 @@ TEST_F(Residency, BudgetStatementNamesEveryTier) {
 TEST_F(Residency, NewShardsReadAsZerosFromEveryHome) {
   for (Tier home : kTiers) {
     const std::string id = std::string("zero/") + tier_name(home);
-    ASSERT_TRUE(tm_->register_shard({id, 70001, DType::kU8, home}).ok());
+    ASSERT_TRUE(tm_->register_shard({id, 70001, ElementType::kU8, home}).ok());
     EXPECT_EQ(contents(id), std::vector<uint8_t>(70001, 0)) << id;
   }
 }
@@ -62,7 +62,7 @@ TEST_F(Residency, WritebackReachesHomeFromEveryTierAndBumpsTheVersion) {
     for (Tier at : {Tier::kGpu, Tier::kPinned}) {
       const std::string id = std::string("w/") + tier_name(home) + "/" + tier_name(at);
       const uint64_t bytes = 100000 + 4097 * n;
-      ASSERT_TRUE(tm_->register_shard({id, bytes, DType::kBf16, home}).ok());
+      ASSERT_TRUE(tm_->register_shard({id, bytes, ElementType::kBF16, home}).ok());
       ShardView v = fetch_ok(id, at, Access::kWrite);
       const std::vector<uint8_t> data = pattern(++n, bytes);
       write_view(v, 0, data.data(), bytes);
@@ -80,7 +80,7 @@ TEST_F(Residency, WritebackReachesHomeFromEveryTierAndBumpsTheVersion) {
 }
 
 TEST_F(Residency, ReleaseWritesBackAWriteHoldThatWasNotWrittenBack) {
-  ASSERT_TRUE(tm_->register_shard({"r", 50000, DType::kF32, Tier::kNvme}).ok());
+  ASSERT_TRUE(tm_->register_shard({"r", 50000, ElementType::kF32, Tier::kNvme}).ok());
   ShardView v = fetch_ok("r", Tier::kGpu, Access::kWrite);
   const std::vector<uint8_t> data = pattern(3, 50000);
   write_view(v, 0, data.data(), data.size());
@@ -93,7 +93,7 @@ TEST_F(Residency, ReleaseWritesBackAWriteHoldThatWasNotWrittenBack) {
 }
 
 TEST_F(Residency, AWriteHoldInvalidatesOtherCachedCopies) {
-  ASSERT_TRUE(tm_->register_shard({"c", 40000, DType::kU8, Tier::kNvme}).ok());
+  ASSERT_TRUE(tm_->register_shard({"c", 40000, ElementType::kU8, Tier::kNvme}).ok());
   fetch_ok("c", Tier::kGpu);
   ASSERT_TRUE(tm_->release("c").get().ok());
   EXPECT_TRUE(tm_->info("c")->valid[static_cast<int>(Tier::kGpu)]);
@@ -108,7 +108,7 @@ TEST_F(Residency, AWriteHoldInvalidatesOtherCachedCopies) {
 }
 
 TEST_F(Residency, HoldRulesAreEnforced) {
-  ASSERT_TRUE(tm_->register_shard({"h", 30000, DType::kU8, Tier::kPinned}).ok());
+  ASSERT_TRUE(tm_->register_shard({"h", 30000, ElementType::kU8, Tier::kPinned}).ok());
   fetch_ok("h", Tier::kGpu);
   fetch_ok("h", Tier::kGpu);  // read holds stack
   EXPECT_EQ(tm_->info("h")->holds, 2u);
@@ -124,14 +124,14 @@ TEST_F(Residency, HoldRulesAreEnforced) {
   EXPECT_TRUE(tm_->unregister_shard("h").ok());
   EXPECT_EQ(tm_->info("h").status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(tm_->fetch("h", Tier::kGpu).get().status().code(), ErrorCode::kNotFound);
-  EXPECT_EQ(tm_->register_shard({"z", 0, DType::kU8, Tier::kPinned}).code(), ErrorCode::kInvalidArgument);
-  ASSERT_TRUE(tm_->register_shard({"d", 10, DType::kU8, Tier::kPinned}).ok());
-  EXPECT_EQ(tm_->register_shard({"d", 10, DType::kU8, Tier::kPinned}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(tm_->register_shard({"z", 0, ElementType::kU8, Tier::kPinned}).code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(tm_->register_shard({"d", 10, ElementType::kU8, Tier::kPinned}).ok());
+  EXPECT_EQ(tm_->register_shard({"d", 10, ElementType::kU8, Tier::kPinned}).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST_F(Residency, UnregisterFreesEveryCopy) {
   const TierUsage before = tm_->usage(Tier::kNvme);
-  ASSERT_TRUE(tm_->register_shard({"u", 300000, DType::kU8, Tier::kNvme}).ok());
+  ASSERT_TRUE(tm_->register_shard({"u", 300000, ElementType::kU8, Tier::kNvme}).ok());
   fetch_ok("u", Tier::kGpu);
   ASSERT_TRUE(tm_->release("u").get().ok());
   EXPECT_GT(tm_->usage(Tier::kGpu).used_bytes, 0u);
@@ -141,7 +141,7 @@ TEST_F(Residency, UnregisterFreesEveryCopy) {
 }
 
 TEST_F(Residency, EvictDropsCachedCopiesOnly) {
-  ASSERT_TRUE(tm_->register_shard({"e", 60000, DType::kU8, Tier::kNvme}).ok());
+  ASSERT_TRUE(tm_->register_shard({"e", 60000, ElementType::kU8, Tier::kNvme}).ok());
   fetch_ok("e", Tier::kGpu);
   EXPECT_EQ(tm_->evict("e", Tier::kGpu).get().code(), ErrorCode::kInvalidArgument);  // held
   ASSERT_TRUE(tm_->release("e").get().ok());
@@ -156,11 +156,11 @@ TEST(ResidencyWithoutGpuTier, FetchToATierWithoutBudgetIsRefused) {
   testing::TempDir dir;
   auto m = TierManager::create(testing::small_budgets(dir.path(), 0, 1 << 20, 0));
   ASSERT_TRUE(m.ok()) << m.status().to_string();
-  ASSERT_TRUE((*m)->register_shard({"p", 1000, DType::kU8, Tier::kPinned}).ok());
+  ASSERT_TRUE((*m)->register_shard({"p", 1000, ElementType::kU8, Tier::kPinned}).ok());
   Status s = (*m)->fetch("p", Tier::kGpu).get().status();
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("gpu_bytes"), std::string::npos) << s.message();
-  EXPECT_EQ((*m)->register_shard({"n", 1000, DType::kU8, Tier::kNvme}).code(), ErrorCode::kOutOfSpace);
+  EXPECT_EQ((*m)->register_shard({"n", 1000, ElementType::kU8, Tier::kNvme}).code(), ErrorCode::kOutOfSpace);
 }
 
 }  // namespace

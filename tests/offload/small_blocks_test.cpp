@@ -32,7 +32,7 @@ TEST(SmallShards, MixStaysWithinFivePercentAndRoundTripsThroughNvme) {
   }
   uint64_t asked = 0;
   for (const auto& [id, bytes] : shards) {
-    ASSERT_TRUE(tm.register_shard({id, bytes, DType::kU8, Tier::kNvme}).ok()) << id;
+    ASSERT_TRUE(tm.register_shard({id, bytes, ElementType::kU8, Tier::kNvme}).ok()) << id;
     Result<ShardView> v = tm.fetch(id, Tier::kPinned, Access::kWrite).get();
     ASSERT_TRUE(v.ok()) << v.status().to_string();
     const std::vector<uint8_t> data = pattern(bytes, bytes);

@@ -13,6 +13,6 @@ namespace tierzero::checkpoint {
 // `stored` is what the tensor holds: F32 (fp32 values; `out_dtype` F32, BF16 or F16, rounded to
 // nearest even) or an integer dtype (its bytes; `out_dtype` must be the same). Other combinations
 // are kInvalidArgument.
-Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, DType stored, DType out_dtype);
+Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, ElementType stored, ElementType out_dtype);
 
 }  // namespace tierzero::checkpoint
