@@ -40,9 +40,9 @@ bool natural_less(std::string_view a, std::string_view b) {
   return a.size() - i < b.size() - j;
 }
 
-Result<std::string> read_latest_tag(const std::string& dir) {
+Result<std::string> read_latest_tag(const std::string& dir, const std::string& file) {
   constexpr std::streamsize kMaxTag = 4096;
-  const std::string path = dir + "/latest";
+  const std::string path = dir + "/" + file;
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path + " does not exist: pass the checkpoint tag explicitly or point at the folder above it");
   std::string text(kMaxTag + 1, '\0');

@@ -1,4 +1,5 @@
-// DeepSpeed ZeRO-1/2/3 checkpoints as a ConsolidationSource, read without Python or torch.
+// DeepSpeed ZeRO-1/2/3 checkpoints, and the universal checkpoints ds_to_universal.py makes of them,
+// as ConsolidationSources, read without Python or torch.
 //
 // DIR/latest names the tag; DIR/TAG/ holds the torch.save files (`*_model_states.pt`,
 // `[bf16_]zero_pp_rank_R_mp_rank_00_optim_states.pt`). Opening parses only the pickles; each
@@ -28,5 +29,19 @@ bool is_deepspeed_checkpoint(const std::string& dir);
 // from DIR (as Hugging Face's Trainer lays checkpoints out) or else DIR/TAG.
 Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std::string& dir,
                                                                        const std::string& tag);
+
+// True when DIR is a DeepSpeed universal checkpoint (ds_to_universal.py's output): DIR/latest_universal
+// names a folder DIR/TAG holding zero/, or DIR itself holds zero/. Cheap; never fails.
+bool is_deepspeed_universal_checkpoint(const std::string& dir);
+
+// Opens the universal checkpoint DIR/TAG (`tag` empty: the tag in DIR/latest_universal, or DIR
+// itself when it holds zero/): one tensor per zero/NAME/fp32.pt (its 'param', or its root tensor), in
+// zero_to_fp32's order as the copied *_model_states.pt lists it (other folders after, natural-sorted),
+// ties from its shared_params. One fp32.pt is open at a time. Returns kNotFound for a missing
+// folder or tag, kCorrupt naming the file (and byte, from the zip and pickle readers) for a
+// malformed fp32.pt, a missing 'param', or a shape other than the model states file gives.
+// config.json is taken from DIR, DIR/TAG or DIR's parent.
+Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_universal_checkpoint(const std::string& dir,
+                                                                                 const std::string& tag);
 
 }  // namespace tierzero::checkpoint

@@ -14,9 +14,10 @@ namespace tierzero::checkpoint {
 // numbers ("rank_2" < "rank_10"), everything else byte by byte.
 bool natural_less(std::string_view a, std::string_view b);
 
-// The tag in DIR/latest, whitespace-trimmed. kNotFound when the file is missing, kCorrupt when it
-// is empty, over 4 KiB, or names a path outside DIR ('/' or '..').
-Result<std::string> read_latest_tag(const std::string& dir);
+// The tag in DIR/FILE (DeepSpeed's `latest`, or `latest_universal` beside a universal checkpoint),
+// whitespace-trimmed. kNotFound when the file is missing, kCorrupt when it is empty, over 4 KiB, or
+// names a path outside DIR ('/' or '..').
+Result<std::string> read_latest_tag(const std::string& dir, const std::string& file = "latest");
 
 // Paths of the regular files in `dir` whose names end with `suffix` (glob "*SUFFIX": names
 // starting with '.' excluded), natural-sorted. kNotFound naming `dir` and the pattern when none.
