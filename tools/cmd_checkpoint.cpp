@@ -1,9 +1,11 @@
-// `tierzero checkpoint verify|inspect DIR`: check a tierzero checkpoint's files, or describe it.
+// `tierzero checkpoint verify|inspect DIR`: check a tierzero checkpoint's files, or describe it;
+// `tierzero checkpoint reshard SRC OUT --world-size N`: rewrite it for another world size.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "checkpoint/reshard/reshard.h"
 #include "common/units.h"
 #include "tools/commands.h"
 
@@ -73,6 +75,21 @@ void run_inspect(const CheckpointFlags& flags) {
   for (const auto& [alias, source] : m.aliases) std::printf("alias        %s -> %s\n", alias.c_str(), source.c_str());
 }
 
+struct ReshardFlags {
+  std::string source;
+  std::string out;
+  checkpoint::ReshardOptions options;
+};
+
+void run_reshard(const ReshardFlags& flags) {
+  const checkpoint::ReshardReport report =
+      value_or_throw(checkpoint::reshard_engine_checkpoint(flags.source, flags.out, flags.options));
+  std::printf("resharded %s (tag %s) from %u to %u ranks into %s: %s of partitions in %.2f s; verify with "
+              "`tierzero checkpoint verify %s`\n",
+              flags.source.c_str(), report.tag.c_str(), report.from_world_size, report.to_world_size,
+              flags.out.c_str(), format_bytes(report.state_bytes).c_str(), report.seconds, flags.out.c_str());
+}
+
 void add_dir_options(CLI::App* cmd, const std::shared_ptr<CheckpointFlags>& flags) {
   cmd->add_option("DIR", flags->dir, "Checkpoint directory (the one holding `latest`)")->required();
   cmd->add_option("--tag", flags->tag, "Tag to read (default: the one in DIR/latest)");
@@ -81,7 +98,8 @@ void add_dir_options(CLI::App* cmd, const std::shared_ptr<CheckpointFlags>& flag
 }  // namespace
 
 void add_checkpoint_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("checkpoint", "Check or describe a tierzero checkpoint: verify, inspect");
+  CLI::App* cmd =
+      app.add_subcommand("checkpoint", "Check, describe or reshard a tierzero checkpoint: verify, inspect, reshard");
   cmd->require_subcommand(1);
   auto verify_flags = std::make_shared<CheckpointFlags>();
   CLI::App* verify = cmd->add_subcommand("verify", "Check every rank file's size and XXH3 checksum; name a bad file");
@@ -91,6 +109,18 @@ void add_checkpoint_command(CLI::App& app) {
   CLI::App* inspect = cmd->add_subcommand("inspect", "Print stage, world size, step, tensors and bytes");
   add_dir_options(inspect, inspect_flags);
   inspect->callback([inspect_flags] { run_inspect(*inspect_flags); });
+  auto reshard_flags = std::make_shared<ReshardFlags>();
+  CLI::App* reshard = cmd->add_subcommand(
+      "reshard", "Rewrite a checkpoint for another world size (checksummed; OUT/latest set only when complete)");
+  reshard->add_option("SRC", reshard_flags->source, "Checkpoint directory (the one holding `latest`)")->required();
+  reshard->add_option("OUT", reshard_flags->out, "Directory for the resharded checkpoint (same tag)")->required();
+  reshard->add_option("--world-size", reshard_flags->options.world_size, "The new data-parallel world size")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  reshard->add_option("--tag", reshard_flags->options.tag, "Tag to reshard (default: the one in SRC/latest)");
+  reshard->add_option("--compression-level", reshard_flags->options.compression_level,
+                      "0: raw sections (default); 1..22: zstd");
+  reshard->callback([reshard_flags] { run_reshard(*reshard_flags); });
 }
 
 }  // namespace tierzero::tools
