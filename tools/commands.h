@@ -30,6 +30,8 @@ void add_data_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 // `tierzero doctor`: what this machine offers and what tierzero will use, OK / WARN / FAIL.
 void add_doctor_command(CLI::App& app);
+// `tierzero estimate --model-config C --config CFG`: bytes per tier and step time of a run (engine/plan).
+void add_estimate_command(CLI::App& app);
 // `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
 void add_train_command(CLI::App& app);
 

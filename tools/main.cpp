@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   tierzero::tools::add_report_command(app);
   tierzero::tools::add_doctor_command(app);
   tierzero::tools::add_data_command(app);
+#ifdef TIERZERO_HAVE_ESTIMATE
+  tierzero::tools::add_estimate_command(app);
+#endif
 #ifdef TIERZERO_TORCH_COMMANDS_ELSEWHERE
   tierzero::tools::add_torch_command_stubs(app, *bench);
 #else

@@ -1,0 +1,24 @@
+// Private: the model's parameters as the engine lays them out (engine/model: unit 0 the embedding,
+// units 1..L the decoder layers, unit L+1 the final norm and LM head), as element counts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/plan/plan.h"
+
+namespace tierzero::engine::plan {
+
+// Element count of every distinct parameter, in first-use order (a tied LM head not repeated).
+std::vector<int64_t> distinct_param_numels(const ModelDims& model);
+// Elements of each unit's parameters (a tied LM head counted in the last unit too).
+std::vector<int64_t> unit_numels(const ModelDims& model);
+// Weights of one decoder layer used in a matmul (q, k, v, o, gate, up, down).
+int64_t layer_matmul_params(const ModelDims& model);
+// Training FLOPs of one token with every layer recomputed in backward: 8 x the matmul weights
+// (forward 2, backward 4, recomputation 2; the LM head counted, the embedding lookup not) plus
+// attention's 16 x layers x heads x head_dim x seq_len (12 for forward + backward, as PaLM counts,
+// and 4 more for the recomputation).
+double flops_per_token(const ModelDims& model, int64_t seq_len);
+
+}  // namespace tierzero::engine::plan

@@ -1,0 +1,61 @@
+// Private: the steps of plan_training — the run's sizes, the memory items, the checks, the time
+// terms (plan_training without the advice), and the advice that re-plans changed configs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/plan/plan.h"
+
+namespace tierzero::engine::plan {
+
+// Sizes every part of the plan reads, per rank. Elements unless named bytes.
+struct RunShape {
+  int world = 1;
+  int compute_bytes = 2;  // e: the compute dtype (bf16/fp16 2, fp32 4)
+  int grad_bytes = 4;     // g: tierzero.grad_accum_dtype
+  int state_bytes = 12;   // fp32 master + m + v; 8 with bf16 m, v
+  int64_t parameters = 0;
+  int64_t padded = 0;     // the flat layout's elements (stages 0-2)
+  int64_t partition = 0;  // this rank's partition: the optimizer's and the gradients' elements
+  int64_t largest_param = 0;
+  int64_t largest_unit = 0;        // a unit's parameters (the LM head unit holds a tied embedding)
+  int64_t persistent = 0;          // stage 3: parameters of <= the persistence threshold, whole
+  int64_t nonpersistent = 0;       // stage 3: the rest
+  int64_t largest_shard = 0;
+  int64_t slots = 0;               // distinct parameters
+  int64_t landing = 0;             // offloaded: a staging slot's elements (the largest bucket landed)
+  int64_t kept_gathered = 0;       // stage 3: parameters kept whole between forward and backward
+  int64_t micro = 0, seq = 0, accum = 0;
+  bool optimizer_cpu = false, optimizer_nvme = false, params_cpu = false, params_nvme = false;
+  bool optimizer_offloaded() const { return optimizer_cpu || optimizer_nvme; }
+  bool params_offloaded() const { return params_cpu || params_nvme; }
+};
+
+// The sizes of `config` on `model`. kInvalidArgument for a micro-batch, sequence or world of 0.
+Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const PlanOptions& options);
+
+// Every memory item of one rank (items of 0 bytes left out).
+std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, const RunShape& shape);
+
+// The peak of `tiers` over `items`: resident bytes plus the largest phase.
+uint64_t peak_bytes(const std::vector<MemoryItem>& items, const std::vector<Tier>& tiers);
+
+// Each resource's busy time for one optimizer step of one rank.
+std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& shape, const Machine& machine);
+
+// plan_training without the problems: sizes, items, checks against `machine` and `config`'s
+// limits, time terms, notes.
+Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                          const PlanOptions& options);
+
+// One line per check of `plan` that is over: what, by how much, the largest items, and each key
+// that would help, with the figure a re-plan of the changed config gives.
+std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                                         const PlanOptions& options, const Plan& plan);
+
+// "1.35e9"-style counts and "12.00 GiB (12884901888 B)"-free short byte text for formulas.
+std::string count_text(double count);
+
+}  // namespace tierzero::engine::plan

@@ -1,0 +1,169 @@
+// One rank's memory, item by item, as engine/zero and engine/model hold it (plan.h lists the rules).
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/plan/internal/model_params.h"
+#include "engine/plan/internal/plan_core.h"
+
+namespace tierzero::engine::plan {
+namespace {
+
+constexpr uint64_t kCudaContextBytes = 500'000'000;  // CUDA context and kernels, outside the allocator
+constexpr uint64_t kHostRuntimeBytes = 2ull << 30;   // LibTorch, CUDA's host side, the process itself
+constexpr int kStagingSlots = 2;                     // ZeroEngineOptions::grad_staging_buffers
+constexpr int kLiveReduceBuckets = 3;                // the open bucket and two launched ones
+
+uint64_t u(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(v); }
+
+class Items {
+ public:
+  void add(Tier tier, std::string what, Phase phase, double bytes, std::string formula) {
+    if (bytes >= 1) items_.push_back({tier, std::move(what), phase, u(bytes), std::move(formula)});
+  }
+  // `count` elements of `bytes_each` bytes: formula "B B x N".
+  void elements(Tier tier, std::string what, Phase phase, int bytes_each, double count, std::string why = "") {
+    add(tier, std::move(what), phase, static_cast<double>(bytes_each) * count,
+        std::to_string(bytes_each) + " B x " + count_text(count) + (why.empty() ? "" : " " + why));
+  }
+  std::vector<MemoryItem> take() { return std::move(items_); }
+
+ private:
+  std::vector<MemoryItem> items_;
+};
+
+// Bytes a decoder layer's recomputation holds per token while its backward runs: the saved
+// intermediates (two RMSNorms' fp32 input and 16-bit output; q, k before and after RoPE and its
+// rotated half; v; attention's output and its reshaped copy; the residual; gate, silu, up and their
+// product; the output) and the gradients in flight (the output's, the MLP's widest pair, the
+// norms' fp32 ones).
+double layer_bytes_per_token(const ModelDims& m, int e) {
+  const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
+  const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
+  const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
+  const double saved = 2 * (4 + e) * h + e * (5 * q + 4 * kv) + 4 * e * i + 2 * e * h;
+  const double in_flight = e * (h + 2 * i) + 8 * h;
+  return saved + in_flight;
+}
+
+void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
+  const int e = s.compute_bytes;
+  if (zero.stage < 3) {
+    out.elements(Tier::kGpu, "parameters (compute copy, whole model)", Phase::kResident, e, s.padded);
+    return;
+  }
+  const Tier shard_tier = s.params_offloaded() ? (zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable)
+                                               : Tier::kGpu;
+  if (s.params_nvme) {
+    out.elements(Tier::kNvme, "parameter shard", Phase::kResident, e, s.partition);
+    const double cached = std::min<double>(zero.offload_param.max_in_cpu, s.partition);
+    out.elements(shard_tier, "parameters cached in memory", Phase::kResident, e, cached, "(offload_param.max_in_cpu)");
+    out.elements(Tier::kPinned, "parameter swap buffers", Phase::kResident, e,
+                 static_cast<double>(zero.offload_param.buffer_count) * zero.offload_param.buffer_size,
+                 "(offload_param.buffer_count x buffer_size)");
+  } else {
+    out.elements(shard_tier, "parameter shard", Phase::kResident, e, s.partition);
+  }
+  out.elements(Tier::kGpu, "persistent small parameters, whole", Phase::kResident, e, s.persistent,
+               "(<= stage3_param_persistence_threshold)");
+  const double in_use = std::min<double>(s.nonpersistent, s.largest_unit + zero.prefetch_bucket_size);
+  const double live = std::max<double>(
+      std::min<double>({static_cast<double>(s.nonpersistent), static_cast<double>(zero.max_live_parameters),
+                        static_cast<double>(s.kept_gathered) + in_use}),
+      std::min<double>(s.largest_unit, s.nonpersistent));
+  out.elements(Tier::kGpu, "gathered parameters", Phase::kBackward, e, live,
+               "(min(stage3_max_live_parameters, kept for reuse + unit + prefetch))");
+  out.elements(Tier::kGpu, "all-gather buffers", Phase::kBackward, e, in_use * (1.0 + 1.0 / s.world),
+               "(unit + stage3_prefetch_bucket_size, x (1 + 1/W))");
+}
+
+void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
+  if (s.optimizer_offloaded()) {
+    out.elements(Tier::kPinned, "gradient partition (fp32 accumulation)", Phase::kResident, 4, s.partition);
+    out.elements(Tier::kPinned, "gradient staging slots", Phase::kResident, s.grad_bytes,
+                 static_cast<double>(kStagingSlots) * s.landing, "(2 slots of the largest bucket landed)");
+  } else {
+    out.elements(Tier::kGpu, "gradient partition", Phase::kResident, s.grad_bytes, s.partition);
+  }
+  const double bucket = std::max<double>(static_cast<double>(zero.reduce_bucket_size), s.largest_param);
+  out.elements(Tier::kGpu, "reduce buckets", Phase::kBackward, s.grad_bytes,
+               std::min<double>(kLiveReduceBuckets * bucket, s.parameters), "(3 x reduce_bucket_size)");
+  out.elements(Tier::kGpu, "one unit's parameter gradients", Phase::kBackward, s.compute_bytes, s.largest_unit);
+}
+
+void optimizer(Items& out, const RunShape& s, const ZeroConfig& zero) {
+  const std::string state = s.state_bytes == 12 ? "optimizer state (fp32 master, m, v)" : "optimizer state (fp32 master, bf16 m, v)";
+  if (!s.optimizer_offloaded()) {
+    out.elements(Tier::kGpu, state, Phase::kResident, 12, s.partition);
+    out.elements(Tier::kGpu, "optimizer step temporaries (fp32 gradient)", Phase::kStep, 4, s.partition);
+    return;
+  }
+  if (s.optimizer_nvme) {
+    out.elements(Tier::kNvme, state, Phase::kResident, s.state_bytes, s.partition);
+    const double sub_group = std::min<double>(zero.sub_group_size, s.partition);
+    out.elements(Tier::kPinned, "optimizer swap buffers", Phase::kResident, 4,
+                 static_cast<double>(zero.offload_optimizer.buffer_count) * sub_group,
+                 "(offload_optimizer.buffer_count x sub_group_size)");
+  } else {
+    out.elements(Tier::kPinned, state, Phase::kResident, s.state_bytes, s.partition);
+  }
+  if (s.compute_bytes == 2 && !s.params_offloaded())
+    out.elements(Tier::kPinned, "16-bit weights bound for the GPU", Phase::kResident, 2, s.partition);
+}
+
+void activations(Items& out, const ModelDims& m, const RunShape& s) {
+  const double tokens = static_cast<double>(s.micro) * s.seq;
+  const int e = s.compute_bytes;
+  out.add(Tier::kGpu, "activations: unit inputs kept", Phase::kBackward,
+          tokens * (static_cast<double>(m.num_hidden_layers + 1) * m.hidden_size * e + 8),
+          std::to_string(m.num_hidden_layers + 1) + " x [" + std::to_string(s.micro) + " x " + std::to_string(s.seq) +
+              " x " + std::to_string(m.hidden_size) + "] x " + std::to_string(e) + " B + token ids");
+  const double layer = tokens * layer_bytes_per_token(m, e);
+  const double logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * e);
+  char formula[200];
+  std::snprintf(formula, sizeof formula, "max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
+                count_text(layer_bytes_per_token(m, e)).c_str(), static_cast<long long>(s.micro * s.seq),
+                static_cast<long long>(m.vocab_size), count_text(tokens).c_str());
+  out.add(Tier::kGpu, logits >= layer ? "activations: LM head recomputed (logits, loss)" : "activations: one layer recomputed",
+          Phase::kBackward, std::max(layer, logits), formula);
+}
+
+void buffers(Items& out, const DsConfig& config, const RunShape& s) {
+  out.add(Tier::kGpu, "CUDA context (not in the allocator's peak)", Phase::kResident, kCudaContextBytes, "~500 MB");
+  out.add(Tier::kPageable, "process runtime (LibTorch, CUDA host side)", Phase::kResident, kHostRuntimeBytes, "~2 GiB");
+  const double copy = config.zero.stage < 3 ? s.padded : s.partition;
+  out.add(Tier::kPageable, "fp32 weights loaded at start-up", Phase::kStartup, 4.0 * (s.parameters + copy),
+          "4 B x (" + count_text(s.parameters) + " whole + " + count_text(copy) + " partition copy)");
+}
+
+}  // namespace
+
+std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, const RunShape& shape) {
+  Items out;
+  parameters(out, shape, config.zero);
+  gradients(out, shape, config.zero);
+  optimizer(out, shape, config.zero);
+  activations(out, model, shape);
+  buffers(out, config, shape);
+  return out.take();
+}
+
+uint64_t peak_bytes(const std::vector<MemoryItem>& items, const std::vector<Tier>& tiers) {
+  uint64_t resident = 0, phases[4] = {0, 0, 0, 0};
+  for (const MemoryItem& item : items) {
+    if (std::find(tiers.begin(), tiers.end(), item.tier) == tiers.end()) continue;
+    (item.phase == Phase::kResident ? resident : phases[static_cast<int>(item.phase)]) += item.bytes;
+  }
+  return resident + *std::max_element(std::begin(phases), std::end(phases));
+}
+
+std::string count_text(double count) {
+  char text[32];
+  if (count < 1e4) {
+    std::snprintf(text, sizeof text, "%.0f", count);
+  } else {
+    std::snprintf(text, sizeof text, "%.4g", count);
+  }
+  return text;
+}
+
+}  // namespace tierzero::engine::plan

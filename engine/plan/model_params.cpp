@@ -1,0 +1,71 @@
+#include "engine/plan/internal/model_params.h"
+
+#include <numeric>
+
+namespace tierzero::engine::plan {
+namespace {
+
+// One decoder layer's parameters in unit_params order: input norm, q, k, v, o (each weight then
+// bias where present), post-attention norm, gate, up, down.
+std::vector<int64_t> layer_params(const ModelDims& m) {
+  const int64_t h = m.hidden_size, q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
+  const int64_t i = m.intermediate_size;
+  std::vector<int64_t> p = {h, q * h};
+  if (m.qkv_bias) p.push_back(q);
+  p.push_back(kv * h);
+  if (m.qkv_bias) p.push_back(kv);
+  p.push_back(kv * h);
+  if (m.qkv_bias) p.push_back(kv);
+  p.push_back(h * q);
+  if (m.o_proj_bias) p.push_back(h);
+  p.push_back(h);
+  for (int64_t out : {i, i, h}) {
+    p.push_back(out * (out == h ? i : h));
+    if (m.mlp_bias) p.push_back(out);
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<int64_t> distinct_param_numels(const ModelDims& m) {
+  std::vector<int64_t> all = {m.vocab_size * m.hidden_size};
+  const std::vector<int64_t> layer = layer_params(m);
+  for (int64_t l = 0; l < m.num_hidden_layers; ++l) all.insert(all.end(), layer.begin(), layer.end());
+  all.push_back(m.hidden_size);
+  if (!m.tie_word_embeddings) all.push_back(m.vocab_size * m.hidden_size);
+  return all;
+}
+
+std::vector<int64_t> unit_numels(const ModelDims& m) {
+  const std::vector<int64_t> layer = layer_params(m);
+  const int64_t layer_numel = std::accumulate(layer.begin(), layer.end(), int64_t{0});
+  std::vector<int64_t> units = {m.vocab_size * m.hidden_size};
+  units.insert(units.end(), static_cast<size_t>(m.num_hidden_layers), layer_numel);
+  units.push_back(m.hidden_size + m.vocab_size * m.hidden_size);
+  return units;
+}
+
+int64_t layer_matmul_params(const ModelDims& m) {
+  const int64_t q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
+  return m.hidden_size * (q + 2 * kv) + q * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
+}
+
+double flops_per_token(const ModelDims& m, int64_t seq_len) {
+  const double matmul = static_cast<double>(m.num_hidden_layers) * static_cast<double>(layer_matmul_params(m)) +
+                        static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
+  const double attention = 16.0 * static_cast<double>(m.num_hidden_layers) *
+                           static_cast<double>(m.num_attention_heads * m.head_dim) * static_cast<double>(seq_len);
+  return 8.0 * matmul + attention;
+}
+
+}  // namespace tierzero::engine::plan
+
+namespace tierzero::engine {
+
+int64_t parameter_count(const ModelDims& model) {
+  const std::vector<int64_t> all = plan::distinct_param_numels(model);
+  return std::accumulate(all.begin(), all.end(), int64_t{0});
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,96 @@
+// plan_training: the sizes, the items, the checks, the time terms, then the advice.
+#include <algorithm>
+
+#include "common/units.h"
+#include "engine/plan/internal/plan_core.h"
+
+namespace tierzero::engine {
+namespace plan {
+namespace {
+
+std::vector<MemoryItem> without_cuda_context(std::vector<MemoryItem> items) {
+  std::erase_if(items, [](const MemoryItem& i) { return i.what.rfind("CUDA context", 0) == 0; });
+  return items;
+}
+
+std::vector<TierCheck> checks(const std::vector<MemoryItem>& items, const DsConfig& config, const Machine& machine,
+                              int world, uint64_t& gpu_allocated) {
+  gpu_allocated = peak_bytes(without_cuda_context(items), {Tier::kGpu});
+  const uint64_t host = peak_bytes(items, {Tier::kPinned, Tier::kPageable});
+  auto source = [](uint64_t budget, const char* name) { return budget > 0 ? std::string(name) : std::string(); };
+  return {
+      {"gpu", peak_bytes(items, {Tier::kGpu}), machine.gpu_memory_bytes, source(machine.gpu_memory_bytes, "--gpu-memory")},
+      {"gpu allocated", gpu_allocated, config.tierzero.gpu_memory_limit,
+       source(config.tierzero.gpu_memory_limit, "tierzero.gpu_memory_limit")},
+      {"pinned", peak_bytes(items, {Tier::kPinned}), config.tierzero.pinned_memory_limit,
+       source(config.tierzero.pinned_memory_limit, "tierzero.pinned_memory_limit")},
+      {"pageable", peak_bytes(items, {Tier::kPageable}), 0, ""},
+      {"host", host * static_cast<uint64_t>(world), machine.host_memory_bytes,
+       source(machine.host_memory_bytes, "--host-memory")},
+      {"nvme", peak_bytes(items, {Tier::kNvme}) * static_cast<uint64_t>(world), machine.nvme_bytes,
+       source(machine.nvme_bytes, "free space on the NVMe paths")},
+  };
+}
+
+std::vector<std::string> notes(const Machine& machine, const RunShape& s, const DsConfig& config) {
+  std::vector<std::string> out;
+  std::string defaults;
+  const std::pair<const char*, const MachineFigure*> figures[] = {
+      {"gpu tflops", &machine.gpu_tflops}, {"pcie h2d", &machine.h2d_gbps},       {"pcie d2h", &machine.d2h_gbps},
+      {"nvme read", &machine.nvme_read_gbps}, {"nvme write", &machine.nvme_write_gbps}, {"cpu adam", &machine.adam_gparams}};
+  for (const auto& [name, figure] : figures)
+    if (figure->source.rfind("default", 0) == 0) defaults += (defaults.empty() ? "" : ", ") + std::string(name);
+  if (!defaults.empty())
+    out.push_back("not measured here, DESIGN.md's GPU box assumed: " + defaults +
+                  " (pass tierzero bench pcie|io|adam|tiers --json files with --bench-json)");
+  if (s.optimizer_nvme || s.params_nvme)
+    out.push_back("NVMe offload is planned as DeepSpeed's keys describe it; `tierzero train` does not run it yet (issue 13)");
+  if (s.world > 1) out.push_back("collectives between the ranks (NVLink / network) are not in the time terms");
+  if (!s.optimizer_offloaded()) out.push_back("the optimizer step on the GPU is not in the time terms (HBM-bound, small)");
+  if (config.zero.stage == 3)
+    out.push_back("stage 3 keeps released parameters whole within stage3_max_reuse_distance: modelled as half "
+                  "that distance of the units around the turn from forward to backward");
+  return out;
+}
+
+}  // namespace
+
+Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                          const PlanOptions& options) {
+  TZ_ASSIGN_OR_RETURN(RunShape s, run_shape(model, config, options));
+  Plan p;
+  p.parameters = s.parameters;
+  p.stage = config.zero.stage;
+  p.world_size = s.world;
+  p.precision = config.precision() == Precision::kBf16 ? "bf16" : config.precision() == Precision::kFp16 ? "fp16" : "fp32";
+  p.optimizer_device = offload_device_name(config.zero.offload_optimizer.device);
+  p.param_device = offload_device_name(config.zero.stage == 3 ? config.zero.offload_param.device : OffloadDevice::kNone);
+  p.optimizer_state = options.bf16_optimizer_state ? "bf16" : "fp32";
+  p.micro_batch = s.micro;
+  p.seq_len = s.seq;
+  p.gradient_accumulation_steps = s.accum;
+  p.tokens_per_step = s.micro * s.seq * s.accum;
+  p.items = memory_items(model, config, s);
+  p.checks = checks(p.items, config, machine, s.world, p.gpu_allocated_peak_bytes);
+  p.time_terms = time_terms(model, s, machine);
+  for (const TimeTerm& t : p.time_terms) {
+    p.serial_step_seconds += t.seconds;
+    if (t.seconds > p.step_seconds) {
+      p.step_seconds = t.seconds;
+      p.bottleneck = t.what;
+    }
+  }
+  p.notes = notes(machine, s, config);
+  return p;
+}
+
+}  // namespace plan
+
+Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                           const PlanOptions& options) {
+  TZ_ASSIGN_OR_RETURN(Plan p, plan::plan_figures(model, config, machine, options));
+  p.problems = plan::budget_problems(model, config, machine, options, p);
+  return p;
+}
+
+}  // namespace tierzero::engine

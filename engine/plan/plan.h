@@ -1,0 +1,198 @@
+// The planner behind `tierzero estimate`: the bytes a training run holds in each tier (GPU,
+// pinned host, pageable host, NVMe) and its predicted step time, from the model's shape, the
+// ds_config and the machine's measured bandwidths — before anything is allocated. No LibTorch.
+//
+// Memory follows what the engine does (engine/zero, engine/model), per rank:
+//   parameters   16-bit compute copy: stages 0-2 the whole (padded) model on the GPU; stage 3 this
+//                rank's shard (on the GPU, or in host memory with offload_param), parameters of at
+//                most stage3_param_persistence_threshold elements whole on every rank, and the
+//                gathered ones: at most max(stage3_max_live_parameters, the largest unit) whole at
+//                once plus the all-gather buffers of stage3_prefetch_bucket_size ahead.
+//   gradients    this rank's partition in the grad dtype (tierzero.grad_accum_dtype) on the GPU, or
+//                fp32 in pinned host memory when the optimizer is offloaded; up to three reduce
+//                buckets of reduce_bucket_size elements alive on the GPU; one unit's 16-bit
+//                parameter gradients as backward produces them; offloaded: 2 pinned staging slots.
+//   optimizer    fp32 master + m + v (12 B/element; m, v in bf16 with bf16 state: 8 B) on the GPU,
+//                in pinned host memory (offload_optimizer "cpu", plus the 16-bit weights bound for
+//                the GPU), or on NVMe (offload_optimizer "nvme", with buffer_count swap buffers of
+//                a sub-group's elements in pinned memory).
+//   activations  each unit keeps its input ([micro_batch, seq, hidden] in the compute dtype; token
+//                ids for the embedding); backward recomputes one unit at a time (a decoder layer's
+//                attention and MLP intermediates, or the LM head's fp32 logits [micro_batch * seq,
+//                vocab] with the loss's log-softmax and both gradients).
+//   buffers      the CUDA context (~500 MB, outside the allocator's counter), LibTorch's host
+//                runtime, the fp32 weights the trainer loads on the host at start-up.
+// A tier's peak is its resident bytes plus the largest phase (backward, optimizer step, start-up).
+//
+// Step time: each resource's busy time for one optimizer step per rank (GPU compute with
+// recomputation, PCIe each way, CPU Adam, NVMe reads + writes). The predicted step is the slowest
+// of them (the engine's target pipeline overlaps all of them); their sum is printed as the bound
+// with no overlap at all.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "engine/config/ds_config.h"
+
+namespace tierzero::engine {
+
+// The shape of a decoder-only Llama / Qwen2 / Mistral model: the fields of a Hugging Face
+// config.json the planner needs.
+struct ModelDims {
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // defaults to num_attention_heads
+  int64_t head_dim = 0;             // defaults to hidden_size / num_attention_heads
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;     // Qwen2 always; Llama with attention_bias
+  bool o_proj_bias = false;  // Llama with attention_bias
+  bool mlp_bias = false;     // Llama with mlp_bias
+};
+
+// Reads a HF config.json's text; `origin` names it in errors. kInvalidArgument names the key
+// (missing, not a positive integer, heads not dividing). model_type decides the biases as
+// transformers does (qwen2: q/k/v biases; llama: attention_bias, mlp_bias).
+Result<ModelDims> parse_model_dims(std::string_view json_text, const std::string& origin);
+// Same, from a config.json file or a directory holding one; kNotFound names the file.
+Result<ModelDims> load_model_dims(const std::string& path);
+// Parameters of the model, a tied embedding counted once.
+int64_t parameter_count(const ModelDims& model);
+
+// One figure of the machine and where it came from ("bench pcie FILE", "default: ...", "--flag").
+struct MachineFigure {
+  double value = 0.0;
+  std::string source;
+};
+
+// What the machine offers. Budgets of 0 are not checked.
+struct Machine {
+  uint64_t gpu_memory_bytes = 0;   // --gpu-memory: a GPU's memory (the CUDA context included)
+  uint64_t host_memory_bytes = 0;  // --host-memory: pinned + pageable
+  uint64_t nvme_bytes = 0;         // free bytes on the NVMe paths
+  std::string gpu_name;            // e.g. "NVIDIA H200" (from bench pcie, or --gpu)
+  MachineFigure gpu_tflops;        // dense 16-bit matmul TFLOPS
+  double compute_efficiency = 0.5; // fraction of gpu_tflops a training step sustains (uncalibrated;
+                                   // benchmarks/estimate_vs_measured.sh prints the measured one)
+  MachineFigure h2d_gbps;          // pinned host -> GPU, GB/s (1e9 B/s)
+  MachineFigure d2h_gbps;          // GPU -> pinned host
+  MachineFigure nvme_read_gbps;
+  MachineFigure nvme_write_gbps;
+  MachineFigure adam_gparams;      // CPU Adam, 1e9 parameters per second
+};
+
+// The figures of DESIGN.md's GPU box (H200 790 TFLOPS, pinned PCIe Gen5 45 / 50 GB/s, virtio disk
+// 2.0 / 3.0 GB/s, cpu_adam 4.0 Gparam/s on 16 cores), each sourced "default: ...". No budgets.
+Machine default_machine();
+
+// Dense 16-bit matmul TFLOPS of a GPU named `gpu_name` (a substring match, case-insensitive:
+// "H200", "H100", "A100", "L40S", "RTX 4090", ...); kNotFound lists the names known.
+Result<double> gpu_tflops_for(std::string_view gpu_name);
+
+// Takes the figures a `tierzero bench pcie|io|adam|tiers --json` file measured into `machine`:
+// pcie: the best pinned h2d / d2h tierzero_GB/s, and the GPU's name; io: the best read / write
+// GB/s; adam: the best Gparam/s; tiers: tierzero's NVMe read / write streams (preferred over io's,
+// as they go through offload/ as training does). A file that measured nothing (bench pcie without
+// a GPU) changes nothing. Errors name the file: unreadable, not JSON, not a tierzero bench file,
+// a row without the column its title needs.
+Status apply_bench_file(const std::string& path, Machine& machine);
+
+enum class Tier : uint8_t { kGpu, kPinned, kPageable, kNvme };
+// "gpu", "pinned", "pageable" or "nvme".
+const char* tier_name(Tier tier);
+
+// When an item is held: all the time, or only during one phase. A tier's peak is its resident
+// bytes plus the largest of its phases.
+enum class Phase : uint8_t { kResident, kBackward, kStep, kStartup };
+// "resident", "backward", "step" or "start-up".
+const char* phase_name(Phase phase);
+
+// One line of the table: `bytes` of `what` in `tier`, and how they were computed.
+struct MemoryItem {
+  Tier tier = Tier::kGpu;
+  std::string what;  // "optimizer state (fp32 master, m, v)"
+  Phase phase = Phase::kResident;
+  uint64_t bytes = 0;
+  std::string formula;  // "12 B x 1.35e9 elements"
+};
+
+// A peak against its budget (0: none given). Host and NVMe checks count every rank of the host.
+struct TierCheck {
+  std::string name;  // "gpu", "gpu allocated", "pinned", "pageable", "host", "nvme"
+  uint64_t peak_bytes = 0;
+  uint64_t budget_bytes = 0;
+  std::string budget_source;  // "--gpu-memory", "tierzero.pinned_memory_limit", ...; "" without a budget
+  bool over() const { return budget_bytes > 0 && peak_bytes > budget_bytes; }
+};
+
+// One resource's busy time per optimizer step.
+struct TimeTerm {
+  std::string what;  // "gpu compute", "pcie h2d", "pcie d2h", "cpu adam", "nvme"
+  double seconds = 0.0;
+  std::string detail;  // "8.1e15 FLOP / (790 TFLOPS x 0.60)"
+};
+
+struct Plan {
+  // What was planned.
+  int64_t parameters = 0;
+  int stage = 0;
+  int world_size = 1;
+  std::string precision;         // "bf16", "fp16", "fp32"
+  std::string optimizer_device;  // "none", "cpu", "nvme"
+  std::string param_device;
+  std::string optimizer_state;   // "fp32" or "bf16" (m, v)
+  int64_t micro_batch = 0;
+  int64_t seq_len = 0;
+  int64_t gradient_accumulation_steps = 0;
+  int64_t tokens_per_step = 0;  // per rank
+
+  std::vector<MemoryItem> items;
+  std::vector<TierCheck> checks;  // gpu (with the CUDA context), gpu allocated, pinned, pageable,
+                                  // host (pinned + pageable, all ranks), nvme (all ranks)
+  uint64_t gpu_allocated_peak_bytes = 0;  // the GPU peak without the CUDA context: what CUDA's
+                                          // peak-allocated counter (and `train`'s gpu-peak) shows
+
+  std::vector<TimeTerm> time_terms;
+  double step_seconds = 0.0;         // the slowest term
+  double serial_step_seconds = 0.0;  // the sum of the terms
+  std::string bottleneck;            // the slowest term's `what`
+
+  std::vector<std::string> problems;  // each: what is over, by how much, which key to change
+  std::vector<std::string> notes;     // assumptions and figures taken from defaults
+
+  bool feasible() const { return problems.empty(); }
+};
+
+// What a plan needs beyond the config and the machine.
+struct PlanOptions {
+  int64_t seq_len = 0;            // tokens per sample; 0: the config's tierzero.data.seq_len
+  bool bf16_optimizer_state = false;  // m and v in bf16 (tierzero.optimizer_state_dtype "bf16")
+};
+
+// Plans `config` (parsed with parse_ds_config for the world size and model it runs) for `model`
+// on `machine`. Budgets that cannot be met become Plan::problems, each naming the key to change
+// and what the change gives, re-planned; an infeasible plan is still a value. Errors
+// (kInvalidArgument) only for inputs no plan can be made from (a zero size, a model that does not
+// divide).
+Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                           const PlanOptions& options = {});
+
+// The plan as the estimate command prints it: a '#' header, the table of items (tier, what, when,
+// bytes, formula), the tier checks (peak, budget, OK/OVER), the time terms, and a footer with the
+// verdict and the problems. `header` lines (without '#') open it.
+std::string format_plan(const Plan& plan, const std::vector<std::string>& header);
+
+// The plan as JSON, and back: plan_from_json(plan_to_json(p)) reproduces p field for field.
+// plan_from_json errors (kInvalidArgument) name the missing or mistyped field.
+nlohmann::json plan_to_json(const Plan& plan);
+Result<Plan> plan_from_json(const nlohmann::json& json);
+
+}  // namespace tierzero::engine

@@ -1,0 +1,62 @@
+// The sizes of one rank's run: dtypes, partition, buckets, what stage 3 keeps whole.
+#include <algorithm>
+#include <numeric>
+
+#include "engine/plan/internal/model_params.h"
+#include "engine/plan/internal/plan_core.h"
+
+namespace tierzero::engine::plan {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const PlanOptions& options) {
+  RunShape s;
+  s.world = std::max(config.batch.world_size, 1);
+  s.compute_bytes = config.precision() == Precision::kFp32 ? 4 : 2;
+  s.grad_bytes = config.tierzero.grad_accum_dtype == GradAccumDtype::kBf16 ? 2 : 4;
+  s.state_bytes = options.bf16_optimizer_state ? 8 : 12;
+  s.micro = config.batch.train_micro_batch_size_per_gpu;
+  s.accum = config.batch.gradient_accumulation_steps;
+  s.seq = options.seq_len > 0 ? options.seq_len : config.tierzero.data_seq_len;
+  if (s.micro < 1 || s.accum < 1 || s.seq < 1)
+    return invalid_argument("plan: train_micro_batch_size_per_gpu (" + std::to_string(s.micro) +
+                            "), gradient_accumulation_steps (" + std::to_string(s.accum) +
+                            ") and tierzero.data.seq_len (" + std::to_string(s.seq) + ") must be >= 1");
+  const ZeroConfig& zero = config.zero;
+  s.optimizer_cpu = zero.offload_optimizer.device == OffloadDevice::kCpu;
+  s.optimizer_nvme = zero.offload_optimizer.device == OffloadDevice::kNvme;
+  s.params_cpu = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kCpu;
+  s.params_nvme = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kNvme;
+
+  const std::vector<int64_t> params = distinct_param_numels(model);
+  const std::vector<int64_t> units = unit_numels(model);
+  s.parameters = std::accumulate(params.begin(), params.end(), int64_t{0});
+  s.slots = static_cast<int64_t>(params.size());
+  s.largest_param = *std::max_element(params.begin(), params.end());
+  s.largest_unit = *std::max_element(units.begin(), units.end());
+  const int64_t bucket = std::max<int64_t>(static_cast<int64_t>(zero.reduce_bucket_size), 1);
+  if (zero.stage == 3) {
+    // partition_layout.h: every parameter padded to a multiple of W, rank r holding its r-th piece.
+    for (int64_t n : params) {
+      s.partition += ceil_div(n, s.world);
+      s.largest_shard = std::max(s.largest_shard, ceil_div(n, s.world));
+      (n <= static_cast<int64_t>(zero.param_persistence_threshold) ? s.persistent : s.nonpersistent) += n;
+    }
+    s.landing = std::min(s.partition, std::max(ceil_div(bucket, s.world) + s.slots, s.largest_shard));
+    // Released parameters stay whole when reused within stage3_max_reuse_distance elements: the
+    // units closest to the turn from forward to backward, about half that distance of them.
+    s.kept_gathered = std::min<int64_t>(s.nonpersistent, static_cast<int64_t>(zero.max_reuse_distance / 2));
+  } else {
+    // DeepSpeed's stage 1/2 group: flattened, padded to a multiple of 2 * W, split evenly.
+    const int64_t align = zero.stage == 0 ? 1 : 2 * s.world;
+    s.padded = ceil_div(s.parameters, align) * align;
+    s.partition = zero.stage == 0 ? s.padded : s.padded / s.world;
+    s.landing = std::min(s.partition, std::max(bucket, s.largest_param));
+  }
+  return s;
+}
+
+}  // namespace tierzero::engine::plan

@@ -1,0 +1,61 @@
+// Each resource's busy time for one optimizer step of one rank (plan.h: the overlap model).
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/plan/internal/model_params.h"
+#include "engine/plan/internal/plan_core.h"
+
+namespace tierzero::engine::plan {
+namespace {
+
+std::string bytes_over(double bytes, const MachineFigure& rate, const char* unit) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%s B / %.2f %s", count_text(bytes).c_str(), rate.value, unit);
+  return text;
+}
+
+double seconds(double amount, double per_second) { return per_second > 0 ? amount / per_second : 0.0; }
+
+}  // namespace
+
+std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, const Machine& machine) {
+  std::vector<TimeTerm> terms;
+  const double tokens = static_cast<double>(s.micro) * s.seq * s.accum;
+  const double flops = tokens * flops_per_token(model, s.seq);
+  const double rate = machine.gpu_tflops.value * 1e12 * machine.compute_efficiency;
+  char detail[200];
+  std::snprintf(detail, sizeof detail, "%s tokens x %s FLOP/token (8 x matmul params + attention) / (%.0f TFLOPS x %.2f)",
+                count_text(tokens).c_str(), count_text(flops_per_token(model, s.seq)).c_str(), machine.gpu_tflops.value,
+                machine.compute_efficiency);
+  terms.push_back({"gpu compute", seconds(flops, rate), detail});
+
+  // H2D: updated weights after the step (offloaded optimizer); stage 3 offloaded parameters for
+  // every gather, forward and backward, less those kept whole between them.
+  const double e = s.compute_bytes, p = static_cast<double>(s.partition);
+  double h2d = s.optimizer_offloaded() ? e * p : 0.0;
+  if (s.params_offloaded()) h2d += s.accum * e * std::max(0.0, 2 * p - static_cast<double>(s.kept_gathered) / s.world);
+  terms.push_back({"pcie h2d", seconds(h2d, machine.h2d_gbps.value * 1e9), bytes_over(h2d, machine.h2d_gbps, "GB/s")});
+  // D2H: each micro-batch's reduced gradient partition lands in host memory.
+  const double d2h = s.optimizer_offloaded() ? s.accum * s.grad_bytes * p : 0.0;
+  terms.push_back({"pcie d2h", seconds(d2h, machine.d2h_gbps.value * 1e9), bytes_over(d2h, machine.d2h_gbps, "GB/s")});
+
+  const double adam = s.optimizer_offloaded() ? p : 0.0;
+  std::snprintf(detail, sizeof detail, "%s params / %.2f Gparam/s", count_text(adam).c_str(), machine.adam_gparams.value);
+  terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
+
+  // NVMe: the optimizer state read and written once per step; offloaded parameters read for every
+  // gather beyond what offload_param.max_in_cpu keeps in memory, written once after the step.
+  double read = s.optimizer_nvme ? s.state_bytes * p : 0.0, write = read;
+  if (s.params_nvme) {
+    read += s.accum * e * std::max(0.0, 2 * p - static_cast<double>(s.kept_gathered) / s.world);
+    write += e * p;
+  }
+  std::snprintf(detail, sizeof detail, "read %s / %.2f GB/s + write %s / %.2f GB/s", count_text(read).c_str(),
+                machine.nvme_read_gbps.value, count_text(write).c_str(), machine.nvme_write_gbps.value);
+  terms.push_back({"nvme", seconds(read, machine.nvme_read_gbps.value * 1e9) +
+                               seconds(write, machine.nvme_write_gbps.value * 1e9),
+                   detail});
+  return terms;
+}
+
+}  // namespace tierzero::engine::plan

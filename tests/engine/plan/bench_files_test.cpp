@@ -1,0 +1,81 @@
+// Machine figures from tierzero bench JSON files: the fixtures bench io/adam/tiers wrote on the CI
+// box (tests/report/data), and a bench pcie file in its format.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "plan_fixture.h"
+
+namespace tierzero::engine {
+namespace {
+
+std::string source_dir() {
+  const char* dir = std::getenv("TIERZERO_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(PlanBenchFiles, IoAdamTiersFixtures) {
+  Machine m = default_machine();
+  const std::string data = source_dir() + "/tests/report/data/";
+  ASSERT_TRUE(apply_bench_file(data + "bench_io_sweep.json", m).ok());
+  EXPECT_EQ(m.nvme_read_gbps.source.rfind("bench io", 0), 0u) << m.nvme_read_gbps.source;
+  EXPECT_GT(m.nvme_read_gbps.value, 0.5);
+  ASSERT_TRUE(apply_bench_file(data + "bench_adam.json", m).ok());
+  EXPECT_EQ(m.adam_gparams.source.rfind("bench adam", 0), 0u);
+  EXPECT_GT(m.adam_gparams.value, 0.1);
+  ASSERT_TRUE(apply_bench_file(data + "bench_tiers.json", m).ok());  // the training path wins over io
+  EXPECT_EQ(m.nvme_read_gbps.source.rfind("bench tiers", 0), 0u);
+  EXPECT_NEAR(m.nvme_read_gbps.value, 1.3339, 1e-3);  // "nvme -> pinned (tz)"
+  ASSERT_TRUE(apply_bench_file(data + "bench_io_sweep.json", m).ok());
+  EXPECT_EQ(m.nvme_read_gbps.source.rfind("bench tiers", 0), 0u);
+  EXPECT_EQ(m.h2d_gbps.source.rfind("default", 0), 0u);  // nothing measured it
+}
+
+TEST(PlanBenchFiles, PcieBestPinnedAndDevice) {
+  const std::string path = write_temp("pcie.json", R"J({"title": "tierzero bench pcie",
+      "params": {"device": "NVIDIA H200 (sm_90)"}, "rows": [
+      {"dir": "h2d", "host": "pinned", "chunk": "1.00 MiB", "tierzero_GB/s": 30.0},
+      {"dir": "h2d", "host": "pinned", "chunk": "64.00 MiB", "tierzero_GB/s": 52.5},
+      {"dir": "d2h", "host": "pinned", "chunk": "64.00 MiB", "tierzero_GB/s": 48.0},
+      {"dir": "h2d", "host": "pageable", "chunk": "64.00 MiB", "tierzero_GB/s": 90.0},
+      {"dir": "duplex", "host": "pinned", "chunk": "64.00 MiB", "tierzero_GB/s": 97.0}]})J");
+  Machine m = default_machine();
+  ASSERT_TRUE(apply_bench_file(path, m).ok());
+  EXPECT_DOUBLE_EQ(m.h2d_gbps.value, 52.5);
+  EXPECT_DOUBLE_EQ(m.d2h_gbps.value, 48.0);
+  EXPECT_EQ(m.gpu_name, "NVIDIA H200 (sm_90)");
+  EXPECT_DOUBLE_EQ(*gpu_tflops_for(m.gpu_name), 790.0);
+}
+
+TEST(PlanBenchFiles, SkippedPcieChangesNothing) {
+  const std::string path = write_temp("pcie_skipped.json", R"({"title": "tierzero bench pcie",
+      "params": {"skipped": "no GPU"}, "rows": []})");
+  Machine m = default_machine();
+  ASSERT_TRUE(apply_bench_file(path, m).ok());
+  EXPECT_EQ(m.h2d_gbps.source, default_machine().h2d_gbps.source);
+}
+
+TEST(PlanBenchFiles, ErrorsNameTheFile) {
+  Machine m = default_machine();
+  Status missing = apply_bench_file("/nonexistent/bench.json", m);
+  EXPECT_NE(missing.message().find("/nonexistent/bench.json"), std::string::npos);
+  const std::string other = write_temp("other.json", R"({"title": "tierzero bench convert", "rows": []})");
+  Status wrong = apply_bench_file(other, m);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("bench convert"), std::string::npos);
+  const std::string bad_row = write_temp("bad_row.json", R"({"title": "tierzero bench adam", "rows": [{"threads": 2}]})");
+  Status row = apply_bench_file(bad_row, m);
+  ASSERT_FALSE(row.ok());
+  EXPECT_NE(row.message().find("Gparam/s"), std::string::npos) << row.message();
+  EXPECT_FALSE(gpu_tflops_for("Voodoo 2").ok());
+}
+
+}  // namespace
+}  // namespace tierzero::engine

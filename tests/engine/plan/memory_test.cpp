@@ -1,0 +1,121 @@
+// Bytes per tier against figures computed by hand from the engine's rules (plan.h).
+#include <gtest/gtest.h>
+
+#include "plan_fixture.h"
+
+namespace tierzero::engine {
+namespace {
+
+using testing::check;
+using testing::config_from;
+using testing::item_bytes;
+using testing::kLlama135bParams;
+
+constexpr int64_t N = kLlama135bParams;
+constexpr int64_t kSlots = 1 + 24 * 9 + 1 + 1;       // embedding, 9 per layer, final norm, LM head
+constexpr int64_t kNorms = 24 * 2 + 1;               // the parameters under the persistence threshold
+constexpr int64_t kLargestUnit = 2048 + 32000LL * 2048;  // final norm + LM head
+
+Plan plan_of(const std::string& json, int world = 1) {
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config_from(json, world), testing::round_machine());
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? *p : Plan{};
+}
+
+TEST(PlanMemory, ParameterCountByHand) {
+  EXPECT_EQ(parameter_count(testing::llama_1_35b()), N);
+  ModelDims tied = testing::llama_1_35b();
+  tied.tie_word_embeddings = true;
+  EXPECT_EQ(parameter_count(tied), N - 32000LL * 2048);
+}
+
+TEST(PlanMemory, Stage3OptimizerOnCpu) {
+  const Plan p = plan_of(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"data": {"seq_len": 16}}})");
+  EXPECT_EQ(p.parameters, N);
+  // Host: 12 B/param of optimizer state, 4 B/param of fp32 gradients, 2 B/param of 16-bit weights,
+  // two staging slots of the largest landed bucket (reduce_bucket_size / W + one element per slot).
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "optimizer state (fp32 master, m, v)"), 12u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "gradient partition (fp32 accumulation)"), 4u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "16-bit weights bound for the GPU"), 2u * N);
+  const uint64_t staging = 2 * 4 * (500'000'000 + kSlots);
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "gradient staging slots"), staging);
+  EXPECT_EQ(check(p, "pinned").peak_bytes, 18u * N + staging);
+  // GPU: the 16-bit shard (W = 1: the whole model) and the norms kept whole; no optimizer state.
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "parameter shard"), 2u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "persistent small parameters, whole"), 2u * kNorms * 2048);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 0u);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "gradient partition"), 0u);
+  // Host peak: pinned + the runtime + start-up's fp32 weights (whole + the master's partition copy).
+  EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (2ull << 30) + 8u * N);
+}
+
+TEST(PlanMemory, Stage0OnTheGpu) {
+  const Plan p = plan_of(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "tierzero": {"data": {"seq_len": 16}}})");
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "parameters (compute copy, whole model)"), 2u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "gradient partition"), 4u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 12u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer step temporaries (fp32 gradient)"), 4u * N);
+  // Three buckets of 5e8 fp32 elements would exceed the model: the whole model's gradient.
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "reduce buckets"), 4u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "one unit's parameter gradients"), 2u * kLargestUnit);
+  // 25 unit inputs of [1 x 16 x 2048] bf16 plus 16 token ids; the LM head's 4 fp32 [16 x 32000].
+  const uint64_t inputs = 16 * (25 * 2048 * 2 + 8);
+  const uint64_t logits = 16ull * 32000 * 16;
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "activations: unit inputs kept"), inputs);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "activations: LM head recomputed (logits, loss)"), logits);
+  const uint64_t backward = inputs + logits + 4u * N + 2u * kLargestUnit;
+  EXPECT_EQ(p.gpu_allocated_peak_bytes, 18u * N + std::max<uint64_t>(backward, 4u * N));
+  EXPECT_EQ(check(p, "gpu").peak_bytes, p.gpu_allocated_peak_bytes + 500'000'000);
+  EXPECT_TRUE(p.feasible());  // no budget given
+}
+
+TEST(PlanMemory, Stage2PartitionsOverRanks) {
+  const Plan p = plan_of(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})", 4);
+  EXPECT_EQ(p.world_size, 4);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "parameters (compute copy, whole model)"), 2u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 12u * (N / 4));
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "gradient partition"), 4u * (N / 4));
+}
+
+TEST(PlanMemory, OptimizerOnNvmeAndBf16State) {
+  const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}})";
+  const Plan fp32 = plan_of(json, 2);
+  const int64_t shard = N / 2;  // every parameter here has an even element count
+  EXPECT_EQ(item_bytes(fp32, Tier::kNvme, "optimizer state (fp32 master, m, v)"), 12u * shard);
+  EXPECT_EQ(item_bytes(fp32, Tier::kPinned, "optimizer swap buffers"), 4u * 4 * shard);  // sub-group > shard
+  EXPECT_EQ(item_bytes(fp32, Tier::kPinned, "gradient partition (fp32 accumulation)"), 4u * shard);
+  EXPECT_EQ(check(fp32, "nvme").peak_bytes, 2u * 12 * shard);  // both ranks of the host
+  Result<Plan> bf16 = plan_training(testing::llama_1_35b(), config_from(json, 2), testing::round_machine(),
+                                    PlanOptions{.bf16_optimizer_state = true});
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_EQ(item_bytes(*bf16, Tier::kNvme, "optimizer state (fp32 master, bf16 m, v)"), 8u * shard);
+  EXPECT_EQ(bf16->optimizer_state, "bf16");
+}
+
+TEST(PlanMemory, OffloadedParametersLeaveTheGpu) {
+  const Plan p = plan_of(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+      "offload_param": {"device": "cpu", "pin_memory": true}}})");
+  EXPECT_EQ(item_bytes(p, Tier::kGpu, "parameter shard"), 0u);
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "parameter shard"), 2u * N);
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "16-bit weights bound for the GPU"), 0u);  // written in place
+}
+
+TEST(PlanMemory, ZeroMicroBatchIsAnError) {
+  DsConfig config = config_from(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1})");
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine(), PlanOptions{.seq_len = 0});
+  ASSERT_TRUE(p.ok());
+  config.tierzero.data_seq_len = 0;
+  p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("tierzero.data.seq_len"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierzero::engine

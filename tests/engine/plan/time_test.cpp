@@ -1,0 +1,53 @@
+// The time terms against the formulas worked by hand.
+#include <gtest/gtest.h>
+
+#include "plan_fixture.h"
+
+namespace tierzero::engine {
+namespace {
+
+using testing::kLlama135bParams;
+
+const TimeTerm& term(const Plan& p, const std::string& what) {
+  for (const TimeTerm& t : p.time_terms)
+    if (t.what == what) return t;
+  ADD_FAILURE() << what;
+  return p.time_terms.front();
+}
+
+TEST(PlanTime, Stage3OptimizerOnCpu) {
+  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 2,
+      "gradient_accumulation_steps": 4, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "tierzero": {"data": {"seq_len": 16}}})");
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const double n = static_cast<double>(kLlama135bParams);
+  const double tokens = 2 * 16 * 4;
+  const double matmul = 24.0 * (4 * 2048.0 * 2048 + 3 * 2048.0 * 5504) + 32000.0 * 2048;
+  const double flops = tokens * (8 * matmul + 16.0 * 24 * 2048 * 16);
+  EXPECT_DOUBLE_EQ(term(*p, "gpu compute").seconds, flops / 100e12);
+  EXPECT_DOUBLE_EQ(term(*p, "pcie d2h").seconds, 4 * 4 * n / 10e9);  // fp32 gradients, every micro-batch
+  EXPECT_DOUBLE_EQ(term(*p, "pcie h2d").seconds, 2 * n / 10e9);      // the updated bf16 weights
+  EXPECT_DOUBLE_EQ(term(*p, "cpu adam").seconds, n / 1e9);
+  EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 0.0);
+  EXPECT_EQ(p->bottleneck, "pcie d2h");
+  EXPECT_DOUBLE_EQ(p->step_seconds, 4 * 4 * n / 10e9);
+  double sum = 0;
+  for (const TimeTerm& t : p->time_terms) sum += t.seconds;
+  EXPECT_DOUBLE_EQ(p->serial_step_seconds, sum);
+  EXPECT_EQ(p->tokens_per_step, 128);
+}
+
+TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheState) {
+  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
+      "gradient_accumulation_steps": 1, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}})");
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  ASSERT_TRUE(p.ok());
+  const double state = 12.0 * kLlama135bParams;
+  EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, state / 1e9 + state / 2e9);
+  EXPECT_EQ(p->bottleneck, "nvme");
+}
+
+}  // namespace
+}  // namespace tierzero::engine

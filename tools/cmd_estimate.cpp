@@ -1,0 +1,140 @@
+// `tierzero estimate`: the planner (engine/plan/plan.h) on a model config.json and a ds_config —
+// bytes per tier, the checks against the budgets given, the predicted step time — and a non-zero
+// exit when a budget cannot be met.
+#include <sys/statvfs.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "common/status.h"
+#include "common/units.h"
+#include "engine/plan/plan.h"
+#include "tools/commands.h"
+
+namespace tierzero::tools {
+namespace {
+
+using engine::Machine;
+
+struct EstimateFlags {
+  std::string model_config, config, gpu_memory, host_memory, gpu, json;
+  std::vector<std::string> nvme, bench_json;
+  int gpus = 1;
+  double gpu_tflops = 0, gpu_efficiency = 0;
+  int64_t seq_len = 0;
+};
+
+// Free bytes on the file systems holding `paths`, each file system counted once.
+uint64_t free_bytes(const std::vector<std::string>& paths) {
+  std::set<unsigned long> seen;
+  uint64_t total = 0;
+  for (const std::string& path : paths) {
+    struct statvfs st {};
+    if (::statvfs(path.c_str(), &st) != 0)
+      throw Error(errno_status(errno, "--nvme " + path + ": cannot read its file system (does the directory exist?)"));
+    if (seen.insert(st.f_fsid).second) total += static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  }
+  return total;
+}
+
+// The NVMe paths: --nvme, else the config's nvme_path keys where NVMe offload is asked for.
+std::vector<std::string> nvme_paths(const EstimateFlags& flags, const engine::DsConfig& config) {
+  if (!flags.nvme.empty()) return flags.nvme;
+  std::vector<std::string> paths;
+  const engine::ZeroConfig& z = config.zero;
+  if (z.offload_optimizer.device == engine::OffloadDevice::kNvme && !z.offload_optimizer.nvme_path.empty())
+    paths.push_back(z.offload_optimizer.nvme_path);
+  if (z.offload_param.device == engine::OffloadDevice::kNvme && !z.offload_param.nvme_path.empty())
+    paths.push_back(z.offload_param.nvme_path);
+  return paths;
+}
+
+// tierzero.optimizer_state_dtype, read from the file itself until ds_config.h parses it.
+bool bf16_state_asked(const std::string& config_path) {
+  std::ifstream in(config_path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("tierzero") || !j["tierzero"].is_object()) return false;
+  const nlohmann::json& t = j["tierzero"];
+  if (!t.contains("optimizer_state_dtype")) return false;
+  if (t["optimizer_state_dtype"] == "bf16") return true;
+  if (t["optimizer_state_dtype"] == "fp32") return false;
+  throw Error(invalid_argument(config_path + ": tierzero.optimizer_state_dtype must be \"fp32\" or \"bf16\", got " +
+                               t["optimizer_state_dtype"].dump()));
+}
+
+Machine machine_from(const EstimateFlags& flags, const engine::DsConfig& config) {
+  Machine m = engine::default_machine();
+  const std::string default_gpu = m.gpu_name;
+  for (const std::string& file : flags.bench_json) throw_if_error(engine::apply_bench_file(file, m));
+  if (!flags.gpu.empty()) m.gpu_name = flags.gpu;
+  if (flags.gpu_tflops > 0) {
+    m.gpu_tflops = {flags.gpu_tflops, "--gpu-tflops"};
+  } else if (m.gpu_name != default_gpu) {
+    m.gpu_tflops = {value_or_throw(engine::gpu_tflops_for(m.gpu_name)), "table: " + m.gpu_name};
+  }
+  if (flags.gpu_efficiency > 0) m.compute_efficiency = flags.gpu_efficiency;
+  if (!flags.gpu_memory.empty()) m.gpu_memory_bytes = value_or_throw(parse_bytes(flags.gpu_memory));
+  if (!flags.host_memory.empty()) m.host_memory_bytes = value_or_throw(parse_bytes(flags.host_memory));
+  const std::vector<std::string> paths = nvme_paths(flags, config);
+  if (!paths.empty()) m.nvme_bytes = free_bytes(paths);
+  return m;
+}
+
+std::string figure_text(const engine::MachineFigure& f, const char* unit) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f %s", f.value, unit);
+  return std::string(text) + " (" + f.source + ")";
+}
+
+void run(const EstimateFlags& flags) {
+  if (flags.gpus < 1) throw Error(invalid_argument("--gpus must be at least 1"));
+  const engine::ModelDims model = value_or_throw(engine::load_model_dims(flags.model_config));
+  engine::ResolveHints hints;
+  hints.world_size = flags.gpus;
+  hints.model.hidden_size = model.hidden_size;
+  const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.config, hints));
+  const Machine machine = machine_from(flags, config);
+  engine::PlanOptions options{.seq_len = flags.seq_len, .bf16_optimizer_state = bf16_state_asked(flags.config)};
+  const engine::Plan plan = value_or_throw(engine::plan_training(model, config, machine, options));
+
+  std::vector<std::string> header = {
+      "model: " + flags.model_config + ", config: " + flags.config,
+      "gpu: " + machine.gpu_name + ", " + figure_text(machine.gpu_tflops, "TFLOPS") + " x efficiency " +
+          std::to_string(machine.compute_efficiency).substr(0, 4),
+      "pcie pinned: h2d " + figure_text(machine.h2d_gbps, "GB/s") + ", d2h " + figure_text(machine.d2h_gbps, "GB/s"),
+      "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " + figure_text(machine.nvme_write_gbps, "GB/s"),
+      "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
+  };
+  for (const std::string& warning : config.warnings) header.push_back("config warning: " + warning);
+  std::fputs(engine::format_plan(plan, header).c_str(), stdout);
+  if (!flags.json.empty()) {
+    std::ofstream out(flags.json);
+    out << engine::plan_to_json(plan).dump(2) << "\n";
+    if (!out) throw Error(io_error(flags.json + ": cannot write the plan JSON (--json)"));
+  }
+  if (!plan.feasible()) throw ExitCode{1};
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& app) {
+  auto flags = std::make_shared<EstimateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "estimate", "Plan a training run: bytes per tier (GPU, pinned, pageable, NVMe), checks, predicted step time");
+  cmd->add_option("--model-config", flags->model_config, "Hugging Face config.json (or its model directory)")->required();
+  cmd->add_option("--config", flags->config, "DeepSpeed ds_config JSON")->required();
+  cmd->add_option("--gpu-memory", flags->gpu_memory, "a GPU's memory, CUDA context included (e.g. 24GB)");
+  cmd->add_option("--host-memory", flags->host_memory, "host memory for all ranks, pinned + pageable (e.g. 128GB)");
+  cmd->add_option("--nvme", flags->nvme, "NVMe directories (their free space is the NVMe budget)");
+  cmd->add_option("--gpus", flags->gpus, "data-parallel ranks on this host (default 1)");
+  cmd->add_option("--bench-json", flags->bench_json, "tierzero bench pcie|io|adam|tiers --json files of this machine");
+  cmd->add_option("--gpu", flags->gpu, "GPU name for the TFLOPS table (default: bench pcie's device, else H200)");
+  cmd->add_option("--gpu-tflops", flags->gpu_tflops, "dense 16-bit matmul TFLOPS (overrides the table)");
+  cmd->add_option("--gpu-efficiency", flags->gpu_efficiency, "fraction of those TFLOPS a step sustains (default 0.5)");
+  cmd->add_option("--seq-len", flags->seq_len, "tokens per sample (default: tierzero.data.seq_len)");
+  cmd->add_option("--json", flags->json, "write the plan as JSON to this file");
+  cmd->callback([flags] { run(*flags); });
+}
+
+}  // namespace tierzero::tools
