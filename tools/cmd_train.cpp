@@ -28,6 +28,16 @@ void add_train_command(CLI::App& app) {
                     "write the trained model here at the end: a Hugging Face directory of 16-bit safetensors "
                     "(the training's bf16/fp16; fp32 when training in fp32) + config.json");
   train->add_option("--resume", args->resume_dir, "continue from the latest engine checkpoint here");
+  train->add_option("--save-every", args->save_every,
+                    "also save a checkpoint into --save every N steps (default: tierzero.checkpoint.save_every)")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--keep-last", args->keep_last,
+                    "keep only the newest K checkpoints in --save, older ones removed once the new one is durable "
+                    "(default: tierzero.checkpoint.keep_last; 0 = all)")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--metrics", args->metrics_path,
+                    "write one JSON line per step here (loss, lr, tokens/s, memory per tier, time breakdown; "
+                    "format report/METRICS.md, drawn by `tierzero report`)");
   train->add_option("--seed", args->init_seed, "random initialisation seed (without --model)");
   train->callback([args] { value_or_throw(engine::train(*args, stdout)); });
 }

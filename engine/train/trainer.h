@@ -1,17 +1,14 @@
 // `tierzero train`: a whole training run from a ds_config, a model and a token file, on every rank
-// of the process group torchrun describes (or one process). Rank 0 prints one line per optimizer
-// step (loss, lr, tokens/s, TFLOPS, GPU / pinned / NVMe bytes in use) and a summary at the end.
-//
-// The step, as every rank runs it:
-//   for each of gradient_accumulation_steps micro-batches of this rank's data:
-//       loss += engine.forward_backward(ids, targets, loss_scale / accumulation_steps)
-//   outcome = engine.step(lr, loss_scale)       // fp16 overflow: skipped, gradients dropped
-//   loss_scaler.update(outcome.overflow);  if not overflow: lr_schedule.step()
+// of the process group torchrun describes (or one process). Rank 0 prints one line per printed
+// step (every steps_per_print, the first and the last: loss, lr, tokens/s, TFLOPS, the step's true
+// GPU peak, pinned / pageable host and NVMe bytes) and a `done:` summary at the end. The session
+// behind it (set-up, step loop, report, saves) is engine/train/internal/session.h.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -27,6 +24,9 @@ struct TrainArgs {
                                   // beside it when stage3_gather_16bit_weights_on_model_save); empty: none
   std::string export_dir;         // HF model directory (16-bit safetensors) written at the end; empty: none
   std::string resume_dir;         // engine checkpoint to continue from; empty: start fresh
+  int64_t save_every = 0;         // also save every N steps into save_dir; 0: tierzero.checkpoint.save_every
+  int64_t keep_last = 0;          // checkpoints kept in save_dir; 0: tierzero.checkpoint.keep_last (0: all)
+  std::string metrics_path;       // one JSON line per step here (report/METRICS.md), rank 0; empty: none
   uint64_t init_seed = 1234;      // random initialisation (without model_dir)
 };
 
@@ -35,8 +35,12 @@ struct TrainSummary {
   int64_t skipped_steps = 0;  // fp16 overflows
   double first_loss = 0.0;
   double last_loss = 0.0;
+  std::vector<double> losses;  // each step's loss (mean over ranks), in order
   double seconds = 0.0;
   double tokens_per_second = 0.0;
+  int64_t gpu_peak_bytes = -1;  // the largest step's allocator peak (memory_figures.h); -1 on the CPU
+  int64_t pinned_bytes = 0;     // the most pinned host memory the engine held after a step
+  int64_t pageable_bytes = 0;   // the most resident, unpinned host memory after a step
 };
 
 // Runs the training `args` describe; rank 0 writes progress to `out`. Relative paths that do not

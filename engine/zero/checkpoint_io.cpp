@@ -42,13 +42,16 @@ Status agree_across_ranks(Comm& comm, const Status& status, const std::string& w
   return Status();
 }
 
-Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras) {
+Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras,
+                              int compression_level) {
   Comm& comm = engine.comm();
   const auto rank = static_cast<uint32_t>(comm.rank());
   const std::string tag = "global_step" + std::to_string(extras.iteration);
   checkpoint::CheckpointManifest manifest = make_manifest(engine, extras);
+  checkpoint::CheckpointOptions options;
+  options.compression_level = compression_level;
 
-  Status status = rank == 0 ? checkpoint::begin_checkpoint(dir, tag, manifest) : Status();
+  Status status = rank == 0 ? checkpoint::begin_checkpoint(dir, tag, manifest, options) : Status();
   TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "starting checkpoint " + dir + "/" + tag));
 
   AdamPartitionState& state = engine.optimizer().state();
@@ -61,10 +64,10 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
     data.group_states.push_back(std::move(group));
   }
   data.rank_state = {{"iteration", extras.iteration}, {"data", extras.data}};
-  status = checkpoint::write_checkpoint_rank(dir, tag, manifest, rank, data);
+  status = checkpoint::write_checkpoint_rank(dir, tag, manifest, rank, data, options);
   TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "writing rank files of " + dir + "/" + tag));
 
-  status = rank == 0 ? checkpoint::commit_checkpoint(dir, tag, manifest) : Status();
+  status = rank == 0 ? checkpoint::commit_checkpoint(dir, tag, manifest, options) : Status();
   return agree_across_ranks(comm, status, "committing checkpoint " + dir + "/" + tag);
 }
 

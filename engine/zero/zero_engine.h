@@ -110,8 +110,10 @@ struct CheckpointExtras {
 // Saves checkpoint "global_step<iteration>" under `dir` and points DIR/latest at it. A collective:
 // every rank calls it with its own extras (loss_scaler, lr_scheduler and model_config_json are
 // taken from rank 0; the config makes `tierzero convert` write OUT/config.json). The checkpoint is
-// durable when it returns ok on every rank; a failure on any rank fails all.
-Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras);
+// durable when it returns ok on every rank; a failure on any rank fails all. `compression_level`
+// 1..22 stores each section as a zstd frame of that level (tierzero.checkpoint.compression); 0 raw.
+Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras,
+                              int compression_level = 0);
 
 // Loads the checkpoint DIR/latest names into `engine` (master weights, moments, Adam step count,
 // compute weights) and returns the extras, `data` being this rank's saved position when the

@@ -1,0 +1,73 @@
+#include "engine/train/internal/engine_options.h"
+
+namespace tierzero::engine::trainer {
+namespace {
+
+constexpr const char* kNvmeRefusal =
+    " is not supported yet (NVMe offload lands with the NVMe issue): use \"cpu\" or \"none\"";
+
+Status refuse_what_the_engine_cannot_do(const ZeroConfig& zero) {
+  if (zero.offload_optimizer.device == OffloadDevice::kNvme)
+    return unsupported(std::string("zero_optimization.offload_optimizer.device=\"nvme\"") + kNvmeRefusal);
+  if (zero.offload_param.device == OffloadDevice::kNvme)
+    return unsupported(std::string("zero_optimization.offload_param.device=\"nvme\"") + kNvmeRefusal);
+  if (zero.offload_optimizer.device != OffloadDevice::kNone && zero.offload_optimizer.ratio < 1.0)
+    return unsupported("zero_optimization.offload_optimizer.ratio=" + std::to_string(zero.offload_optimizer.ratio) +
+                       " (partial optimizer offload) is not supported: set it to 1 (all of the optimizer on the "
+                       "CPU) or remove offload_optimizer");
+  return Status();
+}
+
+}  // namespace
+
+at::ScalarType compute_dtype_of(Precision precision) {
+  switch (precision) {
+    case Precision::kFp16: return at::kHalf;
+    case Precision::kBf16: return at::kBFloat16;
+    case Precision::kFp32: return at::kFloat;
+  }
+  return at::kFloat;
+}
+
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp32: return "fp32";
+  }
+  return "?";
+}
+
+int checkpoint_compression_level(const DsConfig& config) {
+  return config.tierzero.checkpoint_compression == CheckpointCompression::kZstd
+             ? config.tierzero.checkpoint_compression_level
+             : 0;
+}
+
+Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
+  TZ_RETURN_IF_ERROR(refuse_what_the_engine_cannot_do(config.zero));
+  ZeroEngineOptions options;
+  PartitionOptions& partition = options.partition;
+  partition.stage = config.zero.stage;
+  partition.compute_dtype = compute_dtype_of(config.precision());
+  partition.grad_dtype = config.tierzero.grad_accum_dtype == GradAccumDtype::kBf16 ? at::kBFloat16 : at::kFloat;
+  partition.reduce_bucket_numel = static_cast<int64_t>(config.zero.reduce_bucket_size);
+  partition.prefetch_numel = static_cast<int64_t>(config.zero.prefetch_bucket_size);
+  partition.persistence_threshold = static_cast<int64_t>(config.zero.param_persistence_threshold);
+  partition.max_live_numel = static_cast<int64_t>(config.zero.max_live_parameters);
+  partition.max_reuse_distance = static_cast<int64_t>(config.zero.max_reuse_distance);
+  partition.offload_params = config.zero.offload_param.device == OffloadDevice::kCpu;
+  partition.pin_offloaded_params = config.zero.offload_param.pin_memory;
+  options.adam.beta1 = config.optimizer.beta1;
+  options.adam.beta2 = config.optimizer.beta2;
+  options.adam.eps = config.optimizer.eps;
+  options.adam.weight_decay = config.optimizer.weight_decay;
+  options.adam.decoupled_weight_decay = config.optimizer.decoupled_weight_decay();
+  options.adam.bias_correction = config.optimizer.bias_correction;
+  options.offload_optimizer = config.zero.offload_optimizer.device == OffloadDevice::kCpu;
+  options.cpu_threads = config.tierzero.cpu_threads;
+  options.gradient_clipping = config.gradient_clipping;
+  return options;
+}
+
+}  // namespace tierzero::engine::trainer

@@ -1,0 +1,23 @@
+// Private: periodic saves keep the newest K engine checkpoints (checkpoint_rotation.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierzero::engine::trainer {
+
+// The iterations of the published checkpoints under `dir` (directories named global_stepN, no
+// suffix), ascending.
+std::vector<int64_t> saved_iterations(const std::string& dir);
+
+// Removes every global_stepN under `dir` but the newest `keep_last` and the one DIR/latest names.
+// Call it only after the newest checkpoint is durable (save_engine_checkpoint returned ok). A
+// checkpoint being removed is first renamed to global_stepN.removing (and the directory synced),
+// so a crash midway never leaves a partial directory under a checkpoint's name. Errors name the
+// directory.
+Status remove_old_checkpoints(const std::string& dir, int64_t keep_last);
+
+}  // namespace tierzero::engine::trainer

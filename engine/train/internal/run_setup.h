@@ -1,0 +1,70 @@
+// Private: the pieces a training session is set up from — device, model, data, resume — each a
+// short function of the arguments and the config (run_setup.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "engine/config/ds_config.h"
+#include "engine/data/token_data.h"
+#include "engine/model/functional_model.h"
+#include "engine/train/trainer.h"
+#include "engine/zero/zero_engine.h"
+
+namespace tierzero::engine::trainer {
+
+// `path` as given when it exists (or is absolute), else the same relative path in the source tree
+// (so a plain `tierzero train` finds configs/tiny.json and its data from anywhere).
+std::string resolve_path(const std::string& path);
+
+// The compute device: CUDA device LOCAL_RANK when CUDA is available (made current), else the CPU.
+at::Device pick_device();
+
+// Intra-op CPU threads for a model of `parameters` on `device`: OMP_NUM_THREADS when set; else one
+// for small models on the CPU (their matmuls are too small to split, and OpenMP's spinning threads
+// made the tiny default run 15x slower on a busy 2-core machine); else LibTorch's default.
+void choose_cpu_threads(at::Device device, int64_t parameters);
+
+// The model and its initial weights: a HF checkpoint (args.model_dir), a HF config.json with random
+// weights (args.model_config_path), or the built-in tiny Llama. Errors name the file.
+struct ModelAndWeights {
+  ModelConfig config;
+  std::string config_json;  // the config.json text it came from (to_hf_json for the built-in model)
+  std::string description;
+  std::map<std::string, at::Tensor> weights;  // fp32 on the CPU; emptied once the engine holds them
+};
+Result<ModelAndWeights> load_model(const TrainArgs& args);
+
+// The ds_config `args` name (configs/tiny.json when none), resolved for `world_size` ranks and the
+// model's hidden size. `path` is the file actually read.
+struct LoadedConfig {
+  DsConfig config;
+  std::string path;
+};
+Result<LoadedConfig> load_config(const TrainArgs& args, int world_size, const ModelConfig& model);
+
+// This rank's training data: args.data_path, else the config's tierzero.data.path. Errors name the
+// config and the missing key, or the data file.
+struct TrainingData {
+  std::string path;
+  std::shared_ptr<const SampleSource> samples;
+  std::unique_ptr<MicroBatchIterator> batches;
+};
+Result<TrainingData> open_data(const TrainArgs& args, const LoadedConfig& config, int rank, int world_size);
+
+// The optimizer steps to run: args.steps, else the scheduler's total_num_steps, else 100.
+int64_t planned_steps(const TrainArgs& args, const DsConfig& config);
+
+// Continues the data where the checkpoint left it. At the saved world size that is each rank's
+// exact position; at another one the ranks' orders differ, so every rank continues at the same
+// epoch and the same fraction of it (the global sample count consumed is kept).
+Status restore_data_position(const CheckpointExtras& saved, MicroBatchIterator& data, int world_size,
+                             int64_t micro_batch);
+
+}  // namespace tierzero::engine::trainer

@@ -1,0 +1,83 @@
+// Private: one training run on this rank, as a small object (the pieces of `tierzero train`):
+//
+//   create()      session.cpp         device, process group, model, ds_config -> engine options,
+//                                     data, schedules, engine; resume from --resume
+//   run()         session.cpp         header, then for each step: run_step(), report it, save when due;
+//                                     then the final save / export and the `done:` line
+//   run_step()    session_step.cpp    one optimizer step (below) and its measured figures
+//   save()        session_save.cpp    an engine checkpoint (+ the 16-bit model when asked), older
+//                                     checkpoints removed once it is durable; the export
+//   print_*()     session_report.cpp  rank 0's header and lines (format in step_report.h), and the
+//                                     metrics JSONL (--metrics, metrics_log.h)
+//
+// The step, as every rank runs it:
+//   for each of gradient_accumulation_steps micro-batches of this rank's data:
+//       loss += engine.forward_backward(ids, targets, loss_scale / accumulation_steps)
+//   outcome = engine.step(lr, loss_scale)       // fp16 overflow: skipped, gradients dropped
+//   loss_scaler.update(outcome.overflow);  if not overflow: lr_schedule.step()
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "engine/comm/comm.h"
+#include "engine/optim/schedules.h"
+#include "engine/train/internal/metrics_log.h"
+#include "engine/train/internal/run_setup.h"
+#include "engine/train/internal/step_report.h"
+#include "engine/train/trainer.h"
+#include "engine/zero/zero_engine.h"
+
+namespace tierzero::engine::trainer {
+
+class TrainingSession {
+ public:
+  // Sets up the run `args` describe on this rank (every rank calls it; it is a collective when
+  // resuming). Rank 0 writes to `out`. Errors name the file or key and the fix.
+  static Result<std::unique_ptr<TrainingSession>> create(const TrainArgs& args, std::FILE* out);
+
+  // Runs the steps left, saves and exports as asked, and returns the summary. A collective.
+  Result<TrainSummary> run();
+
+ private:
+  TrainingSession(const TrainArgs& args, std::FILE* out) : args_(args), out_(out) {}
+  Status resume();
+  Status open_metrics();
+  Result<StepRecord> run_step(int64_t step);
+  TimeBreakdown breakdown(double forward_backward_s, double step_s);
+  bool save_due(int64_t iteration) const;
+  Status save(int64_t iteration);
+  Status export_model();
+  CheckpointExtras extras(int64_t iteration) const;
+  bool printer() const { return comm_->rank() == 0; }
+  void print_header() const;
+  void print_line(const std::string& line) const;
+
+  const TrainArgs args_;
+  std::FILE* out_;
+  at::Device device_{at::kCPU};
+  std::unique_ptr<Comm> comm_;
+  ModelAndWeights model_;
+  std::unique_ptr<FunctionalModel> network_;
+  LoadedConfig config_;
+  ZeroEngineOptions options_;
+  TrainingData data_;
+  std::optional<LrSchedule> schedule_;
+  std::optional<LossScaler> scaler_;
+  std::unique_ptr<ZeroEngine> engine_;
+  MetricsLog metrics_;
+  int64_t first_step_ = 0;  // steps done before this run (resume)
+  int64_t last_step_ = 0;   // the step the run ends after
+  int64_t save_every_ = 0;  // 0: save at the end only
+  int64_t keep_last_ = 0;   // checkpoints kept in args_.save_dir; 0: all
+  int64_t tokens_per_step_ = 0;
+  double flops_per_step_ = 0.0;
+};
+
+}  // namespace tierzero::engine::trainer

@@ -1,0 +1,28 @@
+#include "engine/train/internal/metrics_log.h"
+
+namespace tierzero::engine::trainer {
+
+Result<MetricsLog> MetricsLog::open(const std::string& path, const report::RunInfo& run) {
+  TZ_ASSIGN_OR_RETURN(report::MetricsWriter writer, report::MetricsWriter::open(path, run));
+  return MetricsLog(std::move(writer));
+}
+
+Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
+  if (!writer_) return Status();
+  report::StepMetrics step;
+  step.step = record.step;
+  step.loss = record.loss;
+  step.lr = record.lr;
+  step.grad_norm = record.grad_norm;
+  step.tokens_per_s = record.tokens_per_s;
+  step.tflops = record.tflops;
+  step.step_time_s = record.seconds;
+  step.gpu_peak_bytes = std::max<int64_t>(run_gpu_peak_bytes, 0);
+  step.gpu_reserved_bytes = std::max<int64_t>(record.memory.gpu_reserved_bytes, 0);
+  step.pinned_bytes = record.memory.pinned_bytes;
+  step.pageable_bytes = record.memory.pageable_bytes;
+  step.nvme_bytes = record.memory.nvme_bytes;
+  return writer_->write_step(step);
+}
+
+}  // namespace tierzero::engine::trainer

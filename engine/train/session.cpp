@@ -1,0 +1,109 @@
+#include "engine/train/internal/session.h"
+
+#include <chrono>
+
+#include "engine/train/internal/engine_options.h"
+
+namespace tierzero::engine::trainer {
+namespace {
+
+// Steps between periodic saves: --save-every, else tierzero.checkpoint.save_every (0: none).
+Result<int64_t> save_period(const TrainArgs& args, const DsConfig& config) {
+  const int64_t every = args.save_every > 0 ? args.save_every : config.tierzero.checkpoint_save_every;
+  if (every > 0 && args.save_dir.empty())
+    return invalid_argument("periodic saves (--save-every / tierzero.checkpoint.save_every = " + std::to_string(every) +
+                            ") need a directory: pass --save DIR");
+  return every;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs& args, std::FILE* out) {
+  std::unique_ptr<TrainingSession> s(new TrainingSession(args, out));
+  s->device_ = pick_device();
+  TZ_ASSIGN_OR_RETURN(s->comm_, Comm::from_env(s->device_));
+  if (!args.export_dir.empty()) TZ_RETURN_IF_ERROR(check_export_dir(args.export_dir));
+  TZ_ASSIGN_OR_RETURN(s->model_, load_model(args));
+  s->network_ = make_causal_lm(s->model_.config);
+  choose_cpu_threads(s->device_, num_parameters(s->model_.config));
+
+  TZ_ASSIGN_OR_RETURN(s->config_, load_config(args, s->comm_->world_size(), s->model_.config));
+  const DsConfig& config = s->config_.config;
+  TZ_ASSIGN_OR_RETURN(s->options_, engine_options(config));
+  s->last_step_ = planned_steps(args, config);
+  TZ_ASSIGN_OR_RETURN(s->save_every_, save_period(args, config));
+  s->keep_last_ = args.keep_last > 0 ? args.keep_last : config.tierzero.checkpoint_keep_last;
+  TZ_ASSIGN_OR_RETURN(s->data_, open_data(args, s->config_, s->comm_->rank(), s->comm_->world_size()));
+  LrScheduleConfig constant_lr{.type = LrScheduleType::kWarmupLR,
+                               .warmup_min_lr = config.optimizer.lr,
+                               .warmup_max_lr = config.optimizer.lr,
+                               .warmup_num_steps = 1};
+  TZ_ASSIGN_OR_RETURN(s->schedule_, LrSchedule::create(config.scheduler.value_or(constant_lr)));
+  TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
+
+  s->engine_ = std::make_unique<ZeroEngine>(*s->network_, s->model_.weights, s->options_, *s->comm_);
+  s->model_.weights.clear();
+  if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
+
+  const int64_t seq_len = s->data_.samples->seq_len();
+  s->tokens_per_step_ = config.batch.train_micro_batch_size_per_gpu * config.batch.gradient_accumulation_steps *
+                        s->comm_->world_size() * seq_len;
+  s->flops_per_step_ = training_flops_per_token(s->model_.config, seq_len) * static_cast<double>(s->tokens_per_step_);
+  TZ_RETURN_IF_ERROR(s->open_metrics());
+  return s;
+}
+
+Status TrainingSession::resume() {
+  TZ_ASSIGN_OR_RETURN(CheckpointExtras saved, load_engine_checkpoint(args_.resume_dir, *engine_));
+  first_step_ = saved.iteration;
+  if (!saved.loss_scaler.is_null()) TZ_RETURN_IF_ERROR(scaler_->load_state(saved.loss_scaler));
+  if (!saved.lr_scheduler.is_null()) TZ_RETURN_IF_ERROR(schedule_->load_state(saved.lr_scheduler));
+  return restore_data_position(saved, *data_.batches, comm_->world_size(),
+                               config_.config.batch.train_micro_batch_size_per_gpu);
+}
+
+Result<TrainSummary> TrainingSession::run() {
+  print_header();
+  TrainSummary summary;
+  RunTotals totals;
+  const auto run_start = std::chrono::steady_clock::now();
+  for (int64_t step = first_step_; step < last_step_; ++step) {
+    TZ_ASSIGN_OR_RETURN(StepRecord record, run_step(step));
+    if (summary.steps == 0) summary.first_loss = record.loss;
+    summary.last_loss = record.loss;
+    summary.losses.push_back(record.loss);
+    ++summary.steps;
+    summary.skipped_steps += record.overflow;
+    totals.peak = summary.steps == 1 ? record.memory : max_of(totals.peak, record.memory);
+    if (should_print(record.step, first_step_, last_step_, config_.config.steps_per_print))
+      print_line(format_step_line(record));
+    TZ_RETURN_IF_ERROR(metrics_.write(record, totals.peak.gpu_peak_bytes));
+    if (save_due(record.step)) TZ_RETURN_IF_ERROR(save(record.step));
+  }
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  const double seconds = std::max(summary.seconds, 1e-9);
+  summary.tokens_per_second = static_cast<double>(summary.steps * tokens_per_step_) / seconds;
+  summary.gpu_peak_bytes = totals.peak.gpu_peak_bytes;
+  summary.pinned_bytes = totals.peak.pinned_bytes;
+  summary.pageable_bytes = totals.peak.pageable_bytes;
+
+  if (!args_.save_dir.empty()) {
+    TZ_RETURN_IF_ERROR(save(last_step_));
+    totals.saved_to = args_.save_dir;
+  }
+  if (!args_.export_dir.empty()) {
+    TZ_RETURN_IF_ERROR(export_model());
+    totals.exported_to = args_.export_dir;
+  }
+  totals.steps = summary.steps;
+  totals.skipped_steps = summary.skipped_steps;
+  totals.seconds = summary.seconds;
+  totals.first_loss = summary.first_loss;
+  totals.last_loss = summary.last_loss;
+  totals.tokens_per_s = summary.tokens_per_second;
+  totals.tflops = static_cast<double>(summary.steps) * flops_per_step_ / seconds / 1e12;
+  print_line(format_done_line(totals));
+  return summary;
+}
+
+}  // namespace tierzero::engine::trainer

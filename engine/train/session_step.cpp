@@ -1,0 +1,63 @@
+#include <ATen/ATen.h>
+
+#include <chrono>
+
+#include "engine/train/internal/session.h"
+
+namespace tierzero::engine::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// One micro-batch as tensors [B, T].
+std::pair<at::Tensor, at::Tensor> to_tensors(MicroBatch& batch) {
+  at::Tensor ids = at::from_blob(batch.input_ids.data(), {batch.batch_size, batch.seq_len}, at::kLong);
+  at::Tensor targets = at::from_blob(batch.targets.data(), {batch.batch_size, batch.seq_len}, at::kLong);
+  return {ids.clone(), targets.clone()};
+}
+
+}  // namespace
+
+Result<StepRecord> TrainingSession::run_step(int64_t step) {
+  reset_step_peaks(device_);
+  const auto step_start = Clock::now();
+  const int64_t accumulation = config_.config.batch.gradient_accumulation_steps;
+  const double loss_scale = scaler_->scale();
+  StepRecord record;
+  record.step = step + 1;
+  record.steps = last_step_;
+  record.lr = schedule_->lr();
+
+  double loss_sum = 0.0;
+  double forward_backward_s = 0.0;
+  for (int64_t micro = 0; micro < accumulation; ++micro) {
+    TZ_ASSIGN_OR_RETURN(MicroBatch batch, data_.batches->next());
+    auto [ids, targets] = to_tensors(batch);
+    const auto start = Clock::now();  // forward_backward returns the loss as a double: the work is done
+    loss_sum += engine_->forward_backward(ids, targets, loss_scale / static_cast<double>(accumulation));
+    forward_backward_s += seconds_since(start);
+  }
+  const auto optimizer_start = Clock::now();
+  const StepOutcome outcome = engine_->step(record.lr, loss_scale);
+  const double optimizer_s = seconds_since(optimizer_start);
+  TZ_RETURN_IF_ERROR(scaler_->update(outcome.overflow));
+  if (!outcome.overflow) schedule_->step();
+
+  record.loss = engine_->mean_over_ranks(loss_sum / static_cast<double>(accumulation));
+  record.seconds = seconds_since(step_start);
+  record.grad_norm = outcome.grad_norm;
+  record.overflow = outcome.overflow;
+  record.tokens_per_s = static_cast<double>(tokens_per_step_) / record.seconds;
+  record.tflops = flops_per_step_ / record.seconds / 1e12;
+  record.memory = measure_memory(device_, *engine_);
+  if (config_.config.wall_clock_breakdown) record.breakdown = breakdown(forward_backward_s, optimizer_s);
+  return record;
+}
+
+TimeBreakdown TrainingSession::breakdown(double forward_backward_s, double step_s) {
+  return {{"fwd+bwd", forward_backward_s}, {"step", step_s}};
+}
+
+}  // namespace tierzero::engine::trainer

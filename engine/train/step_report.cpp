@@ -1,0 +1,43 @@
+#include "engine/train/internal/step_report.h"
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+
+namespace tierzero::engine::trainer {
+
+bool should_print(int64_t step, int64_t first_step, int64_t last_step, int64_t every) {
+  return step == first_step + 1 || step == last_step || (every > 0 && step % every == 0);
+}
+
+std::string bytes_text(int64_t bytes) { return bytes < 0 ? "-" : format_bytes(static_cast<uint64_t>(bytes)); }
+
+std::string format_step_line(const StepRecord& r) {
+  std::string line = fmt::format(
+      "step {:5}/{}  loss {:.4f}  lr {:.3e}  grad-norm {:.3f}  {:8.0f} tok/s  {:.4f} TFLOPS  gpu-peak {}  "
+      "gpu-reserved {}  pinned {}  pageable {}  nvme {}  {:.2f}s",
+      r.step, r.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.tflops, bytes_text(r.memory.gpu_peak_bytes),
+      bytes_text(r.memory.gpu_reserved_bytes), bytes_text(r.memory.pinned_bytes), bytes_text(r.memory.pageable_bytes),
+      bytes_text(r.memory.nvme_bytes), r.seconds);
+  if (!r.breakdown.empty()) {
+    line += "  [time";
+    for (const auto& [phase, seconds] : r.breakdown) line += fmt::format(" {} {:.3f}s", phase, seconds);
+    line += "]";
+  }
+  if (r.overflow) line += "  overflow: step skipped";
+  return line;
+}
+
+std::string format_done_line(const RunTotals& t) {
+  std::string line = fmt::format(
+      "done: {} steps ({} skipped) in {:.1f} s | loss {:.4f} -> {:.4f} | {:.0f} tok/s | {:.4f} TFLOPS | "
+      "peak gpu {} (reserved {}) | pinned {} | pageable {} | nvme {}",
+      t.steps, t.skipped_steps, t.seconds, t.first_loss, t.last_loss, t.tokens_per_s, t.tflops,
+      bytes_text(t.peak.gpu_peak_bytes), bytes_text(t.peak.gpu_reserved_bytes), bytes_text(t.peak.pinned_bytes),
+      bytes_text(t.peak.pageable_bytes), bytes_text(t.peak.nvme_bytes));
+  if (!t.saved_to.empty()) line += " | saved to " + t.saved_to;
+  if (!t.exported_to.empty()) line += " | exported to " + t.exported_to;
+  return line;
+}
+
+}  // namespace tierzero::engine::trainer

@@ -1,0 +1,169 @@
+// Periodic saves on 2 ranks (Gloo, separate processes): a run SIGKILLed after a periodic save and
+// resumed from DIR/latest reproduces the uninterrupted run's losses bit for bit, and only the last
+// keep_last checkpoints remain.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "engine/train/internal/checkpoint_rotation.h"
+#include "train_fixture.h"
+
+extern char** environ;
+
+namespace tierzero::engine::testing {
+namespace {
+
+constexpr int kWorld = 2;
+
+// A TCP port free at the moment of asking (the ranks' TCPStore binds it next).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// kWorld workers with `args`, each rank's output in DIR/NAME.rankR.log.
+class Ranks {
+ public:
+  Ranks(const ScratchDir& dir, const std::string& name, std::vector<std::string> args) {
+    const int port = free_port();
+    args.insert(args.begin(), TIERZERO_TRAIN_WORKER);
+    for (int rank = 0; rank < kWorld; ++rank) {
+      std::vector<std::string> env;
+      for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+      for (std::string v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+                            "WORLD_SIZE=" + std::to_string(kWorld), std::string("MASTER_ADDR=127.0.0.1"),
+                            "MASTER_PORT=" + std::to_string(port), std::string("OMP_NUM_THREADS=1"),
+                            std::string("TORCH_FR_BUFFER_SIZE=0")})
+        env.push_back(v);
+      std::vector<char*> argv, envp;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      for (std::string& e : env) envp.push_back(e.data());
+      envp.push_back(nullptr);
+      logs_.push_back(dir / (name + ".rank" + std::to_string(rank) + ".log"));
+      posix_spawn_file_actions_t actions;
+      posix_spawn_file_actions_init(&actions);
+      posix_spawn_file_actions_addopen(&actions, 1, logs_.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      posix_spawn_file_actions_adddup2(&actions, 1, 2);
+      pid_t pid = 0;
+      EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0) << argv[0];
+      posix_spawn_file_actions_destroy(&actions);
+      pids_.push_back(pid);
+    }
+  }
+  ~Ranks() { kill_all(); }
+
+  // True when every rank has exited (reaping those that did); statuses in status_.
+  bool done() {
+    bool all = true;
+    for (size_t r = 0; r < pids_.size(); ++r) {
+      if (pids_[r] > 0 && waitpid(pids_[r], &status_[r], WNOHANG) == pids_[r]) pids_[r] = -1;
+      all = all && pids_[r] <= 0;
+    }
+    return all;
+  }
+  // Waits for every rank (killing them after `seconds`); the logs of those that failed, or "".
+  std::string wait(int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kill_all();
+    std::string failures;
+    for (size_t r = 0; r < logs_.size(); ++r) {
+      if (WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) == 0) continue;
+      std::ifstream log(logs_[r]);
+      std::stringstream text;
+      text << log.rdbuf();
+      failures += "rank " + std::to_string(r) + " status " + std::to_string(status_[r]) + ":\n" + text.str();
+    }
+    return failures;
+  }
+  void kill_all() {
+    for (pid_t& pid : pids_) {
+      if (pid <= 0) continue;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+  std::vector<std::string> logs_;
+  int status_[kWorld] = {-1, -1};
+};
+
+std::vector<double> read_losses(const std::string& path) {
+  std::vector<double> losses;
+  std::ifstream in(path);
+  for (double loss; in >> loss;) losses.push_back(loss);
+  return losses;
+}
+
+std::string latest(const std::string& dir) {
+  std::ifstream in(dir + "/latest");
+  std::string tag;
+  std::getline(in, tag);
+  return tag;
+}
+
+TEST(PeriodicSave, KilledRunResumedFromLatestMatchesTheUninterruptedRun) {
+  ScratchDir dir;
+  const int64_t steps = 12;
+  const std::string config = write_config(
+      dir, small_config({{"zero_optimization", {{"stage", 2}}}, {"tierzero", {{"checkpoint", {{"keep_last", 2}}}}}}));
+  const std::string ckpt = dir / "ckpt";
+  const std::string steps_arg = std::to_string(steps);
+
+  Ranks whole(dir, "whole", {"--config", config, "--steps", steps_arg, "--losses", dir / "whole.losses"});
+  ASSERT_EQ(whole.wait(240), "");
+  const std::vector<double> expected = read_losses(dir / "whole.losses");
+  ASSERT_EQ(expected.size(), static_cast<size_t>(steps));
+
+  {
+    Ranks killed(dir, "killed", {"--config", config, "--steps", steps_arg, "--save", ckpt, "--save-every", "2"});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+    while (latest(ckpt).empty() && !killed.done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_FALSE(killed.done()) << "the run ended before a periodic save was seen; nothing was killed";
+    killed.kill_all();
+  }
+  const std::string tag = latest(ckpt);
+  ASSERT_EQ(tag.rfind("global_step", 0), 0u) << "no checkpoint published before the kill";
+  const int64_t saved_at = std::stoll(tag.substr(std::string("global_step").size()));
+  ASSERT_LT(saved_at, steps) << "killed after the run's end";
+
+  Ranks resumed(dir, "resumed",
+                {"--config", config, "--steps", steps_arg, "--save", ckpt, "--save-every", "2", "--resume", ckpt,
+                 "--losses", dir / "resumed.losses"});
+  ASSERT_EQ(resumed.wait(240), "");
+  const std::vector<double> losses = read_losses(dir / "resumed.losses");
+  ASSERT_EQ(losses.size(), static_cast<size_t>(steps - saved_at));
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_EQ(losses[i], expected[static_cast<size_t>(saved_at) + i]) << "step " << saved_at + 1 + i << ", bit for bit";
+
+  EXPECT_EQ(latest(ckpt), "global_step" + steps_arg);
+  std::vector<int64_t> kept = trainer::saved_iterations(ckpt);
+  EXPECT_EQ(kept, (std::vector<int64_t>{steps - 2, steps})) << "keep_last 2";
+}
+
+}  // namespace
+}  // namespace tierzero::engine::testing

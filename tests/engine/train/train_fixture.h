@@ -1,0 +1,46 @@
+// What the trainer tests share: a scratch directory, a small ds_config written into it (the
+// built-in tiny Llama on the bundled corpus, seq_len 32, micro-batch 2) and train() run with its
+// output captured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "engine/train/trainer.h"
+
+namespace tierzero::engine::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at destruction.
+class ScratchDir {
+ public:
+  ScratchDir();
+  ~ScratchDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A small, fast ds_config: stage 0, fp32, AdamW, constant lr, every step printed; `overrides` are
+// merged in (JSON merge-patch).
+nlohmann::json small_config(const nlohmann::json& overrides = nlohmann::json::object());
+
+// Writes `config` to DIR/NAME and returns the path.
+std::string write_config(const ScratchDir& dir, const nlohmann::json& config, const std::string& name = "ds.json");
+
+// TrainArgs for `steps` steps of the config at `config_path`; other fields at their defaults.
+TrainArgs train_args(const std::string& config_path, int64_t steps);
+
+// train() with rank 0's output captured.
+struct TrainRun {
+  Result<TrainSummary> summary;
+  std::vector<std::string> lines;  // what train() printed, line by line
+};
+TrainRun run_train(const TrainArgs& args);
+
+}  // namespace tierzero::engine::testing

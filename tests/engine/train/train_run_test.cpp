@@ -1,0 +1,191 @@
+// train() end to end on the CPU (one process, the built-in tiny Llama): the printed figures, the
+// refusals, --resume, --save / --export and checkpoint compression.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+
+#include "checkpoint/engine_format/engine_checkpoint.h"
+#include "engine/model/functional_model.h"
+#include "report/metrics.h"
+#include "train_fixture.h"
+
+namespace tierzero::engine::testing {
+namespace {
+
+const std::regex kStepLine(
+    R"(^step +(\d+)/(\d+)  loss ([\d.]+)  lr ([\d.e+-]+)  grad-norm ([\d.]+) +(\d+) tok/s  ([\d.]+) TFLOPS  )"
+    R"(gpu-peak (-|[\d.]+ \w+)  gpu-reserved (-|[\d.]+ \w+)  pinned ([\d.]+ \w+)  pageable ([\d.]+ \w+)  )"
+    R"(nvme ([\d.]+ \w+)  ([\d.]+)s(  \[time fwd\+bwd [\d.]+s step [\d.]+s\])?$)");
+
+std::vector<std::smatch> step_lines(const std::vector<std::string>& lines) {
+  std::vector<std::smatch> matches;
+  for (const std::string& line : lines) {
+    std::smatch m;
+    if (line.rfind("step ", 0) == 0) {
+      EXPECT_TRUE(std::regex_match(line, m, kStepLine)) << "unparsed step line: " << line;
+      matches.push_back(m);
+    }
+  }
+  return matches;
+}
+
+TEST(Train, StepLinesCarryTheFiguresEveryStepsPerPrint) {
+  ScratchDir dir;
+  TrainRun run = run_train(
+      train_args(write_config(dir, small_config({{"steps_per_print", 2}, {"wall_clock_breakdown", true}})), 5));
+  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  std::vector<std::smatch> lines = step_lines(run.lines);
+  ASSERT_EQ(lines.size(), 4u) << "steps 1 (first), 2, 4 (every 2nd) and 5 (last)";
+  const int expected_steps[] = {1, 2, 4, 5};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::smatch& m = lines[i];
+    EXPECT_EQ(std::stoi(m[1]), expected_steps[i]);
+    EXPECT_EQ(std::stoi(m[2]), 5);
+    EXPECT_GT(std::stod(m[3]), 0.0);
+    EXPECT_GT(std::stod(m[6]), 0.0) << "tok/s";
+    EXPECT_EQ(m[8], "-") << "no GPU: no GPU peak";
+    EXPECT_EQ(m[9], "-");
+    EXPECT_EQ(m[10], "0 B") << "nothing pinned without a GPU";
+    EXPECT_NE(m[11], "0 B") << "pageable: the resident set";
+    EXPECT_EQ(m[12], "0 B") << "no NVMe tier";
+    EXPECT_TRUE(m[14].matched) << "wall_clock_breakdown: the time breakdown";
+  }
+  EXPECT_EQ(run.summary->losses.size(), 5u);
+  EXPECT_EQ(run.summary->gpu_peak_bytes, -1);
+  EXPECT_GT(run.summary->pageable_bytes, 0);
+  const std::string& done = run.lines.back();
+  EXPECT_EQ(done.rfind("done: 5 steps (0 skipped)", 0), 0u) << done;
+  EXPECT_NE(done.find("| peak gpu - (reserved -) | pinned 0 B | pageable "), std::string::npos) << done;
+  EXPECT_NE(done.find("| nvme 0 B"), std::string::npos) << done;
+}
+
+TEST(Train, RefusesWhatItCannotHonourNamingTheKey) {
+  ScratchDir dir;
+  struct Case {
+    nlohmann::json overrides;
+    const char* says;
+  } cases[] = {
+      {{{"zero_optimization", {{"stage", 5}}}}, "zero_optimization.stage"},
+      {{{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/tmp"}}}}}},
+       "zero_optimization.offload_optimizer.device"},
+      {{{"tierzero", {{"checkpoint", {{"save_every", 2}}}}}}, "--save"},
+      {{{"tierzero", {{"data", {{"path", nullptr}}}}}}, "tierzero.data.path"},
+  };
+  for (Case& c : cases) {
+    TrainRun run = run_train(train_args(write_config(dir, small_config(c.overrides)), 1));
+    ASSERT_FALSE(run.summary.ok()) << c.says;
+    EXPECT_NE(run.summary.status().to_string().find(c.says), std::string::npos) << run.summary.status().to_string();
+  }
+}
+
+TEST(Train, IneffectiveKeysAreWarnedByName) {
+  ScratchDir dir;
+  TrainRun run = run_train(
+      train_args(write_config(dir, small_config({{"zero_optimization", {{"contiguous_gradients", false}}}})), 1));
+  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  ASSERT_FALSE(run.lines.empty());
+  EXPECT_EQ(run.lines[0].rfind("warning: zero_optimization.contiguous_gradients=false has no effect", 0), 0u)
+      << run.lines[0];
+}
+
+TEST(Train, ResumeContinuesBitForBit) {
+  ScratchDir dir;
+  const std::string config = write_config(dir, small_config({{"zero_optimization", {{"stage", 1}}}}));
+  TrainRun whole = run_train(train_args(config, 4));
+  ASSERT_TRUE(whole.summary.ok()) << whole.summary.status().to_string();
+  TrainArgs first_args = train_args(config, 2);
+  first_args.save_dir = dir / "ckpt";
+  TrainRun first = run_train(first_args);
+  ASSERT_TRUE(first.summary.ok()) << first.summary.status().to_string();
+  TrainArgs rest_args = train_args(config, 4);
+  rest_args.resume_dir = dir / "ckpt";
+  TrainRun rest = run_train(rest_args);
+  ASSERT_TRUE(rest.summary.ok()) << rest.summary.status().to_string();
+  ASSERT_EQ(rest.summary->losses.size(), 2u);
+  EXPECT_EQ(first.summary->losses[0], whole.summary->losses[0]);
+  EXPECT_EQ(first.summary->losses[1], whole.summary->losses[1]);
+  EXPECT_EQ(rest.summary->losses[0], whole.summary->losses[2]) << "bit for bit";
+  EXPECT_EQ(rest.summary->losses[1], whole.summary->losses[3]) << "bit for bit";
+}
+
+TEST(Train, SaveAndExportAreLoadable) {
+  ScratchDir dir;
+  TrainArgs args = train_args(write_config(dir, small_config()), 2);
+  args.save_dir = dir / "ckpt";
+  args.export_dir = dir / "hf";
+  TrainRun run = run_train(args);
+  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  Result<checkpoint::VerifyReport> verified = checkpoint::verify_checkpoint(dir / "ckpt");
+  EXPECT_TRUE(verified.ok()) << verified.status().to_string();
+  Result<ModelConfig> config = load_model_config(dir / "hf");
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  EXPECT_EQ(config->hidden_size, tiny_llama_config().hidden_size);
+  Result<std::map<std::string, at::Tensor>> weights = load_hf_weights(dir / "hf", at::kFloat, at::kCPU);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  EXPECT_EQ(weights->size(), all_params(*make_causal_lm(*config)).size());
+  EXPECT_NE(run.lines.back().find("| saved to " + (dir / "ckpt") + " | exported to " + (dir / "hf")), std::string::npos)
+      << run.lines.back();
+}
+
+// Every "compression" value in a rank record (rank_00000.json).
+void compressions(const nlohmann::json& json, std::vector<std::string>* out) {
+  if (json.is_object()) {
+    for (auto it = json.begin(); it != json.end(); ++it) {
+      if (it.key() == "compression" && it->is_string()) out->push_back(*it);
+      compressions(*it, out);
+    }
+  } else if (json.is_array()) {
+    for (const nlohmann::json& item : json) compressions(item, out);
+  }
+}
+
+std::vector<std::string> saved_compressions(const std::string& checkpoint_dir, int64_t step) {
+  std::ifstream record(checkpoint_dir + "/global_step" + std::to_string(step) + "/rank_00000.json");
+  EXPECT_TRUE(record) << "no rank record in " << checkpoint_dir;
+  std::vector<std::string> found;
+  if (record) compressions(nlohmann::json::parse(record), &found);
+  return found;
+}
+
+TEST(Train, CheckpointCompressionIsHonoured) {
+  ScratchDir dir;
+  for (const char* compression : {"none", "zstd"}) {
+    const std::string name = std::string("ckpt_") + compression;
+    nlohmann::json overrides = {{"tierzero", {{"checkpoint", {{"compression", compression}, {"level", 5}}}}}};
+    TrainArgs args = train_args(write_config(dir, small_config(overrides), name + ".json"), 1);
+    args.save_dir = dir / name;
+    TrainRun run = run_train(args);
+    ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+    std::vector<std::string> found = saved_compressions(dir / name, 1);
+    ASSERT_FALSE(found.empty()) << "no section records";
+    for (const std::string& c : found) EXPECT_EQ(c, compression);
+    EXPECT_TRUE(checkpoint::verify_checkpoint(dir / name).ok());
+  }
+}
+
+TEST(Train, MetricsFileHoldsEveryStep) {
+  ScratchDir dir;
+  TrainArgs args = train_args(write_config(dir, small_config({{"steps_per_print", 10}})), 3);
+  args.metrics_path = dir / "run.jsonl";
+  TrainRun run = run_train(args);
+  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  Result<report::RunMetrics> metrics = report::read_metrics_file(args.metrics_path);
+  ASSERT_TRUE(metrics.ok()) << metrics.status().to_string();
+  EXPECT_EQ(metrics->run.model, "builtin");
+  EXPECT_EQ(metrics->run.dtype, "fp32");
+  EXPECT_EQ(metrics->run.offload, "none");
+  EXPECT_EQ(metrics->run.tokens_per_step, 2 * 32);
+  EXPECT_EQ(metrics->run.parameters, num_parameters(tiny_llama_config()));
+  ASSERT_EQ(metrics->steps.size(), 3u) << "every step, whatever steps_per_print";
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(metrics->steps[i].step, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(metrics->steps[i].loss, run.summary->losses[i]) << "exact";
+    EXPECT_GT(metrics->steps[i].tokens_per_s, 0.0);
+    EXPECT_GT(metrics->steps[i].pageable_bytes, 0);
+    EXPECT_EQ(metrics->steps[i].nvme_bytes, 0);
+  }
+}
+
+}  // namespace
+}  // namespace tierzero::engine::testing
