@@ -10,6 +10,9 @@
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
 #                                      streaming stores, mixed, bf16 params) and DeepSpeed's cpu_adam
 #   scripts/device.sh scripts/device_suite.sh convert OUTDIR   convert's write rate vs bench io
+#   scripts/device.sh scripts/device_suite.sh corpus OUTDIR    DeepSpeed writes its checkpoint corpus on the
+#                                      GPU (make_corpus.py --device cuda); convert is checked against it
+#   scripts/device.sh scripts/device_suite.sh vs_deepspeed OUTDIR [ARGS]  benchmarks/train_vs_deepspeed.sh ARGS
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=$1
@@ -69,5 +72,14 @@ case "$what" in
   convert)
     timeout 400 env TIERZERO_BUILD=build-gpu benchmarks/convert_write_ratio.sh 6 --json "$out/convert_write_ratio.json" 2>&1 |
       tee "$out/convert_write_ratio.txt" | tail -14 ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | hammer | multigpu | adam | convert)"; exit 2 ;;
+  corpus)
+    rm -rf /tmp/ds-gpu
+    timeout 240 python3 tests/checkpoint/deepspeed_corpus/make_corpus.py --out /tmp/ds-gpu --device cuda 2>&1 |
+      tee "$out/corpus.txt" | grep -vi warn | tail -30
+    TIERZERO_DEEPSPEED_CORPUS=/tmp/ds-gpu timeout 120 build-gpu/tests/checkpoint/tierzero_deepspeed_corpus_tests \
+      --gtest_brief=1 2>&1 | tee "$out/corpus_tests.txt" | tail -8 ;;
+  vs_deepspeed)
+    TIERZERO_BIN=$tz timeout 560 benchmarks/train_vs_deepspeed.sh --out "$out/vs_deepspeed" "${@:3}" 2>&1 |
+      tee "$out/vs_deepspeed.txt" | grep -vE 'Warning|warn\(' | tail -40 ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | hammer | multigpu | adam | convert | corpus | vs_deepspeed)"; exit 2 ;;
 esac
