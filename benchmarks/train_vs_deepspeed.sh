@@ -80,8 +80,12 @@ done
 "$py" "$util" tokens --out "$out/tokens.u16" --tokens "$max_tokens" --vocab "$vocab" --seed 1234 >&2
 parameters=$("$py" "$util" count --model "$out/model")
 machine="$(hostname), $(nproc) cores, $("$py" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>/dev/null | tail -1), tierzero $(git rev-parse --short HEAD 2>/dev/null || echo '?'), DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1 || echo '-'), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
-"$py" -c 'import json,sys; a=sys.argv; json.dump({"shape": a[1], "parameters": int(a[2]), "steps": int(a[3]),
-  "configs": a[4].split(), "engines": a[5].split(), "machine": a[6], "tierzero": a[7]}, open(a[8], "w"), indent=2)' \
+# plan.json: what the table covers — this call's configs and engines added to an earlier call's in
+# the same OUT (so configs run in separate calls, e.g. one per device command, share one table).
+"$py" -c 'import json,os,sys; a=sys.argv; old=json.load(open(a[8])) if os.path.exists(a[8]) else {}
+merge=lambda k, new: old.get(k, []) + [x for x in new if x not in old.get(k, [])]
+json.dump({"shape": a[1], "parameters": int(a[2]), "steps": int(a[3]), "configs": merge("configs", a[4].split()),
+  "engines": merge("engines", a[5].split()), "machine": a[6], "tierzero": a[7]}, open(a[8], "w"), indent=2)' \
   "$shape" "$parameters" "$steps" "$configs" "$engines" "$machine" "$tz" "$out/plan.json"
 
 # (c) the runs; DeepSpeed's Adam ops are JIT-built first, outside the runs' timeouts
