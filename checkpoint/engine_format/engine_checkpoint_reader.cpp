@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "checkpoint/engine_format/internal/checksum_file.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
 #include "checkpoint/engine_format/internal/section_cursor.h"
@@ -204,13 +205,7 @@ class EngineCheckpointReader final : public CheckpointReader {
 
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const std::string& dir, const std::string& tag) {
   TZ_ASSIGN_OR_RETURN(CheckpointLocation where, locate_checkpoint(dir, tag));
-  const std::string manifest_path = where.path + "/" + kManifestFile;
-  auto text = read_text_file(manifest_path);
-  if (!text.ok()) {
-    return not_found(fmt::format("{} is missing: {} is not a complete tierzero checkpoint", manifest_path,
-                                 where.path));
-  }
-  TZ_ASSIGN_OR_RETURN(StoredManifest stored, parse_stored_manifest(*text, manifest_path));
+  TZ_ASSIGN_OR_RETURN(StoredManifest stored, load_checked_manifest(where.path));
   return std::unique_ptr<CheckpointReader>(
       new EngineCheckpointReader(where.path, where.tag, std::move(stored)));
 }

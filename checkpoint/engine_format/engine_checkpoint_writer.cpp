@@ -11,7 +11,8 @@
 //     4. write DIR/TAG.partial/rank_R.json (sizes, XXH3s, layout hash); fsync
 //   commit_checkpoint (rank 0, after a barrier)
 //     5. read every rank record; each must match this save's layout (no stale files)
-//     6. write DIR/TAG.partial/manifest.json; fsync
+//     6. write DIR/TAG.partial/manifest.json, then checksums.txt (over the manifest and the rank
+//        records); fsync each
 //     7. CommitTransaction::publish: fsync DIR/TAG.partial; rm -r DIR/TAG if present (unpublished:
 //        a save that crashed before step 8, or an old tag being re-saved); rename to DIR/TAG;
 //        fsync DIR — DIR/TAG is durable and complete
@@ -19,6 +20,7 @@
 // Readers only follow DIR/latest (or an explicit tag), and a tag directory exists only complete.
 #include <fmt/format.h>
 
+#include "checkpoint/engine_format/internal/checksum_file.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/rank_file_writer.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
@@ -167,6 +169,8 @@ Status commit_checkpoint(const std::string& dir, const std::string& tag, const C
   const std::string text = stored_manifest_text(stored);
   TZ_RETURN_IF_ERROR(parse_stored_manifest(text, staging + "/" + kManifestFile).status());
   TZ_RETURN_IF_ERROR(txn.write_file(kManifestFile, text_bytes(text)));
+  TZ_ASSIGN_OR_RETURN(const std::string checksums, make_checksum_file(staging, manifest.world_size));
+  TZ_RETURN_IF_ERROR(txn.write_file(kChecksumFile, text_bytes(checksums)));
   TZ_RETURN_IF_ERROR(txn.publish(/*replace_tree=*/true));
   return publish_pointer(fs, txn.dir(), kLatestFile, tag);
 }

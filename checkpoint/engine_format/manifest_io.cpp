@@ -275,9 +275,10 @@ Result<StoredManifest> parse_stored_manifest(const std::string& text, const std:
     if (typed<std::string>(j, "format", path) != kManifestFormat) {
       return corrupt(fmt::format("{}: not a tierzero checkpoint manifest (format '{}')", path, j["format"].dump()));
     }
-    if (typed<int>(j, "format_version", path) != kManifestVersion) {
-      return unsupported(fmt::format("{}: manifest format_version {} is not {}; use a matching tierzero", path,
-                                     j["format_version"].dump(), kManifestVersion));
+    const int version = typed<int>(j, "format_version", path);
+    if (version < kOldestManifestVersion || version > kManifestVersion) {
+      return unsupported(fmt::format("{}: manifest format_version {} is not {}..{}; use a matching tierzero", path,
+                                     j["format_version"].dump(), kOldestManifestVersion, kManifestVersion));
     }
     stored.manifest = manifest_from_json(j, path);
     for (const json& f : field(j, "files", path)) stored.files.push_back(rank_record_from_json(f, path));

@@ -1,9 +1,11 @@
-// verify_checkpoint: whole-file sizes and checksums, then every section decoded.
+// verify_checkpoint: the metadata checksums (checksums.txt), whole-file sizes and checksums, then every
+// section decoded.
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "checkpoint/engine_format/internal/checksum_file.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
 #include "checkpoint/engine_format/internal/section_cursor.h"
@@ -38,12 +40,7 @@ Status check_whole_file(const RankFileHandle& file, const RankFileRecord& record
 
 Result<VerifyReport> verify_checkpoint(const std::string& dir, const std::string& tag) {
   TZ_ASSIGN_OR_RETURN(CheckpointLocation where, locate_checkpoint(dir, tag));
-  const std::string manifest_path = where.path + "/" + kManifestFile;
-  auto text = read_text_file(manifest_path);
-  if (!text.ok()) {
-    return not_found(fmt::format("{} is missing: {} is not a complete tierzero checkpoint", manifest_path, where.path));
-  }
-  TZ_ASSIGN_OR_RETURN(StoredManifest stored, parse_stored_manifest(*text, manifest_path));
+  TZ_ASSIGN_OR_RETURN(StoredManifest stored, load_checked_manifest(where.path));
   VerifyReport report;
   report.path = where.path;
   for (const RankFileRecord& record : stored.files) {

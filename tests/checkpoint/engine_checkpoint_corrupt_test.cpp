@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "checkpoint/engine_format/internal/checksum_file.h"
 #include "checkpoint_fixture.h"
 #include "test_util.h"
 
@@ -28,6 +29,14 @@ class CorruptEngineCheckpoint : public ::testing::Test {
   }
   std::string rank_file(uint32_t r) const { return dir_.file("t/rank_0000" + std::to_string(r) + ".bin"); }
   nlohmann::json manifest_json() const { return nlohmann::json::parse(testing::read_text(dir_.file("t/manifest.json"))); }
+  // Replaces manifest.json and re-seals checksums.txt over it, so the manifest's own checks are
+  // what a test reaches (checksum_coverage_test.cpp tests the seal).
+  void write_manifest(const std::string& text) {
+    testing::write_text(dir_.file("t/manifest.json"), text);
+    auto checksums = make_checksum_file(dir_.file("t"), 3);
+    ASSERT_TRUE(checksums.ok()) << checksums.status().to_string();
+    testing::write_text(dir_.file("t/checksums.txt"), *checksums);
+  }
 
   // verify's error, which must name `file` and contain every part.
   void expect_verify_fails(ErrorCode code, const std::string& file, const std::vector<std::string>& parts) {
@@ -113,11 +122,11 @@ TEST_F(CorruptEngineCheckpoint, WrongWorldSize) {
   save(0);
   nlohmann::json m = manifest_json();
   m["world_size"] = 4;
-  testing::write_text(dir_.file("t/manifest.json"), m.dump());
+  write_manifest(m.dump());
   expect_verify_fails(ErrorCode::kCorrupt, dir_.file("t/manifest.json"),
                       {"manifest lists 3 rank files but world size 4"});
   m["world_size"] = 2;
-  testing::write_text(dir_.file("t/manifest.json"), m.dump());
+  write_manifest(m.dump());
   expect_verify_fails(ErrorCode::kCorrupt, dir_.file("t/manifest.json"), {"world size 2"});
 }
 
@@ -126,13 +135,13 @@ TEST_F(CorruptEngineCheckpoint, SectionSizeDisagreesWithTheLayout) {
   nlohmann::json m = manifest_json();
   auto& shape = m["groups"][0]["params"][0]["shape"];
   shape[0] = shape[0].get<int64_t>() + 1;  // a tensor grew: partitions no longer match
-  testing::write_text(dir_.file("t/manifest.json"), m.dump());
+  write_manifest(m.dump());
   expect_verify_fails(ErrorCode::kCorrupt, dir_.file("t/manifest.json"), {"the layout needs"});
 }
 
 TEST_F(CorruptEngineCheckpoint, DamagedManifestAndLatest) {
   save(0);
-  testing::write_text(dir_.file("t/manifest.json"), "{\"format\": \"tierzero-checkpoint\", ");
+  write_manifest("{\"format\": \"tierzero-checkpoint\", ");
   expect_verify_fails(ErrorCode::kCorrupt, dir_.file("t/manifest.json"), {"not valid JSON"});
   testing::write_text(dir_.file("latest"), "nope");
   expect_verify_fails(ErrorCode::kNotFound, dir_.file("nope/manifest.json"), {"is missing"});

@@ -14,7 +14,9 @@ namespace tierzero::checkpoint {
 inline constexpr const char* kManifestFile = "manifest.json";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr const char* kManifestFormat = "tierzero-checkpoint";
-inline constexpr int kManifestVersion = 1;
+// Version 2 adds checksums.txt (checksum_file.h) over the metadata; version 1 is still read.
+inline constexpr int kManifestVersion = 2;
+inline constexpr int kOldestManifestVersion = 1;
 
 // "rank_00003.bin" / "rank_00003.json".
 std::string rank_file_name(uint32_t rank);
