@@ -1,8 +1,10 @@
 #include "checkpoint/deepspeed/internal/deepspeed_files.h"
+#include "checkpoint/deepspeed/internal/deepspeed_layout.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <system_error>
 
 namespace tierzero::checkpoint {
@@ -76,6 +78,32 @@ Result<std::vector<std::string>> find_files_with_suffix(const std::string& dir, 
   std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) { return natural_less(a, b); });
   for (std::string& n : names) n = dir + "/" + n;
   return names;
+}
+
+std::string read_model_config(const std::string& dir, const std::string& tag_dir) {
+  for (const std::string& path : {dir + "/config.json", tag_dir + "/config.json"}) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) continue;
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!text.str().empty()) return text.str();
+  }
+  return {};
+}
+
+Result<DeepSpeedFiles> open_deepspeed_files(const std::string& tag_dir) {
+  TZ_ASSIGN_OR_RETURN(auto model_paths, find_files_with_suffix(tag_dir, "_model_states.pt"));
+  TZ_ASSIGN_OR_RETURN(auto optim_paths, find_files_with_suffix(tag_dir, "_optim_states.pt"));
+  DeepSpeedFiles files;
+  for (const std::string& p : model_paths) {
+    TZ_ASSIGN_OR_RETURN(TorchFile f, TorchFile::open(p));
+    files.model.push_back(std::move(f));
+  }
+  for (const std::string& p : optim_paths) {
+    TZ_ASSIGN_OR_RETURN(TorchFile f, TorchFile::open(p));
+    files.optim.push_back(std::move(f));
+  }
+  return files;
 }
 
 }  // namespace tierzero::checkpoint

@@ -38,6 +38,7 @@ class Planner {
   Status add_trainable_stage12();
   Status add_aliases();
   int zero_stage() const { return out_.zero_stage; }
+  void mark_trainable_start() { out_.first_trainable = out_.specs.size(); }
   DeepSpeedLayout take() { return std::move(out_); }
 
  private:
@@ -305,6 +306,7 @@ Status Planner::add_trainable_stage3() {
                        " (shapes inconsistent with partition sizes)");
       }
       sources[r].push_back(add_source(groups[g]));
+      out_.flats.push_back({r, static_cast<uint32_t>(g), sources[r].back()});
     }
   }
   // Each parameter takes ceil(n / W) of every rank's flat space, in param_shapes order.
@@ -361,6 +363,7 @@ Status Planner::add_trainable_stage12() {
     }
     for (size_t g = 0; g < group_count; ++g) {
       sources[g].push_back(add_source(groups[g]));
+      out_.flats.push_back({r, static_cast<uint32_t>(g), sources[g].back()});
       start[g].push_back(start[g].back() + groups[g].numel);
     }
   }
@@ -455,6 +458,7 @@ Result<DeepSpeedLayout> plan_deepspeed_layout(const DeepSpeedFiles& files) {
   TZ_RETURN_IF_ERROR(planner.read_header());
   TZ_RETURN_IF_ERROR(planner.add_buffers());
   TZ_RETURN_IF_ERROR(planner.add_frozen());
+  planner.mark_trainable_start();
   TZ_RETURN_IF_ERROR(planner.zero_stage() == 3 ? planner.add_trainable_stage3() : planner.add_trainable_stage12());
   TZ_RETURN_IF_ERROR(planner.add_aliases());
   return planner.take();

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "checkpoint/deepspeed/internal/deepspeed_files.h"
 #include "checkpoint/deepspeed/internal/deepspeed_layout.h"
@@ -69,14 +67,6 @@ class DeepSpeedSource final : public ConsolidationSource {
   std::string config_json_;
 };
 
-std::string read_text_if_present(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 bool is_deepspeed_checkpoint(const std::string& dir) {
@@ -98,20 +88,9 @@ Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std
   if (!std::filesystem::is_directory(tag_dir, ec)) {
     return not_found("DeepSpeed checkpoint folder " + tag_dir + " does not exist (check the tag / DIR/latest)");
   }
-  TZ_ASSIGN_OR_RETURN(auto model_paths, find_files_with_suffix(tag_dir, "_model_states.pt"));
-  TZ_ASSIGN_OR_RETURN(auto optim_paths, find_files_with_suffix(tag_dir, "_optim_states.pt"));
-  DeepSpeedFiles files;
-  for (const std::string& p : model_paths) {
-    TZ_ASSIGN_OR_RETURN(TorchFile f, TorchFile::open(p));
-    files.model.push_back(std::move(f));
-  }
-  for (const std::string& p : optim_paths) {
-    TZ_ASSIGN_OR_RETURN(TorchFile f, TorchFile::open(p));
-    files.optim.push_back(std::move(f));
-  }
+  TZ_ASSIGN_OR_RETURN(DeepSpeedFiles files, open_deepspeed_files(tag_dir));
   TZ_ASSIGN_OR_RETURN(DeepSpeedLayout layout, plan_deepspeed_layout(files));
-  std::string config = read_text_if_present(dir + "/config.json");
-  if (config.empty()) config = read_text_if_present(tag_dir + "/config.json");
+  std::string config = read_model_config(dir, tag_dir);
   return std::unique_ptr<ConsolidationSource>(
       std::make_unique<DeepSpeedSource>(std::move(files), std::move(layout), std::move(config)));
 }

@@ -11,9 +11,11 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "checkpoint/convert/consolidate.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "common/status.h"
 
 namespace tierzero::checkpoint {
@@ -29,6 +31,22 @@ bool is_deepspeed_checkpoint(const std::string& dir);
 // from DIR (as Hugging Face's Trainer lays checkpoints out) or else DIR/TAG.
 Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std::string& dir,
                                                                        const std::string& tag);
+
+// Opens the DeepSpeed checkpoint DIR/TAG (`tag` empty: DIR/latest's) as the training state an engine
+// resumes from, behind engine_format's CheckpointReader: a manifest of DeepSpeed's stage and world
+// size with one flat group — the trainable parameters (param_shapes) in `order` (empty: DeepSpeed's
+// order), states fp32 / exp_avg / exp_avg_sq read from every rank's flat groups and the base
+// optimizer's state of the same layout — so read_partition re-partitions them for any world size;
+// step from the base optimizer's `step`, loss_scaler ({"cur_scale", "cur_iter",
+// "last_overflow_iter", "cur_hysteresis", "dynamic"}, engine/optim's form) from the loss scaler
+// object, lr_scheduler verbatim from the model states file, and every rank's rank_state
+// {"iteration": global_steps}. Buffers and frozen parameters are not part of it.
+// Returns what open_deepspeed_checkpoint returns for bad files; kCorrupt naming the file when a
+// flat group has no exp_avg / exp_avg_sq of its size or the ranks' steps differ; kInvalidArgument
+// when `order` and the trainable parameters differ (names the first parameter missing on either
+// side, or the shape).
+Result<std::unique_ptr<CheckpointReader>> open_deepspeed_resume_reader(const std::string& dir, const std::string& tag,
+                                                                       std::span<const TensorSpec> order);
 
 // True when DIR is a DeepSpeed universal checkpoint (ds_to_universal.py's output): DIR/latest_universal
 // names a folder DIR/TAG holding zero/, or DIR itself holds zero/. Cheap; never fails.

@@ -23,4 +23,8 @@ Result<std::string> read_latest_tag(const std::string& dir, const std::string& f
 // starting with '.' excluded), natural-sorted. kNotFound naming `dir` and the pattern when none.
 Result<std::vector<std::string>> find_files_with_suffix(const std::string& dir, std::string_view suffix);
 
+// The model's config.json text beside a DeepSpeed checkpoint: DIR/config.json (Hugging Face
+// Trainer's layout), else TAG_DIR/config.json, else empty.
+std::string read_model_config(const std::string& dir, const std::string& tag_dir);
+
 }  // namespace tierzero::checkpoint

@@ -41,10 +41,21 @@ struct DeepSpeedPiece {
   uint64_t count = 0;
 };
 
+// One rank's flat fp32 partition of one optimizer group (stage 3: `fp32_flat_groups[group]`,
+// stage 1/2: `single_partition_of_fp32_groups[group]`), read as DeepSpeedLayout::sources[source].
+// Its exp_avg and exp_avg_sq lie in the same file with the same layout.
+struct DeepSpeedFlat {
+  int rank = 0;
+  uint32_t group = 0;
+  uint32_t source = 0;
+};
+
 struct DeepSpeedLayout {
   int zero_stage = 0;
   int world_size = 0;
   std::vector<TensorSpec> specs;                    // output order
+  size_t first_trainable = 0;                       // specs [first_trainable, end) are param_shapes'
+  std::vector<DeepSpeedFlat> flats;                 // every rank's flat fp32 groups
   std::vector<int64_t> numels;                      // numel of each spec
   std::vector<std::vector<DeepSpeedPiece>> pieces;  // per spec; they tile [0, numel) exactly
   std::vector<TorchTensor> sources;                 // stored tensors the pieces read
@@ -58,6 +69,10 @@ struct DeepSpeedFiles {
   // File index `i` of a DeepSpeedPiece: model files first, then optimizer files.
   const TorchFile& at(uint32_t i) const { return i < model.size() ? model[i] : optim[i - model.size()]; }
 };
+
+// Opens every `*_model_states.pt` and `*_optim_states.pt` of the tag folder `tag_dir` (found as
+// find_files_with_suffix finds them). kNotFound when a kind is missing; errors of TorchFile::open.
+Result<DeepSpeedFiles> open_deepspeed_files(const std::string& tag_dir);
 
 // Computes the layout from the opened files. Checks: stage in 1..3, partition_count equal on every
 // rank and equal to the number of optimizer files (kCorrupt "missing rank file" when fewer, "world
