@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "checkpoint/deepspeed/deepspeed_source.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
 
 namespace tierzero::engine {
@@ -26,6 +27,17 @@ checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const Checkpoin
   manifest.lr_scheduler = extras.lr_scheduler;
   manifest.model_config_json = extras.model_config_json;
   return manifest;
+}
+
+// DIR as a tierzero engine checkpoint, or a DeepSpeed ZeRO one (DIR/latest + *_optim_states.pt)
+// read in `params`' order.
+Result<std::unique_ptr<checkpoint::CheckpointReader>> open_for_resume(const std::string& dir,
+                                                                      const std::vector<ParamSpec>& params) {
+  if (checkpoint::is_engine_checkpoint(dir) || !checkpoint::is_deepspeed_checkpoint(dir))
+    return checkpoint::CheckpointReader::open(dir);
+  std::vector<checkpoint::TensorSpec> order;
+  for (const ParamSpec& p : params) order.push_back({p.name, p.shape});
+  return checkpoint::open_deepspeed_resume_reader(dir, "", order);
 }
 
 std::span<const std::byte> bytes_of(const at::Tensor& t) {
@@ -73,14 +85,14 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
 
 Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngine& engine) {
   Comm& comm = engine.comm();
-  TZ_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::CheckpointReader> reader, checkpoint::CheckpointReader::open(dir));
+  std::vector<ParamSpec> params = all_params(engine.model());
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::CheckpointReader> reader, open_for_resume(dir, params));
   const checkpoint::CheckpointManifest& manifest = reader->manifest();
   const int stage = engine.options().partition.stage;
   if (manifest.zero_stage != stage)
     return invalid_argument(reader->path() + " was saved with zero_optimization.stage=" +
                             std::to_string(manifest.zero_stage) + "; resume with that stage (this run uses " +
                             std::to_string(stage) + ")");
-  std::vector<ParamSpec> params = all_params(engine.model());
   bool same_params = manifest.groups.size() == 1 && manifest.groups[0].params.size() == params.size() &&
                      manifest.groups[0].states.size() == 3;
   for (size_t i = 0; same_params && i < params.size(); ++i)

@@ -118,7 +118,10 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
 // Loads the checkpoint DIR/latest names into `engine` (master weights, moments, Adam step count,
 // compute weights) and returns the extras, `data` being this rank's saved position when the
 // world size is unchanged, else rank 0's. A collective. Errors name the directory and the
-// mismatch (stage, parameter names or shapes).
+// mismatch (stage, parameter names or shapes). DIR may also be a DeepSpeed ZeRO-1/2/3 checkpoint
+// (DIR/latest + *_optim_states.pt, checkpoint/deepspeed/deepspeed_source.h: fp32 master, exp_avg,
+// exp_avg_sq, step, loss scaler, LR scheduler and global_steps as `iteration`; no data position):
+// same stage, any world size, every parameter of the model trainable there.
 Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngine& engine);
 
 // Makes `status` the same on every rank of `comm`: a rank's own error when it failed, else an
