@@ -194,23 +194,7 @@ std::vector<ParamSpec> all_params(const FunctionalModel& model) {
 }
 
 Status check_params(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params) {
-  std::vector<std::string> problems;
-  for (const ParamSpec& spec : all_params(model)) {
-    auto it = params.find(spec.name);
-    if (it == params.end()) {
-      problems.push_back(fmt::format("{} missing", spec.name));
-    } else if (it->second.sizes() != at::IntArrayRef(spec.shape)) {
-      problems.push_back(fmt::format("{} has shape [{}], the config says [{}]", spec.name,
-                                     fmt::join(it->second.sizes(), ","), fmt::join(spec.shape, ",")));
-    }
-  }
-  if (problems.empty()) return {};
-  constexpr size_t kShown = 8;
-  const size_t shown = std::min(problems.size(), kShown);
-  return invalid_argument(fmt::format(
-      "parameters do not match the model config ({} problems: {}{}); check that config.json belongs to these weights",
-      problems.size(), fmt::join(problems.begin(), problems.begin() + shown, "; "),
-      problems.size() > shown ? "; ..." : ""));
+  return check_params(model, *map_param_source(params));
 }
 
 at::Tensor forward_full(const FunctionalModel& model, const at::Tensor& tokens,

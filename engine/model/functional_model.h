@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,5 +96,31 @@ Result<std::map<std::string, at::Tensor>> load_hf_weights(const std::string& dir
 std::optional<at::ScalarType> to_scalar_type(ElementType type);
 // The element type of torch dtype `type`; nullopt for dtypes with none to_scalar_type() gives.
 std::optional<ElementType> to_element_type(at::ScalarType type);
+
+// ---- Parameter sources: the initial weights, read piece by piece --------------------------------
+
+// Where a model's initial parameters come from, read in element ranges so that a rank holds only
+// what it keeps (its partition) and never the whole model in fp32. Not thread-safe.
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  // The shape of parameter `name`, or nullopt when the source has no such tensor.
+  virtual std::optional<std::vector<int64_t>> shape(const std::string& name) const = 0;
+  // Writes elements [first, first + out.size()) of parameter `name` (row-major), converted to fp32,
+  // into `out`. Errors name the tensor and, for a file, the file and byte offset.
+  virtual Status read(const std::string& name, int64_t first, std::span<float> out) = 0;
+};
+
+// A source over tensors in memory (any float dtype, any device), which must outlive it.
+std::unique_ptr<ParamSource> map_param_source(const std::map<std::string, at::Tensor>& params);
+
+// A source over a Hugging Face checkpoint directory (model.safetensors, or the shards listed in
+// model.safetensors.index.json): only the headers are read here; read() preads just the requested
+// byte range (bf16 / fp16 / fp32 / fp64 tensors, converted on the fly through a bounded buffer), so
+// the page cache, not the process, holds the file. Errors name the directory, file and tensor.
+Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& model_dir);
+
+// check_params for a source: every parameter of `model` present with its shape.
+Status check_params(const FunctionalModel& model, const ParamSource& source);
 
 }  // namespace tierzero::engine

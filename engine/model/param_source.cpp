@@ -1,0 +1,232 @@
+// Parameter sources (functional_model.h): tensors in memory, and a Hugging Face safetensors
+// directory read range by range with pread.
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "checkpoint/safetensors/safetensors.h"
+#include "engine/model/functional_model.h"
+
+namespace tierzero::engine {
+namespace {
+
+// Source bytes converted at a time: bounds the buffer a read() holds.
+constexpr uint64_t kPieceBytes = 16ull << 20;
+
+class MapParamSource final : public ParamSource {
+ public:
+  explicit MapParamSource(const std::map<std::string, at::Tensor>& params) : params_(params) {}
+
+  std::optional<std::vector<int64_t>> shape(const std::string& name) const override {
+    auto it = params_.find(name);
+    if (it == params_.end()) return std::nullopt;
+    return it->second.sizes().vec();
+  }
+
+  Status read(const std::string& name, int64_t first, std::span<float> out) override {
+    auto it = params_.find(name);
+    if (it == params_.end()) return not_found("parameter " + name + " is not in the tensors given");
+    const at::Tensor flat = it->second.reshape(-1);
+    const auto count = static_cast<int64_t>(out.size());
+    if (first < 0 || first + count > flat.numel())
+      return invalid_argument(fmt::format("parameter {}: elements [{}, {}) are past its {}", name, first, first + count,
+                                          flat.numel()));
+    at::from_blob(out.data(), {count}, at::kFloat).copy_(flat.narrow(0, first, count));
+    return {};
+  }
+
+ private:
+  const std::map<std::string, at::Tensor>& params_;
+};
+
+// An open file descriptor, closed on destruction.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+Status pread_all(int fd, void* dst, uint64_t bytes, uint64_t offset, const std::string& path) {
+  auto* out = static_cast<std::byte*>(dst);
+  while (bytes > 0) {
+    const ssize_t got = ::pread(fd, out, bytes, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return errno_status(errno, fmt::format("{}: pread of {} bytes at offset {}", path, bytes, offset));
+    if (got == 0) return corrupt(fmt::format("{}: ends before offset {} ({} bytes short)", path, offset, bytes));
+    out += got;
+    bytes -= static_cast<uint64_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+  return {};
+}
+
+class SafetensorsParamSource final : public ParamSource {
+ public:
+  // Opens `path` and indexes its tensors (header only).
+  Status add_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno_status(errno, path + ": cannot open");
+    files_.emplace_back(fd);
+    paths_.push_back(path);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return errno_status(errno, path + ": fstat");
+    const auto file_bytes = static_cast<uint64_t>(st.st_size);
+    uint64_t header_bytes = 0;
+    if (file_bytes < 8) return corrupt(fmt::format("{}: {} bytes is too short for a safetensors file", path, file_bytes));
+    TZ_RETURN_IF_ERROR(pread_all(fd, &header_bytes, 8, 0, path));  // little endian, as the host
+    if (header_bytes > checkpoint::kMaxSafetensorsHeaderBytes || header_bytes > file_bytes - 8)
+      return corrupt(fmt::format("{}: header length {} does not fit the file of {} bytes", path, header_bytes,
+                                 file_bytes));
+    std::string json(header_bytes, '\0');
+    TZ_RETURN_IF_ERROR(pread_all(fd, json.data(), header_bytes, 8, path));
+    TZ_ASSIGN_OR_RETURN(checkpoint::SafetensorsHeader header,
+                        checkpoint::parse_safetensors_header(json, file_bytes - 8 - header_bytes, path));
+    for (checkpoint::SafetensorsTensorInfo& t : header.tensors) {
+      const std::optional<at::ScalarType> dtype = to_scalar_type(t.dtype);
+      if (!dtype || !at::isFloatingType(*dtype))
+        return unsupported(fmt::format("{}: tensor {} has dtype {}, which tierzero does not load as a model weight",
+                                       path, t.name, checkpoint::dtype_name(t.dtype)));
+      tensors_[t.name] = Tensor{.file = files_.size() - 1,
+                                .dtype = *dtype,
+                                .shape = std::move(t.shape),
+                                .offset = 8 + header_bytes + t.begin};
+    }
+    return {};
+  }
+
+  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+
+  std::optional<std::vector<int64_t>> shape(const std::string& name) const override {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) return std::nullopt;
+    return it->second.shape;
+  }
+
+  Status read(const std::string& name, int64_t first, std::span<float> out) override {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) return not_found("parameter " + name + " is in no safetensors file of the checkpoint");
+    const Tensor& t = it->second;
+    const std::string& path = paths_[t.file];
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    const auto count = static_cast<int64_t>(out.size());
+    if (first < 0 || first + count > numel)
+      return invalid_argument(fmt::format("{}: tensor {}: elements [{}, {}) are past its {}", path, name, first,
+                                          first + count, numel));
+    const uint64_t element = c10::elementSize(t.dtype);
+    const uint64_t offset = t.offset + static_cast<uint64_t>(first) * element;
+    const int fd = files_[t.file].get();
+    if (t.dtype == at::kFloat) return pread_all(fd, out.data(), out.size_bytes(), offset, path);
+    const int64_t piece = static_cast<int64_t>(kPieceBytes / element);
+    buffer_.resize(static_cast<size_t>(std::min(count, piece) * static_cast<int64_t>(element)));
+    for (int64_t done = 0; done < count; done += piece) {
+      const int64_t n = std::min(piece, count - done);
+      TZ_RETURN_IF_ERROR(pread_all(fd, buffer_.data(), n * element, offset + done * element, path)
+                             .with_context("tensor " + name));
+      at::from_blob(out.data() + done, {n}, at::kFloat).copy_(at::from_blob(buffer_.data(), {n}, t.dtype));
+    }
+    return {};
+  }
+
+ private:
+  struct Tensor {
+    size_t file = 0;
+    at::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> shape;
+    uint64_t offset = 0;  // of the first element in the file
+  };
+  std::vector<Fd> files_;
+  std::vector<std::string> paths_;
+  std::map<std::string, Tensor> tensors_;
+  std::vector<std::byte> buffer_;
+};
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// The shard files model.safetensors.index.json at `index_path` lists, and the names it promises.
+Status read_index(const std::string& index_path, std::set<std::string>& files, std::set<std::string>& names) {
+  std::ifstream in(index_path);
+  if (!in) return io_error(fmt::format("{}: cannot open", index_path));
+  const nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    return corrupt(fmt::format("{}: expected a JSON object with a \"weight_map\" object {{name: file}}", index_path));
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
+      return corrupt(fmt::format("{}: weight_map[\"{}\"] must be a file name in the same directory", index_path, name));
+    files.insert(file.get<std::string>());
+    names.insert(name);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<ParamSource> map_param_source(const std::map<std::string, at::Tensor>& params) {
+  return std::make_unique<MapParamSource>(params);
+}
+
+Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& model_dir) {
+  const std::string index_path = model_dir + "/model.safetensors.index.json";
+  const std::string single_path = model_dir + "/model.safetensors";
+  auto source = std::make_unique<SafetensorsParamSource>();
+  if (file_exists(index_path)) {
+    std::set<std::string> files, names;
+    TZ_RETURN_IF_ERROR(read_index(index_path, files, names));
+    for (const std::string& file : files)
+      TZ_RETURN_IF_ERROR(source->add_file(model_dir + "/" + file).with_context("shard listed in " + index_path));
+    for (const std::string& name : names)
+      if (!source->has(name))
+        return corrupt(fmt::format("{}: tensor {} is listed in weight_map but absent from its shard", index_path, name));
+    return std::unique_ptr<ParamSource>(std::move(source));
+  }
+  if (file_exists(single_path)) {
+    TZ_RETURN_IF_ERROR(source->add_file(single_path));
+    return std::unique_ptr<ParamSource>(std::move(source));
+  }
+  return not_found(fmt::format("{}: neither model.safetensors nor model.safetensors.index.json exists; pass a "
+                               "Hugging Face model directory saved with safe_serialization=True",
+                               model_dir));
+}
+
+Status check_params(const FunctionalModel& model, const ParamSource& source) {
+  std::vector<std::string> problems;
+  for (const ParamSpec& spec : all_params(model)) {
+    const std::optional<std::vector<int64_t>> shape = source.shape(spec.name);
+    if (!shape) {
+      problems.push_back(fmt::format("{} missing", spec.name));
+    } else if (*shape != spec.shape) {
+      problems.push_back(fmt::format("{} has shape [{}], the config says [{}]", spec.name, fmt::join(*shape, ","),
+                                     fmt::join(spec.shape, ",")));
+    }
+  }
+  if (problems.empty()) return {};
+  constexpr size_t kShown = 8;
+  const size_t shown = std::min(problems.size(), kShown);
+  return invalid_argument(fmt::format(
+      "parameters do not match the model config ({} problems: {}{}); check that config.json belongs to these weights",
+      problems.size(), fmt::join(problems.begin(), problems.begin() + shown, "; "),
+      problems.size() > shown ? "; ..." : ""));
+}
+
+}  // namespace tierzero::engine
