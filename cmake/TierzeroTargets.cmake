@@ -19,12 +19,13 @@ function(tierzero_target_defaults target)
   endif()
 endfunction()
 
-# tierzero_add_test(NAME SOURCES... LIBS ... [LABELS ...]): one gtest binary registered with ctest.
+# tierzero_add_test(NAME SOURCES... LIBS ... [LABELS ...]): one gtest binary registered with ctest,
+# linked with tests/support (EXPECT_OK, ScratchDir).
 function(tierzero_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   tierzero_target_defaults(${name})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} tierzero_test_support GTest::gtest GTest::gtest_main)
   set(props ENVIRONMENT "TIERZERO_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
   if(ARG_LABELS)
     list(APPEND props LABELS "${ARG_LABELS}")
