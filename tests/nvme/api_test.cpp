@@ -15,6 +15,7 @@
 
 #include "nvme/io_engine.h"
 #include "test_env.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::nvme {
 namespace {
@@ -41,7 +42,7 @@ TEST(IoConfigTest, BackendNamesRoundTrip) {
 }
 
 TEST(IoConfigTest, ValidateNamesTheKey) {
-  EXPECT_TRUE(validate(IoConfig{}).ok());
+  EXPECT_OK(validate(IoConfig{}));
   IoConfig c;
   c.block_size = 1000;
   EXPECT_MESSAGE_HAS(validate(c), "aio.block_size = 1000");
@@ -117,7 +118,7 @@ TEST(IoEngineTest, InvalidRequestsCompleteWithInvalidArgument) {
   EXPECT_EQ(engine->submit(IoRequest{f, Op::kRead, 0, nullptr, 0}).wait().code(), ErrorCode::kInvalidArgument);
   uint8_t byte = 0;
   IoTicket empty = engine->submit(IoRequest{f, Op::kRead, 5, &byte, 0});
-  EXPECT_TRUE(empty.wait().ok());
+  EXPECT_OK(empty.wait());
   EXPECT_TRUE(empty.ready());
   EXPECT_EQ(IoTicket().wait().code(), ErrorCode::kInvalidArgument);
   EXPECT_FALSE(IoTicket().ready());
@@ -135,10 +136,10 @@ TEST(IoEngineTest, OnCompleteRunsOnceWithTheStatus) {
     if (!s.ok()) all_ok = false;
   };
   IoTicket w = engine->submit(IoRequest{f, Op::kWrite, 0, data.data(), data.size(), false, count});
-  ASSERT_TRUE(w.wait().ok());
+  ASSERT_OK(w.wait());
   std::vector<uint8_t> back(data.size());
   IoTicket r = engine->submit(IoRequest{f, Op::kRead, 0, back.data(), back.size(), false, count});
-  ASSERT_TRUE(r.wait().ok());
+  ASSERT_OK(r.wait());
   IoTicket bad = engine->submit(IoRequest{f, Op::kRead, 0, nullptr, 10, false, [&](const Status& s) {
                                             EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
                                             ++calls;
@@ -158,7 +159,7 @@ TEST(IoEngineTest, PreallocationKeepsTheSize) {
   struct stat st {};
   ASSERT_EQ(fstat(f->fd(), &st), 0);
   EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, uint64_t{8} << 20);
-  ASSERT_TRUE(f->truncate(4096).ok());
+  ASSERT_OK(f->truncate(4096));
   EXPECT_EQ(f->size().value(), 4096u);
 }
 
@@ -188,9 +189,9 @@ TEST(IoEngineTest, TmpfsRoundTripsDirectOrBuffered) {
     EXPECT_EQ(f->offset_align(), 1u);
   }
   auto data = random_bytes(12345, 20);
-  ASSERT_TRUE(write_sync(*engine, f, 7, data.data(), data.size(), true).ok());
+  ASSERT_OK(write_sync(*engine, f, 7, data.data(), data.size(), true));
   std::vector<uint8_t> back(data.size());
-  ASSERT_TRUE(read_sync(*engine, f, 7, back.data(), back.size()).ok());
+  ASSERT_OK(read_sync(*engine, f, 7, back.data(), back.size()));
   EXPECT_EQ(back, data);
   std::filesystem::remove(path);
 }
@@ -207,7 +208,7 @@ TEST(IoEngineTest, DestructionDrainsInFlightRequests) {
       tickets.push_back(engine->submit(IoRequest{f, Op::kWrite, off, data.data() + off, 1 << 20}));
     }
   }
-  for (IoTicket& t : tickets) EXPECT_TRUE(t.wait().ok());
+  for (IoTicket& t : tickets) EXPECT_OK(t.wait());
   EXPECT_EQ(testing::read_plain_file(dir.file("drain")), data);
 }
 

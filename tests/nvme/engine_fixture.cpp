@@ -1,4 +1,5 @@
 #include "engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::nvme::testing {
 
@@ -38,7 +39,7 @@ void EngineTest::make_engine(const IoConfig& config) {
 
 FileRef EngineTest::open(const std::string& name, OpenMode mode) {
   Result<FileRef> f = engine_->open(dir_.file(name), OpenOptions{mode, 0, true});
-  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_OK(f);
   if (f.ok() && GetParam().direct) {
     EXPECT_TRUE((*f)->direct()) << "O_DIRECT refused on " << dir_.path();
   }
@@ -49,7 +50,7 @@ FileRef EngineTest::make_file(const std::string& name, const std::vector<uint8_t
   FileRef w = open(name, OpenMode::kWrite);
   if (!w) return nullptr;
   Status s = write_sync(*engine_, w, 0, data.data(), data.size());
-  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_OK(s);
   return open(name, OpenMode::kRead);
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::nvme {
 namespace {
@@ -43,7 +44,7 @@ TEST_P(FaultTest, FileShorterThanAskedIsReported) {
   EXPECT_MESSAGE_HAS(s, "ends at 10000");
   EXPECT_LT(t.bytes_done(), back.size());
   // The part that exists is still read exactly.
-  ASSERT_TRUE(read_sync(*engine_, f, 0, back.data(), data.size()).ok());
+  ASSERT_OK(read_sync(*engine_, f, 0, back.data(), data.size()));
   EXPECT_EQ(0, std::memcmp(back.data(), data.data(), data.size()));
 }
 
@@ -66,7 +67,7 @@ TEST_P(FaultTest, InjectedEioNamesFileOffsetAndErrno) {
   EXPECT_MESSAGE_HAS(s, "write of 65536 bytes at offset 131072 of " + w->path());
 
   engine_->set_fault_injector({});
-  ASSERT_TRUE(read_sync(*engine_, f, 0, back.data(), back.size()).ok());
+  ASSERT_OK(read_sync(*engine_, f, 0, back.data(), back.size()));
   EXPECT_EQ(back, data);
 }
 
@@ -88,14 +89,14 @@ TEST_P(FaultTest, ShortAndZeroCountsAreResubmitted) {
     FileRef f = open(zero ? "zero" : "halves", OpenMode::kReadWrite);
     ASSERT_TRUE(f);
     Status w = write_sync(*engine_, f, 3, data.data(), data.size());
-    ASSERT_TRUE(w.ok()) << w.to_string();
+    ASSERT_OK(w);
     {
       std::lock_guard lock(mu);
       faults_at.clear();
     }
     std::vector<uint8_t> back(data.size());
     Status r = read_sync(*engine_, f, 3, back.data(), back.size());
-    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_OK(r);
     EXPECT_EQ(back, data);
     engine_->set_fault_injector({});
     EXPECT_GT(injected, 10);

@@ -13,6 +13,7 @@
 
 #include "nvme/io_engine.h"
 #include "test_env.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::nvme {
 namespace {
@@ -41,7 +42,7 @@ TEST(LostRing, AFailedWaitIsAnErrorNamingTheCall) {
   auto engine = IoEngine::create(config);
   if (!engine.ok()) GTEST_SKIP() << "no io_uring here: " << engine.status().to_string();
   auto file = (*engine)->open(fifo, OpenOptions{OpenMode::kRead, 0, /*direct=*/false});
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   std::vector<char> buffer(4096), second(4096);
   IoTicket stuck = (*engine)->submit({*file, Op::kRead, 0, buffer.data(), buffer.size()});
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the lane now waits on the ring

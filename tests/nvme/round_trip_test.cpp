@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::nvme {
 namespace {
@@ -20,17 +21,17 @@ TEST_P(RoundTripTest, AlignedWholeFileThroughRegisteredBuffer) {
   auto data = random_bytes(bytes, 1);
   AlignedBuffer buf = allocate_aligned(bytes);
   std::memcpy(buf.get(), data.data(), bytes);
-  ASSERT_TRUE(engine_->register_buffer(buf.get(), bytes).ok());
+  ASSERT_OK(engine_->register_buffer(buf.get(), bytes));
   FileRef f = open("aligned", OpenMode::kReadWrite);
   ASSERT_TRUE(f);
   Status w = write_sync(*engine_, f, 0, buf.get(), bytes, true);
-  ASSERT_TRUE(w.ok()) << w.to_string();
+  ASSERT_OK(w);
   std::memset(buf.get(), 0, bytes);
   Status r = read_sync(*engine_, f, 0, buf.get(), bytes);
-  ASSERT_TRUE(r.ok()) << r.to_string();
+  ASSERT_OK(r);
   EXPECT_EQ(0, std::memcmp(buf.get(), data.data(), bytes));
   EXPECT_EQ(read_plain_file(f->path()), data);
-  EXPECT_TRUE(engine_->unregister_buffer(buf.get()).ok());
+  EXPECT_OK(engine_->unregister_buffer(buf.get()));
 }
 
 // Sizes and offsets that are and are not multiples of the alignment, on unaligned memory; the
@@ -40,7 +41,7 @@ TEST_P(RoundTripTest, UnalignedOffsetsLengthsAndBuffers) {
   auto expected = random_bytes(file_bytes, 2);
   FileRef f = open("unaligned", OpenMode::kReadWrite);
   ASSERT_TRUE(f);
-  ASSERT_TRUE(write_sync(*engine_, f, 0, expected.data(), file_bytes).ok());
+  ASSERT_OK(write_sync(*engine_, f, 0, expected.data(), file_bytes));
   struct Case {
     uint64_t offset, length, mem_skew;
   };
@@ -51,12 +52,12 @@ TEST_P(RoundTripTest, UnalignedOffsetsLengthsAndBuffers) {
     AlignedBuffer mem = allocate_aligned(c.length + 8);
     std::memcpy(mem.get() + c.mem_skew, patch.data(), c.length);
     Status w = write_sync(*engine_, f, c.offset, mem.get() + c.mem_skew, c.length);
-    ASSERT_TRUE(w.ok()) << w.to_string();
+    ASSERT_OK(w);
     std::memcpy(expected.data() + c.offset, patch.data(), c.length);
     ASSERT_EQ(read_plain_file(f->path()), expected);
     std::vector<uint8_t> back(c.length + 2, 0xEE);
     Status r = read_sync(*engine_, f, c.offset, back.data() + 1, c.length);
-    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_OK(r);
     EXPECT_EQ(0, std::memcmp(back.data() + 1, patch.data(), c.length));
     EXPECT_EQ(back.front(), 0xEE);
     EXPECT_EQ(back.back(), 0xEE);
@@ -71,7 +72,7 @@ TEST_P(RoundTripTest, ThousandsOfConcurrentRequests) {
   auto data = random_bytes(requests * slot, 3);
   FileRef f = open("many", OpenMode::kReadWrite);
   ASSERT_TRUE(f);
-  ASSERT_TRUE(f->truncate(data.size()).ok());  // writes inside the size run concurrently on ext4
+  ASSERT_OK(f->truncate(data.size()));  // writes inside the size run concurrently on ext4
   std::mt19937 rng(4);
   std::vector<IoRequest> writes;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
@@ -81,16 +82,16 @@ TEST_P(RoundTripTest, ThousandsOfConcurrentRequests) {
     ranges.emplace_back(start, length);
     writes.push_back(IoRequest{f, Op::kWrite, start, data.data() + start, length, false});
   }
-  for (IoTicket& t : engine_->submit_batch(writes)) ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+  for (IoTicket& t : engine_->submit_batch(writes)) ASSERT_OK(t.wait());
   // One flush of the partial pages written through the page cache, rather than one per direct read.
-  ASSERT_TRUE(f->sync().ok());
+  ASSERT_OK(f->sync());
   std::vector<uint8_t> back(data.size(), 0);
   std::vector<IoTicket> tickets;
   for (auto [start, length] : ranges) {
     tickets.push_back(engine_->submit(IoRequest{f, Op::kRead, start, back.data() + start, length, false}));
   }
   for (size_t i = 0; i < tickets.size(); ++i) {
-    ASSERT_TRUE(tickets[i].wait().ok()) << tickets[i].wait().to_string();
+    ASSERT_OK(tickets[i].wait());
     EXPECT_TRUE(tickets[i].ready());
     EXPECT_EQ(tickets[i].bytes_done(), ranges[i].second);
     auto [start, length] = ranges[i];
@@ -110,10 +111,10 @@ TEST_P(RoundTripTest, LargeRequestOverSeveralRings) {
   ASSERT_TRUE(f);
   const uint64_t offset = 8192;
   Status w = write_sync(*engine_, f, offset, data.data(), bytes);
-  ASSERT_TRUE(w.ok()) << w.to_string();
+  ASSERT_OK(w);
   std::vector<uint8_t> back(bytes);
   IoTicket t = engine_->submit(IoRequest{f, Op::kRead, offset, back.data(), bytes, false});
-  ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+  ASSERT_OK(t.wait());
   EXPECT_EQ(t.bytes_done(), bytes);
   EXPECT_GT(t.elapsed().count(), 0);
   EXPECT_EQ(back, data);
@@ -128,7 +129,7 @@ TEST_P(RoundTripTest, SingleSubmitAndWaves) {
   FileRef f = make_file("waves", data);
   ASSERT_TRUE(f);
   std::vector<uint8_t> back(data.size());
-  ASSERT_TRUE(read_sync(*engine_, f, 0, back.data(), back.size()).ok());
+  ASSERT_OK(read_sync(*engine_, f, 0, back.data(), back.size()));
   EXPECT_EQ(back, data);
 }
 
@@ -141,14 +142,14 @@ TEST_P(RoundTripTest, ReusedDescriptorNumbersReachTheNewFile) {
     FileRef a = open("first", OpenMode::kWrite);
     ASSERT_TRUE(a);
     first_fd = a->fd();
-    ASSERT_TRUE(write_sync(*engine_, a, 0, first.data(), first.size()).ok());
+    ASSERT_OK(write_sync(*engine_, a, 0, first.data(), first.size()));
   }
   FileRef b = open("second", OpenMode::kReadWrite);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->fd(), first_fd);
-  ASSERT_TRUE(write_sync(*engine_, b, 0, second.data(), second.size()).ok());
+  ASSERT_OK(write_sync(*engine_, b, 0, second.data(), second.size()));
   std::vector<uint8_t> back(second.size());
-  ASSERT_TRUE(read_sync(*engine_, b, 0, back.data(), back.size()).ok());
+  ASSERT_OK(read_sync(*engine_, b, 0, back.data(), back.size()));
   EXPECT_EQ(back, second);
   EXPECT_EQ(read_plain_file(dir_.file("first")), first);
   EXPECT_EQ(read_plain_file(dir_.file("second")), second);

@@ -1,30 +1,20 @@
 #include "test_env.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <random>
 
 namespace tierzero::nvme::testing {
 
-namespace fs = std::filesystem;
-
-TestDir::TestDir() {
+std::string test_root() {
   const char* env = std::getenv("TIERZERO_TEST_NVME");
-  fs::path root = env != nullptr && *env != '\0' ? fs::path(env) : fs::current_path();
-  std::error_code ec;
-  if (!fs::is_directory(root, ec) || access(root.c_str(), W_OK) != 0) root = fs::temp_directory_path();
-  std::string templ = (root / "tierzero-nvme-test-XXXXXX").string();
-  if (mkdtemp(templ.data()) == nullptr) std::abort();
-  path_ = templ;
-}
-
-TestDir::~TestDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
+  struct stat st {};
+  if (env != nullptr && *env != '\0' && stat(env, &st) == 0 && S_ISDIR(st.st_mode) && access(env, W_OK) == 0) return env;
+  return test_support::working_dir_root();
 }
 
 std::vector<uint8_t> random_bytes(uint64_t bytes, uint64_t seed) {

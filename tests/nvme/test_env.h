@@ -5,21 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/scratch_dir.h"
+
 namespace tierzero::nvme::testing {
 
-// A fresh directory for one test: under $TIERZERO_TEST_NVME when set (point it at a real drive),
-// else under the build tree's disk (the current directory) or /tmp. Removed on destruction.
-class TestDir {
- public:
-  TestDir();
-  ~TestDir();
-  TestDir(const TestDir&) = delete;
-  TestDir& operator=(const TestDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
+// Where the nvme tests make their directories: $TIERZERO_TEST_NVME when it names a writable
+// directory (point it at a real drive), else the build tree's disk (the current directory), else
+// $TMPDIR or /tmp.
+std::string test_root();
 
- private:
-  std::string path_;
+// A fresh directory tierzero-nvme-test-XXXXXX under test_root(), removed on destruction.
+struct TestDir : test_support::ScratchDir {
+  TestDir() : test_support::ScratchDir("tierzero-nvme-test", test_root()) {}
 };
 
 // `bytes` pseudo-random bytes from `seed`.
