@@ -27,7 +27,8 @@ void add_train_command(CLI::App& app) {
   train->add_option("--export", args->export_dir,
                     "write the trained model here at the end: a Hugging Face directory of 16-bit safetensors "
                     "(the training's bf16/fp16; fp32 when training in fp32) + config.json");
-  train->add_option("--resume", args->resume_dir, "continue from the latest engine checkpoint here");
+  train->add_option("--resume", args->resume_dir,
+                    "continue from the latest checkpoint here: tierzero's, or a DeepSpeed ZeRO-1/2/3 one (same stage)");
   train->add_option("--save-every", args->save_every,
                     "also save a checkpoint into --save every N steps (default: tierzero.checkpoint.save_every)")
       ->check(CLI::PositiveNumber);
