@@ -1,0 +1,82 @@
+// Adam with this rank's optimizer state on NVMe (zero_optimization.offload_optimizer.device "nvme"):
+// the fp32 master weights, exp_avg and exp_avg_sq live in swap files (optimizer_swap.h), one record
+// per sub-group of sub_group_size elements, and pass through `buffer_count` pinned host buffers. A
+// step walks the sub-groups in order: sub-group k+1's record is read ahead (pipeline_read) while
+// cpu_adam steps k — the same kernel, gradients and 16-bit output as the CPU-offloaded optimizer
+// (cpu_offload_adam.cpp), so the weights are the same bit for bit — and k-1's is written behind
+// (pipeline_write). Without the pipeline flags each read and write completes around its sub-group.
+// Sub-group k always uses buffer k mod buffer_count, and a read into a buffer waits for the write
+// that last left it, so any buffer_count >= 1 is correct; read-ahead needs 2, full overlap 3.
+//
+// state() is the checkpoint seam and here it materialises: the first call after a step reads every
+// sub-group into three whole fp32 host tensors (O(partition) host memory, not pinned), which callers
+// read and write in place; the next step() writes them back to NVMe (a checkpoint load lands on NVMe
+// there) and frees them. The checkpoint writer takes whole spans per state, so a save cannot stream
+// sub-group by sub-group yet.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/functional_model.h"
+#include "engine/zero/internal/partition_optimizer.h"
+#include "engine/zero/internal/partitioner.h"
+#include "nvme/io_engine.h"
+
+namespace tierzero::engine {
+
+// Where and how the optimizer state goes to NVMe (ds_config's offload_optimizer and aio blocks).
+struct NvmeOptimizerOptions {
+  std::vector<std::string> paths;  // offload_optimizer.nvme_path: directories; several stripe every
+                                   // sub-group over them (a tierzero extension). Empty: not on NVMe
+  int buffer_count = 4;            // offload_optimizer.buffer_count: pinned buffers of one sub-group's
+                                   // state (12 bytes x sub_group_size each); at least 1
+  bool pipeline_read = false;      // offload_optimizer.pipeline_read: read sub-groups ahead
+  bool pipeline_write = false;     // offload_optimizer.pipeline_write: write sub-groups behind
+  nvme::IoConfig io;               // the "aio" block
+  nvme::FaultInjector fault_injector = nullptr;  // tests: faults on the swap files' I/O
+};
+
+// NVMe traffic of the optimizer, in bytes.
+struct NvmeTraffic {
+  uint64_t step_read_bytes = 0;     // read by the last step() (and the state() it followed, if any)
+  uint64_t step_written_bytes = 0;  // written by the last step()
+  uint64_t resident_bytes = 0;      // the swap files on disk
+};
+
+struct NvmeOffloadAdamSetup {
+  AdamConfig config;
+  const cpu_adam::CpuAdam* adam = nullptr;  // outlives the optimizer
+  DeviceCopies* copies = nullptr;           // outlives the optimizer
+  int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
+  bool time_copies = false;                 // measure the copies (waits for them at the step's end)
+  int rank = 0;                             // names the swap files
+  NvmeOptimizerOptions nvme;
+  // nvme.buffer_count pinned fp32 host buffers of 3 x min(sub_group_numel, partition numel)
+  // elements each (host_tier.h); outlive the optimizer.
+  std::vector<at::Tensor> buffers;
+  at::Tensor params16;  // as CpuOffloadAdamSetup::params16
+  // The initial master weights: partition `partition_rank` of `partitioner`'s layout, read from
+  // `source` sub-group by sub-group (only for the constructor; never the whole partition at once).
+  ParamSource* source = nullptr;
+  const FunctionalModel* model = nullptr;
+  const Partitioner* partitioner = nullptr;
+  int partition_rank = 0;
+};
+
+class NvmeOffloadAdam : public PartitionOptimizer {
+ public:
+  // The traffic so far.
+  virtual NvmeTraffic traffic() const = 0;
+};
+
+// Creates the swap files and writes the initial state (master from `source`, zero moments) through
+// the buffers. Throws tierzero::Error: an option out of range naming its key; the swap's errors
+// (disk full with the bytes needed and free; a path that cannot be written, named with the fix).
+std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup);
+
+}  // namespace tierzero::engine

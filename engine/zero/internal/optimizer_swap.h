@@ -1,0 +1,71 @@
+// The swap files of an optimizer whose state lives on NVMe (nvme_offload_adam.h): one file per
+// nvme_path per rank, <path>/tierzero-optimizer-r<rank>.swap, preallocated at creation and removed
+// when the swap goes. Sub-group k of the rank's partition is one record (its fp32 master, exp_avg
+// and exp_avg_sq back to back) striped over the paths: record bytes [p*P, (p+1)*P) are in path p's
+// file at offset k*P, P being the largest record split evenly over the paths and rounded up to
+// 4096 bytes — so every sub-group keeps a stable place, every device carries an equal share of
+// every transfer, and offsets stay aligned for O_DIRECT.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "nvme/io_engine.h"
+
+namespace tierzero::engine {
+
+// One record transfer in flight: its tickets (one per path it touches), waited for together.
+struct SwapTransfer {
+  nvme::Op op = nvme::Op::kRead;
+  int64_t sub_group = -1;  // -1: none in flight
+  uint64_t bytes = 0;
+  std::vector<nvme::IoTicket> tickets;
+};
+
+class OptimizerSwap {
+ public:
+  // Opens and preallocates the files for `sub_groups` records of at most `record_bytes` over
+  // `paths` (directories, created when missing; at least one) for rank `rank`, through `io`
+  // (outlives the swap). Fails
+  // before writing anything: kInvalidArgument for no path; kOutOfSpace when a path's disk has less
+  // free than its file needs, naming the path, the bytes needed and free, and the fix; the open or
+  // preallocation error naming the file otherwise.
+  static Result<std::unique_ptr<OptimizerSwap>> create(nvme::IoEngine& io, const std::vector<std::string>& paths,
+                                                       int rank, int64_t sub_groups, uint64_t record_bytes);
+  // Removes the files.
+  ~OptimizerSwap();
+  OptimizerSwap(const OptimizerSwap&) = delete;
+  OptimizerSwap& operator=(const OptimizerSwap&) = delete;
+
+  // Queues a read (op kRead) or write of sub-group `sub_group`'s record, its first `bytes` bytes
+  // (at most record_bytes), into or from `buffer`, which must stay valid until wait() returned.
+  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t bytes);
+  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
+  // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
+  // free.
+  Status wait(SwapTransfer& transfer);
+
+  // Bytes the files take on disk (preallocated), summed over the paths.
+  uint64_t file_bytes() const;
+  // "<n> file(s): path, ...", for banners and errors.
+  std::string describe() const;
+
+ private:
+  struct Part {
+    nvme::FileRef file;
+    std::string path;
+  };
+  OptimizerSwap(nvme::IoEngine& io, uint64_t part_bytes, int64_t sub_groups)
+      : io_(io), part_bytes_(part_bytes), sub_groups_(sub_groups) {}
+  Status failure(const SwapTransfer& transfer, size_t part, const Status& status) const;
+
+  nvme::IoEngine& io_;
+  uint64_t part_bytes_;  // P: a record's share of each file
+  int64_t sub_groups_;
+  std::vector<Part> parts_;  // one per path
+};
+
+}  // namespace tierzero::engine

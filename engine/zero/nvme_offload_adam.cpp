@@ -1,0 +1,310 @@
+// Adam with the optimizer state on NVMe: the sub-group pipeline of nvme_offload_adam.h over the
+// swap files of optimizer_swap.h.
+#include "engine/zero/internal/nvme_offload_adam.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "cpu_adam/adam.h"
+#include "engine/zero/internal/optimizer_swap.h"
+#include "engine/zero/internal/param_loading.h"
+
+namespace tierzero::engine {
+namespace {
+
+ElementType element_type_of(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ElementType::kF32;
+    case at::kBFloat16: return ElementType::kBF16;
+    case at::kHalf: return ElementType::kF16;
+    default:
+      throw Error(internal_error(std::string("nvme optimizer: unsupported dtype ") + c10::toString(type)));
+  }
+}
+
+// Elements [begin, begin + count) of a contiguous tensor.
+cpu_adam::Elements slice(const at::Tensor& t, int64_t begin, int64_t count) {
+  return {static_cast<std::byte*>(t.data_ptr()) + begin * t.element_size(), static_cast<size_t>(count),
+          element_type_of(t.scalar_type())};
+}
+
+// A pinned buffer and what it holds: sub-group `holds`'s record (master, exp_avg, exp_avg_sq of
+// `count` elements each, back to back), the transfers in flight on it, and the copy to the device
+// that still reads it (fp32 compute weights sent from the buffer itself).
+struct Slot {
+  at::Tensor buffer;
+  int64_t holds = -1;
+  SwapTransfer read;
+  SwapTransfer write;
+  std::shared_ptr<CopyDone> copy;
+};
+
+class NvmeAdam final : public NvmeOffloadAdam {
+ public:
+  explicit NvmeAdam(NvmeOffloadAdamSetup setup) : setup_(std::move(setup)) {
+    const NvmeOptimizerOptions& nvme = setup_.nvme;
+    if (setup_.sub_group_numel < 1)
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+                                   " must be at least 1"));
+    if (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count))
+      throw Error(invalid_argument("zero_optimization.offload_optimizer.buffer_count=" +
+                                   std::to_string(nvme.buffer_count) + " must be at least 1"));
+    numel_ = setup_.partitioner->partition_numel();
+    slot_numel_ = std::max<int64_t>(1, std::min(setup_.sub_group_numel, numel_));
+    groups_ = (numel_ + slot_numel_ - 1) / slot_numel_;
+    for (const at::Tensor& buffer : setup_.buffers)
+      if (buffer.scalar_type() != at::kFloat || buffer.numel() != 3 * slot_numel_)
+        throw Error(internal_error("nvme optimizer: a pinned buffer is not 3 x " + std::to_string(slot_numel_) +
+                                   " fp32 elements"));
+    io_ = value_or_throw(nvme::IoEngine::create(nvme.io));
+    if (nvme.fault_injector) io_->set_fault_injector(nvme.fault_injector);
+    for (const at::Tensor& buffer : setup_.buffers) {
+      throw_if_error(io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
+      slots_.push_back({.buffer = buffer, .holds = -1, .read = {}, .write = {}, .copy = nullptr});
+    }
+    swap_ = value_or_throw(OptimizerSwap::create(*io_, nvme.paths, setup_.rank, groups_,
+                                                 record_bytes(slot_numel_)));
+    write_initial_state();
+  }
+
+  ~NvmeAdam() override {
+    for (Slot& slot : slots_) {  // nothing may still read or write the buffers; errors were reported
+      (void)swap_->wait(slot.read);
+      (void)swap_->wait(slot.write);
+      (void)io_->unregister_buffer(slot.buffer.data_ptr());
+    }
+  }
+
+  double grad_sq_norm(const at::Tensor& grad) override {
+    at::Tensor host = grad.cpu().contiguous();
+    const cpu_adam::Elements all = slice(host, 0, host.numel());
+    cpu_adam::GradStats stats = setup_.adam->grad_stats({all.data, all.count, all.type});
+    return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
+  }
+
+  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
+    for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
+    pending_.clear();
+    for (Slot& slot : slots_) slot.copy = nullptr;
+    traffic_.step_written_bytes = 0;
+    write_back_materialised();
+    const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
+    const at::ScalarType compute_dtype = compute_partition.scalar_type();
+    const bool sixteen_bit = compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf;
+    const bool in_place = sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
+    if (sixteen_bit && !in_place &&
+        (setup_.params16.scalar_type() != compute_dtype || setup_.params16.numel() != numel_))
+      throw Error(internal_error("nvme optimizer: no 16-bit staging buffer for a device compute partition"));
+    const at::Tensor& out16 = in_place ? compute_partition : setup_.params16;
+    const cpu_adam::AdamHyperParams hp{.lr = lr,
+                                       .beta1 = setup_.config.beta1,
+                                       .beta2 = setup_.config.beta2,
+                                       .eps = setup_.config.eps,
+                                       .weight_decay = setup_.config.weight_decay,
+                                       .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW
+                                                                                    : cpu_adam::AdamMode::kAdam,
+                                       .bias_correction = setup_.config.bias_correction};
+    for (int64_t k = 0; k < groups_; ++k) {
+      read_ahead(k);
+      Slot& slot = slot_of(k);
+      throw_if_error(swap_->wait(slot.read));
+      const int64_t begin = k * slot_numel_;
+      const int64_t count = count_of(k);
+      const cpu_adam::Elements grads = slice(host_grad, begin, count);
+      const cpu_adam::AdamBuffers buffers{
+          .params = {slot.buffer.data_ptr<float>(), static_cast<size_t>(count)},
+          .grads = {grads.data, grads.count, grads.type},
+          .exp_avg = slice(slot.buffer, count, count),
+          .exp_avg_sq = slice(slot.buffer, 2 * count, count),
+          .params16 = sixteen_bit ? slice(out16, begin, count) : cpu_adam::Elements{}};
+      throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
+      if (!in_place) send_compute_weights(slot, sixteen_bit, begin, count, compute_partition);
+      write_behind(k);
+    }
+    finish_writes();
+    ++state_.step;
+    last_copy_seconds_ = 0.0;
+    if (setup_.time_copies) {
+      for (PartitionWrite& write : pending_) {
+        write.done->wait_host();
+        last_copy_seconds_ += write.done->seconds();
+      }
+    }
+    traffic_.step_read_bytes = read_since_step_;
+    read_since_step_ = 0;
+  }
+
+  AdamPartitionState& state() override {
+    if (materialised_) return state_;
+    at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat).device(at::kCPU);
+    at::Tensor* states[] = {&state_.master, &state_.exp_avg, &state_.exp_avg_sq};
+    for (at::Tensor* t : states) *t = at::empty({numel_}, fp32);
+    for (int64_t k = 0; k < groups_; ++k) {
+      read_ahead(k);
+      Slot& slot = slot_of(k);
+      throw_if_error(swap_->wait(slot.read));
+      const int64_t count = count_of(k);
+      for (int s = 0; s < 3; ++s) states[s]->narrow(0, k * slot_numel_, count).copy_(slot.buffer.narrow(0, s * count, count));
+    }
+    materialised_ = true;
+    return state_;
+  }
+
+  int64_t pinned_bytes() const override {
+    int64_t bytes = setup_.params16.defined() && setup_.params16.is_pinned() ? setup_.params16.nbytes() : 0;
+    for (const Slot& slot : slots_)
+      if (slot.buffer.is_pinned()) bytes += slot.buffer.nbytes();
+    return bytes;
+  }
+
+  double last_copy_seconds() const override { return last_copy_seconds_; }
+
+  std::vector<PartitionWrite> device_writes() const override { return pending_; }
+
+  std::string placement() const override {
+    return "nvme (" + swap_->describe() + "; cpu " + cpu_adam::simd_target_name() + ", " +
+           std::to_string(setup_.adam->threads()) + " threads)";
+  }
+
+  NvmeTraffic traffic() const override {
+    NvmeTraffic traffic = traffic_;
+    traffic.resident_bytes = swap_->file_bytes();
+    return traffic;
+  }
+
+ private:
+  static uint64_t record_bytes(int64_t count) { return 3 * static_cast<uint64_t>(count) * sizeof(float); }
+  int64_t count_of(int64_t k) const { return std::min(slot_numel_, numel_ - k * slot_numel_); }
+  Slot& slot_of(int64_t k) { return slots_[static_cast<size_t>(k % static_cast<int64_t>(slots_.size()))]; }
+
+  // Makes `slot` free for sub-group k: the write that left it done, no copy reading it.
+  void claim(Slot& slot, int64_t k) {
+    throw_if_error(swap_->wait(slot.write));
+    if (slot.copy) slot.copy->wait_host();
+    slot.copy = nullptr;
+    slot.holds = k;
+  }
+
+  // Queues the read of sub-group k, and with pipeline_read those after it that have a buffer whose
+  // last write was queued before k's step (up to buffer_count - 2 ahead, at least 1).
+  void read_ahead(int64_t k) {
+    const auto buffers = static_cast<int64_t>(slots_.size());
+    const int64_t ahead = setup_.nvme.pipeline_read && buffers >= 2 ? std::max<int64_t>(1, buffers - 2) : 0;
+    for (int64_t j = k; j < groups_ && j <= k + ahead; ++j) {
+      Slot& slot = slot_of(j);
+      if (slot.holds == j) continue;
+      claim(slot, j);
+      slot.read = swap_->submit(nvme::Op::kRead, j, slot.buffer.data_ptr(), record_bytes(count_of(j)));
+      read_since_step_ += record_bytes(count_of(j));
+    }
+  }
+
+  // Queues the write of sub-group k's record; waits for it unless pipeline_write.
+  void write_behind(int64_t k) {
+    Slot& slot = slot_of(k);
+    slot.write = swap_->submit(nvme::Op::kWrite, k, slot.buffer.data_ptr(), record_bytes(count_of(k)));
+    traffic_.step_written_bytes += record_bytes(count_of(k));
+    if (!setup_.nvme.pipeline_write) throw_if_error(swap_->wait(slot.write));
+  }
+
+  // Waits for every write queued; the buffers keep their records (a later read of the same
+  // sub-group into the same buffer is skipped only within one pass, see read_ahead's callers).
+  void finish_writes() {
+    Status first;
+    for (Slot& slot : slots_) {
+      Status status = swap_->wait(slot.write);
+      if (first.ok()) first = status;
+      slot.holds = -1;
+    }
+    throw_if_error(first);
+  }
+
+  // The updated compute weights of elements [begin, begin + count), as the CPU-offloaded optimizer
+  // sends them: the 16-bit staging copy or the fp32 master (then from the slot, which the copy holds).
+  void send_compute_weights(Slot& slot, bool sixteen_bit, int64_t begin, int64_t count, const at::Tensor& compute) {
+    const void* src = sixteen_bit ? static_cast<const std::byte*>(setup_.params16.const_data_ptr()) +
+                                        begin * setup_.params16.element_size()
+                                  : slot.buffer.const_data_ptr();
+    at::Tensor dst = compute.narrow(0, begin, count);
+    if (dst.is_cpu()) {
+      std::memcpy(dst.data_ptr(), src, dst.nbytes());
+      return;
+    }
+    std::shared_ptr<CopyDone> done = setup_.copies->to_device(dst, src);
+    if (!sixteen_bit) slot.copy = done;
+    pending_.push_back({begin, count, std::move(done)});
+  }
+
+  // The first write: master weights from the source, zero moments.
+  void write_initial_state() {
+    std::vector<PartitionRun> runs;  // this rank's, in partition order, with their parameter's index
+    std::vector<const std::string*> names;
+    const std::vector<ParamSpec> params = all_params(*setup_.model);
+    for (const ParamSpec& spec : params)
+      for (const PartitionRun& run : setup_.partitioner->locate(spec.name, 0, shape_numel(spec.shape)))
+        if (run.rank == setup_.partition_rank) {
+          runs.push_back(run);
+          names.push_back(&spec.name);
+        }
+    for (int64_t k = 0; k < groups_; ++k) {
+      Slot& slot = slot_of(k);
+      claim(slot, k);
+      slot.buffer.zero_();
+      const int64_t begin = k * slot_numel_;
+      const int64_t end = begin + count_of(k);
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const int64_t lo = std::max(begin, runs[r].partition_offset);
+        const int64_t hi = std::min(end, runs[r].partition_offset + runs[r].numel);
+        if (lo >= hi) continue;
+        load_param_range(*setup_.source, *names[r], runs[r].param_offset + (lo - runs[r].partition_offset),
+                         slot.buffer.narrow(0, lo - begin, hi - lo));
+      }
+      write_behind(k);
+    }
+    finish_writes();
+  }
+
+  // After state(): the (possibly changed) whole tensors go back to NVMe and are freed.
+  void write_back_materialised() {
+    if (!materialised_) return;
+    const at::Tensor* states[] = {&state_.master, &state_.exp_avg, &state_.exp_avg_sq};
+    for (int64_t k = 0; k < groups_; ++k) {
+      Slot& slot = slot_of(k);
+      claim(slot, k);
+      const int64_t count = count_of(k);
+      for (int s = 0; s < 3; ++s) slot.buffer.narrow(0, s * count, count).copy_(states[s]->narrow(0, k * slot_numel_, count));
+      write_behind(k);
+    }
+    finish_writes();
+    state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();
+    materialised_ = false;
+  }
+
+  NvmeOffloadAdamSetup setup_;
+  int64_t numel_ = 0;       // this rank's partition
+  int64_t slot_numel_ = 0;  // elements of a full sub-group
+  int64_t groups_ = 0;
+  std::unique_ptr<nvme::IoEngine> io_;
+  std::unique_ptr<OptimizerSwap> swap_;
+  std::vector<Slot> slots_;
+  AdamPartitionState state_;  // step always; the tensors only while materialised_
+  bool materialised_ = false;
+  std::vector<PartitionWrite> pending_;  // the last step's copies to the device
+  double last_copy_seconds_ = 0.0;
+  NvmeTraffic traffic_;
+  uint64_t read_since_step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup) {
+  return std::make_unique<NvmeAdam>(std::move(setup));
+}
+
+}  // namespace tierzero::engine

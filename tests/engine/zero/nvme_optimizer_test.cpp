@@ -1,0 +1,222 @@
+// Optimizer state on NVMe (offload_optimizer.device "nvme", nvme_offload_adam.h) against the
+// CPU-offloaded optimizer with the state in host memory: the same losses and master weights bit for
+// bit over 12 steps — stages 1-3, fp32 and bf16, sub-groups smaller than the partition, pipelined
+// and synchronous reads and writes, 1 to 4 buffers, 1 and 2 ranks (Gloo), and across a save and
+// resume. The bytes moved per step are the records of every sub-group, read once and written once.
+// A path that cannot be written and a disk that fills are errors naming the file, the offset and the
+// fix. The scratch directory stands in for the NVMe drive.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "engine/model/functional_model.h"
+#include "engine/zero/zero_engine.h"
+#include "rank_launcher.h"
+#include "scenario.h"
+
+namespace tierzero::engine::testing {
+namespace {
+
+class OneCpuThread : public ::testing::Environment {
+ public:
+  void SetUp() override { at::set_num_threads(1); }
+};
+::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
+
+// The test model's stage 3 shard is 9824 elements on one rank: sub-groups of 3000 split it in 4.
+constexpr int64_t kSubGroup = 3000;
+
+struct ScratchDir {
+  std::string path = make_temp_dir();
+  ~ScratchDir() { remove_tree(path); }
+};
+
+Scenario cpu_scenario(int stage, const std::string& dtype) {
+  Scenario s;
+  s.stage = stage;
+  s.offload = true;
+  s.dtype = dtype;
+  s.steps = 12;
+  s.sub_group_numel = kSubGroup;
+  s.clip = 0.5;
+  return s;
+}
+
+TrainTrace train_single(const Scenario& s) {
+  std::unique_ptr<Comm> comm = Comm::single(at::Device(at::kCPU));
+  return train_with_engine(s, *comm);
+}
+
+class NvmeOptimizer : public ::testing::TestWithParam<std::tuple<int, std::string, bool>> {};
+
+TEST_P(NvmeOptimizer, OneRankEqualsHostStateBitForBit) {
+  ScratchDir nvme;
+  Scenario s = cpu_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  const TrainTrace host = train_single(s);
+  s.nvme_dir = nvme.path;
+  s.nvme_pipeline = std::get<2>(GetParam());
+  EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+}
+
+TEST_P(NvmeOptimizer, TwoRanksEqualHostStateBitForBit) {
+  ScratchDir nvme;
+  Scenario s = cpu_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  s.world_size = 2;
+  s.nvme_dir = nvme.path;
+  s.nvme_pipeline = std::get<2>(GetParam());
+  s.compare_nvme = true;
+  EXPECT_EQ(run_ranks(s, 0.0, 0.0), "") << s.name();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, NvmeOptimizer,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values("fp32", "bf16"),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) +
+                                  (std::get<2>(info.param) ? "_pipelined" : "_sync");
+                         });
+
+// Any buffer count schedules correctly: 1 (no read-ahead), 2 (read-ahead waits for the write
+// behind), 3 and 4 (full overlap); also one sub-group holding the whole partition.
+TEST(NvmeOptimizerBuffers, AnyBufferCountGivesTheSameWeights) {
+  Scenario s = cpu_scenario(3, "bf16");
+  s.steps = 4;
+  const TrainTrace host = train_single(s);
+  for (int buffers : {1, 2, 3, 4}) {
+    ScratchDir nvme;
+    Scenario on_nvme = s;
+    on_nvme.nvme_dir = nvme.path;
+    on_nvme.nvme_buffers = buffers;
+    EXPECT_EQ(compare_exactly(train_single(on_nvme), host), "") << on_nvme.name();
+  }
+  s.sub_group_numel = 1'000'000'000;
+  ScratchDir nvme;
+  Scenario whole = s;
+  whole.nvme_dir = nvme.path;
+  EXPECT_EQ(compare_exactly(train_single(whole), train_single(s)), "") << whole.name();
+}
+
+// Saved from NVMe after 5 steps and resumed onto NVMe: the uninterrupted host-state run's last 7
+// steps and weights, bit for bit.
+TEST(NvmeOptimizerCheckpoint, SaveAndResumeEqualUninterruptedRun) {
+  for (int stage : {1, 3}) {
+    ScratchDir nvme, checkpoint;
+    Scenario s = cpu_scenario(stage, "bf16");
+    const TrainTrace uninterrupted = train_single(s);
+    Scenario first = s;
+    first.nvme_dir = nvme.path;
+    first.steps = 5;
+    first.save_dir = checkpoint.path;
+    train_single(first);
+    Scenario second = s;
+    second.nvme_dir = nvme.path;
+    second.resume_dir = checkpoint.path;
+    const TrainTrace resumed = train_single(second);
+    ASSERT_EQ(resumed.first_step, 5);
+    TrainTrace tail = uninterrupted;
+    tail.losses.erase(tail.losses.begin(), tail.losses.begin() + 5);
+    EXPECT_EQ(compare_exactly(resumed, tail), "") << "stage " << stage;
+  }
+}
+
+// An engine over the test model with its optimizer state on NVMe in `dir`.
+struct NvmeEngine {
+  std::unique_ptr<Comm> comm = Comm::single(at::Device(at::kCPU));
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(test_model_config(true));
+  std::unique_ptr<ZeroEngine> engine;
+
+  NvmeEngine(const std::string& dir, nvme::FaultInjector injector = nullptr) {
+    ZeroEngineOptions options;
+    options.partition.stage = 3;
+    options.partition.compute_dtype = at::kBFloat16;
+    options.offload_optimizer = true;
+    options.cpu_threads = 1;
+    options.sub_group_size = kSubGroup;
+    options.nvme_optimizer = {.paths = {dir},
+                              .buffer_count = 4,
+                              .pipeline_read = true,
+                              .pipeline_write = true,
+                              .io = {},
+                              .fault_injector = std::move(injector)};
+    engine = std::make_unique<ZeroEngine>(*model, init_parameters(test_model_config(true), 42, at::kFloat, at::kCPU),
+                                          options, *comm);
+  }
+
+  StepOutcome train_step() {
+    at::Tensor ids = at::randint(64, {2, 9}, at::kLong);
+    engine->forward_backward(ids.narrow(1, 0, 8), ids.narrow(1, 1, 8), 1.0);
+    return engine->step(1e-2, 1.0);
+  }
+};
+
+TEST(NvmeOptimizerTraffic, EveryRecordIsReadAndWrittenOncePerStep) {
+  ScratchDir nvme;
+  NvmeEngine e(nvme.path);
+  const uint64_t record_bytes = 3 * sizeof(float) * static_cast<uint64_t>(e.engine->partitioner().partition_numel());
+  e.train_step();
+  NvmeTraffic traffic = e.engine->nvme_traffic();
+  EXPECT_EQ(traffic.step_read_bytes, record_bytes);
+  EXPECT_EQ(traffic.step_written_bytes, record_bytes);
+  EXPECT_GE(traffic.resident_bytes, record_bytes);
+  EXPECT_EQ(traffic.resident_bytes % 4096, 0u);
+  e.engine->master_params();  // materialises the state: read once more, written back by the next step
+  e.train_step();
+  traffic = e.engine->nvme_traffic();
+  EXPECT_EQ(traffic.step_read_bytes, 2 * record_bytes);
+  EXPECT_EQ(traffic.step_written_bytes, 2 * record_bytes);
+  EXPECT_NE(e.engine->optimizer().placement().find("nvme"), std::string::npos);
+}
+
+TEST(NvmeOptimizerErrors, UnwritablePathIsNamedWithTheFix) {
+  try {
+    NvmeEngine e("/proc/tierzero-nvme-test");
+    FAIL() << "an engine over /proc was built";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("/proc/tierzero-nvme-test"), std::string::npos) << message;
+    EXPECT_NE(message.find("nvme_path"), std::string::npos) << message;
+  }
+}
+
+TEST(NvmeOptimizerErrors, FullDiskNamesFileOffsetAndBytes) {
+  ScratchDir nvme;
+  bool full = false;
+  NvmeEngine e(nvme.path, [&full](const nvme::PieceCompletion& piece, int64_t result) -> int64_t {
+    return full && piece.op == nvme::Op::kWrite ? -ENOSPC : result;
+  });
+  e.train_step();
+  full = true;
+  try {
+    e.train_step();
+    FAIL() << "a step wrote to a full disk";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_EQ(error.status().code(), ErrorCode::kOutOfSpace) << message;
+    EXPECT_NE(message.find("NVMe disk full"), std::string::npos) << message;
+    EXPECT_NE(message.find(nvme.path + "/tierzero-optimizer-r0.swap"), std::string::npos) << message;
+    EXPECT_NE(message.find("offset"), std::string::npos) << message;
+    EXPECT_NE(message.find("free"), std::string::npos) << message;
+  }
+}
+
+TEST(NvmeOptimizerErrors, FailedReadNamesFileAndOffset) {
+  ScratchDir nvme;
+  bool broken = false;
+  NvmeEngine e(nvme.path, [&broken](const nvme::PieceCompletion& piece, int64_t result) -> int64_t {
+    return broken && piece.op == nvme::Op::kRead ? -EIO : result;
+  });
+  broken = true;
+  try {
+    e.train_step();
+    FAIL() << "a step read from a failing drive";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("reading optimizer sub-group 0"), std::string::npos) << message;
+    EXPECT_NE(message.find("offset 0 of " + nvme.path), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace tierzero::engine::testing
