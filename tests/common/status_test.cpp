@@ -1,4 +1,5 @@
 #include "common/status.h"
+#include "tests/support/status_matchers.h"
 
 #include <cerrno>
 
@@ -21,7 +22,7 @@ Status quarter(int x, int* out) {
 TEST(Status, ContextIsPrependedAndOkStaysOk) {
   Status s = io_error("short read").with_context("while reading shard 3");
   EXPECT_EQ(s.message(), "while reading shard 3: short read");
-  EXPECT_TRUE(Status().with_context("x").ok());
+  EXPECT_OK(Status().with_context("x"));
 }
 
 TEST(Status, ErrnoMapsToCodeAndText) {
@@ -32,7 +33,7 @@ TEST(Status, ErrnoMapsToCodeAndText) {
 
 TEST(Result, PropagatesThroughMacros) {
   int out = 0;
-  EXPECT_TRUE(quarter(8, &out).ok());
+  EXPECT_OK(quarter(8, &out));
   EXPECT_EQ(out, 2);
   Status s = quarter(6, &out);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);

@@ -12,6 +12,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/tests/hwy_gtest.h"
 #include "tests/cpu_adam/reference.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::cpu_adam {
 namespace {
@@ -174,7 +175,7 @@ TEST_P(CpuAdamStepTest, EveryStepMatchesDoubleReference) {
         const ReferenceState before = state_of(run);
         ReferenceState ref = before;
         reference::reference_step(ref, g, hp, k, multiplier, c.state);
-        ASSERT_TRUE(adam.step(hp, k, multiplier, run.buffers(c.write16)).ok());
+        ASSERT_OK(adam.step(hp, k, multiplier, run.buffers(c.write16)));
         for (size_t i = 0; i < n; ++i) {
           const double g_term = std::fabs(g[i] * multiplier) + hp.weight_decay * std::fabs(before.params[i]);
           const double m_scale = std::fabs(before.exp_avg[i]) + g_term;
@@ -214,7 +215,7 @@ TEST_P(CpuAdamStepTest, Fp32StateDoesNotDriftFromDoubleReference) {
       for (size_t i = 0; i < n; ++i) g[i] = run.grads.get(i);
       const std::vector<double> params_before = ref.params;
       reference::reference_step(ref, g, hp, k, 1.0 / kLossScale, c.state);
-      ASSERT_TRUE(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), run.buffers(c.write16)).ok());
+      ASSERT_OK(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), run.buffers(c.write16)));
       for (size_t i = 0; i < n; ++i) {
         const double g_term = std::fabs(g[i] / kLossScale) + hp.weight_decay * std::fabs(params_before[i]);
         const double m_error = 1e-6 * (std::fabs(ref.exp_avg[i]) + g_term) + 1e-5 * std::fabs(ref.exp_avg[i]);
@@ -241,7 +242,7 @@ TEST_P(CpuAdamStepTest, SixteenBitParamsTrackTheRoundedReference) {
       std::vector<double> g(n);
       for (size_t i = 0; i < n; ++i) g[i] = run.grads.get(i);
       reference::reference_step(ref, g, schedule(c, k), k, 1.0 / kLossScale, c.state, type);
-      ASSERT_TRUE(adam.step(schedule(c, k), k, static_cast<float>(1.0 / kLossScale), run.buffers(false)).ok());
+      ASSERT_OK(adam.step(schedule(c, k), k, static_cast<float>(1.0 / kLossScale), run.buffers(false)));
     }
     size_t equal = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -305,8 +306,8 @@ TEST_P(CpuAdamStepTest, StreamingStoresWriteTheSameBytes) {
       const AlignedRun ours(c, run, shift), reference(c, run, shift);
       for (int k = 1; k <= 5; ++k) {
         fill_grads(run.grads, 31, k);
-        ASSERT_TRUE(streaming.step(schedule(c, k), k, 1.0f / kLossScale, ours.buffers(run.grads)).ok());
-        ASSERT_TRUE(plain.step(schedule(c, k), k, 1.0f / kLossScale, reference.buffers(run.grads)).ok());
+        ASSERT_OK(streaming.step(schedule(c, k), k, 1.0f / kLossScale, ours.buffers(run.grads)));
+        ASSERT_OK(plain.step(schedule(c, k), k, 1.0f / kLossScale, reference.buffers(run.grads)));
       }
       EXPECT_EQ(ours.params.contents(), reference.params.contents());
       EXPECT_EQ(ours.exp_avg.contents(), reference.exp_avg.contents());
@@ -331,18 +332,18 @@ TEST_P(CpuAdamStepTest, ResumeAtAnyStepEqualsUninterruptedRun) {
     OptimizerRun whole(c, n, 99);
     for (int k = 1; k <= kSteps; ++k) {
       fill_grads(whole.grads, 99, k);
-      ASSERT_TRUE(first.step(schedule(c, k), k, 1.0f / kLossScale, whole.buffers(c.write16)).ok());
+      ASSERT_OK(first.step(schedule(c, k), k, 1.0f / kLossScale, whole.buffers(c.write16)));
     }
     for (int stop : {1, 7, 13, kSteps - 1}) {
       OptimizerRun before(c, n, 99);
       for (int k = 1; k <= stop; ++k) {
         fill_grads(before.grads, 99, k);
-        ASSERT_TRUE(first.step(schedule(c, k), k, 1.0f / kLossScale, before.buffers(c.write16)).ok());
+        ASSERT_OK(first.step(schedule(c, k), k, 1.0f / kLossScale, before.buffers(c.write16)));
       }
       OptimizerRun resumed = before;  // a checkpoint: params and moments, copied
       for (int k = stop + 1; k <= kSteps; ++k) {
         fill_grads(resumed.grads, 99, k);
-        ASSERT_TRUE(second.step(schedule(c, k), k, 1.0f / kLossScale, resumed.buffers(c.write16)).ok());
+        ASSERT_OK(second.step(schedule(c, k), k, 1.0f / kLossScale, resumed.buffers(c.write16)));
       }
       ASSERT_EQ(resumed.params, whole.params) << "stop " << stop;
       ASSERT_EQ(resumed.params_16bit.bytes(), whole.params_16bit.bytes()) << "stop " << stop;
@@ -371,7 +372,7 @@ TEST_P(CpuAdamStepTest, MemoryPassAddsTheGradientToEveryWrittenBuffer) {
         run.exp_avg_sq.set(i, 2.0f * static_cast<float>(i));
       }
       const ReferenceState before = state_of(run);
-      ASSERT_TRUE(adam.memory_pass(run.buffers(c.write16)).ok());
+      ASSERT_OK(adam.memory_pass(run.buffers(c.write16)));
       for (size_t i = 0; i < n; ++i) {
         const float g = run.grads.get(i);
         const float p = reference::round_to(c.params, static_cast<float>(before.params[i]) + g);

@@ -11,6 +11,7 @@
 
 #include "cpu_adam/adam.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::cpu_adam {
 namespace {
@@ -99,7 +100,7 @@ TEST_P(TorchAdamTest, SameStepsAsFusedTorchAdamAndAdamW) {
         at::Tensor& params16 = k % 2 == 0 ? params_bf16 : params_f16;
         const AdamBuffers buffers{std::span<float>(params.data_ptr<float>(), kCount), const_view(grads), view(m),
                                   view(v), view(params16), {}};
-        ASSERT_TRUE(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers).ok());
+        ASSERT_OK(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers));
         // The 16-bit copy is exactly torch's rounding of the new fp32 params.
         ASSERT_TRUE(at::equal(params16, params.to(params16.scalar_type()))) << "step " << k;
       }
@@ -142,7 +143,7 @@ TEST_P(TorchAdamTest, Bf16ParamsAndStateMatchFusedTorch) {
       const at::Tensor grads = grads_of_step(k, at::kBFloat16);
       torch_fused_step(mode, hp, torch_params, grads.clone(), torch_m, torch_v, torch_step);
       const AdamBuffers buffers{{}, const_view(grads), view(m), view(v), {}, view(params)};
-      ASSERT_TRUE(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers).ok());
+      ASSERT_OK(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers));
     }
     if (GetParam() & (HWY_AVX2 | HWY_AVX3)) {
       EXPECT_TRUE(at::equal(params, torch_params));

@@ -9,6 +9,7 @@
 
 #include "cpu_adam/adam.h"
 #include "tests/cpu_adam/reference.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::cpu_adam {
 namespace {
@@ -50,7 +51,7 @@ std::vector<float> train(ElementType state_type, const Problem& problem) {
     AdamHyperParams hp;
     hp.lr = 1e-4 + 0.5 * (1e-2 - 1e-4) * (1 + std::cos(M_PI * k / kSteps));
     const AdamBuffers buffers{params, grads.const_view(), m.view(), v.view(), {}, {}};
-    EXPECT_TRUE(adam.step(hp, k, 1.0f, buffers).ok());
+    EXPECT_OK(adam.step(hp, k, 1.0f, buffers));
   }
   return params;
 }

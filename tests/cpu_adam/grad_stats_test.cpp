@@ -9,6 +9,7 @@
 #include "cpu_adam/adam.h"
 #include "hwy/tests/hwy_gtest.h"
 #include "tests/cpu_adam/reference.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::cpu_adam {
 namespace {
@@ -99,7 +100,7 @@ TEST_P(GradStatsTest, NonFiniteGradientSkipsStepWithoutTouchingState) {
     FlatState state(300);
     const FlatState before = state;
     const Result<ClippedStepOutcome> outcome = adam.step_with_clipping({}, 1, 1024.0, 1.0, state.buffers(grads));
-    ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+    ASSERT_OK(outcome);
     EXPECT_TRUE(outcome->skipped);
     EXPECT_TRUE(state == before) << element_type_name(type);
   }
@@ -117,12 +118,12 @@ TEST_P(GradStatsTest, ClippedStepUsesUnscaledNormAndOneMultiplier) {
       FlatState clipped(300), direct(300);
       const Result<ClippedStepOutcome> outcome =
           adam.step_with_clipping({}, 3, loss_scale, max_norm, clipped.buffers(grads));
-      ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+      ASSERT_OK(outcome);
       EXPECT_FALSE(outcome->skipped);
       EXPECT_NEAR(outcome->grad_norm, norm, 1e-12 * norm);
       const double want_coef = max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
       EXPECT_NEAR(outcome->clip_coef, want_coef, 1e-12);
-      ASSERT_TRUE(adam.step({}, 3, static_cast<float>(outcome->clip_coef / loss_scale), direct.buffers(grads)).ok());
+      ASSERT_OK(adam.step({}, 3, static_cast<float>(outcome->clip_coef / loss_scale), direct.buffers(grads)));
       EXPECT_TRUE(clipped == direct);
     }
   }

@@ -5,6 +5,7 @@
 #include "fs/file_system.h"
 #include "fs/testing/crash_harness.h"
 #include "fs/testing/fault_injection_fs.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::fs::testing {
 namespace {
@@ -16,17 +17,17 @@ class CrashFs : public ::testing::Test {
   void SetUp() override {
     root_ = "fs_crash_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    ASSERT_TRUE(real_.remove_tree(root_).ok());
+    ASSERT_OK(real_.remove_tree(root_));
     ASSERT_TRUE(real_.make_dir(root_).value());
     std::unique_ptr<WritableFile> old = real_.create(root_ + "/old", WriteOptions{}).value();
-    ASSERT_TRUE(old->append(bytes_of("durable")).ok());
+    ASSERT_OK(old->append(bytes_of("durable")));
   }
-  void TearDown() override { EXPECT_TRUE(real_.remove_tree(root_).ok()); }
+  void TearDown() override { EXPECT_OK(real_.remove_tree(root_)); }
   void write(FileSystem& fs, const std::string& name, const std::string& text, bool sync) {
     std::unique_ptr<WritableFile> f = fs.create(root_ + "/" + name, WriteOptions{}).value();
-    ASSERT_TRUE(f->append(bytes_of(text)).ok());
-    if (sync) ASSERT_TRUE(f->sync().ok());
-    ASSERT_TRUE(f->close().ok());
+    ASSERT_OK(f->append(bytes_of(text)));
+    if (sync) ASSERT_OK(f->sync());
+    ASSERT_OK(f->close());
   }
   FileSystem& real_ = default_file_system();
   std::string root_;
@@ -34,7 +35,7 @@ class CrashFs : public ::testing::Test {
 
 TEST_F(CrashFs, WhatWasThereAtTheStartIsDurable) {
   FaultInjectionFs fs(real_, root_);
-  ASSERT_TRUE(fs.restore_image(0).ok());
+  ASSERT_OK(fs.restore_image(0));
   EXPECT_EQ(files_under(root_), (std::map<std::string, std::string>{{"old", "durable"}}));
 }
 
@@ -42,7 +43,7 @@ TEST_F(CrashFs, UnsyncedBytesAndEntriesAreDropped) {
   FaultInjectionFs fs(real_, root_);
   write(fs, "synced_file_unsynced_entry", "a", true);
   write(fs, "old", "overwritten, never synced", false);
-  ASSERT_TRUE(fs.restore_image(0).ok());
+  ASSERT_OK(fs.restore_image(0));
   EXPECT_EQ(files_under(root_), (std::map<std::string, std::string>{{"old", "durable"}}));
 }
 
@@ -50,8 +51,8 @@ TEST_F(CrashFs, ADirectorySyncKeepsEntriesAndSyncedBytesOnly) {
   FaultInjectionFs fs(real_, root_);
   write(fs, "synced", "kept", true);
   write(fs, "unsynced", "lost", false);
-  ASSERT_TRUE(fs.sync_dir(root_).ok());
-  ASSERT_TRUE(fs.restore_image(0).ok());
+  ASSERT_OK(fs.sync_dir(root_));
+  ASSERT_OK(fs.restore_image(0));
   EXPECT_EQ(files_under(root_),
             (std::map<std::string, std::string>{{"old", "durable"}, {"synced", "kept"}, {"unsynced", ""}}));
 }
@@ -59,12 +60,12 @@ TEST_F(CrashFs, ADirectorySyncKeepsEntriesAndSyncedBytesOnly) {
 TEST_F(CrashFs, AnUnsyncedRenameIsDroppedOrKeptAsOneChange) {
   FaultInjectionFs fs(real_, root_);
   write(fs, "new.tmp", "new", true);
-  ASSERT_TRUE(fs.sync_dir(root_).ok());
-  ASSERT_TRUE(fs.rename(root_ + "/new.tmp", root_ + "/old").ok());
+  ASSERT_OK(fs.sync_dir(root_));
+  ASSERT_OK(fs.rename(root_ + "/new.tmp", root_ + "/old"));
   ASSERT_EQ(fs.image_count(), 2u);
-  ASSERT_TRUE(fs.restore_image(0).ok());
+  ASSERT_OK(fs.restore_image(0));
   EXPECT_EQ(files_under(root_), (std::map<std::string, std::string>{{"new.tmp", "new"}, {"old", "durable"}}));
-  ASSERT_TRUE(fs.restore_image(1).ok());
+  ASSERT_OK(fs.restore_image(1));
   EXPECT_EQ(files_under(root_), (std::map<std::string, std::string>{{"old", "new"}}));
 }
 
@@ -72,15 +73,15 @@ TEST_F(CrashFs, ANewDirectorysContentNeedsItsOwnSyncAndItsParents) {
   FaultInjectionFs fs(real_, root_);
   ASSERT_TRUE(fs.make_dir(root_ + "/d").value());
   std::unique_ptr<WritableFile> f = fs.create(root_ + "/d/f", WriteOptions{}).value();
-  ASSERT_TRUE(f->append(bytes_of("x")).ok());
-  ASSERT_TRUE(f->sync().ok());
-  ASSERT_TRUE(fs.sync_dir(root_ + "/d").ok());
-  ASSERT_TRUE(fs.restore_image(0).ok());
+  ASSERT_OK(f->append(bytes_of("x")));
+  ASSERT_OK(f->sync());
+  ASSERT_OK(fs.sync_dir(root_ + "/d"));
+  ASSERT_OK(fs.restore_image(0));
   EXPECT_EQ(files_under(root_).count("d/f"), 0u);  // d itself is not durable yet
   FaultInjectionFs again(real_, root_);
   ASSERT_TRUE(again.make_dir(root_ + "/d").value());
-  ASSERT_TRUE(again.sync_dir(root_).ok());
-  ASSERT_TRUE(again.restore_image(0).ok());
+  ASSERT_OK(again.sync_dir(root_));
+  ASSERT_OK(again.restore_image(0));
   EXPECT_EQ(real_.stat(root_ + "/d").value().is_dir, true);
   EXPECT_TRUE(files_under(root_ + "/d").empty());
 }
@@ -88,12 +89,12 @@ TEST_F(CrashFs, ANewDirectorysContentNeedsItsOwnSyncAndItsParents) {
 TEST_F(CrashFs, StepsFailOnceInjectedAndAllCallsFailAfterACrash) {
   FaultInjectionFs fs(real_, root_);
   fs.fail_step(1);
-  EXPECT_TRUE(fs.make_dir(root_ + "/a").ok());
+  EXPECT_OK(fs.make_dir(root_ + "/a"));
   const Status failed = fs.make_dir(root_ + "/b").status();
   EXPECT_NE(failed.message().find("injected fault at step 1"), std::string::npos) << failed.to_string();
-  EXPECT_TRUE(fs.make_dir(root_ + "/c").ok());
+  EXPECT_OK(fs.make_dir(root_ + "/c"));
   fs.crash_at(4);
-  EXPECT_TRUE(fs.sync_dir(root_).ok());
+  EXPECT_OK(fs.sync_dir(root_));
   EXPECT_FALSE(fs.crashed());
   EXPECT_FALSE(fs.sync_dir(root_).ok());
   EXPECT_TRUE(fs.crashed());

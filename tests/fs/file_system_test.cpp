@@ -5,6 +5,7 @@
 
 #include "fs/file_system.h"
 #include "fs/testing/crash_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::fs {
 namespace {
@@ -15,38 +16,38 @@ class RealFs : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = "fs_test_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    ASSERT_TRUE(fs_.remove_tree(root_).ok());
+    ASSERT_OK(fs_.remove_tree(root_));
     ASSERT_TRUE(fs_.make_dir(root_).value());
   }
-  void TearDown() override { EXPECT_TRUE(fs_.remove_tree(root_).ok()); }
+  void TearDown() override { EXPECT_OK(fs_.remove_tree(root_)); }
   FileSystem& fs_ = default_file_system();
   std::string root_;
 };
 
 TEST_F(RealFs, WritesSyncsRenamesListsAndRemoves) {
   auto file = fs_.create(root_ + "/a.tmp", WriteOptions{});
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   EXPECT_EQ((*file)->io_file(), nullptr);
-  ASSERT_TRUE((*file)->append(bytes_of("hello ")).ok());
-  ASSERT_TRUE((*file)->append(bytes_of("world")).ok());
-  ASSERT_TRUE((*file)->sync().ok());
-  ASSERT_TRUE((*file)->close().ok());
+  ASSERT_OK((*file)->append(bytes_of("hello ")));
+  ASSERT_OK((*file)->append(bytes_of("world")));
+  ASSERT_OK((*file)->sync());
+  ASSERT_OK((*file)->close());
   EXPECT_FALSE((*file)->append(bytes_of("x")).ok());
-  ASSERT_TRUE(fs_.rename(root_ + "/a.tmp", root_ + "/a").ok());
-  ASSERT_TRUE(fs_.sync_dir(root_).ok());
+  ASSERT_OK(fs_.rename(root_ + "/a.tmp", root_ + "/a"));
+  ASSERT_OK(fs_.sync_dir(root_));
   EXPECT_EQ(fs_.read_file(root_ + "/a").value(), "hello world");
   EXPECT_EQ(fs_.stat(root_ + "/a").value().size, 11u);
   EXPECT_FALSE(fs_.stat(root_ + "/a").value().is_dir);
   EXPECT_EQ(fs_.stat(root_ + "/a.tmp").status().code(), ErrorCode::kNotFound);
   EXPECT_TRUE(fs_.make_dir(root_ + "/d").value());
   EXPECT_FALSE(fs_.make_dir(root_ + "/d").value());  // already there
-  ASSERT_TRUE(fs_.create(root_ + "/d/x", WriteOptions{}).ok());
+  ASSERT_OK(fs_.create(root_ + "/d/x", WriteOptions{}));
   std::vector<std::string> names = fs_.list_dir(root_).value();
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"a", "d"}));
-  ASSERT_TRUE(fs_.remove_tree(root_ + "/d").ok());
-  ASSERT_TRUE(fs_.remove_tree(root_ + "/d").ok());  // missing is fine
-  ASSERT_TRUE(fs_.remove_file(root_ + "/a").ok());
+  ASSERT_OK(fs_.remove_tree(root_ + "/d"));
+  ASSERT_OK(fs_.remove_tree(root_ + "/d"));  // missing is fine
+  ASSERT_OK(fs_.remove_file(root_ + "/a"));
   EXPECT_EQ(fs_.remove_file(root_ + "/a").code(), ErrorCode::kNotFound);
   EXPECT_TRUE(fs_.list_dir(root_).value().empty());
   const SpaceInfo space = fs_.free_space(root_).value();
@@ -56,19 +57,19 @@ TEST_F(RealFs, WritesSyncsRenamesListsAndRemoves) {
 
 TEST_F(RealFs, EngineFilesTakeNvmeRequestsAndAppends) {
   auto engine = nvme::IoEngine::create(nvme::IoConfig{});
-  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  ASSERT_OK(engine);
   WriteOptions options;
   options.engine = engine->get();
   options.preallocate_bytes = 1 << 20;
   auto file = fs_.create(root_ + "/big", options);
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   ASSERT_NE((*file)->io_file(), nullptr);
   nvme::AlignedBuffer block = nvme::allocate_aligned(4096);
   std::fill_n(block.get(), 4096, std::byte{7});
-  ASSERT_TRUE(nvme::write_sync(**engine, (*file)->io_file(), 0, block.get(), 4096).ok());
-  ASSERT_TRUE((*file)->truncate(4096).ok());
-  ASSERT_TRUE((*file)->sync().ok());
-  ASSERT_TRUE((*file)->close().ok());
+  ASSERT_OK(nvme::write_sync(**engine, (*file)->io_file(), 0, block.get(), 4096));
+  ASSERT_OK((*file)->truncate(4096));
+  ASSERT_OK((*file)->sync());
+  ASSERT_OK((*file)->close());
   const std::string text = fs_.read_file(root_ + "/big").value();
   EXPECT_EQ(text, std::string(4096, '\7'));
 }

@@ -2,10 +2,11 @@
 // same texts (the fixture's reference), and the token file written from it.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 #include "tests/text/tokenizer_fixture.h"
 #include "text/dataset.h"
 
@@ -47,7 +48,7 @@ TEST(Dataset, TextRowsAreTheTokenizersIdsPlusEosInFileOrder) {
     }
     ASSERT_GT(jsonl.size(), size_t{4} << 18) << "the file must span several parallel chunks";
     auto stream = tokenize_jsonl(jsonl, *f.tokenizer, "rows.jsonl");
-    ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+    ASSERT_OK(stream);
     EXPECT_EQ(stream->rows, f.lines.size());
     EXPECT_TRUE(stream->tokens == expected) << family;
     EXPECT_TRUE(stream->loss_mask.empty()) << "text rows train on every token";
@@ -78,7 +79,7 @@ TEST(Dataset, PromptTokensCarryNoLoss) {
   mask.insert(mask.end(), text.size() + 1, 1);
 
   auto stream = tokenize_jsonl(jsonl, *f.tokenizer, "chat.jsonl");
-  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  ASSERT_OK(stream);
   EXPECT_EQ(stream->rows, 201u);
   EXPECT_TRUE(stream->tokens == expected);
   EXPECT_TRUE(stream->loss_mask == mask);
@@ -108,7 +109,7 @@ TEST(Dataset, BadRowsNameTheLine) {
         return t.str();
       }(),
       "", "llama3");
-  ASSERT_TRUE(plain.ok());
+  ASSERT_OK(plain);
   s = tokenize_jsonl("{\"text\": \"a\"}\n", **plain, "d.jsonl").status();
   EXPECT_NE(s.message().find("no eos_token"), std::string::npos) << s.message();
 }
@@ -135,11 +136,10 @@ TokenFile read_token_file(const std::string& path) {
 }
 
 TEST(Dataset, TokenFileIsVersion1WithoutMaskAnd2WithIt) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tierzero-text-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  test_support::ScratchDir dir("tierzero-text");
   TokenStream plain{.tokens = {1, 2, 65535}, .loss_mask = {}, .rows = 1, .target_tokens = 3};
-  ASSERT_TRUE(write_token_stream((dir / "a.tok").string(), plain).ok());
-  TokenFile a = read_token_file((dir / "a.tok").string());
+  ASSERT_OK(write_token_stream(dir.file("a.tok"), plain));
+  TokenFile a = read_token_file(dir.file("a.tok"));
   EXPECT_EQ(a.version, 1u);
   EXPECT_EQ(a.width, 2u);
   EXPECT_EQ(a.count, 3u);
@@ -150,8 +150,8 @@ TEST(Dataset, TokenFileIsVersion1WithoutMaskAnd2WithIt) {
                      .loss_mask = {0, 0, 1, 1, 0, 1, 1, 1, 1},
                      .rows = 1,
                      .target_tokens = 6};
-  ASSERT_TRUE(write_token_stream((dir / "b.tok").string(), masked).ok());
-  TokenFile b = read_token_file((dir / "b.tok").string());
+  ASSERT_OK(write_token_stream(dir.file("b.tok"), masked));
+  TokenFile b = read_token_file(dir.file("b.tok"));
   EXPECT_EQ(b.version, 2u);
   EXPECT_EQ(b.width, 4u);
   EXPECT_EQ(b.count, 9u);
@@ -159,9 +159,8 @@ TEST(Dataset, TokenFileIsVersion1WithoutMaskAnd2WithIt) {
   ASSERT_EQ(b.payload.size(), 9 * 4 + 2u);
   EXPECT_EQ(static_cast<uint8_t>(b.payload[36]), 0b11101100);
   EXPECT_EQ(static_cast<uint8_t>(b.payload[37]), 0b1);
-  const Status bad = write_token_stream((dir / "missing" / "c.tok").string(), plain);
+  const Status bad = write_token_stream(dir.file("missing/c.tok"), plain);
   EXPECT_EQ(bad.code(), ErrorCode::kIo);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

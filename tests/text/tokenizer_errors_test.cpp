@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/status_matchers.h"
 #include "text/tokenizer.h"
 
 namespace tierzero::text {
@@ -37,7 +38,7 @@ void expect_refused(const nlohmann::json& spec, ErrorCode code, const std::strin
 
 TEST(TokenizerErrors, TheSmallSpecLoadsAndEncodes) {
   auto tok = Tokenizer::from_json(byte_level_spec().dump(), "", "dir/tokenizer.json");
-  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  ASSERT_OK(tok);
   EXPECT_EQ(*(*tok)->encode("ab<|eos|>a"), (std::vector<uint32_t>{2, 4, 0}));
   EXPECT_EQ(*(*tok)->decode(std::vector<uint32_t>{2, 4, 0}, false), "ab<|eos|>a");
   EXPECT_EQ(*(*tok)->decode(std::vector<uint32_t>{2, 4, 0}), "aba");
@@ -108,7 +109,7 @@ TEST(TokenizerErrors, MissingDirectoryIsNotFound) {
 
 TEST(TokenizerErrors, InvalidUtf8AndUnknownIdsNameWhere) {
   auto tok = Tokenizer::from_json(byte_level_spec().dump(), R"({"eos_token": {"content": "<|eos|>"}})", "t.json");
-  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  ASSERT_OK(tok);
   EXPECT_EQ((*tok)->eos_id(), 4u);
   const Status bad = (*tok)->encode("ab\xC3(", true).status();
   EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "tests/support/status_matchers.h"
 #include "tests/text/tokenizer_fixture.h"
 #include "text/tokenizer.h"
 
@@ -50,7 +51,7 @@ TEST_P(TokenizerParity, IdsAndDecodeEqualTokenizersOnEveryLine) {
   REQUIRE_TOKENIZER_FIXTURE(root);
   const Family& family = GetParam();
   auto tokenizer = Tokenizer::load(root + "/" + family.name);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  ASSERT_OK(tokenizer);
   const Tokenizer& tok = **tokenizer;
   EXPECT_EQ(tok.family(), family.byte_level ? "byte-level BPE" : "SentencePiece-style BPE");
 
@@ -114,15 +115,15 @@ INSTANTIATE_TEST_SUITE_P(Families, TokenizerParity,
 TEST(TokenizerSpecials, BosAndEosComeFromTokenizerConfig) {
   REQUIRE_TOKENIZER_FIXTURE(root);
   auto llama3 = Tokenizer::load(root + "/llama3");
-  ASSERT_TRUE(llama3.ok()) << llama3.status().to_string();
+  ASSERT_OK(llama3);
   EXPECT_EQ((*llama3)->bos_id(), (*llama3)->token_to_id("<|begin_of_text|>"));
   EXPECT_EQ((*llama3)->eos_id(), (*llama3)->token_to_id("<|end_of_text|>"));
   auto qwen2 = Tokenizer::load(root + "/qwen2/tokenizer.json");
-  ASSERT_TRUE(qwen2.ok()) << qwen2.status().to_string();
+  ASSERT_OK(qwen2);
   EXPECT_EQ((*qwen2)->bos_id(), std::nullopt);
   EXPECT_EQ((*qwen2)->eos_id(), (*qwen2)->token_to_id("<|endoftext|>"));
   auto llama2 = Tokenizer::load(root + "/llama2");
-  ASSERT_TRUE(llama2.ok()) << llama2.status().to_string();
+  ASSERT_OK(llama2);
   EXPECT_EQ((*llama2)->bos_id(), 1u);
   EXPECT_EQ((*llama2)->eos_id(), 2u);
   EXPECT_EQ((*llama2)->encode("hi", true)->front(), 1u);  // add_bos_token
