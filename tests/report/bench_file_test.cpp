@@ -1,28 +1,20 @@
 // Bench JSON files: the three kinds read, anything else refused with the file and the reason.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 
 #include "report/report.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tierzero::report {
 namespace {
 
 class BenchFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tierzero-bench-file-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string write_text(const std::string& name, const std::string& text) const {
-    const std::string path = (dir_ / name).string();
+    const std::string path = dir_.file(name);
     std::ofstream(path) << text;
     return path;
   }
@@ -32,7 +24,7 @@ class BenchFileTest : public ::testing::Test {
     return r.ok() ? std::string() : r.status().message();
   }
 
-  std::filesystem::path dir_;
+  test_support::ScratchDir dir_{"tierzero-bench-file-test"};
 };
 
 TEST_F(BenchFileTest, ReadsEachKind) {
@@ -92,7 +84,7 @@ TEST_F(BenchFileTest, BadRowsAreNamedWithTheirIndex) {
 }
 
 TEST_F(BenchFileTest, MissingFile) {
-  Result<BenchFile> r = read_bench_file((dir_ / "none.json").string());
+  Result<BenchFile> r = read_bench_file(dir_.file("none.json"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
 }

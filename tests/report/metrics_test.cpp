@@ -4,25 +4,19 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 
 #include "report/metrics.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::report {
 namespace {
 
 class MetricsFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tierzero-metrics-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
   std::string write_text(const std::string& name, const std::string& text) const {
     std::ofstream(path(name)) << text;
     return path(name);
@@ -59,7 +53,7 @@ class MetricsFileTest : public ::testing::Test {
     return s;
   }
 
-  std::filesystem::path dir_;
+  test_support::ScratchDir dir_{"tierzero-metrics-test"};
 };
 
 const std::string kRunLine = R"json({"type":"run","format":1,"model":"m"})json";
@@ -77,10 +71,10 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   skipped.grad_norm = INFINITY;
   {
     MetricsWriter writer = value_or_throw(MetricsWriter::open(path("run.jsonl"), run_info()));
-    ASSERT_TRUE(writer.write_step(step(1)).ok());
-    ASSERT_TRUE(writer.write_step(with_extras).ok());
-    ASSERT_TRUE(writer.write_step(skipped).ok());
-    ASSERT_TRUE(writer.close().ok());
+    ASSERT_OK(writer.write_step(step(1)));
+    ASSERT_OK(writer.write_step(with_extras));
+    ASSERT_OK(writer.write_step(skipped));
+    ASSERT_OK(writer.close());
   }
   const RunMetrics read = value_or_throw(read_metrics_file(path("run.jsonl")));
   EXPECT_EQ(read.run.name, "run");  // from the file name
@@ -111,7 +105,7 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
 
 TEST_F(MetricsFileTest, EveryLineIsOneJsonObjectFlushedAsWritten) {
   MetricsWriter writer = value_or_throw(MetricsWriter::open(path("live.jsonl"), run_info()));
-  ASSERT_TRUE(writer.write_step(step(1)).ok());
+  ASSERT_OK(writer.write_step(step(1)));
   // Not closed yet: a reader (or a crash) sees the line already.
   std::ifstream in(path("live.jsonl"));
   std::string first, second;
@@ -187,7 +181,7 @@ TEST_F(MetricsFileTest, MissingFileAndUnwritablePath) {
 
 TEST_F(MetricsFileTest, WritingAfterCloseFails) {
   MetricsWriter writer = value_or_throw(MetricsWriter::open(path("closed.jsonl"), run_info()));
-  ASSERT_TRUE(writer.close().ok());
+  ASSERT_OK(writer.close());
   EXPECT_FALSE(writer.write_step(step(1)).ok());
 }
 
