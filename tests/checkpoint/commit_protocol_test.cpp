@@ -9,6 +9,7 @@
 #include "fs/testing/crash_harness.h"
 #include "fs/testing/default_override.h"
 #include "fs/testing/fault_injection_fs.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -18,14 +19,14 @@ using testing::FixtureData;
 // Loads the latest checkpoint and checks its step and all of rank 0's master weights.
 void expect_loads(const std::string& dir, int64_t step, const FixtureData& data) {
   auto reader = CheckpointReader::open(dir);
-  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  ASSERT_OK(reader);
   EXPECT_EQ((*reader)->manifest().step, step);
   const CheckpointManifest& m = (*reader)->manifest();
   std::vector<float> out(partition_numel(m.groups[0], m.zero_stage, m.world_size, m.alignment));
-  ASSERT_TRUE((*reader)->read_partition(0, 0, m.world_size, 0, std::as_writable_bytes(std::span(out))).ok());
+  ASSERT_OK((*reader)->read_partition(0, 0, m.world_size, 0, std::as_writable_bytes(std::span(out))));
   EXPECT_EQ(out, data.partition(0, 0, m.world_size, 0));
   const auto verified = verify_checkpoint(dir);
-  EXPECT_TRUE(verified.ok()) << verified.status().to_string();
+  EXPECT_OK(verified);
 }
 
 TEST(CommitProtocol, APreviousCheckpointSurvivesAFailureAtEveryStep) {
@@ -41,10 +42,10 @@ TEST(CommitProtocol, APreviousCheckpointSurvivesAFailureAtEveryStep) {
   std::vector<fs::testing::FsStep> steps;
   {
     fs::testing::ScratchRoot dir;
-    ASSERT_TRUE(save_checkpoint(dir.path(), "step100", first, first_data.ranks()).ok());
+    ASSERT_OK(save_checkpoint(dir.path(), "step100", first, first_data.ranks()));
     fs::testing::FaultInjectionFs recording(real, dir.path());
     fs::testing::ScopedDefaultFileSystem use(recording);
-    ASSERT_TRUE(save_checkpoint(dir.path(), "step200", second, second_data.ranks()).ok());
+    ASSERT_OK(save_checkpoint(dir.path(), "step200", second, second_data.ranks()));
     steps = recording.steps();
   }
   ASSERT_GE(steps.size(), 15u);
@@ -52,7 +53,7 @@ TEST(CommitProtocol, APreviousCheckpointSurvivesAFailureAtEveryStep) {
   for (size_t k = 0; k < steps.size(); ++k) {
     SCOPED_TRACE("failing step " + std::to_string(k) + " " + steps[k].op + " " + steps[k].path);
     fs::testing::ScratchRoot dir;
-    ASSERT_TRUE(save_checkpoint(dir.path(), "step100", first, first_data.ranks()).ok());
+    ASSERT_OK(save_checkpoint(dir.path(), "step100", first, first_data.ranks()));
     fs::testing::FaultInjectionFs failing(real, dir.path());
     failing.fail_step(k);
     Status s;
@@ -68,7 +69,7 @@ TEST(CommitProtocol, APreviousCheckpointSurvivesAFailureAtEveryStep) {
     expect_loads(dir.path(), latest_renamed ? 200 : 100, latest_renamed ? second_data : first_data);
     // The crashed save leaves nothing that blocks a retry.
     if (!latest_renamed) {
-      ASSERT_TRUE(save_checkpoint(dir.path(), "step200", second, second_data.ranks()).ok());
+      ASSERT_OK(save_checkpoint(dir.path(), "step200", second, second_data.ranks()));
       expect_loads(dir.path(), 200, second_data);
     }
   }

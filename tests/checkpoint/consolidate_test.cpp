@@ -16,6 +16,7 @@
 #include "checkpoint_fixture.h"
 #include "tests/common/float16_reference.h"
 #include "test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -46,7 +47,7 @@ class Consolidate : public ::testing::Test {
     data_ = std::make_unique<FixtureData>(manifest_);
     CheckpointOptions options;
     options.compression_level = 1;
-    ASSERT_TRUE(save_checkpoint(dir_.file("ckpt"), "global_step1234", manifest_, data_->ranks(), options).ok());
+    ASSERT_OK(save_checkpoint(dir_.file("ckpt"), "global_step1234", manifest_, data_->ranks(), options));
     options_.progress = false;
     options_.max_shard_bytes = 600;
     options_.write_buffer_bytes = 4096;
@@ -63,7 +64,7 @@ class Consolidate : public ::testing::Test {
     EXPECT_EQ(index["weight_map"].size(), spec["tensors"].size());
     for (const auto& [name, file_name] : index["weight_map"].items()) {
       auto file = SafetensorsFile::open(out + "/" + file_name.get<std::string>());
-      ASSERT_TRUE(file.ok()) << file.status().to_string();
+      ASSERT_OK(file);
       const SafetensorsTensorInfo* info = (*file)->find(name);
       ASSERT_NE(info, nullptr) << name;
       EXPECT_EQ(info->dtype, ElementType::kBF16);
@@ -87,7 +88,7 @@ class Consolidate : public ::testing::Test {
 TEST_F(Consolidate, WritesShardedBf16WithIndexAndConfig) {
   const std::string out = dir_.file("hf");
   auto report = convert(out);
-  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_OK(report);
   EXPECT_GT(report->files, 2u);
   EXPECT_FALSE(fs::exists(out + ".partial"));
   // config.json: the checkpoint's keys in their order, the dtype key naming what the files hold.
@@ -110,7 +111,7 @@ TEST_F(Consolidate, ReadAheadRingAndPiecesOfAnySizeKeepEveryValue) {
       options_.read_piece_bytes = piece;
       const std::string out = dir_.file("ring_" + std::to_string(budget) + "_" + std::to_string(piece));
       auto report = convert(out);
-      ASSERT_TRUE(report.ok()) << report.status().to_string();
+      ASSERT_OK(report);
       expect_bf16_values(out, nlohmann::json::parse(testing::read_text(out + "/model.safetensors.index.json")));
     }
   }
@@ -121,9 +122,9 @@ TEST_F(Consolidate, WritesFp32AndFp16OnRequest) {
     options_.dtype = dtype;
     options_.max_shard_bytes = 5'000'000'000;
     const std::string out = dir_.file(std::string("out_") + std::string(dtype_name(dtype)));
-    ASSERT_TRUE(convert(out).ok());
+    ASSERT_OK(convert(out));
     auto file = SafetensorsFile::open(out + "/model.safetensors");
-    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    ASSERT_OK(file);
     const SafetensorsTensorInfo* norm = (*file)->find("model.norm.weight");
     ASSERT_NE(norm, nullptr);
     EXPECT_EQ(norm->dtype, dtype);
@@ -160,10 +161,10 @@ TEST_F(Consolidate, TakesConfigJsonFromTheCheckpointDirectoryWhenTheManifestHasN
   CheckpointManifest bare = manifest_;
   bare.model_config_json.clear();
   FixtureData data(bare);
-  ASSERT_TRUE(save_checkpoint(dir_.file("bare"), "t", bare, data.ranks()).ok());
+  ASSERT_OK(save_checkpoint(dir_.file("bare"), "t", bare, data.ranks()));
   testing::write_text(dir_.file("bare/config.json"), "{\"model_type\": \"llama\"}");
   auto source = open_engine_checkpoint_source(dir_.file("bare"));
-  ASSERT_TRUE(source.ok());
+  ASSERT_OK(source);
   EXPECT_EQ((*source)->model_config_json(), "{\"model_type\": \"llama\"}");
 }
 
@@ -182,7 +183,7 @@ TEST_F(Consolidate, LoadsInPythonSafetensorsAndTransformers) {
   for (const char* dtype : {"bf16", "fp16"}) {
     options_.dtype = parse_output_dtype(dtype).value();
     const std::string out = dir_.file(std::string("py_") + dtype);
-    ASSERT_TRUE(convert(out).ok());
+    ASSERT_OK(convert(out));
     outputs += " " + out + ":" + dtype;
   }
   testing::write_text(dir_.file("spec.json"), expected_spec(manifest_).dump());
@@ -210,17 +211,17 @@ TEST(ConsolidateIntegers, EngineCheckpointKeepsIntegerTensorsAndRoundsFloats) {
   ranks[0].replicated[n - 2] = std::as_bytes(std::span(mask));
   ranks[0].replicated[n - 1] = std::as_bytes(std::span(ids));
   ScratchDir dir;
-  ASSERT_TRUE(save_checkpoint(dir.file("ckpt"), "t", m, ranks).ok());
+  ASSERT_OK(save_checkpoint(dir.file("ckpt"), "t", m, ranks));
   auto source = open_engine_checkpoint_source(dir.file("ckpt"));
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   ConvertOptions options;
   options.progress = false;
   options.write_buffer_bytes = 4096;
   auto report = consolidate_to_safetensors(**source, dir.file("hf"), options);
-  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_OK(report);
 
   auto file = SafetensorsFile::open(dir.file("hf/model.safetensors"));
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   const SafetensorsTensorInfo* mask_info = (*file)->find("model.mask");
   const SafetensorsTensorInfo* ids_info = (*file)->find("model.position_ids");
   ASSERT_TRUE(mask_info != nullptr && ids_info != nullptr);
@@ -250,12 +251,12 @@ TEST(ConsolidateIntegers, EngineCheckpointKeepsIntegerTensorsAndRoundsFloats) {
 
 TEST(WithTorchDtype, SetsTheKeyTheFileUsesAndKeepsTheRest) {
   auto fp32 = with_torch_dtype(testing::tiny_llama_config(), ElementType::kF32);
-  ASSERT_TRUE(fp32.ok()) << fp32.status().to_string();
+  ASSERT_OK(fp32);
   auto want = nlohmann::ordered_json::parse(testing::tiny_llama_config());
   want["torch_dtype"] = "float32";
   EXPECT_EQ(nlohmann::ordered_json::parse(*fp32), want);
   auto v5 = with_torch_dtype(R"({"model_type": "qwen2", "dtype": "float32", "eos_token_id": 7})", ElementType::kF16);
-  ASSERT_TRUE(v5.ok());
+  ASSERT_OK(v5);
   EXPECT_EQ(nlohmann::ordered_json::parse(*v5),
             nlohmann::ordered_json::parse(R"({"model_type": "qwen2", "dtype": "float16", "eos_token_id": 7})"));
   EXPECT_FALSE(nlohmann::ordered_json::parse(*v5).contains("torch_dtype"));

@@ -15,6 +15,7 @@
 #include "checkpoint/safetensors/safetensors.h"
 #include "tests/checkpoint/dcp_fixture.h"
 #include "tests/checkpoint/test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -37,9 +38,9 @@ std::unique_ptr<SafetensorsFile> convert(ConsolidationSource& source, ElementTyp
   options.dtype = dtype;
   options.progress = false;
   auto report = consolidate_to_safetensors(source, out, options);
-  EXPECT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_OK(report);
   auto file = SafetensorsFile::open(out + "/model.safetensors");
-  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_OK(file);
   return file.ok() ? std::move(*file) : nullptr;
 }
 
@@ -51,9 +52,9 @@ TEST_P(DcpRanks, Fp32AndBf16EqualDcpToTorchSave) {
   if (fx.dir.empty()) GTEST_SKIP() << fx.skip;
   ASSERT_TRUE(is_dcp_checkpoint(fx.dir));
   auto ref = SafetensorsFile::open(fx.dir + "/ref.safetensors");
-  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  ASSERT_OK(ref);
   auto source = open_dcp_checkpoint(fx.dir, "");
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   EXPECT_EQ((*source)->tensors().size(), (*ref)->header().tensors.size());
   testing::ScratchDir scratch;
   const auto fp32 = convert(**source, ElementType::kF32, scratch.file("fp32"));
@@ -94,7 +95,7 @@ TEST_P(DcpRanks, PrefixKeepsAndStripsTheModelTensors) {
   ASSERT_TRUE(fx.error.empty()) << fx.error;
   if (fx.dir.empty()) GTEST_SKIP() << fx.skip;
   auto source = open_dcp_checkpoint(fx.dir, "model.");
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   ASSERT_EQ((*source)->tensors().size(), 6u);
   for (const TensorSpec& s : (*source)->tensors()) EXPECT_FALSE(s.name.starts_with("model.")) << s.name;
   const auto none = open_dcp_checkpoint(fx.dir, "nothing.");

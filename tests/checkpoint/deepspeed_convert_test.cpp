@@ -12,6 +12,8 @@
 #include "checkpoint/safetensors/safetensors.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 #include "tests/common/float16_reference.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -32,18 +34,18 @@ void expect_converted(ElementType dtype, uint16_t (*round)(float)) {
     SCOPED_TRACE(name);
     const std::string dir = fx.dir + "/" + name;
     auto source = open_deepspeed_checkpoint(dir, "");
-    ASSERT_TRUE(source.ok()) << source.status().to_string();
-    testing::TempDir out;
+    ASSERT_OK(source);
+    test_support::ScratchDir out{"tierzero-ds-test"};
     ConvertOptions options;
     options.dtype = dtype;
     options.progress = false;
     const std::string out_dir = out.path() + "/model";
     auto report = consolidate_to_safetensors(**source, out_dir, options);
-    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    ASSERT_OK(report);
     EXPECT_TRUE(std::filesystem::exists(out_dir + "/config.json"));
 
     auto file = SafetensorsFile::open(out_dir + "/model.safetensors");
-    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    ASSERT_OK(file);
     const testing::StateDump want = testing::read_state_dump(dir, stem);
     EXPECT_EQ((*file)->header().tensors.size(), want.tensors.size());
     for (const auto& t : want.tensors) {

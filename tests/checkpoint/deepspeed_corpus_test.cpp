@@ -27,6 +27,8 @@
 #include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint/torch_format/torch_file.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -67,14 +69,14 @@ class DeepSpeedCorpus : public ::testing::TestWithParam<std::string> {
     options.progress = false;
     const std::string out = scratch_.path() + "/" + std::to_string(converted_++);
     auto report = consolidate_to_safetensors(source, out, options);
-    EXPECT_TRUE(report.ok()) << report.status().to_string();
+    EXPECT_OK(report);
     EXPECT_TRUE(fs::exists(out + "/config.json"));
     auto file = SafetensorsFile::open(out + "/model.safetensors");
-    EXPECT_TRUE(file.ok()) << file.status().to_string();
+    EXPECT_OK(file);
     return file.ok() ? std::move(*file) : nullptr;
   }
 
-  testing::TempDir scratch_;
+  test_support::ScratchDir scratch_{"tierzero-ds-test"};
   int converted_ = 0;
 };
 
@@ -102,9 +104,9 @@ void expect_tensor(const SafetensorsFile& ours, const std::string& name, Element
 
 TEST_P(DeepSpeedCorpus, Fp32EqualsZeroToFp32) {
   auto source = open_deepspeed_checkpoint(dir(), "");
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   auto ref = SafetensorsFile::open(dir() + "/zero_to_fp32.safetensors");
-  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  ASSERT_OK(ref);
   const auto& metadata = (*ref)->header().metadata;
   const auto ref_aliases = nlohmann::json::parse(metadata.at("aliases")).get<std::vector<std::vector<std::string>>>();
   const auto ref_order = nlohmann::json::parse(metadata.at("order")).get<std::vector<std::string>>();
@@ -162,11 +164,11 @@ TEST_P(DeepSpeedCorpus, TrainingDtypeEqualsSave16bitModel) {
   const std::string dtype_name = info()["dtype"];
   const ElementType dtype = *parse_element_type(dtype_name);
   auto source = open_deepspeed_checkpoint(dir(), "");
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   const auto ours = convert(**source, dtype);
   ASSERT_NE(ours, nullptr);
   auto model = TorchFile::open(bin);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_OK(model);
   std::map<std::string, std::string> alias_of((*source)->aliases().begin(), (*source)->aliases().end());
   size_t compared = 0;
   for (const auto& [key, value] : model->root().entries) {
@@ -176,9 +178,9 @@ TEST_P(DeepSpeedCorpus, TrainingDtypeEqualsSave16bitModel) {
       continue;
     }
     auto t = model->tensor(*value, key->text);
-    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    ASSERT_OK(t);
     std::vector<std::byte> want(*element_bytes(t->dtype, t->numel));
-    ASSERT_TRUE(model->read_bytes(*t, want).ok());
+    ASSERT_OK(model->read_bytes(*t, want));
     expect_tensor(*ours, key->text, t->dtype, t->shape, want);
     ++compared;
   }
@@ -200,11 +202,11 @@ TEST_P(DeepSpeedUniversalCorpus, EqualsItsFp32FilesAndZeroToFp32) {
   const std::string universal = dir() + "/universal";
   ASSERT_TRUE(is_deepspeed_universal_checkpoint(universal));
   auto source = open_deepspeed_universal_checkpoint(universal, "");
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   const auto ours = convert(**source, ElementType::kF32);
   ASSERT_NE(ours, nullptr);
   auto ref = SafetensorsFile::open(dir() + "/zero_to_fp32.safetensors");
-  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  ASSERT_OK(ref);
   std::string tag;
   std::ifstream(universal + "/latest_universal") >> tag;
   size_t matched_ref = 0;
@@ -212,13 +214,13 @@ TEST_P(DeepSpeedUniversalCorpus, EqualsItsFp32FilesAndZeroToFp32) {
     if (!e.is_directory()) continue;
     const std::string name = e.path().filename().string();
     auto file = TorchFile::open(e.path().string() + "/fp32.pt");
-    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    ASSERT_OK(file);
     const PyValue* param = file->root().kind == PyKind::kDict ? file->root().get("param") : &file->root();
     ASSERT_NE(param, nullptr) << name;
     auto t = file->tensor(*param, "param");
-    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    ASSERT_OK(t);
     std::vector<std::byte> want(t->numel * sizeof(float));
-    ASSERT_TRUE(file->read_bytes(*t, want).ok());
+    ASSERT_OK(file->read_bytes(*t, want));
     const SafetensorsTensorInfo* r = (*ref)->find(name);
     const std::vector<int64_t> shape = r != nullptr ? r->shape : t->shape;  // stage 3 saves them flat
     expect_tensor(*ours, name, ElementType::kF32, shape, want);
@@ -245,7 +247,7 @@ TEST(DeepSpeedCorpusFiles, EveryTorchFileParses) {
     const std::string ext = e.path().extension().string();
     if (!e.is_regular_file() || (ext != ".pt" && ext != ".bin")) continue;
     auto file = TorchFile::open(e.path().string());
-    EXPECT_TRUE(file.ok()) << file.status().to_string();
+    EXPECT_OK(file);
     ++files;
   }
   EXPECT_GT(files, 100u);

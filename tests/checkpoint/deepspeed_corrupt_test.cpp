@@ -14,6 +14,7 @@
 
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -75,7 +76,7 @@ class Corrupted {
   }
 
  private:
-  testing::TempDir scratch_;
+  test_support::ScratchDir scratch_{"tierzero-ds-test"};
 };
 
 #define TZ_EXPECT_REFUSED(status, code_, text)                                        \

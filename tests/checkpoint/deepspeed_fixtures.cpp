@@ -131,15 +131,4 @@ void copy_tree(const std::string& from, const std::string& to) {
   fs::copy(from, to, fs::copy_options::recursive);
 }
 
-TempDir::TempDir() {
-  std::string tmp = (fs::temp_directory_path() / "tierzero-ds-test.XXXXXX").string();
-  if (::mkdtemp(tmp.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmp);
-  path_ = tmp;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
 }  // namespace tierzero::checkpoint::testing

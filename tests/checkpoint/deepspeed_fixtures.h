@@ -48,17 +48,4 @@ StateDump read_state_dump(const std::string& dir, const std::string& stem);
 // Copies the folder `from` to `to` (recursively; `to` must not exist).
 void copy_tree(const std::string& from, const std::string& to);
 
-// A fresh folder under the temp directory, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 }  // namespace tierzero::checkpoint::testing

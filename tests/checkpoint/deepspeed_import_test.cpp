@@ -8,6 +8,7 @@
 #include "checkpoint/deepspeed/internal/deepspeed_files.h"
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -41,7 +42,7 @@ void expect_equal(ConsolidationSource& source, const StateDump& want) {
     ASSERT_EQ(specs[i].shape, w.shape) << w.name;
     std::vector<float> got(w.values.size(), -1.0f);
     const Status s = source.read_fp32(i, got);
-    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_OK(s);
     for (size_t j = 0; j < got.size(); ++j) {
       ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(w.values[j]))
           << w.name << " element " << j << ": " << got[j] << " vs " << w.values[j];
@@ -51,7 +52,7 @@ void expect_equal(ConsolidationSource& source, const StateDump& want) {
     for (size_t first = 0; first < ranged.size(); first += 7) {
       const size_t n = std::min<size_t>(7, ranged.size() - first);
       const Status r = source.read_fp32_range(i, first, std::span(ranged).subspan(first, n));
-      ASSERT_TRUE(r.ok()) << w.name << ": " << r.to_string();
+      ASSERT_OK(r) << w.name;
     }
     ASSERT_EQ(0, std::memcmp(ranged.data(), got.data(), got.size() * sizeof(float))) << w.name << " read in ranges";
   }
@@ -95,7 +96,7 @@ TEST(DeepSpeedImportApi, ExplicitTagAndConfig) {
   TZ_SKIP_WITHOUT_FIXTURES();
   const std::string dir = fixture_dir("s3_w3_bf16");
   auto source = open_deepspeed_checkpoint(dir, "global_step3");
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   EXPECT_NE((*source)->model_config_json().find("tie_word_embeddings"), std::string::npos);
   auto missing = open_deepspeed_checkpoint(dir, "global_step999");
   ASSERT_FALSE(missing.ok());
@@ -113,8 +114,8 @@ TEST(DeepSpeedImportApi, ReadChecksIndexAndSpan) {
   const auto numel = static_cast<uint64_t>(source->tensors()[0].numel());
   std::vector<float> three(3);
   EXPECT_EQ(source->read_fp32_range(0, numel - 2, three).code(), ErrorCode::kInvalidArgument);  // past the end
-  EXPECT_TRUE(source->read_fp32_range(0, numel - 3, three).ok());
-  EXPECT_TRUE(source->read_fp32_range(0, numel, std::span<float>()).ok());
+  EXPECT_OK(source->read_fp32_range(0, numel - 3, three));
+  EXPECT_OK(source->read_fp32_range(0, numel, std::span<float>()));
 }
 
 TEST(DeepSpeedImportApi, ReadsInAnyOrder) {
@@ -125,7 +126,7 @@ TEST(DeepSpeedImportApi, ReadsInAnyOrder) {
   const StateDump truth = testing::read_state_dump(dir, "truth");
   for (size_t i = source->tensors().size(); i-- > 0;) {
     std::vector<float> got(truth.tensors[i].values.size());
-    ASSERT_TRUE(source->read_fp32(i, got).ok());
+    ASSERT_OK(source->read_fp32(i, got));
     EXPECT_EQ(0, std::memcmp(got.data(), truth.tensors[i].values.data(), got.size() * sizeof(float)))
         << truth.tensors[i].name;
   }

@@ -9,6 +9,7 @@
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -44,7 +45,7 @@ class UniversalCorrupt : public ::testing::Test {
     }
   }
 
-  testing::TempDir scratch_;
+  test_support::ScratchDir scratch_{"tierzero-ds-test"};
   std::string dir_;
 };
 

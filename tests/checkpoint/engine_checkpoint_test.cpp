@@ -9,6 +9,7 @@
 
 #include "checkpoint_fixture.h"
 #include "test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -21,7 +22,7 @@ std::vector<float> read_partition(CheckpointReader& reader, size_t g, size_t s, 
   const CheckpointManifest& m = reader.manifest();
   std::vector<float> out(partition_numel(m.groups[g], m.zero_stage, w, m.alignment));
   Status status = reader.read_partition(g, s, w, r, std::as_writable_bytes(std::span(out)));
-  EXPECT_TRUE(status.ok()) << status.to_string();
+  EXPECT_OK(status);
   return out;
 }
 
@@ -63,11 +64,11 @@ TEST_P(EngineRoundTrip, SavesAndLoadsEveryRankAndTheTrainingState) {
   const auto ranks = data.ranks();
   CheckpointOptions options;
   options.compression_level = level;
-  ASSERT_TRUE(save_checkpoint(dir.path(), "global_step1234", m, ranks, options).ok());
+  ASSERT_OK(save_checkpoint(dir.path(), "global_step1234", m, ranks, options));
   EXPECT_EQ(testing::read_text(dir.file("latest")), "global_step1234");
 
   auto reader = CheckpointReader::open(dir.path());
-  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  ASSERT_OK(reader);
   const CheckpointManifest& got = (*reader)->manifest();
   EXPECT_EQ(got.zero_stage, stage);
   EXPECT_EQ(got.world_size, world);
@@ -87,10 +88,10 @@ TEST_P(EngineRoundTrip, SavesAndLoadsEveryRankAndTheTrainingState) {
     }
   }
   std::vector<float> inv_freq(2);
-  ASSERT_TRUE((*reader)->read_replicated(0, 0, std::as_writable_bytes(std::span(inv_freq))).ok());
+  ASSERT_OK((*reader)->read_replicated(0, 0, std::as_writable_bytes(std::span(inv_freq))));
   EXPECT_EQ(inv_freq[1], testing::fixture_value(1000, 1));
   auto report = verify_checkpoint(dir.path());
-  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_OK(report);
   EXPECT_EQ(report->files_checked, world);
 }
 
@@ -111,9 +112,9 @@ TEST_P(EngineReshard, GivesEachRankItsPartitionAtAnyWorldSize) {
   FixtureData data(m);
   CheckpointOptions options;
   options.compression_level = stage == 2 ? 1 : 0;
-  ASSERT_TRUE(save_checkpoint(dir.path(), "t", m, data.ranks(), options).ok());
+  ASSERT_OK(save_checkpoint(dir.path(), "t", m, data.ranks(), options));
   auto reader = CheckpointReader::open(dir.path());
-  ASSERT_TRUE(reader.ok());
+  ASSERT_OK(reader);
   for (uint32_t w : {1u, 2u, 3u, 5u, 8u}) {
     for (uint32_t r = 0; r < w; ++r) {
       for (size_t g = 0; g < m.groups.size(); ++g) {
@@ -132,16 +133,16 @@ TEST(EngineCheckpoint, ReadsFlatRangesAcrossRanks) {
   ScratchDir dir;
   const CheckpointManifest m = tiny_llama_manifest(3, 3);
   FixtureData data(m);
-  ASSERT_TRUE(save_checkpoint(dir.path(), "t", m, data.ranks()).ok());
+  ASSERT_OK(save_checkpoint(dir.path(), "t", m, data.ranks()));
   auto reader = CheckpointReader::open(dir.path(), "t");
-  ASSERT_TRUE(reader.ok());
+  ASSERT_OK(reader);
   std::vector<float> range(100);
-  ASSERT_TRUE((*reader)->read_flat_range(0, 1, 250, std::as_writable_bytes(std::span(range))).ok());
+  ASSERT_OK((*reader)->read_flat_range(0, 1, 250, std::as_writable_bytes(std::span(range))));
   for (size_t i = 0; i < range.size(); ++i) EXPECT_EQ(range[i], data.logical(0, 1)[250 + i]) << i;
   // Going backwards restarts the stream.
-  ASSERT_TRUE((*reader)->read_flat_range(0, 1, 3, std::as_writable_bytes(std::span(range))).ok());
+  ASSERT_OK((*reader)->read_flat_range(0, 1, 3, std::as_writable_bytes(std::span(range))));
   EXPECT_EQ(range[0], data.logical(0, 1)[3]);
-  EXPECT_TRUE((*reader)->finish_reads().ok());
+  EXPECT_OK((*reader)->finish_reads());
 }
 
 // A tensor above the parallel-read threshold: its pieces come from every rank file at once.
@@ -155,20 +156,20 @@ TEST(EngineCheckpoint, ReadsLargeTensorsFromAllRanksConcurrently) {
   g.states = {{"fp32", ElementType::kF32}};
   m.groups.push_back(g);
   FixtureData data(m);
-  ASSERT_TRUE(save_checkpoint(dir.path(), "t", m, data.ranks()).ok());
+  ASSERT_OK(save_checkpoint(dir.path(), "t", m, data.ranks()));
   auto reader = CheckpointReader::open(dir.path());
-  ASSERT_TRUE(reader.ok());
+  ASSERT_OK(reader);
   std::vector<float> big(2048 * 1100 + 5);
-  ASSERT_TRUE((*reader)->read_flat_range(0, 0, 3, std::as_writable_bytes(std::span(big))).ok());
+  ASSERT_OK((*reader)->read_flat_range(0, 0, 3, std::as_writable_bytes(std::span(big))));
   EXPECT_TRUE(std::equal(big.begin(), big.end(), data.logical(0, 0).begin() + 3));
-  EXPECT_TRUE((*reader)->finish_reads().ok());
+  EXPECT_OK((*reader)->finish_reads());
 }
 
 TEST(EngineCheckpoint, RefusesAnExistingTagAndMismatchedData) {
   ScratchDir dir;
   const CheckpointManifest m = tiny_llama_manifest(2, 2);
   FixtureData data(m);
-  ASSERT_TRUE(save_checkpoint(dir.path(), "t", m, data.ranks()).ok());
+  ASSERT_OK(save_checkpoint(dir.path(), "t", m, data.ranks()));
   Status again = save_checkpoint(dir.path(), "t", m, data.ranks());
   EXPECT_EQ(again.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(again.message().find("already exists"), std::string::npos) << again.message();
@@ -186,8 +187,8 @@ TEST(EngineCheckpoint, CommitRefusesAMissingRank) {
   const CheckpointManifest m = tiny_llama_manifest(1, 2);
   FixtureData data(m);
   const auto ranks = data.ranks();
-  ASSERT_TRUE(begin_checkpoint(dir.path(), "t", m).ok());
-  ASSERT_TRUE(write_checkpoint_rank(dir.path(), "t", m, 0, ranks[0]).ok());
+  ASSERT_OK(begin_checkpoint(dir.path(), "t", m));
+  ASSERT_OK(write_checkpoint_rank(dir.path(), "t", m, 0, ranks[0]));
   Status commit = commit_checkpoint(dir.path(), "t", m);
   EXPECT_EQ(commit.code(), ErrorCode::kNotFound);
   EXPECT_NE(commit.message().find("rank 1 has not written its checkpoint file"), std::string::npos)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "checkpoint/torch_format/internal/pickle_reader.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -17,7 +18,7 @@ Result<PickleDocument> parse_hex(const std::string& hex) {
 }
 
 const PyValue& root_of(const Result<PickleDocument>& doc) {
-  EXPECT_TRUE(doc.ok()) << doc.status().to_string();
+  EXPECT_OK(doc);
   return doc.value().root();
 }
 

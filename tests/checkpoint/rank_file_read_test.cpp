@@ -8,6 +8,7 @@
 #include <random>
 
 #include "test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -31,7 +32,7 @@ class RankFileRead : public ::testing::Test {
 
 TEST_F(RankFileRead, LargeReadIsExactAndHashedInOrder) {
   auto file = RankFileHandle::open(path_, 0, 1, bytes_.size());
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   for (const auto& [offset, length] : {std::pair<size_t, size_t>{0, bytes_.size()}, {3, (17u << 20) + 5},
                                        {4096, 100}, {1u << 20, 8u << 20}}) {
     std::vector<std::byte> out(length);
@@ -40,7 +41,7 @@ TEST_F(RankFileRead, LargeReadIsExactAndHashedInOrder) {
     const Status s = (*file)->read_at(offset, out, state);
     const uint64_t got = XXH3_64bits_digest(state);
     XXH3_freeState(state);
-    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_OK(s);
     EXPECT_EQ(std::memcmp(out.data(), bytes_.data() + offset, length), 0) << "offset " << offset;
     EXPECT_EQ(got, XXH3_64bits(bytes_.data() + offset, length)) << "offset " << offset;
   }
@@ -48,7 +49,7 @@ TEST_F(RankFileRead, LargeReadIsExactAndHashedInOrder) {
 
 TEST_F(RankFileRead, ReadPastTheEndSaysTruncated) {
   auto file = RankFileHandle::open(path_, 0, 1, bytes_.size());
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   std::vector<std::byte> out(12u << 20);
   const Status s = (*file)->read_at(bytes_.size() - (4u << 20), out);
   ASSERT_EQ(s.code(), ErrorCode::kCorrupt) << s.to_string();

@@ -11,6 +11,7 @@
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "tests/checkpoint/checkpoint_fixture.h"
 #include "tests/checkpoint/test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -31,7 +32,7 @@ class Reshard : public ::testing::TestWithParam<ReshardCase> {};
 std::vector<float> partition(CheckpointReader& reader, size_t g, size_t s, uint32_t w, uint32_t r) {
   const CheckpointManifest& m = reader.manifest();
   std::vector<float> out(partition_numel(m.groups[g], m.zero_stage, w, m.alignment));
-  EXPECT_TRUE(reader.read_partition(g, s, w, r, std::as_writable_bytes(std::span(out))).ok());
+  EXPECT_OK(reader.read_partition(g, s, w, r, std::as_writable_bytes(std::span(out))));
   return out;
 }
 
@@ -44,20 +45,20 @@ TEST_P(Reshard, WritesTheNewWorldSizesPartitionsAndKeepsTheState) {
   const FixtureData data(manifest);
   auto ranks = data.ranks();
   for (uint32_t r = 0; r < from; ++r) ranks[r].rank_state = {{"rng", r}};
-  ASSERT_TRUE(save_checkpoint(dir.file("src"), "step42", manifest, ranks).ok());
+  ASSERT_OK(save_checkpoint(dir.file("src"), "step42", manifest, ranks));
 
   ReshardOptions options;
   options.world_size = to;
   options.compression_level = level;
   auto report = reshard_engine_checkpoint(dir.file("src"), dir.file("out"), options);
-  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_OK(report);
   EXPECT_EQ(report->tag, "step42");
   EXPECT_EQ(report->from_world_size, from);
   EXPECT_EQ(report->to_world_size, to);
-  ASSERT_TRUE(verify_checkpoint(dir.file("out")).ok());
+  ASSERT_OK(verify_checkpoint(dir.file("out")));
 
   auto reader = CheckpointReader::open(dir.file("out"));
-  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  ASSERT_OK(reader);
   const CheckpointManifest& m = (*reader)->manifest();
   EXPECT_EQ(m.world_size, to);
   EXPECT_EQ(m.step, 42);
@@ -80,7 +81,7 @@ TEST_P(Reshard, WritesTheNewWorldSizesPartitionsAndKeepsTheState) {
     }
   }
   std::vector<float> buffer(m.replicated[0].spec.numel());
-  ASSERT_TRUE((*reader)->read_replicated(0, 0, std::as_writable_bytes(std::span(buffer))).ok());
+  ASSERT_OK((*reader)->read_replicated(0, 0, std::as_writable_bytes(std::span(buffer))));
   for (size_t j = 0; j < buffer.size(); ++j) ASSERT_EQ(buffer[j], testing::fixture_value(1000, j));
 }
 
@@ -96,7 +97,7 @@ TEST(ReshardRefuses, ZeroWorldSizeTheSameFolderAndADamagedSource) {
   ScratchDir dir;
   const CheckpointManifest manifest = tiny_llama_manifest(2, 2);
   const FixtureData data(manifest);
-  ASSERT_TRUE(save_checkpoint(dir.file("src"), "t", manifest, data.ranks()).ok());
+  ASSERT_OK(save_checkpoint(dir.file("src"), "t", manifest, data.ranks()));
   ReshardOptions options;
   options.world_size = 0;
   EXPECT_EQ(reshard_engine_checkpoint(dir.file("src"), dir.file("out"), options).status().code(),

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -60,7 +61,7 @@ TEST(SafetensorsReader, OpensAValidFileWithZeroCopyViews) {
   ValidFile v = make_valid(1);
   testing::write_file(dir.file("ok.safetensors"), file_bytes(v.header.dump(), v.data));
   auto file = SafetensorsFile::open(dir.file("ok.safetensors"));
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   ASSERT_EQ((*file)->header().tensors.size(), 3u);
   EXPECT_EQ((*file)->header().metadata.at("format"), "pt");
   const SafetensorsTensorInfo* b = (*file)->find("b");
@@ -79,7 +80,7 @@ TEST(SafetensorsReader, AcceptsEmptyTensorsAndNoMetadata) {
   h["e"] = {{"dtype", "F16"}, {"shape", {0, 5}}, {"data_offsets", {0, 0}}};
   h["x"] = {{"dtype", "U8"}, {"shape", {3}}, {"data_offsets", {0, 3}}};
   testing::write_file(dir.file("e.safetensors"), file_bytes(h.dump(), {1, 2, 3}));
-  EXPECT_TRUE(open_status(dir.file("e.safetensors")).ok());
+  EXPECT_OK(open_status(dir.file("e.safetensors")));
 }
 
 class SafetensorsCorruption : public ::testing::Test {

@@ -9,6 +9,7 @@
 
 #include "checkpoint/safetensors/safetensors.h"
 #include "test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -17,7 +18,7 @@ using testing::ScratchDir;
 
 std::unique_ptr<nvme::IoEngine> make_engine() {
   auto engine = nvme::IoEngine::create(nvme::IoConfig{});
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  EXPECT_OK(engine);
   return std::move(engine).value();
 }
 
@@ -39,16 +40,16 @@ TEST(SafetensorsWriter, WritesWhatTheReaderReadsBack) {
   }
   SafetensorsWriter::Options options{8192, 3};
   auto writer = SafetensorsWriter::create(*engine, dir.file("x.safetensors"), tensors, {{"format", "pt"}}, options);
-  ASSERT_TRUE(writer.ok()) << writer.status().to_string();
+  ASSERT_OK(writer);
   for (const auto& p : payloads) {
     for (size_t done = 0; done < p.size(); done += 777) {
-      ASSERT_TRUE((*writer)->append(std::span(p).subspan(done, std::min<size_t>(777, p.size() - done))).ok());
+      ASSERT_OK((*writer)->append(std::span(p).subspan(done, std::min<size_t>(777, p.size() - done))));
     }
   }
-  ASSERT_TRUE((*writer)->finish().ok());
+  ASSERT_OK((*writer)->finish());
 
   auto file = SafetensorsFile::open(dir.file("x.safetensors"));
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   EXPECT_EQ((*file)->header().metadata.at("format"), "pt");
   for (size_t i = 0; i < tensors.size(); ++i) {
     const SafetensorsTensorInfo* info = (*file)->find(tensors[i].name);
@@ -70,7 +71,7 @@ TEST(SafetensorsWriter, RefusesMoreBytesThanDeclared) {
   auto engine = make_engine();
   auto writer = SafetensorsWriter::create(*engine, dir.file("y.safetensors"), {{"a", ElementType::kF32, {2}}}, {},
                                           SafetensorsWriter::Options{});
-  ASSERT_TRUE(writer.ok());
+  ASSERT_OK(writer);
   std::vector<std::byte> twelve(12);
   Status s = (*writer)->append(twelve);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
@@ -84,24 +85,24 @@ TEST(SafetensorsWriter, ReserveIsBoundedByTheDeclaredBytesAndTheBuffer) {
   auto engine = make_engine();
   auto writer = SafetensorsWriter::create(*engine, dir.file("z.safetensors"), {{"a", ElementType::kU8, {5000}}}, {},
                                           SafetensorsWriter::Options{4096, 2});
-  ASSERT_TRUE(writer.ok());
+  ASSERT_OK(writer);
   EXPECT_EQ((*writer)->reserve(5001).status().code(), ErrorCode::kInvalidArgument);
   std::vector<uint8_t> want(5000);
   for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<uint8_t>(i * 7);
   size_t done = 0;
   while (done < want.size()) {
     auto span = (*writer)->reserve(want.size() - done);
-    ASSERT_TRUE(span.ok()) << span.status().to_string();
+    ASSERT_OK(span);
     ASSERT_FALSE(span->empty());
     ASSERT_LE(span->size(), 4096u);  // never past the staging buffer's end
     std::memcpy(span->data(), want.data() + done, span->size());
-    ASSERT_TRUE((*writer)->commit(span->size()).ok());
+    ASSERT_OK((*writer)->commit(span->size()));
     done += span->size();
   }
   EXPECT_EQ((*writer)->commit(1).code(), ErrorCode::kInvalidArgument);
-  ASSERT_TRUE((*writer)->finish().ok());
+  ASSERT_OK((*writer)->finish());
   auto file = SafetensorsFile::open(dir.file("z.safetensors"));
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   const auto bytes = (*file)->data((*file)->header().tensors[0]);
   ASSERT_EQ(bytes.size(), want.size());
   EXPECT_EQ(0, std::memcmp(bytes.data(), want.data(), want.size()));
@@ -113,7 +114,7 @@ TEST(ShardPlan, SplitsLikeSavePretrained) {
                                               {"c", ElementType::kF32, {50}},   // 200: over the limit, alone
                                               {"d", ElementType::kBF16, {10}}}; // 20
   auto plan = plan_shards(tensors, 100);
-  ASSERT_TRUE(plan.ok());
+  ASSERT_OK(plan);
   ASSERT_EQ(plan->shards.size(), 3u);
   EXPECT_EQ(plan->shards[0], (std::vector<size_t>{0, 1}));
   EXPECT_EQ(plan->shards[1], (std::vector<size_t>{2}));
@@ -125,7 +126,7 @@ TEST(ShardPlan, SplitsLikeSavePretrained) {
   EXPECT_EQ(index["weight_map"]["c"], "model-00002-of-00003.safetensors");
 
   auto single = plan_shards(tensors, 1000);
-  ASSERT_TRUE(single.ok());
+  ASSERT_OK(single);
   EXPECT_EQ(single->file_names, (std::vector<std::string>{"model.safetensors"}));
   EXPECT_EQ(build_safetensors_index(tensors, *single), "");
 }

@@ -1,6 +1,7 @@
 // TensorPrefetcher: pieces arrive in order with the source's values, and every piece lies inside
 // the ring, also when regions fill it to its last byte and the next one wraps to its start.
 #include "checkpoint/convert/internal/tensor_prefetcher.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -43,7 +44,7 @@ TEST(TensorPrefetcher, PiecesStayInsideTheRingWhenItFillsExactly) {
   for (size_t i = 0; i < 30; ++i) {
     for (uint64_t first = 0; first < 48; first += 16) {
       Result<PrefetchedPiece> piece = prefetcher.next();
-      ASSERT_TRUE(piece.ok()) << piece.status().to_string();
+      ASSERT_OK(piece);
       if (ring == nullptr) ring = piece->data;  // the first piece starts the ring
       ASSERT_EQ(piece->index, i);
       ASSERT_EQ(piece->bytes, 64u);

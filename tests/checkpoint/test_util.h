@@ -5,20 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/scratch_dir.h"
+
 namespace tierzero::checkpoint::testing {
 
-// A fresh directory under the current directory (the build tree's disk), removed on destruction.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+// The checkpoint tests' scratch directory: ckpt_test-XXXXXX on the build tree's disk (the current
+// directory under ctest; checkpoints want a real disk), removed on destruction.
+struct ScratchDir : test_support::ScratchDir {
+  ScratchDir() : test_support::ScratchDir("ckpt_test", test_support::working_dir_root()) {}
 };
 
 std::vector<uint8_t> read_file(const std::string& path);

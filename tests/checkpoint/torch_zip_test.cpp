@@ -11,6 +11,8 @@
 
 #include "checkpoint/torch_format/torch_file.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -84,18 +86,18 @@ class TorchZip : public ::testing::Test {
                                                              {"archive/data/2", raw(bf16)},
                                                              {"archive/data/3", raw(ints)}});
   }
-  testing::TempDir dir_;
+  test_support::ScratchDir dir_{"tierzero-ds-test"};
   std::string path_ = dir_.path() + "/t.pt";
 };
 
 TEST_F(TorchZip, Zip64EntriesAreFoundAndRead) {
   auto zip = ZipArchive::open(path_);
-  ASSERT_TRUE(zip.ok()) << zip.status().to_string();
+  ASSERT_OK(zip);
   ASSERT_EQ(zip->entries().size(), 6u);
   const ZipEntry* order = zip->find("archive/byteorder");
   ASSERT_NE(order, nullptr);
   std::string text(6, '\0');
-  ASSERT_TRUE(zip->read(*order, 0, std::as_writable_bytes(std::span(text))).ok());
+  ASSERT_OK(zip->read(*order, 0, std::as_writable_bytes(std::span(text))));
   EXPECT_EQ(text, "little");
   std::byte one;
   EXPECT_EQ(zip->read(*order, 6, std::span(&one, 1)).code(), ErrorCode::kCorrupt);
@@ -103,13 +105,13 @@ TEST_F(TorchZip, Zip64EntriesAreFoundAndRead) {
 
 TEST_F(TorchZip, TensorsOfEveryStorageTypeWidenToFp32) {
   auto file = TorchFile::open(path_);
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_OK(file);
   const PyValue& root = file->root();
   auto read_all = [&](const char* key) {
     auto t = file->tensor(*root.get(key), key);
-    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_OK(t);
     std::vector<float> out(t->numel);
-    EXPECT_TRUE(file->read_fp32(*t, 0, out).ok());
+    EXPECT_OK(file->read_fp32(*t, 0, out));
     return out;
   };
   EXPECT_EQ(read_all("w"), (std::vector<float>{1, 2, 3, 4}));
@@ -124,7 +126,7 @@ TEST_F(TorchZip, TensorsOfEveryStorageTypeWidenToFp32) {
 
   auto w = file->tensor(*root.get("w"), "w");
   std::vector<float> tail(2);
-  ASSERT_TRUE(file->read_fp32(*w, 2, tail).ok());
+  ASSERT_OK(file->read_fp32(*w, 2, tail));
   EXPECT_EQ(tail, (std::vector<float>{3, 4}));
   EXPECT_EQ(file->read_fp32(*w, 3, tail).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(file->tensor(root, "root").status().code(), ErrorCode::kCorrupt);
