@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "tests/offload/test_support.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -18,17 +20,17 @@ std::string name(int i) { return "s" + std::to_string(i); }
 
 std::unique_ptr<TierManager> make(const TierBudgets& b) {
   auto m = TierManager::create(b);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_OK(m);
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
 void touch(TierManager& tm, const std::string& id, Tier tier = Tier::kGpu) {
-  ASSERT_TRUE(tm.fetch(id, tier).get().ok()) << id;
-  ASSERT_TRUE(tm.release(id).get().ok()) << id;
+  ASSERT_OK(tm.fetch(id, tier).get()) << id;
+  ASSERT_OK(tm.release(id).get()) << id;
 }
 
 TEST(Budgets, NvmeLargerThanTheDiskFailsAtStartWithNumbers) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   auto m = TierManager::create(testing::small_budgets(dir.path(), 0, 1 << 20, uint64_t{1} << 50));
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), ErrorCode::kOutOfSpace);
@@ -45,7 +47,7 @@ TEST(Budgets, PinnedLargerThanHostMemoryFailsAtStartWithNumbers) {
 }
 
 TEST(Budgets, StagingMustFitThePinnedBudget) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   auto m = TierManager::create(testing::small_budgets(dir.path(), 0, 256 << 10, 1 << 20));
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("staging buffers"), std::string::npos) << m.status().message();
@@ -61,7 +63,7 @@ TEST(Budgets, BadKnobsAreRefusedByName) {
 
 TEST(Budgets, LeastRecentlyUsedCopyIsEvictedWithoutATrace) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 6; ++i) ASSERT_OK(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}));
   for (int i = 0; i < 4; ++i) touch(*tm, name(i));
   touch(*tm, "s0");  // s1 is now the least recently used
   touch(*tm, "s4");
@@ -75,7 +77,7 @@ TEST(Budgets, FarthestNextUseIsEvictedOnceATraceIsRecorded) {
   TierBudgets b = testing::small_budgets("", 1 << 20, 2 << 20, 0);
   b.prefetch_bytes = 0;  // eviction alone
   auto tm = make(b);
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 6; ++i) ASSERT_OK(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}));
   tm->begin_trace();
   for (int i = 0; i < 6; ++i) touch(*tm, name(i));
   tm->end_trace();
@@ -87,20 +89,20 @@ TEST(Budgets, FarthestNextUseIsEvictedOnceATraceIsRecorded) {
 
 TEST(Budgets, HeldCopiesThatFillATierAreReportedWithNumbers) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tm->fetch(name(i), Tier::kGpu).get().ok());
+  for (int i = 0; i < 5; ++i) ASSERT_OK(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}));
+  for (int i = 0; i < 4; ++i) ASSERT_OK(tm->fetch(name(i), Tier::kGpu).get());
   Status s = tm->fetch("s4", Tier::kGpu).get().status();
   EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
   EXPECT_NE(s.message().find("1.00 MiB of fetched (held) copies"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("gpu_bytes"), std::string::npos) << s.message();
   EXPECT_FALSE(tm->info("s4")->has_current_tier);
-  ASSERT_TRUE(tm->release("s0").get().ok());
-  EXPECT_TRUE(tm->fetch("s4", Tier::kGpu).get().ok());  // s0's copy is evictable now
+  ASSERT_OK(tm->release("s0").get());
+  EXPECT_OK(tm->fetch("s4", Tier::kGpu).get());  // s0's copy is evictable now
 }
 
 TEST(Budgets, HomeStorageBeyondTheBudgetIsRefused) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kGpu}).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_OK(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kGpu}));
   Status s = tm->register_shard({"s4", kShard, ElementType::kU8, Tier::kGpu});
   EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
   EXPECT_NE(s.message().find("1.00 MiB of home copies"), std::string::npos) << s.message();
@@ -108,8 +110,8 @@ TEST(Budgets, HomeStorageBeyondTheBudgetIsRefused) {
 
 TEST(Prefetch, ExplicitPrefetchLoadsWithoutHolding) {
   auto tm = make(testing::small_budgets("", 1 << 20, 2 << 20, 0));
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
-  ASSERT_TRUE(tm->prefetch({"s0", "s1", "s2"}, Tier::kGpu).get().ok());
+  for (int i = 0; i < 3; ++i) ASSERT_OK(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}));
+  ASSERT_OK(tm->prefetch({"s0", "s1", "s2"}, Tier::kGpu).get());
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(gpu_valid(*tm, name(i)));
     EXPECT_FALSE(tm->info(name(i))->has_current_tier);
@@ -120,7 +122,7 @@ TEST(Prefetch, TraceReplayLoadsTheNextShardsAhead) {
   TierBudgets b = testing::small_budgets("", 1 << 20, 2 << 20, 0);
   b.prefetch_bytes = 2 * kShard;
   auto tm = make(b);
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}).ok());
+  for (int i = 0; i < 8; ++i) ASSERT_OK(tm->register_shard({name(i), kShard, ElementType::kU8, Tier::kPinned}));
   tm->begin_trace();
   for (int i = 0; i < 8; ++i) touch(*tm, name(i));
   tm->end_trace();

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "tests/offload/test_support.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -20,33 +22,33 @@ constexpr int kOwnedPerThread = 3;
 constexpr uint64_t kBytes = 90000;
 
 TEST(Concurrency, ThreadsWritingOwnShardsAndReadingSharedOnesStayConsistent) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   auto io = testing::make_io();
   ASSERT_TRUE(io);
   TierBudgets budgets = testing::small_budgets(dir.path(), 1 << 20, (768 << 10) + (1 << 20), 16 << 20);
   auto m = TierManager::create(budgets, io.get());
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_OK(m);
   TierManager& tm = **m;
   const Tier homes[] = {Tier::kNvme, Tier::kPinned, Tier::kGpu};
   for (int s = 0; s < 4; ++s) {
     const std::string id = "shared" + std::to_string(s);
-    ASSERT_TRUE(tm.register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}).ok());
+    ASSERT_OK(tm.register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}));
     Result<ShardView> v = tm.fetch(id, Tier::kPinned, Access::kWrite).get();
-    ASSERT_TRUE(v.ok());
+    ASSERT_OK(v);
     const std::vector<uint8_t> data = pattern(1000 + s, kBytes);
     write_view(*v, 0, data.data(), kBytes);
-    ASSERT_TRUE(tm.release(id).get().ok());
+    ASSERT_OK(tm.release(id).get());
   }
   for (int t = 0; t < kThreads; ++t) {
     for (int k = 0; k < kOwnedPerThread; ++k) {
       const std::string id = "t" + std::to_string(t) + "/" + std::to_string(k);
-      ASSERT_TRUE(tm.register_shard({id, kBytes - 97 * t, ElementType::kU8, homes[k % 3]}).ok());
+      ASSERT_OK(tm.register_shard({id, kBytes - 97 * t, ElementType::kU8, homes[k % 3]}));
     }
   }
   tm.begin_trace();
   for (int s = 0; s < 4; ++s) {
-    ASSERT_TRUE(tm.fetch("shared" + std::to_string(s), Tier::kPinned).get().ok());
-    ASSERT_TRUE(tm.release("shared" + std::to_string(s)).get().ok());
+    ASSERT_OK(tm.fetch("shared" + std::to_string(s), Tier::kPinned).get());
+    ASSERT_OK(tm.release("shared" + std::to_string(s)).get());
   }
   tm.end_trace();
 

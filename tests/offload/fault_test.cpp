@@ -9,6 +9,8 @@
 #include <cerrno>
 
 #include "tests/offload/test_support.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -27,7 +29,7 @@ class DiskFaults : public ::testing::TestWithParam<Tier> {
     // The pinned tier (beyond staging) holds four shards: room for pressure, not for more.
     TierBudgets b = testing::small_budgets(dir_.path(), 2 << 20, (768 << 10) + 4 * 303104, 8 << 20);
     auto m = TierManager::create(b, io_.get());
-    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    ASSERT_OK(m);
     tm_ = std::move(m).value();
   }
 
@@ -36,11 +38,11 @@ class DiskFaults : public ::testing::TestWithParam<Tier> {
     for (int i = 0; i < 8; ++i) {
       const std::string id = "filler" + std::to_string(i);
       if (!tm_->info(id).ok()) {
-        ASSERT_TRUE(tm_->register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}).ok());
+        ASSERT_OK(tm_->register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}));
       }
       Result<ShardView> v = tm_->fetch(id, tier).get();
       if (v.ok()) {
-        ASSERT_TRUE(tm_->release(id).get().ok());
+        ASSERT_OK(tm_->release(id).get());
       }
     }
   }
@@ -53,13 +55,13 @@ class DiskFaults : public ::testing::TestWithParam<Tier> {
 
   std::vector<uint8_t> contents(const std::string& id) {
     Result<ShardView> v = tm_->fetch(id, Tier::kPinned).get();
-    EXPECT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_OK(v);
     std::vector<uint8_t> out = v.ok() ? read_view(*v) : std::vector<uint8_t>();
-    EXPECT_TRUE(tm_->release(id).get().ok());
+    EXPECT_OK(tm_->release(id).get());
     return out;
   }
 
-  testing::TempDir dir_;
+  test_support::ScratchDir dir_;
   std::unique_ptr<nvme::IoEngine> io_;
   std::unique_ptr<TierManager> tm_;
 };
@@ -68,9 +70,9 @@ TEST_P(DiskFaults, FailedWritebackKeepsTheDataWholeUntilRepaired) {
   const Tier at = GetParam();
   for (int err : {EIO, ENOSPC}) {
     const std::string id = "x" + std::to_string(err);
-    ASSERT_TRUE(tm_->register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}).ok());
+    ASSERT_OK(tm_->register_shard({id, kBytes, ElementType::kU8, Tier::kNvme}));
     Result<ShardView> v = tm_->fetch(id, at, Access::kWrite).get();
-    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    ASSERT_OK(v);
     const std::vector<uint8_t> data = pattern(err, kBytes);
     write_view(*v, 0, data.data(), kBytes);
 
@@ -100,7 +102,7 @@ TEST_P(DiskFaults, FailedWritebackKeepsTheDataWholeUntilRepaired) {
     EXPECT_EQ(tm_->evict(id, at).get().code(), ErrorCode::kInvalidArgument);
 
     io_->set_fault_injector({});
-    ASSERT_TRUE(tm_->writeback(id).get().ok());  // repairs the home copy
+    ASSERT_OK(tm_->writeback(id).get());  // repairs the home copy
     EXPECT_TRUE(tm_->info(id)->valid[static_cast<int>(Tier::kNvme)]);
     pressure(at);
     pressure(Tier::kPinned);
@@ -112,10 +114,10 @@ INSTANTIATE_TEST_SUITE_P(HeldIn, DiskFaults, ::testing::Values(Tier::kPinned, Ti
                          [](const auto& info) { return std::string(tier_name(info.param)); });
 
 TEST(FullDisk, NvmeBudgetExhaustedIsRefusedBeforeAnyDataMoves) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   auto tm = TierManager::create(testing::small_budgets(dir.path(), 0, 2 << 20, 1 << 20));
-  ASSERT_TRUE(tm.ok()) << tm.status().to_string();
-  ASSERT_TRUE((*tm)->register_shard({"a", 600 << 10, ElementType::kU8, Tier::kNvme}).ok());
+  ASSERT_OK(tm);
+  ASSERT_OK((*tm)->register_shard({"a", 600 << 10, ElementType::kU8, Tier::kNvme}));
   Status s = (*tm)->register_shard({"b", 600 << 10, ElementType::kU8, Tier::kNvme});
   EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace);
   EXPECT_NE(s.message().find("raise nvme_bytes"), std::string::npos) << s.message();
@@ -153,7 +155,7 @@ class OpenFaults final : public nvme::IoEngine {
 };
 
 TEST(FullDisk, DiskFillingDuringPreallocationIsReportedAtStart) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   auto io = testing::make_io();
   ASSERT_TRUE(io);
   OpenFaults faults(*io);
@@ -184,7 +186,7 @@ std::string fill_disk(const std::string& dir) {
 // registration is refused while the disk has no room for the shard, and a writeback that meets
 // ENOSPC keeps the data whole until space is freed. Needs root for the mount.
 TEST(FullDisk, RealFullFileSystemIsReportedBeforeDataIsLost) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   if (mount("tierzero-test", dir.path().c_str(), "tmpfs", 0, "size=2m") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here (errno " << errno << "); needs root";
   }
@@ -197,10 +199,10 @@ TEST(FullDisk, RealFullFileSystemIsReportedBeforeDataIsLost) {
   OpenFaults faults(*io);
   faults.skip_preallocation = true;
   auto created = TierManager::create(testing::small_budgets(dir.path(), 0, (768 << 10) + (1 << 20), 1 << 20), &faults);
-  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  ASSERT_OK(created);
   TierManager& tm = **created;
   constexpr uint64_t kShard = 256 << 10;
-  ASSERT_TRUE(tm.register_shard({"c", kShard, ElementType::kU8, Tier::kNvme}).ok());
+  ASSERT_OK(tm.register_shard({"c", kShard, ElementType::kU8, Tier::kNvme}));
   const std::string junk = fill_disk(dir.path());
 
   Status refused = tm.register_shard({"b", kShard, ElementType::kU8, Tier::kNvme});
@@ -208,7 +210,7 @@ TEST(FullDisk, RealFullFileSystemIsReportedBeforeDataIsLost) {
   EXPECT_NE(refused.message().find("NVMe disk full: a shard of 256.00 KiB"), std::string::npos) << refused.message();
 
   Result<ShardView> v = tm.fetch("c", Tier::kPinned, Access::kWrite).get();
-  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  ASSERT_OK(v);
   const std::vector<uint8_t> data = pattern(3, kShard);
   write_view(*v, 0, data.data(), kShard);
   Status full = tm.writeback("c").get();
@@ -219,18 +221,18 @@ TEST(FullDisk, RealFullFileSystemIsReportedBeforeDataIsLost) {
 
   ASSERT_EQ(::unlink(junk.c_str()), 0);
   Status repaired = tm.writeback("c").get();
-  ASSERT_TRUE(repaired.ok()) << repaired.to_string();
-  ASSERT_TRUE(tm.release("c").get().ok());
-  ASSERT_TRUE(tm.evict("c", Tier::kPinned).get().ok());
+  ASSERT_OK(repaired);
+  ASSERT_OK(tm.release("c").get());
+  ASSERT_OK(tm.evict("c", Tier::kPinned).get());
   Result<ShardView> back = tm.fetch("c", Tier::kPinned).get();
-  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_OK(back);
   EXPECT_EQ(read_view(*back), data);
-  ASSERT_TRUE(tm.release("c").get().ok());
+  ASSERT_OK(tm.release("c").get());
 }
 
 // A real small file system: a 1 MiB tmpfs cannot take a 4 MiB NVMe budget. Needs root.
 TEST(FullDisk, SmallFileSystemIsRefusedAtStart) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   if (mount("tierzero-test", dir.path().c_str(), "tmpfs", 0, "size=1m") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here (errno " << errno << "); needs root";
   }

@@ -6,6 +6,8 @@
 
 #include "tests/offload/spin_kernel.h"
 #include "tests/offload/test_support.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -31,7 +33,7 @@ class GpuOverlap : public ::testing::Test {
     b.stripe_bytes = 1 << 20;
     b.pinned_arena_bytes = 128 << 20;
     auto m = TierManager::create(b, io_.get());
-    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    ASSERT_OK(m);
     tm_ = std::move(m).value();
     ASSERT_TRUE(tm_->gpu_is_device());
     ASSERT_EQ(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), cudaSuccess);
@@ -43,12 +45,12 @@ class GpuOverlap : public ::testing::Test {
   }
 
   void put(const std::string& id, Tier home, uint64_t seed) {
-    ASSERT_TRUE(tm_->register_shard({id, kBytes, ElementType::kBF16, home}).ok());
+    ASSERT_OK(tm_->register_shard({id, kBytes, ElementType::kBF16, home}));
     Result<ShardView> v = tm_->fetch(id, Tier::kPinned, Access::kWrite).get();
-    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    ASSERT_OK(v);
     const std::vector<uint8_t> data = pattern(seed, kBytes);
     write_view(*v, 0, data.data(), kBytes);
-    ASSERT_TRUE(tm_->release(id).get().ok());
+    ASSERT_OK(tm_->release(id).get());
     ASSERT_TRUE(tm_->evict(id, Tier::kPinned).get().ok() || home == Tier::kPinned);
   }
 
@@ -58,7 +60,7 @@ class GpuOverlap : public ::testing::Test {
   }
   bool kernel_running() { return cudaEventQuery(kernel_done_) == cudaErrorNotReady; }
 
-  testing::TempDir dir_;
+  test_support::ScratchDir dir_;
   std::unique_ptr<nvme::IoEngine> io_;
   std::unique_ptr<TierManager> tm_;
   cudaStream_t compute_ = nullptr;
@@ -69,24 +71,24 @@ TEST_F(GpuOverlap, PinnedToGpuFetchCompletesWhileAKernelRuns) {
   put("p", Tier::kPinned, 1);
   start_kernel();
   Result<ShardView> v = tm_->fetch("p", Tier::kGpu).get();
-  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  ASSERT_OK(v);
   EXPECT_TRUE(kernel_running()) << "the H2D copy waited for the kernel: a device-wide sync somewhere";
   ASSERT_EQ(cudaEventSynchronize(kernel_done_), cudaSuccess);
   EXPECT_TRUE(read_view(*v) == pattern(1, kBytes));
-  ASSERT_TRUE(tm_->release("p").get().ok());
+  ASSERT_OK(tm_->release("p").get());
 }
 
 TEST_F(GpuOverlap, NvmePipelineBothWaysRunsWhileAKernelRuns) {
   put("n", Tier::kNvme, 2);
   start_kernel();
   Result<ShardView> v = tm_->fetch("n", Tier::kGpu, Access::kWrite).get();  // NVMe -> pinned -> GPU
-  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  ASSERT_OK(v);
   EXPECT_TRUE(kernel_running()) << "the NVMe -> GPU pipeline waited for the kernel";
-  ASSERT_TRUE(tm_->writeback("n").get().ok());  // GPU -> pinned -> NVMe
+  ASSERT_OK(tm_->writeback("n").get());  // GPU -> pinned -> NVMe
   EXPECT_TRUE(kernel_running()) << "the GPU -> NVMe pipeline waited for the kernel";
   ASSERT_EQ(cudaEventSynchronize(kernel_done_), cudaSuccess);
   EXPECT_TRUE(read_view(*v) == pattern(2, kBytes));
-  ASSERT_TRUE(tm_->release("n").get().ok());
+  ASSERT_OK(tm_->release("n").get());
 }
 
 // The flake of issue #5: a caller's write into a GPU view queued on the default stream (here a
@@ -97,19 +99,19 @@ TEST_F(GpuOverlap, WritebackWaitsForTheCallersDefaultStreamWrites) {
   constexpr uint64_t kSmall = 1 << 20;
   for (Tier home : {Tier::kPinned, Tier::kNvme}) {
     const std::string id = std::string("d-") + tier_name(home);
-    ASSERT_TRUE(tm_->register_shard({id, kSmall, ElementType::kU8, home}).ok());
+    ASSERT_OK(tm_->register_shard({id, kSmall, ElementType::kU8, home}));
     Result<ShardView> v = tm_->fetch(id, Tier::kGpu, Access::kWrite).get();
-    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    ASSERT_OK(v);
     ASSERT_EQ(testing::launch_spin(cudaStreamLegacy, 300), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(v->data, 0xab, kSmall, cudaStreamLegacy), cudaSuccess);
-    ASSERT_TRUE(tm_->writeback(id).get().ok());
-    ASSERT_TRUE(tm_->release(id).get().ok());
-    ASSERT_TRUE(tm_->evict(id, Tier::kGpu).get().ok());
+    ASSERT_OK(tm_->writeback(id).get());
+    ASSERT_OK(tm_->release(id).get());
+    ASSERT_OK(tm_->evict(id, Tier::kGpu).get());
     Result<ShardView> back = tm_->fetch(id, Tier::kPinned).get();
-    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    ASSERT_OK(back);
     EXPECT_EQ(testing::first_difference(std::vector<uint8_t>(kSmall, 0xab), read_view(*back)), "")
         << "home " << tier_name(home);
-    ASSERT_TRUE(tm_->release(id).get().ok());
+    ASSERT_OK(tm_->release(id).get());
   }
 }
 

@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "tests/offload/test_support.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -13,7 +15,7 @@ using testing::pattern;
 using testing::read_view;
 using testing::write_view;
 
-TierBudgets budgets(const testing::TempDir& a, const testing::TempDir& b) {
+TierBudgets budgets(const test_support::ScratchDir& a, const test_support::ScratchDir& b) {
   TierBudgets t = testing::small_budgets(a.path(), 1 << 20, 2 << 20, 8 << 20);
   t.nvme_paths = {a.path(), b.path()};
   t.keep_nvme_files = true;
@@ -22,33 +24,33 @@ TierBudgets budgets(const testing::TempDir& a, const testing::TempDir& b) {
 
 // Swap files are sized up front (writes into them are then not file-extending ones).
 TEST(Manifest, SwapFilesHaveTheirWholeSizeFromTheStart) {
-  testing::TempDir a, b;
+  test_support::ScratchDir a, b;
   auto tm = TierManager::create(budgets(a, b));
-  ASSERT_TRUE(tm.ok()) << tm.status().to_string();
+  ASSERT_OK(tm);
   const uint64_t per_file = 4 << 20;  // nvme_bytes 8 MiB over two paths
   EXPECT_EQ(std::filesystem::file_size(a.path() + "/tierzero-swap-r0-s0.bin"), per_file);
   EXPECT_EQ(std::filesystem::file_size(b.path() + "/tierzero-swap-r0-s1.bin"), per_file);
 }
 
 TEST(Manifest, CapturesAndReattachesStripedShards) {
-  testing::TempDir a, b;
+  test_support::ScratchDir a, b;
   std::vector<NvmeShardRecord> manifest;
   const uint64_t sizes[] = {5000, 100000, 333333};
   {
     auto tm = TierManager::create(budgets(a, b));
-    ASSERT_TRUE(tm.ok()) << tm.status().to_string();
+    ASSERT_OK(tm);
     for (int i = 0; i < 3; ++i) {
       const std::string id = "opt/" + std::to_string(i);
-      ASSERT_TRUE((*tm)->register_shard({id, sizes[i], ElementType::kF32, Tier::kNvme}).ok());
+      ASSERT_OK((*tm)->register_shard({id, sizes[i], ElementType::kF32, Tier::kNvme}));
       for (int version = 1; version <= i + 1; ++version) {
         Result<ShardView> v = (*tm)->fetch(id, Tier::kGpu, Access::kWrite).get();
-        ASSERT_TRUE(v.ok());
+        ASSERT_OK(v);
         const std::vector<uint8_t> data = pattern(i * 10 + version, sizes[i]);
         write_view(*v, 0, data.data(), data.size());
-        ASSERT_TRUE((*tm)->release(id).get().ok());
+        ASSERT_OK((*tm)->release(id).get());
       }
     }
-    ASSERT_TRUE((*tm)->register_shard({"never-written", 4096, ElementType::kF32, Tier::kNvme}).ok());
+    ASSERT_OK((*tm)->register_shard({"never-written", 4096, ElementType::kF32, Tier::kNvme}));
     manifest = (*tm)->nvme_manifest();
   }
   ASSERT_EQ(manifest.size(), 3u);  // never-written shards are zeros and not listed
@@ -62,25 +64,25 @@ TEST(Manifest, CapturesAndReattachesStripedShards) {
   }
 
   auto tm = TierManager::create(budgets(a, b));
-  ASSERT_TRUE(tm.ok());
-  ASSERT_TRUE((*tm)->attach_nvme(manifest).ok());
+  ASSERT_OK(tm);
+  ASSERT_OK((*tm)->attach_nvme(manifest));
   for (const NvmeShardRecord& r : manifest) {
     const int i = r.spec.id.back() - '0';
     EXPECT_EQ((*tm)->info(r.spec.id)->version, r.version);
     Result<ShardView> v = (*tm)->fetch(r.spec.id, Tier::kPinned).get();
-    ASSERT_TRUE(v.ok());
+    ASSERT_OK(v);
     EXPECT_TRUE(read_view(*v) == pattern(i * 10 + i + 1, sizes[i])) << r.spec.id;
-    ASSERT_TRUE((*tm)->release(r.spec.id).get().ok());
+    ASSERT_OK((*tm)->release(r.spec.id).get());
   }
   // The extents are taken: new shards land elsewhere and a second attach is refused.
-  ASSERT_TRUE((*tm)->register_shard({"new", 200000, ElementType::kU8, Tier::kNvme}).ok());
+  ASSERT_OK((*tm)->register_shard({"new", 200000, ElementType::kU8, Tier::kNvme}));
   EXPECT_EQ((*tm)->attach_nvme(manifest).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(Manifest, RecordsThatDoNotMatchTheSwapFilesAreRefused) {
-  testing::TempDir a, b;
+  test_support::ScratchDir a, b;
   auto tm = TierManager::create(budgets(a, b));
-  ASSERT_TRUE(tm.ok());
+  ASSERT_OK(tm);
   NvmeShardRecord r{{"w", 100000, ElementType::kF32, Tier::kNvme}, 1, 16 << 10, {}};
   EXPECT_EQ((*tm)->attach_nvme({r}).code(), ErrorCode::kInvalidArgument);  // no parts
   r.parts = {{a.path() + "/tierzero-swap-r0-s0.bin", 0, 4 * 16384}, {"/elsewhere/file.bin", 0, 3 * 16384}};
@@ -93,11 +95,11 @@ TEST(Manifest, RecordsThatDoNotMatchTheSwapFilesAreRefused) {
 }
 
 TEST(Manifest, SwapFilesAreRemovedOnExitUnlessKept) {
-  testing::TempDir a;
+  test_support::ScratchDir a;
   std::string file = a.path() + "/tierzero-swap-r0-s0.bin";
   {
     auto tm = TierManager::create(testing::small_budgets(a.path(), 0, 2 << 20, 1 << 20));
-    ASSERT_TRUE(tm.ok());
+    ASSERT_OK(tm);
     EXPECT_TRUE(std::filesystem::exists(file));
   }
   EXPECT_FALSE(std::filesystem::exists(file));

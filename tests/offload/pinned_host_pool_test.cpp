@@ -11,6 +11,7 @@
 
 #include "offload/internal/budget_check.h"
 #include "offload/tier_manager.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 std::unique_ptr<PinnedHostPool> host_pool(uint64_t capacity, uint64_t arena = 0) {
   Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(
       {.capacity_bytes = capacity, .arena_bytes = arena, .device = DeviceChoice::kHost, .lock_host_memory = false});
-  EXPECT_TRUE(pool.ok()) << pool.status().to_string();
+  EXPECT_OK(pool);
   return pool.ok() ? std::move(pool).value() : nullptr;
 }
 
@@ -34,7 +35,7 @@ TEST(PinnedHostPool, BlocksTakeExactlyTheirFootprint) {
   uint64_t used = 0;
   for (uint64_t bytes : sizes) {
     Result<void*> block = pool->allocate(bytes);
-    ASSERT_TRUE(block.ok()) << bytes << ": " << block.status().to_string();
+    ASSERT_OK(block) << bytes;
     std::memset(block.value(), 0xab, bytes);  // the whole block is writable
     used += PinnedHostPool::footprint(bytes);
     EXPECT_EQ(pool->used(), used);
@@ -63,7 +64,7 @@ TEST(PinnedHostPool, FreedBlocksAreReused) {
   pool->free(a);
   EXPECT_EQ(pool->used(), PinnedHostPool::footprint(bytes));
   Result<void*> again = pool->allocate(bytes);
-  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  ASSERT_OK(again);
   EXPECT_EQ(again.value(), a);  // the freed block's place, not new memory
   pool->free(b);
   pool->free(again.value());
@@ -76,7 +77,7 @@ TEST(PinnedHostPool, ArenasSplitTheCapacity) {
   std::unique_ptr<PinnedHostPool> pool = host_pool(3 * bytes, bytes);
   ASSERT_NE(pool, nullptr);
   EXPECT_NE(pool->description().find("3 arena(s)"), std::string::npos) << pool->description();
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(pool->allocate(bytes).ok()) << i;
+  for (int i = 0; i < 3; ++i) EXPECT_OK(pool->allocate(bytes)) << i;
   EXPECT_FALSE(pool->allocate(bytes).ok());
 }
 

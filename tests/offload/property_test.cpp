@@ -12,6 +12,8 @@
 #include <string>
 
 #include "tests/offload/test_support.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -34,7 +36,7 @@ class PropertyWalk {
   PropertyWalk(TierManager& tm, uint64_t seed) : tm_(tm), rng_(seed), seed_(seed) {}
 
   void add(const std::string& id, uint64_t bytes, Tier home) {
-    ASSERT_TRUE(tm_.register_shard({id, bytes, ElementType::kU8, home}).ok());
+    ASSERT_OK(tm_.register_shard({id, bytes, ElementType::kU8, home}));
     ids_.push_back(id);
     model_[id].committed.assign(bytes, 0);
   }
@@ -49,7 +51,7 @@ class PropertyWalk {
         case 0: case 1: fetch(id, m, Access::kRead); break;
         case 2: fetch(id, m, Access::kWrite); break;
         case 3: prefetch(); break;
-        case 4: ASSERT_TRUE(tm_.writeback(id).get().ok()); break;  // nothing held: no change
+        case 4: ASSERT_OK(tm_.writeback(id).get()); break;  // nothing held: no change
       }
       return;
     }
@@ -60,7 +62,7 @@ class PropertyWalk {
       case 2: {
         if (!m.write) break;
         Status s = tm_.writeback(id).get();
-        ASSERT_TRUE(s.ok()) << s.to_string();
+        ASSERT_OK(s);
         m.committed = m.pending;
         m.written_back = true;
         break;
@@ -86,10 +88,10 @@ class PropertyWalk {
       for (Tier t : {Tier::kGpu, Tier::kPinned}) {
         if (t == Tier::kGpu && !has_gpu) continue;
         Result<ShardView> v = tm_.fetch(id, t).get();
-        ASSERT_TRUE(v.ok()) << v.status().to_string();
+        ASSERT_OK(v);
         EXPECT_EQ(first_difference(model_[id].committed, read_view(*v)), "")
             << "seed " << seed_ << ", final check of shard " << id << " in " << tier_name(t);
-        ASSERT_TRUE(tm_.release(id).get().ok());
+        ASSERT_OK(tm_.release(id).get());
       }
     }
   }
@@ -134,7 +136,7 @@ class PropertyWalk {
 
   void release(const std::string& id, Model& m) {
     Status s = tm_.release(id).get();
-    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_OK(s);
     if (m.write && !m.written_back) m.committed = m.pending;
     m.held = false;
   }
@@ -142,7 +144,7 @@ class PropertyWalk {
   void prefetch() {
     std::vector<std::string> some;
     for (int i = 0; i < 3; ++i) some.push_back(ids_[rng_() % ids_.size()]);
-    ASSERT_TRUE(tm_.prefetch(some, random_tier()).get().ok());
+    ASSERT_OK(tm_.prefetch(some, random_tier()).get());
   }
 
   TierManager& tm_;
@@ -165,7 +167,7 @@ void PrintTo(const Walk& w, std::ostream* os) { *os << "seed " << w.seed << ", c
 class PropertyTest : public ::testing::TestWithParam<Walk> {};
 
 TEST_P(PropertyTest, RandomOperationsKeepEveryByte) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   auto io = testing::make_io();
   ASSERT_TRUE(io);
   TierBudgets b = testing::small_budgets(dir.path(), 1 << 20, (768 << 10) + (1536 << 10), 12 << 20);
@@ -176,7 +178,7 @@ TEST_P(PropertyTest, RandomOperationsKeepEveryByte) {
     b.host_copy_latency_us = GetParam().host_copy_latency_us;
   }
   auto m = TierManager::create(b, io.get());
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_OK(m);
   TierManager& tm = **m;
 
   const uint64_t seed = GetParam().seed;

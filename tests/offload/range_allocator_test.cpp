@@ -8,6 +8,7 @@
 
 #include "offload/internal/arena_pool.h"
 #include "offload/internal/range_allocator.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -88,7 +89,7 @@ TEST(ArenaPool, ExactSizeBlocksStayWithinFivePercent) {
   auto alloc = [](uint64_t n) -> Result<void*> { return std::aligned_alloc(4096, n); };
   auto release = [](void* p, uint64_t) { std::free(p); };
   Result<ArenaPool> pool = ArenaPool::create(64 << 20, 16 << 20, alloc, release);
-  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+  ASSERT_OK(pool);
   EXPECT_EQ(pool->arenas().size(), 4u);
   std::mt19937_64 rng(11);
   uint64_t asked = 0;
@@ -111,7 +112,7 @@ TEST(ArenaPool, MixedSmallAndLargeBlocksStayWithinFivePercent) {
   auto alloc = [](uint64_t n) -> Result<void*> { return std::aligned_alloc(4096, n); };
   auto release = [](void* p, uint64_t) { std::free(p); };
   Result<ArenaPool> pool = ArenaPool::create(8 << 20, 4 << 20, alloc, release);
-  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+  ASSERT_OK(pool);
   std::mt19937_64 rng(23);
   auto next_size = [&]() -> uint64_t {
     if (rng() % 256 == 0) return (80 << 10) + rng() % (176 << 10);

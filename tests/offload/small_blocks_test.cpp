@@ -6,6 +6,8 @@
 #include <random>
 
 #include "tests/offload/test_support.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {
 namespace {
@@ -16,12 +18,12 @@ using testing::read_view;
 using testing::write_view;
 
 TEST(SmallShards, MixStaysWithinFivePercentAndRoundTripsThroughNvme) {
-  testing::TempDir dir;
+  test_support::ScratchDir dir;
   auto io = testing::make_io();
   ASSERT_TRUE(io);
   const uint64_t staging = 4 * 3 * (64 << 10);
   auto m = TierManager::create(testing::small_budgets(dir.path(), 2 << 20, staging + (2 << 20), 8 << 20), io.get());
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_OK(m);
   TierManager& tm = **m;
 
   std::mt19937_64 rng(5);
@@ -32,9 +34,9 @@ TEST(SmallShards, MixStaysWithinFivePercentAndRoundTripsThroughNvme) {
   }
   uint64_t asked = 0;
   for (const auto& [id, bytes] : shards) {
-    ASSERT_TRUE(tm.register_shard({id, bytes, ElementType::kU8, Tier::kNvme}).ok()) << id;
+    ASSERT_OK(tm.register_shard({id, bytes, ElementType::kU8, Tier::kNvme})) << id;
     Result<ShardView> v = tm.fetch(id, Tier::kPinned, Access::kWrite).get();
-    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    ASSERT_OK(v);
     const std::vector<uint8_t> data = pattern(bytes, bytes);
     write_view(*v, 0, data.data(), bytes);
     asked += bytes;
@@ -44,16 +46,16 @@ TEST(SmallShards, MixStaysWithinFivePercentAndRoundTripsThroughNvme) {
   EXPECT_LE(static_cast<double>(pinned.used_bytes), 1.05 * static_cast<double>(asked));
 
   for (const auto& [id, bytes] : shards) {
-    ASSERT_TRUE(tm.release(id).get().ok()) << id;  // writes back to NVMe
-    ASSERT_TRUE(tm.evict(id, Tier::kPinned).get().ok()) << id;
+    ASSERT_OK(tm.release(id).get()) << id;  // writes back to NVMe
+    ASSERT_OK(tm.evict(id, Tier::kPinned).get()) << id;
   }
   for (Tier tier : {Tier::kGpu, Tier::kPinned}) {
     for (const auto& [id, bytes] : shards) {
       Result<ShardView> v = tm.fetch(id, tier).get();
-      ASSERT_TRUE(v.ok()) << v.status().to_string();
+      ASSERT_OK(v);
       EXPECT_EQ(first_difference(pattern(bytes, bytes), read_view(*v)), "") << id << " in " << tier_name(tier);
-      ASSERT_TRUE(tm.release(id).get().ok());
-      ASSERT_TRUE(tm.evict(id, tier).get().ok());
+      ASSERT_OK(tm.release(id).get());
+      ASSERT_OK(tm.evict(id, tier).get());
     }
   }
 }

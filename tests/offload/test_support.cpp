@@ -1,11 +1,10 @@
 #include "tests/offload/test_support.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <random>
 
 #ifdef TIERZERO_HAVE_CUDA
@@ -34,17 +33,6 @@ void copy_any(void* dst, const void* src, uint64_t bytes) {
 
 }  // namespace
 
-TempDir::TempDir() {
-  std::string tmpl = ::testing::TempDir() + "tierzero-offload-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 TierBudgets small_budgets(const std::string& nvme_dir, uint64_t gpu, uint64_t pinned, uint64_t nvme) {
   TierBudgets b;
   b.gpu_bytes = gpu;
@@ -64,7 +52,7 @@ std::unique_ptr<nvme::IoEngine> make_io() {
   nvme::IoConfig config;
   config.block_size = 64 << 10;
   Result<std::unique_ptr<nvme::IoEngine>> io = nvme::IoEngine::create(config);
-  EXPECT_TRUE(io.ok()) << io.status().to_string();
+  EXPECT_OK(io);
   return io.ok() ? std::move(io).value() : nullptr;
 }
 

@@ -1,5 +1,5 @@
-// Helpers shared by the offload tests: a temporary swap directory, budgets sized for CI, an
-// IoEngine, and byte access to a held view in any tier (device memory through cudaMemcpy).
+// Helpers shared by the offload tests: budgets sized for CI, an IoEngine, and byte access to a
+// held view in any tier (device memory through cudaMemcpy). Scratch directories: tests/support.
 #pragma once
 
 #include <cstdint>
@@ -10,17 +10,6 @@
 #include "offload/tier_manager.h"
 
 namespace tierzero::offload::testing {
-
-// A fresh directory under the test temp dir, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Small budgets: `gpu` / `pinned` / `nvme` bytes, 64 KiB chunks, triple buffering, 4 threads.
 TierBudgets small_budgets(const std::string& nvme_dir, uint64_t gpu, uint64_t pinned, uint64_t nvme);
