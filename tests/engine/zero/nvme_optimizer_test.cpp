@@ -2,9 +2,9 @@
 // CPU-offloaded optimizer with the state in host memory: the same losses and master weights bit for
 // bit over 12 steps — stages 1-3, fp32 and bf16, sub-groups smaller than the partition, pipelined
 // and synchronous reads and writes, 1 to 4 buffers, 1 and 2 ranks (Gloo), and across a save and
-// resume. The bytes moved per step are the records of every sub-group, read once and written once.
-// A path that cannot be written and a disk that fills are errors naming the file, the offset and the
-// fix. The scratch directory stands in for the NVMe drive.
+// resume; on one GPU where there is one. The bytes moved per step are the records of every
+// sub-group, read once and written once. A path that cannot be written and a disk that fills are
+// errors naming the file, the offset and the fix. The scratch directory stands in for the drive.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -47,7 +47,7 @@ Scenario cpu_scenario(int stage, const std::string& dtype) {
 }
 
 TrainTrace train_single(const Scenario& s) {
-  std::unique_ptr<Comm> comm = Comm::single(at::Device(at::kCPU));
+  std::unique_ptr<Comm> comm = Comm::single(s.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
   return train_with_engine(s, *comm);
 }
 
@@ -79,6 +79,23 @@ INSTANTIATE_TEST_SUITE_P(Stages, NvmeOptimizer,
                            return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) +
                                   (std::get<2>(info.param) ? "_pipelined" : "_sync");
                          });
+
+// On a GPU: bf16 weights go to the device from the 16-bit staging buffer, fp32 ones from the NVMe
+// buffer itself (which is not reused before that copy ran).
+TEST(NvmeOptimizerGpu, OneGpuEqualsHostStateBitForBit) {
+  if (!at::hasCUDA() || at::getNumGPUs() == 0) GTEST_SKIP() << "no CUDA device";
+  for (const char* dtype : {"fp32", "bf16"}) {
+    for (int buffers : {1, 4}) {
+      ScratchDir nvme;
+      Scenario s = cpu_scenario(3, dtype);
+      s.device = "cuda";
+      const TrainTrace host = train_single(s);
+      s.nvme_dir = nvme.path;
+      s.nvme_buffers = buffers;
+      EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+    }
+  }
+}
 
 // Any buffer count schedules correctly: 1 (no read-ahead), 2 (read-ahead waits for the write
 // behind), 3 and 4 (full overlap); also one sub-group holding the whole partition.
