@@ -1,8 +1,9 @@
 // `tierzero convert SRC OUT`: a tierzero, DeepSpeed ZeRO (or universal) or PyTorch DCP checkpoint ->
-// Hugging Face safetensors.
+// Hugging Face safetensors; with --to deepspeed, a tierzero checkpoint -> a DeepSpeed ZeRO checkpoint.
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "checkpoint/convert/consolidate.h"
@@ -11,6 +12,11 @@
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "common/units.h"
 #include "tools/commands.h"
+#ifdef TIERZERO_CONVERT_TO_DEEPSPEED
+#include "checkpoint/deepspeed_export/deepspeed_export.h"
+#include "engine/config/ds_config.h"
+#include "engine/optim/schedules.h"
+#endif
 
 namespace tierzero::tools {
 namespace {
@@ -26,6 +32,9 @@ struct ConvertFlags {
   std::string block_size;    // empty: ConvertOptions' default
   uint32_t queue_depth = 0;  // 0: ConvertOptions' default
   bool no_progress = false;
+  std::string to = "safetensors";  // or "deepspeed"
+  uint32_t world_size = 0;         // --to deepspeed: DeepSpeed's data-parallel world size (0: the saved one)
+  std::string ds_config;           // --to deepspeed: the run's ds_config
 };
 
 // Picks the reader by what SRC holds: a tierzero manifest, DeepSpeed's .pt files, a DeepSpeed
@@ -65,7 +74,65 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
 }
 
+#ifdef TIERZERO_CONVERT_TO_DEEPSPEED
+// --to deepspeed: the ds_config gives DeepSpeed's optimizer param_groups (lr: the schedule's value
+// at the saved position), precision, clipping and loss-scale knobs.
+void run_convert_to_deepspeed(const ConvertFlags& flags) {
+  if (!checkpoint::is_engine_checkpoint(flags.source, flags.tag)) {
+    throw Error(invalid_argument("--to deepspeed converts tierzero engine checkpoints; " + flags.source + " is not one"));
+  }
+  if (flags.ds_config.empty()) {
+    throw Error(invalid_argument("--to deepspeed needs --ds-config FILE: the ds_config the DeepSpeed run resumes with "
+                                 "(optimizer, scheduler, fp16/bf16)"));
+  }
+  auto reader = value_or_throw(checkpoint::CheckpointReader::open(flags.source, flags.tag));
+  const checkpoint::CheckpointManifest& manifest = reader->manifest();
+  checkpoint::DeepSpeedExportOptions options;
+  options.world_size = flags.world_size > 0 ? flags.world_size : manifest.world_size;
+  engine::ResolveHints hints;
+  hints.world_size = static_cast<int>(options.world_size);
+  const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.ds_config, hints));
+  engine::LrScheduleConfig constant{.warmup_min_lr = config.optimizer.lr, .warmup_max_lr = config.optimizer.lr,
+                                    .warmup_num_steps = 1};
+  engine::LrSchedule schedule = value_or_throw(engine::LrSchedule::create(config.scheduler.value_or(constant)));
+  if (!manifest.lr_scheduler.is_null()) throw_if_error(schedule.load_state(manifest.lr_scheduler));
+  std::ifstream text(flags.ds_config);
+  options.ds_config = nlohmann::json::parse(text, nullptr, false);
+  options.dtype = config.precision() == engine::Precision::kBf16   ? ElementType::kBF16
+                  : config.precision() == engine::Precision::kFp16 ? ElementType::kF16
+                                                                   : ElementType::kF32;
+  options.lr = schedule.lr();
+  options.beta1 = config.optimizer.beta1;
+  options.beta2 = config.optimizer.beta2;
+  options.eps = config.optimizer.eps;
+  options.weight_decay = config.optimizer.weight_decay;
+  options.decoupled_weight_decay = config.optimizer.decoupled_weight_decay();
+  options.gradient_clipping = config.gradient_clipping;
+  options.train_batch_size = config.batch.train_batch_size;
+  const engine::LossScalerConfig& scaler = config.fp16.loss_scaler;
+  options.scale_window = scaler.scale_window;
+  options.min_scale = scaler.min_scale;
+  options.delayed_shift = scaler.hysteresis;
+  options.consecutive_hysteresis = scaler.consecutive_hysteresis;
+  const int stage = manifest.zero_stage;
+  reader.reset();
+  const checkpoint::DeepSpeedExportReport report =
+      value_or_throw(checkpoint::export_deepspeed_checkpoint(flags.source, flags.tag, flags.out, options));
+  std::printf("wrote DeepSpeed ZeRO-%d checkpoint %s/%s for %u ranks (%s, lr %.6g): %u files, %s\n",
+              stage, flags.out.c_str(), report.tag.c_str(), options.world_size,
+              torch_dtype_name(options.dtype), options.lr, report.files, format_bytes(report.bytes).c_str());
+}
+#endif
+
 void run_convert(const ConvertFlags& flags) {
+  if (flags.to == "deepspeed") {
+#ifdef TIERZERO_CONVERT_TO_DEEPSPEED
+    return run_convert_to_deepspeed(flags);
+#else
+    throw Error(unsupported("--to deepspeed needs a build with the engine (LibTorch found at configure time)"));
+#endif
+  }
+  if (flags.to != "safetensors") throw Error(invalid_argument("--to must be safetensors or deepspeed, not " + flags.to));
   checkpoint::ConvertOptions options;
   options.dtype = value_or_throw(checkpoint::parse_output_dtype(flags.dtype));
   options.max_shard_bytes = value_or_throw(parse_bytes(flags.max_shard_size));
@@ -107,6 +174,13 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--aio-block-size", flags->block_size, "Output I/O: bytes per write (default 1MiB)");
   cmd->add_option("--aio-queue-depth", flags->queue_depth, "Output I/O: writes in flight (default 32)");
   cmd->add_flag("--no-progress", flags->no_progress, "No progress bar");
+  cmd->add_option("--to", flags->to,
+                  "safetensors (default) | deepspeed: write a tierzero checkpoint as a DeepSpeed ZeRO checkpoint "
+                  "(same stage) that DeepSpeed's load_checkpoint resumes from");
+  cmd->add_option("--world-size", flags->world_size,
+                  "--to deepspeed: the DeepSpeed run's data-parallel world size (default: the saved one)");
+  cmd->add_option("--ds-config", flags->ds_config,
+                  "--to deepspeed: the ds_config of the DeepSpeed run (optimizer, scheduler, fp16/bf16, clipping)");
   cmd->callback([flags] { run_convert(*flags); });
 }
 

@@ -10,9 +10,9 @@ resume (DeepSpeed in): for each ZeRO stage and DeepSpeed world size W_ds in --wo
      size W_tz in --worlds (the global batch is 2 micro-batches of 1 sample whatever the world
      size: DeepSpeed's gradient_accumulation_steps is 2 / W), saving every step; its losses come
      from --metrics, its master after one step from `tierzero convert --dtype fp32`.
-way back (--to-deepspeed): tierzero's checkpoint after step K+1 is written by `tierzero convert
-  --to deepspeed` for world size W_ds and DeepSpeed load_checkpoint()s it and trains 4 steps; its
-  losses must match tierzero's steps K+2.. K+5.
+way back (--to-deepspeed): each tierzero run's checkpoint after step K+1 is written by `tierzero
+  convert --to deepspeed --world-size W_ds` and DeepSpeed load_checkpoint()s it and trains 4 steps:
+  its losses must match tierzero's steps K+2..K+5, its master after one step tierzero's after K+2.
 Pass criteria (issue 14): losses to 1e-3 relative, the fp32 master after one step to 1e-6 absolute.
 Training is fp32 (what both run on this CPU without precision noise); the optimizer is torch's
 AdamW passed to deepspeed.initialize, so no DeepSpeed op is compiled.
@@ -276,9 +276,8 @@ def load_safetensors(path):
     return load_file(path)
 
 
-def compare(label, ref_losses, losses, ref_master, master, results):
-    import torch
-
+def compare(label, names, ref_losses, losses, ref_master, master, results):
+    """Checks `losses` (and `master`) against the reference side's; prints and records the figures."""
     n = min(len(ref_losses), len(losses))
     loss_rel = max(abs(a - b) / abs(a) for a, b in zip(ref_losses[:n], losses[:n])) if n else float("inf")
     ok = n == len(ref_losses) and loss_rel <= LOSS_RTOL
@@ -292,9 +291,10 @@ def compare(label, ref_losses, losses, ref_master, master, results):
     line = (f"{'ok  ' if ok else 'FAIL'} {label}: {n} losses, max rel diff {loss_rel:.2e}"
             + (f", master after 1 step max abs diff {master_abs:.2e}" if master_abs is not None else ""))
     print(line, flush=True)
-    print(f"     deepspeed {['%.6f' % x for x in ref_losses]}\n     tierzero  {['%.6f' % x for x in losses]}", flush=True)
+    print(f"     {names[0]:9} {['%.6f' % x for x in ref_losses]}\n     {names[1]:9} {['%.6f' % x for x in losses]}",
+          flush=True)
     results.append({"case": label, "ok": ok, "losses": n, "loss_max_rel": loss_rel, "master_max_abs": master_abs,
-                    "deepspeed_losses": ref_losses, "tierzero_losses": losses})
+                    names[0] + "_losses": ref_losses, names[1] + "_losses": losses})
     return ok
 
 
@@ -320,16 +320,19 @@ def driver(args):
                 losses, save = run_tierzero(args, work, stage, w_tz, ckpt, name, STEPS)
                 master = tierzero_master(args, save, f"global_step{PRE_STEPS + 1}", os.path.join(work, name + ".m1"))
                 all_ok &= compare(f"resume stage {stage} fp32: DeepSpeed world {w_ds} -> tierzero world {w_tz}",
-                                  ds_losses, losses, ds_master, master, results)
-                if args.to_deepspeed and w_tz == w_ds:
+                                  ("deepspeed", "tierzero"), ds_losses, losses, ds_master, master, results)
+                if args.to_deepspeed:
+                    # tierzero's checkpoint after step K+1, written for DeepSpeed at world w_ds (the
+                    # world whose batches line up), continued there for the remaining steps.
                     back = os.path.join(work, name + ".back")
                     subprocess.run([args.tierzero, "convert", save, back, "--tag", f"global_step{PRE_STEPS + 1}",
-                                    "--to", "deepspeed", "--world-size", str(w_ds), "--no-progress"],
-                                   check=True, capture_output=True)
-                    back_losses, _ = run_deepspeed(args, work, stage, w_ds, "continue", back,
-                                                   os.path.join(work, name + ".back_continue"), STEPS - 1, 1)
-                    all_ok &= compare(f"way back stage {stage}: tierzero world {w_tz} -> DeepSpeed world {w_ds}",
-                                      losses[1:], back_losses, None, None, results)
+                                    "--to", "deepspeed", "--world-size", str(w_ds),
+                                    "--ds-config", tierzero_config(work, stage)], check=True, capture_output=True)
+                    back_losses, back_master = run_deepspeed(args, work, stage, w_ds, "continue", back,
+                                                             os.path.join(work, name + ".back_continue"), STEPS - 1, 1)
+                    master2 = tierzero_master(args, save, f"global_step{PRE_STEPS + 2}", os.path.join(work, name + ".m2"))
+                    all_ok &= compare(f"way back stage {stage} fp32: tierzero world {w_tz} -> DeepSpeed world {w_ds}",
+                                      ("tierzero", "deepspeed"), losses[1:], back_losses, master2, back_master, results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
