@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "checkpoint/deepspeed_export/internal/deepspeed_pickles.h"
+#include "checkpoint/deepspeed_export/internal/hf_order.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "common/float_convert.h"
 
@@ -18,32 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kDeepSpeedVersion = "0.19.8";
 constexpr const char* kStates[] = {"fp32", "exp_avg", "exp_avg_sq"};
-
-// transformers' registration order of a Llama-family parameter: (section, layer, slot).
-Result<std::array<int64_t, 3>> hf_rank(const std::string& name) {
-  static constexpr const char* kLayerSlots[] = {
-      "self_attn.q_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.weight", "self_attn.k_proj.bias",
-      "self_attn.v_proj.weight", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.o_proj.bias",
-      "mlp.gate_proj.weight",    "mlp.gate_proj.bias",    "mlp.up_proj.weight",      "mlp.up_proj.bias",
-      "mlp.down_proj.weight",    "mlp.down_proj.bias",    "input_layernorm.weight",  "post_attention_layernorm.weight"};
-  if (name == "model.embed_tokens.weight") return std::array<int64_t, 3>{0, 0, 0};
-  if (name == "model.norm.weight") return std::array<int64_t, 3>{2, 0, 0};
-  if (name == "lm_head.weight") return std::array<int64_t, 3>{3, 0, 0};
-  const std::string layers = "model.layers.";
-  if (name.rfind(layers, 0) == 0) {
-    const size_t dot = name.find('.', layers.size());
-    const std::string index = name.substr(layers.size(), dot - layers.size());
-    if (dot != std::string::npos && !index.empty() && index.size() < 10 &&
-        std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      const std::string slot = name.substr(dot + 1);
-      for (size_t s = 0; s < std::size(kLayerSlots); ++s) {
-        if (slot == kLayerSlots[s]) return std::array<int64_t, 3>{1, std::stoll(index), static_cast<int64_t>(s)};
-      }
-    }
-  }
-  return unsupported("parameter '" + name + "' has no known place in transformers' Llama-family parameter order, "
-                     "which DeepSpeed's flat groups follow; --to deepspeed supports Llama / Qwen2 / Mistral names");
-}
 
 std::string rank_file_name(const char* prefix, uint32_t rank, const char* kind) {
   return std::string(prefix) + "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_" + kind + ".pt";
@@ -103,7 +78,7 @@ Status Exporter::prepare() {
   const auto& params = source_group().params;
   std::vector<std::array<int64_t, 3>> keys;
   for (const TensorSpec& p : params) {
-    TZ_ASSIGN_OR_RETURN(auto key, hf_rank(p.name));
+    TZ_ASSIGN_OR_RETURN(auto key, hf_parameter_rank(p.name));
     keys.push_back(key);
   }
   std::vector<size_t> order(params.size());
