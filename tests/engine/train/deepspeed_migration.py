@@ -14,7 +14,7 @@ way back (--to-deepspeed): each tierzero run's checkpoint after step K+1 is writ
   convert --to deepspeed --world-size W_ds` and DeepSpeed load_checkpoint()s it and trains 4 steps:
   its losses must match tierzero's steps K+2..K+5, its master after one step tierzero's after K+2.
 Pass criteria (issue 14): losses to 1e-3 relative, the fp32 master after one step to 1e-6 absolute.
-Training is fp32 (what both run on this CPU without precision noise); the optimizer is torch's
+Training is fp32 by default (--dtype bf16: bf16 compute, fp32 master, both sides); the optimizer is torch's
 AdamW passed to deepspeed.initialize, so no DeepSpeed op is compiled.
 
   deepspeed_migration.py --tierzero BUILD/tools/tierzero [--stages 1 2 3] [--worlds 1 2] [--to-deepspeed]
@@ -91,11 +91,18 @@ def read_tokens(path):
 
 # ---- the DeepSpeed side (one process per rank) ----------------------------------------------------
 
+DTYPE = os.environ.get("TZ_DS_MIGRATION_DTYPE", "fp32")  # the driver passes --dtype to its ranks this way
+
+
+def precision():
+    return {"bf16": {"enabled": True}} if DTYPE == "bf16" else {}
+
+
 def ds_config(stage, world):
     zero = {"stage": stage}
     if stage == 3:
         zero["stage3_param_persistence_threshold"] = 0
-    return {"train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2 // world,
+    return {**precision(), "train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2 // world,
             "zero_optimization": zero, "zero_force_ds_cpu_optimizer": False, "zero_allow_untested_optimizer": True,
             "gradient_clipping": 1.0, "steps_per_print": 1000, "scheduler": SCHEDULER}
 
@@ -236,7 +243,7 @@ def run_deepspeed(args, work, stage, world, phase, ckpt, out, steps, first_posit
 
 
 def tierzero_config(work, stage):
-    config = {"train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": stage},
+    config = {**precision(), "train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": stage},
               "gradient_clipping": 1.0, "steps_per_print": 1,
               "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "eps": EPS, "weight_decay": WD}},
               "scheduler": SCHEDULER,
@@ -319,7 +326,7 @@ def driver(args):
                 name = f"{case}_tz{w_tz}"
                 losses, save = run_tierzero(args, work, stage, w_tz, ckpt, name, STEPS)
                 master = tierzero_master(args, save, f"global_step{PRE_STEPS + 1}", os.path.join(work, name + ".m1"))
-                all_ok &= compare(f"resume stage {stage} fp32: DeepSpeed world {w_ds} -> tierzero world {w_tz}",
+                all_ok &= compare(f"resume stage {stage} {DTYPE}: DeepSpeed world {w_ds} -> tierzero world {w_tz}",
                                   ("deepspeed", "tierzero"), ds_losses, losses, ds_master, master, results)
                 if args.to_deepspeed:
                     # tierzero's checkpoint after step K+1, written for DeepSpeed at world w_ds (the
@@ -331,7 +338,7 @@ def driver(args):
                     back_losses, back_master = run_deepspeed(args, work, stage, w_ds, "continue", back,
                                                              os.path.join(work, name + ".back_continue"), STEPS - 1, 1)
                     master2 = tierzero_master(args, save, f"global_step{PRE_STEPS + 2}", os.path.join(work, name + ".m2"))
-                    all_ok &= compare(f"way back stage {stage} fp32: tierzero world {w_tz} -> DeepSpeed world {w_ds}",
+                    all_ok &= compare(f"way back stage {stage} {DTYPE}: tierzero world {w_tz} -> DeepSpeed world {w_ds}",
                                       ("tierzero", "deepspeed"), losses[1:], back_losses, master2, back_master, results)
     if args.json:
         with open(args.json, "w") as f:
@@ -346,6 +353,7 @@ def main():
     p.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--worlds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--to-deepspeed", action="store_true", help="also check convert --to deepspeed")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="training precision (default fp32)")
     p.add_argument("--work", help="work folder (default: a new temporary one)")
     p.add_argument("--json", help="write the figures here")
     # One DeepSpeed rank (run by the driver).
@@ -364,6 +372,8 @@ def main():
         return 0
     if not args.tierzero:
         p.error("--tierzero is required")
+    global DTYPE
+    DTYPE = os.environ["TZ_DS_MIGRATION_DTYPE"] = args.dtype
     return driver(args)
 
 
