@@ -14,8 +14,7 @@ namespace {
 
 constexpr uint64_t kAlign = 4096;
 constexpr const char* kSpaceFix =
-    "free space there, give zero_optimization.offload_optimizer.nvme_path another directory, or stripe over "
-    "several (a list of paths)";
+    "free space there, or give zero_optimization.offload_optimizer.nvme_path a directory on a larger drive";
 
 Result<uint64_t> free_bytes(const std::string& dir) {
   struct statvfs vfs {};
