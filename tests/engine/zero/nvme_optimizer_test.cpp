@@ -14,6 +14,7 @@
 #include <map>
 
 #include "engine/model/functional_model.h"
+#include "engine/zero/internal/optimizer_swap.h"
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"
@@ -221,6 +222,23 @@ TEST(NvmeOptimizerErrors, UnwritablePathIsNamedWithTheFix) {
     EXPECT_NE(message.find("/proc/tierzero-nvme-test"), std::string::npos) << message;
     EXPECT_NE(message.find("nvme_path"), std::string::npos) << message;
   }
+}
+
+// A swap larger than the disk is refused before anything is written, with the bytes needed and free.
+TEST(NvmeOptimizerErrors, SwapLargerThanTheDiskIsRefusedUpFront) {
+  ScratchDir nvme;
+  std::unique_ptr<nvme::IoEngine> io = value_or_throw(nvme::IoEngine::create({}));
+  Result<std::unique_ptr<OptimizerSwap>> swap =
+      OptimizerSwap::create(*io, {nvme.path}, 3, int64_t{1} << 30, uint64_t{1} << 30);  // 2^60 bytes
+  ASSERT_FALSE(swap.ok());
+  const std::string message = swap.status().to_string();
+  EXPECT_EQ(swap.status().code(), ErrorCode::kOutOfSpace) << message;
+  EXPECT_NE(message.find("NVMe disk full: rank 3's optimizer state needs 1024.00 PiB (1152921504606846976 bytes) in " +
+                         nvme.path + "/tierzero-optimizer-r3.swap"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("bytes) free"), std::string::npos) << message;
+  EXPECT_FALSE(std::filesystem::exists(nvme.path + "/tierzero-optimizer-r3.swap"));
 }
 
 TEST(NvmeOptimizerErrors, FullDiskNamesFileOffsetAndBytes) {
