@@ -23,8 +23,7 @@ ElementType element_type_of(at::ScalarType type) {
     case at::kFloat: return ElementType::kF32;
     case at::kBFloat16: return ElementType::kBF16;
     case at::kHalf: return ElementType::kF16;
-    default:
-      throw Error(internal_error(std::string("nvme optimizer: unsupported dtype ") + c10::toString(type)));
+    default: throw Error(internal_error(std::string("nvme optimizer: unsupported dtype ") + c10::toString(type)));
   }
 }
 
@@ -68,8 +67,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
       throw_if_error(io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
       slots_.push_back({.buffer = buffer, .holds = -1, .read = {}, .write = {}, .copy = nullptr});
     }
-    swap_ = value_or_throw(OptimizerSwap::create(*io_, nvme.paths, setup_.rank, groups_,
-                                                 record_bytes(slot_numel_)));
+    swap_ = value_or_throw(OptimizerSwap::create(*io_, nvme.paths, setup_.rank, groups_, record_bytes(slot_numel_)));
     write_initial_state();
   }
 
@@ -102,14 +100,14 @@ class NvmeAdam final : public NvmeOffloadAdam {
         (setup_.params16.scalar_type() != compute_dtype || setup_.params16.numel() != numel_))
       throw Error(internal_error("nvme optimizer: no 16-bit staging buffer for a device compute partition"));
     const at::Tensor& out16 = in_place ? compute_partition : setup_.params16;
-    const cpu_adam::AdamHyperParams hp{.lr = lr,
-                                       .beta1 = setup_.config.beta1,
-                                       .beta2 = setup_.config.beta2,
-                                       .eps = setup_.config.eps,
-                                       .weight_decay = setup_.config.weight_decay,
-                                       .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW
-                                                                                    : cpu_adam::AdamMode::kAdam,
-                                       .bias_correction = setup_.config.bias_correction};
+    const cpu_adam::AdamHyperParams hp{
+        .lr = lr,
+        .beta1 = setup_.config.beta1,
+        .beta2 = setup_.config.beta2,
+        .eps = setup_.config.eps,
+        .weight_decay = setup_.config.weight_decay,
+        .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW : cpu_adam::AdamMode::kAdam,
+        .bias_correction = setup_.config.bias_correction};
     for (int64_t k = 0; k < groups_; ++k) {
       read_ahead(k);
       Slot& slot = slot_of(k);
@@ -117,12 +115,11 @@ class NvmeAdam final : public NvmeOffloadAdam {
       const int64_t begin = k * slot_numel_;
       const int64_t count = count_of(k);
       const cpu_adam::Elements grads = slice(host_grad, begin, count);
-      const cpu_adam::AdamBuffers buffers{
-          .params = {slot.buffer.data_ptr<float>(), static_cast<size_t>(count)},
-          .grads = {grads.data, grads.count, grads.type},
-          .exp_avg = slice(slot.buffer, count, count),
-          .exp_avg_sq = slice(slot.buffer, 2 * count, count),
-          .params16 = sixteen_bit ? slice(out16, begin, count) : cpu_adam::Elements{}};
+      const cpu_adam::AdamBuffers buffers{.params = {slot.buffer.data_ptr<float>(), static_cast<size_t>(count)},
+                                          .grads = {grads.data, grads.count, grads.type},
+                                          .exp_avg = slice(slot.buffer, count, count),
+                                          .exp_avg_sq = slice(slot.buffer, 2 * count, count),
+                                          .params16 = sixteen_bit ? slice(out16, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
       if (!in_place) send_compute_weights(slot, sixteen_bit, begin, count, compute_partition);
       write_behind(k);
@@ -150,7 +147,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
       Slot& slot = slot_of(k);
       throw_if_error(swap_->wait(slot.read));
       const int64_t count = count_of(k);
-      for (int s = 0; s < 3; ++s) states[s]->narrow(0, k * slot_numel_, count).copy_(slot.buffer.narrow(0, s * count, count));
+      for (int s = 0; s < 3; ++s)
+        states[s]->narrow(0, k * slot_numel_, count).copy_(slot.buffer.narrow(0, s * count, count));
     }
     materialised_ = true;
     return state_;
@@ -278,7 +276,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
       Slot& slot = slot_of(k);
       claim(slot, k);
       const int64_t count = count_of(k);
-      for (int s = 0; s < 3; ++s) slot.buffer.narrow(0, s * count, count).copy_(states[s]->narrow(0, k * slot_numel_, count));
+      for (int s = 0; s < 3; ++s)
+        slot.buffer.narrow(0, s * count, count).copy_(states[s]->narrow(0, k * slot_numel_, count));
       write_behind(k);
     }
     finish_writes();

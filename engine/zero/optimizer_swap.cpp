@@ -19,8 +19,9 @@ constexpr const char* kSpaceFix =
 Result<uint64_t> free_bytes(const std::string& dir) {
   struct statvfs vfs {};
   if (statvfs(dir.c_str(), &vfs) != 0)
-    return errno_status(errno, "statvfs(" + dir + ") for zero_optimization.offload_optimizer.nvme_path; give an "
-                                                   "existing, writable directory");
+    return errno_status(errno, "statvfs(" + dir +
+                                   ") for zero_optimization.offload_optimizer.nvme_path; give an "
+                                   "existing, writable directory");
   return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
 }
 
@@ -31,8 +32,9 @@ std::string bytes_text(uint64_t bytes) { return format_bytes(bytes) + " (" + std
 Result<std::unique_ptr<OptimizerSwap>> OptimizerSwap::create(nvme::IoEngine& io, const std::vector<std::string>& paths,
                                                              int rank, int64_t sub_groups, uint64_t record_bytes) {
   if (paths.empty())
-    return invalid_argument("zero_optimization.offload_optimizer.nvme_path is empty: give a directory on a fast "
-                            "local drive");
+    return invalid_argument(
+        "zero_optimization.offload_optimizer.nvme_path is empty: give a directory on a fast "
+        "local drive");
   const uint64_t share = (record_bytes + paths.size() - 1) / paths.size();
   const uint64_t part_bytes = std::max<uint64_t>(kAlign, (share + kAlign - 1) / kAlign * kAlign);
   const uint64_t file_bytes = part_bytes * static_cast<uint64_t>(sub_groups);
@@ -41,8 +43,8 @@ Result<std::unique_ptr<OptimizerSwap>> OptimizerSwap::create(nvme::IoEngine& io,
     std::error_code error;
     std::filesystem::create_directories(dir, error);  // as DeepSpeed makes its swap folder
     if (error)
-      return io_error("cannot create " + dir + " (zero_optimization.offload_optimizer.nvme_path): " +
-                      error.message() + "; give a writable directory on a fast local drive");
+      return io_error("cannot create " + dir + " (zero_optimization.offload_optimizer.nvme_path): " + error.message() +
+                      "; give a writable directory on a fast local drive");
     TZ_ASSIGN_OR_RETURN(uint64_t available, free_bytes(dir));
     const std::string path = dir + "/tierzero-optimizer-r" + std::to_string(rank) + ".swap";
     if (available < file_bytes)
@@ -102,8 +104,8 @@ Status OptimizerSwap::failure(const SwapTransfer& transfer, size_t part, const S
   const uint64_t length = std::min<uint64_t>(transfer.bytes - part * part_bytes_, part_bytes_);
   const std::string what = std::string(transfer.op == nvme::Op::kRead ? "reading" : "writing") +
                            " optimizer sub-group " + std::to_string(transfer.sub_group) + " (" +
-                           std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of " +
-                           where.path + ")";
+                           std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of " + where.path +
+                           ")";
   if (status.code() == ErrorCode::kOutOfSpace) {
     const std::string dir = where.path.substr(0, where.path.rfind('/'));
     Result<uint64_t> available = free_bytes(dir);
@@ -111,13 +113,12 @@ Status OptimizerSwap::failure(const SwapTransfer& transfer, size_t part, const S
                         (available.ok() ? bytes_text(available.value()) : std::string("an unknown amount")) +
                         " free; " + kSpaceFix + " (" + status.message() + ")");
   }
-  return status.with_context(what + "; check the drive behind zero_optimization.offload_optimizer.nvme_path (a "
-                                    "failed device, or a file changed under the engine)");
+  return status.with_context(what +
+                             "; check the drive behind zero_optimization.offload_optimizer.nvme_path (a "
+                             "failed device, or a file changed under the engine)");
 }
 
-uint64_t OptimizerSwap::file_bytes() const {
-  return part_bytes_ * static_cast<uint64_t>(sub_groups_) * parts_.size();
-}
+uint64_t OptimizerSwap::file_bytes() const { return part_bytes_ * static_cast<uint64_t>(sub_groups_) * parts_.size(); }
 
 std::string OptimizerSwap::describe() const {
   std::string text = std::to_string(parts_.size()) + " file(s): ";
