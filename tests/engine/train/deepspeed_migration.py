@@ -14,7 +14,8 @@ way back (--to-deepspeed): each tierzero run's checkpoint after step K+1 is writ
   convert --to deepspeed --world-size W_ds` and DeepSpeed load_checkpoint()s it and trains 4 steps:
   its losses must match tierzero's steps K+2..K+5, its master after one step tierzero's after K+2.
 Pass criteria (issue 14): losses to 1e-3 relative, the fp32 master after one step to 1e-6 absolute.
-Training is fp32 by default (--dtype bf16: bf16 compute, fp32 master, both sides); the optimizer is torch's
+Training is fp32 by default (--dtype bf16: bf16 compute, fp32 master, gradients accumulated in bf16 as
+DeepSpeed does, both sides); the optimizer is torch's
 AdamW passed to deepspeed.initialize, so no DeepSpeed op is compiled.
 
   deepspeed_migration.py --tierzero BUILD/tools/tierzero [--stages 1 2 3] [--worlds 1 2] [--to-deepspeed]
@@ -248,6 +249,8 @@ def tierzero_config(work, stage):
               "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "eps": EPS, "weight_decay": WD}},
               "scheduler": SCHEDULER,
               "tierzero": {"data": {"path": os.path.join(work, "tokens.bin"), "seq_len": SEQ, "seed": SEED}}}
+    if DTYPE == "bf16":  # DeepSpeed accumulates bf16 runs' gradients in bf16 (its data_types.grad_accum_dtype)
+        config["tierzero"]["grad_accum_dtype"] = "bf16"
     path = os.path.join(work, f"tierzero_s{stage}.json")
     with open(path, "w") as f:
         json.dump(config, f)
