@@ -96,6 +96,8 @@ DTYPE = os.environ.get("TZ_DS_MIGRATION_DTYPE", "fp32")  # the driver passes --d
 
 
 def precision():
+    if DTYPE == "fp16":  # a dynamic loss scale that moves within the run: its state must carry over
+        return {"fp16": {"enabled": True, "initial_scale_power": 12, "loss_scale_window": 2, "hysteresis": 2}}
     return {"bf16": {"enabled": True}} if DTYPE == "bf16" else {}
 
 
@@ -356,7 +358,7 @@ def main():
     p.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--worlds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--to-deepspeed", action="store_true", help="also check convert --to deepspeed")
-    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="training precision (default fp32)")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32", help="training precision (default fp32)")
     p.add_argument("--work", help="work folder (default: a new temporary one)")
     p.add_argument("--json", help="write the figures here")
     # One DeepSpeed rank (run by the driver).
