@@ -125,6 +125,13 @@ class CpuAdam {
   // any thread count.
   GradStats grad_stats(ConstElements grads) const;
 
+  // Gradient accumulation for offloaded gradients: dst[i] += float(src[i]) * scale for every i
+  // (src fp32 | bf16 | fp16; the product rounded to float, then the sum, on every target), and
+  // returns the squared L2 norm of the new dst and whether it is finite, as grad_stats(dst) would
+  // (the same tiles and summation order, so deterministic for any thread count). kInvalidArgument,
+  // writing nothing, when the counts differ or a buffer with elements has a null pointer.
+  Result<GradStats> accumulate_scaled(std::span<float> dst, ConstElements src, float scale) const;
+
   // Applies one Adam/AdamW step numbered `step_number` (1 for the first step, as torch's state["step"]
   // after its increment) to `buffers`, with the gradient multiplied by `grad_multiplier`
   // (clip_coef / loss_scale). Gradients must be finite (check with grad_stats() first). Returns

@@ -200,6 +200,26 @@ GradStats CpuAdam::grad_stats(ConstElements grads) const {
   return stats;
 }
 
+Result<GradStats> CpuAdam::accumulate_scaled(std::span<float> dst, ConstElements src, float scale) const {
+  if (src.count != dst.size()) {
+    return invalid_argument("accumulate_scaled: src has " + std::to_string(src.count) + " elements but dst has " +
+                            std::to_string(dst.size()));
+  }
+  if (!dst.empty() && (dst.data() == nullptr || src.data == nullptr)) {
+    return invalid_argument("accumulate_scaled: a buffer with elements has a null data pointer");
+  }
+  const size_t tiles = (dst.size() + tile_elements_ - 1) / tile_elements_;
+  std::vector<PaddedSum> partial(tiles);
+  for_each_tile(arena_->arena, dst.size(), tile_elements_, [&](size_t t, size_t begin, size_t end) {
+    partial[t].value = detail::accumulate_scaled_tile(dst.data() + begin, offset(src.data, src.type, begin), src.type,
+                                                      end - begin, scale);
+  });
+  GradStats stats;
+  for (const PaddedSum& s : partial) stats.sq_norm += s.value;
+  stats.finite = std::isfinite(stats.sq_norm);
+  return stats;
+}
+
 Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
                      const AdamBuffers& b) const {
   TZ_RETURN_IF_ERROR(check_buffers(b));

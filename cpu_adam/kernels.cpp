@@ -212,6 +212,52 @@ double GradSqNormTile(const void* grads, ElementType type, size_t count) {
   }
 }
 
+// dst += float(src) * scale (the product rounded to float, then the sum), returning the sum of
+// squares of the new dst values in double, promoted as SumOfSquares does.
+template <ElementType kType>
+double AccumulateScaled(float* HWY_RESTRICT dst, const void* HWY_RESTRICT src, size_t count, float scale) {
+  size_t i = 0;
+  double sum = 0.0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const size_t lanes = hn::Lanes(df);
+  const auto vscale = hn::Set(df, scale);
+  auto sum_lower = hn::Zero(dd);
+  auto sum_upper = hn::Zero(dd);
+  if (count >= lanes) {
+    for (; i <= count - lanes; i += lanes) {
+      const auto v = hn::Add(hn::LoadU(df, dst + i), hn::Mul(LoadAsF32<kType>(df, src, i), vscale));
+      hn::StoreU(v, df, dst + i);
+      const auto lower = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
+      const auto upper = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
+      sum_lower = hn::MulAdd(lower, lower, sum_lower);
+      sum_upper = hn::MulAdd(upper, upper, sum_upper);
+    }
+  }
+  sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum_lower, sum_upper)));
+#endif
+  const hn::CappedTag<float, 1> d1;
+  const auto scale1 = hn::Set(d1, scale);
+  for (; i < count; ++i) {
+    const auto v = hn::Add(hn::LoadU(d1, dst + i), hn::Mul(LoadAsF32<kType>(d1, src, i), scale1));
+    hn::StoreU(v, d1, dst + i);
+    const double value = hn::GetLane(v);
+    sum += value * value;
+  }
+  return sum;
+}
+
+double AccumulateScaledTile(float* dst, const void* src, ElementType type, size_t count, float scale) {
+  switch (type) {
+    case ElementType::kF32: return AccumulateScaled<ElementType::kF32>(dst, src, count, scale);
+    case ElementType::kBF16: return AccumulateScaled<ElementType::kBF16>(dst, src, count, scale);
+    case ElementType::kF16: return AccumulateScaled<ElementType::kF16>(dst, src, count, scale);
+  }
+  return 0.0;
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace tierzero::cpu_adam::HWY_NAMESPACE
@@ -223,6 +269,7 @@ namespace tierzero::cpu_adam::detail {
 HWY_EXPORT(AdamUpdateTile);
 HWY_EXPORT(MemoryPassTile);
 HWY_EXPORT(GradSqNormTile);
+HWY_EXPORT(AccumulateScaledTile);
 HWY_EXPORT(TargetName);
 
 void adam_update_tile(const StepScalars& scalars, const TileTypes& types, const TileBuffers& tile) {
@@ -235,6 +282,10 @@ void memory_pass_tile(const TileTypes& types, const TileBuffers& tile) {
 
 double grad_sq_norm_tile(const void* grads, ElementType type, size_t count) {
   return HWY_DYNAMIC_DISPATCH(GradSqNormTile)(grads, type, count);
+}
+
+double accumulate_scaled_tile(float* dst, const void* src, ElementType type, size_t count, float scale) {
+  return HWY_DYNAMIC_DISPATCH(AccumulateScaledTile)(dst, src, type, count, scale);
 }
 
 const char* dispatched_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }

@@ -52,7 +52,11 @@ void memory_pass_tile(const TileTypes& types, const TileBuffers& tile);
 // Returns the sum of squares of `count` gradients of `type`, accumulated in double.
 double grad_sq_norm_tile(const void* grads, ElementType type, size_t count);
 
-// Name of the target the two functions above dispatch to now.
+// dst[i] += float(src[i]) * scale for i < count (`src` of `type`); returns the sum of squares of
+// the new dst values, accumulated in double.
+double accumulate_scaled_tile(float* dst, const void* src, ElementType type, size_t count, float scale);
+
+// Name of the target the functions above dispatch to now.
 const char* dispatched_target_name();
 
 }  // namespace tierzero::cpu_adam::detail

@@ -13,10 +13,9 @@ constexpr KeyHandling H = KeyHandling::kHonoured;
 constexpr KeyHandling W = KeyHandling::kWarned;
 constexpr KeyHandling R = KeyHandling::kRefused;
 
-constexpr const char* kNvmeOnly = "used by NVMe offload only, which training does not support yet";
+constexpr const char* kNvmeOnly = "used by parameter offload to NVMe only, which is not built yet";
 constexpr const char* kAioNote =
-    "the aio block drives NVMe offload only, which training does not support yet "
-    "(bench io reads it)";
+    "the swap I/O of offload_optimizer.device \"nvme\" (and bench io)";
 constexpr const char* kRecompute =
     "tierzero recomputes every layer in backward regardless (activation "
     "checkpointing per layer is built in)";
@@ -74,25 +73,29 @@ constexpr ConfigKey kKeys[] = {
     {"zero_optimization.offload_param.max_in_cpu", W, "1000000000", kNvmeOnly},
     {"zero_optimization.offload_param.pin_memory", H, "", "the host copy of the parameter shards is pinned"},
     {"zero_optimization.offload_optimizer.device", H, "",
-     "\"none\" or \"cpu\"; \"nvme\" is refused until NVMe offload lands"},
+     "\"none\", \"cpu\" or \"nvme\" (master, m, v in swap files, stepped sub-group by sub-group)"},
     {"zero_optimization.offload_optimizer.nvme_path", H, "",
-     "with device \"nvme\", which is refused until NVMe offload lands"},
-    {"zero_optimization.offload_optimizer.buffer_count", W, "4", kNvmeOnly},
+     "with device \"nvme\": the directory of this rank's swap file"},
+    {"zero_optimization.offload_optimizer.buffer_count", H, "",
+     "pinned staging slots of gradients bound for the CPU optimizer; with device \"nvme\" also the pinned "
+     "buffers of one sub-group's state each"},
     {"zero_optimization.offload_optimizer.pin_memory", W, "true",
      "the offloaded optimizer state is always pinned where a GPU exists (its copies are asynchronous)"},
-    {"zero_optimization.offload_optimizer.pipeline_read", W, "false", kNvmeOnly},
-    {"zero_optimization.offload_optimizer.pipeline_write", W, "false", kNvmeOnly},
+    {"zero_optimization.offload_optimizer.pipeline_read", H, "",
+     "with device \"nvme\": the next sub-groups' state is read while one steps"},
+    {"zero_optimization.offload_optimizer.pipeline_write", H, "",
+     "with device \"nvme\": a stepped sub-group's state is written while the next steps"},
     {"zero_optimization.offload_optimizer.ratio", R, "1",
      "partial optimizer offload is not implemented: offload all of it (1) or none"},
-    {"aio.backend", W, "\"auto\"", kAioNote},
-    {"aio.block_size", W, "1048576", kAioNote},
-    {"aio.queue_depth", W, "8", kAioNote},
-    {"aio.intra_op_parallelism", W, "1", kAioNote},
-    {"aio.thread_count", W, "1", kAioNote},
-    {"aio.single_submit", W, "false", kAioNote},
-    {"aio.overlap_events", W, "true", kAioNote},
-    {"aio.use_direct", W, "true", kAioNote},
-    {"aio.register_buffers", W, "true", kAioNote},
+    {"aio.backend", H, "", kAioNote},
+    {"aio.block_size", H, "", kAioNote},
+    {"aio.queue_depth", H, "", kAioNote},
+    {"aio.intra_op_parallelism", H, "", kAioNote},
+    {"aio.thread_count", H, "", kAioNote},
+    {"aio.single_submit", H, "", kAioNote},
+    {"aio.overlap_events", H, "", kAioNote},
+    {"aio.use_direct", H, "", kAioNote},
+    {"aio.register_buffers", H, "", kAioNote},
     {"aio.use_gds", W, "false", "no GPUDirect Storage"},
     {"optimizer.type", H, "", "Adam or AdamW"},
     {"optimizer.params.lr", H, "", ""},

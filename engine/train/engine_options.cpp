@@ -3,14 +3,11 @@
 namespace tierzero::engine::trainer {
 namespace {
 
-constexpr const char* kNvmeRefusal =
-    " is not supported yet (NVMe offload lands with the NVMe issue): use \"cpu\" or \"none\"";
-
 Status refuse_what_the_engine_cannot_do(const ZeroConfig& zero) {
-  if (zero.offload_optimizer.device == OffloadDevice::kNvme)
-    return unsupported(std::string("zero_optimization.offload_optimizer.device=\"nvme\"") + kNvmeRefusal);
   if (zero.offload_param.device == OffloadDevice::kNvme)
-    return unsupported(std::string("zero_optimization.offload_param.device=\"nvme\"") + kNvmeRefusal);
+    return unsupported("zero_optimization.offload_param.device=\"nvme\" is not supported yet: parameters on NVMe are "
+                       "not built (optimizer state on NVMe is: offload_optimizer.device \"nvme\"); use offload_param "
+                       "\"cpu\" or \"none\"");
   if (zero.offload_optimizer.device != OffloadDevice::kNone && zero.offload_optimizer.ratio < 1.0)
     return unsupported("zero_optimization.offload_optimizer.ratio=" + std::to_string(zero.offload_optimizer.ratio) +
                        " (partial optimizer offload) is not supported: set it to 1 (all of the optimizer on the "
@@ -64,9 +61,22 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   options.adam.weight_decay = config.optimizer.weight_decay;
   options.adam.decoupled_weight_decay = config.optimizer.decoupled_weight_decay();
   options.adam.bias_correction = config.optimizer.bias_correction;
-  options.offload_optimizer = config.zero.offload_optimizer.device == OffloadDevice::kCpu;
+  options.offload_optimizer = config.zero.offload_optimizer.device != OffloadDevice::kNone;
+  if (config.zero.offload_optimizer.device == OffloadDevice::kNvme)
+    options.nvme_optimizer = {.paths = {config.zero.offload_optimizer.nvme_path},
+                              .buffer_count = static_cast<int>(config.zero.offload_optimizer.buffer_count),
+                              .pipeline_read = config.zero.offload_optimizer.pipeline_read,
+                              .pipeline_write = config.zero.offload_optimizer.pipeline_write,
+                              .io = config.aio,
+                              .fault_injector = nullptr};
   options.cpu_threads = config.tierzero.cpu_threads;
   options.gradient_clipping = config.gradient_clipping;
+  options.sub_group_size = static_cast<int64_t>(config.zero.sub_group_size);
+  options.overlap_offload = config.zero.overlap_comm;
+  options.grad_staging_buffers = static_cast<int>(config.zero.offload_optimizer.buffer_count);
+  options.pinned_memory_limit_bytes = config.tierzero.pinned_memory_limit;
+  options.gpu_memory_limit_bytes = config.tierzero.gpu_memory_limit;
+  options.time_breakdown = config.wall_clock_breakdown;
   return options;
 }
 

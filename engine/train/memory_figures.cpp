@@ -46,8 +46,9 @@ MemoryFigures measure_memory(at::Device device, ZeroEngine& engine) {
 #else
   (void)device;
 #endif
-  m.pinned_bytes = engine.optimizer().pinned_bytes() + engine.partitioner().pinned_bytes();
+  m.pinned_bytes = engine.pinned_bytes();
   m.pageable_bytes = std::max<int64_t>(0, resident_bytes() - m.pinned_bytes);
+  m.nvme_bytes = static_cast<int64_t>(engine.nvme_traffic().resident_bytes);
   return m;
 }
 

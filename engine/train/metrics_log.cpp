@@ -22,6 +22,16 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
   step.pinned_bytes = record.memory.pinned_bytes;
   step.pageable_bytes = record.memory.pageable_bytes;
   step.nvme_bytes = record.memory.nvme_bytes;
+  if (record.times) {
+    const StepTimes& t = *record.times;
+    step.breakdown = report::StepBreakdown{.forward_s = t.forward_s,
+                                           .backward_s = t.backward_s,
+                                           .grad_d2h_s = t.grad_d2h_s,
+                                           .cpu_optimizer_s = t.cpu_optimizer_s,
+                                           .param_h2d_s = t.param_h2d_s,
+                                           .comm_s = t.comm_s,
+                                           .gpu_idle_s = t.gpu_idle_s};
+  }
   return writer_->write_step(step);
 }
 

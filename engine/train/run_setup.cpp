@@ -45,7 +45,7 @@ Result<ModelAndWeights> load_model(const TrainArgs& args) {
   if (!args.model_dir.empty()) {
     TZ_ASSIGN_OR_RETURN(m.config, load_model_config(args.model_dir));
     TZ_ASSIGN_OR_RETURN(m.config_json, read_model_config_text(args.model_dir));
-    TZ_ASSIGN_OR_RETURN(m.weights, load_hf_weights(args.model_dir, at::kFloat, at::kCPU));
+    TZ_ASSIGN_OR_RETURN(m.streamed, open_safetensors_params(args.model_dir));
     m.description = args.model_dir;
     return m;
   }

@@ -41,8 +41,11 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_ASSIGN_OR_RETURN(s->schedule_, LrSchedule::create(config.scheduler.value_or(constant_lr)));
   TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
 
-  s->engine_ = std::make_unique<ZeroEngine>(*s->network_, s->model_.weights, s->options_, *s->comm_);
+  s->engine_ = s->model_.streamed
+                   ? std::make_unique<ZeroEngine>(*s->network_, *s->model_.streamed, s->options_, *s->comm_)
+                   : std::make_unique<ZeroEngine>(*s->network_, s->model_.weights, s->options_, *s->comm_);
   s->model_.weights.clear();
+  s->model_.streamed.reset();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
 
   const int64_t seq_len = s->data_.samples->seq_len();

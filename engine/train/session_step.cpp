@@ -31,17 +31,12 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   record.lr = schedule_->lr();
 
   double loss_sum = 0.0;
-  double forward_backward_s = 0.0;
   for (int64_t micro = 0; micro < accumulation; ++micro) {
     TZ_ASSIGN_OR_RETURN(MicroBatch batch, data_.batches->next());
     auto [ids, targets] = to_tensors(batch);
-    const auto start = Clock::now();  // forward_backward returns the loss as a double: the work is done
     loss_sum += engine_->forward_backward(ids, targets, loss_scale / static_cast<double>(accumulation));
-    forward_backward_s += seconds_since(start);
   }
-  const auto optimizer_start = Clock::now();
   const StepOutcome outcome = engine_->step(record.lr, loss_scale);
-  const double optimizer_s = seconds_since(optimizer_start);
   TZ_RETURN_IF_ERROR(scaler_->update(outcome.overflow));
   if (!outcome.overflow) schedule_->step();
 
@@ -52,12 +47,8 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   record.tokens_per_s = static_cast<double>(tokens_per_step_) / record.seconds;
   record.tflops = flops_per_step_ / record.seconds / 1e12;
   record.memory = measure_memory(device_, *engine_);
-  if (config_.config.wall_clock_breakdown) record.breakdown = breakdown(forward_backward_s, optimizer_s);
+  if (config_.config.wall_clock_breakdown) record.times = engine_->last_step_times();
   return record;
-}
-
-TimeBreakdown TrainingSession::breakdown(double forward_backward_s, double step_s) {
-  return {{"fwd+bwd", forward_backward_s}, {"step", step_s}};
 }
 
 }  // namespace tierzero::engine::trainer

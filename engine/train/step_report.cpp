@@ -19,10 +19,12 @@ std::string format_step_line(const StepRecord& r) {
       r.step, r.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.tflops, bytes_text(r.memory.gpu_peak_bytes),
       bytes_text(r.memory.gpu_reserved_bytes), bytes_text(r.memory.pinned_bytes), bytes_text(r.memory.pageable_bytes),
       bytes_text(r.memory.nvme_bytes), r.seconds);
-  if (!r.breakdown.empty()) {
-    line += "  [time";
-    for (const auto& [phase, seconds] : r.breakdown) line += fmt::format(" {} {:.3f}s", phase, seconds);
-    line += "]";
+  if (r.times) {
+    const StepTimes& t = *r.times;
+    line += fmt::format(
+        "  [time forward {:.3f}s backward {:.3f}s grad-d2h {:.3f}s cpu-optimizer {:.3f}s param-h2d {:.3f}s "
+        "comm {:.3f}s gpu-idle {:.3f}s]",
+        t.forward_s, t.backward_s, t.grad_d2h_s, t.cpu_optimizer_s, t.param_h2d_s, t.comm_s, t.gpu_idle_s);
   }
   if (r.overflow) line += "  overflow: step skipped";
   return line;

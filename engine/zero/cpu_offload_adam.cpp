@@ -1,10 +1,13 @@
-// Adam offloaded to the CPU: state in host memory (pinned when CUDA exists), stepped by cpu_adam's
-// fused SIMD kernel, which also writes the 16-bit weights that go back to the device.
+// Adam offloaded to the CPU: state in the engine's pinned host tier, stepped by cpu_adam's fused
+// SIMD kernel one sub-group at a time; each sub-group's new 16-bit weights go back to the device on
+// a side stream while the next sub-group steps.
 #include <ATen/ATen.h>
 
-#include <cmath>
+#include <chrono>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "cpu_adam/adam.h"
@@ -13,95 +16,120 @@
 namespace tierzero::engine {
 namespace {
 
-cpu_adam::ConstElements const_elements_of(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), ElementType::kF32};
-    case at::kBFloat16: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), ElementType::kBF16};
-    case at::kHalf: return {t.const_data_ptr(), static_cast<size_t>(t.numel()), ElementType::kF16};
+ElementType element_type_of(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ElementType::kF32;
+    case at::kBFloat16: return ElementType::kBF16;
+    case at::kHalf: return ElementType::kF16;
     default:
-      throw Error(internal_error(std::string("cpu optimizer: unsupported gradient dtype ") +
-                                 c10::toString(t.scalar_type())));
+      throw Error(internal_error(std::string("cpu optimizer: unsupported dtype ") + c10::toString(type)));
   }
 }
 
-cpu_adam::Elements elements_of(at::Tensor& t) {
-  cpu_adam::ConstElements c = const_elements_of(t);
-  return {t.data_ptr(), c.count, c.type};
+// Elements [begin, begin + count) of a contiguous tensor.
+cpu_adam::Elements slice(const at::Tensor& t, int64_t begin, int64_t count) {
+  return {static_cast<std::byte*>(t.data_ptr()) + begin * t.element_size(), static_cast<size_t>(count),
+          element_type_of(t.scalar_type())};
 }
 
 class CpuOffloadAdam final : public PartitionOptimizer {
  public:
-  CpuOffloadAdam(const at::Tensor& master, const AdamConfig& config, int threads)
-      : config_(config), adam_(cpu_adam::CpuAdamOptions{.threads = threads}) {
-    host_options_ = at::TensorOptions().dtype(at::kFloat).pinned_memory(at::hasCUDA());
-    state_.master = at::empty({master.numel()}, host_options_);
-    state_.master.copy_(master.reshape(-1));
-    state_.exp_avg = at::zeros({master.numel()}, host_options_);
-    state_.exp_avg_sq = at::zeros({master.numel()}, host_options_);
+  explicit CpuOffloadAdam(CpuOffloadAdamSetup setup) : setup_(std::move(setup)) {
+    state_.master = setup_.master;
+    state_.exp_avg = setup_.exp_avg;
+    state_.exp_avg_sq = setup_.exp_avg_sq;
+    if (setup_.sub_group_numel < 1)
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+                                   " must be at least 1"));
   }
 
   double grad_sq_norm(const at::Tensor& grad) override {
     at::Tensor host = grad.cpu().contiguous();
-    cpu_adam::GradStats stats = adam_.grad_stats(const_elements_of(host));
+    const cpu_adam::Elements all = slice(host, 0, host.numel());
+    cpu_adam::GradStats stats = setup_.adam->grad_stats({all.data, all.count, all.type});
     return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
   }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
-    at::Tensor host_grad = grad.cpu().contiguous();
-    at::ScalarType compute_dtype = compute_partition.scalar_type();
-    bool sixteen_bit = compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf;
+    for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
+    pending_.clear();
+    const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
+    const at::ScalarType compute_dtype = compute_partition.scalar_type();
+    const bool sixteen_bit = compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf;
     // 16-bit weights in host memory (ZeRO-3 offloaded parameters, or a CPU run): the kernel writes
-    // them in place; otherwise into a host buffer copied to the device after the step.
-    const bool write_in_place = sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
-    if (sixteen_bit && !write_in_place && (!params16_.defined() || params16_.scalar_type() != compute_dtype))
-      params16_ = at::empty({state_.master.numel()}, host_options_.dtype(compute_dtype));
-    at::Tensor& params16 = write_in_place ? compute_partition : params16_;
+    // them in place; on a device: into params16, copied over after each sub-group.
+    const bool in_place = sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
+    if (sixteen_bit && !in_place && (setup_.params16.scalar_type() != compute_dtype ||
+                                     setup_.params16.numel() != state_.master.numel()))
+      throw Error(internal_error("cpu optimizer: no 16-bit staging buffer for a device compute partition"));
+    const at::Tensor& out16 = in_place ? compute_partition : setup_.params16;
 
-    cpu_adam::AdamHyperParams hp{.lr = lr,
-                                 .beta1 = config_.beta1,
-                                 .beta2 = config_.beta2,
-                                 .eps = config_.eps,
-                                 .weight_decay = config_.weight_decay,
-                                 .mode = config_.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW
-                                                                        : cpu_adam::AdamMode::kAdam,
-                                 .bias_correction = config_.bias_correction};
-    cpu_adam::AdamBuffers buffers{
-        .params = {state_.master.data_ptr<float>(), static_cast<size_t>(state_.master.numel())},
-        .grads = const_elements_of(host_grad),
-        .exp_avg = elements_of(state_.exp_avg),
-        .exp_avg_sq = elements_of(state_.exp_avg_sq),
-        .params16 = sixteen_bit ? elements_of(params16) : cpu_adam::Elements{}};
-    throw_if_error(adam_.step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
+    const cpu_adam::AdamHyperParams hp{.lr = lr,
+                                       .beta1 = setup_.config.beta1,
+                                       .beta2 = setup_.config.beta2,
+                                       .eps = setup_.config.eps,
+                                       .weight_decay = setup_.config.weight_decay,
+                                       .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW
+                                                                                    : cpu_adam::AdamMode::kAdam,
+                                       .bias_correction = setup_.config.bias_correction};
+    const int64_t numel = state_.master.numel();
+    for (int64_t begin = 0; begin < numel; begin += setup_.sub_group_numel) {
+      const int64_t count = std::min(setup_.sub_group_numel, numel - begin);
+      cpu_adam::Elements master = slice(state_.master, begin, count);
+      cpu_adam::Elements grads = slice(host_grad, begin, count);
+      const cpu_adam::AdamBuffers buffers{
+          .params = {static_cast<float*>(master.data), master.count},
+          .grads = {grads.data, grads.count, grads.type},
+          .exp_avg = slice(state_.exp_avg, begin, count),
+          .exp_avg_sq = slice(state_.exp_avg_sq, begin, count),
+          .params16 = sixteen_bit ? slice(out16, begin, count) : cpu_adam::Elements{}};
+      throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
+      if (in_place) continue;
+      const at::Tensor& source = sixteen_bit ? setup_.params16 : state_.master;
+      const void* src = static_cast<const std::byte*>(source.const_data_ptr()) + begin * source.element_size();
+      at::Tensor dst = compute_partition.narrow(0, begin, count);
+      if (dst.is_cpu()) {
+        std::memcpy(dst.data_ptr(), src, dst.nbytes());
+      } else {
+        pending_.push_back({begin, count, setup_.copies->to_device(dst, src)});
+      }
+    }
     ++state_.step;
-    if (!write_in_place) compute_partition.copy_(sixteen_bit ? params16_ : state_.master);
+    last_copy_seconds_ = 0.0;
+    if (setup_.time_copies) {
+      for (PartitionWrite& write : pending_) {
+        write.done->wait_host();
+        last_copy_seconds_ += write.done->seconds();
+      }
+    }
   }
 
   AdamPartitionState& state() override { return state_; }
 
   int64_t pinned_bytes() const override {
-    if (!host_options_.pinned_memory()) return 0;
-    int64_t bytes = 3 * state_.master.nbytes();
-    if (params16_.defined()) bytes += params16_.nbytes();
-    return bytes;
+    if (!state_.master.is_pinned()) return 0;
+    return 3 * state_.master.nbytes() + (setup_.params16.defined() ? setup_.params16.nbytes() : 0);
   }
 
+  double last_copy_seconds() const override { return last_copy_seconds_; }
+
+  std::vector<PartitionWrite> device_writes() const override { return pending_; }
+
   std::string placement() const override {
-    return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(adam_.threads()) + " threads)";
+    return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.adam->threads()) + " threads)";
   }
 
  private:
-  AdamConfig config_;
-  cpu_adam::CpuAdam adam_;
-  at::TensorOptions host_options_;
+  CpuOffloadAdamSetup setup_;
   AdamPartitionState state_;
-  at::Tensor params16_;  // host copy of the updated 16-bit weights for a device compute partition
+  std::vector<PartitionWrite> pending_;  // the last step's copies to the device
+  double last_copy_seconds_ = 0.0;
 };
 
 }  // namespace
 
-std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(const at::Tensor& master_partition, const AdamConfig& config,
-                                                          int threads) {
-  return std::make_unique<CpuOffloadAdam>(master_partition, config, threads);
+std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(CpuOffloadAdamSetup setup) {
+  return std::make_unique<CpuOffloadAdam>(std::move(setup));
 }
 
 }  // namespace tierzero::engine

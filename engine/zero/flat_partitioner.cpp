@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "engine/zero/internal/param_loading.h"
+
 namespace tierzero::engine {
 namespace {
 
@@ -12,25 +14,24 @@ constexpr size_t kMaxBucketsInFlight = 2;
 
 }  // namespace
 
-FlatPartitioner::FlatPartitioner(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
-                                 const PartitionOptions& options, Comm& comm)
-    : options_(options), comm_(comm) {
+FlatPartitioner::FlatPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options,
+                                 Comm& comm, HostGradPipeline* landing)
+    : options_(options), comm_(comm), landing_(landing) {
   const ParamNamesAndShapes table = param_names_and_shapes(model);
   layout_ = make_flat_group_layout(table.names, table.shapes, options.stage, comm.world_size());
   unit_params_ = unit_param_indices(model);
-  flat_params_ = flatten(params).to(comm.device(), options.compute_dtype);
-  for (const FlatSlot& slot : layout_.slots)
-    param_views_.push_back(flat_params_.narrow(0, slot.offset, slot.numel).view(slot.shape));
-  grad_partition_ = at::zeros({layout_.partition_numel},
-                              at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device));
+  flat_params_ = at::zeros({layout_.padded_numel},
+                           at::TensorOptions().dtype(options.compute_dtype).device(comm.device()));
+  for (const FlatSlot& slot : layout_.slots) {
+    at::Tensor flat = flat_params_.narrow(0, slot.offset, slot.numel);
+    load_param_range(params, slot.name, 0, flat);
+    param_views_.push_back(flat.view(slot.shape));
+  }
+  grad_partition_ = landing != nullptr
+                        ? landing->partition()
+                        : at::zeros({layout_.partition_numel},
+                                    at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device));
   make_buckets(unit_params_);
-}
-
-at::Tensor FlatPartitioner::flatten(const std::map<std::string, at::Tensor>& full) const {
-  at::Tensor flat = at::zeros({layout_.padded_numel}, at::kFloat);
-  for (const FlatSlot& slot : layout_.slots)
-    flat.narrow(0, slot.offset, slot.numel).copy_(full.at(slot.name).reshape(-1));
-  return flat;
 }
 
 void FlatPartitioner::make_buckets(const std::vector<std::vector<size_t>>& unit_params) {
@@ -51,8 +52,13 @@ void FlatPartitioner::make_buckets(const std::vector<std::vector<size_t>>& unit_
 }
 
 std::vector<at::Tensor> FlatPartitioner::fetch(size_t unit) {
+  const int64_t own_begin = layout_.partition_begin(layout_.partition_count > 1 ? comm_.rank() : 0);
   std::vector<at::Tensor> params;
-  for (size_t slot : unit_params_[unit]) params.push_back(param_views_[slot]);
+  for (size_t slot : unit_params_[unit]) {
+    const FlatSlot& param = layout_.slots[slot];
+    pending_writes_.order_range(param.offset - own_begin, param.offset + param.numel - own_begin);
+    params.push_back(param_views_[slot]);
+  }
   return params;
 }
 
@@ -103,7 +109,9 @@ void FlatPartitioner::complete(size_t b) {
   int64_t own_begin = layout_.partition_begin(rank);
   int64_t lo = std::max(bucket.begin, own_begin);
   int64_t hi = std::min(bucket.end, own_begin + layout_.partition_numel);
-  if (lo < hi) {
+  if (lo < hi && landing_ != nullptr) {
+    landing_->land(bucket.sum.narrow(0, lo - bucket.begin, hi - lo), {{lo - own_begin, 0, hi - lo}});
+  } else if (lo < hi) {
     at::Tensor mine = bucket.sum.narrow(0, lo - bucket.begin, hi - lo).to(options_.grad_device);
     grad_partition_.narrow(0, lo - own_begin, hi - lo).add_(mine, 1.0 / comm_.world_size());
   }
@@ -112,9 +120,18 @@ void FlatPartitioner::complete(size_t b) {
   bucket.in_flight = false;
 }
 
+void FlatPartitioner::zero_grads() {
+  if (landing_ != nullptr) {
+    landing_->reset();
+  } else {
+    grad_partition_.zero_();
+  }
+}
+
 void FlatPartitioner::finish_reduction() {
   for (size_t b : in_flight_) complete(b);
   in_flight_.clear();
+  if (landing_ != nullptr) landing_->drain();
   for (const Bucket& bucket : buckets_)
     if (bucket.arrivals != 0)
       throw Error(internal_error("rank " + std::to_string(comm_.rank()) + ": gradient bucket [" +
@@ -125,6 +142,7 @@ void FlatPartitioner::finish_reduction() {
 }
 
 at::Tensor FlatPartitioner::compute_partition() {
+  pending_writes_.order_all();
   int rank = layout_.partition_count > 1 ? comm_.rank() : 0;
   return flat_params_.narrow(0, layout_.partition_begin(rank), layout_.partition_numel);
 }
@@ -133,11 +151,6 @@ void FlatPartitioner::publish_compute_partition() {
   if (layout_.partition_count == 1) return;
   at::Tensor mine = compute_partition().clone();
   comm_.all_gather(flat_params_, mine).wait();
-}
-
-at::Tensor FlatPartitioner::partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const {
-  int rank = layout_.partition_count > 1 ? comm_.rank() : 0;
-  return flatten(full).narrow(0, layout_.partition_begin(rank), layout_.partition_numel).clone().to(device);
 }
 
 std::map<std::string, at::Tensor> FlatPartitioner::assemble(const at::Tensor& partition) {

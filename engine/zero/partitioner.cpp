@@ -26,11 +26,10 @@ ParamNamesAndShapes param_names_and_shapes(const FunctionalModel& model) {
   return table;
 }
 
-std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model,
-                                              const std::map<std::string, at::Tensor>& params,
-                                              const PartitionOptions& options, Comm& comm) {
-  if (options.stage == 3) return std::make_unique<ShardedPartitioner>(model, params, options, comm);
-  return std::make_unique<FlatPartitioner>(model, params, options, comm);
+std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model, ParamSource& params,
+                                              const PartitionOptions& options, Comm& comm, OffloadedHost host) {
+  if (options.stage == 3) return std::make_unique<ShardedPartitioner>(model, params, options, comm, host);
+  return std::make_unique<FlatPartitioner>(model, params, options, comm, host.grads);
 }
 
 }  // namespace tierzero::engine

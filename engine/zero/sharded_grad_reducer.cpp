@@ -11,12 +11,13 @@ constexpr size_t kMaxLaunched = 2;
 }  // namespace
 
 ShardedGradReducer::ShardedGradReducer(const ShardedLayout& layout, int64_t bucket_numel, at::ScalarType grad_dtype,
-                                       Comm& comm, at::Tensor grad_shard)
+                                       Comm& comm, at::Tensor grad_shard, HostGradPipeline* landing)
     : layout_(layout),
       bucket_numel_(std::max<int64_t>(bucket_numel, 1)),
       grad_dtype_(grad_dtype),
       comm_(comm),
-      grad_shard_(std::move(grad_shard)) {}
+      grad_shard_(std::move(grad_shard)),
+      landing_(landing) {}
 
 void ShardedGradReducer::add(size_t slot, const at::Tensor& grad) {
   const ShardSlot& param = layout_.slots[slot];
@@ -61,6 +62,17 @@ void ShardedGradReducer::launch() {
 
 void ShardedGradReducer::complete(Launched& launched) {
   launched.op.wait();
+  if (landing_ != nullptr) {
+    std::vector<LandingRun> runs;
+    int64_t column = 0;
+    for (size_t slot : launched.slots) {
+      const ShardSlot& param = layout_.slots[slot];
+      runs.push_back({param.shard_offset, column, param.shard_numel});
+      column += param.shard_numel;
+    }
+    landing_->land(launched.output, std::move(runs));
+    return;
+  }
   at::Tensor summed = launched.output.to(grad_shard_.device());
   int64_t column = 0;
   for (size_t slot : launched.slots) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "engine/zero/internal/param_loading.h"
+
 namespace tierzero::engine {
 namespace {
 
@@ -16,29 +18,38 @@ ShardedLayout layout_of(const FunctionalModel& model, int world_size) {
 
 }  // namespace
 
-ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model,
-                                       const std::map<std::string, at::Tensor>& params,
-                                       const PartitionOptions& options, Comm& comm)
+ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource& params,
+                                       const PartitionOptions& options, Comm& comm, OffloadedHost host)
     : options_(options),
       comm_(comm),
       layout_(layout_of(model, comm.world_size())),
       unit_params_(unit_param_indices(model)),
-      grad_shard_(at::zeros({layout_.shard_numel},
-                            at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device))),
-      reducer_(layout_, options.reduce_bucket_numel, options.grad_dtype, comm, grad_shard_),
+      host_(host),
+      grad_shard_(host.grads != nullptr
+                      ? host.grads->partition()
+                      : at::zeros({layout_.shard_numel},
+                                  at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device))),
+      reducer_(layout_, options.reduce_bucket_numel, options.grad_dtype, comm, grad_shard_, host.grads),
       slots_(layout_.slots.size()),
       uses_(layout_.slots.size()),
       position_of_unit_(model.num_units(), kNone) {
   at::TensorOptions compute = at::TensorOptions().dtype(options.compute_dtype).device(comm.device());
-  shard_params_ = partition_of(params, options.offload_params ? at::Device(at::kCPU) : comm.device())
-                      .to(options.compute_dtype);
-  if (options.offload_params && options.pin_offloaded_params && at::hasCUDA())
-    shard_params_ = shard_params_.pin_memory();
+  if (options.offload_params && options.pin_offloaded_params && host.tier != nullptr) {
+    shard_params_ = host.tier->buffer("parameter shard");  // zero-filled
+  } else {
+    shard_params_ = at::zeros({layout_.shard_numel},
+                              compute.device(options.offload_params ? at::Device(at::kCPU) : comm.device()));
+  }
+  load_partition(params, model, *this, comm.rank(), shard_params_);
   for (const ShardSlot& slot : layout_.slots) {
     bool persistent = slot.numel <= options.persistence_threshold;
     persistent_.push_back(persistent);
-    persistent_params_.push_back(persistent ? params.at(slot.name).to(compute).view(slot.shape).clone()
-                                            : at::Tensor());
+    at::Tensor whole;
+    if (persistent) {
+      whole = at::empty({slot.numel}, compute);
+      load_param_range(params, slot.name, 0, whole);
+    }
+    persistent_params_.push_back(persistent ? whole.view(slot.shape) : at::Tensor());
   }
 }
 
@@ -70,11 +81,12 @@ bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
   return std::find(unit_params_[unit].begin(), unit_params_[unit].end(), slot) != unit_params_[unit].end();
 }
 
-at::Tensor ShardedPartitioner::gather_input(const std::vector<size_t>& slots) const {
+at::Tensor ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
   std::vector<at::Tensor> pieces;
   int64_t numel = 0;
   for (size_t slot : slots) {
     const ShardSlot& param = layout_.slots[slot];
+    pending_writes_.order_range(param.shard_offset, param.shard_offset + param.shard_numel);
     pieces.push_back(shard_params_.narrow(0, param.shard_offset, param.shard_numel));
     numel += param.shard_numel;
   }
@@ -260,7 +272,21 @@ void ShardedPartitioner::reduce_grads(size_t unit, std::vector<at::Tensor> grads
 
 // ---- Step boundary and whole-model views --------------------------------------------------------
 
+void ShardedPartitioner::finish_reduction() {
+  reducer_.finish();
+  if (host_.grads != nullptr) host_.grads->drain();
+}
+
+void ShardedPartitioner::zero_grads() {
+  if (host_.grads != nullptr) {
+    host_.grads->reset();
+  } else {
+    grad_shard_.zero_();
+  }
+}
+
 at::Tensor ShardedPartitioner::compute_partition() {
+  pending_writes_.order_all();
   if (shard_params_.device() != comm_.device()) {  // offloaded: the gathers' copies read it
     const c10::Stream stream = c10::impl::getDeviceGuardImpl(comm_.device().type())->getStream(comm_.device());
     stream.synchronize();
@@ -313,19 +339,6 @@ void ShardedPartitioner::regather_persistent() {
     persistent_params_[slot].view(-1).copy_(whole);
     column += param.shard_numel;
   }
-}
-
-at::Tensor ShardedPartitioner::partition_of(const std::map<std::string, at::Tensor>& full,
-                                            at::Device device) const {
-  at::Tensor shard = at::zeros({layout_.shard_numel}, at::kFloat);
-  const int rank = comm_.rank();
-  for (const ShardSlot& slot : layout_.slots) {
-    int64_t valid = layout_.valid_numel(slot, rank);
-    if (valid == 0) continue;
-    at::Tensor flat = full.at(slot.name).reshape(-1);
-    shard.narrow(0, slot.shard_offset, valid).copy_(flat.narrow(0, rank * slot.shard_numel, valid));
-  }
-  return shard.to(device);
 }
 
 std::map<std::string, at::Tensor> ShardedPartitioner::assemble(const at::Tensor& partition) {

@@ -1,15 +1,113 @@
 #include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
 
+#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/host_grad_pipeline.h"
+#include "engine/zero/internal/host_tier.h"
+#include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/unit_function.h"
 
 namespace tierzero::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Waits until the device's current stream has run everything queued on it (timing only).
+void sync_current_stream(at::Device device) {
+  if (device.is_cpu()) return;
+  c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
+}
+
+bool is_16bit(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
+
+// This rank's partition and the largest reduced bucket it can land (elements), from the layouts.
+struct PartitionSizes {
+  int64_t partition_numel = 0;
+  int64_t landing_numel = 0;
+};
+
+PartitionSizes partition_sizes(const FunctionalModel& model, const PartitionOptions& options, int world_size) {
+  const ParamNamesAndShapes table = param_names_and_shapes(model);
+  const int64_t bucket = std::max<int64_t>(options.reduce_bucket_numel, 1);
+  PartitionSizes sizes;
+  if (options.stage == 3) {
+    // A bucket holds parameters of at most `bucket` elements together, or one larger parameter;
+    // its row is their shards, each ceil(numel / W).
+    const ShardedLayout layout = make_sharded_layout(table.names, table.shapes, world_size);
+    int64_t largest = 0;
+    for (const ShardSlot& slot : layout.slots) largest = std::max(largest, slot.shard_numel);
+    const int64_t packed = (bucket + world_size - 1) / world_size + static_cast<int64_t>(layout.slots.size());
+    sizes.partition_numel = layout.shard_numel;
+    sizes.landing_numel = std::min(layout.shard_numel, std::max(packed, largest));
+  } else {
+    // A bucket is a flat range of at most `bucket` elements, or one larger parameter.
+    const FlatGroupLayout layout = make_flat_group_layout(table.names, table.shapes, options.stage, world_size);
+    int64_t largest = 0;
+    for (const FlatSlot& slot : layout.slots) largest = std::max(largest, slot.numel);
+    sizes.partition_numel = layout.partition_numel;
+    sizes.landing_numel = std::min(layout.partition_numel, std::max(bucket, largest));
+  }
+  return sizes;
+}
+
+std::string staging_name(int i) { return "gradient staging " + std::to_string(i); }
+std::string nvme_buffer_name(int i) { return "nvme optimizer buffer " + std::to_string(i); }
+
+bool state_on_nvme(const ZeroEngineOptions& options) {
+  return options.offload_optimizer && !options.nvme_optimizer.paths.empty();
+}
+
+// Every pinned buffer of the offloaded step, before any is allocated.
+std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device) {
+  const PartitionOptions& partition = options.partition;
+  const int64_t p = sizes.partition_numel;
+  std::vector<PinnedBuffer> plan;
+  if (options.offload_optimizer) {
+    if (state_on_nvme(options)) {  // one sub-group's master, m and v per buffer
+      const int64_t record = 3 * std::max<int64_t>(1, std::min(options.sub_group_size, p));
+      for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
+        plan.push_back({nvme_buffer_name(i), record, at::kFloat});
+    } else {
+      plan.push_back({"master", p, at::kFloat});
+      plan.push_back({"exp_avg", p, at::kFloat});
+      plan.push_back({"exp_avg_sq", p, at::kFloat});
+    }
+    plan.push_back({"gradients", p, at::kFloat});
+    // A slot holds the largest bucket this rank lands, or grad_staging_slot_bytes of it (the
+    // pipeline lands a larger bucket piece by piece), a multiple of 8 bytes.
+    const int64_t landing_bytes = sizes.landing_numel * static_cast<int64_t>(c10::elementSize(partition.grad_dtype));
+    const int64_t staging_bytes =
+        std::max<int64_t>(8, std::min(landing_bytes, static_cast<int64_t>(options.grad_staging_slot_bytes)) / 8 * 8);
+    for (int i = 0; i < options.grad_staging_buffers; ++i) plan.push_back({staging_name(i), staging_bytes, at::kByte});
+    // 16-bit weights bound for a device compute partition (a host one is written in place).
+    const bool device_compute = !device.is_cpu() && !partition.offload_params;
+    plan.push_back({"16-bit weights", is_16bit(partition.compute_dtype) && device_compute ? p : 0,
+                    partition.compute_dtype});
+  }
+  if (partition.offload_params && partition.pin_offloaded_params)
+    plan.push_back({"parameter shard", p, partition.compute_dtype});
+  return plan;
+}
+
+}  // namespace
 
 ZeroEngine::ZeroEngine(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
                        const ZeroEngineOptions& options, Comm& comm)
+    : ZeroEngine(model, *map_param_source(params), options, comm) {}
+
+ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const ZeroEngineOptions& options, Comm& comm)
     : model_(model), comm_(comm), options_(options) {
   throw_if_error(check_params(model, params));
   if (options.partition.stage < 0 || options.partition.stage > 3)
@@ -18,15 +116,75 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, const std::map<std::string,
   if (options.partition.offload_params && options.partition.stage != 3)
     throw Error(invalid_argument("offload_param needs zero_optimization.stage 3 (stage is " +
                                  std::to_string(options.partition.stage) + "); set stage 3 or remove offload_param"));
+  if (options.offload_optimizer && options.grad_staging_buffers < 1)
+    throw Error(invalid_argument("grad_staging_buffers=" + std::to_string(options.grad_staging_buffers) +
+                                 " must be at least 1 (offload_optimizer.buffer_count)"));
+  throw_if_error(limit_device_memory(comm.device(), options.gpu_memory_limit_bytes));
   options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
-  partitioner_ = make_partitioner(model, params, options_.partition, comm);
-  at::Tensor master = partitioner_->partition_of(params, options_.partition.grad_device);
-  optimizer_ = options.offload_optimizer ? make_cpu_offload_adam(master, options.adam, options.cpu_threads)
-                                         : make_device_adam(master, options.adam);
+
+  const PartitionSizes sizes = partition_sizes(model, options.partition, comm.world_size());
+  const std::vector<PinnedBuffer> plan = host_plan(options, sizes, comm.device());
+  if (!plan.empty()) host_tier_ = HostTier::create(plan, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
+  if (options.offload_optimizer) {
+    cpu_adam_ = std::make_unique<cpu_adam::CpuAdam>(cpu_adam::CpuAdamOptions{.threads = options.cpu_threads});
+    copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
+    std::vector<at::Tensor> staging;
+    for (int i = 0; i < options.grad_staging_buffers; ++i) staging.push_back(host_tier_->buffer(staging_name(i)));
+    grad_pipeline_ = std::make_unique<HostGradPipeline>(host_tier_->buffer("gradients"), std::move(staging), *copies_,
+                                                        *cpu_adam_, 1.0f / static_cast<float>(comm.world_size()),
+                                                        options.overlap_offload);
+  }
+  partitioner_ = make_partitioner(model, params, options_.partition, comm,
+                                  OffloadedHost{grad_pipeline_.get(), host_tier_.get()});
+  const int partition_rank = partitioner_->partitioned() ? comm.rank() : 0;
+  if (!options.offload_optimizer) {
+    at::Tensor master =
+        at::zeros({partitioner_->partition_numel()}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
+    load_partition(params, model, *partitioner_, partition_rank, master);
+    optimizer_ = make_device_adam(std::move(master), options.adam);
+    return;
+  }
+  if (state_on_nvme(options)) {
+    NvmeOffloadAdamSetup setup{.config = options.adam,
+                               .adam = cpu_adam_.get(),
+                               .copies = copies_.get(),
+                               .sub_group_numel = options.sub_group_size,
+                               .time_copies = options.time_breakdown,
+                               .rank = comm.rank(),
+                               .nvme = options.nvme_optimizer,
+                               .buffers = {},
+                               .params16 = host_tier_->buffer("16-bit weights"),
+                               .source = &params,
+                               .model = &model,
+                               .partitioner = partitioner_.get(),
+                               .partition_rank = partition_rank};
+    for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
+      setup.buffers.push_back(host_tier_->buffer(nvme_buffer_name(i)));
+    std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
+    nvme_optimizer_ = nvme.get();
+    optimizer_ = std::move(nvme);
+    return;
+  }
+  CpuOffloadAdamSetup setup{.config = options.adam,
+                            .adam = cpu_adam_.get(),
+                            .copies = copies_.get(),
+                            .sub_group_numel = options.sub_group_size,
+                            .time_copies = options.time_breakdown,
+                            .master = host_tier_->buffer("master"),
+                            .exp_avg = host_tier_->buffer("exp_avg"),
+                            .exp_avg_sq = host_tier_->buffer("exp_avg_sq"),
+                            .params16 = host_tier_->buffer("16-bit weights")};
+  load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
+  optimizer_ = make_cpu_offload_adam(std::move(setup));
 }
+
+ZeroEngine::~ZeroEngine() = default;
 
 double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier) {
   at::Device device = comm_.device();
+  const bool timed = options_.time_breakdown;
+  Clock::time_point start = Clock::now();
+  if (timed) sync_current_stream(device);
   at::Tensor anchor = at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device)).requires_grad_(true);
   at::Tensor hidden = input_ids.to(device);
   for (size_t unit = 0; unit < model_.num_units(); ++unit)
@@ -34,19 +192,38 @@ double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tenso
   at::Tensor logits = hidden.to(at::kFloat);
   at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.to(device).reshape(-1),
                                            /*weight=*/{}, at::Reduction::Mean, /*ignore_index=*/-100);
+  if (timed) {
+    sync_current_stream(device);
+    times_.forward_s += seconds_since(start);
+    start = Clock::now();
+  }
   (loss * loss_multiplier).backward();
+  if (timed) {
+    sync_current_stream(device);
+    times_.backward_s += seconds_since(start);
+  }
   return loss.item<double>();
 }
 
 StepOutcome ZeroEngine::step(double lr, double loss_scale) {
+  const bool timed = options_.time_breakdown;
+  const Clock::time_point step_start = Clock::now();
   partitioner_->finish_reduction();
   at::Tensor grad = partitioner_->grad_partition();
-  double sq_norm = optimizer_->grad_sq_norm(grad);
+  double sq_norm = 0.0;
+  if (grad_pipeline_) {
+    const cpu_adam::GradStats stats = grad_pipeline_->grad_stats();
+    sq_norm = stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
+  } else {
+    sq_norm = optimizer_->grad_sq_norm(grad);
+  }
+  Clock::time_point start = Clock::now();
   if (partitioner_->partitioned()) {
     at::Tensor total = at::full({1}, sq_norm, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
     comm_.all_reduce_sum(total).wait();
     sq_norm = total.item<double>();
   }
+  if (timed) times_.comm_s += seconds_since(start);
   StepOutcome outcome;
   outcome.grad_norm = std::sqrt(sq_norm) / loss_scale;
   outcome.overflow = !std::isfinite(outcome.grad_norm);
@@ -57,10 +234,30 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
       double clip = (outcome.grad_norm + 1e-6) / options_.gradient_clipping;
       if (clip > 1.0) combined_scale = clip * loss_scale;
     }
+    start = Clock::now();
     optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition());
+    partitioner_->defer_reads(optimizer_->device_writes());
+    if (timed) {
+      times_.param_h2d_s += optimizer_->last_copy_seconds();
+      times_.cpu_optimizer_s += seconds_since(start) - optimizer_->last_copy_seconds();
+    }
   }
+  start = Clock::now();
   partitioner_->publish_compute_partition();
+  if (timed) {
+    sync_current_stream(comm_.device());
+    times_.comm_s += seconds_since(start);
+  }
+  if (timed) {
+    if (grad_pipeline_) {
+      times_.grad_d2h_s += grad_pipeline_->copy_seconds();
+      times_.gpu_idle_s += grad_pipeline_->blocked_seconds();
+    }
+    times_.gpu_idle_s += std::max(0.0, seconds_since(step_start) - times_.comm_s);
+  }
   partitioner_->zero_grads();
+  last_times_ = times_;
+  times_ = StepTimes{};
   return outcome;
 }
 
@@ -79,5 +276,9 @@ double ZeroEngine::mean_over_ranks(double value) {
   comm_.all_reduce_sum(t).wait();
   return t.item<double>() / comm_.world_size();
 }
+
+int64_t ZeroEngine::pinned_bytes() const { return host_tier_ ? host_tier_->pinned_bytes() : 0; }
+
+NvmeTraffic ZeroEngine::nvme_traffic() const { return nvme_optimizer_ ? nvme_optimizer_->traffic() : NvmeTraffic{}; }
 
 }  // namespace tierzero::engine

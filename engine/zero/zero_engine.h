@@ -10,6 +10,21 @@
 // backward continues. step() finishes the reductions, takes the global gradient norm, detects
 // fp16 overflow, unscales and clips like DeepSpeed, steps the optimizer on this rank's partition
 // and publishes the new 16-bit parameters to every rank.
+//
+// Offloaded optimizer (offload_optimizer): this rank's fp32 master, m, v and gradient partition live
+// in pinned host memory from offload/'s pool (the whole budget computed and checked against
+// pinned_memory_limit_bytes at construction). With overlap_offload, backward hands each reduced
+// bucket to a side-stream copy into a pinned staging slot and a CPU worker adds it into the fp32
+// gradient partition (recording the squared norm as it goes); backward blocks only when every
+// slot is busy. step() waits for the last bucket, takes the global norm (no speculation: Adam
+// starts once the clip factor and overflow are known), then runs cpu_adam sub-group by sub-group;
+// each sub-group's new 16-bit weights go back to the device on a side stream while the next one
+// steps, and the device's current stream is ordered after each copy by its event only just before
+// the first read of that sub-group's elements (a unit's fetch, stage 3's gather: pending_writes.h),
+// so the next forward starts on the first layers while the last sub-groups are still in flight; the
+// host does not wait for them. Without overlap_offload the same kernels run in the same order
+// synchronously: losses and weights are the same bit for bit. Reduced buckets leave the device in
+// pieces of at most grad_staging_slot_bytes, so pinned staging is grad_staging_buffers x that.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -22,8 +37,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "cpu_adam/adam.h"
 #include "engine/comm/comm.h"
 #include "engine/model/functional_model.h"
+#include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "engine/zero/internal/partitioner.h"
 
@@ -35,6 +52,36 @@ struct ZeroEngineOptions {
   bool offload_optimizer = false;  // optimizer state and step on the CPU (cpu_adam)
   int cpu_threads = 0;             // CPU optimizer threads; 0 = all cores
   double gradient_clipping = 0.0;  // max global gradient norm; 0 = none
+  int64_t sub_group_size = 1'000'000'000;  // zero_optimization.sub_group_size: elements of this rank's
+                                           // partition the CPU optimizer steps (and sends back) at a time
+  bool overlap_offload = true;     // offloaded optimizer: gradients leave the device and are added on
+                                   // the CPU while backward runs; false: synchronously, same results
+  int grad_staging_buffers = 2;    // offloaded optimizer: pinned staging slots for reduced buckets
+                                   // (offload_optimizer.buffer_count)
+  uint64_t grad_staging_slot_bytes = 64ull << 20;  // offloaded optimizer: bytes of one staging slot, at
+                                   // most (less when no bucket is that large); a larger bucket leaves
+                                   // the device in slot-sized pieces. Pinned staging memory is
+                                   // grad_staging_buffers x this, not x reduce_bucket_size
+  NvmeOptimizerOptions nvme_optimizer;  // with offload_optimizer and nvme_optimizer.paths: the state (master,
+                                   // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+  uint64_t pinned_memory_limit_bytes = 0;  // tierzero.pinned_memory_limit; 0 = none
+  uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
+  bool time_breakdown = false;     // fill last_step_times() (wall_clock_breakdown); syncs the
+                                   // current stream at phase boundaries, so only when asked
+};
+
+// Where the last step's time went, in seconds (ZeroEngineOptions::time_breakdown; zero otherwise).
+// Host timers around phases whose device work is synchronised at the phase's end, and CUDA events
+// around the side-stream copies.
+struct StepTimes {
+  double forward_s = 0.0;        // forward passes of the step's micro-batches
+  double backward_s = 0.0;       // backward passes (reductions and gradient offload overlapped)
+  double grad_d2h_s = 0.0;       // offloaded gradient copies, as they ran on the D2H stream
+  double cpu_optimizer_s = 0.0;  // the optimizer step (CPU Adam over every sub-group when offloaded)
+  double param_h2d_s = 0.0;      // updated weights' copies to the device, as they ran on the H2D stream
+  double comm_s = 0.0;           // step(): the norm's all-reduce and the parameters' all-gather
+  double gpu_idle_s = 0.0;       // the compute stream had nothing to do but wait for the host: step()'s
+                                 // time less comm_s, plus backward blocked on full staging slots
 };
 
 // What step() did.
@@ -43,13 +90,25 @@ struct StepOutcome {
   double grad_norm = 0.0;  // global L2 norm of the unscaled gradient (inf/NaN on overflow)
 };
 
+class HostGradPipeline;
+class HostTier;
+class DeviceCopies;
+
 class ZeroEngine {
  public:
-  // Partitions `params` (name -> whole tensor, any float dtype, every parameter of `model`,
-  // identical on every rank) over `comm`'s ranks. `model` and `comm` must outlive the engine.
-  // Throws tierzero::Error when a parameter is missing or an option is unsupported.
+  // Partitions the parameters `params` gives (every parameter of `model`, identical on every rank)
+  // over `comm`'s ranks. Each rank reads only what it keeps: its fp32 master partition, and its
+  // compute parameters (stages 0-2: all of them, cast; stage 3: its shard and the persistent
+  // parameters), in bounded pieces (param_loading.h), so a streamed source (open_safetensors_params)
+  // never puts the whole model in host memory. `model` and `comm` must outlive the engine; `params`
+  // is not used after the constructor returns. Throws tierzero::Error when a parameter is missing or
+  // mis-shaped, a read fails, or an option is unsupported.
+  ZeroEngine(const FunctionalModel& model, ParamSource& params, const ZeroEngineOptions& options, Comm& comm);
+  // The same from tensors in memory (name -> whole tensor, any float dtype): bit for bit the engine
+  // the source constructor builds from the same values.
   ZeroEngine(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
              const ZeroEngineOptions& options, Comm& comm);
+  ~ZeroEngine();
 
   // Runs one micro-batch: input_ids and targets [B, T] int64 (targets already shifted: position
   // t predicts targets[t]; -100 ignored). Backpropagates loss * loss_multiplier (the loss scale
@@ -72,6 +131,16 @@ class ZeroEngine {
   // Mean of `value` over the ranks (for logging). A collective.
   double mean_over_ranks(double value);
 
+  // Where the last step's time went (zeros unless options().time_breakdown). Covers the
+  // micro-batches since the step before it and that step() call.
+  const StepTimes& last_step_times() const { return last_times_; }
+  // Bytes of host memory the offloaded step holds pinned for the device (master, m, v, gradients,
+  // staging, 16-bit weights, offloaded parameter shard); 0 when nothing is offloaded or no GPU.
+  int64_t pinned_bytes() const;
+  // The NVMe-resident optimizer's traffic (last step's bytes read and written, swap bytes on disk);
+  // zeros unless the optimizer state is on NVMe.
+  NvmeTraffic nvme_traffic() const;
+
   Comm& comm() { return comm_; }
   const FunctionalModel& model() const { return model_; }
   Partitioner& partitioner() { return *partitioner_; }
@@ -82,8 +151,16 @@ class ZeroEngine {
   const FunctionalModel& model_;
   Comm& comm_;
   ZeroEngineOptions options_;
+  // The offloaded step's host side (null unless offloaded), declared before what uses it.
+  std::unique_ptr<HostTier> host_tier_;
+  std::unique_ptr<cpu_adam::CpuAdam> cpu_adam_;
+  std::unique_ptr<DeviceCopies> copies_;
+  std::unique_ptr<HostGradPipeline> grad_pipeline_;
   std::unique_ptr<Partitioner> partitioner_;
   std::unique_ptr<PartitionOptimizer> optimizer_;
+  const NvmeOffloadAdam* nvme_optimizer_ = nullptr;  // optimizer_, when the state is on NVMe
+  StepTimes times_;       // the step being accumulated
+  StepTimes last_times_;  // the last finished step
 };
 
 // ---- Checkpoints (checkpoint/engine_format) ----------------------------------------------------

@@ -5,7 +5,7 @@
 //   pinned_bytes        page-locked host memory the engine holds (optimizer state, parameter shards)
 //   pageable_bytes      the process's resident set (/proc/self/statm) minus pinned_bytes: LibTorch,
 //                       the data, the model as loaded, and any host state that is not pinned
-//   nvme_bytes          swap files on NVMe (0: training has no NVMe tier yet)
+//   nvme_bytes          swap files on NVMe (the optimizer state with offload_optimizer.device "nvme"; else 0)
 #pragma once
 
 #include <c10/core/Device.h>

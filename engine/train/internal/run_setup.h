@@ -37,7 +37,8 @@ struct ModelAndWeights {
   ModelConfig config;
   std::string config_json;  // the config.json text it came from (to_hf_json for the built-in model)
   std::string description;
-  std::map<std::string, at::Tensor> weights;  // fp32 on the CPU; emptied once the engine holds them
+  std::map<std::string, at::Tensor> weights;  // random init: fp32 on the CPU; emptied once the engine holds them
+  std::unique_ptr<ParamSource> streamed;      // a HF checkpoint: read by the engine, each rank its shard
 };
 Result<ModelAndWeights> load_model(const TrainArgs& args);
 

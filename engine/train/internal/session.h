@@ -50,7 +50,6 @@ class TrainingSession {
   Status resume();
   Status open_metrics();
   Result<StepRecord> run_step(int64_t step);
-  TimeBreakdown breakdown(double forward_backward_s, double step_s);
   bool save_due(int64_t iteration) const;
   Status save(int64_t iteration);
   Status export_model();

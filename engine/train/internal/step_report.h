@@ -4,22 +4,19 @@
 // A step line:
 //   step    12/100  loss 5.1234  lr 3.000e-03  grad-norm 1.234  12345 tok/s  0.0123 TFLOPS
 //     gpu-peak 1.2 GiB  gpu-reserved 1.5 GiB  pinned 0 B  pageable 812 MiB  nvme 0 B  0.31s
-//     [time forward 0.10s backward 0.18s ...]  [overflow: step skipped]
+//     [time forward 0.100s backward 0.180s grad-d2h ... gpu-idle 0.010s]  [overflow: step skipped]
 // (one line; the bracketed parts only when wall_clock_breakdown is on / the fp16 step overflowed).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "engine/train/internal/memory_figures.h"
+#include "engine/zero/zero_engine.h"
 
 namespace tierzero::engine::trainer {
-
-// Where a step's wall time went: named phases in seconds, in print order.
-using TimeBreakdown = std::vector<std::pair<std::string, double>>;
 
 struct StepRecord {
   int64_t step = 0;   // 1-based optimizer step
@@ -32,7 +29,7 @@ struct StepRecord {
   double tflops = 0.0;
   bool overflow = false;
   MemoryFigures memory;
-  TimeBreakdown breakdown;  // empty unless wall_clock_breakdown
+  std::optional<StepTimes> times;  // the engine's breakdown, with wall_clock_breakdown
 };
 
 // True for the steps whose line is printed: every `every`-th, the first of the run and the last.

@@ -20,8 +20,8 @@ namespace tierzero::engine {
 class FlatPartitioner final : public Partitioner {
  public:
   // See make_partitioner(); options.stage is 0, 1 or 2.
-  FlatPartitioner(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
-                  const PartitionOptions& options, Comm& comm);
+  FlatPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options, Comm& comm,
+                  HostGradPipeline* landing = nullptr);
 
   std::vector<at::Tensor> fetch(size_t unit) override;
   void release(size_t unit) override {}
@@ -29,12 +29,11 @@ class FlatPartitioner final : public Partitioner {
 
   int64_t partition_numel() const override { return layout_.partition_numel; }
   bool partitioned() const override { return layout_.partition_count > 1; }
-  at::Tensor partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const override;
   std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) override;
   std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const override;
   void finish_reduction() override;
   at::Tensor grad_partition() override { return grad_partition_; }
-  void zero_grads() override { grad_partition_.zero_(); }
+  void zero_grads() override;
   at::Tensor compute_partition() override;
   void publish_compute_partition() override;
 
@@ -54,7 +53,6 @@ class FlatPartitioner final : public Partitioner {
   void make_buckets(const std::vector<std::vector<size_t>>& unit_params);
   void launch(size_t bucket);
   void complete(size_t bucket);
-  at::Tensor flatten(const std::map<std::string, at::Tensor>& full) const;
 
   PartitionOptions options_;
   Comm& comm_;
@@ -62,7 +60,9 @@ class FlatPartitioner final : public Partitioner {
   std::vector<std::vector<size_t>> unit_params_;  // unit -> slot indices
   at::Tensor flat_params_;                        // [padded_numel] compute dtype
   std::vector<at::Tensor> param_views_;           // slot -> view of flat_params_ in its shape
-  at::Tensor grad_partition_;                     // [partition_numel] grad dtype, grad device
+  HostGradPipeline* landing_;                     // offloaded gradients, or null
+  at::Tensor grad_partition_;                     // [partition_numel] grad dtype, grad device (or
+                                                  // the landing pipeline's fp32 host partition)
   std::vector<Bucket> buckets_;                   // in backward order (highest offsets first)
   std::vector<size_t> bucket_of_slot_;
   std::deque<size_t> in_flight_;

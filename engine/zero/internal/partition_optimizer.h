@@ -1,8 +1,8 @@
 // The optimizer of one rank's partition: Adam / AdamW on fp32 master weights with moments m, v.
 // Two placements share this interface:
 //   device: master, m, v on the compute device, stepped by LibTorch's fused AdamW kernel;
-//   cpu offload: master, m, v in (pinned when CUDA exists) host memory, stepped by cpu_adam's
-//       SIMD kernel, which writes the 16-bit copy of the new weights in the same pass.
+//   cpu offload: master, m, v in the engine's pinned host tier, stepped by cpu_adam's SIMD kernel
+//       one sub-group at a time, which writes the 16-bit copy of the new weights in the same pass.
 // state() is the seam where the state is read and written (checkpoints now; an NVMe-backed store
 // can implement the same interface later).
 #pragma once
@@ -11,6 +11,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu_adam/adam.h"
+#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/pending_writes.h"
 
 namespace tierzero::engine {
 
@@ -49,6 +55,11 @@ class PartitionOptimizer {
 
   // Bytes of pinned host memory this optimizer holds (0 on the device).
   virtual int64_t pinned_bytes() const = 0;
+  // Seconds the last step's parameter copies to the device ran (0 unless measured).
+  virtual double last_copy_seconds() const { return 0.0; }
+  // The copies the last step queued into the compute partition and did not order the device's
+  // current stream after (Partitioner::defer_reads takes them); empty when step() wrote in place.
+  virtual std::vector<PartitionWrite> device_writes() const { return {}; }
   // "device" or "cpu (<SIMD target>, N threads)".
   virtual std::string placement() const = 0;
 };
@@ -56,10 +67,21 @@ class PartitionOptimizer {
 // Adam on the device holding `master_partition` (fp32); m and v start at zero.
 std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition, const AdamConfig& config);
 
-// Adam offloaded to the CPU with cpu_adam on `threads` threads (0: all cores); the state is copied
-// to host memory, pinned when CUDA is available. The 16-bit copy is written by the kernel for
-// bf16 / fp16 compute partitions.
-std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(const at::Tensor& master_partition, const AdamConfig& config,
-                                                          int threads);
+// Adam offloaded to the CPU (cpu_adam), stepped sub-group by sub-group over this rank's partition.
+// Every buffer is in host memory the engine allocated (host_tier.h): fp32 `master` (filled),
+// `exp_avg`, `exp_avg_sq` (zero), and `params16` — the 16-bit weights bound for a device compute
+// partition, or empty when the compute partition is fp32 or in host memory. After each sub-group's
+// update its compute weights go back through `copies` (to a device: on the H2D side stream, while
+// the next sub-group steps; to host memory: written in place by the kernel, or copied); the device
+// copies are left for the caller to order reads after, sub-group by sub-group (device_writes()).
+struct CpuOffloadAdamSetup {
+  AdamConfig config;
+  const cpu_adam::CpuAdam* adam = nullptr;  // outlives the optimizer
+  DeviceCopies* copies = nullptr;           // outlives the optimizer
+  int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
+  bool time_copies = false;                 // measure the copies (waits for them at the step's end)
+  at::Tensor master, exp_avg, exp_avg_sq, params16;
+};
+std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(CpuOffloadAdamSetup setup);
 
 }  // namespace tierzero::engine

@@ -26,8 +26,11 @@
 
 #include "engine/model/functional_model.h"
 #include "engine/comm/comm.h"
+#include "engine/zero/internal/host_grad_pipeline.h"
+#include "engine/zero/internal/host_tier.h"
 #include "engine/zero/internal/param_gateway.h"
 #include "engine/zero/internal/partition_layout.h"
+#include "engine/zero/internal/pending_writes.h"
 
 namespace tierzero::engine {
 
@@ -40,8 +43,9 @@ struct PartitionOptions {
   bool offload_params = false;                     // stage 3: this rank's shard of the compute
                                                    // parameters in host memory, copied to the
                                                    // device for each gather (offload_param "cpu")
-  bool pin_offloaded_params = true;                // that shard in pinned memory (with CUDA):
-                                                   // asynchronous copies (offload_param.pin_memory)
+  bool pin_offloaded_params = true;                // that shard in the engine's pinned host tier
+                                                   // (asynchronous copies; offload_param.pin_memory),
+                                                   // else in pageable memory
   int64_t reduce_bucket_numel = 500'000'000;       // elements per gradient reduction bucket
   int64_t prefetch_numel = 50'000'000;             // stage 3: elements gathered ahead of use
   int64_t persistence_threshold = 100'000;         // stage 3: params this small stay gathered
@@ -57,14 +61,11 @@ class Partitioner : public ParamGateway {
   // True when ranks hold different partitions (stages 1-3), so a norm needs a sum over ranks.
   virtual bool partitioned() const = 0;
 
-  // This rank's partition of `full` (name -> whole tensor, any float dtype/device), flattened,
-  // fp32, on `device`, padding zero. Used to initialise the fp32 master weights.
-  virtual at::Tensor partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const = 0;
-  // The whole parameters (fp32, CPU) assembled from every rank's `partition` (fp32, as
-  // partition_of returns). A collective: every rank calls it.
+  // The whole parameters (fp32, CPU) assembled from every rank's `partition` (fp32, laid out as
+  // locate() says). A collective: every rank calls it.
   virtual std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) = 0;
   // Where elements [first, first + count) of parameter `name` (a parameter of the model; the range
-  // inside it) lie in the ranks' partitions, as partition_of lays them out. Pure arithmetic, the
+  // inside it) lie in the ranks' partitions (rank 0 when not partitioned()). Pure arithmetic, the
   // same on every rank. Throws tierzero::Error for an unknown name.
   virtual std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const = 0;
 
@@ -85,14 +86,33 @@ class Partitioner : public ParamGateway {
   // Makes every rank's updated compute partition visible in the parameters fetch() returns
   // (stages 1-3: an all-gather). A collective.
   virtual void publish_compute_partition() = 0;
+
+  // Orders later reads of the compute partition after `writes` (the optimizer's copies into it,
+  // queued on a side stream), each just before the first read that overlaps it: a unit's fetch or
+  // gather waits only for the sub-groups holding its parameters. compute_partition() orders after
+  // all of them.
+  void defer_reads(std::vector<PartitionWrite> writes) { pending_writes_.add(std::move(writes)); }
+
+ protected:
+  PendingWrites pending_writes_;
 };
 
-// Builds the partitioner for `options.stage` over `model`'s parameters (all_params order),
-// initialised from `params` (name -> whole tensor; all of the model's names), compute
-// parameters on comm.device().
-std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model,
-                                              const std::map<std::string, at::Tensor>& params,
-                                              const PartitionOptions& options, Comm& comm);
+// Host memory of an offloaded step, given to the partitioner by the engine (either may be null):
+// `grads` lands the gradient partition in host memory (offloaded optimizer; its partition is the
+// gradient partition, options.grad_device ignored); `tier` holds the offloaded parameter shard
+// (offload_params) as its buffer "parameter shard".
+struct OffloadedHost {
+  HostGradPipeline* grads = nullptr;
+  HostTier* tier = nullptr;
+};
+
+// Builds the partitioner for `options.stage` over `model`'s parameters (all_params order), its
+// compute parameters on comm.device() read from `params` (every name of the model, checked by
+// check_params; only what this rank keeps is read: param_loading.h). `host` must outlive the
+// partitioner.
+std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model, ParamSource& params,
+                                              const PartitionOptions& options, Comm& comm,
+                                              OffloadedHost host = {});
 
 }  // namespace tierzero::engine
 

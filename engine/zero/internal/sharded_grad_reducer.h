@@ -5,6 +5,8 @@
 // reduce-scattered in one collective, asynchronously, while backward goes on: every parameter's
 // gradient is padded to W * shard_numel (its stage 3 layout) and the collective leaves this rank
 // its shard of each, which is added, averaged over ranks, into this rank's gradient shard.
+// With `landing` (offloaded optimizer), each reduced bucket is handed to the host gradient pipeline
+// instead (host_grad_pipeline.h), which averages it into the host partition off the backward path.
 // Memory held by unreduced gradients: the open bucket plus at most two launched ones, each about
 // reduce_bucket_size elements (or one parameter larger than that).
 #pragma once
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "engine/comm/comm.h"
+#include "engine/zero/internal/host_grad_pipeline.h"
 #include "engine/zero/internal/partition_layout.h"
 
 namespace tierzero::engine {
@@ -23,10 +26,11 @@ namespace tierzero::engine {
 class ShardedGradReducer {
  public:
   // Reduces into `grad_shard` ([layout.shard_numel], any dtype and device; this object writes
-  // into that tensor's storage). Buckets live on comm.device() in `grad_dtype`. `layout` and `comm`
-  // must outlive the reducer.
+  // into that tensor's storage), or, with `landing` (non-null; its partition is then `grad_shard`),
+  // through the host gradient pipeline. Buckets live on comm.device() in `grad_dtype`. `layout`,
+  // `comm` and `landing` must outlive the reducer.
   ShardedGradReducer(const ShardedLayout& layout, int64_t bucket_numel, at::ScalarType grad_dtype, Comm& comm,
-                     at::Tensor grad_shard);
+                     at::Tensor grad_shard, HostGradPipeline* landing = nullptr);
 
   // Adds the gradient of parameter `slot` (layout.slots index; whole, its shape or flat, any float
   // dtype, on comm.device(); undefined means zero) to the open bucket, launching the open bucket
@@ -35,7 +39,7 @@ class ShardedGradReducer {
   void add(size_t slot, const at::Tensor& grad);
 
   // Launches the open bucket and waits for every launched one: the gradient shard then holds them
-  // all. A collective when a bucket is open.
+  // all (with a landing pipeline: once the pipeline is drained). A collective when a bucket is open.
   void finish();
 
   // Reduce-scatters launched since construction.
@@ -62,6 +66,7 @@ class ShardedGradReducer {
   at::ScalarType grad_dtype_;
   Comm& comm_;
   at::Tensor grad_shard_;
+  HostGradPipeline* landing_;
   std::vector<Entry> open_;
   std::unordered_map<size_t, size_t> entry_of_slot_;  // slot -> index in open_
   int64_t open_numel_ = 0;                            // parameter elements in open_

@@ -37,8 +37,8 @@ namespace tierzero::engine {
 class ShardedPartitioner final : public Partitioner {
  public:
   // See make_partitioner(); options.stage is 3.
-  ShardedPartitioner(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
-                     const PartitionOptions& options, Comm& comm);
+  ShardedPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options, Comm& comm,
+                     OffloadedHost host = {});
 
   std::vector<at::Tensor> fetch(size_t unit) override;
   void release(size_t unit) override;
@@ -46,12 +46,11 @@ class ShardedPartitioner final : public Partitioner {
 
   int64_t partition_numel() const override { return layout_.shard_numel; }
   bool partitioned() const override { return layout_.world_size > 1; }
-  at::Tensor partition_of(const std::map<std::string, at::Tensor>& full, at::Device device) const override;
   std::map<std::string, at::Tensor> assemble(const at::Tensor& partition) override;
   std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const override;
-  void finish_reduction() override { reducer_.finish(); }
+  void finish_reduction() override;
   at::Tensor grad_partition() override { return grad_shard_; }
-  void zero_grads() override { grad_shard_.zero_(); }
+  void zero_grads() override;
   at::Tensor compute_partition() override;
   int64_t pinned_bytes() const override;
   // Also ends the step: drops every gathered parameter (they hold the old values) and, after the
@@ -99,7 +98,7 @@ class ShardedPartitioner final : public Partitioner {
   bool uses(size_t unit, size_t slot) const;
   // This rank's pieces of `slots`, concatenated on the comm device: a copy, since the optimizer may
   // rewrite the shard under a stale prefetch (from an offloaded shard, asynchronous copies).
-  at::Tensor gather_input(const std::vector<size_t>& slots) const;
+  at::Tensor gather_input(const std::vector<size_t>& slots);
   void start_gather(const std::vector<size_t>& slots);
   void unpack(uint64_t gather_id);
   // Drops a whole or gathering parameter's gathered copy (a gathering one's op must be done).
@@ -130,7 +129,9 @@ class ShardedPartitioner final : public Partitioner {
   std::vector<at::Tensor> persistent_params_;     // slot -> whole parameter (persistent slots)
   at::Tensor shard_params_;                       // [shard_numel] compute dtype: this rank's shards
                                                   // (comm device, or host memory when offloaded)
-  at::Tensor grad_shard_;                         // [shard_numel] grad dtype, grad device
+  OffloadedHost host_;
+  at::Tensor grad_shard_;                         // [shard_numel] grad dtype, grad device (or the
+                                                  // landing pipeline's fp32 host partition)
   ShardedGradReducer reducer_;
   std::vector<SlotState> slots_;
   std::deque<Gather> gathers_;  // oldest first

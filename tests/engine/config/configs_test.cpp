@@ -9,6 +9,7 @@
 
 #include "engine/config/ds_config.h"
 #include "engine/data/token_data.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -25,7 +26,7 @@ TEST(ShippedConfigs, EveryFileParsesWithoutWarnings) {
     for (int world : {1, 2, 4, 8}) {
       Result<DsConfig> r =
           load_ds_config(entry.path().string(), ResolveHints{.world_size = world, .total_steps = 1000});
-      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      ASSERT_OK(r);
       EXPECT_TRUE(r->warnings.empty()) << entry.path() << ": " << r->warnings.front();
     }
     ++parsed;
@@ -60,7 +61,7 @@ TEST(ShippedConfigs, TinyCorpusIsTheTextByteForByte) {
   ASSERT_EQ(source->size(), static_cast<int64_t>((text.size() - 1) / seq_len));
   std::vector<int64_t> in(seq_len), targets(seq_len);
   for (int64_t i = 0; i < source->size(); ++i) {
-    ASSERT_TRUE(source->read(i, in.data(), targets.data()).ok());
+    ASSERT_OK(source->read(i, in.data(), targets.data()));
     for (int64_t t = 0; t < seq_len; ++t) {
       ASSERT_EQ(in[t], static_cast<unsigned char>(text[static_cast<size_t>(i * seq_len + t)])) << i << ":" << t;
     }
@@ -74,7 +75,7 @@ TEST(ShippedConfigs, TinyConfigFeedsTheTinyCorpus) {
     std::set<int64_t> seen;
     for (int rank = 0; rank < world; ++rank) {
       Result<MicroBatchIterator> it = open_training_data(c, rank, configs_dir().parent_path().string());
-      ASSERT_TRUE(it.ok()) << it.status().to_string();
+      ASSERT_OK(it);
       EXPECT_GE(it->micro_batches_per_epoch(), 20 / world);
       MicroBatch batch = it->next().value();
       EXPECT_EQ(batch.batch_size, 8);

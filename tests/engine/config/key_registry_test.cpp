@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/config/ds_config.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -32,7 +33,7 @@ void leaf_paths(const nlohmann::json& json, const std::string& prefix, std::set<
 
 DsConfig parse(const nlohmann::json& json) {
   Result<DsConfig> c = parse_ds_config(json, ResolveHints{.total_steps = 100});
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_OK(c);
   return c.ok() ? *c : DsConfig{};
 }
 

@@ -4,12 +4,12 @@
 // `tierzero data prepare` (TZTOKENS v2, loss mask) gives the same samples as the JSONL itself.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
 #include "engine/data/token_data.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 #include "tests/text/tokenizer_fixture.h"
 #include "text/dataset.h"
 
@@ -22,13 +22,7 @@ constexpr int64_t kSeqLen = 48;
 
 class TextData : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("tz_text_data_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  std::string file(const std::string& name) const { return dir_.file(name); }
 
   // Writes 150 prompt/completion rows from the fixture corpus; fills the stream the tokenizers
   // reference gives for them (prompt ids with BOS, completion ids, </s>) and its loss mask.
@@ -52,7 +46,7 @@ class TextData : public ::testing::Test {
     return file("chat.jsonl");
   }
 
-  std::filesystem::path dir_;
+  test_support::ScratchDir dir_{"tz_text_data"};
 };
 
 TEST_F(TextData, PromptCompletionBatchesCarryLossOnlyOnTheCompletion) {
@@ -61,11 +55,11 @@ TEST_F(TextData, PromptCompletionBatchesCarryLossOnlyOnTheCompletion) {
   std::vector<uint8_t> mask;
   const std::string path = write_chat(root, stream, mask);
   auto source = open_samples(path, kSeqLen, std::nullopt, root + "/llama2");
-  ASSERT_TRUE(source.ok()) << source.status().to_string();
+  ASSERT_OK(source);
   ASSERT_EQ((*source)->size(), static_cast<int64_t>((stream.size() - 1) / kSeqLen));
 
   auto batches = MicroBatchIterator::create(*source, ShardSpec{.seed = 7, .micro_batch_size = 4});
-  ASSERT_TRUE(batches.ok()) << batches.status().to_string();
+  ASSERT_OK(batches);
   int64_t total_targets = 0, total_prompt = 0;
   for (int64_t b = 0; b < batches->micro_batches_per_epoch(); ++b) {
     const MicroBatch batch = value_or_throw(batches->next());
@@ -97,17 +91,17 @@ TEST_F(TextData, PreparedTokenFileGivesTheSameSamples) {
   const std::string path = write_chat(root, stream, mask);
   const auto tokenizer = value_or_throw(text::Tokenizer::load(root + "/llama2"));
   const text::TokenStream prepared = value_or_throw(text::tokenize_jsonl_file(path, *tokenizer));
-  ASSERT_TRUE(text::write_token_stream(file("chat.tok"), prepared).ok());
+  ASSERT_OK(text::write_token_stream(file("chat.tok"), prepared));
 
   auto from_file = open_samples(file("chat.tok"), kSeqLen);
   auto from_jsonl = open_samples(path, kSeqLen, std::nullopt, root + "/llama2");
-  ASSERT_TRUE(from_file.ok()) << from_file.status().to_string();
-  ASSERT_TRUE(from_jsonl.ok()) << from_jsonl.status().to_string();
+  ASSERT_OK(from_file);
+  ASSERT_OK(from_jsonl);
   ASSERT_EQ((*from_file)->size(), (*from_jsonl)->size());
   std::vector<int64_t> in_a(kSeqLen), tg_a(kSeqLen), in_b(kSeqLen), tg_b(kSeqLen);
   for (int64_t i = 0; i < (*from_file)->size(); ++i) {
-    ASSERT_TRUE((*from_file)->read(i, in_a.data(), tg_a.data()).ok());
-    ASSERT_TRUE((*from_jsonl)->read(i, in_b.data(), tg_b.data()).ok());
+    ASSERT_OK((*from_file)->read(i, in_a.data(), tg_a.data()));
+    ASSERT_OK((*from_jsonl)->read(i, in_b.data(), tg_b.data()));
     ASSERT_EQ(in_a, in_b) << "sample " << i;
     ASSERT_EQ(tg_a, tg_b) << "sample " << i;
   }

@@ -1,8 +1,6 @@
 // Token files, JSONL, the seeded permutation, rank sharding and exact resume.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -10,23 +8,11 @@
 #include <set>
 
 #include "engine/data/token_data.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = std::filesystem::temp_directory_path() / ("tz_token_data_" + std::to_string(::getpid()) + "_" +
-                                                      testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 std::vector<uint32_t> iota_tokens(size_t n) {
   std::vector<uint32_t> t(n);
@@ -43,50 +29,50 @@ void write_raw(const std::string& path, const std::vector<uint16_t>& tokens) {
 }
 
 TEST(TokenFile, PacksSeqLenPlusOneWindows) {
-  TempDir dir;
+  test_support::ScratchDir dir{"tz_token_data"};
   const std::string path = dir.file("t.tok");
-  ASSERT_TRUE(write_token_file(path, iota_tokens(21), TokenDtype::kUint16).ok());
+  ASSERT_OK(write_token_file(path, iota_tokens(21), TokenDtype::kUint16));
   auto source = open_token_file(path, 4).value();
   EXPECT_EQ(source->size(), 5);  // (21 - 1) / 4
   std::vector<int64_t> in(4), tgt(4);
-  ASSERT_TRUE(source->read(2, in.data(), tgt.data()).ok());
+  ASSERT_OK(source->read(2, in.data(), tgt.data()));
   EXPECT_EQ(in, (std::vector<int64_t>{8, 9, 10, 11}));
   EXPECT_EQ(tgt, (std::vector<int64_t>{9, 10, 11, 12}));
   EXPECT_FALSE(source->read(5, in.data(), tgt.data()).ok());
 }
 
 TEST(TokenFile, Uint32HeaderAndHeaderlessExtensions) {
-  TempDir dir;
+  test_support::ScratchDir dir{"tz_token_data"};
   std::vector<uint32_t> big = {70000, 1, 2, 3, 4};
-  ASSERT_TRUE(write_token_file(dir.file("big.bin"), big, TokenDtype::kUint32).ok());
+  ASSERT_OK(write_token_file(dir.file("big.bin"), big, TokenDtype::kUint32));
   auto source = open_samples(dir.file("big.bin"), 4).value();
   std::vector<int64_t> in(4), tgt(4);
-  ASSERT_TRUE(source->read(0, in.data(), tgt.data()).ok());
+  ASSERT_OK(source->read(0, in.data(), tgt.data()));
   EXPECT_EQ(in[0], 70000);
   EXPECT_FALSE(write_token_file(dir.file("x"), big, TokenDtype::kUint16).ok());  // 70000 does not fit
 
   write_raw(dir.file("raw.u16"), {5, 6, 7, 8, 9});
   auto raw = open_token_file(dir.file("raw.u16"), 2).value();
   EXPECT_EQ(raw->size(), 2);
-  ASSERT_TRUE(raw->read(1, in.data(), tgt.data()).ok());
+  ASSERT_OK(raw->read(1, in.data(), tgt.data()));
   EXPECT_EQ(in[0], 7);
   EXPECT_EQ(tgt[1], 9);
 }
 
 TEST(TokenFile, ErrorsNameThePath) {
-  TempDir dir;
+  test_support::ScratchDir dir{"tz_token_data"};
   write_raw(dir.file("raw.bin"), {1, 2, 3});
   auto r = open_token_file(dir.file("raw.bin"), 2);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("raw.bin"), std::string::npos);
   EXPECT_NE(r.status().message().find("tierzero.data.dtype"), std::string::npos);
-  EXPECT_TRUE(open_token_file(dir.file("raw.bin"), 2, TokenDtype::kUint16).ok());
+  EXPECT_OK(open_token_file(dir.file("raw.bin"), 2, TokenDtype::kUint16));
 
   r = open_token_file(dir.file("raw.bin"), 5, TokenDtype::kUint16);  // 3 tokens < seq_len + 1
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("seq_len"), std::string::npos);
 
-  ASSERT_TRUE(write_token_file(dir.file("h.tok"), iota_tokens(10), TokenDtype::kUint16).ok());
+  ASSERT_OK(write_token_file(dir.file("h.tok"), iota_tokens(10), TokenDtype::kUint16));
   r = open_token_file(dir.file("h.tok"), 2, TokenDtype::kUint32);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("header"), std::string::npos);
@@ -101,7 +87,7 @@ TEST(TokenFile, ErrorsNameThePath) {
 }
 
 TEST(Jsonl, LabelsMaskAndPadding) {
-  TempDir dir;
+  test_support::ScratchDir dir{"tz_token_data"};
   const std::string path = dir.file("d.jsonl");
   {
     std::ofstream out(path);
@@ -115,18 +101,18 @@ TEST(Jsonl, LabelsMaskAndPadding) {
   auto source = open_jsonl(path, 4).value();
   ASSERT_EQ(source->size(), 3);
   std::vector<int64_t> in(4), tgt(4);
-  ASSERT_TRUE(source->read(0, in.data(), tgt.data()).ok());
+  ASSERT_OK(source->read(0, in.data(), tgt.data()));
   EXPECT_EQ(in, (std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_EQ(tgt, (std::vector<int64_t>{2, 3, 4, kIgnoreIndex}));
-  ASSERT_TRUE(source->read(1, in.data(), tgt.data()).ok());
+  ASSERT_OK(source->read(1, in.data(), tgt.data()));
   EXPECT_EQ(in, (std::vector<int64_t>{5, 6, 7, 0}));
   EXPECT_EQ(tgt, (std::vector<int64_t>{kIgnoreIndex, 7, kIgnoreIndex, kIgnoreIndex}));
-  ASSERT_TRUE(source->read(2, in.data(), tgt.data()).ok());
+  ASSERT_OK(source->read(2, in.data(), tgt.data()));
   EXPECT_EQ(tgt, (std::vector<int64_t>{kIgnoreIndex, 10, kIgnoreIndex, kIgnoreIndex}));
 }
 
 TEST(Jsonl, ErrorsNameFileAndLine) {
-  TempDir dir;
+  test_support::ScratchDir dir{"tz_token_data"};
   struct Case {
     const char* line;
     const char* says;
@@ -236,7 +222,7 @@ TEST(MicroBatches, ResumeMidEpochEqualsUninterrupted) {
   std::vector<int64_t> got = drain(first, 9);
   const std::string saved = first.state().dump();
   auto resumed = MicroBatchIterator::create(source, spec).value();
-  ASSERT_TRUE(resumed.load_state(nlohmann::json::parse(saved)).ok());
+  ASSERT_OK(resumed.load_state(nlohmann::json::parse(saved)));
   const std::vector<int64_t> rest = drain(resumed, 11);
   got.insert(got.end(), rest.begin(), rest.end());
   EXPECT_EQ(got, expected);

@@ -14,6 +14,7 @@
 #include "engine/model/functional_model.h"
 #include "engine/model/internal/load_safetensors.h"
 #include "engine/model/internal/rope.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -67,15 +68,15 @@ TEST_P(HfModelParity, LogitsAndLossMatchTransformers) {
   REQUIRE_HF_FIXTURE(root);
   const std::string dir = root + "/" + GetParam();
   auto config = load_model_config(dir);
-  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  ASSERT_OK(config);
   auto model = make_causal_lm(*config);
   auto reference = load_reference(dir + "/reference.safetensors");
   const at::Tensor& tokens = reference.at("input_ids");
   const at::Tensor& labels = reference.at("labels");
 
   auto fp32 = load_hf_weights(dir, at::kFloat, at::kCPU);
-  ASSERT_TRUE(fp32.ok()) << fp32.status().to_string();
-  ASSERT_TRUE(check_params(*model, *fp32).ok()) << check_params(*model, *fp32).to_string();
+  ASSERT_OK(fp32);
+  ASSERT_OK(check_params(*model, *fp32));
   at::NoGradGuard no_grad;
   // Bit-identical to transformers on CPU today; the bounds leave room for other kernels: fp32 1e-5,
   // bf16 1e-2 (about two bf16 ulps of the largest logit).
@@ -87,7 +88,7 @@ TEST_P(HfModelParity, LogitsAndLossMatchTransformers) {
   EXPECT_NEAR(causal_lm_loss(logits, labels).item<double>(), hf_loss, 1e-5 * hf_loss);
 
   auto bf16 = load_hf_weights(dir, at::kBFloat16, at::kCPU);
-  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  ASSERT_OK(bf16);
   at::Tensor logits_bf16 = forward_full(*model, tokens, *bf16);
   EXPECT_EQ(logits_bf16.scalar_type(), at::kFloat);
   EXPECT_LE(relative_max_error(logits_bf16, reference.at("logits_bf16")), 1e-2);
@@ -119,7 +120,7 @@ TEST_P(HfRopeParity, CosSinMatchLlamaRotaryEmbedding) {
   REQUIRE_HF_FIXTURE(root);
   const std::string dir = root + "/rope/" + GetParam();
   auto config = load_model_config(dir);
-  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  ASSERT_OK(config);
   auto reference = load_reference(dir + "/rope.safetensors");
   const at::Tensor& hf_cos = reference.at("cos");
   auto [cos, sin] = rope_cos_sin(*config, hf_cos.size(0), at::kFloat, at::kCPU);

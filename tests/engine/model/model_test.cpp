@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include "engine/model/functional_model.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -45,7 +47,7 @@ TEST(ModelConfig, ParsesTransformers4RopeKeys) {
       llama_json(R"(, "num_key_value_heads": 2, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
                    "rope_scaling": {"type": "linear", "factor": 2.0}, "attention_bias": true)"),
       "test.json");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_OK(c);
   EXPECT_EQ(c->head_dim, 16);
   EXPECT_EQ(c->num_key_value_heads, 2);
   EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
@@ -61,7 +63,7 @@ TEST(ModelConfig, ParsesTransformers5RopeParameters) {
   auto c = parse_model_config(llama_json(R"(, "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5,
       "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"),
                               "test.json");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_OK(c);
   EXPECT_EQ(c->rope_scaling.type, "llama3");
   EXPECT_DOUBLE_EQ(c->rope_theta, 5e5);
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
@@ -72,7 +74,7 @@ TEST(ModelConfig, FamilyRules) {
       "num_hidden_layers": 3, "num_attention_heads": 2, "use_sliding_window": true, "sliding_window": 5,
       "max_window_layers": 1})",
                                  "qwen.json");
-  ASSERT_TRUE(qwen.ok()) << qwen.status().to_string();
+  ASSERT_OK(qwen);
   EXPECT_TRUE(qwen->qkv_bias);
   EXPECT_FALSE(qwen->o_proj_bias);
   EXPECT_EQ(qwen->architecture, "Qwen2ForCausalLM");
@@ -82,7 +84,7 @@ TEST(ModelConfig, FamilyRules) {
   auto mistral = parse_model_config(R"({"model_type": "mistral", "vocab_size": 8, "hidden_size": 8,
       "intermediate_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "attention_bias": true})",
                                     "mistral.json");
-  ASSERT_TRUE(mistral.ok()) << mistral.status().to_string();
+  ASSERT_OK(mistral);
   EXPECT_FALSE(mistral->qkv_bias);
   EXPECT_EQ(mistral->sliding_window, 4096);  // transformers' default when the key is absent
   EXPECT_TRUE(mistral->layer_uses_sliding_window(1));
@@ -129,7 +131,7 @@ TEST(InitParameters, FollowsHfInitAndIsSeeded) {
   auto b = init_parameters(c, 7, at::kBFloat16, at::kCPU);
   auto other = init_parameters(c, 8, at::kFloat, at::kCPU);
   EXPECT_EQ(a.count("lm_head.weight"), 0u);
-  EXPECT_TRUE(check_params(*make_causal_lm(c), a).ok());
+  EXPECT_OK(check_params(*make_causal_lm(c), a));
   for (const auto& [name, t] : a) {
     EXPECT_TRUE(at::equal(t.to(at::kBFloat16), b.at(name))) << name;  // same values whatever the dtype
     if (name.find("norm") != std::string::npos) {
@@ -281,10 +283,8 @@ TEST(CausalLmLoss, ShiftsAndIgnores) {
 }
 
 TEST(LoadHfWeights, ReportsMissingAndCorruptFiles) {
-  // mkdtemp / unlink / rmdir: libtorch.so exports a broken std::filesystem::remove_all.
-  std::string dir_template = testing::TempDir() + "tierzero_model_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir_template.data()), nullptr);
-  const std::string dir = dir_template, file = dir + "/model.safetensors";
+  test_support::ScratchDir scratch("tierzero_model");
+  const std::string dir = scratch.path(), file = scratch.file("model.safetensors");
   auto missing = load_hf_weights(dir, at::kFloat, at::kCPU);
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
 
@@ -303,8 +303,6 @@ TEST(LoadHfWeights, ReportsMissingAndCorruptFiles) {
   auto mis_sized = load_hf_weights(dir, at::kFloat, at::kCPU);
   EXPECT_EQ(mis_sized.status().code(), ErrorCode::kCorrupt);
   EXPECT_NE(mis_sized.status().message().find("tensor 'w'"), std::string::npos) << mis_sized.status().to_string();
-  ::unlink(file.c_str());
-  ::rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/optim/schedules.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -39,7 +40,7 @@ void expect_sequence(bool consecutive, const std::vector<Expected>& expected, bo
       EXPECT_NE(st.message().find("min_loss_scale"), std::string::npos);
       return;
     }
-    ASSERT_TRUE(st.ok()) << "step " << i << ": " << st.to_string();
+    ASSERT_OK(st) << "step " << i;
     EXPECT_EQ(s.scale(), expected[i].scale) << "step " << i;
     EXPECT_EQ(s.cur_hysteresis(), expected[i].hysteresis) << "step " << i;
   }
@@ -66,16 +67,16 @@ TEST(LossScaler, DefaultsStartAtTwoToTheSixteen) {
   EXPECT_EQ(s.scale(), 65536.0);
   EXPECT_EQ(s.cur_hysteresis(), 2);
   // DeepSpeed doubles when stable_interval = cur_iter - last_overflow_iter - 1 reaches 1000: the 1001st good step.
-  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(s.update(false).ok());
+  for (int i = 0; i < 1000; ++i) ASSERT_OK(s.update(false));
   EXPECT_EQ(s.scale(), 65536.0);
-  ASSERT_TRUE(s.update(false).ok());
+  ASSERT_OK(s.update(false));
   EXPECT_EQ(s.scale(), 131072.0);
 }
 
 TEST(LossScaler, StaticScaleNeverMoves) {
   LossScaler s = LossScaler::create(LossScalerConfig{.static_scale = 128}).value();
   EXPECT_FALSE(s.dynamic());
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(s.update(i % 3 == 0).ok());
+  for (int i = 0; i < 50; ++i) ASSERT_OK(s.update(i % 3 == 0));
   EXPECT_EQ(s.scale(), 128.0);
   EXPECT_EQ(LossScaler::create(LossScalerConfig::unit()).value().scale(), 1.0);
 }
@@ -83,12 +84,12 @@ TEST(LossScaler, StaticScaleNeverMoves) {
 TEST(LossScaler, StateResumesTheSameSequence) {
   LossScaler a = LossScaler::create(pattern_config(false)).value();
   const std::string pattern = "OgggOggggggOgg";
-  for (char c : pattern.substr(0, 6)) ASSERT_TRUE(a.update(c == 'O').ok());
+  for (char c : pattern.substr(0, 6)) ASSERT_OK(a.update(c == 'O'));
   LossScaler b = LossScaler::create(pattern_config(false)).value();
-  ASSERT_TRUE(b.load_state(nlohmann::json::parse(a.state().dump())).ok());
+  ASSERT_OK(b.load_state(nlohmann::json::parse(a.state().dump())));
   for (char c : pattern.substr(6)) {
-    ASSERT_TRUE(a.update(c == 'O').ok());
-    ASSERT_TRUE(b.update(c == 'O').ok());
+    ASSERT_OK(a.update(c == 'O'));
+    ASSERT_OK(b.update(c == 'O'));
     EXPECT_EQ(a.state(), b.state());
   }
 }

@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "engine/optim/schedules.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -121,7 +122,7 @@ TEST(LrSchedule, StateRoundTripsAndResumesTheSameSequence) {
   const nlohmann::json saved = a.state();
   EXPECT_EQ(saved, nlohmann::json({{"last_batch_iteration", 16}}));
   LrSchedule b = make(c);
-  ASSERT_TRUE(b.load_state(nlohmann::json::parse(saved.dump())).ok());
+  ASSERT_OK(b.load_state(nlohmann::json::parse(saved.dump())));
   for (int i = 0; i < 30; ++i) {
     EXPECT_EQ(a.lr(), b.lr());
     a.step();

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -15,7 +16,7 @@ TEST(PlanAdvice, GpuOverNamesMicroBatchAndOffload) {
   Machine machine = testing::round_machine();
   machine.gpu_memory_bytes = 24'000'000'000;
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, machine);
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   ASSERT_FALSE(p->feasible());
   ASSERT_EQ(p->problems.size(), 1u);
   const std::string& problem = p->problems[0];
@@ -33,7 +34,7 @@ TEST(PlanAdvice, HostOverNamesNvme) {
   Machine machine = testing::round_machine();
   machine.host_memory_bytes = 16'000'000'000;
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, machine);
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   ASSERT_FALSE(p->feasible());
   const std::string& problem = p->problems[0];
   EXPECT_TRUE(has(problem, "host needs")) << problem;
@@ -48,7 +49,7 @@ TEST(PlanAdvice, PinnedLimitFromTheConfig) {
       "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
       "tierzero": {"pinned_memory_limit": "8GB"}})");
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   ASSERT_FALSE(p->feasible());
   EXPECT_TRUE(has(p->problems[0], "pinned needs")) << p->problems[0];
   EXPECT_TRUE(has(p->problems[0], "tierzero.pinned_memory_limit")) << p->problems[0];
@@ -58,7 +59,7 @@ TEST(PlanAdvice, GpuMemoryLimitChecksTheAllocatorFigure) {
   const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
       "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "tierzero": {"gpu_memory_limit": "1GB"}})");
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   ASSERT_FALSE(p->feasible());
   EXPECT_TRUE(has(p->problems[0], "gpu allocated needs")) << p->problems[0];
   EXPECT_TRUE(has(p->problems[0], "tierzero.gpu_memory_limit")) << p->problems[0];
@@ -71,7 +72,7 @@ TEST(PlanAdvice, FitsWithRoomToSpare) {
   machine.gpu_memory_bytes = 141'000'000'000;
   machine.host_memory_bytes = 128'000'000'000;
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, machine);
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   EXPECT_TRUE(p->feasible()) << (p->problems.empty() ? "" : p->problems[0]);
   const std::string text = format_plan(*p, {"test"});
   EXPECT_TRUE(has(text, "# Result: OK")) << text;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -24,16 +25,16 @@ std::string write_temp(const std::string& name, const std::string& text) {
 TEST(PlanBenchFiles, IoAdamTiersFixtures) {
   Machine m = default_machine();
   const std::string data = source_dir() + "/tests/report/data/";
-  ASSERT_TRUE(apply_bench_file(data + "bench_io_sweep.json", m).ok());
+  ASSERT_OK(apply_bench_file(data + "bench_io_sweep.json", m));
   EXPECT_EQ(m.nvme_read_gbps.source.rfind("bench io", 0), 0u) << m.nvme_read_gbps.source;
   EXPECT_GT(m.nvme_read_gbps.value, 0.5);
-  ASSERT_TRUE(apply_bench_file(data + "bench_adam.json", m).ok());
+  ASSERT_OK(apply_bench_file(data + "bench_adam.json", m));
   EXPECT_EQ(m.adam_gparams.source.rfind("bench adam", 0), 0u);
   EXPECT_GT(m.adam_gparams.value, 0.1);
-  ASSERT_TRUE(apply_bench_file(data + "bench_tiers.json", m).ok());  // the training path wins over io
+  ASSERT_OK(apply_bench_file(data + "bench_tiers.json", m));  // the training path wins over io
   EXPECT_EQ(m.nvme_read_gbps.source.rfind("bench tiers", 0), 0u);
   EXPECT_NEAR(m.nvme_read_gbps.value, 1.3339, 1e-3);  // "nvme -> pinned (tz)"
-  ASSERT_TRUE(apply_bench_file(data + "bench_io_sweep.json", m).ok());
+  ASSERT_OK(apply_bench_file(data + "bench_io_sweep.json", m));
   EXPECT_EQ(m.nvme_read_gbps.source.rfind("bench tiers", 0), 0u);
   EXPECT_EQ(m.h2d_gbps.source.rfind("default", 0), 0u);  // nothing measured it
 }
@@ -47,7 +48,7 @@ TEST(PlanBenchFiles, PcieBestPinnedAndDevice) {
       {"dir": "h2d", "host": "pageable", "chunk": "64.00 MiB", "tierzero_GB/s": 90.0},
       {"dir": "duplex", "host": "pinned", "chunk": "64.00 MiB", "tierzero_GB/s": 97.0}]})J");
   Machine m = default_machine();
-  ASSERT_TRUE(apply_bench_file(path, m).ok());
+  ASSERT_OK(apply_bench_file(path, m));
   EXPECT_DOUBLE_EQ(m.h2d_gbps.value, 52.5);
   EXPECT_DOUBLE_EQ(m.d2h_gbps.value, 48.0);
   EXPECT_EQ(m.gpu_name, "NVIDIA H200 (sm_90)");
@@ -58,7 +59,7 @@ TEST(PlanBenchFiles, SkippedPcieChangesNothing) {
   const std::string path = write_temp("pcie_skipped.json", R"({"title": "tierzero bench pcie",
       "params": {"skipped": "no GPU"}, "rows": []})");
   Machine m = default_machine();
-  ASSERT_TRUE(apply_bench_file(path, m).ok());
+  ASSERT_OK(apply_bench_file(path, m));
   EXPECT_EQ(m.h2d_gbps.source, default_machine().h2d_gbps.source);
 }
 

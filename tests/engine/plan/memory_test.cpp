@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -18,7 +19,7 @@ constexpr int64_t kLargestUnit = 2048 + 32000LL * 2048;  // final norm + LM head
 
 Plan plan_of(const std::string& json, int world = 1) {
   Result<Plan> p = plan_training(testing::llama_1_35b(), config_from(json, world), testing::round_machine());
-  EXPECT_TRUE(p.ok()) << p.status().message();
+  EXPECT_OK(p);
   return p.ok() ? *p : Plan{};
 }
 
@@ -93,7 +94,7 @@ TEST(PlanMemory, OptimizerOnNvmeAndBf16State) {
   EXPECT_EQ(check(fp32, "nvme").peak_bytes, 2u * 12 * shard);  // both ranks of the host
   Result<Plan> bf16 = plan_training(testing::llama_1_35b(), config_from(json, 2), testing::round_machine(),
                                     PlanOptions{.bf16_optimizer_state = true});
-  ASSERT_TRUE(bf16.ok());
+  ASSERT_OK(bf16);
   EXPECT_EQ(item_bytes(*bf16, Tier::kNvme, "optimizer state (fp32 master, bf16 m, v)"), 8u * shard);
   EXPECT_EQ(bf16->optimizer_state, "bf16");
 }
@@ -110,7 +111,7 @@ TEST(PlanMemory, OffloadedParametersLeaveTheGpu) {
 TEST(PlanMemory, ZeroMicroBatchIsAnError) {
   DsConfig config = config_from(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1})");
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine(), PlanOptions{.seq_len = 0});
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   config.tierzero.data_seq_len = 0;
   p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
   ASSERT_FALSE(p.ok());

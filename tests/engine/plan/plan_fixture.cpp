@@ -1,4 +1,5 @@
 #include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +23,7 @@ DsConfig config_from(const std::string& json_text, int world) {
   ResolveHints hints;
   hints.world_size = world;
   Result<DsConfig> config = parse_ds_config_text(json_text, hints);
-  EXPECT_TRUE(config.ok()) << config.status().message();
+  EXPECT_OK(config);
   return config.ok() ? *config : DsConfig{};
 }
 

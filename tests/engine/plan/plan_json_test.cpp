@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -12,11 +13,11 @@ TEST(PlanJson, RoundTrip) {
       "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}},
       "tierzero": {"pinned_memory_limit": "4GB"}})");
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   ASSERT_FALSE(p->problems.empty());  // a problem and notes travel too
   const nlohmann::json json = plan_to_json(*p);
   Result<Plan> back = plan_from_json(nlohmann::json::parse(json.dump()));
-  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_OK(back);
   EXPECT_EQ(plan_to_json(*back), json);
   EXPECT_EQ(back->items.size(), p->items.size());
   EXPECT_EQ(back->feasible(), p->feasible());
@@ -27,7 +28,7 @@ TEST(PlanJson, MissingFieldIsNamed) {
   Result<Plan> p = plan_training(testing::llama_1_35b(),
                                  testing::config_from(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1})"),
                                  testing::round_machine());
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   nlohmann::json json = plan_to_json(*p);
   json["items"][1].erase("bytes");
   Result<Plan> back = plan_from_json(json);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -20,7 +21,7 @@ TEST(PlanTime, Stage3OptimizerOnCpu) {
       "gradient_accumulation_steps": 4, "bf16": {"enabled": true},
       "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "tierzero": {"data": {"seq_len": 16}}})");
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
-  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_OK(p);
   const double n = static_cast<double>(kLlama135bParams);
   const double tokens = 2 * 16 * 4;
   const double matmul = 24.0 * (4 * 2048.0 * 2048 + 3 * 2048.0 * 5504) + 32000.0 * 2048;
@@ -43,7 +44,7 @@ TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheState) {
       "gradient_accumulation_steps": 1, "bf16": {"enabled": true},
       "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}})");
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   const double state = 12.0 * kLlama135bParams;
   EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, state / 1e9 + state / 2e9);
   EXPECT_EQ(p->bottleneck, "nvme");

@@ -3,13 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "engine/train/internal/engine_options.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine::trainer {
 namespace {
 
 DsConfig parse(const char* text) {
   Result<DsConfig> config = parse_ds_config_text(text, ResolveHints{.world_size = 1});
-  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  EXPECT_OK(config);
   return config.ok() ? *config : DsConfig{};
 }
 
@@ -21,7 +22,8 @@ TEST(EngineOptions, CarryTheConfig) {
         "offload_param": {"device": "cpu", "pin_memory": true}},
       "optimizer": {"type": "Adam", "params": {"lr": 1e-4, "betas": [0.8, 0.9], "eps": 1e-6,
         "weight_decay": 0.1, "adam_w_mode": false, "bias_correction": false}},
-      "tierzero": {"cpu_threads": 3, "grad_accum_dtype": "bf16"}})");
+      "tierzero": {"cpu_threads": 3, "grad_accum_dtype": "bf16", "pinned_memory_limit": "2GB",
+        "gpu_memory_limit": 1000}, "wall_clock_breakdown": true})");
   ZeroEngineOptions options = engine_options(config).value();
   EXPECT_EQ(options.partition.stage, 3);
   EXPECT_EQ(options.partition.compute_dtype, at::kBFloat16);
@@ -42,6 +44,12 @@ TEST(EngineOptions, CarryTheConfig) {
   EXPECT_EQ(options.adam.weight_decay, 0.1);
   EXPECT_FALSE(options.adam.decoupled_weight_decay);
   EXPECT_FALSE(options.adam.bias_correction);
+  EXPECT_EQ(options.sub_group_size, 1'000'000'000);
+  EXPECT_TRUE(options.overlap_offload) << "overlap_comm defaults to true at stage 3";
+  EXPECT_EQ(options.grad_staging_buffers, 4) << "offload_optimizer.buffer_count's default";
+  EXPECT_EQ(options.pinned_memory_limit_bytes, 2'000'000'000u);
+  EXPECT_EQ(options.gpu_memory_limit_bytes, 1000u);
+  EXPECT_TRUE(options.time_breakdown);
 }
 
 TEST(EngineOptions, DefaultsAreFp32WithoutOffload) {
@@ -51,6 +59,25 @@ TEST(EngineOptions, DefaultsAreFp32WithoutOffload) {
   EXPECT_EQ(options.partition.grad_dtype, at::kFloat);
   EXPECT_FALSE(options.offload_optimizer);
   EXPECT_FALSE(options.partition.offload_params);
+  EXPECT_FALSE(options.overlap_offload) << "overlap_comm defaults to false below stage 3";
+  EXPECT_FALSE(options.time_breakdown);
+}
+
+TEST(EngineOptions, OptimizerOnNvmeCarriesPathBuffersPipelineAndAio) {
+  ZeroEngineOptions options = engine_options(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/mnt/nvme0", "buffer_count": 6,
+        "pipeline_read": true, "pipeline_write": false}},
+      "aio": {"block_size": 262144, "queue_depth": 32, "intra_op_parallelism": 2}})")).value();
+  EXPECT_TRUE(options.offload_optimizer);
+  EXPECT_EQ(options.nvme_optimizer.paths, std::vector<std::string>{"/mnt/nvme0"});
+  EXPECT_EQ(options.nvme_optimizer.buffer_count, 6);
+  EXPECT_TRUE(options.nvme_optimizer.pipeline_read);
+  EXPECT_FALSE(options.nvme_optimizer.pipeline_write);
+  EXPECT_EQ(options.nvme_optimizer.io.block_size, 262144u);
+  EXPECT_EQ(options.nvme_optimizer.io.queue_depth, 32u);
+  EXPECT_EQ(options.nvme_optimizer.io.intra_op_parallelism, 2u);
+  EXPECT_TRUE(engine_options(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "cpu"}}})")).value().nvme_optimizer.paths.empty());
 }
 
 TEST(EngineOptions, RefuseWhatTheEngineCannotDo) {
@@ -58,9 +85,6 @@ TEST(EngineOptions, RefuseWhatTheEngineCannotDo) {
     const char* config;
     const char* key;
   } cases[] = {
-      {R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
-          "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}})",
-       "zero_optimization.offload_optimizer.device"},
       {R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
           "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}})",
        "zero_optimization.offload_param.device"},

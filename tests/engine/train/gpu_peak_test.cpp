@@ -8,6 +8,7 @@
 #endif
 
 #include "engine/train/internal/step_report.h"
+#include "tests/support/status_matchers.h"
 #include "train_fixture.h"
 
 namespace tierzero::engine::testing {
@@ -23,7 +24,7 @@ TEST(Gpu, StepLinePeakIsTheAllocatorsPeak) {
   // step's start, is still the step's when train() returns.
   TrainRun run = run_train(train_args(
       write_config(dir, small_config({{"bf16", {{"enabled", true}}}, {"zero_optimization", {{"stage", 3}}}})), 1));
-  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  ASSERT_OK(run.summary);
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
   const int64_t cuda_peak = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   EXPECT_GT(cuda_peak, 0);

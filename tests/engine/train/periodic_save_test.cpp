@@ -47,8 +47,11 @@ class Ranks {
     args.insert(args.begin(), TIERZERO_TRAIN_WORKER);
     for (int rank = 0; rank < kWorld; ++rank) {
       std::vector<std::string> env;
-      for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+      // CUDA hidden: the ranks run on the CPU over Gloo, also on a machine with one GPU.
+      for (char** e = environ; *e != nullptr; ++e)
+        if (std::string(*e).rfind("CUDA_VISIBLE_DEVICES=", 0) != 0) env.emplace_back(*e);
       for (std::string v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+                            std::string("CUDA_VISIBLE_DEVICES="),
                             "WORLD_SIZE=" + std::to_string(kWorld), std::string("MASTER_ADDR=127.0.0.1"),
                             "MASTER_PORT=" + std::to_string(port), std::string("OMP_NUM_THREADS=1"),
                             std::string("TORCH_FR_BUFFER_SIZE=0")})

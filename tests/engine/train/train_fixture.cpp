@@ -1,6 +1,5 @@
 #include "train_fixture.h"
 
-#include <ftw.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,17 +7,6 @@
 #include <fstream>
 
 namespace tierzero::engine::testing {
-
-ScratchDir::ScratchDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tierzero_train_XXXXXX";
-  path_ = mkdtemp(pattern.data());
-}
-
-ScratchDir::~ScratchDir() {
-  nftw(
-      path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return remove(p); }, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 nlohmann::json small_config(const nlohmann::json& overrides) {
   nlohmann::json config = {

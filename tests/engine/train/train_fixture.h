@@ -11,19 +11,15 @@
 
 #include "common/status.h"
 #include "engine/train/trainer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tierzero::engine::testing {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at destruction.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+// A fresh directory tierzero_train-XXXXXX under $TMPDIR (or /tmp), removed with everything in it
+// at destruction (tests/support); `dir / "name"` is a path in it.
+struct ScratchDir : test_support::ScratchDir {
+  ScratchDir() : test_support::ScratchDir("tierzero_train") {}
+  std::string operator/(const std::string& name) const { return file(name); }
 };
 
 // A small, fast ds_config: stage 0, fp32, AdamW, constant lr, every step printed; `overrides` are

@@ -28,6 +28,7 @@
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -40,7 +41,7 @@ using testing::test_model_config;
 
 void expect_round_trip(const ModelConfig& config) {
   Result<ModelConfig> parsed = parse_model_config(to_hf_json(config), "to_hf_json");
-  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string() << "\n" << to_hf_json(config);
+  ASSERT_OK(parsed) << "\n" << to_hf_json(config);
   EXPECT_TRUE(parsed.value() == config) << to_hf_json(config);
 }
 
@@ -71,7 +72,7 @@ TEST(ModelConfigJson, RoundTripsParsedConfigsOfEveryFamily) {
   };
   for (const char* text : configs) {
     Result<ModelConfig> config = parse_model_config(text, "fixture");
-    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    ASSERT_OK(config);
     expect_round_trip(config.value());
   }
 }
@@ -231,7 +232,7 @@ TEST(ZeroExport, ExportingIntoANonEmptyDirectoryFailsOnEveryRank) {
   const std::string tmp = make_temp_dir();
   std::ofstream(tmp + "/keep.txt") << "not a model";
   EXPECT_FALSE(check_export_dir(tmp).ok());
-  EXPECT_TRUE(check_export_dir(tmp + "/new").ok());
+  EXPECT_OK(check_export_dir(tmp + "/new"));
   const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config("llama", true));
   Status status[2];
   run_two_ranks([&](Comm& comm) {

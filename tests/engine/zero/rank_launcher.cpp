@@ -1,7 +1,6 @@
 #include "rank_launcher.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -18,16 +17,6 @@
 extern char** environ;
 
 namespace tierzero::engine::testing {
-std::string make_temp_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir_template = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tierzero_zero_XXXXXX";
-  return mkdtemp(dir_template.data());
-}
-
-void remove_tree(const std::string& path) {
-  nftw(path.c_str(), [](const char* p, const struct stat*, int, FTW*) { return remove(p); }, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 std::string run_ranks(const Scenario& scenario, double loss_rtol, double param_atol, int timeout_seconds) {
   std::string dir = make_temp_dir();
   std::vector<std::string> args = scenario.to_args();

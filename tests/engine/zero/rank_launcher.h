@@ -5,14 +5,15 @@
 #include <string>
 
 #include "scenario.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tierzero::engine::testing {
 
-// Makes a fresh directory under $TMPDIR (or /tmp) named tierzero_zero_XXXXXX.
-std::string make_temp_dir();
-// Removes `path` and everything below it. (Not std::filesystem::remove_all: libtorch.so exports its
-// own copy, which the dynamic linker may bind instead, and it crashes.)
-void remove_tree(const std::string& path);
+// A fresh directory under $TMPDIR (or /tmp) named tierzero_zero-XXXXXX (tests/support/scratch_dir.h;
+// prefer a test_support::ScratchDir, which removes itself).
+inline std::string make_temp_dir() { return test_support::make_scratch_dir("tierzero_zero"); }
+// Removes `path` and everything below it (test_support::remove_tree).
+inline void remove_tree(const std::string& path) { test_support::remove_tree(path); }
 
 // Empty when every rank exited 0; otherwise each failing rank's exit status and stderr.
 std::string run_ranks(const Scenario& scenario, double loss_rtol, double param_atol, int timeout_seconds = 240);

@@ -58,7 +58,14 @@ std::vector<std::string> Scenario::to_args() const {
           "--prefetch_numel=" + std::to_string(prefetch_numel),
           "--max_live_numel=" + std::to_string(max_live_numel),
           "--max_reuse_distance=" + std::to_string(max_reuse_distance), "--resume_dir=" + resume_dir,
-          "--save_dir=" + save_dir};
+          "--save_dir=" + save_dir, "--overlap=" + std::to_string(overlap),
+          "--sub_group_numel=" + std::to_string(sub_group_numel),
+          "--staging_buffers=" + std::to_string(staging_buffers),
+          "--compare_overlap=" + std::to_string(compare_overlap),
+          "--staging_slot_bytes=" + std::to_string(staging_slot_bytes), "--weights_dir=" + weights_dir,
+          "--streamed=" + std::to_string(streamed), "--compare_streamed=" + std::to_string(compare_streamed),
+          "--nvme_dir=" + nvme_dir, "--nvme_buffers=" + std::to_string(nvme_buffers),
+          "--nvme_pipeline=" + std::to_string(nvme_pipeline), "--compare_nvme=" + std::to_string(compare_nvme)};
 }
 
 Scenario Scenario::from_args(const std::vector<std::string>& args) {
@@ -86,6 +93,18 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
     else if (key == "max_reuse_distance") s.max_reuse_distance = std::stoll(value);
     else if (key == "resume_dir") s.resume_dir = value;
     else if (key == "save_dir") s.save_dir = value;
+    else if (key == "overlap") s.overlap = value == "1";
+    else if (key == "sub_group_numel") s.sub_group_numel = std::stoll(value);
+    else if (key == "staging_buffers") s.staging_buffers = std::stoi(value);
+    else if (key == "compare_overlap") s.compare_overlap = value == "1";
+    else if (key == "staging_slot_bytes") s.staging_slot_bytes = std::stoll(value);
+    else if (key == "weights_dir") s.weights_dir = value;
+    else if (key == "streamed") s.streamed = value == "1";
+    else if (key == "compare_streamed") s.compare_streamed = value == "1";
+    else if (key == "nvme_dir") s.nvme_dir = value;
+    else if (key == "nvme_buffers") s.nvme_buffers = std::stoi(value);
+    else if (key == "nvme_pipeline") s.nvme_pipeline = value == "1";
+    else if (key == "compare_nvme") s.compare_nvme = value == "1";
     else throw Error(invalid_argument("unknown argument " + arg));
   }
   return s;
@@ -97,6 +116,11 @@ std::string Scenario::name() const {
   if (bucket_numel != defaults.bucket_numel) knobs += "_bucket" + std::to_string(bucket_numel);
   if (max_live_numel != defaults.max_live_numel) knobs += "_live" + std::to_string(max_live_numel);
   if (max_reuse_distance != defaults.max_reuse_distance) knobs += "_reuse" + std::to_string(max_reuse_distance);
+  if (!overlap) knobs += "_plain";
+  if (sub_group_numel != defaults.sub_group_numel) knobs += "_subgroup" + std::to_string(sub_group_numel);
+  if (staging_slot_bytes != defaults.staging_slot_bytes) knobs += "_slot" + std::to_string(staging_slot_bytes);
+  if (streamed) knobs += "_streamed";
+  if (!nvme_dir.empty()) knobs += "_nvme" + std::to_string(nvme_buffers) + (nvme_pipeline ? "" : "_sync");
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" +
          std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
@@ -133,10 +157,32 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.partition.offload_params = s.offload_params;
   options.cpu_threads = 1;
   options.gradient_clipping = s.clip;
-  ZeroEngine engine(*model, init_parameters(config, kInitSeed, at::kFloat, at::kCPU), options, comm);
-  if (s.offload_params) {  // the shard the optimizer writes is in host memory, pinned where CUDA is
+  options.overlap_offload = s.overlap;
+  options.sub_group_size = s.sub_group_numel;
+  options.grad_staging_buffers = s.staging_buffers;
+  options.grad_staging_slot_bytes = static_cast<uint64_t>(s.staging_slot_bytes);
+  if (!s.nvme_dir.empty())
+    options.nvme_optimizer = {.paths = {s.nvme_dir},
+                              .buffer_count = s.nvme_buffers,
+                              .pipeline_read = s.nvme_pipeline,
+                              .pipeline_write = s.nvme_pipeline,
+                              .io = {},
+                              .fault_injector = nullptr};
+  std::unique_ptr<ZeroEngine> built;
+  if (s.streamed) {
+    std::unique_ptr<ParamSource> source = value_or_throw(open_safetensors_params(s.weights_dir));
+    built = std::make_unique<ZeroEngine>(*model, *source, options, comm);
+  } else {
+    built = std::make_unique<ZeroEngine>(*model,
+                                         s.weights_dir.empty()
+                                             ? init_parameters(config, kInitSeed, at::kFloat, at::kCPU)
+                                             : value_or_throw(load_hf_weights(s.weights_dir, at::kFloat, at::kCPU)),
+                                         options, comm);
+  }
+  ZeroEngine& engine = *built;
+  if (s.offload_params) {  // the shard the optimizer writes is in host memory, pinned when it feeds a GPU
     const at::Tensor shard = engine.partitioner().compute_partition();
-    if (!shard.is_cpu() || shard.is_pinned() != at::hasCUDA())
+    if (!shard.is_cpu() || shard.is_pinned() != comm.device().is_cuda())
       throw Error(internal_error("offloaded parameter shard on " + shard.device().str() +
                                  (shard.is_pinned() ? ", pinned" : ", not pinned")));
   }
@@ -202,6 +248,19 @@ TrainTrace train_reference(const Scenario& s) {
   }
   for (auto& [name, p] : params) trace.params[name] = p.detach().clone();
   return trace;
+}
+
+std::string compare_exactly(const TrainTrace& got, const TrainTrace& want) {
+  std::ostringstream out;
+  if (got.losses.size() != want.losses.size()) return "step counts differ";
+  for (size_t i = 0; i < got.losses.size(); ++i)
+    if (got.losses[i] != want.losses[i])
+      out << "step " << i << ": loss " << got.losses[i] << " vs " << want.losses[i] << "\n";
+  for (const auto& [name, want_param] : want.params) {
+    auto it = got.params.find(name);
+    if (it == got.params.end() || !it->second.equal(want_param)) out << name << " differs\n";
+  }
+  return out.str();
 }
 
 std::string compare_traces(const TrainTrace& got, const TrainTrace& want, double loss_rtol, double param_atol) {

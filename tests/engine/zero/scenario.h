@@ -34,6 +34,22 @@ struct Scenario {
   int64_t max_reuse_distance = 1'000'000'000;  // stage 3: stage3_max_reuse_distance
   std::string resume_dir;        // continue from the engine checkpoint here (its iteration on)
   std::string save_dir;          // save an engine checkpoint here after the last step
+  bool overlap = true;           // offloaded optimizer: ZeroEngineOptions::overlap_offload
+  int64_t sub_group_numel = 1'000'000'000;  // ZeroEngineOptions::sub_group_size
+  int staging_buffers = 2;       // ZeroEngineOptions::grad_staging_buffers
+  bool compare_overlap = false;  // worker: check the run equals the same run with overlap off, bit
+                                 // for bit (instead of comparing with the reference)
+  int64_t staging_slot_bytes = 64 << 20;  // ZeroEngineOptions::grad_staging_slot_bytes
+  std::string weights_dir;       // initial weights: this HF directory's safetensors (else random init)
+  bool streamed = false;         // with weights_dir: the engine reads them through
+                                 // open_safetensors_params, not a map from load_hf_weights
+  bool compare_streamed = false; // worker: check the run equals the same run with streamed off, bit
+                                 // for bit
+  std::string nvme_dir;          // with offload: the optimizer state on NVMe, swap files here
+  int nvme_buffers = 4;          // NvmeOptimizerOptions::buffer_count
+  bool nvme_pipeline = true;     // NvmeOptimizerOptions::pipeline_read and pipeline_write
+  bool compare_nvme = false;     // worker: check the run equals the same run with the state in host
+                                 // memory (nvme_dir empty), bit for bit
 
   // Command-line form, for the multi-rank worker: "--stage=2 --offload=1 ...".
   std::vector<std::string> to_args() const;
@@ -62,6 +78,8 @@ struct TrainTrace {
 // stage 3 had more than scenario.max_live_numel gathered elements alive at once, so multi-rank
 // runs check that limit too.
 TrainTrace train_with_engine(const Scenario& scenario, Comm& comm);
+// Empty when `got` and `want` have the same losses and parameters bit for bit; else the differences.
+std::string compare_exactly(const TrainTrace& got, const TrainTrace& want);
 // Trains the same global batches in one process with plain autograd and AdamW (fp32, CPU).
 TrainTrace train_reference(const Scenario& scenario);
 

@@ -256,7 +256,7 @@ TEST(ZeroStage3, FetchesOffTheRecordedOrderStayUnderTheLimit) {
   options.prefetch_numel = 1'000'000;
   options.max_live_numel = 10'000;  // the embedding (kept for reuse) and one layer prefetched
   std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
-  ShardedPartitioner partitioner(*model, params, options, *comm);
+  ShardedPartitioner partitioner(*model, *map_param_source(params), options, *comm);
   auto run_step = [&](const std::vector<size_t>& order) {
     for (size_t unit : order) {
       std::vector<at::Tensor> got = partitioner.fetch(unit);

@@ -29,9 +29,18 @@ int main(int argc, char** argv) {
     }
     std::unique_ptr<Comm> comm = tierzero::value_or_throw(Comm::create(store, rank, scenario.world_size, device));
     auto got = tierzero::engine::testing::train_with_engine(scenario, *comm);
-    auto want = tierzero::engine::testing::train_reference(scenario);
-    std::string mismatch = tierzero::engine::testing::compare_traces(
-        got, want, std::atof(std::getenv("TIERZERO_TEST_LOSS_RTOL")), std::atof(std::getenv("TIERZERO_TEST_PARAM_ATOL")));
+    std::string mismatch;
+    if (scenario.compare_overlap || scenario.compare_streamed || scenario.compare_nvme) {
+      Scenario plain = scenario;
+      if (scenario.compare_nvme) plain.nvme_dir.clear();
+      plain.overlap = plain.overlap && !scenario.compare_overlap;
+      plain.streamed = plain.streamed && !scenario.compare_streamed;
+      mismatch = tierzero::engine::testing::compare_exactly(got, tierzero::engine::testing::train_with_engine(plain, *comm));
+    } else {
+      auto want = tierzero::engine::testing::train_reference(scenario);
+      mismatch = tierzero::engine::testing::compare_traces(got, want, std::atof(std::getenv("TIERZERO_TEST_LOSS_RTOL")),
+                                                           std::atof(std::getenv("TIERZERO_TEST_PARAM_ATOL")));
+    }
     comm->barrier();
     if (!mismatch.empty()) {
       std::fprintf(stderr, "rank %d, %s:\n%s", rank, scenario.name().c_str(), mismatch.c_str());

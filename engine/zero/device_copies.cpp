@@ -1,0 +1,143 @@
+#include "engine/zero/internal/device_copies.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "common/units.h"
+
+#ifdef TIERZERO_ENGINE_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tierzero::engine {
+namespace {
+
+// A CPU "device": the copy ran when it was queued.
+class HostDone final : public CopyDone {
+ public:
+  explicit HostDone(double seconds) : seconds_(seconds) {}
+  void wait_host() override {}
+  void order_current_stream() override {}
+  double seconds() override { return seconds_; }
+
+ private:
+  double seconds_;
+};
+
+class HostCopies final : public DeviceCopies {
+ public:
+  explicit HostCopies(bool timing) : timing_(timing) {}
+  std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) override {
+    return copy(dst, src.const_data_ptr(), src.nbytes());
+  }
+  std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
+    return copy(dst.data_ptr(), src, dst.nbytes());
+  }
+
+ private:
+  std::unique_ptr<CopyDone> copy(void* dst, const void* src, size_t bytes) const {
+    const auto start = std::chrono::steady_clock::now();
+    std::memcpy(dst, src, bytes);
+    const double seconds = timing_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
+    return std::make_unique<HostDone>(seconds);
+  }
+  bool timing_;
+};
+
+#ifdef TIERZERO_ENGINE_CUDA
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw Error(internal_error(std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
+                               cudaGetErrorString(err) + ")"));
+}
+
+class CudaDone final : public CopyDone {
+ public:
+  CudaDone(at::cuda::CUDAEvent done, std::unique_ptr<at::cuda::CUDAEvent> start)
+      : done_(std::move(done)), start_(std::move(start)) {}
+  void wait_host() override { done_.synchronize(); }
+  void order_current_stream() override { done_.block(c10::cuda::getCurrentCUDAStream(done_.device_index())); }
+  double seconds() override { return start_ ? start_->elapsed_time(done_) / 1e3 : 0.0; }
+
+ private:
+  at::cuda::CUDAEvent done_;
+  std::unique_ptr<at::cuda::CUDAEvent> start_;
+};
+
+class CudaCopies final : public DeviceCopies {
+ public:
+  CudaCopies(at::Device device, bool timing)
+      : device_(device),
+        timing_(timing),
+        d2h_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())),
+        h2d_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
+
+  std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) override {
+    c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), d2h_);
+    return copy(d2h_, dst, src.const_data_ptr(), src.nbytes(), cudaMemcpyDeviceToHost);
+  }
+  std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
+    return copy(h2d_, dst.data_ptr(), src, dst.nbytes(), cudaMemcpyHostToDevice);
+  }
+
+ private:
+  std::unique_ptr<CopyDone> copy(const c10::cuda::CUDAStream& side, void* dst, const void* src, size_t bytes,
+                                 cudaMemcpyKind kind) {
+    c10::cuda::CUDAGuard guard(device_);
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    ready.block(side);
+    std::unique_ptr<at::cuda::CUDAEvent> start;
+    if (timing_) {
+      start = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+      start->record(side);
+    }
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, kind, side.stream()), "cudaMemcpyAsync (offloaded step)");
+    at::cuda::CUDAEvent done(timing_ ? cudaEventDefault : cudaEventDisableTiming);
+    done.record(side);
+    return std::make_unique<CudaDone>(std::move(done), std::move(start));
+  }
+
+  at::Device device_;
+  bool timing_;
+  c10::cuda::CUDAStream d2h_;
+  c10::cuda::CUDAStream h2d_;
+};
+
+#endif  // TIERZERO_ENGINE_CUDA
+
+}  // namespace
+
+std::unique_ptr<DeviceCopies> DeviceCopies::create(at::Device device, bool timing) {
+#ifdef TIERZERO_ENGINE_CUDA
+  if (device.is_cuda()) return std::make_unique<CudaCopies>(device, timing);
+#endif
+  if (!device.is_cpu())
+    throw Error(unsupported("offloaded step on " + device.str() + ": this build has no CUDA; rebuild with CUDA"));
+  return std::make_unique<HostCopies>(timing);
+}
+
+Status limit_device_memory(at::Device device, uint64_t bytes) {
+  if (bytes == 0 || device.is_cpu()) return {};
+#ifdef TIERZERO_ENGINE_CUDA
+  size_t free = 0, total = 0;
+  c10::cuda::CUDAGuard guard(device);
+  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  if (bytes > total)
+    return out_of_space("tierzero.gpu_memory_limit " + format_bytes(bytes) + " (" + std::to_string(bytes) +
+                        " bytes) exceeds the " + format_bytes(total) + " of " + device.str() +
+                        "; lower tierzero.gpu_memory_limit or remove it");
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(static_cast<double>(bytes) / static_cast<double>(total),
+                                                     device.index());
+  return {};
+#else
+  return unsupported("tierzero.gpu_memory_limit on " + device.str() + ": this build has no CUDA");
+#endif
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,152 @@
+#include "engine/zero/internal/host_grad_pipeline.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/status.h"
+
+namespace tierzero::engine {
+namespace {
+
+ElementType element_type_of(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ElementType::kF32;
+    case at::kBFloat16: return ElementType::kBF16;
+    case at::kHalf: return ElementType::kF16;
+    default:
+      throw Error(internal_error(std::string("offloaded gradients: unsupported gradient dtype ") +
+                                 c10::toString(type)));
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+HostGradPipeline::HostGradPipeline(at::Tensor partition, std::vector<at::Tensor> staging, DeviceCopies& copies,
+                                   const cpu_adam::CpuAdam& adam, float scale, bool overlap)
+    : partition_(std::move(partition)),
+      staging_(std::move(staging)),
+      copies_(copies),
+      adam_(adam),
+      scale_(scale),
+      overlap_(overlap) {
+  if (partition_.scalar_type() != at::kFloat || !partition_.is_cpu() || !partition_.is_contiguous() ||
+      staging_.empty() || staging_.front().nbytes() < 8)
+    throw Error(internal_error("HostGradPipeline needs a contiguous fp32 host partition and a staging slot of 8+ bytes"));
+  for (size_t i = staging_.size(); i-- > 0;) free_slots_.push_back(i);
+  if (overlap_) worker_ = std::thread([this] { work(); });
+}
+
+HostGradPipeline::~HostGradPipeline() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> runs) {
+  if (!source.is_contiguous())
+    throw Error(internal_error("offloaded gradients: a reduced bucket that is not contiguous"));
+  const int64_t piece = static_cast<int64_t>(staging_.front().nbytes() / source.element_size());
+  for (int64_t first = 0; first < source.numel(); first += piece) {
+    const int64_t end = std::min(source.numel(), first + piece);
+    std::vector<LandingRun> part;
+    for (const LandingRun& run : runs) {
+      const int64_t lo = std::max(first, run.source_offset), hi = std::min(end, run.source_offset + run.numel);
+      if (lo < hi) part.push_back({run.partition_offset + (lo - run.source_offset), lo - first, hi - lo});
+    }
+    if (!part.empty()) land_piece(source.narrow(0, first, end - first), std::move(part));
+  }
+}
+
+void HostGradPipeline::land_piece(const at::Tensor& source, std::vector<LandingRun> runs) {
+  Job job;
+  job.type = element_type_of(source.scalar_type());
+  job.runs = std::move(runs);
+  {
+    std::unique_lock lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    const auto start = std::chrono::steady_clock::now();
+    changed_.wait(lock, [&] { return !free_slots_.empty() || error_; });
+    blocked_seconds_ += seconds_since(start);
+    if (error_) std::rethrow_exception(error_);
+    job.slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  job.copy = copies_.to_host(staging_[job.slot].data_ptr(), source);
+  if (!overlap_) {
+    accumulate(job);
+    std::lock_guard lock(mutex_);
+    free_slots_.push_back(job.slot);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(job));
+  }
+  changed_.notify_all();
+}
+
+void HostGradPipeline::accumulate(Job& job) {
+  job.copy->wait_host();
+  copy_seconds_ += job.copy->seconds();
+  const auto* base = static_cast<const std::byte*>(staging_[job.slot].const_data_ptr());
+  const size_t element = element_size(job.type);
+  float* partition = partition_.data_ptr<float>();
+  for (const LandingRun& run : job.runs) {
+    const cpu_adam::ConstElements src{base + run.source_offset * element, static_cast<size_t>(run.numel), job.type};
+    const cpu_adam::GradStats stats = value_or_throw(
+        adam_.accumulate_scaled(std::span<float>(partition + run.partition_offset, run.numel), src, scale_));
+    run_norms_.record(run.partition_offset, run.numel, stats.sq_norm);
+  }
+}
+
+void HostGradPipeline::work() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    ++busy_;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      accumulate(job);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    job.copy.reset();
+    lock.lock();
+    if (error && !error_) error_ = error;
+    free_slots_.push_back(job.slot);
+    --busy_;
+    changed_.notify_all();
+  }
+}
+
+void HostGradPipeline::drain() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return (queue_.empty() && busy_ == 0) || error_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+cpu_adam::GradStats HostGradPipeline::grad_stats() const {
+  return run_norms_.total(std::span<const float>(partition_.const_data_ptr<float>(), partition_.numel()), adam_);
+}
+
+void HostGradPipeline::reset() {
+  partition_.zero_();
+  run_norms_.clear();
+  copy_seconds_ = 0.0;
+  blocked_seconds_ = 0.0;
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,56 @@
+// Copies between the compute device and pinned host memory on side streams: the one place of the
+// offloaded step that speaks CUDA (compiled with TIERZERO_ENGINE_CUDA). Each copy is ordered after
+// the work queued so far on LibTorch's current stream of the device, through an event (never the
+// legacy default stream, never a device-wide sync), and completes as a CopyDone that a host thread
+// waits on or the current stream is ordered after. For a CPU "device" a copy is a memcpy done at
+// once, so the same code runs, and is tested, on machines without a GPU.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+
+namespace tierzero::engine {
+
+// A queued copy.
+class CopyDone {
+ public:
+  virtual ~CopyDone() = default;
+  // Blocks the calling thread (any thread) until the copy has run: only its event, never the device.
+  virtual void wait_host() = 0;
+  // Makes work queued on the device's current stream from now on start after the copy; the host
+  // does not block.
+  virtual void order_current_stream() = 0;
+  // Seconds the copy ran on its stream, once wait_host() returned; 0 unless timing is on.
+  virtual double seconds() = 0;
+};
+
+class DeviceCopies {
+ public:
+  // Side streams on `device` (CUDA: one device-to-host and one host-to-device stream from
+  // LibTorch's pool); with `timing`, each copy also measures its time on its stream. Throws
+  // tierzero::Error for a CUDA device in a build without CUDA.
+  static std::unique_ptr<DeviceCopies> create(at::Device device, bool timing);
+  virtual ~DeviceCopies() = default;
+
+  // Queues a copy of `src` (contiguous, on the device) into `dst` (src.nbytes() of pinned host
+  // memory), after the work queued so far on the current stream (the reduction that wrote src).
+  // The device memory of `src` is not reused by LibTorch's allocator before the copy has run.
+  virtual std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) = 0;
+  // Queues a copy of `src` (dst.nbytes() of pinned host memory, unchanged until the copy ran) into
+  // `dst` (contiguous, on the device), after the work queued so far on the current stream (which
+  // may still read dst's old contents).
+  virtual std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) = 0;
+};
+
+// Caps what LibTorch's caching allocator may hold on `device` at `bytes` (tierzero.gpu_memory_limit;
+// 0 = no cap): an allocation past it fails with CUDA's out-of-memory error. kOutOfSpace naming the
+// key, the bytes asked and the device's total when `bytes` exceeds the device; ok and nothing done
+// for a CPU device.
+Status limit_device_memory(at::Device device, uint64_t bytes);
+
+}  // namespace tierzero::engine

@@ -1,0 +1,115 @@
+// Offloaded gradients: every reduced bucket leaves the device for an fp32 gradient partition in
+// host memory, while backward goes on.
+//
+//   backward thread:  land(bucket)  --take a free staging slot (blocks only when all are in use)-->
+//                     DeviceCopies::to_host on the D2H side stream, ordered after the reduction
+//   worker thread:    wait for that copy's event --> partition[run] += slot[run] * scale with
+//                     cpu_adam's SIMD kernel on every core the optimizer may use, and the sum of
+//                     squares of the run's new values recorded --> the slot is free again
+//
+// Buckets are added in the order they landed (FIFO), so the partition is the same, bit for bit,
+// whether the worker overlaps backward (overlap on) or land() does it all before returning
+// (overlap off, the plain path through the same kernels). The squared norm of the accumulated
+// gradient is known when the last bucket of the step has landed, without another pass: each run's
+// sum of squares is recorded when it is added, a later addition replacing what it covers (the next
+// micro-batch), and grad_stats() sums them in partition order (run_norms.h). Runs need not repeat
+// their boundaries: a bucket that straddles two micro-batches lands its parameters at other
+// slot-piece boundaries, and the parts of a run that a later run cut are summed again from the
+// partition (found on the H200: a 1.35B model's embedding landed split at two different places).
+//
+// Staging slots need not hold a whole bucket: a bucket larger than a slot is copied and added in
+// slot-sized pieces, and a piece no run reads is not copied at all. Slots are sized by the engine
+// (ZeroEngineOptions::grad_staging_slot_bytes), not by reduce_bucket_size.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cpu_adam/adam.h"
+#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/run_norms.h"
+
+namespace tierzero::engine {
+
+// `numel` elements of a landed bucket, from `source_offset` in it, added at `partition_offset`.
+struct LandingRun {
+  int64_t partition_offset = 0;
+  int64_t source_offset = 0;
+  int64_t numel = 0;
+};
+
+class HostGradPipeline {
+ public:
+  // Adds into `partition` (fp32, contiguous, host memory) through `staging` (byte tensors in pinned
+  // host memory, all of one size, at least 8 bytes; at least one slot), copying
+  // with `copies` and adding with `adam`'s kernel (both outlive the pipeline); every landed
+  // element is multiplied by `scale` (1 / world size: the average over ranks).
+  HostGradPipeline(at::Tensor partition, std::vector<at::Tensor> staging, DeviceCopies& copies,
+                   const cpu_adam::CpuAdam& adam, float scale, bool overlap);
+  ~HostGradPipeline();
+  HostGradPipeline(const HostGradPipeline&) = delete;
+  HostGradPipeline& operator=(const HostGradPipeline&) = delete;
+
+  // Takes a reduced bucket `source` (flat, contiguous, fp32 | bf16 | fp16, on the compute device;
+  // its reduction waited for, or ordered on the current stream) and adds source[run] * scale into
+  // the partition for each run (disjoint ranges), a staging slot's worth of elements at a time.
+  // Blocks only while every staging slot is in use; `source` may be dropped by the caller once this
+  // returns. Throws tierzero::Error when `source` is not contiguous or an earlier bucket failed.
+  void land(const at::Tensor& source, std::vector<LandingRun> runs);
+  // Waits until every landed bucket is in the partition. Throws the worker's error, if any.
+  void drain();
+  // The squared L2 norm of the partition and whether it is finite, from the recorded runs; valid
+  // after drain(). Ranges never landed since reset() count as zero (the partition is zero there).
+  cpu_adam::GradStats grad_stats() const;
+  // Zeroes the partition and forgets the recorded runs; call after drain().
+  void reset();
+
+  at::Tensor partition() const { return partition_; }
+  // Seconds since the last reset(): the copies ran on the D2H stream (with timing on), and the
+  // backward thread waited for a free staging slot.
+  double copy_seconds() const { return copy_seconds_; }
+  double blocked_seconds() const { return blocked_seconds_; }
+
+ private:
+  struct Job {
+    size_t slot = 0;
+    ElementType type = ElementType::kF32;
+    std::vector<LandingRun> runs;
+    std::unique_ptr<CopyDone> copy;
+  };
+  // Lands `piece` (at most a slot) for `runs` (offsets relative to `piece`).
+  void land_piece(const at::Tensor& piece, std::vector<LandingRun> runs);
+  // Waits for the job's copy, adds its runs, records their norms.
+  void accumulate(Job& job);
+  void work();
+
+  at::Tensor partition_;
+  std::vector<at::Tensor> staging_;
+  DeviceCopies& copies_;
+  const cpu_adam::CpuAdam& adam_;
+  float scale_;
+  bool overlap_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<size_t> free_slots_;
+  std::deque<Job> queue_;
+  size_t busy_ = 0;  // jobs taken by the worker, not yet done
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
+
+  RunNorms run_norms_;  // the accumulated partition's sum of squares, by run
+  double copy_seconds_ = 0.0;
+  double blocked_seconds_ = 0.0;
+};
+
+}  // namespace tierzero::engine

@@ -1,0 +1,28 @@
+// Filling the engine's buffers from a ParamSource (functional_model.h) piece by piece: a rank
+// reads only the elements it keeps, through fp32 pieces of bounded size, so building an engine never
+// holds a whole parameter set in host memory (only the 16-bit compute copy stages 0-2 keep whole on
+// the device, and stage 3's persistent parameters).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "engine/model/functional_model.h"
+#include "engine/zero/internal/partitioner.h"
+
+namespace tierzero::engine {
+
+// Writes elements [first, first + dst.numel()) of parameter `name` into `dst` (flat, contiguous,
+// any float dtype, any device), cast from fp32 as Tensor::copy_ casts. An fp32 host `dst` is read
+// into directly; otherwise through a host buffer of at most 4 Mi elements. Throws tierzero::Error
+// with the source's error.
+void load_param_range(ParamSource& source, const std::string& name, int64_t first, const at::Tensor& dst);
+
+// Fills `dst` (flat, partitioner.partition_numel() elements, any float dtype and device; its padding
+// is left as it is, zero for a fresh buffer) with partition `rank`'s elements of every parameter of
+// `model`, where partitioner.locate() puts them. Throws tierzero::Error naming the parameter.
+void load_partition(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
+                    const at::Tensor& dst);
+
+}  // namespace tierzero::engine

@@ -1,0 +1,45 @@
+#include "engine/zero/internal/run_norms.h"
+
+#include <cmath>
+#include <iterator>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace tierzero::engine {
+
+void RunNorms::record(int64_t offset, int64_t numel, double sq) {
+  const int64_t end = offset + numel;
+  auto it = runs_.lower_bound(offset);
+  if (it != runs_.begin()) {
+    auto before = std::prev(it);
+    if (before->first + before->second.numel > offset) it = before;
+  }
+  std::vector<std::pair<int64_t, int64_t>> uncovered;  // parts of cut runs: (offset, numel)
+  while (it != runs_.end() && it->first < end) {
+    const int64_t run_begin = it->first, run_end = it->first + it->second.numel;
+    if (run_begin < offset) uncovered.emplace_back(run_begin, offset - run_begin);
+    if (run_end > end) uncovered.emplace_back(end, run_end - end);
+    it = runs_.erase(it);
+  }
+  for (const auto& [first, count] : uncovered) runs_[first] = Run{.numel = count, .resum = true};
+  runs_[offset] = Run{.numel = numel, .sq = sq};
+}
+
+cpu_adam::GradStats RunNorms::total(std::span<const float> partition, const cpu_adam::CpuAdam& adam) const {
+  cpu_adam::GradStats stats;
+  for (const auto& [offset, run] : runs_) {
+    double sq = run.sq;
+    if (run.resum) {
+      const cpu_adam::ConstElements elements{partition.data() + offset, static_cast<size_t>(run.numel),
+                                             ElementType::kF32};
+      const cpu_adam::GradStats part = adam.grad_stats(elements);
+      sq = part.finite ? part.sq_norm : std::numeric_limits<double>::infinity();
+    }
+    stats.sq_norm += sq;
+  }
+  stats.finite = std::isfinite(stats.sq_norm);
+  return stats;
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,161 @@
+// The overlapped offloaded step (gradients leave the device and are added on the CPU while backward
+// runs; CPU Adam sub-group by sub-group) equals the plain synchronous path through the same
+// kernels bit for bit: losses and master weights over 20 steps, stages 1-3, fp32 and bf16,
+// gradient accumulation 1 and 4, sub-groups smaller than the partition, 1 and 2 ranks (Gloo), and
+// on one GPU where there is one; staging slots smaller than a bucket. Also: the pinned budget is checked against
+// tierzero.pinned_memory_limit before anything is allocated.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "engine/zero/zero_engine.h"
+#include "rank_launcher.h"
+#include "scenario.h"
+
+namespace tierzero::engine::testing {
+namespace {
+
+class OneCpuThread : public ::testing::Environment {
+ public:
+  void SetUp() override { at::set_num_threads(1); }
+};
+::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
+
+// The test model's stage 3 shard is 9824 elements on one rank: sub-groups of 3000 split it in 4.
+constexpr int64_t kSubGroup = 3000;
+
+Scenario overlap_scenario(int stage, const std::string& dtype, int accumulation) {
+  Scenario s;
+  s.stage = stage;
+  s.offload = true;
+  s.dtype = dtype;
+  s.accumulation = accumulation;
+  s.steps = 20;
+  s.sub_group_numel = kSubGroup;
+  s.clip = 0.5;  // clips some steps: the norm recorded while landing decides the factor
+  return s;
+}
+
+TrainTrace train_single(const Scenario& s) {
+  std::unique_ptr<Comm> comm = Comm::single(s.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
+  return train_with_engine(s, *comm);
+}
+
+class OffloadOverlap : public ::testing::TestWithParam<std::tuple<int, std::string, int>> {};
+
+TEST_P(OffloadOverlap, OneRankEqualsPlainPathBitForBit) {
+  Scenario s = overlap_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
+  s.staging_buffers = 1;  // backward waits for the worker's only slot: the blocking path runs too
+  const TrainTrace overlapped = train_single(s);
+  s.overlap = false;
+  EXPECT_EQ(compare_exactly(overlapped, train_single(s)), "") << s.name();
+}
+
+TEST_P(OffloadOverlap, TwoRanksEqualPlainPathBitForBit) {
+  Scenario s = overlap_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
+  s.world_size = 2;
+  s.compare_overlap = true;
+  EXPECT_EQ(run_ranks(s, 0.0, 0.0), "") << s.name();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, OffloadOverlap,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values("fp32", "bf16"),
+                                            ::testing::Values(1, 4)),
+                         [](const auto& info) {
+                           return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) +
+                                  "_acc" + std::to_string(std::get<2>(info.param));
+                         });
+
+// Sub-groups change nothing: Adam is elementwise, so any split gives the same weights.
+TEST(OffloadOverlapSubGroups, AnySplitGivesTheSameWeights) {
+  Scenario s = overlap_scenario(3, "bf16", 2);
+  s.steps = 5;
+  const TrainTrace split = train_single(s);
+  s.sub_group_numel = 1'000'000'000;
+  EXPECT_EQ(compare_exactly(split, train_single(s)), "");
+}
+
+// Stage 3 with the parameter shard offloaded too: the optimizer writes the pinned shard in place.
+TEST(OffloadOverlapSubGroups, OffloadedParametersEqualPlainPath) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    Scenario s = overlap_scenario(3, dtype, 2);
+    s.offload_params = true;
+    s.steps = 10;
+    const TrainTrace overlapped = train_single(s);
+    s.overlap = false;
+    EXPECT_EQ(compare_exactly(overlapped, train_single(s)), "") << s.name();
+  }
+}
+
+// Staging slots far smaller than a bucket: each bucket leaves in slot-sized pieces, and the result
+// still equals the plain path bit for bit, and the unsplit run up to the norm's summation order.
+TEST(OffloadStagingSlots, BucketsLargerThanASlotLandInPieces) {
+  for (int stage : {1, 2, 3}) {
+    Scenario s = overlap_scenario(stage, "bf16", 2);
+    s.steps = 5;
+    s.staging_slot_bytes = 256;  // 128 bf16 elements; buckets are up to 1000
+    const TrainTrace split = train_single(s);
+    s.overlap = false;
+    EXPECT_EQ(compare_exactly(split, train_single(s)), "") << s.name();
+    s.staging_slot_bytes = Scenario().staging_slot_bytes;
+    EXPECT_EQ(compare_traces(split, train_single(s), 1e-6, 1e-6), "") << s.name();
+  }
+}
+
+TEST(OffloadBudget, PinnedLimitIsCheckedBeforeAllocating) {
+  ModelConfig config = test_model_config(true);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  ZeroEngineOptions options;
+  options.partition.stage = 3;
+  options.offload_optimizer = true;
+  options.pinned_memory_limit_bytes = 4096;
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  try {
+    ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+    ADD_FAILURE() << "a 4 KiB pinned limit held the offloaded step";
+  } catch (const Error& e) {
+    const std::string message = e.status().message();
+    EXPECT_NE(message.find("tierzero.pinned_memory_limit"), std::string::npos) << message;
+    EXPECT_NE(message.find("4096 bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("master"), std::string::npos) << message;
+  }
+}
+
+TEST(OffloadTimes, BreakdownIsFilledWhenAsked) {
+  ModelConfig config = test_model_config(true);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  ZeroEngineOptions options;
+  options.partition.stage = 2;
+  options.offload_optimizer = true;
+  options.time_breakdown = true;
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+  at::Tensor tokens = at::randint(64, {2, 9}, at::kLong);
+  engine.forward_backward(tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8), 1.0);
+  engine.step(1e-3, 1.0);
+  const StepTimes& t = engine.last_step_times();
+  EXPECT_GT(t.forward_s, 0.0);
+  EXPECT_GT(t.backward_s, 0.0);
+  EXPECT_GT(t.cpu_optimizer_s, 0.0);
+  EXPECT_GE(t.gpu_idle_s, t.cpu_optimizer_s);
+}
+
+// On a GPU the copies really run on side streams, and each unit's fetch or gather waits only for the
+// sub-groups (3000 elements: several per run) holding its parameters; staging slots of 256 bytes
+// make every bucket leave in pieces.
+TEST(OffloadOverlapGpu, OneGpuEqualsPlainPathBitForBit) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  for (int stage : {1, 2, 3}) {
+    for (int64_t slot_bytes : {Scenario().staging_slot_bytes, int64_t{256}}) {
+      Scenario s = overlap_scenario(stage, "bf16", 4);
+      s.device = "cuda";
+      s.staging_slot_bytes = slot_bytes;
+      const TrainTrace overlapped = train_single(s);
+      s.overlap = false;
+      EXPECT_EQ(compare_exactly(overlapped, train_single(s)), "") << s.name();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tierzero::engine::testing
