@@ -49,7 +49,7 @@ std::string runs_table(const std::vector<RunMetrics>& runs) {
                     fixed(median_of(r, [](const StepMetrics& s) { return s.tokens_per_s; }), 0),
                     fixed(median_of(r, [](const StepMetrics& s) { return s.tflops; }), 3),
                     fixed(median_of(r, [](const StepMetrics& s) { return s.step_time_s; }), 3),
-                    format_bytes(static_cast<uint64_t>(peak_gpu))});
+                    peak_gpu > 0 ? format_bytes(static_cast<uint64_t>(peak_gpu)) : "-"});  // "-": no GPU
   }
   return html_table({"run", "model", "config", "ranks", "dtype", "stage", "offload", "steps", "loss first -> last",
                      "tokens/s (median)", "TFLOPS (median)", "s/step (median)", "peak GPU"},

@@ -64,7 +64,7 @@ LineChart memory_chart(const RunMetrics& run) {
   chart.markers = run.steps.size() <= kMarkersUpTo;
   for (size_t t = 0; t < std::size(kTiers); ++t) {
     LineSeries s{kTiers[t].name, {}, {}, false, static_cast<int>(t)};
-    bool held = t == 0;
+    bool held = false;  // a tier that held nothing (no GPU on a CPU run, no NVMe) is left out
     for (const StepMetrics& step : run.steps) {
       s.x.push_back(static_cast<double>(step.step));
       s.y.push_back(static_cast<double>(step.*kTiers[t].bytes) / unit);

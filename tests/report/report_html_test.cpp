@@ -57,6 +57,25 @@ double max_loss(const RunMetrics& r) {
   return m;
 }
 
+// A CPU run holds nothing on a GPU: its memory chart has no GPU series and the table says "-",
+// not "0 B" (what the hardware saw, not a zero it never measured).
+TEST(ReportHtmlTest, ACpuRunShowsNoGpuTier) {
+  ReportInput input;
+  input.runs = {synthetic_run("cpu", 10, false, 1.0)};
+  for (StepMetrics& s : input.runs[0].steps) {
+    s.gpu_peak_bytes = 0;
+    s.gpu_reserved_bytes = 0;
+    s.pinned_bytes = 0;
+    s.pageable_bytes = int64_t{500} << 20;
+  }
+  const std::string html = render_report_html(input);
+  const std::vector<ProbedChart> charts = probe_charts(html);
+  const ProbedChart& memory = chart_titled(charts, "Memory per tier: cpu");
+  ASSERT_EQ(memory.series.size(), 1u);
+  EXPECT_EQ(memory.series[0].name, "pageable host");
+  EXPECT_EQ(html.find("0 B</td>"), std::string::npos);
+}
+
 TEST(ReportHtmlTest, RunsOverlaidWithOneSeriesEach) {
   ReportInput input;
   input.runs = {synthetic_run("baseline", 30, false, 1.0), synthetic_run("offload", 200, true, 1.1),
