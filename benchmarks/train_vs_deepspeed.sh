@@ -45,6 +45,9 @@ if [[ $dry_run == 1 ]]; then
 fi
 shape=${shape:-1.35b} steps=${steps:-6} warmup=${warmup:-2}
 py=${PYTHON:-python3}
+# DeepSpeed 0.19.8's op builder cannot parse the "9.0a" arch torch reports on Hopper ("invalid
+# literal for int() ... '0a'", seen building FusedAdam on the H200): name the plain arch.
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 tz=${TIERZERO_BIN:-}
 if [[ -z $tz ]]; then
   if [[ -x build-gpu/tools/tierzero ]]; then tz=build-gpu/tools/tierzero; else tz=build/tools/tierzero; fi
