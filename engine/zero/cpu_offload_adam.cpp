@@ -5,32 +5,16 @@
 
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "cpu_adam/adam.h"
+#include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {
 namespace {
-
-ElementType element_type_of(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return ElementType::kF32;
-    case at::kBFloat16: return ElementType::kBF16;
-    case at::kHalf: return ElementType::kF16;
-    default:
-      throw Error(internal_error(std::string("cpu optimizer: unsupported dtype ") + c10::toString(type)));
-  }
-}
-
-// Elements [begin, begin + count) of a contiguous tensor.
-cpu_adam::Elements slice(const at::Tensor& t, int64_t begin, int64_t count) {
-  return {static_cast<std::byte*>(t.data_ptr()) + begin * t.element_size(), static_cast<size_t>(count),
-          element_type_of(t.scalar_type())};
-}
 
 class CpuOffloadAdam final : public PartitionOptimizer {
  public:
@@ -43,12 +27,7 @@ class CpuOffloadAdam final : public PartitionOptimizer {
                                    " must be at least 1"));
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override {
-    at::Tensor host = grad.cpu().contiguous();
-    const cpu_adam::Elements all = slice(host, 0, host.numel());
-    cpu_adam::GradStats stats = setup_.adam->grad_stats({all.data, all.count, all.type});
-    return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
-  }
+  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
@@ -75,14 +54,14 @@ class CpuOffloadAdam final : public PartitionOptimizer {
     const int64_t numel = state_.master.numel();
     for (int64_t begin = 0; begin < numel; begin += setup_.sub_group_numel) {
       const int64_t count = std::min(setup_.sub_group_numel, numel - begin);
-      cpu_adam::Elements master = slice(state_.master, begin, count);
-      cpu_adam::Elements grads = slice(host_grad, begin, count);
+      cpu_adam::Elements master = tensor_elements(state_.master, begin, count);
+      cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
       const cpu_adam::AdamBuffers buffers{
           .params = {static_cast<float*>(master.data), master.count},
           .grads = {grads.data, grads.count, grads.type},
-          .exp_avg = slice(state_.exp_avg, begin, count),
-          .exp_avg_sq = slice(state_.exp_avg_sq, begin, count),
-          .params16 = sixteen_bit ? slice(out16, begin, count) : cpu_adam::Elements{}};
+          .exp_avg = tensor_elements(state_.exp_avg, begin, count),
+          .exp_avg_sq = tensor_elements(state_.exp_avg_sq, begin, count),
+          .params16 = sixteen_bit ? tensor_elements(out16, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
       if (in_place) continue;
       const at::Tensor& source = sixteen_bit ? setup_.params16 : state_.master;

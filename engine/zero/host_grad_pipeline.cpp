@@ -6,20 +6,10 @@
 #include <chrono>
 
 #include "common/status.h"
+#include "engine/zero/internal/host_elements.h"
 
 namespace tierzero::engine {
 namespace {
-
-ElementType element_type_of(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return ElementType::kF32;
-    case at::kBFloat16: return ElementType::kBF16;
-    case at::kHalf: return ElementType::kF16;
-    default:
-      throw Error(internal_error(std::string("offloaded gradients: unsupported gradient dtype ") +
-                                 c10::toString(type)));
-  }
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -68,7 +58,7 @@ void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> ru
 
 void HostGradPipeline::land_piece(const at::Tensor& source, std::vector<LandingRun> runs) {
   Job job;
-  job.type = element_type_of(source.scalar_type());
+  job.type = float_element_type(source.scalar_type(), "offloaded gradients");
   job.runs = std::move(runs);
   {
     std::unique_lock lock(mutex_);

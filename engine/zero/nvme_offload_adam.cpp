@@ -6,32 +6,17 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "cpu_adam/adam.h"
+#include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/optimizer_swap.h"
 #include "engine/zero/internal/param_loading.h"
 
 namespace tierzero::engine {
 namespace {
-
-ElementType element_type_of(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return ElementType::kF32;
-    case at::kBFloat16: return ElementType::kBF16;
-    case at::kHalf: return ElementType::kF16;
-    default: throw Error(internal_error(std::string("nvme optimizer: unsupported dtype ") + c10::toString(type)));
-  }
-}
-
-// Elements [begin, begin + count) of a contiguous tensor.
-cpu_adam::Elements slice(const at::Tensor& t, int64_t begin, int64_t count) {
-  return {static_cast<std::byte*>(t.data_ptr()) + begin * t.element_size(), static_cast<size_t>(count),
-          element_type_of(t.scalar_type())};
-}
 
 // A pinned buffer and what it holds: sub-group `holds`'s record (master, exp_avg, exp_avg_sq of
 // `count` elements each, back to back), the transfers in flight on it, and the copy to the device
@@ -79,12 +64,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
     }
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override {
-    at::Tensor host = grad.cpu().contiguous();
-    const cpu_adam::Elements all = slice(host, 0, host.numel());
-    cpu_adam::GradStats stats = setup_.adam->grad_stats({all.data, all.count, all.type});
-    return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
-  }
+  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
@@ -114,12 +94,12 @@ class NvmeAdam final : public NvmeOffloadAdam {
       throw_if_error(swap_->wait(slot.read));
       const int64_t begin = k * slot_numel_;
       const int64_t count = count_of(k);
-      const cpu_adam::Elements grads = slice(host_grad, begin, count);
+      const cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
       const cpu_adam::AdamBuffers buffers{.params = {slot.buffer.data_ptr<float>(), static_cast<size_t>(count)},
                                           .grads = {grads.data, grads.count, grads.type},
-                                          .exp_avg = slice(slot.buffer, count, count),
-                                          .exp_avg_sq = slice(slot.buffer, 2 * count, count),
-                                          .params16 = sixteen_bit ? slice(out16, begin, count) : cpu_adam::Elements{}};
+                                          .exp_avg = tensor_elements(slot.buffer, count, count),
+                                          .exp_avg_sq = tensor_elements(slot.buffer, 2 * count, count),
+                                          .params16 = sixteen_bit ? tensor_elements(out16, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
       if (!in_place) send_compute_weights(slot, sixteen_bit, begin, count, compute_partition);
       write_behind(k);

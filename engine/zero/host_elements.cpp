@@ -1,0 +1,32 @@
+#include "engine/zero/internal/host_elements.h"
+
+#include <ATen/ATen.h>
+
+#include <limits>
+#include <string>
+
+#include "common/status.h"
+#include "engine/model/functional_model.h"
+
+namespace tierzero::engine {
+
+ElementType float_element_type(at::ScalarType type, const char* what) {
+  const std::optional<ElementType> element = to_element_type(type);
+  if (!element || (*element != ElementType::kF32 && *element != ElementType::kBF16 && *element != ElementType::kF16))
+    throw Error(internal_error(std::string(what) + ": unsupported dtype " + c10::toString(type)));
+  return *element;
+}
+
+cpu_adam::Elements tensor_elements(const at::Tensor& t, int64_t begin, int64_t count) {
+  return {static_cast<std::byte*>(t.data_ptr()) + begin * t.element_size(), static_cast<size_t>(count),
+          float_element_type(t.scalar_type(), "cpu optimizer")};
+}
+
+double host_grad_sq_norm(const cpu_adam::CpuAdam& adam, const at::Tensor& grad) {
+  const at::Tensor host = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
+  const cpu_adam::Elements all = tensor_elements(host, 0, host.numel());
+  const cpu_adam::GradStats stats = adam.grad_stats({all.data, all.count, all.type});
+  return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace tierzero::engine
