@@ -12,9 +12,7 @@ namespace tierzero {
 
 BenchReport::BenchReport(std::string title, std::FILE* out) : title_(std::move(title)), out_(out) {}
 
-void BenchReport::param(const std::string& key, const std::string& value) {
-  params_.emplace_back(key, value);
-}
+void BenchReport::param(const std::string& key, const std::string& value) { params_.emplace_back(key, value); }
 
 std::string describe_cpu() {
   std::ifstream in("/proc/cpuinfo");
@@ -70,9 +68,7 @@ void BenchReport::row(const std::vector<BenchCell>& cells) {
   rows_.push_back(std::move(j));
 }
 
-void BenchReport::summary(const std::string& key, const std::string& value) {
-  summary_.emplace_back(key, value);
-}
+void BenchReport::summary(const std::string& key, const std::string& value) { summary_.emplace_back(key, value); }
 
 void BenchReport::end(bool all_correct) {
   ok_ = all_correct;

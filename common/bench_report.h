@@ -16,9 +16,9 @@
 namespace tierzero {
 
 struct BenchColumn {
-  std::string name;    // header text and JSON key
-  int width = 10;      // characters, right-aligned
-  int precision = 2;   // decimals for floating-point cells
+  std::string name;   // header text and JSON key
+  int width = 10;     // characters, right-aligned
+  int precision = 2;  // decimals for floating-point cells
 };
 
 using BenchCell = std::variant<std::string, int64_t, double>;

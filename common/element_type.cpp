@@ -79,12 +79,16 @@ std::optional<uint64_t> element_bytes(ElementType type, uint64_t numel) {
 
 bool is_integer_type(ElementType type) {
   switch (type) {
-    case ElementType::kBool: case ElementType::kU8: case ElementType::kI8: case ElementType::kI16:
-    case ElementType::kU16: case ElementType::kI32: case ElementType::kU32: case ElementType::kI64:
-    case ElementType::kU64:
-      return true;
-    default:
-      return false;
+    case ElementType::kBool:
+    case ElementType::kU8:
+    case ElementType::kI8:
+    case ElementType::kI16:
+    case ElementType::kU16:
+    case ElementType::kI32:
+    case ElementType::kU32:
+    case ElementType::kI64:
+    case ElementType::kU64: return true;
+    default: return false;
   }
 }
 

@@ -15,8 +15,28 @@ namespace tierzero {
 // torch.save files, cpu_adam and offload use. Sub-byte types (F4, F6_*) are packed: a tensor of them
 // occupies numel * bits / 8 bytes, which must be whole.
 enum class ElementType : uint8_t {
-  kBool, kF4, kF6E2M3, kF6E3M2, kU8, kI8, kF8E5M2, kF8E4M3, kF8E8M0, kF8E4M3Fnuz, kF8E5M2Fnuz,
-  kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kC64, kF64, kI64, kU64,
+  kBool,
+  kF4,
+  kF6E2M3,
+  kF6E3M2,
+  kU8,
+  kI8,
+  kF8E5M2,
+  kF8E4M3,
+  kF8E8M0,
+  kF8E4M3Fnuz,
+  kF8E5M2Fnuz,
+  kI16,
+  kU16,
+  kF16,
+  kBF16,
+  kI32,
+  kU32,
+  kF32,
+  kC64,
+  kF64,
+  kI64,
+  kU64,
 };
 
 // tierzero's short name of `type`, as its command lines and messages write it: "fp32", "bf16",

@@ -73,8 +73,8 @@ HWY_INLINE hn::Vec<DF> LoadF16(DF df, const uint16_t* HWY_RESTRICT p) {
   const auto inf_nan = hn::Add(rebiased, hn::Set(du32, (128u - 16u) << 23));
   // Zero and subnormals: place the mantissa in a float of exponent 2^-14 and subtract 2^-14.
   const auto magic = hn::Set(du32, 113u << 23);
-  const auto subnormal = hn::BitCast(
-      du32, hn::Sub(hn::BitCast(df, hn::Add(rebiased, hn::Set(du32, 1u << 23))), hn::BitCast(df, magic)));
+  const auto subnormal =
+      hn::BitCast(du32, hn::Sub(hn::BitCast(df, hn::Add(rebiased, hn::Set(du32, 1u << 23))), hn::BitCast(df, magic)));
   auto bits = hn::IfThenElse(hn::Eq(exp, shifted_exp), inf_nan, rebiased);
   bits = hn::IfThenElse(hn::Eq(exp, hn::Zero(du32)), subnormal, bits);
   const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x8000)));

@@ -59,10 +59,9 @@ void ProgressBar::draw(bool final_line) {
   double rate = secs > 0 ? static_cast<double>(done_) / secs : 0;
   double eta = rate > 0 ? static_cast<double>(total_ - std::min(done_, total_)) / rate : 0;
   std::string speed = unit_ == "B" ? format_rate(rate) : std::to_string(static_cast<long>(rate)) + " " + unit_ + "/s";
-  std::fprintf(stderr, "%s%s [%s] %3d%% %s / %s  %s  %s %.0fs%s", tty_ ? "\r" : "", label_.c_str(),
-               bar.c_str(), static_cast<int>(frac * 100), amount(done_).c_str(), amount(total_).c_str(),
-               speed.c_str(), final_line ? "in" : "ETA", final_line ? secs : eta,
-               (final_line || !tty_) ? "\n" : "");
+  std::fprintf(stderr, "%s%s [%s] %3d%% %s / %s  %s  %s %.0fs%s", tty_ ? "\r" : "", label_.c_str(), bar.c_str(),
+               static_cast<int>(frac * 100), amount(done_).c_str(), amount(total_).c_str(), speed.c_str(),
+               final_line ? "in" : "ETA", final_line ? secs : eta, (final_line || !tty_) ? "\n" : "");
   std::fflush(stderr);
 }
 

@@ -15,14 +15,14 @@ namespace tierzero {
 
 enum class ErrorCode : uint8_t {
   kOk = 0,
-  kInvalidArgument,   // the caller's input (config, flag, request) is wrong
-  kNotFound,          // a file, tensor or key does not exist
-  kIo,                // the OS refused or failed an I/O call
-  kCorrupt,           // a file's content contradicts its format
-  kOutOfSpace,        // a disk or memory budget cannot hold what was asked
-  kUnsupported,       // valid but not implemented / not available on this machine
-  kResourceExhausted, // a limit (RLIMIT_MEMLOCK, queue, pool) was hit
-  kInternal,          // a broken invariant in tierzero itself
+  kInvalidArgument,    // the caller's input (config, flag, request) is wrong
+  kNotFound,           // a file, tensor or key does not exist
+  kIo,                 // the OS refused or failed an I/O call
+  kCorrupt,            // a file's content contradicts its format
+  kOutOfSpace,         // a disk or memory budget cannot hold what was asked
+  kUnsupported,        // valid but not implemented / not available on this machine
+  kResourceExhausted,  // a limit (RLIMIT_MEMLOCK, queue, pool) was hit
+  kInternal,           // a broken invariant in tierzero itself
 };
 
 // Returns the stable lower-case name of `code` ("io", "corrupt", ...).
@@ -79,7 +79,7 @@ inline void throw_if_error(const Status& status) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) v_ = Status(ErrorCode::kInternal, "Result built from an ok Status");
   }
@@ -87,9 +87,18 @@ class [[nodiscard]] Result {
   bool ok() const { return std::holds_alternative<T>(v_); }
   // The error; ok_status() when a value is held.
   Status status() const { return ok() ? Status() : std::get<Status>(v_); }
-  T& value() & { check(); return std::get<T>(v_); }
-  const T& value() const& { check(); return std::get<T>(v_); }
-  T&& value() && { check(); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    check();
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    check();
+    return std::get<T>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -114,10 +123,10 @@ T value_or_throw(Result<T> r) {
 #define TZ_CONCAT(a, b) TZ_CONCAT_INNER(a, b)
 
 // Returns the status from the enclosing function when `expr` is not ok.
-#define TZ_RETURN_IF_ERROR(expr)                          \
-  do {                                                    \
-    ::tierzero::Status tz_status_ = (expr);               \
-    if (!tz_status_.ok()) return tz_status_;              \
+#define TZ_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::tierzero::Status tz_status_ = (expr);  \
+    if (!tz_status_.ok()) return tz_status_; \
   } while (0)
 
 // `lhs = value of expr`, or returns its status from the enclosing function.

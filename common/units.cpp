@@ -20,16 +20,26 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   std::string suffix(end);
   for (auto& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double scale = 1;
-  if (suffix.empty() || suffix == "b") scale = 1;
-  else if (suffix == "k" || suffix == "kb") scale = 1e3;
-  else if (suffix == "m" || suffix == "mb") scale = 1e6;
-  else if (suffix == "g" || suffix == "gb") scale = 1e9;
-  else if (suffix == "t" || suffix == "tb") scale = 1e12;
-  else if (suffix == "kib") scale = 1024.0;
-  else if (suffix == "mib") scale = 1024.0 * 1024;
-  else if (suffix == "gib") scale = 1024.0 * 1024 * 1024;
-  else if (suffix == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
-  else return bad("unknown suffix");
+  if (suffix.empty() || suffix == "b")
+    scale = 1;
+  else if (suffix == "k" || suffix == "kb")
+    scale = 1e3;
+  else if (suffix == "m" || suffix == "mb")
+    scale = 1e6;
+  else if (suffix == "g" || suffix == "gb")
+    scale = 1e9;
+  else if (suffix == "t" || suffix == "tb")
+    scale = 1e12;
+  else if (suffix == "kib")
+    scale = 1024.0;
+  else if (suffix == "mib")
+    scale = 1024.0 * 1024;
+  else if (suffix == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "tib")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return bad("unknown suffix");
   double bytes = number * scale;
   if (!std::isfinite(bytes) || bytes < 0) return bad("negative or not finite");
   if (bytes >= 9.2e18) return bad("too large");

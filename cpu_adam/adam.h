@@ -1,11 +1,10 @@
 // Adam and AdamW on the CPU for offloaded optimizer state: one fused, memory-bound pass per step.
 //
-// The step reads the fp32 master params (or 16-bit params with no master), the gradients (fp32 | bf16 | fp16) and the moments m, v
-// (fp32, or bf16 for memory-starved runs), multiplies the gradient by one scalar (clip coefficient
-// divided by the loss scale), applies Adam (L2 added to the gradient) or AdamW (decoupled decay),
-// and writes the new params, m, v and, in the same pass, a 16-bit copy of the params (bf16 | fp16,
-// rounded to nearest even) into a caller buffer. A separate pre-pass returns the gradient's squared
-// L2 norm and whether every element is finite.
+// The step reads the fp32 master params (or 16-bit params with no master), the gradients (fp32 | bf16 | fp16) and the
+// moments m, v (fp32, or bf16 for memory-starved runs), multiplies the gradient by one scalar (clip coefficient divided
+// by the loss scale), applies Adam (L2 added to the gradient) or AdamW (decoupled decay), and writes the new params, m,
+// v and, in the same pass, a 16-bit copy of the params (bf16 | fp16, rounded to nearest even) into a caller buffer. A
+// separate pre-pass returns the gradient's squared L2 norm and whether every element is finite.
 //
 // Semantics are torch.optim.Adam / AdamW (and the fused CPU kernel at::_fused_adam(w)_) operation
 // for operation: m = lerp(m, g, 1-beta1); v = beta2*v + (1-beta2)*g*g;
@@ -139,8 +138,7 @@ class CpuAdam {
   // params16 or params_16bit fp32), both or neither of params and params_16bit hold elements (unless
   // all buffers are empty), params16 is set with params_16bit, step_number < 1, or a
   // hyper-parameter is out of range.
-  Status step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
-              const AdamBuffers& buffers) const;
+  Status step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier, const AdamBuffers& buffers) const;
 
   // The memory traffic of step() on `buffers` without Adam's arithmetic, for benchmarks: the ceiling
   // step() can reach on this machine. Every buffer step() reads is loaded and every buffer it

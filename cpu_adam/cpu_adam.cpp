@@ -51,9 +51,7 @@ std::string count_mismatch(const char* what, size_t got, size_t want) {
 }
 
 // The element count of a step: that of whichever params buffer is set.
-size_t param_count(const AdamBuffers& b) {
-  return b.params_16bit.count != 0 ? b.params_16bit.count : b.params.size();
-}
+size_t param_count(const AdamBuffers& b) { return b.params_16bit.count != 0 ? b.params_16bit.count : b.params.size(); }
 
 Status check_params(const AdamBuffers& b) {
   if (b.params_16bit.count == 0) return {};
@@ -91,8 +89,8 @@ Status check_buffers(const AdamBuffers& b) {
     return invalid_argument(count_mismatch("params16", b.params16.count, n));
   }
   const bool null_params = b.params_16bit.count != 0 ? b.params_16bit.data == nullptr : b.params.data() == nullptr;
-  if (n > 0 && (null_params || b.grads.data == nullptr || b.exp_avg.data == nullptr ||
-                b.exp_avg_sq.data == nullptr || (b.params16.count != 0 && b.params16.data == nullptr))) {
+  if (n > 0 && (null_params || b.grads.data == nullptr || b.exp_avg.data == nullptr || b.exp_avg_sq.data == nullptr ||
+                (b.params16.count != 0 && b.params16.data == nullptr))) {
     return invalid_argument("an Adam buffer with elements has a null data pointer");
   }
   if (b.exp_avg.type == ElementType::kF16 || b.exp_avg.type != b.exp_avg_sq.type) {
@@ -166,8 +164,8 @@ void for_each_step_tile(tbb::task_arena& arena, size_t tile_elements, bool strea
         .count = end - begin,
         .stream = false,
     };
-    tile.stream = streaming_stores && aligned64(tile.params) && aligned64(tile.exp_avg) &&
-                  aligned64(tile.exp_avg_sq) && (!write16 || aligned64(tile.params16));
+    tile.stream = streaming_stores && aligned64(tile.params) && aligned64(tile.exp_avg) && aligned64(tile.exp_avg_sq) &&
+                  (!write16 || aligned64(tile.params16));
     kernel(types, tile);
   });
 }

@@ -16,10 +16,10 @@
 HWY_BEFORE_NAMESPACE();
 namespace tierzero::cpu_adam::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using tierzero::HWY_NAMESPACE::LoadAsF32;
-using tierzero::HWY_NAMESPACE::StoreFromF32;
 using detail::StepScalars;
 using detail::TileBuffers;
+using tierzero::HWY_NAMESPACE::LoadAsF32;
+using tierzero::HWY_NAMESPACE::StoreFromF32;
 
 // The step's scalars broadcast once per tile.
 template <class DF>
@@ -34,8 +34,8 @@ struct StepVectors {
         bias_correction2_sqrt(hn::Set(df, s.bias_correction2_sqrt)),
         eps(hn::Set(df, s.eps)),
         neg_step_size(hn::Set(df, s.neg_step_size)) {}
-  hn::Vec<DF> grad_multiplier, l2_decay, param_decay, lerp_coeff, beta2, one_minus_beta2,
-      bias_correction2_sqrt, eps, neg_step_size;
+  hn::Vec<DF> grad_multiplier, l2_decay, param_decay, lerp_coeff, beta2, one_minus_beta2, bias_correction2_sqrt, eps,
+      neg_step_size;
 };
 
 // Stores `Lanes(df)` elements of any ElementType from f32; with kStream, fp32 elements go through a
@@ -110,8 +110,7 @@ void UpdateTile(const StepScalars& s, const TileBuffers& t) {
 }
 
 // The shape-only pass has no lerp to choose.
-template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
-          bool kShapeOnly>
+template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kShapeOnly>
 void UpdateTileLerp(const StepScalars& s, const TileBuffers& t) {
   if (kShapeOnly || !s.lerp_base_is_grad) {
     if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, true, kShapeOnly>(s, t);

@@ -50,7 +50,8 @@ Status PosixFileSystem::sync_dir(const std::string& dir) {
   if (fd < 0) return errno_status(errno, fmt::format("cannot open directory {} to fsync it", dir));
   const int err = ::fsync(fd) == 0 ? 0 : errno;
   ::close(fd);
-  if (err != 0) return errno_status(err, fmt::format("fsync of directory {} failed; its entries may not be durable", dir));
+  if (err != 0)
+    return errno_status(err, fmt::format("fsync of directory {} failed; its entries may not be durable", dir));
   return {};
 }
 
@@ -59,7 +60,8 @@ Result<bool> PosixFileSystem::make_dir(const std::string& dir) {
   const int err = errno;
   struct stat st {};
   if (err == EEXIST && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return false;
-  return errno_status(err, fmt::format("cannot create directory {}; check that its parent exists and is writable", dir));
+  return errno_status(err,
+                      fmt::format("cannot create directory {}; check that its parent exists and is writable", dir));
 }
 
 Status PosixFileSystem::remove_file(const std::string& path) {
@@ -100,7 +102,8 @@ Result<FileInfo> PosixFileSystem::stat(const std::string& path) {
 Result<SpaceInfo> PosixFileSystem::free_space(const std::string& path) {
   struct statvfs vfs {};
   if (::statvfs(path.c_str(), &vfs) != 0) return errno_status(errno, fmt::format("statvfs {}", path));
-  return SpaceInfo{static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize, static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize};
+  return SpaceInfo{static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize,
+                   static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize};
 }
 
 }  // namespace tierzero::fs

@@ -15,9 +15,10 @@ namespace {
 
 Status write_error(int err, const std::string& path, uint64_t offset) {
   if (err == ENOSPC || err == EDQUOT) {
-    return out_of_space(fmt::format("writing {} at offset {}: no space left on device; free space there or choose "
-                                    "another directory",
-                                    path, offset));
+    return out_of_space(
+        fmt::format("writing {} at offset {}: no space left on device; free space there or choose "
+                    "another directory",
+                    path, offset));
   }
   return errno_status(err, fmt::format("writing {} at offset {}", path, offset));
 }

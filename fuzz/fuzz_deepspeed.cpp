@@ -29,7 +29,8 @@ std::string unpack(const uint8_t* data, size_t size) {
     std::memcpy(&len, data + pos, 4);
     pos += 4;
     len = static_cast<uint32_t>(std::min<size_t>(len, size - pos));
-    if (!name.empty() && name[0] != '.' && name.find('/') == std::string::npos && name.find('\0') == std::string::npos) {
+    if (!name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
+        name.find('\0') == std::string::npos) {
       tierzero::fuzz::write_input_file("ds/tag/" + name, data + pos, len);
     }
     pos += len;

@@ -58,8 +58,10 @@ class AioDriver final : public AsyncDriver {
     iocb* cb = free_.back();
     free_.pop_back();
     const auto off = static_cast<long long>(p.next_offset());
-    if (p.op == Op::kRead) io_prep_pread(cb, p.fd, p.next_buf(), p.next_length(), off);
-    else io_prep_pwrite(cb, p.fd, p.next_buf(), p.next_length(), off);
+    if (p.op == Op::kRead)
+      io_prep_pread(cb, p.fd, p.next_buf(), p.next_length(), off);
+    else
+      io_prep_pwrite(cb, p.fd, p.next_buf(), p.next_length(), off);
     cb->data = &p;
     staged_.push_back(cb);
   }

@@ -25,10 +25,9 @@ Status check_end_of_file(const Piece& p) {
   const uint64_t needed_end = p.offset + p.need;
   if (*size >= needed_end) return {};
   const detail::TicketState& r = *p.owner;
-  return corrupt(r.file->path() + " is shorter than asked: reading " + std::to_string(r.length) +
-                 " bytes at offset " + std::to_string(r.offset) + " needs the file to reach byte " +
-                 std::to_string(needed_end) + ", but it ends at " + std::to_string(*size) +
-                 " (end-of-file); check the file was written completely");
+  return corrupt(r.file->path() + " is shorter than asked: reading " + std::to_string(r.length) + " bytes at offset " +
+                 std::to_string(r.offset) + " needs the file to reach byte " + std::to_string(needed_end) +
+                 ", but it ends at " + std::to_string(*size) + " (end-of-file); check the file was written completely");
 }
 
 }  // namespace
@@ -43,8 +42,8 @@ PieceVerdict classify_completion(Piece& p, int64_t result) {
   }
   const auto count = static_cast<uint64_t>(result);
   if (count > p.next_length()) {
-    return {PieceStep::kFailed, internal_error(transfer_text(p) + " reported " + std::to_string(count) +
-                                               " bytes, more than asked")};
+    return {PieceStep::kFailed,
+            internal_error(transfer_text(p) + " reported " + std::to_string(count) + " bytes, more than asked")};
   }
   const uint64_t reached = p.resume + count;
   if (reached >= p.need) {

@@ -26,8 +26,10 @@ Status probe_io_uring() {
     io_uring_cqe* cqe = nullptr;
     int r = io_uring_submit_and_wait(&ring, 1);
     if (r >= 0) r = io_uring_wait_cqe(&ring, &cqe);
-    if (r < 0) verdict = errno_status(-r, "io_uring_submit (NOP probe)");
-    else if (cqe->res < 0) verdict = errno_status(-cqe->res, "io_uring NOP probe");
+    if (r < 0)
+      verdict = errno_status(-r, "io_uring_submit (NOP probe)");
+    else if (cqe->res < 0)
+      verdict = errno_status(-cqe->res, "io_uring NOP probe");
   }
   if (probe != nullptr) io_uring_free_probe(probe);
   io_uring_queue_exit(&ring);

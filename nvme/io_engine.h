@@ -170,8 +170,8 @@ class IoEngine {
 
 // Convenience: submits one request and waits for it.
 Status read_sync(IoEngine& engine, const FileRef& file, uint64_t offset, void* buffer, uint64_t length);
-Status write_sync(IoEngine& engine, const FileRef& file, uint64_t offset, const void* buffer,
-                  uint64_t length, bool sync_after = false);
+Status write_sync(IoEngine& engine, const FileRef& file, uint64_t offset, const void* buffer, uint64_t length,
+                  bool sync_after = false);
 
 // Memory aligned for O_DIRECT on any file system we meet (4096 bytes), freed with std::free.
 struct AlignedFree {

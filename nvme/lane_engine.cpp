@@ -23,8 +23,8 @@ Status check_request(const IoRequest& r) {
                             " has a null buffer");
   }
   if (r.offset + r.length < r.offset) {
-    return invalid_argument("I/O request on " + r.file->path() + ": offset " + std::to_string(r.offset) +
-                            " + length " + std::to_string(r.length) + " overflows");
+    return invalid_argument("I/O request on " + r.file->path() + ": offset " + std::to_string(r.offset) + " + length " +
+                            std::to_string(r.length) + " overflows");
   }
   return {};
 }

@@ -42,8 +42,7 @@ Status stage_piece(Piece& piece) {
 bool settle_completion(Piece& piece, int64_t result, const FaultInjectorSlot& faults) {
   PieceVerdict verdict = classify_completion(piece, faults.apply(piece, result));
   switch (verdict.step) {
-    case PieceStep::kResubmit:
-      return true;
+    case PieceStep::kResubmit: return true;
     case PieceStep::kComplete:
       if (piece.bounced && piece.op == Op::kRead) {
         std::memcpy(piece.user_data, piece.io_buf + piece.user_skip, piece.user_bytes);

@@ -8,8 +8,10 @@ void PieceQueue::push(std::span<Piece* const> pieces) {
     std::lock_guard lock(mu_);
     pieces_.insert(pieces_.end(), pieces.begin(), pieces.end());
   }
-  if (pieces.size() == 1) cv_.notify_one();
-  else cv_.notify_all();
+  if (pieces.size() == 1)
+    cv_.notify_one();
+  else
+    cv_.notify_all();
 }
 
 bool PieceQueue::take_all(std::deque<Piece*>& out, bool wait) {

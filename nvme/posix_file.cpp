@@ -60,7 +60,8 @@ Status open_error(int err, const std::string& path, OpenMode mode) {
   std::string what = (creating ? "cannot create " : "cannot open ") + path;
   Status s = errno_status(err, what);
   std::string hint;
-  if (err == ENOENT) hint = creating ? "; check that the directory exists" : "; check the path";
+  if (err == ENOENT)
+    hint = creating ? "; check that the directory exists" : "; check the path";
   else if (err == EACCES || err == EPERM || err == EROFS || err == ENOTDIR || err == EISDIR)
     hint = creating ? "; choose a writable path" : "; check the path and its permissions";
   return Status(s.code(), s.message() + hint);
@@ -105,13 +106,13 @@ Result<FileRef> open_posix_file(const std::string& path, const OpenOptions& opti
       return open_error(err, path, options.mode);
     }
   }
-  auto file = std::make_shared<PosixFile>(path, fd, buffered_fd, direct,
-                                          direct ? probe_dio_alignment(fd) : DioAlignment{});
+  auto file =
+      std::make_shared<PosixFile>(path, fd, buffered_fd, direct, direct ? probe_dio_alignment(fd) : DioAlignment{});
   if (options.mode != OpenMode::kRead && options.preallocate_bytes > 0) {
     if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(options.preallocate_bytes)) != 0 &&
         errno != EOPNOTSUPP) {
-      return errno_status(errno, "cannot preallocate " + std::to_string(options.preallocate_bytes) +
-                                     " bytes for " + path + "; free space on that disk or choose another path");
+      return errno_status(errno, "cannot preallocate " + std::to_string(options.preallocate_bytes) + " bytes for " +
+                                     path + "; free space on that disk or choose another path");
     }
   }
   return FileRef(std::move(file));

@@ -60,8 +60,8 @@ Status plan_pieces(detail::TicketState& request, std::byte* buffer, uint64_t blo
   File& file = *request.file;
   auto* posix = dynamic_cast<PosixFile*>(&file);
   request.posix_file = posix;
-  PlanContext c{request, buffer, block_size, file.fd(), posix ? posix->buffered_fd() : -1,
-                file.offset_align(), file.mem_align()};
+  PlanContext c{request,         buffer, block_size, file.fd(), posix ? posix->buffered_fd() : -1, file.offset_align(),
+                file.mem_align()};
   const uint64_t begin = request.offset, end = request.offset + request.length;
   request.pieces.clear();
   if (request.length == 0) return {};

@@ -12,8 +12,9 @@ namespace tierzero::nvme {
 namespace {
 
 int64_t transfer_once(const Piece& p) {
-  const ssize_t r = p.op == Op::kRead ? ::pread(p.fd, p.next_buf(), p.next_length(), static_cast<off_t>(p.next_offset()))
-                                      : ::pwrite(p.fd, p.next_buf(), p.next_length(), static_cast<off_t>(p.next_offset()));
+  const ssize_t r = p.op == Op::kRead
+                        ? ::pread(p.fd, p.next_buf(), p.next_length(), static_cast<off_t>(p.next_offset()))
+                        : ::pwrite(p.fd, p.next_buf(), p.next_length(), static_cast<off_t>(p.next_offset()));
   return r < 0 ? -int64_t{errno} : int64_t{r};
 }
 

@@ -23,7 +23,8 @@ constexpr int kDrainSeconds = 10;
 
 class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
  public:
-  UringDriver(BufferRegistry& registry, bool use_fixed) : registry_(registry), fixed_(use_fixed), use_fixed_files_(use_fixed) {}
+  UringDriver(BufferRegistry& registry, bool use_fixed)
+      : registry_(registry), fixed_(use_fixed), use_fixed_files_(use_fixed) {}
   ~UringDriver() override {
     if (fixed_) registry_.remove_listener(this);
     files_->detach();
@@ -72,11 +73,15 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
     const auto len = static_cast<unsigned>(p.next_length());
     const auto off = static_cast<__u64>(p.next_offset());
     if (p.op == Op::kRead) {
-      if (slot >= 0) io_uring_prep_read_fixed(sqe, p.fd, p.next_buf(), len, off, slot);
-      else io_uring_prep_read(sqe, p.fd, p.next_buf(), len, off);
+      if (slot >= 0)
+        io_uring_prep_read_fixed(sqe, p.fd, p.next_buf(), len, off, slot);
+      else
+        io_uring_prep_read(sqe, p.fd, p.next_buf(), len, off);
     } else {
-      if (slot >= 0) io_uring_prep_write_fixed(sqe, p.fd, p.next_buf(), len, off, slot);
-      else io_uring_prep_write(sqe, p.fd, p.next_buf(), len, off);
+      if (slot >= 0)
+        io_uring_prep_write_fixed(sqe, p.fd, p.next_buf(), len, off, slot);
+      else
+        io_uring_prep_write(sqe, p.fd, p.next_buf(), len, off);
     }
     const int file_slot = use_fixed_files_ && p.owner->posix_file ? files_->slot_for(*p.owner->posix_file, p.fd) : -1;
     if (file_slot >= 0) {

@@ -42,31 +42,35 @@ std::string describe_memlock(const HostFacts& facts) {
 
 Status check_budgets(const TierBudgets& b, uint64_t staging_bytes, const HostFacts& facts, DeviceMemory& device) {
   if (b.chunk_bytes < 4096 || b.chunk_bytes % 4096 != 0) {
-    return invalid_argument("chunk_bytes " + std::to_string(b.chunk_bytes) + " must be a multiple of 4096 (8 MiB is a good start)");
+    return invalid_argument("chunk_bytes " + std::to_string(b.chunk_bytes) +
+                            " must be a multiple of 4096 (8 MiB is a good start)");
   }
   if (b.pipeline_depth < 2 || b.pipeline_depth > 16) {
-    return invalid_argument("pipeline_depth " + std::to_string(b.pipeline_depth) + " must be 2 (double) .. 16; 3 is triple buffering");
+    return invalid_argument("pipeline_depth " + std::to_string(b.pipeline_depth) +
+                            " must be 2 (double) .. 16; 3 is triple buffering");
   }
   if (b.transfer_threads < 1 || b.transfer_threads > 64) {
     return invalid_argument("transfer_threads " + std::to_string(b.transfer_threads) + " must be 1 .. 64");
   }
   if (b.pinned_bytes < staging_bytes) {
-    return out_of_space("pinned_bytes " + format_bytes(b.pinned_bytes) + " cannot hold the NVMe pipelines' staging buffers: " +
-                        std::to_string(b.transfer_threads) + " threads x " + std::to_string(b.pipeline_depth) + " x " +
-                        format_bytes(b.chunk_bytes) + " = " + format_bytes(staging_bytes) +
+    return out_of_space("pinned_bytes " + format_bytes(b.pinned_bytes) +
+                        " cannot hold the NVMe pipelines' staging buffers: " + std::to_string(b.transfer_threads) +
+                        " threads x " + std::to_string(b.pipeline_depth) + " x " + format_bytes(b.chunk_bytes) + " = " +
+                        format_bytes(staging_bytes) +
                         "; raise pinned_bytes or lower chunk_bytes / pipeline_depth / transfer_threads");
   }
   uint64_t host_asked = b.pinned_bytes + (device.is_gpu() ? 0 : b.gpu_bytes);
   if (host_asked > facts.mem_available) {
     return out_of_space("host memory budget " + format_bytes(host_asked) + " (pinned " + format_bytes(b.pinned_bytes) +
                         (device.is_gpu() ? "" : " + GPU tier emulated in host memory " + format_bytes(b.gpu_bytes)) +
-                        ") exceeds MemAvailable " + format_bytes(facts.mem_available) +
-                        "; lower pinned_bytes" + (device.is_gpu() ? "" : " / gpu_bytes"));
+                        ") exceeds MemAvailable " + format_bytes(facts.mem_available) + "; lower pinned_bytes" +
+                        (device.is_gpu() ? "" : " / gpu_bytes"));
   }
   const bool mlocked = !device.is_gpu() && b.lock_host_memory;
   if (mlocked && !facts.can_lock_unlimited && b.pinned_bytes > facts.memlock_limit) {
     return resource_exhausted("pinned budget " + format_bytes(b.pinned_bytes) + " exceeds RLIMIT_MEMLOCK " +
-                              describe_memlock(facts) + " (host memory is mlock'ed without a GPU); raise it "
+                              describe_memlock(facts) +
+                              " (host memory is mlock'ed without a GPU); raise it "
                               "(ulimit -l unlimited, or memlock in /etc/security/limits.conf), run with CAP_IPC_LOCK, "
                               "or set lock_host_memory=false");
   }

@@ -58,8 +58,8 @@ class CudaCopyProbe final : public CopyProbe {
 
   std::string device_description() const override { return device_->description(); }
 
-  Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host, CopyMethod method,
-                                  uint64_t chunk_bytes, int repeats) override {
+  Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host, CopyMethod method, uint64_t chunk_bytes,
+                                  int repeats) override {
     if (chunk_bytes == 0 || repeats < 1) return invalid_argument("chunk_bytes and repeats must be positive");
     TZ_RETURN_IF_ERROR(ensure_staging(chunk_bytes));
     TZ_RETURN_IF_ERROR(pass(direction, host, method, chunk_bytes));  // warm-up
@@ -75,8 +75,12 @@ class CudaCopyProbe final : public CopyProbe {
   }
 
  private:
-  std::byte* host_src(HostMemoryKind host) { return host == HostMemoryKind::kPinned ? pinned_src_ : pageable_src_.get(); }
-  std::byte* host_dst(HostMemoryKind host) { return host == HostMemoryKind::kPinned ? pinned_dst_ : pageable_dst_.get(); }
+  std::byte* host_src(HostMemoryKind host) {
+    return host == HostMemoryKind::kPinned ? pinned_src_ : pageable_src_.get();
+  }
+  std::byte* host_dst(HostMemoryKind host) {
+    return host == HostMemoryKind::kPinned ? pinned_dst_ : pageable_dst_.get();
+  }
 
   Status ensure_staging(uint64_t chunk) {
     if (staging_chunk_ >= chunk) return {};
@@ -110,7 +114,8 @@ class CudaCopyProbe final : public CopyProbe {
   }
 
   Status pass(CopyDirection direction, HostMemoryKind host, CopyMethod method, uint64_t chunk) {
-    if (direction != CopyDirection::kDuplex) return one_way(direction == CopyDirection::kH2D ? Lane::kH2D : Lane::kD2H, host, method, chunk, 0);
+    if (direction != CopyDirection::kDuplex)
+      return one_way(direction == CopyDirection::kH2D ? Lane::kH2D : Lane::kD2H, host, method, chunk, 0);
     Status h2d, d2h;
     std::thread other([&] { d2h = one_way(Lane::kD2H, host, method, chunk, kStagingDepth); });
     h2d = one_way(Lane::kH2D, host, method, chunk, 0);

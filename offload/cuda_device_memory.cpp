@@ -14,8 +14,7 @@ Status cuda_status(cudaError_t err, const std::string& what) {
 
 class CudaEvent final : public DeviceEvent {
  public:
-  CudaEvent(int device, cudaEvent_t event, const cudaStream_t* lanes)
-      : device_(device), event_(event), lanes_(lanes) {}
+  CudaEvent(int device, cudaEvent_t event, const cudaStream_t* lanes) : device_(device), event_(event), lanes_(lanes) {}
   ~CudaEvent() override { cudaEventDestroy(event_); }
 
   Status record(Lane lane) override {
@@ -29,8 +28,8 @@ class CudaEvent final : public DeviceEvent {
   }
   Result<double> elapsed_ms_since(const DeviceEvent& earlier) const override {
     float ms = 0;
-    TZ_RETURN_IF_ERROR(cuda_status(
-        cudaEventElapsedTime(&ms, static_cast<const CudaEvent&>(earlier).event_, event_), "cudaEventElapsedTime"));
+    TZ_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&ms, static_cast<const CudaEvent&>(earlier).event_, event_),
+                                   "cudaEventElapsedTime"));
     return static_cast<double>(ms);
   }
 
@@ -143,7 +142,8 @@ Result<int> cuda_device_count() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    return unsupported(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+    return unsupported(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                       ")");
   }
   return count;
 }

@@ -48,8 +48,8 @@ class HostEvent final : public DeviceEvent {
 Result<void*> map_anonymous(uint64_t bytes, const char* what) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    return resource_exhausted(std::string("cannot map ") + format_bytes(bytes) + " of host memory for the " +
-                              what + ": " + std::strerror(errno) + "; lower the budget");
+    return resource_exhausted(std::string("cannot map ") + format_bytes(bytes) + " of host memory for the " + what +
+                              ": " + std::strerror(errno) + "; lower the budget");
   }
   return p;
 }
@@ -77,8 +77,8 @@ class HostDeviceMemory final : public DeviceMemory {
       rlimit limit{};
       getrlimit(RLIMIT_MEMLOCK, &limit);
       const std::string rl = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : format_bytes(limit.rlim_cur);
-      return resource_exhausted("mlock of a " + format_bytes(bytes) + " pinned arena failed: " +
-                                std::strerror(err) + " (RLIMIT_MEMLOCK " + rl +
+      return resource_exhausted("mlock of a " + format_bytes(bytes) + " pinned arena failed: " + std::strerror(err) +
+                                " (RLIMIT_MEMLOCK " + rl +
                                 "); raise it (ulimit -l / limits.conf memlock), run with CAP_IPC_LOCK, "
                                 "lower pinned_bytes, or set lock_host_memory=false");
     }

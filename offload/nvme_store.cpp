@@ -63,7 +63,8 @@ Result<std::unique_ptr<NvmeStore>> NvmeStore::create(const TierBudgets& budgets,
     if (per_file > available) {
       return out_of_space("NVMe tier: " + path + " needs " + format_bytes(per_file) + " (nvme_bytes " +
                           format_bytes(budgets.nvme_bytes) + " over " + std::to_string(n) + " path(s)) but " + dir +
-                          " has " + format_bytes(available) + " free (statvfs); free space, add nvme_paths or lower nvme_bytes");
+                          " has " + format_bytes(available) +
+                          " free (statvfs); free space, add nvme_paths or lower nvme_bytes");
     }
     nvme::OpenOptions options;
     options.mode = nvme::OpenMode::kReadWrite;
@@ -154,13 +155,15 @@ Result<NvmeExtent> NvmeStore::claim(const NvmeShardRecord& record) {
   const std::string& id = record.spec.id;
   if (record.stripe_bytes != stripe_) {
     return invalid_argument("shard " + id + " was recorded with stripe " + std::to_string(record.stripe_bytes) +
-                            " bytes but this NVMe tier stripes " + std::to_string(stripe_) + "; use the same stripe_bytes");
+                            " bytes but this NVMe tier stripes " + std::to_string(stripe_) +
+                            "; use the same stripe_bytes");
   }
   const uint64_t stripes = (record.spec.bytes + stripe_ - 1) / stripe_;
   const uint64_t want_parts = std::min<uint64_t>(stripes, files_.size());
   if (record.parts.size() != want_parts) {
     return invalid_argument("shard " + id + " has " + std::to_string(record.parts.size()) + " extent parts; " +
-                            std::to_string(want_parts) + " expected over " + std::to_string(files_.size()) + " swap file(s)");
+                            std::to_string(want_parts) + " expected over " + std::to_string(files_.size()) +
+                            " swap file(s)");
   }
   NvmeExtent extent;
   extent.bytes = record.spec.bytes;

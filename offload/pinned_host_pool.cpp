@@ -66,8 +66,8 @@ Result<void*> PinnedHostPool::allocate(uint64_t bytes) {
   std::lock_guard lock(impl_->mutex);
   std::optional<Block> block = impl_->pool ? impl_->pool->allocate(bytes) : std::nullopt;
   if (!block) {
-    return out_of_space("pinned host pool: no room for " + format_bytes(bytes) + " (" + format_bytes(impl_->used_locked()) +
-                        " of " + format_bytes(impl_->options.capacity_bytes) +
+    return out_of_space("pinned host pool: no room for " + format_bytes(bytes) + " (" +
+                        format_bytes(impl_->used_locked()) + " of " + format_bytes(impl_->options.capacity_bytes) +
                         " used); the budget computed at start-up missed a buffer");
   }
   impl_->blocks.emplace(block->data, *block);

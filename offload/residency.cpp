@@ -110,9 +110,9 @@ Status TierManagerImpl::no_room(Tier tier, uint64_t bytes) const {
       moving += s->spec.bytes;
     }
   }
-  const uint64_t budget = tier == Tier::kGpu ? budgets_.gpu_bytes
+  const uint64_t budget = tier == Tier::kGpu      ? budgets_.gpu_bytes
                           : tier == Tier::kPinned ? budgets_.pinned_bytes - staging_bytes_
-                          : (store_ ? store_->capacity() : 0);
+                                                  : (store_ ? store_->capacity() : 0);
   return out_of_space(std::string(tier_name(tier)) + " tier full: " + format_bytes(bytes) + " needed; budget " +
                       format_bytes(budget) + " holds " + format_bytes(home) + " of home copies, " + format_bytes(held) +
                       " of fetched (held) copies and " + format_bytes(moving) +
@@ -214,9 +214,9 @@ Result<ShardView> TierManagerImpl::do_fetch(const std::string& id, Tier tier, Ac
   std::unique_lock lock(mu_);
   Shard* shard = find(id);
   if (!shard) return not_found("fetch: shard " + id + " is not registered");
-  const bool tier_configured = tier == Tier::kGpu ? gpu_pool_.has_value()
+  const bool tier_configured = tier == Tier::kGpu      ? gpu_pool_.has_value()
                                : tier == Tier::kPinned ? pinned_pool_.has_value()
-                               : store_ != nullptr;
+                                                       : store_ != nullptr;
   if (!tier_configured) {
     return invalid_argument(std::string("fetch: tier ") + tier_name(tier) + " has no budget; set " + budget_knob(tier));
   }
@@ -268,7 +268,8 @@ Status TierManagerImpl::do_release(const std::string& id) {
   std::unique_lock lock(mu_);
   Shard* shard = find(id);
   if (!shard) return not_found("release: shard " + id + " is not registered");
-  if (!shard->held) return invalid_argument("release: shard " + id + " is not held; pair each release() with a fetch()");
+  if (!shard->held)
+    return invalid_argument("release: shard " + id + " is not held; pair each release() with a fetch()");
   Status status;
   if (shard->write_hold && !shard->written_back) {
     lock.unlock();
@@ -290,9 +291,9 @@ Status TierManagerImpl::do_prefetch(const std::string& id, Tier tier) {
   if (!shard) return {};
   Copy& copy = shard->copies[idx(tier)];
   copy.prefetch_queued = false;
-  const bool tier_configured = tier == Tier::kGpu ? gpu_pool_.has_value()
+  const bool tier_configured = tier == Tier::kGpu      ? gpu_pool_.has_value()
                                : tier == Tier::kPinned ? pinned_pool_.has_value()
-                               : store_ != nullptr;
+                                                       : store_ != nullptr;
   if (!tier_configured || shard->held || copy.valid) return {};
   if (!copy.present && !allocate_copy(lock, *shard, tier, true).ok()) return {};  // no room: skip
   Status s = load(lock, *shard, tier, true);

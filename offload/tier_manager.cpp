@@ -28,7 +28,8 @@ Result<std::unique_ptr<TierManager>> TierManagerImpl::create(const TierBudgets& 
 Status TierManagerImpl::init(nvme::IoEngine* io) {
   const TierBudgets& b = budgets_;
   TZ_ASSIGN_OR_RETURN(host_facts_, read_host_facts());
-  TZ_ASSIGN_OR_RETURN(device_, make_device_memory(b.device, b.cuda_device, std::chrono::microseconds(b.host_copy_latency_us)));
+  TZ_ASSIGN_OR_RETURN(device_,
+                      make_device_memory(b.device, b.cuda_device, std::chrono::microseconds(b.host_copy_latency_us)));
   const bool has_nvme = b.nvme_bytes > 0;
   staging_bytes_ = has_nvme ? uint64_t{b.transfer_threads} * b.pipeline_depth * b.chunk_bytes : 0;
   TZ_RETURN_IF_ERROR(check_budgets(b, staging_bytes_, host_facts_, *device_));
@@ -54,11 +55,13 @@ Status TierManagerImpl::init(nvme::IoEngine* io) {
     Result<ArenaPool> pool = ArenaPool::create(
         b.pinned_bytes, b.pinned_arena_bytes, [device, lock](uint64_t n) { return device->allocate_pinned(n, lock); },
         [device](void* p, uint64_t n) { device->free_pinned(p, n); });
-    if (!pool.ok()) return pool.status().with_context("pinned tier (pinned_bytes " + format_bytes(b.pinned_bytes) + ")");
+    if (!pool.ok())
+      return pool.status().with_context("pinned tier (pinned_bytes " + format_bytes(b.pinned_bytes) + ")");
     pinned_pool_.emplace(std::move(pool).value());
     if (io_) {
       for (const ArenaPool::Arena& arena : pinned_pool_->arenas()) {
-        TZ_RETURN_IF_ERROR(io_->register_buffer(arena.data, arena.bytes).with_context("registering a pinned arena for I/O"));
+        TZ_RETURN_IF_ERROR(
+            io_->register_buffer(arena.data, arena.bytes).with_context("registering a pinned arena for I/O"));
       }
     }
   }
@@ -67,7 +70,9 @@ Status TierManagerImpl::init(nvme::IoEngine* io) {
     StagingSet set;
     for (uint32_t d = 0; d < b.pipeline_depth; ++d) {
       std::optional<Block> block = pinned_pool_->allocate(b.chunk_bytes, 4096);  // O_DIRECT zero-copy
-      if (!block) return internal_error("staging buffers do not fit the pinned arenas; make pinned_arena_bytes a multiple of chunk_bytes");
+      if (!block)
+        return internal_error(
+            "staging buffers do not fit the pinned arenas; make pinned_arena_bytes a multiple of chunk_bytes");
       staging_blocks_.push_back(*block);
       set.buffers.push_back(static_cast<std::byte*>(block->data));
       TZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceEvent> event, device_->create_event());
@@ -97,7 +102,9 @@ std::string TierManagerImpl::budget_statement() const {
   if (Result<uint64_t> free = device_->free_bytes(); free.ok()) s += ", " + format_bytes(*free) + " free";
   s += "\npinned: budget " + format_bytes(budgets_.pinned_bytes) + " in " +
        std::to_string(pinned_pool_ ? pinned_pool_->arenas().size() : 0) + " arena(s) of " +
-       (device_->is_gpu() ? "cudaHostAlloc memory" : budgets_.lock_host_memory ? "mlock'ed host memory" : "host memory") +
+       (device_->is_gpu()           ? "cudaHostAlloc memory"
+        : budgets_.lock_host_memory ? "mlock'ed host memory"
+                                    : "host memory") +
        ", " + format_bytes(staging_bytes_) + " of it staging; MemAvailable " + format_bytes(host_facts_.mem_available) +
        ", RLIMIT_MEMLOCK " + describe_memlock(host_facts_);
   s += "\n" + (store_ ? store_->describe() : std::string("nvme: budget 0 B (no NVMe tier)"));
@@ -122,7 +129,9 @@ Status TierManagerImpl::register_shard(const ShardSpec& spec) {
   Shard& shard = *owned;
   shard.spec = spec;
   Status s = allocate_copy(lock, shard, spec.home, false);
-  if (!s.ok()) return s.with_context("registering shard " + spec.id + " (" + format_bytes(spec.bytes) + ", home " + tier_name(spec.home) + ")");
+  if (!s.ok())
+    return s.with_context("registering shard " + spec.id + " (" + format_bytes(spec.bytes) + ", home " +
+                          tier_name(spec.home) + ")");
   shard.copies[static_cast<int>(spec.home)].valid = true;
   if (spec.home != Tier::kNvme) {
     // Zero the home copy now so every later source is real bytes; NVMe stays implicit zeros.

@@ -55,24 +55,24 @@ enum class DeviceChoice : uint8_t {
 
 // Budgets and knobs of the three tiers. The engine maps ds_config's offload blocks onto this.
 struct TierBudgets {
-  uint64_t gpu_bytes = 0;                     // gpu_memory_limit; 0 leaves the GPU tier unused
-  uint64_t pinned_bytes = 0;                  // whole pinned budget, staging buffers included
-  uint64_t pinned_arena_bytes = 256ull << 20;  // size of each pinned arena (the last may be smaller)
-  bool lock_host_memory = true;               // mlock host-backed pinned arenas (no-GPU case)
-  uint64_t nvme_bytes = 0;                    // swap space summed over nvme_paths
-  std::vector<std::string> nvme_paths;        // directories; one swap file each, striped
-  uint64_t stripe_bytes = 1ull << 20;         // RAID-0 stripe unit (multiple of 4096)
+  uint64_t gpu_bytes = 0;                             // gpu_memory_limit; 0 leaves the GPU tier unused
+  uint64_t pinned_bytes = 0;                          // whole pinned budget, staging buffers included
+  uint64_t pinned_arena_bytes = 256ull << 20;         // size of each pinned arena (the last may be smaller)
+  bool lock_host_memory = true;                       // mlock host-backed pinned arenas (no-GPU case)
+  uint64_t nvme_bytes = 0;                            // swap space summed over nvme_paths
+  std::vector<std::string> nvme_paths;                // directories; one swap file each, striped
+  uint64_t stripe_bytes = 1ull << 20;                 // RAID-0 stripe unit (multiple of 4096)
   std::string swap_file_prefix = "tierzero-swap-r0";  // swap files: <path>/<prefix>-s<k>.bin
-  bool keep_nvme_files = false;               // keep swap files on exit (a checkpoint captured them)
-  uint64_t chunk_bytes = 8ull << 20;          // pipeline chunk
-  uint32_t pipeline_depth = 3;                // staging buffers per pipeline: 2 double, 3 triple
-  uint32_t transfer_threads = 4;              // concurrent shard transfers (each owns a pipeline)
-  uint64_t prefetch_bytes = 256ull << 20;     // bytes the trace replay keeps ahead of use; 0: none
+  bool keep_nvme_files = false;                       // keep swap files on exit (a checkpoint captured them)
+  uint64_t chunk_bytes = 8ull << 20;                  // pipeline chunk
+  uint32_t pipeline_depth = 3;                        // staging buffers per pipeline: 2 double, 3 triple
+  uint32_t transfer_threads = 4;                      // concurrent shard transfers (each owns a pipeline)
+  uint64_t prefetch_bytes = 256ull << 20;             // bytes the trace replay keeps ahead of use; 0: none
   DeviceChoice device = DeviceChoice::kAuto;
   int cuda_device = 0;
-  uint32_t host_copy_latency_us = 0;          // host-memory GPU tier only: copies complete this long
-                                              // after they are queued, like a GPU stream (tests)
-  nvme::IoConfig io;                          // used when the manager creates its own IoEngine
+  uint32_t host_copy_latency_us = 0;  // host-memory GPU tier only: copies complete this long
+                                      // after they are queued, like a GPU stream (tests)
+  nvme::IoConfig io;                  // used when the manager creates its own IoEngine
 };
 
 struct ShardSpec {
@@ -95,9 +95,9 @@ struct ShardView {
 
 struct ShardInfo {
   ShardSpec spec;
-  uint64_t version = 0;            // bumped by every completed writeback
-  bool valid[kTierCount] = {};     // tiers holding the current contents
-  bool has_current_tier = false;   // held by a fetch
+  uint64_t version = 0;           // bumped by every completed writeback
+  bool valid[kTierCount] = {};    // tiers holding the current contents
+  bool has_current_tier = false;  // held by a fetch
   Tier current_tier = Tier::kPinned;
   uint32_t holds = 0;
   bool write_hold = false;
@@ -118,9 +118,9 @@ struct NvmeExtentPart {
 
 // A shard's NVMe copy as a checkpoint records it.
 struct NvmeShardRecord {
-  ShardSpec spec;                    // spec.home is Tier::kNvme
+  ShardSpec spec;  // spec.home is Tier::kNvme
   uint64_t version = 0;
-  uint64_t stripe_bytes = 0;         // stripe i of the shard is in parts[i % parts.size()]
+  uint64_t stripe_bytes = 0;  // stripe i of the shard is in parts[i % parts.size()]
   std::vector<NvmeExtentPart> parts;
 };
 
@@ -128,10 +128,9 @@ class TierManager {
  public:
   // Checks every budget against the machine and fails early with the numbers (asked, available,
   // RLIMIT_MEMLOCK, free disk via statvfs) and the fix; then allocates the arenas and
-  // preallocates the swap files (a disk that fills meanwhile: kOutOfSpace "NVMe disk full"). `io` is used for NVMe I/O and must outlive the manager; when
-  // null the manager creates its own from budgets.io.
-  static Result<std::unique_ptr<TierManager>> create(const TierBudgets& budgets,
-                                                     nvme::IoEngine* io = nullptr);
+  // preallocates the swap files (a disk that fills meanwhile: kOutOfSpace "NVMe disk full"). `io` is used for NVMe I/O
+  // and must outlive the manager; when null the manager creates its own from budgets.io.
+  static Result<std::unique_ptr<TierManager>> create(const TierBudgets& budgets, nvme::IoEngine* io = nullptr);
   virtual ~TierManager() = default;
 
   // One line per tier: its budget, what backs it and what the machine has ("gpu: 22.00 GiB of
@@ -151,8 +150,7 @@ class TierManager {
   // Makes the shard's current contents present in `tier` and holds them there until release().
   // kInvalidArgument when the shard is held in another tier, held for writing, or (for kWrite)
   // held at all; kOutOfSpace with numbers when the tier's budget is full of held copies.
-  virtual std::future<Result<ShardView>> fetch(const std::string& id, Tier tier,
-                                               Access access = Access::kRead) = 0;
+  virtual std::future<Result<ShardView>> fetch(const std::string& id, Tier tier, Access access = Access::kRead) = 0;
   // Copies the held write copy to the home tier and bumps the version. For a GPU hold the copy
   // starts, on the device, after the work queued on the default CUDA stream before this call (so
   // writes made there, kernels or cudaMemcpy, need no host sync); writes queued on other streams
@@ -202,11 +200,11 @@ class TierManager {
 // pinned arenas (cudaHostAlloc when a GPU is present, else page-aligned host memory, mlock'ed on
 // request), allocated in full at creation so the whole budget is checked before the first buffer.
 struct PinnedPoolOptions {
-  uint64_t capacity_bytes = 0;         // the whole budget; every arena is allocated by create()
-  uint64_t arena_bytes = 0;            // size of each arena (the last may be smaller); 0: one arena
+  uint64_t capacity_bytes = 0;  // the whole budget; every arena is allocated by create()
+  uint64_t arena_bytes = 0;     // size of each arena (the last may be smaller); 0: one arena
   DeviceChoice device = DeviceChoice::kAuto;
   int cuda_device = 0;
-  bool lock_host_memory = false;       // host-backed arenas only: mlock them (RLIMIT_MEMLOCK applies)
+  bool lock_host_memory = false;  // host-backed arenas only: mlock them (RLIMIT_MEMLOCK applies)
 };
 
 class PinnedHostPool {
@@ -253,7 +251,7 @@ enum class CopyMethod : uint8_t {
 };
 
 struct CopyMeasurement {
-  uint64_t bytes = 0;     // bytes moved (duplex: both directions summed)
+  uint64_t bytes = 0;  // bytes moved (duplex: both directions summed)
   double seconds = 0;
   bool verified = false;  // the destination equals the source, byte for byte
 };
@@ -268,8 +266,8 @@ class CopyProbe {
   // "NVIDIA H200 (PCIe gen 5 x16), CUDA 13.0"
   virtual std::string device_description() const = 0;
   // Copies the whole buffer in `chunk_bytes` pieces `repeats` times; verifies the last pass.
-  virtual Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host,
-                                          CopyMethod method, uint64_t chunk_bytes, int repeats) = 0;
+  virtual Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host, CopyMethod method,
+                                          uint64_t chunk_bytes, int repeats) = 0;
 };
 
 }  // namespace tierzero::offload

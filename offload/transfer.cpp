@@ -35,8 +35,8 @@ void Transfers::give_back(StagingSet* set) {
 
 Status Transfers::copy(const Location& src, const Location& dst, uint64_t bytes, bool after_caller_writes) {
   if (after_caller_writes && !src.zeros && src.tier == Tier::kGpu) {
-    TZ_RETURN_IF_ERROR(device_.order_after_default_stream(Lane::kD2H).with_context(
-        "ordering the copy out of the GPU after the caller's default-stream work"));
+    TZ_RETURN_IF_ERROR(device_.order_after_default_stream(Lane::kD2H)
+                           .with_context("ordering the copy out of the GPU after the caller's default-stream work"));
   }
   Status s;
   if (src.zeros) {

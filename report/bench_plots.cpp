@@ -98,8 +98,9 @@ std::vector<LineChart> io_charts(const BenchFile& bench) {
       c.note = "queue depth " + std::to_string(depth) + "; " + best_text;
       c.x = {"block size", Scale::kLog2, false, true};
       c.y = {"GB/s", Scale::kLinear, true};
-      c.series = io_series(bench, op, [&](const IoPoint& p) { return p.depth == depth; },
-                           [](const IoPoint& p) { return static_cast<double>(p.block_bytes); });
+      c.series = io_series(
+          bench, op, [&](const IoPoint& p) { return p.depth == depth; },
+          [](const IoPoint& p) { return static_cast<double>(p.block_bytes); });
       charts.push_back(std::move(c));
     }
     if (depths.size() >= 2) {
@@ -108,8 +109,9 @@ std::vector<LineChart> io_charts(const BenchFile& bench) {
       c.note = "block size " + format_bytes_tick(static_cast<double>(block)) + "; " + best_text;
       c.x = {"queue depth (requests in flight per ring)", Scale::kLog2};
       c.y = {"GB/s", Scale::kLinear, true};
-      c.series = io_series(bench, op, [&](const IoPoint& p) { return p.block_bytes == block; },
-                           [](const IoPoint& p) { return static_cast<double>(p.depth); });
+      c.series = io_series(
+          bench, op, [&](const IoPoint& p) { return p.block_bytes == block; },
+          [](const IoPoint& p) { return static_cast<double>(p.depth); });
       charts.push_back(std::move(c));
     }
   }
@@ -126,7 +128,8 @@ std::vector<LineChart> adam_charts(const BenchFile& bench) {
   rate.x = {"threads", Scale::kLog2};
   rate.y = {"Gparam/s", Scale::kLinear, true};
   bandwidth.title = "bench adam: memory bandwidth against threads";
-  bandwidth.note = "tierzero and torch at their own bytes per parameter; STREAM and the roofline pass on the same threads";
+  bandwidth.note =
+      "tierzero and torch at their own bytes per parameter; STREAM and the roofline pass on the same threads";
   bandwidth.x = rate.x;
   bandwidth.y = {"GB/s", Scale::kLinear, true};
   auto add = [](std::vector<LineSeries>& series, const std::string& name, bool dashed, double x,

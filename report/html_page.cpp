@@ -34,8 +34,8 @@ svg.chart line.axis-line, svg.chart line.tick-mark { stroke: #555; stroke-width:
 
 std::string page_begin(const std::string& title, const std::string& subtitle) {
   return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + escape_xml(title) +
-         "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<h1>" + escape_xml(title) + "</h1>\n<p class=\"sub\">" +
-         escape_xml(subtitle) + "</p>\n";
+         "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<h1>" + escape_xml(title) +
+         "</h1>\n<p class=\"sub\">" + escape_xml(subtitle) + "</p>\n";
 }
 
 std::string page_end() { return "</body>\n</html>\n"; }
@@ -63,8 +63,7 @@ std::string html_table(const std::vector<std::string>& header, const std::vector
 std::string html_details(const std::string& summary, const std::vector<std::pair<std::string, std::string>>& items) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& [k, v] : items) rows.push_back({k, v});
-  return "<details><summary>" + escape_xml(summary) + "</summary>\n" + html_table({}, rows, "params") +
-         "</details>\n";
+  return "<details><summary>" + escape_xml(summary) + "</summary>\n" + html_table({}, rows, "params") + "</details>\n";
 }
 
 }  // namespace tierzero::report::internal

@@ -22,14 +22,14 @@ inline constexpr int kMetricsFormat = 1;
 
 // The run line: what was trained, and how.
 struct RunInfo {
-  std::string name;       // label in the report's legends; empty: the file's name without .jsonl
-  std::string model;      // HF directory, or "builtin" for the built-in tiny model
-  std::string config;     // ds_config path ("" when the built-in default was used)
-  std::string data;       // training data path
-  int world_size = 1;     // ranks
-  std::string dtype;      // "bf16" | "fp16" | "fp32"
-  int stage = 0;          // ZeRO stage 0-3
-  std::string offload;    // e.g. "optimizer cpu, params cpu" or "none"
+  std::string name;             // label in the report's legends; empty: the file's name without .jsonl
+  std::string model;            // HF directory, or "builtin" for the built-in tiny model
+  std::string config;           // ds_config path ("" when the built-in default was used)
+  std::string data;             // training data path
+  int world_size = 1;           // ranks
+  std::string dtype;            // "bf16" | "fp16" | "fp32"
+  int stage = 0;                // ZeRO stage 0-3
+  std::string offload;          // e.g. "optimizer cpu, params cpu" or "none"
   int64_t parameters = 0;       // model parameters (0: unknown)
   int64_t tokens_per_step = 0;  // global tokens per optimizer step (0: unknown)
 };
@@ -39,28 +39,28 @@ struct RunInfo {
 struct StepBreakdown {
   double forward_s = 0;
   double backward_s = 0;
-  double grad_d2h_s = 0;        // gradient shards copied to host memory
-  double cpu_optimizer_s = 0;   // the CPU Adam step
-  double param_h2d_s = 0;       // updated 16-bit parameters copied back to the GPU
-  double comm_s = 0;            // collectives not hidden behind compute
-  double gpu_idle_s = 0;        // the GPU waited on the host or on I/O
+  double grad_d2h_s = 0;       // gradient shards copied to host memory
+  double cpu_optimizer_s = 0;  // the CPU Adam step
+  double param_h2d_s = 0;      // updated 16-bit parameters copied back to the GPU
+  double comm_s = 0;           // collectives not hidden behind compute
+  double gpu_idle_s = 0;       // the GPU waited on the host or on I/O
 };
 
 // One optimizer step. Doubles that are not finite (a skipped fp16 step's loss) are written as
 // null and read back as NaN. Bandwidths are GB/s (1e9 bytes/s), absent when not measured.
 struct StepMetrics {
-  int64_t step = 0;             // 1-based optimizer step
+  int64_t step = 0;  // 1-based optimizer step
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
-  double tflops = 0;            // model TFLOPS achieved over the step (all ranks)
+  double tflops = 0;  // model TFLOPS achieved over the step (all ranks)
   double step_time_s = 0;
-  int64_t gpu_peak_bytes = 0;   // peak allocated GPU memory since the run began
+  int64_t gpu_peak_bytes = 0;  // peak allocated GPU memory since the run began
   int64_t gpu_reserved_bytes = 0;
-  int64_t pinned_bytes = 0;     // page-locked host memory held
-  int64_t pageable_bytes = 0;   // ordinary host memory held for offloaded state
-  int64_t nvme_bytes = 0;       // bytes of swap files on NVMe
+  int64_t pinned_bytes = 0;               // page-locked host memory held
+  int64_t pageable_bytes = 0;             // ordinary host memory held for offloaded state
+  int64_t nvme_bytes = 0;                 // bytes of swap files on NVMe
   std::optional<double> h2d_gbps;         // pinned host -> GPU, this step
   std::optional<double> d2h_gbps;         // GPU -> pinned host
   std::optional<double> nvme_read_gbps;   // NVMe -> host

@@ -88,10 +88,18 @@ class FieldReader {
 }  // namespace
 
 json run_line(const RunInfo& run) {
-  return {{"type", "run"},       {"format", kMetricsFormat}, {"name", run.name},
-          {"model", run.model},  {"config", run.config},     {"data", run.data},
-          {"world_size", run.world_size}, {"dtype", run.dtype}, {"stage", run.stage},
-          {"offload", run.offload}, {"parameters", run.parameters}, {"tokens_per_step", run.tokens_per_step}};
+  return {{"type", "run"},
+          {"format", kMetricsFormat},
+          {"name", run.name},
+          {"model", run.model},
+          {"config", run.config},
+          {"data", run.data},
+          {"world_size", run.world_size},
+          {"dtype", run.dtype},
+          {"stage", run.stage},
+          {"offload", run.offload},
+          {"parameters", run.parameters},
+          {"tokens_per_step", run.tokens_per_step}};
 }
 
 json step_line(const StepMetrics& s) {
@@ -114,12 +122,9 @@ json step_line(const StepMetrics& s) {
   if (s.nvme_write_gbps) j["nvme_write_gbps"] = number_or_null(*s.nvme_write_gbps);
   if (s.breakdown) {
     const StepBreakdown& b = *s.breakdown;
-    j["breakdown"] = {{"forward_s", b.forward_s},
-                      {"backward_s", b.backward_s},
-                      {"grad_d2h_s", b.grad_d2h_s},
-                      {"cpu_optimizer_s", b.cpu_optimizer_s},
-                      {"param_h2d_s", b.param_h2d_s},
-                      {"comm_s", b.comm_s},
+    j["breakdown"] = {{"forward_s", b.forward_s},     {"backward_s", b.backward_s},
+                      {"grad_d2h_s", b.grad_d2h_s},   {"cpu_optimizer_s", b.cpu_optimizer_s},
+                      {"param_h2d_s", b.param_h2d_s}, {"comm_s", b.comm_s},
                       {"gpu_idle_s", b.gpu_idle_s}};
   }
   return j;

@@ -10,9 +10,7 @@ namespace {
 
 constexpr const char* kSeeFormat = " (tierzero metrics format: report/METRICS.md)";
 
-std::string default_name(const std::string& path) {
-  return std::filesystem::path(path).stem().string();
-}
+std::string default_name(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
 }  // namespace
 
@@ -39,7 +37,8 @@ Result<RunMetrics> read_metrics_file(const std::string& path) {
     }
     const std::string type = line.value("type", std::string());
     if (!have_run) {
-      if (type != "run") return corrupt(where + "the first line must be the run line {\"type\":\"run\",...}" + kSeeFormat);
+      if (type != "run")
+        return corrupt(where + "the first line must be the run line {\"type\":\"run\",...}" + kSeeFormat);
       Result<RunInfo> run = internal::parse_run_line(line);
       if (!run.ok()) return run.status().with_context(where.substr(0, where.size() - 2));
       out.run = std::move(run).value();
@@ -47,7 +46,8 @@ Result<RunMetrics> read_metrics_file(const std::string& path) {
       continue;
     }
     if (type != "step") {
-      return corrupt(where + "'type' is \"" + type + "\"; every line after the run line is a \"step\" line" + kSeeFormat);
+      return corrupt(where + "'type' is \"" + type + "\"; every line after the run line is a \"step\" line" +
+                     kSeeFormat);
     }
     Result<StepMetrics> step = internal::parse_step_line(line);
     if (!step.ok()) return step.status().with_context(where.substr(0, where.size() - 2));

@@ -28,8 +28,8 @@ Status MetricsWriter::write_line(const std::string& line, const std::string& wha
   if (!file_) return io_error("metrics file " + path_ + " is closed; cannot write " + what);
   if (std::fputs(line.c_str(), file_.get()) < 0 || std::fputc('\n', file_.get()) == EOF ||
       std::fflush(file_.get()) != 0) {
-    return errno_status(errno, "cannot write " + what + " to metrics file " + path_ +
-                                   " (check free space on its file system)");
+    return errno_status(
+        errno, "cannot write " + what + " to metrics file " + path_ + " (check free space on its file system)");
   }
   return {};
 }

@@ -42,10 +42,10 @@ std::string runs_table(const std::vector<RunMetrics>& runs) {
     const RunInfo& i = r.run;
     int64_t peak_gpu = 0;
     for (const StepMetrics& s : r.steps) peak_gpu = std::max(peak_gpu, s.gpu_peak_bytes);
-    const std::string loss = r.steps.empty() ? "-"
-                                             : fixed(r.steps.front().loss, 4) + " -> " + fixed(r.steps.back().loss, 4);
-    rows.push_back({i.name, i.model, i.config.empty() ? "(built-in)" : i.config, std::to_string(i.world_size),
-                    i.dtype, std::to_string(i.stage), i.offload, std::to_string(r.steps.size()), loss,
+    const std::string loss =
+        r.steps.empty() ? "-" : fixed(r.steps.front().loss, 4) + " -> " + fixed(r.steps.back().loss, 4);
+    rows.push_back({i.name, i.model, i.config.empty() ? "(built-in)" : i.config, std::to_string(i.world_size), i.dtype,
+                    std::to_string(i.stage), i.offload, std::to_string(r.steps.size()), loss,
                     fixed(median_of(r, [](const StepMetrics& s) { return s.tokens_per_s; }), 0),
                     fixed(median_of(r, [](const StepMetrics& s) { return s.tflops; }), 3),
                     fixed(median_of(r, [](const StepMetrics& s) { return s.step_time_s; }), 3),
@@ -83,9 +83,7 @@ std::string bench_section(const BenchFile& bench) {
     case BenchKind::kAdam:
       for (const LineChart& c : adam_charts(bench)) s += figure(render_line_chart(c));
       break;
-    case BenchKind::kTiers:
-      s += figure(render_bar_chart(tiers_chart(bench)));
-      break;
+    case BenchKind::kTiers: s += figure(render_bar_chart(tiers_chart(bench))); break;
   }
   return s + html_details("parameters of this run", bench.params);
 }
@@ -95,7 +93,8 @@ std::string bench_section(const BenchFile& bench) {
 std::string render_report_html(const ReportInput& input) {
   std::string subtitle = "tierzero " + std::string(kTierzeroVersion) + ": ";
   subtitle += std::to_string(input.runs.size()) + (input.runs.size() == 1 ? " training run, " : " training runs, ");
-  subtitle += std::to_string(input.benches.size()) + (input.benches.size() == 1 ? " benchmark file" : " benchmark files");
+  subtitle +=
+      std::to_string(input.benches.size()) + (input.benches.size() == 1 ? " benchmark file" : " benchmark files");
   std::string page = page_begin(input.title, subtitle);
   if (!input.runs.empty()) page += runs_section(input.runs);
   if (!input.benches.empty()) {

@@ -11,8 +11,8 @@ namespace {
 constexpr size_t kMarkersUpTo = 60;  // points per series above which curves have no dots
 
 template <typename Field>
-LineChart per_run_chart(const std::vector<RunMetrics>& runs, std::string title, std::string y_label,
-                        bool include_zero, Field field) {
+LineChart per_run_chart(const std::vector<RunMetrics>& runs, std::string title, std::string y_label, bool include_zero,
+                        Field field) {
   LineChart chart;
   chart.title = std::move(title);
   chart.x = {"step"};
@@ -80,13 +80,11 @@ BarChart breakdown_chart(const RunMetrics& run) {
     const char* name;
     double StepBreakdown::*seconds;
   };
-  static const Phase kPhases[] = {{"forward", &StepBreakdown::forward_s},
-                                  {"backward", &StepBreakdown::backward_s},
-                                  {"grad D2H", &StepBreakdown::grad_d2h_s},
-                                  {"CPU optimizer", &StepBreakdown::cpu_optimizer_s},
-                                  {"param H2D", &StepBreakdown::param_h2d_s},
-                                  {"communication", &StepBreakdown::comm_s},
-                                  {"GPU idle", &StepBreakdown::gpu_idle_s}};
+  static const Phase kPhases[] = {
+      {"forward", &StepBreakdown::forward_s},     {"backward", &StepBreakdown::backward_s},
+      {"grad D2H", &StepBreakdown::grad_d2h_s},   {"CPU optimizer", &StepBreakdown::cpu_optimizer_s},
+      {"param H2D", &StepBreakdown::param_h2d_s}, {"communication", &StepBreakdown::comm_s},
+      {"GPU idle", &StepBreakdown::gpu_idle_s}};
   std::vector<const StepMetrics*> steps;
   for (const StepMetrics& s : run.steps) {
     if (s.breakdown) steps.push_back(&s);
@@ -102,9 +100,9 @@ BarChart breakdown_chart(const RunMetrics& run) {
   for (size_t p = 0; p < std::size(kPhases); ++p) chart.series.push_back({kPhases[p].name, {}, static_cast<int>(p)});
   for (size_t first = 0; first < steps.size(); first += group) {
     const size_t last = std::min(steps.size(), first + group);
-    chart.categories.push_back(last - first == 1 ? std::to_string(steps[first]->step)
-                                                 : std::to_string(steps[first]->step) + "-" +
-                                                       std::to_string(steps[last - 1]->step));
+    chart.categories.push_back(last - first == 1
+                                   ? std::to_string(steps[first]->step)
+                                   : std::to_string(steps[first]->step) + "-" + std::to_string(steps[last - 1]->step));
     for (size_t p = 0; p < std::size(kPhases); ++p) {
       double sum = 0;
       for (size_t i = first; i < last; ++i) sum += (*steps[i]->breakdown).*kPhases[p].seconds;

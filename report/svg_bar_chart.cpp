@@ -45,9 +45,10 @@ std::string render_bar_chart(const BarChart& chart) {
   frame.set_y(y, min, max);
   std::string svg = frame.open(chart.stacked ? "stacked-bars" : "bars", chart.title, chart.note, chart.series.size());
   svg += frame.y_axis(y);
-  const double slot = (frame.plot_right() - frame.plot_left()) /
-                      static_cast<double>(std::max<size_t>(1, chart.categories.size()));
-  const double bar_width = slot * 0.78 / (chart.stacked ? 1.0 : static_cast<double>(std::max<size_t>(1, chart.series.size())));
+  const double slot =
+      (frame.plot_right() - frame.plot_left()) / static_cast<double>(std::max<size_t>(1, chart.categories.size()));
+  const double bar_width =
+      slot * 0.78 / (chart.stacked ? 1.0 : static_cast<double>(std::max<size_t>(1, chart.series.size())));
   std::vector<double> top(chart.categories.size(), 0), bottom(chart.categories.size(), 0);
   for (size_t i = 0; i < chart.series.size(); ++i) {
     const BarSeries& s = chart.series[i];

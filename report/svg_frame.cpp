@@ -8,7 +8,7 @@ namespace tierzero::report::internal {
 
 namespace {
 
-constexpr double kCharWidth = 7.2;     // average width of a 12 px DejaVu Sans character
+constexpr double kCharWidth = 7.2;  // average width of a 12 px DejaVu Sans character
 constexpr double kLegendRow = 20;
 constexpr size_t kLegendMaxChars = 44;
 constexpr double kLabelAngle = 35;

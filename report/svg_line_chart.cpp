@@ -60,8 +60,8 @@ std::string render_line_chart(const LineChart& chart) {
       sy.add(s.y[k]);
       if (chart.markers) {
         dots += "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"3.5\" fill=\"" + color + "\"><title>" +
-                escape_xml(s.name + ": " + chart.x.label + " " + format_tick(s.x[k], 0) + ", " + chart.y.label +
-                           " " + format_tick(s.y[k], 0)) +
+                escape_xml(s.name + ": " + chart.x.label + " " + format_tick(s.x[k], 0) + ", " + chart.y.label + " " +
+                           format_tick(s.y[k], 0)) +
                 "</title></circle>";
       }
     }

@@ -2,8 +2,8 @@
 #include <cctype>
 #include <cstdio>
 
-#include "text/internal/decoder.h"
 #include "text/internal/byte_level.h"
+#include "text/internal/decoder.h"
 #include "text/internal/utf8.h"
 
 namespace tierzero::text::internal {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <span>
 #include <functional>
 #include <new>
+#include <span>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -49,8 +49,7 @@ void parallel_ranges(int threads, size_t count, const std::function<void(size_t,
   });
 }
 
-void fill_uniform(int threads, void* data, ElementType type, size_t count, uint64_t seed, float lo,
-                  float hi) {
+void fill_uniform(int threads, void* data, ElementType type, size_t count, uint64_t seed, float lo, float hi) {
   parallel_ranges(threads, count, [&](size_t begin, size_t end) {
     constexpr size_t kChunk = 4096;  // values drawn, then stored (16-bit: rounded to nearest even)
     float values[kChunk];
@@ -64,7 +63,7 @@ void fill_uniform(int threads, void* data, ElementType type, size_t count, uint6
         std::memcpy(static_cast<float*>(data) + first, values, n * sizeof(float));
       } else {
         (type == ElementType::kBF16 ? floats_to_bf16 : floats_to_fp16)(std::span(values, n),
-                                                                      static_cast<uint16_t*>(data) + first);
+                                                                       static_cast<uint16_t*>(data) + first);
       }
     }
   });

@@ -18,7 +18,9 @@ class HostArray {
   void* data() const { return data_.get(); }
   size_t bytes() const { return bytes_; }
   template <class T>
-  T* as() const { return static_cast<T*>(data_.get()); }
+  T* as() const {
+    return static_cast<T*>(data_.get());
+  }
 
  private:
   struct Free {

@@ -27,8 +27,7 @@ class FusedAdamWPeer : public TorchAdamPeer {
   explicit FusedAdamWPeer(const TorchPeerBuffers& b)
       : params_(wrap(b.params, b.grads.count, ElementType::kF32)),
         grads_(wrap(b.grads.data, b.grads.count, b.grads.type)),
-        grads32_(b.grads.type == ElementType::kF32 ? grads_
-                                                              : wrap(b.grads32, b.grads.count, ElementType::kF32)),
+        grads32_(b.grads.type == ElementType::kF32 ? grads_ : wrap(b.grads32, b.grads.count, ElementType::kF32)),
         exp_avg_(wrap(b.exp_avg, b.grads.count, ElementType::kF32)),
         exp_avg_sq_(wrap(b.exp_avg_sq, b.grads.count, ElementType::kF32)),
         step_(at::zeros({1})),
@@ -63,8 +62,8 @@ Result<std::unique_ptr<TorchAdamPeer>> make_torch_adam_peer(const TorchPeerBuffe
 }
 
 std::string torch_peer_description() {
-  return std::string("PyTorch ") + TORCH_VERSION + " at::_fused_adamw_ (CPU capability " +
-         at::get_cpu_capability() + "), cast passes with Tensor::copy_";
+  return std::string("PyTorch ") + TORCH_VERSION + " at::_fused_adamw_ (CPU capability " + at::get_cpu_capability() +
+         "), cast passes with Tensor::copy_";
 }
 
 }  // namespace tierzero::tools

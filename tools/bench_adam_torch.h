@@ -21,7 +21,7 @@ struct TorchPeerBuffers {
   float* grads32 = nullptr;
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
-  cpu_adam::Elements params16;  // empty: no 16-bit copy
+  cpu_adam::Elements params16;      // empty: no 16-bit copy
   cpu_adam::Elements params_16bit;  // bf16 | fp16 params updated by the step, or empty for fp32 params
 };
 

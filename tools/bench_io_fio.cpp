@@ -28,7 +28,8 @@ std::string read_text(const std::string& path) {
 }
 
 // Runs argv to completion with stdout and stderr sent to files; returns its exit status.
-Result<int> run_command(const std::vector<std::string>& args, const std::string& out_path, const std::string& err_path) {
+Result<int> run_command(const std::vector<std::string>& args, const std::string& out_path,
+                        const std::string& err_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -95,7 +96,8 @@ Result<FioResult> run_fio(const FioJob& job) {
   std::filesystem::remove(out_path);
   std::filesystem::remove(err_path);
   if (!rc.ok()) return rc.status();
-  if (*rc != 0) return io_error("fio exited with " + std::to_string(*rc) + ": " + err + "\n  command: " + result.command);
+  if (*rc != 0)
+    return io_error("fio exited with " + std::to_string(*rc) + ": " + err + "\n  command: " + result.command);
   // fio may print notices before the JSON document.
   const size_t brace = out.find('{');
   nlohmann::json j = nlohmann::json::parse(brace == std::string::npos ? "" : out.substr(brace), nullptr, false);

@@ -9,10 +9,10 @@
 namespace tierzero::tools {
 
 struct FioJob {
-  std::string fio;       // the fio executable
-  std::string file;      // the file tierzero measured, already `size` bytes long
-  bool write = false;    // rw=write, else rw=read
-  uint64_t size = 0;     // bytes moved in all, split evenly over the jobs (offset_increment)
+  std::string fio;     // the fio executable
+  std::string file;    // the file tierzero measured, already `size` bytes long
+  bool write = false;  // rw=write, else rw=read
+  uint64_t size = 0;   // bytes moved in all, split evenly over the jobs (offset_increment)
   uint64_t block_size = 0;
   uint32_t iodepth = 0;
   uint32_t numjobs = 1;
@@ -21,7 +21,7 @@ struct FioJob {
 };
 
 struct FioResult {
-  double gbps = 0;  // bw_bytes / 1e9
+  double gbps = 0;    // bw_bytes / 1e9
   double p50_us = 0;  // total latency (submit to completion) percentiles
   double p99_us = 0;
   double cpu_percent = 0;  // usr_cpu + sys_cpu

@@ -145,7 +145,8 @@ Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, B
   const double cpu0 = cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t submitted = 0, finished = 0;
-  for (; submitted < std::min<uint64_t>(blocks, slots); ++submitted) submit(static_cast<uint32_t>(submitted), submitted);
+  for (; submitted < std::min<uint64_t>(blocks, slots); ++submitted)
+    submit(static_cast<uint32_t>(submitted), submitted);
   while (finished < submitted) {
     const uint32_t slot = completed.pop();
     finish(slot);

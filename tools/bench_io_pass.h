@@ -33,7 +33,7 @@ class BenchBuffers {
 struct PassResult {
   double seconds = 0;
   uint64_t bytes = 0;
-  double p50_us = 0;       // per-request latency, submit to completion
+  double p50_us = 0;  // per-request latency, submit to completion
   double p99_us = 0;
   double cpu_percent = 0;  // process CPU time (user + system, all threads) / wall time
   double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }

@@ -40,12 +40,13 @@ nvme::IoConfig single_point(const PointChoices& ch) {
 
 std::vector<nvme::IoConfig> sweep_points(const PointChoices& ch) {
   return grid(either(ch.backend, {nvme::Backend::kIoUring, nvme::Backend::kLibaio, nvme::Backend::kSync}),
-              either<uint64_t>(ch.block_size, {256 << 10, 1 << 20, 4 << 20}), either<uint32_t>(ch.queue_depth, {1, 8, 32}),
-              either<uint32_t>(ch.threads, {1, 2}));
+              either<uint64_t>(ch.block_size, {256 << 10, 1 << 20, 4 << 20}),
+              either<uint32_t>(ch.queue_depth, {1, 8, 32}), either<uint32_t>(ch.threads, {1, 2}));
 }
 
 std::vector<nvme::IoConfig> tune_points(const PointChoices& ch) {
-  return grid({ch.backend.value_or(nvme::Backend::kAuto)}, either<uint64_t>(ch.block_size, {256 << 10, 1 << 20, 4 << 20}),
+  return grid({ch.backend.value_or(nvme::Backend::kAuto)},
+              either<uint64_t>(ch.block_size, {256 << 10, 1 << 20, 4 << 20}),
               either<uint32_t>(ch.queue_depth, {8, 16, 32}), either<uint32_t>(ch.threads, {1, 2}));
 }
 

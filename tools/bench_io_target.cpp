@@ -41,14 +41,16 @@ Result<std::string> choose_bench_dir(const std::string& requested, uint64_t size
   if (!requested.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(requested, ec)) {
-      return not_found("--path " + requested + " is not a directory; give an existing directory on the disk to measure");
+      return not_found("--path " + requested +
+                       " is not a directory; give an existing directory on the disk to measure");
     }
     if (access(requested.c_str(), W_OK) != 0) {
       return errno_status(errno, "--path " + requested + " is not writable; choose a writable directory");
     }
     if (free_bytes(requested) < size + kHeadroom) {
-      return out_of_space("--path " + requested + " has " + format_bytes(free_bytes(requested)) + " free; the benchmark needs " +
-                          format_bytes(size + kHeadroom) + ": lower --size or choose another --path");
+      return out_of_space("--path " + requested + " has " + format_bytes(free_bytes(requested)) +
+                          " free; the benchmark needs " + format_bytes(size + kHeadroom) +
+                          ": lower --size or choose another --path");
     }
     return requested;
   }
@@ -60,8 +62,8 @@ Result<std::string> choose_bench_dir(const std::string& requested, uint64_t size
   for (const std::string& dir : candidates) {
     if (!dir.empty() && usable(dir, size)) return dir;
   }
-  return out_of_space("no writable directory among the current one, /var/tmp and /tmp has " + format_bytes(size + kHeadroom) +
-                      " free: lower --size or give --path");
+  return out_of_space("no writable directory among the current one, /var/tmp and /tmp has " +
+                      format_bytes(size + kHeadroom) + " free: lower --size or give --path");
 }
 
 ScopedPath::~ScopedPath() {

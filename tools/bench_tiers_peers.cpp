@@ -8,8 +8,8 @@
 
 namespace tierzero::tools {
 
-Result<Bandwidth> raw_nvme_bandwidth(nvme::IoEngine& io, const std::vector<std::string>& paths,
-                                     uint64_t bytes_per_file, uint64_t chunk, uint32_t in_flight, bool write) {
+Result<Bandwidth> raw_nvme_bandwidth(nvme::IoEngine& io, const std::vector<std::string>& paths, uint64_t bytes_per_file,
+                                     uint64_t chunk, uint32_t in_flight, bool write) {
   std::vector<nvme::FileRef> files;
   for (const std::string& path : paths) {
     nvme::OpenOptions options;
@@ -66,9 +66,10 @@ Result<Bandwidth> raw_nvme_bandwidth(nvme::IoEngine& io, const std::vector<std::
 
 Result<Bandwidth> pcie_bandwidth(uint64_t bytes, bool h2d, int cuda_device) {
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<offload::CopyProbe> probe, offload::CopyProbe::create(bytes, cuda_device));
-  TZ_ASSIGN_OR_RETURN(offload::CopyMeasurement m,
-                      probe->measure(h2d ? offload::CopyDirection::kH2D : offload::CopyDirection::kD2H,
-                                     offload::HostMemoryKind::kPinned, offload::CopyMethod::kCudaMemcpy, 64ull << 20, 3));
+  TZ_ASSIGN_OR_RETURN(
+      offload::CopyMeasurement m,
+      probe->measure(h2d ? offload::CopyDirection::kH2D : offload::CopyDirection::kD2H,
+                     offload::HostMemoryKind::kPinned, offload::CopyMethod::kCudaMemcpy, 64ull << 20, 3));
   if (!m.verified) return internal_error("the PCIe peer measurement copied wrong bytes");
   return Bandwidth{m.bytes, m.seconds};
 }

@@ -19,8 +19,8 @@ struct Bandwidth {
 
 // Reads (or, with `write`, writes a pattern over) the first `bytes_per_file` of every file in
 // `paths` with `chunk`-byte requests, `in_flight` per file, all files at once.
-Result<Bandwidth> raw_nvme_bandwidth(nvme::IoEngine& io, const std::vector<std::string>& paths,
-                                     uint64_t bytes_per_file, uint64_t chunk, uint32_t in_flight, bool write);
+Result<Bandwidth> raw_nvme_bandwidth(nvme::IoEngine& io, const std::vector<std::string>& paths, uint64_t bytes_per_file,
+                                     uint64_t chunk, uint32_t in_flight, bool write);
 
 // cudaMemcpy bandwidth of pinned memory, H2D (or D2H), `bytes` in 64 MiB chunks; kUnsupported
 // without a GPU.

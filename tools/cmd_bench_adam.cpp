@@ -3,9 +3,9 @@
 // in the same run on the same threads, over a thread sweep. Params are fp32 masters (with an
 // optional 16-bit copy) or 16-bit params updated in place (--param-dtype bf16, DeepSpeed's mode).
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
-#include <bit>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -62,8 +62,7 @@ struct Layout {
   }
   // Read p, g, m, v; write p, m, v and the 16-bit copy: each byte once.
   double tierzero_bytes() const {
-    const double p = element_size(params), g = element_size(grads),
-                 s = element_size(state);
+    const double p = element_size(params), g = element_size(grads), s = element_size(state);
     return (p + g + 2 * s) + (p + 2 * s) + (write16 ? element_size(params16) : 0);
   }
   // The peer: optional casts in (16-bit params and grads -> fp32: read 2, write 4), the fp32 step
@@ -88,12 +87,23 @@ float value_at(const void* data, ElementType type, size_t i) {
 // (CpuAdam::memory_pass) gets buffers of its own, of tierzero's sizes: it leaves the steps' data alone.
 struct BenchBuffers {
   BenchBuffers(const Layout& l, size_t n)
-      : params(element_size(l.params) * n), grads(element_size(l.grads) * n), exp_avg(element_size(l.state) * n),
-        exp_avg_sq(element_size(l.state) * n), params16(2 * n), torch_params(4 * n),
-        torch_grads32(l.grads == ElementType::kF32 ? 0 : 4 * n), torch_exp_avg(4 * n), torch_exp_avg_sq(4 * n),
-        torch_params16(2 * n), stream_a(4 * n), stream_b(4 * n), stream_c(4 * n),
-        roof_params(element_size(l.params) * n), roof_grads(element_size(l.grads) * n),
-        roof_exp_avg(element_size(l.state) * n), roof_exp_avg_sq(element_size(l.state) * n),
+      : params(element_size(l.params) * n),
+        grads(element_size(l.grads) * n),
+        exp_avg(element_size(l.state) * n),
+        exp_avg_sq(element_size(l.state) * n),
+        params16(2 * n),
+        torch_params(4 * n),
+        torch_grads32(l.grads == ElementType::kF32 ? 0 : 4 * n),
+        torch_exp_avg(4 * n),
+        torch_exp_avg_sq(4 * n),
+        torch_params16(2 * n),
+        stream_a(4 * n),
+        stream_b(4 * n),
+        stream_c(4 * n),
+        roof_params(element_size(l.params) * n),
+        roof_grads(element_size(l.grads) * n),
+        roof_exp_avg(element_size(l.state) * n),
+        roof_exp_avg_sq(element_size(l.state) * n),
         roof_params16(l.write16 ? 2 * n : 0) {}
   HostArray params, grads, exp_avg, exp_avg_sq, params16;
   // torch_params16: the peer's 16-bit copy, or its 16-bit params (then torch_params is fp32 scratch).
@@ -141,11 +151,12 @@ class BenchAdam {
     layout_.grads = parse_kernel_type(flags_.grad_dtype);
     layout_.state = parse_kernel_type(flags_.state_dtype);
     if (layout_.state == ElementType::kF16) throw Error(invalid_argument("--state-dtype must be fp32 or bf16"));
-    const std::string params16 = flags_.params16_dtype.empty() ? (layout_.params_16bit() ? "none" : "bf16")
-                                                               : flags_.params16_dtype;
+    const std::string params16 =
+        flags_.params16_dtype.empty() ? (layout_.params_16bit() ? "none" : "bf16") : flags_.params16_dtype;
     layout_.write16 = params16 != "none";
     layout_.params16 = layout_.write16 ? parse_kernel_type(params16) : ElementType::kBF16;
-    if (layout_.params16 == ElementType::kF32) throw Error(invalid_argument("--params16-dtype must be bf16, fp16 or none"));
+    if (layout_.params16 == ElementType::kF32)
+      throw Error(invalid_argument("--params16-dtype must be bf16, fp16 or none"));
     if (layout_.params_16bit() && layout_.write16) {
       throw Error(invalid_argument("--params16-dtype " + params16 + " with --param-dtype " + flags_.param_dtype +
                                    ": 16-bit params are their own copy; drop --params16-dtype or pass none"));
@@ -166,12 +177,12 @@ class BenchAdam {
   void initialise(int threads) {
     BenchBuffers& b = *buffers_;
     fill_uniform(threads, b.params.data(), layout_.params, n_, 1, -1.0f, 1.0f);
-    fill_uniform(threads, layout_.params_16bit() ? b.torch_params16.data() : b.torch_params.data(), layout_.params, n_, 1,
-                 -1.0f, 1.0f);
+    fill_uniform(threads, layout_.params_16bit() ? b.torch_params16.data() : b.torch_params.data(), layout_.params, n_,
+                 1, -1.0f, 1.0f);
     fill_uniform(threads, b.grads.data(), layout_.grads, n_, 2, -1.0f, 1.0f);
-    for (HostArray* zero : {&b.exp_avg, &b.exp_avg_sq, &b.params16, &b.torch_grads32, &b.torch_exp_avg,
-                            &b.torch_exp_avg_sq, layout_.params_16bit() ? &b.torch_params : &b.torch_params16,
-                            &b.roof_params16}) {
+    for (HostArray* zero :
+         {&b.exp_avg, &b.exp_avg_sq, &b.params16, &b.torch_grads32, &b.torch_exp_avg, &b.torch_exp_avg_sq,
+          layout_.params_16bit() ? &b.torch_params : &b.torch_params16, &b.roof_params16}) {
       parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
         std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
       });
@@ -223,18 +234,19 @@ class BenchAdam {
   void save_params() const {
     std::ofstream out(flags_.save_params, std::ios::binary);
     out.write(buffers_->params.as<char>(), static_cast<std::streamsize>(element_size(layout_.params) * n_));
-    if (!out) throw Error(io_error("cannot write --save-params " + flags_.save_params + ": check the path and free space"));
+    if (!out)
+      throw Error(io_error("cannot write --save-params " + flags_.save_params + ": check the path and free space"));
   }
 
   void begin_report(int max_threads) {
-    report_.param("params", std::to_string(n_) + " (" + format_bytes(static_cast<uint64_t>(layout_.buffer_bytes() * n_)) +
+    report_.param("params", std::to_string(n_) + " (" +
+                                format_bytes(static_cast<uint64_t>(layout_.buffer_bytes() * n_)) +
                                 " of tierzero buffers: params, grads, m, v, 16-bit copy)");
-    const std::string params = layout_.params_16bit()
-                                   ? std::string(element_type_name(layout_.params)) +
-                                         " updated in place (no fp32 master)"
-                                   : "fp32 master";
-    report_.param("dtypes", "params " + params + ", grads " + element_type_name(layout_.grads) +
-                                ", state (m, v) " + element_type_name(layout_.state) + ", 16-bit copy " +
+    const std::string params =
+        layout_.params_16bit() ? std::string(element_type_name(layout_.params)) + " updated in place (no fp32 master)"
+                               : "fp32 master";
+    report_.param("dtypes", "params " + params + ", grads " + element_type_name(layout_.grads) + ", state (m, v) " +
+                                element_type_name(layout_.state) + ", 16-bit copy " +
                                 (layout_.write16 ? element_type_name(layout_.params16) : "none"));
     report_.param("bytes/param", "tierzero " + fixed(layout_.tierzero_bytes(), 0) + " (one fused pass), torch " +
                                      fixed(layout_.torch_bytes(), 0) + " (cast passes included)");
@@ -243,19 +255,20 @@ class BenchAdam {
                                   std::to_string(flags_.tile_elements) + " elements" +
                                   (flags_.streaming_stores ? ", streaming (non-temporal) fp32 stores" : "") +
                                   (flags_.pin ? ", threads pinned to cores" : ", threads not pinned"));
-    const std::string peer_params =
-        layout_.params_16bit() ? " (16-bit params widened to fp32 scratch and rounded back with copy_: "
-                                 "_fused_adamw_ on CPU needs params and state of one dtype)"
-                               : "";
-    report_.param("peer", peer_ ? torch_peer_description() + peer_params
-                                : torch_peer_description() + ": no peer column");
+    const std::string peer_params = layout_.params_16bit()
+                                        ? " (16-bit params widened to fp32 scratch and rounded back with copy_: "
+                                          "_fused_adamw_ on CPU needs params and state of one dtype)"
+                                        : "";
+    report_.param("peer",
+                  peer_ ? torch_peer_description() + peer_params : torch_peer_description() + ": no peer column");
     report_.param("stream", "copy c=a (8 B/float), triad a=b+s*c (12 B/float), " + std::to_string(n_) +
                                 " floats per array; roof: CpuAdam::memory_pass, the step's loads, conversions and "
                                 "stores with p, m, v += g for Adam's arithmetic (" +
                                 fixed(layout_.tierzero_bytes(), 0) + " B/param, own buffers); same threads");
     report_.param("timing", "median of " + std::to_string(flags_.steps) +
                                 " rounds of (copy, triad, roof, tierzero step, torch step; the two steps in turns "
-                                "first) after one warm-up round; threads up to " + std::to_string(max_threads));
+                                "first) after one warm-up round; threads up to " +
+                                std::to_string(max_threads));
     report_.param("vs_torch", "torch time / tierzero time of the medians; round_ratio: median of the per-round ratios");
     report_.param("max_abs_dp", "max |p_tierzero - p_torch| after every step so far, same grads and hyper-parameters");
     report_.begin({{"threads", 7},
@@ -350,7 +363,7 @@ class BenchAdam {
                  peer_ ? median(round_ratios) : NAN, copy_gbps, median(triad) / 1e9, 100 * gbps / copy_gbps, roof_gbps,
                  100 * gbps / roof_gbps, 100 * torch_gbps / roof_gbps, peer_ ? fmt_diff(max_dp) : std::string("n/a"),
                  std::string(ok ? "OK" : "FAIL")});
-    last_ = {threads, gparams, gbps, torch_gparams, torch_gbps, peer_ ? median(round_ratios) : NAN,
+    last_ = {threads,   gparams,  gbps, torch_gparams, torch_gbps, peer_ ? median(round_ratios) : NAN,
              copy_gbps, roof_gbps};
     return ok;
   }
@@ -366,8 +379,8 @@ class BenchAdam {
   // 16-bit params: the same float result rounded once per step, so at most one 16-bit ulp of
   // |p| <= 2 (2^-7 bf16, 2^-10 fp16) where a few-ulp float difference crossed a rounding boundary.
   double param_tolerance() const {
-    const double state = layout_.state == ElementType::kF32 ? 1e-6
-                                                            : 0.02 * hyper_params().lr * static_cast<double>(step_number_);
+    const double state =
+        layout_.state == ElementType::kF32 ? 1e-6 : 0.02 * hyper_params().lr * static_cast<double>(step_number_);
     if (!layout_.params_16bit()) return state;
     return state + (layout_.params == ElementType::kBF16 ? 0x1p-7 : 0x1p-10);
   }
@@ -380,8 +393,8 @@ class BenchAdam {
     parallel_ranges(threads, n_, [&](size_t begin, size_t end) {
       double m = 0;
       for (size_t i = begin; i < end; ++i) {
-        m = std::max(m, std::fabs(static_cast<double>(value_at(ours, layout_.params, i)) -
-                                  value_at(theirs, layout_.params, i)));
+        m = std::max(
+            m, std::fabs(static_cast<double>(value_at(ours, layout_.params, i)) - value_at(theirs, layout_.params, i)));
       }
       const std::lock_guard<std::mutex> lock(mu);
       max_diff = std::max(max_diff, m);
@@ -396,15 +409,16 @@ class BenchAdam {
     report_.summary("at " + std::to_string(last_.threads) + " threads",
                     "tierzero " + fixed(last_.gparams, 3) + " Gparam/s, torch fused AdamW " +
                         fixed(last_.torch_gparams, 3) + " Gparam/s, ratio " + fixed(ratio, 2) +
-                        ", median per-round ratio " + fixed(last_.round_ratio, 2) + " (target >= " +
-                        fixed(ratio_target, 1) + (std::isfinite(ratio) ? (ratio >= ratio_target ? ": met)" : ": NOT met)") : ")"));
+                        ", median per-round ratio " + fixed(last_.round_ratio, 2) +
+                        " (target >= " + fixed(ratio_target, 1) +
+                        (std::isfinite(ratio) ? (ratio >= ratio_target ? ": met)" : ": NOT met)") : ")"));
     const double share = last_.gbps / last_.copy_gbps;
     report_.summary("effective bandwidth", fixed(last_.gbps, 2) + " GB/s = " + fixed(100 * share, 1) +
-                                               "% of STREAM copy " + fixed(last_.copy_gbps, 2) + " GB/s (target >= 85%: " +
-                                               (share >= 0.85 ? "met)" : "NOT met)"));
-    report_.summary("roofline", "the step's memory traffic without Adam's arithmetic runs at " + fixed(last_.roof_gbps, 2) +
-                                    " GB/s; tierzero " + fixed(last_.gbps, 2) + " GB/s = " +
-                                    fixed(100 * last_.gbps / last_.roof_gbps, 1) + "% of it, torch " +
+                                               "% of STREAM copy " + fixed(last_.copy_gbps, 2) +
+                                               " GB/s (target >= 85%: " + (share >= 0.85 ? "met)" : "NOT met)"));
+    report_.summary("roofline", "the step's memory traffic without Adam's arithmetic runs at " +
+                                    fixed(last_.roof_gbps, 2) + " GB/s; tierzero " + fixed(last_.gbps, 2) +
+                                    " GB/s = " + fixed(100 * last_.gbps / last_.roof_gbps, 1) + "% of it, torch " +
                                     fixed(last_.torch_gbps, 2) + " GB/s at its " + fixed(layout_.torch_bytes(), 0) +
                                     " B/param = " + fixed(100 * last_.torch_gbps / last_.roof_gbps, 1) + "%");
     report_.end(all_correct);
@@ -435,7 +449,8 @@ void add_bench_adam_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "adam", "CPU Adam/AdamW (cpu_adam/): Gparam/s and GB/s vs STREAM bandwidth and PyTorch fused AdamW");
   cmd->add_option("--params", flags->params, "Parameters per step (default 67108864 = 2^26)");
-  cmd->add_option("--threads", flags->threads, "Threads, the sweep's largest (default: every core this process may use)");
+  cmd->add_option("--threads", flags->threads,
+                  "Threads, the sweep's largest (default: every core this process may use)");
   cmd->add_flag("--sweep,!--no-sweep", flags->sweep, "Also measure 1, 2, 4, ... threads (default on)");
   cmd->add_option("--param-dtype", flags->param_dtype,
                   "fp32 | bf16 | fp16: fp32 masters, or 16-bit params updated in place (default fp32)");

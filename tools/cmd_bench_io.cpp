@@ -51,7 +51,9 @@ class BenchIo {
 
   void run() {
     const PointChoices choices = parse_choices();
-    size_ = value_or_throw(parse_bytes(!flags_.size.empty() ? flags_.size : (flags_.sweep || flags_.tune) ? "256MiB" : "1GiB"));
+    size_ = value_or_throw(parse_bytes(!flags_.size.empty()            ? flags_.size
+                                       : (flags_.sweep || flags_.tune) ? "256MiB"
+                                                                       : "1GiB"));
     if (size_ == 0) throw Error(invalid_argument("--size must be at least one byte"));
     const std::string dir = value_or_throw(choose_bench_dir(flags_.path, size_));
     file_ = std::make_unique<ScopedPath>(dir + "/tierzero-bench-io-" + std::to_string(getpid()) + ".dat");
@@ -95,25 +97,31 @@ class BenchIo {
     report_.param("size", format_bytes(size_) + " per pass, sequential, from offset 0");
     report_.param("I/O", direct_text_);
     if (flags_.new_file) {
-      report_.param("write passes", "each to a new file (unlinked, created, preallocated and sized, untimed), as convert "
-                                    "writes; fio: --fallocate=native on a new file");
+      report_.param("write passes",
+                    "each to a new file (unlinked, created, preallocated and sized, untimed), as convert "
+                    "writes; fio: --fallocate=native on a new file");
     }
     if (flags_.end_fsync) report_.param("durability", "each write pass ends with fdatasync, timed (fio: end_fsync=1)");
     report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
     report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
-    report_.param("repeats", std::to_string(repeats()) + (repeats() > 1 ? " per pass, median shown" +
-                                                                              std::string(compare_fio() ? ", alternating with fio" : "")
-                                                                        : ""));
+    report_.param("repeats", std::to_string(repeats()) +
+                                 (repeats() > 1 ? " per pass, median shown" +
+                                                      std::string(compare_fio() ? ", alternating with fio" : "")
+                                                : ""));
     if (flags_.vs_fio) {
-      report_.param("fio", fio_.empty() ? "not found (install fio or put it on PATH): no comparison"
-                                        : fio_ + " --ioengine=io_uring --direct=1, same file, bs, iodepth, numjobs = threads");
+      report_.param("fio", fio_.empty()
+                               ? "not found (install fio or put it on PATH): no comparison"
+                               : fio_ + " --ioengine=io_uring --direct=1, same file, bs, iodepth, numjobs = threads");
     }
-    std::vector<BenchColumn> cols = {{"op", 6},      {"backend", 9},   {"block", 6},   {"depth", 6},
-                                     {"threads", 7}, {"GB/s", 7, 3},   {"p50_us", 9, 0}, {"p99_us", 9, 0},
+    std::vector<BenchColumn> cols = {{"op", 6},       {"backend", 9}, {"block", 6},     {"depth", 6},
+                                     {"threads", 7},  {"GB/s", 7, 3}, {"p50_us", 9, 0}, {"p99_us", 9, 0},
                                      {"cpu_%", 6, 0}, {"verified", 8}};
     if (compare_fio()) {
-      for (BenchColumn c : std::vector<BenchColumn>{{"fio_GB/s", 8, 3}, {"fio_p50_us", 10, 0}, {"fio_p99_us", 10, 0},
-                                                    {"fio_cpu_%", 9, 0}, {"ratio", 6, 3}}) {
+      for (BenchColumn c : std::vector<BenchColumn>{{"fio_GB/s", 8, 3},
+                                                    {"fio_p50_us", 10, 0},
+                                                    {"fio_p99_us", 10, 0},
+                                                    {"fio_cpu_%", 9, 0},
+                                                    {"ratio", 6, 3}}) {
         cols.push_back(c);
       }
     }
@@ -142,14 +150,21 @@ class BenchIo {
     nvme::FileRef file = value_or_throw(engine->open(file_->path(), {nvme::OpenMode::kReadWrite, 0, true}));
     BenchBuffers buffers(*engine, config.queue_depth * config.intra_op_parallelism, config.block_size);
     const std::string tag = std::string(nvme::backend_name(config.backend)) + " bs=" + short_size(config.block_size) +
-                            " qd=" + std::to_string(config.queue_depth) + " t=" + std::to_string(config.intra_op_parallelism);
+                            " qd=" + std::to_string(config.queue_depth) +
+                            " t=" + std::to_string(config.intra_op_parallelism);
     PointResult r{config, {}, {}, {}, {}};
     // Alternating with fio, each run's figure is the median of `repeats`; tierzero writes last so
     // the verify pass checks its data.
     std::vector<PassResult> writes, reads;
     std::vector<FioResult> fio_writes, fio_reads;
-    FioJob job{.fio = fio_, .file = file_->path(), .write = true, .size = size_, .block_size = config.block_size,
-               .iodepth = config.queue_depth, .numjobs = config.intra_op_parallelism, .end_fsync = flags_.end_fsync,
+    FioJob job{.fio = fio_,
+               .file = file_->path(),
+               .write = true,
+               .size = size_,
+               .block_size = config.block_size,
+               .iodepth = config.queue_depth,
+               .numjobs = config.intra_op_parallelism,
+               .end_fsync = flags_.end_fsync,
                .new_file = flags_.new_file};
     for (uint32_t i = 0; i < repeats(); ++i) {
       if (compare_fio()) {
@@ -157,8 +172,8 @@ class BenchIo {
         add_fio(job, fio_writes);
       }
       if (flags_.new_file) file = fresh_file(*engine);
-      writes.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag,
-                                                  flags_.end_fsync)));
+      writes.push_back(value_or_throw(
+          run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "write " + tag, flags_.end_fsync)));
     }
     job.write = false;
     for (uint32_t i = 0; i < repeats(); ++i) {
@@ -241,8 +256,9 @@ class BenchIo {
     best = std::max_element(results_.begin(), results_.end(),
                             [&](const PointResult& a, const PointResult& b) { return score(a) < score(b); });
     tuned_ = aio_block(best->config);
-    report_.summary("tuned (best harmonic mean of read and write GB/s)",
-                    format_rate(best->read.gbps() * 1e9) + " read, " + format_rate(best->write.gbps() * 1e9) + " write");
+    report_.summary(
+        "tuned (best harmonic mean of read and write GB/s)",
+        format_rate(best->read.gbps() * 1e9) + " read, " + format_rate(best->write.gbps() * 1e9) + " write");
     report_.summary("aio", tuned_.dump());
   }
 
@@ -307,18 +323,23 @@ void add_bench_io_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "io", "NVMe/file I/O: sequential read and write GB/s, latency and CPU of the nvme/ engine (O_DIRECT)");
   flags->cmd = cmd;
-  cmd->add_option("--path", flags->path, "Directory for the test file (default: current directory or /tmp, a disk preferred)");
-  cmd->add_option("--size", flags->size, "Bytes per pass, e.g. 4GiB (default 1GiB; 256MiB per point with --sweep/--tune)");
+  cmd->add_option("--path", flags->path,
+                  "Directory for the test file (default: current directory or /tmp, a disk preferred)");
+  cmd->add_option("--size", flags->size,
+                  "Bytes per pass, e.g. 4GiB (default 1GiB; 256MiB per point with --sweep/--tune)");
   cmd->add_option("--backend", flags->backend, "auto | io_uring | libaio | sync (default auto)");
   cmd->add_option("--block-size", flags->block_size, "Request size, e.g. 1MiB (default 1MiB)");
   cmd->add_option("--queue-depth", flags->queue_depth, "Requests in flight per ring/thread (default 32)");
-  cmd->add_option("--threads", flags->threads, "Rings/threads per request: intra_op_parallelism, fio numjobs (default 1)");
+  cmd->add_option("--threads", flags->threads,
+                  "Rings/threads per request: intra_op_parallelism, fio numjobs (default 1)");
   cmd->add_option("--repeat", flags->repeat, "Runs per pass, median reported (default 1; 3 with --vs-fio)");
   cmd->add_flag("--sweep", flags->sweep, "Sweep backend x block size x depth x threads (flags given stay fixed)");
   cmd->add_flag("--tune", flags->tune, "Sweep, then print the best DeepSpeed \"aio\" block");
-  cmd->add_flag("--vs-fio", flags->vs_fio, "Also run fio (io_uring, direct) with the same parameters and print the ratio");
-  cmd->add_flag("--new-file", flags->new_file,
-                "Write passes go to a new preallocated file each time (block allocation included), not over the laid-out one");
+  cmd->add_flag("--vs-fio", flags->vs_fio,
+                "Also run fio (io_uring, direct) with the same parameters and print the ratio");
+  cmd->add_flag(
+      "--new-file", flags->new_file,
+      "Write passes go to a new preallocated file each time (block allocation included), not over the laid-out one");
   cmd->add_flag("--end-fsync", flags->end_fsync, "Time an fdatasync at the end of each write pass (fio's end_fsync=1)");
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchIo(*flags).run(); });

@@ -47,9 +47,9 @@ void run(const BenchPcieFlags& flags) {
   const uint64_t size = value_or_throw(parse_bytes(flags.size));
   const std::vector<uint64_t> chunks = parse_chunks(flags.chunks);
   if (size == 0 || flags.repeat < 1) throw Error(invalid_argument("--size and --repeat must be positive"));
-  const std::vector<BenchColumn> columns = {{"dir", 6},        {"host", 8},         {"chunk", 9},
-                                            {"tierzero_GB/s", 13, 2}, {"cudaMemcpy_GB/s", 15, 2},
-                                            {"ratio", 6, 3},   {"vs_peak", 7, 3},   {"verified", 8}};
+  const std::vector<BenchColumn> columns = {
+      {"dir", 6},      {"host", 8},       {"chunk", 9},   {"tierzero_GB/s", 13, 2}, {"cudaMemcpy_GB/s", 15, 2},
+      {"ratio", 6, 3}, {"vs_peak", 7, 3}, {"verified", 8}};
   Result<std::unique_ptr<offload::CopyProbe>> probe = offload::CopyProbe::create(size, flags.device);
   if (!probe.ok()) {
     report.param("skipped", "no GPU to measure: " + probe.status().message());
@@ -60,12 +60,15 @@ void run(const BenchPcieFlags& flags) {
     return;
   }
   report.param("device", (*probe)->device_description());
-  report.param("size", format_bytes(size) + " per pass, " + std::to_string(flags.repeat) + " timed passes after one warm-up");
-  report.param("tierzero", "async copies on tierzero's own H2D/D2H streams, one event per pass; pageable memory "
-                           "staged through 3 pinned buffers per direction");
+  report.param("size",
+               format_bytes(size) + " per pass, " + std::to_string(flags.repeat) + " timed passes after one warm-up");
+  report.param("tierzero",
+               "async copies on tierzero's own H2D/D2H streams, one event per pass; pageable memory "
+               "staged through 3 pinned buffers per direction");
   report.param("cudaMemcpy", "cudaMemcpyAsync + cudaStreamSynchronize per chunk (duplex: one thread per direction)");
-  report.param("GB/s", "1e9 bytes / s; duplex counts both directions; vs_peak = tierzero / best cudaMemcpy of that "
-                       "direction and host memory over all chunk sizes");
+  report.param("GB/s",
+               "1e9 bytes / s; duplex counts both directions; vs_peak = tierzero / best cudaMemcpy of that "
+               "direction and host memory over all chunk sizes");
   report.begin(columns);
 
   struct Row {
@@ -107,11 +110,13 @@ void run(const BenchPcieFlags& flags) {
   for (const Row& r : rows) {
     if (r.host != HostMemoryKind::kPinned) continue;
     const double best = peak[{static_cast<int>(r.direction), static_cast<int>(r.host)}];
-    if (r.direction != CopyDirection::kDuplex && r.chunk >= (8u << 20)) worst_large = std::min(worst_large, r.tierzero / best);
+    if (r.direction != CopyDirection::kDuplex && r.chunk >= (8u << 20))
+      worst_large = std::min(worst_large, r.tierzero / best);
     if (r.direction == CopyDirection::kDuplex) {
       double one_way = 0;
       for (const Row& o : rows) {
-        if (o.host == r.host && o.chunk == r.chunk && o.direction != CopyDirection::kDuplex) one_way = std::max(one_way, o.tierzero);
+        if (o.host == r.host && o.chunk == r.chunk && o.direction != CopyDirection::kDuplex)
+          one_way = std::max(one_way, o.tierzero);
       }
       duplex_gain = std::max(duplex_gain, r.tierzero / one_way);
     }
@@ -122,8 +127,9 @@ void run(const BenchPcieFlags& flags) {
     return std::string(text);
   };
   if (worst_large < 1e9) {
-    report.summary("pinned h2d/d2h at >= 8 MiB chunks", "worst " + ratio_text(worst_large) + "x the cudaMemcpy peak (target 0.95): " +
-                                                            (worst_large >= 0.95 ? "met" : "NOT met"));
+    report.summary("pinned h2d/d2h at >= 8 MiB chunks",
+                   "worst " + ratio_text(worst_large) +
+                       "x the cudaMemcpy peak (target 0.95): " + (worst_large >= 0.95 ? "met" : "NOT met"));
   }
   report.summary("pinned duplex", "best " + ratio_text(duplex_gain) + "x the faster single direction (target > 1): " +
                                       (duplex_gain > 1 ? "met" : "NOT met"));
@@ -137,7 +143,8 @@ void run(const BenchPcieFlags& flags) {
 void add_bench_pcie_command(CLI::App& bench) {
   auto flags = std::make_shared<BenchPcieFlags>();
   CLI::App* cmd = bench.add_subcommand(
-      "pcie", "Host <-> GPU copies: tierzero's transfer path vs cudaMemcpy, pinned/pageable, H2D/D2H/duplex, per chunk size");
+      "pcie",
+      "Host <-> GPU copies: tierzero's transfer path vs cudaMemcpy, pinned/pageable, H2D/D2H/duplex, per chunk size");
   cmd->add_option("--size", flags->size, "Bytes per pass and direction (default 1GiB)");
   cmd->add_option("--chunks", flags->chunks, "Comma-separated chunk sizes (default 1MiB,4MiB,8MiB,16MiB,64MiB)");
   cmd->add_option("--repeat", flags->repeat, "Timed passes per point (default 3)");

@@ -61,7 +61,8 @@ class BenchTiers {
   void run() {
     size_ = value_or_throw(parse_bytes(flags_.size));
     shard_ = value_or_throw(parse_bytes(flags_.shard));
-    if (shard_ == 0 || size_ < shard_) throw Error(invalid_argument("--shard must be > 0 and --size at least one shard"));
+    if (shard_ == 0 || size_ < shard_)
+      throw Error(invalid_argument("--shard must be > 0 and --size at least one shard"));
     count_ = size_ / shard_;
     size_ = count_ * shard_;
     create_manager();
@@ -87,7 +88,8 @@ class BenchTiers {
     b.pipeline_depth = flags_.depth;
     b.transfer_threads = flags_.threads;
     b.nvme_bytes = size_ + size_ / 16 + uint64_t{paths.size()} * b.stripe_bytes;
-    for (const std::string& p : paths) b.nvme_paths.push_back(value_or_throw(choose_bench_dir(p, b.nvme_bytes / paths.size())));
+    for (const std::string& p : paths)
+      b.nvme_paths.push_back(value_or_throw(choose_bench_dir(p, b.nvme_bytes / paths.size())));
     b.swap_file_prefix = "tierzero-bench-tiers-" + std::to_string(getpid());
     b.io.queue_depth = 32;
     cache_ = value_or_throw(parse_bytes(flags_.gpu_budget));
@@ -113,14 +115,21 @@ class BenchTiers {
                              ", home NVMe; " + offload::tier_name(target_) + " cache " + format_bytes(cache_));
     report_.param("mode", target_ == Tier::kGpu ? "NVMe -> GPU and GPU -> NVMe"
                                                 : "no GPU: NVMe -> pinned host and pinned -> NVMe, against NVMe alone");
-    report_.param("pipeline", format_bytes(budgets_.chunk_bytes) + " chunks, depth " + std::to_string(budgets_.pipeline_depth) +
-                                  ", " + std::to_string(budgets_.transfer_threads) + " transfers at once, prefetch " +
+    report_.param("pipeline", format_bytes(budgets_.chunk_bytes) + " chunks, depth " +
+                                  std::to_string(budgets_.pipeline_depth) + ", " +
+                                  std::to_string(budgets_.transfer_threads) + " transfers at once, prefetch " +
                                   format_bytes(budgets_.prefetch_bytes) + " ahead by the recorded trace");
-    report_.param("write pass", "fetched for writing in groups of half the cache (untimed, no read-ahead), "
-                                "then each group written back at once (timed): writebacks only, no reads");
+    report_.param("write pass",
+                  "fetched for writing in groups of half the cache (untimed, no read-ahead), "
+                  "then each group written back at once (timed): writebacks only, no reads");
     report_.param("GB/s", "1e9 bytes / s; ratio = tierzero / peer; peer = min(NVMe, PCIe) of the same direction");
-    report_.begin({{"what", 22}, {"bytes", 10}, {"seconds", 8, 3}, {"GB/s", 7, 3}, {"peer_GB/s", 9, 3},
-                   {"ratio", 6, 3}, {"verified", 8}});
+    report_.begin({{"what", 22},
+                   {"bytes", 10},
+                   {"seconds", 8, 3},
+                   {"GB/s", 7, 3},
+                   {"peer_GB/s", 9, 3},
+                   {"ratio", 6, 3},
+                   {"verified", 8}});
   }
 
   // Untimed: every shard gets its pattern on NVMe.
@@ -211,8 +220,10 @@ class BenchTiers {
   void finish(const Bandwidth& nvme_read, const Bandwidth& in, const Bandwidth& nvme_write, const Bandwidth& out,
               bool verified) {
     double read_peer = nvme_read.gbps(), write_peer = nvme_write.gbps();
-    report_.row({"nvme read (raw)", format_bytes(nvme_read.bytes), nvme_read.seconds, nvme_read.gbps(), nvme_read.gbps(), 1.0, "-"});
-    report_.row({"nvme write (raw)", format_bytes(nvme_write.bytes), nvme_write.seconds, nvme_write.gbps(), nvme_write.gbps(), 1.0, "-"});
+    report_.row({"nvme read (raw)", format_bytes(nvme_read.bytes), nvme_read.seconds, nvme_read.gbps(),
+                 nvme_read.gbps(), 1.0, "-"});
+    report_.row({"nvme write (raw)", format_bytes(nvme_write.bytes), nvme_write.seconds, nvme_write.gbps(),
+                 nvme_write.gbps(), 1.0, "-"});
     if (target_ == Tier::kGpu) {
       const uint64_t bytes = std::min<uint64_t>(size_, 1ull << 30);
       const Bandwidth h2d = value_or_throw(pcie_bandwidth(bytes, true, flags_.device));
@@ -226,13 +237,14 @@ class BenchTiers {
     const char* verdict = verified ? "OK" : "FAIL";
     report_.row({gpu ? "nvme -> gpu (tierzero)" : "nvme -> pinned (tz)", format_bytes(in.bytes), in.seconds, in.gbps(),
                  read_peer, in.gbps() / read_peer, verdict});
-    report_.row({gpu ? "gpu -> nvme (tierzero)" : "pinned -> nvme (tz)", format_bytes(out.bytes), out.seconds, out.gbps(),
-                 write_peer, out.gbps() / write_peer, verdict});
+    report_.row({gpu ? "gpu -> nvme (tierzero)" : "pinned -> nvme (tz)", format_bytes(out.bytes), out.seconds,
+                 out.gbps(), write_peer, out.gbps() / write_peer, verdict});
     char line[160];
     std::snprintf(line, sizeof line, "%.3fx min(NVMe read, PCIe H2D)%s (target 0.9): %s", in.gbps() / read_peer,
                   gpu ? "" : " (no GPU: NVMe read alone)", in.gbps() / read_peer >= 0.9 ? "met" : "NOT met");
     report_.summary(gpu ? "nvme -> gpu streaming" : "nvme -> pinned streaming", line);
-    std::snprintf(line, sizeof line, "%.3fx min(NVMe write, PCIe D2H)%s", out.gbps() / write_peer, gpu ? "" : " (no GPU: NVMe write alone)");
+    std::snprintf(line, sizeof line, "%.3fx min(NVMe write, PCIe D2H)%s", out.gbps() / write_peer,
+                  gpu ? "" : " (no GPU: NVMe write alone)");
     report_.summary(gpu ? "gpu -> nvme streaming" : "pinned -> nvme streaming", line);
     report_.summary("verification", "every shard read back from NVMe after both streams matches its pattern");
     report_.end(verified);
@@ -256,10 +268,12 @@ void add_bench_tiers_command(CLI::App& bench) {
   auto flags = std::make_shared<BenchTiersFlags>();
   CLI::App* cmd = bench.add_subcommand(
       "tiers", "End-to-end NVMe -> GPU and GPU -> NVMe streaming of a multi-GB shard set vs min(NVMe, PCIe) bandwidth");
-  cmd->add_option("--path", flags->paths, "NVMe directory; repeat to stripe over several (default: current dir or /tmp)");
+  cmd->add_option("--path", flags->paths,
+                  "NVMe directory; repeat to stripe over several (default: current dir or /tmp)");
   cmd->add_option("--size", flags->size, "Bytes in the shard set (default 4GiB)");
   cmd->add_option("--shard", flags->shard, "Bytes per shard (default 64MiB)");
-  cmd->add_option("--gpu-budget", flags->gpu_budget, "GPU tier budget (host cache without a GPU), below --size (default 1GiB)");
+  cmd->add_option("--gpu-budget", flags->gpu_budget,
+                  "GPU tier budget (host cache without a GPU), below --size (default 1GiB)");
   cmd->add_option("--chunk", flags->chunk, "Pipeline chunk (default 8MiB)");
   cmd->add_option("--depth", flags->depth, "Staging buffers per pipeline (default 3)");
   cmd->add_option("--threads", flags->threads, "Transfers at once (default 4)");

@@ -56,7 +56,8 @@ void run_inspect(const CheckpointFlags& flags) {
   std::printf("model config %s\n", m.model_config_json.empty() ? "none" : "present");
   for (size_t g = 0; g < m.groups.size(); ++g) {
     std::string states;
-    for (const auto& s : m.groups[g].states) states += " " + s.name + ":" + std::string(checkpoint::dtype_name(s.dtype));
+    for (const auto& s : m.groups[g].states)
+      states += " " + s.name + ":" + std::string(checkpoint::dtype_name(s.dtype));
     std::printf("group %zu      %zu tensors, %llu elements, %llu per rank; states%s\n", g, m.groups[g].params.size(),
                 static_cast<unsigned long long>(m.groups[g].numel()),
                 static_cast<unsigned long long>(
@@ -84,10 +85,11 @@ struct ReshardFlags {
 void run_reshard(const ReshardFlags& flags) {
   const checkpoint::ReshardReport report =
       value_or_throw(checkpoint::reshard_engine_checkpoint(flags.source, flags.out, flags.options));
-  std::printf("resharded %s (tag %s) from %u to %u ranks into %s: %s of partitions in %.2f s; verify with "
-              "`tierzero checkpoint verify %s`\n",
-              flags.source.c_str(), report.tag.c_str(), report.from_world_size, report.to_world_size,
-              flags.out.c_str(), format_bytes(report.state_bytes).c_str(), report.seconds, flags.out.c_str());
+  std::printf(
+      "resharded %s (tag %s) from %u to %u ranks into %s: %s of partitions in %.2f s; verify with "
+      "`tierzero checkpoint verify %s`\n",
+      flags.source.c_str(), report.tag.c_str(), report.from_world_size, report.to_world_size, flags.out.c_str(),
+      format_bytes(report.state_bytes).c_str(), report.seconds, flags.out.c_str());
 }
 
 void add_dir_options(CLI::App* cmd, const std::shared_ptr<CheckpointFlags>& flags) {

@@ -79,11 +79,13 @@ uint64_t peak_rss_bytes() {
 // at the saved position), precision, clipping and loss-scale knobs.
 void run_convert_to_deepspeed(const ConvertFlags& flags) {
   if (!checkpoint::is_engine_checkpoint(flags.source, flags.tag)) {
-    throw Error(invalid_argument("--to deepspeed converts tierzero engine checkpoints; " + flags.source + " is not one"));
+    throw Error(
+        invalid_argument("--to deepspeed converts tierzero engine checkpoints; " + flags.source + " is not one"));
   }
   if (flags.ds_config.empty()) {
-    throw Error(invalid_argument("--to deepspeed needs --ds-config FILE: the ds_config the DeepSpeed run resumes with "
-                                 "(optimizer, scheduler, fp16/bf16)"));
+    throw Error(
+        invalid_argument("--to deepspeed needs --ds-config FILE: the ds_config the DeepSpeed run resumes with "
+                         "(optimizer, scheduler, fp16/bf16)"));
   }
   auto reader = value_or_throw(checkpoint::CheckpointReader::open(flags.source, flags.tag));
   const checkpoint::CheckpointManifest& manifest = reader->manifest();
@@ -92,8 +94,8 @@ void run_convert_to_deepspeed(const ConvertFlags& flags) {
   engine::ResolveHints hints;
   hints.world_size = static_cast<int>(options.world_size);
   const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.ds_config, hints));
-  engine::LrScheduleConfig constant{.warmup_min_lr = config.optimizer.lr, .warmup_max_lr = config.optimizer.lr,
-                                    .warmup_num_steps = 1};
+  engine::LrScheduleConfig constant{
+      .warmup_min_lr = config.optimizer.lr, .warmup_max_lr = config.optimizer.lr, .warmup_num_steps = 1};
   engine::LrSchedule schedule = value_or_throw(engine::LrSchedule::create(config.scheduler.value_or(constant)));
   if (!manifest.lr_scheduler.is_null()) throw_if_error(schedule.load_state(manifest.lr_scheduler));
   std::ifstream text(flags.ds_config);
@@ -118,9 +120,9 @@ void run_convert_to_deepspeed(const ConvertFlags& flags) {
   reader.reset();
   const checkpoint::DeepSpeedExportReport report =
       value_or_throw(checkpoint::export_deepspeed_checkpoint(flags.source, flags.tag, flags.out, options));
-  std::printf("wrote DeepSpeed ZeRO-%d checkpoint %s/%s for %u ranks (%s, lr %.6g): %u files, %s\n",
-              stage, flags.out.c_str(), report.tag.c_str(), options.world_size,
-              torch_dtype_name(options.dtype), options.lr, report.files, format_bytes(report.bytes).c_str());
+  std::printf("wrote DeepSpeed ZeRO-%d checkpoint %s/%s for %u ranks (%s, lr %.6g): %u files, %s\n", stage,
+              flags.out.c_str(), report.tag.c_str(), options.world_size, torch_dtype_name(options.dtype), options.lr,
+              report.files, format_bytes(report.bytes).c_str());
 }
 #endif
 
@@ -132,7 +134,8 @@ void run_convert(const ConvertFlags& flags) {
     throw Error(unsupported("--to deepspeed needs a build with the engine (LibTorch found at configure time)"));
 #endif
   }
-  if (flags.to != "safetensors") throw Error(invalid_argument("--to must be safetensors or deepspeed, not " + flags.to));
+  if (flags.to != "safetensors")
+    throw Error(invalid_argument("--to must be safetensors or deepspeed, not " + flags.to));
   checkpoint::ConvertOptions options;
   options.dtype = value_or_throw(checkpoint::parse_output_dtype(flags.dtype));
   options.max_shard_bytes = value_or_throw(parse_bytes(flags.max_shard_size));
@@ -147,12 +150,13 @@ void run_convert(const ConvertFlags& flags) {
                flags.dtype.c_str());
   const checkpoint::ConvertReport report =
       value_or_throw(checkpoint::consolidate_to_safetensors(*source, flags.out, options));
-  std::printf("wrote %zu tensors (%s) in %zu safetensors file%s to %s in %.2f s (last %.2f s: fsync, rename): %s; "
-              "peak RSS %s\n",
-              report.tensors, format_bytes(report.tensor_bytes).c_str(), report.files, report.files == 1 ? "" : "s",
-              flags.out.c_str(), report.seconds, report.finish_seconds,
-              format_rate(report.seconds > 0 ? report.file_bytes / report.seconds : 0).c_str(),
-              format_bytes(peak_rss_bytes()).c_str());
+  std::printf(
+      "wrote %zu tensors (%s) in %zu safetensors file%s to %s in %.2f s (last %.2f s: fsync, rename): %s; "
+      "peak RSS %s\n",
+      report.tensors, format_bytes(report.tensor_bytes).c_str(), report.files, report.files == 1 ? "" : "s",
+      flags.out.c_str(), report.seconds, report.finish_seconds,
+      format_rate(report.seconds > 0 ? report.file_bytes / report.seconds : 0).c_str(),
+      format_bytes(peak_rss_bytes()).c_str());
 }
 
 }  // namespace

@@ -103,7 +103,8 @@ void run(const EstimateFlags& flags) {
       "gpu: " + machine.gpu_name + ", " + figure_text(machine.gpu_tflops, "TFLOPS") + " x efficiency " +
           std::to_string(machine.compute_efficiency).substr(0, 4),
       "pcie pinned: h2d " + figure_text(machine.h2d_gbps, "GB/s") + ", d2h " + figure_text(machine.d2h_gbps, "GB/s"),
-      "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " + figure_text(machine.nvme_write_gbps, "GB/s"),
+      "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " +
+          figure_text(machine.nvme_write_gbps, "GB/s"),
       "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
   };
   for (const std::string& warning : config.warnings) header.push_back("config warning: " + warning);
@@ -122,7 +123,8 @@ void add_estimate_command(CLI::App& app) {
   auto flags = std::make_shared<EstimateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "estimate", "Plan a training run: bytes per tier (GPU, pinned, pageable, NVMe), checks, predicted step time");
-  cmd->add_option("--model-config", flags->model_config, "Hugging Face config.json (or its model directory)")->required();
+  cmd->add_option("--model-config", flags->model_config, "Hugging Face config.json (or its model directory)")
+      ->required();
   cmd->add_option("--config", flags->config, "DeepSpeed ds_config JSON")->required();
   cmd->add_option("--gpu-memory", flags->gpu_memory, "a GPU's memory, CUDA context included (e.g. 24GB)");
   cmd->add_option("--host-memory", flags->host_memory, "host memory for all ranks, pinned + pageable (e.g. 128GB)");

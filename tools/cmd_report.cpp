@@ -24,13 +24,15 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--title", flags->title, "The page's title (default \"tierzero report\")");
   cmd->callback([flags] {
     if (flags->runs.empty() && flags->benches.empty()) {
-      throw Error(invalid_argument("nothing to draw: pass metrics files (tierzero train --metrics FILE) and/or "
-                                   "--bench FILE.json"));
+      throw Error(
+          invalid_argument("nothing to draw: pass metrics files (tierzero train --metrics FILE) and/or "
+                           "--bench FILE.json"));
     }
     report::ReportInput input;
     input.title = flags->title;
     for (const std::string& path : flags->runs) input.runs.push_back(value_or_throw(report::read_metrics_file(path)));
-    for (const std::string& path : flags->benches) input.benches.push_back(value_or_throw(report::read_bench_file(path)));
+    for (const std::string& path : flags->benches)
+      input.benches.push_back(value_or_throw(report::read_bench_file(path)));
     const std::string html = report::render_report_html(input);
     std::ofstream out(flags->out, std::ios::binary);
     out << html;

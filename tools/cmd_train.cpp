@@ -14,7 +14,8 @@ void add_train_command(CLI::App& app) {
   CLI::App* train = app.add_subcommand(
       "train", "Train with ZeRO (no arguments: a tiny built-in Llama on a bundled corpus, about a minute on a CPU)");
   train->add_option("--config", args->config_path, "DeepSpeed ds_config JSON (default configs/tiny.json)");
-  auto* model = train->add_option("--model", args->model_dir, "Hugging Face model directory (config.json + safetensors)");
+  auto* model =
+      train->add_option("--model", args->model_dir, "Hugging Face model directory (config.json + safetensors)");
   train->add_option("--model-config", args->model_config_path, "Hugging Face config.json: a randomly initialised model")
       ->excludes(model);
   train->add_option("--data", args->data_path,
@@ -29,12 +30,14 @@ void add_train_command(CLI::App& app) {
                     "(the training's bf16/fp16; fp32 when training in fp32) + config.json");
   train->add_option("--resume", args->resume_dir,
                     "continue from the latest checkpoint here: tierzero's, or a DeepSpeed ZeRO-1/2/3 one (same stage)");
-  train->add_option("--save-every", args->save_every,
-                    "also save a checkpoint into --save every N steps (default: tierzero.checkpoint.save_every)")
+  train
+      ->add_option("--save-every", args->save_every,
+                   "also save a checkpoint into --save every N steps (default: tierzero.checkpoint.save_every)")
       ->check(CLI::PositiveNumber);
-  train->add_option("--keep-last", args->keep_last,
-                    "keep only the newest K checkpoints in --save, older ones removed once the new one is durable "
-                    "(default: tierzero.checkpoint.keep_last; 0 = all)")
+  train
+      ->add_option("--keep-last", args->keep_last,
+                   "keep only the newest K checkpoints in --save, older ones removed once the new one is durable "
+                   "(default: tierzero.checkpoint.keep_last; 0 = all)")
       ->check(CLI::PositiveNumber);
   train->add_option("--metrics", args->metrics_path,
                     "write one JSON line per step here (loss, lr, tokens/s, memory per tier, time breakdown; "

@@ -23,8 +23,9 @@ std::vector<DoctorLine> check_build() {
 #ifdef TIERZERO_DOCTOR_NCCL_VERSION
   lines.push_back({"build", "NCCL", TIERZERO_DOCTOR_NCCL_VERSION " (LibTorch's)", Verdict::kOk, ""});
 #else
-  lines.push_back({"build", "NCCL", "not found beside LibTorch", Verdict::kWarn,
-                   "multi-GPU training needs a CUDA build of torch (it brings NCCL); one GPU or Gloo on CPU still works"});
+  lines.push_back(
+      {"build", "NCCL", "not found beside LibTorch", Verdict::kWarn,
+       "multi-GPU training needs a CUDA build of torch (it brings NCCL); one GPU or Gloo on CPU still works"});
 #endif
   return lines;
 }

@@ -16,12 +16,12 @@ struct DoctorLine {
   std::string check;  // "io_uring", "/tmp", "GPU 0", ...
   std::string value;  // what this machine offers / what tierzero will use
   Verdict verdict = Verdict::kOk;
-  std::string fix;    // what to do; empty when OK
+  std::string fix;  // what to do; empty when OK
 };
 
 struct DoctorOptions {
-  std::vector<std::string> nvme_paths;       // directories that would hold swap files and checkpoints
-  uint64_t pin_probe_bytes = 256ull << 20;   // pinned memory to try to allocate
+  std::vector<std::string> nvme_paths;      // directories that would hold swap files and checkpoints
+  uint64_t pin_probe_bytes = 256ull << 20;  // pinned memory to try to allocate
 };
 
 // io_uring and libaio through nvme/'s factory, and the backend `auto` picks.

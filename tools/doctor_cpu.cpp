@@ -22,8 +22,8 @@ std::vector<DoctorLine> check_cpu() {
   CPU_ZERO(&allowed);
   const int affinity = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
   lines.push_back({"cpu", "optimizer threads",
-                   std::to_string(adam.threads()) + " (every core this process may run on: " + std::to_string(affinity) +
-                       " of " + std::to_string(std::thread::hardware_concurrency()) + ")",
+                   std::to_string(adam.threads()) + " (every core this process may run on: " +
+                       std::to_string(affinity) + " of " + std::to_string(std::thread::hardware_concurrency()) + ")",
                    Verdict::kOk, ""});
   return lines;
 }

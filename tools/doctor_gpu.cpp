@@ -68,8 +68,8 @@ std::vector<DoctorLine> cuda_gpus() {
     cudaMemGetInfo(&free, &total);
     lines.push_back({"gpu", "GPU " + std::to_string(d),
                      std::string(p.name) + ", " + format_bytes(free) + " free of " + format_bytes(total) +
-                         ", compute " + std::to_string(p.major) + "." + std::to_string(p.minor) + ", " + address +
-                         " " + link,
+                         ", compute " + std::to_string(p.major) + "." + std::to_string(p.minor) + ", " + address + " " +
+                         link,
                      narrow ? Verdict::kWarn : Verdict::kOk,
                      narrow ? "the PCIe link runs narrower than the card supports: reseat it or use a full x16 slot; "
                               "host <-> GPU copies are capped by it"

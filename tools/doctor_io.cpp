@@ -60,8 +60,8 @@ DoctorLine check_path(nvme::IoEngine& engine, const std::string& dir) {
     line.fix = "create it (mkdir -p " + dir + ") or pass an existing directory on the NVMe drive with --nvme";
     return line;
   }
-  struct statvfs vfs{};
-  struct statfs fs{};
+  struct statvfs vfs {};
+  struct statfs fs {};
   const bool have_vfs = statvfs(dir.c_str(), &vfs) == 0;
   const bool tmpfs = statfs(dir.c_str(), &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic;
   const uint64_t free_bytes = have_vfs ? static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize : 0;
@@ -102,17 +102,17 @@ std::vector<DoctorLine> check_io_backends() {
   if (aio.ok()) {
     lines.push_back({"io", "libaio", "io_setup works", Verdict::kOk, ""});
   } else {
-    lines.push_back({"io", "libaio", aio.status().message(), Verdict::kWarn,
-                     "raise /proc/sys/fs/aio-max-nr, or rely on io_uring"});
+    lines.push_back(
+        {"io", "libaio", aio.status().message(), Verdict::kWarn, "raise /proc/sys/fs/aio-max-nr, or rely on io_uring"});
   }
   Result<std::unique_ptr<nvme::IoEngine>> chosen = nvme::IoEngine::create(with_backend(nvme::Backend::kAuto));
   if (!chosen.ok()) {
     lines.push_back({"io", "backend (auto)", chosen.status().message(), Verdict::kFail, "report this as a bug"});
   } else {
     const nvme::Backend b = (*chosen)->backend();
-    lines.push_back({"io", "backend (auto)", nvme::backend_name(b),
-                     b == nvme::Backend::kSync ? Verdict::kWarn : Verdict::kOk,
-                     b == nvme::Backend::kSync ? "the pread/pwrite thread pool is slower: enable io_uring or libaio" : ""});
+    lines.push_back(
+        {"io", "backend (auto)", nvme::backend_name(b), b == nvme::Backend::kSync ? Verdict::kWarn : Verdict::kOk,
+         b == nvme::Backend::kSync ? "the pread/pwrite thread pool is slower: enable io_uring or libaio" : ""});
   }
   return lines;
 }

@@ -61,8 +61,11 @@ std::string doctor_json(const std::vector<DoctorLine>& lines) {
   j["cpu"] = describe_cpu();
   j["checks"] = nlohmann::json::array();
   for (const DoctorLine& l : lines) {
-    j["checks"].push_back(
-        {{"area", l.area}, {"check", l.check}, {"value", l.value}, {"status", verdict_name(l.verdict)}, {"fix", l.fix}});
+    j["checks"].push_back({{"area", l.area},
+                           {"check", l.check},
+                           {"value", l.value},
+                           {"status", verdict_name(l.verdict)},
+                           {"fix", l.fix}});
   }
   j["result"] = verdict_name(worst_verdict(lines));
   return j.dump(2);

@@ -37,9 +37,10 @@ Status check_output_dir(fs::FileSystem& file_system, const std::string& out_dir)
     TZ_ASSIGN_OR_RETURN(const std::vector<std::string> names, file_system.list_dir(out_dir));
     if (names.empty()) return {};
   }
-  return invalid_argument(fmt::format("output {} exists and is not an empty directory; choose a new directory or "
-                                      "remove it",
-                                      out_dir));
+  return invalid_argument(
+      fmt::format("output {} exists and is not an empty directory; choose a new directory or "
+                  "remove it",
+                  out_dir));
 }
 
 std::span<const std::byte> text_bytes(const std::string& text) { return std::as_bytes(std::span(text)); }
@@ -100,8 +101,7 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
     std::vector<TensorToWrite> shard_tensors;
     for (size_t i : plan.shards[s]) shard_tensors.push_back(tensors[i]);
     const std::string path = staging + "/" + plan.file_names[s];
-    TZ_ASSIGN_OR_RETURN(auto writer,
-                        SafetensorsWriter::create(*engine, path, shard_tensors, metadata, writer_options));
+    TZ_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::create(*engine, path, shard_tensors, metadata, writer_options));
     for (size_t i : plan.shards[s]) {
       for (bool last = false; !last;) {
         TZ_ASSIGN_OR_RETURN(PrefetchedPiece piece, prefetcher.next());

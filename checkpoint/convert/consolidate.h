@@ -87,7 +87,7 @@ struct ConvertOptions {
     io.queue_depth = 32;
     return io;
   }
-  ElementType dtype = ElementType::kBF16;                 // floats: F32, F16 or BF16 (round to nearest even)
+  ElementType dtype = ElementType::kBF16;     // floats: F32, F16 or BF16 (round to nearest even)
   uint64_t max_shard_bytes = 5'000'000'000;   // tensor data per output file (transformers' "5GB")
   uint64_t read_ahead_bytes = 256ull << 20;   // the read-ahead ring
   uint64_t read_piece_bytes = 256ull << 20;   // most fp32 bytes of a tensor read at a time
@@ -99,24 +99,24 @@ struct ConvertOptions {
 
 struct ConvertReport {
   size_t tensors = 0;
-  size_t files = 0;            // safetensors shards
-  uint64_t tensor_bytes = 0;   // data bytes (the index's total_size)
-  uint64_t file_bytes = 0;     // bytes written, headers included
+  size_t files = 0;           // safetensors shards
+  uint64_t tensor_bytes = 0;  // data bytes (the index's total_size)
+  uint64_t file_bytes = 0;    // bytes written, headers included
   double seconds = 0;
-  double finish_seconds = 0;   // of which, after the last tensor was handed to the writer: the last
-                               // writes in flight, fdatasync, index, rename, directory fsyncs
+  double finish_seconds = 0;  // of which, after the last tensor was handed to the writer: the last
+                              // writes in flight, fdatasync, index, rename, directory fsyncs
 };
 
 // Writes every tensor of `source` to `out_dir` as safetensors shards: floating-point tensors
 // rounded to options.dtype, integer and bool tensors copied with their dtype kept
 // (model-0000i-of-0000N.safetensors + model.safetensors.index.json, or one model.safetensors),
-// plus config.json when the source has one (its dtype key set to the output dtype, with_torch_dtype). `out_dir` must not exist or be empty. Everything is
-// written under `out_dir` + ".partial", fsynced, and renamed to `out_dir` only when complete; on
-// failure the partial directory is removed, so `out_dir` never holds a partial result.
-// Reading, converting and writing overlap: a reader thread fills tensors ahead while the caller's
-// thread converts them (on every core, oneTBB) straight into the nvme engine's write buffers.
-// Peak memory: read_ahead_bytes (one ring, allocated once; grown only to hold the largest integer
-// tensor, which is read whole) plus write_buffers * write_buffer_bytes, whatever the model size.
+// plus config.json when the source has one (its dtype key set to the output dtype, with_torch_dtype). `out_dir` must
+// not exist or be empty. Everything is written under `out_dir` + ".partial", fsynced, and renamed to `out_dir` only
+// when complete; on failure the partial directory is removed, so `out_dir` never holds a partial result. Reading,
+// converting and writing overlap: a reader thread fills tensors ahead while the caller's thread converts them (on every
+// core, oneTBB) straight into the nvme engine's write buffers. Peak memory: read_ahead_bytes (one ring, allocated once;
+// grown only to hold the largest integer tensor, which is read whole) plus write_buffers * write_buffer_bytes, whatever
+// the model size.
 Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, const std::string& out_dir,
                                                  const ConvertOptions& options);
 

@@ -27,7 +27,8 @@ void round_floats(const std::byte* in, std::byte* out, uint64_t n) {
 
 }  // namespace
 
-Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, ElementType stored, ElementType out_dtype) {
+Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, ElementType stored,
+                    ElementType out_dtype) {
   Kernel kernel = copy_bytes;
   uint64_t in_item = 1, out_item = 1;
   if (stored == ElementType::kF32 && out_dtype == ElementType::kBF16) {
@@ -37,8 +38,8 @@ Status write_tensor(SafetensorsWriter& writer, const PrefetchedPiece& piece, Ele
     kernel = round_floats<floats_to_fp16>;
     in_item = 4, out_item = 2;
   } else if (stored != out_dtype) {
-    return invalid_argument(fmt::format("a {} tensor cannot be written as {}", dtype_name(stored),
-                                        dtype_name(out_dtype)));
+    return invalid_argument(
+        fmt::format("a {} tensor cannot be written as {}", dtype_name(stored), dtype_name(out_dtype)));
   }
   const uint64_t total = piece.bytes / in_item;
   const std::byte* in = piece.data;

@@ -46,7 +46,8 @@ Result<std::string> read_latest_tag(const std::string& dir, const std::string& f
   constexpr std::streamsize kMaxTag = 4096;
   const std::string path = dir + "/" + file;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + " does not exist: pass the checkpoint tag explicitly or point at the folder above it");
+  if (!in)
+    return not_found(path + " does not exist: pass the checkpoint tag explicitly or point at the folder above it");
   std::string text(kMaxTag + 1, '\0');
   in.read(text.data(), kMaxTag + 1);
   text.resize(static_cast<size_t>(in.gcount()));

@@ -45,15 +45,13 @@ class Planner {
   const PyValue& model_root(size_t i) const { return files_.model[i].root(); }
   const PyValue& optim_state(int rank) const { return *files_.optim[rank].root().get("optimizer_state_dict"); }
   uint32_t optim_file(int rank) const { return static_cast<uint32_t>(files_.model.size() + rank); }
-  Result<const PyValue*> require(const TorchFile& f, const PyValue& dict, std::string_view key,
-                                 PyKind kind) const;
+  Result<const PyValue*> require(const TorchFile& f, const PyValue& dict, std::string_view key, PyKind kind) const;
   Result<std::vector<TorchTensor>> rank_groups(int rank, std::string_view key) const;
   Status add_spec(const std::string& name, std::vector<int64_t> shape, const std::string& where);
   uint32_t add_source(const TorchTensor& t);
   void add_piece(uint32_t file, uint32_t source, int rank, uint64_t src, uint64_t dst, uint64_t count);
-  Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> shapes_of(const TorchFile& f,
-                                                                             const PyValue& dict,
-                                                                             const std::string& what) const;
+  Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> shapes_of(const TorchFile& f, const PyValue& dict,
+                                                                              const std::string& what) const;
 
   const DeepSpeedFiles& files_;
   DeepSpeedLayout out_;
@@ -64,7 +62,8 @@ Result<const PyValue*> Planner::require(const TorchFile& f, const PyValue& dict,
                                         PyKind kind) const {
   const PyValue* v = dict.get(key);
   if (v == nullptr) {
-    return corrupt(f.path() + ": no '" + std::string(key) + "' entry: not a DeepSpeed ZeRO checkpoint file, or damaged");
+    return corrupt(f.path() + ": no '" + std::string(key) +
+                   "' entry: not a DeepSpeed ZeRO checkpoint file, or damaged");
   }
   if (v->kind != kind) {
     return corrupt(f.path() + ": '" + std::string(key) + "' is " + v->describe() + ", not the expected container");
@@ -72,8 +71,9 @@ Result<const PyValue*> Planner::require(const TorchFile& f, const PyValue& dict,
   return v;
 }
 
-Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> Planner::shapes_of(
-    const TorchFile& f, const PyValue& dict, const std::string& what) const {
+Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> Planner::shapes_of(const TorchFile& f,
+                                                                                     const PyValue& dict,
+                                                                                     const std::string& what) const {
   if (dict.kind != PyKind::kDict) return corrupt(f.path() + ": " + what + " is " + dict.describe() + ", not a dict");
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const auto& [k, v] : dict.entries) {
@@ -86,7 +86,8 @@ Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> Planner::shape
 
 Status Planner::add_spec(const std::string& name, std::vector<int64_t> shape, const std::string& where) {
   if (!names_.insert(name).second) {
-    return corrupt(where + ": tensor name '" + name + "' appears twice (buffers, frozen and trainable "
+    return corrupt(where + ": tensor name '" + name +
+                   "' appears twice (buffers, frozen and trainable "
                    "parameters must have distinct names)");
   }
   TZ_ASSIGN_OR_RETURN(int64_t numel, shape_numel(shape, where + ": '" + name + "'"));
@@ -147,7 +148,8 @@ Status Planner::read_header() {
     } else {
       TZ_ASSIGN_OR_RETURN(w, as_int(*count, f.path() + ": partition_count"));
     }
-    if (w < 1 || w > (1 << 24)) return corrupt(f.path() + ": partition_count " + std::to_string(w) + " is not a world size");
+    if (w < 1 || w > (1 << 24))
+      return corrupt(f.path() + ": partition_count " + std::to_string(w) + " is not a world size");
     if (r == 0) world = w;
     if (w != world) {
       return corrupt("world size mismatch: " + f.path() + " says partition_count " + std::to_string(w) + " but " +
@@ -160,8 +162,8 @@ Status Planner::read_header() {
     for (int r = 0; r < world; ++r) {
       const bool present = std::any_of(list.begin(), list.end(), [&](const TorchFile& f) { return holds_rank(f, r); });
       if (!present) {
-        return corrupt("missing rank file: " + dir + " has no " + kind + " file for rank " + std::to_string(r) + " of " +
-                       std::to_string(world) + " (expected *zero_pp_rank_" + std::to_string(r) +
+        return corrupt("missing rank file: " + dir + " has no " + kind + " file for rank " + std::to_string(r) +
+                       " of " + std::to_string(world) + " (expected *zero_pp_rank_" + std::to_string(r) +
                        "_mp_rank_00_" + kind + ".pt); copy the complete checkpoint");
       }
     }
@@ -293,15 +295,15 @@ Status Planner::add_trainable_stage3() {
   for (int r = 0; r < world; ++r) {
     TZ_ASSIGN_OR_RETURN(auto groups, rank_groups(r, "fp32_flat_groups"));
     if (r > 0 && groups.size() != sources[0].size()) {
-      return corrupt(files_.optim[r].path() + ": " + std::to_string(groups.size()) + " fp32_flat_groups but rank 0 has " +
-                     std::to_string(sources[0].size()));
+      return corrupt(files_.optim[r].path() + ": " + std::to_string(groups.size()) +
+                     " fp32_flat_groups but rank 0 has " + std::to_string(sources[0].size()));
     }
     for (size_t g = 0; g < groups.size(); ++g) {
       if (r == 0) {
         group_start.push_back(group_start.back() + groups[g].numel);
       } else if (groups[g].numel != group_start[g + 1] - group_start[g]) {
-        return corrupt(files_.optim[r].path() + ": rank " + std::to_string(r) + " fp32_flat_groups[" + std::to_string(g) +
-                       "] has " + std::to_string(groups[g].numel) + " elements but rank 0's has " +
+        return corrupt(files_.optim[r].path() + ": rank " + std::to_string(r) + " fp32_flat_groups[" +
+                       std::to_string(g) + "] has " + std::to_string(groups[g].numel) + " elements but rank 0's has " +
                        std::to_string(group_start[g + 1] - group_start[g]) +
                        " (shapes inconsistent with partition sizes)");
       }
@@ -332,7 +334,8 @@ Status Planner::add_trainable_stage3() {
       // Rank r's slice [offset, offset + count) of its flat space, cut at group boundaries.
       const partitioning::Range held = partitioning::rank_range(n, part, static_cast<uint32_t>(r));
       uint64_t pos = offset, dst = held.begin, left = held.size();
-      size_t g = static_cast<size_t>(std::upper_bound(group_start.begin(), group_start.end(), pos) - group_start.begin()) - 1;
+      size_t g =
+          static_cast<size_t>(std::upper_bound(group_start.begin(), group_start.end(), pos) - group_start.begin()) - 1;
       while (left > 0) {
         const uint64_t take = std::min(left, group_start[g + 1] - pos);
         add_piece(optim_file(r), sources[r][g], r, pos - group_start[g], dst, take);
@@ -359,7 +362,8 @@ Status Planner::add_trainable_stage12() {
     TZ_ASSIGN_OR_RETURN(auto groups, rank_groups(r, "single_partition_of_fp32_groups"));
     if (groups.size() != group_count) {
       return corrupt(files_.optim[r].path() + ": " + std::to_string(groups.size()) +
-                     " single_partition_of_fp32_groups but param_shapes has " + std::to_string(group_count) + " groups");
+                     " single_partition_of_fp32_groups but param_shapes has " + std::to_string(group_count) +
+                     " groups");
     }
     for (size_t g = 0; g < group_count; ++g) {
       sources[g].push_back(add_source(groups[g]));
@@ -370,8 +374,8 @@ Status Planner::add_trainable_stage12() {
   const PyValue* paddings = optim_state(0).get("param_alignment_paddings");
   if (paddings != nullptr && paddings->kind == PyKind::kNone) paddings = nullptr;
   if (paddings != nullptr && (paddings->kind != PyKind::kList || paddings->items.size() != group_count)) {
-    return corrupt(files_.optim[0].path() + ": param_alignment_paddings is " + paddings->describe() + ", expected a list of " +
-                   std::to_string(group_count) + " lists");
+    return corrupt(files_.optim[0].path() + ": param_alignment_paddings is " + paddings->describe() +
+                   ", expected a list of " + std::to_string(group_count) + " lists");
   }
   const auto align_up = [world](uint64_t x) {
     return partitioning::padded_flat_numel(x, static_cast<uint32_t>(world), partitioning::kDeepSpeedAlignment);
@@ -408,15 +412,20 @@ Status Planner::add_trainable_stage12() {
       }
       offset += n;
       if (group_pads != nullptr) {
-        TZ_ASSIGN_OR_RETURN(int64_t pad, as_int(*group_pads->items[i], files_.optim[0].path() + ": param_alignment_paddings item"));
-        if (pad < 0 || static_cast<uint64_t>(pad) > avail) return corrupt(files_.optim[0].path() + ": bad param_alignment_paddings " + std::to_string(pad));
+        TZ_ASSIGN_OR_RETURN(int64_t pad,
+                            as_int(*group_pads->items[i], files_.optim[0].path() + ": param_alignment_paddings item"));
+        if (pad < 0 || static_cast<uint64_t>(pad) > avail)
+          return corrupt(files_.optim[0].path() + ": bad param_alignment_paddings " + std::to_string(pad));
         offset += static_cast<uint64_t>(pad);
       }
     }
     if (align_up(offset) != align_up(avail)) {
-      return corrupt(m0.path() + ": " + what + " consumes " + std::to_string(offset) + " elements but the ranks' partitions "
-                     "of group " + std::to_string(g) + " hold " + std::to_string(avail) + " (aligned to " +
-                     std::to_string(partitioning::kDeepSpeedAlignment * world) + ": shapes inconsistent with partition sizes)");
+      return corrupt(m0.path() + ": " + what + " consumes " + std::to_string(offset) +
+                     " elements but the ranks' partitions "
+                     "of group " +
+                     std::to_string(g) + " hold " + std::to_string(avail) + " (aligned to " +
+                     std::to_string(partitioning::kDeepSpeedAlignment * world) +
+                     ": shapes inconsistent with partition sizes)");
     }
   }
   return {};
@@ -426,7 +435,8 @@ Status Planner::add_aliases() {
   const TorchFile& f = files_.model[0];
   const PyValue* shared = model_root(0).get("shared_params");
   if (shared == nullptr || shared->kind == PyKind::kNone) return {};
-  if (shared->kind != PyKind::kDict) return corrupt(f.path() + ": shared_params is " + shared->describe() + ", not a dict");
+  if (shared->kind != PyKind::kDict)
+    return corrupt(f.path() + ": shared_params is " + shared->describe() + ", not a dict");
   std::unordered_map<std::string, size_t> alias_at;
   for (const auto& [k, v] : shared->entries) {
     if (k->kind != PyKind::kString || v->kind != PyKind::kString) {

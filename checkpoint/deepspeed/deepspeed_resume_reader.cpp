@@ -35,7 +35,8 @@ Result<nlohmann::json> to_json(const PyValue& v, const std::string& what, int de
     case PyKind::kDict: {
       nlohmann::json out = nlohmann::json::object();
       for (const auto& [k, item] : v.entries) {
-        if (k->kind != PyKind::kString) return unsupported(what + " has key " + k->describe() + "; only names are carried");
+        if (k->kind != PyKind::kString)
+          return unsupported(what + " has key " + k->describe() + "; only names are carried");
         TZ_ASSIGN_OR_RETURN(out[k->text], to_json(*item, what + "['" + k->text + "']", depth + 1));
       }
       return out;
@@ -145,7 +146,8 @@ Status DeepSpeedResumeReader::order_params(std::span<const TensorSpec> order) {
     for (const TensorSpec& want : order) {
       const auto it = trainable.find(want.name);
       if (it == trainable.end()) {
-        return invalid_argument(path_ + " has no trainable parameter '" + want.name + "' (missing, frozen or a buffer "
+        return invalid_argument(path_ + " has no trainable parameter '" + want.name +
+                                "' (missing, frozen or a buffer "
                                 "there); resume with the model the DeepSpeed run trained, every parameter trainable");
       }
       if (layout_.specs[it->second].shape != want.shape) {
@@ -208,7 +210,8 @@ Status DeepSpeedResumeReader::add_moments() {
       value = static_cast<float>(step->integer);
     } else {
       TZ_ASSIGN_OR_RETURN(TorchTensor t, f.tensor(*step, where + "['step']"));
-      if (t.numel != 1) return corrupt(f.path() + ": " + where + "['step'] has " + std::to_string(t.numel) + " elements");
+      if (t.numel != 1)
+        return corrupt(f.path() + ": " + where + "['step'] has " + std::to_string(t.numel) + " elements");
       TZ_RETURN_IF_ERROR(f.read_fp32(t, 0, {&value, 1}));
     }
     if (!(value >= 0) || value != std::floor(value)) {
@@ -265,7 +268,8 @@ Status DeepSpeedResumeReader::read_scalars(const std::string& dir) {
 }
 
 Status DeepSpeedResumeReader::read_logical(size_t state, uint64_t begin, std::span<float> out) const {
-  size_t i = static_cast<size_t>(std::upper_bound(param_start_.begin(), param_start_.end(), begin) - param_start_.begin()) - 1;
+  size_t i =
+      static_cast<size_t>(std::upper_bound(param_start_.begin(), param_start_.end(), begin) - param_start_.begin()) - 1;
   uint64_t pos = begin;
   for (size_t done = 0; done < out.size(); ++i) {
     const size_t spec = spec_of_[i];

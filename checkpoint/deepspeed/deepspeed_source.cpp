@@ -26,7 +26,7 @@ class DeepSpeedSource final : public ConsolidationSource {
       const uint64_t lo = std::max(first, p.dst_first), hi = std::min(end, p.dst_first + p.count);
       if (lo >= hi) continue;
       const Status s = files_.at(p.file).read_fp32(layout_.sources[p.source], p.src_first + (lo - p.dst_first),
-                                                    out.subspan(lo - first, hi - lo));
+                                                   out.subspan(lo - first, hi - lo));
       if (!s.ok()) {
         return s.with_context("reading tensor '" + name + "'" +
                               (p.rank >= 0 ? " from rank " + std::to_string(p.rank) : std::string()));
@@ -46,10 +46,12 @@ class DeepSpeedSource final : public ConsolidationSource {
   Status read_raw(size_t index, std::span<std::byte> out) override {
     const DeepSpeedPiece* piece = whole_piece(index);
     if (piece == nullptr || dtype(index) == ElementType::kF32) {
-      return invalid_argument("tensor " + std::to_string(index) + " of the DeepSpeed checkpoint is not an integer "
+      return invalid_argument("tensor " + std::to_string(index) +
+                              " of the DeepSpeed checkpoint is not an integer "
                               "tensor; read it with read_fp32");
     }
-    return files_.at(piece->file).read_bytes(layout_.sources[piece->source], out)
+    return files_.at(piece->file)
+        .read_bytes(layout_.sources[piece->source], out)
         .with_context("reading tensor '" + layout_.specs[index].name + "'");
   }
 
@@ -77,8 +79,7 @@ bool is_deepspeed_checkpoint(const std::string& dir) {
          find_files_with_suffix(tag_dir, "_optim_states.pt").ok();
 }
 
-Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std::string& dir,
-                                                                       const std::string& tag) {
+Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std::string& dir, const std::string& tag) {
   std::string chosen = tag;
   if (chosen.empty()) {
     TZ_ASSIGN_OR_RETURN(chosen, read_latest_tag(dir));

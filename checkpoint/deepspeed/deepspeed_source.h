@@ -6,8 +6,9 @@
 // read_fp32 seeks into the ranks' flat fp32 groups for exactly the elements of one tensor, so
 // memory stays at about one tensor whatever the checkpoint weighs. The result equals DeepSpeed's
 // zero_to_fp32.py bit for bit (floating buffers widened to fp32, as it does with .float(); integer
-// and bool buffers kept as they are, as it keeps them: dtype() names them, read_raw copies them). Every rank file stays open for the source's lifetime (stage 3: two
-// descriptors per rank); reads are positional, so read_fp32 may run on any one thread at a time.
+// and bool buffers kept as they are, as it keeps them: dtype() names them, read_raw copies them). Every rank file stays
+// open for the source's lifetime (stage 3: two descriptors per rank); reads are positional, so read_fp32 may run on any
+// one thread at a time.
 #pragma once
 
 #include <memory>
@@ -29,8 +30,7 @@ bool is_deepspeed_checkpoint(const std::string& dir);
 // byte offset, tensor and rank for malformed zips or pickles, missing rank files, a world size
 // that does not match the files, or shapes inconsistent with the partitions. config.json is taken
 // from DIR (as Hugging Face's Trainer lays checkpoints out) or else DIR/TAG.
-Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std::string& dir,
-                                                                       const std::string& tag);
+Result<std::unique_ptr<ConsolidationSource>> open_deepspeed_checkpoint(const std::string& dir, const std::string& tag);
 
 // Opens the DeepSpeed checkpoint DIR/TAG (`tag` empty: DIR/latest's) as the training state an engine
 // resumes from, behind engine_format's CheckpointReader: a manifest of DeepSpeed's stage and world

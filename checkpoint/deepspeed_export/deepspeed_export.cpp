@@ -47,10 +47,10 @@ class Exporter {
   const CheckpointManifest& m_;
   std::string out_, tag_dir_;
   DeepSpeedExportOptions o_;
-  FlatGroup group_;                 // the parameters in transformers' order, DeepSpeed's flat group
-  std::vector<uint64_t> start_;     // logical offset of each group_ parameter
-  std::vector<float> flat_[3];      // each state's logical flat in group_ order
-  bool tied_ = false;               // lm_head.weight is model.embed_tokens.weight
+  FlatGroup group_;              // the parameters in transformers' order, DeepSpeed's flat group
+  std::vector<uint64_t> start_;  // logical offset of each group_ parameter
+  std::vector<float> flat_[3];   // each state's logical flat in group_ order
+  bool tied_ = false;            // lm_head.weight is model.embed_tokens.weight
   int64_t iteration_ = 0;
   DeepSpeedExportReport report_;
 };
@@ -64,7 +64,8 @@ Status Exporter::prepare() {
   if (m_.groups.size() != 1 || m_.groups[0].states.size() != 3 || !m_.replicated.empty()) {
     return unsupported(where + " holds " + std::to_string(m_.groups.size()) + " groups (the first of " +
                        std::to_string(m_.groups.empty() ? 0 : m_.groups[0].states.size()) + " states) and " +
-                       std::to_string(m_.replicated.size()) + " replicated tensors; --to deepspeed writes one group of "
+                       std::to_string(m_.replicated.size()) +
+                       " replicated tensors; --to deepspeed writes one group of "
                        "fp32 / exp_avg / exp_avg_sq and no buffers or frozen parameters");
   }
   for (size_t s = 0; s < 3; ++s) {
@@ -92,7 +93,8 @@ Status Exporter::prepare() {
     group_.params.push_back(params[i]);
     start_.push_back(start_.back() + static_cast<uint64_t>(params[i].numel()));
   }
-  const bool has_head = std::any_of(params.begin(), params.end(), [](const TensorSpec& p) { return p.name == "lm_head.weight"; });
+  const bool has_head =
+      std::any_of(params.begin(), params.end(), [](const TensorSpec& p) { return p.name == "lm_head.weight"; });
   if (!has_head && !m_.model_config_json.empty()) {
     const nlohmann::json config = nlohmann::json::parse(m_.model_config_json, nullptr, false);
     tied_ = config.is_object() && config.value("tie_word_embeddings", false);
@@ -346,8 +348,9 @@ Status Exporter::publish() {
   const std::string tmp = out_ + "/latest.tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno_status(errno, "creating " + tmp);
-  const bool written = ::write(fd, report_.tag.data(), report_.tag.size()) == static_cast<ssize_t>(report_.tag.size()) &&
-                       ::fsync(fd) == 0;
+  const bool written =
+      ::write(fd, report_.tag.data(), report_.tag.size()) == static_cast<ssize_t>(report_.tag.size()) &&
+      ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
   if (!written) return errno_status(err, "writing " + tmp);

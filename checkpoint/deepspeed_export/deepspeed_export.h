@@ -38,9 +38,9 @@ struct DeepSpeedExportOptions {
   // The optimizer's param_groups (torch Adam/AdamW): `lr` is what the next step uses (the LR
   // schedule's value at the saved position; DeepSpeed does not recompute it on load).
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool decoupled_weight_decay = true;      // AdamW
-  double gradient_clipping = 0.0;          // clip_grad
-  int64_t train_batch_size = 1;            // global_samples = iteration * this
+  bool decoupled_weight_decay = true;  // AdamW
+  double gradient_clipping = 0.0;      // clip_grad
+  int64_t train_batch_size = 1;        // global_samples = iteration * this
   // fp16 dynamic loss scaler knobs (DynamicLossScaler's attributes besides the saved state).
   double scale_factor = 2.0, min_scale = 1.0;
   int64_t scale_window = 1000, delayed_shift = 2;

@@ -25,7 +25,8 @@ Result<std::array<int64_t, 3>> hf_parameter_rank(const std::string& name) {
       }
     }
   }
-  return unsupported("parameter '" + name + "' has no known place in transformers' Llama-family parameter order, "
+  return unsupported("parameter '" + name +
+                     "' has no known place in transformers' Llama-family parameter order, "
                      "which DeepSpeed's flat groups follow; --to deepspeed supports Llama / Qwen2 / Mistral names");
 }
 

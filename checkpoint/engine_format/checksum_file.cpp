@@ -32,15 +32,17 @@ Status check_file(const std::string& tag_dir, const ChecksumEntry& e, const std:
   const std::string path = tag_dir + "/" + e.name;
   auto text = read_text_file(path);
   if (!text.ok()) {
-    return corrupt(fmt::format("{} is missing but {} lists it; the checkpoint is damaged — restore the file or load "
-                               "an earlier tag",
-                               path, checksum_path));
+    return corrupt(
+        fmt::format("{} is missing but {} lists it; the checkpoint is damaged — restore the file or load "
+                    "an earlier tag",
+                    path, checksum_path));
   }
   const uint64_t got = xxh3_of(*text);
   if (text->size() != e.bytes || got != e.xxh3) {
-    return corrupt(fmt::format("{}: checksum mismatch ({} bytes, XXH3 {:016x}; {} says {} bytes, {:016x}): the file "
-                               "is damaged — restore it or load an earlier tag",
-                               path, text->size(), got, checksum_path, e.bytes, e.xxh3));
+    return corrupt(
+        fmt::format("{}: checksum mismatch ({} bytes, XXH3 {:016x}; {} says {} bytes, {:016x}): the file "
+                    "is damaged — restore it or load an earlier tag",
+                    path, text->size(), got, checksum_path, e.bytes, e.xxh3));
   }
   if (content != nullptr) *content = std::move(*text);
   return {};
@@ -71,17 +73,19 @@ Result<std::vector<ChecksumEntry>> parse_checksum_file(const std::string& text, 
     std::string hex;
     if (!(fields >> e.name >> e.bytes >> hex) || hex.size() != 16 ||
         hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      return corrupt(fmt::format("{}: line {} is not 'NAME BYTES XXH3'; the file is damaged — restore it or load "
-                                 "an earlier tag",
-                                 path, entries.size() + 2));
+      return corrupt(
+          fmt::format("{}: line {} is not 'NAME BYTES XXH3'; the file is damaged — restore it or load "
+                      "an earlier tag",
+                      path, entries.size() + 2));
     }
     e.xxh3 = std::stoull(hex, nullptr, 16);
     entries.push_back(std::move(e));
   }
   if (checksum_file_text(entries) != text) {
-    return corrupt(fmt::format("{}: the checksum file does not check out (damaged header, line or self checksum); "
-                               "restore it or load an earlier tag",
-                               path));
+    return corrupt(
+        fmt::format("{}: the checksum file does not check out (damaged header, line or self checksum); "
+                    "restore it or load an earlier tag",
+                    path));
   }
   return entries;
 }
@@ -105,9 +109,10 @@ Result<StoredManifest> load_checked_manifest(const std::string& tag_dir) {
   auto checksum_text = read_text_file(checksum_path);
   if (!checksum_text.ok()) {
     if (claimed_version(*manifest_text) == 1) return parse_stored_manifest(*manifest_text, manifest_path);
-    return corrupt(fmt::format("{} is missing: the checksum over {}'s metadata is gone, so the checkpoint cannot be "
-                               "trusted — restore the file or load an earlier tag",
-                               checksum_path, tag_dir));
+    return corrupt(
+        fmt::format("{} is missing: the checksum over {}'s metadata is gone, so the checkpoint cannot be "
+                    "trusted — restore the file or load an earlier tag",
+                    checksum_path, tag_dir));
   }
   TZ_ASSIGN_OR_RETURN(auto entries, parse_checksum_file(*checksum_text, checksum_path));
   if (entries.empty() || entries[0].name != kManifestFile) {

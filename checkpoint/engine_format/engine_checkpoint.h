@@ -42,8 +42,8 @@ namespace tierzero::checkpoint {
 // ---- Layout ---------------------------------------------------------------------------------
 
 struct StateSpec {
-  std::string name;            // "fp32", "exp_avg", "exp_avg_sq", ...
-  ElementType dtype = ElementType::kF32;   // F32, BF16 or F16
+  std::string name;                       // "fp32", "exp_avg", "exp_avg_sq", ...
+  ElementType dtype = ElementType::kF32;  // F32, BF16 or F16
 };
 
 struct FlatGroup {
@@ -60,10 +60,11 @@ struct ReplicatedTensor {
 };
 
 struct CheckpointManifest {
-  int zero_stage = 0;          // 0..3
-  uint32_t world_size = 1;     // data-parallel ranks that saved it
-  uint32_t alignment = partitioning::kDeepSpeedAlignment;  // stages 1-2: flat padded to a multiple of alignment * world_size
-  int64_t step = 0;            // optimizer steps taken
+  int zero_stage = 0;       // 0..3
+  uint32_t world_size = 1;  // data-parallel ranks that saved it
+  uint32_t alignment =
+      partitioning::kDeepSpeedAlignment;  // stages 1-2: flat padded to a multiple of alignment * world_size
+  int64_t step = 0;                       // optimizer steps taken
   std::vector<FlatGroup> groups;
   std::vector<ReplicatedTensor> replicated;
   std::vector<std::pair<std::string, std::string>> aliases;  // tied weights: alias -> source
@@ -99,8 +100,8 @@ Status validate_manifest(const CheckpointManifest& manifest);
 // ---- Saving ---------------------------------------------------------------------------------
 
 struct CheckpointOptions {
-  int compression_level = 0;        // 0: sections stored raw; 1..22: one zstd frame per section
-  uint32_t compression_threads = 0; // zstd worker threads (0: compress on the calling thread)
+  int compression_level = 0;         // 0: sections stored raw; 1..22: one zstd frame per section
+  uint32_t compression_threads = 0;  // zstd worker threads (0: compress on the calling thread)
 };
 
 // What one rank saves.
@@ -165,7 +166,7 @@ class CheckpointReader {
 
 // What verify_checkpoint found.
 struct VerifyReport {
-  std::string path;          // DIR/TAG
+  std::string path;  // DIR/TAG
   uint32_t files_checked = 0;
   uint64_t bytes_checked = 0;
 };
@@ -183,6 +184,6 @@ bool is_engine_checkpoint(const std::string& dir, const std::string& tag = "");
 // (from states[0]), aliases as saved. The model config is the manifest's, else DIR/config.json
 // (Hugging Face Trainer's layout), else none.
 Result<std::unique_ptr<ConsolidationSource>> open_engine_checkpoint_source(const std::string& dir,
-                                                                          const std::string& tag = "");
+                                                                           const std::string& tag = "");
 
 }  // namespace tierzero::checkpoint

@@ -109,7 +109,8 @@ class EngineCheckpointReader final : public CheckpointReader {
       reads[cursor].push_back({source_offset, out.subspan((position - begin) * item, (piece_end - position) * item)});
       position = piece_end;
     }
-    if (position != end) return internal_error(fmt::format("{}: group {} is not covered by its partitions", path_, group));
+    if (position != end)
+      return internal_error(fmt::format("{}: group {} is not covered by its partitions", path_, group));
     return run_reads(reads, out.size());
   }
 
@@ -129,8 +130,8 @@ class EngineCheckpointReader final : public CheckpointReader {
     }
     std::fill(out.begin(), out.end(), std::byte{0});
     for (const PartitionSegment& s : partition_segments(g, m.zero_stage, world_size, m.alignment, rank)) {
-      TZ_RETURN_IF_ERROR(read_flat_range(group, state, s.logical_begin,
-                                         out.subspan(s.partition_begin * item, s.length * item)));
+      TZ_RETURN_IF_ERROR(
+          read_flat_range(group, state, s.logical_begin, out.subspan(s.partition_begin * item, s.length * item)));
     }
     return finish_reads();
   }
@@ -139,15 +140,14 @@ class EngineCheckpointReader final : public CheckpointReader {
     const CheckpointManifest& m = manifest();
     const uint64_t total = index < m.replicated.size() ? replicated_bytes(m.replicated[index]) : 0;
     if (index >= m.replicated.size() || begin > total || out.size() > total - begin) {
-      return invalid_argument(
-          fmt::format("{}: no bytes [{}, +{}) in replicated tensor {} ({} bytes)", path_, begin, out.size(), index, total));
+      return invalid_argument(fmt::format("{}: no bytes [{}, +{}) in replicated tensor {} ({} bytes)", path_, begin,
+                                          out.size(), index, total));
     }
     const auto& sections = stored_.files[0].sections;
     auto it = std::find_if(sections.begin(), sections.end(),
                            [&](const SectionRecord& s) { return s.replicated && s.index == index; });
-    TZ_ASSIGN_OR_RETURN(SectionCursor * cursor,
-                        cursor_for(0, static_cast<size_t>(it - sections.begin()),
-                                   fmt::format("tensor '{}'", m.replicated[index].spec.name)));
+    TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, cursor_for(0, static_cast<size_t>(it - sections.begin()),
+                                                           fmt::format("tensor '{}'", m.replicated[index].spec.name)));
     TZ_RETURN_IF_ERROR(cursor->read(begin, out));
     return begin + out.size() == total ? finish_reads() : Status();
   }
@@ -187,9 +187,9 @@ class EngineCheckpointReader final : public CheckpointReader {
       TZ_ASSIGN_OR_RETURN(files_[rank], RankFileHandle::open(path_ + "/" + stored_.files[rank].file, rank,
                                                              manifest().world_size, stored_.files[rank].bytes));
     }
-    auto cursor = std::make_unique<SectionCursor>(
-        files_[rank], stored_.files[rank].sections[section],
-        fmt::format("{}/{}: rank {} {}", path_, stored_.files[rank].file, rank, what));
+    auto cursor =
+        std::make_unique<SectionCursor>(files_[rank], stored_.files[rank].sections[section],
+                                        fmt::format("{}/{}: rank {} {}", path_, stored_.files[rank].file, rank, what));
     return cursors_.emplace(key, std::move(cursor)).first->second.get();
   }
 
@@ -206,8 +206,7 @@ class EngineCheckpointReader final : public CheckpointReader {
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const std::string& dir, const std::string& tag) {
   TZ_ASSIGN_OR_RETURN(CheckpointLocation where, locate_checkpoint(dir, tag));
   TZ_ASSIGN_OR_RETURN(StoredManifest stored, load_checked_manifest(where.path));
-  return std::unique_ptr<CheckpointReader>(
-      new EngineCheckpointReader(where.path, where.tag, std::move(stored)));
+  return std::unique_ptr<CheckpointReader>(new EngineCheckpointReader(where.path, where.tag, std::move(stored)));
 }
 
 }  // namespace tierzero::checkpoint

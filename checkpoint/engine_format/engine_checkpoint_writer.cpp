@@ -32,9 +32,10 @@ namespace {
 Status check_tag(const std::string& tag) {
   if (tag.empty() || tag == "." || tag == ".." || tag == kLatestFile || tag.find('/') != std::string::npos ||
       tag.ends_with(".partial")) {
-    return invalid_argument(fmt::format("checkpoint tag '{}' must be a plain directory name (e.g. global_step100), "
-                                        "not 'latest' and not ending in '.partial'",
-                                        tag));
+    return invalid_argument(
+        fmt::format("checkpoint tag '{}' must be a plain directory name (e.g. global_step100), "
+                    "not 'latest' and not ending in '.partial'",
+                    tag));
   }
   return {};
 }
@@ -56,10 +57,10 @@ Status check_rank_data(const CheckpointManifest& m, uint32_t rank, const RankDat
     for (size_t s = 0; s < data.group_states[g].size(); ++s) {
       const uint64_t want = group_state_bytes(m, g, s);
       if (data.group_states[g][s].size() != want) {
-        return invalid_argument(fmt::format("rank {} group {} state '{}': {} bytes given, its partition at world size "
-                                            "{} is {} bytes",
-                                            rank, g, m.groups[g].states[s].name, data.group_states[g][s].size(),
-                                            m.world_size, want));
+        return invalid_argument(
+            fmt::format("rank {} group {} state '{}': {} bytes given, its partition at world size "
+                        "{} is {} bytes",
+                        rank, g, m.groups[g].states[s].name, data.group_states[g][s].size(), m.world_size, want));
       }
     }
   }
@@ -81,16 +82,17 @@ Result<RankFileRecord> read_rank_record(fs::FileSystem& fs, const std::string& p
                                         uint32_t rank) {
   auto text = fs.read_file(path);
   if (!text.ok()) {
-    return not_found(fmt::format("rank {} has not written its checkpoint file ({} is missing); every rank must call "
-                                 "write_checkpoint_rank before rank 0 commits",
-                                 rank, path));
+    return not_found(
+        fmt::format("rank {} has not written its checkpoint file ({} is missing); every rank must call "
+                    "write_checkpoint_rank before rank 0 commits",
+                    rank, path));
   }
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return corrupt(fmt::format("{}: rank record is not valid JSON", path));
   TZ_ASSIGN_OR_RETURN(RankFileRecord record, parse_rank_record(j, path));
   if (record.rank != rank || record.layout_hash != layout_hash(m)) {
-    return corrupt(fmt::format("{}: rank record belongs to another save (different rank or layout); re-run the save",
-                               path));
+    return corrupt(
+        fmt::format("{}: rank record belongs to another save (different rank or layout); re-run the save", path));
   }
   return record;
 }
@@ -103,9 +105,10 @@ Status begin_checkpoint(const std::string& dir, const std::string& tag, const Ch
   TZ_RETURN_IF_ERROR(validate_manifest(manifest));
   auto latest = locate_checkpoint(dir, "");
   if (latest.ok() && latest->tag == tag) {
-    return invalid_argument(fmt::format("checkpoint {}/{} already exists and is the latest; checkpoints are "
-                                        "immutable: choose a new tag (e.g. global_step{})",
-                                        dir, tag, manifest.step));
+    return invalid_argument(
+        fmt::format("checkpoint {}/{} already exists and is the latest; checkpoints are "
+                    "immutable: choose a new tag (e.g. global_step{})",
+                    dir, tag, manifest.step));
   }
   return CommitTransaction(fs::default_file_system(), dir, tag).begin();
 }
@@ -123,9 +126,9 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
     for (const auto& bytes : states) raw_bytes += bytes.size();
   }
   for (const auto& bytes : data.replicated) raw_bytes += bytes.size();
-  TZ_ASSIGN_OR_RETURN(auto writer, RankFileWriter::create(txn.file_system(), *engine,
-                                                          txn.staging_dir() + "/" + rank_file_name(rank), raw_bytes,
-                                                          options));
+  TZ_ASSIGN_OR_RETURN(auto writer,
+                      RankFileWriter::create(txn.file_system(), *engine, txn.staging_dir() + "/" + rank_file_name(rank),
+                                             raw_bytes, options));
   for (uint32_t g = 0; g < data.group_states.size(); ++g) {
     for (uint32_t s = 0; s < data.group_states[g].size(); ++s) {
       SectionRecord section;
@@ -157,8 +160,7 @@ Status commit_checkpoint(const std::string& dir, const std::string& tag, const C
   const std::string& staging = txn.staging_dir();
   StoredManifest stored{manifest, {}};
   for (uint32_t r = 0; r < manifest.world_size; ++r) {
-    TZ_ASSIGN_OR_RETURN(RankFileRecord record,
-                        read_rank_record(fs, staging + "/" + rank_record_name(r), manifest, r));
+    TZ_ASSIGN_OR_RETURN(RankFileRecord record, read_rank_record(fs, staging + "/" + rank_record_name(r), manifest, r));
     const Result<fs::FileInfo> info = fs.stat(staging + "/" + record.file);
     if (!info.ok() || info->size != record.bytes) {
       return corrupt(fmt::format("{}/{}: rank {} file is missing or not the {} bytes its record says", staging,
@@ -178,8 +180,8 @@ Status commit_checkpoint(const std::string& dir, const std::string& tag, const C
 Status save_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,
                        std::span<const RankData> ranks, const CheckpointOptions& options) {
   if (ranks.size() != manifest.world_size) {
-    return invalid_argument(fmt::format("save_checkpoint: {} ranks of data for world size {}", ranks.size(),
-                                        manifest.world_size));
+    return invalid_argument(
+        fmt::format("save_checkpoint: {} ranks of data for world size {}", ranks.size(), manifest.world_size));
   }
   TZ_RETURN_IF_ERROR(begin_checkpoint(dir, tag, manifest, options));
   for (uint32_t r = 0; r < ranks.size(); ++r) {

@@ -73,8 +73,8 @@ class EngineSource final : public ConsolidationSource {
 
   Status read_raw(size_t index, std::span<std::byte> out) override {
     if (dtype(index) == ElementType::kF32) {
-      return invalid_argument(fmt::format("{}: tensor {} is not an integer tensor; read it with read_fp32",
-                                          reader_->path(), index));
+      return invalid_argument(
+          fmt::format("{}: tensor {} is not an integer tensor; read it with read_fp32", reader_->path(), index));
     }
     return reader_->read_replicated(where_[index].index, 0, out)
         .with_context(fmt::format("tensor '{}'", tensors_[index].name));
@@ -99,8 +99,8 @@ class EngineSource final : public ConsolidationSource {
       std::vector<std::byte> raw(kChunk * item);
       for (size_t done = 0; done < out.size(); done += kChunk) {
         const size_t n = std::min(kChunk, out.size() - done);
-        TZ_RETURN_IF_ERROR(read_stored(first + done, std::span(raw.data(), n * item))
-                               .with_context(fmt::format("tensor '{}'", name)));
+        TZ_RETURN_IF_ERROR(
+            read_stored(first + done, std::span(raw.data(), n * item)).with_context(fmt::format("tensor '{}'", name)));
         TZ_RETURN_IF_ERROR(widen_to_fp32(dtype, raw.data(), out.subspan(done, n), name));
       }
     }
@@ -111,10 +111,10 @@ class EngineSource final : public ConsolidationSource {
  private:
   struct Location {
     bool replicated;
-    size_t index;       // replicated tensor index
+    size_t index;  // replicated tensor index
     size_t group;
-    uint64_t offset;    // logical offset in the group's flat
-    bool last_in_group; // after it, the group's sections are read to their ends and verified
+    uint64_t offset;     // logical offset in the group's flat
+    bool last_in_group;  // after it, the group's sections are read to their ends and verified
   };
   std::unique_ptr<CheckpointReader> reader_;
   std::string config_json_;
@@ -130,7 +130,7 @@ bool is_engine_checkpoint(const std::string& dir, const std::string& tag) {
 }
 
 Result<std::unique_ptr<ConsolidationSource>> open_engine_checkpoint_source(const std::string& dir,
-                                                                          const std::string& tag) {
+                                                                           const std::string& tag) {
   TZ_ASSIGN_OR_RETURN(auto reader, CheckpointReader::open(dir, tag));
   std::string config = reader->manifest().model_config_json;
   if (config.empty() && std::filesystem::exists(dir + "/config.json")) {

@@ -125,7 +125,9 @@ Status check_tensor(const TensorSpec& t, std::set<std::string>& names, const std
   return {};
 }
 
-bool storable_state_dtype(ElementType d) { return d == ElementType::kF32 || d == ElementType::kBF16 || d == ElementType::kF16; }
+bool storable_state_dtype(ElementType d) {
+  return d == ElementType::kF32 || d == ElementType::kBF16 || d == ElementType::kF16;
+}
 
 // The section list a rank file must have, in order, for `manifest`.
 Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, const std::string& where) {
@@ -142,15 +144,16 @@ Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, cons
   for (const SectionRecord& s : r.sections) {
     if (s.offset != end || s.stored_bytes > r.bytes - std::min(r.bytes, s.offset) ||
         (!s.compressed && s.stored_bytes != s.raw_bytes)) {
-      return corrupt(fmt::format("{}: rank {} section at offset {} ({} bytes) is out of place in a {}-byte file",
-                                 where, r.rank, s.offset, s.stored_bytes, r.bytes));
+      return corrupt(fmt::format("{}: rank {} section at offset {} ({} bytes) is out of place in a {}-byte file", where,
+                                 r.rank, s.offset, s.stored_bytes, r.bytes));
     }
     end = s.offset + s.stored_bytes;
     const bool valid_ref = s.replicated ? s.index < m.replicated.size()
                                         : s.group < m.groups.size() && s.state < m.groups[s.group].states.size();
-    if (!valid_ref) return corrupt(fmt::format("{}: rank {} has a section for a tensor not in the layout", where, r.rank));
-    const uint64_t want = s.replicated ? replicated_bytes(m.replicated[s.index])
-                                       : group_state_bytes(m, s.group, s.state);
+    if (!valid_ref)
+      return corrupt(fmt::format("{}: rank {} has a section for a tensor not in the layout", where, r.rank));
+    const uint64_t want =
+        s.replicated ? replicated_bytes(m.replicated[s.index]) : group_state_bytes(m, s.group, s.state);
     if (s.raw_bytes != want) {
       return corrupt(fmt::format("{}: rank {} section holds {} bytes, the layout needs {} (wrong world size or stage?)",
                                  where, r.rank, s.raw_bytes, want));
@@ -198,8 +201,8 @@ Status validate_manifest(const CheckpointManifest& m) {
   for (const ReplicatedTensor& r : m.replicated) TZ_RETURN_IF_ERROR(check_tensor(r.spec, names, "replicated tensor"));
   for (const auto& [alias, source] : m.aliases) {
     if (names.count(alias) != 0 || names.count(source) == 0) {
-      return invalid_argument(fmt::format("manifest: alias '{}' -> '{}' must name an unsaved alias of a saved tensor",
-                                          alias, source));
+      return invalid_argument(
+          fmt::format("manifest: alias '{}' -> '{}' must name an unsaved alias of a saved tensor", alias, source));
     }
   }
   return {};
@@ -227,22 +230,39 @@ json manifest_to_json(const CheckpointManifest& m) {
   }
   json aliases = json::array();
   for (const auto& [alias, source] : m.aliases) aliases.push_back({{"alias", alias}, {"source", source}});
-  return {{"zero_stage", m.zero_stage},     {"world_size", m.world_size},     {"alignment", m.alignment},
-          {"step", m.step},                 {"groups", groups},               {"replicated", replicated},
-          {"aliases", aliases},             {"loss_scaler", m.loss_scaler},   {"lr_scheduler", m.lr_scheduler},
-          {"data_position", m.data_position}, {"model_config_json", m.model_config_json}};
+  return {{"zero_stage", m.zero_stage},
+          {"world_size", m.world_size},
+          {"alignment", m.alignment},
+          {"step", m.step},
+          {"groups", groups},
+          {"replicated", replicated},
+          {"aliases", aliases},
+          {"loss_scaler", m.loss_scaler},
+          {"lr_scheduler", m.lr_scheduler},
+          {"data_position", m.data_position},
+          {"model_config_json", m.model_config_json}};
 }
 
 json rank_record_to_json(const RankFileRecord& r) {
   json sections = json::array();
   for (const SectionRecord& s : r.sections) {
-    sections.push_back({{"replicated", s.replicated}, {"group", s.group}, {"state", s.state}, {"index", s.index},
-                        {"offset", s.offset}, {"stored_bytes", s.stored_bytes}, {"raw_bytes", s.raw_bytes},
-                        {"compression", s.compressed ? "zstd" : "none"}, {"xxh3", hex64(s.xxh3)}});
+    sections.push_back({{"replicated", s.replicated},
+                        {"group", s.group},
+                        {"state", s.state},
+                        {"index", s.index},
+                        {"offset", s.offset},
+                        {"stored_bytes", s.stored_bytes},
+                        {"raw_bytes", s.raw_bytes},
+                        {"compression", s.compressed ? "zstd" : "none"},
+                        {"xxh3", hex64(s.xxh3)}});
   }
-  return {{"rank", r.rank},           {"file", r.file},         {"bytes", r.bytes},
-          {"xxh3", hex64(r.xxh3)},    {"layout_hash", hex64(r.layout_hash)},
-          {"rank_state", r.rank_state}, {"sections", sections}};
+  return {{"rank", r.rank},
+          {"file", r.file},
+          {"bytes", r.bytes},
+          {"xxh3", hex64(r.xxh3)},
+          {"layout_hash", hex64(r.layout_hash)},
+          {"rank_state", r.rank_state},
+          {"sections", sections}};
 }
 
 std::string stored_manifest_text(const StoredManifest& stored) {
@@ -289,8 +309,8 @@ Result<StoredManifest> parse_stored_manifest(const std::string& text, const std:
   if (!valid.ok()) return corrupt(fmt::format("{}: {}", path, valid.message()));
   const CheckpointManifest& m = stored.manifest;
   if (stored.files.size() != m.world_size) {
-    return corrupt(fmt::format("{}: manifest lists {} rank files but world size {}; the manifest is inconsistent",
-                               path, stored.files.size(), m.world_size));
+    return corrupt(fmt::format("{}: manifest lists {} rank files but world size {}; the manifest is inconsistent", path,
+                               stored.files.size(), m.world_size));
   }
   for (uint32_t r = 0; r < stored.files.size(); ++r) {
     if (stored.files[r].rank != r || stored.files[r].file != rank_file_name(r)) {

@@ -1,7 +1,7 @@
 // Partition layout of flat groups per ZeRO stage; see "Partitioning" in engine_checkpoint.h. The
 // arithmetic is common/partition.h's.
-#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "common/partition.h"
+#include "checkpoint/engine_format/engine_checkpoint.h"
 
 namespace tierzero::checkpoint {
 

@@ -61,8 +61,8 @@ Status RankFileWriter::compress(std::span<const std::byte> bytes) {
     ZSTD_outBuffer out{free.data(), free.size(), 0};
     remaining = ZSTD_compressStream2(cctx_, &out, &in, ZSTD_e_end);
     if (ZSTD_isError(remaining)) {
-      return internal_error(fmt::format("zstd compression of {} failed: {}", stream_->path(),
-                                        ZSTD_getErrorName(remaining)));
+      return internal_error(
+          fmt::format("zstd compression of {} failed: {}", stream_->path(), ZSTD_getErrorName(remaining)));
     }
     XXH3_64bits_update(file_hash_, free.data(), out.pos);
     TZ_RETURN_IF_ERROR(stream_->commit(out.pos));

@@ -16,8 +16,8 @@ Result<CheckpointLocation> locate_checkpoint(const std::string& dir, const std::
     if (std::filesystem::exists(dir + "/" + kManifestFile)) {
       return CheckpointLocation{dir, std::filesystem::path(dir).filename().string()};
     }
-    return not_found(fmt::format("{} does not exist: {} holds no committed checkpoint (pass --tag to name one)",
-                                 latest_path, dir));
+    return not_found(
+        fmt::format("{} does not exist: {} holds no committed checkpoint (pass --tag to name one)", latest_path, dir));
   }
   std::string name = *latest;
   const auto first = name.find_first_not_of(" \t\r\n");

@@ -17,7 +17,7 @@ namespace tierzero::checkpoint {
 namespace {
 
 constexpr uint64_t kInputChunk = 1 << 20;
-constexpr size_t kReadPiece = 1 << 20;             // a large read's unit per core
+constexpr size_t kReadPiece = 1 << 20;            // a large read's unit per core
 constexpr uint64_t kParallelReadBytes = 8 << 20;  // reads at least this large are split over cores
 
 }  // namespace
@@ -26,17 +26,19 @@ Result<std::shared_ptr<RankFileHandle>> RankFileHandle::open(const std::string& 
                                                              uint32_t world_size, uint64_t expected_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
-    return not_found(fmt::format("missing rank file {} (rank {} of world size {}): the checkpoint is incomplete; "
-                                 "restore the file or load an earlier tag",
-                                 path, rank, world_size));
+    return not_found(
+        fmt::format("missing rank file {} (rank {} of world size {}): the checkpoint is incomplete; "
+                    "restore the file or load an earlier tag",
+                    path, rank, world_size));
   }
   if (fd < 0) return errno_status(errno, fmt::format("cannot open rank file {}", path));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != expected_bytes) {
     ::close(fd);
-    return corrupt(fmt::format("{}: rank {} file is {} bytes but the manifest records {}; it is truncated or was "
-                               "replaced — restore it or load an earlier tag",
-                               path, rank, st.st_size, expected_bytes));
+    return corrupt(
+        fmt::format("{}: rank {} file is {} bytes but the manifest records {}; it is truncated or was "
+                    "replaced — restore it or load an earlier tag",
+                    path, rank, st.st_size, expected_bytes));
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   return std::shared_ptr<RankFileHandle>(new RankFileHandle(path, fd));
@@ -51,9 +53,10 @@ Status RankFileHandle::read_range(uint64_t offset, std::span<std::byte> out) con
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno_status(errno, fmt::format("reading {} at offset {}", path_, offset));
     if (n == 0) {
-      return corrupt(fmt::format("{}: file ends at offset {} but the manifest says it is longer; the file is "
-                                 "truncated — restore it or load an earlier tag",
-                                 path_, offset));
+      return corrupt(
+          fmt::format("{}: file ends at offset {} but the manifest says it is longer; the file is "
+                      "truncated — restore it or load an earlier tag",
+                      path_, offset));
     }
     offset += static_cast<uint64_t>(n);
     out = out.subspan(static_cast<size_t>(n));
@@ -138,15 +141,17 @@ Status SectionCursor::decompress(std::span<std::byte> out) {
   const bool to_end = raw_pos_ + out.size() == section_.raw_bytes;
   while (ob.pos < ob.size || (to_end && !frame_done_)) {
     if (frame_done_) {
-      return corrupt(fmt::format("{}: zstd frame ends after {} of its {} bytes; the file is damaged — restore it or "
-                                 "load an earlier tag",
-                                 what_, raw_pos_ + ob.pos, section_.raw_bytes));
+      return corrupt(
+          fmt::format("{}: zstd frame ends after {} of its {} bytes; the file is damaged — restore it or "
+                      "load an earlier tag",
+                      what_, raw_pos_ + ob.pos, section_.raw_bytes));
     }
     if (in_.pos == in_.size) {
       if (stored_pos_ == section_.stored_bytes) {
-        return corrupt(fmt::format("{}: zstd frame is cut short after {} of its {} bytes; the file is damaged — "
-                                   "restore it or load an earlier tag",
-                                   what_, raw_pos_ + ob.pos, section_.raw_bytes));
+        return corrupt(
+            fmt::format("{}: zstd frame is cut short after {} of its {} bytes; the file is damaged — "
+                        "restore it or load an earlier tag",
+                        what_, raw_pos_ + ob.pos, section_.raw_bytes));
       }
       TZ_RETURN_IF_ERROR(fill_input());
     }
@@ -154,14 +159,15 @@ Status SectionCursor::decompress(std::span<std::byte> out) {
     const size_t out_before = ob.pos;
     const size_t ret = ZSTD_decompressStream(dctx_, &ob, &in_);
     if (ZSTD_isError(ret)) {
-      return corrupt(fmt::format("{}: zstd frame damaged near stored byte {} ({}); the file is corrupt — restore it "
-                                 "or load an earlier tag",
-                                 what_, stored_pos_, ZSTD_getErrorName(ret)));
+      return corrupt(
+          fmt::format("{}: zstd frame damaged near stored byte {} ({}); the file is corrupt — restore it "
+                      "or load an earlier tag",
+                      what_, stored_pos_, ZSTD_getErrorName(ret)));
     }
     if (ret == 0) frame_done_ = true;
     if (!frame_done_ && in_.pos == in_before && ob.pos == out_before && in_.pos < in_.size) {
-      return corrupt(fmt::format("{}: zstd frame holds more than the {} bytes recorded; the file is damaged",
-                                 what_, section_.raw_bytes));
+      return corrupt(fmt::format("{}: zstd frame holds more than the {} bytes recorded; the file is damaged", what_,
+                                 section_.raw_bytes));
     }
   }
   return {};
@@ -187,9 +193,10 @@ Status SectionCursor::check_end() {
   }
   const uint64_t got = XXH3_64bits_digest(hash_);
   if (got != section_.xxh3) {
-    return corrupt(fmt::format("{}: checksum mismatch (XXH3 {:016x}, manifest {:016x}); the data is damaged — "
-                               "restore the file or load an earlier tag",
-                               what_, got, section_.xxh3));
+    return corrupt(
+        fmt::format("{}: checksum mismatch (XXH3 {:016x}, manifest {:016x}); the data is damaged — "
+                    "restore the file or load an earlier tag",
+                    what_, got, section_.xxh3));
   }
   return {};
 }

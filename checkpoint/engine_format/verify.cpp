@@ -29,9 +29,10 @@ Status check_whole_file(const RankFileHandle& file, const RankFileRecord& record
   XXH3_freeState(state);
   TZ_RETURN_IF_ERROR(status);
   if (got != record.xxh3) {
-    return corrupt(fmt::format("{}: rank {} checksum mismatch (XXH3 {:016x}, manifest {:016x}); the file is damaged "
-                               "— restore it or load an earlier tag",
-                               file.path(), record.rank, got, record.xxh3));
+    return corrupt(
+        fmt::format("{}: rank {} checksum mismatch (XXH3 {:016x}, manifest {:016x}); the file is damaged "
+                    "— restore it or load an earlier tag",
+                    file.path(), record.rank, got, record.xxh3));
   }
   return {};
 }
@@ -48,8 +49,8 @@ Result<VerifyReport> verify_checkpoint(const std::string& dir, const std::string
     TZ_ASSIGN_OR_RETURN(auto file, RankFileHandle::open(path, record.rank, stored.manifest.world_size, record.bytes));
     TZ_RETURN_IF_ERROR(check_whole_file(*file, record));
     for (const SectionRecord& section : record.sections) {
-      SectionCursor cursor(file, section, fmt::format("{}: rank {} section at offset {}", path, record.rank,
-                                                      section.offset));
+      SectionCursor cursor(file, section,
+                           fmt::format("{}: rank {} section at offset {}", path, record.rank, section.offset));
       TZ_RETURN_IF_ERROR(cursor.finish());
     }
     ++report.files_checked;

@@ -49,8 +49,7 @@ struct SafetensorsHeader {
 // Parses and validates header JSON `json` of a file whose data section holds `data_bytes` bytes.
 // `file` only names the file in error messages. Returns kCorrupt naming the tensor and the rule
 // broken (see the layout above).
-Result<SafetensorsHeader> parse_safetensors_header(std::string_view json, uint64_t data_bytes,
-                                                   const std::string& file);
+Result<SafetensorsHeader> parse_safetensors_header(std::string_view json, uint64_t data_bytes, const std::string& file);
 
 // A safetensors file mapped read-only. Views stay valid while the object lives.
 class SafetensorsFile {
@@ -104,9 +103,10 @@ class SafetensorsWriter {
     uint32_t buffer_count = 4;            // >= 2
   };
   // Creates (truncates) `path`, preallocates its exact size, and stages the header.
-  static Result<std::unique_ptr<SafetensorsWriter>> create(
-      nvme::IoEngine& engine, const std::string& path, const std::vector<TensorToWrite>& tensors,
-      const std::map<std::string, std::string>& metadata, const Options& options);
+  static Result<std::unique_ptr<SafetensorsWriter>> create(nvme::IoEngine& engine, const std::string& path,
+                                                           const std::vector<TensorToWrite>& tensors,
+                                                           const std::map<std::string, std::string>& metadata,
+                                                           const Options& options);
   ~SafetensorsWriter();
 
   // Appends the next bytes of tensor data. Appending past the declared total is kInvalidArgument.
@@ -131,9 +131,9 @@ class SafetensorsWriter {
 
 // Which tensors go in which output file.
 struct ShardPlan {
-  std::vector<std::string> file_names;         // model-00001-of-0000N.safetensors or model.safetensors
-  std::vector<std::vector<size_t>> shards;     // indices into the tensor list, per file
-  uint64_t total_bytes = 0;                    // sum of tensor data bytes (index "total_size")
+  std::vector<std::string> file_names;      // model-00001-of-0000N.safetensors or model.safetensors
+  std::vector<std::vector<size_t>> shards;  // indices into the tensor list, per file
+  uint64_t total_bytes = 0;                 // sum of tensor data bytes (index "total_size")
 };
 
 // Splits `tensors`, in order, into shards of at most `max_shard_bytes` of tensor data, as

@@ -30,13 +30,13 @@ Result<json> parse_json_unique_keys(std::string_view text, const std::string& fi
   try {
     parsed = json::parse(text.begin(), text.end(), callback);
   } catch (const json::exception& e) {
-    return corrupt(fmt::format("{}: safetensors header is not valid JSON ({}); the file is damaged "
-                               "or not a safetensors file",
-                               file, e.what()));
+    return corrupt(
+        fmt::format("{}: safetensors header is not valid JSON ({}); the file is damaged "
+                    "or not a safetensors file",
+                    file, e.what()));
   }
   if (!duplicate.empty()) {
-    return corrupt(fmt::format("{}: safetensors header names '{}' twice; names must be unique",
-                               file, duplicate));
+    return corrupt(fmt::format("{}: safetensors header names '{}' twice; names must be unique", file, duplicate));
   }
   return parsed;
 }
@@ -45,8 +45,8 @@ Status tensor_error(const std::string& file, const std::string& name, const std:
   return corrupt(fmt::format("{}: tensor '{}': {}", file, name, problem));
 }
 
-Result<SafetensorsTensorInfo> parse_tensor(const std::string& name, const json& entry,
-                                           uint64_t data_bytes, const std::string& file) {
+Result<SafetensorsTensorInfo> parse_tensor(const std::string& name, const json& entry, uint64_t data_bytes,
+                                           const std::string& file) {
   if (!entry.is_object()) return tensor_error(file, name, "entry is not a JSON object");
   for (const auto& [key, value] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
@@ -68,8 +68,8 @@ Result<SafetensorsTensorInfo> parse_tensor(const std::string& name, const json& 
   uint64_t numel = 1;
   for (const json& dim : *shape_it) {
     if (!dim.is_number_unsigned() || dim.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
-      return tensor_error(file, name, fmt::format("shape {} has a dimension that is not a non-negative integer",
-                                                  shape_it->dump()));
+      return tensor_error(file, name,
+                          fmt::format("shape {} has a dimension that is not a non-negative integer", shape_it->dump()));
     }
     const uint64_t d = dim.get<uint64_t>();
     if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / d) {
@@ -110,8 +110,8 @@ Result<std::map<std::string, std::string>> parse_metadata(const json& entry, con
   std::map<std::string, std::string> metadata;
   for (const auto& [key, value] : entry.items()) {
     if (!value.is_string()) {
-      return corrupt(fmt::format("{}: '__metadata__' entry '{}' is not a string (metadata maps strings to strings)",
-                                 file, key));
+      return corrupt(
+          fmt::format("{}: '__metadata__' entry '{}' is not a string (metadata maps strings to strings)", file, key));
     }
     metadata.emplace(key, value.get<std::string>());
   }
@@ -138,9 +138,10 @@ Status check_tiling(const std::vector<SafetensorsTensorInfo>& sorted, uint64_t d
     previous = &t;
   }
   if (expected != data_bytes) {
-    return corrupt(fmt::format("{}: the data section holds {} bytes but its tensors cover only {}; "
-                               "{} trailing bytes belong to no tensor",
-                               file, data_bytes, expected, data_bytes - expected));
+    return corrupt(
+        fmt::format("{}: the data section holds {} bytes but its tensors cover only {}; "
+                    "{} trailing bytes belong to no tensor",
+                    file, data_bytes, expected, data_bytes - expected));
   }
   return {};
 }

@@ -31,28 +31,30 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   if (file_bytes < 8) {
     ::close(fd);
-    return corrupt(fmt::format("{}: file is {} bytes, shorter than the 8-byte header length; it is truncated "
-                               "or not a safetensors file",
-                               path, file_bytes));
+    return corrupt(
+        fmt::format("{}: file is {} bytes, shorter than the 8-byte header length; it is truncated "
+                    "or not a safetensors file",
+                    path, file_bytes));
   }
   void* map = mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;
   ::close(fd);
   if (map == MAP_FAILED) return errno_status(map_errno, fmt::format("cannot mmap {}", path));
-  std::unique_ptr<SafetensorsFile> file(
-      new SafetensorsFile(path, static_cast<const std::byte*>(map), file_bytes));
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile(path, static_cast<const std::byte*>(map), file_bytes));
 
   uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | static_cast<uint8_t>(file->map_[i]);
   if (header_bytes > kMaxSafetensorsHeaderBytes) {
-    return corrupt(fmt::format("{}: header length {} exceeds the {}-byte limit; the file is damaged or not "
-                               "a safetensors file",
-                               path, header_bytes, kMaxSafetensorsHeaderBytes));
+    return corrupt(
+        fmt::format("{}: header length {} exceeds the {}-byte limit; the file is damaged or not "
+                    "a safetensors file",
+                    path, header_bytes, kMaxSafetensorsHeaderBytes));
   }
   if (header_bytes > file_bytes - 8) {
-    return corrupt(fmt::format("{}: header of {} bytes runs past the end of the file ({} bytes); the file is "
-                               "truncated",
-                               path, header_bytes, file_bytes));
+    return corrupt(
+        fmt::format("{}: header of {} bytes runs past the end of the file ({} bytes); the file is "
+                    "truncated",
+                    path, header_bytes, file_bytes));
   }
   file->data_start_ = 8 + header_bytes;
   const std::string_view text(reinterpret_cast<const char*>(file->map_ + 8), header_bytes);

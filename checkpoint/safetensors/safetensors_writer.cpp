@@ -23,8 +23,9 @@ Result<uint64_t> TensorToWrite::bytes() const {
     numel *= du;
   }
   auto b = element_bytes(dtype, numel);
-  if (!b) return invalid_argument(fmt::format("tensor '{}': {} elements of {} are not a whole number of bytes",
-                                              name, numel, dtype_name(dtype)));
+  if (!b)
+    return invalid_argument(
+        fmt::format("tensor '{}': {} elements of {} are not a whole number of bytes", name, numel, dtype_name(dtype)));
   return *b;
 }
 
@@ -50,9 +51,10 @@ SafetensorsWriter::SafetensorsWriter(std::unique_ptr<StreamWriter> stream, uint6
 
 SafetensorsWriter::~SafetensorsWriter() = default;
 
-Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(
-    nvme::IoEngine& engine, const std::string& path, const std::vector<TensorToWrite>& tensors,
-    const std::map<std::string, std::string>& metadata, const Options& options) {
+Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(nvme::IoEngine& engine, const std::string& path,
+                                                                     const std::vector<TensorToWrite>& tensors,
+                                                                     const std::map<std::string, std::string>& metadata,
+                                                                     const Options& options) {
   TZ_ASSIGN_OR_RETURN(std::string header, build_safetensors_header(tensors, metadata));
   uint64_t data_bytes = 0;
   for (const TensorToWrite& t : tensors) data_bytes += t.bytes().value();

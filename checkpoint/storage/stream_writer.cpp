@@ -11,7 +11,8 @@ namespace tierzero::checkpoint {
 
 StreamWriter::StreamWriter(nvme::IoEngine& engine, std::unique_ptr<fs::WritableFile> file, const Options& options)
     : engine_(engine), file_(std::move(file)), options_(options) {
-  for (uint32_t i = 0; i < options_.buffer_count; ++i) buffers_.push_back(nvme::allocate_aligned(options_.buffer_bytes));
+  for (uint32_t i = 0; i < options_.buffer_count; ++i)
+    buffers_.push_back(nvme::allocate_aligned(options_.buffer_bytes));
   in_flight_.resize(options_.buffer_count);
 }
 
@@ -25,9 +26,10 @@ Result<std::unique_ptr<StreamWriter>> StreamWriter::create(fs::FileSystem& fs, n
                                                            const std::string& path, uint64_t preallocate_bytes,
                                                            const Options& options) {
   if (options.buffer_count < 2 || options.buffer_bytes == 0 || options.buffer_bytes % 4096 != 0) {
-    return invalid_argument(fmt::format("writing {}: needs >= 2 buffers of a nonzero multiple of 4096 bytes "
-                                        "(got {} of {})",
-                                        path, options.buffer_count, options.buffer_bytes));
+    return invalid_argument(
+        fmt::format("writing {}: needs >= 2 buffers of a nonzero multiple of 4096 bytes "
+                    "(got {} of {})",
+                    path, options.buffer_count, options.buffer_bytes));
   }
   fs::WriteOptions write_options;
   write_options.engine = &engine;

@@ -23,8 +23,8 @@ class Machine {
 
  private:
   Status fail(const std::string& what) const {
-    return corrupt(source_ + ": byte " + std::to_string(op_at_) + " (file offset " +
-                   std::to_string(base_ + op_at_) + "): " + what);
+    return corrupt(source_ + ": byte " + std::to_string(op_at_) + " (file offset " + std::to_string(base_ + op_at_) +
+                   "): " + what);
   }
   Status refuse(const std::string& what) const {
     return unsupported(source_ + ": byte " + std::to_string(op_at_) + " (file offset " +
@@ -204,8 +204,8 @@ Status Machine::call(PyValue* callable, PyValue* args) {
     push(d);
     return {};
   }
-  const bool builtins = callable->kind == PyKind::kGlobal &&
-                        (callable->text == "builtins" || callable->text == "__builtin__");
+  const bool builtins =
+      callable->kind == PyKind::kGlobal && (callable->text == "builtins" || callable->text == "__builtin__");
   if (builtins && (callable->name == "set" || callable->name == "frozenset") &&
       (a.empty() || (a.size() == 1 && (a[0]->kind == PyKind::kList || a[0]->kind == PyKind::kTuple)))) {
     PyValue* s = make(PyKind::kSet);
@@ -320,11 +320,11 @@ Status Machine::step(uint8_t op, bool& stop) {
       }
       return {};
     }
-    case '.': stop = true; return {};  // STOP
+    case '.': stop = true; return {};                      // STOP
     case '(': marks_.push_back(stack_.size()); return {};  // MARK
-    case '0': return pop().status();  // POP
-    case '1': return pop_mark().status();  // POP_MARK
-    case '2': {  // DUP
+    case '0': return pop().status();                       // POP
+    case '1': return pop_mark().status();                  // POP_MARK
+    case '2': {                                            // DUP
       TZ_ASSIGN_OR_RETURN(PyValue * v, top());
       push(v);
       return {};
@@ -569,7 +569,7 @@ Status Machine::step(uint8_t op, bool& stop) {
       return memo_put(index);
     }
     case 0x94: return memo_put(memo_.size());  // MEMOIZE
-    case 'g': {  // GET (text index)
+    case 'g': {                                // GET (text index)
       TZ_ASSIGN_OR_RETURN(std::string_view line, take_line());
       uint64_t index = 0;
       const auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), index);
@@ -617,8 +617,7 @@ Result<PickleDocument> Machine::run() {
 
 }  // namespace
 
-Result<PickleDocument> parse_pickle(std::span<const std::byte> bytes, const std::string& source,
-                                    uint64_t base_offset) {
+Result<PickleDocument> parse_pickle(std::span<const std::byte> bytes, const std::string& source, uint64_t base_offset) {
   return Machine(bytes, source, base_offset).run();
 }
 

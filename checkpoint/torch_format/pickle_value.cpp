@@ -42,8 +42,10 @@ std::string PyValue::describe() const {
     case PyKind::kDict: return "dict of " + std::to_string(entries.size());
     case PyKind::kGlobal: return "global " + text + "." + name;
     case PyKind::kObject:
-      return "object " + (callable && callable->kind == PyKind::kGlobal ? callable->text + "." + callable->name
-                                                                         : std::string("?")) + "(...)";
+      return "object " +
+             (callable && callable->kind == PyKind::kGlobal ? callable->text + "." + callable->name
+                                                            : std::string("?")) +
+             "(...)";
     case PyKind::kPersistentId: return "persistent id";
   }
   return "?";

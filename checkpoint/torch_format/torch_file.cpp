@@ -68,8 +68,9 @@ Result<TorchFile> TorchFile::from_zip(ZipArchive zip) {
     }
   }
   if (pickle == nullptr) {
-    return corrupt(path + ": no PREFIX/data.pkl entry: not a torch.save zip file (a legacy non-zip torch "
-                          "file? re-save it with a current torch.save)");
+    return corrupt(path +
+                   ": no PREFIX/data.pkl entry: not a torch.save zip file (a legacy non-zip torch "
+                   "file? re-save it with a current torch.save)");
   }
   std::string prefix = pickle->name.substr(0, pickle->name.find('/') + 1);
   if (const ZipEntry* order = zip.find(prefix + "byteorder")) {
@@ -85,7 +86,8 @@ Result<TorchFile> TorchFile::from_zip(ZipArchive zip) {
   }
   std::vector<std::byte> bytes(pickle->size);
   TZ_RETURN_IF_ERROR(zip.read(*pickle, 0, bytes));
-  TZ_ASSIGN_OR_RETURN(PickleDocument doc, parse_pickle(bytes, path + ": " + pickle->name, zip.base_offset() + pickle->data_offset));
+  TZ_ASSIGN_OR_RETURN(PickleDocument doc,
+                      parse_pickle(bytes, path + ": " + pickle->name, zip.base_offset() + pickle->data_offset));
   return TorchFile(std::move(zip), std::move(doc), std::move(prefix));
 }
 

@@ -25,9 +25,9 @@ namespace tierzero::checkpoint {
 // A tensor found in the pickle: its storage entry, element type, offset and shape, already
 // checked to be contiguous and to lie inside its storage.
 struct TorchTensor {
-  size_t entry = 0;             // index into the archive's entries()
+  size_t entry = 0;                       // index into the archive's entries()
   ElementType dtype = ElementType::kF32;  // of its storage (torch.FloatStorage: kF32, ...)
-  uint64_t storage_offset = 0;  // in elements
+  uint64_t storage_offset = 0;            // in elements
   std::vector<int64_t> shape;
   uint64_t numel = 0;
 };

@@ -12,11 +12,10 @@ namespace {
 std::optional<ElementType> storage_dtype(const PyValue& type) {
   if (type.kind != PyKind::kGlobal || type.text != "torch") return std::nullopt;
   static constexpr std::pair<std::string_view, ElementType> kTypes[] = {
-      {"FloatStorage", ElementType::kF32}, {"DoubleStorage", ElementType::kF64},
-      {"HalfStorage", ElementType::kF16},  {"BFloat16Storage", ElementType::kBF16},
-      {"LongStorage", ElementType::kI64},  {"IntStorage", ElementType::kI32},
-      {"ShortStorage", ElementType::kI16}, {"CharStorage", ElementType::kI8},
-      {"ByteStorage", ElementType::kU8},   {"BoolStorage", ElementType::kBool},
+      {"FloatStorage", ElementType::kF32},     {"DoubleStorage", ElementType::kF64}, {"HalfStorage", ElementType::kF16},
+      {"BFloat16Storage", ElementType::kBF16}, {"LongStorage", ElementType::kI64},   {"IntStorage", ElementType::kI32},
+      {"ShortStorage", ElementType::kI16},     {"CharStorage", ElementType::kI8},    {"ByteStorage", ElementType::kU8},
+      {"BoolStorage", ElementType::kBool},
   };
   for (const auto& [name, dtype] : kTypes) {
     if (type.name == name) return dtype;
@@ -67,8 +66,8 @@ Result<TorchTensor> TorchFile::tensor(const PyValue& v, const std::string& what)
     const auto& a = v.args->items;
     if (v.is_global("torch._utils", "_rebuild_tensor_v2")) return rebuild_v2(v, what);
     if ((v.is_global("torch._utils", "_rebuild_parameter") ||
-         v.is_global("torch._utils", "_rebuild_parameter_with_state")) && !a.empty() &&
-        a[0]->is_global("torch._utils", "_rebuild_tensor_v2") && a[0]->kind == PyKind::kObject) {
+         v.is_global("torch._utils", "_rebuild_parameter_with_state")) &&
+        !a.empty() && a[0]->is_global("torch._utils", "_rebuild_tensor_v2") && a[0]->kind == PyKind::kObject) {
       return rebuild_v2(*a[0], what);
     }
     // _rebuild_from_type_v2(func, type, args, state): func(*args) rebuilt as the subclass `type`.
@@ -89,7 +88,8 @@ Result<TorchTensor> TorchFile::tensor(const PyValue& v, const std::string& what)
 Result<TorchTensor> TorchFile::rebuild_v2(const PyValue& call, const std::string& what) const {
   const std::string where = path() + ": " + what;
   const auto& a = call.args->items;  // (storage, storage_offset, size, stride, requires_grad, hooks[, meta])
-  if (a.size() < 4) return corrupt(where + ": _rebuild_tensor_v2 has " + std::to_string(a.size()) + " arguments, expected ≥ 4");
+  if (a.size() < 4)
+    return corrupt(where + ": _rebuild_tensor_v2 has " + std::to_string(a.size()) + " arguments, expected ≥ 4");
   const PyValue* pid = a[0]->kind == PyKind::kPersistentId ? a[0]->args : nullptr;
   if (pid == nullptr || pid->kind != PyKind::kTuple || pid->items.size() != 5 ||
       pid->items[0]->kind != PyKind::kString || pid->items[0]->text != "storage") {

@@ -60,8 +60,7 @@ bool apply_zip64_extra(std::span<const std::byte> extra, WideFields& f) {
         p += 8;
         return true;
       };
-      return (!need_u || take(f.uncompressed)) && (!need_c || take(f.compressed)) &&
-             (!need_o || take(f.local_offset));
+      return (!need_u || take(f.uncompressed)) && (!need_c || take(f.compressed)) && (!need_o || take(f.local_offset));
     }
     pos += len;
   }
@@ -74,7 +73,10 @@ ZipArchive::ZipArchive(std::string path, int fd, uint64_t file_size, uint64_t ba
     : path_(std::move(path)), fd_(fd), file_size_(file_size), base_(base) {}
 
 ZipArchive::ZipArchive(ZipArchive&& o) noexcept
-    : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), base_(o.base_),
+    : path_(std::move(o.path_)),
+      fd_(std::exchange(o.fd_, -1)),
+      file_size_(o.file_size_),
+      base_(o.base_),
       entries_(std::move(o.entries_)) {}
 
 ZipArchive& ZipArchive::operator=(ZipArchive&& o) noexcept {
@@ -130,9 +132,8 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 
 Status ZipArchive::read(const ZipEntry& entry, uint64_t offset, std::span<std::byte> out) const {
   if (offset > entry.size || out.size() > entry.size - offset) {
-    return corrupt(path_ + ": read of " + std::to_string(out.size()) + " bytes at offset " +
-                   std::to_string(offset) + " leaves zip entry '" + entry.name + "' (" +
-                   std::to_string(entry.size) + " bytes)");
+    return corrupt(path_ + ": read of " + std::to_string(out.size()) + " bytes at offset " + std::to_string(offset) +
+                   " leaves zip entry '" + entry.name + "' (" + std::to_string(entry.size) + " bytes)");
   }
   return read_at(entry.data_offset + offset, out);
 }
@@ -240,15 +241,15 @@ Status ZipArchive::load_central_directory() {
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t at = cd_offset + pos;
     if (cd_size - pos < kCentralHeaderSize || le32(cd.data() + pos) != kCentralHeaderSig) {
-      return corrupt(where + "bad central directory: entry " + std::to_string(i) + " at byte " +
-                     std::to_string(at) + " has no central header signature");
+      return corrupt(where + "bad central directory: entry " + std::to_string(i) + " at byte " + std::to_string(at) +
+                     " has no central header signature");
     }
     const std::byte* h = cd.data() + pos;
     const uint16_t flags = le16(h + 8), method = le16(h + 10);
     const uint64_t name_len = le16(h + 28), extra_len = le16(h + 30), comment_len = le16(h + 32);
     if (cd_size - pos - kCentralHeaderSize < name_len + extra_len + comment_len) {
-      return corrupt(where + "bad central directory: entry " + std::to_string(i) + " at byte " +
-                     std::to_string(at) + " runs past the directory end");
+      return corrupt(where + "bad central directory: entry " + std::to_string(i) + " at byte " + std::to_string(at) +
+                     " runs past the directory end");
     }
     std::string name(reinterpret_cast<const char*>(h + kCentralHeaderSize), name_len);
     WideFields f{le32(h + 24), le32(h + 20), le32(h + 42)};

@@ -10,7 +10,8 @@ PickleWriter::PickleWriter() { out_ = "\x80\x02"; }
 
 template <typename T>
 void PickleWriter::little(T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out_.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
 }
 
 void PickleWriter::none() { op('N'); }
@@ -53,9 +54,15 @@ void PickleWriter::global(std::string_view module, std::string_view name) {
   out_.push_back('\n');
 }
 
-void PickleWriter::begin_dict() { op('}'); op('('); }
+void PickleWriter::begin_dict() {
+  op('}');
+  op('(');
+}
 void PickleWriter::end_dict() { op('u'); }
-void PickleWriter::begin_list() { op(']'); op('('); }
+void PickleWriter::begin_list() {
+  op(']');
+  op('(');
+}
 void PickleWriter::end_list() { op('e'); }
 void PickleWriter::begin_tuple() { op('('); }
 void PickleWriter::mark() { op('('); }

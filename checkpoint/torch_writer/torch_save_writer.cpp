@@ -16,11 +16,10 @@ constexpr uint64_t kAlignment = 64;  // torch.save aligns every entry's data to 
 
 std::optional<std::string_view> storage_name(ElementType dtype) {
   static constexpr std::pair<ElementType, std::string_view> kTypes[] = {
-      {ElementType::kF32, "FloatStorage"}, {ElementType::kF64, "DoubleStorage"},
-      {ElementType::kF16, "HalfStorage"},  {ElementType::kBF16, "BFloat16Storage"},
-      {ElementType::kI64, "LongStorage"},  {ElementType::kI32, "IntStorage"},
-      {ElementType::kI16, "ShortStorage"}, {ElementType::kI8, "CharStorage"},
-      {ElementType::kU8, "ByteStorage"},   {ElementType::kBool, "BoolStorage"},
+      {ElementType::kF32, "FloatStorage"},     {ElementType::kF64, "DoubleStorage"}, {ElementType::kF16, "HalfStorage"},
+      {ElementType::kBF16, "BFloat16Storage"}, {ElementType::kI64, "LongStorage"},   {ElementType::kI32, "IntStorage"},
+      {ElementType::kI16, "ShortStorage"},     {ElementType::kI8, "CharStorage"},    {ElementType::kU8, "ByteStorage"},
+      {ElementType::kBool, "BoolStorage"},
   };
   for (const auto& [type, name] : kTypes) {
     if (type == dtype) return name;
@@ -88,8 +87,12 @@ class ZipBuilder {
     uint32_t crc;
     uint64_t size, offset;
   };
-  void put16(uint16_t v) { for (int i = 0; i < 2; ++i) out_.push_back(static_cast<std::byte>(v >> (8 * i))); }
-  void put32(uint32_t v) { for (int i = 0; i < 4; ++i) out_.push_back(static_cast<std::byte>(v >> (8 * i))); }
+  void put16(uint16_t v) {
+    for (int i = 0; i < 2; ++i) out_.push_back(static_cast<std::byte>(v >> (8 * i)));
+  }
+  void put32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<std::byte>(v >> (8 * i)));
+  }
   std::vector<std::byte> out_;
   std::vector<Entry> entries_;
 };
@@ -143,7 +146,8 @@ Status TorchSaveWriter::write(const std::string& path) {
   uint64_t total = pickle.size() + 4096;
   for (const auto& s : storages_) total += s.size() + 2 * kAlignment;
   if (total >= (uint64_t{1} << 32)) {
-    return unsupported(path + ": " + std::to_string(total) + " bytes would need ZIP64, which this writer does not "
+    return unsupported(path + ": " + std::to_string(total) +
+                       " bytes would need ZIP64, which this writer does not "
                        "produce yet; write more ranks (--world-size) so that each file stays under 4 GiB");
   }
   ZipBuilder zip;

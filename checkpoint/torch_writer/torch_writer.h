@@ -37,22 +37,22 @@ class PickleWriter {
 
   void none();
   void boolean(bool value);
-  void integer(int64_t value);   // BININT1 / BININT2 / BININT / LONG1, the smallest that fits
-  void real(double value);       // BINFLOAT
+  void integer(int64_t value);         // BININT1 / BININT2 / BININT / LONG1, the smallest that fits
+  void real(double value);             // BINFLOAT
   void string(std::string_view utf8);  // BINUNICODE
   void global(std::string_view module, std::string_view name);  // GLOBAL "module\nname\n"
   // Containers: items (dicts: key, value, key, value, ...) between begin and end.
-  void begin_dict();  // EMPTY_DICT MARK
-  void end_dict();    // SETITEMS
-  void begin_list();  // EMPTY_LIST MARK
-  void end_list();    // APPENDS
-  void begin_tuple(); // MARK
-  void mark();        // MARK alone: items then end_dict() / end_list() add to the object below it
-                      // (an OrderedDict made by reduce(), as pickle writes a dict subclass)
-  void end_tuple();   // TUPLE
-  void reduce();      // REDUCE: callable(*args), both on the stack
-  void newobj();      // NEWOBJ: cls.__new__(cls, *args)
-  void build();       // BUILD: the state on the stack set on the object below it
+  void begin_dict();     // EMPTY_DICT MARK
+  void end_dict();       // SETITEMS
+  void begin_list();     // EMPTY_LIST MARK
+  void end_list();       // APPENDS
+  void begin_tuple();    // MARK
+  void mark();           // MARK alone: items then end_dict() / end_list() add to the object below it
+                         // (an OrderedDict made by reduce(), as pickle writes a dict subclass)
+  void end_tuple();      // TUPLE
+  void reduce();         // REDUCE: callable(*args), both on the stack
+  void newobj();         // NEWOBJ: cls.__new__(cls, *args)
+  void build();          // BUILD: the state on the stack set on the object below it
   void persistent_id();  // BINPERSID: the value on the stack becomes a persistent id
   // `value` as plain pickled data: null None, booleans, integers, floats, strings, arrays as
   // lists, objects as dicts.

@@ -10,16 +10,16 @@ namespace tierzero::cpu_adam::detail {
 
 // Per-step scalars, rounded to float exactly where torch's fused CPU kernel rounds them.
 struct StepScalars {
-  float grad_multiplier;        // clip_coef / loss_scale
-  float l2_decay;               // Adam: weight_decay; AdamW: 0 (g + p*0 == g)
-  float param_decay;            // AdamW: 1 - lr*weight_decay; Adam: 1 (p*1 == p)
-  float lerp_coeff;             // m = lerp_base + lerp_coeff * (g - m)
-  bool lerp_base_is_grad;       // torch's lerp: base m with weight w < 0.5, else base g, weight w-1
+  float grad_multiplier;   // clip_coef / loss_scale
+  float l2_decay;          // Adam: weight_decay; AdamW: 0 (g + p*0 == g)
+  float param_decay;       // AdamW: 1 - lr*weight_decay; Adam: 1 (p*1 == p)
+  float lerp_coeff;        // m = lerp_base + lerp_coeff * (g - m)
+  bool lerp_base_is_grad;  // torch's lerp: base m with weight w < 0.5, else base g, weight w-1
   float beta2;
   float one_minus_beta2;
   float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
   float eps;
-  float neg_step_size;          // -lr / (1 - beta1^step)
+  float neg_step_size;  // -lr / (1 - beta1^step)
 };
 
 // One tile: `count` elements from the start of each buffer. params16 may be null.

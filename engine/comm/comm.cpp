@@ -34,8 +34,8 @@ void CommOp::wait() {
   try {
     work_->wait();
   } catch (const std::exception& e) {
-    throw Error(internal_error(std::string("collective failed: ") + e.what() +
-                               " (another rank may have died; see its log)"));
+    throw Error(
+        internal_error(std::string("collective failed: ") + e.what() + " (another rank may have died; see its log)"));
   }
   work_.reset();
 }
@@ -95,9 +95,7 @@ Result<std::unique_ptr<Comm>> Comm::create(c10::intrusive_ptr<c10d::Store> store
   return std::unique_ptr<Comm>(new Comm(std::move(backend), rank, world_size, device));
 }
 
-std::unique_ptr<Comm> Comm::single(at::Device device) {
-  return std::unique_ptr<Comm>(new Comm(nullptr, 0, 1, device));
-}
+std::unique_ptr<Comm> Comm::single(at::Device device) { return std::unique_ptr<Comm>(new Comm(nullptr, 0, 1, device)); }
 
 std::string Comm::backend_name() const { return backend_ ? backend_->getBackendName() : "none"; }
 

@@ -42,8 +42,8 @@ class Comm {
   static Result<std::unique_ptr<Comm>> from_env(at::Device device);
   // Joins a group of `world_size` ranks that meet in `store`; builds the backend even for one rank
   // (tests exercise Gloo / NCCL that way).
-  static Result<std::unique_ptr<Comm>> create(c10::intrusive_ptr<c10d::Store> store, int rank,
-                                              int world_size, at::Device device);
+  static Result<std::unique_ptr<Comm>> create(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+                                              at::Device device);
   // A group of one: collectives do nothing.
   static std::unique_ptr<Comm> single(at::Device device);
 

@@ -216,7 +216,7 @@ struct DsConfig {
 //             trainer for what depends on the engine).
 enum class KeyHandling : uint8_t { kHonoured, kWarned, kRefused };
 struct ConfigKey {
-  std::string_view path;      // JSON path, "zero_optimization.offload_optimizer.ratio"
+  std::string_view path;  // JSON path, "zero_optimization.offload_optimizer.ratio"
   KeyHandling handling;
   std::string_view accepted;  // JSON text (kWarned / kRefused); "" for kHonoured
   std::string_view note;      // why, or what tierzero does

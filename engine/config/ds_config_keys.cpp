@@ -14,8 +14,7 @@ constexpr KeyHandling W = KeyHandling::kWarned;
 constexpr KeyHandling R = KeyHandling::kRefused;
 
 constexpr const char* kNvmeOnly = "used by parameter offload to NVMe only, which is not built yet";
-constexpr const char* kAioNote =
-    "the swap I/O of offload_optimizer.device \"nvme\" (and bench io)";
+constexpr const char* kAioNote = "the swap I/O of offload_optimizer.device \"nvme\" (and bench io)";
 constexpr const char* kRecompute =
     "tierzero recomputes every layer in backward regardless (activation "
     "checkpointing per layer is built in)";

@@ -91,7 +91,8 @@ class CausalLm final : public FunctionalModel {
  private:
   void check_unit_inputs(size_t u, const at::Tensor& input, at::TensorList params) const {
     if (u >= units_.size()) {
-      throw Error(invalid_argument(fmt::format("forward_unit: unit {} out of range (the model has {})", u, units_.size())));
+      throw Error(
+          invalid_argument(fmt::format("forward_unit: unit {} out of range (the model has {})", u, units_.size())));
     }
     const std::vector<ParamSpec>& specs = units_[u];
     if (params.size() != specs.size()) {
@@ -100,11 +101,10 @@ class CausalLm final : public FunctionalModel {
     }
     for (size_t i = 0; i < specs.size(); ++i) {
       if (!params[i].defined() || params[i].sizes() != at::IntArrayRef(specs[i].shape)) {
-        throw Error(invalid_argument(fmt::format("forward_unit: parameter {} has shape [{}], expected [{}]",
-                                                 specs[i].name,
-                                                 params[i].defined() ? fmt::format("{}", fmt::join(params[i].sizes(), ","))
-                                                                     : "undefined",
-                                                 fmt::join(specs[i].shape, ","))));
+        throw Error(invalid_argument(
+            fmt::format("forward_unit: parameter {} has shape [{}], expected [{}]", specs[i].name,
+                        params[i].defined() ? fmt::format("{}", fmt::join(params[i].sizes(), ",")) : "undefined",
+                        fmt::join(specs[i].shape, ","))));
       }
     }
     const int64_t expected_rank = u == 0 ? 2 : 3;
@@ -215,7 +215,8 @@ at::Tensor forward_full(const FunctionalModel& model, const at::Tensor& tokens,
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
   constexpr int64_t kIgnore = -100;
   at::Tensor shifted = at::constant_pad_nd(labels, {0, 1}, kIgnore).narrow(-1, 1, labels.size(-1));
-  at::Tensor flat_logits = logits.to(at::promote_types(logits.scalar_type(), at::kFloat)).reshape({-1, logits.size(-1)});
+  at::Tensor flat_logits =
+      logits.to(at::promote_types(logits.scalar_type(), at::kFloat)).reshape({-1, logits.size(-1)});
   return at::cross_entropy_loss(flat_logits, shifted.reshape({-1}).to(logits.device()), /*weight=*/{},
                                 at::Reduction::Mean, kIgnore);
 }

@@ -81,8 +81,8 @@ at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 // ~ normal(0, initializer_range), biases 0, norm weights 1, the pad_token_id embedding row 0.
 // Values depend only on (config, seed), not on dtype or device: drawn in fp32 on the CPU from one
 // generator seeded with `seed`, in all_params order, then cast and moved.
-std::map<std::string, at::Tensor> init_parameters(const ModelConfig& config, uint64_t seed,
-                                                  at::ScalarType dtype, at::Device device);
+std::map<std::string, at::Tensor> init_parameters(const ModelConfig& config, uint64_t seed, at::ScalarType dtype,
+                                                  at::Device device);
 
 // Loads every tensor of a HF checkpoint directory: model.safetensors, or the shards listed in
 // model.safetensors.index.json; each converted to `dtype` and placed on `device`. Errors name the

@@ -90,10 +90,10 @@ Status read_family(const json& j, const std::string& origin, ModelConfig& c) {
       return {};
     }
   }
-  return unsupported(fmt::format(
-      "{}: model_type \"{}\" (architectures[0] \"{}\") is not supported; tierzero runs the decoder-only "
-      "llama, qwen2 and mistral families",
-      origin, model_type, architecture));
+  return unsupported(
+      fmt::format("{}: model_type \"{}\" (architectures[0] \"{}\") is not supported; tierzero runs the decoder-only "
+                  "llama, qwen2 and mistral families",
+                  origin, model_type, architecture));
 }
 
 // rope_theta and the scaling: transformers >= 5 writes "rope_parameters" {rope_type, rope_theta, ...};
@@ -121,8 +121,8 @@ Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
   TZ_RETURN_IF_ERROR(top.status());
   TZ_RETURN_IF_ERROR(r.status());
   if (partial_rotary_factor != 1.0) {
-    return unsupported(fmt::format("{}: {}.partial_rotary_factor {} is not supported (only 1.0)", origin,
-                                   dict_key, partial_rotary_factor));
+    return unsupported(fmt::format("{}: {}.partial_rotary_factor {} is not supported (only 1.0)", origin, dict_key,
+                                   partial_rotary_factor));
   }
   return {};
 }
@@ -162,39 +162,43 @@ Status validate_model_config(const ModelConfig& c) {
   if (!positive(c.vocab_size) || !positive(c.hidden_size) || !positive(c.intermediate_size) ||
       !positive(c.num_hidden_layers) || !positive(c.num_attention_heads) || !positive(c.num_key_value_heads) ||
       !positive(c.head_dim)) {
-    return invalid_argument(fmt::format(
-        "model config: sizes must be positive (vocab_size {}, hidden_size {}, intermediate_size {}, "
-        "num_hidden_layers {}, num_attention_heads {}, num_key_value_heads {}, head_dim {})",
-        c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
-        c.num_key_value_heads, c.head_dim));
+    return invalid_argument(
+        fmt::format("model config: sizes must be positive (vocab_size {}, hidden_size {}, intermediate_size {}, "
+                    "num_hidden_layers {}, num_attention_heads {}, num_key_value_heads {}, head_dim {})",
+                    c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+                    c.num_key_value_heads, c.head_dim));
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return invalid_argument(fmt::format("model config: num_attention_heads {} is not a multiple of num_key_value_heads {}",
-                                        c.num_attention_heads, c.num_key_value_heads));
+    return invalid_argument(
+        fmt::format("model config: num_attention_heads {} is not a multiple of num_key_value_heads {}",
+                    c.num_attention_heads, c.num_key_value_heads));
   }
-  if (c.head_dim % 2 != 0) return invalid_argument(fmt::format("model config: head_dim {} must be even for RoPE", c.head_dim));
+  if (c.head_dim % 2 != 0)
+    return invalid_argument(fmt::format("model config: head_dim {} must be even for RoPE", c.head_dim));
   if (c.hidden_act != "silu") {
-    return unsupported(fmt::format("model config: hidden_act \"{}\" is not supported (only \"silu\", SwiGLU)", c.hidden_act));
+    return unsupported(
+        fmt::format("model config: hidden_act \"{}\" is not supported (only \"silu\", SwiGLU)", c.hidden_act));
   }
   const std::string& t = c.rope_scaling.type;
   if (t != "default" && t != "linear" && t != "dynamic" && t != "llama3") {
-    return unsupported(fmt::format(
-        "model config: rope type \"{}\" is not supported (default, linear, dynamic, llama3)", t));
+    return unsupported(
+        fmt::format("model config: rope type \"{}\" is not supported (default, linear, dynamic, llama3)", t));
   }
   if (t != "default" && !(c.rope_scaling.factor > 0)) {
     return invalid_argument(fmt::format("model config: rope factor {} must be > 0", c.rope_scaling.factor));
   }
   if (t == "llama3" && (c.rope_scaling.original_max_position_embeddings <= 0 ||
                         c.rope_scaling.high_freq_factor == c.rope_scaling.low_freq_factor)) {
-    return invalid_argument("model config: llama3 rope needs original_max_position_embeddings > 0 and "
-                            "high_freq_factor != low_freq_factor");
+    return invalid_argument(
+        "model config: llama3 rope needs original_max_position_embeddings > 0 and "
+        "high_freq_factor != low_freq_factor");
   }
   if (c.sliding_window && *c.sliding_window <= 0) {
     return invalid_argument(fmt::format("model config: sliding_window {} must be > 0", *c.sliding_window));
   }
   if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16") {
-    return unsupported(fmt::format("model config: torch_dtype \"{}\" is not supported (float32, bfloat16, float16)",
-                                   c.torch_dtype));
+    return unsupported(
+        fmt::format("model config: torch_dtype \"{}\" is not supported (float32, bfloat16, float16)", c.torch_dtype));
   }
   return {};
 }
@@ -358,8 +362,8 @@ int64_t num_parameters(const ModelConfig& c) {
 }
 
 double training_flops_per_token(const ModelConfig& c, int64_t seq_len) {
-  const double n_matmul =
-      static_cast<double>(c.num_hidden_layers) * layer_matmul_params(c) + static_cast<double>(c.vocab_size) * c.hidden_size;
+  const double n_matmul = static_cast<double>(c.num_hidden_layers) * layer_matmul_params(c) +
+                          static_cast<double>(c.vocab_size) * c.hidden_size;
   const double attention = 12.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * seq_len;
   return 6.0 * n_matmul + attention;
 }

@@ -57,8 +57,8 @@ Result<std::map<std::string, at::Tensor>> load_safetensors_file(const std::strin
   for (const checkpoint::SafetensorsTensorInfo& t : file->header().tensors) {
     const std::optional<at::ScalarType> file_dtype = to_scalar_type(t.dtype);
     if (!file_dtype) {
-      return unsupported(fmt::format("{}: tensor {} has dtype {}, which tierzero does not load as a model weight",
-                                     path, t.name, checkpoint::dtype_name(t.dtype)));
+      return unsupported(fmt::format("{}: tensor {} has dtype {}, which tierzero does not load as a model weight", path,
+                                     t.name, checkpoint::dtype_name(t.dtype)));
     }
     // from_blob views the mapping; .to(..., copy=true) makes an owning copy before it is unmapped.
     auto* bytes = const_cast<std::byte*>(file->data(t).data());
@@ -106,8 +106,8 @@ Result<std::map<std::string, at::Tensor>> load_hf_weights(const std::string& dir
     }
     for (const std::string& name : names) {
       if (!params.count(name)) {
-        return corrupt(fmt::format("{}: tensor {} is listed in weight_map but absent from its shard", index_path,
-                                   name));
+        return corrupt(
+            fmt::format("{}: tensor {} is listed in weight_map but absent from its shard", index_path, name));
       }
     }
     return params;
@@ -115,9 +115,10 @@ Result<std::map<std::string, at::Tensor>> load_hf_weights(const std::string& dir
   if (file_exists(single_path)) {
     return load_safetensors_file(single_path, dtype, device);
   }
-  return not_found(fmt::format("{}: neither model.safetensors nor model.safetensors.index.json exists; pass a "
-                               "Hugging Face model directory saved with safe_serialization=True",
-                               dir));
+  return not_found(
+      fmt::format("{}: neither model.safetensors nor model.safetensors.index.json exists; pass a "
+                  "Hugging Face model directory saved with safe_serialization=True",
+                  dir));
 }
 
 }  // namespace tierzero::engine

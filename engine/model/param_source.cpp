@@ -39,8 +39,8 @@ class MapParamSource final : public ParamSource {
     const at::Tensor flat = it->second.reshape(-1);
     const auto count = static_cast<int64_t>(out.size());
     if (first < 0 || first + count > flat.numel())
-      return invalid_argument(fmt::format("parameter {}: elements [{}, {}) are past its {}", name, first, first + count,
-                                          flat.numel()));
+      return invalid_argument(
+          fmt::format("parameter {}: elements [{}, {}) are past its {}", name, first, first + count, flat.numel()));
     at::from_blob(out.data(), {count}, at::kFloat).copy_(flat.narrow(0, first, count));
     return {};
   }
@@ -90,11 +90,12 @@ class SafetensorsParamSource final : public ParamSource {
     if (::fstat(fd, &st) != 0) return errno_status(errno, path + ": fstat");
     const auto file_bytes = static_cast<uint64_t>(st.st_size);
     uint64_t header_bytes = 0;
-    if (file_bytes < 8) return corrupt(fmt::format("{}: {} bytes is too short for a safetensors file", path, file_bytes));
+    if (file_bytes < 8)
+      return corrupt(fmt::format("{}: {} bytes is too short for a safetensors file", path, file_bytes));
     TZ_RETURN_IF_ERROR(pread_all(fd, &header_bytes, 8, 0, path));  // little endian, as the host
     if (header_bytes > checkpoint::kMaxSafetensorsHeaderBytes || header_bytes > file_bytes - 8)
-      return corrupt(fmt::format("{}: header length {} does not fit the file of {} bytes", path, header_bytes,
-                                 file_bytes));
+      return corrupt(
+          fmt::format("{}: header length {} does not fit the file of {} bytes", path, header_bytes, file_bytes));
     std::string json(header_bytes, '\0');
     TZ_RETURN_IF_ERROR(pread_all(fd, json.data(), header_bytes, 8, path));
     TZ_ASSIGN_OR_RETURN(checkpoint::SafetensorsHeader header,
@@ -129,8 +130,8 @@ class SafetensorsParamSource final : public ParamSource {
     for (int64_t d : t.shape) numel *= d;
     const auto count = static_cast<int64_t>(out.size());
     if (first < 0 || first + count > numel)
-      return invalid_argument(fmt::format("{}: tensor {}: elements [{}, {}) are past its {}", path, name, first,
-                                          first + count, numel));
+      return invalid_argument(
+          fmt::format("{}: tensor {}: elements [{}, {}) are past its {}", path, name, first, first + count, numel));
     const uint64_t element = c10::elementSize(t.dtype);
     const uint64_t offset = t.offset + static_cast<uint64_t>(first) * element;
     const int fd = files_[t.file].get();
@@ -139,8 +140,8 @@ class SafetensorsParamSource final : public ParamSource {
     buffer_.resize(static_cast<size_t>(std::min(count, piece) * static_cast<int64_t>(element)));
     for (int64_t done = 0; done < count; done += piece) {
       const int64_t n = std::min(piece, count - done);
-      TZ_RETURN_IF_ERROR(pread_all(fd, buffer_.data(), n * element, offset + done * element, path)
-                             .with_context("tensor " + name));
+      TZ_RETURN_IF_ERROR(
+          pread_all(fd, buffer_.data(), n * element, offset + done * element, path).with_context("tensor " + name));
       at::from_blob(out.data() + done, {n}, at::kFloat).copy_(at::from_blob(buffer_.data(), {n}, t.dtype));
     }
     return {};
@@ -197,16 +198,18 @@ Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& 
       TZ_RETURN_IF_ERROR(source->add_file(model_dir + "/" + file).with_context("shard listed in " + index_path));
     for (const std::string& name : names)
       if (!source->has(name))
-        return corrupt(fmt::format("{}: tensor {} is listed in weight_map but absent from its shard", index_path, name));
+        return corrupt(
+            fmt::format("{}: tensor {} is listed in weight_map but absent from its shard", index_path, name));
     return std::unique_ptr<ParamSource>(std::move(source));
   }
   if (file_exists(single_path)) {
     TZ_RETURN_IF_ERROR(source->add_file(single_path));
     return std::unique_ptr<ParamSource>(std::move(source));
   }
-  return not_found(fmt::format("{}: neither model.safetensors nor model.safetensors.index.json exists; pass a "
-                               "Hugging Face model directory saved with safe_serialization=True",
-                               model_dir));
+  return not_found(
+      fmt::format("{}: neither model.safetensors nor model.safetensors.index.json exists; pass a "
+                  "Hugging Face model directory saved with safe_serialization=True",
+                  model_dir));
 }
 
 Status check_params(const FunctionalModel& model, const ParamSource& source) {

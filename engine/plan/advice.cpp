@@ -30,7 +30,8 @@ std::string largest_items(const Plan& plan, const std::string& check) {
   std::sort(items.begin(), items.end(), [](const MemoryItem* a, const MemoryItem* b) { return a->bytes > b->bytes; });
   std::string text;
   for (size_t i = 0; i < std::min<size_t>(3, items.size()); ++i)
-    text += (i ? ", " : "") + items[i]->what + " " + format_bytes(items[i]->bytes) + " (" + phase_name(items[i]->phase) + ")";
+    text += (i ? ", " : "") + items[i]->what + " " + format_bytes(items[i]->bytes) + " (" +
+            phase_name(items[i]->phase) + ")";
   return text;
 }
 
@@ -47,10 +48,11 @@ std::vector<Fix> gpu_fixes(const DsConfig& config) {
   std::vector<Fix> fixes;
   if (z.offload_optimizer.device == OffloadDevice::kNone) {
     if (z.stage == 0) {
-      fixes.push_back({"zero_optimization.stage 2 with offload_optimizer.device \"cpu\"", [](DsConfig& c, PlanOptions&) {
-                         c.zero.stage = 2;
-                         c.zero.offload_optimizer.device = OffloadDevice::kCpu;
-                       }});
+      fixes.push_back(
+          {"zero_optimization.stage 2 with offload_optimizer.device \"cpu\"", [](DsConfig& c, PlanOptions&) {
+             c.zero.stage = 2;
+             c.zero.offload_optimizer.device = OffloadDevice::kCpu;
+           }});
     } else {
       fixes.push_back({"zero_optimization.offload_optimizer.device \"cpu\"",
                        [](DsConfig& c, PlanOptions&) { c.zero.offload_optimizer.device = OffloadDevice::kCpu; }});
@@ -84,12 +86,13 @@ std::vector<Fix> host_fixes(const DsConfig& config, const PlanOptions& options, 
   const ZeroConfig& z = config.zero;
   std::vector<Fix> fixes;
   if (z.offload_optimizer.device == OffloadDevice::kCpu)
-    fixes.push_back({"zero_optimization.offload_optimizer.device \"nvme\" (with nvme_path) and sub_group_size 1e8 "
-                     "(its swap buffers hold buffer_count sub-groups)",
-                     [](DsConfig& c, PlanOptions&) {
-                       c.zero.offload_optimizer.device = OffloadDevice::kNvme;
-                       c.zero.sub_group_size = std::min<uint64_t>(c.zero.sub_group_size, 100'000'000);
-                     }});
+    fixes.push_back(
+        {"zero_optimization.offload_optimizer.device \"nvme\" (with nvme_path) and sub_group_size 1e8 "
+         "(its swap buffers hold buffer_count sub-groups)",
+         [](DsConfig& c, PlanOptions&) {
+           c.zero.offload_optimizer.device = OffloadDevice::kNvme;
+           c.zero.sub_group_size = std::min<uint64_t>(c.zero.sub_group_size, 100'000'000);
+         }});
   if (z.stage == 3 && z.offload_param.device == OffloadDevice::kCpu) {
     fixes.push_back({"zero_optimization.offload_param.device \"nvme\" (with nvme_path)",
                      [](DsConfig& c, PlanOptions&) { c.zero.offload_param.device = OffloadDevice::kNvme; }});
@@ -98,7 +101,8 @@ std::vector<Fix> host_fixes(const DsConfig& config, const PlanOptions& options, 
                        [](DsConfig& c, PlanOptions&) { c.zero.offload_param.pin_memory = false; }});
   }
   if (z.offload_optimizer.device != OffloadDevice::kNone && !options.bf16_optimizer_state)
-    fixes.push_back({"tierzero.optimizer_state_dtype \"bf16\"", [](DsConfig&, PlanOptions& o) { o.bf16_optimizer_state = true; }});
+    fixes.push_back(
+        {"tierzero.optimizer_state_dtype \"bf16\"", [](DsConfig&, PlanOptions& o) { o.bf16_optimizer_state = true; }});
   if (z.offload_optimizer.device != OffloadDevice::kNone && z.reduce_bucket_size > 50'000'000)
     fixes.push_back({"zero_optimization.reduce_bucket_size 5e7",
                      [](DsConfig& c, PlanOptions&) { c.zero.reduce_bucket_size = 50'000'000; }});
@@ -130,9 +134,9 @@ std::string smaller_micro_batch(const ModelDims& model, const DsConfig& config, 
     if (!p.ok()) return "";
     const TierCheck& after = check_named(*p, check);
     if (!after.over() || m == 1)
-      return "\n  - lower train_micro_batch_size_per_gpu to " + std::to_string(m) +
-             " (gradient_accumulation_steps " + std::to_string(changed.batch.gradient_accumulation_steps) +
-             " keeps the batch): " + check + " " + format_bytes(after.peak_bytes) + (after.over() ? ", still over" : ", fits");
+      return "\n  - lower train_micro_batch_size_per_gpu to " + std::to_string(m) + " (gradient_accumulation_steps " +
+             std::to_string(changed.batch.gradient_accumulation_steps) + " keeps the batch): " + check + " " +
+             format_bytes(after.peak_bytes) + (after.over() ? ", still over" : ", fits");
   }
   return "";
 }
@@ -144,11 +148,12 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
   std::vector<std::string> problems;
   for (const TierCheck& check : plan.checks) {
     if (!check.over()) continue;
-    std::string line = check.name + " needs " + format_bytes(check.peak_bytes) + " > " + check.budget_source + " " +
-                       format_bytes(check.budget_bytes) +
-                       (check.name == "host" || check.name == "nvme" ? " (" + std::to_string(plan.world_size) + " rank(s))"
-                                                                     : " (per rank)") +
-                       "; largest: " + largest_items(plan, check.name) + ". Change:";
+    std::string line =
+        check.name + " needs " + format_bytes(check.peak_bytes) + " > " + check.budget_source + " " +
+        format_bytes(check.budget_bytes) +
+        (check.name == "host" || check.name == "nvme" ? " (" + std::to_string(plan.world_size) + " rank(s))"
+                                                      : " (per rank)") +
+        "; largest: " + largest_items(plan, check.name) + ". Change:";
     const size_t bare = line.size();
     std::vector<Fix> fixes;
     if (check.name.rfind("gpu", 0) == 0) {
@@ -157,12 +162,14 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
     } else if (check.name == "pinned" || check.name == "host") {
       fixes = host_fixes(config, options, check.name == "pinned");
     } else if (check.name == "nvme" && !options.bf16_optimizer_state) {
-      fixes.push_back({"tierzero.optimizer_state_dtype \"bf16\"", [](DsConfig&, PlanOptions& o) { o.bf16_optimizer_state = true; }});
+      fixes.push_back({"tierzero.optimizer_state_dtype \"bf16\"",
+                       [](DsConfig&, PlanOptions& o) { o.bf16_optimizer_state = true; }});
     }
     for (const Fix& fix : fixes) line += tried(model, config, machine, options, check.name, check.peak_bytes, fix);
     if (check.name == "host" && largest_items(plan, "host").find("start-up") != std::string::npos)
       line += "\n  - note: at start-up the trainer holds the fp32 weights whole on the host (4 B/param per rank)";
-    if (check.name == "nvme") line += "\n  - add NVMe devices: more --nvme paths (a nvme_path list stripes across them)";
+    if (check.name == "nvme")
+      line += "\n  - add NVMe devices: more --nvme paths (a nvme_path list stripes across them)";
     if (line.size() == bare) line += " no single key brings it under; use more GPUs (--gpus) or a smaller model";
     problems.push_back(line);
   }

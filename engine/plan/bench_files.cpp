@@ -80,11 +80,13 @@ Status apply_tiers(const json& rows, const std::string& path, Machine& m) {
 
 Status apply_bench_file(const std::string& path, Machine& machine) {
   std::ifstream in(path);
-  if (!in) return not_found(path + ": cannot open the bench JSON file (write one with `tierzero bench ... --json FILE`)");
+  if (!in)
+    return not_found(path + ": cannot open the bench JSON file (write one with `tierzero bench ... --json FILE`)");
   std::stringstream text;
   text << in.rdbuf();
   const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalid_argument(path + ": not JSON; expected a `tierzero bench --json` file");
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument(path + ": not JSON; expected a `tierzero bench --json` file");
   const std::string title = j.contains("title") && j["title"].is_string() ? j["title"].get<std::string>() : "";
   const json rows = j.contains("rows") && j["rows"].is_array() ? j["rows"] : json::array();
   const json params = j.contains("params") && j["params"].is_object() ? j["params"] : json::object();

@@ -51,8 +51,8 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
     out.elements(Tier::kGpu, "parameters (compute copy, whole model)", Phase::kResident, e, s.padded);
     return;
   }
-  const Tier shard_tier = s.params_offloaded() ? (zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable)
-                                               : Tier::kGpu;
+  const Tier shard_tier =
+      s.params_offloaded() ? (zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable) : Tier::kGpu;
   if (s.params_nvme) {
     out.elements(Tier::kNvme, "parameter shard", Phase::kResident, e, s.partition);
     const double cached = std::min<double>(zero.offload_param.max_in_cpu, s.partition);
@@ -91,7 +91,8 @@ void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
 }
 
 void optimizer(Items& out, const RunShape& s, const ZeroConfig& zero) {
-  const std::string state = s.state_bytes == 12 ? "optimizer state (fp32 master, m, v)" : "optimizer state (fp32 master, bf16 m, v)";
+  const std::string state =
+      s.state_bytes == 12 ? "optimizer state (fp32 master, m, v)" : "optimizer state (fp32 master, bf16 m, v)";
   if (!s.optimizer_offloaded()) {
     out.elements(Tier::kGpu, state, Phase::kResident, 12, s.partition);
     out.elements(Tier::kGpu, "optimizer step temporaries (fp32 gradient)", Phase::kStep, 4, s.partition);
@@ -123,7 +124,8 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
   std::snprintf(formula, sizeof formula, "max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
                 count_text(layer_bytes_per_token(m, e)).c_str(), static_cast<long long>(s.micro * s.seq),
                 static_cast<long long>(m.vocab_size), count_text(tokens).c_str());
-  out.add(Tier::kGpu, logits >= layer ? "activations: LM head recomputed (logits, loss)" : "activations: one layer recomputed",
+  out.add(Tier::kGpu,
+          logits >= layer ? "activations: LM head recomputed (logits, loss)" : "activations: one layer recomputed",
           Phase::kBackward, std::max(layer, logits), formula);
 }
 

@@ -47,7 +47,8 @@ Result<ModelDims> parse_model_dims(std::string_view json_text, const std::string
                             " must be a multiple of num_key_value_heads " + std::to_string(m.num_key_value_heads) +
                             " and give a head_dim > 0");
   m.tie_word_embeddings = flag(j, "tie_word_embeddings");
-  const std::string model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  const std::string model_type =
+      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
   m.qkv_bias = model_type == "qwen2" || (model_type == "llama" && flag(j, "attention_bias"));
   m.o_proj_bias = model_type == "llama" && flag(j, "attention_bias");
   m.mlp_bias = model_type == "llama" && flag(j, "mlp_bias");

@@ -19,7 +19,8 @@ std::vector<TierCheck> checks(const std::vector<MemoryItem>& items, const DsConf
   const uint64_t host = peak_bytes(items, {Tier::kPinned, Tier::kPageable});
   auto source = [](uint64_t budget, const char* name) { return budget > 0 ? std::string(name) : std::string(); };
   return {
-      {"gpu", peak_bytes(items, {Tier::kGpu}), machine.gpu_memory_bytes, source(machine.gpu_memory_bytes, "--gpu-memory")},
+      {"gpu", peak_bytes(items, {Tier::kGpu}), machine.gpu_memory_bytes,
+       source(machine.gpu_memory_bytes, "--gpu-memory")},
       {"gpu allocated", gpu_allocated, config.tierzero.gpu_memory_limit,
        source(config.tierzero.gpu_memory_limit, "tierzero.gpu_memory_limit")},
       {"pinned", peak_bytes(items, {Tier::kPinned}), config.tierzero.pinned_memory_limit,
@@ -36,20 +37,24 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
   std::vector<std::string> out;
   std::string defaults;
   const std::pair<const char*, const MachineFigure*> figures[] = {
-      {"gpu tflops", &machine.gpu_tflops}, {"pcie h2d", &machine.h2d_gbps},       {"pcie d2h", &machine.d2h_gbps},
-      {"nvme read", &machine.nvme_read_gbps}, {"nvme write", &machine.nvme_write_gbps}, {"cpu adam", &machine.adam_gparams}};
+      {"gpu tflops", &machine.gpu_tflops},      {"pcie h2d", &machine.h2d_gbps},
+      {"pcie d2h", &machine.d2h_gbps},          {"nvme read", &machine.nvme_read_gbps},
+      {"nvme write", &machine.nvme_write_gbps}, {"cpu adam", &machine.adam_gparams}};
   for (const auto& [name, figure] : figures)
     if (figure->source.rfind("default", 0) == 0) defaults += (defaults.empty() ? "" : ", ") + std::string(name);
   if (!defaults.empty())
     out.push_back("not measured here, DESIGN.md's GPU box assumed: " + defaults +
                   " (pass tierzero bench pcie|io|adam|tiers --json files with --bench-json)");
   if (s.optimizer_nvme || s.params_nvme)
-    out.push_back("NVMe offload is planned as DeepSpeed's keys describe it; `tierzero train` does not run it yet (issue 13)");
+    out.push_back(
+        "NVMe offload is planned as DeepSpeed's keys describe it; `tierzero train` does not run it yet (issue 13)");
   if (s.world > 1) out.push_back("collectives between the ranks (NVLink / network) are not in the time terms");
-  if (!s.optimizer_offloaded()) out.push_back("the optimizer step on the GPU is not in the time terms (HBM-bound, small)");
+  if (!s.optimizer_offloaded())
+    out.push_back("the optimizer step on the GPU is not in the time terms (HBM-bound, small)");
   if (config.zero.stage == 3)
-    out.push_back("stage 3 keeps released parameters whole within stage3_max_reuse_distance: modelled as half "
-                  "that distance of the units around the turn from forward to backward");
+    out.push_back(
+        "stage 3 keeps released parameters whole within stage3_max_reuse_distance: modelled as half "
+        "that distance of the units around the turn from forward to backward");
   return out;
 }
 
@@ -62,9 +67,12 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   p.parameters = s.parameters;
   p.stage = config.zero.stage;
   p.world_size = s.world;
-  p.precision = config.precision() == Precision::kBf16 ? "bf16" : config.precision() == Precision::kFp16 ? "fp16" : "fp32";
+  p.precision = config.precision() == Precision::kBf16   ? "bf16"
+                : config.precision() == Precision::kFp16 ? "fp16"
+                                                         : "fp32";
   p.optimizer_device = offload_device_name(config.zero.offload_optimizer.device);
-  p.param_device = offload_device_name(config.zero.stage == 3 ? config.zero.offload_param.device : OffloadDevice::kNone);
+  p.param_device =
+      offload_device_name(config.zero.stage == 3 ? config.zero.offload_param.device : OffloadDevice::kNone);
   p.optimizer_state = options.bf16_optimizer_state ? "bf16" : "fp32";
   p.micro_batch = s.micro;
   p.seq_len = s.seq;

@@ -75,18 +75,18 @@ struct MachineFigure {
 
 // What the machine offers. Budgets of 0 are not checked.
 struct Machine {
-  uint64_t gpu_memory_bytes = 0;   // --gpu-memory: a GPU's memory (the CUDA context included)
-  uint64_t host_memory_bytes = 0;  // --host-memory: pinned + pageable
-  uint64_t nvme_bytes = 0;         // free bytes on the NVMe paths
-  std::string gpu_name;            // e.g. "NVIDIA H200" (from bench pcie, or --gpu)
-  MachineFigure gpu_tflops;        // dense 16-bit matmul TFLOPS
-  double compute_efficiency = 0.5; // fraction of gpu_tflops a training step sustains (uncalibrated;
-                                   // benchmarks/estimate_vs_measured.sh prints the measured one)
-  MachineFigure h2d_gbps;          // pinned host -> GPU, GB/s (1e9 B/s)
-  MachineFigure d2h_gbps;          // GPU -> pinned host
+  uint64_t gpu_memory_bytes = 0;    // --gpu-memory: a GPU's memory (the CUDA context included)
+  uint64_t host_memory_bytes = 0;   // --host-memory: pinned + pageable
+  uint64_t nvme_bytes = 0;          // free bytes on the NVMe paths
+  std::string gpu_name;             // e.g. "NVIDIA H200" (from bench pcie, or --gpu)
+  MachineFigure gpu_tflops;         // dense 16-bit matmul TFLOPS
+  double compute_efficiency = 0.5;  // fraction of gpu_tflops a training step sustains (uncalibrated;
+                                    // benchmarks/estimate_vs_measured.sh prints the measured one)
+  MachineFigure h2d_gbps;           // pinned host -> GPU, GB/s (1e9 B/s)
+  MachineFigure d2h_gbps;           // GPU -> pinned host
   MachineFigure nvme_read_gbps;
   MachineFigure nvme_write_gbps;
-  MachineFigure adam_gparams;      // CPU Adam, 1e9 parameters per second
+  MachineFigure adam_gparams;  // CPU Adam, 1e9 parameters per second
 };
 
 // The figures of DESIGN.md's GPU box (H200 790 TFLOPS, pinned PCIe Gen5 45 / 50 GB/s, virtio disk
@@ -148,15 +148,15 @@ struct Plan {
   std::string precision;         // "bf16", "fp16", "fp32"
   std::string optimizer_device;  // "none", "cpu", "nvme"
   std::string param_device;
-  std::string optimizer_state;   // "fp32" or "bf16" (m, v)
+  std::string optimizer_state;  // "fp32" or "bf16" (m, v)
   int64_t micro_batch = 0;
   int64_t seq_len = 0;
   int64_t gradient_accumulation_steps = 0;
   int64_t tokens_per_step = 0;  // per rank
 
   std::vector<MemoryItem> items;
-  std::vector<TierCheck> checks;  // gpu (with the CUDA context), gpu allocated, pinned, pageable,
-                                  // host (pinned + pageable, all ranks), nvme (all ranks)
+  std::vector<TierCheck> checks;          // gpu (with the CUDA context), gpu allocated, pinned, pageable,
+                                          // host (pinned + pageable, all ranks), nvme (all ranks)
   uint64_t gpu_allocated_peak_bytes = 0;  // the GPU peak without the CUDA context: what CUDA's
                                           // peak-allocated counter (and `train`'s gpu-peak) shows
 
@@ -173,7 +173,7 @@ struct Plan {
 
 // What a plan needs beyond the config and the machine.
 struct PlanOptions {
-  int64_t seq_len = 0;            // tokens per sample; 0: the config's tierzero.data.seq_len
+  int64_t seq_len = 0;                // tokens per sample; 0: the config's tierzero.data.seq_len
   bool bf16_optimizer_state = false;  // m and v in bf16 (tierzero.optimizer_state_dtype "bf16")
 };
 

@@ -32,16 +32,21 @@ std::string format_plan(const Plan& p, const std::vector<std::string>& header) {
   for (const TierCheck& c : p.checks)
     out += line("%-14s %12s %12s  %-5s %s", c.name.c_str(), format_bytes(c.peak_bytes).c_str(),
                 c.budget_bytes ? format_bytes(c.budget_bytes).c_str() : "-",
-                c.budget_bytes == 0 ? "-" : c.over() ? "OVER" : "OK", c.budget_source.c_str());
+                c.budget_bytes == 0 ? "-"
+                : c.over()          ? "OVER"
+                                    : "OK",
+                c.budget_source.c_str());
   out += "#\n" + line("%-12s %10s  %s", "time term", "seconds", "detail");
   for (const TimeTerm& t : p.time_terms) out += line("%-12s %10.3f  %s", t.what.c_str(), t.seconds, t.detail.c_str());
   out += "#\n";
   for (const std::string& n : p.notes) out += "# note: " + n + "\n";
-  out += line("# gpu peak allocated (what train's gpu-peak shows): %s", format_bytes(p.gpu_allocated_peak_bytes).c_str());
-  out += line("# predicted step: %.3f s (bottleneck: %s; overlap model: every resource busy at once, the step the "
-              "slowest; no overlap: %.3f s), %.0f tokens/s per rank",
-              p.step_seconds, p.bottleneck.c_str(), p.serial_step_seconds,
-              p.step_seconds > 0 ? double(p.tokens_per_step) / p.step_seconds : 0.0);
+  out +=
+      line("# gpu peak allocated (what train's gpu-peak shows): %s", format_bytes(p.gpu_allocated_peak_bytes).c_str());
+  out += line(
+      "# predicted step: %.3f s (bottleneck: %s; overlap model: every resource busy at once, the step the "
+      "slowest; no overlap: %.3f s), %.0f tokens/s per rank",
+      p.step_seconds, p.bottleneck.c_str(), p.serial_step_seconds,
+      p.step_seconds > 0 ? double(p.tokens_per_step) / p.step_seconds : 0.0);
   for (const std::string& problem : p.problems) out += "# OVER: " + problem + "\n";
   out += p.feasible() ? "# Result: OK (fits every budget given)\n" : "# Result: FAIL (a budget cannot be met)\n";
   return out;

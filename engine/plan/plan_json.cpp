@@ -29,19 +29,40 @@ Status field(const json& j, const char* key, T& out, const std::string& where) {
 json plan_to_json(const Plan& p) {
   json items = json::array(), checks = json::array(), terms = json::array();
   for (const MemoryItem& i : p.items)
-    items.push_back({{"tier", tier_name(i.tier)}, {"what", i.what}, {"phase", phase_name(i.phase)}, {"bytes", i.bytes},
+    items.push_back({{"tier", tier_name(i.tier)},
+                     {"what", i.what},
+                     {"phase", phase_name(i.phase)},
+                     {"bytes", i.bytes},
                      {"formula", i.formula}});
   for (const TierCheck& c : p.checks)
-    checks.push_back({{"name", c.name}, {"peak_bytes", c.peak_bytes}, {"budget_bytes", c.budget_bytes},
-                      {"budget_source", c.budget_source}, {"over", c.over()}});
-  for (const TimeTerm& t : p.time_terms) terms.push_back({{"what", t.what}, {"seconds", t.seconds}, {"detail", t.detail}});
-  return {{"parameters", p.parameters}, {"stage", p.stage}, {"world_size", p.world_size}, {"precision", p.precision},
-          {"optimizer_device", p.optimizer_device}, {"param_device", p.param_device},
-          {"optimizer_state", p.optimizer_state}, {"micro_batch", p.micro_batch}, {"seq_len", p.seq_len},
-          {"gradient_accumulation_steps", p.gradient_accumulation_steps}, {"tokens_per_step", p.tokens_per_step},
-          {"items", items}, {"checks", checks}, {"gpu_allocated_peak_bytes", p.gpu_allocated_peak_bytes},
-          {"time_terms", terms}, {"step_seconds", p.step_seconds}, {"serial_step_seconds", p.serial_step_seconds},
-          {"bottleneck", p.bottleneck}, {"problems", p.problems}, {"notes", p.notes}, {"feasible", p.feasible()}};
+    checks.push_back({{"name", c.name},
+                      {"peak_bytes", c.peak_bytes},
+                      {"budget_bytes", c.budget_bytes},
+                      {"budget_source", c.budget_source},
+                      {"over", c.over()}});
+  for (const TimeTerm& t : p.time_terms)
+    terms.push_back({{"what", t.what}, {"seconds", t.seconds}, {"detail", t.detail}});
+  return {{"parameters", p.parameters},
+          {"stage", p.stage},
+          {"world_size", p.world_size},
+          {"precision", p.precision},
+          {"optimizer_device", p.optimizer_device},
+          {"param_device", p.param_device},
+          {"optimizer_state", p.optimizer_state},
+          {"micro_batch", p.micro_batch},
+          {"seq_len", p.seq_len},
+          {"gradient_accumulation_steps", p.gradient_accumulation_steps},
+          {"tokens_per_step", p.tokens_per_step},
+          {"items", items},
+          {"checks", checks},
+          {"gpu_allocated_peak_bytes", p.gpu_allocated_peak_bytes},
+          {"time_terms", terms},
+          {"step_seconds", p.step_seconds},
+          {"serial_step_seconds", p.serial_step_seconds},
+          {"bottleneck", p.bottleneck},
+          {"problems", p.problems},
+          {"notes", p.notes},
+          {"feasible", p.feasible()}};
 }
 
 Result<Plan> plan_from_json(const json& j) {

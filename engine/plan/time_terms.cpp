@@ -24,7 +24,8 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   const double flops = tokens * flops_per_token(model, s.seq);
   const double rate = machine.gpu_tflops.value * 1e12 * machine.compute_efficiency;
   char detail[200];
-  std::snprintf(detail, sizeof detail, "%s tokens x %s FLOP/token (8 x matmul params + attention) / (%.0f TFLOPS x %.2f)",
+  std::snprintf(detail, sizeof detail,
+                "%s tokens x %s FLOP/token (8 x matmul params + attention) / (%.0f TFLOPS x %.2f)",
                 count_text(tokens).c_str(), count_text(flops_per_token(model, s.seq)).c_str(), machine.gpu_tflops.value,
                 machine.compute_efficiency);
   terms.push_back({"gpu compute", seconds(flops, rate), detail});
@@ -40,7 +41,8 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   terms.push_back({"pcie d2h", seconds(d2h, machine.d2h_gbps.value * 1e9), bytes_over(d2h, machine.d2h_gbps, "GB/s")});
 
   const double adam = s.optimizer_offloaded() ? p : 0.0;
-  std::snprintf(detail, sizeof detail, "%s params / %.2f Gparam/s", count_text(adam).c_str(), machine.adam_gparams.value);
+  std::snprintf(detail, sizeof detail, "%s params / %.2f Gparam/s", count_text(adam).c_str(),
+                machine.adam_gparams.value);
   terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
 
   // NVMe: the optimizer state read and written once per step; offloaded parameters read for every
@@ -52,9 +54,9 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   }
   std::snprintf(detail, sizeof detail, "read %s / %.2f GB/s + write %s / %.2f GB/s", count_text(read).c_str(),
                 machine.nvme_read_gbps.value, count_text(write).c_str(), machine.nvme_write_gbps.value);
-  terms.push_back({"nvme", seconds(read, machine.nvme_read_gbps.value * 1e9) +
-                               seconds(write, machine.nvme_write_gbps.value * 1e9),
-                   detail});
+  terms.push_back(
+      {"nvme", seconds(read, machine.nvme_read_gbps.value * 1e9) + seconds(write, machine.nvme_write_gbps.value * 1e9),
+       detail});
   return terms;
 }
 

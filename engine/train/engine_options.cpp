@@ -5,9 +5,10 @@ namespace {
 
 Status refuse_what_the_engine_cannot_do(const ZeroConfig& zero) {
   if (zero.offload_param.device == OffloadDevice::kNvme)
-    return unsupported("zero_optimization.offload_param.device=\"nvme\" is not supported yet: parameters on NVMe are "
-                       "not built (optimizer state on NVMe is: offload_optimizer.device \"nvme\"); use offload_param "
-                       "\"cpu\" or \"none\"");
+    return unsupported(
+        "zero_optimization.offload_param.device=\"nvme\" is not supported yet: parameters on NVMe are "
+        "not built (optimizer state on NVMe is: offload_optimizer.device \"nvme\"); use offload_param "
+        "\"cpu\" or \"none\"");
   if (zero.offload_optimizer.device != OffloadDevice::kNone && zero.offload_optimizer.ratio < 1.0)
     return unsupported("zero_optimization.offload_optimizer.ratio=" + std::to_string(zero.offload_optimizer.ratio) +
                        " (partial optimizer offload) is not supported: set it to 1 (all of the optimizer on the "

@@ -47,7 +47,8 @@ std::span<const std::byte> bytes_of(const at::Tensor& t) {
 }  // namespace
 
 Status agree_across_ranks(Comm& comm, const Status& status, const std::string& what) {
-  at::Tensor failed = at::full({1}, status.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
+  at::Tensor failed =
+      at::full({1}, status.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
   comm.all_reduce_sum(failed).wait();
   if (!status.ok()) return status;
   if (failed.item<float>() > 0) return internal_error(what + " failed on another rank; see its log");
@@ -90,16 +91,17 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
   const checkpoint::CheckpointManifest& manifest = reader->manifest();
   const int stage = engine.options().partition.stage;
   if (manifest.zero_stage != stage)
-    return invalid_argument(reader->path() + " was saved with zero_optimization.stage=" +
-                            std::to_string(manifest.zero_stage) + "; resume with that stage (this run uses " +
-                            std::to_string(stage) + ")");
+    return invalid_argument(reader->path() +
+                            " was saved with zero_optimization.stage=" + std::to_string(manifest.zero_stage) +
+                            "; resume with that stage (this run uses " + std::to_string(stage) + ")");
   bool same_params = manifest.groups.size() == 1 && manifest.groups[0].params.size() == params.size() &&
                      manifest.groups[0].states.size() == 3;
   for (size_t i = 0; same_params && i < params.size(); ++i)
-    same_params = manifest.groups[0].params[i].name == params[i].name &&
-                  manifest.groups[0].params[i].shape == params[i].shape;
+    same_params =
+        manifest.groups[0].params[i].name == params[i].name && manifest.groups[0].params[i].shape == params[i].shape;
   if (!same_params)
-    return invalid_argument(reader->path() + " holds other parameters than this model (names, shapes or order "
+    return invalid_argument(reader->path() +
+                            " holds other parameters than this model (names, shapes or order "
                             "differ); resume with the model it was saved from");
 
   AdamPartitionState& state = engine.optimizer().state();

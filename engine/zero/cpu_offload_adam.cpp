@@ -38,19 +38,19 @@ class CpuOffloadAdam final : public PartitionOptimizer {
     // 16-bit weights in host memory (ZeRO-3 offloaded parameters, or a CPU run): the kernel writes
     // them in place; on a device: into params16, copied over after each sub-group.
     const bool in_place = sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
-    if (sixteen_bit && !in_place && (setup_.params16.scalar_type() != compute_dtype ||
-                                     setup_.params16.numel() != state_.master.numel()))
+    if (sixteen_bit && !in_place &&
+        (setup_.params16.scalar_type() != compute_dtype || setup_.params16.numel() != state_.master.numel()))
       throw Error(internal_error("cpu optimizer: no 16-bit staging buffer for a device compute partition"));
     const at::Tensor& out16 = in_place ? compute_partition : setup_.params16;
 
-    const cpu_adam::AdamHyperParams hp{.lr = lr,
-                                       .beta1 = setup_.config.beta1,
-                                       .beta2 = setup_.config.beta2,
-                                       .eps = setup_.config.eps,
-                                       .weight_decay = setup_.config.weight_decay,
-                                       .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW
-                                                                                    : cpu_adam::AdamMode::kAdam,
-                                       .bias_correction = setup_.config.bias_correction};
+    const cpu_adam::AdamHyperParams hp{
+        .lr = lr,
+        .beta1 = setup_.config.beta1,
+        .beta2 = setup_.config.beta2,
+        .eps = setup_.config.eps,
+        .weight_decay = setup_.config.weight_decay,
+        .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW : cpu_adam::AdamMode::kAdam,
+        .bias_correction = setup_.config.bias_correction};
     const int64_t numel = state_.master.numel();
     for (int64_t begin = 0; begin < numel; begin += setup_.sub_group_numel) {
       const int64_t count = std::min(setup_.sub_group_numel, numel - begin);

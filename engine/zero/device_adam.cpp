@@ -11,16 +11,15 @@ class DeviceAdam final : public PartitionOptimizer {
  public:
   DeviceAdam(at::Tensor master, const AdamConfig& config) : config_(config) {
     if (!config.bias_correction)
-      throw Error(unsupported("optimizer.params.bias_correction=false needs the CPU optimizer: set "
-                              "zero_optimization.offload_optimizer.device to \"cpu\""));
+      throw Error(
+          unsupported("optimizer.params.bias_correction=false needs the CPU optimizer: set "
+                      "zero_optimization.offload_optimizer.device to \"cpu\""));
     state_.master = master.to(at::kFloat).contiguous();
     state_.exp_avg = at::zeros_like(state_.master);
     state_.exp_avg_sq = at::zeros_like(state_.master);
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override {
-    return grad.to(at::kDouble).pow(2).sum().item<double>();
-  }
+  double grad_sq_norm(const at::Tensor& grad) override { return grad.to(at::kDouble).pow(2).sum().item<double>(); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
     at::Tensor g = grad.to(state_.master.device(), at::kFloat);
@@ -32,8 +31,8 @@ class DeviceAdam final : public PartitionOptimizer {
                         config_.beta1, config_.beta2, config_.weight_decay, config_.eps, /*amsgrad=*/false,
                         /*maximize=*/false);
     } else {
-      at::_fused_adam_({state_.master}, {g}, {state_.exp_avg}, {state_.exp_avg_sq}, {}, {step_count}, lr,
-                       config_.beta1, config_.beta2, config_.weight_decay, config_.eps, /*amsgrad=*/false,
+      at::_fused_adam_({state_.master}, {g}, {state_.exp_avg}, {state_.exp_avg_sq}, {}, {step_count}, lr, config_.beta1,
+                       config_.beta2, config_.weight_decay, config_.eps, /*amsgrad=*/false,
                        /*maximize=*/false);
     }
     compute_partition.copy_(state_.master);

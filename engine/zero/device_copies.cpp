@@ -42,7 +42,8 @@ class HostCopies final : public DeviceCopies {
   std::unique_ptr<CopyDone> copy(void* dst, const void* src, size_t bytes) const {
     const auto start = std::chrono::steady_clock::now();
     std::memcpy(dst, src, bytes);
-    const double seconds = timing_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
+    const double seconds =
+        timing_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
     return std::make_unique<HostDone>(seconds);
   }
   bool timing_;
@@ -52,8 +53,8 @@ class HostCopies final : public DeviceCopies {
 
 void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
-    throw Error(internal_error(std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-                               cudaGetErrorString(err) + ")"));
+    throw Error(
+        internal_error(std::string(what) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")"));
 }
 
 class CudaDone final : public CopyDone {

@@ -20,8 +20,8 @@ FlatPartitioner::FlatPartitioner(const FunctionalModel& model, ParamSource& para
   const ParamNamesAndShapes table = param_names_and_shapes(model);
   layout_ = make_flat_group_layout(table.names, table.shapes, options.stage, comm.world_size());
   unit_params_ = unit_param_indices(model);
-  flat_params_ = at::zeros({layout_.padded_numel},
-                           at::TensorOptions().dtype(options.compute_dtype).device(comm.device()));
+  flat_params_ =
+      at::zeros({layout_.padded_numel}, at::TensorOptions().dtype(options.compute_dtype).device(comm.device()));
   for (const FlatSlot& slot : layout_.slots) {
     at::Tensor flat = flat_params_.narrow(0, slot.offset, slot.numel);
     load_param_range(params, slot.name, 0, flat);
@@ -38,8 +38,8 @@ void FlatPartitioner::make_buckets(const std::vector<std::vector<size_t>>& unit_
   bucket_of_slot_.assign(layout_.slots.size(), 0);
   for (size_t i = layout_.slots.size(); i-- > 0;) {
     const FlatSlot& slot = layout_.slots[i];
-    bool fits = !buckets_.empty() &&
-                buckets_.back().end - slot.offset <= std::max<int64_t>(options_.reduce_bucket_numel, 1);
+    bool fits =
+        !buckets_.empty() && buckets_.back().end - slot.offset <= std::max<int64_t>(options_.reduce_bucket_numel, 1);
     if (!fits) {
       buckets_.emplace_back();
       buckets_.back().end = slot.offset + slot.numel;
@@ -135,9 +135,8 @@ void FlatPartitioner::finish_reduction() {
   for (const Bucket& bucket : buckets_)
     if (bucket.arrivals != 0)
       throw Error(internal_error("rank " + std::to_string(comm_.rank()) + ": gradient bucket [" +
-                                 std::to_string(bucket.begin) + ", " + std::to_string(bucket.end) +
-                                 ") got " + std::to_string(bucket.arrivals) + " of " +
-                                 std::to_string(bucket.expected_arrivals) +
+                                 std::to_string(bucket.begin) + ", " + std::to_string(bucket.end) + ") got " +
+                                 std::to_string(bucket.arrivals) + " of " + std::to_string(bucket.expected_arrivals) +
                                  " gradients: a unit's backward did not run"));
 }
 

@@ -27,7 +27,8 @@ HostGradPipeline::HostGradPipeline(at::Tensor partition, std::vector<at::Tensor>
       overlap_(overlap) {
   if (partition_.scalar_type() != at::kFloat || !partition_.is_cpu() || !partition_.is_contiguous() ||
       staging_.empty() || staging_.front().nbytes() < 8)
-    throw Error(internal_error("HostGradPipeline needs a contiguous fp32 host partition and a staging slot of 8+ bytes"));
+    throw Error(
+        internal_error("HostGradPipeline needs a contiguous fp32 host partition and a staging slot of 8+ bytes"));
   for (size_t i = staging_.size(); i-- > 0;) free_slots_.push_back(i);
   if (overlap_) worker_ = std::thread([this] { work(); });
 }

@@ -37,14 +37,15 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan
     throw Error(out_of_space("rank " + std::to_string(rank) + ": the offloaded step needs " + format_bytes(capacity) +
                              " (" + std::to_string(capacity) + " bytes) of pinned host memory (" + listing +
                              ") but tierzero.pinned_memory_limit is " + format_bytes(limit_bytes) + " (" +
-                             std::to_string(limit_bytes) + " bytes); raise tierzero.pinned_memory_limit, lower "
+                             std::to_string(limit_bytes) +
+                             " bytes); raise tierzero.pinned_memory_limit, lower "
                              "offload_optimizer.buffer_count (staging slots), or use more ranks"));
-  offload::PinnedPoolOptions options{.capacity_bytes = capacity,
-                                     .arena_bytes = 0,
-                                     .device = device.is_cuda() ? offload::DeviceChoice::kAuto
-                                                                : offload::DeviceChoice::kHost,
-                                     .cuda_device = device.is_cuda() ? device.index() : 0,
-                                     .lock_host_memory = false};
+  offload::PinnedPoolOptions options{
+      .capacity_bytes = capacity,
+      .arena_bytes = 0,
+      .device = device.is_cuda() ? offload::DeviceChoice::kAuto : offload::DeviceChoice::kHost,
+      .cuda_device = device.is_cuda() ? device.index() : 0,
+      .lock_host_memory = false};
   std::unique_ptr<HostTier> tier(new HostTier());
   Result<std::unique_ptr<offload::PinnedHostPool>> pool = offload::PinnedHostPool::create(options);
   if (!pool.ok())

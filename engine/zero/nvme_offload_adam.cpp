@@ -95,11 +95,12 @@ class NvmeAdam final : public NvmeOffloadAdam {
       const int64_t begin = k * slot_numel_;
       const int64_t count = count_of(k);
       const cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
-      const cpu_adam::AdamBuffers buffers{.params = {slot.buffer.data_ptr<float>(), static_cast<size_t>(count)},
-                                          .grads = {grads.data, grads.count, grads.type},
-                                          .exp_avg = tensor_elements(slot.buffer, count, count),
-                                          .exp_avg_sq = tensor_elements(slot.buffer, 2 * count, count),
-                                          .params16 = sixteen_bit ? tensor_elements(out16, begin, count) : cpu_adam::Elements{}};
+      const cpu_adam::AdamBuffers buffers{
+          .params = {slot.buffer.data_ptr<float>(), static_cast<size_t>(count)},
+          .grads = {grads.data, grads.count, grads.type},
+          .exp_avg = tensor_elements(slot.buffer, count, count),
+          .exp_avg_sq = tensor_elements(slot.buffer, 2 * count, count),
+          .params16 = sixteen_bit ? tensor_elements(out16, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
       if (!in_place) send_compute_weights(slot, sixteen_bit, begin, count, compute_partition);
       write_behind(k);

@@ -15,8 +15,7 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
 }
 
 FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
-                                       const std::vector<std::vector<int64_t>>& shapes, int stage,
-                                       int world_size) {
+                                       const std::vector<std::vector<int64_t>>& shapes, int stage, int world_size) {
   FlatGroupLayout layout;
   layout.partition_count = stage == 0 ? 1 : world_size;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -24,19 +23,18 @@ FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
     layout.numel += slot.numel;
     layout.slots.push_back(std::move(slot));
   }
-  layout.partition_numel =
-      stage == 0 ? layout.numel
-                 : static_cast<int64_t>(partitioning::flat_partition_numel(static_cast<uint64_t>(layout.numel),
-                                                                        static_cast<uint32_t>(world_size),
-                                                                        partitioning::kDeepSpeedAlignment));
+  layout.partition_numel = stage == 0 ? layout.numel
+                                      : static_cast<int64_t>(partitioning::flat_partition_numel(
+                                            static_cast<uint64_t>(layout.numel), static_cast<uint32_t>(world_size),
+                                            partitioning::kDeepSpeedAlignment));
   layout.padded_numel = layout.partition_numel * layout.partition_count;
   return layout;
 }
 
 int64_t ShardedLayout::valid_numel(const ShardSlot& slot, int rank) const {
   return static_cast<int64_t>(partitioning::rank_range(static_cast<uint64_t>(slot.numel),
-                                                     static_cast<uint64_t>(slot.shard_numel),
-                                                     static_cast<uint32_t>(rank))
+                                                       static_cast<uint64_t>(slot.shard_numel),
+                                                       static_cast<uint32_t>(rank))
                                   .size());
 }
 

@@ -25,8 +25,8 @@ void ShardedGradReducer::add(size_t slot, const at::Tensor& grad) {
   if (it == entry_of_slot_.end()) {
     if (open_numel_ > 0 && open_numel_ + param.numel > bucket_numel_) launch();
     const int world = layout_.world_size;
-    Entry entry{slot, at::zeros({world, param.shard_numel},
-                                at::TensorOptions().dtype(grad_dtype_).device(comm_.device()))};
+    Entry entry{slot,
+                at::zeros({world, param.shard_numel}, at::TensorOptions().dtype(grad_dtype_).device(comm_.device()))};
     if (grad.defined()) entry.padded.view(-1).narrow(0, 0, param.numel).copy_(grad.reshape(-1));
     entry_of_slot_[slot] = open_.size();
     open_.push_back(std::move(entry));

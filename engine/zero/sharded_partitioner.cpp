@@ -37,8 +37,8 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
   if (options.offload_params && options.pin_offloaded_params && host.tier != nullptr) {
     shard_params_ = host.tier->buffer("parameter shard");  // zero-filled
   } else {
-    shard_params_ = at::zeros({layout_.shard_numel},
-                              compute.device(options.offload_params ? at::Device(at::kCPU) : comm.device()));
+    shard_params_ =
+        at::zeros({layout_.shard_numel}, compute.device(options.offload_params ? at::Device(at::kCPU) : comm.device()));
   }
   load_partition(params, model, *this, comm.rank(), shard_params_);
   for (const ShardSlot& slot : layout_.slots) {

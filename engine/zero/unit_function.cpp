@@ -20,8 +20,8 @@ struct UnitRef {
 
 class UnitFunction : public torch::autograd::Function<UnitFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
-                            const at::Tensor& anchor, UnitRef ref) {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input, const at::Tensor& anchor,
+                            UnitRef ref) {
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(ref.model);
     ctx->saved_data["gateway"] = reinterpret_cast<int64_t>(ref.gateway);
     ctx->saved_data["unit"] = static_cast<int64_t>(ref.unit);
@@ -55,8 +55,8 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
     torch::autograd::variable_list grads;
     {
       at::AutoGradMode grad_mode(true);
-      at::Tensor output = ref.model->forward_unit(
-          ref.unit, recompute_input, at::TensorList(leaves.data(), params.size()));
+      at::Tensor output =
+          ref.model->forward_unit(ref.unit, recompute_input, at::TensorList(leaves.data(), params.size()));
       grads = torch::autograd::grad({output}, leaves, {grad_outputs[0]}, /*retain_graph=*/false,
                                     /*create_graph=*/false, /*allow_unused=*/true);
     }

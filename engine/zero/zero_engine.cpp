@@ -20,9 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Waits until the device's current stream has run everything queued on it (timing only).
 void sync_current_stream(at::Device device) {
@@ -93,8 +91,8 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
     for (int i = 0; i < options.grad_staging_buffers; ++i) plan.push_back({staging_name(i), staging_bytes, at::kByte});
     // 16-bit weights bound for a device compute partition (a host one is written in place).
     const bool device_compute = !device.is_cpu() && !partition.offload_params;
-    plan.push_back({"16-bit weights", is_16bit(partition.compute_dtype) && device_compute ? p : 0,
-                    partition.compute_dtype});
+    plan.push_back(
+        {"16-bit weights", is_16bit(partition.compute_dtype) && device_compute ? p : 0, partition.compute_dtype});
   }
   if (partition.offload_params && partition.pin_offloaded_params)
     plan.push_back({"parameter shard", p, partition.compute_dtype});
@@ -130,12 +128,12 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
     std::vector<at::Tensor> staging;
     for (int i = 0; i < options.grad_staging_buffers; ++i) staging.push_back(host_tier_->buffer(staging_name(i)));
-    grad_pipeline_ = std::make_unique<HostGradPipeline>(host_tier_->buffer("gradients"), std::move(staging), *copies_,
-                                                        *cpu_adam_, 1.0f / static_cast<float>(comm.world_size()),
-                                                        options.overlap_offload);
+    grad_pipeline_ =
+        std::make_unique<HostGradPipeline>(host_tier_->buffer("gradients"), std::move(staging), *copies_, *cpu_adam_,
+                                           1.0f / static_cast<float>(comm.world_size()), options.overlap_offload);
   }
-  partitioner_ = make_partitioner(model, params, options_.partition, comm,
-                                  OffloadedHost{grad_pipeline_.get(), host_tier_.get()});
+  partitioner_ =
+      make_partitioner(model, params, options_.partition, comm, OffloadedHost{grad_pipeline_.get(), host_tier_.get()});
   const int partition_rank = partitioner_->partitioned() ? comm.rank() : 0;
   if (!options.offload_optimizer) {
     at::Tensor master =

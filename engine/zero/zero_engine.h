@@ -47,27 +47,27 @@
 namespace tierzero::engine {
 
 struct ZeroEngineOptions {
-  PartitionOptions partition;      // stage, dtypes, bucket sizes (grad_device is set by the engine)
+  PartitionOptions partition;  // stage, dtypes, bucket sizes (grad_device is set by the engine)
   AdamConfig adam;
-  bool offload_optimizer = false;  // optimizer state and step on the CPU (cpu_adam)
-  int cpu_threads = 0;             // CPU optimizer threads; 0 = all cores
-  double gradient_clipping = 0.0;  // max global gradient norm; 0 = none
-  int64_t sub_group_size = 1'000'000'000;  // zero_optimization.sub_group_size: elements of this rank's
-                                           // partition the CPU optimizer steps (and sends back) at a time
-  bool overlap_offload = true;     // offloaded optimizer: gradients leave the device and are added on
-                                   // the CPU while backward runs; false: synchronously, same results
-  int grad_staging_buffers = 2;    // offloaded optimizer: pinned staging slots for reduced buckets
-                                   // (offload_optimizer.buffer_count)
+  bool offload_optimizer = false;                  // optimizer state and step on the CPU (cpu_adam)
+  int cpu_threads = 0;                             // CPU optimizer threads; 0 = all cores
+  double gradient_clipping = 0.0;                  // max global gradient norm; 0 = none
+  int64_t sub_group_size = 1'000'000'000;          // zero_optimization.sub_group_size: elements of this rank's
+                                                   // partition the CPU optimizer steps (and sends back) at a time
+  bool overlap_offload = true;                     // offloaded optimizer: gradients leave the device and are added on
+                                                   // the CPU while backward runs; false: synchronously, same results
+  int grad_staging_buffers = 2;                    // offloaded optimizer: pinned staging slots for reduced buckets
+                                                   // (offload_optimizer.buffer_count)
   uint64_t grad_staging_slot_bytes = 64ull << 20;  // offloaded optimizer: bytes of one staging slot, at
-                                   // most (less when no bucket is that large); a larger bucket leaves
-                                   // the device in slot-sized pieces. Pinned staging memory is
-                                   // grad_staging_buffers x this, not x reduce_bucket_size
-  NvmeOptimizerOptions nvme_optimizer;  // with offload_optimizer and nvme_optimizer.paths: the state (master,
-                                   // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+                                                   // most (less when no bucket is that large); a larger bucket leaves
+                                                   // the device in slot-sized pieces. Pinned staging memory is
+                                                   // grad_staging_buffers x this, not x reduce_bucket_size
+  NvmeOptimizerOptions nvme_optimizer;     // with offload_optimizer and nvme_optimizer.paths: the state (master,
+                                           // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
   uint64_t pinned_memory_limit_bytes = 0;  // tierzero.pinned_memory_limit; 0 = none
   uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
-  bool time_breakdown = false;     // fill last_step_times() (wall_clock_breakdown); syncs the
-                                   // current stream at phase boundaries, so only when asked
+  bool time_breakdown = false;             // fill last_step_times() (wall_clock_breakdown); syncs the
+                                           // current stream at phase boundaries, so only when asked
 };
 
 // Where the last step's time went, in seconds (ZeroEngineOptions::time_breakdown; zero otherwise).
@@ -159,8 +159,8 @@ class ZeroEngine {
   std::unique_ptr<Partitioner> partitioner_;
   std::unique_ptr<PartitionOptimizer> optimizer_;
   const NvmeOffloadAdam* nvme_optimizer_ = nullptr;  // optimizer_, when the state is on NVMe
-  StepTimes times_;       // the step being accumulated
-  StepTimes last_times_;  // the last finished step
+  StepTimes times_;                                  // the step being accumulated
+  StepTimes last_times_;                             // the last finished step
 };
 
 // ---- Checkpoints (checkpoint/engine_format) ----------------------------------------------------
@@ -176,12 +176,12 @@ class ZeroEngine {
 
 // Training state kept beside the engine's partitions.
 struct CheckpointExtras {
-  int64_t iteration = 0;        // training iterations done (fp16-skipped steps included)
-  nlohmann::json loss_scaler;   // LossScaler::state(), or null
-  nlohmann::json lr_scheduler;  // LrSchedule::state(), or null
-  nlohmann::json data;          // a rank's MicroBatchIterator::state(), or null
+  int64_t iteration = 0;            // training iterations done (fp16-skipped steps included)
+  nlohmann::json loss_scaler;       // LossScaler::state(), or null
+  nlohmann::json lr_scheduler;      // LrSchedule::state(), or null
+  nlohmann::json data;              // a rank's MicroBatchIterator::state(), or null
   std::string model_config_json{};  // the model's HF config.json text (rank 0's is saved), or empty
-  int saved_world_size = 0;     // filled by load_engine_checkpoint
+  int saved_world_size = 0;         // filled by load_engine_checkpoint
 };
 
 // Saves checkpoint "global_step<iteration>" under `dir` and points DIR/latest at it. A collective:

@@ -92,15 +92,17 @@ CrashReport crash_at_every_step(const CrashScenario& scenario) {
       ScopedDefaultFileSystem use(crashing);
       status = scenario.operation();
     }
-    const std::string where =
-        k < steps.size() ? fmt::format("power lost before step {} ({} {})", k, steps[k].op, steps[k].path)
-                         : fmt::format("power lost after the last step ({})", k);
+    const std::string where = k < steps.size()
+                                  ? fmt::format("power lost before step {} ({} {})", k, steps[k].op, steps[k].path)
+                                  : fmt::format("power lost after the last step ({})", k);
     for (size_t i = 0; i < crashing.image_count(); ++i) {
       ++report.images;
       const Status restored = crashing.restore_image(i);
       std::vector<std::string> problems;
-      if (!restored.ok()) problems.push_back(restored.to_string());
-      else scenario.check(status.ok(), problems);
+      if (!restored.ok())
+        problems.push_back(restored.to_string());
+      else
+        scenario.check(status.ok(), problems);
       for (const std::string& p : problems) report.problems.push_back(fmt::format("{}, image {}: {}", where, i, p));
     }
   }

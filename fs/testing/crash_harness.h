@@ -13,18 +13,18 @@
 namespace tierzero::fs::testing {
 
 struct CrashScenario {
-  std::string root;                         // an existing directory the scenario owns
-  std::function<void()> prepare;            // builds the starting state under root (real file system)
-  std::function<Status()> operation;        // runs on the double (fs::default_file_system())
+  std::string root;                   // an existing directory the scenario owns
+  std::function<void()> prepare;      // builds the starting state under root (real file system)
+  std::function<Status()> operation;  // runs on the double (fs::default_file_system())
   // Appends what is wrong with the tree under root after a crash; `finished`: the operation had
   // returned ok before the power went (its output must then be durable).
   std::function<void(bool finished, std::vector<std::string>& problems)> check;
 };
 
 struct CrashReport {
-  size_t steps = 0;         // file-system steps of one clean run
-  size_t crash_points = 0;  // steps + 1 (power lost before each step, and after the last)
-  size_t images = 0;        // crash images checked, over all crash points
+  size_t steps = 0;                   // file-system steps of one clean run
+  size_t crash_points = 0;            // steps + 1 (power lost before each step, and after the last)
+  size_t images = 0;                  // crash images checked, over all crash points
   std::vector<std::string> problems;  // each prefixed with its crash point and image
 };
 

@@ -163,8 +163,10 @@ Status DurableImage::write_node(const std::string& path, uint64_t id, const Chan
   if (extra != nullptr) {
     for (const Edit& e : *extra) {
       if (e.dir != id) continue;
-      if (e.child) entries[e.name] = *e.child;
-      else entries.erase(e.name);
+      if (e.child)
+        entries[e.name] = *e.child;
+      else
+        entries.erase(e.name);
     }
   }
   for (const auto& [name, child] : entries) TZ_RETURN_IF_ERROR(write_node(path + "/" + name, child, extra, depth + 1));

@@ -41,8 +41,8 @@ class DurableImage {
  private:
   struct Node {
     bool is_dir = false;
-    std::string data;                          // files: durable bytes
-    std::map<std::string, uint64_t> entries;   // directories: durable entries
+    std::string data;                         // files: durable bytes
+    std::map<std::string, uint64_t> entries;  // directories: durable entries
   };
   struct Edit {
     uint64_t dir;

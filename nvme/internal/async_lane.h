@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "nvme/io_engine.h"
 #include "nvme/internal/piece_queue.h"
+#include "nvme/io_engine.h"
 
 namespace tierzero::nvme {
 

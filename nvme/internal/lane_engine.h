@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "nvme/internal/buffer_registry.h"
-#include "nvme/io_engine.h"
 #include "nvme/internal/piece.h"
 #include "nvme/internal/piece_queue.h"
+#include "nvme/io_engine.h"
 
 namespace tierzero::nvme {
 

@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "nvme/internal/buffer_registry.h"
-#include "nvme/io_engine.h"
 #include "nvme/internal/piece_queue.h"
+#include "nvme/io_engine.h"
 
 namespace tierzero::nvme {
 

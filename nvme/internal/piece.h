@@ -22,16 +22,16 @@ class PosixFile;
 struct Piece {
   detail::TicketState* owner = nullptr;
   Op op = Op::kRead;
-  int fd = -1;             // descriptor the kernel transfers through
-  bool direct = false;     // fd is O_DIRECT: a resubmission restarts at an aligned offset
-  uint32_t align = 1;      // offset alignment of fd
-  uint32_t mem_align = 1;  // buffer alignment of fd
-  uint64_t offset = 0;     // file offset of the whole transfer
+  int fd = -1;                  // descriptor the kernel transfers through
+  bool direct = false;          // fd is O_DIRECT: a resubmission restarts at an aligned offset
+  uint32_t align = 1;           // offset alignment of fd
+  uint32_t mem_align = 1;       // buffer alignment of fd
+  uint64_t offset = 0;          // file offset of the whole transfer
   std::byte* io_buf = nullptr;  // memory the kernel reads or writes (user memory or `bounce`)
-  uint64_t length = 0;     // bytes of the whole transfer
-  uint64_t need = 0;       // bytes from `offset` that must arrive (< length only for a bounced read tail)
-  uint64_t done = 0;       // bytes from `offset` known transferred
-  uint64_t resume = 0;     // where the next submission starts, relative to `offset`
+  uint64_t length = 0;          // bytes of the whole transfer
+  uint64_t need = 0;            // bytes from `offset` that must arrive (< length only for a bounced read tail)
+  uint64_t done = 0;            // bytes from `offset` known transferred
+  uint64_t resume = 0;          // where the next submission starts, relative to `offset`
   uint32_t attempts_without_progress = 0;
 
   // Bounce buffer: used when the user's memory is not aligned for O_DIRECT, or a read covers
@@ -52,7 +52,7 @@ namespace detail {
 // Everything about one submitted request. Kept alive by `self` until its last piece settles,
 // so a caller may drop its IoTicket at once.
 struct TicketState {
-  FileRef file;  // released just before completion
+  FileRef file;                     // released just before completion
   PosixFile* posix_file = nullptr;  // `file` when this engine opened it (registered-file I/O), else null
   Op op = Op::kRead;
   uint64_t offset = 0;
@@ -69,7 +69,7 @@ struct TicketState {
 
   std::mutex mu;
   std::condition_variable cv;
-  Status status;                    // guarded by mu; final once complete
+  Status status;  // guarded by mu; final once complete
   std::chrono::nanoseconds elapsed{0};
   std::shared_ptr<TicketState> self;
 

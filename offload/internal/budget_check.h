@@ -13,8 +13,8 @@
 namespace tierzero::offload {
 
 struct HostFacts {
-  uint64_t mem_available = 0;   // /proc/meminfo MemAvailable
-  uint64_t memlock_limit = 0;   // RLIMIT_MEMLOCK soft limit; UINT64_MAX when unlimited
+  uint64_t mem_available = 0;       // /proc/meminfo MemAvailable
+  uint64_t memlock_limit = 0;       // RLIMIT_MEMLOCK soft limit; UINT64_MAX when unlimited
   bool can_lock_unlimited = false;  // CAP_IPC_LOCK: the limit does not apply
 };
 
@@ -26,7 +26,6 @@ std::string describe_memlock(const HostFacts& facts);
 
 // Checks knobs (chunk, depth, threads, stripe) and the pinned and GPU budgets against `facts`
 // and `device`; the staging buffers (`staging_bytes`) must fit in the pinned budget.
-Status check_budgets(const TierBudgets& budgets, uint64_t staging_bytes, const HostFacts& facts,
-                     DeviceMemory& device);
+Status check_budgets(const TierBudgets& budgets, uint64_t staging_bytes, const HostFacts& facts, DeviceMemory& device);
 
 }  // namespace tierzero::offload

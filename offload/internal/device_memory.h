@@ -70,8 +70,7 @@ Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, in
 // The host implementation; `reason` is shown in its description. With a nonzero `copy_latency`
 // each lane is a thread that runs its copies and fills in order, each one `copy_latency` after
 // it was queued, so a copy is still in flight after copy_async returns, as on a GPU stream.
-std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason,
-                                                      std::chrono::microseconds copy_latency = {});
+std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason, std::chrono::microseconds copy_latency = {});
 
 #ifdef TIERZERO_HAVE_CUDA
 // Number of CUDA GPUs, or an error naming the CUDA error (no driver, no device).

@@ -19,8 +19,8 @@
 #include "offload/internal/device_memory.h"
 #include "offload/internal/nvme_store.h"
 #include "offload/internal/task_queue.h"
-#include "offload/tier_manager.h"
 #include "offload/internal/transfer.h"
+#include "offload/tier_manager.h"
 
 namespace tierzero::offload {
 
@@ -45,7 +45,7 @@ struct Shard {
   Tier held_tier = Tier::kPinned;
   uint32_t holds = 0;
   bool write_hold = false;
-  bool written_back = false;  // a writeback completed since the write hold began
+  bool written_back = false;         // a writeback completed since the write hold began
   std::shared_future<void> last_op;  // completes when the shard's latest queued operation has
 };
 

@@ -8,7 +8,7 @@
 namespace tierzero::report::internal {
 
 struct Ticks {
-  double lo = 0;               // axis range, lo <= every value < = hi
+  double lo = 0;  // axis range, lo <= every value < = hi
   double hi = 1;
   std::vector<double> values;  // tick positions, lo and hi included
   double step = 1;             // spacing of linear ticks (log2: 0)

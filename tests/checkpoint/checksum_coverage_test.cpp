@@ -167,10 +167,11 @@ TEST_F(ChecksumCoverage, EveryFlippedByteIsCaught) {
     testing::write_file(path, original);
   }
   ASSERT_TRUE(verify_checkpoint(dir_.path()).ok());
-  std::printf("checksum coverage: %zu single-bit flips over %zu files; verify refused %zu, resume refused %zu, "
-              "convert refused %zu and gave the unchanged model for %zu (flips in optimizer states it does "
-              "not read)\n",
-              trials, files.size(), verify_caught, resume_caught, convert_caught, convert_unaffected);
+  std::printf(
+      "checksum coverage: %zu single-bit flips over %zu files; verify refused %zu, resume refused %zu, "
+      "convert refused %zu and gave the unchanged model for %zu (flips in optimizer states it does "
+      "not read)\n",
+      trials, files.size(), verify_caught, resume_caught, convert_caught, convert_unaffected);
 }
 
 TEST_F(ChecksumCoverage, MissingChecksumFileIsCorrupt) {
@@ -178,8 +179,7 @@ TEST_F(ChecksumCoverage, MissingChecksumFileIsCorrupt) {
   auto report = verify_checkpoint(dir_.path());
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), ErrorCode::kCorrupt);
-  EXPECT_NE(report.status().message().find("checksums.txt is missing"), std::string::npos)
-      << report.status().message();
+  EXPECT_NE(report.status().message().find("checksums.txt is missing"), std::string::npos) << report.status().message();
   EXPECT_FALSE(CheckpointReader::open(dir_.path()).ok());
 }
 
@@ -207,8 +207,8 @@ TEST_F(ChecksumCoverage, VersionOneCheckpointStillLoads) {
 TEST(ChecksumFile, RejectsEveryMalformation) {
   const std::string good = checksum_file_text({{"manifest.json", 10, 0xabc}, {"rank_00000.json", 5, 7}});
   ASSERT_TRUE(parse_checksum_file(good, "c").ok());
-  for (const std::string& bad : {std::string(), good.substr(0, good.size() - 1), good + "\n", "x" + good,
-                                 good.substr(good.find('\n') + 1)}) {
+  for (const std::string& bad :
+       {std::string(), good.substr(0, good.size() - 1), good + "\n", "x" + good, good.substr(good.find('\n') + 1)}) {
     auto parsed = parse_checksum_file(bad, "c");
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), ErrorCode::kCorrupt);

@@ -14,8 +14,8 @@
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint_fixture.h"
-#include "tests/common/float16_reference.h"
 #include "test_util.h"
+#include "tests/common/float16_reference.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
@@ -188,8 +188,8 @@ TEST_F(Consolidate, LoadsInPythonSafetensorsAndTransformers) {
   }
   testing::write_text(dir_.file("spec.json"), expected_spec(manifest_).dump());
   std::string output;
-  const int rc = testing::run_python(testing::source_file("check_converted.py"), dir_.file("spec.json") + outputs,
-                                     output);
+  const int rc =
+      testing::run_python(testing::source_file("check_converted.py"), dir_.file("spec.json") + outputs, output);
   if (rc == 77) GTEST_SKIP() << testing::python() << " lacks torch or safetensors (set TIERZERO_PYTHON): " << output;
   EXPECT_EQ(rc, 0) << output;
   EXPECT_NE(output.find("safetensors: "), std::string::npos) << output;

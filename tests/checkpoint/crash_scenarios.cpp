@@ -53,8 +53,10 @@ fs::testing::CrashReport crash_saving_over_a_checkpoint(const std::string& root)
     note(problems, "the previous checkpoint step100", checkpoint_problem(dir, "step100", first, first_data));
     const std::string as_first = checkpoint_problem(dir, "", first, first_data);
     const std::string as_second = checkpoint_problem(dir, "", second, second_data);
-    if (finished) note(problems, "latest after the save returned", as_second);
-    else if (!as_first.empty() && !as_second.empty()) note(problems, "latest", as_first + " / " + as_second);
+    if (finished)
+      note(problems, "latest after the save returned", as_second);
+    else if (!as_first.empty() && !as_second.empty())
+      note(problems, "latest", as_first + " / " + as_second);
   };
   return fs::testing::crash_at_every_step(scenario);
 }

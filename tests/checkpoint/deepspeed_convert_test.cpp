@@ -83,7 +83,9 @@ void expect_converted(ElementType dtype, uint16_t (*round)(float)) {
 
 TEST(DeepSpeedConvert, Fp32SafetensorsEqualZeroToFp32) { expect_converted(ElementType::kF32, nullptr); }
 
-TEST(DeepSpeedConvert, Bf16RoundsFloatsAndKeepsTheIntegerBuffer) { expect_converted(ElementType::kBF16, reference::float_to_bf16_bits); }
+TEST(DeepSpeedConvert, Bf16RoundsFloatsAndKeepsTheIntegerBuffer) {
+  expect_converted(ElementType::kBF16, reference::float_to_bf16_bits);
+}
 
 }  // namespace
 }  // namespace tierzero::checkpoint

@@ -29,8 +29,8 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()),
-                                                                static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 uint32_t le(const std::vector<uint8_t>& b, size_t at, int width) {
@@ -62,7 +62,9 @@ std::vector<CentralEntry> central_entries(const std::vector<uint8_t>& b) {
 // status of opening it.
 class Corrupted {
  public:
-  explicit Corrupted(const std::string& fixture) { testing::copy_tree(deepspeed_fixtures().dir + "/" + fixture, dir()); }
+  explicit Corrupted(const std::string& fixture) {
+    testing::copy_tree(deepspeed_fixtures().dir + "/" + fixture, dir());
+  }
   std::string dir() const { return scratch_.path() + "/ckpt"; }
   std::string file(const std::string& rel) const { return dir() + "/" + rel; }
   void patch(const std::string& rel, const std::function<void(std::vector<uint8_t>&)>& damage) const {
@@ -79,12 +81,12 @@ class Corrupted {
   test_support::ScratchDir scratch_{"tierzero-ds-test"};
 };
 
-#define TZ_EXPECT_REFUSED(status, code_, text)                                        \
-  do {                                                                                \
-    const Status s_ = (status);                                                       \
-    ASSERT_FALSE(s_.ok()) << "accepted a corrupt checkpoint";                         \
-    EXPECT_EQ(s_.code(), code_) << s_.to_string();                                    \
-    EXPECT_NE(s_.message().find(text), std::string::npos) << s_.to_string();          \
+#define TZ_EXPECT_REFUSED(status, code_, text)                               \
+  do {                                                                       \
+    const Status s_ = (status);                                              \
+    ASSERT_FALSE(s_.ok()) << "accepted a corrupt checkpoint";                \
+    EXPECT_EQ(s_.code(), code_) << s_.to_string();                           \
+    EXPECT_NE(s_.message().find(text), std::string::npos) << s_.to_string(); \
   } while (0)
 
 class DeepSpeedCorrupt : public ::testing::Test {

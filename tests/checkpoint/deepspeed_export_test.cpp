@@ -23,8 +23,16 @@ namespace {
 
 TEST(PickleWriter, ValuesReadBackByTheInertReader) {
   test_support::ScratchDir dir("tierzero-pickle-writer");
-  const int64_t ints[] = {0, 255, 256, 65535, 65536, -1, std::numeric_limits<int32_t>::min(),
-                          std::numeric_limits<int32_t>::max(), int64_t{1} << 40, -(int64_t{1} << 40),
+  const int64_t ints[] = {0,
+                          255,
+                          256,
+                          65535,
+                          65536,
+                          -1,
+                          std::numeric_limits<int32_t>::min(),
+                          std::numeric_limits<int32_t>::max(),
+                          int64_t{1} << 40,
+                          -(int64_t{1} << 40),
                           std::numeric_limits<int64_t>::min()};
   PickleWriter p;
   p.begin_dict();
@@ -102,8 +110,8 @@ SavedEngineCheckpoint save_fixture(const std::string& dir, int stage) {
   s.manifest.replicated.clear();
   s.manifest.aliases.clear();
   s.manifest.model_config_json = testing::tiny_llama_config();
-  s.manifest.loss_scaler = {{"cur_scale", 1024.0}, {"cur_iter", 40}, {"last_overflow_iter", 7},
-                            {"cur_hysteresis", 1}, {"dynamic", true}};
+  s.manifest.loss_scaler = {
+      {"cur_scale", 1024.0}, {"cur_iter", 40}, {"last_overflow_iter", 7}, {"cur_hysteresis", 1}, {"dynamic", true}};
   s.data = std::make_unique<testing::FixtureData>(s.manifest);
   const auto ranks = s.data->ranks();
   EXPECT_OK(save_checkpoint(dir, "global_step1234", s.manifest, ranks));
@@ -121,7 +129,8 @@ TEST_P(DeepSpeedExport, ReadsBackAsTheSavedStatesAtEveryWorldSize) {
     DeepSpeedExportOptions options;
     options.world_size = world;
     options.dtype = ElementType::kF16;
-    ASSERT_OK_AND_ASSIGN(DeepSpeedExportReport report, export_deepspeed_checkpoint(dir.path() + "/engine", "", out, options));
+    ASSERT_OK_AND_ASSIGN(DeepSpeedExportReport report,
+                         export_deepspeed_checkpoint(dir.path() + "/engine", "", out, options));
     EXPECT_EQ(report.tag, "global_step1234");
     EXPECT_EQ(report.files, world + (stage == 3 ? world : 1));
 

@@ -65,8 +65,8 @@ void generate(const fs::path& out) {
   for (const std::string& f : kGoodFixtures) dirs += " " + quote((out / f).string());
   const int rc = run(py + " " + quote(script("deepspeed_reference.py").string()) + dirs, out / "reference.log");
   if (rc == 3) {
-    write_text(out / "reference_skip.txt", "deepspeed is not importable by " + python() +
-                                               " (pip install deepspeed; scripts/setup.sh does)");
+    write_text(out / "reference_skip.txt",
+               "deepspeed is not importable by " + python() + " (pip install deepspeed; scripts/setup.sh does)");
   } else if (rc != 0) {
     write_text(out / "reference_error.txt", "deepspeed_reference.py failed:\n" + read_text(out / "reference.log"));
   }
@@ -87,7 +87,8 @@ DeepSpeedFixtures load(const fs::path& dir) {
 }
 
 DeepSpeedFixtures make_fixtures() {
-  const std::string key = read_text(script("make_deepspeed_fixture.py")) + read_text(script("deepspeed_reference.py")) + python();
+  const std::string key =
+      read_text(script("make_deepspeed_fixture.py")) + read_text(script("deepspeed_reference.py")) + python();
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(key));
   const fs::path cache = fs::temp_directory_path() / (std::string("tierzero-deepspeed-fixtures-") + hash);
@@ -123,12 +124,11 @@ StateDump read_state_dump(const std::string& dir, const std::string& stem) {
     if (numel > 0) std::memcpy(d.values.data(), bin.data() + offset * sizeof(float), numel * sizeof(float));
     dump.tensors.push_back(std::move(d));
   }
-  for (const auto& a : meta.at("aliases")) dump.aliases.emplace_back(a.at(0).get<std::string>(), a.at(1).get<std::string>());
+  for (const auto& a : meta.at("aliases"))
+    dump.aliases.emplace_back(a.at(0).get<std::string>(), a.at(1).get<std::string>());
   return dump;
 }
 
-void copy_tree(const std::string& from, const std::string& to) {
-  fs::copy(from, to, fs::copy_options::recursive);
-}
+void copy_tree(const std::string& from, const std::string& to) { fs::copy(from, to, fs::copy_options::recursive); }
 
 }  // namespace tierzero::checkpoint::testing

@@ -16,9 +16,9 @@
 namespace tierzero::checkpoint::testing {
 
 // The fixtures every import test reads: built from torch, expected to match DeepSpeed.
-inline const std::vector<std::string> kGoodFixtures = {
-    "s3_w1_bf16", "s3_w2_fp16", "s3_w3_bf16", "s3_w8_fp16", "s2_w1_fp16",
-    "s2_w2_bf16", "s2_w3_fp16_nopad", "s1_w8_bf16", "s2_w8_bf16"};
+inline const std::vector<std::string> kGoodFixtures = {"s3_w1_bf16",       "s3_w2_fp16", "s3_w3_bf16",
+                                                       "s3_w8_fp16",       "s2_w1_fp16", "s2_w2_bf16",
+                                                       "s2_w3_fp16_nopad", "s1_w8_bf16", "s2_w8_bf16"};
 
 struct DeepSpeedFixtures {
   std::string dir;              // one folder per fixture; empty when they could not be made

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "checkpoint/deepspeed/internal/deepspeed_files.h"
 #include "checkpoint/deepspeed/deepspeed_source.h"
+#include "checkpoint/deepspeed/internal/deepspeed_files.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 #include "tests/support/status_matchers.h"
 
@@ -17,11 +17,11 @@ using testing::deepspeed_fixtures;
 using testing::kGoodFixtures;
 using testing::StateDump;
 
-#define TZ_SKIP_WITHOUT_FIXTURES()                                  \
-  do {                                                              \
-    const auto& fx = deepspeed_fixtures();                          \
-    ASSERT_TRUE(fx.error.empty()) << fx.error;                      \
-    if (fx.dir.empty()) GTEST_SKIP() << fx.skip_reason;             \
+#define TZ_SKIP_WITHOUT_FIXTURES()                      \
+  do {                                                  \
+    const auto& fx = deepspeed_fixtures();              \
+    ASSERT_TRUE(fx.error.empty()) << fx.error;          \
+    if (fx.dir.empty()) GTEST_SKIP() << fx.skip_reason; \
   } while (0)
 
 std::string fixture_dir(const std::string& name) { return deepspeed_fixtures().dir + "/" + name; }

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "checkpoint/torch_writer/torch_writer.h"
@@ -20,8 +20,8 @@ struct Damage {
   bool drop_exp_avg = false;
   int64_t exp_avg_sq_numel = 4;
   float step = 7.0f;
-  bool elastic_list = false;    // the base optimizer state as a list (DeepSpeed's elastic form)
-  bool empty_state = false;     // no state for group 0
+  bool elastic_list = false;  // the base optimizer state as a list (DeepSpeed's elastic form)
+  bool empty_state = false;   // no state for group 0
   bool drop_global_steps = false;
   bool tensor_in_scheduler = false;
   bool string_scale = false;

@@ -122,8 +122,7 @@ TEST(DeepSpeedResumeOrder, RefusesParametersThatDoNotMatch) {
                "trains parameter '" + order.front().name + "'");
   std::vector<TensorSpec> reshaped = order;
   reshaped[0].shape.push_back(1);
-  EXPECT_ERROR(open_deepspeed_resume_reader(dir, "", reshaped).status(), ErrorCode::kInvalidArgument,
-               "another shape");
+  EXPECT_ERROR(open_deepspeed_resume_reader(dir, "", reshaped).status(), ErrorCode::kInvalidArgument, "another shape");
 }
 
 }  // namespace

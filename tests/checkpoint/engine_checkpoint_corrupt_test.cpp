@@ -28,7 +28,9 @@ class CorruptEngineCheckpoint : public ::testing::Test {
     ASSERT_TRUE(save_checkpoint(dir_.path(), "t", manifest_, data_->ranks(), options).ok());
   }
   std::string rank_file(uint32_t r) const { return dir_.file("t/rank_0000" + std::to_string(r) + ".bin"); }
-  nlohmann::json manifest_json() const { return nlohmann::json::parse(testing::read_text(dir_.file("t/manifest.json"))); }
+  nlohmann::json manifest_json() const {
+    return nlohmann::json::parse(testing::read_text(dir_.file("t/manifest.json")));
+  }
   // Replaces manifest.json and re-seals checksums.txt over it, so the manifest's own checks are
   // what a test reaches (checksum_coverage_test.cpp tests the seal).
   void write_manifest(const std::string& text) {

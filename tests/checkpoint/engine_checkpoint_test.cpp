@@ -99,8 +99,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, EngineRoundTrip,
                          ::testing::Values(RoundTripCase{0, 2, 0}, RoundTripCase{1, 2, 0}, RoundTripCase{2, 4, 3},
                                            RoundTripCase{3, 3, 0}, RoundTripCase{3, 4, 5}),
                          [](const auto& info) {
-                           return "stage" + std::to_string(info.param.stage) + "_w" +
-                                  std::to_string(info.param.world) + (info.param.level > 0 ? "_zstd" : "_raw");
+                           return "stage" + std::to_string(info.param.stage) + "_w" + std::to_string(info.param.world) +
+                                  (info.param.level > 0 ? "_zstd" : "_raw");
                          });
 
 class EngineReshard : public ::testing::TestWithParam<int> {};
@@ -191,8 +191,7 @@ TEST(EngineCheckpoint, CommitRefusesAMissingRank) {
   ASSERT_OK(write_checkpoint_rank(dir.path(), "t", m, 0, ranks[0]));
   Status commit = commit_checkpoint(dir.path(), "t", m);
   EXPECT_EQ(commit.code(), ErrorCode::kNotFound);
-  EXPECT_NE(commit.message().find("rank 1 has not written its checkpoint file"), std::string::npos)
-      << commit.message();
+  EXPECT_NE(commit.message().find("rank 1 has not written its checkpoint file"), std::string::npos) << commit.message();
   EXPECT_FALSE(std::filesystem::exists(dir.file("t")));
 }
 

@@ -15,8 +15,8 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -126,7 +126,10 @@ int check_conversion(const std::string& dir, const std::string& out) {
     const SafetensorsTensorInfo* info = nullptr;
     const SafetensorsFile* in = nullptr;
     for (const auto& f : opened) {
-      if ((info = f->find(name)) != nullptr) { in = f.get(); break; }
+      if ((info = f->find(name)) != nullptr) {
+        in = f.get();
+        break;
+      }
     }
     if (info == nullptr || info->shape != t["shape"].get<std::vector<int64_t>>()) {
       std::fprintf(stderr, "check: %s is missing from %s or has another shape\n", name.c_str(), out.c_str());
@@ -143,7 +146,8 @@ int check_conversion(const std::string& dir, const std::string& out) {
       } else {
         uint16_t got;
         std::memcpy(&got, bytes.data() + 2 * j, 2);
-        same = got == (info->dtype == ElementType::kBF16 ? reference::float_to_bf16_bits(want) : reference::float_to_f16_bits(want));
+        same = got == (info->dtype == ElementType::kBF16 ? reference::float_to_bf16_bits(want)
+                                                         : reference::float_to_f16_bits(want));
       }
       if (!same) {
         std::fprintf(stderr, "check: %s[%llu] differs from the generator's value %g\n", name.c_str(),
@@ -162,8 +166,10 @@ int check_conversion(const std::string& dir, const std::string& out) {
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--check") return check_conversion(argv[2], argv[3]);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DIR [--layers N] [--hidden N] [--intermediate N] [--vocab N] [--world W] "
-                 "[--stage S] [--states 1-3] [--zstd LEVEL]\n       %s --check DIR OUT\n", argv[0], argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s DIR [--layers N] [--hidden N] [--intermediate N] [--vocab N] [--world W] "
+                 "[--stage S] [--states 1-3] [--zstd LEVEL]\n       %s --check DIR OUT\n",
+                 argv[0], argv[0]);
     return 2;
   }
   Shape shape;
@@ -172,14 +178,22 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long long v = std::atoll(argv[i + 1]);
-    if (flag == "--layers") shape.layers = static_cast<int>(v);
-    else if (flag == "--hidden") shape.hidden = v;
-    else if (flag == "--intermediate") shape.intermediate = v;
-    else if (flag == "--vocab") shape.vocab = v;
-    else if (flag == "--world") world = static_cast<uint32_t>(v);
-    else if (flag == "--stage") stage = static_cast<int>(v);
-    else if (flag == "--states") states = static_cast<int>(v);
-    else if (flag == "--zstd") level = static_cast<int>(v);
+    if (flag == "--layers")
+      shape.layers = static_cast<int>(v);
+    else if (flag == "--hidden")
+      shape.hidden = v;
+    else if (flag == "--intermediate")
+      shape.intermediate = v;
+    else if (flag == "--vocab")
+      shape.vocab = v;
+    else if (flag == "--world")
+      world = static_cast<uint32_t>(v);
+    else if (flag == "--stage")
+      stage = static_cast<int>(v);
+    else if (flag == "--states")
+      states = static_cast<int>(v);
+    else if (flag == "--zstd")
+      level = static_cast<int>(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -193,8 +207,8 @@ int main(int argc, char** argv) {
   throw_if_error(begin_checkpoint(dir, tag, m, options));
   const uint64_t per_rank = partition_numel(m.groups[0], stage, world, m.alignment);
   std::fprintf(stderr, "%llu parameters, %llu per rank x %d states x %u ranks\n",
-               static_cast<unsigned long long>(m.groups[0].numel()), static_cast<unsigned long long>(per_rank),
-               states, world);
+               static_cast<unsigned long long>(m.groups[0].numel()), static_cast<unsigned long long>(per_rank), states,
+               world);
   for (uint32_t r = 0; r < world; ++r) {
     std::vector<std::vector<float>> buffers;
     buffers.reserve(states);

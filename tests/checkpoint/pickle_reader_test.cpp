@@ -13,7 +13,8 @@ namespace {
 // Parses a pickle given as hex (the streams below are Python's pickle.dumps output).
 Result<PickleDocument> parse_hex(const std::string& hex) {
   std::vector<std::byte> bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    bytes.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return parse_pickle(bytes, "test.pkl");
 }
 

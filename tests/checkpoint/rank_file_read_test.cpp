@@ -33,8 +33,8 @@ class RankFileRead : public ::testing::Test {
 TEST_F(RankFileRead, LargeReadIsExactAndHashedInOrder) {
   auto file = RankFileHandle::open(path_, 0, 1, bytes_.size());
   ASSERT_OK(file);
-  for (const auto& [offset, length] : {std::pair<size_t, size_t>{0, bytes_.size()}, {3, (17u << 20) + 5},
-                                       {4096, 100}, {1u << 20, 8u << 20}}) {
+  for (const auto& [offset, length] :
+       {std::pair<size_t, size_t>{0, bytes_.size()}, {3, (17u << 20) + 5}, {4096, 100}, {1u << 20, 8u << 20}}) {
     std::vector<std::byte> out(length);
     XXH3_state_t* state = XXH3_createState();
     XXH3_64bits_reset(state);

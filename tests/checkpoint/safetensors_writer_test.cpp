@@ -109,10 +109,10 @@ TEST(SafetensorsWriter, ReserveIsBoundedByTheDeclaredBytesAndTheBuffer) {
 }
 
 TEST(ShardPlan, SplitsLikeSavePretrained) {
-  const std::vector<TensorToWrite> tensors = {{"a", ElementType::kF32, {10}},   // 40 bytes
-                                              {"b", ElementType::kF32, {10}},   // 40
-                                              {"c", ElementType::kF32, {50}},   // 200: over the limit, alone
-                                              {"d", ElementType::kBF16, {10}}}; // 20
+  const std::vector<TensorToWrite> tensors = {{"a", ElementType::kF32, {10}},    // 40 bytes
+                                              {"b", ElementType::kF32, {10}},    // 40
+                                              {"c", ElementType::kF32, {50}},    // 200: over the limit, alone
+                                              {"d", ElementType::kBF16, {10}}};  // 20
   auto plan = plan_shards(tensors, 100);
   ASSERT_OK(plan);
   ASSERT_EQ(plan->shards.size(), 3u);

@@ -55,7 +55,8 @@ std::string zip64_archive(const std::vector<std::pair<std::string, std::string>>
     put(central, name.size(), 2), put(central, 28, 2), put(central, 0, 2), put(central, 0, 2), put(central, 0, 2);
     put(central, 0, 4), put(central, 0xffffffff, 4);
     central += name;
-    put(central, 1, 2), put(central, 24, 2), put(central, data.size(), 8), put(central, data.size(), 8), put(central, local, 8);
+    put(central, 1, 2), put(central, 24, 2), put(central, data.size(), 8), put(central, data.size(), 8),
+        put(central, local, 8);
   }
   const uint64_t cd_offset = out.size(), z64_offset = out.size() + central.size();
   out += central;
@@ -69,7 +70,8 @@ std::string zip64_archive(const std::vector<std::pair<std::string, std::string>>
 
 std::string from_hex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -77,7 +79,7 @@ class TorchZip : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::vector<uint16_t> halves = {0x3c00, 0x0001, 0xfc00, 0x7bff, 0x8000};  // 1, 2^-24, -inf, 65504, -0
-    const std::vector<uint16_t> bf16 = {0x3f80, 0xc0a0};                             // 1, -5
+    const std::vector<uint16_t> bf16 = {0x3f80, 0xc0a0};                            // 1, -5
     const std::vector<int64_t> ints = {-3, 7};
     std::ofstream(path_, std::ios::binary) << zip64_archive({{"archive/data.pkl", from_hex(kPickleHex)},
                                                              {"archive/byteorder", "little"},

@@ -50,9 +50,23 @@ inline std::vector<uint16_t> all_16_bit_patterns() {
 // For every 16-bit value h of a format: h's float value, the midpoint to its upper neighbour
 // (a tie), and the floats one ulp either side of that midpoint; plus specials and random floats.
 inline std::vector<float> rounding_probes(bool bf16) {
-  std::vector<float> probes = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 3.4028235e38f, -3.4028235e38f,
-                               65504.0f, 65519.996f, 65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f, 1e-45f,
-                               std::bit_cast<float>(0x7F800001u), std::bit_cast<float>(0xFFFFFFFFu)};
+  std::vector<float> probes = {0.0f,
+                               -0.0f,
+                               INFINITY,
+                               -INFINITY,
+                               NAN,
+                               -NAN,
+                               3.4028235e38f,
+                               -3.4028235e38f,
+                               65504.0f,
+                               65519.996f,
+                               65520.0f,
+                               1e-8f,
+                               5.96e-8f,
+                               2.98e-8f,
+                               1e-45f,
+                               std::bit_cast<float>(0x7F800001u),
+                               std::bit_cast<float>(0xFFFFFFFFu)};
   for (uint32_t h = 0; h < 0x7FFF; ++h) {
     const auto bits = static_cast<uint16_t>(h);
     const auto next = static_cast<uint16_t>(h + 1);

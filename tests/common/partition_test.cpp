@@ -46,7 +46,8 @@ TEST(RankRange, ClipsTheShareToTheWhole) {
 TEST(RankRange, RangesOfAllRanksTileTheWholeForStage3AndFlatGroups) {
   for (uint64_t numel = 0; numel <= 40; ++numel) {
     for (uint32_t world = 1; world <= 9; ++world) {
-      for (uint64_t share : {stage3_piece_numel(numel, world), flat_partition_numel(numel, world, kDeepSpeedAlignment)}) {
+      for (uint64_t share :
+           {stage3_piece_numel(numel, world), flat_partition_numel(numel, world, kDeepSpeedAlignment)}) {
         ASSERT_GE(share * world, numel) << numel << " over " << world;
         uint64_t next = 0;
         for (uint32_t rank = 0; rank < world; ++rank) {

@@ -31,7 +31,7 @@ struct Case {
   ElementType params16;
   AdamMode mode;
   bool bias_correction;
-  double beta1;  // 0.9: lerp from m; 0.3: torch's other lerp branch (weight >= 0.5)
+  double beta1;                            // 0.9: lerp from m; 0.3: torch's other lerp branch (weight >= 0.5)
   ElementType params = ElementType::kF32;  // bf16 | fp16: params_16bit, updated in place
 };
 
@@ -52,8 +52,12 @@ AdamHyperParams schedule(const Case& c, int k) {
 // moments. fp32 params live in `params`, 16-bit ones in `params_16bit`.
 struct OptimizerRun {
   OptimizerRun(const Case& c, size_t n, uint32_t seed)
-      : params(c.params == ElementType::kF32 ? n : 0), params_16bit(c.params, c.params == ElementType::kF32 ? 0 : n),
-        grads(c.grads, n), exp_avg(c.state, n), exp_avg_sq(c.state, n), params16(c.params16, n) {
+      : params(c.params == ElementType::kF32 ? n : 0),
+        params_16bit(c.params, c.params == ElementType::kF32 ? 0 : n),
+        grads(c.grads, n),
+        exp_avg(c.state, n),
+        exp_avg_sq(c.state, n),
+        params16(c.params16, n) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (size_t i = 0; i < n; ++i) {
@@ -68,8 +72,7 @@ struct OptimizerRun {
   }
   AdamBuffers buffers(bool write16) {
     if (params.empty()) return {{}, grads.const_view(), exp_avg.view(), exp_avg_sq.view(), {}, params_16bit.view()};
-    return {params, grads.const_view(), exp_avg.view(), exp_avg_sq.view(),
-            write16 ? params16.view() : Elements{}, {}};
+    return {params, grads.const_view(), exp_avg.view(), exp_avg_sq.view(), write16 ? params16.view() : Elements{}, {}};
   }
   float param(size_t i) const { return params.empty() ? params_16bit.get(i) : params[i]; }
   std::vector<float> params;
@@ -111,8 +114,8 @@ std::vector<Case> all_cases() {
 }
 
 std::string describe(const Case& c, size_t n) {
-  return std::string("params ") + element_type_name(c.params) + ", grads " + element_type_name(c.grads) + ", state " + element_type_name(c.state) +
-         ", params16 " + (c.write16 ? element_type_name(c.params16) : "none") +
+  return std::string("params ") + element_type_name(c.params) + ", grads " + element_type_name(c.grads) + ", state " +
+         element_type_name(c.state) + ", params16 " + (c.write16 ? element_type_name(c.params16) : "none") +
          (c.mode == AdamMode::kAdam ? ", Adam" : ", AdamW") + (c.bias_correction ? "" : ", no bias correction") +
          ", beta1 " + std::to_string(c.beta1) + ", n " + std::to_string(n);
 }
@@ -128,9 +131,7 @@ double half_ulp(ElementType type, double x) {
 class CpuAdamStepTest : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(CpuAdamStepTest);
 
-TEST_P(CpuAdamStepTest, DispatchesToTheTargetUnderTest) {
-  EXPECT_EQ(simd_target_name(), hwy::TargetName(GetParam()));
-}
+TEST_P(CpuAdamStepTest, DispatchesToTheTargetUnderTest) { EXPECT_EQ(simd_target_name(), hwy::TargetName(GetParam())); }
 
 ReferenceState state_of(const OptimizerRun& run) {
   ReferenceState s;
@@ -268,11 +269,13 @@ struct AlignedCopy {
 // Buffers of one run in aligned memory: params (fp32 or 16-bit), m, v and the 16-bit copy.
 struct AlignedRun {
   AlignedRun(const Case& c, OptimizerRun& run, size_t shift_elements)
-      : c(c), n(run.exp_avg.size()),
+      : c(c),
+        n(run.exp_avg.size()),
         params(run.params.empty() ? static_cast<const void*>(run.params_16bit.bytes().data()) : run.params.data(),
                n * element_size(c.params), shift_elements * element_size(c.params)),
         exp_avg(run.exp_avg.bytes().data(), run.exp_avg.bytes().size(), shift_elements * element_size(c.state)),
-        exp_avg_sq(run.exp_avg_sq.bytes().data(), run.exp_avg_sq.bytes().size(), shift_elements * element_size(c.state)),
+        exp_avg_sq(run.exp_avg_sq.bytes().data(), run.exp_avg_sq.bytes().size(),
+                   shift_elements * element_size(c.state)),
         params16(run.params16.bytes().data(), run.params16.bytes().size(), shift_elements * 2) {}
   AdamBuffers buffers(const TypedBuffer& grads) const {
     const bool fp32 = c.params == ElementType::kF32;
@@ -295,11 +298,12 @@ TEST_P(CpuAdamStepTest, StreamingStoresWriteTheSameBytes) {
   const CpuAdam plain({.threads = 2, .tile_elements = 64});
   const CpuAdam streaming({.threads = 2, .tile_elements = 64, .streaming_stores = true});
   const size_t n = 1037;
-  for (const Case& c : {Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
-                        Case{ElementType::kBF16, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
-                        Case{ElementType::kBF16, ElementType::kBF16, true, ElementType::kF16, AdamMode::kAdam, true, 0.3},
-                        Case{ElementType::kBF16, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9,
-                             ElementType::kBF16}}) {
+  for (const Case& c :
+       {Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
+        Case{ElementType::kBF16, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
+        Case{ElementType::kBF16, ElementType::kBF16, true, ElementType::kF16, AdamMode::kAdam, true, 0.3},
+        Case{ElementType::kBF16, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9,
+             ElementType::kBF16}}) {
     for (size_t shift : {0, 1}) {
       SCOPED_TRACE(describe(c, n) + ", shift " + std::to_string(shift));
       OptimizerRun run(c, n, 31);
@@ -323,11 +327,12 @@ TEST_P(CpuAdamStepTest, ResumeAtAnyStepEqualsUninterruptedRun) {
   const CpuAdam first({.threads = 2, .tile_elements = 64});
   const CpuAdam second({.threads = 1, .tile_elements = 1000});
   const size_t n = 1037;
-  for (const Case& c : {Case{ElementType::kBF16, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
-                        Case{ElementType::kF16, ElementType::kBF16, true, ElementType::kF16, AdamMode::kAdam, true, 0.9},
-                        Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, false, 0.3},
-                        Case{ElementType::kBF16, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9,
-                             ElementType::kBF16}}) {
+  for (const Case& c :
+       {Case{ElementType::kBF16, ElementType::kF32, true, ElementType::kBF16, AdamMode::kAdamW, true, 0.9},
+        Case{ElementType::kF16, ElementType::kBF16, true, ElementType::kF16, AdamMode::kAdam, true, 0.9},
+        Case{ElementType::kF32, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, false, 0.3},
+        Case{ElementType::kBF16, ElementType::kF32, false, ElementType::kBF16, AdamMode::kAdamW, true, 0.9,
+             ElementType::kBF16}}) {
     SCOPED_TRACE(describe(c, n));
     OptimizerRun whole(c, n, 99);
     for (int k = 1; k <= kSteps; ++k) {

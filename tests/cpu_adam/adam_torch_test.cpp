@@ -17,7 +17,7 @@ namespace tierzero::cpu_adam {
 namespace {
 
 constexpr int kSteps = 30;
-constexpr int64_t kCount = 10007;  // no multiple of any vector width: torch's scalar tail runs too
+constexpr int64_t kCount = 10007;     // no multiple of any vector width: torch's scalar tail runs too
 constexpr double kLossScale = 256.0;  // a power of two: g * (1/scale) == g / scale exactly
 
 AdamHyperParams schedule(AdamMode mode, int k) {
@@ -51,8 +51,8 @@ void torch_fused_step(AdamMode mode, const AdamHyperParams& hp, at::Tensor& para
   step.add_(1);
   const at::Tensor scale = at::full({1}, kLossScale);
   if (mode == AdamMode::kAdam) {
-    at::_fused_adam_({params}, {grads}, {m}, {v}, {}, {step}, hp.lr, hp.beta1, hp.beta2, hp.weight_decay, hp.eps,
-                     false, false, scale, std::nullopt);
+    at::_fused_adam_({params}, {grads}, {m}, {v}, {}, {step}, hp.lr, hp.beta1, hp.beta2, hp.weight_decay, hp.eps, false,
+                     false, scale, std::nullopt);
   } else {
     at::_fused_adamw_({params}, {grads}, {m}, {v}, {}, {step}, hp.lr, hp.beta1, hp.beta2, hp.weight_decay, hp.eps,
                       false, false, scale, std::nullopt);
@@ -63,7 +63,9 @@ ConstElements const_view(const at::Tensor& t) {
   return {t.data_ptr(), static_cast<size_t>(t.numel()), element_type_of(t.scalar_type())};
 }
 
-Elements view(at::Tensor& t) { return {t.data_ptr(), static_cast<size_t>(t.numel()), element_type_of(t.scalar_type())}; }
+Elements view(at::Tensor& t) {
+  return {t.data_ptr(), static_cast<size_t>(t.numel()), element_type_of(t.scalar_type())};
+}
 
 class TorchAdamTest : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(TorchAdamTest);
@@ -98,8 +100,12 @@ TEST_P(TorchAdamTest, SameStepsAsFusedTorchAdamAndAdamW) {
                          torch_step);
 
         at::Tensor& params16 = k % 2 == 0 ? params_bf16 : params_f16;
-        const AdamBuffers buffers{std::span<float>(params.data_ptr<float>(), kCount), const_view(grads), view(m),
-                                  view(v), view(params16), {}};
+        const AdamBuffers buffers{std::span<float>(params.data_ptr<float>(), kCount),
+                                  const_view(grads),
+                                  view(m),
+                                  view(v),
+                                  view(params16),
+                                  {}};
         ASSERT_OK(adam.step(hp, k, static_cast<float>(1.0 / kLossScale), buffers));
         // The 16-bit copy is exactly torch's rounding of the new fp32 params.
         ASSERT_TRUE(at::equal(params16, params.to(params16.scalar_type()))) << "step " << k;

@@ -83,8 +83,12 @@ TEST_P(GradStatsTest, DetectsInfAndNanAnywhere) {
 struct FlatState {
   explicit FlatState(size_t n) : params(n, 0.5f), exp_avg(n, 0.1f), exp_avg_sq(n, 0.01f), params16(n, 0) {}
   AdamBuffers buffers(const TypedBuffer& grads) {
-    return {params, grads.const_view(), elements(std::span<float>(exp_avg)), elements(std::span<float>(exp_avg_sq)),
-            elements(std::span<uint16_t>(params16), ElementType::kBF16), {}};
+    return {params,
+            grads.const_view(),
+            elements(std::span<float>(exp_avg)),
+            elements(std::span<float>(exp_avg_sq)),
+            elements(std::span<uint16_t>(params16), ElementType::kBF16),
+            {}};
   }
   bool operator==(const FlatState&) const = default;
   std::vector<float> params, exp_avg, exp_avg_sq;

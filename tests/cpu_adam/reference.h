@@ -46,8 +46,7 @@ struct ReferenceState {
 // One step of torch.optim.Adam / AdamW in double on `grads` (decoded values) times `grad_multiplier`.
 // When `state_type` is bf16, m and v are rounded to bf16 after the update, as the kernel stores them;
 // when `param_type` is 16-bit, p is rounded to it (through float) after the update (no master).
-void reference_step(ReferenceState& state, const std::vector<double>& grads, const AdamHyperParams& hp,
-                    int64_t step, double grad_multiplier, ElementType state_type,
-                    ElementType param_type = ElementType::kF32);
+void reference_step(ReferenceState& state, const std::vector<double>& grads, const AdamHyperParams& hp, int64_t step,
+                    double grad_multiplier, ElementType state_type, ElementType param_type = ElementType::kF32);
 
 }  // namespace tierzero::cpu_adam::reference

@@ -15,7 +15,8 @@ std::span<const std::byte> bytes_of(const std::string& text) { return std::as_by
 class RealFs : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = "fs_test_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    root_ =
+        "fs_test_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     ASSERT_OK(fs_.remove_tree(root_));
     ASSERT_TRUE(fs_.make_dir(root_).value());
   }

@@ -23,7 +23,8 @@ namespace {
 using testing::random_bytes;
 using testing::TestDir;
 
-#define EXPECT_MESSAGE_HAS(status, text) EXPECT_NE((status).message().find(text), std::string::npos) << (status).to_string()
+#define EXPECT_MESSAGE_HAS(status, text) \
+  EXPECT_NE((status).message().find(text), std::string::npos) << (status).to_string()
 
 std::unique_ptr<IoEngine> sync_engine() {
   IoConfig config;
@@ -96,7 +97,8 @@ TEST(IoEngineTest, ImmutableDirectoryRefusesCreate) {
   int dfd = ::open(sub.c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(dfd, 0);
   int flags = 0;
-  if (ioctl(dfd, FS_IOC_GETFLAGS, &flags) != 0 || (flags |= FS_IMMUTABLE_FL, ioctl(dfd, FS_IOC_SETFLAGS, &flags)) != 0) {
+  if (ioctl(dfd, FS_IOC_GETFLAGS, &flags) != 0 ||
+      (flags |= FS_IMMUTABLE_FL, ioctl(dfd, FS_IOC_SETFLAGS, &flags)) != 0) {
     ::close(dfd);
     GTEST_SKIP() << "cannot set the immutable flag here: " << std::strerror(errno);
   }

@@ -17,7 +17,8 @@ using testing::random_bytes;
 
 class FaultTest : public testing::EngineTest {};
 
-#define EXPECT_MESSAGE_HAS(status, text) EXPECT_NE((status).message().find(text), std::string::npos) << (status).to_string()
+#define EXPECT_MESSAGE_HAS(status, text) \
+  EXPECT_NE((status).message().find(text), std::string::npos) << (status).to_string()
 
 TEST_P(FaultTest, ReadPastEndOfFileIsReportedNotZeroFilled) {
   auto data = random_bytes(10000, 10);

@@ -13,7 +13,8 @@ namespace tierzero::nvme::testing {
 std::string test_root() {
   const char* env = std::getenv("TIERZERO_TEST_NVME");
   struct stat st {};
-  if (env != nullptr && *env != '\0' && stat(env, &st) == 0 && S_ISDIR(st.st_mode) && access(env, W_OK) == 0) return env;
+  if (env != nullptr && *env != '\0' && stat(env, &st) == 0 && S_ISDIR(st.st_mode) && access(env, W_OK) == 0)
+    return env;
   return test_support::working_dir_root();
 }
 

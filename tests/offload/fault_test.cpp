@@ -1,8 +1,8 @@
 // Disk failures: an I/O error or a full disk during writeback surfaces as an error and the data
 // stays whole in the tier it was written from; a full disk is a kOutOfSpace "NVMe disk full"
 // error with the numbers and the fix; a disk too small for the budget is refused at start.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -84,10 +84,12 @@ TEST_P(DiskFaults, FailedWritebackKeepsTheDataWholeUntilRepaired) {
     if (err == ENOSPC) {  // a full disk is told apart from other I/O errors, with the numbers and the fix
       EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace) << s.to_string();
       EXPECT_NE(s.message().find("NVMe disk full: writing 292.97 KiB to the swap file(s) " + dir_.path() + "/"),
-                std::string::npos) << s.message();
+                std::string::npos)
+          << s.message();
       EXPECT_NE(s.message().find("but " + dir_.path() + " has "), std::string::npos) << s.message();
       EXPECT_NE(s.message().find("free space on that disk, or set a smaller nvme_bytes or another nvme_path"),
-                std::string::npos) << s.message();
+                std::string::npos)
+          << s.message();
     } else {
       EXPECT_EQ(s.code(), ErrorCode::kIo) << s.to_string();
     }
@@ -136,7 +138,8 @@ class OpenFaults final : public nvme::IoEngine {
   const nvme::IoConfig& config() const override { return inner_.config(); }
   Result<nvme::FileRef> open(const std::string& path, const nvme::OpenOptions& options) override {
     if (open_errno != 0) {
-      return errno_status(open_errno, "cannot preallocate " + std::to_string(options.preallocate_bytes) + " bytes for " + path);
+      return errno_status(open_errno,
+                          "cannot preallocate " + std::to_string(options.preallocate_bytes) + " bytes for " + path);
     }
     nvme::OpenOptions changed = options;
     if (skip_preallocation) changed.preallocate_bytes = 0;
@@ -164,10 +167,14 @@ TEST(FullDisk, DiskFillingDuringPreallocationIsReportedAtStart) {
   ASSERT_FALSE(tm.ok());
   EXPECT_EQ(tm.status().code(), ErrorCode::kOutOfSpace);
   const std::string m = tm.status().message();
-  EXPECT_NE(m.find("NVMe disk full: preallocating the swap file " + dir.path() + "/tierzero-swap-r0-s0.bin needs "
-                   "4.00 MiB but " + dir.path() + " has "),
-            std::string::npos) << m;
-  EXPECT_NE(m.find("free space on that disk, or set a smaller nvme_bytes or another nvme_path"), std::string::npos) << m;
+  EXPECT_NE(m.find("NVMe disk full: preallocating the swap file " + dir.path() +
+                   "/tierzero-swap-r0-s0.bin needs "
+                   "4.00 MiB but " +
+                   dir.path() + " has "),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("free space on that disk, or set a smaller nvme_bytes or another nvme_path"), std::string::npos)
+      << m;
 }
 
 // Fills the file system holding `dir` with a junk file; returns its path.

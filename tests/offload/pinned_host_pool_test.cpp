@@ -98,8 +98,8 @@ TEST(PinnedHostPool, EmptyPoolHasNoRoom) {
 
 TEST(PinnedHostPool, CapacityAboveMemAvailableIsRefusedBeforeAllocating) {
   const HostFacts facts = read_host_facts().value();
-  Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(
-      {.capacity_bytes = facts.mem_available + (1ull << 30), .device = DeviceChoice::kHost});
+  Result<std::unique_ptr<PinnedHostPool>> pool =
+      PinnedHostPool::create({.capacity_bytes = facts.mem_available + (1ull << 30), .device = DeviceChoice::kHost});
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.status().code(), ErrorCode::kOutOfSpace);
   EXPECT_NE(pool.status().message().find("MemAvailable"), std::string::npos) << pool.status().to_string();
@@ -126,8 +126,8 @@ TEST(PinnedHostPool, LockedCapacityAboveMemlockLimitIsRefused) {
   MemlockLimit limit(64 << 10);
   ASSERT_TRUE(limit.ok());
   if (read_host_facts().value().can_lock_unlimited) GTEST_SKIP() << "CAP_IPC_LOCK: RLIMIT_MEMLOCK does not apply";
-  Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(
-      {.capacity_bytes = 1 << 20, .device = DeviceChoice::kHost, .lock_host_memory = true});
+  Result<std::unique_ptr<PinnedHostPool>> pool =
+      PinnedHostPool::create({.capacity_bytes = 1 << 20, .device = DeviceChoice::kHost, .lock_host_memory = true});
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.status().code(), ErrorCode::kResourceExhausted);
   EXPECT_NE(pool.status().message().find("RLIMIT_MEMLOCK"), std::string::npos) << pool.status().to_string();

@@ -48,7 +48,8 @@ class PropertyWalk {
     SCOPED_TRACE("seed " + std::to_string(seed_) + ", operation " + std::to_string(op_) + " on shard " + id);
     if (!m.held) {
       switch (rng_() % 5) {
-        case 0: case 1: fetch(id, m, Access::kRead); break;
+        case 0:
+        case 1: fetch(id, m, Access::kRead); break;
         case 2: fetch(id, m, Access::kWrite); break;
         case 3: prefetch(); break;
         case 4: ASSERT_OK(tm_.writeback(id).get()); break;  // nothing held: no change
@@ -56,7 +57,8 @@ class PropertyWalk {
       return;
     }
     switch (rng_() % 6) {
-      case 0: case 1:
+      case 0:
+      case 1:
         if (m.write && !m.written_back && m.tier != Tier::kNvme) scribble(id, m);
         break;
       case 2: {
@@ -162,7 +164,9 @@ struct Walk {
   uint32_t host_copy_latency_us;  // nonzero: host-memory GPU tier with asynchronous copies
 };
 
-void PrintTo(const Walk& w, std::ostream* os) { *os << "seed " << w.seed << ", copy latency " << w.host_copy_latency_us << " us"; }
+void PrintTo(const Walk& w, std::ostream* os) {
+  *os << "seed " << w.seed << ", copy latency " << w.host_copy_latency_us << " us";
+}
 
 class PropertyTest : public ::testing::TestWithParam<Walk> {};
 

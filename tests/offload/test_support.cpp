@@ -82,7 +82,8 @@ std::string first_difference(const std::vector<uint8_t>& expected, const std::ve
   }
   if (count == 0) return "";
   char text[160];
-  std::snprintf(text, sizeof text, "first difference at byte %llu of %zu: expected 0x%02x, actual 0x%02x (%llu bytes differ)",
+  std::snprintf(text, sizeof text,
+                "first difference at byte %llu of %zu: expected 0x%02x, actual 0x%02x (%llu bytes differ)",
                 static_cast<unsigned long long>(first), expected.size(), expected[first], actual[first],
                 static_cast<unsigned long long>(count));
   return text;

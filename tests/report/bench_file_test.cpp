@@ -12,7 +12,6 @@ namespace {
 
 class BenchFileTest : public ::testing::Test {
  protected:
-
   std::string write_text(const std::string& name, const std::string& text) const {
     const std::string path = dir_.file(name);
     std::ofstream(path) << text;
@@ -49,7 +48,8 @@ TEST_F(BenchFileTest, ReadsEachKind) {
   EXPECT_FALSE(adam.adam[0].torch_gparams.has_value());
   EXPECT_EQ(adam.adam[0].copy_gbps, 10.0);
 
-  const BenchFile tiers = value_or_throw(read_bench_file(write_text("tiers.json", R"json({"title":"tierzero bench tiers",
+  const BenchFile tiers =
+      value_or_throw(read_bench_file(write_text("tiers.json", R"json({"title":"tierzero bench tiers",
     "rows":[{"what":"nvme read (raw)","GB/s":2.0,"peer_GB/s":2.0}]})json")));
   ASSERT_EQ(tiers.tiers.size(), 1u);
   EXPECT_EQ(tiers.tiers[0].what, "nvme read (raw)");
@@ -72,7 +72,8 @@ TEST_F(BenchFileTest, NotJsonNamesLineAndColumn) {
 TEST_F(BenchFileTest, BadRowsAreNamedWithTheirIndex) {
   const std::string missing = error_of(write_text("a.json", R"json({"title":"tierzero bench tiers","rows":[
     {"what":"x","GB/s":1,"peer_GB/s":1},{"what":"y","peer_GB/s":1}]})json"));
-  EXPECT_NE(missing.find("a.json (tierzero bench tiers): rows[1]: column 'GB/s' is missing"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("a.json (tierzero bench tiers): rows[1]: column 'GB/s' is missing"), std::string::npos)
+      << missing;
   const std::string mistyped = error_of(write_text("b.json", R"json({"title":"tierzero bench adam","rows":[
     {"threads":"four","Gparam/s":1,"GB/s":1}]})json"));
   EXPECT_NE(mistyped.find("rows[0]: column 'threads' is string; expected an integer"), std::string::npos) << mistyped;

@@ -61,7 +61,8 @@ std::vector<ProbedChart> probe_charts(const std::string& html) {
       } else {
         ps.bars = std::stoi(attribute(tag, "data-bars"));
         const size_t end = svg.find("</g>", static_cast<size_t>(s->position()));
-        const std::string group = svg.substr(static_cast<size_t>(s->position()), end - static_cast<size_t>(s->position()));
+        const std::string group =
+            svg.substr(static_cast<size_t>(s->position()), end - static_cast<size_t>(s->position()));
         for (auto r = std::sregex_iterator(group.begin(), group.end(), rect_re); r != std::sregex_iterator(); ++r) {
           ps.bar_values.push_back(std::stod((*r)[1].str()));
         }

@@ -55,11 +55,12 @@ TEST(DoctorTest, TableHasEveryCheckAndPassesHere) {
   const DoctorOptions options = small_options();
   const std::string table = run(options, false, code);
   EXPECT_EQ(code, 0) << table;
-  const std::pair<const char*, std::string> kExpected[] = {
-      {"io", "io_uring"},          {"io", "libaio"},           {"io", "backend (auto)"},
-      {"nvme", options.nvme_paths[0]}, {"cpu", "SIMD target"}, {"cpu", "optimizer threads"},
-      {"memory", "RAM"},           {"memory", "RLIMIT_MEMLOCK"}, {"memory", "pinned probe"},
-      {"build", "CUDA toolkit"},   {"build", "LibTorch"},      {"build", "NCCL"}};
+  const std::pair<const char*, std::string> kExpected[] = {{"io", "io_uring"},         {"io", "libaio"},
+                                                           {"io", "backend (auto)"},   {"nvme", options.nvme_paths[0]},
+                                                           {"cpu", "SIMD target"},     {"cpu", "optimizer threads"},
+                                                           {"memory", "RAM"},          {"memory", "RLIMIT_MEMLOCK"},
+                                                           {"memory", "pinned probe"}, {"build", "CUDA toolkit"},
+                                                           {"build", "LibTorch"},      {"build", "NCCL"}};
   for (const auto& [area, check] : kExpected) {
     const std::string line = line_of(table, area, check);
     ASSERT_FALSE(line.empty()) << "no line for " << area << " / " << check << " in\n" << table;

@@ -15,7 +15,6 @@ namespace {
 
 class MetricsFileTest : public ::testing::Test {
  protected:
-
   std::string path(const std::string& name) const { return dir_.file(name); }
   std::string write_text(const std::string& name, const std::string& text) const {
     std::ofstream(path(name)) << text;
@@ -118,9 +117,10 @@ TEST_F(MetricsFileTest, EveryLineIsOneJsonObjectFlushedAsWritten) {
 }
 
 TEST_F(MetricsFileTest, GivenNameIsKeptAndUnknownFieldsAreIgnored) {
-  const std::string file = write_text(
-      "x.jsonl", R"json({"type":"run","format":1,"name":"baseline","future_field":[1,2]})json" "\n" +
-                     kStepLine.substr(0, kStepLine.size() - 1) + R"json(,"new_metric":7})json" + "\n");
+  const std::string file =
+      write_text("x.jsonl", R"json({"type":"run","format":1,"name":"baseline","future_field":[1,2]})json"
+                            "\n" +
+                                kStepLine.substr(0, kStepLine.size() - 1) + R"json(,"new_metric":7})json" + "\n");
   const RunMetrics read = value_or_throw(read_metrics_file(file));
   EXPECT_EQ(read.run.name, "baseline");
   EXPECT_EQ(read.steps.size(), 1u);
@@ -157,7 +157,8 @@ TEST_F(MetricsFileTest, MissingAndMistypedFieldsAreNamed) {
 TEST_F(MetricsFileTest, RunLineFirstAndFormatKnown) {
   const std::string a = error_of(*this, write_text("a.jsonl", kStepLine + "\n"));
   EXPECT_NE(a.find("a.jsonl:1: the first line must be the run line"), std::string::npos) << a;
-  const std::string b = error_of(*this, write_text("b.jsonl", R"json({"type":"run","format":9})json" "\n"));
+  const std::string b = error_of(*this, write_text("b.jsonl", R"json({"type":"run","format":9})json"
+                                                              "\n"));
   EXPECT_NE(b.find("b.jsonl:1: metrics format 9 is newer"), std::string::npos) << b;
   const std::string c = error_of(*this, write_text("c.jsonl", ""));
   EXPECT_NE(c.find("c.jsonl: empty"), std::string::npos) << c;
@@ -166,7 +167,8 @@ TEST_F(MetricsFileTest, RunLineFirstAndFormatKnown) {
 }
 
 TEST_F(MetricsFileTest, StepsMustIncrease) {
-  const std::string message = error_of(*this, write_text("twice.jsonl", kRunLine + "\n" + kStepLine + "\n" + kStepLine + "\n"));
+  const std::string message =
+      error_of(*this, write_text("twice.jsonl", kRunLine + "\n" + kStepLine + "\n" + kStepLine + "\n"));
   EXPECT_NE(message.find("twice.jsonl:3: step 1 follows step 1"), std::string::npos) << message;
 }
 

@@ -39,8 +39,8 @@ template <typename T>
                                            ErrorCode code, std::string_view substring) {
   const Status& status = status_of(value);
   if (status.ok()) {
-    return ::testing::AssertionFailure() << expr_text << " is OK; expected " << error_code_name(code)
-                                         << " with \"" << substring << "\"";
+    return ::testing::AssertionFailure() << expr_text << " is OK; expected " << error_code_name(code) << " with \""
+                                         << substring << "\"";
   }
   if (status.code() != code || status.message().find(substring) == std::string::npos) {
     return ::testing::AssertionFailure() << expr_text << " is " << status.to_string() << "; expected "
@@ -65,7 +65,7 @@ template <typename T>
   TZ_TEST_ASSERT_OK_AND_ASSIGN_IMPL_(TZ_TEST_CONCAT_(tz_test_result_, __LINE__), lhs, expr)
 #define TZ_TEST_CONCAT_INNER_(a, b) a##b
 #define TZ_TEST_CONCAT_(a, b) TZ_TEST_CONCAT_INNER_(a, b)
-#define TZ_TEST_ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)                               \
-  auto tmp = (expr);                                                                    \
+#define TZ_TEST_ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)                                 \
+  auto tmp = (expr);                                                                       \
   GTEST_ASSERT_(::tierzero::test_support::status_is_ok(#expr, tmp), GTEST_FATAL_FAILURE_); \
   lhs = std::move(tmp).value()

@@ -3,9 +3,9 @@
 // with oneTBB.
 #pragma once
 
+#include "checkpoint/convert/internal/tensor_prefetcher.h"
 #include "checkpoint/dtype.h"
 #include "checkpoint/safetensors/safetensors.h"
-#include "checkpoint/convert/internal/tensor_prefetcher.h"
 
 namespace tierzero::checkpoint {
 

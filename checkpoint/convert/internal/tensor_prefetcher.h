@@ -65,8 +65,8 @@ class TensorPrefetcher {
   std::unique_ptr<std::byte[], FreeBytes> ring_;
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t head_ = 0;  // where the next region starts
-  uint64_t used_ = 0;  // bytes held by regions not yet recycled, skipped ends of the ring included
+  uint64_t head_ = 0;                  // where the next region starts
+  uint64_t used_ = 0;                  // bytes held by regions not yet recycled, skipped ends of the ring included
   std::deque<uint64_t> regions_;       // sizes of the held regions, oldest first
   std::deque<PrefetchedPiece> ready_;  // read, not yet taken by next()
   Status error_;

@@ -53,12 +53,12 @@ struct DeepSpeedFlat {
 struct DeepSpeedLayout {
   int zero_stage = 0;
   int world_size = 0;
-  std::vector<TensorSpec> specs;                    // output order
-  size_t first_trainable = 0;                       // specs [first_trainable, end) are param_shapes'
-  std::vector<DeepSpeedFlat> flats;                 // every rank's flat fp32 groups
-  std::vector<int64_t> numels;                      // numel of each spec
-  std::vector<std::vector<DeepSpeedPiece>> pieces;  // per spec; they tile [0, numel) exactly
-  std::vector<TorchTensor> sources;                 // stored tensors the pieces read
+  std::vector<TensorSpec> specs;                             // output order
+  size_t first_trainable = 0;                                // specs [first_trainable, end) are param_shapes'
+  std::vector<DeepSpeedFlat> flats;                          // every rank's flat fp32 groups
+  std::vector<int64_t> numels;                               // numel of each spec
+  std::vector<std::vector<DeepSpeedPiece>> pieces;           // per spec; they tile [0, numel) exactly
+  std::vector<TorchTensor> sources;                          // stored tensors the pieces read
   std::vector<std::pair<std::string, std::string>> aliases;  // alias -> a name in specs
 };
 

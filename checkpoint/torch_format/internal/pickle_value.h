@@ -14,23 +14,31 @@
 namespace tierzero::checkpoint {
 
 enum class PyKind : uint8_t {
-  kNone, kBool, kInt, kFloat, kString, kBytes,
-  kTuple, kList, kDict, kSet,  // containers (kSet holds set and frozenset)
-  kGlobal,                     // a name `module.qualname` (GLOBAL / STACK_GLOBAL)
-  kObject,                     // a call of a global: REDUCE, NEWOBJ, INST, OBJ (+ BUILD state)
-  kPersistentId,               // BINPERSID: the id value, resolved by the caller (torch: storages)
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kBytes,
+  kTuple,
+  kList,
+  kDict,
+  kSet,           // containers (kSet holds set and frozenset)
+  kGlobal,        // a name `module.qualname` (GLOBAL / STACK_GLOBAL)
+  kObject,        // a call of a global: REDUCE, NEWOBJ, INST, OBJ (+ BUILD state)
+  kPersistentId,  // BINPERSID: the id value, resolved by the caller (torch: storages)
 };
 
 // One value. Values live in a PickleDocument's arena and point at each other; memoised values are
 // shared, so a pickle may legally describe a cycle — walk only the structure you expect.
 struct PyValue {
   PyKind kind = PyKind::kNone;
-  uint64_t offset = 0;       // byte offset in the pickle of the opcode that made this value
-  bool boolean = false;      // kBool
-  int64_t integer = 0;       // kInt
-  double real = 0;           // kFloat
-  std::string text;          // kString (UTF-8), kBytes; kGlobal: the module
-  std::string name;          // kGlobal: the qualified name
+  uint64_t offset = 0;                                 // byte offset in the pickle of the opcode that made this value
+  bool boolean = false;                                // kBool
+  int64_t integer = 0;                                 // kInt
+  double real = 0;                                     // kFloat
+  std::string text;                                    // kString (UTF-8), kBytes; kGlobal: the module
+  std::string name;                                    // kGlobal: the qualified name
   std::vector<PyValue*> items;                         // kTuple, kList, kSet; kObject: appended
   std::vector<std::pair<PyValue*, PyValue*>> entries;  // kDict (insertion order); kObject: set items
   PyValue* callable = nullptr;  // kObject: the called global; kDict: its class when made by a call

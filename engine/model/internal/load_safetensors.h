@@ -15,7 +15,6 @@ namespace tierzero::engine {
 // (nullopt: each keeps the file's dtype). The file is validated by checkpoint::SafetensorsFile
 // (errors name the file and tensor); a dtype no weight uses is kUnsupported.
 Result<std::map<std::string, at::Tensor>> load_safetensors_file(const std::string& path,
-                                                                std::optional<at::ScalarType> dtype,
-                                                                at::Device device);
+                                                                std::optional<at::ScalarType> dtype, at::Device device);
 
 }  // namespace tierzero::engine

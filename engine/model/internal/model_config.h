@@ -14,10 +14,10 @@ namespace tierzero::engine {
 // RoPE frequency scaling, as transformers' ROPE_INIT_FUNCTIONS computes it.
 // Read from "rope_scaling" (transformers < 5) or "rope_parameters" (transformers >= 5).
 struct RopeScaling {
-  std::string type = "default";  // "default" | "linear" | "dynamic" | "llama3"
-  double factor = 1.0;           // linear, dynamic, llama3
-  double low_freq_factor = 1.0;  // llama3
-  double high_freq_factor = 4.0; // llama3
+  std::string type = "default";   // "default" | "linear" | "dynamic" | "llama3"
+  double factor = 1.0;            // linear, dynamic, llama3
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
   // llama3: the pre-training context (defaults to max_position_embeddings). Dynamic NTK grows the
   // base above max_position_embeddings, as transformers does.
   int64_t original_max_position_embeddings = 0;
@@ -53,7 +53,7 @@ struct ModelConfig {
   // ("sliding_attention"), else layers >= max_window_layers; Mistral: every layer. Empty or all
   // false when sliding_window is nullopt.
   std::vector<bool> sliding_window_layers;
-  std::string hidden_act = "silu";    // only "silu" is accepted (SwiGLU)
+  std::string hidden_act = "silu";      // only "silu" is accepted (SwiGLU)
   std::string torch_dtype = "float32";  // "torch_dtype" or "dtype": "float32" | "bfloat16" | "float16"
   double initializer_range = 0.02;
   std::optional<int64_t> pad_token_id;  // its embedding row is zeroed by random init, as HF does

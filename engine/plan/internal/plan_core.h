@@ -20,13 +20,13 @@ struct RunShape {
   int64_t padded = 0;     // the flat layout's elements (stages 0-2)
   int64_t partition = 0;  // this rank's partition: the optimizer's and the gradients' elements
   int64_t largest_param = 0;
-  int64_t largest_unit = 0;        // a unit's parameters (the LM head unit holds a tied embedding)
-  int64_t persistent = 0;          // stage 3: parameters of <= the persistence threshold, whole
-  int64_t nonpersistent = 0;       // stage 3: the rest
+  int64_t largest_unit = 0;   // a unit's parameters (the LM head unit holds a tied embedding)
+  int64_t persistent = 0;     // stage 3: parameters of <= the persistence threshold, whole
+  int64_t nonpersistent = 0;  // stage 3: the rest
   int64_t largest_shard = 0;
-  int64_t slots = 0;               // distinct parameters
-  int64_t landing = 0;             // offloaded: a staging slot's elements (the largest bucket landed)
-  int64_t kept_gathered = 0;       // stage 3: parameters kept whole between forward and backward
+  int64_t slots = 0;          // distinct parameters
+  int64_t landing = 0;        // offloaded: a staging slot's elements (the largest bucket landed)
+  int64_t kept_gathered = 0;  // stage 3: parameters kept whole between forward and backward
   int64_t micro = 0, seq = 0, accum = 0;
   bool optimizer_cpu = false, optimizer_nvme = false, params_cpu = false, params_nvme = false;
   bool optimizer_offloaded() const { return optimizer_cpu || optimizer_nvme; }

@@ -46,8 +46,8 @@ class FlatPartitioner final : public Partitioner {
     int64_t end = 0;
     int expected_arrivals = 0;  // (unit, parameter) gradients per micro-batch
     int arrivals = 0;
-    bool in_flight = false;     // launched, not yet added to the partition
-    at::Tensor sum;             // [end - begin] grad dtype, while filling or in flight
+    bool in_flight = false;  // launched, not yet added to the partition
+    at::Tensor sum;          // [end - begin] grad dtype, while filling or in flight
     std::vector<CommOp> ops;
   };
   void make_buckets(const std::vector<std::vector<size_t>>& unit_params);

@@ -43,8 +43,7 @@ struct FlatGroupLayout {
 // (0..2) over `world_size` ranks: stage 0 one unpadded partition; stages 1-2 `world_size`
 // partitions of the flat padded to a multiple of 2 * world_size elements.
 FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
-                                       const std::vector<std::vector<int64_t>>& shapes, int stage,
-                                       int world_size);
+                                       const std::vector<std::vector<int64_t>>& shapes, int stage, int world_size);
 
 // One parameter of a stage 3 model.
 struct ShardSlot {
@@ -59,7 +58,7 @@ struct ShardSlot {
 struct ShardedLayout {
   std::vector<ShardSlot> slots;  // in first-use order
   int world_size = 1;
-  int64_t shard_numel = 0;       // one rank's flat shard: the sum of slots' shard_numel
+  int64_t shard_numel = 0;  // one rank's flat shard: the sum of slots' shard_numel
 
   // Elements of parameter `slot` held by `rank`: [rank * shard_numel, ...) of the padded parameter,
   // of which `valid_numel` are real (the rest is padding past numel).

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/functional_model.h"
 #include "engine/comm/comm.h"
+#include "engine/model/functional_model.h"
 #include "engine/zero/internal/host_grad_pipeline.h"
 #include "engine/zero/internal/host_tier.h"
 #include "engine/zero/internal/param_gateway.h"
@@ -36,22 +36,22 @@ namespace tierzero::engine {
 
 // How parameters and gradients are kept and reduced.
 struct PartitionOptions {
-  int stage = 0;                                   // 0..3
-  at::ScalarType compute_dtype = at::kFloat;       // parameters the model runs with
-  at::ScalarType grad_dtype = at::kFloat;          // gradient accumulation and reduction
-  at::Device grad_device = at::kCPU;               // where the gradient partition lives
-  bool offload_params = false;                     // stage 3: this rank's shard of the compute
-                                                   // parameters in host memory, copied to the
-                                                   // device for each gather (offload_param "cpu")
-  bool pin_offloaded_params = true;                // that shard in the engine's pinned host tier
-                                                   // (asynchronous copies; offload_param.pin_memory),
-                                                   // else in pageable memory
-  int64_t reduce_bucket_numel = 500'000'000;       // elements per gradient reduction bucket
-  int64_t prefetch_numel = 50'000'000;             // stage 3: elements gathered ahead of use
-  int64_t persistence_threshold = 100'000;         // stage 3: params this small stay gathered
-  int64_t max_live_numel = 1'000'000'000;          // stage 3: gathered elements alive at once, at most
-  int64_t max_reuse_distance = 1'000'000'000;      // stage 3: keep a param gathered when reused within
-                                                   // this many elements of other units' params
+  int stage = 0;                               // 0..3
+  at::ScalarType compute_dtype = at::kFloat;   // parameters the model runs with
+  at::ScalarType grad_dtype = at::kFloat;      // gradient accumulation and reduction
+  at::Device grad_device = at::kCPU;           // where the gradient partition lives
+  bool offload_params = false;                 // stage 3: this rank's shard of the compute
+                                               // parameters in host memory, copied to the
+                                               // device for each gather (offload_param "cpu")
+  bool pin_offloaded_params = true;            // that shard in the engine's pinned host tier
+                                               // (asynchronous copies; offload_param.pin_memory),
+                                               // else in pageable memory
+  int64_t reduce_bucket_numel = 500'000'000;   // elements per gradient reduction bucket
+  int64_t prefetch_numel = 50'000'000;         // stage 3: elements gathered ahead of use
+  int64_t persistence_threshold = 100'000;     // stage 3: params this small stay gathered
+  int64_t max_live_numel = 1'000'000'000;      // stage 3: gathered elements alive at once, at most
+  int64_t max_reuse_distance = 1'000'000'000;  // stage 3: keep a param gathered when reused within
+                                               // this many elements of other units' params
 };
 
 class Partitioner : public ParamGateway {
@@ -111,8 +111,7 @@ struct OffloadedHost {
 // check_params; only what this rank keeps is read: param_loading.h). `host` must outlive the
 // partitioner.
 std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model, ParamSource& params,
-                                              const PartitionOptions& options, Comm& comm,
-                                              OffloadedHost host = {});
+                                              const PartitionOptions& options, Comm& comm, OffloadedHost host = {});
 
 }  // namespace tierzero::engine
 

@@ -130,8 +130,8 @@ class ShardedPartitioner final : public Partitioner {
   at::Tensor shard_params_;                       // [shard_numel] compute dtype: this rank's shards
                                                   // (comm device, or host memory when offloaded)
   OffloadedHost host_;
-  at::Tensor grad_shard_;                         // [shard_numel] grad dtype, grad device (or the
-                                                  // landing pipeline's fp32 host partition)
+  at::Tensor grad_shard_;  // [shard_numel] grad dtype, grad device (or the
+                           // landing pipeline's fp32 host partition)
   ShardedGradReducer reducer_;
   std::vector<SlotState> slots_;
   std::deque<Gather> gathers_;  // oldest first
@@ -142,14 +142,14 @@ class ShardedPartitioner final : public Partitioner {
 
   // The fetch order of the first step and its indexes.
   std::vector<size_t> trace_;
-  std::vector<std::vector<size_t>> uses_;   // slot -> trace positions of the units using it
-  std::vector<int64_t> numel_before_;       // position -> elements of the units at earlier positions
-  std::vector<int64_t> prefetched_numel_;   // position -> elements gathered ahead for it this step
+  std::vector<std::vector<size_t>> uses_;  // slot -> trace positions of the units using it
+  std::vector<int64_t> numel_before_;      // position -> elements of the units at earlier positions
+  std::vector<int64_t> prefetched_numel_;  // position -> elements gathered ahead for it this step
   bool recording_ = true;
-  bool following_ = false;                  // this step's fetches have matched the trace so far
-  size_t cursor_ = 0;                       // the next trace position expected
-  size_t prefetch_cursor_ = 0;              // positions below this have been prefetched
-  std::vector<size_t> position_of_unit_;    // unit -> trace position of its open fetch, or kNone
+  bool following_ = false;                // this step's fetches have matched the trace so far
+  size_t cursor_ = 0;                     // the next trace position expected
+  size_t prefetch_cursor_ = 0;            // positions below this have been prefetched
+  std::vector<size_t> position_of_unit_;  // unit -> trace position of its open fetch, or kNone
 };
 
 }  // namespace tierzero::engine

@@ -29,8 +29,8 @@ std::string hf_fixture_dir(std::string& skip_reason) {
     const char* env_python = std::getenv("TIERZERO_PYTHON");
     const std::string python = env_python && *env_python ? env_python : "python3";
     const std::string log = std::string(TIERZERO_HF_FIXTURE_DIR) + ".log";
-    const std::string command = "'" + python + "' '" TIERZERO_HF_FIXTURE_SCRIPT "' --out '" TIERZERO_HF_FIXTURE_DIR
-                                "' > '" + log + "' 2>&1";
+    const std::string command =
+        "'" + python + "' '" TIERZERO_HF_FIXTURE_SCRIPT "' --out '" TIERZERO_HF_FIXTURE_DIR "' > '" + log + "' 2>&1";
     const int status = std::system(command.c_str());
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     std::stringstream text;
@@ -48,8 +48,8 @@ std::string hf_fixture_dir(std::string& skip_reason) {
   return dir;
 }
 
-#define REQUIRE_HF_FIXTURE(dir_var)                        \
-  std::string skip_reason_;                                \
+#define REQUIRE_HF_FIXTURE(dir_var)                         \
+  std::string skip_reason_;                                 \
   const std::string dir_var = hf_fixture_dir(skip_reason_); \
   if (dir_var.empty()) GTEST_SKIP() << skip_reason_
 

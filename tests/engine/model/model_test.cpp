@@ -39,14 +39,15 @@ ModelConfig small_config(const std::string& model_type) {
 
 std::string llama_json(const std::string& extra) {
   return R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32, "hidden_size": 64,
-             "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4)" + extra + "}";
+             "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4)" +
+         extra + "}";
 }
 
 TEST(ModelConfig, ParsesTransformers4RopeKeys) {
-  auto c = parse_model_config(
-      llama_json(R"(, "num_key_value_heads": 2, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+  auto c =
+      parse_model_config(llama_json(R"(, "num_key_value_heads": 2, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
                    "rope_scaling": {"type": "linear", "factor": 2.0}, "attention_bias": true)"),
-      "test.json");
+                         "test.json");
   ASSERT_OK(c);
   EXPECT_EQ(c->head_dim, 16);
   EXPECT_EQ(c->num_key_value_heads, 2);
@@ -267,9 +268,7 @@ TEST(FunctionalModel, LayerGradientsMatchFiniteDifferences) {
   expect_unit_gradients_match(mistral, 2, 6);  // window < T: the explicit mask path
 }
 
-TEST(FunctionalModel, HeadGradientsMatchFiniteDifferences) {
-  expect_unit_gradients_match(small_config("qwen2"), 3, 4);
-}
+TEST(FunctionalModel, HeadGradientsMatchFiniteDifferences) { expect_unit_gradients_match(small_config("qwen2"), 3, 4); }
 
 TEST(CausalLmLoss, ShiftsAndIgnores) {
   at::Tensor logits = at::randn({2, 4, 5}, at::kDouble);

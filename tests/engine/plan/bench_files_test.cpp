@@ -71,7 +71,8 @@ TEST(PlanBenchFiles, ErrorsNameTheFile) {
   Status wrong = apply_bench_file(other, m);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.message().find("bench convert"), std::string::npos);
-  const std::string bad_row = write_temp("bad_row.json", R"({"title": "tierzero bench adam", "rows": [{"threads": 2}]})");
+  const std::string bad_row =
+      write_temp("bad_row.json", R"({"title": "tierzero bench adam", "rows": [{"threads": 2}]})");
   Status row = apply_bench_file(bad_row, m);
   ASSERT_FALSE(row.ok());
   EXPECT_NE(row.message().find("Gparam/s"), std::string::npos) << row.message();

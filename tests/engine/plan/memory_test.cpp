@@ -13,8 +13,8 @@ using testing::item_bytes;
 using testing::kLlama135bParams;
 
 constexpr int64_t N = kLlama135bParams;
-constexpr int64_t kSlots = 1 + 24 * 9 + 1 + 1;       // embedding, 9 per layer, final norm, LM head
-constexpr int64_t kNorms = 24 * 2 + 1;               // the parameters under the persistence threshold
+constexpr int64_t kSlots = 1 + 24 * 9 + 1 + 1;           // embedding, 9 per layer, final norm, LM head
+constexpr int64_t kNorms = 24 * 2 + 1;                   // the parameters under the persistence threshold
 constexpr int64_t kLargestUnit = 2048 + 32000LL * 2048;  // final norm + LM head
 
 Plan plan_of(const std::string& json, int world = 1) {
@@ -75,7 +75,8 @@ TEST(PlanMemory, Stage0OnTheGpu) {
 
 TEST(PlanMemory, Stage2PartitionsOverRanks) {
   const Plan p = plan_of(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
-      "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})", 4);
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})",
+                         4);
   EXPECT_EQ(p.world_size, 4);
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "parameters (compute copy, whole model)"), 2u * N);
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 12u * (N / 4));

@@ -21,7 +21,8 @@ TEST(PlanModelDims, BenchmarkShape) {
 TEST(PlanModelDims, Qwen2BiasesAndGqa) {
   Result<ModelDims> m = parse_model_dims(R"({"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-      "tie_word_embeddings": true})", "qwen.json");
+      "tie_word_embeddings": true})",
+                                         "qwen.json");
   ASSERT_OK(m);
   EXPECT_TRUE(m->qkv_bias);
   EXPECT_FALSE(m->o_proj_bias);
@@ -38,7 +39,8 @@ TEST(PlanModelDims, ErrorsNameTheKey) {
   ASSERT_FALSE(negative.ok());
   EXPECT_NE(negative.status().message().find("\"hidden_size\" must be a positive integer"), std::string::npos);
   Result<ModelDims> heads = parse_model_dims(R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8,
-      "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 3})", "c.json");
+      "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 3})",
+                                             "c.json");
   ASSERT_FALSE(heads.ok());
   EXPECT_NE(heads.status().message().find("num_key_value_heads 3"), std::string::npos);
   EXPECT_EQ(load_model_dims("/nonexistent").status().code(), ErrorCode::kNotFound);

@@ -13,7 +13,8 @@ namespace tierzero::engine::testing {
 // 16 heads (no GQA), untied.
 ModelDims llama_1_35b();
 // Its parameters, by hand: 2 embeddings + 24 x (4 h^2 + 3 h i + 2 h) + final norm.
-constexpr int64_t kLlama135bParams = 2 * 32000LL * 2048 + 24 * (4LL * 2048 * 2048 + 3LL * 2048 * 5504 + 2 * 2048) + 2048;
+constexpr int64_t kLlama135bParams =
+    2 * 32000LL * 2048 + 24 * (4LL * 2048 * 2048 + 3LL * 2048 * 5504 + 2 * 2048) + 2048;
 
 // A ds_config parsed from `json_text` for `world` ranks (the test fails on a parse error).
 DsConfig config_from(const std::string& json_text, int world = 1);

@@ -25,9 +25,10 @@ TEST(PlanJson, RoundTrip) {
 }
 
 TEST(PlanJson, MissingFieldIsNamed) {
-  Result<Plan> p = plan_training(testing::llama_1_35b(),
-                                 testing::config_from(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1})"),
-                                 testing::round_machine());
+  Result<Plan> p =
+      plan_training(testing::llama_1_35b(),
+                    testing::config_from(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1})"),
+                    testing::round_machine());
   ASSERT_OK(p);
   nlohmann::json json = plan_to_json(*p);
   json["items"][1].erase("bytes");

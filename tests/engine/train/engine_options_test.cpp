@@ -67,7 +67,8 @@ TEST(EngineOptions, OptimizerOnNvmeCarriesPathBuffersPipelineAndAio) {
   ZeroEngineOptions options = engine_options(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
       "offload_optimizer": {"device": "nvme", "nvme_path": "/mnt/nvme0", "buffer_count": 6,
         "pipeline_read": true, "pipeline_write": false}},
-      "aio": {"block_size": 262144, "queue_depth": 32, "intra_op_parallelism": 2}})")).value();
+      "aio": {"block_size": 262144, "queue_depth": 32, "intra_op_parallelism": 2}})"))
+                                  .value();
   EXPECT_TRUE(options.offload_optimizer);
   EXPECT_EQ(options.nvme_optimizer.paths, std::vector<std::string>{"/mnt/nvme0"});
   EXPECT_EQ(options.nvme_optimizer.buffer_count, 6);
@@ -77,7 +78,9 @@ TEST(EngineOptions, OptimizerOnNvmeCarriesPathBuffersPipelineAndAio) {
   EXPECT_EQ(options.nvme_optimizer.io.queue_depth, 32u);
   EXPECT_EQ(options.nvme_optimizer.io.intra_op_parallelism, 2u);
   EXPECT_TRUE(engine_options(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
-      "offload_optimizer": {"device": "cpu"}}})")).value().nvme_optimizer.paths.empty());
+      "offload_optimizer": {"device": "cpu"}}})"))
+                  .value()
+                  .nvme_optimizer.paths.empty());
 }
 
 TEST(EngineOptions, RefuseWhatTheEngineCannotDo) {

@@ -51,10 +51,9 @@ class Ranks {
       for (char** e = environ; *e != nullptr; ++e)
         if (std::string(*e).rfind("CUDA_VISIBLE_DEVICES=", 0) != 0) env.emplace_back(*e);
       for (std::string v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-                            std::string("CUDA_VISIBLE_DEVICES="),
-                            "WORLD_SIZE=" + std::to_string(kWorld), std::string("MASTER_ADDR=127.0.0.1"),
-                            "MASTER_PORT=" + std::to_string(port), std::string("OMP_NUM_THREADS=1"),
-                            std::string("TORCH_FR_BUFFER_SIZE=0")})
+                            std::string("CUDA_VISIBLE_DEVICES="), "WORLD_SIZE=" + std::to_string(kWorld),
+                            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
+                            std::string("OMP_NUM_THREADS=1"), std::string("TORCH_FR_BUFFER_SIZE=0")})
         env.push_back(v);
       std::vector<char*> argv, envp;
       for (std::string& a : args) argv.push_back(a.data());

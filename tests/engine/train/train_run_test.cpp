@@ -68,7 +68,8 @@ TEST(Train, StepLinesCarryTheFiguresEveryStepsPerPrint) {
   EXPECT_GT(run.summary->pageable_bytes, 0);
   const std::string& done = run.lines.back();
   EXPECT_EQ(done.rfind("done: 5 steps (0 skipped)", 0), 0u) << done;
-  if (!at::hasCUDA()) EXPECT_NE(done.find("| peak gpu - (reserved -) | pinned 0 B | pageable "), std::string::npos) << done;
+  if (!at::hasCUDA())
+    EXPECT_NE(done.find("| peak gpu - (reserved -) | pinned 0 B | pageable "), std::string::npos) << done;
   EXPECT_NE(done.find("| nvme 0 B"), std::string::npos) << done;
 }
 
@@ -125,8 +126,8 @@ TEST(Train, ResumeContinuesBitForBit) {
 // bit, and the swap file's bytes on the done line.
 TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   ScratchDir dir;
-  const nlohmann::json cpu = {{"zero_optimization", {{"stage", 3}, {"sub_group_size", 5000},
-                                                     {"offload_optimizer", {{"device", "cpu"}}}}}};
+  const nlohmann::json cpu = {
+      {"zero_optimization", {{"stage", 3}, {"sub_group_size", 5000}, {"offload_optimizer", {{"device", "cpu"}}}}}};
   nlohmann::json nvme = cpu;
   nvme["zero_optimization"]["offload_optimizer"] = {
       {"device", "nvme"}, {"nvme_path", dir / "nvme"}, {"pipeline_read", true}, {"pipeline_write", true}};

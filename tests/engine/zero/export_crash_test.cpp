@@ -31,8 +31,8 @@ struct Trained {
     options.cpu_threads = 1;
     options.partition.stage = 0;
     options.partition.compute_dtype = at::kBFloat16;
-    engine = std::make_unique<ZeroEngine>(*model, init_parameters(model->config(), 7, at::kFloat, at::kCPU), options,
-                                          *comm);
+    engine =
+        std::make_unique<ZeroEngine>(*model, init_parameters(model->config(), 7, at::kFloat, at::kCPU), options, *comm);
     at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(100);
     for (int step = 0; step < 2; ++step) {
       at::Tensor tokens = at::randint(model->config().vocab_size, {2, 9}, generator, at::kLong);
@@ -97,8 +97,8 @@ CrashReport crash_saving_beside_a_checkpoint(const std::string& root) {
     for (const auto& [name, bytes] : reference) {
       const auto it = got.find(name);
       if (it == got.end() && (finished || looks_complete)) {
-        problems.push_back(fmt::format("{} is missing{}", name, finished ? " after the save returned"
-                                                                         : " while the index is there"));
+        problems.push_back(
+            fmt::format("{} is missing{}", name, finished ? " after the save returned" : " while the index is there"));
       } else if (it != got.end() && it->second != bytes) {
         problems.push_back(name + " differs from a clean save's");
       }
@@ -131,8 +131,8 @@ TEST(ExportSyncSites, RemovingEitherMoveSyncMakesACrashTestFail) {
     const CrashReport report = crash_saving_beside_a_checkpoint(root.path());
     std::printf("| %s | ExportCrashSimulation.SaveBesideACheckpointNeverLooksCompleteWhenPartial |\n    e.g. %s\n",
                 checkpoint::sync_site_name(site), report.problems.empty() ? "" : report.problems.front().c_str());
-    EXPECT_FALSE(report.problems.empty()) << "without the " << checkpoint::sync_site_name(site)
-                                          << " sync every export crash test still passes";
+    EXPECT_FALSE(report.problems.empty())
+        << "without the " << checkpoint::sync_site_name(site) << " sync every export crash test still passes";
   }
 }
 

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <csignal>
 #include <cstdlib>
@@ -124,8 +124,8 @@ ModelConfig small_config(const std::string& family, bool tied) {
 
 // An engine over `comm` trained 2 steps on random tokens (different per rank); `offload`: the
 // optimizer on the CPU (cpu_adam).
-std::unique_ptr<ZeroEngine> train_two_steps(const FunctionalModel& model, int stage, at::ScalarType dtype,
-                                            Comm& comm, bool offload = false) {
+std::unique_ptr<ZeroEngine> train_two_steps(const FunctionalModel& model, int stage, at::ScalarType dtype, Comm& comm,
+                                            bool offload = false) {
   ZeroEngineOptions options;
   options.offload_optimizer = offload;
   options.cpu_threads = 1;
@@ -133,8 +133,8 @@ std::unique_ptr<ZeroEngine> train_two_steps(const FunctionalModel& model, int st
   options.partition.compute_dtype = dtype;
   options.partition.reduce_bucket_numel = 1000;
   options.partition.persistence_threshold = 64;
-  auto engine = std::make_unique<ZeroEngine>(model, init_parameters(model.config(), 7, at::kFloat, at::kCPU),
-                                             options, comm);
+  auto engine =
+      std::make_unique<ZeroEngine>(model, init_parameters(model.config(), 7, at::kFloat, at::kCPU), options, comm);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(100 + comm.rank());
   for (int step = 0; step < 2; ++step) {
     at::Tensor tokens = at::randint(model.config().vocab_size, {2, 9}, generator, at::kLong);
@@ -205,9 +205,9 @@ struct ExportCase {
 TEST(ZeroExport, WritesMasterWeightsRoundedToTheTrainingDtype) {
   const std::string tmp = make_temp_dir();
   std::vector<std::string> dirs;
-  for (const ExportCase& c : {ExportCase{3, "qwen2", true, at::kBFloat16, 64},
-                              ExportCase{2, "llama", false, at::kHalf, 64},
-                              ExportCase{0, "llama", true, at::kFloat, 256 << 20}}) {
+  for (const ExportCase& c :
+       {ExportCase{3, "qwen2", true, at::kBFloat16, 64}, ExportCase{2, "llama", false, at::kHalf, 64},
+        ExportCase{0, "llama", true, at::kFloat, 256 << 20}}) {
     SCOPED_TRACE("stage " + std::to_string(c.stage));
     const std::string out = tmp + "/stage" + std::to_string(c.stage);
     const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config(c.family, c.tied));

@@ -52,8 +52,7 @@ TEST(ShardedLayout, EachParameterPaddedToWorldSize) {
 // Partitions of 6 elements: b (7 elements at flat 15..21) straddles ranks 2 and 3.
 TEST(PartitionRuns, FlatRangeSplitsAtPartitionEnds) {
   FlatGroupLayout layout = make_flat_group_layout({"a", "b"}, {{3, 5}, {7}}, /*stage=*/2, /*world_size=*/4);
-  EXPECT_EQ(locate(layout, layout.slots[1], 0, 7),
-            (std::vector<PartitionRun>{{2, 3, 0, 3}, {3, 0, 3, 4}}));
+  EXPECT_EQ(locate(layout, layout.slots[1], 0, 7), (std::vector<PartitionRun>{{2, 3, 0, 3}, {3, 0, 3, 4}}));
   EXPECT_EQ(locate(layout, layout.slots[0], 5, 8),  // a's flat 5..12: ranks 0 (5), 1 (6..11), 2 (12)
             (std::vector<PartitionRun>{{0, 5, 5, 1}, {1, 0, 6, 6}, {2, 0, 12, 1}}));
   EXPECT_EQ(locate(layout, layout.slots[1], 4, 2), (std::vector<PartitionRun>{{3, 1, 4, 2}}));

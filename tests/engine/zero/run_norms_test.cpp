@@ -51,10 +51,10 @@ TEST(RunNorms, RunsCutAtOtherBoundariesCountEachElementOnce) {
   RunNorms norms;
   write_run(partition, norms, 0, 1000, rng);
   write_run(partition, norms, 1000, 3096, rng);
-  write_run(partition, norms, 500, 1200, rng);   // cuts both runs
-  write_run(partition, norms, 3000, 10, rng);    // inside one run
-  write_run(partition, norms, 2990, 30, rng);    // covers the last one and cuts around it
-  write_run(partition, norms, 0, 100, rng);      // at the start of a cut run
+  write_run(partition, norms, 500, 1200, rng);  // cuts both runs
+  write_run(partition, norms, 3000, 10, rng);   // inside one run
+  write_run(partition, norms, 2990, 30, rng);   // covers the last one and cuts around it
+  write_run(partition, norms, 0, 100, rng);     // at the start of a cut run
   const cpu_adam::GradStats stats = norms.total(partition, adam);
   EXPECT_TRUE(stats.finite);
   EXPECT_NEAR(stats.sq_norm, direct_sq(partition, 4096), 1e-9 * stats.sq_norm);

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "engine/model/functional_model.h"
-#include "engine/zero/zero_engine.h"
 #include "engine/zero/internal/sharded_partitioner.h"
+#include "engine/zero/zero_engine.h"
 
 namespace tierzero::engine::testing {
 namespace {
@@ -47,25 +47,37 @@ void record_stage3_stats(const ShardedPartitioner& partitioner, const Scenario& 
 }  // namespace
 
 std::vector<std::string> Scenario::to_args() const {
-  return {"--stage=" + std::to_string(stage), "--offload=" + std::to_string(offload),
+  return {"--stage=" + std::to_string(stage),
+          "--offload=" + std::to_string(offload),
           "--offload_params=" + std::to_string(offload_params),
-          "--world_size=" + std::to_string(world_size), "--steps=" + std::to_string(steps),
-          "--accumulation=" + std::to_string(accumulation), "--micro_batch=" + std::to_string(micro_batch),
-          "--seq_len=" + std::to_string(seq_len), "--tied=" + std::to_string(tied),
-          "--clip=" + std::to_string(clip), "--dtype=" + dtype, "--device=" + device,
+          "--world_size=" + std::to_string(world_size),
+          "--steps=" + std::to_string(steps),
+          "--accumulation=" + std::to_string(accumulation),
+          "--micro_batch=" + std::to_string(micro_batch),
+          "--seq_len=" + std::to_string(seq_len),
+          "--tied=" + std::to_string(tied),
+          "--clip=" + std::to_string(clip),
+          "--dtype=" + dtype,
+          "--device=" + device,
           "--bucket_numel=" + std::to_string(bucket_numel),
           "--persistence_threshold=" + std::to_string(persistence_threshold),
           "--prefetch_numel=" + std::to_string(prefetch_numel),
           "--max_live_numel=" + std::to_string(max_live_numel),
-          "--max_reuse_distance=" + std::to_string(max_reuse_distance), "--resume_dir=" + resume_dir,
-          "--save_dir=" + save_dir, "--overlap=" + std::to_string(overlap),
+          "--max_reuse_distance=" + std::to_string(max_reuse_distance),
+          "--resume_dir=" + resume_dir,
+          "--save_dir=" + save_dir,
+          "--overlap=" + std::to_string(overlap),
           "--sub_group_numel=" + std::to_string(sub_group_numel),
           "--staging_buffers=" + std::to_string(staging_buffers),
           "--compare_overlap=" + std::to_string(compare_overlap),
-          "--staging_slot_bytes=" + std::to_string(staging_slot_bytes), "--weights_dir=" + weights_dir,
-          "--streamed=" + std::to_string(streamed), "--compare_streamed=" + std::to_string(compare_streamed),
-          "--nvme_dir=" + nvme_dir, "--nvme_buffers=" + std::to_string(nvme_buffers),
-          "--nvme_pipeline=" + std::to_string(nvme_pipeline), "--compare_nvme=" + std::to_string(compare_nvme)};
+          "--staging_slot_bytes=" + std::to_string(staging_slot_bytes),
+          "--weights_dir=" + weights_dir,
+          "--streamed=" + std::to_string(streamed),
+          "--compare_streamed=" + std::to_string(compare_streamed),
+          "--nvme_dir=" + nvme_dir,
+          "--nvme_buffers=" + std::to_string(nvme_buffers),
+          "--nvme_pipeline=" + std::to_string(nvme_pipeline),
+          "--compare_nvme=" + std::to_string(compare_nvme)};
 }
 
 Scenario Scenario::from_args(const std::vector<std::string>& args) {
@@ -74,38 +86,70 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
     size_t eq = arg.find('=');
     if (arg.rfind("--", 0) != 0 || eq == std::string::npos) throw Error(invalid_argument("bad argument " + arg));
     std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
-    if (key == "stage") s.stage = std::stoi(value);
-    else if (key == "offload") s.offload = value == "1";
-    else if (key == "offload_params") s.offload_params = value == "1";
-    else if (key == "world_size") s.world_size = std::stoi(value);
-    else if (key == "steps") s.steps = std::stoi(value);
-    else if (key == "accumulation") s.accumulation = std::stoi(value);
-    else if (key == "micro_batch") s.micro_batch = std::stoi(value);
-    else if (key == "seq_len") s.seq_len = std::stoi(value);
-    else if (key == "tied") s.tied = value == "1";
-    else if (key == "clip") s.clip = std::stod(value);
-    else if (key == "dtype") s.dtype = value;
-    else if (key == "device") s.device = value;
-    else if (key == "bucket_numel") s.bucket_numel = std::stoll(value);
-    else if (key == "persistence_threshold") s.persistence_threshold = std::stoll(value);
-    else if (key == "prefetch_numel") s.prefetch_numel = std::stoll(value);
-    else if (key == "max_live_numel") s.max_live_numel = std::stoll(value);
-    else if (key == "max_reuse_distance") s.max_reuse_distance = std::stoll(value);
-    else if (key == "resume_dir") s.resume_dir = value;
-    else if (key == "save_dir") s.save_dir = value;
-    else if (key == "overlap") s.overlap = value == "1";
-    else if (key == "sub_group_numel") s.sub_group_numel = std::stoll(value);
-    else if (key == "staging_buffers") s.staging_buffers = std::stoi(value);
-    else if (key == "compare_overlap") s.compare_overlap = value == "1";
-    else if (key == "staging_slot_bytes") s.staging_slot_bytes = std::stoll(value);
-    else if (key == "weights_dir") s.weights_dir = value;
-    else if (key == "streamed") s.streamed = value == "1";
-    else if (key == "compare_streamed") s.compare_streamed = value == "1";
-    else if (key == "nvme_dir") s.nvme_dir = value;
-    else if (key == "nvme_buffers") s.nvme_buffers = std::stoi(value);
-    else if (key == "nvme_pipeline") s.nvme_pipeline = value == "1";
-    else if (key == "compare_nvme") s.compare_nvme = value == "1";
-    else throw Error(invalid_argument("unknown argument " + arg));
+    if (key == "stage")
+      s.stage = std::stoi(value);
+    else if (key == "offload")
+      s.offload = value == "1";
+    else if (key == "offload_params")
+      s.offload_params = value == "1";
+    else if (key == "world_size")
+      s.world_size = std::stoi(value);
+    else if (key == "steps")
+      s.steps = std::stoi(value);
+    else if (key == "accumulation")
+      s.accumulation = std::stoi(value);
+    else if (key == "micro_batch")
+      s.micro_batch = std::stoi(value);
+    else if (key == "seq_len")
+      s.seq_len = std::stoi(value);
+    else if (key == "tied")
+      s.tied = value == "1";
+    else if (key == "clip")
+      s.clip = std::stod(value);
+    else if (key == "dtype")
+      s.dtype = value;
+    else if (key == "device")
+      s.device = value;
+    else if (key == "bucket_numel")
+      s.bucket_numel = std::stoll(value);
+    else if (key == "persistence_threshold")
+      s.persistence_threshold = std::stoll(value);
+    else if (key == "prefetch_numel")
+      s.prefetch_numel = std::stoll(value);
+    else if (key == "max_live_numel")
+      s.max_live_numel = std::stoll(value);
+    else if (key == "max_reuse_distance")
+      s.max_reuse_distance = std::stoll(value);
+    else if (key == "resume_dir")
+      s.resume_dir = value;
+    else if (key == "save_dir")
+      s.save_dir = value;
+    else if (key == "overlap")
+      s.overlap = value == "1";
+    else if (key == "sub_group_numel")
+      s.sub_group_numel = std::stoll(value);
+    else if (key == "staging_buffers")
+      s.staging_buffers = std::stoi(value);
+    else if (key == "compare_overlap")
+      s.compare_overlap = value == "1";
+    else if (key == "staging_slot_bytes")
+      s.staging_slot_bytes = std::stoll(value);
+    else if (key == "weights_dir")
+      s.weights_dir = value;
+    else if (key == "streamed")
+      s.streamed = value == "1";
+    else if (key == "compare_streamed")
+      s.compare_streamed = value == "1";
+    else if (key == "nvme_dir")
+      s.nvme_dir = value;
+    else if (key == "nvme_buffers")
+      s.nvme_buffers = std::stoi(value);
+    else if (key == "nvme_pipeline")
+      s.nvme_pipeline = value == "1";
+    else if (key == "compare_nvme")
+      s.compare_nvme = value == "1";
+    else
+      throw Error(invalid_argument("unknown argument " + arg));
   }
   return s;
 }
@@ -122,8 +166,7 @@ std::string Scenario::name() const {
   if (streamed) knobs += "_streamed";
   if (!nvme_dir.empty()) knobs += "_nvme" + std::to_string(nvme_buffers) + (nvme_pipeline ? "" : "_sync");
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
-         std::to_string(world_size) + "_acc" +
-         std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
+         std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
 }
 
 ModelConfig test_model_config(bool tied) {
@@ -188,7 +231,8 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   }
 
   TrainTrace trace;
-  if (!s.resume_dir.empty()) trace.first_step = static_cast<int>(value_or_throw(load_engine_checkpoint(s.resume_dir, engine)).iteration);
+  if (!s.resume_dir.empty())
+    trace.first_step = static_cast<int>(value_or_throw(load_engine_checkpoint(s.resume_dir, engine)).iteration);
   for (int step = trace.first_step; step < s.steps; ++step) {
     at::Tensor batch = global_batch(s, step);
     double loss_sum = 0.0;
@@ -202,7 +246,9 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
     if (outcome.overflow) throw Error(internal_error("unexpected overflow at step " + std::to_string(step)));
     trace.losses.push_back(engine.mean_over_ranks(loss_sum / s.accumulation));
   }
-  if (!s.save_dir.empty()) throw_if_error(save_engine_checkpoint(s.save_dir, engine, CheckpointExtras{.iteration = s.steps, .loss_scaler = {}, .lr_scheduler = {}, .data = {}}));
+  if (!s.save_dir.empty())
+    throw_if_error(save_engine_checkpoint(
+        s.save_dir, engine, CheckpointExtras{.iteration = s.steps, .loss_scaler = {}, .lr_scheduler = {}, .data = {}}));
   trace.params = engine.master_params();
   if (auto* sharded = dynamic_cast<ShardedPartitioner*>(&engine.partitioner())) record_stage3_stats(*sharded, s, trace);
   return trace;
@@ -223,8 +269,8 @@ TrainTrace train_reference(const Scenario& s) {
   for (int step = 0; step < s.steps; ++step) {
     at::Tensor batch = global_batch(s, step);
     at::Tensor logits = forward_full(*model, batch.narrow(1, 0, s.seq_len), params);
-    at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
-                                             batch.narrow(1, 1, s.seq_len).reshape(-1));
+    at::Tensor loss =
+        at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), batch.narrow(1, 1, s.seq_len).reshape(-1));
     trace.losses.push_back(loss.item<double>());
     std::vector<at::Tensor> leaves;
     for (auto& [name, p] : params) leaves.push_back(p);

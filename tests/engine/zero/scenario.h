@@ -9,47 +9,47 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/functional_model.h"
 #include "engine/comm/comm.h"
+#include "engine/model/functional_model.h"
 
 namespace tierzero::engine::testing {
 
 struct Scenario {
   int stage = 0;
-  bool offload = false;          // optimizer on the CPU (cpu_adam)
-  bool offload_params = false;   // stage 3: compute parameter shards in pinned host memory
+  bool offload = false;         // optimizer on the CPU (cpu_adam)
+  bool offload_params = false;  // stage 3: compute parameter shards in pinned host memory
   int world_size = 1;
   int steps = 3;
-  int accumulation = 1;          // micro-batches per rank per step
-  int micro_batch = 2;           // samples per micro-batch
+  int accumulation = 1;  // micro-batches per rank per step
+  int micro_batch = 2;   // samples per micro-batch
   int seq_len = 8;
-  bool tied = true;              // tied embeddings (a parameter in two units)
-  double clip = 0.0;             // gradient clipping (max global norm)
-  std::string dtype = "fp32";    // compute dtype: fp32 | bf16 | fp16
-  std::string device = "cpu";    // cpu | cuda
-  int64_t bucket_numel = 1000;   // small, so parameters straddle buckets and partitions
+  bool tied = true;             // tied embeddings (a parameter in two units)
+  double clip = 0.0;            // gradient clipping (max global norm)
+  std::string dtype = "fp32";   // compute dtype: fp32 | bf16 | fp16
+  std::string device = "cpu";   // cpu | cuda
+  int64_t bucket_numel = 1000;  // small, so parameters straddle buckets and partitions
   int64_t persistence_threshold = 64;
   int64_t prefetch_numel = 4000;
   int64_t max_live_numel = 1'000'000'000;      // stage 3: stage3_max_live_parameters
   int64_t max_reuse_distance = 1'000'000'000;  // stage 3: stage3_max_reuse_distance
-  std::string resume_dir;        // continue from the engine checkpoint here (its iteration on)
-  std::string save_dir;          // save an engine checkpoint here after the last step
-  bool overlap = true;           // offloaded optimizer: ZeroEngineOptions::overlap_offload
-  int64_t sub_group_numel = 1'000'000'000;  // ZeroEngineOptions::sub_group_size
-  int staging_buffers = 2;       // ZeroEngineOptions::grad_staging_buffers
-  bool compare_overlap = false;  // worker: check the run equals the same run with overlap off, bit
-                                 // for bit (instead of comparing with the reference)
-  int64_t staging_slot_bytes = 64 << 20;  // ZeroEngineOptions::grad_staging_slot_bytes
-  std::string weights_dir;       // initial weights: this HF directory's safetensors (else random init)
-  bool streamed = false;         // with weights_dir: the engine reads them through
-                                 // open_safetensors_params, not a map from load_hf_weights
-  bool compare_streamed = false; // worker: check the run equals the same run with streamed off, bit
-                                 // for bit
-  std::string nvme_dir;          // with offload: the optimizer state on NVMe, swap files here
-  int nvme_buffers = 4;          // NvmeOptimizerOptions::buffer_count
-  bool nvme_pipeline = true;     // NvmeOptimizerOptions::pipeline_read and pipeline_write
-  bool compare_nvme = false;     // worker: check the run equals the same run with the state in host
-                                 // memory (nvme_dir empty), bit for bit
+  std::string resume_dir;                      // continue from the engine checkpoint here (its iteration on)
+  std::string save_dir;                        // save an engine checkpoint here after the last step
+  bool overlap = true;                         // offloaded optimizer: ZeroEngineOptions::overlap_offload
+  int64_t sub_group_numel = 1'000'000'000;     // ZeroEngineOptions::sub_group_size
+  int staging_buffers = 2;                     // ZeroEngineOptions::grad_staging_buffers
+  bool compare_overlap = false;                // worker: check the run equals the same run with overlap off, bit
+                                               // for bit (instead of comparing with the reference)
+  int64_t staging_slot_bytes = 64 << 20;       // ZeroEngineOptions::grad_staging_slot_bytes
+  std::string weights_dir;                     // initial weights: this HF directory's safetensors (else random init)
+  bool streamed = false;                       // with weights_dir: the engine reads them through
+                                               // open_safetensors_params, not a map from load_hf_weights
+  bool compare_streamed = false;               // worker: check the run equals the same run with streamed off, bit
+                                               // for bit
+  std::string nvme_dir;                        // with offload: the optimizer state on NVMe, swap files here
+  int nvme_buffers = 4;                        // NvmeOptimizerOptions::buffer_count
+  bool nvme_pipeline = true;                   // NvmeOptimizerOptions::pipeline_read and pipeline_write
+  bool compare_nvme = false;                   // worker: check the run equals the same run with the state in host
+                                               // memory (nvme_dir empty), bit for bit
 
   // Command-line form, for the multi-rank worker: "--stage=2 --offload=1 ...".
   std::vector<std::string> to_args() const;

@@ -49,8 +49,8 @@ TEST_P(ZeroSingleProcess, MatchesReference) {
   EXPECT_EQ(mismatch, "") << s.name();
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, ZeroSingleProcess, ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Bool()),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroSingleProcess,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Bool()), [](const auto& info) {
                            return "stage" + std::to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_offload" : "");
                          });
@@ -108,8 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Gloo, ZeroMultiRank,
                          ::testing::Combine(::testing::Values(2, 4), ::testing::Values(0, 1, 2, 3), ::testing::Bool()),
                          [](const auto& info) {
                            return "w" + std::to_string(std::get<0>(info.param)) + "_stage" +
-                                  std::to_string(std::get<1>(info.param)) +
-                                  (std::get<2>(info.param) ? "_offload" : "");
+                                  std::to_string(std::get<1>(info.param)) + (std::get<2>(info.param) ? "_offload" : "");
                          });
 
 TEST(ZeroMultiRank, OneRankGlooGroupMatchesReference) {
@@ -213,7 +212,7 @@ TEST(ZeroStage3, LiveGatheredParametersStayUnderTheLimit) {
   s.stage = 3;
   // Unlimited, step 2 keeps the embedding for its reuse while prefetching layer 0: 9728 live.
   EXPECT_GT(train_single_process(s).peak_live_numel, 8000);
-  s.max_live_numel = 8000;  // one layer fits, a layer and the embedding do not
+  s.max_live_numel = 8000;                       // one layer fits, a layer and the embedding do not
   TrainTrace limited = train_single_process(s);  // throws past the limit
   EXPECT_LE(limited.peak_live_numel, s.max_live_numel);
   EXPECT_GE(limited.peak_live_numel, kLayerMatrices);
@@ -231,8 +230,7 @@ TEST(ZeroStage3, ReuseDistanceCountsTheElementsOfTheUnitsInBetween) {
     int64_t distance;
     int64_t tied_per_step, layer0_per_step, layer1_per_step;
   };
-  for (const Case& c : {Case{0, 4, 2, 2}, Case{4160, 3, 2, 2}, Case{4161, 3, 2, 1},
-                        Case{1'000'000'000, 1, 1, 1}}) {
+  for (const Case& c : {Case{0, 4, 2, 2}, Case{4160, 3, 2, 2}, Case{4161, 3, 2, 1}, Case{1'000'000'000, 1, 1, 1}}) {
     Scenario s;
     s.stage = 3;
     s.prefetch_numel = 0;

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
       if (scenario.compare_nvme) plain.nvme_dir.clear();
       plain.overlap = plain.overlap && !scenario.compare_overlap;
       plain.streamed = plain.streamed && !scenario.compare_streamed;
-      mismatch = tierzero::engine::testing::compare_exactly(got, tierzero::engine::testing::train_with_engine(plain, *comm));
+      mismatch =
+          tierzero::engine::testing::compare_exactly(got, tierzero::engine::testing::train_with_engine(plain, *comm));
     } else {
       auto want = tierzero::engine::testing::train_reference(scenario);
       mismatch = tierzero::engine::testing::compare_traces(got, want, std::atof(std::getenv("TIERZERO_TEST_LOSS_RTOL")),
