@@ -5,8 +5,9 @@
   count    --model DIR                                    its parameters (from the safetensors headers)
   tokens   --out FILE --tokens N --vocab V --seed S      random ids as a TZTOKENS file (uint16 when
                                                           V <= 65536, else uint32; engine/data/token_data.h)
-  config   --base F --out F [--micro M --accum A --seq S --bf16 0|1]
+  config   --base F --out F [--micro M --accum A --seq S --bf16 0|1] [--set KEY.PATH=JSON ...]
                                                           the ds_config both engines read, overrides applied
+                                                          (--set: any key by its dotted path, a JSON value)
   measure  --json F --log F --timeout S -- CMD...       runs CMD, output to the log; records its exit
                                                           status and peak RSS (getrusage of the child:
                                                           the same figure /usr/bin/time -v reports)
@@ -93,6 +94,18 @@ def cmd_config(a):
         config.setdefault("tierzero", {}).setdefault("data", {})["seq_len"] = a.seq
     if a.bf16 is not None:
         config["bf16"] = {"enabled": bool(a.bf16)}
+    for assignment in a.set or []:
+        path, sep, value = assignment.partition("=")
+        if not sep or not path:
+            sys.exit(f"config --set {assignment!r}: expected KEY.PATH=JSON, e.g. zero_optimization.stage=3")
+        *parents, leaf = path.split(".")
+        node = config
+        for key in parents:
+            node = node.setdefault(key, {})
+        try:
+            node[leaf] = json.loads(value)
+        except json.JSONDecodeError as e:
+            sys.exit(f"config --set {assignment!r}: the value is not JSON ({e}); quote strings as '\"text\"'")
     with open(a.out, "w") as f:
         json.dump(config, f, indent=2)
 
@@ -259,6 +272,7 @@ def main():
     s.add_argument("--accum", type=int)
     s.add_argument("--seq", type=int)
     s.add_argument("--bf16", type=int)
+    s.add_argument("--set", action="append", metavar="KEY.PATH=JSON")
     s.set_defaults(run=cmd_config)
     s = sub.add_parser("measure")
     s.add_argument("--json", required=True)

@@ -3,6 +3,7 @@
 deepspeed.initialize on the SAME ds_config file, token file and sample order as `tierzero train`.
 
     train_deepspeed.py --model DIR --ds-config F --tokens FILE --steps N --json OUT
+    train_deepspeed.py ... [--save-checkpoint DIR] [--save-16bit DIR]
     train_deepspeed.py --build-ops        (JIT-build the Adam ops first, outside any run's timeout)
 
 - Model: AutoModelForCausalLM.from_pretrained(DIR) in bf16 (fp32 when bf16 is off) into host memory,
@@ -19,6 +20,10 @@ deepspeed.initialize on the SAME ds_config file, token file and sample order as 
   sync at both ends. Peak GPU: torch.cuda.max_memory_allocated, reset at each step's start.
 - One process; no launcher needed (RANK / WORLD_SIZE / MASTER_* default to a single rank).
   On a machine without CUDA it runs on DeepSpeed's CPU accelerator over Gloo (the tiny dry run).
+- After the last step, --save-checkpoint DIR: engine.save_checkpoint(DIR) (DIR/latest, DIR/global_stepN/,
+  DIR/zero_to_fp32.py); --save-16bit DIR: engine.save_16bit_model(DIR) (DIR/pytorch_model.bin; at ZeRO-3
+  the ds_config needs zero_optimization.stage3_gather_16bit_weights_on_model_save true). Each save's
+  wall time goes into the JSON as save_checkpoint_s / save_16bit_s.
 Prints one line per step and writes {"steps": [{step, loss, step_time_s, gpu_peak_bytes}...]} to OUT.
 """
 import argparse
@@ -101,6 +106,24 @@ def build_ops():
             print(f"# DeepSpeed op {name}: built", flush=True)
 
 
+def save(engine, checkpoint_dir, sixteen_bit_dir):
+    """The saves asked for, each timed: {save_checkpoint_s, save_16bit_s} for those that ran."""
+    times = {}
+    if checkpoint_dir:
+        start = time.perf_counter()
+        engine.save_checkpoint(checkpoint_dir)
+        times["save_checkpoint_s"] = time.perf_counter() - start
+        print(f"deepspeed save_checkpoint -> {checkpoint_dir}  {times['save_checkpoint_s']:.1f}s", flush=True)
+    if sixteen_bit_dir:
+        start = time.perf_counter()
+        if not engine.save_16bit_model(sixteen_bit_dir):
+            sys.exit("save_16bit_model wrote nothing: at ZeRO-3 set "
+                     "zero_optimization.stage3_gather_16bit_weights_on_model_save true in the ds_config")
+        times["save_16bit_s"] = time.perf_counter() - start
+        print(f"deepspeed save_16bit_model -> {sixteen_bit_dir}  {times['save_16bit_s']:.1f}s", flush=True)
+    return times
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-ops", action="store_true", help="build DeepSpeed's Adam ops and exit")
@@ -109,6 +132,8 @@ def main():
     p.add_argument("--tokens")
     p.add_argument("--steps", type=int)
     p.add_argument("--json")
+    p.add_argument("--save-checkpoint", metavar="DIR", help="engine.save_checkpoint(DIR) after the last step")
+    p.add_argument("--save-16bit", metavar="DIR", help="engine.save_16bit_model(DIR) after the last step")
     a = p.parse_args()
     if a.build_ops:
         build_ops()
@@ -166,8 +191,10 @@ def main():
         steps.append(record)
         print(f"deepspeed step {step}/{a.steps}  loss {record['loss']:.4f}  {seconds:.3f}s  "
               f"peak gpu {'-' if peak is None else f'{peak / (1 << 30):.2f} GiB'}", flush=True)
+    result = {"deepspeed": deepspeed.__version__, "torch": torch.__version__, "steps": steps}
+    result.update(save(engine, a.save_checkpoint, a.save_16bit))
     with open(a.json, "w") as f:
-        json.dump({"deepspeed": deepspeed.__version__, "torch": torch.__version__, "steps": steps}, f, indent=2)
+        json.dump(result, f, indent=2)
 
 
 if __name__ == "__main__":

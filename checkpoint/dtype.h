@@ -5,7 +5,7 @@
 #include <optional>
 #include <string_view>
 
-#include "common/element_type.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

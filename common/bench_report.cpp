@@ -1,10 +1,12 @@
-#include "common/bench_report.h"
+#include "common/internal/bench_report.h"
 
 #include <unistd.h>
 
 #include <cmath>
 #include <fstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "common/version.h"
 
@@ -41,31 +43,26 @@ void BenchReport::begin(std::vector<BenchColumn> columns) {
 }
 
 void BenchReport::row(const std::vector<BenchCell>& cells) {
-  nlohmann::json j;
   std::fprintf(out_, " ");
   for (size_t i = 0; i < columns_.size(); ++i) {
     const auto& col = columns_[i];
     const BenchCell cell = i < cells.size() ? cells[i] : BenchCell(std::string("-"));
     if (auto* s = std::get_if<std::string>(&cell)) {
       std::fprintf(out_, " %*s", col.width, s->c_str());
-      j[col.name] = *s;
     } else if (auto* n = std::get_if<int64_t>(&cell)) {
       std::fprintf(out_, " %*lld", col.width, static_cast<long long>(*n));
-      j[col.name] = *n;
     } else {
       double d = std::get<double>(cell);
       if (std::isfinite(d)) {
         std::fprintf(out_, " %*.*f", col.width, col.precision, d);
-        j[col.name] = d;
       } else {
         std::fprintf(out_, " %*s", col.width, "n/a");
-        j[col.name] = nullptr;
       }
     }
   }
   std::fprintf(out_, "\n");
   std::fflush(out_);
-  rows_.push_back(std::move(j));
+  rows_.push_back(cells);
 }
 
 void BenchReport::summary(const std::string& key, const std::string& value) { summary_.emplace_back(key, value); }
@@ -85,7 +82,22 @@ Status BenchReport::write_json(const std::string& path) const {
   j["cpu"] = describe_cpu();
   for (auto& [k, v] : params_) j["params"][k] = v;
   for (auto& c : columns_) j["columns"].push_back(c.name);
-  j["rows"] = rows_;
+  j["rows"] = nlohmann::json::array();
+  for (const std::vector<BenchCell>& cells : rows_) {
+    nlohmann::json row;
+    for (size_t i = 0; i < columns_.size(); ++i) {
+      const BenchCell cell = i < cells.size() ? cells[i] : BenchCell(std::string("-"));
+      nlohmann::json& value = row[columns_[i].name];
+      if (auto* s = std::get_if<std::string>(&cell)) {
+        value = *s;
+      } else if (auto* n = std::get_if<int64_t>(&cell)) {
+        value = *n;
+      } else if (const double d = std::get<double>(cell); std::isfinite(d)) {
+        value = d;
+      }  // else null: printed as n/a
+    }
+    j["rows"].push_back(std::move(row));
+  }
   for (auto& [k, v] : summary_) j["summary"][k] = v;
   j["ok"] = ok_;
   std::ofstream out(path);

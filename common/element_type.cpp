@@ -1,4 +1,4 @@
-#include "common/element_type.h"
+#include "common/internal/element_type.h"
 
 #include <array>
 #include <cctype>

@@ -3,8 +3,8 @@
 #define HWY_TARGET_INCLUDE "common/float_convert.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include "common/float_convert-inl.h"
-#include "common/float_convert.h"
+#include "common/common-inl.h"
+#include "common/internal/float_convert.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();

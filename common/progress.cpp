@@ -1,11 +1,11 @@
-#include "common/progress.h"
+#include "common/internal/progress.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/units.h"
+#include "common/internal/units.h"
 
 namespace tierzero {
 

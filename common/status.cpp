@@ -1,4 +1,4 @@
-#include "common/status.h"
+#include "common/internal/status.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "common/units.h"
+#include "common/internal/units.h"
 
 #include <cctype>
 #include <cmath>

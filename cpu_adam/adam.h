@@ -23,12 +23,11 @@
 #include <span>
 #include <string>
 
-#include "common/element_type.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::cpu_adam {
 
-// Buffers hold kF32, kBF16 or kF16 elements (common/element_type.h); the kernels take no other type.
+// Buffers hold kF32, kBF16 or kF16 elements (common/internal/element_type.h); the kernels take no other type.
 
 // `count` elements of `type` at `data` (read only).
 struct ConstElements {

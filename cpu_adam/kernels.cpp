@@ -8,7 +8,7 @@
 #define HWY_TARGET_INCLUDE "cpu_adam/kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include "common/float_convert-inl.h"
+#include "common/common-inl.h"
 #include "cpu_adam/internal/kernels.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <limits>
 
-#include "common/units.h"
+#include "common/common.h"
 
 namespace tierzero::offload {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/internal/device_memory.h"
 
 namespace tierzero::offload {

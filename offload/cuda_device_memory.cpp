@@ -1,7 +1,7 @@
 // The GPU tier on a CUDA device: its own non-blocking streams for H2D and D2H, events for order.
 #include <cuda_runtime.h>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/internal/device_memory.h"
 
 namespace tierzero::offload {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <functional>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/internal/device_memory.h"
 #include "offload/internal/host_copy_lane.h"
 

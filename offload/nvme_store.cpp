@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "common/units.h"
+#include "common/common.h"
 
 namespace tierzero::offload {
 namespace {

@@ -4,7 +4,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/internal/arena_pool.h"
 #include "offload/internal/budget_check.h"
 #include "offload/internal/device_memory.h"

@@ -1,7 +1,7 @@
 // Residency: fetch, writeback, release and prefetch, tier allocation and eviction.
 #include <algorithm>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/internal/tier_manager_impl.h"
 
 namespace tierzero::offload {

@@ -1,6 +1,6 @@
 // The tier manager's set-up, registry and manifests. Residency (fetch, writeback, release,
 // prefetch, eviction) is in residency.cpp.
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/internal/tier_manager_impl.h"
 
 namespace tierzero::offload {

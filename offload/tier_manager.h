@@ -35,8 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "common/element_type.h"
-#include "common/status.h"
+#include "common/common.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::offload {

@@ -1,4 +1,4 @@
-// Reading `tierzero bench io|adam|tiers --json` files (common/bench_report.h writes them:
+// Reading `tierzero bench io|adam|tiers --json` files (common/internal/bench_report.h writes them:
 // {title, version, cpu, params, columns, rows: [{column: value}], summary, ok}).
 #include <cmath>
 #include <filesystem>

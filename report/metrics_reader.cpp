@@ -1,8 +1,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "report/internal/metrics.h"
 #include "report/internal/metrics_json.h"
-#include "report/metrics.h"
 
 namespace tierzero::report {
 

@@ -1,7 +1,7 @@
 #include <cerrno>
 
+#include "report/internal/metrics.h"
 #include "report/internal/metrics_json.h"
-#include "report/metrics.h"
 
 namespace tierzero::report {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
-#include "report/metrics.h"
+#include "common/common.h"
+#include "report/internal/metrics.h"
 
 namespace tierzero::report {
 

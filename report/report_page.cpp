@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "common/version.h"
 #include "report/internal/html_page.h"
 #include "report/internal/plots.h"

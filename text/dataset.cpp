@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/progress.h"
-#include "text/dataset.h"
+#include "common/common.h"
+#include "text/internal/dataset.h"
 
 namespace tierzero::text {
 namespace {

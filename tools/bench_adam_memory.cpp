@@ -14,7 +14,7 @@
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
-#include "common/float_convert.h"
+#include "common/common.h"
 
 namespace tierzero::tools {
 namespace {

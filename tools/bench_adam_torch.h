@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "cpu_adam/adam.h"
 
 namespace tierzero::tools {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::tools {
 

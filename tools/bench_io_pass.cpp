@@ -10,7 +10,7 @@
 #include <deque>
 #include <mutex>
 
-#include "common/progress.h"
+#include "common/common.h"
 
 namespace tierzero::tools {
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "common/units.h"
+#include "common/common.h"
 
 namespace tierzero::tools {
 

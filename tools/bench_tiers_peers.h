@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::tools {

@@ -13,8 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/bench_report.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "tools/bench_adam_memory.h"
 #include "tools/bench_adam_stream.h"

@@ -8,8 +8,7 @@
 #include <fstream>
 #include <optional>
 
-#include "common/bench_report.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "nvme/io_engine.h"
 #include "tools/bench_io_fio.h"
 #include "tools/bench_io_pass.h"

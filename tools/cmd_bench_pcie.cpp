@@ -6,8 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "common/bench_report.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/tier_manager.h"
 #include "tools/commands.h"
 

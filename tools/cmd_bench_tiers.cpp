@@ -8,9 +8,7 @@
 #include <cstring>
 #include <future>
 
-#include "common/bench_report.h"
-#include "common/progress.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/tier_manager.h"
 #include "tools/bench_io_target.h"
 #include "tools/bench_tiers_peers.h"

@@ -6,7 +6,7 @@
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint/reshard/reshard.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {

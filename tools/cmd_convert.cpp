@@ -10,7 +10,7 @@
 #include "checkpoint/dcp/dcp_source.h"
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "tools/commands.h"
 #ifdef TIERZERO_CONVERT_TO_DEEPSPEED
 #include "checkpoint/deepspeed_export/deepspeed_export.h"

@@ -1,6 +1,6 @@
 // `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL rows ("text", or "prompt" +
 // "completion") tokenized with the model's own tokenizer on every core into a token file that
-// `train` reads (text/dataset.h has both formats).
+// `train` reads (text/internal/dataset.h has both formats).
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 
@@ -12,9 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/progress.h"
-#include "common/units.h"
-#include "text/dataset.h"
+#include "common/common.h"
+#include "text/text.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {

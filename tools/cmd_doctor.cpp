@@ -1,7 +1,6 @@
 // `tierzero doctor`: what this machine offers and what tierzero will use, one table (after
 // DeepSpeed's ds_report), each line OK / WARN / FAIL with the fix.
-#include "common/status.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "tools/commands.h"
 #include "tools/doctor_checks.h"
 

@@ -7,8 +7,7 @@
 #include <fstream>
 #include <set>
 
-#include "common/status.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "engine/plan/plan.h"
 #include "tools/commands.h"
 

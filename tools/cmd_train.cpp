@@ -3,7 +3,7 @@
 // on CUDA when available, else the CPU. Under torchrun, every rank runs it.
 #include <cstdio>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/train/trainer.h"
 #include "tools/commands.h"
 

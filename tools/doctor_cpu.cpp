@@ -3,7 +3,7 @@
 
 #include <thread>
 
-#include "common/bench_report.h"
+#include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "tools/doctor_checks.h"
 

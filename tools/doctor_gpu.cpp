@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 #endif
 
-#include "common/units.h"
+#include "common/common.h"
 #include "tools/doctor_checks.h"
 
 namespace tierzero::tools {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "nvme/io_engine.h"
 #include "tools/doctor_checks.h"
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/tier_manager.h"
 #include "tools/doctor_checks.h"
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/bench_report.h"
+#include "common/common.h"
 #include "common/version.h"
 #include "tools/doctor_checks.h"
 

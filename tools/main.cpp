@@ -1,7 +1,7 @@
 // tierzero: offload and checkpoint I/O engine for training large language models.
 #include <cstdio>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "common/version.h"
 #include "tools/commands.h"
 

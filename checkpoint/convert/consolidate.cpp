@@ -12,7 +12,7 @@
 #include "checkpoint/convert/internal/tensor_prefetcher.h"
 #include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint/storage/storage.h"
-#include "common/progress.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 namespace {

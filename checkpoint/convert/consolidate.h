@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "checkpoint/dtype.h"
-#include "common/status.h"
+#include "common/common.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::checkpoint {

@@ -7,7 +7,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "common/float_convert.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "checkpoint/convert/consolidate.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "common/partition.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 namespace {

@@ -11,7 +11,7 @@
 #include "checkpoint/deepspeed_export/internal/deepspeed_pickles.h"
 #include "checkpoint/deepspeed_export/internal/hf_order.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
-#include "common/float_convert.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 namespace {

@@ -26,8 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/element_type.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

@@ -34,8 +34,7 @@
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/dtype.h"
-#include "common/partition.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 
@@ -84,7 +83,7 @@ struct PartitionSegment {
 };
 
 // Elements in each rank's partition of `group` for `zero_stage` at `world_size` (padding included),
-// by common/partition.h's arithmetic (which the engine's buffers use too).
+// by common/internal/partition.h's arithmetic (which the engine's buffers use too).
 uint64_t partition_numel(const FlatGroup& group, int zero_stage, uint32_t world_size, uint32_t alignment);
 // The segments of rank `rank`'s partition, in increasing logical (and partition) order.
 std::vector<PartitionSegment> partition_segments(const FlatGroup& group, int zero_stage, uint32_t world_size,

@@ -8,7 +8,7 @@
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
-#include "common/float_convert.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 namespace {

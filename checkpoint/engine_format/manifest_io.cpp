@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "checkpoint/storage/xxh3.h"
+#include "checkpoint/storage/storage.h"
 
 namespace tierzero::checkpoint {
 namespace {

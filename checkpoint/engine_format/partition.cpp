@@ -1,7 +1,7 @@
 // Partition layout of flat groups per ZeRO stage; see "Partitioning" in engine_checkpoint.h. The
-// arithmetic is common/partition.h's.
-#include "common/partition.h"
+// arithmetic is common/internal/partition.h's.
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

@@ -9,7 +9,7 @@
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
 #include "checkpoint/engine_format/internal/section_cursor.h"
-#include "checkpoint/storage/xxh3.h"
+#include "checkpoint/storage/storage.h"
 
 namespace tierzero::checkpoint {
 namespace {

@@ -17,7 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "checkpoint/storage/internal/xxh3.h"
+#include "common/common.h"
 #include "fs/file_system.h"
 #include "nvme/io_engine.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "checkpoint/torch_format/internal/pickle_reader.h"
-#include "common/float_convert.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 namespace {

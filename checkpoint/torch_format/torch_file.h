@@ -17,8 +17,7 @@
 
 #include "checkpoint/torch_format/internal/pickle_value.h"
 #include "checkpoint/torch_format/internal/zip_reader.h"
-#include "common/element_type.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::engine {
 

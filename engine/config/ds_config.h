@@ -45,7 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/optim/schedules.h"
 #include "nvme/io_engine.h"
 

@@ -1,7 +1,7 @@
-// JSONL of text rows tokenized in memory with the model's tokenizer (text/dataset.h) and packed
+// JSONL of text rows tokenized in memory with the model's tokenizer (text/internal/dataset.h) and packed
 // into seq_len + 1 token windows exactly as a token file is, the loss mask applied to targets.
 #include "engine/data/token_data.h"
-#include "text/dataset.h"
+#include "text/text.h"
 
 namespace tierzero::engine {
 namespace {

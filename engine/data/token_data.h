@@ -6,7 +6,7 @@
 //   - with a header ("TZTOKENS" files, any extension), 32 bytes:
 //       0  char[8]  magic "TZTOKENS"
 //       8  uint32   version: 1, or 2 (what `tierzero data prepare` writes when some tokens
-//                   carry no loss, text/dataset.h)
+//                   carry no loss, text/internal/dataset.h)
 //       12 uint32   bytes per token: 2 (uint16) or 4 (uint32)
 //       16 uint64   token count
 //       24 uint64   version 1: reserved, 0; version 2: flags, bit 0 = a loss mask follows
@@ -21,7 +21,7 @@
 //   token. A stream of n tokens gives (n - 1) / seq_len samples.
 //
 // JSONL of text (extension .jsonl, rows {"text": ...} or {"prompt": ..., "completion": ...}):
-//   tokenized with the model's tokenizer when opened (text/dataset.h: EOS after each row, the
+//   tokenized with the model's tokenizer when opened (text/internal/dataset.h: EOS after each row, the
 //   prompt's tokens carry no loss), then packed as a token file's stream.
 //
 // JSONL of ids (extension .jsonl): one object per line, {"input_ids": [ints]} plus optionally
@@ -53,7 +53,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::engine {
 

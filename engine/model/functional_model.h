@@ -19,8 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/element_type.h"
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/model/internal/model_config.h"
 
 namespace tierzero::engine {

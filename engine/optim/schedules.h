@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::engine {
 

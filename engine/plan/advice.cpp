@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "engine/plan/internal/plan_core.h"
 
 namespace tierzero::engine::plan {

@@ -1,4 +1,4 @@
-// Machine figures from `tierzero bench pcie|io|adam|tiers --json` files (common/bench_report.h:
+// Machine figures from `tierzero bench pcie|io|adam|tiers --json` files (common/internal/bench_report.h:
 // {title, params, columns, rows: [{column: value}], summary, ok}).
 #include <fstream>
 #include <sstream>

@@ -1,7 +1,7 @@
 // plan_training: the sizes, the items, the checks, the time terms, then the advice.
 #include <algorithm>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "engine/plan/internal/plan_core.h"
 
 namespace tierzero::engine {

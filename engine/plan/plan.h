@@ -37,7 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/config/ds_config.h"
 
 namespace tierzero::engine {

@@ -1,7 +1,7 @@
 // The estimate command's text: '#' header, items table, tier checks, time terms, verdict.
 #include <cstdio>
 
-#include "common/units.h"
+#include "common/common.h"
 #include "engine/plan/plan.h"
 
 namespace tierzero::engine {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "common/units.h"
+#include "common/common.h"
 
 namespace tierzero::engine::trainer {
 

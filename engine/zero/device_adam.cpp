@@ -1,7 +1,7 @@
 // Adam on the compute device with LibTorch's fused (Adam|AdamW) kernel.
 #include <ATen/ATen.h>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "common/units.h"
+#include "common/common.h"
 
 #ifdef TIERZERO_ENGINE_CUDA
 #include <ATen/cuda/CUDAEvent.h>

@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/model/functional_model.h"
 
 namespace tierzero::engine {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/zero/internal/host_elements.h"
 
 namespace tierzero::engine {

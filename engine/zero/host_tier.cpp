@@ -5,8 +5,7 @@
 
 #include <cstring>
 
-#include "common/status.h"
-#include "common/units.h"
+#include "common/common.h"
 #include "offload/tier_manager.h"
 
 namespace tierzero::engine {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/optimizer_swap.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "common/units.h"
+#include "common/common.h"
 
 namespace tierzero::engine {
 namespace {

@@ -1,10 +1,10 @@
-// The engine's flat and sharded layouts, sized by common/partition.h, the one copy of DeepSpeed's
+// The engine's flat and sharded layouts, sized by common/internal/partition.h, the one copy of DeepSpeed's
 // padding arithmetic that engine checkpoints and the DeepSpeed import use too.
 #include "engine/zero/internal/partition_layout.h"
 
 #include <algorithm>
 
-#include "common/partition.h"
+#include "common/common.h"
 
 namespace tierzero::engine {
 

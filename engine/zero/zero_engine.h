@@ -36,7 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/comm/comm.h"
 #include "engine/model/functional_model.h"

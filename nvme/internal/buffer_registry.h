@@ -5,7 +5,7 @@
 #include <shared_mutex>
 #include <vector>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::nvme {
 

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "offload/internal/range_allocator.h"
 
 namespace tierzero::offload {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "offload/internal/device_memory.h"
 #include "offload/tier_manager.h"
 

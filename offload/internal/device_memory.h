@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "offload/tier_manager.h"
 
 namespace tierzero::offload {

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/metrics.h"
+#include "report/internal/metrics.h"
 
 namespace tierzero::report::internal {
 

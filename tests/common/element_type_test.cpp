@@ -1,5 +1,5 @@
 // The one element-type vocabulary: sizes, names and parsing.
-#include "common/element_type.h"
+#include "common/common.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The one fp32 <-> 16-bit converter (common/float_convert-inl.h and its bulk, dispatched form
+// The one fp32 <-> 16-bit converter (common/common-inl.h and its bulk, dispatched form
 // float_convert.h), bit for bit against the scalar reference of float16_reference.h:
 // - on every compiled Highway target, every fp16 and bf16 bit pattern decoded exactly, and rounding
 //   checked on every fp16/bf16 rounding boundary (ties and their neighbours), special values and
@@ -19,8 +19,8 @@
 #define HWY_TARGET_INCLUDE "tests/common/float_convert_test.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include "common/float_convert-inl.h"
-#include "common/float_convert.h"
+#include "common/common-inl.h"
+#include "common/common.h"
 #include "hwy/highway.h"
 #include "hwy/tests/hwy_gtest.h"
 #include "tests/common/float16_reference.h"

@@ -1,6 +1,6 @@
-// ZeRO's partition arithmetic (common/partition.h) against DeepSpeed's rules worked by hand, and
+// ZeRO's partition arithmetic (common/internal/partition.h) against DeepSpeed's rules worked by hand, and
 // the rank ranges tiling every whole exactly.
-#include "common/partition.h"
+#include "common/common.h"
 
 #include <gtest/gtest.h>
 

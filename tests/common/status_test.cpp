@@ -1,4 +1,4 @@
-#include "common/status.h"
+#include "common/common.h"
 #include "tests/support/status_matchers.h"
 
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "common/units.h"
+#include "common/common.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "report/metrics.h"
+#include "report/report.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <utility>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::test_support {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/status_matchers.h"
-#include "text/tokenizer.h"
+#include "text/text.h"
 
 namespace tierzero::text {
 namespace {

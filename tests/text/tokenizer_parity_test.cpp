@@ -20,7 +20,7 @@
 
 #include "tests/support/status_matchers.h"
 #include "tests/text/tokenizer_fixture.h"
-#include "text/tokenizer.h"
+#include "text/text.h"
 
 namespace tierzero::text {
 namespace {

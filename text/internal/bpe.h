@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "text/internal/hash_maps.h"
 
 namespace tierzero::text::internal {

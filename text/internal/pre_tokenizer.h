@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "text/internal/regex.h"
 
 namespace tierzero::text::internal {

@@ -12,7 +12,7 @@
 
 #include <tbb/enumerable_thread_specific.h>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::text::internal {
 

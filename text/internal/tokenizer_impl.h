@@ -1,4 +1,4 @@
-// The parts of a loaded Tokenizer (text/tokenizer.h), shared by its loader and its encoder.
+// The parts of a loaded Tokenizer (text/internal/tokenizer.h), shared by its loader and its encoder.
 #pragma once
 
 #include <optional>
@@ -13,7 +13,7 @@
 #include "text/internal/normalizer.h"
 #include "text/internal/post_processor.h"
 #include "text/internal/pre_tokenizer.h"
-#include "text/tokenizer.h"
+#include "text/internal/tokenizer.h"
 
 namespace tierzero::text {
 

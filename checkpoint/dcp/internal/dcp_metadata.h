@@ -16,8 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/element_type.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

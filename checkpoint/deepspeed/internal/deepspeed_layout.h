@@ -26,7 +26,7 @@
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/torch_format/torch_file.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

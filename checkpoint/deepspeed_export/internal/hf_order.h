@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

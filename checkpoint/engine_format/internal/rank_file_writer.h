@@ -12,7 +12,6 @@
 
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/storage/storage.h"
-#include "checkpoint/storage/xxh3.h"
 
 namespace tierzero::checkpoint {
 

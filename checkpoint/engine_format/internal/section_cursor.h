@@ -11,7 +11,7 @@
 #include <zstd.h>
 
 #include "checkpoint/engine_format/internal/manifest_io.h"
-#include "checkpoint/storage/xxh3.h"
+#include "checkpoint/storage/storage.h"
 
 namespace tierzero::checkpoint {
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "checkpoint/torch_format/internal/pickle_value.h"
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::checkpoint {
 

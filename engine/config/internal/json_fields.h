@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::engine::detail {
 

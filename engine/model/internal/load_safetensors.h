@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::engine {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/config/ds_config.h"
 #include "engine/zero/zero_engine.h"
 

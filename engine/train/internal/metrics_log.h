@@ -5,9 +5,9 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/train/internal/step_report.h"
-#include "report/metrics.h"
+#include "report/report.h"
 
 namespace tierzero::engine::trainer {
 

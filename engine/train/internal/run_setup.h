@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/config/ds_config.h"
 #include "engine/data/token_data.h"
 #include "engine/model/functional_model.h"

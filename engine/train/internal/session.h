@@ -25,7 +25,7 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/comm/comm.h"
 #include "engine/optim/schedules.h"
 #include "engine/train/internal/metrics_log.h"

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "common/element_type.h"
+#include "common/common.h"
 #include "cpu_adam/adam.h"
 
 namespace tierzero::engine {

@@ -1,6 +1,6 @@
 // Where every parameter element lives in ZeRO's partitioned flat buffers, with DeepSpeed's padding
 // rules, so an engine checkpoint maps 1:1 onto DeepSpeed's fp32 partitions. The sizes come from
-// common/partition.h, the one implementation of the rules:
+// common/internal/partition.h, the one implementation of the rules:
 //   stages 1-2: the trainable parameters form one group, flattened in first-use order, the flat
 //       buffer padded with zeros to a multiple of 2 * W elements (DeepSpeed's NCCL start
 //       alignment, even at W = 1) and split into W equal partitions; rank r owns [r * P, (r + 1) * P).
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/common.h"
 
 namespace tierzero::engine {
 

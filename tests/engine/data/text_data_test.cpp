@@ -11,7 +11,7 @@
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
 #include "tests/text/tokenizer_fixture.h"
-#include "text/dataset.h"
+#include "text/text.h"
 
 namespace tierzero::engine {
 namespace {

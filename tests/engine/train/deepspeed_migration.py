@@ -19,6 +19,10 @@ DeepSpeed does, both sides); the optimizer is torch's
 AdamW passed to deepspeed.initialize, so no DeepSpeed op is compiled.
 
   deepspeed_migration.py --tierzero BUILD/tools/tierzero [--stages 1 2 3] [--worlds 1 2] [--to-deepspeed]
+                         [--dtype fp32|bf16|fp16] [--device cpu|cuda]
+--device cuda (the GPU box): DeepSpeed on its CUDA accelerator over NCCL, one GPU per rank, and tierzero
+on the GPU as `train` picks it; cpu (default): DeepSpeed's CPU accelerator over gloo, and tierzero sees no
+GPU (CUDA_VISIBLE_DEVICES empty).
 Exit 0 when every check passes, 1 when one fails, 77 (ctest's skip) without deepspeed.
 """
 import argparse
@@ -93,6 +97,7 @@ def read_tokens(path):
 # ---- the DeepSpeed side (one process per rank) ----------------------------------------------------
 
 DTYPE = os.environ.get("TZ_DS_MIGRATION_DTYPE", "fp32")  # the driver passes --dtype to its ranks this way
+DEVICE = os.environ.get("TZ_DS_MIGRATION_DEVICE", "cpu")  # and --device
 
 
 def precision():
@@ -140,6 +145,7 @@ def ds_step(engine, batches):
 
     total = 0.0
     for inputs, targets in batches:
+        inputs, targets = inputs.to(engine.device), targets.to(engine.device)
         logits = engine(input_ids=inputs).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, VOCAB), targets.reshape(-1))
         engine.backward(loss)
@@ -151,7 +157,7 @@ def ds_step(engine, batches):
 def mean_over_ranks(value):
     import torch
 
-    t = torch.tensor([value], dtype=torch.float64)
+    t = torch.tensor([value], dtype=torch.float64, device="cuda" if DEVICE == "cuda" else "cpu")
     torch.distributed.all_reduce(t)
     return float(t) / torch.distributed.get_world_size()
 
@@ -159,7 +165,7 @@ def mean_over_ranks(value):
 def full_master(model):
     from deepspeed.utils import safe_get_full_fp32_param
 
-    return {n: safe_get_full_fp32_param(p).detach().clone().contiguous() for n, p in model.named_parameters()}
+    return {n: safe_get_full_fp32_param(p).detach().cpu().clone().contiguous() for n, p in model.named_parameters()}
 
 
 def continue_deepspeed(args, stage, world, rank, ckpt, steps, first_position):
@@ -181,11 +187,13 @@ def continue_deepspeed(args, stage, world, rank, ckpt, steps, first_position):
 
 
 def ds_main(args):
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("DS_ACCELERATOR", DEVICE)
     import deepspeed
     import torch
 
-    deepspeed.init_distributed(dist_backend="gloo")
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    deepspeed.init_distributed(dist_backend="nccl" if DEVICE == "cuda" else "gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     stage = args.stage
     out = {}
@@ -227,7 +235,9 @@ def run_ranks(commands, log):
     with open(log, "w") as out:
         for rank, cmd in enumerate(commands):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), DS_ACCELERATOR=DEVICE, OMP_NUM_THREADS="1")
+            if DEVICE == "cpu":
+                env["CUDA_VISIBLE_DEVICES"] = ""
             procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
         codes = [p.wait(timeout=900) for p in procs]
     if any(codes):
@@ -331,7 +341,7 @@ def driver(args):
                 name = f"{case}_tz{w_tz}"
                 losses, save = run_tierzero(args, work, stage, w_tz, ckpt, name, STEPS)
                 master = tierzero_master(args, save, f"global_step{PRE_STEPS + 1}", os.path.join(work, name + ".m1"))
-                all_ok &= compare(f"resume stage {stage} {DTYPE}: DeepSpeed world {w_ds} -> tierzero world {w_tz}",
+                all_ok &= compare(f"resume stage {stage} {DTYPE} {DEVICE}: DeepSpeed world {w_ds} -> tierzero world {w_tz}",
                                   ("deepspeed", "tierzero"), ds_losses, losses, ds_master, master, results)
                 if args.to_deepspeed:
                     # tierzero's checkpoint after step K+1, written for DeepSpeed at world w_ds (the
@@ -343,7 +353,7 @@ def driver(args):
                     back_losses, back_master = run_deepspeed(args, work, stage, w_ds, "continue", back,
                                                              os.path.join(work, name + ".back_continue"), STEPS - 1, 1)
                     master2 = tierzero_master(args, save, f"global_step{PRE_STEPS + 2}", os.path.join(work, name + ".m2"))
-                    all_ok &= compare(f"way back stage {stage} {DTYPE}: tierzero world {w_tz} -> DeepSpeed world {w_ds}",
+                    all_ok &= compare(f"way back stage {stage} {DTYPE} {DEVICE}: tierzero world {w_tz} -> DeepSpeed world {w_ds}",
                                       ("tierzero", "deepspeed"), losses[1:], back_losses, master2, back_master, results)
     if args.json:
         with open(args.json, "w") as f:
@@ -359,6 +369,7 @@ def main():
     p.add_argument("--worlds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--to-deepspeed", action="store_true", help="also check convert --to deepspeed")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32", help="training precision (default fp32)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where both sides train (default cpu)")
     p.add_argument("--work", help="work folder (default: a new temporary one)")
     p.add_argument("--json", help="write the figures here")
     # One DeepSpeed rank (run by the driver).
@@ -377,8 +388,9 @@ def main():
         return 0
     if not args.tierzero:
         p.error("--tierzero is required")
-    global DTYPE
+    global DTYPE, DEVICE
     DTYPE = os.environ["TZ_DS_MIGRATION_DTYPE"] = args.dtype
+    DEVICE = os.environ["TZ_DS_MIGRATION_DEVICE"] = args.device
     return driver(args)
 
 

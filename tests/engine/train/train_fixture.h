@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/common.h"
 #include "engine/train/trainer.h"
 #include "tests/support/scratch_dir.h"
 

@@ -9,7 +9,7 @@
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/model/functional_model.h"
-#include "report/metrics.h"
+#include "report/report.h"
 #include "train_fixture.h"
 
 namespace tierzero::engine::testing {

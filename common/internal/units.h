@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "common/internal/status.h"
 
 namespace tierzero {
 

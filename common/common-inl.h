@@ -1,7 +1,7 @@
 // Per-target conversions between f32 vectors and 16-bit floats held as uint16_t bits, correct on
 // every Highway target: round to nearest even, NaN kept a quiet NaN with its sign, overflow to inf,
 // fp16 subnormals exact -- what PyTorch's .to(dtype) gives. The one implementation: cpu_adam's
-// kernels load and store through it, and common/float_convert.h's bulk conversions (checkpoint,
+// kernels load and store through it, and common/internal/float_convert.h's bulk conversions (checkpoint,
 // offload, engine) are built from it.
 //
 // Highway 1.0.3 (Debian 12) truncates in DemoteTo(bf16), and its software fp16 conversions (targets
@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "common/element_type.h"
+#include "common/internal/element_type.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
-#include "text/tokenizer.h"
+#include "common/common.h"
+#include "text/internal/tokenizer.h"
 
 namespace tierzero {
 class ProgressBar;

@@ -9,9 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "common/status.h"
+#include "common/internal/status.h"
 
 namespace tierzero {
 
@@ -47,7 +45,7 @@ class BenchReport {
   std::vector<std::pair<std::string, std::string>> params_;
   std::vector<std::pair<std::string, std::string>> summary_;
   std::vector<BenchColumn> columns_;
-  nlohmann::json rows_ = nlohmann::json::array();
+  std::vector<std::vector<BenchCell>> rows_;  // as given to row(); JSON is built by write_json
   bool ok_ = true;
 };
 

@@ -1,6 +1,6 @@
 // Bulk fp32 <-> bf16 / fp16 conversion, as PyTorch's .to(dtype) does it: round to nearest, ties to
 // even; NaN stays a quiet NaN with its sign; values beyond the 16-bit range become infinity; fp16
-// subnormals exact. Written once with Highway (common/float_convert-inl.h, the per-target form that
+// subnormals exact. Written once with Highway (common/common-inl.h, the per-target form that
 // SIMD kernels such as cpu_adam's use directly) and dispatched at run time to the machine's best
 // target. 16-bit values are raw bits in native byte order, at any alignment; `in` and `out` must not
 // overlap.
