@@ -18,7 +18,8 @@
 #     compiled, stage3_gather_16bit_weights_on_model_save true) and writes save_checkpoint and
 #     save_16bit_model (pytorch_model.bin); the model folder is deleted then (disk);
 # (c) with the checkpoint's pages evicted before each (benchmarks/page_cache.py: drop_caches where
-#     permitted, else posix_fadvise DONTNEED per file; the method is printed): DeepSpeed's zero_to_fp32
+#     permitted, else posix_fadvise DONTNEED per file; the method is printed; the tools' own code is
+#     read back before timing, so only the checkpoint is cold): DeepSpeed's zero_to_fp32
 #     (the copy save_checkpoint put in the checkpoint folder, --safe_serialization), `tierzero convert
 #     --dtype fp32` and `tierzero convert --dtype bf16`, each under /usr/bin/time -v where it exists
 #     (else getrusage of the child, the same figure): wall time and peak RSS;
@@ -113,6 +114,10 @@ timed() {
   local name=$1; shift
   "$py" benchmarks/page_cache.py evict --method "$evict_method" "$ckpt" --print-method > "$out/$name.evict" 2> "$out/$name.evict.log"
   cat "$out/$name.evict.log" >&2
+  # Only the checkpoint is to be cold: drop_caches also evicted the tools' own code (torch's libraries
+  # for zero_to_fp32), which each tool's start reads back here, outside the timing.
+  "$py" -c 'import deepspeed.utils.zero_to_fp32, safetensors.torch' > /dev/null 2>&1
+  "$tz" --help > /dev/null
   log "$name: $*"
   if [[ -x /usr/bin/time ]]; then
     /usr/bin/time -v -o "$out/$name.time" timeout "$budget_s" "$@" > "$out/$name.log" 2>&1 ||
