@@ -98,6 +98,8 @@ def read_tokens(path):
 
 DTYPE = os.environ.get("TZ_DS_MIGRATION_DTYPE", "fp32")  # the driver passes --dtype to its ranks this way
 DEVICE = os.environ.get("TZ_DS_MIGRATION_DEVICE", "cpu")  # and --device
+# and --ds-unscale-by-backward-scale (see unscale_by_backward_scale)
+UNSCALE_BY_BACKWARD_SCALE = os.environ.get("TZ_DS_MIGRATION_UNSCALE_BY_BACKWARD_SCALE") == "1"
 
 
 def precision():
@@ -136,7 +138,36 @@ def ds_engine(stage, world, save_hf_to=None):
         model.save_pretrained(save_hf_to, safe_serialization=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config(stage, world))
+    if DTYPE == "fp16" and UNSCALE_BY_BACKWARD_SCALE:
+        unscale_by_backward_scale(engine)
     return model, engine
+
+
+def unscale_by_backward_scale(engine):
+    """Makes DeepSpeed's ZeRO fp16 optimizer divide the gradients by the loss scale their backward used.
+
+    DeepSpeed 0.19.8's step() (zero/stage_1_and_2.py and zero/stage3.py alike) calls
+    _update_scale(overflow) BEFORE unscale_and_clip_grads(), which divides by self.loss_scale: on a step
+    where the dynamic scale grows (every loss_scale_window clean steps) the gradients, scaled by S in
+    backward, are divided by 2S, so the step applies half the gradient (exactly half when clipping is
+    off or the halved norm stays under gradient_clipping, nearly the clipped gradient otherwise).
+    tierzero divides by S. Deferring the scale update to after the optimizer step (the overflow
+    decision and the scaler's state after the step are unchanged) makes DeepSpeed divide by S too: the
+    what-if that shows this ordering is the whole fp16 difference (--ds-unscale-by-backward-scale).
+    """
+    optimizer = engine.optimizer
+    update_scale, pending = optimizer._update_scale, []
+    optimizer._update_scale = lambda has_overflow=False: pending.append(has_overflow)
+    step = engine.step
+
+    def step_then_update_scale(*args, **kwargs):
+        result = step(*args, **kwargs)
+        for overflow in pending:
+            update_scale(overflow)
+        pending.clear()
+        return result
+
+    engine.step = step_then_update_scale
 
 
 def ds_step(engine, batches):
@@ -369,6 +400,9 @@ def main():
     p.add_argument("--worlds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--to-deepspeed", action="store_true", help="also check convert --to deepspeed")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32", help="training precision (default fp32)")
+    p.add_argument("--ds-unscale-by-backward-scale", action="store_true",
+                   help="fp16: DeepSpeed divides the gradients by the loss scale of their backward, as tierzero "
+                        "does (it divides by the scale after this step's update; see unscale_by_backward_scale)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where both sides train (default cpu)")
     p.add_argument("--work", help="work folder (default: a new temporary one)")
     p.add_argument("--json", help="write the figures here")
@@ -391,6 +425,7 @@ def main():
     global DTYPE, DEVICE
     DTYPE = os.environ["TZ_DS_MIGRATION_DTYPE"] = args.dtype
     DEVICE = os.environ["TZ_DS_MIGRATION_DEVICE"] = args.device
+    os.environ["TZ_DS_MIGRATION_UNSCALE_BY_BACKWARD_SCALE"] = "1" if args.ds_unscale_by_backward_scale else "0"
     return driver(args)
 
 
