@@ -1,10 +1,14 @@
-// The support library itself: the status checks print the error, and ScratchDir cleans up.
+// The support library itself: the status checks print the error, ScratchDir cleans up, and Python
+// scripts run with their output kept and their fixtures made once.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 
+#include "tests/support/python.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
 
@@ -53,6 +57,80 @@ TEST(ScratchDir, IsFreshAndRemovedWithItsContents) {
 
 TEST(ScratchDir, UnwritableRootThrowsNamingThePath) {
   EXPECT_THROW(test_support::ScratchDir("x", "/nonexistent-tierzero-root"), std::runtime_error);
+}
+
+// Writes `source` as the Python script `name` in `dir`; returns its path.
+std::string write_script(const test_support::ScratchDir& dir, const std::string& name, const std::string& source) {
+  std::ofstream(dir.file(name)) << source;
+  return dir.file(name);
+}
+
+std::string read_all(const std::string& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+TEST(Python, RunsAScriptWithQuotedArgumentsAndKeepsItsOutput) {
+  test_support::ScratchDir dir("support-test");
+  const std::string script = write_script(dir, "echo.py",
+                                          "import sys\n"
+                                          "print('args:', sys.argv[1:])\n"
+                                          "sys.stderr.write('on stderr\\n')\n"
+                                          "sys.exit(3)\n");
+  const test_support::PythonRun run = test_support::run_python(script, {"it's", "a b"}, dir.file("echo.log"));
+  EXPECT_EQ(run.exit_code, 3) << run.output;
+  EXPECT_EQ(run.output, "args: [\"it's\", 'a b']\non stderr\n");
+  EXPECT_EQ(read_all(dir.file("echo.log")), run.output);
+}
+
+// A fixture script that counts its runs in <out>.runs and makes <out>/done.
+constexpr const char* kFixtureScript =
+    "import os, sys\n"
+    "out = sys.argv[sys.argv.index('--out') + 1]\n"
+    "open(out + '.runs', 'a').write('run\\n')\n"
+    "os.makedirs(out, exist_ok=True)\n"
+    "open(os.path.join(out, 'done'), 'w').write('yes')\n";
+
+TEST(Python, FixtureDirRunsTheScriptOncePerDirectory) {
+  test_support::ScratchDir dir("support-test");
+  const std::string script = write_script(dir, "fixture.py", kFixtureScript);
+  std::string skip = "unset";
+  EXPECT_EQ(test_support::python_fixture_dir(script, dir.file("out"), skip), dir.file("out"));
+  EXPECT_EQ(skip, "");
+  EXPECT_EQ(test_support::python_fixture_dir(script, dir.file("out"), skip), dir.file("out"));
+  EXPECT_EQ(read_all(dir.file("out/done")), "yes");
+  EXPECT_EQ(read_all(dir.file("out.runs")), "run\n") << "the second call reuses the first run";
+}
+
+TEST(Python, FixtureDirSkipsWhenAPackageOrThePythonIsMissing) {
+  test_support::ScratchDir dir("support-test");
+  const std::string lacking = write_script(dir, "lacking.py", "import sys\nprint('needs tokenizers')\nsys.exit(77)\n");
+  std::string skip;
+  EXPECT_EQ(test_support::python_fixture_dir(lacking, dir.file("lacking"), skip), "");
+  EXPECT_EQ(skip, "needs tokenizers\n");
+
+  const std::string script = write_script(dir, "fixture.py", kFixtureScript);
+  const char* saved = std::getenv("TIERZERO_PYTHON");
+  const std::string previous = saved != nullptr ? saved : "";
+  ::setenv("TIERZERO_PYTHON", "/nonexistent/python3", 1);
+  EXPECT_EQ(test_support::python_fixture_dir(script, dir.file("no_python"), skip), "");
+  EXPECT_EQ(skip, "/nonexistent/python3 not found (set TIERZERO_PYTHON)");
+  if (saved != nullptr) {
+    ::setenv("TIERZERO_PYTHON", previous.c_str(), 1);
+  } else {
+    ::unsetenv("TIERZERO_PYTHON");
+  }
+}
+
+TEST(Python, FailingFixtureScriptIsATestFailureOnce) {
+  test_support::ScratchDir dir("support-test");
+  const std::string broken = write_script(dir, "broken.py", "import sys\nprint('bad row 3')\nsys.exit(2)\n");
+  std::string skip;
+  EXPECT_NONFATAL_FAILURE(test_support::python_fixture_dir(broken, dir.file("broken"), skip),
+                          "failed with status 2:\nbad row 3");
+  EXPECT_EQ(skip, "fixture generation failed");
+  EXPECT_EQ(test_support::python_fixture_dir(broken, dir.file("broken"), skip), "") << "no second failure";
 }
 
 }  // namespace

@@ -31,16 +31,16 @@ DIR/STAMP                  written last: a hash of the scripts, N and the tokeni
 Exit status 77 (and a message) when `tokenizers` is not installed: the tests skip.
 """
 import argparse
-import fcntl
 import hashlib
 import importlib.metadata
 import json
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import corpus  # noqa: E402
+import fixture_dir  # noqa: E402
 
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                r"\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -201,6 +201,20 @@ def stamp(version, count):
     return f"{h.hexdigest()} lines={count} tokenizers={version}\n"
 
 
+def write_fixture(out, lines):
+    train = corpus.lines(1, TRAIN_LINES)
+    test_lines = corpus.lines(2, lines)
+    with open(os.path.join(out, "corpus.jsonl"), "w", encoding="utf-8") as f:
+        for line in test_lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    write_family(out, "qwen2", *qwen2(train), test_lines)
+    write_family(out, "llama3", *llama3(train), test_lines)
+    vocab, merges = sentencepiece_vocab(train)
+    write_family(out, "llama2", *llama2(vocab, merges), test_lines)
+    write_family(out, "mistral", *mistral(vocab, merges), test_lines)
+    write_family(out, "metaspace_split", *metaspace_split(vocab, merges), test_lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
@@ -212,28 +226,7 @@ def main():
     except importlib.metadata.PackageNotFoundError:
         print("SKIP: the tokenizers package is not installed (pip install tokenizers)")
         return 77
-    want = stamp(version, args.lines)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        stamp_path = os.path.join(out, "STAMP")
-        if os.path.exists(stamp_path) and open(stamp_path).read() == want:
-            return 0
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out)
-        train = corpus.lines(1, TRAIN_LINES)
-        test_lines = corpus.lines(2, args.lines)
-        with open(os.path.join(out, "corpus.jsonl"), "w", encoding="utf-8") as f:
-            for line in test_lines:
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
-        write_family(out, "qwen2", *qwen2(train), test_lines)
-        write_family(out, "llama3", *llama3(train), test_lines)
-        vocab, merges = sentencepiece_vocab(train)
-        write_family(out, "llama2", *llama2(vocab, merges), test_lines)
-        write_family(out, "mistral", *mistral(vocab, merges), test_lines)
-        write_family(out, "metaspace_split", *metaspace_split(vocab, merges), test_lines)
-        with open(stamp_path, "w") as f:
-            f.write(want)
+    fixture_dir.build_once(out, stamp(version, args.lines), lambda out: write_fixture(out, args.lines))
     return 0
 
 
