@@ -15,6 +15,7 @@
 #include "checkpoint/engine_format/internal/checksum_file.h"
 #include "checkpoint_fixture.h"
 #include "test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -50,8 +51,7 @@ class ChecksumCoverage : public ::testing::Test {
     auto ranks = data_->ranks();
     ranks[0].rank_state = {{"rng", 11}};
     ranks[1].rank_state = {{"rng", 12}};
-    const Status saved = save_checkpoint(dir_.path(), "step7", manifest_, ranks);
-    ASSERT_TRUE(saved.ok()) << saved.to_string();
+    ASSERT_OK(save_checkpoint(dir_.path(), "step7", manifest_, ranks));
   }
 
   // What a resume does: open, read every partition at the saved world size, every replicated
@@ -107,12 +107,12 @@ class ChecksumCoverage : public ::testing::Test {
 };
 
 TEST_F(ChecksumCoverage, IntactCheckpointPasses) {
-  ASSERT_TRUE(verify_checkpoint(dir_.path()).ok());
-  ASSERT_TRUE(resume().ok()) << resume().to_string();
-  ASSERT_TRUE(convert_reads().ok()) << convert_reads().status().to_string();
+  ASSERT_OK(verify_checkpoint(dir_.path()));
+  ASSERT_OK(resume());
+  ASSERT_OK(convert_reads());
   const auto text = testing::read_text(dir_.file("step7/checksums.txt"));
   auto entries = parse_checksum_file(text, "checksums.txt");
-  ASSERT_TRUE(entries.ok()) << entries.status().to_string();
+  ASSERT_OK(entries);
   ASSERT_EQ(entries->size(), 3u);
   EXPECT_EQ((*entries)[0].name, "manifest.json");
   EXPECT_EQ((*entries)[2].name, "rank_00001.json");
@@ -124,7 +124,7 @@ TEST_F(ChecksumCoverage, IntactCheckpointPasses) {
 // one except flips in optimizer states it does not read, which must leave its output unchanged.
 TEST_F(ChecksumCoverage, EveryFlippedByteIsCaught) {
   const auto intact = convert_reads();
-  ASSERT_TRUE(intact.ok());
+  ASSERT_OK(intact);
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir_.path())) {
     if (e.is_regular_file()) files.push_back(e.path().string());
@@ -166,7 +166,7 @@ TEST_F(ChecksumCoverage, EveryFlippedByteIsCaught) {
     }
     testing::write_file(path, original);
   }
-  ASSERT_TRUE(verify_checkpoint(dir_.path()).ok());
+  ASSERT_OK(verify_checkpoint(dir_.path()));
   std::printf(
       "checksum coverage: %zu single-bit flips over %zu files; verify refused %zu, resume refused %zu, "
       "convert refused %zu and gave the unchanged model for %zu (flips in optimizer states it does "
@@ -176,21 +176,15 @@ TEST_F(ChecksumCoverage, EveryFlippedByteIsCaught) {
 
 TEST_F(ChecksumCoverage, MissingChecksumFileIsCorrupt) {
   std::filesystem::remove(dir_.file("step7/checksums.txt"));
-  auto report = verify_checkpoint(dir_.path());
-  ASSERT_FALSE(report.ok());
-  EXPECT_EQ(report.status().code(), ErrorCode::kCorrupt);
-  EXPECT_NE(report.status().message().find("checksums.txt is missing"), std::string::npos) << report.status().message();
-  EXPECT_FALSE(CheckpointReader::open(dir_.path()).ok());
+  EXPECT_ERROR(verify_checkpoint(dir_.path()), ErrorCode::kCorrupt, "checksums.txt is missing");
+  EXPECT_ERROR(CheckpointReader::open(dir_.path()), ErrorCode::kCorrupt, "checksums.txt is missing");
 }
 
 TEST_F(ChecksumCoverage, MessageNamesTheDamagedFile) {
   std::string record = testing::read_text(dir_.file("step7/rank_00001.json"));
   record[record.size() / 2] ^= 1;
   testing::write_text(dir_.file("step7/rank_00001.json"), record);
-  auto report = verify_checkpoint(dir_.path());
-  ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("rank_00001.json: checksum mismatch"), std::string::npos)
-      << report.status().message();
+  EXPECT_ERROR(verify_checkpoint(dir_.path()), ErrorCode::kCorrupt, "rank_00001.json: checksum mismatch");
 }
 
 // A version-1 checkpoint (written before checksums.txt existed) is still read.
@@ -199,19 +193,17 @@ TEST_F(ChecksumCoverage, VersionOneCheckpointStillLoads) {
   m["format_version"] = 1;
   testing::write_text(dir_.file("step7/manifest.json"), m.dump(1) + "\n");
   std::filesystem::remove(dir_.file("step7/checksums.txt"));
-  EXPECT_TRUE(verify_checkpoint(dir_.path()).ok());
-  EXPECT_TRUE(resume().ok()) << resume().to_string();
-  EXPECT_TRUE(convert_reads().ok()) << convert_reads().status().to_string();
+  EXPECT_OK(verify_checkpoint(dir_.path()));
+  EXPECT_OK(resume());
+  EXPECT_OK(convert_reads());
 }
 
 TEST(ChecksumFile, RejectsEveryMalformation) {
   const std::string good = checksum_file_text({{"manifest.json", 10, 0xabc}, {"rank_00000.json", 5, 7}});
-  ASSERT_TRUE(parse_checksum_file(good, "c").ok());
+  ASSERT_OK(parse_checksum_file(good, "c"));
   for (const std::string& bad :
        {std::string(), good.substr(0, good.size() - 1), good + "\n", "x" + good, good.substr(good.find('\n') + 1)}) {
-    auto parsed = parse_checksum_file(bad, "c");
-    ASSERT_FALSE(parsed.ok()) << bad;
-    EXPECT_EQ(parsed.status().code(), ErrorCode::kCorrupt);
+    EXPECT_ERROR(parse_checksum_file(bad, "c"), ErrorCode::kCorrupt, "") << bad;
   }
 }
 

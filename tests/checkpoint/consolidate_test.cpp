@@ -150,9 +150,8 @@ TEST_F(Consolidate, AFailureLeavesNothingInOut) {
   testing::write_file(rank1, bytes);
   const std::string out = dir_.file("hf_bad");
   auto report = convert(out);
-  ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("rank_00001.bin"), std::string::npos) << report.status().message();
-  EXPECT_NE(report.status().message().find("zstd frame damaged"), std::string::npos) << report.status().message();
+  EXPECT_ERROR(report, ErrorCode::kCorrupt, "rank_00001.bin");
+  EXPECT_ERROR(report, ErrorCode::kCorrupt, "zstd frame damaged");
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".partial"));
 }
@@ -172,28 +171,27 @@ TEST_F(Consolidate, RefusesANonEmptyOutput) {
   const std::string out = dir_.file("busy");
   fs::create_directories(out);
   testing::write_text(out + "/keep.txt", "mine");
-  auto report = convert(out);
-  ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("exists and is not an empty directory"), std::string::npos);
+  EXPECT_ERROR(convert(out), ErrorCode::kInvalidArgument, "exists and is not an empty directory");
   EXPECT_EQ(testing::read_text(out + "/keep.txt"), "mine");
 }
 
 TEST_F(Consolidate, LoadsInPythonSafetensorsAndTransformers) {
-  std::string outputs;
+  std::vector<std::string> args = {dir_.file("spec.json")};
   for (const char* dtype : {"bf16", "fp16"}) {
     options_.dtype = parse_output_dtype(dtype).value();
     const std::string out = dir_.file(std::string("py_") + dtype);
     ASSERT_OK(convert(out));
-    outputs += " " + out + ":" + dtype;
+    args.push_back(out + ":" + dtype);
   }
   testing::write_text(dir_.file("spec.json"), expected_spec(manifest_).dump());
-  std::string output;
-  const int rc =
-      testing::run_python(testing::source_file("check_converted.py"), dir_.file("spec.json") + outputs, output);
-  if (rc == 77) GTEST_SKIP() << testing::python() << " lacks torch or safetensors (set TIERZERO_PYTHON): " << output;
-  EXPECT_EQ(rc, 0) << output;
-  EXPECT_NE(output.find("safetensors: "), std::string::npos) << output;
-  std::printf("%s", output.c_str());
+  const test_support::PythonRun run =
+      testing::run_python(testing::source_file("check_converted.py"), args, dir_.file("check_converted.log"));
+  if (run.exit_code == test_support::kPythonSkip) {
+    GTEST_SKIP() << testing::python() << " lacks torch or safetensors (set TIERZERO_PYTHON): " << run.output;
+  }
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("safetensors: "), std::string::npos) << run.output;
+  std::printf("%s", run.output.c_str());
 }
 
 // Integer and bool tensors (an engine checkpoint stores them as replicated tensors) come out with
@@ -260,10 +258,7 @@ TEST(WithTorchDtype, SetsTheKeyTheFileUsesAndKeepsTheRest) {
   EXPECT_EQ(nlohmann::ordered_json::parse(*v5),
             nlohmann::ordered_json::parse(R"({"model_type": "qwen2", "dtype": "float16", "eos_token_id": 7})"));
   EXPECT_FALSE(nlohmann::ordered_json::parse(*v5).contains("torch_dtype"));
-  auto bad = with_torch_dtype("[1, 2]", ElementType::kBF16);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), ErrorCode::kCorrupt);
-  EXPECT_NE(bad.status().message().find("config.json"), std::string::npos);
+  EXPECT_ERROR(with_torch_dtype("[1, 2]", ElementType::kBF16), ErrorCode::kCorrupt, "config.json");
 }
 
 }  // namespace

@@ -20,10 +20,13 @@ DcpFixture dcp_fixture(int world) {
   const fs::path work = dir.string() + ".partial-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(work, ec);
-  std::string output;
-  const int rc = run_python(script, work.string() + " " + std::to_string(world), output);
-  if (rc == 3) return {"", "torch is not importable by " + python() + ": " + output, ""};
-  if (rc != 0) return {"", "", "make_dcp_checkpoint.py failed (" + std::to_string(rc) + "):\n" + output};
+  const std::string log = work.string() + ".log";
+  const test_support::PythonRun run = run_python(script, {work.string(), std::to_string(world)}, log);
+  fs::remove(log, ec);
+  if (run.exit_code == 3) return {"", "torch is not importable by " + python() + ": " + run.output, ""};
+  if (run.exit_code != 0) {
+    return {"", "", "make_dcp_checkpoint.py failed (" + std::to_string(run.exit_code) + "):\n" + run.output};
+  }
   fs::rename(work, dir, ec);  // another process may have won the race: use its copy
   fs::remove_all(work, ec);
   return {dir.string(), "", ""};

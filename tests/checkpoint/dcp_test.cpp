@@ -5,16 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/dcp/dcp_source.h"
 #include "checkpoint/safetensors/safetensors.h"
 #include "tests/checkpoint/dcp_fixture.h"
 #include "tests/checkpoint/test_util.h"
+#include "tests/common/float16_reference.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
@@ -25,12 +24,7 @@ namespace fs = std::filesystem;
 float widen(ElementType dtype, std::span<const std::byte> bytes, size_t i) {
   uint16_t h;
   std::memcpy(&h, bytes.data() + 2 * i, 2);
-  if (dtype == ElementType::kBF16) return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-  const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-  if (exponent == 0x1f) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * INFINITY;
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
-  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  return dtype == ElementType::kBF16 ? reference::bf16_bits_to_float(h) : reference::f16_bits_to_float(h);
 }
 
 std::unique_ptr<SafetensorsFile> convert(ConsolidationSource& source, ElementType dtype, const std::string& out) {

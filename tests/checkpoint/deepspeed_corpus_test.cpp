@@ -11,13 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -27,6 +24,7 @@
 #include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint/torch_format/torch_file.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
+#include "tests/common/float16_reference.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
 
@@ -82,12 +80,7 @@ class DeepSpeedCorpus : public ::testing::TestWithParam<std::string> {
 
 // The exact fp32 value of fp16 or bf16 bits.
 float widen16(ElementType dtype, uint16_t h) {
-  if (dtype == ElementType::kBF16) return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-  const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-  if (exponent == 0x1f) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * INFINITY;
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
-  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  return dtype == ElementType::kBF16 ? reference::bf16_bits_to_float(h) : reference::f16_bits_to_float(h);
 }
 
 // Expects `ours` to hold tensor `name` with `dtype`, `shape` and exactly `bytes`.

@@ -15,6 +15,7 @@
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "tests/checkpoint/deepspeed_fixtures.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -81,14 +82,6 @@ class Corrupted {
   test_support::ScratchDir scratch_{"tierzero-ds-test"};
 };
 
-#define TZ_EXPECT_REFUSED(status, code_, text)                               \
-  do {                                                                       \
-    const Status s_ = (status);                                              \
-    ASSERT_FALSE(s_.ok()) << "accepted a corrupt checkpoint";                \
-    EXPECT_EQ(s_.code(), code_) << s_.to_string();                           \
-    EXPECT_NE(s_.message().find(text), std::string::npos) << s_.to_string(); \
-  } while (0)
-
 class DeepSpeedCorrupt : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -104,8 +97,8 @@ TEST_F(DeepSpeedCorrupt, TruncatedZip) {
   c.patch(kRank0Optim, [&](std::vector<uint8_t>& b) {
     b.resize(std::uniform_int_distribution<size_t>(b.size() / 2, b.size() - 1)(rng));
   });
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "truncated zip");
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "zero_pp_rank_0_mp_rank_00_optim_states.pt");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "truncated zip");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "zero_pp_rank_0_mp_rank_00_optim_states.pt");
 }
 
 TEST_F(DeepSpeedCorrupt, BadCentralDirectory) {
@@ -116,7 +109,7 @@ TEST_F(DeepSpeedCorrupt, BadCentralDirectory) {
     const size_t victim = std::uniform_int_distribution<size_t>(0, entries.size() - 1)(rng);
     b[entries[victim].header] ^= 0xff;
   });
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "bad central directory");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "bad central directory");
 }
 
 TEST_F(DeepSpeedCorrupt, CompressedEntry) {
@@ -126,7 +119,7 @@ TEST_F(DeepSpeedCorrupt, CompressedEntry) {
       if (e.name.ends_with("/data.pkl")) b[e.header + 10] = 8;  // method: deflate
     }
   });
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kUnsupported, "is compressed (method 8)");
+  EXPECT_ERROR(c.open(), ErrorCode::kUnsupported, "is compressed (method 8)");
 }
 
 TEST_F(DeepSpeedCorrupt, UnknownPickleOpcode) {
@@ -140,13 +133,13 @@ TEST_F(DeepSpeedCorrupt, UnknownPickleOpcode) {
       b[data + 2] = 0xff;
     }
   });
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "byte 2 (file offset");
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "unknown pickle opcode 0xff");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "byte 2 (file offset");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "unknown pickle opcode 0xff");
 }
 
 TEST_F(DeepSpeedCorrupt, ForbiddenGlobalWhereATensorBelongs) {
   Corrupted c("bad_global_s3_w2");
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "fp32_flat_groups[1] is global posix.system where a tensor");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "fp32_flat_groups[1] is global posix.system where a tensor");
 }
 
 TEST_F(DeepSpeedCorrupt, StorageKeyMissing) {
@@ -157,8 +150,8 @@ TEST_F(DeepSpeedCorrupt, StorageKeyMissing) {
       if (at != std::string::npos) b[e.header + 46 + at + 1] = 'D';  // PREFIX/Data/N: no storage entries left
     }
   });
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "has no zip entry");
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "storage missing");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "has no zip entry");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "storage missing");
 }
 
 TEST_F(DeepSpeedCorrupt, StorageOutOfRange) {
@@ -173,31 +166,31 @@ TEST_F(DeepSpeedCorrupt, StorageOutOfRange) {
       }
     }
   });
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "storage out of range");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "storage out of range");
 }
 
 TEST_F(DeepSpeedCorrupt, MissingRankFile) {
   Corrupted c("s3_w3_bf16");
   fs::remove(c.file("global_step3/bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"));
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "missing rank file");
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "rank 1 of 3");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "missing rank file");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "rank 1 of 3");
 }
 
 TEST_F(DeepSpeedCorrupt, WorldSizeMismatch) {
   Corrupted c("s3_w2_fp16");
   fs::copy_file(c.file("global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt"),
                 c.file("global_step3/zero_pp_rank_2_mp_rank_00_optim_states.pt"));
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "world size mismatch: partition_count says 2 ranks");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "world size mismatch: partition_count says 2 ranks");
 }
 
 TEST_F(DeepSpeedCorrupt, ShapesInconsistentWithPartitions) {
   Corrupted c("bad_shapes_s3_w2");
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "shapes inconsistent with partition sizes");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "shapes inconsistent with partition sizes");
 }
 
 TEST_F(DeepSpeedCorrupt, Stage2ShapesInconsistentWithPartitions) {
   Corrupted c("bad_shapes_s2_w2");
-  TZ_EXPECT_REFUSED(c.open(), ErrorCode::kCorrupt, "shapes inconsistent with partition sizes");
+  EXPECT_ERROR(c.open(), ErrorCode::kCorrupt, "shapes inconsistent with partition sizes");
 }
 
 // Seeded random damage anywhere in a rank file (zip records, pickle, storages): each open either
@@ -235,7 +228,7 @@ TEST_F(DeepSpeedCorrupt, RandomDamageIsRefusedOrHarmless) {
       std::fill(bytes.begin() + data + cut, bytes.begin() + data + size, uint8_t{'.'});
       bytes[data + cut] = 0xff;
       write_bytes(c.file(kRank0Optim), bytes);
-      EXPECT_FALSE(open_deepspeed_checkpoint(c.dir(), "").ok()) << "cut at " << cut;
+      EXPECT_ERROR(open_deepspeed_checkpoint(c.dir(), ""), ErrorCode::kCorrupt, kRank0Optim) << "cut at " << cut;
     }
   }
 }

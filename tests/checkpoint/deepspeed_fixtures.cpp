@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/python.h"
+
 namespace tierzero::checkpoint::testing {
 namespace fs = std::filesystem;
 namespace {
@@ -34,11 +36,6 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-std::string python() {
-  const char* p = std::getenv("TIERZERO_PYTHON");
-  return p != nullptr && *p != '\0' ? p : "python3";
-}
-
 fs::path script(const std::string& name) {
   const char* src = std::getenv("TIERZERO_SOURCE_DIR");
   return fs::path(src != nullptr ? src : ".") / "tests" / "checkpoint" / name;
@@ -52,21 +49,22 @@ int run(const std::string& command, const fs::path& log) {
 
 // Generates everything into `out`; notes go into marker files read back by load().
 void generate(const fs::path& out) {
-  const std::string py = quote(python());
+  const std::string py = quote(test_support::python());
   if (run(py + " " + quote(script("make_deepspeed_fixture.py").string()) + " " + quote(out.string()),
           out / "generate.log") != 0) {
     const bool torch = run(py + " -c 'import torch'", out / "torch_check.log") == 0;
     write_text(out / (torch ? "error.txt" : "skip.txt"),
                torch ? "make_deepspeed_fixture.py failed:\n" + read_text(out / "generate.log")
-                     : "torch is not importable by " + python() + " (set TIERZERO_PYTHON to a python with torch)");
+                     : "torch is not importable by " + test_support::python() +
+                           " (set TIERZERO_PYTHON to a python with torch)");
     return;
   }
   std::string dirs;
   for (const std::string& f : kGoodFixtures) dirs += " " + quote((out / f).string());
   const int rc = run(py + " " + quote(script("deepspeed_reference.py").string()) + dirs, out / "reference.log");
   if (rc == 3) {
-    write_text(out / "reference_skip.txt",
-               "deepspeed is not importable by " + python() + " (pip install deepspeed; scripts/setup.sh does)");
+    write_text(out / "reference_skip.txt", "deepspeed is not importable by " + test_support::python() +
+                                               " (pip install deepspeed; scripts/setup.sh does)");
   } else if (rc != 0) {
     write_text(out / "reference_error.txt", "deepspeed_reference.py failed:\n" + read_text(out / "reference.log"));
   }
@@ -87,8 +85,8 @@ DeepSpeedFixtures load(const fs::path& dir) {
 }
 
 DeepSpeedFixtures make_fixtures() {
-  const std::string key =
-      read_text(script("make_deepspeed_fixture.py")) + read_text(script("deepspeed_reference.py")) + python();
+  const std::string key = read_text(script("make_deepspeed_fixture.py")) + read_text(script("deepspeed_reference.py")) +
+                          test_support::python();
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(key));
   const fs::path cache = fs::temp_directory_path() / (std::string("tierzero-deepspeed-fixtures-") + hash);

@@ -11,6 +11,7 @@
 #include "checkpoint/engine_format/internal/checksum_file.h"
 #include "checkpoint_fixture.h"
 #include "test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::checkpoint {
 namespace {
@@ -25,7 +26,7 @@ class CorruptEngineCheckpoint : public ::testing::Test {
     data_ = std::make_unique<FixtureData>(manifest_);
     CheckpointOptions options;
     options.compression_level = level;
-    ASSERT_TRUE(save_checkpoint(dir_.path(), "t", manifest_, data_->ranks(), options).ok());
+    ASSERT_OK(save_checkpoint(dir_.path(), "t", manifest_, data_->ranks(), options));
   }
   std::string rank_file(uint32_t r) const { return dir_.file("t/rank_0000" + std::to_string(r) + ".bin"); }
   nlohmann::json manifest_json() const {
@@ -35,19 +36,15 @@ class CorruptEngineCheckpoint : public ::testing::Test {
   // what a test reaches (checksum_coverage_test.cpp tests the seal).
   void write_manifest(const std::string& text) {
     testing::write_text(dir_.file("t/manifest.json"), text);
-    auto checksums = make_checksum_file(dir_.file("t"), 3);
-    ASSERT_TRUE(checksums.ok()) << checksums.status().to_string();
-    testing::write_text(dir_.file("t/checksums.txt"), *checksums);
+    ASSERT_OK_AND_ASSIGN(const std::string checksums, make_checksum_file(dir_.file("t"), 3));
+    testing::write_text(dir_.file("t/checksums.txt"), checksums);
   }
 
   // verify's error, which must name `file` and contain every part.
   void expect_verify_fails(ErrorCode code, const std::string& file, const std::vector<std::string>& parts) {
-    auto report = verify_checkpoint(dir_.path());
-    ASSERT_FALSE(report.ok());
-    const Status s = report.status();
-    EXPECT_EQ(s.code(), code) << s.to_string();
-    EXPECT_NE(s.message().find(file), std::string::npos) << s.message();
-    for (const auto& part : parts) EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+    const Status s = verify_checkpoint(dir_.path()).status();
+    EXPECT_ERROR(s, code, file);
+    for (const auto& part : parts) EXPECT_ERROR(s, code, part);
   }
 
   // The loader's error when reading every partition of rank `r`.

@@ -49,11 +49,9 @@ ValidFile make_valid(uint32_t seed) {
 Status open_status(const std::string& path) { return SafetensorsFile::open(path).status(); }
 
 void expect_rejected(const std::string& path, const std::vector<std::string>& parts) {
-  Status s = open_status(path);
-  ASSERT_FALSE(s.ok()) << path;
-  EXPECT_EQ(s.code(), ErrorCode::kCorrupt) << s.to_string();
-  EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
-  for (const std::string& part : parts) EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+  const Status s = open_status(path);
+  EXPECT_ERROR(s, ErrorCode::kCorrupt, path);
+  for (const std::string& part : parts) EXPECT_ERROR(s, ErrorCode::kCorrupt, part);
 }
 
 TEST(SafetensorsReader, OpensAValidFileWithZeroCopyViews) {

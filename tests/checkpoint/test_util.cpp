@@ -1,10 +1,5 @@
 #include "test_util.h"
 
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -33,22 +28,15 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-std::string python() {
-  const char* env = std::getenv("TIERZERO_PYTHON");
-  return env != nullptr && *env != '\0' ? env : "python3";
-}
-
-int run_python(const std::string& script, const std::string& args, std::string& output) {
-  const std::string cmd = python() + " " + script + " " + args + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  std::array<char, 4096> buffer{};
-  output.clear();
-  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 std::string source_file(const std::string& name) { return std::string(TIERZERO_CHECKPOINT_TEST_DIR) + "/" + name; }
+
+Status convert_status(Result<std::unique_ptr<ConsolidationSource>> opened, const std::string& out_dir,
+                      ElementType dtype) {
+  if (!opened.ok()) return opened.status();
+  ConvertOptions options;
+  options.progress = false;
+  options.dtype = dtype;
+  return consolidate_to_safetensors(**opened, out_dir, options).status();
+}
 
 }  // namespace tierzero::checkpoint::testing

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "checkpoint/convert/consolidate.h"
+#include "tests/support/python.h"
 #include "tests/support/scratch_dir.h"
 
 namespace tierzero::checkpoint::testing {
@@ -20,11 +23,14 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 void write_text(const std::string& path, const std::string& text);
 std::string read_text(const std::string& path);
 
-// The interpreter for Python interop tests: $TIERZERO_PYTHON, else python3.
-std::string python();
-// Runs `python() script args`; returns its exit code, with stdout+stderr in `output`.
-int run_python(const std::string& script, const std::string& args, std::string& output);
+using test_support::python;
+using test_support::run_python;
 // The path of a file in tests/checkpoint/ of the source tree.
 std::string source_file(const std::string& name);
+
+// What a conversion of a checkpoint makes of it: the error of opening it (`opened`), else the status
+// of converting it to `out_dir` as `dtype` (no progress bar).
+Status convert_status(Result<std::unique_ptr<ConsolidationSource>> opened, const std::string& out_dir,
+                      ElementType dtype);
 
 }  // namespace tierzero::checkpoint::testing

@@ -136,9 +136,7 @@ TEST_F(TorchZip, TensorsOfEveryStorageTypeWidenToFp32) {
 
 TEST_F(TorchZip, NotAZipIsRefused) {
   std::ofstream(path_, std::ios::binary | std::ios::trunc) << std::string(100, 'x');
-  auto zip = ZipArchive::open(path_);
-  ASSERT_FALSE(zip.ok());
-  EXPECT_NE(zip.status().message().find("truncated zip: no end-of-central-directory record"), std::string::npos);
+  EXPECT_ERROR(ZipArchive::open(path_), ErrorCode::kCorrupt, "truncated zip: no end-of-central-directory record");
   EXPECT_EQ(ZipArchive::open(dir_.path() + "/missing.pt").status().code(), ErrorCode::kNotFound);
 }
 
