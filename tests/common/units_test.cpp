@@ -1,4 +1,5 @@
 #include "common/common.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -16,10 +17,7 @@ TEST(ParseBytes, AcceptsPlainScientificDecimalAndBinary) {
 
 TEST(ParseBytes, RejectsWithTheTextAndAnExample) {
   for (const char* bad : {"", "abc", "-1", "1.5", "3XB", "1e30"}) {
-    auto r = parse_bytes(bad);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos);
+    EXPECT_ERROR(parse_bytes(bad), ErrorCode::kInvalidArgument, std::string("'") + bad + "'");
   }
 }
 

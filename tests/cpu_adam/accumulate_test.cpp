@@ -8,6 +8,7 @@
 #include "cpu_adam/adam.h"
 #include "hwy/tests/hwy_gtest.h"
 #include "tests/cpu_adam/reference.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::cpu_adam {
 namespace {
@@ -45,7 +46,7 @@ TEST_P(AccumulateTest, MatchesDoubleReferenceAndGradStats) {
       const float scale = 0.37f;
 
       const Result<GradStats> stats = two.accumulate_scaled(std::span<float>(dst), src.const_view(), scale);
-      ASSERT_TRUE(stats.ok()) << stats.status().to_string();
+      ASSERT_OK(stats);
       double sq = 0.0;
       for (size_t i = 0; i < n; ++i) {
         const float product = static_cast<float>(static_cast<double>(src.get(i)) * scale);
@@ -59,7 +60,7 @@ TEST_P(AccumulateTest, MatchesDoubleReferenceAndGradStats) {
 
       std::vector<float> again = before;
       const Result<GradStats> single = one.accumulate_scaled(std::span<float>(again), src.const_view(), scale);
-      ASSERT_TRUE(single.ok());
+      ASSERT_OK(single);
       EXPECT_EQ(again, dst);
       EXPECT_EQ(single->sq_norm, stats->sq_norm);
     }
@@ -75,7 +76,7 @@ TEST_P(AccumulateTest, ReportsNonFiniteResults) {
       src.set(at, std::numeric_limits<float>::infinity());
       std::vector<float> dst(1001, 1.0f);
       const Result<GradStats> stats = adam.accumulate_scaled(std::span<float>(dst), src.const_view(), 1.0f);
-      ASSERT_TRUE(stats.ok());
+      ASSERT_OK(stats);
       EXPECT_FALSE(stats->finite) << element_type_name(type) << " at " << at;
     }
   }
@@ -84,10 +85,8 @@ TEST_P(AccumulateTest, ReportsNonFiniteResults) {
 TEST(AccumulateRefusals, RefusesMismatchedCounts) {
   const CpuAdam adam({.threads = 1});
   std::vector<float> dst(10), src(9);
-  const Result<GradStats> stats =
-      adam.accumulate_scaled(std::span<float>(dst), const_elements(std::span<const float>(src)), 1.0f);
-  ASSERT_FALSE(stats.ok());
-  EXPECT_NE(stats.status().message().find("src has 9 elements but dst has 10"), std::string::npos);
+  EXPECT_ERROR(adam.accumulate_scaled(std::span<float>(dst), const_elements(std::span<const float>(src)), 1.0f),
+               ErrorCode::kInvalidArgument, "src has 9 elements but dst has 10");
 }
 
 }  // namespace

@@ -90,15 +90,14 @@ TEST_F(CrashFs, StepsFailOnceInjectedAndAllCallsFailAfterACrash) {
   FaultInjectionFs fs(real_, root_);
   fs.fail_step(1);
   EXPECT_OK(fs.make_dir(root_ + "/a"));
-  const Status failed = fs.make_dir(root_ + "/b").status();
-  EXPECT_NE(failed.message().find("injected fault at step 1"), std::string::npos) << failed.to_string();
+  EXPECT_ERROR(fs.make_dir(root_ + "/b"), ErrorCode::kIo, "injected fault at step 1");
   EXPECT_OK(fs.make_dir(root_ + "/c"));
   fs.crash_at(4);
   EXPECT_OK(fs.sync_dir(root_));
   EXPECT_FALSE(fs.crashed());
-  EXPECT_FALSE(fs.sync_dir(root_).ok());
+  EXPECT_ERROR(fs.sync_dir(root_), ErrorCode::kIo, "simulated power loss at step 4");
   EXPECT_TRUE(fs.crashed());
-  EXPECT_FALSE(fs.list_dir(root_).ok());
+  EXPECT_ERROR(fs.list_dir(root_), ErrorCode::kIo, "simulated power loss (before step 4)");
   ASSERT_EQ(fs.steps().size(), 5u);
   EXPECT_EQ(fs.steps()[1].op, "make_dir");
 }

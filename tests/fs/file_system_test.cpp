@@ -33,7 +33,7 @@ TEST_F(RealFs, WritesSyncsRenamesListsAndRemoves) {
   ASSERT_OK((*file)->append(bytes_of("world")));
   ASSERT_OK((*file)->sync());
   ASSERT_OK((*file)->close());
-  EXPECT_FALSE((*file)->append(bytes_of("x")).ok());
+  EXPECT_ERROR((*file)->append(bytes_of("x")), ErrorCode::kInternal, "a.tmp is used after close()");
   ASSERT_OK(fs_.rename(root_ + "/a.tmp", root_ + "/a"));
   ASSERT_OK(fs_.sync_dir(root_));
   EXPECT_EQ(fs_.read_file(root_ + "/a").value(), "hello world");

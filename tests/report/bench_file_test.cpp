@@ -6,6 +6,7 @@
 
 #include "report/report.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::report {
 namespace {
@@ -16,11 +17,6 @@ class BenchFileTest : public ::testing::Test {
     const std::string path = dir_.file(name);
     std::ofstream(path) << text;
     return path;
-  }
-  std::string error_of(const std::string& path) const {
-    Result<BenchFile> r = read_bench_file(path);
-    EXPECT_FALSE(r.ok());
-    return r.ok() ? std::string() : r.status().message();
   }
 
   test_support::ScratchDir dir_{"tierzero-bench-file-test"};
@@ -57,37 +53,32 @@ TEST_F(BenchFileTest, ReadsEachKind) {
 
 TEST_F(BenchFileTest, UnknownKindIsRefusedByName) {
   const std::string path = write_text("pcie.json", R"json({"title":"tierzero bench pcie","rows":[]})json");
-  const std::string message = error_of(path);
-  EXPECT_NE(message.find(path), std::string::npos) << message;
-  EXPECT_NE(message.find("unknown kind, \"tierzero bench pcie\""), std::string::npos) << message;
-  EXPECT_NE(error_of(write_text("x.json", R"json({"rows":[]})json")).find("no \"title\""), std::string::npos);
+  EXPECT_ERROR(read_bench_file(path), ErrorCode::kUnsupported,
+               path + ": a bench JSON of an unknown kind, \"tierzero bench pcie\"");
+  EXPECT_ERROR(read_bench_file(write_text("x.json", R"json({"rows":[]})json")), ErrorCode::kCorrupt, "no \"title\"");
 }
 
 TEST_F(BenchFileTest, NotJsonNamesLineAndColumn) {
   const std::string path = write_text("broken.json", "{\n  \"title\": \"tierzero bench io\",\n  \"rows\": [,]\n}\n");
-  const std::string message = error_of(path);
-  EXPECT_NE(message.find(path + ": not JSON at line 3, column"), std::string::npos) << message;
+  EXPECT_ERROR(read_bench_file(path), ErrorCode::kCorrupt, path + ": not JSON at line 3, column");
 }
 
 TEST_F(BenchFileTest, BadRowsAreNamedWithTheirIndex) {
-  const std::string missing = error_of(write_text("a.json", R"json({"title":"tierzero bench tiers","rows":[
-    {"what":"x","GB/s":1,"peer_GB/s":1},{"what":"y","peer_GB/s":1}]})json"));
-  EXPECT_NE(missing.find("a.json (tierzero bench tiers): rows[1]: column 'GB/s' is missing"), std::string::npos)
-      << missing;
-  const std::string mistyped = error_of(write_text("b.json", R"json({"title":"tierzero bench adam","rows":[
-    {"threads":"four","Gparam/s":1,"GB/s":1}]})json"));
-  EXPECT_NE(mistyped.find("rows[0]: column 'threads' is string; expected an integer"), std::string::npos) << mistyped;
-  const std::string block = error_of(write_text("c.json", R"json({"title":"tierzero bench io","rows":[
-    {"op":"read","backend":"sync","block":"1Q","depth":1,"threads":1,"GB/s":1}]})json"));
-  EXPECT_NE(block.find("rows[0]: block '1Q' is not a size"), std::string::npos) << block;
-  EXPECT_NE(error_of(write_text("d.json", R"json({"title":"tierzero bench io"})json")).find("no \"rows\" array"),
-            std::string::npos);
+  EXPECT_ERROR(read_bench_file(write_text("a.json", R"json({"title":"tierzero bench tiers","rows":[
+    {"what":"x","GB/s":1,"peer_GB/s":1},{"what":"y","peer_GB/s":1}]})json")),
+               ErrorCode::kCorrupt, "a.json (tierzero bench tiers): rows[1]: column 'GB/s' is missing");
+  EXPECT_ERROR(read_bench_file(write_text("b.json", R"json({"title":"tierzero bench adam","rows":[
+    {"threads":"four","Gparam/s":1,"GB/s":1}]})json")),
+               ErrorCode::kCorrupt, "rows[0]: column 'threads' is string; expected an integer");
+  EXPECT_ERROR(read_bench_file(write_text("c.json", R"json({"title":"tierzero bench io","rows":[
+    {"op":"read","backend":"sync","block":"1Q","depth":1,"threads":1,"GB/s":1}]})json")),
+               ErrorCode::kCorrupt, "rows[0]: block '1Q' is not a size");
+  EXPECT_ERROR(read_bench_file(write_text("d.json", R"json({"title":"tierzero bench io"})json")), ErrorCode::kCorrupt,
+               "no \"rows\" array");
 }
 
 TEST_F(BenchFileTest, MissingFile) {
-  Result<BenchFile> r = read_bench_file(dir_.file("none.json"));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+  EXPECT_ERROR(read_bench_file(dir_.file("none.json")), ErrorCode::kNotFound, dir_.file("none.json"));
 }
 
 }  // namespace

@@ -126,18 +126,10 @@ TEST_F(MetricsFileTest, GivenNameIsKeptAndUnknownFieldsAreIgnored) {
   EXPECT_EQ(read.steps.size(), 1u);
 }
 
-// Returns the error message of reading `text` as a metrics file.
-std::string error_of(const MetricsFileTest& t, const std::string& file) {
-  Result<RunMetrics> r = read_metrics_file(file);
-  EXPECT_FALSE(r.ok());
-  return r.ok() ? std::string() : r.status().message();
-}
-
 TEST_F(MetricsFileTest, MalformedLineNamesFileAndLine) {
   const std::string file = write_text("bad.jsonl", kRunLine + "\n" + kStepLine + "\n{\"type\":\"step\",\"step\":\n");
-  const std::string message = error_of(*this, file);
-  EXPECT_NE(message.find(file + ":3: not a JSON object"), std::string::npos) << message;
-  EXPECT_NE(message.find("partial last line"), std::string::npos) << message;
+  EXPECT_ERROR(read_metrics_file(file), ErrorCode::kCorrupt, file + ":3: not a JSON object");
+  EXPECT_ERROR(read_metrics_file(file), ErrorCode::kCorrupt, "partial last line");
 }
 
 TEST_F(MetricsFileTest, MissingAndMistypedFieldsAreNamed) {
@@ -146,45 +138,40 @@ TEST_F(MetricsFileTest, MissingAndMistypedFieldsAreNamed) {
   std::string text_loss = kStepLine;
   text_loss.replace(text_loss.find("2.5"), 3, "\"low\"");
   std::string bad_breakdown = kStepLine.substr(0, kStepLine.size() - 1) + R"json(,"breakdown":{"forward_s":1}})json";
-  const std::string a = error_of(*this, write_text("a.jsonl", kRunLine + "\n" + no_loss + "\n"));
-  EXPECT_NE(a.find("a.jsonl:2: field 'loss' is missing"), std::string::npos) << a;
-  const std::string b = error_of(*this, write_text("b.jsonl", kRunLine + "\n\n" + text_loss + "\n"));
-  EXPECT_NE(b.find("b.jsonl:3: field 'loss' is string; expected a number or null"), std::string::npos) << b;
-  const std::string c = error_of(*this, write_text("c.jsonl", kRunLine + "\n" + bad_breakdown + "\n"));
-  EXPECT_NE(c.find("c.jsonl:2: in 'breakdown': field 'backward_s' is missing"), std::string::npos) << c;
+  EXPECT_ERROR(read_metrics_file(write_text("a.jsonl", kRunLine + "\n" + no_loss + "\n")), ErrorCode::kCorrupt,
+               "a.jsonl:2: field 'loss' is missing");
+  EXPECT_ERROR(read_metrics_file(write_text("b.jsonl", kRunLine + "\n\n" + text_loss + "\n")), ErrorCode::kCorrupt,
+               "b.jsonl:3: field 'loss' is string; expected a number or null");
+  EXPECT_ERROR(read_metrics_file(write_text("c.jsonl", kRunLine + "\n" + bad_breakdown + "\n")), ErrorCode::kCorrupt,
+               "c.jsonl:2: in 'breakdown': field 'backward_s' is missing");
 }
 
 TEST_F(MetricsFileTest, RunLineFirstAndFormatKnown) {
-  const std::string a = error_of(*this, write_text("a.jsonl", kStepLine + "\n"));
-  EXPECT_NE(a.find("a.jsonl:1: the first line must be the run line"), std::string::npos) << a;
-  const std::string b = error_of(*this, write_text("b.jsonl", R"json({"type":"run","format":9})json"
-                                                              "\n"));
-  EXPECT_NE(b.find("b.jsonl:1: metrics format 9 is newer"), std::string::npos) << b;
-  const std::string c = error_of(*this, write_text("c.jsonl", ""));
-  EXPECT_NE(c.find("c.jsonl: empty"), std::string::npos) << c;
-  const std::string d = error_of(*this, write_text("d.jsonl", kRunLine + "\n" + kRunLine + "\n"));
-  EXPECT_NE(d.find("d.jsonl:2: 'type' is \"run\""), std::string::npos) << d;
+  EXPECT_ERROR(read_metrics_file(write_text("a.jsonl", kStepLine + "\n")), ErrorCode::kCorrupt,
+               "a.jsonl:1: the first line must be the run line");
+  EXPECT_ERROR(read_metrics_file(write_text("b.jsonl", R"json({"type":"run","format":9})json"
+                                                       "\n")),
+               ErrorCode::kUnsupported, "b.jsonl:1: metrics format 9 is newer");
+  EXPECT_ERROR(read_metrics_file(write_text("c.jsonl", "")), ErrorCode::kCorrupt, "c.jsonl: empty");
+  EXPECT_ERROR(read_metrics_file(write_text("d.jsonl", kRunLine + "\n" + kRunLine + "\n")), ErrorCode::kCorrupt,
+               "d.jsonl:2: 'type' is \"run\"");
 }
 
 TEST_F(MetricsFileTest, StepsMustIncrease) {
-  const std::string message =
-      error_of(*this, write_text("twice.jsonl", kRunLine + "\n" + kStepLine + "\n" + kStepLine + "\n"));
-  EXPECT_NE(message.find("twice.jsonl:3: step 1 follows step 1"), std::string::npos) << message;
+  EXPECT_ERROR(read_metrics_file(write_text("twice.jsonl", kRunLine + "\n" + kStepLine + "\n" + kStepLine + "\n")),
+               ErrorCode::kCorrupt, "twice.jsonl:3: step 1 follows step 1");
 }
 
 TEST_F(MetricsFileTest, MissingFileAndUnwritablePath) {
-  Result<RunMetrics> missing = read_metrics_file(path("none.jsonl"));
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
-  Result<MetricsWriter> writer = MetricsWriter::open(path("no/such/dir/m.jsonl"), run_info());
-  ASSERT_FALSE(writer.ok());
-  EXPECT_NE(writer.status().message().find("no/such/dir/m.jsonl"), std::string::npos) << writer.status().message();
+  EXPECT_ERROR(read_metrics_file(path("none.jsonl")), ErrorCode::kNotFound, path("none.jsonl"));
+  EXPECT_ERROR(MetricsWriter::open(path("no/such/dir/m.jsonl"), run_info()), ErrorCode::kNotFound,
+               "no/such/dir/m.jsonl");
 }
 
 TEST_F(MetricsFileTest, WritingAfterCloseFails) {
   MetricsWriter writer = value_or_throw(MetricsWriter::open(path("closed.jsonl"), run_info()));
   ASSERT_OK(writer.close());
-  EXPECT_FALSE(writer.write_step(step(1)).ok());
+  EXPECT_ERROR(writer.write_step(step(1)), ErrorCode::kIo, "closed.jsonl is closed; cannot write step 1");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/config/ds_config.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -135,21 +136,16 @@ class DsConfigError : public testing::TestWithParam<ErrorCase> {};
 
 TEST_P(DsConfigError, NamesTheKey) {
   const ErrorCase& c = GetParam();
-  Result<DsConfig> r = parse_ds_config_text(c.json, ResolveHints{.world_size = c.world_size});
-  ASSERT_FALSE(r.ok()) << c.json;
-  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find(c.key), std::string::npos)
-      << "message: " << r.status().message() << "\nexpected to name: " << c.key;
+  EXPECT_ERROR(parse_ds_config_text(c.json, ResolveHints{.world_size = c.world_size}), ErrorCode::kInvalidArgument,
+               c.key)
+      << c.json;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllClasses, DsConfigError, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
 TEST(DsConfigFile, ErrorsStartWithThePath) {
-  Result<DsConfig> r = load_ds_config("/nonexistent/ds.json", ResolveHints{});
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
-  EXPECT_NE(r.status().message().find("/nonexistent/ds.json"), std::string::npos);
+  EXPECT_ERROR(load_ds_config("/nonexistent/ds.json", ResolveHints{}), ErrorCode::kNotFound, "/nonexistent/ds.json");
 }
 
 }  // namespace
