@@ -101,28 +101,32 @@ namespace tierzero::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using namespace tierzero::float_convert_test;
 
-// Converts `in` with full vectors and a one-lane remainder, as the kernels do.
+// Walks `count` elements as the kernels do: convert(d, i) for each full vector of tag d starting at
+// element i, then for each remaining element with a one-lane tag.
+template <class Convert>
+void for_each_vector(size_t count, const Convert& convert) {
+  const hn::ScalableTag<float> df;
+  size_t i = 0;
+  for (; i + hn::Lanes(df) <= count; i += hn::Lanes(df)) convert(df, i);
+  const hn::CappedTag<float, 1> d1;
+  for (; i < count; ++i) convert(d1, i);
+}
+
+// `in` widened to fp32 by LoadAsF32.
 template <ElementType kType>
 std::vector<float> decode(const std::vector<uint16_t>& in) {
-  const hn::ScalableTag<float> df;
-  const size_t lanes = hn::Lanes(df);
   std::vector<float> out(in.size());
-  size_t i = 0;
-  for (; i + lanes <= in.size(); i += lanes) hn::StoreU(LoadAsF32<kType>(df, in.data(), i), df, out.data() + i);
-  const hn::CappedTag<float, 1> d1;
-  for (; i < in.size(); ++i) hn::StoreU(LoadAsF32<kType>(d1, in.data(), i), d1, out.data() + i);
+  for_each_vector(in.size(),
+                  [&](auto d, size_t i) { hn::StoreU(LoadAsF32<kType>(d, in.data(), i), d, out.data() + i); });
   return out;
 }
 
+// `in` rounded to kType by StoreFromF32.
 template <ElementType kType>
 std::vector<uint16_t> encode(const std::vector<float>& in) {
-  const hn::ScalableTag<float> df;
-  const size_t lanes = hn::Lanes(df);
   std::vector<uint16_t> out(in.size());
-  size_t i = 0;
-  for (; i + lanes <= in.size(); i += lanes) StoreFromF32<kType>(df, hn::LoadU(df, in.data() + i), out.data(), i);
-  const hn::CappedTag<float, 1> d1;
-  for (; i < in.size(); ++i) StoreFromF32<kType>(d1, hn::LoadU(d1, in.data() + i), out.data(), i);
+  for_each_vector(in.size(),
+                  [&](auto d, size_t i) { StoreFromF32<kType>(d, hn::LoadU(d, in.data() + i), out.data(), i); });
   return out;
 }
 
