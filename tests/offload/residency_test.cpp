@@ -30,12 +30,6 @@ class Residency : public ::testing::Test {
     EXPECT_OK(v);
     return v.ok() ? *v : ShardView{};
   }
-  std::vector<uint8_t> contents(const std::string& id) {
-    ShardView v = fetch_ok(id, Tier::kPinned);
-    std::vector<uint8_t> out = read_view(v);
-    EXPECT_OK(tm_->release(id).get());
-    return out;
-  }
 
   test_support::ScratchDir dir_;
   std::unique_ptr<nvme::IoEngine> io_;
@@ -54,7 +48,7 @@ TEST_F(Residency, NewShardsReadAsZerosFromEveryHome) {
   for (Tier home : kTiers) {
     const std::string id = std::string("zero/") + tier_name(home);
     ASSERT_OK(tm_->register_shard({id, 70001, ElementType::kU8, home}));
-    EXPECT_EQ(contents(id), std::vector<uint8_t>(70001, 0)) << id;
+    EXPECT_EQ(testing::pinned_contents(*tm_, id), std::vector<uint8_t>(70001, 0)) << id;
   }
 }
 
@@ -76,7 +70,7 @@ TEST_F(Residency, WritebackReachesHomeFromEveryTierAndBumpsTheVersion) {
       EXPECT_TRUE(info->write_hold);
       ASSERT_OK(tm_->release(id).get());
       EXPECT_EQ(tm_->info(id)->version, 1u);  // released after a writeback: not written twice
-      EXPECT_EQ(contents(id), data) << id;
+      EXPECT_EQ(testing::pinned_contents(*tm_, id), data) << id;
     }
   }
 }
@@ -91,7 +85,7 @@ TEST_F(Residency, ReleaseWritesBackAWriteHoldThatWasNotWrittenBack) {
   EXPECT_EQ(info->version, 1u);
   EXPECT_TRUE(info->valid[static_cast<int>(Tier::kNvme)]);
   EXPECT_FALSE(info->has_current_tier);
-  EXPECT_EQ(contents("r"), data);
+  EXPECT_EQ(testing::pinned_contents(*tm_, "r"), data);
 }
 
 TEST_F(Residency, AWriteHoldInvalidatesOtherCachedCopies) {

@@ -71,6 +71,14 @@ std::vector<uint8_t> read_view(const ShardView& view) {
   return out;
 }
 
+std::vector<uint8_t> pinned_contents(TierManager& tm, const std::string& id) {
+  Result<ShardView> view = tm.fetch(id, Tier::kPinned).get();
+  EXPECT_OK(view);
+  std::vector<uint8_t> out = view.ok() ? read_view(*view) : std::vector<uint8_t>();
+  EXPECT_OK(tm.release(id).get());
+  return out;
+}
+
 std::string first_difference(const std::vector<uint8_t>& expected, const std::vector<uint8_t>& actual) {
   if (expected.size() != actual.size()) {
     return "size differs: expected " + std::to_string(expected.size()) + " bytes, got " + std::to_string(actual.size());

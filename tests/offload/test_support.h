@@ -20,6 +20,9 @@ std::unique_ptr<nvme::IoEngine> make_io();
 // Copies between host memory and a held view (GPU views may be device memory).
 void write_view(const ShardView& view, uint64_t offset, const void* src, uint64_t bytes);
 std::vector<uint8_t> read_view(const ShardView& view);
+// The bytes of shard `id`, fetched into the pinned tier and released again; the test fails (and
+// the result is empty) when the fetch or the release fails.
+std::vector<uint8_t> pinned_contents(TierManager& tm, const std::string& id);
 
 // "" when `actual` equals `expected`; else where they first differ and how many bytes differ:
 // "first difference at byte 812 of 4096: expected 0x3a, actual 0x00 (3284 bytes differ)".
