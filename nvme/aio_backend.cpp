@@ -155,10 +155,10 @@ class AioDriver final : public AsyncDriver {
 
 }  // namespace
 
-Result<std::unique_ptr<Lane>> make_aio_lane(const IoConfig& config, const FaultInjectorSlot& faults) {
+Result<std::unique_ptr<Lane>> make_aio_lane(const IoConfig& config) {
   auto driver = std::make_unique<AioDriver>(config.queue_depth);
   TZ_RETURN_IF_ERROR(driver->init());
-  return std::unique_ptr<Lane>(std::make_unique<AsyncLane>(std::move(driver), config, faults));
+  return std::unique_ptr<Lane>(std::make_unique<AsyncLane>(std::move(driver), config));
 }
 
 }  // namespace tierzero::nvme

@@ -3,12 +3,11 @@
 
 namespace tierzero::nvme {
 
-AsyncLane::AsyncLane(std::unique_ptr<AsyncDriver> driver, const IoConfig& config, const FaultInjectorSlot& faults)
+AsyncLane::AsyncLane(std::unique_ptr<AsyncDriver> driver, const IoConfig& config)
     : driver_(std::move(driver)),
       depth_(config.queue_depth),
       single_submit_(config.single_submit),
       overlap_events_(config.overlap_events),
-      faults_(faults),
       thread_([this] { run(); }) {}
 
 AsyncLane::~AsyncLane() {
@@ -71,7 +70,7 @@ void AsyncLane::run() {
       }
     }
     for (const RawCompletion& c : completions) {
-      if (settle_completion(*c.piece, c.result, faults_)) pending.push_front(c.piece);
+      if (settle_completion(*c.piece, c.result)) pending.push_front(c.piece);
     }
   }
 }

@@ -38,9 +38,9 @@ Status probe_io_uring() {
 
 Result<std::unique_ptr<Lane>> make_lane(Backend backend, const IoConfig& config, LaneEngine& engine) {
   switch (backend) {
-    case Backend::kIoUring: return make_uring_lane(config, engine.faults(), engine.buffers());
-    case Backend::kLibaio: return make_aio_lane(config, engine.faults());
-    default: return make_sync_lane(config, engine.faults());
+    case Backend::kIoUring: return make_uring_lane(config, engine.buffers());
+    case Backend::kLibaio: return make_aio_lane(config);
+    default: return make_sync_lane(config);
   }
 }
 

@@ -122,18 +122,6 @@ class IoTicket {
   std::shared_ptr<detail::TicketState> state_;
 };
 
-// What a fault injector sees for each piece's completion.
-struct PieceCompletion {
-  const std::string& path;
-  Op op;
-  uint64_t offset;
-  uint64_t length;
-};
-
-// Test hook: called with each piece's raw result (bytes >= 0, or -errno) before the engine
-// classifies it; returns the result to use instead (e.g. -EIO, a short count, or 0).
-using FaultInjector = std::function<int64_t(const PieceCompletion&, int64_t result)>;
-
 class IoEngine {
  public:
   // Builds the engine for `config`. kAuto picks io_uring when the kernel allows it, else libaio,
@@ -163,9 +151,6 @@ class IoEngine {
   // where the backend has no such feature.
   virtual Status register_buffer(void* buffer, uint64_t bytes) = 0;
   virtual Status unregister_buffer(void* buffer) = 0;
-
-  // Installs (or, with an empty function, removes) a test fault injector.
-  virtual void set_fault_injector(FaultInjector injector) = 0;
 };
 
 // Convenience: submits one request and waits for it.

@@ -8,24 +8,6 @@
 
 namespace tierzero::nvme {
 
-void FaultInjectorSlot::set(FaultInjector injector) {
-  std::lock_guard lock(mu_);
-  injector_ = injector ? std::make_shared<const FaultInjector>(std::move(injector)) : nullptr;
-  installed_.store(injector_ != nullptr, std::memory_order_release);
-}
-
-int64_t FaultInjectorSlot::apply(const Piece& piece, int64_t result) const {
-  if (!installed_.load(std::memory_order_acquire)) return result;
-  std::shared_ptr<const FaultInjector> injector;
-  {
-    std::lock_guard lock(mu_);
-    injector = injector_;
-  }
-  if (!injector) return result;
-  return (*injector)(PieceCompletion{piece.owner->file->path(), piece.op, piece.next_offset(), piece.next_length()},
-                     result);
-}
-
 Status stage_piece(Piece& piece) {
   if (!piece.bounced || piece.bounce) return {};
   try {
@@ -39,8 +21,8 @@ Status stage_piece(Piece& piece) {
   return {};
 }
 
-bool settle_completion(Piece& piece, int64_t result, const FaultInjectorSlot& faults) {
-  PieceVerdict verdict = classify_completion(piece, faults.apply(piece, result));
+bool settle_completion(Piece& piece, int64_t result) {
+  PieceVerdict verdict = classify_completion(piece, apply_injected_fault(piece, result));
   switch (verdict.step) {
     case PieceStep::kResubmit: return true;
     case PieceStep::kComplete:

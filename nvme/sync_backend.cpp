@@ -20,7 +20,7 @@ int64_t transfer_once(const Piece& p) {
 
 class SyncLane final : public Lane {
  public:
-  SyncLane(uint32_t threads, const FaultInjectorSlot& faults) : faults_(faults) {
+  explicit SyncLane(uint32_t threads) {
     workers_.reserve(threads);
     for (uint32_t i = 0; i < threads; ++i) workers_.emplace_back([this] { run(); });
   }
@@ -42,20 +42,17 @@ class SyncLane final : public Lane {
         abandon_piece(*p, staged);
         continue;
       }
-      while (settle_completion(*p, transfer_once(*p), faults_)) {
+      while (settle_completion(*p, transfer_once(*p))) {
       }
     }
   }
 
-  const FaultInjectorSlot& faults_;
   PieceQueue queue_;
   std::vector<std::thread> workers_;
 };
 
 }  // namespace
 
-std::unique_ptr<Lane> make_sync_lane(const IoConfig& config, const FaultInjectorSlot& faults) {
-  return std::make_unique<SyncLane>(config.queue_depth, faults);
-}
+std::unique_ptr<Lane> make_sync_lane(const IoConfig& config) { return std::make_unique<SyncLane>(config.queue_depth); }
 
 }  // namespace tierzero::nvme

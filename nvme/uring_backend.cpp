@@ -215,11 +215,10 @@ class UringDriver final : public AsyncDriver, public BufferRegistry::Listener {
 
 }  // namespace
 
-Result<std::unique_ptr<Lane>> make_uring_lane(const IoConfig& config, const FaultInjectorSlot& faults,
-                                              BufferRegistry& buffers) {
+Result<std::unique_ptr<Lane>> make_uring_lane(const IoConfig& config, BufferRegistry& buffers) {
   auto driver = std::make_unique<UringDriver>(buffers, config.register_buffers);
   TZ_RETURN_IF_ERROR(driver->init(config.queue_depth));
-  return std::unique_ptr<Lane>(std::make_unique<AsyncLane>(std::move(driver), config, faults));
+  return std::unique_ptr<Lane>(std::make_unique<AsyncLane>(std::move(driver), config));
 }
 
 }  // namespace tierzero::nvme

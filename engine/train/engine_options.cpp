@@ -68,8 +68,7 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
                               .buffer_count = static_cast<int>(config.zero.offload_optimizer.buffer_count),
                               .pipeline_read = config.zero.offload_optimizer.pipeline_read,
                               .pipeline_write = config.zero.offload_optimizer.pipeline_write,
-                              .io = config.aio,
-                              .fault_injector = nullptr};
+                              .io = config.aio};
   options.cpu_threads = config.tierzero.cpu_threads;
   options.gradient_clipping = config.gradient_clipping;
   options.sub_group_size = static_cast<int64_t>(config.zero.sub_group_size);

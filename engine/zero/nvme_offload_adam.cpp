@@ -47,7 +47,6 @@ class NvmeAdam final : public NvmeOffloadAdam {
         throw Error(internal_error("nvme optimizer: a pinned buffer is not 3 x " + std::to_string(slot_numel_) +
                                    " fp32 elements"));
     io_ = value_or_throw(nvme::IoEngine::create(nvme.io));
-    if (nvme.fault_injector) io_->set_fault_injector(nvme.fault_injector);
     for (const at::Tensor& buffer : setup_.buffers) {
       throw_if_error(io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
       slots_.push_back({.buffer = buffer, .holds = -1, .read = {}, .write = {}, .copy = nullptr});

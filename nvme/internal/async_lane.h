@@ -42,7 +42,7 @@ class AsyncDriver {
 // every piece gets its own submission.
 class AsyncLane final : public Lane {
  public:
-  AsyncLane(std::unique_ptr<AsyncDriver> driver, const IoConfig& config, const FaultInjectorSlot& faults);
+  AsyncLane(std::unique_ptr<AsyncDriver> driver, const IoConfig& config);
   ~AsyncLane() override;
   AsyncLane(const AsyncLane&) = delete;
   AsyncLane& operator=(const AsyncLane&) = delete;
@@ -59,7 +59,6 @@ class AsyncLane final : public Lane {
   uint32_t depth_;
   bool single_submit_;
   bool overlap_events_;
-  const FaultInjectorSlot& faults_;
   PieceQueue queue_;
   std::atomic<bool> waiting_with_room_{false};
   std::thread thread_;

@@ -20,7 +20,6 @@ class LaneEngine final : public IoEngine {
 
   // Adds one lane; the factory adds config.intra_op_parallelism of them before first use.
   void add_lane(std::unique_ptr<Lane> lane) { lanes_.push_back(std::move(lane)); }
-  const FaultInjectorSlot& faults() const { return faults_; }
   BufferRegistry& buffers() { return buffers_; }
 
   Backend backend() const override { return backend_; }
@@ -30,7 +29,6 @@ class LaneEngine final : public IoEngine {
   std::vector<IoTicket> submit_batch(std::vector<IoRequest> requests) override;
   Status register_buffer(void* buffer, uint64_t bytes) override;
   Status unregister_buffer(void* buffer) override;
-  void set_fault_injector(FaultInjector injector) override { faults_.set(std::move(injector)); }
 
  private:
   // Plans one request; returns its state with pieces ready to post, or completes it at once
@@ -39,7 +37,6 @@ class LaneEngine final : public IoEngine {
 
   IoConfig config_;
   Backend backend_;
-  FaultInjectorSlot faults_;
   BufferRegistry buffers_;
   std::atomic<uint32_t> next_lane_{0};
   std::vector<std::unique_ptr<Lane>> lanes_;  // last: destroyed (drained) first

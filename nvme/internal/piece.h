@@ -82,28 +82,18 @@ struct TicketState {
 
 }  // namespace detail
 
-// Holds the engine's test fault injector; lanes read it on every completion.
-class FaultInjectorSlot {
- public:
-  void set(FaultInjector injector);
-  // Returns the raw `result` of a completion of `piece`'s current transfer, or what the
-  // injector makes of it.
-  int64_t apply(const Piece& piece, int64_t result) const;
-
- private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const FaultInjector> injector_;
-  std::atomic<bool> installed_{false};
-};
-
 // Prepares a piece for its first submission: allocates its bounce buffer and, for a write,
 // copies the user's bytes in. Returns kResourceExhausted when the bounce cannot be allocated.
 Status stage_piece(Piece& piece);
 
+// Returns the raw `result` of a completion of `piece`'s current transfer, or what the test fault
+// injector in place (testing/fault_injection.h) makes of it.
+int64_t apply_injected_fault(const Piece& piece, int64_t result);
+
 // Settles a completion of `piece` with raw kernel result `result` (bytes or -errno): applies the
-// fault injector, classifies it, copies bounced read data out, and tells the ticket. Returns
+// test fault injector, classifies it, copies bounced read data out, and tells the ticket. Returns
 // true when the piece must be submitted again for its remainder.
-bool settle_completion(Piece& piece, int64_t result, const FaultInjectorSlot& faults);
+bool settle_completion(Piece& piece, int64_t result);
 
 // Settles a piece that will not be submitted because its request already failed or the backend
 // cannot take it; `why` is recorded only if the request has no error yet.

@@ -8,17 +8,17 @@
 #include <mutex>
 
 #include "engine_fixture.h"
+#include "nvme/testing/fault_injection.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::nvme {
 namespace {
 
+using testing::PieceCompletion;
 using testing::random_bytes;
+using testing::ScopedFaultInjector;
 
 class FaultTest : public testing::EngineTest {};
-
-#define EXPECT_MESSAGE_HAS(status, text) \
-  EXPECT_NE((status).message().find(text), std::string::npos) << (status).to_string()
 
 TEST_P(FaultTest, ReadPastEndOfFileIsReportedNotZeroFilled) {
   auto data = random_bytes(10000, 10);
@@ -26,11 +26,10 @@ TEST_P(FaultTest, ReadPastEndOfFileIsReportedNotZeroFilled) {
   ASSERT_TRUE(f);
   std::vector<uint8_t> back(100, 0xAB);
   Status s = read_sync(*engine_, f, 20000, back.data(), back.size());
-  EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
-  EXPECT_MESSAGE_HAS(s, f->path());
-  EXPECT_MESSAGE_HAS(s, "shorter than asked");
-  EXPECT_MESSAGE_HAS(s, "at offset 20000");
-  EXPECT_MESSAGE_HAS(s, "ends at 10000");
+  EXPECT_ERROR(s, ErrorCode::kCorrupt, f->path());
+  EXPECT_ERROR(s, ErrorCode::kCorrupt, "shorter than asked");
+  EXPECT_ERROR(s, ErrorCode::kCorrupt, "at offset 20000");
+  EXPECT_ERROR(s, ErrorCode::kCorrupt, "ends at 10000");
 }
 
 TEST_P(FaultTest, FileShorterThanAskedIsReported) {
@@ -40,9 +39,8 @@ TEST_P(FaultTest, FileShorterThanAskedIsReported) {
   std::vector<uint8_t> back(200000);
   IoTicket t = engine_->submit(IoRequest{f, Op::kRead, 0, back.data(), back.size(), false});
   Status s = t.wait();
-  EXPECT_EQ(s.code(), ErrorCode::kCorrupt);
-  EXPECT_MESSAGE_HAS(s, "reading 200000 bytes at offset 0");
-  EXPECT_MESSAGE_HAS(s, "ends at 10000");
+  EXPECT_ERROR(s, ErrorCode::kCorrupt, "reading 200000 bytes at offset 0");
+  EXPECT_ERROR(s, ErrorCode::kCorrupt, "ends at 10000");
   EXPECT_LT(t.bytes_done(), back.size());
   // The part that exists is still read exactly.
   ASSERT_OK(read_sync(*engine_, f, 0, back.data(), data.size()));
@@ -53,21 +51,19 @@ TEST_P(FaultTest, InjectedEioNamesFileOffsetAndErrno) {
   auto data = random_bytes(256 << 10, 12);
   FileRef f = make_file("eio", data);
   ASSERT_TRUE(f);
-  engine_->set_fault_injector([](const PieceCompletion& c, int64_t r) { return c.offset == 131072 ? -EIO : r; });
   std::vector<uint8_t> back(data.size());
-  Status s = read_sync(*engine_, f, 0, back.data(), back.size());
-  EXPECT_EQ(s.code(), ErrorCode::kIo);
-  EXPECT_MESSAGE_HAS(s, "read of 65536 bytes at offset 131072 of " + f->path());
-  EXPECT_MESSAGE_HAS(s, std::strerror(EIO));
-  EXPECT_MESSAGE_HAS(s, "errno 5");
+  {
+    ScopedFaultInjector faults([](const PieceCompletion& c, int64_t r) { return c.offset == 131072 ? -EIO : r; });
+    Status s = read_sync(*engine_, f, 0, back.data(), back.size());
+    EXPECT_ERROR(s, ErrorCode::kIo, "read of 65536 bytes at offset 131072 of " + f->path());
+    EXPECT_ERROR(s, ErrorCode::kIo, std::strerror(EIO));
+    EXPECT_ERROR(s, ErrorCode::kIo, "errno 5");
 
-  FileRef w = open("eio-write", OpenMode::kWrite);
-  ASSERT_TRUE(w);
-  s = write_sync(*engine_, w, 0, data.data(), data.size());
-  EXPECT_EQ(s.code(), ErrorCode::kIo);
-  EXPECT_MESSAGE_HAS(s, "write of 65536 bytes at offset 131072 of " + w->path());
-
-  engine_->set_fault_injector({});
+    FileRef w = open("eio-write", OpenMode::kWrite);
+    ASSERT_TRUE(w);
+    s = write_sync(*engine_, w, 0, data.data(), data.size());
+    EXPECT_ERROR(s, ErrorCode::kIo, "write of 65536 bytes at offset 131072 of " + w->path());
+  }
   ASSERT_OK(read_sync(*engine_, f, 0, back.data(), back.size()));
   EXPECT_EQ(back, data);
 }
@@ -80,7 +76,7 @@ TEST_P(FaultTest, ShortAndZeroCountsAreResubmitted) {
     std::mutex mu;
     std::map<uint64_t, int> faults_at;
     int injected = 0;
-    engine_->set_fault_injector([&](const PieceCompletion& c, int64_t r) -> int64_t {
+    ScopedFaultInjector faults([&](const PieceCompletion& c, int64_t r) -> int64_t {
       std::lock_guard lock(mu);
       if (r <= 1 || faults_at[c.offset]++ >= 3) return r;
       ++injected;
@@ -99,7 +95,6 @@ TEST_P(FaultTest, ShortAndZeroCountsAreResubmitted) {
     Status r = read_sync(*engine_, f, 3, back.data(), back.size());
     ASSERT_OK(r);
     EXPECT_EQ(back, data);
-    engine_->set_fault_injector({});
     EXPECT_GT(injected, 10);
     auto on_disk = testing::read_plain_file(f->path());
     ASSERT_EQ(on_disk.size(), data.size() + 3);
@@ -111,28 +106,26 @@ TEST_P(FaultTest, CountsThatNeverProgressFail) {
   auto data = random_bytes(100000, 15);
   FileRef f = make_file("stuck", data);
   ASSERT_TRUE(f);
-  engine_->set_fault_injector([](const PieceCompletion&, int64_t) -> int64_t { return 0; });
+  ScopedFaultInjector faults([](const PieceCompletion&, int64_t) -> int64_t { return 0; });
   std::vector<uint8_t> back(data.size());
   Status s = read_sync(*engine_, f, 0, back.data(), back.size());
-  EXPECT_EQ(s.code(), ErrorCode::kIo);
-  EXPECT_MESSAGE_HAS(s, "made no progress");
-  EXPECT_MESSAGE_HAS(s, f->path());
+  EXPECT_ERROR(s, ErrorCode::kIo, "made no progress");
+  EXPECT_ERROR(s, ErrorCode::kIo, f->path());
   FileRef w = open("stuck-write", OpenMode::kWrite);
   ASSERT_TRUE(w);
   s = write_sync(*engine_, w, 0, data.data(), data.size());
-  EXPECT_MESSAGE_HAS(s, "write of");
-  EXPECT_MESSAGE_HAS(s, "made no progress");
+  EXPECT_ERROR(s, ErrorCode::kIo, "write of");
+  EXPECT_ERROR(s, ErrorCode::kIo, "made no progress");
 }
 
 TEST_P(FaultTest, OverlongCountIsAnInternalError) {
   auto data = random_bytes(70000, 16);
   FileRef f = make_file("overlong", data);
   ASSERT_TRUE(f);
-  engine_->set_fault_injector([](const PieceCompletion& c, int64_t) { return static_cast<int64_t>(c.length + 1); });
+  ScopedFaultInjector faults([](const PieceCompletion& c, int64_t) { return static_cast<int64_t>(c.length + 1); });
   std::vector<uint8_t> back(data.size());
   Status s = read_sync(*engine_, f, 0, back.data(), back.size());
-  EXPECT_EQ(s.code(), ErrorCode::kInternal);
-  EXPECT_MESSAGE_HAS(s, "more than asked");
+  EXPECT_ERROR(s, ErrorCode::kInternal, "more than asked");
 }
 
 TEST_P(FaultTest, WriteToReadOnlyFileNamesIt) {
@@ -140,9 +133,8 @@ TEST_P(FaultTest, WriteToReadOnlyFileNamesIt) {
   FileRef f = make_file("readonly", data);
   ASSERT_TRUE(f);
   Status s = write_sync(*engine_, f, 0, data.data(), data.size());
-  EXPECT_EQ(s.code(), ErrorCode::kIo);
-  EXPECT_MESSAGE_HAS(s, "write of 8192 bytes at offset 0 of " + f->path());
-  EXPECT_MESSAGE_HAS(s, std::strerror(EBADF));
+  EXPECT_ERROR(s, ErrorCode::kIo, "write of 8192 bytes at offset 0 of " + f->path());
+  EXPECT_ERROR(s, ErrorCode::kIo, std::strerror(EBADF));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FaultTest, ::testing::ValuesIn(testing::all_engine_params()),

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 
+#include "nvme/testing/fault_injection.h"
 #include "tests/offload/test_support.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
@@ -47,20 +48,6 @@ class DiskFaults : public ::testing::TestWithParam<Tier> {
     }
   }
 
-  void inject(int err) {
-    io_->set_fault_injector([err](const nvme::PieceCompletion& c, int64_t result) -> int64_t {
-      return c.op == nvme::Op::kWrite ? -err : result;
-    });
-  }
-
-  std::vector<uint8_t> contents(const std::string& id) {
-    Result<ShardView> v = tm_->fetch(id, Tier::kPinned).get();
-    EXPECT_OK(v);
-    std::vector<uint8_t> out = v.ok() ? read_view(*v) : std::vector<uint8_t>();
-    EXPECT_OK(tm_->release(id).get());
-    return out;
-  }
-
   test_support::ScratchDir dir_;
   std::unique_ptr<nvme::IoEngine> io_;
   std::unique_ptr<TierManager> tm_;
@@ -76,39 +63,36 @@ TEST_P(DiskFaults, FailedWritebackKeepsTheDataWholeUntilRepaired) {
     const std::vector<uint8_t> data = pattern(err, kBytes);
     write_view(*v, 0, data.data(), kBytes);
 
-    inject(err);
-    Status s = tm_->writeback(id).get();
-    EXPECT_FALSE(s.ok());
-    EXPECT_NE(s.message().find(std::string("still whole in tier ") + tier_name(at)), std::string::npos) << s.message();
-    EXPECT_NE(s.message().find("errno " + std::to_string(err)), std::string::npos) << s.message();
-    if (err == ENOSPC) {  // a full disk is told apart from other I/O errors, with the numbers and the fix
-      EXPECT_EQ(s.code(), ErrorCode::kOutOfSpace) << s.to_string();
-      EXPECT_NE(s.message().find("NVMe disk full: writing 292.97 KiB to the swap file(s) " + dir_.path() + "/"),
-                std::string::npos)
-          << s.message();
-      EXPECT_NE(s.message().find("but " + dir_.path() + " has "), std::string::npos) << s.message();
-      EXPECT_NE(s.message().find("free space on that disk, or set a smaller nvme_bytes or another nvme_path"),
-                std::string::npos)
-          << s.message();
-    } else {
-      EXPECT_EQ(s.code(), ErrorCode::kIo) << s.to_string();
+    {
+      nvme::testing::ScopedFaultInjector failing_writes(
+          [err](const nvme::testing::PieceCompletion& c, int64_t result) -> int64_t {
+            return c.op == nvme::Op::kWrite ? -err : result;
+          });
+      const ErrorCode code = err == ENOSPC ? ErrorCode::kOutOfSpace : ErrorCode::kIo;
+      Status s = tm_->writeback(id).get();
+      EXPECT_ERROR(s, code, std::string("still whole in tier ") + tier_name(at));
+      EXPECT_ERROR(s, code, "errno " + std::to_string(err));
+      if (err == ENOSPC) {  // a full disk is told apart from other I/O errors, with the numbers and the fix
+        EXPECT_ERROR(s, code, "NVMe disk full: writing 292.97 KiB to the swap file(s) " + dir_.path() + "/");
+        EXPECT_ERROR(s, code, "but " + dir_.path() + " has ");
+        EXPECT_ERROR(s, code, "free space on that disk, or set a smaller nvme_bytes or another nvme_path");
+      }
+      EXPECT_EQ(tm_->info(id)->version, 0u);
+      // release retries the writeback, which fails again
+      EXPECT_ERROR(tm_->release(id).get(), code, "still whole in tier ");
+      Result<ShardInfo> info = tm_->info(id);
+      EXPECT_FALSE(info->valid[static_cast<int>(Tier::kNvme)]);
+      EXPECT_TRUE(info->valid[static_cast<int>(at)]);
+
+      pressure(at);  // the only whole copy is never evicted
+      EXPECT_TRUE(tm_->info(id)->valid[static_cast<int>(at)]);
+      EXPECT_EQ(tm_->evict(id, at).get().code(), ErrorCode::kInvalidArgument);
     }
-    EXPECT_EQ(tm_->info(id)->version, 0u);
-    EXPECT_FALSE(tm_->release(id).get().ok());  // release retries the writeback, which fails again
-    Result<ShardInfo> info = tm_->info(id);
-    EXPECT_FALSE(info->valid[static_cast<int>(Tier::kNvme)]);
-    EXPECT_TRUE(info->valid[static_cast<int>(at)]);
-
-    pressure(at);  // the only whole copy is never evicted
-    EXPECT_TRUE(tm_->info(id)->valid[static_cast<int>(at)]);
-    EXPECT_EQ(tm_->evict(id, at).get().code(), ErrorCode::kInvalidArgument);
-
-    io_->set_fault_injector({});
     ASSERT_OK(tm_->writeback(id).get());  // repairs the home copy
     EXPECT_TRUE(tm_->info(id)->valid[static_cast<int>(Tier::kNvme)]);
     pressure(at);
     pressure(Tier::kPinned);
-    EXPECT_EQ(contents(id), data);
+    EXPECT_EQ(testing::pinned_contents(*tm_, id), data);
   }
 }
 
@@ -151,7 +135,6 @@ class OpenFaults final : public nvme::IoEngine {
   }
   Status register_buffer(void* buffer, uint64_t bytes) override { return inner_.register_buffer(buffer, bytes); }
   Status unregister_buffer(void* buffer) override { return inner_.unregister_buffer(buffer); }
-  void set_fault_injector(nvme::FaultInjector injector) override { inner_.set_fault_injector(std::move(injector)); }
 
  private:
   nvme::IoEngine& inner_;
@@ -164,17 +147,10 @@ TEST(FullDisk, DiskFillingDuringPreallocationIsReportedAtStart) {
   OpenFaults faults(*io);
   faults.open_errno = ENOSPC;
   auto tm = TierManager::create(testing::small_budgets(dir.path(), 0, 2 << 20, 4 << 20), &faults);
-  ASSERT_FALSE(tm.ok());
-  EXPECT_EQ(tm.status().code(), ErrorCode::kOutOfSpace);
-  const std::string m = tm.status().message();
-  EXPECT_NE(m.find("NVMe disk full: preallocating the swap file " + dir.path() +
-                   "/tierzero-swap-r0-s0.bin needs "
-                   "4.00 MiB but " +
-                   dir.path() + " has "),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("free space on that disk, or set a smaller nvme_bytes or another nvme_path"), std::string::npos)
-      << m;
+  EXPECT_ERROR(tm, ErrorCode::kOutOfSpace,
+               "NVMe disk full: preallocating the swap file " + dir.path() +
+                   "/tierzero-swap-r0-s0.bin needs 4.00 MiB but " + dir.path() + " has ");
+  EXPECT_ERROR(tm, ErrorCode::kOutOfSpace, "free space on that disk, or set a smaller nvme_bytes or another nvme_path");
 }
 
 // Fills the file system holding `dir` with a junk file; returns its path.
@@ -245,9 +221,7 @@ TEST(FullDisk, SmallFileSystemIsRefusedAtStart) {
   }
   auto tm = TierManager::create(testing::small_budgets(dir.path(), 0, 2 << 20, 4 << 20));
   umount(dir.path().c_str());
-  ASSERT_FALSE(tm.ok());
-  EXPECT_EQ(tm.status().code(), ErrorCode::kOutOfSpace);
-  EXPECT_NE(tm.status().message().find("has 1.00 MiB free (statvfs)"), std::string::npos) << tm.status().message();
+  EXPECT_ERROR(tm, ErrorCode::kOutOfSpace, "has 1.00 MiB free (statvfs)");
 }
 
 }  // namespace

@@ -31,14 +31,13 @@ namespace tierzero::engine {
 
 // Where and how the optimizer state goes to NVMe (ds_config's offload_optimizer and aio blocks).
 struct NvmeOptimizerOptions {
-  std::vector<std::string> paths;                // offload_optimizer.nvme_path: directories; several stripe every
-                                                 // sub-group over them (a tierzero extension). Empty: not on NVMe
-  int buffer_count = 4;                          // offload_optimizer.buffer_count: pinned buffers of one sub-group's
-                                                 // state (12 bytes x sub_group_size each); at least 1
-  bool pipeline_read = false;                    // offload_optimizer.pipeline_read: read sub-groups ahead
-  bool pipeline_write = false;                   // offload_optimizer.pipeline_write: write sub-groups behind
-  nvme::IoConfig io;                             // the "aio" block
-  nvme::FaultInjector fault_injector = nullptr;  // tests: faults on the swap files' I/O
+  std::vector<std::string> paths;  // offload_optimizer.nvme_path: directories; several stripe every
+                                   // sub-group over them (a tierzero extension). Empty: not on NVMe
+  int buffer_count = 4;            // offload_optimizer.buffer_count: pinned buffers of one sub-group's
+                                   // state (12 bytes x sub_group_size each); at least 1
+  bool pipeline_read = false;      // offload_optimizer.pipeline_read: read sub-groups ahead
+  bool pipeline_write = false;     // offload_optimizer.pipeline_write: write sub-groups behind
+  nvme::IoConfig io;               // the "aio" block
 };
 
 // NVMe traffic of the optimizer, in bytes.

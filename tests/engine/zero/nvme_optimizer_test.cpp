@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/optimizer_swap.h"
 #include "engine/zero/zero_engine.h"
+#include "nvme/testing/fault_injection.h"
 #include "rank_launcher.h"
 #include "scenario.h"
 
@@ -147,22 +149,17 @@ struct NvmeEngine {
   std::unique_ptr<FunctionalModel> model = make_causal_lm(test_model_config(true));
   std::unique_ptr<ZeroEngine> engine;
 
-  explicit NvmeEngine(const std::string& dir, nvme::FaultInjector injector = nullptr)
-      : NvmeEngine(std::vector<std::string>{dir}, std::move(injector)) {}
+  explicit NvmeEngine(const std::string& dir) : NvmeEngine(std::vector<std::string>{dir}) {}
 
-  explicit NvmeEngine(const std::vector<std::string>& dirs, nvme::FaultInjector injector = nullptr) {
+  explicit NvmeEngine(const std::vector<std::string>& dirs) {
     ZeroEngineOptions options;
     options.partition.stage = 3;
     options.partition.compute_dtype = at::kBFloat16;
     options.offload_optimizer = true;
     options.cpu_threads = 1;
     options.sub_group_size = kSubGroup;
-    options.nvme_optimizer = {.paths = dirs,
-                              .buffer_count = 4,
-                              .pipeline_read = true,
-                              .pipeline_write = true,
-                              .io = {},
-                              .fault_injector = std::move(injector)};
+    options.nvme_optimizer = {
+        .paths = dirs, .buffer_count = 4, .pipeline_read = true, .pipeline_write = true, .io = {}};
     engine = std::make_unique<ZeroEngine>(*model, init_parameters(test_model_config(true), 42, at::kFloat, at::kCPU),
                                           options, *comm);
   }
@@ -243,10 +240,11 @@ TEST(NvmeOptimizerErrors, SwapLargerThanTheDiskIsRefusedUpFront) {
 
 TEST(NvmeOptimizerErrors, FullDiskNamesFileOffsetAndBytes) {
   ScratchDir nvme;
-  bool full = false;
-  NvmeEngine e(nvme.path, [&full](const nvme::PieceCompletion& piece, int64_t result) -> int64_t {
+  std::atomic<bool> full = false;
+  nvme::testing::ScopedFaultInjector faults([&full](const nvme::testing::PieceCompletion& piece, int64_t result) {
     return full && piece.op == nvme::Op::kWrite ? -ENOSPC : result;
   });
+  NvmeEngine e(nvme.path);
   e.train_step();
   full = true;
   try {
@@ -264,10 +262,11 @@ TEST(NvmeOptimizerErrors, FullDiskNamesFileOffsetAndBytes) {
 
 TEST(NvmeOptimizerErrors, FailedReadNamesFileAndOffset) {
   ScratchDir nvme;
-  bool broken = false;
-  NvmeEngine e(nvme.path, [&broken](const nvme::PieceCompletion& piece, int64_t result) -> int64_t {
+  std::atomic<bool> broken = false;
+  nvme::testing::ScopedFaultInjector faults([&broken](const nvme::testing::PieceCompletion& piece, int64_t result) {
     return broken && piece.op == nvme::Op::kRead ? -EIO : result;
   });
+  NvmeEngine e(nvme.path);
   broken = true;
   try {
     e.train_step();

@@ -209,8 +209,7 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
                               .buffer_count = s.nvme_buffers,
                               .pipeline_read = s.nvme_pipeline,
                               .pipeline_write = s.nvme_pipeline,
-                              .io = {},
-                              .fault_injector = nullptr};
+                              .io = {}};
   std::unique_ptr<ZeroEngine> built;
   if (s.streamed) {
     std::unique_ptr<ParamSource> source = value_or_throw(open_safetensors_params(s.weights_dir));
