@@ -163,6 +163,12 @@ class CheckpointReader {
   virtual const nlohmann::json& rank_state(uint32_t rank) const = 0;
 };
 
+// Finishes a move of DIR/latest that a crash stopped halfway: when DIR/latest.xxh3 names a tag
+// and DIR/latest still holds the tag before it, DIR/latest is moved to that tag (durably, by the
+// commit protocol's pointer step). No change when the two agree or DIR has no latest.xxh3. Errors
+// as CheckpointReader::open's when the pair is damaged, else name the file.
+Status complete_latest(const std::string& dir);
+
 // What verify_checkpoint found.
 struct VerifyReport {
   std::string path;  // DIR/TAG
@@ -177,7 +183,8 @@ Result<VerifyReport> verify_checkpoint(const std::string& dir, const std::string
 // ---- Consolidation ------------------------------------------------------------------------------
 
 // True when `dir` holds a tierzero checkpoint: DIR/TAG/manifest.json for `tag`, or for the tag in
-// DIR/latest when `tag` is empty, or a manifest.json directly in `dir`.
+// DIR/latest when `tag` is empty, or a manifest.json directly in `dir` — or a DIR/latest.xxh3 that
+// does not agree with DIR/latest (the reader's error then names the damage).
 bool is_engine_checkpoint(const std::string& dir, const std::string& tag = "");
 // The checkpoint as whole fp32 tensors: replicated tensors first, then every group's parameters
 // (from states[0]), aliases as saved. The model config is the manifest's, else DIR/config.json

@@ -16,11 +16,14 @@
 //     7. CommitTransaction::publish: fsync DIR/TAG.partial; rm -r DIR/TAG if present (unpublished:
 //        a save that crashed before step 8, or an old tag being re-saved); rename to DIR/TAG;
 //        fsync DIR — DIR/TAG is durable and complete
-//     8. publish_pointer: DIR/latest.partial (the tag), fsync, rename -> DIR/latest, fsync DIR
+//     8. publish_latest: DIR/latest.xxh3 (the tag under a checksum, internal/latest_pointer.h), then
+//        DIR/latest (the tag, DeepSpeed's plain text), each by publish_pointer: FILE.partial written,
+//        fsynced, renamed over FILE, DIR fsynced
 // Readers only follow DIR/latest (or an explicit tag), and a tag directory exists only complete.
 #include <fmt/format.h>
 
 #include "checkpoint/engine_format/internal/checksum_file.h"
+#include "checkpoint/engine_format/internal/latest_pointer.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/rank_file_writer.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
@@ -30,11 +33,11 @@ namespace tierzero::checkpoint {
 namespace {
 
 Status check_tag(const std::string& tag) {
-  if (tag.empty() || tag == "." || tag == ".." || tag == kLatestFile || tag.find('/') != std::string::npos ||
-      tag.ends_with(".partial")) {
+  if (tag.empty() || tag == "." || tag == ".." || tag == kLatestFile || tag == kLatestChecksumFile ||
+      tag.find_first_of("/ \t\r\n") != std::string::npos || tag.ends_with(".partial")) {
     return invalid_argument(
         fmt::format("checkpoint tag '{}' must be a plain directory name (e.g. global_step100), "
-                    "not 'latest' and not ending in '.partial'",
+                    "not 'latest' or 'latest.xxh3', without blanks and not ending in '.partial'",
                     tag));
   }
   return {};
@@ -174,7 +177,7 @@ Status commit_checkpoint(const std::string& dir, const std::string& tag, const C
   TZ_ASSIGN_OR_RETURN(const std::string checksums, make_checksum_file(staging, manifest.world_size));
   TZ_RETURN_IF_ERROR(txn.write_file(kChecksumFile, text_bytes(checksums)));
   TZ_RETURN_IF_ERROR(txn.publish(/*replace_tree=*/true));
-  return publish_pointer(fs, txn.dir(), kLatestFile, tag);
+  return publish_latest(fs, txn.dir(), tag);
 }
 
 Status save_checkpoint(const std::string& dir, const std::string& tag, const CheckpointManifest& manifest,

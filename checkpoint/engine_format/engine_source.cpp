@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "checkpoint/engine_format/internal/latest_pointer.h"
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
 #include "common/common.h"
@@ -126,7 +127,10 @@ class EngineSource final : public ConsolidationSource {
 
 bool is_engine_checkpoint(const std::string& dir, const std::string& tag) {
   auto where = locate_checkpoint(dir, tag);
-  return where.ok() && std::filesystem::exists(where->path + "/manifest.json");
+  if (!where.ok()) {  // a damaged tierzero pointer: the engine reader names the problem
+    return where.status().code() == ErrorCode::kCorrupt && std::filesystem::exists(dir + "/" + kLatestChecksumFile);
+  }
+  return std::filesystem::exists(where->path + "/manifest.json");
 }
 
 Result<std::unique_ptr<ConsolidationSource>> open_engine_checkpoint_source(const std::string& dir,

@@ -1,5 +1,6 @@
 // Every byte of a saved engine checkpoint is under a checksum (issue 15): one bit flipped in any
-// file of a small checkpoint — rank data, manifest.json, rank_NNNNN.json, checksums.txt, latest —
+// file of a small checkpoint — rank data, manifest.json, rank_NNNNN.json, checksums.txt, latest,
+// latest.xxh3 —
 // is reported by verify_checkpoint and refused by the resume reader and by the converter's source
 // (which may ignore damage in optimizer states it never reads: its output is then unchanged).
 // Also: the checksum file's own format, and version-1 checkpoints (no checksums.txt) still load.
@@ -120,7 +121,7 @@ TEST_F(ChecksumCoverage, IntactCheckpointPasses) {
 }
 
 // The acceptance test: every byte of every file flipped in turn, one bit each (all eight bits of
-// checksums.txt and latest). Verify and resume must refuse every one; convert must refuse every
+// checksums.txt, latest and latest.xxh3). Verify and resume must refuse every one; convert must refuse every
 // one except flips in optimizer states it does not read, which must leave its output unchanged.
 TEST_F(ChecksumCoverage, EveryFlippedByteIsCaught) {
   const auto intact = convert_reads();
@@ -130,11 +131,11 @@ TEST_F(ChecksumCoverage, EveryFlippedByteIsCaught) {
     if (e.is_regular_file()) files.push_back(e.path().string());
   }
   std::sort(files.begin(), files.end());
-  ASSERT_EQ(files.size(), 7u);  // latest, checksums.txt, manifest.json, 2 x (rank .bin + .json)
+  ASSERT_EQ(files.size(), 8u);  // latest, latest.xxh3, checksums.txt, manifest.json, 2 x (rank .bin + .json)
   size_t trials = 0, verify_caught = 0, resume_caught = 0, convert_caught = 0, convert_unaffected = 0;
   for (const std::string& path : files) {
     const std::vector<uint8_t> original = testing::read_file(path);
-    const bool all_bits = path.ends_with("checksums.txt") || path.ends_with("latest");
+    const bool all_bits = path.ends_with("checksums.txt") || path.ends_with("latest") || path.ends_with("latest.xxh3");
     std::vector<std::pair<uint64_t, uint64_t>> unread;
     if (path.ends_with("rank_00000.bin")) unread = unread_by_convert(0);
     if (path.ends_with("rank_00001.bin")) unread = unread_by_convert(1);

@@ -62,9 +62,10 @@ TEST(CommitProtocol, APreviousCheckpointSurvivesAFailureAtEveryStep) {
       s = save_checkpoint(dir.path(), "step200", second, second_data.ranks());
     }
     ASSERT_ERROR(s, ErrorCode::kIo, "injected fault");
-    // Only a failure after `latest` was renamed (its directory fsync) may expose the new checkpoint.
+    // Only a failure after the pointer moved — latest.xxh3 renamed, which readers follow (then
+    // `latest`) — may expose the new checkpoint.
     const bool latest_renamed = saw_rename_of_latest;
-    if (steps[k].op == "rename" && steps[k].path.ends_with("/latest")) saw_rename_of_latest = true;
+    if (steps[k].op == "rename" && steps[k].path.ends_with("/latest.xxh3")) saw_rename_of_latest = true;
     expect_loads(dir.path(), latest_renamed ? 200 : 100, latest_renamed ? second_data : first_data);
     // The crashed save leaves nothing that blocks a retry.
     if (!latest_renamed) {

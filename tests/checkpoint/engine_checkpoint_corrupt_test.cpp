@@ -142,7 +142,10 @@ TEST_F(CorruptEngineCheckpoint, DamagedManifestAndLatest) {
   save(0);
   write_manifest("{\"format\": \"tierzero-checkpoint\", ");
   expect_verify_fails(ErrorCode::kCorrupt, dir_.file("t/manifest.json"), {"not valid JSON"});
-  testing::write_text(dir_.file("latest"), "nope");
+  testing::write_text(dir_.file("latest"), "nope");  // disagrees with latest.xxh3
+  expect_verify_fails(ErrorCode::kCorrupt, dir_.file("latest.xxh3"),
+                      {dir_.file("latest") + " holds 'nope'", "the latest checkpoint is 't'", "pass --tag"});
+  std::filesystem::remove(dir_.file("latest.xxh3"));  // as a checkpoint from before latest.xxh3
   expect_verify_fails(ErrorCode::kNotFound, dir_.file("nope/manifest.json"), {"is missing"});
 }
 

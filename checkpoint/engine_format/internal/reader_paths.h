@@ -12,8 +12,9 @@ struct CheckpointLocation {
   std::string tag;
 };
 
-// With a tag: DIR/TAG. Without: the tag named in DIR/latest (whitespace trimmed), or DIR itself
-// when DIR holds a manifest.json. Errors name DIR/latest and suggest --tag.
+// With a tag: DIR/TAG. Without: the tag DIR/latest names, checked against DIR/latest.xxh3 when
+// present (latest_pointer.h read_latest_tag), or DIR itself when DIR has no latest but holds a
+// manifest.json. Errors name DIR/latest (or latest.xxh3) and suggest --tag.
 Result<CheckpointLocation> locate_checkpoint(const std::string& dir, const std::string& tag);
 
 }  // namespace tierzero::checkpoint
