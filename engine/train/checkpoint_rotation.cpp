@@ -14,6 +14,7 @@ namespace tierzero::engine::trainer {
 namespace {
 
 constexpr std::string_view kTagPrefix = "global_step";
+constexpr std::string_view kRemovingSuffix = ".removing";
 
 // N for a name "global_stepN" (digits only after the prefix), else -1.
 int64_t iteration_of(std::string_view name) {
@@ -50,6 +51,22 @@ Status remove_tree(const std::string& path) {
   return Status();
 }
 
+// Removes every global_stepN.removing under `dir`: checkpoints an earlier run was removing when it
+// was killed (renamed away from their published name first, so nothing reads them).
+Status remove_interrupted_removals(const std::string& dir) {
+  std::vector<std::string> leftovers;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return Status();
+  while (const dirent* entry = readdir(d)) {
+    const std::string_view name = entry->d_name;
+    if (name.ends_with(kRemovingSuffix) && iteration_of(name.substr(0, name.size() - kRemovingSuffix.size())) >= 0)
+      leftovers.push_back(dir + "/" + std::string(name));
+  }
+  closedir(d);
+  for (const std::string& path : leftovers) TZ_RETURN_IF_ERROR(remove_tree(path));
+  return Status();
+}
+
 }  // namespace
 
 std::vector<int64_t> saved_iterations(const std::string& dir) {
@@ -66,6 +83,7 @@ std::vector<int64_t> saved_iterations(const std::string& dir) {
 }
 
 Status remove_old_checkpoints(const std::string& dir, int64_t keep_last) {
+  TZ_RETURN_IF_ERROR(remove_interrupted_removals(dir));
   const std::vector<int64_t> iterations = saved_iterations(dir);
   if (keep_last <= 0 || static_cast<int64_t>(iterations.size()) <= keep_last) return Status();
   const std::string latest = latest_tag(dir);
@@ -73,7 +91,7 @@ Status remove_old_checkpoints(const std::string& dir, int64_t keep_last) {
     const std::string tag = std::string(kTagPrefix) + std::to_string(iterations[i]);
     if (tag == latest) continue;
     const std::string path = dir + "/" + tag;
-    const std::string removing = path + ".removing";
+    const std::string removing = path + std::string(kRemovingSuffix);
     if (::rename(path.c_str(), removing.c_str()) != 0)
       return io_error("cannot rename " + path + " to " + removing + ": " + std::strerror(errno));
     TZ_RETURN_IF_ERROR(sync_dir(dir));

@@ -16,8 +16,9 @@ std::vector<int64_t> saved_iterations(const std::string& dir);
 // Removes every global_stepN under `dir` but the newest `keep_last` and the one DIR/latest names.
 // Call it only after the newest checkpoint is durable (save_engine_checkpoint returned ok). A
 // checkpoint being removed is first renamed to global_stepN.removing (and the directory synced),
-// so a crash midway never leaves a partial directory under a checkpoint's name. Errors name the
-// directory.
+// so a crash midway never leaves a partial directory under a checkpoint's name; such leftovers
+// (global_stepN.removing) are removed first, so a killed rotation leaks no disk space. Errors name
+// the directory.
 Status remove_old_checkpoints(const std::string& dir, int64_t keep_last);
 
 }  // namespace tierzero::engine::trainer

@@ -1,6 +1,8 @@
 // Periodic saves on 2 ranks (Gloo, separate processes): a run SIGKILLed after a periodic save and
 // resumed from DIR/latest reproduces the uninterrupted run's losses bit for bit, and only the last
-// keep_last checkpoints remain.
+// keep_last checkpoints remain. And what scripts/kill_test.py's real kills found: a run restarted
+// after its last save (or after a kill between latest.xxh3 and latest) succeeds and leaves the
+// directory as the uninterrupted run did; a rotation killed midway leaks no global_stepN.removing.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -12,11 +14,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "engine/train/internal/checkpoint_rotation.h"
+#include "tests/support/status_matchers.h"
 #include "train_fixture.h"
 
 extern char** environ;
@@ -165,6 +170,69 @@ TEST(PeriodicSave, KilledRunResumedFromLatestMatchesTheUninterruptedRun) {
   EXPECT_EQ(latest(ckpt), "global_step" + steps_arg);
   std::vector<int64_t> kept = trainer::saved_iterations(ckpt);
   EXPECT_EQ(kept, (std::vector<int64_t>{steps - 2, steps})) << "keep_last 2";
+}
+
+// Every file under `root` (relative path -> bytes).
+std::map<std::string, std::string> files_under(const std::string& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    files[std::filesystem::relative(entry.path(), root).string()] = bytes.str();
+  }
+  return files;
+}
+
+// The restart a job scheduler does: the same command again, after the run had saved its last
+// checkpoint (killed before it exited). It used to fail: "global_step4 already exists and is the
+// latest".
+TEST(Restart, SameCommandAfterTheLastSaveSucceedsAndChangesNothing) {
+  ScratchDir dir;
+  TrainArgs args = train_args(write_config(dir, small_config()), 4);
+  args.save_dir = dir / "ckpt";
+  args.save_every = 2;
+  ASSERT_OK(run_train(args).summary);
+  const auto saved = files_under(args.save_dir);
+  args.resume_dir = args.save_dir;
+  const TrainRun again = run_train(args);
+  ASSERT_OK(again.summary);
+  EXPECT_EQ(again.summary->steps, 0);
+  EXPECT_EQ(files_under(args.save_dir), saved);
+}
+
+// Killed between the two pointer files of the last save: latest.xxh3 names global_step4, `latest`
+// still global_step2. The restarted run reads global_step4 and finishes moving `latest`.
+TEST(Restart, SameCommandFinishesAPointerMoveAKillStopped) {
+  ScratchDir dir;
+  TrainArgs args = train_args(write_config(dir, small_config()), 4);
+  args.save_dir = dir / "ckpt";
+  args.save_every = 2;
+  ASSERT_OK(run_train(args).summary);
+  const auto saved = files_under(args.save_dir);
+  ASSERT_EQ(saved.at("latest"), "global_step4");
+  std::ofstream(args.save_dir + "/latest", std::ios::trunc) << "global_step2";
+  args.resume_dir = args.save_dir;
+  ASSERT_OK(run_train(args).summary);
+  EXPECT_EQ(files_under(args.save_dir), saved);
+}
+
+// A rotation killed while removing global_step0 left global_step0.removing; the next rotation
+// removes it (and nothing that is not a rotated-away checkpoint).
+TEST(CheckpointRotation, RemovesWhatAKilledRotationLeft) {
+  ScratchDir dir;
+  for (const std::string name :
+       {"global_step0.removing", "global_step2", "global_step4", "global_step6", "notes.removing"}) {
+    std::filesystem::create_directories(dir / name);
+    std::ofstream(dir / (name + "/data")) << name;
+  }
+  std::ofstream(dir / "latest") << "global_step6";
+  ASSERT_OK(trainer::remove_old_checkpoints(dir.path(), 2));
+  EXPECT_EQ(trainer::saved_iterations(dir.path()), (std::vector<int64_t>{4, 6}));
+  EXPECT_FALSE(std::filesystem::exists(dir / "global_step0.removing"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "global_step2.removing"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "notes.removing/data"));
 }
 
 }  // namespace
