@@ -5,52 +5,21 @@
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-
 #include "engine/model/functional_model.h"
 #include "engine/model/internal/load_safetensors.h"
 #include "engine/model/internal/rope.h"
+#include "tests/support/python.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
 
-// Runs make_hf_fixture.py (a no-op when the fixture is up to date). Returns the fixture directory,
-// or sets `skip_reason` when transformers (or the interpreter) is missing.
-std::string hf_fixture_dir(std::string& skip_reason) {
-  static std::string dir, reason;
-  static bool done = false;
-  if (!done) {
-    done = true;
-    const char* env_python = std::getenv("TIERZERO_PYTHON");
-    const std::string python = env_python && *env_python ? env_python : "python3";
-    const std::string log = std::string(TIERZERO_HF_FIXTURE_DIR) + ".log";
-    const std::string command =
-        "'" + python + "' '" TIERZERO_HF_FIXTURE_SCRIPT "' --out '" TIERZERO_HF_FIXTURE_DIR "' > '" + log + "' 2>&1";
-    const int status = std::system(command.c_str());
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::stringstream text;
-    text << std::ifstream(log).rdbuf();
-    if (code == 77 || code == 127) {
-      reason = code == 77 ? text.str() : python + " not found (set TIERZERO_PYTHON)";
-    } else if (code != 0) {
-      ADD_FAILURE() << command << " failed with status " << code << ":\n" << text.str();
-      reason = "fixture generation failed";
-    } else {
-      dir = TIERZERO_HF_FIXTURE_DIR;
-    }
-  }
-  skip_reason = reason;
-  return dir;
-}
-
-#define REQUIRE_HF_FIXTURE(dir_var)                         \
-  std::string skip_reason_;                                 \
-  const std::string dir_var = hf_fixture_dir(skip_reason_); \
+// make_hf_fixture.py's directory (the script is a no-op when it is up to date); skips the test when
+// transformers (or the interpreter) is missing.
+#define REQUIRE_HF_FIXTURE(dir_var)                                                                        \
+  std::string skip_reason_;                                                                                \
+  const std::string dir_var =                                                                              \
+      test_support::python_fixture_dir(TIERZERO_HF_FIXTURE_SCRIPT, TIERZERO_HF_FIXTURE_DIR, skip_reason_); \
   if (dir_var.empty()) GTEST_SKIP() << skip_reason_
 
 std::map<std::string, at::Tensor> load_reference(const std::string& path) {

@@ -14,13 +14,14 @@ DIR/STAMP            written last: a hash of this script and the transformers ve
 Exit status 77 (and a message) when transformers is not installed: the tests skip.
 """
 import argparse
-import fcntl
 import hashlib
 import importlib.metadata
 import inspect
 import os
-import shutil
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
+import fixture_dir  # noqa: E402
 
 MODELS = {
     # name: (config class, config kwargs, save kwargs)
@@ -119,6 +120,13 @@ def write_rope(out, name, rope_parameters, head_dim, max_pos, seq_len):
     save_file({"cos": cos[0].contiguous(), "sin": sin[0].contiguous()}, os.path.join(path, "rope.safetensors"))
 
 
+def write_fixture(out):
+    for seed, (name, (cls_name, kwargs, save_kwargs)) in enumerate(MODELS.items()):
+        write_model(out, name, cls_name, kwargs, save_kwargs, seed=100 + seed)
+    for name, case in ROPE_CASES.items():
+        write_rope(out, name, *case)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
@@ -128,20 +136,7 @@ def main():
     except importlib.metadata.PackageNotFoundError:
         print("SKIP: transformers is not installed (pip install transformers)")
         return 77
-    want = stamp(version)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        stamp_path = os.path.join(out, "STAMP")
-        if os.path.exists(stamp_path) and open(stamp_path).read() == want:
-            return 0
-        shutil.rmtree(out, ignore_errors=True)
-        for seed, (name, (cls_name, kwargs, save_kwargs)) in enumerate(MODELS.items()):
-            write_model(out, name, cls_name, kwargs, save_kwargs, seed=100 + seed)
-        for name, case in ROPE_CASES.items():
-            write_rope(out, name, *case)
-        with open(stamp_path, "w") as f:
-            f.write(want)
+    fixture_dir.build_once(out, stamp(version), write_fixture)
     return 0
 
 
