@@ -1,0 +1,58 @@
+"""The inputs every operation starts from, made once per campaign in a scratch directory:
+configs/tiny.json (and a ZeRO-3 variant that gathers the 16-bit model on every save) with the
+corpus path made absolute, a clean 2-step engine checkpoint of each, and a copy of one DeepSpeed
+corpus checkpoint."""
+import json
+import os
+from dataclasses import dataclass
+
+from . import process, trees
+
+DEEPSPEED_CASE = "w2_s3_bf16_tied_frozen_gather"  # ZeRO-3, 2 ranks: the reader's widest layout
+
+
+@dataclass
+class Workspace:
+    tierzero: str      # the tierzero binary (tierzero-torch beside it)
+    repo: str          # the source tree (configs/, tests/data/)
+    root: str          # scratch directory of this campaign
+    tiny_config: str   # ZeRO-0 fp32, AdamW + cosine
+    zero3_config: str  # ZeRO-3 fp32 with stage3_gather_16bit_weights_on_model_save
+    base: str          # engine checkpoint of tiny_config at step 2 (latest = global_step2)
+    base_zero3: str    # the same for zero3_config, model.safetensors + config.json beside it
+    deepspeed: str     # a DeepSpeed ZeRO-3 checkpoint from tests/data/deepspeed
+
+    def train_argv(self, config, *args):
+        return [self.tierzero, "train", "--config", config, *args]
+
+
+def _write_config(path, config):
+    with open(path, "w") as f:
+        json.dump(config, f, indent=1)
+
+
+def _clean_run(argv, cwd, log_path):
+    done = process.run(argv, cwd, log_path)
+    if done.returncode != 0:
+        raise RuntimeError(f"clean run failed ({done.returncode}): {' '.join(argv)}\n{done.output[-2000:]}")
+    return done
+
+
+def make_workspace(tierzero, repo, root):
+    """Writes the configs and base checkpoints under `root`; raises on a failing clean run."""
+    with open(os.path.join(repo, "configs", "tiny.json")) as f:
+        tiny = json.load(f)
+    tiny["tierzero"]["data"]["path"] = os.path.join(repo, tiny["tierzero"]["data"]["path"])
+    zero3 = json.loads(json.dumps(tiny))
+    zero3["zero_optimization"] = {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True}
+    ws = Workspace(tierzero=tierzero, repo=repo, root=root, tiny_config=os.path.join(root, "tiny.json"),
+                   zero3_config=os.path.join(root, "zero3_gather.json"), base=os.path.join(root, "base"),
+                   base_zero3=os.path.join(root, "base_zero3"), deepspeed=os.path.join(root, "deepspeed"))
+    os.makedirs(root)
+    _write_config(ws.tiny_config, tiny)
+    _write_config(ws.zero3_config, zero3)
+    log = os.path.join(root, "setup.log")
+    _clean_run(ws.train_argv(ws.tiny_config, "--steps", "2", "--save", ws.base), root, log)
+    _clean_run(ws.train_argv(ws.zero3_config, "--steps", "2", "--save", ws.base_zero3), root, log)
+    trees.copy_tree(os.path.join(repo, "tests", "data", "deepspeed", DEEPSPEED_CASE), ws.deepspeed)
+    return ws
