@@ -15,6 +15,7 @@
 #include "fs/file_system.h"
 #include "fs/testing/crash_harness.h"
 #include "scenario.h"
+#include "tests/support/crash_report.h"
 
 namespace tierzero::engine {
 namespace {
@@ -107,21 +108,14 @@ CrashReport crash_saving_beside_a_checkpoint(const std::string& root) {
   return fs::testing::crash_at_every_step(scenario);
 }
 
-void expect_no_problems(const CrashReport& report) {
-  std::printf("  %zu steps, %zu crash points, %zu crash images checked\n", report.steps, report.crash_points,
-              report.images);
-  EXPECT_GT(report.steps, 0u);
-  for (const std::string& p : report.problems) ADD_FAILURE() << p;
-}
-
 TEST(ExportCrashSimulation, ExportIsAbsentOrComplete) {
   fs::testing::ScratchRoot root;
-  expect_no_problems(crash_exporting(root.path()));
+  test_support::expect_no_crash_problems(crash_exporting(root.path()));
 }
 
 TEST(ExportCrashSimulation, SaveBesideACheckpointNeverLooksCompleteWhenPartial) {
   fs::testing::ScratchRoot root;
-  expect_no_problems(crash_saving_beside_a_checkpoint(root.path()));
+  test_support::expect_no_crash_problems(crash_saving_beside_a_checkpoint(root.path()));
 }
 
 TEST(ExportSyncSites, RemovingEitherMoveSyncMakesACrashTestFail) {

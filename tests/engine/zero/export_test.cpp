@@ -6,20 +6,16 @@
 // round-trips through the config parser.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <csignal>
-#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "checkpoint/convert/consolidate.h"
@@ -28,6 +24,7 @@
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"
+#include "tests/support/python.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
@@ -79,12 +76,7 @@ TEST(ModelConfigJson, RoundTripsParsedConfigsOfEveryFamily) {
 
 // ---- Two ranks ----------------------------------------------------------------------------------
 
-// One intra-op thread: each rank runs on its own thread of a 2-core machine.
-class OneCpuThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
-::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
+::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new testing::OneCpuThread);
 
 // Two process groups in one process: c10d's FlightRecorder (one per process) inserts each group's
 // first entry into a std::map before taking its lock, so two groups' first collectives on two
@@ -175,19 +167,11 @@ void expect_exported(const std::string& dir, const FunctionalModel& model,
 // Loads `dirs` with transformers (load_with_transformers.py, one interpreter for all: importing
 // transformers takes most of the time); skips when it is not installed.
 void expect_transformers_loads(const std::vector<std::string>& dirs, const std::string& log) {
-  const char* env_python = std::getenv("TIERZERO_PYTHON");
-  const std::string python = env_python && *env_python ? env_python : "python3";
-  std::string command = "'" + python + "' '" TIERZERO_LOAD_WITH_TRANSFORMERS "'";
-  for (const std::string& dir : dirs) command += " '" + dir + "'";
-  command += " > '" + log + "' 2>&1";
-  const int status = std::system(command.c_str());
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::stringstream text;
-  text << std::ifstream(log).rdbuf();
-  if (code == 77 || code == 127) {
-    GTEST_SKIP() << "transformers check skipped: " << text.str();
+  const test_support::PythonRun run = test_support::run_python(TIERZERO_LOAD_WITH_TRANSFORMERS, dirs, log);
+  if (run.exit_code == test_support::kPythonSkip || run.exit_code == test_support::kPythonMissing) {
+    GTEST_SKIP() << "transformers check skipped: " << run.output;
   }
-  EXPECT_EQ(code, 0) << command << "\n" << text.str();
+  EXPECT_EQ(run.exit_code, 0) << TIERZERO_LOAD_WITH_TRANSFORMERS << "\n" << run.output;
 }
 
 struct ExportCase {
@@ -231,7 +215,7 @@ TEST(ZeroExport, WritesMasterWeightsRoundedToTheTrainingDtype) {
 TEST(ZeroExport, ExportingIntoANonEmptyDirectoryFailsOnEveryRank) {
   const std::string tmp = make_temp_dir();
   std::ofstream(tmp + "/keep.txt") << "not a model";
-  EXPECT_FALSE(check_export_dir(tmp).ok());
+  EXPECT_ERROR(check_export_dir(tmp), ErrorCode::kInvalidArgument, "not an empty directory");
   EXPECT_OK(check_export_dir(tmp + "/new"));
   const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config("llama", true));
   Status status[2];
@@ -239,8 +223,8 @@ TEST(ZeroExport, ExportingIntoANonEmptyDirectoryFailsOnEveryRank) {
     std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, 3, at::kFloat, comm);
     status[comm.rank()] = export_16bit_model(*engine, config_text(*model), tmp);
   });
-  EXPECT_NE(status[0].message().find("not an empty directory"), std::string::npos) << status[0].to_string();
-  EXPECT_FALSE(status[1].ok());
+  EXPECT_ERROR(status[0], ErrorCode::kInvalidArgument, "not an empty directory");
+  EXPECT_ERROR(status[1], ErrorCode::kInternal, "failed on another rank");
   remove_tree(tmp);
 }
 
@@ -280,9 +264,8 @@ TEST(ZeroExport, AWriteFailingMidwayFailsOnEveryRankWithoutHanging) {
       ::signal(SIGXFSZ, SIG_DFL);
     }
   });
-  EXPECT_FALSE(status[0].ok());
-  EXPECT_NE(status[0].message().find(out), std::string::npos) << status[0].to_string();
-  EXPECT_FALSE(status[1].ok());
+  EXPECT_ERROR(status[0], ErrorCode::kIo, out);
+  EXPECT_ERROR(status[1], ErrorCode::kInternal, "failed on another rank");
   EXPECT_NE(::access(out.c_str(), F_OK), 0);
   EXPECT_NE(::access((out + ".partial").c_str(), F_OK), 0);
   remove_tree(tmp);

@@ -6,7 +6,6 @@
 // sub-group, read once and written once. A path that cannot be written and a disk that fills are
 // errors naming the file, the offset and the fix. The scratch directory stands in for the drive.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,23 +19,18 @@
 #include "nvme/testing/fault_injection.h"
 #include "rank_launcher.h"
 #include "scenario.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine::testing {
 namespace {
 
-class OneCpuThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
 ::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
 
 // The test model's stage 3 shard is 9824 elements on one rank: sub-groups of 3000 split it in 4.
 constexpr int64_t kSubGroup = 3000;
 
-struct ScratchDir {
-  std::string path = make_temp_dir();
-  ~ScratchDir() { remove_tree(path); }
-};
+using test_support::ScratchDir;
 
 Scenario cpu_scenario(int stage, const std::string& dtype) {
   Scenario s;
@@ -60,7 +54,7 @@ TEST_P(NvmeOptimizer, OneRankEqualsHostStateBitForBit) {
   ScratchDir nvme;
   Scenario s = cpu_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()));
   const TrainTrace host = train_single(s);
-  s.nvme_dir = nvme.path;
+  s.nvme_dir = nvme.path();
   s.nvme_pipeline = std::get<2>(GetParam());
   EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
 }
@@ -69,7 +63,7 @@ TEST_P(NvmeOptimizer, TwoRanksEqualHostStateBitForBit) {
   ScratchDir nvme;
   Scenario s = cpu_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()));
   s.world_size = 2;
-  s.nvme_dir = nvme.path;
+  s.nvme_dir = nvme.path();
   s.nvme_pipeline = std::get<2>(GetParam());
   s.compare_nvme = true;
   EXPECT_EQ(run_ranks(s, 0.0, 0.0), "") << s.name();
@@ -93,7 +87,7 @@ TEST(NvmeOptimizerGpu, OneGpuEqualsHostStateBitForBit) {
       Scenario s = cpu_scenario(3, dtype);
       s.device = "cuda";
       const TrainTrace host = train_single(s);
-      s.nvme_dir = nvme.path;
+      s.nvme_dir = nvme.path();
       s.nvme_buffers = buffers;
       EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
     }
@@ -109,14 +103,14 @@ TEST(NvmeOptimizerBuffers, AnyBufferCountGivesTheSameWeights) {
   for (int buffers : {1, 2, 3, 4}) {
     ScratchDir nvme;
     Scenario on_nvme = s;
-    on_nvme.nvme_dir = nvme.path;
+    on_nvme.nvme_dir = nvme.path();
     on_nvme.nvme_buffers = buffers;
     EXPECT_EQ(compare_exactly(train_single(on_nvme), host), "") << on_nvme.name();
   }
   s.sub_group_numel = 1'000'000'000;
   ScratchDir nvme;
   Scenario whole = s;
-  whole.nvme_dir = nvme.path;
+  whole.nvme_dir = nvme.path();
   EXPECT_EQ(compare_exactly(train_single(whole), train_single(s)), "") << whole.name();
 }
 
@@ -128,13 +122,13 @@ TEST(NvmeOptimizerCheckpoint, SaveAndResumeEqualUninterruptedRun) {
     Scenario s = cpu_scenario(stage, "bf16");
     const TrainTrace uninterrupted = train_single(s);
     Scenario first = s;
-    first.nvme_dir = nvme.path;
+    first.nvme_dir = nvme.path();
     first.steps = 5;
-    first.save_dir = checkpoint.path;
+    first.save_dir = checkpoint.path();
     train_single(first);
     Scenario second = s;
-    second.nvme_dir = nvme.path;
-    second.resume_dir = checkpoint.path;
+    second.nvme_dir = nvme.path();
+    second.resume_dir = checkpoint.path();
     const TrainTrace resumed = train_single(second);
     ASSERT_EQ(resumed.first_step, 5);
     TrainTrace tail = uninterrupted;
@@ -171,9 +165,19 @@ struct NvmeEngine {
   }
 };
 
+  // The error a training step throws (tierzero::Error); ok when the step succeeds.
+  Status step_error() {
+    try {
+      train_step();
+    } catch (const Error& error) {
+      return error.status();
+    }
+    return Status();
+  }
+
 TEST(NvmeOptimizerTraffic, EveryRecordIsReadAndWrittenOncePerStep) {
   ScratchDir nvme;
-  NvmeEngine e(nvme.path);
+  NvmeEngine e(nvme.path());
   const uint64_t record_bytes = 3 * sizeof(float) * static_cast<uint64_t>(e.engine->partitioner().partition_numel());
   e.train_step();
   NvmeTraffic traffic = e.engine->nvme_traffic();
@@ -196,18 +200,18 @@ TEST(NvmeOptimizerStriping, TwoPathsGiveTheSameWeights) {
   std::map<std::string, at::Tensor> want, got;
   {
     at::manual_seed(7);
-    NvmeEngine e(one.path);
+    NvmeEngine e(one.path());
     for (int step = 0; step < 3; ++step) e.train_step();
     want = e.engine->master_params();
   }
   at::manual_seed(7);
-  NvmeEngine e(std::vector<std::string>{a.path, b.path});
+  NvmeEngine e(std::vector<std::string>{a.path(), b.path()});
   for (int step = 0; step < 3; ++step) e.train_step();
   got = e.engine->master_params();
   for (const auto& [name, param] : want) EXPECT_TRUE(got.at(name).equal(param)) << name;
   const std::string file = "/tierzero-optimizer-r0.swap";
-  EXPECT_GT(std::filesystem::file_size(a.path + file), 0u);  // written up to the last record's part
-  EXPECT_GT(std::filesystem::file_size(b.path + file), 0u);
+  EXPECT_GT(std::filesystem::file_size(a.path() + file), 0u);  // written up to the last record's part
+  EXPECT_GT(std::filesystem::file_size(b.path() + file), 0u);
 }
 
 TEST(NvmeOptimizerErrors, UnwritablePathIsNamedWithTheFix) {
@@ -226,16 +230,12 @@ TEST(NvmeOptimizerErrors, SwapLargerThanTheDiskIsRefusedUpFront) {
   ScratchDir nvme;
   std::unique_ptr<nvme::IoEngine> io = value_or_throw(nvme::IoEngine::create({}));
   Result<std::unique_ptr<OptimizerSwap>> swap =
-      OptimizerSwap::create(*io, {nvme.path}, 3, int64_t{1} << 30, uint64_t{1} << 30);  // 2^60 bytes
-  ASSERT_FALSE(swap.ok());
-  const std::string message = swap.status().to_string();
-  EXPECT_EQ(swap.status().code(), ErrorCode::kOutOfSpace) << message;
-  EXPECT_NE(message.find("NVMe disk full: rank 3's optimizer state needs 1024.00 PiB (1152921504606846976 bytes) in " +
-                         nvme.path + "/tierzero-optimizer-r3.swap"),
-            std::string::npos)
-      << message;
-  EXPECT_NE(message.find("bytes) free"), std::string::npos) << message;
-  EXPECT_FALSE(std::filesystem::exists(nvme.path + "/tierzero-optimizer-r3.swap"));
+      OptimizerSwap::create(*io, {nvme.path()}, 3, int64_t{1} << 30, uint64_t{1} << 30);  // 2^60 bytes
+  EXPECT_ERROR(swap, ErrorCode::kOutOfSpace,
+               "NVMe disk full: rank 3's optimizer state needs 1024.00 PiB (1152921504606846976 bytes) in " +
+                   nvme.path() + "/tierzero-optimizer-r3.swap");
+  EXPECT_ERROR(swap, ErrorCode::kOutOfSpace, "bytes) free");
+  EXPECT_FALSE(std::filesystem::exists(nvme.path() + "/tierzero-optimizer-r3.swap"));
 }
 
 TEST(NvmeOptimizerErrors, FullDiskNamesFileOffsetAndBytes) {
@@ -244,20 +244,14 @@ TEST(NvmeOptimizerErrors, FullDiskNamesFileOffsetAndBytes) {
   nvme::testing::ScopedFaultInjector faults([&full](const nvme::testing::PieceCompletion& piece, int64_t result) {
     return full && piece.op == nvme::Op::kWrite ? -ENOSPC : result;
   });
-  NvmeEngine e(nvme.path);
+  NvmeEngine e(nvme.path());
   e.train_step();
   full = true;
-  try {
-    e.train_step();
-    FAIL() << "a step wrote to a full disk";
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    EXPECT_EQ(error.status().code(), ErrorCode::kOutOfSpace) << message;
-    EXPECT_NE(message.find("NVMe disk full"), std::string::npos) << message;
-    EXPECT_NE(message.find(nvme.path + "/tierzero-optimizer-r0.swap"), std::string::npos) << message;
-    EXPECT_NE(message.find("offset"), std::string::npos) << message;
-    EXPECT_NE(message.find("free"), std::string::npos) << message;
-  }
+  const Status error = e.step_error();
+  EXPECT_ERROR(error, ErrorCode::kOutOfSpace, "NVMe disk full");
+  EXPECT_ERROR(error, ErrorCode::kOutOfSpace, nvme.path() + "/tierzero-optimizer-r0.swap");
+  EXPECT_ERROR(error, ErrorCode::kOutOfSpace, "offset");
+  EXPECT_ERROR(error, ErrorCode::kOutOfSpace, "free");
 }
 
 TEST(NvmeOptimizerErrors, FailedReadNamesFileAndOffset) {
@@ -266,16 +260,11 @@ TEST(NvmeOptimizerErrors, FailedReadNamesFileAndOffset) {
   nvme::testing::ScopedFaultInjector faults([&broken](const nvme::testing::PieceCompletion& piece, int64_t result) {
     return broken && piece.op == nvme::Op::kRead ? -EIO : result;
   });
-  NvmeEngine e(nvme.path);
+  NvmeEngine e(nvme.path());
   broken = true;
-  try {
-    e.train_step();
-    FAIL() << "a step read from a failing drive";
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    EXPECT_NE(message.find("reading optimizer sub-group 0"), std::string::npos) << message;
-    EXPECT_NE(message.find("offset 0 of " + nvme.path), std::string::npos) << message;
-  }
+  const Status error = e.step_error();
+  EXPECT_ERROR(error, ErrorCode::kIo, "reading optimizer sub-group 0");
+  EXPECT_ERROR(error, ErrorCode::kIo, "offset 0 of " + nvme.path());
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 // on one GPU where there is one; staging slots smaller than a bucket. Also: the pinned budget is checked against
 // tierzero.pinned_memory_limit before anything is allocated.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include "engine/zero/zero_engine.h"
@@ -15,10 +14,6 @@
 namespace tierzero::engine::testing {
 namespace {
 
-class OneCpuThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
 ::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
 
 // The test model's stage 3 shard is 9824 elements on one rank: sub-groups of 3000 split it in 4.

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
@@ -329,5 +330,7 @@ std::string compare_traces(const TrainTrace& got, const TrainTrace& want, double
   }
   return out.str();
 }
+
+void OneCpuThread::SetUp() { at::set_num_threads(1); }
 
 }  // namespace tierzero::engine::testing

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <string>
@@ -86,5 +87,14 @@ TrainTrace train_reference(const Scenario& scenario);
 // Empty when `got` matches `want`: losses of the same steps within loss_rtol (relative), every
 // parameter element within param_atol; else a description of each mismatch.
 std::string compare_traces(const TrainTrace& got, const TrainTrace& want, double loss_rtol, double param_atol);
+
+// Gives ATen one intra-op CPU thread (at::set_num_threads(1)) before the binary's first test, as
+// the rank workers use: the models are tiny, and OpenMP's spinning threads are many times slower
+// than one on a busy 2-core machine. Register it once per test binary, at namespace scope:
+//   ::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
+class OneCpuThread : public ::testing::Environment {
+ public:
+  void SetUp() override;
+};
 
 }  // namespace tierzero::engine::testing

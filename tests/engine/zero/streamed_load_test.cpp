@@ -4,7 +4,6 @@
 // CPU, 1 and 2 ranks (Gloo). The source itself: ranges of bf16 / fp16 / fp32 tensors, a sharded
 // checkpoint with an index, and its errors.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -13,14 +12,11 @@
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine::testing {
 namespace {
 
-class OneCpuThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
 ::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
 
 const char* safetensors_dtype(at::ScalarType type) {
@@ -85,7 +81,7 @@ TEST_F(Checkpoint, SourceReadsRangesAsLoadHfWeightsConverts) {
     const at::Tensor flat = t.reshape(-1);
     const int64_t first = flat.numel() / 3, count = flat.numel() - first - 1;
     at::Tensor got = at::full({count}, -1.0f);
-    ASSERT_TRUE(source->read(name, first, {got.data_ptr<float>(), static_cast<size_t>(count)}).ok()) << name;
+    ASSERT_OK(source->read(name, first, {got.data_ptr<float>(), static_cast<size_t>(count)})) << name;
     EXPECT_TRUE(at::equal(got, flat.narrow(0, first, count))) << name;
   }
   EXPECT_FALSE(source->shape("lm_head.weight").has_value());  // tied: not in the checkpoint
@@ -98,7 +94,7 @@ TEST(ParamSource, Fp16AndFp32FilesAndASingleFile) {
     write_safetensors(dir + "/model.safetensors", tensors);
     std::unique_ptr<ParamSource> source = value_or_throw(open_safetensors_params(dir));
     at::Tensor got = at::empty({4});
-    ASSERT_TRUE(source->read("a", 9, {got.data_ptr<float>(), 4}).ok());
+    ASSERT_OK(source->read("a", 9, {got.data_ptr<float>(), 4}));
     EXPECT_TRUE(at::equal(got, tensors["a"].reshape(-1).narrow(0, 9, 4).to(at::kFloat))) << c10::toString(dtype);
     remove_tree(dir);
   }

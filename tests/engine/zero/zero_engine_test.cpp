@@ -3,7 +3,6 @@
 // accumulation equal to the larger batch, clipping, bf16 compute, and fp16 overflow skipping;
 // stage 3 honours reduce_bucket_size, stage3_max_live_parameters and stage3_max_reuse_distance.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine::testing {
 namespace {
@@ -28,12 +28,6 @@ constexpr double kBf16ParamAtol = 5e-2;
 
 bool has_cuda() { return at::hasCUDA(); }
 
-// One intra-op thread, as the rank workers use: the models are tiny, and OpenMP's spinning threads
-// are many times slower than one on a busy 2-core machine.
-class OneCpuThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
 ::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
 
 // ---- One process, no process group -----------------------------------------------------------
@@ -81,7 +75,7 @@ TEST(ZeroSingleProcess, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
     double scale = scaler.scale();
     engine.forward_backward(tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8), scale);
     StepOutcome outcome = engine.step(1e-3, scale);
-    ASSERT_TRUE(scaler.update(outcome.overflow).ok());
+    ASSERT_OK(scaler.update(outcome.overflow));
     if (!outcome.overflow) break;
     ++skipped;
     EXPECT_EQ(scaler.scale(), scale / 2);
