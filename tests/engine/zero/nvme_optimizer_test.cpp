@@ -163,7 +163,6 @@ struct NvmeEngine {
     engine->forward_backward(ids.narrow(1, 0, 8), ids.narrow(1, 1, 8), 1.0);
     return engine->step(1e-2, 1.0);
   }
-};
 
   // The error a training step throws (tierzero::Error); ok when the step succeeds.
   Status step_error() {
@@ -174,6 +173,7 @@ struct NvmeEngine {
     }
     return Status();
   }
+};
 
 TEST(NvmeOptimizerTraffic, EveryRecordIsReadAndWrittenOncePerStep) {
   ScratchDir nvme;
