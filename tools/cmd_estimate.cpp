@@ -1,11 +1,8 @@
 // `tierzero estimate`: the planner (engine/plan/plan.h) on a model config.json and a ds_config —
 // bytes per tier, the checks against the budgets given, the predicted step time — and a non-zero
 // exit when a budget cannot be met.
-#include <sys/statvfs.h>
-
 #include <cstdio>
 #include <fstream>
-#include <set>
 
 #include "common/common.h"
 #include "engine/plan/plan.h"
@@ -24,44 +21,6 @@ struct EstimateFlags {
   int64_t seq_len = 0;
 };
 
-// Free bytes on the file systems holding `paths`, each file system counted once.
-uint64_t free_bytes(const std::vector<std::string>& paths) {
-  std::set<unsigned long> seen;
-  uint64_t total = 0;
-  for (const std::string& path : paths) {
-    struct statvfs st {};
-    if (::statvfs(path.c_str(), &st) != 0)
-      throw Error(errno_status(errno, "--nvme " + path + ": cannot read its file system (does the directory exist?)"));
-    if (seen.insert(st.f_fsid).second) total += static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  }
-  return total;
-}
-
-// The NVMe paths: --nvme, else the config's nvme_path keys where NVMe offload is asked for.
-std::vector<std::string> nvme_paths(const EstimateFlags& flags, const engine::DsConfig& config) {
-  if (!flags.nvme.empty()) return flags.nvme;
-  std::vector<std::string> paths;
-  const engine::ZeroConfig& z = config.zero;
-  if (z.offload_optimizer.device == engine::OffloadDevice::kNvme && !z.offload_optimizer.nvme_path.empty())
-    paths.push_back(z.offload_optimizer.nvme_path);
-  if (z.offload_param.device == engine::OffloadDevice::kNvme && !z.offload_param.nvme_path.empty())
-    paths.push_back(z.offload_param.nvme_path);
-  return paths;
-}
-
-// tierzero.optimizer_state_dtype, read from the file itself until ds_config.h parses it.
-bool bf16_state_asked(const std::string& config_path) {
-  std::ifstream in(config_path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.contains("tierzero") || !j["tierzero"].is_object()) return false;
-  const nlohmann::json& t = j["tierzero"];
-  if (!t.contains("optimizer_state_dtype")) return false;
-  if (t["optimizer_state_dtype"] == "bf16") return true;
-  if (t["optimizer_state_dtype"] == "fp32") return false;
-  throw Error(invalid_argument(config_path + ": tierzero.optimizer_state_dtype must be \"fp32\" or \"bf16\", got " +
-                               t["optimizer_state_dtype"].dump()));
-}
-
 Machine machine_from(const EstimateFlags& flags, const engine::DsConfig& config) {
   Machine m = engine::default_machine();
   const std::string default_gpu = m.gpu_name;
@@ -75,8 +34,10 @@ Machine machine_from(const EstimateFlags& flags, const engine::DsConfig& config)
   if (flags.gpu_efficiency > 0) m.compute_efficiency = flags.gpu_efficiency;
   if (!flags.gpu_memory.empty()) m.gpu_memory_bytes = value_or_throw(parse_bytes(flags.gpu_memory));
   if (!flags.host_memory.empty()) m.host_memory_bytes = value_or_throw(parse_bytes(flags.host_memory));
-  const std::vector<std::string> paths = nvme_paths(flags, config);
-  if (!paths.empty()) m.nvme_bytes = free_bytes(paths);
+  const std::vector<std::string> paths = flags.nvme.empty() ? engine::config_nvme_paths(config) : flags.nvme;
+  if (!paths.empty())
+    m.nvme_bytes = value_or_throw(
+        engine::nvme_free_bytes(paths, flags.nvme.empty() ? "the config's nvme_path" : std::string("--nvme")));
   return m;
 }
 
@@ -94,7 +55,7 @@ void run(const EstimateFlags& flags) {
   hints.model.hidden_size = model.hidden_size;
   const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.config, hints));
   const Machine machine = machine_from(flags, config);
-  engine::PlanOptions options{.seq_len = flags.seq_len, .bf16_optimizer_state = bf16_state_asked(flags.config)};
+  engine::PlanOptions options{.seq_len = flags.seq_len};
   const engine::Plan plan = value_or_throw(engine::plan_training(model, config, machine, options));
 
   std::vector<std::string> header = {

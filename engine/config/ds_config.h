@@ -15,6 +15,10 @@
 //   every other key: its DeepSpeed default (fp16/bf16 "enabled": false).
 // resolved_config_text() prints the result with every default filled in.
 //
+// One DeepSpeed key takes more than DeepSpeed does: zero_optimization.offload_optimizer.nvme_path and
+// offload_param.nvme_path may be a list of distinct directories (striped over; a tierzero
+// extension) as well as DeepSpeed's one string; to_json() writes one path as a string.
+//
 // Unknown keys are not errors: each adds a warning naming its JSON path ("zero_optimization.foo").
 // Contradictions are errors (kInvalidArgument) naming the key and the fix.
 //
@@ -25,6 +29,8 @@
 // | tierzero.pinned_memory_limit | bytes                  | 0       | pinned host budget; 0 = no limit set     |
 // | tierzero.cpu_threads         | integer >= 0           | 0       | CPU optimizer threads; 0 = all cores     |
 // | tierzero.grad_accum_dtype    | "fp32" or "bf16"       | "fp32"  | dtype gradients accumulate in            |
+// | tierzero.optimizer_state_dtype | "fp32" or "bf16"     | "fp32"  | dtype of the offloaded optimizer's m, v  |
+// |                              |                        |         | (the master stays fp32)                  |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
 // | tierzero.checkpoint.level    | integer 1..22          | 3       | zstd level                               |
 // | tierzero.checkpoint.save_every | integer >= 0         | 0       | save every N steps; 0 = at the end only  |
@@ -90,7 +96,8 @@ const char* offload_device_name(OffloadDevice device);
 // zero_optimization.offload_param (valid with stage 3 only).
 struct OffloadParamConfig {
   OffloadDevice device = OffloadDevice::kNone;
-  std::string nvme_path;  // required for kNvme
+  std::vector<std::string> nvme_paths;  // nvme_path: a directory (DeepSpeed), or a list of them to stripe
+                                        // over (a tierzero extension); at least one for kNvme
   int64_t buffer_count = 5;
   uint64_t buffer_size = 100'000'000;   // elements per buffer
   uint64_t max_in_cpu = 1'000'000'000;  // elements kept in CPU memory with NVMe offload
@@ -100,7 +107,7 @@ struct OffloadParamConfig {
 // zero_optimization.offload_optimizer (stages 1-3; ratio < 1 with stage 3 only).
 struct OffloadOptimizerConfig {
   OffloadDevice device = OffloadDevice::kNone;
-  std::string nvme_path;  // required for kNvme
+  std::vector<std::string> nvme_paths;  // nvme_path, as OffloadParamConfig's
   int64_t buffer_count = 4;
   bool pin_memory = false;
   bool pipeline_read = false;
@@ -165,6 +172,8 @@ struct ActivationCheckpointingConfig {
 enum class GradAccumDtype : uint8_t { kFp32, kBf16 };
 enum class CheckpointCompression : uint8_t { kNone, kZstd };
 
+// The element type of the offloaded optimizer's moments m and v (the fp32 master is kept either way).
+enum class OptimizerStateDtype : uint8_t { kFp32, kBf16 };
 // The `tierzero` section (table above).
 struct TierzeroConfig {
   uint64_t gpu_memory_limit = 0;
@@ -177,6 +186,7 @@ struct TierzeroConfig {
   int64_t checkpoint_keep_last = 0;
   std::string data_path;
   int64_t data_seq_len = 256;
+  OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::kFp32;
   uint64_t data_seed = 1234;
   std::string data_dtype;  // "", "uint16" or "uint32"
 };

@@ -69,6 +69,16 @@ Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings)
   } else {
     return invalid_argument(t.path_of("grad_accum_dtype") + " must be \"fp32\" or \"bf16\", got \"" + dtype + "\"");
   }
+  std::string state = "fp32";
+  TZ_RETURN_IF_ERROR(t.read_string("optimizer_state_dtype", &state));
+  if (state == "fp32") {
+    out->optimizer_state_dtype = OptimizerStateDtype::kFp32;
+  } else if (state == "bf16") {
+    out->optimizer_state_dtype = OptimizerStateDtype::kBf16;
+  } else {
+    return invalid_argument(t.path_of("optimizer_state_dtype") + " must be \"fp32\" or \"bf16\", got \"" + state +
+                            "\"");
+  }
   TZ_RETURN_IF_ERROR(parse_checkpoint(t, out, warnings));
   TZ_RETURN_IF_ERROR(parse_data(t, out, warnings));
   t.warn_unused(warnings);

@@ -10,6 +10,12 @@ using nlohmann::json;
 
 json string_or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
 
+// nvme_path as DeepSpeed writes it (one directory, or null) unless several stripe (a list).
+json nvme_path_json(const std::vector<std::string>& paths) {
+  if (paths.size() > 1) return json(paths);
+  return paths.empty() ? json(nullptr) : json(paths.front());
+}
+
 json zero_json(const ZeroConfig& z) {
   const OffloadParamConfig& p = z.offload_param;
   const OffloadOptimizerConfig& o = z.offload_optimizer;
@@ -30,14 +36,14 @@ json zero_json(const ZeroConfig& z) {
       {"stage3_gather_16bit_weights_on_model_save", z.gather_16bit_weights_on_model_save},
       {"offload_param",
        {{"device", offload_device_name(p.device)},
-        {"nvme_path", string_or_null(p.nvme_path)},
+        {"nvme_path", nvme_path_json(p.nvme_paths)},
         {"buffer_count", p.buffer_count},
         {"buffer_size", p.buffer_size},
         {"max_in_cpu", p.max_in_cpu},
         {"pin_memory", p.pin_memory}}},
       {"offload_optimizer",
        {{"device", offload_device_name(o.device)},
-        {"nvme_path", string_or_null(o.nvme_path)},
+        {"nvme_path", nvme_path_json(o.nvme_paths)},
         {"buffer_count", o.buffer_count},
         {"pin_memory", o.pin_memory},
         {"pipeline_read", o.pipeline_read},
@@ -65,6 +71,7 @@ json tierzero_json(const TierzeroConfig& t) {
       {"pinned_memory_limit", t.pinned_memory_limit},
       {"cpu_threads", t.cpu_threads},
       {"grad_accum_dtype", t.grad_accum_dtype == GradAccumDtype::kFp32 ? "fp32" : "bf16"},
+      {"optimizer_state_dtype", t.optimizer_state_dtype == OptimizerStateDtype::kFp32 ? "fp32" : "bf16"},
       {"checkpoint",
        {{"compression", t.checkpoint_compression == CheckpointCompression::kNone ? "none" : "zstd"},
         {"level", t.checkpoint_compression_level},

@@ -66,7 +66,8 @@ constexpr ConfigKey kKeys[] = {
     {"zero_optimization.offload_param.device", H, "",
      "\"none\" or \"cpu\"; \"nvme\" is refused until NVMe offload lands"},
     {"zero_optimization.offload_param.nvme_path", H, "",
-     "with device \"nvme\", which is refused until NVMe offload lands"},
+     "with device \"nvme\", which is refused until NVMe offload lands; a directory, or a list of "
+     "directories (a tierzero extension; DeepSpeed takes one string), each of which must exist"},
     {"zero_optimization.offload_param.buffer_count", W, "5", kNvmeOnly},
     {"zero_optimization.offload_param.buffer_size", W, "100000000", kNvmeOnly},
     {"zero_optimization.offload_param.max_in_cpu", W, "1000000000", kNvmeOnly},
@@ -74,7 +75,8 @@ constexpr ConfigKey kKeys[] = {
     {"zero_optimization.offload_optimizer.device", H, "",
      "\"none\", \"cpu\" or \"nvme\" (master, m, v in swap files, stepped sub-group by sub-group)"},
     {"zero_optimization.offload_optimizer.nvme_path", H, "",
-     "with device \"nvme\": the directory of this rank's swap file"},
+     "with device \"nvme\": the directory of this rank's swap file, which must exist; a list of directories "
+     "(a tierzero extension; DeepSpeed takes one string) stripes every sub-group's state over one file in each"},
     {"zero_optimization.offload_optimizer.buffer_count", H, "",
      "pinned staging slots of gradients bound for the CPU optimizer; with device \"nvme\" also the pinned "
      "buffers of one sub-group's state each"},
@@ -124,6 +126,9 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.pinned_memory_limit", H, "", "pinned host budget the engine enforces; 0 = none"},
     {"tierzero.cpu_threads", H, "", "CPU optimizer threads; 0 = all cores"},
     {"tierzero.grad_accum_dtype", H, "", ""},
+    {"tierzero.optimizer_state_dtype", H, "",
+     "\"bf16\": the offloaded optimizer's m and v in bf16 (rounded to nearest even), 8 B/param instead of 12; "
+     "the master stays fp32; needs offload_optimizer \"cpu\" or \"nvme\""},
     {"tierzero.checkpoint.compression", H, "", "\"zstd\": checkpoint sections are zstd frames"},
     {"tierzero.checkpoint.level", H, "", "zstd level"},
     {"tierzero.checkpoint.save_every", H, "", "save every N steps (needs --save); 0 = at the end only"},

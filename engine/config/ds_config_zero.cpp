@@ -1,8 +1,11 @@
 // zero_optimization, offload_param and offload_optimizer (DeepSpeed's zero/config.py and
-// zero/offload_config.py keys and defaults), "auto" bucket sizes as the Hugging Face
-// integration resolves them, and the checks that tie them together.
+// zero/offload_config.py keys and defaults; nvme_path also as a list, a tierzero extension),
+// "auto" bucket sizes as the Hugging Face integration resolves them, and the checks that tie them
+// together.
 #include <cmath>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "engine/config/internal/ds_config_sections.h"
 
@@ -18,8 +21,44 @@ Result<OffloadDevice> read_device(JsonFields& f) {
   return invalid_argument(f.path_of("device") + " must be \"none\", \"cpu\" or \"nvme\", got \"" + name + "\"");
 }
 
-Status require_nvme_path(JsonFields& f, OffloadDevice device, const std::string& nvme_path) {
-  if (device != OffloadDevice::kNvme || !nvme_path.empty()) return {};
+// `path` spelled one way: "/a/./b/" and "/a/b" are the same directory.
+std::filesystem::path normal_directory(const std::string& path) {
+  std::filesystem::path normal = std::filesystem::path(path).lexically_normal();
+  return normal.has_filename() || normal == normal.root_path() ? normal : normal.parent_path();
+}
+
+// nvme_path: one directory (DeepSpeed's form) or a list of distinct ones to stripe over (a tierzero
+// extension). Absent, null, "auto" or "": no path.
+Status read_nvme_paths(JsonFields& f, std::vector<std::string>* out) {
+  const nlohmann::json& value = f.raw("nvme_path");
+  if (value.is_null() || f.is_auto("nvme_path")) return {};
+  const std::string key = f.path_of("nvme_path");
+  if (value.is_string()) {
+    if (!value.get<std::string>().empty()) *out = {value.get<std::string>()};
+    return {};
+  }
+  if (!value.is_array())
+    return invalid_argument(key + " must be a directory (a string) or a list of directories, got " + value.dump());
+  if (value.empty())
+    return invalid_argument(key + " is an empty list: give a directory, or several on different drives to stripe over");
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string entry = key + "[" + std::to_string(i) + "]";
+    if (!value[i].is_string() || value[i].get<std::string>().empty())
+      return invalid_argument(entry + " must be a directory (a non-empty string), got " + value[i].dump());
+    const std::string path = value[i].get<std::string>();
+    for (size_t j = 0; j < paths.size(); ++j)
+      if (normal_directory(paths[j]) == normal_directory(path))
+        return invalid_argument(entry + " \"" + path + "\" repeats " + key + "[" + std::to_string(j) +
+                                "]: each directory may appear once (one swap file each)");
+    paths.push_back(path);
+  }
+  *out = std::move(paths);
+  return {};
+}
+
+Status require_nvme_path(JsonFields& f, OffloadDevice device, const std::vector<std::string>& nvme_paths) {
+  if (device != OffloadDevice::kNvme || !nvme_paths.empty()) return {};
   return invalid_argument(f.path_of("nvme_path") + " is required when " + f.path_of("device") +
                           " is \"nvme\": give a directory on a fast local drive");
 }
@@ -27,12 +66,12 @@ Status require_nvme_path(JsonFields& f, OffloadDevice device, const std::string&
 Status parse_offload_param(JsonFields& zero, OffloadParamConfig* out, Warnings* warnings) {
   TZ_ASSIGN_OR_RETURN(JsonFields f, zero.child("offload_param"));
   TZ_ASSIGN_OR_RETURN(out->device, read_device(f));
-  TZ_RETURN_IF_ERROR(f.read_string("nvme_path", &out->nvme_path));
+  TZ_RETURN_IF_ERROR(read_nvme_paths(f, &out->nvme_paths));
   TZ_RETURN_IF_ERROR(f.read_int("buffer_count", &out->buffer_count, 1));
   TZ_RETURN_IF_ERROR(f.read_count("buffer_size", &out->buffer_size, true));
   TZ_RETURN_IF_ERROR(f.read_count("max_in_cpu", &out->max_in_cpu, false));
   TZ_RETURN_IF_ERROR(f.read_bool("pin_memory", &out->pin_memory));
-  TZ_RETURN_IF_ERROR(require_nvme_path(f, out->device, out->nvme_path));
+  TZ_RETURN_IF_ERROR(require_nvme_path(f, out->device, out->nvme_paths));
   f.warn_unused(warnings);
   return {};
 }
@@ -40,13 +79,13 @@ Status parse_offload_param(JsonFields& zero, OffloadParamConfig* out, Warnings* 
 Status parse_offload_optimizer(JsonFields& zero, OffloadOptimizerConfig* out, Warnings* warnings) {
   TZ_ASSIGN_OR_RETURN(JsonFields f, zero.child("offload_optimizer"));
   TZ_ASSIGN_OR_RETURN(out->device, read_device(f));
-  TZ_RETURN_IF_ERROR(f.read_string("nvme_path", &out->nvme_path));
+  TZ_RETURN_IF_ERROR(read_nvme_paths(f, &out->nvme_paths));
   TZ_RETURN_IF_ERROR(f.read_int("buffer_count", &out->buffer_count, 1));
   TZ_RETURN_IF_ERROR(f.read_bool("pin_memory", &out->pin_memory));
   TZ_RETURN_IF_ERROR(f.read_bool("pipeline_read", &out->pipeline_read));
   TZ_RETURN_IF_ERROR(f.read_bool("pipeline_write", &out->pipeline_write));
   TZ_RETURN_IF_ERROR(f.read_double("ratio", &out->ratio, 0.0, 1.0));
-  TZ_RETURN_IF_ERROR(require_nvme_path(f, out->device, out->nvme_path));
+  TZ_RETURN_IF_ERROR(require_nvme_path(f, out->device, out->nvme_paths));
   f.warn_unused(warnings);
   return {};
 }

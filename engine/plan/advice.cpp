@@ -35,6 +35,13 @@ std::string largest_items(const Plan& plan, const std::string& check) {
   return text;
 }
 
+bool bf16_state(const DsConfig& config) { return config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16; }
+
+Fix bf16_state_fix() {
+  return {"tierzero.optimizer_state_dtype \"bf16\"",
+          [](DsConfig& c, PlanOptions&) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16; }};
+}
+
 void set_micro_batch(DsConfig& c, int64_t micro) {
   BatchConfig& b = c.batch;
   const int64_t samples = b.train_micro_batch_size_per_gpu * b.gradient_accumulation_steps;
@@ -82,7 +89,7 @@ std::vector<Fix> gpu_fixes(const DsConfig& config) {
   return fixes;
 }
 
-std::vector<Fix> host_fixes(const DsConfig& config, const PlanOptions& options, bool pinned_only) {
+std::vector<Fix> host_fixes(const DsConfig& config, bool pinned_only) {
   const ZeroConfig& z = config.zero;
   std::vector<Fix> fixes;
   if (z.offload_optimizer.device == OffloadDevice::kCpu)
@@ -100,9 +107,7 @@ std::vector<Fix> host_fixes(const DsConfig& config, const PlanOptions& options, 
       fixes.push_back({"zero_optimization.offload_param.pin_memory false",
                        [](DsConfig& c, PlanOptions&) { c.zero.offload_param.pin_memory = false; }});
   }
-  if (z.offload_optimizer.device != OffloadDevice::kNone && !options.bf16_optimizer_state)
-    fixes.push_back(
-        {"tierzero.optimizer_state_dtype \"bf16\"", [](DsConfig&, PlanOptions& o) { o.bf16_optimizer_state = true; }});
+  if (z.offload_optimizer.device != OffloadDevice::kNone && !bf16_state(config)) fixes.push_back(bf16_state_fix());
   if (z.offload_optimizer.device != OffloadDevice::kNone && z.reduce_bucket_size > 50'000'000)
     fixes.push_back({"zero_optimization.reduce_bucket_size 5e7",
                      [](DsConfig& c, PlanOptions&) { c.zero.reduce_bucket_size = 50'000'000; }});
@@ -160,10 +165,9 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
       line += smaller_micro_batch(model, config, machine, options, check.name);
       fixes = gpu_fixes(config);
     } else if (check.name == "pinned" || check.name == "host") {
-      fixes = host_fixes(config, options, check.name == "pinned");
-    } else if (check.name == "nvme" && !options.bf16_optimizer_state) {
-      fixes.push_back({"tierzero.optimizer_state_dtype \"bf16\"",
-                       [](DsConfig&, PlanOptions& o) { o.bf16_optimizer_state = true; }});
+      fixes = host_fixes(config, check.name == "pinned");
+    } else if (check.name == "nvme" && !bf16_state(config)) {
+      fixes.push_back(bf16_state_fix());
     }
     for (const Fix& fix : fixes) line += tried(model, config, machine, options, check.name, check.peak_bytes, fix);
     if (check.name == "host" && largest_items(plan, "host").find("start-up") != std::string::npos)

@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint64_t kCudaContextBytes = 500'000'000;  // CUDA context and kernels, outside the allocator
 constexpr uint64_t kHostRuntimeBytes = 2ull << 30;   // LibTorch, CUDA's host side, the process itself
-constexpr int kStagingSlots = 2;                     // ZeroEngineOptions::grad_staging_buffers
+constexpr double kStagingSlotBytes = 64 << 20;       // ZeroEngineOptions::grad_staging_slot_bytes
 constexpr int kLiveReduceBuckets = 3;                // the open bucket and two launched ones
 
 uint64_t u(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(v); }
@@ -79,8 +79,12 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
 void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (s.optimizer_offloaded()) {
     out.elements(Tier::kPinned, "gradient partition (fp32 accumulation)", Phase::kResident, 4, s.partition);
-    out.elements(Tier::kPinned, "gradient staging slots", Phase::kResident, s.grad_bytes,
-                 static_cast<double>(kStagingSlots) * s.landing, "(2 slots of the largest bucket landed)");
+    // engine/zero: offload_optimizer.buffer_count slots of the largest bucket landed, at most 64 MiB each.
+    const double slot = std::min<double>(static_cast<double>(s.grad_bytes) * s.landing, kStagingSlotBytes);
+    out.add(Tier::kPinned, "gradient staging slots", Phase::kResident,
+            static_cast<double>(zero.offload_optimizer.buffer_count) * slot,
+            std::to_string(zero.offload_optimizer.buffer_count) + " x min(" + std::to_string(s.grad_bytes) + " B x " +
+                count_text(s.landing) + ", 64 MiB) (offload_optimizer.buffer_count slots of the largest bucket)");
   } else {
     out.elements(Tier::kGpu, "gradient partition", Phase::kResident, s.grad_bytes, s.partition);
   }
@@ -101,13 +105,13 @@ void optimizer(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (s.optimizer_nvme) {
     out.elements(Tier::kNvme, state, Phase::kResident, s.state_bytes, s.partition);
     const double sub_group = std::min<double>(zero.sub_group_size, s.partition);
-    out.elements(Tier::kPinned, "optimizer swap buffers", Phase::kResident, 4,
+    out.elements(Tier::kPinned, "optimizer swap buffers", Phase::kResident, s.state_bytes,
                  static_cast<double>(zero.offload_optimizer.buffer_count) * sub_group,
                  "(offload_optimizer.buffer_count x sub_group_size)");
   } else {
     out.elements(Tier::kPinned, state, Phase::kResident, s.state_bytes, s.partition);
   }
-  if (s.compute_bytes == 2 && !s.params_offloaded())
+  if (s.compute_bytes == 2 && !s.params_offloaded() && !s.compute_on_cpu)
     out.elements(Tier::kPinned, "16-bit weights bound for the GPU", Phase::kResident, 2, s.partition);
 }
 

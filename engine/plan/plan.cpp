@@ -14,15 +14,16 @@ std::vector<MemoryItem> without_cuda_context(std::vector<MemoryItem> items) {
 }
 
 std::vector<TierCheck> checks(const std::vector<MemoryItem>& items, const DsConfig& config, const Machine& machine,
-                              int world, uint64_t& gpu_allocated) {
+                              const RunShape& s, uint64_t& gpu_allocated) {
+  const int world = s.world;
+  const uint64_t gpu_limit = s.compute_on_cpu ? 0 : config.tierzero.gpu_memory_limit;
   gpu_allocated = peak_bytes(without_cuda_context(items), {Tier::kGpu});
   const uint64_t host = peak_bytes(items, {Tier::kPinned, Tier::kPageable});
   auto source = [](uint64_t budget, const char* name) { return budget > 0 ? std::string(name) : std::string(); };
   return {
       {"gpu", peak_bytes(items, {Tier::kGpu}), machine.gpu_memory_bytes,
        source(machine.gpu_memory_bytes, "--gpu-memory")},
-      {"gpu allocated", gpu_allocated, config.tierzero.gpu_memory_limit,
-       source(config.tierzero.gpu_memory_limit, "tierzero.gpu_memory_limit")},
+      {"gpu allocated", gpu_allocated, gpu_limit, source(gpu_limit, "tierzero.gpu_memory_limit")},
       {"pinned", peak_bytes(items, {Tier::kPinned}), config.tierzero.pinned_memory_limit,
        source(config.tierzero.pinned_memory_limit, "tierzero.pinned_memory_limit")},
       {"pageable", peak_bytes(items, {Tier::kPageable}), 0, ""},
@@ -45,9 +46,10 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
   if (!defaults.empty())
     out.push_back("not measured here, DESIGN.md's GPU box assumed: " + defaults +
                   " (pass tierzero bench pcie|io|adam|tiers --json files with --bench-json)");
-  if (s.optimizer_nvme || s.params_nvme)
+  if (s.params_nvme)
     out.push_back(
-        "NVMe offload is planned as DeepSpeed's keys describe it; `tierzero train` does not run it yet (issue 13)");
+        "parameters on NVMe are planned as DeepSpeed's keys describe them; `tierzero train` does not run them yet "
+        "(issue 13)");
   if (s.world > 1) out.push_back("collectives between the ranks (NVLink / network) are not in the time terms");
   if (!s.optimizer_offloaded())
     out.push_back("the optimizer step on the GPU is not in the time terms (HBM-bound, small)");
@@ -73,13 +75,13 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   p.optimizer_device = offload_device_name(config.zero.offload_optimizer.device);
   p.param_device =
       offload_device_name(config.zero.stage == 3 ? config.zero.offload_param.device : OffloadDevice::kNone);
-  p.optimizer_state = options.bf16_optimizer_state ? "bf16" : "fp32";
+  p.optimizer_state = s.state_bytes == 8 ? "bf16" : "fp32";
   p.micro_batch = s.micro;
   p.seq_len = s.seq;
   p.gradient_accumulation_steps = s.accum;
   p.tokens_per_step = s.micro * s.seq * s.accum;
   p.items = memory_items(model, config, s);
-  p.checks = checks(p.items, config, machine, s.world, p.gpu_allocated_peak_bytes);
+  p.checks = checks(p.items, config, machine, s, p.gpu_allocated_peak_bytes);
   p.time_terms = time_terms(model, s, machine);
   for (const TimeTerm& t : p.time_terms) {
     p.serial_step_seconds += t.seconds;

@@ -11,11 +11,12 @@
 //   gradients    this rank's partition in the grad dtype (tierzero.grad_accum_dtype) on the GPU, or
 //                fp32 in pinned host memory when the optimizer is offloaded; up to three reduce
 //                buckets of reduce_bucket_size elements alive on the GPU; one unit's 16-bit
-//                parameter gradients as backward produces them; offloaded: 2 pinned staging slots.
+//                parameter gradients as backward produces them; offloaded: offload_optimizer.buffer_count
+//                pinned staging slots of the largest bucket landed, at most 64 MiB each.
 //   optimizer    fp32 master + m + v (12 B/element; m, v in bf16 with bf16 state: 8 B) on the GPU,
 //                in pinned host memory (offload_optimizer "cpu", plus the 16-bit weights bound for
 //                the GPU), or on NVMe (offload_optimizer "nvme", with buffer_count swap buffers of
-//                a sub-group's elements in pinned memory).
+//                a sub-group's state, 12 or 8 B/element, in pinned memory).
 //   activations  each unit keeps its input ([micro_batch, seq, hidden] in the compute dtype; token
 //                ids for the embedding); backward recomputes one unit at a time (a decoder layer's
 //                attention and MLP intermediates, or the LM head's fp32 logits [micro_batch * seq,
@@ -173,9 +174,18 @@ struct Plan {
 
 // What a plan needs beyond the config and the machine.
 struct PlanOptions {
-  int64_t seq_len = 0;                // tokens per sample; 0: the config's tierzero.data.seq_len
-  bool bf16_optimizer_state = false;  // m and v in bf16 (tierzero.optimizer_state_dtype "bf16")
+  int64_t seq_len = 0;          // tokens per sample; 0: the config's tierzero.data.seq_len
+  bool compute_on_cpu = false;  // a run without a GPU (`train` on the CPU): no 16-bit weights bound for a
+                                // GPU, and tierzero.gpu_memory_limit, which the engine ignores there, unchecked
 };
+
+// The directories `config`'s NVMe offload writes to: offload_optimizer's nvme_path list, then
+// offload_param's, for the blocks whose device is "nvme"; each directory once.
+std::vector<std::string> config_nvme_paths(const DsConfig& config);
+// Free bytes for an unprivileged writer on the file systems holding `paths` (directories), each file
+// system counted once. kNotFound names a path that does not exist and kInvalidArgument one that is
+// not a directory, each with `what` (the key or flag it came from) and the fix.
+Result<uint64_t> nvme_free_bytes(const std::vector<std::string>& paths, const std::string& what);
 
 // Plans `config` (parsed with parse_ds_config for the world size and model it runs) for `model`
 // on `machine`. Budgets that cannot be met become Plan::problems, each naming the key to change

@@ -17,7 +17,6 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.world = std::max(config.batch.world_size, 1);
   s.compute_bytes = config.precision() == Precision::kFp32 ? 4 : 2;
   s.grad_bytes = config.tierzero.grad_accum_dtype == GradAccumDtype::kBf16 ? 2 : 4;
-  s.state_bytes = options.bf16_optimizer_state ? 8 : 12;
   s.micro = config.batch.train_micro_batch_size_per_gpu;
   s.accum = config.batch.gradient_accumulation_steps;
   s.seq = options.seq_len > 0 ? options.seq_len : config.tierzero.data_seq_len;
@@ -30,6 +29,10 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.optimizer_nvme = zero.offload_optimizer.device == OffloadDevice::kNvme;
   s.params_cpu = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kCpu;
   s.params_nvme = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kNvme;
+  s.compute_on_cpu = options.compute_on_cpu;
+  // bf16 m, v only in the offloaded optimizers (the engine refuses them on the GPU).
+  s.state_bytes =
+      config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16 && s.optimizer_offloaded() ? 8 : 12;
 
   const std::vector<int64_t> params = distinct_param_numels(model);
   const std::vector<int64_t> units = unit_numels(model);

@@ -64,7 +64,7 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   options.adam.bias_correction = config.optimizer.bias_correction;
   options.offload_optimizer = config.zero.offload_optimizer.device != OffloadDevice::kNone;
   if (config.zero.offload_optimizer.device == OffloadDevice::kNvme)
-    options.nvme_optimizer = {.paths = {config.zero.offload_optimizer.nvme_path},
+    options.nvme_optimizer = {.paths = config.zero.offload_optimizer.nvme_paths,
                               .buffer_count = static_cast<int>(config.zero.offload_optimizer.buffer_count),
                               .pipeline_read = config.zero.offload_optimizer.pipeline_read,
                               .pipeline_write = config.zero.offload_optimizer.pipeline_write,

@@ -226,6 +226,33 @@ TEST(DsConfig, ResolvedJsonRoundTrips) {
   EXPECT_EQ(nlohmann::json::parse(resolved_config_text(c)), resolved);
 }
 
+TEST(DsConfig, NvmePathIsADirectoryOrAListOfThem) {
+  DsConfig one = parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme0"}}})");
+  EXPECT_EQ(one.zero.offload_optimizer.nvme_paths, (std::vector<std::string>{"/nvme0"}));
+  EXPECT_EQ(to_json(one)["zero_optimization"]["offload_optimizer"]["nvme_path"], "/nvme0");  // DeepSpeed's form
+  DsConfig striped = parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": ["/nvme0", "/nvme1"]},
+      "offload_param": {"device": "nvme", "nvme_path": ["/nvme2"]}}})");
+  EXPECT_EQ(striped.zero.offload_optimizer.nvme_paths, (std::vector<std::string>{"/nvme0", "/nvme1"}));
+  EXPECT_EQ(striped.zero.offload_param.nvme_paths, (std::vector<std::string>{"/nvme2"}));
+  const nlohmann::json resolved = to_json(striped);
+  EXPECT_EQ(resolved["zero_optimization"]["offload_optimizer"]["nvme_path"], nlohmann::json({"/nvme0", "/nvme1"}));
+  EXPECT_EQ(resolved["zero_optimization"]["offload_param"]["nvme_path"], "/nvme2");
+  EXPECT_EQ(to_json(parse(resolved.dump().c_str())), resolved);
+  DsConfig none = parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "cpu", "nvme_path": null}}})");
+  EXPECT_TRUE(none.zero.offload_optimizer.nvme_paths.empty());
+  EXPECT_TRUE(to_json(none)["zero_optimization"]["offload_optimizer"]["nvme_path"].is_null());
+}
+
+TEST(DsConfig, OptimizerStateDtype) {
+  EXPECT_EQ(parse(R"({"train_batch_size": 1})").tierzero.optimizer_state_dtype, OptimizerStateDtype::kFp32);
+  DsConfig bf16 = parse(R"({"train_batch_size": 1, "tierzero": {"optimizer_state_dtype": "bf16"}})");
+  EXPECT_EQ(bf16.tierzero.optimizer_state_dtype, OptimizerStateDtype::kBf16);
+  EXPECT_EQ(to_json(bf16)["tierzero"]["optimizer_state_dtype"], "bf16");
+}
+
 TEST(DsConfig, LossScalerConfigFollowsPrecision) {
   DsConfig fp16 = parse(R"({"train_batch_size": 1, "fp16": {"enabled": true, "initial_scale_power": 12}})");
   EXPECT_EQ(fp16.loss_scaler_config().initial_scale_power, 12);

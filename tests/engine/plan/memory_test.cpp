@@ -36,11 +36,12 @@ TEST(PlanMemory, Stage3OptimizerOnCpu) {
       "tierzero": {"data": {"seq_len": 16}}})");
   EXPECT_EQ(p.parameters, N);
   // Host: 12 B/param of optimizer state, 4 B/param of fp32 gradients, 2 B/param of 16-bit weights,
-  // two staging slots of the largest landed bucket (reduce_bucket_size / W + one element per slot).
+  // offload_optimizer.buffer_count (4) staging slots of the largest landed bucket (reduce_bucket_size
+  // / W + one element per slot, fp32: 2 GB), each capped at the engine's 64 MiB slot.
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "optimizer state (fp32 master, m, v)"), 12u * N);
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "gradient partition (fp32 accumulation)"), 4u * N);
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "16-bit weights bound for the GPU"), 2u * N);
-  const uint64_t staging = 2 * 4 * (500'000'000 + kSlots);
+  const uint64_t staging = 4 * (64u << 20);
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "gradient staging slots"), staging);
   EXPECT_EQ(check(p, "pinned").peak_bytes, 18u * N + staging);
   // GPU: the 16-bit shard (W = 1: the whole model) and the norms kept whole; no optimizer state.
@@ -90,13 +91,16 @@ TEST(PlanMemory, OptimizerOnNvmeAndBf16State) {
   const Plan fp32 = plan_of(json, 2);
   const int64_t shard = N / 2;  // every parameter here has an even element count
   EXPECT_EQ(item_bytes(fp32, Tier::kNvme, "optimizer state (fp32 master, m, v)"), 12u * shard);
-  EXPECT_EQ(item_bytes(fp32, Tier::kPinned, "optimizer swap buffers"), 4u * 4 * shard);  // sub-group > shard
+  // buffer_count (4) records of a sub-group (> shard: the whole shard), 12 B an element.
+  EXPECT_EQ(item_bytes(fp32, Tier::kPinned, "optimizer swap buffers"), 4u * 12 * shard);
   EXPECT_EQ(item_bytes(fp32, Tier::kPinned, "gradient partition (fp32 accumulation)"), 4u * shard);
   EXPECT_EQ(check(fp32, "nvme").peak_bytes, 2u * 12 * shard);  // both ranks of the host
-  Result<Plan> bf16 = plan_training(testing::llama_1_35b(), config_from(json, 2), testing::round_machine(),
-                                    PlanOptions{.bf16_optimizer_state = true});
+  DsConfig config = config_from(json, 2);
+  config.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16;
+  Result<Plan> bf16 = plan_training(testing::llama_1_35b(), config, testing::round_machine());
   ASSERT_OK(bf16);
   EXPECT_EQ(item_bytes(*bf16, Tier::kNvme, "optimizer state (fp32 master, bf16 m, v)"), 8u * shard);
+  EXPECT_EQ(item_bytes(*bf16, Tier::kPinned, "optimizer swap buffers"), 4u * 8 * shard);
   EXPECT_EQ(bf16->optimizer_state, "bf16");
 }
 
@@ -107,6 +111,22 @@ TEST(PlanMemory, OffloadedParametersLeaveTheGpu) {
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "parameter shard"), 0u);
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "parameter shard"), 2u * N);
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "16-bit weights bound for the GPU"), 0u);  // written in place
+}
+
+TEST(PlanMemory, CpuRunHasNoCopyBoundForAGpuNorAGpuBudget) {
+  const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"gpu_memory_limit": "1MB"}})";
+  Result<Plan> gpu = plan_training(testing::llama_1_35b(), config_from(json), testing::round_machine());
+  ASSERT_OK(gpu);
+  EXPECT_EQ(item_bytes(*gpu, Tier::kPinned, "16-bit weights bound for the GPU"), 2u * N);
+  EXPECT_TRUE(check(*gpu, "gpu allocated").over());
+  Result<Plan> cpu = plan_training(testing::llama_1_35b(), config_from(json), testing::round_machine(),
+                                   PlanOptions{.compute_on_cpu = true});
+  ASSERT_OK(cpu);
+  EXPECT_EQ(item_bytes(*cpu, Tier::kPinned, "16-bit weights bound for the GPU"), 0u);
+  EXPECT_FALSE(check(*cpu, "gpu allocated").over());
+  EXPECT_TRUE(cpu->feasible());
 }
 
 TEST(PlanMemory, ZeroMicroBatchIsAnError) {
