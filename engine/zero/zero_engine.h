@@ -62,12 +62,14 @@ struct ZeroEngineOptions {
                                                    // most (less when no bucket is that large); a larger bucket leaves
                                                    // the device in slot-sized pieces. Pinned staging memory is
                                                    // grad_staging_buffers x this, not x reduce_bucket_size
-  NvmeOptimizerOptions nvme_optimizer;     // with offload_optimizer and nvme_optimizer.paths: the state (master,
-                                           // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
-  uint64_t pinned_memory_limit_bytes = 0;  // tierzero.pinned_memory_limit; 0 = none
-  uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
-  bool time_breakdown = false;             // fill last_step_times() (wall_clock_breakdown); syncs the
-                                           // current stream at phase boundaries, so only when asked
+  NvmeOptimizerOptions nvme_optimizer;  // with offload_optimizer and nvme_optimizer.paths: the state (master,
+                                        // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+  at::ScalarType optimizer_state_dtype = at::kFloat;  // tierzero.optimizer_state_dtype: m and v of the
+                                                      // offloaded optimizer, kFloat or kBFloat16 (the master is fp32)
+  uint64_t pinned_memory_limit_bytes = 0;             // tierzero.pinned_memory_limit; 0 = none
+  uint64_t gpu_memory_limit_bytes = 0;  // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
+  bool time_breakdown = false;          // fill last_step_times() (wall_clock_breakdown); syncs the
+                                        // current stream at phase boundaries, so only when asked
 };
 
 // Where the last step's time went, in seconds (ZeroEngineOptions::time_breakdown; zero otherwise).
