@@ -138,6 +138,12 @@ UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 STEP = re.compile(r"^step\s+(\d+)/(\d+)\s+loss (\S+)\s+lr \S+\s+grad-norm \S+\s+(\S+) tok/s\s+\S+ TFLOPS\s+"
                   r"gpu-peak (-|[\d.]+ \w+)\s+gpu-reserved (-|[\d.]+ \w+)\s+pinned ([\d.]+ \w+)\s+"
                   r"pageable ([\d.]+ \w+)\s+nvme ([\d.]+ \w+)\s+([\d.]+)s")
+# wall_clock_breakdown's part of a step line (engine/train/step_report.cpp) and the header's choice of
+# where offloaded gradients accumulate (engine/train/session_report.cpp).
+TIMES = re.compile(r"\[time forward (\S+)s backward (\S+)s grad-d2h (\S+)s cpu-optimizer (\S+)s param-h2d (\S+)s "
+                   r"comm (\S+)s gpu-idle (\S+)s\]")
+TIME_KEYS = ["forward_s", "backward_s", "grad_d2h_s", "cpu_optimizer_s", "param_h2d_s", "comm_s", "gpu_idle_s"]
+ACCUMULATOR = re.compile(r"^\s*offloaded gradients accumulate on the (.*)$")
 
 
 def parse_bytes(text):
@@ -148,20 +154,29 @@ def parse_bytes(text):
 
 
 def tierzero_steps(log_path):
-    steps = []
+    """The step lines of a tierzero train log, and the header's gradient accumulator choice (or None)."""
+    steps, accumulator = [], None
     with open(log_path, errors="replace") as f:
         for line in f:
+            a = ACCUMULATOR.match(line)
+            if a:
+                accumulator = a[1]
             m = STEP.match(line)
             if m:
-                steps.append({"step": int(m[1]), "loss": float(m[3]), "step_time_s": float(m[10]),
-                              "gpu_peak_bytes": parse_bytes(m[5]), "gpu_reserved_bytes": parse_bytes(m[6]),
-                              "pinned_bytes": parse_bytes(m[7]), "pageable_bytes": parse_bytes(m[8])})
-    return steps
+                step = {"step": int(m[1]), "loss": float(m[3]), "step_time_s": float(m[10]),
+                        "gpu_peak_bytes": parse_bytes(m[5]), "gpu_reserved_bytes": parse_bytes(m[6]),
+                        "pinned_bytes": parse_bytes(m[7]), "pageable_bytes": parse_bytes(m[8])}
+                t = TIMES.search(line)
+                if t:
+                    step["times"] = dict(zip(TIME_KEYS, map(float, t.groups())))
+                steps.append(step)
+    return steps, accumulator
 
 
 def cmd_tierzero_steps(a):
+    steps, accumulator = tierzero_steps(a.log)
     with open(a.json, "w") as f:
-        json.dump({"steps": tierzero_steps(a.log)}, f, indent=2)
+        json.dump({"steps": steps, "grad_accumulator": accumulator}, f, indent=2)
 
 
 # ---- table -----------------------------------------------------------------------------------
@@ -194,8 +209,14 @@ def summarise(run_dir, name, tokens_per_step, flops_token, warmup):
     steps = []
     if os.path.exists(steps_path):
         with open(steps_path) as f:
-            steps = json.load(f)["steps"]
-    timed = [s["step_time_s"] for s in steps[warmup:]] or [s["step_time_s"] for s in steps]
+            recorded = json.load(f)
+        steps = recorded["steps"]
+        row["grad_accumulator"] = recorded.get("grad_accumulator")
+    timed_steps = steps[warmup:] or steps
+    timed = [s["step_time_s"] for s in timed_steps]
+    with_times = [s for s in timed_steps if "times" in s]
+    if with_times:
+        row["times"] = {k: statistics.median(s["times"][k] for s in with_times) for k in TIME_KEYS}
     if not timed:
         return row
     median = statistics.median(timed)
@@ -204,6 +225,29 @@ def summarise(run_dir, name, tokens_per_step, flops_token, warmup):
                tokens_per_s=tokens_per_step / median, tflops=tokens_per_step * flops_token / median / 1e12,
                gpu_peak_bytes=max(peaks) if peaks else None, final_loss=steps[-1]["loss"])
     return row
+
+
+def print_breakdown(rows):
+    """Where tierzero's step went (runs with wall_clock_breakdown), with GPU busy % and the step over the
+    slowest resource: GPU (forward + backward, waits included), PCIe (gradient D2H + weight H2D; parameter
+    fetches not counted), CPU optimizer. Each row's correctness column: the run finished (ok)."""
+    timed = [r for r in rows if r.get("times") and r.get("step_time_s")]
+    if not timed:
+        return
+    print("# breakdown (tierzero, wall_clock_breakdown): medians in seconds; busy = 1 - gpu-idle / step; "
+          "vs_max = step / max(fwd + bwd, d2h + h2d, cpu-opt)")
+    print(f"# {'config':<24} {'fwd':>6} {'bwd':>6} {'d2h':>6} {'cpu-opt':>7} {'h2d':>6} {'comm':>6} {'idle':>6} "
+          f"{'busy%':>6} {'vs_max':>6}  status  grads")
+    for row in timed:
+        t, step = row["times"], row["step_time_s"]
+        slowest = max(t["forward_s"] + t["backward_s"], t["grad_d2h_s"] + t["param_h2d_s"], t["cpu_optimizer_s"])
+        row["gpu_busy"] = 1.0 - t["gpu_idle_s"] / step
+        row["step_over_slowest"] = step / slowest if slowest > 0 else None
+        over = f"{row['step_over_slowest']:.2f}" if row["step_over_slowest"] else "-"
+        print(f"  {row['config']:<24} {t['forward_s']:6.3f} {t['backward_s']:6.3f} {t['grad_d2h_s']:6.3f} "
+              f"{t['cpu_optimizer_s']:7.3f} {t['param_h2d_s']:6.3f} {t['comm_s']:6.3f} {t['gpu_idle_s']:6.3f} "
+              f"{100 * row['gpu_busy']:6.1f} {over:>6}  {'ok' if row['ok'] else 'FAIL':<6}  "
+              f"{row.get('grad_accumulator') or '-'}")
 
 
 def cmd_table(a):
@@ -243,6 +287,7 @@ def cmd_table(a):
         print(f"  {row['config']:<24} {row['engine']:<9} {fmt('step_time_s', '8.3f')} {fmt('tokens_per_s', '9.0f')} "
               f"{fmt('tflops', '7.1f')} {gib(row.get('gpu_peak_bytes')):>12} {gib(row.get('peak_rss_bytes')):>12} "
               f"{fmt('final_loss', '8.4f')} {ratio:>6}  {status}")
+    print_breakdown(rows)
     with open(os.path.join(a.dir, "summary.json"), "w") as f:
         json.dump({"plan": plan, "warmup": a.warmup, "rows": rows}, f, indent=2)
     print(f"# JSON: {os.path.join(a.dir, 'summary.json')}")

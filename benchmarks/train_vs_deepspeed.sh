@@ -4,7 +4,7 @@
 #
 #   benchmarks/train_vs_deepspeed.sh [--shape 1.35b|3b|tiny] [--steps N] [--warmup W] [--out DIR]
 #       [--configs "zero3 zero3_offload_optimizer zero3_offload_all"] [--engines "tierzero deepspeed"]
-#       [--timeout S] [--micro M] [--accum A] [--seq S] [--dry-run]
+#       [--timeout S] [--micro M] [--accum A] [--seq S] [--breakdown] [--dry-run]
 #
 # On the GPU box:   TIERZERO_DEVICE_TARGETS="tierzero tierzero-torch" scripts/device.sh benchmarks/train_vs_deepspeed.sh
 # On a CPU machine: benchmarks/train_vs_deepspeed.sh --dry-run   (tiny ~7M model, seq 128, both engines on the CPU)
@@ -15,11 +15,16 @@
 # 2048 = 32k tokens/step, bf16; --micro/--accum/--seq override) written to OUT/CONFIG.ds_config.json, which
 # both engines read; each run bounded by `timeout`, its peak RSS taken by getrusage of the child;
 # (d) the table (train_bench_util.py table) and OUT/summary.json.
+# --breakdown: tierzero's runs read a copy of the config with wall_clock_breakdown true
+# (OUT/CONFIG.tierzero.ds_config.json; its step lines then carry where the time went, at the cost of
+# a stream sync between each forward and backward), and a second table gives the median forward,
+# backward, gradient D2H, CPU optimizer, weight H2D and GPU-idle seconds, GPU busy % and the step over
+# the slowest resource.
 # Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-shape="" steps="" warmup="" timeout_s=300 out="" dry_run=0 micro="" accum="" seq=""
+shape="" steps="" warmup="" timeout_s=300 out="" dry_run=0 micro="" accum="" seq="" breakdown=0
 configs="zero3 zero3_offload_optimizer zero3_offload_all"
 engines="tierzero deepspeed"
 while [[ $# -gt 0 ]]; do
@@ -34,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --micro) micro=$2; shift 2 ;;
     --accum) accum=$2; shift 2 ;;
     --seq) seq=$2; shift 2 ;;
+    --breakdown) breakdown=1; shift ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "train_vs_deepspeed: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -104,8 +110,13 @@ for config in $configs; do
     name=$config.$engine
     log "$name: up to ${timeout_s}s, log $out/$name.log"
     if [[ $engine == tierzero ]]; then
+      tz_cfg=$cfg
+      if [[ $breakdown == 1 ]]; then
+        tz_cfg=$out/$config.tierzero.ds_config.json
+        "$py" "$util" config --base "$cfg" --out "$tz_cfg" --set wall_clock_breakdown=true
+      fi
       TIERZERO_NO_PROGRESS=1 "$py" "$util" measure --json "$out/$name.measure.json" --log "$out/$name.log" \
-        --timeout "$timeout_s" -- "$tz" train --model "$out/model" --config "$cfg" --data "$out/tokens.u16" \
+        --timeout "$timeout_s" -- "$tz" train --model "$out/model" --config "$tz_cfg" --data "$out/tokens.u16" \
         --steps "$steps" || true
       "$py" "$util" tierzero-steps --log "$out/$name.log" --json "$out/$name.steps.json"
     else

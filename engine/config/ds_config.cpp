@@ -16,6 +16,15 @@ const char* offload_device_name(OffloadDevice device) {
   return "?";
 }
 
+const char* offload_grad_accumulator_name(OffloadGradAccumulator accumulator) {
+  switch (accumulator) {
+    case OffloadGradAccumulator::kAuto: return "auto";
+    case OffloadGradAccumulator::kDevice: return "device";
+    case OffloadGradAccumulator::kHost: return "host";
+  }
+  return "?";
+}
+
 const char* optimizer_type_name(OptimizerType type) { return type == OptimizerType::kAdam ? "Adam" : "AdamW"; }
 
 Precision DsConfig::precision() const {

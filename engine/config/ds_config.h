@@ -31,6 +31,8 @@
 // | tierzero.grad_accum_dtype    | "fp32" or "bf16"       | "fp32"  | dtype gradients accumulate in            |
 // | tierzero.optimizer_state_dtype | "fp32" or "bf16"     | "fp32"  | dtype of the offloaded optimizer's m, v  |
 // |                              |                        |         | (the master stays fp32)                  |
+// | tierzero.offload_grad_accumulator | "auto", "device",  | "auto"  | where an offloaded optimizer's step sums |
+// |                              | or "host"              |         | micro-batches (zero_engine.h)            |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
 // | tierzero.checkpoint.level    | integer 1..22          | 3       | zstd level                               |
 // | tierzero.checkpoint.save_every | integer >= 0         | 0       | save every N steps; 0 = at the end only  |
@@ -170,23 +172,28 @@ struct ActivationCheckpointingConfig {
 };
 
 enum class GradAccumDtype : uint8_t { kFp32, kBf16 };
-enum class CheckpointCompression : uint8_t { kNone, kZstd };
-
 // The element type of the offloaded optimizer's moments m and v (the fp32 master is kept either way).
 enum class OptimizerStateDtype : uint8_t { kFp32, kBf16 };
+// Where an offloaded optimizer's step sums the micro-batches of a window (GPU or host memory).
+enum class OffloadGradAccumulator : uint8_t { kAuto, kDevice, kHost };
+// "auto", "device" or "host".
+const char* offload_grad_accumulator_name(OffloadGradAccumulator accumulator);
+enum class CheckpointCompression : uint8_t { kNone, kZstd };
+
 // The `tierzero` section (table above).
 struct TierzeroConfig {
   uint64_t gpu_memory_limit = 0;
   uint64_t pinned_memory_limit = 0;
   int cpu_threads = 0;
   GradAccumDtype grad_accum_dtype = GradAccumDtype::kFp32;
+  OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::kFp32;
+  OffloadGradAccumulator offload_grad_accumulator = OffloadGradAccumulator::kAuto;
   CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
   int checkpoint_compression_level = 3;
   int64_t checkpoint_save_every = 0;
   int64_t checkpoint_keep_last = 0;
   std::string data_path;
   int64_t data_seq_len = 256;
-  OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::kFp32;
   uint64_t data_seed = 1234;
   std::string data_dtype;  // "", "uint16" or "uint32"
 };

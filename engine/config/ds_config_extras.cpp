@@ -79,6 +79,18 @@ Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings)
     return invalid_argument(t.path_of("optimizer_state_dtype") + " must be \"fp32\" or \"bf16\", got \"" + state +
                             "\"");
   }
+  std::string accumulator = "auto";
+  TZ_RETURN_IF_ERROR(t.read_string("offload_grad_accumulator", &accumulator));
+  if (accumulator == "auto") {
+    out->offload_grad_accumulator = OffloadGradAccumulator::kAuto;
+  } else if (accumulator == "device") {
+    out->offload_grad_accumulator = OffloadGradAccumulator::kDevice;
+  } else if (accumulator == "host") {
+    out->offload_grad_accumulator = OffloadGradAccumulator::kHost;
+  } else {
+    return invalid_argument(t.path_of("offload_grad_accumulator") +
+                            " must be \"auto\", \"device\" or \"host\", got \"" + accumulator + "\"");
+  }
   TZ_RETURN_IF_ERROR(parse_checkpoint(t, out, warnings));
   TZ_RETURN_IF_ERROR(parse_data(t, out, warnings));
   t.warn_unused(warnings);

@@ -72,6 +72,7 @@ json tierzero_json(const TierzeroConfig& t) {
       {"cpu_threads", t.cpu_threads},
       {"grad_accum_dtype", t.grad_accum_dtype == GradAccumDtype::kFp32 ? "fp32" : "bf16"},
       {"optimizer_state_dtype", t.optimizer_state_dtype == OptimizerStateDtype::kFp32 ? "fp32" : "bf16"},
+      {"offload_grad_accumulator", offload_grad_accumulator_name(t.offload_grad_accumulator)},
       {"checkpoint",
        {{"compression", t.checkpoint_compression == CheckpointCompression::kNone ? "none" : "zstd"},
         {"level", t.checkpoint_compression_level},

@@ -129,6 +129,11 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.optimizer_state_dtype", H, "",
      "\"bf16\": the offloaded optimizer's m and v in bf16 (rounded to nearest even), 8 B/param instead of 12; "
      "the master stays fp32; needs offload_optimizer \"cpu\" or \"nvme\""},
+    {"tierzero.offload_grad_accumulator", H, "",
+     "where an offloaded optimizer's step sums the micro-batches of a window: \"device\" in an fp32 accumulator on "
+     "the GPU (4 B/param of this rank's partition), landing once per step; \"host\" lands every micro-batch (a D2H "
+     "copy and a CPU pass each); \"auto\" picks device with gradient_accumulation_steps > 1 when it fits the GPU "
+     "budget; the same results either way"},
     {"tierzero.checkpoint.compression", H, "", "\"zstd\": checkpoint sections are zstd frames"},
     {"tierzero.checkpoint.level", H, "", "zstd level"},
     {"tierzero.checkpoint.save_every", H, "", "save every N steps (needs --save); 0 = at the end only"},

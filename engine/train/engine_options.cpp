@@ -69,13 +69,17 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
                               .pipeline_read = config.zero.offload_optimizer.pipeline_read,
                               .pipeline_write = config.zero.offload_optimizer.pipeline_write,
                               .io = config.aio};
-  options.optimizer_state_dtype =
-      config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? at::kBFloat16 : at::kFloat;
   options.cpu_threads = config.tierzero.cpu_threads;
   options.gradient_clipping = config.gradient_clipping;
   options.sub_group_size = static_cast<int64_t>(config.zero.sub_group_size);
   options.overlap_offload = config.zero.overlap_comm;
   options.grad_staging_buffers = static_cast<int>(config.zero.offload_optimizer.buffer_count);
+  switch (config.tierzero.offload_grad_accumulator) {
+    case OffloadGradAccumulator::kAuto: options.grad_accumulator = GradAccumulator::kAuto; break;
+    case OffloadGradAccumulator::kDevice: options.grad_accumulator = GradAccumulator::kDevice; break;
+    case OffloadGradAccumulator::kHost: options.grad_accumulator = GradAccumulator::kHost; break;
+  }
+  options.gradient_accumulation_steps = config.batch.gradient_accumulation_steps;
   options.pinned_memory_limit_bytes = config.tierzero.pinned_memory_limit;
   options.gpu_memory_limit_bytes = config.tierzero.gpu_memory_limit;
   options.time_breakdown = config.wall_clock_breakdown;

@@ -33,6 +33,8 @@ void TrainingSession::print_header() const {
                world, world > 1 ? "s" : "", comm_->backend_name().c_str(), device_.str().c_str(), threads,
                threads > 1 ? "s" : "", static_cast<long long>(micro_batch * accumulation * world),
                static_cast<long long>(micro_batch), static_cast<long long>(accumulation), world);
+  if (!engine_->grad_accumulator_choice().empty())
+    std::fprintf(out_, "  offloaded gradients accumulate on the %s\n", engine_->grad_accumulator_choice().c_str());
   if (first_step_ > 0)
     std::fprintf(out_, "  resumed from %s at step %lld\n", args_.resume_dir.c_str(),
                  static_cast<long long>(first_step_));

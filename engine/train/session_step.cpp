@@ -30,17 +30,21 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   record.steps = last_step_;
   record.lr = schedule_->lr();
 
-  double loss_sum = 0.0;
+  // The losses stay on the device until the step is done (summed in double, as the host would):
+  // reading one per micro-batch would make the host wait for each backward before queuing the next.
+  at::Tensor loss_sum;
   for (int64_t micro = 0; micro < accumulation; ++micro) {
     TZ_ASSIGN_OR_RETURN(MicroBatch batch, data_.batches->next());
     auto [ids, targets] = to_tensors(batch);
-    loss_sum += engine_->forward_backward(ids, targets, loss_scale / static_cast<double>(accumulation));
+    at::Tensor loss =
+        engine_->queue_forward_backward(ids, targets, loss_scale / static_cast<double>(accumulation)).to(at::kDouble);
+    loss_sum = micro == 0 ? loss : loss_sum + loss;
   }
   const StepOutcome outcome = engine_->step(record.lr, loss_scale);
   TZ_RETURN_IF_ERROR(scaler_->update(outcome.overflow));
   if (!outcome.overflow) schedule_->step();
 
-  record.loss = engine_->mean_over_ranks(loss_sum / static_cast<double>(accumulation));
+  record.loss = engine_->mean_over_ranks(loss_sum.item<double>() / static_cast<double>(accumulation));
   record.seconds = seconds_since(step_start);
   record.grad_norm = outcome.grad_norm;
   record.overflow = outcome.overflow;

@@ -37,6 +37,7 @@ class HostCopies final : public DeviceCopies {
   std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
     return copy(dst.data_ptr(), src, dst.nbytes());
   }
+  void after_device_copies(const std::function<void()>& enqueue) override { enqueue(); }
 
  private:
   std::unique_ptr<CopyDone> copy(void* dst, const void* src, size_t bytes) const {
@@ -83,7 +84,12 @@ class CudaCopies final : public DeviceCopies {
     return copy(d2h_, dst, src.const_data_ptr(), src.nbytes(), cudaMemcpyDeviceToHost);
   }
   std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
+    c10::cuda::CUDACachingAllocator::recordStream(dst.storage().data_ptr(), h2d_);
     return copy(h2d_, dst.data_ptr(), src, dst.nbytes(), cudaMemcpyHostToDevice);
+  }
+  void after_device_copies(const std::function<void()>& enqueue) override {
+    c10::cuda::CUDAStreamGuard guard(h2d_);
+    enqueue();
   }
 
  private:
@@ -138,6 +144,18 @@ Status limit_device_memory(at::Device device, uint64_t bytes) {
   return {};
 #else
   return unsupported("tierzero.gpu_memory_limit on " + device.str() + ": this build has no CUDA");
+#endif
+}
+
+uint64_t device_memory_bytes(at::Device device) {
+  if (!device.is_cuda()) return 0;
+#ifdef TIERZERO_ENGINE_CUDA
+  size_t free = 0, total = 0;
+  c10::cuda::CUDAGuard guard(device);
+  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return total;
+#else
+  throw Error(unsupported("the memory of " + device.str() + ": this build has no CUDA"));
 #endif
 }
 

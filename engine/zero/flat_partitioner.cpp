@@ -9,13 +9,16 @@
 namespace tierzero::engine {
 namespace {
 
-// Buckets reduced but not yet added to the partition; bounds the memory backward holds.
+// Buckets reduced but not yet added to the partition, so their collectives overlap backward; bounds
+// the memory backward holds. One rank has no collective to wait for: its buckets are added (or
+// landed) at once.
 constexpr size_t kMaxBucketsInFlight = 2;
+size_t max_in_flight(int world_size) { return world_size > 1 ? kMaxBucketsInFlight : 0; }
 
 }  // namespace
 
 FlatPartitioner::FlatPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options,
-                                 Comm& comm, HostGradPipeline* landing)
+                                 Comm& comm, OffloadedGrads* landing)
     : options_(options), comm_(comm), landing_(landing) {
   const ParamNamesAndShapes table = param_names_and_shapes(model);
   layout_ = make_flat_group_layout(table.names, table.shapes, options.stage, comm.world_size());
@@ -94,8 +97,9 @@ void FlatPartitioner::launch(size_t b) {
     }
   }
   bucket.in_flight = true;
+  bucket.lands = landing_ == nullptr || landing_->lands_now();
   in_flight_.push_back(b);
-  while (in_flight_.size() > kMaxBucketsInFlight) {
+  while (in_flight_.size() > max_in_flight(comm_.world_size())) {
     complete(in_flight_.front());
     in_flight_.pop_front();
   }
@@ -110,7 +114,7 @@ void FlatPartitioner::complete(size_t b) {
   int64_t lo = std::max(bucket.begin, own_begin);
   int64_t hi = std::min(bucket.end, own_begin + layout_.partition_numel);
   if (lo < hi && landing_ != nullptr) {
-    landing_->land(bucket.sum.narrow(0, lo - bucket.begin, hi - lo), {{lo - own_begin, 0, hi - lo}});
+    landing_->take(bucket.sum.narrow(0, lo - bucket.begin, hi - lo), {{lo - own_begin, 0, hi - lo}}, bucket.lands);
   } else if (lo < hi) {
     at::Tensor mine = bucket.sum.narrow(0, lo - bucket.begin, hi - lo).to(options_.grad_device);
     grad_partition_.narrow(0, lo - own_begin, hi - lo).add_(mine, 1.0 / comm_.world_size());

@@ -45,7 +45,9 @@ HostGradPipeline::~HostGradPipeline() {
 void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> runs) {
   if (!source.is_contiguous())
     throw Error(internal_error("offloaded gradients: a reduced bucket that is not contiguous"));
-  const int64_t piece = static_cast<int64_t>(staging_.front().nbytes() / source.element_size());
+  // Pieces of a slot's worth of fp32 elements whatever the source's dtype: an fp32 bucket and a
+  // 16-bit one of the same shape are cut at the same elements (offloaded_grads.h relies on it).
+  const int64_t piece = static_cast<int64_t>(staging_.front().nbytes() / sizeof(float));
   for (int64_t first = 0; first < source.numel(); first += piece) {
     const int64_t end = std::min(source.numel(), first + piece);
     std::vector<LandingRun> part;
@@ -110,14 +112,18 @@ void HostGradPipeline::work() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      accumulate(job);
+      if (job.zero_partition) {
+        partition_.zero_();
+      } else {
+        accumulate(job);
+      }
     } catch (...) {
       error = std::current_exception();
     }
     job.copy.reset();
     lock.lock();
     if (error && !error_) error_ = error;
-    free_slots_.push_back(job.slot);
+    if (!job.zero_partition) free_slots_.push_back(job.slot);
     --busy_;
     changed_.notify_all();
   }
@@ -134,10 +140,18 @@ cpu_adam::GradStats HostGradPipeline::grad_stats() const {
 }
 
 void HostGradPipeline::reset() {
-  partition_.zero_();
   run_norms_.clear();
   copy_seconds_ = 0.0;
   blocked_seconds_ = 0.0;
+  if (!overlap_) {
+    partition_.zero_();
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(Job{.zero_partition = true});
+  }
+  changed_.notify_all();
 }
 
 }  // namespace tierzero::engine

@@ -5,13 +5,16 @@
 namespace tierzero::engine {
 namespace {
 
-// Buckets launched and not yet added to the shard; bounds the memory backward holds.
+// Buckets launched and not yet added to the shard, so their collectives overlap backward; bounds the
+// memory backward holds. One rank has no collective to wait for: its buckets are added (or landed)
+// at once.
 constexpr size_t kMaxLaunched = 2;
+size_t max_launched(int world_size) { return world_size > 1 ? kMaxLaunched : 0; }
 
 }  // namespace
 
 ShardedGradReducer::ShardedGradReducer(const ShardedLayout& layout, int64_t bucket_numel, at::ScalarType grad_dtype,
-                                       Comm& comm, at::Tensor grad_shard, HostGradPipeline* landing)
+                                       Comm& comm, at::Tensor grad_shard, OffloadedGrads* landing)
     : layout_(layout),
       bucket_numel_(std::max<int64_t>(bucket_numel, 1)),
       grad_dtype_(grad_dtype),
@@ -52,9 +55,10 @@ void ShardedGradReducer::launch() {
   columns.clear();
   launched.output = at::empty({launched.input.numel() / layout_.world_size}, launched.input.options());
   launched.op = comm_.reduce_scatter_sum(launched.output, launched.input);
+  launched.lands = landing_ == nullptr || landing_->lands_now();
   ++reduce_scatters_;
   launched_.push_back(std::move(launched));
-  while (launched_.size() > kMaxLaunched) {
+  while (launched_.size() > max_launched(layout_.world_size)) {
     complete(launched_.front());
     launched_.pop_front();
   }
@@ -70,7 +74,7 @@ void ShardedGradReducer::complete(Launched& launched) {
       runs.push_back({param.shard_offset, column, param.shard_numel});
       column += param.shard_numel;
     }
-    landing_->land(launched.output, std::move(runs));
+    landing_->take(launched.output, std::move(runs), launched.lands);
     return;
   }
   at::Tensor summed = launched.output.to(grad_shard_.device());

@@ -41,6 +41,8 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
         at::zeros({layout_.shard_numel}, compute.device(options.offload_params ? at::Device(at::kCPU) : comm.device()));
   }
   load_partition(params, model, *this, comm.rank(), shard_params_);
+  side_stream_inputs_ =
+      options.offload_params && host.copies != nullptr && (shard_params_.is_pinned() || comm.device().is_cpu());
   for (const ShardSlot& slot : layout_.slots) {
     bool persistent = slot.numel <= options.persistence_threshold;
     persistent_.push_back(persistent);
@@ -81,7 +83,7 @@ bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
   return std::find(unit_params_[unit].begin(), unit_params_[unit].end(), slot) != unit_params_[unit].end();
 }
 
-at::Tensor ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
+ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
   std::vector<at::Tensor> pieces;
   int64_t numel = 0;
   for (size_t slot : slots) {
@@ -90,22 +92,41 @@ at::Tensor ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
     pieces.push_back(shard_params_.narrow(0, param.shard_offset, param.shard_numel));
     numel += param.shard_numel;
   }
-  if (shard_params_.device() == comm_.device()) return at::cat(pieces);  // one kernel
-  at::Tensor mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
+  GatherInput input;
+  if (shard_params_.device() == comm_.device() && !side_stream_inputs_) {
+    input.mine = at::cat(pieces);  // one kernel
+    return input;
+  }
+  input.mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
   int64_t filled = 0;
   for (const at::Tensor& piece : pieces) {  // host -> device, asynchronous from pinned memory
-    mine.narrow(0, filled, piece.numel()).copy_(piece, /*non_blocking=*/true);
+    at::Tensor dst = input.mine.narrow(0, filled, piece.numel());
+    if (side_stream_inputs_) {
+      input.copied = host_.copies->to_device(dst, piece.const_data_ptr());  // in order: the last one ends them all
+    } else {
+      dst.copy_(piece, /*non_blocking=*/true);
+    }
     filled += piece.numel();
   }
-  return mine;
+  return input;
 }
 
 void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
-  at::Tensor mine = gather_input(slots);
+  GatherInput input = gather_input(slots);
   Gather gather;
   gather.id = next_gather_id_++;
-  gather.gathered = at::empty({mine.numel() * layout_.world_size}, mine.options());
-  gather.op = comm_.all_gather(gather.gathered, mine);
+  if (layout_.world_size == 1) {
+    gather.gathered = input.mine;  // the rank's pieces are the whole parameters
+  } else {
+    gather.gathered = at::empty({input.mine.numel() * layout_.world_size}, input.mine.options());
+    const auto all_gather = [&] { gather.op = comm_.all_gather(gather.gathered, input.mine); };
+    if (input.copied) {
+      host_.copies->after_device_copies(all_gather);  // after the copies, not after the current stream's work
+    } else {
+      all_gather();
+    }
+  }
+  gather.input = std::move(input.copied);
   gather.slots = slots;
   for (size_t slot : slots) {
     slots_[slot].residency = Residency::kGathering;
@@ -121,6 +142,7 @@ void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
 void ShardedPartitioner::unpack(uint64_t gather_id) {
   auto it = std::find_if(gathers_.begin(), gathers_.end(), [&](const Gather& g) { return g.id == gather_id; });
   it->op.wait();
+  if (it->input) it->input->order_current_stream();  // one rank: no collective ordered it
   at::Tensor by_rank = it->gathered.view({layout_.world_size, -1});
   int64_t column = 0;
   for (size_t slot : it->slots) {
@@ -287,6 +309,8 @@ void ShardedPartitioner::zero_grads() {
 
 at::Tensor ShardedPartitioner::compute_partition() {
   pending_writes_.order_all();
+  for (const Gather& gather : gathers_)  // prefetched from the shard, not yet used
+    if (gather.input) gather.input->wait_host();
   if (shard_params_.device() != comm_.device()) {  // offloaded: the gathers' copies read it
     const c10::Stream stream = c10::impl::getDeviceGuardImpl(comm_.device().type())->getStream(comm_.device());
     stream.synchronize();
@@ -328,9 +352,13 @@ void ShardedPartitioner::regather_persistent() {
   for (size_t s = 0; s < layout_.slots.size(); ++s)
     if (persistent_[s]) slots.push_back(s);
   if (slots.empty()) return;
-  at::Tensor mine = gather_input(slots);
-  at::Tensor gathered = at::empty({layout_.world_size * mine.numel()}, mine.options());
-  comm_.all_gather(gathered, mine).wait();
+  GatherInput input = gather_input(slots);
+  if (input.copied) input.copied->order_current_stream();
+  at::Tensor gathered = input.mine;
+  if (layout_.world_size > 1) {
+    gathered = at::empty({layout_.world_size * input.mine.numel()}, input.mine.options());
+    comm_.all_gather(gathered, input.mine).wait();
+  }
   at::Tensor by_rank = gathered.view({layout_.world_size, -1});
   int64_t column = 0;
   for (size_t slot : slots) {

@@ -8,10 +8,14 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "engine/zero/internal/device_copies.h"
 #include "engine/zero/internal/host_grad_pipeline.h"
 #include "engine/zero/internal/host_tier.h"
+#include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/unit_function.h"
 
@@ -26,6 +30,13 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 void sync_current_stream(at::Device device) {
   if (device.is_cpu()) return;
   c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
+}
+
+// `tokens` on `device` without making the host wait: copied asynchronously from pinned memory (from
+// pageable memory CUDA first waits for the stream, i.e. for the work queued so far).
+at::Tensor tokens_to(const at::Tensor& tokens, at::Device device) {
+  if (device.is_cpu()) return tokens;
+  return tokens.pin_memory().to(device, /*non_blocking=*/true);
 }
 
 bool is_16bit(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
@@ -74,19 +85,19 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
   std::vector<PinnedBuffer> plan;
   if (options.offload_optimizer) {
     if (state_on_nvme(options)) {  // one sub-group's master, m and v per buffer
-      const int64_t record =
-          nvme_record_bytes(std::max<int64_t>(1, std::min(options.sub_group_size, p)), options.optimizer_state_dtype);
+      const int64_t record = 3 * std::max<int64_t>(1, std::min(options.sub_group_size, p));
       for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
-        plan.push_back({nvme_buffer_name(i), record, at::kByte});
+        plan.push_back({nvme_buffer_name(i), record, at::kFloat});
     } else {
       plan.push_back({"master", p, at::kFloat});
-      plan.push_back({"exp_avg", p, options.optimizer_state_dtype});
-      plan.push_back({"exp_avg_sq", p, options.optimizer_state_dtype});
+      plan.push_back({"exp_avg", p, at::kFloat});
+      plan.push_back({"exp_avg_sq", p, at::kFloat});
     }
     plan.push_back({"gradients", p, at::kFloat});
-    // A slot holds the largest bucket this rank lands, or grad_staging_slot_bytes of it (the
+    // A slot holds the largest bucket this rank lands in fp32 (a device accumulator lands fp32
+    // sums; 16-bit buckets are cut at the same elements), or grad_staging_slot_bytes of it (the
     // pipeline lands a larger bucket piece by piece), a multiple of 8 bytes.
-    const int64_t landing_bytes = sizes.landing_numel * static_cast<int64_t>(c10::elementSize(partition.grad_dtype));
+    const int64_t landing_bytes = sizes.landing_numel * static_cast<int64_t>(sizeof(float));
     const int64_t staging_bytes =
         std::max<int64_t>(8, std::min(landing_bytes, static_cast<int64_t>(options.grad_staging_slot_bytes)) / 8 * 8);
     for (int i = 0; i < options.grad_staging_buffers; ++i) plan.push_back({staging_name(i), staging_bytes, at::kByte});
@@ -98,6 +109,36 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
   if (partition.offload_params && partition.pin_offloaded_params)
     plan.push_back({"parameter shard", p, partition.compute_dtype});
   return plan;
+}
+
+// Whether the offloaded step accumulates micro-batches on `device` (ZeroEngineOptions::
+// grad_accumulator), and the sentence saying why.
+std::pair<bool, std::string> choose_grad_accumulator(const ZeroEngineOptions& options, int64_t partition_numel,
+                                                     at::Device device) {
+  const uint64_t bytes = static_cast<uint64_t>(partition_numel) * sizeof(float);
+  const std::string held = format_bytes(bytes) + " fp32 on " + device.str();
+  switch (options.grad_accumulator) {
+    case GradAccumulator::kHost: return {false, "host (tierzero.offload_grad_accumulator \"host\")"};
+    case GradAccumulator::kDevice: return {true, "device (" + held + "; tierzero.offload_grad_accumulator \"device\")"};
+    case GradAccumulator::kAuto: break;
+  }
+  if (options.gradient_accumulation_steps <= 1)
+    return {false, "host (one micro-batch per step: nothing to accumulate)"};
+  if (!device.is_cuda()) return {false, "host (no GPU to accumulate on)"};
+  const bool limited = options.gpu_memory_limit_bytes > 0;
+  const uint64_t budget = limited ? options.gpu_memory_limit_bytes : device_memory_bytes(device);
+  const std::string budget_text =
+      format_bytes(budget) + (limited ? " (tierzero.gpu_memory_limit)" : " (" + device.str() + "'s memory)");
+  if (options.planned_gpu_peak_bytes > 0) {
+    const bool fits = options.planned_gpu_peak_bytes + bytes <= budget;
+    return {fits, std::string(fits ? "device (" : "host (") + held + ": planned peak " +
+                      format_bytes(options.planned_gpu_peak_bytes) + " + " + format_bytes(bytes) +
+                      (fits ? " fits " : " exceeds ") + budget_text + ")"};
+  }
+  // No planned peak: keep three quarters of the budget for everything else.
+  const bool fits = bytes <= budget / 4;
+  return {fits, std::string(fits ? "device (" : "host (") + held + (fits ? " is within" : " exceeds") +
+                    " a quarter of " + budget_text + "; no planned peak)"};
 }
 
 }  // namespace
@@ -115,31 +156,40 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   if (options.partition.offload_params && options.partition.stage != 3)
     throw Error(invalid_argument("offload_param needs zero_optimization.stage 3 (stage is " +
                                  std::to_string(options.partition.stage) + "); set stage 3 or remove offload_param"));
-  if (options.optimizer_state_dtype != at::kFloat &&
-      (!options.offload_optimizer || options.optimizer_state_dtype != at::kBFloat16))
-    throw Error(invalid_argument(
-        "tierzero.optimizer_state_dtype \"bf16\" needs zero_optimization.offload_optimizer.device \"cpu\" or "
-        "\"nvme\" (the optimizer on the GPU keeps fp32 state); offload the optimizer or use \"fp32\""));
   if (options.offload_optimizer && options.grad_staging_buffers < 1)
     throw Error(invalid_argument("grad_staging_buffers=" + std::to_string(options.grad_staging_buffers) +
                                  " must be at least 1 (offload_optimizer.buffer_count)"));
   throw_if_error(limit_device_memory(comm.device(), options.gpu_memory_limit_bytes));
   options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
+  // One rank reduces nothing, so a larger bucket only makes its gradients leave later: offloaded, a
+  // bucket holds at most a staging slot's fp32 elements and lands while backward goes on.
+  if (options.offload_optimizer && comm.world_size() == 1)
+    options_.partition.reduce_bucket_numel =
+        std::min<int64_t>(options.partition.reduce_bucket_numel,
+                          std::max<int64_t>(1, static_cast<int64_t>(options.grad_staging_slot_bytes / sizeof(float))));
 
-  const PartitionSizes sizes = partition_sizes(model, options.partition, comm.world_size());
-  const std::vector<PinnedBuffer> plan = host_plan(options, sizes, comm.device());
+  const PartitionSizes sizes = partition_sizes(model, options_.partition, comm.world_size());
+  const std::vector<PinnedBuffer> plan = host_plan(options_, sizes, comm.device());
   if (!plan.empty()) host_tier_ = HostTier::create(plan, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
+  if (options.offload_optimizer || options.partition.offload_params)
+    copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
   if (options.offload_optimizer) {
     cpu_adam_ = std::make_unique<cpu_adam::CpuAdam>(cpu_adam::CpuAdamOptions{.threads = options.cpu_threads});
-    copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
     std::vector<at::Tensor> staging;
     for (int i = 0; i < options.grad_staging_buffers; ++i) staging.push_back(host_tier_->buffer(staging_name(i)));
     grad_pipeline_ =
         std::make_unique<HostGradPipeline>(host_tier_->buffer("gradients"), std::move(staging), *copies_, *cpu_adam_,
                                            1.0f / static_cast<float>(comm.world_size()), options.overlap_offload);
+    bool on_device = false;
+    std::tie(on_device, grad_accumulator_choice_) =
+        choose_grad_accumulator(options, sizes.partition_numel, comm.device());
+    at::Tensor accumulator;
+    if (on_device)
+      accumulator = at::zeros({sizes.partition_numel}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
+    offloaded_grads_ = std::make_unique<OffloadedGrads>(*grad_pipeline_, std::move(accumulator));
   }
-  partitioner_ =
-      make_partitioner(model, params, options_.partition, comm, OffloadedHost{grad_pipeline_.get(), host_tier_.get()});
+  partitioner_ = make_partitioner(model, params, options_.partition, comm,
+                                  OffloadedHost{offloaded_grads_.get(), host_tier_.get(), copies_.get()});
   const int partition_rank = partitioner_->partitioned() ? comm.rank() : 0;
   if (!options.offload_optimizer) {
     at::Tensor master =
@@ -155,7 +205,6 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                .sub_group_numel = options.sub_group_size,
                                .time_copies = options.time_breakdown,
                                .rank = comm.rank(),
-                               .state_dtype = options.optimizer_state_dtype,
                                .nvme = options.nvme_optimizer,
                                .buffers = {},
                                .params16 = host_tier_->buffer("16-bit weights"),
@@ -186,16 +235,23 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
 ZeroEngine::~ZeroEngine() = default;
 
 double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier) {
+  return queue_forward_backward(input_ids, targets, loss_multiplier).item<double>();
+}
+
+at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets,
+                                              double loss_multiplier) {
   at::Device device = comm_.device();
   const bool timed = options_.time_breakdown;
+  if (offloaded_grads_) offloaded_grads_->begin_micro_batch(++micro_batches_ >= options_.gradient_accumulation_steps);
   Clock::time_point start = Clock::now();
   if (timed) sync_current_stream(device);
   at::Tensor anchor = at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device)).requires_grad_(true);
-  at::Tensor hidden = input_ids.to(device);
+  at::Tensor hidden = tokens_to(input_ids, device);
+  const at::Tensor device_targets = tokens_to(targets, device);
   for (size_t unit = 0; unit < model_.num_units(); ++unit)
     hidden = run_unit(model_, *partitioner_, unit, hidden, anchor);
   at::Tensor logits = hidden.to(at::kFloat);
-  at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.to(device).reshape(-1),
+  at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), device_targets.reshape(-1),
                                            /*weight=*/{}, at::Reduction::Mean, /*ignore_index=*/-100);
   if (timed) {
     sync_current_stream(device);
@@ -207,7 +263,7 @@ double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tenso
     sync_current_stream(device);
     times_.backward_s += seconds_since(start);
   }
-  return loss.item<double>();
+  return loss.detach();
 }
 
 StepOutcome ZeroEngine::step(double lr, double loss_scale) {
@@ -261,6 +317,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     times_.gpu_idle_s += std::max(0.0, seconds_since(step_start) - times_.comm_s);
   }
   partitioner_->zero_grads();
+  micro_batches_ = 0;
   last_times_ = times_;
   times_ = StepTimes{};
   return outcome;
@@ -280,6 +337,10 @@ double ZeroEngine::mean_over_ranks(double value) {
   at::Tensor t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   comm_.all_reduce_sum(t).wait();
   return t.item<double>() / comm_.world_size();
+}
+
+bool ZeroEngine::grad_accumulation_on_device() const {
+  return offloaded_grads_ && offloaded_grads_->accumulates_on_device();
 }
 
 int64_t ZeroEngine::pinned_bytes() const { return host_tier_ ? host_tier_->pinned_bytes() : 0; }

@@ -25,6 +25,13 @@
 // host does not wait for them. Without overlap_offload the same kernels run in the same order
 // synchronously: losses and weights are the same bit for bit. Reduced buckets leave the device in
 // pieces of at most grad_staging_slot_bytes, so pinned staging is grad_staging_buffers x that.
+// With gradient accumulation the micro-batches before the window's last may instead be summed on the
+// device (grad_accumulator, offloaded_grads.h): only the last micro-batch's buckets leave it, each
+// carrying the window's sum, so a step copies and adds the partition once, not once per micro-batch.
+// The engine counts forward_backward calls against gradient_accumulation_steps to know the last.
+// Offloaded parameters (offload_param): a gather's pieces leave the pinned shard on the
+// host-to-device side stream, and only the unit that uses them waits for the copy, so a prefetch
+// does not hold up the compute queued before that unit.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -46,6 +53,14 @@
 
 namespace tierzero::engine {
 
+// Where an offloaded step (offload_optimizer) accumulates the reduced gradients of a window of
+// micro-batches (offloaded_grads.h): kHost lands every micro-batch's buckets (D2H + a CPU pass each);
+// kDevice adds micro-batches 1..A-1 into an fp32 accumulator of this rank's partition on the
+// compute device (partition x 4 bytes) and lands only the last; kAuto picks kDevice on a GPU when
+// gradient_accumulation_steps > 1 and the accumulator fits the GPU budget. Results are the same bits
+// either way for world sizes that are powers of two.
+enum class GradAccumulator : uint8_t { kHost, kDevice, kAuto };
+
 struct ZeroEngineOptions {
   PartitionOptions partition;  // stage, dtypes, bucket sizes (grad_device is set by the engine)
   AdamConfig adam;
@@ -62,14 +77,17 @@ struct ZeroEngineOptions {
                                                    // most (less when no bucket is that large); a larger bucket leaves
                                                    // the device in slot-sized pieces. Pinned staging memory is
                                                    // grad_staging_buffers x this, not x reduce_bucket_size
-  NvmeOptimizerOptions nvme_optimizer;  // with offload_optimizer and nvme_optimizer.paths: the state (master,
-                                        // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
-  at::ScalarType optimizer_state_dtype = at::kFloat;  // tierzero.optimizer_state_dtype: m and v of the
-                                                      // offloaded optimizer, kFloat or kBFloat16 (the master is fp32)
-  uint64_t pinned_memory_limit_bytes = 0;             // tierzero.pinned_memory_limit; 0 = none
-  uint64_t gpu_memory_limit_bytes = 0;  // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
-  bool time_breakdown = false;          // fill last_step_times() (wall_clock_breakdown); syncs the
-                                        // current stream at phase boundaries, so only when asked
+  NvmeOptimizerOptions nvme_optimizer;     // with offload_optimizer and nvme_optimizer.paths: the state (master,
+                                           // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+  GradAccumulator grad_accumulator = GradAccumulator::kAuto;  // tierzero.offload_grad_accumulator: where an
+                                                              // offloaded step accumulates micro-batches
+  int64_t gradient_accumulation_steps = 1;                    // micro-batches per step(): the last one's buckets land
+  uint64_t planned_gpu_peak_bytes = 0;     // kAuto: the GPU's allocated peak the planner predicts without
+                                           // the accumulator (engine/plan); 0 = not known
+  uint64_t pinned_memory_limit_bytes = 0;  // tierzero.pinned_memory_limit; 0 = none
+  uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
+  bool time_breakdown = false;             // fill last_step_times() (wall_clock_breakdown); syncs the
+                                           // current stream at phase boundaries, so only when asked
 };
 
 // Where the last step's time went, in seconds (ZeroEngineOptions::time_breakdown; zero otherwise).
@@ -93,6 +111,7 @@ struct StepOutcome {
 };
 
 class HostGradPipeline;
+class OffloadedGrads;
 class HostTier;
 class DeviceCopies;
 
@@ -115,7 +134,11 @@ class ZeroEngine {
   // Runs one micro-batch: input_ids and targets [B, T] int64 (targets already shifted: position
   // t predicts targets[t]; -100 ignored). Backpropagates loss * loss_multiplier (the loss scale
   // over the accumulation steps) into the partitioned gradients. Returns this rank's mean
-  // cross-entropy loss, unscaled.
+  // cross-entropy loss, unscaled, as an fp32 scalar on the compute device that holds it once the
+  // queued work has run: the host does not wait for the device here, so the next micro-batch's
+  // work is queued while this one's runs.
+  at::Tensor queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
+  // queue_forward_backward, then waits for the loss and returns it.
   double forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
 
   // Ends the accumulation window: reduces, checks overflow (gradients hold loss * loss_scale),
@@ -139,6 +162,10 @@ class ZeroEngine {
   // Bytes of host memory the offloaded step holds pinned for the device (master, m, v, gradients,
   // staging, 16-bit weights, offloaded parameter shard); 0 when nothing is offloaded or no GPU.
   int64_t pinned_bytes() const;
+  // Whether the offloaded step accumulates micro-batches on the compute device (GradAccumulator), and
+  // why: "device (5.40 GB fp32 on cuda:0: ...)" or "host (...)"; empty without an offloaded optimizer.
+  bool grad_accumulation_on_device() const;
+  const std::string& grad_accumulator_choice() const { return grad_accumulator_choice_; }
   // The NVMe-resident optimizer's traffic (last step's bytes read and written, swap bytes on disk);
   // zeros unless the optimizer state is on NVMe.
   NvmeTraffic nvme_traffic() const;
@@ -158,9 +185,12 @@ class ZeroEngine {
   std::unique_ptr<cpu_adam::CpuAdam> cpu_adam_;
   std::unique_ptr<DeviceCopies> copies_;
   std::unique_ptr<HostGradPipeline> grad_pipeline_;
+  std::unique_ptr<OffloadedGrads> offloaded_grads_;
+  std::string grad_accumulator_choice_;
   std::unique_ptr<Partitioner> partitioner_;
   std::unique_ptr<PartitionOptimizer> optimizer_;
   const NvmeOffloadAdam* nvme_optimizer_ = nullptr;  // optimizer_, when the state is on NVMe
+  int64_t micro_batches_ = 0;                        // forward_backward calls since the last step()
   StepTimes times_;                                  // the step being accumulated
   StepTimes last_times_;                             // the last finished step
 };

@@ -1,8 +1,7 @@
 // Private: one training run on this rank, as a small object (the pieces of `tierzero train`):
 //
 //   create()      session.cpp         device, process group, model, ds_config -> engine options,
-//                                     data, schedules, the planner's budget check (plan_check.h),
-//                                     weights, engine; resume from --resume
+//                                     data, schedules, engine; resume from --resume
 //   run()         session.cpp         header, then for each step: run_step(), report it, save when due;
 //                                     then the final save / export and the `done:` line
 //   run_step()    session_step.cpp    one optimizer step (below) and its measured figures
@@ -13,7 +12,8 @@
 //
 // The step, as every rank runs it:
 //   for each of gradient_accumulation_steps micro-batches of this rank's data:
-//       loss += engine.forward_backward(ids, targets, loss_scale / accumulation_steps)
+//       loss += engine.queue_forward_backward(ids, targets, loss_scale / accumulation_steps)  // on the device
+//                                                         // (read once, after the step: no wait per micro-batch)
 //   outcome = engine.step(lr, loss_scale)       // fp16 overflow: skipped, gradients dropped
 //   loss_scaler.update(outcome.overflow);  if not overflow: lr_schedule.step()
 #pragma once

@@ -10,6 +10,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "common/common.h"
@@ -43,8 +44,13 @@ class DeviceCopies {
   virtual std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) = 0;
   // Queues a copy of `src` (dst.nbytes() of pinned host memory, unchanged until the copy ran) into
   // `dst` (contiguous, on the device), after the work queued so far on the current stream (which
-  // may still read dst's old contents).
+  // may still read dst's old contents). The device memory of `dst` is not reused by LibTorch's
+  // allocator before the copy has run.
   virtual std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) = 0;
+  // Calls `enqueue` with the device's current stream set to the host-to-device side stream, so
+  // what it queues (a collective over memory to_device() wrote) starts after the copies queued so
+  // far without holding up the work on the real current stream. A CPU "device" just calls it.
+  virtual void after_device_copies(const std::function<void()>& enqueue) = 0;
 };
 
 // Caps what LibTorch's caching allocator may hold on `device` at `bytes` (tierzero.gpu_memory_limit;
@@ -52,5 +58,9 @@ class DeviceCopies {
 // key, the bytes asked and the device's total when `bytes` exceeds the device; ok and nothing done
 // for a CPU device.
 Status limit_device_memory(at::Device device, uint64_t bytes);
+
+// Bytes of memory `device` has in all (CUDA's total, the context included); 0 for a CPU device.
+// Throws tierzero::Error when CUDA fails or the build has no CUDA.
+uint64_t device_memory_bytes(at::Device device);
 
 }  // namespace tierzero::engine

@@ -21,7 +21,7 @@ class FlatPartitioner final : public Partitioner {
  public:
   // See make_partitioner(); options.stage is 0, 1 or 2.
   FlatPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options, Comm& comm,
-                  HostGradPipeline* landing = nullptr);
+                  OffloadedGrads* landing = nullptr);
 
   std::vector<at::Tensor> fetch(size_t unit) override;
   void release(size_t unit) override {}
@@ -47,6 +47,7 @@ class FlatPartitioner final : public Partitioner {
     int expected_arrivals = 0;  // (unit, parameter) gradients per micro-batch
     int arrivals = 0;
     bool in_flight = false;  // launched, not yet added to the partition
+    bool lands = true;       // landing_->lands_now() at launch
     at::Tensor sum;          // [end - begin] grad dtype, while filling or in flight
     std::vector<CommOp> ops;
   };
@@ -60,7 +61,7 @@ class FlatPartitioner final : public Partitioner {
   std::vector<std::vector<size_t>> unit_params_;  // unit -> slot indices
   at::Tensor flat_params_;                        // [padded_numel] compute dtype
   std::vector<at::Tensor> param_views_;           // slot -> view of flat_params_ in its shape
-  HostGradPipeline* landing_;                     // offloaded gradients, or null
+  OffloadedGrads* landing_;                       // offloaded gradients, or null
   at::Tensor grad_partition_;                     // [partition_numel] grad dtype, grad device (or
                                                   // the landing pipeline's fp32 host partition)
   std::vector<Bucket> buckets_;                   // in backward order (highest offsets first)

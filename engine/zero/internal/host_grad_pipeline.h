@@ -18,7 +18,8 @@
 // partition (found on the H200: a 1.35B model's embedding landed split at two different places).
 //
 // Staging slots need not hold a whole bucket: a bucket larger than a slot is copied and added in
-// slot-sized pieces, and a piece no run reads is not copied at all. Slots are sized by the engine
+// pieces of as many elements as the slot holds in fp32 (whatever the bucket's dtype), and a piece no
+// run reads is not copied at all. Slots are sized by the engine
 // (ZeroEngineOptions::grad_staging_slot_bytes), not by reduce_bucket_size.
 #pragma once
 
@@ -60,7 +61,7 @@ class HostGradPipeline {
 
   // Takes a reduced bucket `source` (flat, contiguous, fp32 | bf16 | fp16, on the compute device;
   // its reduction waited for, or ordered on the current stream) and adds source[run] * scale into
-  // the partition for each run (disjoint ranges), a staging slot's worth of elements at a time.
+  // the partition for each run (disjoint ranges), a staging slot's worth of fp32 elements at a time.
   // Blocks only while every staging slot is in use; `source` may be dropped by the caller once this
   // returns. Throws tierzero::Error when `source` is not contiguous or an earlier bucket failed.
   void land(const at::Tensor& source, std::vector<LandingRun> runs);
@@ -69,7 +70,8 @@ class HostGradPipeline {
   // The squared L2 norm of the partition and whether it is finite, from the recorded runs; valid
   // after drain(). Ranges never landed since reset() count as zero (the partition is zero there).
   cpu_adam::GradStats grad_stats() const;
-  // Zeroes the partition and forgets the recorded runs; call after drain().
+  // Zeroes the partition and forgets the recorded runs; call after drain(). With overlap the worker
+  // zeroes it in the background, before the next landed bucket (drain() waits for it too).
   void reset();
 
   at::Tensor partition() const { return partition_; }
@@ -80,6 +82,7 @@ class HostGradPipeline {
 
  private:
   struct Job {
+    bool zero_partition = false;  // reset(): zero the partition (no slot, no copy)
     size_t slot = 0;
     ElementType type = ElementType::kF32;
     std::vector<LandingRun> runs;

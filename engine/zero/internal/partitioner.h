@@ -26,8 +26,9 @@
 
 #include "engine/comm/comm.h"
 #include "engine/model/functional_model.h"
-#include "engine/zero/internal/host_grad_pipeline.h"
+#include "engine/zero/internal/device_copies.h"
 #include "engine/zero/internal/host_tier.h"
+#include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/param_gateway.h"
 #include "engine/zero/internal/partition_layout.h"
 #include "engine/zero/internal/pending_writes.h"
@@ -97,13 +98,15 @@ class Partitioner : public ParamGateway {
   PendingWrites pending_writes_;
 };
 
-// Host memory of an offloaded step, given to the partitioner by the engine (either may be null):
+// Host memory of an offloaded step, given to the partitioner by the engine (any may be null):
 // `grads` lands the gradient partition in host memory (offloaded optimizer; its partition is the
 // gradient partition, options.grad_device ignored); `tier` holds the offloaded parameter shard
-// (offload_params) as its buffer "parameter shard".
+// (offload_params) as its buffer "parameter shard"; `copies` moves that pinned shard's pieces to the
+// device for a gather on its side stream, so prefetches do not hold up the compute stream.
 struct OffloadedHost {
-  HostGradPipeline* grads = nullptr;
+  OffloadedGrads* grads = nullptr;
   HostTier* tier = nullptr;
+  DeviceCopies* copies = nullptr;
 };
 
 // Builds the partitioner for `options.stage` over `model`'s parameters (all_params order), its

@@ -5,8 +5,9 @@
 // reduce-scattered in one collective, asynchronously, while backward goes on: every parameter's
 // gradient is padded to W * shard_numel (its stage 3 layout) and the collective leaves this rank
 // its shard of each, which is added, averaged over ranks, into this rank's gradient shard.
-// With `landing` (offloaded optimizer), each reduced bucket is handed to the host gradient pipeline
-// instead (host_grad_pipeline.h), which averages it into the host partition off the backward path.
+// With `landing` (offloaded optimizer), each reduced bucket is handed to it instead
+// (offloaded_grads.h), which averages it into the host partition off the backward path, or keeps it
+// in a device accumulator until the window's last micro-batch.
 // Memory held by unreduced gradients: the open bucket plus at most two launched ones, each about
 // reduce_bucket_size elements (or one parameter larger than that).
 #pragma once
@@ -18,7 +19,7 @@
 #include <vector>
 
 #include "engine/comm/comm.h"
-#include "engine/zero/internal/host_grad_pipeline.h"
+#include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/partition_layout.h"
 
 namespace tierzero::engine {
@@ -27,10 +28,10 @@ class ShardedGradReducer {
  public:
   // Reduces into `grad_shard` ([layout.shard_numel], any dtype and device; this object writes
   // into that tensor's storage), or, with `landing` (non-null; its partition is then `grad_shard`),
-  // through the host gradient pipeline. Buckets live on comm.device() in `grad_dtype`. `layout`,
+  // through the offloaded gradients' landing. Buckets live on comm.device() in `grad_dtype`. `layout`,
   // `comm` and `landing` must outlive the reducer.
   ShardedGradReducer(const ShardedLayout& layout, int64_t bucket_numel, at::ScalarType grad_dtype, Comm& comm,
-                     at::Tensor grad_shard, HostGradPipeline* landing = nullptr);
+                     at::Tensor grad_shard, OffloadedGrads* landing = nullptr);
 
   // Adds the gradient of parameter `slot` (layout.slots index; whole, its shape or flat, any float
   // dtype, on comm.device(); undefined means zero) to the open bucket, launching the open bucket
@@ -57,6 +58,7 @@ class ShardedGradReducer {
     std::vector<size_t> slots;  // in column order
     at::Tensor input;           // [W * row], kept alive until op finishes
     at::Tensor output;          // [row]: this rank's shard of every slot, concatenated
+    bool lands = true;          // landing_->lands_now() at launch
   };
   void launch();
   void complete(Launched& launched);
@@ -66,7 +68,7 @@ class ShardedGradReducer {
   at::ScalarType grad_dtype_;
   Comm& comm_;
   at::Tensor grad_shard_;
-  HostGradPipeline* landing_;
+  OffloadedGrads* landing_;
   std::vector<Entry> open_;
   std::unordered_map<size_t, size_t> entry_of_slot_;  // slot -> index in open_
   int64_t open_numel_ = 0;                            // parameter elements in open_

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -86,9 +87,15 @@ class ShardedPartitioner final : public Partitioner {
   // An all-gather of some parameters, issued and not yet unpacked.
   struct Gather {
     uint64_t id = 0;
-    CommOp op;
-    at::Tensor gathered;        // [W * row] compute dtype; row = the slots' shard_numel summed
-    std::vector<size_t> slots;  // in column order
+    CommOp op;                        // none with one rank: `gathered` is this rank's pieces
+    at::Tensor gathered;              // [W * row] compute dtype; row = the slots' shard_numel summed
+    std::vector<size_t> slots;        // in column order
+    std::unique_ptr<CopyDone> input;  // the pieces' side-stream copies from an offloaded shard, or null
+  };
+  // This rank's pieces of some slots on the comm device, and their copies when on a side stream.
+  struct GatherInput {
+    at::Tensor mine;
+    std::unique_ptr<CopyDone> copied;
   };
   static constexpr size_t kNone = static_cast<size_t>(-1);
 
@@ -97,8 +104,9 @@ class ShardedPartitioner final : public Partitioner {
   int64_t numel_of(const std::vector<size_t>& slots) const;
   bool uses(size_t unit, size_t slot) const;
   // This rank's pieces of `slots`, concatenated on the comm device: a copy, since the optimizer may
-  // rewrite the shard under a stale prefetch (from an offloaded shard, asynchronous copies).
-  at::Tensor gather_input(const std::vector<size_t>& slots);
+  // rewrite the shard under a stale prefetch (from a pinned offloaded shard, asynchronous copies on
+  // the side stream when side_stream_inputs_, else on the current stream).
+  GatherInput gather_input(const std::vector<size_t>& slots);
   void start_gather(const std::vector<size_t>& slots);
   void unpack(uint64_t gather_id);
   // Drops a whole or gathering parameter's gathered copy (a gathering one's op must be done).
@@ -130,8 +138,9 @@ class ShardedPartitioner final : public Partitioner {
   at::Tensor shard_params_;                       // [shard_numel] compute dtype: this rank's shards
                                                   // (comm device, or host memory when offloaded)
   OffloadedHost host_;
-  at::Tensor grad_shard_;  // [shard_numel] grad dtype, grad device (or the
-                           // landing pipeline's fp32 host partition)
+  bool side_stream_inputs_ = false;  // gather inputs copied from the pinned shard by host_.copies
+  at::Tensor grad_shard_;            // [shard_numel] grad dtype, grad device (or the
+                                     // landing pipeline's fp32 host partition)
   ShardedGradReducer reducer_;
   std::vector<SlotState> slots_;
   std::deque<Gather> gathers_;  // oldest first

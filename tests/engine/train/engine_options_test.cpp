@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <string>
-#include <vector>
 
 #include "engine/train/internal/engine_options.h"
 #include "tests/support/status_matchers.h"
@@ -55,6 +54,20 @@ TEST(EngineOptions, CarryTheConfig) {
   EXPECT_TRUE(options.time_breakdown);
 }
 
+TEST(EngineOptions, GradAccumulatorAndWindowArrive) {
+  const auto options_for = [](const std::string& tierzero) {
+    const std::string text = R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+        "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "tierzero": {)" +
+                             tierzero + "}}";
+    return engine_options(parse(text.c_str())).value();
+  };
+  const ZeroEngineOptions defaults = options_for("");
+  EXPECT_EQ(defaults.grad_accumulator, GradAccumulator::kAuto);
+  EXPECT_EQ(defaults.gradient_accumulation_steps, 4) << "8 samples / (2 per micro-batch x 1 rank)";
+  EXPECT_EQ(options_for(R"("offload_grad_accumulator": "device")").grad_accumulator, GradAccumulator::kDevice);
+  EXPECT_EQ(options_for(R"("offload_grad_accumulator": "host")").grad_accumulator, GradAccumulator::kHost);
+}
+
 TEST(EngineOptions, DefaultsAreFp32WithoutOffload) {
   ZeroEngineOptions options = engine_options(parse(R"({"train_batch_size": 1})")).value();
   EXPECT_EQ(options.partition.stage, 0);
@@ -84,16 +97,6 @@ TEST(EngineOptions, OptimizerOnNvmeCarriesPathBuffersPipelineAndAio) {
       "offload_optimizer": {"device": "cpu"}}})"))
                   .value()
                   .nvme_optimizer.paths.empty());
-}
-
-TEST(EngineOptions, NvmePathListStripesAndStateDtypeReachesTheEngine) {
-  ZeroEngineOptions options = engine_options(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
-      "offload_optimizer": {"device": "nvme", "nvme_path": ["/mnt/nvme0", "/mnt/nvme1"]}},
-      "tierzero": {"optimizer_state_dtype": "bf16"}})"))
-                                  .value();
-  EXPECT_EQ(options.nvme_optimizer.paths, (std::vector<std::string>{"/mnt/nvme0", "/mnt/nvme1"}));
-  EXPECT_EQ(options.optimizer_state_dtype, at::kBFloat16);
-  EXPECT_EQ(engine_options(parse(R"({"train_batch_size": 1})")).value().optimizer_state_dtype, at::kFloat);
 }
 
 TEST(EngineOptions, RefuseWhatTheEngineCannotDo) {

@@ -1,9 +1,10 @@
 // The overlapped offloaded step (gradients leave the device and are added on the CPU while backward
 // runs; CPU Adam sub-group by sub-group) equals the plain synchronous path through the same
-// kernels bit for bit: losses and master weights over 20 steps, stages 1-3, fp32 and bf16,
-// gradient accumulation 1 and 4, sub-groups smaller than the partition, 1 and 2 ranks (Gloo), and
-// on one GPU where there is one; staging slots smaller than a bucket. Also: the pinned budget is checked against
-// tierzero.pinned_memory_limit before anything is allocated.
+// kernels bit for bit: losses, gradient norms and master weights over 20 steps, stages 1-3, fp32 and
+// bf16, gradient accumulation 1 and 4, sub-groups smaller than the partition, 1 and 2 ranks (Gloo),
+// and on one GPU where there is one; staging slots smaller than a bucket. The device accumulator
+// (micro-batches summed on the device, one landing per step) equals the host one the same way. Also: the pinned budget
+// is checked against tierzero.pinned_memory_limit before anything is allocated.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -61,6 +62,104 @@ INSTANTIATE_TEST_SUITE_P(Stages, OffloadOverlap,
                                   "_acc" + std::to_string(std::get<2>(info.param));
                          });
 
+// The device accumulator (micro-batches 1..A-1 summed in fp32 on the compute device, only the last
+// micro-batch's buckets landing, carrying the sum) equals the host accumulator bit for bit: losses,
+// gradient norms (the clip factor: clip 0.5 clips some steps) and master weights. The CPU stands in
+// for the device; 2 ranks: 1/W = 0.5 is exact.
+class DeviceAccumulator : public ::testing::TestWithParam<std::tuple<int, std::string, int>> {};
+
+TEST_P(DeviceAccumulator, OneRankEqualsHostAccumulatorBitForBit) {
+  Scenario s = overlap_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
+  s.grad_accumulator = "device";
+  const TrainTrace on_device = train_single(s);
+  s.grad_accumulator = "host";
+  EXPECT_EQ(compare_exactly(on_device, train_single(s)), "") << s.name();
+}
+
+TEST_P(DeviceAccumulator, TwoRanksEqualHostAccumulatorBitForBit) {
+  Scenario s = overlap_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
+  s.world_size = 2;
+  s.grad_accumulator = "device";
+  s.compare_accumulator = true;
+  EXPECT_EQ(run_ranks(s, 0.0, 0.0), "") << s.name();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, DeviceAccumulator,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values("fp32", "bf16"),
+                                            ::testing::Values(1, 4)),
+                         [](const auto& info) {
+                           return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) +
+                                  "_acc" + std::to_string(std::get<2>(info.param));
+                         });
+
+// The same through the synchronous path, through staging slots far smaller than a bucket, with
+// bf16 gradient buckets in small slots (the host lands them as bf16, the device as fp32 sums: both
+// are cut at the same elements, so the run norms match), and with the parameter shard offloaded.
+TEST(DeviceAccumulatorPaths, PlainPiecesBf16BucketsAndOffloadedParametersEqualHostAccumulator) {
+  for (int stage : {1, 2, 3}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      if (variant == 3 && stage != 3) continue;
+      Scenario s = overlap_scenario(stage, "bf16", 4);
+      s.steps = 6;
+      s.overlap = variant != 0;
+      if (variant == 1 || variant == 2) s.staging_slot_bytes = 256;  // 64 elements; buckets are up to 1000
+      if (variant == 2) s.grad_dtype = "bf16";
+      s.offload_params = variant == 3;
+      s.grad_accumulator = "device";
+      const TrainTrace on_device = train_single(s);
+      s.grad_accumulator = "host";
+      EXPECT_EQ(compare_exactly(on_device, train_single(s)), "") << s.name();
+    }
+  }
+}
+
+// A window that ends before the engine's configured last micro-batch (step() after 3 of 4): the
+// accumulator lands whole when step() drains it. The values are the same bits (without clipping:
+// the norm is summed over other runs, so it may differ in its last bits).
+TEST(DeviceAccumulatorPaths, WindowEndingEarlyLandsTheWholeAccumulator) {
+  for (int stage : {1, 3}) {
+    Scenario s = overlap_scenario(stage, "bf16", 3);
+    s.steps = 5;
+    s.clip = 0.0;
+    s.window_steps = 4;
+    s.grad_accumulator = "device";
+    TrainTrace on_device = train_single(s);
+    s.grad_accumulator = "host";
+    TrainTrace on_host = train_single(s);
+    on_device.grad_norms.clear();
+    on_host.grad_norms.clear();
+    EXPECT_EQ(compare_exactly(on_device, on_host), "") << s.name();
+  }
+}
+
+// Where the engine accumulates, and the sentence the trainer prints: the key forces either; "auto"
+// keeps the host without a GPU or without accumulation.
+TEST(DeviceAccumulatorChoice, AutoNeedsAGpuAndAccumulationTheKeyForcesEither) {
+  ModelConfig config = test_model_config(true);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  const auto engine_with = [&](GradAccumulator accumulator, int64_t window) {
+    ZeroEngineOptions options;
+    options.partition.stage = 2;
+    options.offload_optimizer = true;
+    options.grad_accumulator = accumulator;
+    options.gradient_accumulation_steps = window;
+    return std::make_unique<ZeroEngine>(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+  };
+  std::unique_ptr<ZeroEngine> engine = engine_with(GradAccumulator::kAuto, 4);
+  EXPECT_FALSE(engine->grad_accumulation_on_device());
+  EXPECT_NE(engine->grad_accumulator_choice().find("host (no GPU"), std::string::npos)
+      << engine->grad_accumulator_choice();
+  engine = engine_with(GradAccumulator::kDevice, 4);
+  EXPECT_TRUE(engine->grad_accumulation_on_device());
+  EXPECT_NE(engine->grad_accumulator_choice().find("tierzero.offload_grad_accumulator"), std::string::npos);
+  engine = engine_with(GradAccumulator::kHost, 4);
+  EXPECT_FALSE(engine->grad_accumulation_on_device());
+  engine = engine_with(GradAccumulator::kAuto, 1);
+  EXPECT_NE(engine->grad_accumulator_choice().find("one micro-batch per step"), std::string::npos)
+      << engine->grad_accumulator_choice();
+}
+
 // Sub-groups change nothing: Adam is elementwise, so any split gives the same weights.
 TEST(OffloadOverlapSubGroups, AnySplitGivesTheSameWeights) {
   Scenario s = overlap_scenario(3, "bf16", 2);
@@ -88,7 +187,7 @@ TEST(OffloadStagingSlots, BucketsLargerThanASlotLandInPieces) {
   for (int stage : {1, 2, 3}) {
     Scenario s = overlap_scenario(stage, "bf16", 2);
     s.steps = 5;
-    s.staging_slot_bytes = 256;  // 128 bf16 elements; buckets are up to 1000
+    s.staging_slot_bytes = 256;  // 64 elements (a slot's worth of fp32); buckets are up to 1000
     const TrainTrace split = train_single(s);
     s.overlap = false;
     EXPECT_EQ(compare_exactly(split, train_single(s)), "") << s.name();
@@ -148,6 +247,41 @@ TEST(OffloadOverlapGpu, OneGpuEqualsPlainPathBitForBit) {
       const TrainTrace overlapped = train_single(s);
       s.overlap = false;
       EXPECT_EQ(compare_exactly(overlapped, train_single(s)), "") << s.name();
+    }
+  }
+}
+
+// On a GPU "auto" takes the device when the planner's peak plus the accumulator fits the GPU's memory.
+TEST(DeviceAccumulatorGpu, AutoTakesTheDeviceWhenTheAccumulatorFits) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  ModelConfig config = test_model_config(true);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  std::unique_ptr<Comm> comm = Comm::single(at::Device(at::kCUDA, 0));
+  for (const uint64_t planned_peak : {uint64_t{1} << 20, uint64_t{1} << 50}) {  // 1 MiB fits, 1 PiB does not
+    ZeroEngineOptions options;
+    options.partition.stage = 3;
+    options.offload_optimizer = true;
+    options.gradient_accumulation_steps = 4;
+    options.planned_gpu_peak_bytes = planned_peak;
+    ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+    EXPECT_EQ(engine.grad_accumulation_on_device(), planned_peak == uint64_t{1} << 20)
+        << engine.grad_accumulator_choice();
+  }
+}
+
+// On a GPU the accumulator's additions run on the current stream, ordered after each reduction and
+// before the landing copies on the D2H stream: the same bits as the host accumulator.
+TEST(DeviceAccumulatorGpu, OneGpuEqualsHostAccumulatorBitForBit) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  for (int stage : {1, 2, 3}) {
+    for (int64_t slot_bytes : {Scenario().staging_slot_bytes, int64_t{256}}) {
+      Scenario s = overlap_scenario(stage, "bf16", 4);
+      s.device = "cuda";
+      s.staging_slot_bytes = slot_bytes;
+      s.grad_accumulator = "device";
+      const TrainTrace on_device = train_single(s);
+      s.grad_accumulator = "host";
+      EXPECT_EQ(compare_exactly(on_device, train_single(s)), "") << s.name();
     }
   }
 }

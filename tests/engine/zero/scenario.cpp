@@ -25,6 +25,13 @@ at::ScalarType dtype_of(const std::string& name) {
   return at::kFloat;
 }
 
+GradAccumulator grad_accumulator_of(const std::string& name) {
+  if (name == "host") return GradAccumulator::kHost;
+  if (name == "device") return GradAccumulator::kDevice;
+  if (name == "auto") return GradAccumulator::kAuto;
+  throw Error(invalid_argument("grad_accumulator " + name + " is not auto, host or device"));
+}
+
 // The global batch of `step`: world * accumulation * micro_batch samples of seq_len + 1 tokens.
 at::Tensor global_batch(const Scenario& s, int step) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1000 + step);
@@ -59,6 +66,7 @@ std::vector<std::string> Scenario::to_args() const {
           "--tied=" + std::to_string(tied),
           "--clip=" + std::to_string(clip),
           "--dtype=" + dtype,
+          "--grad_dtype=" + grad_dtype,
           "--device=" + device,
           "--bucket_numel=" + std::to_string(bucket_numel),
           "--persistence_threshold=" + std::to_string(persistence_threshold),
@@ -75,6 +83,9 @@ std::vector<std::string> Scenario::to_args() const {
           "--weights_dir=" + weights_dir,
           "--streamed=" + std::to_string(streamed),
           "--compare_streamed=" + std::to_string(compare_streamed),
+          "--grad_accumulator=" + grad_accumulator,
+          "--window_steps=" + std::to_string(window_steps),
+          "--compare_accumulator=" + std::to_string(compare_accumulator),
           "--nvme_dir=" + nvme_dir,
           "--nvme_buffers=" + std::to_string(nvme_buffers),
           "--nvme_pipeline=" + std::to_string(nvme_pipeline),
@@ -109,6 +120,8 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.clip = std::stod(value);
     else if (key == "dtype")
       s.dtype = value;
+    else if (key == "grad_dtype")
+      s.grad_dtype = value;
     else if (key == "device")
       s.device = value;
     else if (key == "bucket_numel")
@@ -141,6 +154,12 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.streamed = value == "1";
     else if (key == "compare_streamed")
       s.compare_streamed = value == "1";
+    else if (key == "grad_accumulator")
+      s.grad_accumulator = value;
+    else if (key == "window_steps")
+      s.window_steps = std::stoi(value);
+    else if (key == "compare_accumulator")
+      s.compare_accumulator = value == "1";
     else if (key == "nvme_dir")
       s.nvme_dir = value;
     else if (key == "nvme_buffers")
@@ -165,6 +184,9 @@ std::string Scenario::name() const {
   if (sub_group_numel != defaults.sub_group_numel) knobs += "_subgroup" + std::to_string(sub_group_numel);
   if (staging_slot_bytes != defaults.staging_slot_bytes) knobs += "_slot" + std::to_string(staging_slot_bytes);
   if (streamed) knobs += "_streamed";
+  if (grad_dtype != defaults.grad_dtype) knobs += "_grads_" + grad_dtype;
+  if (grad_accumulator != defaults.grad_accumulator) knobs += "_accumulate_" + grad_accumulator;
+  if (window_steps != defaults.window_steps) knobs += "_window" + std::to_string(window_steps);
   if (!nvme_dir.empty()) knobs += "_nvme" + std::to_string(nvme_buffers) + (nvme_pipeline ? "" : "_sync");
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
@@ -191,6 +213,7 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   ZeroEngineOptions options;
   options.partition.stage = s.stage;
   options.partition.compute_dtype = dtype_of(s.dtype);
+  options.partition.grad_dtype = dtype_of(s.grad_dtype);
   options.partition.reduce_bucket_numel = s.bucket_numel;
   options.partition.persistence_threshold = s.persistence_threshold;
   options.partition.prefetch_numel = s.prefetch_numel;
@@ -205,6 +228,8 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.sub_group_size = s.sub_group_numel;
   options.grad_staging_buffers = s.staging_buffers;
   options.grad_staging_slot_bytes = static_cast<uint64_t>(s.staging_slot_bytes);
+  options.grad_accumulator = grad_accumulator_of(s.grad_accumulator);
+  options.gradient_accumulation_steps = s.window_steps > 0 ? s.window_steps : s.accumulation;
   if (!s.nvme_dir.empty())
     options.nvme_optimizer = {.paths = {s.nvme_dir},
                               .buffer_count = s.nvme_buffers,
@@ -230,6 +255,11 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
                                  (shard.is_pinned() ? ", pinned" : ", not pinned")));
   }
 
+  if (s.offload && s.grad_accumulator != "auto" &&
+      engine.grad_accumulation_on_device() != (s.grad_accumulator == "device"))
+    throw Error(internal_error("grad_accumulator " + s.grad_accumulator +
+                               " not honoured: " + engine.grad_accumulator_choice()));
+
   TrainTrace trace;
   if (!s.resume_dir.empty())
     trace.first_step = static_cast<int>(value_or_throw(load_engine_checkpoint(s.resume_dir, engine)).iteration);
@@ -245,6 +275,7 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
     StepOutcome outcome = engine.step(kLr, 1.0);
     if (outcome.overflow) throw Error(internal_error("unexpected overflow at step " + std::to_string(step)));
     trace.losses.push_back(engine.mean_over_ranks(loss_sum / s.accumulation));
+    trace.grad_norms.push_back(outcome.grad_norm);
   }
   if (!s.save_dir.empty())
     throw_if_error(save_engine_checkpoint(
@@ -302,6 +333,11 @@ std::string compare_exactly(const TrainTrace& got, const TrainTrace& want) {
   for (size_t i = 0; i < got.losses.size(); ++i)
     if (got.losses[i] != want.losses[i])
       out << "step " << i << ": loss " << got.losses[i] << " vs " << want.losses[i] << "\n";
+  if (got.grad_norms.size() != want.grad_norms.size()) return "gradient norm counts differ";
+  for (size_t i = 0; i < got.grad_norms.size(); ++i)
+    if (got.grad_norms[i] != want.grad_norms[i])
+      out << "step " << i << ": gradient norm " << std::hexfloat << got.grad_norms[i] << " vs " << want.grad_norms[i]
+          << std::defaultfloat << "\n";
   for (const auto& [name, want_param] : want.params) {
     auto it = got.params.find(name);
     if (it == got.params.end() || !it->second.equal(want_param)) out << name << " differs\n";

@@ -24,11 +24,12 @@ struct Scenario {
   int accumulation = 1;  // micro-batches per rank per step
   int micro_batch = 2;   // samples per micro-batch
   int seq_len = 8;
-  bool tied = true;             // tied embeddings (a parameter in two units)
-  double clip = 0.0;            // gradient clipping (max global norm)
-  std::string dtype = "fp32";   // compute dtype: fp32 | bf16 | fp16
-  std::string device = "cpu";   // cpu | cuda
-  int64_t bucket_numel = 1000;  // small, so parameters straddle buckets and partitions
+  bool tied = true;                 // tied embeddings (a parameter in two units)
+  double clip = 0.0;                // gradient clipping (max global norm)
+  std::string dtype = "fp32";       // compute dtype: fp32 | bf16 | fp16
+  std::string grad_dtype = "fp32";  // gradient buckets and accumulation (tierzero.grad_accum_dtype): fp32 | bf16
+  std::string device = "cpu";       // cpu | cuda
+  int64_t bucket_numel = 1000;      // small, so parameters straddle buckets and partitions
   int64_t persistence_threshold = 64;
   int64_t prefetch_numel = 4000;
   int64_t max_live_numel = 1'000'000'000;      // stage 3: stage3_max_live_parameters
@@ -46,6 +47,11 @@ struct Scenario {
                                                // open_safetensors_params, not a map from load_hf_weights
   bool compare_streamed = false;               // worker: check the run equals the same run with streamed off, bit
                                                // for bit
+  std::string grad_accumulator = "auto";       // with offload: ZeroEngineOptions::grad_accumulator, auto | host |
+                                               // device
+  int window_steps = 0;                        // ZeroEngineOptions::gradient_accumulation_steps; 0 = accumulation
+  bool compare_accumulator = false;            // worker: check the run equals the same run with grad_accumulator
+                                               // "host", bit for bit
   std::string nvme_dir;                        // with offload: the optimizer state on NVMe, swap files here
   int nvme_buffers = 4;                        // NvmeOptimizerOptions::buffer_count
   bool nvme_pipeline = true;                   // NvmeOptimizerOptions::pipeline_read and pipeline_write
@@ -68,6 +74,7 @@ ModelConfig test_model_config(bool tied);
 struct TrainTrace {
   int first_step = 0;  // losses[i] is step first_step + i
   std::vector<double> losses;
+  std::vector<double> grad_norms;  // engine runs: StepOutcome::grad_norm per step (the reference: none)
   std::map<std::string, at::Tensor> params;
   // Stage 3 only (ShardedPartitioner::stats() at the end of the run; zero and empty otherwise).
   int64_t peak_live_numel = 0;
@@ -79,7 +86,8 @@ struct TrainTrace {
 // stage 3 had more than scenario.max_live_numel gathered elements alive at once, so multi-rank
 // runs check that limit too.
 TrainTrace train_with_engine(const Scenario& scenario, Comm& comm);
-// Empty when `got` and `want` have the same losses and parameters bit for bit; else the differences.
+// Empty when `got` and `want` have the same losses, gradient norms and parameters bit for bit; else
+// the differences.
 std::string compare_exactly(const TrainTrace& got, const TrainTrace& want);
 // Trains the same global batches in one process with plain autograd and AdamW (fp32, CPU).
 TrainTrace train_reference(const Scenario& scenario);

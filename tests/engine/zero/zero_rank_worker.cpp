@@ -30,8 +30,10 @@ int main(int argc, char** argv) {
     std::unique_ptr<Comm> comm = tierzero::value_or_throw(Comm::create(store, rank, scenario.world_size, device));
     auto got = tierzero::engine::testing::train_with_engine(scenario, *comm);
     std::string mismatch;
-    if (scenario.compare_overlap || scenario.compare_streamed || scenario.compare_nvme) {
+    if (scenario.compare_overlap || scenario.compare_streamed || scenario.compare_nvme ||
+        scenario.compare_accumulator) {
       Scenario plain = scenario;
+      if (scenario.compare_accumulator) plain.grad_accumulator = "host";
       if (scenario.compare_nvme) plain.nvme_dir.clear();
       plain.overlap = plain.overlap && !scenario.compare_overlap;
       plain.streamed = plain.streamed && !scenario.compare_streamed;

@@ -1,0 +1,67 @@
+// Where the reduced gradient buckets of an offloaded step go. Two modes:
+//
+//   host    every bucket of every micro-batch lands at once: the host gradient pipeline
+//           (host_grad_pipeline.h) copies it D2H and adds it, times 1/W, into the fp32 host
+//           partition. A step with A micro-batches copies and adds the partition A times.
+//   device  with gradient accumulation, a bucket launched before the window's last micro-batch is
+//           added (fp32, in its reduction's stream order) into an accumulator of this rank's
+//           partition on the compute device; a bucket launched in the last micro-batch lands the
+//           sum accumulator + bucket for its runs (as an fp32 bucket of the same shape) and zeroes
+//           those accumulator runs. One D2H copy and one CPU pass per step; partition_numel x 4
+//           bytes of device memory.
+//
+// Bit for bit: the pipeline multiplies each landed value by s = 1/W. For W a power of two the
+// product is exact (no fp32 overflow or subnormal results), so (g1 + g2 + ... + gA) * s, summed here
+// in fp32 in landing order, equals g1*s + g2*s + ... + gA*s summed in the host partition by the host
+// mode. The last landing hands the pipeline buckets of the same shapes and runs the host mode's last
+// landing does, and the pipeline cuts a bucket into pieces by element count whatever its dtype, so
+// the recorded run norms (run_norms.h), the global norm and the clip factor are the same bits too.
+//
+// Which buckets land is decided when a bucket is launched (lands_now()), not when it is added: in
+// stages 1-2 a bucket of one micro-batch is added while the next one's backward runs. A window that
+// ends before its last micro-batch (step() after fewer micro-batches than configured) lands the
+// whole accumulator when drained.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "engine/zero/internal/host_grad_pipeline.h"
+
+namespace tierzero::engine {
+
+class OffloadedGrads {
+ public:
+  // Host mode when `accumulator` is undefined; else device mode with `accumulator` (fp32, zeroed,
+  // contiguous, the pipeline partition's numel, on the compute device). `pipeline` outlives this.
+  OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulator);
+
+  bool accumulates_on_device() const { return accumulator_.defined(); }
+  // Starts a micro-batch; `last`: it ends the accumulation window, so buckets launched from now on
+  // until the next reset() land.
+  void begin_micro_batch(bool last);
+  // Whether a bucket launched now is to land (always in host mode).
+  bool lands_now() const { return !accumulates_on_device() || last_micro_batch_; }
+
+  // Takes a reduced bucket `source` (as HostGradPipeline::land: flat, contiguous, on the compute
+  // device, its reduction ordered on the current stream) for `runs`; `lands` is what lands_now()
+  // said when the bucket was launched. Blocks only while every staging slot is busy.
+  void take(const at::Tensor& source, std::vector<LandingRun> runs, bool lands);
+  // Lands what the accumulator still holds when the window had no last micro-batch, then waits
+  // until everything landed is in the partition. Throws the pipeline's error, if any.
+  void drain();
+  // Zeroes the host partition for the next window (after drain()).
+  void reset();
+
+  // The fp32 host partition gradients land in.
+  at::Tensor partition() const { return pipeline_.partition(); }
+
+ private:
+  HostGradPipeline& pipeline_;
+  at::Tensor accumulator_;
+  bool last_micro_batch_ = false;
+  bool accumulated_ = false;  // something was added to the accumulator since the last reset()
+};
+
+}  // namespace tierzero::engine

@@ -1,0 +1,54 @@
+#include "engine/zero/internal/offloaded_grads.h"
+
+#include <ATen/ATen.h>
+
+#include "common/common.h"
+
+namespace tierzero::engine {
+
+OffloadedGrads::OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulator)
+    : pipeline_(pipeline), accumulator_(std::move(accumulator)) {
+  if (accumulator_.defined() && (accumulator_.scalar_type() != at::kFloat || !accumulator_.is_contiguous() ||
+                                 accumulator_.numel() != pipeline_.partition().numel()))
+    throw Error(internal_error("OffloadedGrads needs a contiguous fp32 accumulator of the partition's " +
+                               std::to_string(pipeline_.partition().numel()) + " elements"));
+}
+
+void OffloadedGrads::begin_micro_batch(bool last) { last_micro_batch_ = last; }
+
+void OffloadedGrads::take(const at::Tensor& source, std::vector<LandingRun> runs, bool lands) {
+  if (!accumulates_on_device()) {
+    pipeline_.land(source, std::move(runs));
+    return;
+  }
+  if (!lands) {
+    for (const LandingRun& run : runs)
+      accumulator_.narrow(0, run.partition_offset, run.numel).add_(source.narrow(0, run.source_offset, run.numel));
+    accumulated_ = accumulated_ || !runs.empty();
+    return;
+  }
+  // The bucket in fp32 plus what earlier micro-batches left for its runs, which then hold nothing.
+  at::Tensor sum = source.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+  for (const LandingRun& run : runs) {
+    at::Tensor held = accumulator_.narrow(0, run.partition_offset, run.numel);
+    sum.narrow(0, run.source_offset, run.numel).add_(held);
+    held.zero_();
+  }
+  pipeline_.land(sum, std::move(runs));
+}
+
+void OffloadedGrads::drain() {
+  const bool held = accumulated_ && !last_micro_batch_;  // the window ended early: all of it is still here
+  if (held) pipeline_.land(accumulator_, {{0, 0, accumulator_.numel()}});
+  pipeline_.drain();
+  if (held) accumulator_.zero_();  // its copies have run
+  accumulated_ = false;
+}
+
+void OffloadedGrads::reset() {
+  last_micro_batch_ = false;
+  accumulated_ = false;
+  pipeline_.reset();
+}
+
+}  // namespace tierzero::engine
