@@ -69,6 +69,8 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
                               .pipeline_read = config.zero.offload_optimizer.pipeline_read,
                               .pipeline_write = config.zero.offload_optimizer.pipeline_write,
                               .io = config.aio};
+  options.optimizer_state_dtype =
+      config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? at::kBFloat16 : at::kFloat;
   options.cpu_threads = config.tierzero.cpu_threads;
   options.gradient_clipping = config.gradient_clipping;
   options.sub_group_size = static_cast<int64_t>(config.zero.sub_group_size);

@@ -59,8 +59,11 @@ Result<ModelAndWeights> load_model(const TrainArgs& args) {
     m.config_json = to_hf_json(m.config);
     m.description = "built-in tiny Llama (random init)";
   }
-  m.weights = init_parameters(m.config, args.init_seed, at::kFloat, at::kCPU);
   return m;
+}
+
+void init_random_weights(const TrainArgs& args, ModelAndWeights& model) {
+  if (!model.streamed) model.weights = init_parameters(model.config, args.init_seed, at::kFloat, at::kCPU);
 }
 
 Result<LoadedConfig> load_config(const TrainArgs& args, int world_size, const ModelConfig& model) {

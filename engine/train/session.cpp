@@ -4,6 +4,7 @@
 
 #include "engine/plan/plan.h"
 #include "engine/train/internal/engine_options.h"
+#include "engine/train/internal/plan_check.h"
 
 namespace tierzero::engine::trainer {
 namespace {
@@ -53,6 +54,10 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
                                .warmup_num_steps = 1};
   TZ_ASSIGN_OR_RETURN(s->schedule_, LrSchedule::create(config.scheduler.value_or(constant_lr)));
   TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
+  // The planner's check, before the weights and the engine's buffers are allocated.
+  TZ_RETURN_IF_ERROR(
+      check_plan_fits(s->model_.config_json, s->model_.description, config, s->data_.samples->seq_len(), s->device_));
+  init_random_weights(args, s->model_);
 
   s->engine_ = s->model_.streamed
                    ? std::make_unique<ZeroEngine>(*s->network_, *s->model_.streamed, s->options_, *s->comm_)

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/deepspeed/deepspeed_source.h"
@@ -21,7 +22,10 @@ checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const Checkpoin
   manifest.step = engine.optimizer().state().step;
   checkpoint::FlatGroup group;
   for (const ParamSpec& spec : all_params(engine.model())) group.params.push_back({spec.name, spec.shape});
-  for (const char* name : kStateNames) group.states.push_back({name, ElementType::kF32});
+  // m and v as the optimizer holds them (tierzero.optimizer_state_dtype); the master is fp32.
+  const ElementType moments = *to_element_type(engine.options().optimizer_state_dtype);
+  for (const char* name : kStateNames)
+    group.states.push_back({name, std::string_view(name) == "fp32" ? ElementType::kF32 : moments});
   manifest.groups.push_back(std::move(group));
   manifest.loss_scaler = extras.loss_scaler;
   manifest.lr_scheduler = extras.lr_scheduler;
@@ -111,7 +115,14 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
   const uint32_t read_rank = stage == 0 ? 0 : static_cast<uint32_t>(comm.rank());
   Status status;
   for (size_t s = 0; s < 3 && status.ok(); ++s) {
-    at::Tensor host = at::empty({targets[s]->numel()}, at::kFloat);
+    // Read in the saved dtype; copy_ converts to the run's (bf16 moments round to nearest even).
+    const ElementType dtype = manifest.groups[0].states[s].dtype;  // F32, BF16 or F16 (validate_manifest)
+    if (s == 0 && dtype != ElementType::kF32) {
+      status = invalid_argument(reader->path() + " holds the master weights in " + element_type_name(dtype) +
+                                "; resume needs an fp32 master (states[0])");
+      break;
+    }
+    at::Tensor host = at::empty({targets[s]->numel()}, *to_scalar_type(dtype));
     status = reader->read_partition(0, s, read_world, read_rank,
                                     {static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())});
     if (status.ok()) targets[s]->copy_(host);

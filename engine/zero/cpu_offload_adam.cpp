@@ -87,7 +87,8 @@ class CpuOffloadAdam final : public PartitionOptimizer {
 
   int64_t pinned_bytes() const override {
     if (!state_.master.is_pinned()) return 0;
-    return 3 * state_.master.nbytes() + (setup_.params16.defined() ? setup_.params16.nbytes() : 0);
+    return state_.master.nbytes() + state_.exp_avg.nbytes() + state_.exp_avg_sq.nbytes() +
+           (setup_.params16.defined() ? setup_.params16.nbytes() : 0);
   }
 
   double last_copy_seconds() const override { return last_copy_seconds_; }

@@ -18,9 +18,10 @@
 namespace tierzero::engine {
 namespace {
 
-// A pinned buffer and what it holds: sub-group `holds`'s record (master, exp_avg, exp_avg_sq of
-// `count` elements each, back to back), the transfers in flight on it, and the copy to the device
-// that still reads it (fp32 compute weights sent from the buffer itself).
+// A pinned buffer (bytes) and what it holds: sub-group `holds`'s record (fp32 master, then exp_avg
+// and exp_avg_sq in the state dtype, `count` elements each, back to back), the transfers in flight
+// on it, and the copy to the device that still reads it (fp32 compute weights sent from the buffer
+// itself).
 struct Slot {
   at::Tensor buffer;
   int64_t holds = -1;
@@ -42,10 +43,13 @@ class NvmeAdam final : public NvmeOffloadAdam {
     numel_ = setup_.partitioner->partition_numel();
     slot_numel_ = std::max<int64_t>(1, std::min(setup_.sub_group_numel, numel_));
     groups_ = (numel_ + slot_numel_ - 1) / slot_numel_;
+    if (setup_.state_dtype != at::kFloat && setup_.state_dtype != at::kBFloat16)
+      throw Error(internal_error("nvme optimizer: moments must be fp32 or bf16"));
     for (const at::Tensor& buffer : setup_.buffers)
-      if (buffer.scalar_type() != at::kFloat || buffer.numel() != 3 * slot_numel_)
-        throw Error(internal_error("nvme optimizer: a pinned buffer is not 3 x " + std::to_string(slot_numel_) +
-                                   " fp32 elements"));
+      if (buffer.scalar_type() != at::kByte || static_cast<uint64_t>(buffer.numel()) != record_bytes(slot_numel_))
+        throw Error(internal_error("nvme optimizer: a pinned buffer is not one record of " +
+                                   std::to_string(slot_numel_) + " elements (" +
+                                   std::to_string(record_bytes(slot_numel_)) + " bytes)"));
     io_ = value_or_throw(nvme::IoEngine::create(nvme.io));
     for (const at::Tensor& buffer : setup_.buffers) {
       throw_if_error(io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
@@ -95,10 +99,10 @@ class NvmeAdam final : public NvmeOffloadAdam {
       const int64_t count = count_of(k);
       const cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
       const cpu_adam::AdamBuffers buffers{
-          .params = {slot.buffer.data_ptr<float>(), static_cast<size_t>(count)},
+          .params = {static_cast<float*>(slot.buffer.data_ptr()), static_cast<size_t>(count)},
           .grads = {grads.data, grads.count, grads.type},
-          .exp_avg = tensor_elements(slot.buffer, count, count),
-          .exp_avg_sq = tensor_elements(slot.buffer, 2 * count, count),
+          .exp_avg = tensor_elements(record_part(slot, 1, count), 0, count),
+          .exp_avg_sq = tensor_elements(record_part(slot, 2, count), 0, count),
           .params16 = sixteen_bit ? tensor_elements(out16, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
       if (!in_place) send_compute_weights(slot, sixteen_bit, begin, count, compute_partition);
@@ -119,16 +123,14 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   AdamPartitionState& state() override {
     if (materialised_) return state_;
-    at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat).device(at::kCPU);
     at::Tensor* states[] = {&state_.master, &state_.exp_avg, &state_.exp_avg_sq};
-    for (at::Tensor* t : states) *t = at::empty({numel_}, fp32);
+    for (int s = 0; s < 3; ++s) *states[s] = at::empty({numel_}, at::TensorOptions().dtype(part_dtype(s)));
     for (int64_t k = 0; k < groups_; ++k) {
       read_ahead(k);
       Slot& slot = slot_of(k);
       throw_if_error(swap_->wait(slot.read));
       const int64_t count = count_of(k);
-      for (int s = 0; s < 3; ++s)
-        states[s]->narrow(0, k * slot_numel_, count).copy_(slot.buffer.narrow(0, s * count, count));
+      for (int s = 0; s < 3; ++s) states[s]->narrow(0, k * slot_numel_, count).copy_(record_part(slot, s, count));
     }
     materialised_ = true;
     return state_;
@@ -157,7 +159,18 @@ class NvmeAdam final : public NvmeOffloadAdam {
   }
 
  private:
-  static uint64_t record_bytes(int64_t count) { return 3 * static_cast<uint64_t>(count) * sizeof(float); }
+  // Part s of a record: 0 the fp32 master, 1 exp_avg, 2 exp_avg_sq (the state dtype).
+  at::ScalarType part_dtype(int s) const { return s == 0 ? at::kFloat : setup_.state_dtype; }
+  uint64_t record_bytes(int64_t count) const {
+    return static_cast<uint64_t>(nvme_record_bytes(count, setup_.state_dtype));
+  }
+  // Part s of the record of `count` elements `slot` holds, as a typed view of its buffer.
+  at::Tensor record_part(const Slot& slot, int s, int64_t count) const {
+    const int64_t offset =
+        s == 0 ? 0 : count * static_cast<int64_t>(sizeof(float) + (s - 1) * c10::elementSize(setup_.state_dtype));
+    const int64_t bytes = count * static_cast<int64_t>(c10::elementSize(part_dtype(s)));
+    return slot.buffer.narrow(0, offset, bytes).view(part_dtype(s));
+  }
   int64_t count_of(int64_t k) const { return std::min(slot_numel_, numel_ - k * slot_numel_); }
   Slot& slot_of(int64_t k) { return slots_[static_cast<size_t>(k % static_cast<int64_t>(slots_.size()))]; }
 
@@ -241,7 +254,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
         const int64_t hi = std::min(end, runs[r].partition_offset + runs[r].numel);
         if (lo >= hi) continue;
         load_param_range(*setup_.source, *names[r], runs[r].param_offset + (lo - runs[r].partition_offset),
-                         slot.buffer.narrow(0, lo - begin, hi - lo));
+                         record_part(slot, 0, end - begin).narrow(0, lo - begin, hi - lo));
       }
       write_behind(k);
     }
@@ -256,8 +269,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
       Slot& slot = slot_of(k);
       claim(slot, k);
       const int64_t count = count_of(k);
-      for (int s = 0; s < 3; ++s)
-        slot.buffer.narrow(0, s * count, count).copy_(states[s]->narrow(0, k * slot_numel_, count));
+      for (int s = 0; s < 3; ++s) record_part(slot, s, count).copy_(states[s]->narrow(0, k * slot_numel_, count));
       write_behind(k);
     }
     finish_writes();
@@ -281,6 +293,10 @@ class NvmeAdam final : public NvmeOffloadAdam {
 };
 
 }  // namespace
+
+int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype) {
+  return numel * static_cast<int64_t>(sizeof(float) + 2 * c10::elementSize(state_dtype));
+}
 
 std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup) {
   return std::make_unique<NvmeAdam>(std::move(setup));

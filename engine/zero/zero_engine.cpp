@@ -85,13 +85,14 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
   std::vector<PinnedBuffer> plan;
   if (options.offload_optimizer) {
     if (state_on_nvme(options)) {  // one sub-group's master, m and v per buffer
-      const int64_t record = 3 * std::max<int64_t>(1, std::min(options.sub_group_size, p));
+      const int64_t record =
+          nvme_record_bytes(std::max<int64_t>(1, std::min(options.sub_group_size, p)), options.optimizer_state_dtype);
       for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
-        plan.push_back({nvme_buffer_name(i), record, at::kFloat});
+        plan.push_back({nvme_buffer_name(i), record, at::kByte});
     } else {
       plan.push_back({"master", p, at::kFloat});
-      plan.push_back({"exp_avg", p, at::kFloat});
-      plan.push_back({"exp_avg_sq", p, at::kFloat});
+      plan.push_back({"exp_avg", p, options.optimizer_state_dtype});
+      plan.push_back({"exp_avg_sq", p, options.optimizer_state_dtype});
     }
     plan.push_back({"gradients", p, at::kFloat});
     // A slot holds the largest bucket this rank lands in fp32 (a device accumulator lands fp32
@@ -156,6 +157,11 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   if (options.partition.offload_params && options.partition.stage != 3)
     throw Error(invalid_argument("offload_param needs zero_optimization.stage 3 (stage is " +
                                  std::to_string(options.partition.stage) + "); set stage 3 or remove offload_param"));
+  if (options.optimizer_state_dtype != at::kFloat &&
+      (!options.offload_optimizer || options.optimizer_state_dtype != at::kBFloat16))
+    throw Error(invalid_argument(
+        "tierzero.optimizer_state_dtype \"bf16\" needs zero_optimization.offload_optimizer.device \"cpu\" or "
+        "\"nvme\" (the optimizer on the GPU keeps fp32 state); offload the optimizer or use \"fp32\""));
   if (options.offload_optimizer && options.grad_staging_buffers < 1)
     throw Error(invalid_argument("grad_staging_buffers=" + std::to_string(options.grad_staging_buffers) +
                                  " must be at least 1 (offload_optimizer.buffer_count)"));
@@ -205,6 +211,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                .sub_group_numel = options.sub_group_size,
                                .time_copies = options.time_breakdown,
                                .rank = comm.rank(),
+                               .state_dtype = options.optimizer_state_dtype,
                                .nvme = options.nvme_optimizer,
                                .buffers = {},
                                .params16 = host_tier_->buffer("16-bit weights"),

@@ -77,8 +77,10 @@ struct ZeroEngineOptions {
                                                    // most (less when no bucket is that large); a larger bucket leaves
                                                    // the device in slot-sized pieces. Pinned staging memory is
                                                    // grad_staging_buffers x this, not x reduce_bucket_size
-  NvmeOptimizerOptions nvme_optimizer;     // with offload_optimizer and nvme_optimizer.paths: the state (master,
-                                           // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+  NvmeOptimizerOptions nvme_optimizer;  // with offload_optimizer and nvme_optimizer.paths: the state (master,
+                                        // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+  at::ScalarType optimizer_state_dtype = at::kFloat;  // tierzero.optimizer_state_dtype: m and v of the
+                                                      // offloaded optimizer, kFloat or kBFloat16 (the master is fp32)
   GradAccumulator grad_accumulator = GradAccumulator::kAuto;  // tierzero.offload_grad_accumulator: where an
                                                               // offloaded step accumulates micro-batches
   int64_t gradient_accumulation_steps = 1;                    // micro-batches per step(): the last one's buckets land

@@ -32,7 +32,9 @@ at::Device pick_device();
 void choose_cpu_threads(at::Device device, int64_t parameters);
 
 // The model and its initial weights: a HF checkpoint (args.model_dir), a HF config.json with random
-// weights (args.model_config_path), or the built-in tiny Llama. Errors name the file.
+// weights (args.model_config_path), or the built-in tiny Llama. load_model() reads the config and
+// opens a checkpoint (nothing of the model's size is allocated); init_random_weights() then makes
+// the random weights of a model without a checkpoint. Errors name the file.
 struct ModelAndWeights {
   ModelConfig config;
   std::string config_json;  // the config.json text it came from (to_hf_json for the built-in model)
@@ -41,6 +43,9 @@ struct ModelAndWeights {
   std::unique_ptr<ParamSource> streamed;      // a HF checkpoint: read by the engine, each rank its shard
 };
 Result<ModelAndWeights> load_model(const TrainArgs& args);
+// Fills model.weights with args.init_seed's fp32 initialisation on the CPU unless the model streams
+// from a checkpoint.
+void init_random_weights(const TrainArgs& args, ModelAndWeights& model);
 
 // The ds_config `args` name (configs/tiny.json when none), resolved for `world_size` ranks and the
 // model's hidden size. `path` is the file actually read.

@@ -1,7 +1,8 @@
 // Private: one training run on this rank, as a small object (the pieces of `tierzero train`):
 //
 //   create()      session.cpp         device, process group, model, ds_config -> engine options,
-//                                     data, schedules, engine; resume from --resume
+//                                     data, schedules, the planner's budget check (plan_check.h),
+//                                     weights, engine; resume from --resume
 //   run()         session.cpp         header, then for each step: run_step(), report it, save when due;
 //                                     then the final save / export and the `done:` line
 //   run_step()    session_step.cpp    one optimizer step (below) and its measured figures

@@ -1,6 +1,7 @@
 // Adam with this rank's optimizer state on NVMe (zero_optimization.offload_optimizer.device "nvme"):
-// the fp32 master weights, exp_avg and exp_avg_sq live in swap files (optimizer_swap.h), one record
-// per sub-group of sub_group_size elements, and pass through `buffer_count` pinned host buffers. A
+// the fp32 master weights, exp_avg and exp_avg_sq (fp32, or bf16 with tierzero.optimizer_state_dtype)
+// live in swap files (optimizer_swap.h), one record per sub-group of sub_group_size elements (12 or
+// 8 bytes an element), and pass through `buffer_count` pinned host buffers. A
 // step walks the sub-groups in order: sub-group k+1's record is read ahead (pipeline_read) while
 // cpu_adam steps k — the same kernel, gradients and 16-bit output as the CPU-offloaded optimizer
 // (cpu_offload_adam.cpp), so the weights are the same bit for bit — and k-1's is written behind
@@ -9,7 +10,7 @@
 // that last left it, so any buffer_count >= 1 is correct; read-ahead needs 2, full overlap 3.
 //
 // state() is the checkpoint seam and here it materialises: the first call after a step reads every
-// sub-group into three whole fp32 host tensors (O(partition) host memory, not pinned), which callers
+// sub-group into three whole host tensors (O(partition) host memory, not pinned), which callers
 // read and write in place; the next step() writes them back to NVMe (a checkpoint load lands on NVMe
 // there) and frees them. The checkpoint writer takes whole spans per state, so a save cannot stream
 // sub-group by sub-group yet.
@@ -34,7 +35,7 @@ struct NvmeOptimizerOptions {
   std::vector<std::string> paths;  // offload_optimizer.nvme_path: directories; several stripe every
                                    // sub-group over them (a tierzero extension). Empty: not on NVMe
   int buffer_count = 4;            // offload_optimizer.buffer_count: pinned buffers of one sub-group's
-                                   // state (12 bytes x sub_group_size each); at least 1
+                                   // state (12 or 8 bytes x sub_group_size each); at least 1
   bool pipeline_read = false;      // offload_optimizer.pipeline_read: read sub-groups ahead
   bool pipeline_write = false;     // offload_optimizer.pipeline_write: write sub-groups behind
   nvme::IoConfig io;               // the "aio" block
@@ -54,9 +55,10 @@ struct NvmeOffloadAdamSetup {
   int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
   bool time_copies = false;                 // measure the copies (waits for them at the step's end)
   int rank = 0;                             // names the swap files
+  at::ScalarType state_dtype = at::kFloat;  // exp_avg and exp_avg_sq: kFloat or kBFloat16
   NvmeOptimizerOptions nvme;
-  // nvme.buffer_count pinned fp32 host buffers of 3 x min(sub_group_numel, partition numel)
-  // elements each (host_tier.h); outlive the optimizer.
+  // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
+  // numel) elements each (nvme_record_bytes); outlive the optimizer.
   std::vector<at::Tensor> buffers;
   at::Tensor params16;  // as CpuOffloadAdamSetup::params16
   // The initial master weights: partition `partition_rank` of `partitioner`'s layout, read from
@@ -72,6 +74,9 @@ class NvmeOffloadAdam : public PartitionOptimizer {
   // The traffic so far.
   virtual NvmeTraffic traffic() const = 0;
 };
+
+// Bytes of one swap record of `numel` elements: the fp32 master and two moments of `state_dtype`.
+int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype);
 
 // Creates the swap files and writes the initial state (master from `source`, zero moments) through
 // the buffers. Throws tierzero::Error: an option out of range naming its key; the swap's errors

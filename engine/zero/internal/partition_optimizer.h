@@ -29,7 +29,8 @@ struct AdamConfig {
   bool bias_correction = true;
 };
 
-// One rank's optimizer state: flat fp32 partitions and the number of steps applied.
+// One rank's optimizer state: flat partitions (the master fp32; m and v fp32, or bf16 in the
+// offloaded optimizers with tierzero.optimizer_state_dtype "bf16") and the number of steps applied.
 struct AdamPartitionState {
   at::Tensor master;
   at::Tensor exp_avg;
@@ -69,7 +70,8 @@ std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition
 
 // Adam offloaded to the CPU (cpu_adam), stepped sub-group by sub-group over this rank's partition.
 // Every buffer is in host memory the engine allocated (host_tier.h): fp32 `master` (filled),
-// `exp_avg`, `exp_avg_sq` (zero), and `params16` — the 16-bit weights bound for a device compute
+// `exp_avg`, `exp_avg_sq` (zero; both fp32 or both bf16, cpu_adam rounding each update to nearest
+// even), and `params16` — the 16-bit weights bound for a device compute
 // partition, or empty when the compute partition is fp32 or in host memory. After each sub-group's
 // update its compute weights go back through `copies` (to a device: on the H2D side stream, while
 // the next sub-group steps; to host memory: written in place by the kernel, or copied); the device

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "engine/train/internal/engine_options.h"
 #include "tests/support/status_matchers.h"
@@ -97,6 +98,16 @@ TEST(EngineOptions, OptimizerOnNvmeCarriesPathBuffersPipelineAndAio) {
       "offload_optimizer": {"device": "cpu"}}})"))
                   .value()
                   .nvme_optimizer.paths.empty());
+}
+
+TEST(EngineOptions, NvmePathListStripesAndStateDtypeReachesTheEngine) {
+  ZeroEngineOptions options = engine_options(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "nvme", "nvme_path": ["/mnt/nvme0", "/mnt/nvme1"]}},
+      "tierzero": {"optimizer_state_dtype": "bf16"}})"))
+                                  .value();
+  EXPECT_EQ(options.nvme_optimizer.paths, (std::vector<std::string>{"/mnt/nvme0", "/mnt/nvme1"}));
+  EXPECT_EQ(options.optimizer_state_dtype, at::kBFloat16);
+  EXPECT_EQ(engine_options(parse(R"({"train_batch_size": 1})")).value().optimizer_state_dtype, at::kFloat);
 }
 
 TEST(EngineOptions, RefuseWhatTheEngineCannotDo) {

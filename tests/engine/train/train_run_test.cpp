@@ -4,6 +4,7 @@
 
 #include <ATen/Context.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -131,6 +132,7 @@ TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   nlohmann::json nvme = cpu;
   nvme["zero_optimization"]["offload_optimizer"] = {
       {"device", "nvme"}, {"nvme_path", dir / "nvme"}, {"pipeline_read", true}, {"pipeline_write", true}};
+  std::filesystem::create_directories(dir / "nvme");  // train refuses a missing nvme_path
   TrainRun on_cpu = run_train(train_args(write_config(dir, small_config(cpu), "cpu.json"), 3));
   TrainRun on_nvme = run_train(train_args(write_config(dir, small_config(nvme), "nvme.json"), 3));
   ASSERT_TRUE(on_cpu.summary.ok()) << on_cpu.summary.status().to_string();

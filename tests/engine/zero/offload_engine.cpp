@@ -1,0 +1,37 @@
+#include "offload_engine.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "scenario.h"
+
+namespace tierzero::engine::testing {
+
+OffloadEngine::OffloadEngine(const OffloadEngineSpec& spec)
+    : comm(Comm::single(at::Device(at::kCPU))), model(make_causal_lm(test_model_config(true))) {
+  ZeroEngineOptions options;
+  options.partition.stage = spec.stage;
+  options.partition.compute_dtype = spec.compute;
+  options.partition.grad_dtype = at::kFloat;
+  options.partition.reduce_bucket_numel = 1000;
+  options.offload_optimizer = true;
+  options.optimizer_state_dtype = spec.state;
+  options.sub_group_size = 3000;
+  options.gradient_clipping = 0.5;
+  options.adam.weight_decay = 0.01;
+  if (!spec.nvme_dir.empty())
+    options.nvme_optimizer = {
+        .paths = {spec.nvme_dir}, .buffer_count = 3, .pipeline_read = true, .pipeline_write = true, .io = {}};
+  engine = std::make_unique<ZeroEngine>(*model, init_parameters(test_model_config(true), 42, at::kFloat, at::kCPU),
+                                        options, *comm);
+}
+
+double OffloadEngine::train_step(int step) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(500 + step);
+  const at::Tensor tokens = at::randint(64, {2, 9}, gen, at::TensorOptions().dtype(at::kLong));
+  const double loss = engine->forward_backward(tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8), 1.0);
+  EXPECT_FALSE(engine->step(2e-2, 1.0).overflow);
+  return loss;
+}
+
+}  // namespace tierzero::engine::testing

@@ -1,0 +1,37 @@
+// A one-rank ZeRO engine on the CPU with the optimizer offloaded (host state or NVMe), for the tests
+// of the offloaded optimizers' state: the scenarios' tiny Llama from seed-42 weights, gradient
+// clipping 0.5, AdamW with weight decay 0.01, sub-groups of 3000 elements (the stage 3 shard of
+// 9824 elements in 4), reduce buckets of 1000 elements.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/comm/comm.h"
+#include "engine/model/functional_model.h"
+#include "engine/zero/zero_engine.h"
+
+namespace tierzero::engine::testing {
+
+struct OffloadEngineSpec {
+  int stage = 2;
+  at::ScalarType compute = at::kFloat;
+  at::ScalarType state = at::kFloat;  // ZeroEngineOptions::optimizer_state_dtype
+  std::string nvme_dir;               // the swap files' directory; empty: state in host memory
+};
+
+struct OffloadEngine {
+  std::unique_ptr<Comm> comm;
+  std::unique_ptr<FunctionalModel> model;
+  std::unique_ptr<ZeroEngine> engine;
+
+  explicit OffloadEngine(const OffloadEngineSpec& spec);
+  // One optimizer step (learning rate 2e-2) on batch `step`: two samples of 8 tokens drawn from a
+  // generator seeded by `step`. Returns the loss.
+  double train_step(int step);
+  AdamPartitionState& state() { return engine->optimizer().state(); }
+};
+
+}  // namespace tierzero::engine::testing
