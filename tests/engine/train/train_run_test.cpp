@@ -11,6 +11,7 @@
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/model/functional_model.h"
 #include "report/report.h"
+#include "tests/support/status_matchers.h"
 #include "train_fixture.h"
 
 namespace tierzero::engine::testing {
@@ -38,7 +39,7 @@ TEST(Train, StepLinesCarryTheFiguresEveryStepsPerPrint) {
   ScratchDir dir;
   TrainRun run = run_train(
       train_args(write_config(dir, small_config({{"steps_per_print", 2}, {"wall_clock_breakdown", true}})), 5));
-  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  ASSERT_OK(run.summary);
   std::vector<std::smatch> lines = step_lines(run.lines);
   ASSERT_EQ(lines.size(), 4u) << "steps 1 (first), 2, 4 (every 2nd) and 5 (last)";
   const int expected_steps[] = {1, 2, 4, 5};
@@ -78,18 +79,19 @@ TEST(Train, RefusesWhatItCannotHonourNamingTheKey) {
   ScratchDir dir;
   struct Case {
     nlohmann::json overrides;
+    ErrorCode code;
     const char* says;
   } cases[] = {
-      {{{"zero_optimization", {{"stage", 5}}}}, "zero_optimization.stage"},
+      {{{"zero_optimization", {{"stage", 5}}}}, ErrorCode::kInvalidArgument, "zero_optimization.stage"},
       {{{"zero_optimization", {{"stage", 3}, {"offload_param", {{"device", "nvme"}, {"nvme_path", "/tmp"}}}}}},
+       ErrorCode::kUnsupported,
        "zero_optimization.offload_param.device"},
-      {{{"tierzero", {{"checkpoint", {{"save_every", 2}}}}}}, "--save"},
-      {{{"tierzero", {{"data", {{"path", nullptr}}}}}}, "tierzero.data.path"},
+      {{{"tierzero", {{"checkpoint", {{"save_every", 2}}}}}}, ErrorCode::kInvalidArgument, "--save"},
+      {{{"tierzero", {{"data", {{"path", nullptr}}}}}}, ErrorCode::kInvalidArgument, "tierzero.data.path"},
   };
   for (Case& c : cases) {
     TrainRun run = run_train(train_args(write_config(dir, small_config(c.overrides)), 1));
-    ASSERT_FALSE(run.summary.ok()) << c.says;
-    EXPECT_NE(run.summary.status().to_string().find(c.says), std::string::npos) << run.summary.status().to_string();
+    EXPECT_ERROR(run.summary, c.code, c.says);
   }
 }
 
@@ -97,7 +99,7 @@ TEST(Train, IneffectiveKeysAreWarnedByName) {
   ScratchDir dir;
   TrainRun run = run_train(
       train_args(write_config(dir, small_config({{"zero_optimization", {{"contiguous_gradients", false}}}})), 1));
-  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  ASSERT_OK(run.summary);
   ASSERT_FALSE(run.lines.empty());
   EXPECT_EQ(run.lines[0].rfind("warning: zero_optimization.contiguous_gradients=false has no effect", 0), 0u)
       << run.lines[0];
@@ -107,15 +109,15 @@ TEST(Train, ResumeContinuesBitForBit) {
   ScratchDir dir;
   const std::string config = write_config(dir, small_config({{"zero_optimization", {{"stage", 1}}}}));
   TrainRun whole = run_train(train_args(config, 4));
-  ASSERT_TRUE(whole.summary.ok()) << whole.summary.status().to_string();
+  ASSERT_OK(whole.summary);
   TrainArgs first_args = train_args(config, 2);
   first_args.save_dir = dir / "ckpt";
   TrainRun first = run_train(first_args);
-  ASSERT_TRUE(first.summary.ok()) << first.summary.status().to_string();
+  ASSERT_OK(first.summary);
   TrainArgs rest_args = train_args(config, 4);
   rest_args.resume_dir = dir / "ckpt";
   TrainRun rest = run_train(rest_args);
-  ASSERT_TRUE(rest.summary.ok()) << rest.summary.status().to_string();
+  ASSERT_OK(rest.summary);
   ASSERT_EQ(rest.summary->losses.size(), 2u);
   EXPECT_EQ(first.summary->losses[0], whole.summary->losses[0]);
   EXPECT_EQ(first.summary->losses[1], whole.summary->losses[1]);
@@ -135,8 +137,8 @@ TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   std::filesystem::create_directories(dir / "nvme");  // train refuses a missing nvme_path
   TrainRun on_cpu = run_train(train_args(write_config(dir, small_config(cpu), "cpu.json"), 3));
   TrainRun on_nvme = run_train(train_args(write_config(dir, small_config(nvme), "nvme.json"), 3));
-  ASSERT_TRUE(on_cpu.summary.ok()) << on_cpu.summary.status().to_string();
-  ASSERT_TRUE(on_nvme.summary.ok()) << on_nvme.summary.status().to_string();
+  ASSERT_OK(on_cpu.summary);
+  ASSERT_OK(on_nvme.summary);
   EXPECT_EQ(on_nvme.summary->losses, on_cpu.summary->losses) << "bit for bit";
   EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
 }
@@ -147,14 +149,14 @@ TEST(Train, SaveAndExportAreLoadable) {
   args.save_dir = dir / "ckpt";
   args.export_dir = dir / "hf";
   TrainRun run = run_train(args);
-  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  ASSERT_OK(run.summary);
   Result<checkpoint::VerifyReport> verified = checkpoint::verify_checkpoint(dir / "ckpt");
-  EXPECT_TRUE(verified.ok()) << verified.status().to_string();
+  EXPECT_OK(verified);
   Result<ModelConfig> config = load_model_config(dir / "hf");
-  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  ASSERT_OK(config);
   EXPECT_EQ(config->hidden_size, tiny_llama_config().hidden_size);
   Result<std::map<std::string, at::Tensor>> weights = load_hf_weights(dir / "hf", at::kFloat, at::kCPU);
-  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  ASSERT_OK(weights);
   EXPECT_EQ(weights->size(), all_params(*make_causal_lm(*config)).size());
   EXPECT_NE(run.lines.back().find("| saved to " + (dir / "ckpt") + " | exported to " + (dir / "hf")), std::string::npos)
       << run.lines.back();
@@ -188,11 +190,11 @@ TEST(Train, CheckpointCompressionIsHonoured) {
     TrainArgs args = train_args(write_config(dir, small_config(overrides), name + ".json"), 1);
     args.save_dir = dir / name;
     TrainRun run = run_train(args);
-    ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+    ASSERT_OK(run.summary);
     std::vector<std::string> found = saved_compressions(dir / name, 1);
     ASSERT_FALSE(found.empty()) << "no section records";
     for (const std::string& c : found) EXPECT_EQ(c, compression);
-    EXPECT_TRUE(checkpoint::verify_checkpoint(dir / name).ok());
+    EXPECT_OK(checkpoint::verify_checkpoint(dir / name));
   }
 }
 
@@ -201,9 +203,9 @@ TEST(Train, MetricsFileHoldsEveryStep) {
   TrainArgs args = train_args(write_config(dir, small_config({{"steps_per_print", 10}})), 3);
   args.metrics_path = dir / "run.jsonl";
   TrainRun run = run_train(args);
-  ASSERT_TRUE(run.summary.ok()) << run.summary.status().to_string();
+  ASSERT_OK(run.summary);
   Result<report::RunMetrics> metrics = report::read_metrics_file(args.metrics_path);
-  ASSERT_TRUE(metrics.ok()) << metrics.status().to_string();
+  ASSERT_OK(metrics);
   EXPECT_EQ(metrics->run.model, "builtin");
   EXPECT_EQ(metrics->run.dtype, "fp32");
   EXPECT_EQ(metrics->run.offload, "none");
