@@ -28,8 +28,7 @@ Result<std::unique_ptr<TierManager>> TierManagerImpl::create(const TierBudgets& 
 Status TierManagerImpl::init(nvme::IoEngine* io) {
   const TierBudgets& b = budgets_;
   TZ_ASSIGN_OR_RETURN(host_facts_, read_host_facts());
-  TZ_ASSIGN_OR_RETURN(device_,
-                      make_device_memory(b.device, b.cuda_device, std::chrono::microseconds(b.host_copy_latency_us)));
+  TZ_ASSIGN_OR_RETURN(device_, make_device_memory(b.device, b.cuda_device, scoped_host_copy_latency()));
   const bool has_nvme = b.nvme_bytes > 0;
   staging_bytes_ = has_nvme ? uint64_t{b.transfer_threads} * b.pipeline_depth * b.chunk_bytes : 0;
   TZ_RETURN_IF_ERROR(check_budgets(b, staging_bytes_, host_facts_, *device_));

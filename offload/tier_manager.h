@@ -69,9 +69,7 @@ struct TierBudgets {
   uint64_t prefetch_bytes = 256ull << 20;             // bytes the trace replay keeps ahead of use; 0: none
   DeviceChoice device = DeviceChoice::kAuto;
   int cuda_device = 0;
-  uint32_t host_copy_latency_us = 0;  // host-memory GPU tier only: copies complete this long
-                                      // after they are queued, like a GPU stream (tests)
-  nvme::IoConfig io;                  // used when the manager creates its own IoEngine
+  nvme::IoConfig io;  // used when the manager creates its own IoEngine
 };
 
 struct ShardSpec {

@@ -67,6 +67,10 @@ class DeviceMemory {
 Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, int cuda_device,
                                                          std::chrono::microseconds host_copy_latency = {});
 
+// The host tier's copy latency a testing::ScopedHostCopyLatency in force asks for (zero outside
+// one); TierManager::create passes it to make_device_memory.
+std::chrono::microseconds scoped_host_copy_latency();
+
 // The host implementation; `reason` is shown in its description. With a nonzero `copy_latency`
 // each lane is a thread that runs its copies and fills in order, each one `copy_latency` after
 // it was queued, so a copy is still in flight after copy_async returns, as on a GPU stream.

@@ -6,11 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
 
+#include "offload/testing/host_copy_latency.h"
 #include "tests/offload/test_support.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
@@ -177,9 +180,10 @@ TEST_P(PropertyTest, RandomOperationsKeepEveryByte) {
   TierBudgets b = testing::small_budgets(dir.path(), 1 << 20, (768 << 10) + (1536 << 10), 12 << 20);
   b.nvme_paths = {dir.path(), dir.path()};  // two stripes
   b.swap_file_prefix = "walk";
+  std::optional<testing::ScopedHostCopyLatency> latency;
   if (GetParam().host_copy_latency_us > 0) {
     b.device = DeviceChoice::kHost;
-    b.host_copy_latency_us = GetParam().host_copy_latency_us;
+    latency.emplace(std::chrono::microseconds(GetParam().host_copy_latency_us));
   }
   auto m = TierManager::create(b, io.get());
   ASSERT_OK(m);
