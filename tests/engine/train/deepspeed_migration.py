@@ -100,6 +100,8 @@ DTYPE = os.environ.get("TZ_DS_MIGRATION_DTYPE", "fp32")  # the driver passes --d
 DEVICE = os.environ.get("TZ_DS_MIGRATION_DEVICE", "cpu")  # and --device
 # and --ds-unscale-by-backward-scale (see unscale_by_backward_scale)
 UNSCALE_BY_BACKWARD_SCALE = os.environ.get("TZ_DS_MIGRATION_UNSCALE_BY_BACKWARD_SCALE") == "1"
+# and --ds-grad-accum-fp32: DeepSpeed's data_types.grad_accum_dtype "fp32", as tierzero accumulates fp16 runs
+DS_GRAD_ACCUM_FP32 = os.environ.get("TZ_DS_MIGRATION_DS_GRAD_ACCUM_FP32") == "1"
 
 
 def precision():
@@ -112,7 +114,8 @@ def ds_config(stage, world):
     zero = {"stage": stage}
     if stage == 3:
         zero["stage3_param_persistence_threshold"] = 0
-    return {**precision(), "train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2 // world,
+    extra = {"data_types": {"grad_accum_dtype": "fp32"}} if DS_GRAD_ACCUM_FP32 else {}
+    return {**extra, **precision(), "train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2 // world,
             "zero_optimization": zero, "zero_force_ds_cpu_optimizer": False, "zero_allow_untested_optimizer": True,
             "gradient_clipping": 1.0, "steps_per_print": 1000, "scheduler": SCHEDULER}
 
@@ -403,6 +406,9 @@ def main():
     p.add_argument("--ds-unscale-by-backward-scale", action="store_true",
                    help="fp16: DeepSpeed divides the gradients by the loss scale of their backward, as tierzero "
                         "does (it divides by the scale after this step's update; see unscale_by_backward_scale)")
+    p.add_argument("--ds-grad-accum-fp32", action="store_true",
+                   help="DeepSpeed accumulates gradients in fp32 (data_types.grad_accum_dtype), as tierzero does "
+                        "for fp16 runs (DeepSpeed 0.19.8 honours it at stages 2 and 3, not 1)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where both sides train (default cpu)")
     p.add_argument("--work", help="work folder (default: a new temporary one)")
     p.add_argument("--json", help="write the figures here")
@@ -426,6 +432,7 @@ def main():
     DTYPE = os.environ["TZ_DS_MIGRATION_DTYPE"] = args.dtype
     DEVICE = os.environ["TZ_DS_MIGRATION_DEVICE"] = args.device
     os.environ["TZ_DS_MIGRATION_UNSCALE_BY_BACKWARD_SCALE"] = "1" if args.ds_unscale_by_backward_scale else "0"
+    os.environ["TZ_DS_MIGRATION_DS_GRAD_ACCUM_FP32"] = "1" if args.ds_grad_accum_fp32 else "0"
     return driver(args)
 
 
