@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -103,11 +104,20 @@ struct CheckpointOptions {
   uint32_t compression_threads = 0;  // zstd worker threads (0: compress on the calling thread)
 };
 
+// The bytes of one section produced in order instead of held whole: each call fills `out` with the
+// section's next out.size() bytes; the writer calls it until the section's size is reached (pieces
+// of at most a few MiB). An error stops the save and is returned by write_checkpoint_rank.
+using SectionFill = std::function<Status(std::span<std::byte> out)>;
+
 // What one rank saves.
 struct RankData {
   // group_states[g][s]: this rank's partition of groups[g], state states[s], exactly
   // partition_numel(...) elements of that state's dtype. Empty for ranks that store no groups.
   std::vector<std::vector<std::span<const std::byte>>> group_states;
+  // Instead of group_states (then empty): group_state_fills[g][s] streams the same bytes piece by
+  // piece, so a state that is not in memory (an optimizer on NVMe) is saved without a whole copy.
+  // The file is the same byte for byte.
+  std::vector<std::vector<SectionFill>> group_state_fills;
   // Rank 0 only: each replicated tensor's bytes, in manifest order.
   std::vector<std::span<const std::byte>> replicated;
   // Opaque per-rank state (RNG, data loader position), returned verbatim by rank_state().

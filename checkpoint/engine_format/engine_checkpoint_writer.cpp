@@ -48,7 +48,17 @@ std::span<const std::byte> text_bytes(const std::string& text) { return std::as_
 // The sections `rank` must write, with their expected byte sizes; checks `data` against them.
 Status check_rank_data(const CheckpointManifest& m, uint32_t rank, const RankData& data) {
   const bool stores = rank_stores_groups(m.zero_stage, rank);
-  if (data.group_states.size() != (stores ? m.groups.size() : 0)) {
+  if (!data.group_state_fills.empty()) {
+    if (!data.group_states.empty())
+      return invalid_argument(fmt::format("rank {}: give group_states or group_state_fills, not both", rank));
+    if (data.group_state_fills.size() != (stores ? m.groups.size() : 0))
+      return invalid_argument(fmt::format("rank {}: {} streamed group partitions given, the layout has {}", rank,
+                                          data.group_state_fills.size(), stores ? m.groups.size() : 0));
+    for (size_t g = 0; g < data.group_state_fills.size(); ++g)
+      if (data.group_state_fills[g].size() != m.groups[g].states.size())
+        return invalid_argument(fmt::format("rank {} group {}: {} streamed states given, the layout has {}", rank, g,
+                                            data.group_state_fills[g].size(), m.groups[g].states.size()));
+  } else if (data.group_states.size() != (stores ? m.groups.size() : 0)) {
     return invalid_argument(fmt::format("rank {}: {} group partitions given, the layout has {}", rank,
                                         data.group_states.size(), stores ? m.groups.size() : 0));
   }
@@ -128,6 +138,8 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
   for (const auto& states : data.group_states) {
     for (const auto& bytes : states) raw_bytes += bytes.size();
   }
+  for (size_t g = 0; g < data.group_state_fills.size(); ++g)
+    for (size_t s = 0; s < data.group_state_fills[g].size(); ++s) raw_bytes += group_state_bytes(manifest, g, s);
   for (const auto& bytes : data.replicated) raw_bytes += bytes.size();
   TZ_ASSIGN_OR_RETURN(auto writer,
                       RankFileWriter::create(txn.file_system(), *engine, txn.staging_dir() + "/" + rank_file_name(rank),
@@ -138,6 +150,14 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
       section.group = g;
       section.state = s;
       TZ_RETURN_IF_ERROR(writer->add_section(section, data.group_states[g][s]));
+    }
+  }
+  for (uint32_t g = 0; g < data.group_state_fills.size(); ++g) {
+    for (uint32_t s = 0; s < data.group_state_fills[g].size(); ++s) {
+      SectionRecord section;
+      section.group = g;
+      section.state = s;
+      TZ_RETURN_IF_ERROR(writer->add_section(section, group_state_bytes(manifest, g, s), data.group_state_fills[g][s]));
     }
   }
   for (uint32_t i = 0; i < data.replicated.size(); ++i) {

@@ -1,6 +1,8 @@
 #include "checkpoint/engine_format/internal/rank_file_writer.h"
 
 #include <algorithm>
+#include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -45,29 +47,40 @@ Status RankFileWriter::store(std::span<const std::byte> bytes, uint64_t& section
   return status;
 }
 
-// One zstd frame, compressed straight into the stream's staging buffers.
-Status RankFileWriter::compress(std::span<const std::byte> bytes) {
+void RankFileWriter::begin_frame(uint64_t raw_bytes) {
   if (cctx_ == nullptr) {
     cctx_ = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
     if (threads_ > 0) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, static_cast<int>(threads_));
   }
   ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_only);
-  ZSTD_CCtx_setPledgedSrcSize(cctx_, bytes.size());
+  ZSTD_CCtx_setPledgedSrcSize(cctx_, raw_bytes);
+}
+
+// Feeds `bytes` to the open frame, compressed straight into the stream's staging buffers; `last`
+// ends the frame.
+Status RankFileWriter::compress_piece(std::span<const std::byte> bytes, bool last) {
   ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+  const ZSTD_EndDirective mode = last ? ZSTD_e_end : ZSTD_e_continue;
   size_t remaining = 0;
   do {
     TZ_ASSIGN_OR_RETURN(std::span<std::byte> free, stream_->reserve());
     ZSTD_outBuffer out{free.data(), free.size(), 0};
-    remaining = ZSTD_compressStream2(cctx_, &out, &in, ZSTD_e_end);
+    remaining = ZSTD_compressStream2(cctx_, &out, &in, mode);
     if (ZSTD_isError(remaining)) {
       return internal_error(
           fmt::format("zstd compression of {} failed: {}", stream_->path(), ZSTD_getErrorName(remaining)));
     }
     XXH3_64bits_update(file_hash_, free.data(), out.pos);
     TZ_RETURN_IF_ERROR(stream_->commit(out.pos));
-  } while (remaining != 0);
+  } while (last ? remaining != 0 : in.pos < in.size);
   return {};
+}
+
+// One zstd frame of the whole section.
+Status RankFileWriter::compress(std::span<const std::byte> bytes) {
+  begin_frame(bytes.size());
+  return compress_piece(bytes, /*last=*/true);
 }
 
 Status RankFileWriter::add_section(SectionRecord section, std::span<const std::byte> bytes) {
@@ -80,6 +93,40 @@ Status RankFileWriter::add_section(SectionRecord section, std::span<const std::b
   } else {
     TZ_RETURN_IF_ERROR(store(bytes, section.xxh3));
   }
+  section.stored_bytes = stream_->size() - section.offset;
+  sections_.push_back(section);
+  return {};
+}
+
+Status RankFileWriter::add_section(SectionRecord section, uint64_t raw_bytes, const SectionFill& fill) {
+  constexpr uint64_t kPiece = 4 << 20;  // compressed sections: the scratch piece fill() writes into
+  section.offset = stream_->size();
+  section.raw_bytes = raw_bytes;
+  section.compressed = level_ > 0;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(hash.get());
+  std::vector<std::byte> scratch(section.compressed ? std::min(raw_bytes, kPiece) : 0);
+  if (section.compressed) begin_frame(raw_bytes);
+  uint64_t done = 0;
+  do {  // once for an empty section: its frame still ends
+    std::span<std::byte> piece;
+    if (section.compressed) {
+      piece = std::span<std::byte>(scratch).first(std::min<uint64_t>(scratch.size(), raw_bytes - done));
+    } else {
+      TZ_ASSIGN_OR_RETURN(std::span<std::byte> free, stream_->reserve());
+      piece = free.first(std::min<uint64_t>(free.size(), raw_bytes - done));
+    }
+    if (!piece.empty()) TZ_RETURN_IF_ERROR(fill(piece));
+    XXH3_64bits_update(hash.get(), piece.data(), piece.size());
+    done += piece.size();
+    if (section.compressed) {
+      TZ_RETURN_IF_ERROR(compress_piece(piece, /*last=*/done == raw_bytes));
+    } else {
+      XXH3_64bits_update(file_hash_, piece.data(), piece.size());
+      TZ_RETURN_IF_ERROR(stream_->commit(piece.size()));
+    }
+  } while (done < raw_bytes);
+  section.xxh3 = XXH3_64bits_digest(hash.get());
   section.stored_bytes = stream_->size() - section.offset;
   sections_.push_back(section);
   return {};

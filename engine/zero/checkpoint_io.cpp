@@ -19,7 +19,7 @@ checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const Checkpoin
   manifest.zero_stage = engine.options().partition.stage;
   manifest.world_size = static_cast<uint32_t>(engine.comm().world_size());
   manifest.alignment = partitioning::kDeepSpeedAlignment;
-  manifest.step = engine.optimizer().state().step;
+  manifest.step = engine.optimizer().step_count();
   checkpoint::FlatGroup group;
   for (const ParamSpec& spec : all_params(engine.model())) group.params.push_back({spec.name, spec.shape});
   // m and v as the optimizer holds them (tierzero.optimizer_state_dtype); the master is fp32.
@@ -44,8 +44,32 @@ Result<std::unique_ptr<checkpoint::CheckpointReader>> open_for_resume(const std:
   return checkpoint::open_deepspeed_resume_reader(dir, "", order);
 }
 
-std::span<const std::byte> bytes_of(const at::Tensor& t) {
-  return {static_cast<const std::byte*>(t.const_data_ptr()), static_cast<size_t>(t.nbytes())};
+// Fills elements [begin, begin + n) of this rank's partition of state `s` from `reader`, in the
+// run's dtype `run` (converted from the saved one; padding zero): the saved partition's segments
+// (`segments`, this rank's layout) that meet the range, read through read_flat_range so a pass in
+// increasing order streams each section.
+Status fill_partition_range(checkpoint::CheckpointReader& reader,
+                            const std::vector<checkpoint::PartitionSegment>& segments, int s, at::ScalarType run,
+                            int64_t begin, std::span<std::byte> out) {
+  const ElementType saved_type = reader.manifest().groups[0].states[s].dtype;
+  const at::ScalarType saved = *to_scalar_type(saved_type);
+  const auto n = static_cast<int64_t>(out.size() / c10::elementSize(run));
+  at::Tensor target = at::from_blob(out.data(), {n}, at::TensorOptions().dtype(run));
+  at::Tensor staged = saved == run ? target : at::empty({n}, at::TensorOptions().dtype(saved));
+  staged.zero_();
+  const auto item = static_cast<int64_t>(c10::elementSize(saved));
+  const auto end = static_cast<uint64_t>(begin + n);
+  for (const checkpoint::PartitionSegment& segment : segments) {
+    const uint64_t lo = std::max<uint64_t>(segment.partition_begin, static_cast<uint64_t>(begin));
+    const uint64_t hi = std::min<uint64_t>(segment.partition_begin + segment.length, end);
+    if (lo >= hi) continue;
+    TZ_RETURN_IF_ERROR(
+        reader.read_flat_range(0, static_cast<size_t>(s), segment.logical_begin + (lo - segment.partition_begin),
+                               {static_cast<std::byte*>(staged.data_ptr()) + (static_cast<int64_t>(lo) - begin) * item,
+                                static_cast<size_t>(static_cast<int64_t>(hi - lo) * item)}));
+  }
+  if (!staged.is_same(target)) target.copy_(staged);  // bf16 <-> fp32: rounded to nearest even
+  return Status();
 }
 
 }  // namespace
@@ -71,14 +95,11 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
   Status status = rank == 0 ? checkpoint::begin_checkpoint(dir, tag, manifest, options) : Status();
   TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "starting checkpoint " + dir + "/" + tag));
 
-  AdamPartitionState& state = engine.optimizer().state();
-  std::vector<at::Tensor> host_states = {state.master.cpu().contiguous(), state.exp_avg.cpu().contiguous(),
-                                         state.exp_avg_sq.cpu().contiguous()};
+  // Each state streams from the optimizer into its section (from NVMe: a sub-group at a time).
   checkpoint::RankData data;
   if (checkpoint::rank_stores_groups(manifest.zero_stage, rank)) {
-    std::vector<std::span<const std::byte>> group;
-    for (const at::Tensor& t : host_states) group.push_back(bytes_of(t));
-    data.group_states.push_back(std::move(group));
+    PartitionOptimizer& optimizer = engine.optimizer();
+    data.group_state_fills.push_back({optimizer.state_reader(0), optimizer.state_reader(1), optimizer.state_reader(2)});
   }
   data.rank_state = {{"iteration", extras.iteration}, {"data", extras.data}};
   status = checkpoint::write_checkpoint_rank(dir, tag, manifest, rank, data, options);
@@ -108,27 +129,27 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
                             " holds other parameters than this model (names, shapes or order "
                             "differ); resume with the model it was saved from");
 
-  AdamPartitionState& state = engine.optimizer().state();
-  at::Tensor* targets[] = {&state.master, &state.exp_avg, &state.exp_avg_sq};
-  // Stage 0 stores one copy (rank 0's); every rank reads it as its whole partition.
+  // Stage 0 stores one copy (rank 0's); every rank reads it as its whole partition. The states go
+  // into the optimizer range by range (onto NVMe a sub-group at a time), converted to its dtypes.
   const uint32_t read_world = stage == 0 ? 1 : static_cast<uint32_t>(comm.world_size());
   const uint32_t read_rank = stage == 0 ? 0 : static_cast<uint32_t>(comm.rank());
+  const std::vector<checkpoint::PartitionSegment> segments =
+      checkpoint::partition_segments(manifest.groups[0], stage, read_world, manifest.alignment, read_rank);
+  const at::ScalarType moments =
+      engine.options().offload_optimizer ? engine.options().optimizer_state_dtype : at::kFloat;
   Status status;
-  for (size_t s = 0; s < 3 && status.ok(); ++s) {
-    // Read in the saved dtype; copy_ converts to the run's (bf16 moments round to nearest even).
-    const ElementType dtype = manifest.groups[0].states[s].dtype;  // F32, BF16 or F16 (validate_manifest)
-    if (s == 0 && dtype != ElementType::kF32) {
-      status = invalid_argument(reader->path() + " holds the master weights in " + element_type_name(dtype) +
-                                "; resume needs an fp32 master (states[0])");
-      break;
-    }
-    at::Tensor host = at::empty({targets[s]->numel()}, *to_scalar_type(dtype));
-    status = reader->read_partition(0, s, read_world, read_rank,
-                                    {static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())});
-    if (status.ok()) targets[s]->copy_(host);
-  }
+  if (manifest.groups[0].states[0].dtype != ElementType::kF32)
+    status = invalid_argument(reader->path() + " holds the master weights in " +
+                              element_type_name(manifest.groups[0].states[0].dtype) +
+                              "; resume needs an fp32 master (states[0])");
+  if (status.ok())
+    status = engine.optimizer().load_state(
+        [&](int s, int64_t begin, std::span<std::byte> out) {
+          return fill_partition_range(*reader, segments, s, s == 0 ? at::kFloat : moments, begin, out);
+        },
+        manifest.step);
+  if (status.ok()) status = reader->finish_reads();  // every section read to its end, its checksum checked
   TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "reading " + reader->path()));
-  state.step = manifest.step;
   engine.sync_compute_params();
 
   CheckpointExtras extras;

@@ -136,6 +136,60 @@ class NvmeAdam final : public NvmeOffloadAdam {
     return state_;
   }
 
+  int64_t step_count() override { return state_.step; }
+
+  StateReader state_reader(int s) override {
+    write_back_materialised();  // a state() copy changed in place is what is saved
+    return [this, s, k = int64_t{0}, offset = uint64_t{0}](std::span<std::byte> out) mutable -> Status {
+      try {
+        for (size_t filled = 0; filled < out.size();) {
+          if (k >= groups_) return internal_error("nvme optimizer: state " + std::to_string(s) + " read past its end");
+          const int64_t count = count_of(k);
+          if (offset == 0) {  // sub-group k's part: read (or read ahead before), then k+1's queued
+            if (slot_of(k).read.sub_group != k) read_part(k, s);
+            TZ_RETURN_IF_ERROR(swap_->wait(slot_of(k).read));
+            if (k + 1 < groups_ && slots_.size() >= 2) read_part(k + 1, s);
+          }
+          const at::Tensor part = record_part(slot_of(k), s, count);
+          const uint64_t n = std::min<uint64_t>(part.nbytes() - offset, out.size() - filled);
+          std::memcpy(out.data() + filled, static_cast<const std::byte*>(part.const_data_ptr()) + offset, n);
+          filled += n;
+          offset += n;
+          if (offset == static_cast<uint64_t>(part.nbytes())) {
+            ++k;
+            offset = 0;
+          }
+        }
+        return Status();
+      } catch (const Error& e) {
+        return e.status();
+      }
+    };
+  }
+
+  Status load_state(const StateFill& fill, int64_t step) override {
+    try {
+      state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();  // a state() copy is replaced too
+      materialised_ = false;
+      Status status;
+      for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
+        Slot& slot = slot_of(k);
+        claim(slot, k);
+        for (int s = 0; s < 3 && status.ok(); ++s) {
+          at::Tensor part = record_part(slot, s, count_of(k));
+          status =
+              fill(s, k * slot_numel_, {static_cast<std::byte*>(part.data_ptr()), static_cast<size_t>(part.nbytes())});
+        }
+        if (status.ok()) write_behind(k);
+      }
+      finish_writes();
+      if (status.ok()) state_.step = step;
+      return status;
+    } catch (const Error& e) {
+      return e.status();
+    }
+  }
+
   int64_t pinned_bytes() const override {
     int64_t bytes = setup_.params16.defined() && setup_.params16.is_pinned() ? setup_.params16.nbytes() : 0;
     for (const Slot& slot : slots_)
@@ -164,18 +218,21 @@ class NvmeAdam final : public NvmeOffloadAdam {
   uint64_t record_bytes(int64_t count) const {
     return static_cast<uint64_t>(nvme_record_bytes(count, setup_.state_dtype));
   }
+  // Byte offset of part s in a record of `count` elements.
+  int64_t part_offset(int s, int64_t count) const {
+    return s == 0 ? 0 : count * static_cast<int64_t>(sizeof(float) + (s - 1) * c10::elementSize(setup_.state_dtype));
+  }
   // Part s of the record of `count` elements `slot` holds, as a typed view of its buffer.
   at::Tensor record_part(const Slot& slot, int s, int64_t count) const {
-    const int64_t offset =
-        s == 0 ? 0 : count * static_cast<int64_t>(sizeof(float) + (s - 1) * c10::elementSize(setup_.state_dtype));
     const int64_t bytes = count * static_cast<int64_t>(c10::elementSize(part_dtype(s)));
-    return slot.buffer.narrow(0, offset, bytes).view(part_dtype(s));
+    return slot.buffer.narrow(0, part_offset(s, count), bytes).view(part_dtype(s));
   }
   int64_t count_of(int64_t k) const { return std::min(slot_numel_, numel_ - k * slot_numel_); }
   Slot& slot_of(int64_t k) { return slots_[static_cast<size_t>(k % static_cast<int64_t>(slots_.size()))]; }
 
-  // Makes `slot` free for sub-group k: the write that left it done, no copy reading it.
+  // Makes `slot` free for sub-group k: the transfers that used it done, no copy reading it.
   void claim(Slot& slot, int64_t k) {
+    throw_if_error(swap_->wait(slot.read));  // only a checkpoint read left unfinished has one here
     throw_if_error(swap_->wait(slot.write));
     if (slot.copy) slot.copy->wait_host();
     slot.copy = nullptr;
@@ -194,6 +251,19 @@ class NvmeAdam final : public NvmeOffloadAdam {
       slot.read = swap_->submit(nvme::Op::kRead, j, slot.buffer.data_ptr(), record_bytes(count_of(j)));
       read_since_step_ += record_bytes(count_of(j));
     }
+  }
+
+  // Queues the read of state s's part of sub-group k's record into its slot, from the part's start
+  // rounded down to 4096 bytes (O_DIRECT); the slot then holds no whole record (a step reads again).
+  void read_part(int64_t k, int s) {
+    Slot& slot = slot_of(k);
+    claim(slot, k);
+    slot.holds = -1;
+    const int64_t count = count_of(k);
+    const auto begin = static_cast<uint64_t>(part_offset(s, count));
+    const uint64_t end = begin + static_cast<uint64_t>(count) * c10::elementSize(part_dtype(s));
+    const uint64_t aligned = begin / OptimizerSwap::kRecordAlignment * OptimizerSwap::kRecordAlignment;
+    slot.read = swap_->submit(nvme::Op::kRead, k, slot.buffer.data_ptr(), aligned, end);
   }
 
   // Queues the write of sub-group k's record; waits for it unless pipeline_write.

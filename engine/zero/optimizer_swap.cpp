@@ -65,18 +65,19 @@ OptimizerSwap::~OptimizerSwap() {
   for (const Part& part : parts_) std::remove(part.path.c_str());
 }
 
-SwapTransfer OptimizerSwap::submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t bytes) {
-  SwapTransfer transfer{.op = op, .sub_group = sub_group, .bytes = bytes, .tickets = {}};
+SwapTransfer OptimizerSwap::submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t begin, uint64_t end) {
+  SwapTransfer transfer{.op = op, .sub_group = sub_group, .begin = begin, .end = end, .tickets = {}, .parts = {}};
   std::vector<nvme::IoRequest> requests;
-  for (size_t p = 0; p < parts_.size(); ++p) {
-    const uint64_t begin = std::min<uint64_t>(bytes, p * part_bytes_);
-    const uint64_t end = std::min<uint64_t>(bytes, begin + part_bytes_);
-    if (end == begin) break;
+  for (size_t p = 0; p < parts_.size(); ++p) {  // path p holds record bytes [p*P, (p+1)*P)
+    const uint64_t lo = std::max<uint64_t>(begin, p * part_bytes_);
+    const uint64_t hi = std::min<uint64_t>(end, (p + 1) * part_bytes_);
+    if (lo >= hi) continue;
     requests.push_back({.file = parts_[p].file,
                         .op = op,
-                        .offset = static_cast<uint64_t>(sub_group) * part_bytes_,
-                        .buffer = static_cast<std::byte*>(buffer) + begin,
-                        .length = end - begin});
+                        .offset = static_cast<uint64_t>(sub_group) * part_bytes_ + (lo - p * part_bytes_),
+                        .buffer = static_cast<std::byte*>(buffer) + lo,
+                        .length = hi - lo});
+    transfer.parts.push_back(p);
   }
   transfer.tickets = io_.submit_batch(std::move(requests));
   return transfer;
@@ -92,16 +93,18 @@ Status OptimizerSwap::wait(SwapTransfer& transfer) {
       failed_part = p;
     }
   }
-  Status result = first.ok() ? first : failure(transfer, failed_part, first);
+  Status result = first.ok() ? first : failure(transfer, transfer.parts[failed_part], first);
   transfer.tickets.clear();
+  transfer.parts.clear();
   transfer.sub_group = -1;
   return result;
 }
 
 Status OptimizerSwap::failure(const SwapTransfer& transfer, size_t part, const Status& status) const {
   const Part& where = parts_[part];
-  const uint64_t offset = static_cast<uint64_t>(transfer.sub_group) * part_bytes_;
-  const uint64_t length = std::min<uint64_t>(transfer.bytes - part * part_bytes_, part_bytes_);
+  const uint64_t lo = std::max<uint64_t>(transfer.begin, part * part_bytes_);
+  const uint64_t offset = static_cast<uint64_t>(transfer.sub_group) * part_bytes_ + (lo - part * part_bytes_);
+  const uint64_t length = std::min<uint64_t>(transfer.end, (part + 1) * part_bytes_) - lo;
   const std::string what = std::string(transfer.op == nvme::Op::kRead ? "reading" : "writing") +
                            " optimizer sub-group " + std::to_string(transfer.sub_group) + " (" +
                            std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of " + where.path +

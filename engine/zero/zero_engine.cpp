@@ -335,7 +335,19 @@ std::map<std::string, at::Tensor> ZeroEngine::master_params() {
 }
 
 void ZeroEngine::sync_compute_params() {
-  partitioner_->compute_partition().copy_(optimizer_->state().master);
+  at::Tensor compute = partitioner_->compute_partition();
+  if (nvme_optimizer_ == nullptr) {
+    compute.copy_(optimizer_->state().master);
+  } else {  // the master streamed from NVMe a piece at a time, never whole in host memory
+    constexpr int64_t kPiece = 16 << 20;
+    const StateReader master = optimizer_->state_reader(0);
+    at::Tensor piece = at::empty({std::min<int64_t>(kPiece, compute.numel())}, at::kFloat);
+    for (int64_t begin = 0; begin < compute.numel(); begin += kPiece) {
+      at::Tensor host = piece.narrow(0, 0, std::min(kPiece, compute.numel() - begin));
+      throw_if_error(master({static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())}));
+      compute.narrow(0, begin, host.numel()).copy_(host);
+    }
+  }
   partitioner_->publish_compute_partition();
 }
 

@@ -29,6 +29,9 @@ class RankFileWriter {
 
   // Appends `bytes` as the next section; `section` names it and receives offset, sizes, checksum.
   Status add_section(SectionRecord section, std::span<const std::byte> bytes);
+  // The same section from `fill`, `raw_bytes` of it asked for in order, piece by piece (raw: straight
+  // into the stream's staging buffers; compressed: through a scratch piece). Same bytes on disk.
+  Status add_section(SectionRecord section, uint64_t raw_bytes, const SectionFill& fill);
   // Writes what is staged and fdatasyncs, filling the record's size, checksum and sections.
   Status finish(RankFileRecord& record);
 
@@ -37,6 +40,9 @@ class RankFileWriter {
   // Appends `bytes` uncompressed; sets `section_hash` to their XXH3.
   Status store(std::span<const std::byte> bytes, uint64_t& section_hash);
   Status compress(std::span<const std::byte> bytes);
+  // Starts a zstd frame of `raw_bytes` (compress_piece() then feeds it, the last piece ending it).
+  void begin_frame(uint64_t raw_bytes);
+  Status compress_piece(std::span<const std::byte> bytes, bool last);
   std::unique_ptr<StreamWriter> stream_;
   int level_;
   uint32_t threads_;

@@ -9,11 +9,13 @@
 // Sub-group k always uses buffer k mod buffer_count, and a read into a buffer waits for the write
 // that last left it, so any buffer_count >= 1 is correct; read-ahead needs 2, full overlap 3.
 //
-// state() is the checkpoint seam and here it materialises: the first call after a step reads every
-// sub-group into three whole host tensors (O(partition) host memory, not pinned), which callers
-// read and write in place; the next step() writes them back to NVMe (a checkpoint load lands on NVMe
-// there) and frees them. The checkpoint writer takes whole spans per state, so a save cannot stream
-// sub-group by sub-group yet.
+// Checkpoints stream (PartitionOptimizer::state_reader / load_state): a save reads one state's part
+// of one sub-group's record at a time (from the part's start rounded down to 4096 bytes) into the
+// pinned buffers, the next sub-group's read queued while one is copied out; a load fills whole
+// records and writes them behind. Neither holds more than the buffers. state() still materialises:
+// the first call after a step reads every sub-group into three whole host tensors (O(partition)
+// host memory, not pinned), which callers read and write in place; the next step() (or a save)
+// writes them back to NVMe and frees them.
 #pragma once
 
 #include <ATen/core/Tensor.h>

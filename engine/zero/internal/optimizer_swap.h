@@ -21,8 +21,10 @@ namespace tierzero::engine {
 struct SwapTransfer {
   nvme::Op op = nvme::Op::kRead;
   int64_t sub_group = -1;  // -1: none in flight
-  uint64_t bytes = 0;
+  uint64_t begin = 0;      // bytes [begin, end) of the record
+  uint64_t end = 0;
   std::vector<nvme::IoTicket> tickets;
+  std::vector<size_t> parts;  // the path of each ticket
 };
 
 class OptimizerSwap {
@@ -42,7 +44,13 @@ class OptimizerSwap {
 
   // Queues a read (op kRead) or write of sub-group `sub_group`'s record, its first `bytes` bytes
   // (at most record_bytes), into or from `buffer`, which must stay valid until wait() returned.
-  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t bytes);
+  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t bytes) {
+    return submit(op, sub_group, buffer, 0, bytes);
+  }
+  // The same for bytes [begin, end) of the record only, to or from the same bytes of `buffer` (the
+  // record's image); `begin` must be a multiple of 4096 (kRecordAlignment), for O_DIRECT.
+  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t begin, uint64_t end);
+  static constexpr uint64_t kRecordAlignment = 4096;
   // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
   // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
   // free.

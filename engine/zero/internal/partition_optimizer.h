@@ -3,14 +3,17 @@
 //   device: master, m, v on the compute device, stepped by LibTorch's fused AdamW kernel;
 //   cpu offload: master, m, v in the engine's pinned host tier, stepped by cpu_adam's SIMD kernel
 //       one sub-group at a time, which writes the 16-bit copy of the new weights in the same pass.
-// state() is the seam where the state is read and written (checkpoints now; an NVMe-backed store
-// can implement the same interface later).
+// state() is the seam where the state is read and written whole; checkpoints go through
+// state_reader() / load_state(), which an NVMe-backed state streams.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,13 @@ struct AdamPartitionState {
   int64_t step = 0;
 };
 
+// One state of the partition (0 the fp32 master, 1 exp_avg, 2 exp_avg_sq) read in order: each call
+// fills `out` with the state's next out.size() bytes, in the dtype the optimizer holds it in.
+using StateReader = std::function<Status(std::span<std::byte> out)>;
+// Fills `out` with elements [begin, begin + n) of state `state` (n = out.size() / its element size),
+// in the dtype the optimizer holds it in.
+using StateFill = std::function<Status(int state, int64_t begin, std::span<std::byte> out)>;
+
 class PartitionOptimizer {
  public:
   virtual ~PartitionOptimizer() = default;
@@ -53,6 +63,17 @@ class PartitionOptimizer {
 
   // The state, read and written in place (checkpoint save / load).
   virtual AdamPartitionState& state() = 0;
+  // The number of steps applied: state().step, without reading the state.
+  virtual int64_t step_count() { return state().step; }
+  // State `s` for a checkpoint save, piece by piece. The default reads state() (a device state
+  // through one host copy of it); the NVMe optimizer reads its swap files one sub-group at a time,
+  // never the whole state in host memory. Valid until the optimizer is next stepped or loaded.
+  virtual StateReader state_reader(int s);
+  // Replaces the state with what `fill` gives, sub-range by sub-range, and the step count with
+  // `step` (a checkpoint load). The default fills state() in place (a device state through a host
+  // copy); the NVMe optimizer one sub-group at a time into its swap files. A fill error is returned
+  // as is (the state is then partly replaced).
+  virtual Status load_state(const StateFill& fill, int64_t step);
 
   // Bytes of pinned host memory this optimizer holds (0 on the device).
   virtual int64_t pinned_bytes() const = 0;

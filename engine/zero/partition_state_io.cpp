@@ -1,0 +1,47 @@
+// PartitionOptimizer's default checkpoint streams: over state(), whole tensors the optimizer holds
+// (in host memory, or on the device through one host copy of a state at a time).
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <string>
+
+#include "engine/zero/internal/partition_optimizer.h"
+
+namespace tierzero::engine {
+namespace {
+
+at::Tensor& state_tensor(AdamPartitionState& state, int s) {
+  return s == 0 ? state.master : s == 1 ? state.exp_avg : state.exp_avg_sq;
+}
+
+}  // namespace
+
+StateReader PartitionOptimizer::state_reader(int s) {
+  // The host copy of a device state is made at the first read, so a save holds one at a time.
+  return [this, s, host = at::Tensor(), offset = uint64_t{0}](std::span<std::byte> out) mutable -> Status {
+    if (!host.defined()) host = state_tensor(state(), s).cpu().contiguous();
+    if (offset + out.size() > static_cast<uint64_t>(host.nbytes()))
+      return internal_error("optimizer state " + std::to_string(s) + " read past its end (" +
+                            std::to_string(host.nbytes()) + " bytes)");
+    std::memcpy(out.data(), static_cast<const std::byte*>(host.const_data_ptr()) + offset, out.size());
+    offset += out.size();
+    if (offset == static_cast<uint64_t>(host.nbytes())) host = at::Tensor();  // read whole: let it go
+    return Status();
+  };
+}
+
+Status PartitionOptimizer::load_state(const StateFill& fill, int64_t step) {
+  AdamPartitionState& st = state();
+  for (int s = 0; s < 3; ++s) {
+    at::Tensor& target = state_tensor(st, s);
+    at::Tensor host = target.is_cpu() && target.is_contiguous()
+                          ? target
+                          : at::empty_like(target, at::TensorOptions().device(at::kCPU));
+    TZ_RETURN_IF_ERROR(fill(s, 0, {static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())}));
+    if (!host.is_same(target)) target.copy_(host);
+  }
+  st.step = step;
+  return Status();
+}
+
+}  // namespace tierzero::engine
