@@ -168,7 +168,8 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   throw_if_error(limit_device_memory(comm.device(), options.gpu_memory_limit_bytes));
   options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
   // One rank reduces nothing, so a larger bucket only makes its gradients leave later: offloaded, a
-  // bucket holds at most a staging slot's fp32 elements and lands while backward goes on.
+  // bucket holds at most a staging slot's fp32 elements and lands while backward goes on (the same
+  // buckets for both accumulators, which keeps them equal bit for bit).
   if (options.offload_optimizer && comm.world_size() == 1)
     options_.partition.reduce_bucket_numel =
         std::min<int64_t>(options.partition.reduce_bucket_numel,
