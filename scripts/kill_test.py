@@ -40,7 +40,8 @@ def parse_args():
                         help="share of trials aimed at the commit window (default 0.3)")
     parser.add_argument("--seconds-per-operation", type=float, default=900,
                         help="stop an operation's trials after this long, kills or not (default 900)")
-    parser.add_argument("--only", default="", help="run only operations whose name contains this text")
+    parser.add_argument("--only", default="",
+                        help="run only operations whose name contains one of these '|'-separated texts")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock; printed)")
     parser.add_argument("--scratch", default=None, help="parent of the scratch directory (default: $TMPDIR)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory and failing trials")
@@ -58,7 +59,7 @@ def failed(tally):
     return tally.lost or tally.accepted_partial or tally.unrecovered or tally.kills < tally.wanted
 
 
-def print_table(tallies, args, seed, root, seconds):
+def print_table(tallies):
     print(f"{'operation':36} {'trials':>6} {'kills':>6} {'aimed':>6} {'in-commit':>9} {'lost':>5} "
           f"{'partial-ok':>10} {'unrecovered':>11} {'clean s':>8} {'window ms':>9} {'wall s':>7}  result")
     for t in tallies:
@@ -90,16 +91,17 @@ def main():
     ws = workspace.make_workspace(tierzero, REPO, os.path.join(root, "inputs"))
     tallies = []
     for index, op in enumerate(operations.all_operations(ws)):
-        if args.only not in op.name:
+        if not any(text in op.name for text in args.only.split("|")):
             continue
         wanted = kills_for(op, args)
         tally = campaign.run_operation(op, os.path.join(root, f"op{index}"), wanted, args.commit_fraction, rng,
                                        time.monotonic() + args.seconds_per_operation, args.keep)
-        tally.wanted = wanted
         tallies.append(tally)
-        print(f"# done: {op.name}: {tally.kills} kills in {tally.seconds:.0f} s", file=sys.stderr)
+        print(f"# done: {op.name}: {tally.kills} kills of {tally.trials} trials ({tally.kills_in_commit} inside a "
+              f"commit), lost {tally.lost}, partial accepted {tally.accepted_partial}, unrecovered "
+              f"{tally.unrecovered}, {tally.seconds:.0f} s", file=sys.stderr)
     seconds = time.monotonic() - started
-    print_table(tallies, args, seed, root, seconds)
+    print_table(tallies)
     failures = [t for t in tallies if failed(t)]
     total_kills = sum(t.kills for t in tallies)
     print(f"# {len(tallies)} operations, {total_kills} kills, "

@@ -1,6 +1,5 @@
 """One operation's campaign: clean reference runs, then trials until enough real SIGKILLs."""
 import os
-import random
 import shutil
 import statistics
 import time
@@ -13,6 +12,7 @@ from . import process
 class Tally:
     """What one operation's trials found."""
     name: str
+    wanted: int = 0  # kills asked for
     clean_seconds: float = 0.0
     commit_window: float = 0.0
     trials: int = 0
@@ -71,7 +71,7 @@ def run_operation(op, root, kills_wanted, commit_fraction, rng, deadline, keep_f
     passed. A trial is aimed at the commit window with probability `commit_fraction`, else killed
     at a time uniform over the clean duration."""
     started = time.monotonic()
-    tally = Tally(op.name)
+    tally = Tally(op.name, wanted=kills_wanted)
     clean, clean_done, tally.clean_seconds, lifetimes = _reference(op, os.path.join(root, "reference"), 2)
     tally.commit_window = max(lifetimes, default=0.0)
     tally.self_check = _self_check(op, clean, clean_done, root)

@@ -6,7 +6,6 @@ delay after the k-th staging name (NAME.partial, NAME.staging, or a rotated-away
 appears.
 """
 import os
-import random
 import signal
 import subprocess
 import time
