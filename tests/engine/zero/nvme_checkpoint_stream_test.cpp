@@ -2,8 +2,10 @@
 // sub-group's part at a time into the rank file's sections, a resume writes them back the same way
 // (PartitionOptimizer::state_reader / load_state). The files are the same, byte for byte, as the
 // save of the same state held in host memory — fp32 and bf16 moments, stages 1 and 3, raw and zstd,
-// sub-groups that do not divide the partition — and the resumed run continues bit for bit.
+// sub-groups that do not divide the partition — and the resumed run continues bit for bit, on the
+// CPU and (skipped without CUDA) with the compute on one GPU.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -52,6 +54,24 @@ TEST_P(NvmeCheckpointStream, SaveIsTheHostStateSaveByteForByteAndResumeContinues
     EXPECT_EQ(on_nvme.train_step(step), want) << "step " << step;
     EXPECT_EQ(resumed.train_step(step), want) << "resumed, step " << step;
   }
+}
+
+// On a GPU: the compute weights come back from the swap files to the device (sync_compute_params
+// streams the master in pieces) and the resumed run continues bit for bit.
+TEST(NvmeCheckpointStreamGpu, ResumeOntoNvmeContinuesOnTheGpu) {
+  if (!at::hasCUDA() || at::getNumGPUs() == 0) GTEST_SKIP() << "no CUDA device";
+  test_support::ScratchDir dir("nvme-ckpt-stream");
+  for (const char* swap : {"swap", "swap2"}) std::filesystem::create_directories(dir.file(swap));
+  const OffloadEngineSpec spec{
+      .stage = 3, .compute = at::kBFloat16, .state = at::kBFloat16, .nvme_dir = dir.file("swap"), .cuda = true};
+  OffloadEngine trained(spec);
+  for (int step = 0; step < 3; ++step) trained.train_step(step);
+  ASSERT_OK(save_engine_checkpoint(dir.file("ckpt"), *trained.engine, CheckpointExtras{.iteration = 3}));
+  OffloadEngineSpec resumed_spec = spec;
+  resumed_spec.nvme_dir = dir.file("swap2");
+  OffloadEngine resumed(resumed_spec);
+  ASSERT_OK(load_engine_checkpoint(dir.file("ckpt"), *resumed.engine).status());
+  for (int step = 3; step < 6; ++step) EXPECT_EQ(resumed.train_step(step), trained.train_step(step)) << "step " << step;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, NvmeCheckpointStream,

@@ -8,7 +8,8 @@
 namespace tierzero::engine::testing {
 
 OffloadEngine::OffloadEngine(const OffloadEngineSpec& spec)
-    : comm(Comm::single(at::Device(at::kCPU))), model(make_causal_lm(test_model_config(true))) {
+    : comm(Comm::single(spec.cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU))),
+      model(make_causal_lm(test_model_config(true))) {
   ZeroEngineOptions options;
   options.partition.stage = spec.stage;
   options.partition.compute_dtype = spec.compute;

@@ -1,4 +1,4 @@
-// A one-rank ZeRO engine on the CPU with the optimizer offloaded (host state or NVMe), for the tests
+// A one-rank ZeRO engine (on the CPU, or one GPU) with the optimizer offloaded (host state or NVMe), for the tests
 // of the offloaded optimizers' state: the scenarios' tiny Llama from seed-42 weights, gradient
 // clipping 0.5, AdamW with weight decay 0.01, sub-groups of 3000 elements (the stage 3 shard of
 // 9824 elements in 4), reduce buckets of 1000 elements.
@@ -20,6 +20,7 @@ struct OffloadEngineSpec {
   at::ScalarType compute = at::kFloat;
   at::ScalarType state = at::kFloat;  // ZeroEngineOptions::optimizer_state_dtype
   std::string nvme_dir;               // the swap files' directory; empty: state in host memory
+  bool cuda = false;                  // compute on CUDA device 0 (the optimizer stays offloaded)
 };
 
 struct OffloadEngine {
