@@ -5,6 +5,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <cstddef>
 
 #include "engine/zero/internal/param_loading.h"
 
@@ -98,15 +99,27 @@ ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vect
     return input;
   }
   input.mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
-  int64_t filled = 0;
-  for (const at::Tensor& piece : pieces) {  // host -> device, asynchronous from pinned memory
-    at::Tensor dst = input.mine.narrow(0, filled, piece.numel());
-    if (side_stream_inputs_) {
-      input.copied = host_.copies->to_device(dst, piece.const_data_ptr());  // in order: the last one ends them all
-    } else {
-      dst.copy_(piece, /*non_blocking=*/true);
+  if (!side_stream_inputs_) {
+    int64_t filled = 0;
+    for (const at::Tensor& piece : pieces) {  // host -> device, asynchronous from pinned memory
+      input.mine.narrow(0, filled, piece.numel()).copy_(piece, /*non_blocking=*/true);
+      filled += piece.numel();
     }
-    filled += piece.numel();
+    return input;
+  }
+  // On the side stream, pieces that follow each other in the shard in one copy; in stream order, the
+  // last copy's completion is all of theirs.
+  int64_t filled = 0;
+  for (size_t first = 0; first < pieces.size();) {
+    size_t end = first + 1;
+    int64_t count = pieces[first].numel();
+    while (end < pieces.size() &&
+           pieces[end].const_data_ptr() ==
+               static_cast<const std::byte*>(pieces[end - 1].const_data_ptr()) + pieces[end - 1].nbytes())
+      count += pieces[end++].numel();
+    input.copied = host_.copies->to_device(input.mine.narrow(0, filled, count), pieces[first].const_data_ptr());
+    filled += count;
+    first = end;
   }
   return input;
 }
