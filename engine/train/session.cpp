@@ -18,16 +18,6 @@ Result<int64_t> save_period(const TrainArgs& args, const DsConfig& config) {
   return every;
 }
 
-// The GPU's allocated peak the planner (engine/plan) predicts for this run without a device gradient
-// accumulator: the engine's automatic choice adds the accumulator to it. 0 when the planner cannot
-// plan the run (the engine then keeps three quarters of the GPU budget free instead).
-uint64_t planned_gpu_peak(const ModelAndWeights& model, const DsConfig& config, int64_t seq_len) {
-  Result<ModelDims> dims = parse_model_dims(model.config_json, model.description);
-  if (!dims.ok()) return 0;
-  Result<Plan> plan = plan_training(*dims, config, default_machine(), PlanOptions{.seq_len = seq_len});
-  return plan.ok() ? plan->gpu_allocated_peak_bytes : 0;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs& args, std::FILE* out) {
@@ -46,17 +36,18 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_ASSIGN_OR_RETURN(s->save_every_, save_period(args, config));
   s->keep_last_ = args.keep_last > 0 ? args.keep_last : config.tierzero.checkpoint_keep_last;
   TZ_ASSIGN_OR_RETURN(s->data_, open_data(args, s->config_, s->comm_->rank(), s->comm_->world_size()));
-  if (s->options_.offload_optimizer && s->options_.grad_accumulator == GradAccumulator::kAuto)
-    s->options_.planned_gpu_peak_bytes = planned_gpu_peak(s->model_, config, s->data_.samples->seq_len());
   LrScheduleConfig constant_lr{.type = LrScheduleType::kWarmupLR,
                                .warmup_min_lr = config.optimizer.lr,
                                .warmup_max_lr = config.optimizer.lr,
                                .warmup_num_steps = 1};
   TZ_ASSIGN_OR_RETURN(s->schedule_, LrSchedule::create(config.scheduler.value_or(constant_lr)));
   TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
-  // The planner's check, before the weights and the engine's buffers are allocated.
-  TZ_RETURN_IF_ERROR(
-      check_plan_fits(s->model_.config_json, s->model_.description, config, s->data_.samples->seq_len(), s->device_));
+  // The planner's check, before the weights and the engine's buffers are allocated. Its GPU peak
+  // (without a device gradient accumulator) is what the engine's automatic choice adds one to.
+  TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, config,
+                                                           s->data_.samples->seq_len(), s->device_));
+  if (s->options_.offload_optimizer && s->options_.grad_accumulator == GradAccumulator::kAuto)
+    s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_peak_bytes;
   init_random_weights(args, s->model_);
 
   s->engine_ = s->model_.streamed
