@@ -44,6 +44,16 @@ std::optional<std::string> field(const std::string& text, size_t& pos, std::stri
   return std::string(line.substr(key.size() + 1));
 }
 
+// complete_latest on `fs` (declared in engine_checkpoint.h with the default file system).
+Status complete_latest_on(fs::FileSystem& fs, const std::string& dir) {
+  Result<std::string> record_text = read_text_file(dir + "/" + kLatestChecksumFile);
+  if (!record_text.ok()) return record_text.status().code() == ErrorCode::kNotFound ? Status() : record_text.status();
+  TZ_ASSIGN_OR_RETURN(const std::string tag, read_latest_tag(dir));
+  Result<std::string> latest = read_text_file(dir + "/" + kLatestFile);
+  if (latest.ok() && trimmed(*latest) == tag) return Status();
+  return publish_pointer(fs, dir, kLatestFile, tag);
+}
+
 }  // namespace
 
 std::string latest_record_text(const LatestRecord& record) {
@@ -70,6 +80,11 @@ Result<LatestRecord> parse_latest_record(const std::string& text, const std::str
 }
 
 Status publish_latest(fs::FileSystem& fs, const std::string& dir, const std::string& tag) {
+  // A move a crash stopped is finished first, so `previous` is the tag readers were following
+  // (found by real kills: a run resumed from such a directory recorded the older tag). A damaged
+  // pair is not repaired: this save replaces both files.
+  const Status completed = complete_latest_on(fs, dir);
+  if (!completed.ok() && completed.code() != ErrorCode::kCorrupt) return completed;
   const std::string latest_path = dir + "/" + kLatestFile;
   LatestRecord record{.tag = tag, .previous = ""};
   if (fs.stat(latest_path).ok()) {
@@ -108,13 +123,6 @@ Result<std::string> read_latest_tag(const std::string& dir) {
       record.previous.empty() ? "" : fmt::format(" (before it '{}')", record.previous), record_path));
 }
 
-Status complete_latest(const std::string& dir) {
-  Result<std::string> record_text = read_text_file(dir + "/" + kLatestChecksumFile);
-  if (!record_text.ok()) return record_text.status().code() == ErrorCode::kNotFound ? Status() : record_text.status();
-  TZ_ASSIGN_OR_RETURN(const std::string tag, read_latest_tag(dir));
-  Result<std::string> latest = read_text_file(dir + "/" + kLatestFile);
-  if (latest.ok() && trimmed(*latest) == tag) return Status();
-  return publish_pointer(fs::default_file_system(), dir, kLatestFile, tag);
-}
+Status complete_latest(const std::string& dir) { return complete_latest_on(fs::default_file_system(), dir); }
 
 }  // namespace tierzero::checkpoint

@@ -137,6 +137,19 @@ TEST_F(LatestPointer, CompleteLatestFinishesTheStoppedMoveOnly) {
   EXPECT_EQ(testing::read_text(dir_.file("latest")), "step1");
 }
 
+// The next save after a stopped move records the tag readers were following (step7) as the
+// previous one, not the older text `latest` still held: the directory ends as if nothing had
+// stopped (found by scripts/kill_test.py: a resumed run's latest.xxh3 said 'previous step3').
+TEST_F(LatestPointer, SaveAfterAStoppedMoveRecordsTheTagReadersFollowed) {
+  testing::write_text(dir_.file("latest"), "step3");
+  const CheckpointManifest m = manifest_at(9);
+  ASSERT_OK(save_checkpoint(dir_.path(), "step9", m, FixtureData(m).ranks()));
+  ASSERT_OK_AND_ASSIGN(const LatestRecord record,
+                       parse_latest_record(testing::read_text(dir_.file("latest.xxh3")), "latest.xxh3"));
+  EXPECT_EQ(record, (LatestRecord{.tag = "step9", .previous = "step7"}));
+  EXPECT_EQ(testing::read_text(dir_.file("latest")), "step9");
+}
+
 TEST_F(LatestPointer, FirstSaveStoppedBeforeLatestReadsTheNewTag) {
   ScratchDir first;
   const CheckpointManifest m = manifest_at(3);

@@ -38,8 +38,9 @@ std::string latest_record_text(const LatestRecord& record);
 // latest_record_text writes for the record it holds.
 Result<LatestRecord> parse_latest_record(const std::string& text, const std::string& path);
 
-// Points DIR/latest at `tag`, durably: DIR/latest.xxh3 (previous = the tag DIR/latest holds now),
-// then DIR/latest. Errors name the file.
+// Points DIR/latest at `tag`, durably: a move a crash stopped is finished first (complete_latest),
+// then DIR/latest.xxh3 (previous = the tag DIR/latest holds now), then DIR/latest. Errors name the
+// file.
 Status publish_latest(fs::FileSystem& fs, const std::string& dir, const std::string& tag);
 
 // The tag DIR's pointer names: latest.xxh3's tag when `latest` agrees with it (holds its tag, or
