@@ -163,7 +163,14 @@ struct AlignedFree {
   void operator()(void* p) const;
 };
 using AlignedBuffer = std::unique_ptr<std::byte[], AlignedFree>;
-// Allocates `bytes` (rounded up to 4096) aligned to 4096; throws std::bad_alloc on failure.
+// Allocations of at least this many bytes are huge-page aligned and backed (see allocate_aligned).
+inline constexpr uint64_t kHugeBufferAlign = uint64_t{2} << 20;
+// Allocates `bytes` aligned to 4096 (size rounded up to 4096); from kHugeBufferAlign bytes up, aligned
+// to and rounded up to 2 MiB and advised onto transparent huge pages (MADV_HUGEPAGE), so that a
+// request's pages are physically contiguous: the block layer then sends a 1 MiB request as one
+// segment instead of 256, and never splits it at the device's max_segments (a registered buffer on
+// 4 KiB pages is split in two at 254 segments, for instance). Where THP is off the memory is on
+// 4 KiB pages and works the same, only with more segments. Throws std::bad_alloc on failure.
 AlignedBuffer allocate_aligned(uint64_t bytes);
 
 }  // namespace tierzero::nvme
