@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 
 #include "common/common.h"
 
@@ -61,8 +63,22 @@ double percentile_us(std::vector<double>& v, double q) {
 
 }  // namespace
 
-BenchBuffers::BenchBuffers(nvme::IoEngine& engine, uint32_t slots, uint64_t block_size)
-    : engine_(engine), slots_(slots), block_size_(block_size), memory_(nvme::allocate_aligned(slots * block_size)) {
+namespace {
+
+nvme::AlignedBuffer allocate_buffers(uint64_t bytes, BufferPages pages) {
+  if (pages == BufferPages::kHuge) return nvme::allocate_aligned(bytes);
+  void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (p == nullptr) throw std::bad_alloc();
+  return nvme::AlignedBuffer(static_cast<std::byte*>(p));
+}
+
+}  // namespace
+
+BenchBuffers::BenchBuffers(nvme::IoEngine& engine, uint32_t slots, uint64_t block_size, BufferPages pages)
+    : engine_(engine),
+      slots_(slots),
+      block_size_(block_size),
+      memory_(allocate_buffers(uint64_t{slots} * block_size, pages)) {
   std::memset(memory_.get(), 0, slots * block_size);
   (void)engine_.register_buffer(memory_.get(), slots * block_size);  // fixed buffers are an optimisation
 }

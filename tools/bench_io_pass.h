@@ -10,11 +10,18 @@
 
 namespace tierzero::tools {
 
+// Where the request buffers' memory comes from.
+enum class BufferPages {
+  kHuge,   // nvme::allocate_aligned: 2 MiB-aligned, on transparent huge pages where the kernel has them
+  kSmall,  // 4 KiB-aligned malloc memory on 4 KiB pages, as fio's default buffers
+};
+
 // Aligned request buffers, one per request in flight, registered with the engine.
 class BenchBuffers {
  public:
-  // `slots` buffers of `block_size` bytes; registered for fixed-buffer I/O where the engine can.
-  BenchBuffers(nvme::IoEngine& engine, uint32_t slots, uint64_t block_size);
+  // `slots` buffers of `block_size` bytes in one allocation of `pages`; registered for fixed-buffer
+  // I/O where the engine can.
+  BenchBuffers(nvme::IoEngine& engine, uint32_t slots, uint64_t block_size, BufferPages pages);
   ~BenchBuffers();
   BenchBuffers(const BenchBuffers&) = delete;
   BenchBuffers& operator=(const BenchBuffers&) = delete;

@@ -25,6 +25,7 @@ struct BenchIoFlags {
   std::string size;
   std::string backend = "auto";
   std::string block_size = "1MiB";
+  std::string buffers = "huge";
   uint32_t queue_depth = 32;
   uint32_t threads = 1;
   uint32_t repeat = 0;
@@ -83,7 +84,7 @@ class BenchIo {
   void lay_out_file(const nvme::IoConfig& config) {
     auto engine = value_or_throw(nvme::IoEngine::create(config));
     nvme::FileRef file = value_or_throw(engine->open(file_->path(), {nvme::OpenMode::kWrite, size_, true}));
-    BenchBuffers buffers(*engine, config.queue_depth * config.intra_op_parallelism, config.block_size);
+    BenchBuffers buffers(*engine, config.queue_depth * config.intra_op_parallelism, config.block_size, pages());
     (void)value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kWritePattern, "preparing file"));
     throw_if_error(file->sync());
     direct_text_ = file->direct() ? "O_DIRECT (memory alignment " + std::to_string(file->mem_align()) +
@@ -95,6 +96,10 @@ class BenchIo {
     report_.param("file", file_->path() + (is_memory_fs(dir) ? " (tmpfs: memory, not a disk)" : ""));
     report_.param("size", format_bytes(size_) + " per pass, sequential, from offset 0");
     report_.param("I/O", direct_text_);
+    report_.param("buffers",
+                  pages() == BufferPages::kHuge
+                      ? "2 MiB-aligned, transparent huge pages (nvme::allocate_aligned); io_uring registers them"
+                      : "4 KiB pages (as fio's default buffers); io_uring registers them");
     if (flags_.new_file) {
       report_.param("write passes",
                     "each to a new file (unlinked, created, preallocated and sized, untimed), as convert "
@@ -129,6 +134,8 @@ class BenchIo {
 
   bool compare_fio() const { return flags_.vs_fio && !fio_.empty(); }
 
+  BufferPages pages() const { return flags_.buffers == "small" ? BufferPages::kSmall : BufferPages::kHuge; }
+
   // --new-file, untimed: the test file unlinked and created again, its blocks reserved and its size
   // set up front, as `tierzero convert` and checkpoint saves create theirs.
   nvme::FileRef fresh_file(nvme::IoEngine& engine) {
@@ -147,7 +154,7 @@ class BenchIo {
     std::unique_ptr<nvme::IoEngine> engine = std::move(created).value();
     config.backend = engine->backend();
     nvme::FileRef file = value_or_throw(engine->open(file_->path(), {nvme::OpenMode::kReadWrite, 0, true}));
-    BenchBuffers buffers(*engine, config.queue_depth * config.intra_op_parallelism, config.block_size);
+    BenchBuffers buffers(*engine, config.queue_depth * config.intra_op_parallelism, config.block_size, pages());
     const std::string tag = std::string(nvme::backend_name(config.backend)) + " bs=" + short_size(config.block_size) +
                             " qd=" + std::to_string(config.queue_depth) +
                             " t=" + std::to_string(config.intra_op_parallelism);
@@ -328,6 +335,10 @@ void add_bench_io_command(CLI::App& bench) {
                   "Bytes per pass, e.g. 4GiB (default 1GiB; 256MiB per point with --sweep/--tune)");
   cmd->add_option("--backend", flags->backend, "auto | io_uring | libaio | sync (default auto)");
   cmd->add_option("--block-size", flags->block_size, "Request size, e.g. 1MiB (default 1MiB)");
+  cmd->add_option("--buffers", flags->buffers,
+                  "Request buffer memory: huge (2 MiB transparent huge pages, as the engine allocates) or small "
+                  "(4 KiB pages, as fio's defaults) (default huge)")
+      ->check(CLI::IsMember({"huge", "small"}));
   cmd->add_option("--queue-depth", flags->queue_depth, "Requests in flight per ring/thread (default 32)");
   cmd->add_option("--threads", flags->threads,
                   "Rings/threads per request: intra_op_parallelism, fio numjobs (default 1)");
