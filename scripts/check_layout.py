@@ -16,7 +16,7 @@ The rules (README.md, "Layout"):
     itself (it implements them), by tests/ and by fuzz/; never by library or tool code elsewhere.
 
 The files are those git lists in DIR (tracked, plus untracked ones it does not ignore, so a header is
-checked before its first commit). Prints every component with its public header and every breach, and
+checked before its first commit); in a copy without .git, every file outside hidden and build folders. Prints every component with its public header and every breach, and
 exits 1 when there is a breach, 0 otherwise. --list also prints the public headers when all is well.
 """
 
@@ -26,6 +26,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from tree_files import list_tree_files  # noqa: E402
+
 SOURCE_SUFFIXES = {".h", ".hpp", ".cuh", ".cpp", ".cc", ".c", ".cu"}
 HEADER_SUFFIXES = {".h", ".hpp", ".cuh"}
 NOT_COMPONENTS = {"tests", "fuzz", "tools", "benchmarks"}  # test code, the CLI program, benchmark drivers
@@ -34,14 +37,12 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def list_sources(repo):
-    """Returns the repo-relative paths of the C++/CUDA sources git lists in `repo` that exist on disk."""
+    """The repo-relative C++/CUDA sources of `repo` (scripts/tree_files.py: git's list, or the folders without git)."""
     try:
-        out = subprocess.run(["git", "-C", str(repo), "ls-files", "--cached", "--others", "--exclude-standard"],
-                             check=True, capture_output=True, text=True).stdout
+        paths = list_tree_files(repo, (".",))
     except (OSError, subprocess.CalledProcessError) as err:
-        sys.exit(f"check_layout: cannot list the files of {repo} with git ({err}); run it in a git checkout")
-    paths = sorted({pathlib.PurePosixPath(line) for line in out.splitlines() if line})
-    return [p for p in paths if p.suffix in SOURCE_SUFFIXES and (repo / p).is_file()]
+        sys.exit(f"check_layout: cannot list the files of {repo} with git ({err})")
+    return [p for p in paths if p.suffix in SOURCE_SUFFIXES]
 
 
 def owner_of(folder):

@@ -16,6 +16,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from tree_files import list_tree_files  # noqa: E402
+
 SUFFIXES = {".h", ".hpp", ".cpp", ".cc", ".cu"}
 ROOTS = ("tests", "fuzz")
 # A gtest boolean check and its argument, with up to three levels of nested parentheses.
@@ -25,14 +28,12 @@ ENDS_IN_OK = re.compile(r"\.ok\(\)\s*$")
 
 
 def list_files(repo):
-    """The repo-relative C++ files git lists under tests/ and fuzz/ that exist on disk."""
+    """The repo-relative C++ files under tests/ and fuzz/ (scripts/tree_files.py: git's list, or the folders without git)."""
     try:
-        out = subprocess.run(["git", "-C", str(repo), "ls-files", "--cached", "--others", "--exclude-standard", "--",
-                              *ROOTS], check=True, capture_output=True, text=True).stdout
+        paths = list_tree_files(repo, ROOTS)
     except (OSError, subprocess.CalledProcessError) as err:
-        sys.exit(f"check_status_checks: cannot list the files of {repo} with git ({err}); run it in a git checkout")
-    paths = sorted({pathlib.PurePosixPath(line) for line in out.splitlines() if line})
-    return [p for p in paths if p.suffix in SUFFIXES and (repo / p).is_file()]
+        sys.exit(f"check_status_checks: cannot list the files of {repo} with git ({err})")
+    return [p for p in paths if p.suffix in SUFFIXES]
 
 
 def bare_checks(text):
