@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <optional>
 
 #include "common/common.h"
@@ -38,6 +39,16 @@ struct BenchIoFlags {
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
+
+// The kernel's transparent huge page mode ("always", "madvise", "never"), or "unknown".
+std::string thp_mode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t open = text.find('['), close = text.find(']');
+  return open == std::string::npos || close == std::string::npos || close < open
+             ? "unknown"
+             : text.substr(open + 1, close - open - 1);
+}
 
 struct PointResult {
   nvme::IoConfig config;  // backend resolved
@@ -96,10 +107,11 @@ class BenchIo {
     report_.param("file", file_->path() + (is_memory_fs(dir) ? " (tmpfs: memory, not a disk)" : ""));
     report_.param("size", format_bytes(size_) + " per pass, sequential, from offset 0");
     report_.param("I/O", direct_text_);
-    report_.param("buffers",
-                  pages() == BufferPages::kHuge
-                      ? "2 MiB-aligned, transparent huge pages (nvme::allocate_aligned); io_uring registers them"
-                      : "4 KiB pages (as fio's default buffers); io_uring registers them");
+    report_.param("buffers", pages() == BufferPages::kHuge
+                                 ? "2 MiB-aligned, advised onto transparent huge pages (nvme::allocate_aligned; "
+                                   "kernel THP mode " +
+                                       thp_mode() + "); io_uring registers them"
+                                 : std::string("4 KiB pages (as fio's default buffers); io_uring registers them"));
     if (flags_.new_file) {
       report_.param("write passes",
                     "each to a new file (unlinked, created, preallocated and sized, untimed), as convert "
