@@ -54,13 +54,16 @@ TEST_P(OffloadOverlap, TwoRanksEqualPlainPathBitForBit) {
   EXPECT_EQ(run_ranks(s, 0.0, 0.0), "") << s.name();
 }
 
+// "stage3_bf16_acc4": the test name of a (stage, dtype, accumulation) parameter.
+std::string StageDtypeAccumulationName(const ::testing::TestParamInfo<std::tuple<int, std::string, int>>& info) {
+  return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) + "_acc" +
+         std::to_string(std::get<2>(info.param));
+}
+
 INSTANTIATE_TEST_SUITE_P(Stages, OffloadOverlap,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values("fp32", "bf16"),
                                             ::testing::Values(1, 4)),
-                         [](const auto& info) {
-                           return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) +
-                                  "_acc" + std::to_string(std::get<2>(info.param));
-                         });
+                         StageDtypeAccumulationName);
 
 // The device accumulator (micro-batches 1..A-1 summed in fp32 on the compute device, only the last
 // micro-batch's buckets landing, carrying the sum) equals the host accumulator bit for bit: losses,
@@ -87,10 +90,7 @@ TEST_P(DeviceAccumulator, TwoRanksEqualHostAccumulatorBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Stages, DeviceAccumulator,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values("fp32", "bf16"),
                                             ::testing::Values(1, 4)),
-                         [](const auto& info) {
-                           return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param) +
-                                  "_acc" + std::to_string(std::get<2>(info.param));
-                         });
+                         StageDtypeAccumulationName);
 
 // The same through the synchronous path, through staging slots far smaller than a bucket, with
 // bf16 gradient buckets in small slots (the host lands them as bf16, the device as fp32 sums: both
