@@ -158,6 +158,9 @@ Result<BenchFile> read_bench_file(const std::string& path) {
   } catch (const json::parse_error& e) {
     return corrupt(path + ": not JSON at " + line_and_column(text, e.byte > 0 ? e.byte - 1 : 0) +
                    ": pass a file written by `tierzero bench io|adam|tiers --json FILE`");
+  } catch (const json::exception& e) {  // out_of_range: a number such as 5e999
+    return corrupt(path + ": not JSON (" + e.what() +
+                   "): pass a file written by `tierzero bench io|adam|tiers --json FILE`");
   }
   if (!j.is_object() || !j.contains("title") || !j["title"].is_string()) {
     return corrupt(path + ": no \"title\" string; not a `tierzero bench ... --json` file");

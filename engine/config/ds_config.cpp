@@ -62,7 +62,7 @@ Result<DsConfig> parse_ds_config_text(std::string_view text, const ResolveHints&
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 5e999
     return invalid_argument(std::string("ds_config is not valid JSON: ") + e.what());
   }
   return parse_ds_config(json, hints);

@@ -168,6 +168,22 @@ Status validate_model_config(const ModelConfig& c) {
                     c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
                     c.num_key_value_heads, c.head_dim));
   }
+  // Far above any real model (Llama 3.1 405B: hidden 16384, intermediate 53248, vocab 128256, 126
+  // layers, 128 heads), and small enough that the parameter count of every shape fits int64_t.
+  struct Limit {
+    const char* key;
+    int64_t value, max;
+  };
+  for (const Limit& l :
+       {Limit{"vocab_size", c.vocab_size, int64_t{1} << 24}, Limit{"hidden_size", c.hidden_size, int64_t{1} << 20},
+        Limit{"intermediate_size", c.intermediate_size, int64_t{1} << 22},
+        Limit{"num_hidden_layers", c.num_hidden_layers, int64_t{1} << 14},
+        Limit{"num_attention_heads", c.num_attention_heads, int64_t{1} << 12},
+        Limit{"head_dim", c.head_dim, int64_t{1} << 12}}) {
+    if (l.value > l.max)
+      return invalid_argument(
+          fmt::format("model config: {} {} is larger than tierzero supports ({})", l.key, l.value, l.max));
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     return invalid_argument(
         fmt::format("model config: num_attention_heads {} is not a multiple of num_key_value_heads {}",

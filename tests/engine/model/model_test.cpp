@@ -43,6 +43,15 @@ std::string llama_json(const std::string& extra) {
          extra + "}";
 }
 
+// Sizes far past any real model are refused before the parameter count overflows int64_t (found by
+// fuzz_model_config: hidden 2777777777777778 x intermediate 5555555555555552).
+TEST(ModelConfig, RefusesSizesPastTheSupportedRange) {
+  EXPECT_ERROR(parse_model_config(R"({"model_type": "llama", "vocab_size": 32, "hidden_size": 2777777777777778,
+      "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4})",
+                                  "config.json"),
+               ErrorCode::kInvalidArgument, "hidden_size");
+}
+
 TEST(ModelConfig, ParsesTransformers4RopeKeys) {
   auto c =
       parse_model_config(llama_json(R"(, "num_key_value_heads": 2, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
