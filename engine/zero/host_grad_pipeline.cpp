@@ -42,21 +42,51 @@ HostGradPipeline::~HostGradPipeline() {
   if (worker_.joinable()) worker_.join();
 }
 
-void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> runs) {
-  if (!source.is_contiguous())
-    throw Error(internal_error("offloaded gradients: a reduced bucket that is not contiguous"));
+std::vector<std::pair<int64_t, std::vector<LandingRun>>> HostGradPipeline::cut_into_pieces(
+    int64_t numel, const std::vector<LandingRun>& runs) const {
   // Pieces of a slot's worth of fp32 elements whatever the source's dtype: an fp32 bucket and a
   // 16-bit one of the same shape are cut at the same elements (offloaded_grads.h relies on it).
   const int64_t piece = static_cast<int64_t>(staging_.front().nbytes() / sizeof(float));
-  for (int64_t first = 0; first < source.numel(); first += piece) {
-    const int64_t end = std::min(source.numel(), first + piece);
+  std::vector<std::pair<int64_t, std::vector<LandingRun>>> pieces;
+  for (int64_t first = 0; first < numel; first += piece) {
+    const int64_t end = std::min(numel, first + piece);
     std::vector<LandingRun> part;
     for (const LandingRun& run : runs) {
       const int64_t lo = std::max(first, run.source_offset), hi = std::min(end, run.source_offset + run.numel);
       if (lo < hi) part.push_back({run.partition_offset + (lo - run.source_offset), lo - first, hi - lo});
     }
-    if (!part.empty()) land_piece(source.narrow(0, first, end - first), std::move(part));
+    if (!part.empty()) pieces.emplace_back(first, std::move(part));
   }
+  return pieces;
+}
+
+void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> runs) {
+  if (!source.is_contiguous())
+    throw Error(internal_error("offloaded gradients: a reduced bucket that is not contiguous"));
+  const int64_t piece = static_cast<int64_t>(staging_.front().nbytes() / sizeof(float));
+  for (auto& [first, part] : cut_into_pieces(source.numel(), runs))
+    land_piece(source.narrow(0, first, std::min(piece, source.numel() - first)), std::move(part));
+}
+
+void HostGradPipeline::land_final(const at::Tensor& source, std::vector<LandingRun> runs) {
+  if (!source.is_contiguous() || source.scalar_type() != at::kFloat)
+    throw Error(internal_error("offloaded gradients: a final bucket that is not contiguous fp32"));
+  const at::Tensor scaled = scale_ == 1.0f ? source : source * scale_;
+  Job job;
+  job.kind = JobKind::kRecordNorms;
+  {
+    std::unique_lock lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    changed_.wait(lock, [&] { return !zeroing_ || error_; });  // the copies overwrite the partition
+    if (error_) std::rethrow_exception(error_);
+  }
+  float* partition = partition_.data_ptr<float>();
+  for (const LandingRun& run : runs)
+    job.copies.push_back(
+        copies_.to_host(partition + run.partition_offset, scaled.narrow(0, run.source_offset, run.numel)));
+  for (auto& [first, part] : cut_into_pieces(source.numel(), runs))
+    for (const LandingRun& run : part) job.runs.push_back(run);
+  submit(std::move(job));
 }
 
 void HostGradPipeline::land_piece(const at::Tensor& source, std::vector<LandingRun> runs) {
@@ -73,23 +103,36 @@ void HostGradPipeline::land_piece(const at::Tensor& source, std::vector<LandingR
     job.slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  job.copy = copies_.to_host(staging_[job.slot].data_ptr(), source);
-  if (!overlap_) {
-    accumulate(job);
-    std::lock_guard lock(mutex_);
-    free_slots_.push_back(job.slot);
+  job.copies.push_back(copies_.to_host(staging_[job.slot].data_ptr(), source));
+  submit(std::move(job));
+}
+
+void HostGradPipeline::submit(Job job) {
+  if (overlap_) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(job));
+    }
+    changed_.notify_all();
     return;
   }
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(job));
+  run(job);
+  std::lock_guard lock(mutex_);
+  if (job.kind == JobKind::kAdd) free_slots_.push_back(job.slot);
+  if (job.kind == JobKind::kZeroPartition) zeroing_ = false;
+}
+
+void HostGradPipeline::run(Job& job) {
+  switch (job.kind) {
+    case JobKind::kAdd: accumulate(job); break;
+    case JobKind::kRecordNorms: record_norms(job); break;
+    case JobKind::kZeroPartition: partition_.zero_(); break;
   }
-  changed_.notify_all();
 }
 
 void HostGradPipeline::accumulate(Job& job) {
-  job.copy->wait_host();
-  copy_seconds_ += job.copy->seconds();
+  job.copies.front()->wait_host();
+  copy_seconds_ += job.copies.front()->seconds();
   const auto* base = static_cast<const std::byte*>(staging_[job.slot].const_data_ptr());
   const size_t element = element_size(job.type);
   float* partition = partition_.data_ptr<float>();
@@ -98,6 +141,19 @@ void HostGradPipeline::accumulate(Job& job) {
     const cpu_adam::GradStats stats = value_or_throw(
         adam_.accumulate_scaled(std::span<float>(partition + run.partition_offset, run.numel), src, scale_));
     run_norms_.record(run.partition_offset, run.numel, stats.sq_norm);
+  }
+}
+
+void HostGradPipeline::record_norms(Job& job) {
+  for (const std::unique_ptr<CopyDone>& copy : job.copies) {
+    copy->wait_host();
+    copy_seconds_ += copy->seconds();
+  }
+  const float* partition = partition_.const_data_ptr<float>();
+  for (const LandingRun& run : job.runs) {
+    const cpu_adam::ConstElements landed{partition + run.partition_offset, static_cast<size_t>(run.numel),
+                                         ElementType::kF32};
+    run_norms_.record(run.partition_offset, run.numel, adam_.grad_stats(landed).sq_norm);
   }
 }
 
@@ -112,18 +168,15 @@ void HostGradPipeline::work() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      if (job.zero_partition) {
-        partition_.zero_();
-      } else {
-        accumulate(job);
-      }
+      run(job);
     } catch (...) {
       error = std::current_exception();
     }
-    job.copy.reset();
+    job.copies.clear();
     lock.lock();
     if (error && !error_) error_ = error;
-    if (!job.zero_partition) free_slots_.push_back(job.slot);
+    if (job.kind == JobKind::kAdd) free_slots_.push_back(job.slot);
+    if (job.kind == JobKind::kZeroPartition) zeroing_ = false;
     --busy_;
     changed_.notify_all();
   }
@@ -143,15 +196,13 @@ void HostGradPipeline::reset() {
   run_norms_.clear();
   copy_seconds_ = 0.0;
   blocked_seconds_ = 0.0;
-  if (!overlap_) {
-    partition_.zero_();
-    return;
-  }
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(Job{.zero_partition = true});
+    zeroing_ = true;
   }
-  changed_.notify_all();
+  Job zero;
+  zero.kind = JobKind::kZeroPartition;
+  submit(std::move(zero));
 }
 
 }  // namespace tierzero::engine

@@ -6,6 +6,15 @@
 
 namespace tierzero::engine {
 
+bool OffloadedGrads::Ranges::overlaps(int64_t offset, int64_t numel) const {
+  auto it = ends_.upper_bound(offset);  // the first range ending after offset
+  return it != ends_.end() && it->second < offset + numel;
+}
+
+void OffloadedGrads::Ranges::insert(int64_t offset, int64_t numel) {
+  if (numel > 0) ends_[offset + numel] = offset;
+}
+
 OffloadedGrads::OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulator)
     : pipeline_(pipeline), accumulator_(std::move(accumulator)) {
   if (accumulator_.defined() && (accumulator_.scalar_type() != at::kFloat || !accumulator_.is_contiguous() ||
@@ -34,18 +43,28 @@ void OffloadedGrads::take(const at::Tensor& source, std::vector<LandingRun> runs
     sum.narrow(0, run.source_offset, run.numel).add_(held);
     held.zero_();
   }
-  pipeline_.land(sum, std::move(runs));
+  // A range that already landed this window (a parameter used twice, as tied embeddings in stage
+  // 3: two reduced buckets per micro-batch) is added to, not overwritten.
+  bool again = false;
+  for (const LandingRun& run : runs) again = again || landed_.overlaps(run.partition_offset, run.numel);
+  if (again) {
+    pipeline_.land(sum, std::move(runs));
+    return;
+  }
+  for (const LandingRun& run : runs) landed_.insert(run.partition_offset, run.numel);
+  pipeline_.land_final(sum, std::move(runs));
 }
 
 void OffloadedGrads::drain() {
   const bool held = accumulated_ && !last_micro_batch_;  // the window ended early: all of it is still here
-  if (held) pipeline_.land(accumulator_, {{0, 0, accumulator_.numel()}});
+  if (held) pipeline_.land_final(accumulator_, {{0, 0, accumulator_.numel()}});
   pipeline_.drain();
   if (held) accumulator_.zero_();  // its copies have run
   accumulated_ = false;
 }
 
 void OffloadedGrads::reset() {
+  landed_.clear();
   last_micro_batch_ = false;
   accumulated_ = false;
   pipeline_.reset();

@@ -21,6 +21,14 @@
 // pieces of as many elements as the slot holds in fp32 (whatever the bucket's dtype), and a piece no
 // run reads is not copied at all. Slots are sized by the engine
 // (ZeroEngineOptions::grad_staging_slot_bytes), not by reduce_bucket_size.
+//
+// A bucket that is the whole of its runs' gradient for the step (the sums of a device accumulator,
+// offloaded_grads.h) skips the slots and the addition: land_final() scales it on the device and
+// copies each run straight into the partition's pinned memory, and the worker only takes the run
+// norms once the copy has run. The host reads 4 bytes per element instead of 12 (slot, partition,
+// partition written), and backward never waits for a slot. The norms are recorded for the same
+// slot-sized pieces land() would cut, with grad_stats (the summation order of accumulate_scaled),
+// so the recorded sums, and the partition (0 + x*s == x*s), are the same bits as land()'s.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -32,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cpu_adam/adam.h"
@@ -65,6 +74,12 @@ class HostGradPipeline {
   // Blocks only while every staging slot is in use; `source` may be dropped by the caller once this
   // returns. Throws tierzero::Error when `source` is not contiguous or an earlier bucket failed.
   void land(const at::Tensor& source, std::vector<LandingRun> runs);
+  // As land(), for a `source` in fp32 that holds all of its runs' gradient this step (nothing else
+  // lands on those elements before the next reset()): source[run] * scale is copied D2H straight
+  // into the partition, overwriting it, after the work queued on the current stream. Never waits
+  // for a staging slot; waits only for the worker to finish zeroing the partition after reset().
+  // Throws tierzero::Error when `source` is not a contiguous fp32 tensor or an earlier bucket failed.
+  void land_final(const at::Tensor& source, std::vector<LandingRun> runs);
   // Waits until every landed bucket is in the partition. Throws the worker's error, if any.
   void drain();
   // The squared L2 norm of the partition and whether it is finite, from the recorded runs; valid
@@ -81,17 +96,32 @@ class HostGradPipeline {
   double blocked_seconds() const { return blocked_seconds_; }
 
  private:
+  enum class JobKind {
+    kAdd,            // a slot's piece: add its runs into the partition
+    kRecordNorms,    // land_final(): runs already copied into the partition; record their norms
+    kZeroPartition,  // reset(): zero the partition (no slot, no copy)
+  };
   struct Job {
-    bool zero_partition = false;  // reset(): zero the partition (no slot, no copy)
+    JobKind kind = JobKind::kAdd;
     size_t slot = 0;
     ElementType type = ElementType::kF32;
-    std::vector<LandingRun> runs;
-    std::unique_ptr<CopyDone> copy;
+    std::vector<LandingRun> runs;  // kRecordNorms: source_offset unused, one run per slot-sized piece
+    std::vector<std::unique_ptr<CopyDone>> copies;
   };
+  // `runs` cut at the slot-sized pieces of a source of `numel` elements, offsets relative to each
+  // piece: what land() lands per piece (pieces no run reads are left out).
+  std::vector<std::pair<int64_t, std::vector<LandingRun>>> cut_into_pieces(int64_t numel,
+                                                                          const std::vector<LandingRun>& runs) const;
   // Lands `piece` (at most a slot) for `runs` (offsets relative to `piece`).
   void land_piece(const at::Tensor& piece, std::vector<LandingRun> runs);
+  // Runs one job on the calling thread: waits for its copies, then adds or records.
+  void run(Job& job);
   // Waits for the job's copy, adds its runs, records their norms.
   void accumulate(Job& job);
+  // Waits for the job's copies, records the norms of its runs as they are in the partition.
+  void record_norms(Job& job);
+  // Hands `job` to the worker (overlap on) or runs it now.
+  void submit(Job job);
   void work();
 
   at::Tensor partition_;
@@ -106,6 +136,7 @@ class HostGradPipeline {
   std::vector<size_t> free_slots_;
   std::deque<Job> queue_;
   size_t busy_ = 0;  // jobs taken by the worker, not yet done
+  bool zeroing_ = false;  // a reset()'s zeroing is queued or running
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread worker_;

@@ -5,10 +5,13 @@
 //           partition. A step with A micro-batches copies and adds the partition A times.
 //   device  with gradient accumulation, a bucket launched before the window's last micro-batch is
 //           added (fp32, in its reduction's stream order) into an accumulator of this rank's
-//           partition on the compute device; a bucket launched in the last micro-batch lands the
-//           sum accumulator + bucket for its runs (as an fp32 bucket of the same shape) and zeroes
-//           those accumulator runs. One D2H copy and one CPU pass per step; partition_numel x 4
-//           bytes of device memory.
+//           partition on the compute device; a bucket launched in the last micro-batch hands the
+//           pipeline the sum accumulator + bucket for its runs (an fp32 bucket of the same shape,
+//           HostGradPipeline::land_final: copied straight into the host partition, no staging
+//           slot, no host addition) and zeroes those accumulator runs. One D2H copy per step and a
+//           read-only CPU pass for the norm; partition_numel x 4 bytes of device memory. A
+//           range that lands a second time in the window (a parameter used twice in stage 3, as
+//           tied embeddings) is added through a staging slot, as the host mode does.
 //
 // Bit for bit: the pipeline multiplies each landed value by s = 1/W. For W a power of two the
 // product is exact (no fp32 overflow or subnormal results), so (g1 + g2 + ... + gA) * s, summed here
@@ -25,6 +28,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <map>
 #include <vector>
 
 #include "engine/zero/internal/host_grad_pipeline.h"
@@ -58,8 +63,22 @@ class OffloadedGrads {
   at::Tensor partition() const { return pipeline_.partition(); }
 
  private:
+  // Disjoint element ranges of the partition.
+  class Ranges {
+   public:
+    // Whether [offset, offset + numel) shares an element with a range inserted.
+    bool overlaps(int64_t offset, int64_t numel) const;
+    // Adds [offset, offset + numel), which overlaps no range inserted.
+    void insert(int64_t offset, int64_t numel);
+    void clear() { ends_.clear(); }
+
+   private:
+    std::map<int64_t, int64_t> ends_;  // end -> begin
+  };
+
   HostGradPipeline& pipeline_;
   at::Tensor accumulator_;
+  Ranges landed_;  // copied straight into the host partition since the last reset()
   bool last_micro_batch_ = false;
   bool accumulated_ = false;  // something was added to the accumulator since the last reset()
 };
