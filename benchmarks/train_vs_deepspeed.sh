@@ -52,8 +52,9 @@ fi
 shape=${shape:-1.35b} steps=${steps:-6} warmup=${warmup:-2}
 py=${PYTHON:-python3}
 # DeepSpeed 0.19.8's op builder cannot parse the "9.0a" arch torch reports on Hopper ("invalid
-# literal for int() ... '0a'", seen building FusedAdam on the H200): name the plain arch.
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+# literal for int() ... '0a'", seen building FusedAdam on the H200): name the plain arch. Forced, not
+# defaulted: with a default the build still failed on the GPU box (an arch list already set there).
+export TORCH_CUDA_ARCH_LIST=9.0
 tz=${TIERZERO_BIN:-}
 if [[ -z $tz ]]; then
   if [[ -x build-gpu/tools/tierzero ]]; then tz=build-gpu/tools/tierzero; else tz=build/tools/tierzero; fi
@@ -99,7 +100,6 @@ json.dump({"shape": a[1], "parameters": int(a[2]), "steps": int(a[3]), "configs"
 
 # (c) the runs; DeepSpeed's Adam ops are JIT-built first, outside the runs' timeouts
 if [[ $engines == *deepspeed* ]]; then
-  "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
   log "building DeepSpeed's Adam ops (once; log $out/deepspeed_ops.log)"
   timeout 900 "$py" benchmarks/train_deepspeed.py --build-ops > "$out/deepspeed_ops.log" 2>&1 \
     || { echo "train_vs_deepspeed: DeepSpeed's ops did not build; see $out/deepspeed_ops.log" >&2; tail -5 "$out/deepspeed_ops.log" >&2; }
