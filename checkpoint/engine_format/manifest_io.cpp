@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -26,18 +27,38 @@ const json& field(const json& j, const char* key, const std::string& where) {
   return j.at(key);
 }
 
+// `v` as integer type T: nlohmann converts a float to an integer type with a plain cast (undefined
+// for 3e91: fuzzing) and an integer to a narrower one modulo 2^n (world_size 2^32 + 1 would read 1).
+template <typename T>
+T integer_value(const json& v, const char* key, const std::string& where) {
+  bool fits = false;
+  if (v.is_number_unsigned()) {
+    fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    fits = x < 0 ? std::is_signed_v<T> && x >= static_cast<int64_t>(std::numeric_limits<T>::min())
+                 : static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  if (!fits) throw FieldError{fmt::format("{}: field '{}' is not an integer in range ({})", where, key, v.dump())};
+  return v.is_number_unsigned() ? static_cast<T>(v.get<uint64_t>()) : static_cast<T>(v.get<int64_t>());
+}
+
 template <typename T>
 T typed(const json& j, const char* key, const std::string& where) {
   const json& v = field(j, key, where);
-  // nlohmann converts a float to an integer type with a plain cast: undefined for 3e91 (fuzzing).
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (!v.is_number_integer())
+    return integer_value<T>(v, key, where);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    if (!v.is_array()) throw FieldError{fmt::format("{}: field '{}' is not an array ({})", where, key, v.dump())};
+    std::vector<int64_t> values;
+    for (const json& e : v) values.push_back(integer_value<int64_t>(e, key, where));
+    return values;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception& e) {
       throw FieldError{fmt::format("{}: field '{}' has the wrong type ({})", where, key, v.dump())};
-  }
-  try {
-    return v.get<T>();
-  } catch (const json::exception& e) {
-    throw FieldError{fmt::format("{}: field '{}' has the wrong type ({})", where, key, v.dump())};
+    }
   }
 }
 

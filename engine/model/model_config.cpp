@@ -127,6 +127,9 @@ Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
   return {};
 }
 
+// The most decoder layers a model config may have (validate_model_config).
+constexpr int64_t kMaxHiddenLayers = int64_t{1} << 14;
+
 // Which layers use the sliding window; see ModelConfig::sliding_window_layers.
 Status read_sliding_window(const json& j, const std::string& origin, ModelConfig& c) {
   KeyReader r(j, origin);
@@ -138,6 +141,9 @@ Status read_sliding_window(const json& j, const std::string& origin, ModelConfig
   int64_t max_window_layers = c.model_type == "qwen2" ? 28 : 0;
   r.integer("max_window_layers", max_window_layers);
   TZ_RETURN_IF_ERROR(r.status());
+  // validate_model_config refuses such a layer count next; nothing is sized by it before (fuzzing:
+  // num_hidden_layers -2 threw length_error from here).
+  if (c.num_hidden_layers < 1 || c.num_hidden_layers > kMaxHiddenLayers) return {};
   c.sliding_window_layers.assign(c.num_hidden_layers, false);
   if (!use_sliding_window) return {};
   c.sliding_window = window;
@@ -177,7 +183,7 @@ Status validate_model_config(const ModelConfig& c) {
   for (const Limit& l :
        {Limit{"vocab_size", c.vocab_size, int64_t{1} << 24}, Limit{"hidden_size", c.hidden_size, int64_t{1} << 20},
         Limit{"intermediate_size", c.intermediate_size, int64_t{1} << 22},
-        Limit{"num_hidden_layers", c.num_hidden_layers, int64_t{1} << 14},
+        Limit{"num_hidden_layers", c.num_hidden_layers, kMaxHiddenLayers},
         Limit{"num_attention_heads", c.num_attention_heads, int64_t{1} << 12},
         Limit{"head_dim", c.head_dim, int64_t{1} << 12}}) {
     if (l.value > l.max)

@@ -52,6 +52,15 @@ TEST(ModelConfig, RefusesSizesPastTheSupportedRange) {
                ErrorCode::kInvalidArgument, "hidden_size");
 }
 
+// A negative layer count reached the sliding-window table before validation: length_error, i.e.
+// std::terminate (found by fuzz_model_config on 16 cores: a Mistral config with layers -2).
+TEST(ModelConfig, RefusesANegativeLayerCountOfASlidingWindowModel) {
+  EXPECT_ERROR(parse_model_config(R"({"model_type": "mistral", "vocab_size": 32, "hidden_size": 64,
+      "intermediate_size": 96, "num_hidden_layers": -2, "num_attention_heads": 4, "sliding_window": 64})",
+                                  "config.json"),
+               ErrorCode::kInvalidArgument, "num_hidden_layers -2");
+}
+
 TEST(ModelConfig, ParsesTransformers4RopeKeys) {
   auto c =
       parse_model_config(llama_json(R"(, "num_key_value_heads": 2, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
