@@ -111,7 +111,7 @@ class HostGradPipeline {
   // `runs` cut at the slot-sized pieces of a source of `numel` elements, offsets relative to each
   // piece: what land() lands per piece (pieces no run reads are left out).
   std::vector<std::pair<int64_t, std::vector<LandingRun>>> cut_into_pieces(int64_t numel,
-                                                                          const std::vector<LandingRun>& runs) const;
+                                                                           const std::vector<LandingRun>& runs) const;
   // Lands `piece` (at most a slot) for `runs` (offsets relative to `piece`).
   void land_piece(const at::Tensor& piece, std::vector<LandingRun> runs);
   // Runs one job on the calling thread: waits for its copies, then adds or records.
@@ -135,7 +135,7 @@ class HostGradPipeline {
   std::condition_variable changed_;
   std::vector<size_t> free_slots_;
   std::deque<Job> queue_;
-  size_t busy_ = 0;  // jobs taken by the worker, not yet done
+  size_t busy_ = 0;       // jobs taken by the worker, not yet done
   bool zeroing_ = false;  // a reset()'s zeroing is queued or running
   bool stop_ = false;
   std::exception_ptr error_;
