@@ -30,6 +30,18 @@ Status must_be_positive(const char* key, int64_t value, bool derived) {
                                    : ""));
 }
 
+// micro * accum * world, or an error naming the three when the product does not fit int64_t
+// (fuzzing: a micro-batch of 7777777777777777777 overflowed here).
+Result<int64_t> batch_product(int64_t micro, int64_t accum, int64_t world) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(micro, accum, &product) || __builtin_mul_overflow(product, world, &product)) {
+    return invalid_argument(std::string(kMicro) + " " + std::to_string(micro) + " * " + kAccum + " " +
+                            std::to_string(accum) + " * world size " + std::to_string(world) +
+                            " is past any batch tierzero can count (2^63); use real batch sizes");
+  }
+  return product;
+}
+
 }  // namespace
 
 Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out) {
@@ -52,12 +64,12 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
   } else if (train && accum) {
     micro = *train / world / *accum;
   } else if (micro && accum) {
-    train = *micro * *accum * world;
+    TZ_ASSIGN_OR_RETURN(train, batch_product(*micro, *accum, world));
   } else if (train) {
     accum = 1;
     micro = *train / world;
   } else if (micro) {
-    train = *micro * world;
+    TZ_ASSIGN_OR_RETURN(train, batch_product(*micro, 1, world));
     accum = 1;
   } else {
     return invalid_argument(std::string("either ") + kTrain + " or " + kMicro +
@@ -68,10 +80,11 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
   TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, true));
   TZ_RETURN_IF_ERROR(must_be_positive(kMicro, *micro, true));
   TZ_RETURN_IF_ERROR(must_be_positive(kAccum, *accum, true));
-  if (*train != *micro * *accum * world) {
+  TZ_ASSIGN_OR_RETURN(const int64_t product, batch_product(*micro, *accum, world));
+  if (*train != product) {
     return invalid_argument(std::string(kTrain) + " " + std::to_string(*train) + " != " + kMicro + " " +
                             std::to_string(*micro) + " * " + kAccum + " " + std::to_string(*accum) + " * world size " +
-                            std::to_string(world) + " = " + std::to_string(*micro * *accum * world) +
+                            std::to_string(world) + " = " + std::to_string(product) +
                             ": give two of the three, or three that agree");
   }
   *out = BatchConfig{*train, *micro, *accum, hints.world_size};

@@ -152,6 +152,14 @@ const ErrorCase kCases[] = {
     {"not_json", R"({"train_batch_size": 1,)", "not valid JSON"},
     // nlohmann throws out_of_range, not parse_error, for a number past double (found by fuzz_ds_config).
     {"number_overflow", R"({"train_batch_size": 5e999})", "not valid JSON"},
+    // micro * accumulation * world overflowed int64_t (found by fuzz_ds_config on 16 cores): derived,
+    // checked against a given train_batch_size, and with a large world size.
+    {"batch_product_overflow",
+     R"({"train_micro_batch_size_per_gpu": 7777777777777777777, "gradient_accumulation_steps": 4})", "past any batch"},
+    {"batch_check_overflow", R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4611686018427387904,
+       "gradient_accumulation_steps": 2})",
+     "past any batch"},
+    {"batch_world_overflow", R"({"train_micro_batch_size_per_gpu": 4611686018427387904})", "past any batch", 4},
 };
 
 class DsConfigError : public testing::TestWithParam<ErrorCase> {};
