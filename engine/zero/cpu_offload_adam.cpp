@@ -33,24 +33,9 @@ class CpuOffloadAdam final : public PartitionOptimizer {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
     pending_.clear();
     const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
-    const at::ScalarType compute_dtype = compute_partition.scalar_type();
-    const bool sixteen_bit = compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf;
-    // 16-bit weights in host memory (ZeRO-3 offloaded parameters, or a CPU run): the kernel writes
-    // them in place; on a device: into params16, copied over after each sub-group.
-    const bool in_place = sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
-    if (sixteen_bit && !in_place &&
-        (setup_.params16.scalar_type() != compute_dtype || setup_.params16.numel() != state_.master.numel()))
-      throw Error(internal_error("cpu optimizer: no 16-bit staging buffer for a device compute partition"));
-    const at::Tensor& out16 = in_place ? compute_partition : setup_.params16;
-
-    const cpu_adam::AdamHyperParams hp{
-        .lr = lr,
-        .beta1 = setup_.config.beta1,
-        .beta2 = setup_.config.beta2,
-        .eps = setup_.config.eps,
-        .weight_decay = setup_.config.weight_decay,
-        .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW : cpu_adam::AdamMode::kAdam,
-        .bias_correction = setup_.config.bias_correction};
+    const SixteenBitOutput out16 =
+        sixteen_bit_output(compute_partition, setup_.params16, state_.master.numel(), "cpu optimizer");
+    const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
     const int64_t numel = state_.master.numel();
     for (int64_t begin = 0; begin < numel; begin += setup_.sub_group_numel) {
       const int64_t count = std::min(setup_.sub_group_numel, numel - begin);
@@ -61,10 +46,10 @@ class CpuOffloadAdam final : public PartitionOptimizer {
           .grads = {grads.data, grads.count, grads.type},
           .exp_avg = tensor_elements(state_.exp_avg, begin, count),
           .exp_avg_sq = tensor_elements(state_.exp_avg_sq, begin, count),
-          .params16 = sixteen_bit ? tensor_elements(out16, begin, count) : cpu_adam::Elements{}};
+          .params16 = out16.sixteen_bit ? tensor_elements(out16.out, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
-      if (in_place) continue;
-      const at::Tensor& source = sixteen_bit ? setup_.params16 : state_.master;
+      if (out16.in_place) continue;
+      const at::Tensor& source = out16.sixteen_bit ? setup_.params16 : state_.master;
       const void* src = static_cast<const std::byte*>(source.const_data_ptr()) + begin * source.element_size();
       at::Tensor dst = compute_partition.narrow(0, begin, count);
       if (dst.is_cpu()) {

@@ -29,4 +29,27 @@ double host_grad_sq_norm(const cpu_adam::CpuAdam& adam, const at::Tensor& grad) 
   return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
 }
 
+cpu_adam::AdamHyperParams cpu_adam_hyper_params(const AdamConfig& config, double lr) {
+  return {.lr = lr,
+          .beta1 = config.beta1,
+          .beta2 = config.beta2,
+          .eps = config.eps,
+          .weight_decay = config.weight_decay,
+          .mode = config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW : cpu_adam::AdamMode::kAdam,
+          .bias_correction = config.bias_correction};
+}
+
+SixteenBitOutput sixteen_bit_output(const at::Tensor& compute_partition, const at::Tensor& staging, int64_t numel,
+                                    const char* who) {
+  const at::ScalarType dtype = compute_partition.scalar_type();
+  SixteenBitOutput output;
+  output.sixteen_bit = dtype == at::kBFloat16 || dtype == at::kHalf;
+  output.in_place = output.sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
+  if (output.sixteen_bit && !output.in_place &&
+      (!staging.defined() || staging.scalar_type() != dtype || staging.numel() != numel))
+    throw Error(internal_error(std::string(who) + ": no 16-bit staging buffer for a device compute partition"));
+  if (output.sixteen_bit) output.out = output.in_place ? compute_partition : staging;
+  return output;
+}
+
 }  // namespace tierzero::engine

@@ -76,21 +76,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
     traffic_.step_written_bytes = 0;
     write_back_materialised();
     const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
-    const at::ScalarType compute_dtype = compute_partition.scalar_type();
-    const bool sixteen_bit = compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf;
-    const bool in_place = sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
-    if (sixteen_bit && !in_place &&
-        (setup_.params16.scalar_type() != compute_dtype || setup_.params16.numel() != numel_))
-      throw Error(internal_error("nvme optimizer: no 16-bit staging buffer for a device compute partition"));
-    const at::Tensor& out16 = in_place ? compute_partition : setup_.params16;
-    const cpu_adam::AdamHyperParams hp{
-        .lr = lr,
-        .beta1 = setup_.config.beta1,
-        .beta2 = setup_.config.beta2,
-        .eps = setup_.config.eps,
-        .weight_decay = setup_.config.weight_decay,
-        .mode = setup_.config.decoupled_weight_decay ? cpu_adam::AdamMode::kAdamW : cpu_adam::AdamMode::kAdam,
-        .bias_correction = setup_.config.bias_correction};
+    const SixteenBitOutput out16 = sixteen_bit_output(compute_partition, setup_.params16, numel_, "nvme optimizer");
+    const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
     for (int64_t k = 0; k < groups_; ++k) {
       read_ahead(k);
       Slot& slot = slot_of(k);
@@ -103,9 +90,9 @@ class NvmeAdam final : public NvmeOffloadAdam {
           .grads = {grads.data, grads.count, grads.type},
           .exp_avg = tensor_elements(record_part(slot, 1, count), 0, count),
           .exp_avg_sq = tensor_elements(record_part(slot, 2, count), 0, count),
-          .params16 = sixteen_bit ? tensor_elements(out16, begin, count) : cpu_adam::Elements{}};
+          .params16 = out16.sixteen_bit ? tensor_elements(out16.out, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
-      if (!in_place) send_compute_weights(slot, sixteen_bit, begin, count, compute_partition);
+      if (!out16.in_place) send_compute_weights(slot, out16.sixteen_bit, begin, count, compute_partition);
       write_behind(k);
     }
     finish_writes();
