@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing on Debian 12 (as root), then configures and builds tierzero in build/.
 #   scripts/setup.sh          install + build
-#   scripts/setup.sh --test   install + build + run every test (ctest); what CI runs
+#   scripts/setup.sh --test   install + build + run every test (ctest), then build the fuzz
+#                             harnesses (clang-14, build-fuzz/) and run each for 20 s; what CI runs
 # Idempotent: with everything present it only (re)builds. LibTorch comes from the PyPI torch wheel,
 # installed into the first python3 that already has it, else into a venv under ~/.cache/tierzero.
 set -euo pipefail
@@ -16,6 +17,8 @@ debian_packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev fio libgloo-dev
   libpcre2-dev libutf8proc-dev
 )
+# The fuzz harnesses: clang-14 with libFuzzer and the sanitizer runtimes (only for --test).
+((run_tests)) && debian_packages+=(clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -54,4 +57,9 @@ cmake --build build --parallel "$(nproc)"
 if ((run_tests)); then
   export TIERZERO_PYTHON="$(command -v "$python")" TIERZERO_NO_PROGRESS=1
   ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600
+  # Every reader of untrusted input under libFuzzer + ASan + UBSan, 20 s each from the committed
+  # seeds (fuzz/README.md); a crash, leak or sanitizer report fails the run and keeps its input.
+  cmake --preset fuzz > build-fuzz.log 2>&1 || { cat build-fuzz.log; echo "setup: fuzz configure failed"; exit 1; }
+  cmake --build --preset fuzz --parallel "$(nproc)"
+  fuzz/run_all.sh 20 build-fuzz build-fuzz/ci-work
 fi
