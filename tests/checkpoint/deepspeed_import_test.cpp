@@ -54,7 +54,9 @@ void expect_equal(ConsolidationSource& source, const StateDump& want) {
       const Status r = source.read_fp32_range(i, first, std::span(ranged).subspan(first, n));
       ASSERT_OK(r) << w.name;
     }
-    ASSERT_EQ(0, std::memcmp(ranged.data(), got.data(), got.size() * sizeof(float))) << w.name << " read in ranges";
+    // (memcmp with an empty tensor's null data pointers is undefined: UBSan in the asan preset.)
+    ASSERT_TRUE(got.empty() || std::memcmp(ranged.data(), got.data(), got.size() * sizeof(float)) == 0)
+        << w.name << " read in ranges";
   }
   EXPECT_EQ(source.aliases(), want.aliases);
 }
