@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "$1")
 filter=${2:-'*OneRank*:OffloadOverlapSubGroups.*:OffloadStagingSlots.*:DeviceAccumulatorPaths.*:OffloadTimes.*'}
-sources=(engine/zero/host_grad_pipeline.cpp engine/zero/device_copies.cpp engine/zero/run_norms.cpp
+sources=(engine/zero/host_grad_pipeline.cpp engine/zero/offloaded_grads.cpp engine/zero/device_copies.cpp engine/zero/run_norms.cpp
          engine/zero/cpu_offload_adam.cpp tests/engine/zero/offload_overlap_test.cpp)
 out=$build/tsan-overlap
 mkdir -p "$out"
