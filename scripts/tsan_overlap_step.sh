@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the engine's overlapped offloaded step (engine/zero/host_grad_pipeline.cpp:
 # the worker thread that adds landed gradient buckets into the host partitions while the backward
-# thread lands the next ones), with LibTorch from the torch wheel, which is not instrumented.
+# thread lands the next ones; zero_engine.cpp + step_progress.cpp + sharded_partitioner.cpp: the CPU
+# Adam thread writing the partition while the next forward's gathers follow it), with LibTorch from
+# the torch wheel, which is not instrumented.
 #
 #   scripts/tsan_overlap_step.sh BUILD [GTEST_FILTER]
 #
@@ -19,7 +21,8 @@ cd "$(dirname "$0")/.."
 build=$(realpath "$1")
 filter=${2:-'*OneRank*:OffloadOverlapSubGroups.*:OffloadStagingSlots.*:DeviceAccumulatorPaths.*:OffloadTimes.*'}
 sources=(engine/zero/host_grad_pipeline.cpp engine/zero/offloaded_grads.cpp engine/zero/device_copies.cpp engine/zero/run_norms.cpp
-         engine/zero/cpu_offload_adam.cpp tests/engine/zero/offload_overlap_test.cpp)
+         engine/zero/cpu_offload_adam.cpp engine/zero/step_progress.cpp engine/zero/zero_engine.cpp
+         engine/zero/sharded_partitioner.cpp engine/zero/pending_writes.cpp tests/engine/zero/offload_overlap_test.cpp)
 out=$build/tsan-overlap
 mkdir -p "$out"
 

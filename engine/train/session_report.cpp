@@ -35,6 +35,9 @@ void TrainingSession::print_header() const {
                static_cast<long long>(micro_batch), static_cast<long long>(accumulation), world);
   if (!engine_->grad_accumulator_choice().empty())
     std::fprintf(out_, "  offloaded gradients accumulate on the %s\n", engine_->grad_accumulator_choice().c_str());
+  if (engine_->follows_step())
+    std::fprintf(out_, "  the CPU optimizer step runs into the next forward, which runs %s\n",
+                 engine_->forward_window_choice().c_str());
   if (first_step_ > 0)
     std::fprintf(out_, "  resumed from %s at step %lld\n", args_.resume_dir.c_str(),
                  static_cast<long long>(first_step_));

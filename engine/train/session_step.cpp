@@ -1,6 +1,8 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <utility>
+#include <vector>
 
 #include "engine/train/internal/session.h"
 
@@ -32,14 +34,15 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
 
   // The losses stay on the device until the step is done (summed in double, as the host would):
   // reading one per micro-batch would make the host wait for each backward before queuing the next.
-  at::Tensor loss_sum;
+  std::vector<TokenBatch> window;
   for (int64_t micro = 0; micro < accumulation; ++micro) {
     TZ_ASSIGN_OR_RETURN(MicroBatch batch, data_.batches->next());
     auto [ids, targets] = to_tensors(batch);
-    at::Tensor loss =
-        engine_->queue_forward_backward(ids, targets, loss_scale / static_cast<double>(accumulation)).to(at::kDouble);
-    loss_sum = micro == 0 ? loss : loss_sum + loss;
+    window.push_back({std::move(ids), std::move(targets)});
   }
+  at::Tensor loss_sum;
+  for (const at::Tensor& loss : engine_->queue_window(window, loss_scale / static_cast<double>(accumulation)))
+    loss_sum = loss_sum.defined() ? loss_sum + loss.to(at::kDouble) : loss.to(at::kDouble);
   const StepOutcome outcome = engine_->step(record.lr, loss_scale);
   TZ_RETURN_IF_ERROR(scaler_->update(outcome.overflow));
   if (!outcome.overflow) schedule_->step();

@@ -1,9 +1,10 @@
 // Adam offloaded to the CPU: state in the engine's pinned host tier, stepped by cpu_adam's fused
-// SIMD kernel one sub-group at a time; each sub-group's new 16-bit weights go back to the device on
-// a side stream while the next sub-group steps.
+// SIMD kernel one sub-group at a time (in slices of at most kPublishSlice elements); each slice's
+// new 16-bit weights go back to the device on a side stream while the next one steps, and
+// step_publishing announces each finished slice to the reader following behind.
 #include <ATen/ATen.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,42 +31,12 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
-    for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
-    pending_.clear();
-    const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
-    const SixteenBitOutput out16 =
-        sixteen_bit_output(compute_partition, setup_.params16, state_.master.numel(), "cpu optimizer");
-    const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
-    const int64_t numel = state_.master.numel();
-    for (int64_t begin = 0; begin < numel; begin += setup_.sub_group_numel) {
-      const int64_t count = std::min(setup_.sub_group_numel, numel - begin);
-      cpu_adam::Elements master = tensor_elements(state_.master, begin, count);
-      cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
-      const cpu_adam::AdamBuffers buffers{
-          .params = {static_cast<float*>(master.data), master.count},
-          .grads = {grads.data, grads.count, grads.type},
-          .exp_avg = tensor_elements(state_.exp_avg, begin, count),
-          .exp_avg_sq = tensor_elements(state_.exp_avg_sq, begin, count),
-          .params16 = out16.sixteen_bit ? tensor_elements(out16.out, begin, count) : cpu_adam::Elements{}};
-      throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
-      if (out16.in_place) continue;
-      const at::Tensor& source = out16.sixteen_bit ? setup_.params16 : state_.master;
-      const void* src = static_cast<const std::byte*>(source.const_data_ptr()) + begin * source.element_size();
-      at::Tensor dst = compute_partition.narrow(0, begin, count);
-      if (dst.is_cpu()) {
-        std::memcpy(dst.data_ptr(), src, dst.nbytes());
-      } else {
-        pending_.push_back({begin, count, setup_.copies->to_device(dst, src)});
-      }
-    }
-    ++state_.step;
-    last_copy_seconds_ = 0.0;
-    if (setup_.time_copies) {
-      for (PartitionWrite& write : pending_) {
-        write.done->wait_host();
-        last_copy_seconds_ += write.done->seconds();
-      }
-    }
+    run(grad, grad_multiplier, lr, std::move(compute_partition), nullptr);
+  }
+
+  void step_publishing(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
+                       StepProgress& progress) override {
+    run(grad, grad_multiplier, lr, std::move(compute_partition), &progress);
   }
 
   AdamPartitionState& state() override { return state_; }
@@ -85,6 +56,63 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   }
 
  private:
+  // Elements stepped (and published) at a time inside a sub-group: Adam is elementwise, so where a
+  // sub-group is cut changes no bit; a finer cut lets the next forward follow closer behind.
+  static constexpr int64_t kPublishSlice = int64_t{1} << 25;
+
+  void run(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
+           StepProgress* progress) {
+    for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
+    pending_.clear();
+    const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
+    const SixteenBitOutput out16 =
+        sixteen_bit_output(compute_partition, setup_.params16, state_.master.numel(), "cpu optimizer");
+    const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
+    const int64_t numel = state_.master.numel();
+    const int64_t slice = std::min(setup_.sub_group_numel, kPublishSlice);
+    for (int64_t group = 0; group < numel; group += setup_.sub_group_numel) {
+      const int64_t group_end = std::min(numel, group + setup_.sub_group_numel);
+      for (int64_t begin = group; begin < group_end; begin += slice) {
+        const int64_t count = std::min(slice, group_end - begin);
+        const size_t queued = pending_.size();
+        step_range(hp, host_grad, out16, grad_multiplier, begin, count, compute_partition);
+        if (progress != nullptr)
+          progress->publish(begin + count, std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
+      }
+    }
+    ++state_.step;
+    last_copy_seconds_ = 0.0;
+    if (setup_.time_copies) {
+      for (PartitionWrite& write : pending_) {
+        write.done->wait_host();
+        last_copy_seconds_ += write.done->seconds();
+      }
+    }
+  }
+
+  // Adam on elements [begin, begin + count), then their compute weights on their way back.
+  void step_range(const cpu_adam::AdamHyperParams& hp, const at::Tensor& host_grad, const SixteenBitOutput& out16,
+                  double grad_multiplier, int64_t begin, int64_t count, const at::Tensor& compute_partition) {
+    cpu_adam::Elements master = tensor_elements(state_.master, begin, count);
+    cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
+    const cpu_adam::AdamBuffers buffers{
+        .params = {static_cast<float*>(master.data), master.count},
+        .grads = {grads.data, grads.count, grads.type},
+        .exp_avg = tensor_elements(state_.exp_avg, begin, count),
+        .exp_avg_sq = tensor_elements(state_.exp_avg_sq, begin, count),
+        .params16 = out16.sixteen_bit ? tensor_elements(out16.out, begin, count) : cpu_adam::Elements{}};
+    throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
+    if (out16.in_place) return;
+    const at::Tensor& source = out16.sixteen_bit ? setup_.params16 : state_.master;
+    const void* src = static_cast<const std::byte*>(source.const_data_ptr()) + begin * source.element_size();
+    at::Tensor dst = compute_partition.narrow(0, begin, count);
+    if (dst.is_cpu()) {
+      std::memcpy(dst.data_ptr(), src, dst.nbytes());
+    } else {
+      pending_.push_back({begin, count, setup_.copies->to_device(dst, src)});
+    }
+  }
+
   CpuOffloadAdamSetup setup_;
   AdamPartitionState state_;
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device

@@ -85,6 +85,7 @@ bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
 }
 
 ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
+  await_written(shard_end(slots));
   std::vector<at::Tensor> pieces;
   int64_t numel = 0;
   for (size_t slot : slots) {
@@ -274,6 +275,7 @@ std::vector<at::Tensor> ShardedPartitioner::fetch(size_t unit) {
     if (!persistent_[slot]) ++slots_[slot].users;  // from here on, no prefetch may free them
   if (position != kNone) prefetch_after(position);
 
+  refresh_persistent(unit);
   std::vector<at::Tensor> params;
   for (size_t slot : unit_params_[unit]) {
     if (persistent_[slot]) {
@@ -357,13 +359,33 @@ void ShardedPartitioner::publish_compute_partition() {
   cursor_ = 0;
   prefetch_cursor_ = 0;
   std::fill(prefetched_numel_.begin(), prefetched_numel_.end(), 0);
-  regather_persistent();
-}
-
-void ShardedPartitioner::regather_persistent() {
   std::vector<size_t> slots;
   for (size_t s = 0; s < layout_.slots.size(); ++s)
     if (persistent_[s]) slots.push_back(s);
+  if (progress_ == nullptr) {
+    regather_persistent(slots);
+  } else {  // the same on every rank (follow_step is), so the ranks' gathers match
+    stale_persistent_ = persistent_;
+  }
+}
+
+void ShardedPartitioner::refresh_persistent(size_t unit) {
+  std::vector<size_t> slots;
+  for (size_t slot : unit_params_[unit])
+    if (slot < stale_persistent_.size() && stale_persistent_[slot] &&
+        std::find(slots.begin(), slots.end(), slot) == slots.end())
+      slots.push_back(slot);
+  regather_persistent(slots);
+  for (size_t slot : slots) stale_persistent_[slot] = false;
+}
+
+int64_t ShardedPartitioner::shard_end(const std::vector<size_t>& slots) const {
+  int64_t end = 0;
+  for (size_t slot : slots) end = std::max(end, layout_.slots[slot].shard_offset + layout_.slots[slot].shard_numel);
+  return end;
+}
+
+void ShardedPartitioner::regather_persistent(const std::vector<size_t>& slots) {
   if (slots.empty()) return;
   GatherInput input = gather_input(slots);
   if (input.copied) input.copied->order_current_stream();

@@ -41,6 +41,11 @@ at::Tensor tokens_to(const at::Tensor& tokens, at::Device device) {
 
 bool is_16bit(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
+// A scalar that requires grad, for run_unit: it puts unit 0 in the micro-batch's graph.
+at::Tensor new_anchor(at::Device device) {
+  return at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device)).requires_grad_(true);
+}
+
 // This rank's partition and the largest reduced bucket it can land (elements), from the layouts.
 struct PartitionSizes {
   int64_t partition_numel = 0;
@@ -238,9 +243,17 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                             .params16 = host_tier_->buffer("16-bit weights")};
   load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
   optimizer_ = make_cpu_offload_adam(std::move(setup));
+  follows_step_ = options.overlap_offload && partitioner_->can_follow_step();
+  if (follows_step_) {
+    partitioner_->follow_step(&progress_);
+    if (options.micro_batch_tokens > 0)
+      choose_forward_window(options.gradient_accumulation_steps, options.micro_batch_tokens);
+  }
 }
 
-ZeroEngine::~ZeroEngine() = default;
+ZeroEngine::~ZeroEngine() {
+  if (optimizer_thread_.joinable()) optimizer_thread_.join();  // its errors reach no one now
+}
 
 double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier) {
   return queue_forward_backward(input_ids, targets, loss_multiplier).item<double>();
@@ -248,24 +261,65 @@ double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tenso
 
 at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets,
                                               double loss_multiplier) {
-  at::Device device = comm_.device();
-  const bool timed = options_.time_breakdown;
-  if (offloaded_grads_) offloaded_grads_->begin_micro_batch(++micro_batches_ >= options_.gradient_accumulation_steps);
-  Clock::time_point start = Clock::now();
-  if (timed) sync_current_stream(device);
-  at::Tensor anchor = at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device)).requires_grad_(true);
+  const at::Device device = comm_.device();
+  const Clock::time_point start = Clock::now();
+  if (options_.time_breakdown) sync_current_stream(device);
+  const at::Tensor anchor = new_anchor(device);
   at::Tensor hidden = tokens_to(input_ids, device);
-  const at::Tensor device_targets = tokens_to(targets, device);
-  for (size_t unit = 0; unit < model_.num_units(); ++unit)
+  for (size_t unit = 0; unit + 1 < model_.num_units(); ++unit)
     hidden = run_unit(model_, *partitioner_, unit, hidden, anchor);
-  at::Tensor logits = hidden.to(at::kFloat);
-  at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), device_targets.reshape(-1),
-                                           /*weight=*/{}, at::Reduction::Mean, /*ignore_index=*/-100);
+  if (options_.time_breakdown) {
+    sync_current_stream(device);
+    times_.forward_s += seconds_since(start);
+  }
+  return head_loss_backward(hidden, targets, anchor, loss_multiplier);
+}
+
+std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& batches, double loss_multiplier) {
+  std::vector<at::Tensor> losses;
+  if (!forward_window(batches)) {
+    for (const TokenBatch& batch : batches)
+      losses.push_back(queue_forward_backward(batch.input_ids, batch.targets, loss_multiplier));
+    return losses;
+  }
+  const at::Device device = comm_.device();
+  const Clock::time_point start = Clock::now();
+  if (options_.time_breakdown) sync_current_stream(device);
+  std::vector<at::Tensor> anchors, hidden;
+  for (const TokenBatch& batch : batches) {
+    anchors.push_back(new_anchor(device));
+    hidden.push_back(tokens_to(batch.input_ids, device));
+  }
+  // Unit-major: each unit's parameters are fetched (and waited for) once for the whole window.
+  for (size_t unit = 0; unit + 1 < model_.num_units(); ++unit)
+    for (size_t i = 0; i < batches.size(); ++i) hidden[i] = run_unit(model_, *partitioner_, unit, hidden[i], anchors[i]);
+  if (options_.time_breakdown) {
+    sync_current_stream(device);
+    times_.forward_s += seconds_since(start);
+  }
+  for (size_t i = 0; i < batches.size(); ++i) {
+    losses.push_back(head_loss_backward(hidden[i], batches[i].targets, anchors[i], loss_multiplier));
+    hidden[i] = at::Tensor();  // its graph (the units' saved inputs) went with the backward
+  }
+  return losses;
+}
+
+at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets,
+                                          const at::Tensor& anchor, double loss_multiplier) {
+  const at::Device device = comm_.device();
+  const bool timed = options_.time_breakdown;
+  Clock::time_point start = Clock::now();
+  const at::Tensor logits = run_unit(model_, *partitioner_, model_.num_units() - 1, hidden, anchor).to(at::kFloat);
+  const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                                 tokens_to(targets, device).reshape(-1),
+                                                 /*weight=*/{}, at::Reduction::Mean, /*ignore_index=*/-100);
   if (timed) {
     sync_current_stream(device);
     times_.forward_s += seconds_since(start);
-    start = Clock::now();
   }
+  finish_optimizer_step();  // the backward lands gradients where the step reads them
+  if (offloaded_grads_) offloaded_grads_->begin_micro_batch(++micro_batches_ >= options_.gradient_accumulation_steps);
+  start = Clock::now();
   (loss * loss_multiplier).backward();
   if (timed) {
     sync_current_stream(device);
@@ -274,8 +328,55 @@ at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const
   return loss.detach();
 }
 
+bool ZeroEngine::forward_window(const std::vector<TokenBatch>& batches) {
+  if (!follows_step_ || batches.size() < 2) return false;
+  if (forward_window_choice_.empty())
+    choose_forward_window(static_cast<int64_t>(batches.size()), batches.front().input_ids.numel());
+  return window_forward_;
+}
+
+void ZeroEngine::choose_forward_window(int64_t micro_batches, int64_t tokens) {
+  // The window keeps, for every micro-batch but one, the input of each unit but the last (hidden
+  // states in the compute dtype) until that micro-batch's backward.
+  const int64_t body_units = static_cast<int64_t>(model_.num_units()) - 1;
+  const uint64_t extra = static_cast<uint64_t>(std::max<int64_t>(0, micro_batches - 1) * body_units * tokens *
+                                               model_.config().hidden_size) *
+                         c10::elementSize(options_.partition.compute_dtype);
+  const at::Device device = comm_.device();
+  const std::string unit_by_unit = "unit by unit across " + std::to_string(micro_batches) + " micro-batches (+" +
+                                   format_bytes(extra) + " of kept unit inputs";
+  if (micro_batches < 2) {
+    window_forward_ = false;
+    forward_window_choice_ = "micro-batch by micro-batch (one micro-batch per step)";
+    return;
+  }
+  if (!device.is_cuda()) {
+    window_forward_ = true;
+    forward_window_choice_ = unit_by_unit + " in host memory)";
+    return;
+  }
+  const bool limited = options_.gpu_memory_limit_bytes > 0;
+  const uint64_t budget = limited ? options_.gpu_memory_limit_bytes : device_memory_bytes(device);
+  const uint64_t accumulator =
+      grad_accumulation_on_device() ? static_cast<uint64_t>(partitioner_->partition_numel()) * sizeof(float) : 0;
+  const std::string budget_text =
+      format_bytes(budget) + (limited ? " (tierzero.gpu_memory_limit)" : " (" + device.str() + "'s memory)");
+  std::string why;
+  if (options_.planned_gpu_peak_bytes > 0) {
+    window_forward_ = options_.planned_gpu_peak_bytes + accumulator + extra <= budget;
+    why = ": planned peak " + format_bytes(options_.planned_gpu_peak_bytes) + " + accumulator " +
+          format_bytes(accumulator) + " + window " + (window_forward_ ? "fits " : "exceeds ") + budget_text + ")";
+  } else {  // as the accumulator's choice: three quarters of the budget for everything else
+    window_forward_ = accumulator + extra <= budget / 4;
+    why = std::string(window_forward_ ? " within" : " past") + " a quarter of " + budget_text + "; no planned peak)";
+  }
+  forward_window_choice_ =
+      window_forward_ ? unit_by_unit + why : "micro-batch by micro-batch (the window's " + format_bytes(extra) + why;
+}
+
 StepOutcome ZeroEngine::step(double lr, double loss_scale) {
   const bool timed = options_.time_breakdown;
+  finish_optimizer_step();  // a step without a micro-batch since the last one
   const Clock::time_point step_start = Clock::now();
   partitioner_->finish_reduction();
   at::Tensor grad = partitioner_->grad_partition();
@@ -304,11 +405,15 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
       if (clip > 1.0) combined_scale = clip * loss_scale;
     }
     start = Clock::now();
-    optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition());
-    partitioner_->defer_reads(optimizer_->device_writes());
-    if (timed) {
-      times_.param_h2d_s += optimizer_->last_copy_seconds();
-      times_.cpu_optimizer_s += seconds_since(start) - optimizer_->last_copy_seconds();
+    if (follows_step_) {
+      start_optimizer_step(grad, 1.0 / combined_scale, lr);
+    } else {
+      optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition());
+      partitioner_->defer_reads(optimizer_->device_writes());
+      if (timed) {
+        times_.param_h2d_s += optimizer_->last_copy_seconds();
+        times_.cpu_optimizer_s += seconds_since(start) - optimizer_->last_copy_seconds();
+      }
     }
   }
   start = Clock::now();
@@ -324,18 +429,59 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     }
     times_.gpu_idle_s += std::max(0.0, seconds_since(step_start) - times_.comm_s);
   }
-  partitioner_->zero_grads();
+  if (!optimizer_thread_.joinable()) partitioner_->zero_grads();  // else once the step has read them
   micro_batches_ = 0;
   last_times_ = times_;
   times_ = StepTimes{};
   return outcome;
 }
 
+void ZeroEngine::start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr) {
+  const at::Tensor compute = partitioner_->compute_partition();  // no read of the old values is left
+  // The step's copies into a device partition run on the side stream, unordered with the current
+  // one: the reads queued on it so far must be done first.
+  if (!compute.is_cpu()) sync_current_stream(compute.device());
+  progress_.start(compute.numel());
+  optimizer_thread_ = std::thread([this, grad, grad_multiplier, lr, compute] {
+    const Clock::time_point start = Clock::now();
+    try {
+      // The copies it queues are ordered after the side stream only, not after the forward's work.
+      copies_->after_device_copies(
+          [&] { optimizer_->step_publishing(grad, grad_multiplier, lr, compute, progress_); });
+    } catch (const Error& e) {
+      progress_.fail(e.status());
+    } catch (const std::exception& e) {
+      progress_.fail(internal_error(std::string("the offloaded optimizer step failed: ") + e.what()));
+    }
+    optimizer_seconds_ = seconds_since(start);
+  });
+}
+
+void ZeroEngine::finish_optimizer_step() {
+  if (!optimizer_thread_.joinable()) return;
+  const Clock::time_point start = Clock::now();
+  optimizer_thread_.join();
+  const double joined = seconds_since(start);
+  // The copies no read has taken yet; throws the step's error.
+  partitioner_->defer_reads(progress_.wait_for(partitioner_->partition_numel()));
+  partitioner_->zero_grads();
+  const double blocked = progress_.take_blocked_seconds();
+  if (options_.time_breakdown) {
+    const double copies = optimizer_->last_copy_seconds();
+    times_.cpu_optimizer_s += optimizer_seconds_ - copies;
+    times_.param_h2d_s += copies;
+    times_.forward_s -= blocked;  // the forward's fetches waited for the step
+    times_.gpu_idle_s += blocked + joined;
+  }
+}
+
 std::map<std::string, at::Tensor> ZeroEngine::master_params() {
+  finish_optimizer_step();
   return partitioner_->assemble(optimizer_->state().master);
 }
 
 void ZeroEngine::sync_compute_params() {
+  finish_optimizer_step();
   at::Tensor compute = partitioner_->compute_partition();
   if (nvme_optimizer_ == nullptr) {
     compute.copy_(optimizer_->state().master);

@@ -32,6 +32,15 @@
 // Offloaded parameters (offload_param): a gather's pieces leave the pinned shard on the
 // host-to-device side stream, and only the unit that uses them waits for the copy, so a prefetch
 // does not hold up the compute queued before that unit.
+// The step that follows into the next forward (stage 3, offloaded optimizer in host memory, with
+// overlap_offload): step() takes the norm and clip factor, then starts the CPU Adam on a thread of
+// its own and returns. Adam writes the partition front to back, announcing each finished slice
+// (step_progress.h); the next forward's gathers wait only for the slices they read, so layer 0
+// computes while Adam steps the last layers. With gradient accumulation the window's forwards run
+// unit by unit across all its micro-batches (queue_window), so all of them, not just the first,
+// follow behind Adam; each micro-batch's backward then runs in turn, after Adam has finished (it
+// reads the gradient partition the backward lands into). Nothing else changes: the same kernels on
+// the same values in the same order, so losses and weights are the plain path's bit for bit.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -40,6 +49,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +61,7 @@
 #include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "engine/zero/internal/partitioner.h"
+#include "engine/zero/internal/step_progress.h"
 
 namespace tierzero::engine {
 
@@ -84,8 +96,10 @@ struct ZeroEngineOptions {
   GradAccumulator grad_accumulator = GradAccumulator::kAuto;  // tierzero.offload_grad_accumulator: where an
                                                               // offloaded step accumulates micro-batches
   int64_t gradient_accumulation_steps = 1;                    // micro-batches per step(): the last one's buckets land
-  uint64_t planned_gpu_peak_bytes = 0;     // kAuto: the GPU's allocated peak the planner predicts without
-                                           // the accumulator (engine/plan); 0 = not known
+  uint64_t planned_gpu_peak_bytes = 0;     // the GPU's allocated peak the planner predicts without the
+                                           // accumulator or a forward window (engine/plan); 0 = not known
+  int64_t micro_batch_tokens = 0;          // tokens of one micro-batch (batch x seq_len), to size the forward
+                                           // window up front; 0 = from the first window's tensors
   uint64_t pinned_memory_limit_bytes = 0;  // tierzero.pinned_memory_limit; 0 = none
   uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
   bool time_breakdown = false;             // fill last_step_times() (wall_clock_breakdown); syncs the
@@ -99,17 +113,25 @@ struct StepTimes {
   double forward_s = 0.0;        // forward passes of the step's micro-batches
   double backward_s = 0.0;       // backward passes (reductions and gradient offload overlapped)
   double grad_d2h_s = 0.0;       // offloaded gradient copies, as they ran on the D2H stream
-  double cpu_optimizer_s = 0.0;  // the optimizer step (CPU Adam over every sub-group when offloaded)
+  double cpu_optimizer_s = 0.0;  // the optimizer step (CPU Adam over every sub-group when offloaded); when
+                                 // it follows into the next forward, the one that ran during this step's
   double param_h2d_s = 0.0;      // updated weights' copies to the device, as they ran on the H2D stream
   double comm_s = 0.0;           // step(): the norm's all-reduce and the parameters' all-gather
   double gpu_idle_s = 0.0;       // the compute stream had nothing to do but wait for the host: step()'s
-                                 // time less comm_s, plus backward blocked on full staging slots
+                                 // time less comm_s, plus backward blocked on full staging slots, plus
+                                 // the host blocked on a followed optimizer step (forward_s excludes it)
 };
 
 // What step() did.
 struct StepOutcome {
   bool overflow = false;   // inf/NaN in the gradients: the step was skipped, gradients dropped
   double grad_norm = 0.0;  // global L2 norm of the unscaled gradient (inf/NaN on overflow)
+};
+
+// One micro-batch's tokens: input_ids and targets [B, T] int64 (targets already shifted).
+struct TokenBatch {
+  at::Tensor input_ids;
+  at::Tensor targets;
 };
 
 class HostGradPipeline;
@@ -142,10 +164,17 @@ class ZeroEngine {
   at::Tensor queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
   // queue_forward_backward, then waits for the loss and returns it.
   double forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
+  // queue_forward_backward on each micro-batch of `batches` in order, with the same results bit for
+  // bit; when the optimizer step follows into the forward and the window fits the GPU budget
+  // (forward_window_choice()), the forwards run unit by unit across all the micro-batches first
+  // (each keeps its units' inputs until its backward), then each backward in turn. Returns the
+  // losses, as queue_forward_backward does.
+  std::vector<at::Tensor> queue_window(const std::vector<TokenBatch>& batches, double loss_multiplier);
 
   // Ends the accumulation window: reduces, checks overflow (gradients hold loss * loss_scale),
   // unscales and clips by the global norm, steps the optimizer with learning rate `lr` (unless
-  // overflow) and zeroes the gradients. A collective.
+  // overflow) and zeroes the gradients. A collective. When the step follows into the next forward
+  // it is still running when this returns; everything that reads its results waits for it.
   StepOutcome step(double lr, double loss_scale);
 
   // The fp32 master weights, whole, on the CPU. A collective.
@@ -168,17 +197,42 @@ class ZeroEngine {
   // why: "device (5.40 GB fp32 on cuda:0: ...)" or "host (...)"; empty without an offloaded optimizer.
   bool grad_accumulation_on_device() const;
   const std::string& grad_accumulator_choice() const { return grad_accumulator_choice_; }
+  // Whether the optimizer step runs on while the next forward starts, and whether queue_window runs
+  // the window's forwards unit by unit, and why: "unit by unit across 4 micro-batches (...)" or
+  // "micro-batch by micro-batch (...)"; empty when the step does not follow into the forward or the
+  // window's size is not known yet.
+  bool follows_step() const { return follows_step_; }
+  const std::string& forward_window_choice() const { return forward_window_choice_; }
   // The NVMe-resident optimizer's traffic (last step's bytes read and written, swap bytes on disk);
   // zeros unless the optimizer state is on NVMe.
   NvmeTraffic nvme_traffic() const;
 
   Comm& comm() { return comm_; }
   const FunctionalModel& model() const { return model_; }
-  Partitioner& partitioner() { return *partitioner_; }
-  PartitionOptimizer& optimizer() { return *optimizer_; }
+  // The partitioner and the optimizer, once the optimizer step in flight (if any) has finished.
+  Partitioner& partitioner() {
+    finish_optimizer_step();
+    return *partitioner_;
+  }
+  PartitionOptimizer& optimizer() {
+    finish_optimizer_step();
+    return *optimizer_;
+  }
   const ZeroEngineOptions& options() const { return options_; }
 
  private:
+  // Runs the last unit (norm + LM head) and the loss on `hidden`, waits for the optimizer step in
+  // flight, then backpropagates loss * loss_multiplier. Returns the loss (detached, on the device).
+  at::Tensor head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets, const at::Tensor& anchor,
+                                double loss_multiplier);
+  // Starts the optimizer step on its own thread (follows_step_): see the header comment.
+  void start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr);
+  // Waits for the optimizer step in flight, if any, then zeroes the gradients it read. Throws its error.
+  void finish_optimizer_step();
+  // Whether queue_window runs `batches` unit by unit (decides forward_window_choice_ once).
+  bool forward_window(const std::vector<TokenBatch>& batches);
+  void choose_forward_window(int64_t micro_batches, int64_t tokens);
+
   const FunctionalModel& model_;
   Comm& comm_;
   ZeroEngineOptions options_;
@@ -195,6 +249,13 @@ class ZeroEngine {
   int64_t micro_batches_ = 0;                        // forward_backward calls since the last step()
   StepTimes times_;                                  // the step being accumulated
   StepTimes last_times_;                             // the last finished step
+  // The optimizer step that follows into the next forward (declared last: joined first).
+  bool follows_step_ = false;
+  bool window_forward_ = false;
+  std::string forward_window_choice_;
+  StepProgress progress_;
+  double optimizer_seconds_ = 0.0;  // the step in flight's wall time, on its thread
+  std::thread optimizer_thread_;
 };
 
 // ---- Checkpoints (checkpoint/engine_format) ----------------------------------------------------

@@ -32,6 +32,7 @@
 #include "engine/zero/internal/param_gateway.h"
 #include "engine/zero/internal/partition_layout.h"
 #include "engine/zero/internal/pending_writes.h"
+#include "engine/zero/internal/step_progress.h"
 
 namespace tierzero::engine {
 
@@ -94,8 +95,27 @@ class Partitioner : public ParamGateway {
   // all of them.
   void defer_reads(std::vector<PartitionWrite> writes) { pending_writes_.add(std::move(writes)); }
 
+  // Whether the partitioner can read the compute partition while an optimizer step still writes it
+  // (follow_step): stage 3, whose reads are per-unit gathers.
+  virtual bool can_follow_step() const { return false; }
+  // The optimizer writes the compute partition on another thread, announcing each finished prefix
+  // in `progress` (outlives this step's reads): until the next step starts, every read first waits
+  // until its elements are final (and orders after their copies), and publish_compute_partition()
+  // defers what it would read now to the units that read it. Only when can_follow_step(); null
+  // stops following.
+  void follow_step(StepProgress* progress) { progress_ = progress; }
+
  protected:
+  // Waits until the step being followed (if any) has written elements [0, end) of the compute
+  // partition, and defers reads after the copies it queued for them. Every read waits, prefetches
+  // included: a read that skipped ahead when the step was behind would make the ranks' gathers
+  // (collectives) differ with the timing.
+  void await_written(int64_t end) {
+    if (progress_ != nullptr) pending_writes_.add(progress_->wait_for(end));
+  }
+
   PendingWrites pending_writes_;
+  StepProgress* progress_ = nullptr;
 };
 
 // Host memory of an offloaded step, given to the partitioner by the engine (any may be null):

@@ -55,8 +55,10 @@ class ShardedPartitioner final : public Partitioner {
   at::Tensor compute_partition() override;
   int64_t pinned_bytes() const override;
   // Also ends the step: drops every gathered parameter (they hold the old values) and, after the
-  // first step, stops recording the trace.
+  // first step, stops recording the trace. Following a step (follow_step), the persistent
+  // parameters are regathered by the first fetch of each unit that uses them, not here.
   void publish_compute_partition() override;
+  bool can_follow_step() const override { return true; }
 
   const ShardedLayout& layout() const { return layout_; }
 
@@ -127,7 +129,13 @@ class ShardedPartitioner final : public Partitioner {
   void drop_prefetches(int64_t numel, size_t unit);
   // Builds the per-slot indexes of the recorded trace.
   void index_trace();
-  void regather_persistent();
+  // Copies the updated values of persistent `slots` into their whole parameters (a gather).
+  void regather_persistent(const std::vector<size_t>& slots);
+  // Regathers the persistent parameters of `unit` still holding the last step's values (when
+  // publish_compute_partition() deferred them to their first fetch).
+  void refresh_persistent(size_t unit);
+  // One past the last shard element of `slots`.
+  int64_t shard_end(const std::vector<size_t>& slots) const;
 
   PartitionOptions options_;
   Comm& comm_;
@@ -135,6 +143,7 @@ class ShardedPartitioner final : public Partitioner {
   std::vector<std::vector<size_t>> unit_params_;  // unit -> slot indices
   std::vector<bool> persistent_;                  // slot -> kept whole on every rank
   std::vector<at::Tensor> persistent_params_;     // slot -> whole parameter (persistent slots)
+  std::vector<bool> stale_persistent_;            // slot -> holds the last step's values (following a step)
   at::Tensor shard_params_;                       // [shard_numel] compute dtype: this rank's shards
                                                   // (comm device, or host memory when offloaded)
   OffloadedHost host_;

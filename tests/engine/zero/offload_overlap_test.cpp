@@ -1,6 +1,7 @@
 // The overlapped offloaded step (gradients leave the device and are added on the CPU while backward
-// runs; CPU Adam sub-group by sub-group) equals the plain synchronous path through the same
-// kernels bit for bit: losses, gradient norms and master weights over 20 steps, stages 1-3, fp32 and
+// runs; CPU Adam sub-group by sub-group; at stage 3 the step running on into the next window's
+// forwards, which run unit by unit across the micro-batches) equals the plain synchronous path
+// through the same kernels bit for bit: losses, gradient norms and master weights over 20 steps, stages 1-3, fp32 and
 // bf16, gradient accumulation 1 and 4, sub-groups smaller than the partition, 1 and 2 ranks (Gloo),
 // and on one GPU where there is one; staging slots smaller than a bucket. The device accumulator
 // (micro-batches summed on the device, one landing per step) equals the host one the same way. Also: the pinned budget
@@ -234,15 +235,46 @@ TEST(OffloadTimes, BreakdownIsFilledWhenAsked) {
   EXPECT_GE(t.gpu_idle_s, t.cpu_optimizer_s);
 }
 
+// Stage 3's step follows into the next forward: Adam runs on its own thread after step() returns,
+// and its time is counted in the step during whose forwards it ran.
+TEST(OffloadTimes, AFollowedStepCountsInTheStepItRanIn) {
+  ModelConfig config = test_model_config(true);
+  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
+  ZeroEngineOptions options;
+  options.partition.stage = 3;
+  options.offload_optimizer = true;
+  options.gradient_accumulation_steps = 2;
+  options.time_breakdown = true;
+  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+  ASSERT_TRUE(engine.follows_step());
+  at::Tensor tokens = at::randint(64, {2, 9}, at::kLong);
+  const std::vector<TokenBatch> window(2, TokenBatch{tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8)});
+  for (int step = 0; step < 2; ++step) {
+    engine.queue_window(window, 0.5);
+    engine.step(1e-3, 1.0);
+  }
+  EXPECT_EQ(engine.forward_window_choice().rfind("unit by unit across 2 micro-batches", 0), 0u)
+      << engine.forward_window_choice();
+  const StepTimes& t = engine.last_step_times();  // the second step: the first step's Adam ran in it
+  EXPECT_GT(t.cpu_optimizer_s, 0.0);
+  EXPECT_GE(t.forward_s, 0.0);
+  EXPECT_GT(t.backward_s, 0.0);
+  EXPECT_GE(t.gpu_idle_s, 0.0);
+}
+
 // On a GPU the copies really run on side streams, and each unit's fetch or gather waits only for the
 // sub-groups (3000 elements: several per run) holding its parameters; staging slots of 256 bytes
-// make every bucket leave in pieces.
+// make every bucket leave in pieces. Stage 3 runs its windows unit by unit behind a step on another
+// thread, with the parameter shard on the GPU (the step's copies on the side stream) and in pinned
+// host memory (written in place, read by the gathers' copies).
 TEST(OffloadOverlapGpu, OneGpuEqualsPlainPathBitForBit) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  for (int stage : {1, 2, 3}) {
+  for (auto [stage, offload_params] : {std::pair{1, false}, {2, false}, {3, false}, {3, true}}) {
     for (int64_t slot_bytes : {Scenario().staging_slot_bytes, int64_t{256}}) {
       Scenario s = overlap_scenario(stage, "bf16", 4);
       s.device = "cuda";
+      s.offload_params = offload_params;
       s.staging_slot_bytes = slot_bytes;
       const TrainTrace overlapped = train_single(s);
       s.overlap = false;

@@ -260,18 +260,27 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
     throw Error(internal_error("grad_accumulator " + s.grad_accumulator +
                                " not honoured: " + engine.grad_accumulator_choice()));
 
+  // The step that follows into the forward: stage 3, the optimizer's state in host memory, overlap on.
+  const bool follows = s.offload && s.overlap && s.stage == 3 && s.nvme_dir.empty();
+  if (engine.follows_step() != follows)
+    throw Error(internal_error(std::string("the optimizer step ") + (follows ? "does not follow" : "follows") +
+                               " into the forward"));
+
   TrainTrace trace;
   if (!s.resume_dir.empty())
     trace.first_step = static_cast<int>(value_or_throw(load_engine_checkpoint(s.resume_dir, engine)).iteration);
   for (int step = trace.first_step; step < s.steps; ++step) {
     at::Tensor batch = global_batch(s, step);
-    double loss_sum = 0.0;
+    std::vector<TokenBatch> window;  // the trainer's path: queue_window
     for (int micro = 0; micro < s.accumulation; ++micro) {
       int64_t first = (int64_t{micro} * s.world_size + comm.rank()) * s.micro_batch;
       at::Tensor samples = batch.narrow(0, first, s.micro_batch);
-      loss_sum += engine.forward_backward(samples.narrow(1, 0, s.seq_len), samples.narrow(1, 1, s.seq_len),
-                                          1.0 / s.accumulation);
+      window.push_back({samples.narrow(1, 0, s.seq_len), samples.narrow(1, 1, s.seq_len)});
     }
+    double loss_sum = 0.0;
+    for (const at::Tensor& loss : engine.queue_window(window, 1.0 / s.accumulation)) loss_sum += loss.item<double>();
+    if (follows && s.accumulation > 1 && engine.forward_window_choice().rfind("unit by unit", 0) != 0)
+      throw Error(internal_error("the window ran micro-batch by micro-batch: " + engine.forward_window_choice()));
     StepOutcome outcome = engine.step(kLr, 1.0);
     if (outcome.overflow) throw Error(internal_error("unexpected overflow at step " + std::to_string(step)));
     trace.losses.push_back(engine.mean_over_ranks(loss_sum / s.accumulation));
