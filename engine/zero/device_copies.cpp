@@ -28,6 +28,16 @@ class HostDone final : public CopyDone {
   double seconds_;
 };
 
+class HostGap final : public IdleGap {
+ public:
+  void end() override { end_ = std::chrono::steady_clock::now(); }
+  double seconds() override { return std::chrono::duration<double>(end_ - start_).count(); }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point end_ = start_;
+};
+
 class HostCopies final : public DeviceCopies {
  public:
   explicit HostCopies(bool timing) : timing_(timing) {}
@@ -38,6 +48,7 @@ class HostCopies final : public DeviceCopies {
     return copy(dst.data_ptr(), src, dst.nbytes());
   }
   void after_device_copies(const std::function<void()>& enqueue) override { enqueue(); }
+  std::unique_ptr<IdleGap> open_idle_gap() override { return std::make_unique<HostGap>(); }
 
  private:
   std::unique_ptr<CopyDone> copy(void* dst, const void* src, size_t bytes) const {
@@ -71,6 +82,21 @@ class CudaDone final : public CopyDone {
   std::unique_ptr<at::cuda::CUDAEvent> start_;
 };
 
+class CudaGap final : public IdleGap {
+ public:
+  explicit CudaGap(at::Device device) : device_(device) { start_.record(c10::cuda::getCurrentCUDAStream(device.index())); }
+  void end() override { end_.record(c10::cuda::getCurrentCUDAStream(device_.index())); }
+  double seconds() override {
+    end_.synchronize();
+    return start_.elapsed_time(end_) / 1e3;
+  }
+
+ private:
+  at::Device device_;
+  at::cuda::CUDAEvent start_{cudaEventDefault};
+  at::cuda::CUDAEvent end_{cudaEventDefault};
+};
+
 class CudaCopies final : public DeviceCopies {
  public:
   CudaCopies(at::Device device, bool timing)
@@ -90,6 +116,10 @@ class CudaCopies final : public DeviceCopies {
   void after_device_copies(const std::function<void()>& enqueue) override {
     c10::cuda::CUDAStreamGuard guard(h2d_);
     enqueue();
+  }
+  std::unique_ptr<IdleGap> open_idle_gap() override {
+    c10::cuda::CUDAGuard guard(device_);
+    return std::make_unique<CudaGap>(device_);
   }
 
  private:

@@ -1,7 +1,6 @@
 #include "engine/zero/internal/step_progress.h"
 
 #include <algorithm>
-#include <chrono>
 #include <iterator>
 #include <utility>
 
@@ -36,17 +35,22 @@ std::vector<PartitionWrite> StepProgress::wait_for(int64_t end) {
   std::unique_lock lock(mutex_);
   end = std::min(end, total_);
   if (ready_ < end && error_.ok()) {
-    const auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<IdleGap> gap = copies_ != nullptr ? copies_->open_idle_gap() : nullptr;
     advanced_.wait(lock, [&] { return ready_ >= end || !error_.ok(); });
-    blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (gap) {
+      gap->end();
+      gaps_.push_back(std::move(gap));
+    }
   }
   if (!error_.ok()) throw Error(error_);
   return std::exchange(writes_, {});
 }
 
-double StepProgress::take_blocked_seconds() {
-  std::lock_guard lock(mutex_);
-  return std::exchange(blocked_seconds_, 0.0);
+double StepProgress::take_idle_seconds() {
+  double seconds = 0.0;
+  for (const std::unique_ptr<IdleGap>& gap : gaps_) seconds += gap->seconds();
+  gaps_.clear();
+  return seconds;
 }
 
 }  // namespace tierzero::engine

@@ -246,6 +246,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   follows_step_ = options.overlap_offload && partitioner_->can_follow_step();
   if (follows_step_) {
     partitioner_->follow_step(&progress_);
+    if (options.time_breakdown) progress_.measure_idle(copies_.get());
     if (options.micro_batch_tokens > 0)
       choose_forward_window(options.gradient_accumulation_steps, options.micro_batch_tokens);
   }
@@ -465,13 +466,15 @@ void ZeroEngine::finish_optimizer_step() {
   // The copies no read has taken yet; throws the step's error.
   partitioner_->defer_reads(progress_.wait_for(partitioner_->partition_numel()));
   partitioner_->zero_grads();
-  const double blocked = progress_.take_blocked_seconds();
   if (options_.time_breakdown) {
+    // The forward's phase ran from one stream sync to the next: its device time is the compute plus
+    // the gaps its fetches left while they waited for the step.
+    const double idle = progress_.take_idle_seconds();
     const double copies = optimizer_->last_copy_seconds();
     times_.cpu_optimizer_s += optimizer_seconds_ - copies;
     times_.param_h2d_s += copies;
-    times_.forward_s -= blocked;  // the forward's fetches waited for the step
-    times_.gpu_idle_s += blocked + joined;
+    times_.forward_s -= idle;
+    times_.gpu_idle_s += idle + joined;
   }
 }
 

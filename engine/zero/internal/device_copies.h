@@ -30,6 +30,19 @@ class CopyDone {
   virtual double seconds() = 0;
 };
 
+// How long the device's current stream sat idle while the host was blocked: opened just before
+// the host blocks (a mark on the stream where its queued work ends), ended once the host resumes (a
+// mark where new work starts). The stream's time between the marks: ~0 when it still had work
+// queued when the host resumed, the gap otherwise.
+class IdleGap {
+ public:
+  virtual ~IdleGap() = default;
+  // Marks where the host resumed (call once, on the thread that opened the gap).
+  virtual void end() = 0;
+  // Seconds between the marks; waits until the stream has passed end()'s mark.
+  virtual double seconds() = 0;
+};
+
 class DeviceCopies {
  public:
   // Side streams on `device` (CUDA: one device-to-host and one host-to-device stream from
@@ -51,6 +64,9 @@ class DeviceCopies {
   // what it queues (a collective over memory to_device() wrote) starts after the copies queued so
   // far without holding up the work on the real current stream. A CPU "device" just calls it.
   virtual void after_device_copies(const std::function<void()>& enqueue) = 0;
+  // Opens an IdleGap on the device's current stream (for the time breakdown; CUDA events with
+  // timing). A CPU "device" runs its work when queued: its gap is the host's wall time.
+  virtual std::unique_ptr<IdleGap> open_idle_gap() = 0;
 };
 
 // Caps what LibTorch's caching allocator may hold on `device` at `bytes` (tierzero.gpu_memory_limit;

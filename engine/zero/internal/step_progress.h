@@ -8,10 +8,12 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "common/common.h"
+#include "engine/zero/internal/device_copies.h"
 #include "engine/zero/internal/pending_writes.h"
 
 namespace tierzero::engine {
@@ -26,10 +28,14 @@ class StepProgress {
   void fail(Status error);
   // Blocks until elements [0, end) are final (end is clamped to the step's total), then returns the
   // writes published since the last take. Throws tierzero::Error with the writer's error if it
-  // failed first. The seconds spent blocked add to blocked_seconds().
+  // failed first. With measure_idle, a wait that blocks opens an IdleGap on the reader's device.
   std::vector<PartitionWrite> wait_for(int64_t end);
-  // Seconds wait_for() blocked since the last call, and resets the count.
-  double take_blocked_seconds();
+  // From now on, measure how long the reader's device sits idle while wait_for blocks (`copies`
+  // outlives this; null stops).
+  void measure_idle(DeviceCopies* copies) { copies_ = copies; }
+  // Seconds the reader's device sat idle in the waits since the last call (IdleGap::seconds: waits
+  // for the device to pass the last gap's end), and resets the count.
+  double take_idle_seconds();
 
  private:
   std::mutex mutex_;
@@ -38,7 +44,8 @@ class StepProgress {
   int64_t ready_ = 0;
   Status error_;
   std::vector<PartitionWrite> writes_;
-  double blocked_seconds_ = 0.0;
+  DeviceCopies* copies_ = nullptr;
+  std::vector<std::unique_ptr<IdleGap>> gaps_;  // the reader's (only it touches them)
 };
 
 }  // namespace tierzero::engine
