@@ -64,12 +64,11 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
   } else if (train && accum) {
     micro = *train / world / *accum;
   } else if (micro && accum) {
-    TZ_ASSIGN_OR_RETURN(train, batch_product(*micro, *accum, world));
+    // The batch is their product (below).
   } else if (train) {
     accum = 1;
     micro = *train / world;
   } else if (micro) {
-    TZ_ASSIGN_OR_RETURN(train, batch_product(*micro, 1, world));
     accum = 1;
   } else {
     return invalid_argument(std::string("either ") + kTrain + " or " + kMicro +
@@ -77,10 +76,11 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
                             "\"auto\" needs the micro-batch size from the command line)");
   }
 
-  TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, true));
+  if (train) TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, true));
   TZ_RETURN_IF_ERROR(must_be_positive(kMicro, *micro, true));
   TZ_RETURN_IF_ERROR(must_be_positive(kAccum, *accum, true));
   TZ_ASSIGN_OR_RETURN(const int64_t product, batch_product(*micro, *accum, world));
+  if (!train) train = product;
   if (*train != product) {
     return invalid_argument(std::string(kTrain) + " " + std::to_string(*train) + " != " + kMicro + " " +
                             std::to_string(*micro) + " * " + kAccum + " " + std::to_string(*accum) + " * world size " +

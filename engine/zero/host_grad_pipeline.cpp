@@ -44,9 +44,7 @@ HostGradPipeline::~HostGradPipeline() {
 
 std::vector<std::pair<int64_t, std::vector<LandingRun>>> HostGradPipeline::cut_into_pieces(
     int64_t numel, const std::vector<LandingRun>& runs) const {
-  // Pieces of a slot's worth of fp32 elements whatever the source's dtype: an fp32 bucket and a
-  // 16-bit one of the same shape are cut at the same elements (offloaded_grads.h relies on it).
-  const int64_t piece = static_cast<int64_t>(staging_.front().nbytes() / sizeof(float));
+  const int64_t piece = piece_numel();
   std::vector<std::pair<int64_t, std::vector<LandingRun>>> pieces;
   for (int64_t first = 0; first < numel; first += piece) {
     const int64_t end = std::min(numel, first + piece);
@@ -63,9 +61,8 @@ std::vector<std::pair<int64_t, std::vector<LandingRun>>> HostGradPipeline::cut_i
 void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> runs) {
   if (!source.is_contiguous())
     throw Error(internal_error("offloaded gradients: a reduced bucket that is not contiguous"));
-  const int64_t piece = static_cast<int64_t>(staging_.front().nbytes() / sizeof(float));
   for (auto& [first, part] : cut_into_pieces(source.numel(), runs))
-    land_piece(source.narrow(0, first, std::min(piece, source.numel() - first)), std::move(part));
+    land_piece(source.narrow(0, first, std::min(piece_numel(), source.numel() - first)), std::move(part));
 }
 
 void HostGradPipeline::land_final(const at::Tensor& source, std::vector<LandingRun> runs) {
@@ -118,6 +115,10 @@ void HostGradPipeline::submit(Job job) {
   }
   run(job);
   std::lock_guard lock(mutex_);
+  release(job);
+}
+
+void HostGradPipeline::release(const Job& job) {
   if (job.kind == JobKind::kAdd) free_slots_.push_back(job.slot);
   if (job.kind == JobKind::kZeroPartition) zeroing_ = false;
 }
@@ -175,8 +176,7 @@ void HostGradPipeline::work() {
     job.copies.clear();
     lock.lock();
     if (error && !error_) error_ = error;
-    if (job.kind == JobKind::kAdd) free_slots_.push_back(job.slot);
-    if (job.kind == JobKind::kZeroPartition) zeroing_ = false;
+    release(job);
     --busy_;
     changed_.notify_all();
   }

@@ -108,6 +108,10 @@ class HostGradPipeline {
     std::vector<LandingRun> runs;  // kRecordNorms: source_offset unused, one run per slot-sized piece
     std::vector<std::unique_ptr<CopyDone>> copies;
   };
+  // Elements of a slot-sized piece: a slot's worth of fp32 elements, whatever the source's dtype (an
+  // fp32 bucket and a 16-bit one of the same shape are cut at the same elements; offloaded_grads.h
+  // relies on it).
+  int64_t piece_numel() const { return static_cast<int64_t>(staging_.front().nbytes() / sizeof(float)); }
   // `runs` cut at the slot-sized pieces of a source of `numel` elements, offsets relative to each
   // piece: what land() lands per piece (pieces no run reads are left out).
   std::vector<std::pair<int64_t, std::vector<LandingRun>>> cut_into_pieces(int64_t numel,
@@ -122,6 +126,9 @@ class HostGradPipeline {
   void record_norms(Job& job);
   // Hands `job` to the worker (overlap on) or runs it now.
   void submit(Job job);
+  // After `job` ran: its staging slot is free again, a finished zeroing no longer holds off
+  // land_final(). With mutex_ held.
+  void release(const Job& job);
   void work();
 
   at::Tensor partition_;

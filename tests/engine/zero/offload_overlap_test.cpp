@@ -197,16 +197,28 @@ TEST(OffloadStagingSlots, BucketsLargerThanASlotLandInPieces) {
   }
 }
 
-TEST(OffloadBudget, PinnedLimitIsCheckedBeforeAllocating) {
+// The test model (seed-7 weights) on one CPU rank with the optimizer offloaded at `stage`; the other
+// options as the test sets them before engine().
+struct CpuOffloadRun {
+  explicit CpuOffloadRun(int stage) {
+    options.partition.stage = stage;
+    options.offload_optimizer = true;
+  }
+  std::unique_ptr<ZeroEngine> engine() {
+    return std::make_unique<ZeroEngine>(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+  }
+
   ModelConfig config = test_model_config(true);
   std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
-  ZeroEngineOptions options;
-  options.partition.stage = 3;
-  options.offload_optimizer = true;
-  options.pinned_memory_limit_bytes = 4096;
   std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
+  ZeroEngineOptions options;
+};
+
+TEST(OffloadBudget, PinnedLimitIsCheckedBeforeAllocating) {
+  CpuOffloadRun run(3);
+  run.options.pinned_memory_limit_bytes = 4096;
   try {
-    ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+    run.engine();
     ADD_FAILURE() << "a 4 KiB pinned limit held the offloaded step";
   } catch (const Error& e) {
     const std::string message = e.status().message();
@@ -217,14 +229,10 @@ TEST(OffloadBudget, PinnedLimitIsCheckedBeforeAllocating) {
 }
 
 TEST(OffloadTimes, BreakdownIsFilledWhenAsked) {
-  ModelConfig config = test_model_config(true);
-  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
-  ZeroEngineOptions options;
-  options.partition.stage = 2;
-  options.offload_optimizer = true;
-  options.time_breakdown = true;
-  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
-  ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+  CpuOffloadRun run(2);
+  run.options.time_breakdown = true;
+  const std::unique_ptr<ZeroEngine> built = run.engine();
+  ZeroEngine& engine = *built;
   at::Tensor tokens = at::randint(64, {2, 9}, at::kLong);
   engine.forward_backward(tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8), 1.0);
   engine.step(1e-3, 1.0);
@@ -238,15 +246,11 @@ TEST(OffloadTimes, BreakdownIsFilledWhenAsked) {
 // Stage 3's step follows into the next forward: Adam runs on its own thread after step() returns,
 // and its time is counted in the step during whose forwards it ran.
 TEST(OffloadTimes, AFollowedStepCountsInTheStepItRanIn) {
-  ModelConfig config = test_model_config(true);
-  std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
-  ZeroEngineOptions options;
-  options.partition.stage = 3;
-  options.offload_optimizer = true;
-  options.gradient_accumulation_steps = 2;
-  options.time_breakdown = true;
-  std::unique_ptr<Comm> comm = Comm::single(at::kCPU);
-  ZeroEngine engine(*model, init_parameters(config, 7, at::kFloat, at::kCPU), options, *comm);
+  CpuOffloadRun run(3);
+  run.options.gradient_accumulation_steps = 2;
+  run.options.time_breakdown = true;
+  const std::unique_ptr<ZeroEngine> built = run.engine();
+  ZeroEngine& engine = *built;
   ASSERT_TRUE(engine.follows_step());
   at::Tensor tokens = at::randint(64, {2, 9}, at::kLong);
   const std::vector<TokenBatch> window(2, TokenBatch{tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8)});
