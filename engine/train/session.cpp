@@ -92,6 +92,7 @@ Result<TrainSummary> TrainingSession::run() {
     TZ_RETURN_IF_ERROR(metrics_.write(record, totals.peak.gpu_peak_bytes));
     if (save_due(record.step)) TZ_RETURN_IF_ERROR(save(record.step));
   }
+  engine_->finish_step();  // the last step's optimizer may still run (and fail): its time counts too
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   const double seconds = std::max(summary.seconds, 1e-9);
   summary.tokens_per_second = static_cast<double>(summary.steps * tokens_per_step_) / seconds;

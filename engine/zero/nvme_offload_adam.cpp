@@ -70,6 +70,17 @@ class NvmeAdam final : public NvmeOffloadAdam {
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
+    run(grad, grad_multiplier, lr, compute_partition, nullptr);
+  }
+
+  void step_publishing(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
+                       StepProgress& progress) override {
+    run(grad, grad_multiplier, lr, compute_partition, &progress);
+  }
+
+  // step(), and with `progress` each sub-group published once its weights are written or queued.
+  void run(const at::Tensor& grad, double grad_multiplier, double lr, const at::Tensor& compute_partition,
+           StepProgress* progress) {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
     pending_.clear();
     for (Slot& slot : slots_) slot.copy = nullptr;
@@ -92,7 +103,10 @@ class NvmeAdam final : public NvmeOffloadAdam {
           .exp_avg_sq = tensor_elements(record_part(slot, 2, count), 0, count),
           .params16 = out16.sixteen_bit ? tensor_elements(out16.out, begin, count) : cpu_adam::Elements{}};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
+      const size_t queued = pending_.size();
       if (!out16.in_place) send_compute_weights(slot, out16.sixteen_bit, begin, count, compute_partition);
+      if (progress != nullptr)
+        progress->publish(begin + count, std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
       write_behind(k);
     }
     finish_writes();

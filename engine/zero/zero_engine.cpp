@@ -229,7 +229,9 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
       setup.buffers.push_back(host_tier_->buffer(nvme_buffer_name(i)));
     std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
     nvme_optimizer_ = nvme.get();
+    nvme_traffic_ = nvme_optimizer_->traffic();  // the swap files' size
     optimizer_ = std::move(nvme);
+    follow_steps_if_overlapped();
     return;
   }
   CpuOffloadAdamSetup setup{.config = options.adam,
@@ -243,13 +245,16 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                             .params16 = host_tier_->buffer("16-bit weights")};
   load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
   optimizer_ = make_cpu_offload_adam(std::move(setup));
-  follows_step_ = options.overlap_offload && partitioner_->can_follow_step();
-  if (follows_step_) {
-    partitioner_->follow_step(&progress_);
-    if (options.time_breakdown) progress_.measure_idle(copies_.get());
-    if (options.micro_batch_tokens > 0)
-      choose_forward_window(options.gradient_accumulation_steps, options.micro_batch_tokens);
-  }
+  follow_steps_if_overlapped();
+}
+
+void ZeroEngine::follow_steps_if_overlapped() {
+  follows_step_ = options_.overlap_offload && partitioner_->can_follow_step();
+  if (!follows_step_) return;
+  partitioner_->follow_step(&progress_);
+  if (options_.time_breakdown) progress_.measure_idle(copies_.get());
+  if (options_.micro_batch_tokens > 0)
+    choose_forward_window(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -318,7 +323,7 @@ at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Te
     sync_current_stream(device);
     times_.forward_s += seconds_since(start);
   }
-  finish_optimizer_step();  // the backward lands gradients where the step reads them
+  finish_step();  // the backward lands gradients where the step reads them
   if (offloaded_grads_) offloaded_grads_->begin_micro_batch(++micro_batches_ >= options_.gradient_accumulation_steps);
   start = Clock::now();
   (loss * loss_multiplier).backward();
@@ -377,7 +382,7 @@ void ZeroEngine::choose_forward_window(int64_t micro_batches, int64_t tokens) {
 
 StepOutcome ZeroEngine::step(double lr, double loss_scale) {
   const bool timed = options_.time_breakdown;
-  finish_optimizer_step();  // a step without a micro-batch since the last one
+  finish_step();  // a step without a micro-batch since the last one
   const Clock::time_point step_start = Clock::now();
   partitioner_->finish_reduction();
   at::Tensor grad = partitioner_->grad_partition();
@@ -411,6 +416,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     } else {
       optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition());
       partitioner_->defer_reads(optimizer_->device_writes());
+      if (nvme_optimizer_ != nullptr) nvme_traffic_ = nvme_optimizer_->traffic();
       if (timed) {
         times_.param_h2d_s += optimizer_->last_copy_seconds();
         times_.cpu_optimizer_s += seconds_since(start) - optimizer_->last_copy_seconds();
@@ -458,7 +464,7 @@ void ZeroEngine::start_optimizer_step(const at::Tensor& grad, double grad_multip
   });
 }
 
-void ZeroEngine::finish_optimizer_step() {
+void ZeroEngine::finish_step() {
   if (!optimizer_thread_.joinable()) return;
   const Clock::time_point start = Clock::now();
   optimizer_thread_.join();
@@ -466,6 +472,7 @@ void ZeroEngine::finish_optimizer_step() {
   // The copies no read has taken yet; throws the step's error.
   partitioner_->defer_reads(progress_.wait_for(partitioner_->partition_numel()));
   partitioner_->zero_grads();
+  if (nvme_optimizer_ != nullptr) nvme_traffic_ = nvme_optimizer_->traffic();
   if (options_.time_breakdown) {
     // The forward's phase ran from one stream sync to the next: its device time is the compute plus
     // the gaps its fetches left while they waited for the step.
@@ -479,12 +486,12 @@ void ZeroEngine::finish_optimizer_step() {
 }
 
 std::map<std::string, at::Tensor> ZeroEngine::master_params() {
-  finish_optimizer_step();
+  finish_step();
   return partitioner_->assemble(optimizer_->state().master);
 }
 
 void ZeroEngine::sync_compute_params() {
-  finish_optimizer_step();
+  finish_step();
   at::Tensor compute = partitioner_->compute_partition();
   if (nvme_optimizer_ == nullptr) {
     compute.copy_(optimizer_->state().master);
@@ -514,6 +521,6 @@ bool ZeroEngine::grad_accumulation_on_device() const {
 
 int64_t ZeroEngine::pinned_bytes() const { return host_tier_ ? host_tier_->pinned_bytes() : 0; }
 
-NvmeTraffic ZeroEngine::nvme_traffic() const { return nvme_optimizer_ ? nvme_optimizer_->traffic() : NvmeTraffic{}; }
+NvmeTraffic ZeroEngine::nvme_traffic() const { return nvme_traffic_; }
 
 }  // namespace tierzero::engine

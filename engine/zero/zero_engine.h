@@ -32,8 +32,8 @@
 // Offloaded parameters (offload_param): a gather's pieces leave the pinned shard on the
 // host-to-device side stream, and only the unit that uses them waits for the copy, so a prefetch
 // does not hold up the compute queued before that unit.
-// The step that follows into the next forward (stage 3, offloaded optimizer in host memory, with
-// overlap_offload): step() takes the norm and clip factor, then starts the CPU Adam on a thread of
+// The step that follows into the next forward (stage 3, offloaded optimizer — state in host memory
+// or on NVMe — with overlap_offload): step() takes the norm and clip factor, then starts the CPU Adam on a thread of
 // its own and returns. Adam writes the partition front to back, announcing each finished slice
 // (step_progress.h); the next forward's gathers wait only for the slices they read, so layer 0
 // computes while Adam steps the last layers. With gradient accumulation the window's forwards run
@@ -177,6 +177,12 @@ class ZeroEngine {
   // it is still running when this returns; everything that reads its results waits for it.
   StepOutcome step(double lr, double loss_scale);
 
+  // Waits for the optimizer step still running from step() (when it follows into the forward), then
+  // zeroes the gradients it read; nothing when none runs. Throws that step's error (a failed write
+  // of NVMe-resident state, say): call it after the last step() so that no error goes unreported.
+  // Everything that reads the step's results calls it first.
+  void finish_step();
+
   // The fp32 master weights, whole, on the CPU. A collective.
   std::map<std::string, at::Tensor> master_params();
 
@@ -203,19 +209,20 @@ class ZeroEngine {
   // window's size is not known yet.
   bool follows_step() const { return follows_step_; }
   const std::string& forward_window_choice() const { return forward_window_choice_; }
-  // The NVMe-resident optimizer's traffic (last step's bytes read and written, swap bytes on disk);
-  // zeros unless the optimizer state is on NVMe.
+  // The NVMe-resident optimizer's traffic (bytes read and written by the last optimizer step that
+  // finished — with a step that follows into the forward, the one that ran during this step — and
+  // swap bytes on disk); zeros unless the optimizer state is on NVMe or before the first step.
   NvmeTraffic nvme_traffic() const;
 
   Comm& comm() { return comm_; }
   const FunctionalModel& model() const { return model_; }
   // The partitioner and the optimizer, once the optimizer step in flight (if any) has finished.
   Partitioner& partitioner() {
-    finish_optimizer_step();
+    finish_step();
     return *partitioner_;
   }
   PartitionOptimizer& optimizer() {
-    finish_optimizer_step();
+    finish_step();
     return *optimizer_;
   }
   const ZeroEngineOptions& options() const { return options_; }
@@ -225,10 +232,11 @@ class ZeroEngine {
   // flight, then backpropagates loss * loss_multiplier. Returns the loss (detached, on the device).
   at::Tensor head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets, const at::Tensor& anchor,
                                 double loss_multiplier);
+  // Follows every optimizer step into the next forward when the options and the partitioner allow
+  // (sets follows_step_, hands progress_ to the partitioner).
+  void follow_steps_if_overlapped();
   // Starts the optimizer step on its own thread (follows_step_): see the header comment.
   void start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr);
-  // Waits for the optimizer step in flight, if any, then zeroes the gradients it read. Throws its error.
-  void finish_optimizer_step();
   // Whether queue_window runs `batches` unit by unit (decides forward_window_choice_ once).
   bool forward_window(const std::vector<TokenBatch>& batches);
   void choose_forward_window(int64_t micro_batches, int64_t tokens);
@@ -246,6 +254,7 @@ class ZeroEngine {
   std::unique_ptr<Partitioner> partitioner_;
   std::unique_ptr<PartitionOptimizer> optimizer_;
   const NvmeOffloadAdam* nvme_optimizer_ = nullptr;  // optimizer_, when the state is on NVMe
+  NvmeTraffic nvme_traffic_;                         // its traffic after the last finished step
   int64_t micro_batches_ = 0;                        // forward_backward calls since the last step()
   StepTimes times_;                                  // the step being accumulated
   StepTimes last_times_;                             // the last finished step

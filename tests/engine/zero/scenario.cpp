@@ -260,8 +260,8 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
     throw Error(internal_error("grad_accumulator " + s.grad_accumulator +
                                " not honoured: " + engine.grad_accumulator_choice()));
 
-  // The step that follows into the forward: stage 3, the optimizer's state in host memory, overlap on.
-  const bool follows = s.offload && s.overlap && s.stage == 3 && s.nvme_dir.empty();
+  // The step that follows into the forward: stage 3, the optimizer offloaded (host memory or NVMe), overlap on.
+  const bool follows = s.offload && s.overlap && s.stage == 3;
   if (engine.follows_step() != follows)
     throw Error(internal_error(std::string("the optimizer step ") + (follows ? "does not follow" : "follows") +
                                " into the forward"));
