@@ -117,6 +117,24 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
   return plan;
 }
 
+// Whether `extra` bytes more fit `device`'s budget (tierzero.gpu_memory_limit, else the device's
+// memory): beside the planner's peak when there is one, else within a quarter of the budget (three
+// quarters kept for everything else). `budget_text` names the budget for the caller's sentence.
+struct GpuRoom {
+  bool fits = false;
+  std::string budget_text;
+};
+GpuRoom gpu_room_for(const ZeroEngineOptions& options, at::Device device, uint64_t extra) {
+  const bool limited = options.gpu_memory_limit_bytes > 0;
+  const uint64_t budget = limited ? options.gpu_memory_limit_bytes : device_memory_bytes(device);
+  GpuRoom room;
+  room.budget_text =
+      format_bytes(budget) + (limited ? " (tierzero.gpu_memory_limit)" : " (" + device.str() + "'s memory)");
+  room.fits = options.planned_gpu_peak_bytes > 0 ? options.planned_gpu_peak_bytes + extra <= budget
+                                                 : extra <= budget / 4;
+  return room;
+}
+
 // Whether the offloaded step accumulates micro-batches on `device` (ZeroEngineOptions::
 // grad_accumulator), and the sentence saying why.
 std::pair<bool, std::string> choose_grad_accumulator(const ZeroEngineOptions& options, int64_t partition_numel,
@@ -131,20 +149,13 @@ std::pair<bool, std::string> choose_grad_accumulator(const ZeroEngineOptions& op
   if (options.gradient_accumulation_steps <= 1)
     return {false, "host (one micro-batch per step: nothing to accumulate)"};
   if (!device.is_cuda()) return {false, "host (no GPU to accumulate on)"};
-  const bool limited = options.gpu_memory_limit_bytes > 0;
-  const uint64_t budget = limited ? options.gpu_memory_limit_bytes : device_memory_bytes(device);
-  const std::string budget_text =
-      format_bytes(budget) + (limited ? " (tierzero.gpu_memory_limit)" : " (" + device.str() + "'s memory)");
-  if (options.planned_gpu_peak_bytes > 0) {
-    const bool fits = options.planned_gpu_peak_bytes + bytes <= budget;
-    return {fits, std::string(fits ? "device (" : "host (") + held + ": planned peak " +
-                      format_bytes(options.planned_gpu_peak_bytes) + " + " + format_bytes(bytes) +
-                      (fits ? " fits " : " exceeds ") + budget_text + ")"};
-  }
-  // No planned peak: keep three quarters of the budget for everything else.
-  const bool fits = bytes <= budget / 4;
-  return {fits, std::string(fits ? "device (" : "host (") + held + (fits ? " is within" : " exceeds") +
-                    " a quarter of " + budget_text + "; no planned peak)"};
+  const GpuRoom room = gpu_room_for(options, device, bytes);
+  const std::string where = room.fits ? "device (" : "host (";
+  if (options.planned_gpu_peak_bytes > 0)
+    return {room.fits, where + held + ": planned peak " + format_bytes(options.planned_gpu_peak_bytes) + " + " +
+                           format_bytes(bytes) + (room.fits ? " fits " : " exceeds ") + room.budget_text + ")"};
+  return {room.fits, where + held + (room.fits ? " is within" : " exceeds") + " a quarter of " + room.budget_text +
+                         "; no planned peak)"};
 }
 
 }  // namespace
@@ -361,21 +372,15 @@ void ZeroEngine::choose_forward_window(int64_t micro_batches, int64_t tokens) {
     forward_window_choice_ = unit_by_unit + " in host memory)";
     return;
   }
-  const bool limited = options_.gpu_memory_limit_bytes > 0;
-  const uint64_t budget = limited ? options_.gpu_memory_limit_bytes : device_memory_bytes(device);
   const uint64_t accumulator =
       grad_accumulation_on_device() ? static_cast<uint64_t>(partitioner_->partition_numel()) * sizeof(float) : 0;
-  const std::string budget_text =
-      format_bytes(budget) + (limited ? " (tierzero.gpu_memory_limit)" : " (" + device.str() + "'s memory)");
-  std::string why;
-  if (options_.planned_gpu_peak_bytes > 0) {
-    window_forward_ = options_.planned_gpu_peak_bytes + accumulator + extra <= budget;
-    why = ": planned peak " + format_bytes(options_.planned_gpu_peak_bytes) + " + accumulator " +
-          format_bytes(accumulator) + " + window " + (window_forward_ ? "fits " : "exceeds ") + budget_text + ")";
-  } else {  // as the accumulator's choice: three quarters of the budget for everything else
-    window_forward_ = accumulator + extra <= budget / 4;
-    why = std::string(window_forward_ ? " within" : " past") + " a quarter of " + budget_text + "; no planned peak)";
-  }
+  const GpuRoom room = gpu_room_for(options_, device, accumulator + extra);
+  window_forward_ = room.fits;
+  const std::string why =
+      options_.planned_gpu_peak_bytes > 0
+          ? ": planned peak " + format_bytes(options_.planned_gpu_peak_bytes) + " + accumulator " +
+                format_bytes(accumulator) + " + window " + (room.fits ? "fits " : "exceeds ") + room.budget_text + ")"
+          : std::string(room.fits ? " within" : " past") + " a quarter of " + room.budget_text + "; no planned peak)";
   forward_window_choice_ =
       window_forward_ ? unit_by_unit + why : "micro-batch by micro-batch (the window's " + format_bytes(extra) + why;
 }
