@@ -95,12 +95,13 @@ def micro_batches(tokens, seq_len, micro, seed):
 
 
 def build_ops():
-    """JIT-builds the Adam ops the runs use (FusedAdam on the device, cpu_adam for offload) once, so
-    that a run's timeout never kills a build midway (torch would then wait forever on its lock)."""
+    """JIT-builds the ops the runs use (FusedAdam on the device, cpu_adam for offload, async_io for the
+    NVMe swappers) once, so that a run's timeout never kills a build midway (torch would then wait
+    forever on its lock)."""
     from deepspeed.accelerator import get_accelerator
 
     failed = []
-    for name in ("FusedAdamBuilder", "CPUAdamBuilder"):
+    for name in ("FusedAdamBuilder", "CPUAdamBuilder", "AsyncIOBuilder"):
         builder = get_accelerator().create_op_builder(name)
         if builder is None:
             continue

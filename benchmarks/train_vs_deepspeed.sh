@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tierzero train vs DeepSpeed (0.19.8) on the same Hugging Face model directory, ds_config file and
-# token file, one process, ZeRO-3: on the GPU / + optimizer on the CPU / + parameters on the CPU.
+# token file, one process, ZeRO-3: on the GPU / + optimizer on the CPU / + parameters on the CPU
+# (zero3_nvme_optimizer: the optimizer state on NVMe, DeepSpeed's ZeRO-Infinity, parameters on the CPU).
 #
 #   benchmarks/train_vs_deepspeed.sh [--shape 1.35b|3b|tiny] [--steps N] [--warmup W] [--out DIR]
 #       [--configs "zero3 zero3_offload_optimizer zero3_offload_all"] [--engines "tierzero deepspeed"]
@@ -106,8 +107,15 @@ if [[ $engines == *deepspeed* ]]; then
 fi
 for config in $configs; do
   cfg=$out/$config.ds_config.json
+  # The config's NVMe directories (offload_optimizer / offload_param nvme_path, a string or a list):
+  # made before each run and emptied after it, so each engine starts on the same free disk.
+  nvme_dirs=$("$py" -c 'import json,sys; z=json.load(open(sys.argv[1])).get("zero_optimization", {})
+for k in ("offload_optimizer", "offload_param"):
+    p = z.get(k, {}).get("nvme_path") if z.get(k, {}).get("device") == "nvme" else None
+    print(*([p] if isinstance(p, str) else p or []))' "$cfg")
   for engine in $engines; do
     name=$config.$engine
+    for d in $nvme_dirs; do mkdir -p "$d"; done
     log "$name: up to ${timeout_s}s, log $out/$name.log"
     if [[ $engine == tierzero ]]; then
       tz_cfg=$cfg
@@ -125,6 +133,7 @@ for config in $configs; do
         --steps "$steps" --json "$out/$name.steps.json" || true
     fi
     grep -E '^(done:|deepspeed step)' "$out/$name.log" | tail -1 >&2 || tail -3 "$out/$name.log" >&2
+    for d in $nvme_dirs; do rm -rf "${d:?}"/*; done
   done
 done
 

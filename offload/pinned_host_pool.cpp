@@ -93,7 +93,7 @@ uint64_t PinnedHostPool::used() const {
 
 std::string PinnedHostPool::description() const {
   const size_t arenas = impl_->pool ? impl_->pool->arenas().size() : 0;
-  return format_bytes(capacity()) + " pinned (" + (gpu_pinned() ? "cudaHostAlloc" : "host memory") + ", " +
+  return format_bytes(capacity()) + " pinned (" + (gpu_pinned() ? "huge pages registered with CUDA" : "host memory") + ", " +
          std::to_string(arenas) + " arena(s)) for " + impl_->device->description();
 }
 

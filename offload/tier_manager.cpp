@@ -101,7 +101,7 @@ std::string TierManagerImpl::budget_statement() const {
   if (Result<uint64_t> free = device_->free_bytes(); free.ok()) s += ", " + format_bytes(*free) + " free";
   s += "\npinned: budget " + format_bytes(budgets_.pinned_bytes) + " in " +
        std::to_string(pinned_pool_ ? pinned_pool_->arenas().size() : 0) + " arena(s) of " +
-       (device_->is_gpu()           ? "cudaHostAlloc memory"
+       (device_->is_gpu()           ? "huge-page host memory registered with CUDA"
         : budgets_.lock_host_memory ? "mlock'ed host memory"
                                     : "host memory") +
        ", " + format_bytes(staging_bytes_) + " of it staging; MemAvailable " + format_bytes(host_facts_.mem_available) +

@@ -5,7 +5,7 @@
 // - GPU: one device arena of exactly `gpu_bytes` (the hard `gpu_memory_limit`), carved into
 //   exact-size blocks. Without CUDA, or with CUDA but no GPU at run time, the GPU tier is host
 //   memory and everything else behaves the same.
-// - Pinned host: arenas of `pinned_arena_bytes` (cudaHostAlloc, else mlock'ed page-aligned memory),
+// - Pinned host: arenas of `pinned_arena_bytes` (THP memory + cudaHostRegister, else mlock'ed pages),
 //   carved into exact-size blocks (no power-of-two rounding), registered with the IoEngine as fixed
 //   buffers. A slice of the budget is the staging buffers of the NVMe <-> GPU pipelines.
 // - NVMe: one preallocated swap file per path, shards striped over them like RAID-0; extents are
@@ -194,7 +194,7 @@ class TierManager {
 // ---- Pinned host buffers for a caller that schedules its own copies ----------------------------
 // The engine's offloaded step keeps its host tier (fp32 master, m, v, gradient landing and staging
 // buffers, offloaded parameter shards) here: the tier manager's exact-size pool (arena_pool.h) over
-// pinned arenas (cudaHostAlloc when a GPU is present, else page-aligned host memory, mlock'ed on
+// pinned arenas (huge-page memory registered with CUDA when a GPU is present, else host memory, mlock'ed on
 // request), allocated in full at creation so the whole budget is checked before the first buffer.
 struct PinnedPoolOptions {
   uint64_t capacity_bytes = 0;  // the whole budget; every arena is allocated by create()
@@ -224,12 +224,12 @@ class PinnedHostPool {
   // Returns a block from allocate(). Thread-safe.
   void free(void* data);
 
-  // True when the arenas are page-locked for a CUDA device (cudaHostAlloc): copies are DMA.
+  // True when the arenas are page-locked for a CUDA device (cudaHostRegister): copies are DMA.
   bool gpu_pinned() const;
   uint64_t capacity() const;
   // Bytes taken by live blocks, rounding included.
   uint64_t used() const;
-  // "12.00 GiB pinned (cudaHostAlloc, 1 arena) on NVIDIA H200" or "... host memory (no GPU: ...)".
+  // "12.00 GiB pinned (huge pages registered with CUDA, 1 arena) on NVIDIA H200" or "... host memory (no GPU: ...)".
   std::string description() const;
 
  private:

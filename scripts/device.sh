@@ -28,6 +28,9 @@ export TIERZERO_DEPS_PREFIX="$prefix"
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$prefix/usr/bin:$PATH"
 export PKG_CONFIG="$prefix/usr/bin/pkgconf"
+# DeepSpeed's async_io op (its NVMe swappers) JIT-builds against the unpacked libaio.
+export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
+export LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" -DTIERZERO_WITH_CUDA=ON -DTIERZERO_WITH_TORCH=ON > build-gpu.log 2>&1 \

@@ -43,7 +43,8 @@ class DeviceMemory {
   // Device memory of `bytes`; the message says how much was asked and how much is free.
   virtual Result<void*> allocate_device(uint64_t bytes) = 0;
   virtual void free_device(void* ptr, uint64_t bytes) = 0;
-  // Page-locked host memory (cudaHostAlloc; host emulation: mmap + mlock when `lock`).
+  // Page-locked host memory (2 MiB-aligned THP memory + cudaHostRegister; host emulation: mmap + mlock
+  // when `lock`).
   virtual Result<void*> allocate_pinned(uint64_t bytes, bool lock) = 0;
   virtual void free_pinned(void* ptr, uint64_t bytes) = 0;
 

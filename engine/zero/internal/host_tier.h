@@ -31,10 +31,10 @@ struct PinnedBuffer {
 class HostTier {
  public:
   // Allocates every buffer of `plan` (names unique; numel 0 allowed) zero-filled, pinned for
-  // `device` when it is a CUDA device (cudaHostAlloc), plain host memory otherwise. `limit_bytes`
+  // `device` when it is a CUDA device (huge pages + cudaHostRegister), plain host memory otherwise. `limit_bytes`
   // (tierzero.pinned_memory_limit; 0 = none) caps the total. Throws tierzero::Error naming
   // tierzero.pinned_memory_limit, rank `rank`, the bytes asked (buffer by buffer) and the limit, or
-  // the pool's error (MemAvailable, cudaHostAlloc).
+  // the pool's error (MemAvailable, cudaHostRegister).
   static std::unique_ptr<HostTier> create(const std::vector<PinnedBuffer>& plan, uint64_t limit_bytes,
                                           at::Device device, int rank);
   ~HostTier();
