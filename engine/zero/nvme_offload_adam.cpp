@@ -19,12 +19,14 @@ namespace tierzero::engine {
 namespace {
 
 // A pinned buffer (bytes) and what it holds: sub-group `holds`'s record (fp32 master, then exp_avg
-// and exp_avg_sq in the state dtype, `count` elements each, back to back), the transfers in flight
+// and exp_avg_sq in the state dtype, `count` elements each, back to back), whether that record is
+// newer than the swap file's (`dirty`: kept for the next pass, not written), the transfers in flight
 // on it, and the copy to the device that still reads it (fp32 compute weights sent from the buffer
 // itself).
 struct Slot {
   at::Tensor buffer;
   int64_t holds = -1;
+  bool dirty = false;
   SwapTransfer read;
   SwapTransfer write;
   std::shared_ptr<CopyDone> copy;
@@ -53,7 +55,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
     io_ = value_or_throw(nvme::IoEngine::create(nvme.io));
     for (const at::Tensor& buffer : setup_.buffers) {
       throw_if_error(io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
-      slots_.push_back({.buffer = buffer, .holds = -1, .read = {}, .write = {}, .copy = nullptr});
+      slots_.push_back({.buffer = buffer, .holds = -1, .dirty = false, .read = {}, .write = {}, .copy = nullptr});
     }
     swap_ = value_or_throw(OptimizerSwap::create(*io_, nvme.paths, setup_.rank, groups_, record_bytes(slot_numel_)));
     write_initial_state();
@@ -79,6 +81,11 @@ class NvmeAdam final : public NvmeOffloadAdam {
   }
 
   // step(), and with `progress` each sub-group published once its weights are written or queued.
+  // The pass starts at the end of the partition whose records the buffers still hold (the last pass's
+  // final buffer_count sub-groups), so those are neither written after the last pass nor read for
+  // this one; its own final buffer_count sub-groups stay in the buffers the same way. Front to back,
+  // each sub-group is published as it finishes; back to front, the partition is published at the
+  // end (the readers following behind need it front first).
   void run(const at::Tensor& grad, double grad_multiplier, double lr, const at::Tensor& compute_partition,
            StepProgress* progress) {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
@@ -89,10 +96,13 @@ class NvmeAdam final : public NvmeOffloadAdam {
     const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
     const SixteenBitOutput out16 = sixteen_bit_output(compute_partition, setup_.params16, numel_, "nvme optimizer");
     const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
-    for (int64_t k = 0; k < groups_; ++k) {
-      read_ahead(k);
+    backward_ = resident_at_back();
+    const auto kept = static_cast<int64_t>(slots_.size());
+    for (int64_t position = 0; position < groups_; ++position) {
+      read_ahead(position);
+      const int64_t k = group_at(position);
       Slot& slot = slot_of(k);
-      throw_if_error(swap_->wait(slot.read));
+      wait_read(slot);
       const int64_t begin = k * slot_numel_;
       const int64_t count = count_of(k);
       const cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
@@ -105,10 +115,15 @@ class NvmeAdam final : public NvmeOffloadAdam {
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
       const size_t queued = pending_.size();
       if (!out16.in_place) send_compute_weights(slot, out16.sixteen_bit, begin, count, compute_partition);
-      if (progress != nullptr)
+      if (progress != nullptr && !backward_)
         progress->publish(begin + count, std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
-      write_behind(k);
+      if (position >= groups_ - kept) {
+        slot.dirty = true;  // the next pass starts here
+      } else {
+        write_behind(k);
+      }
     }
+    if (progress != nullptr && backward_) progress->publish(numel_, pending_);
     finish_writes();
     ++state_.step;
     last_copy_seconds_ = 0.0;
@@ -124,12 +139,14 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   AdamPartitionState& state() override {
     if (materialised_) return state_;
+    write_resident();
+    backward_ = false;
     at::Tensor* states[] = {&state_.master, &state_.exp_avg, &state_.exp_avg_sq};
     for (int s = 0; s < 3; ++s) *states[s] = at::empty({numel_}, at::TensorOptions().dtype(part_dtype(s)));
     for (int64_t k = 0; k < groups_; ++k) {
       read_ahead(k);
       Slot& slot = slot_of(k);
-      throw_if_error(swap_->wait(slot.read));
+      wait_read(slot);
       const int64_t count = count_of(k);
       for (int s = 0; s < 3; ++s) states[s]->narrow(0, k * slot_numel_, count).copy_(record_part(slot, s, count));
     }
@@ -141,6 +158,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   StateReader state_reader(int s) override {
     write_back_materialised();  // a state() copy changed in place is what is saved
+    write_resident();           // the records the buffers kept, before the reads take the buffers
     return [this, s, k = int64_t{0}, offset = uint64_t{0}](std::span<std::byte> out) mutable -> Status {
       try {
         for (size_t filled = 0; filled < out.size();) {
@@ -172,6 +190,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
     try {
       state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();  // a state() copy is replaced too
       materialised_ = false;
+      for (Slot& slot : slots_) slot.dirty = false;  // replaced too
       Status status;
       for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
         Slot& slot = slot_of(k);
@@ -184,7 +203,11 @@ class NvmeAdam final : public NvmeOffloadAdam {
         if (status.ok()) write_behind(k);
       }
       finish_writes();
-      if (status.ok()) state_.step = step;
+      if (status.ok()) {
+        state_.step = step;
+      } else {  // a record filled in part is in a buffer, not in its file
+        for (Slot& slot : slots_) slot.holds = -1;
+      }
       return status;
     } catch (const Error& e) {
       return e.status();
@@ -231,8 +254,40 @@ class NvmeAdam final : public NvmeOffloadAdam {
   int64_t count_of(int64_t k) const { return std::min(slot_numel_, numel_ - k * slot_numel_); }
   Slot& slot_of(int64_t k) { return slots_[static_cast<size_t>(k % static_cast<int64_t>(slots_.size()))]; }
 
+  // The sub-group the pass visits at `position` (0 first), in the pass's direction.
+  int64_t group_at(int64_t position) const { return backward_ ? groups_ - 1 - position : position; }
+
+  // Whether the buffers hold the records of the partition's last sub-groups rather than its first
+  // (then the next pass runs back to front). With one sub-group, or none held, front to back.
+  bool resident_at_back() const {
+    int64_t lowest = groups_;
+    for (const Slot& slot : slots_)
+      if (slot.holds >= 0) lowest = std::min(lowest, slot.holds);
+    return lowest < groups_ && lowest > 0;
+  }
+
+  // Waits for `slot`'s read; on failure the slot holds nothing (its bytes are not the record).
+  void wait_read(Slot& slot) {
+    Status status = swap_->wait(slot.read);
+    if (!status.ok()) {
+      slot.holds = -1;
+      throw Error(std::move(status));
+    }
+  }
+
+  // Writes the records the buffers kept newer than the swap files, and waits for them; the buffers
+  // still hold them (a pass may start on them).
+  void write_resident() {
+    for (Slot& slot : slots_)
+      if (slot.dirty) write_behind(slot.holds);
+    finish_writes();
+  }
+
   // Makes `slot` free for sub-group k: the transfers that used it done, no copy reading it.
   void claim(Slot& slot, int64_t k) {
+    if (slot.dirty && slot.holds != k)
+      throw Error(internal_error("nvme optimizer: sub-group " + std::to_string(slot.holds) +
+                                 "'s record would be dropped unwritten"));
     throw_if_error(swap_->wait(slot.read));  // only a checkpoint read left unfinished has one here
     throw_if_error(swap_->wait(slot.write));
     if (slot.copy) slot.copy->wait_host();
@@ -240,12 +295,14 @@ class NvmeAdam final : public NvmeOffloadAdam {
     slot.holds = k;
   }
 
-  // Queues the read of sub-group k, and with pipeline_read those after it that have a buffer whose
-  // last write was queued before k's step (up to buffer_count - 2 ahead, at least 1).
-  void read_ahead(int64_t k) {
+  // Queues the read of the sub-group the pass visits at `position`, and with pipeline_read those
+  // after it that have a buffer whose last write was queued before its step (up to buffer_count - 2
+  // ahead, at least 1); a buffer already holding its sub-group's record is not read again.
+  void read_ahead(int64_t position) {
     const auto buffers = static_cast<int64_t>(slots_.size());
     const int64_t ahead = setup_.nvme.pipeline_read && buffers >= 2 ? std::max<int64_t>(1, buffers - 2) : 0;
-    for (int64_t j = k; j < groups_ && j <= k + ahead; ++j) {
+    for (int64_t p = position; p < groups_ && p <= position + ahead; ++p) {
+      const int64_t j = group_at(p);
       Slot& slot = slot_of(j);
       if (slot.holds == j) continue;
       claim(slot, j);
@@ -270,19 +327,20 @@ class NvmeAdam final : public NvmeOffloadAdam {
   // Queues the write of sub-group k's record; waits for it unless pipeline_write.
   void write_behind(int64_t k) {
     Slot& slot = slot_of(k);
+    slot.dirty = false;
     slot.write = swap_->submit(nvme::Op::kWrite, k, slot.buffer.data_ptr(), record_bytes(count_of(k)));
     traffic_.step_written_bytes += record_bytes(count_of(k));
     if (!setup_.nvme.pipeline_write) throw_if_error(swap_->wait(slot.write));
   }
 
-  // Waits for every write queued; the buffers keep their records (a later read of the same
-  // sub-group into the same buffer is skipped only within one pass, see read_ahead's callers).
+  // Waits for every write queued; the buffers keep their records (a read of the same sub-group
+  // into the same buffer is skipped).
   void finish_writes() {
     Status first;
     for (Slot& slot : slots_) {
       Status status = swap_->wait(slot.write);
+      if (!status.ok()) slot.holds = -1;
       if (first.ok()) first = status;
-      slot.holds = -1;
     }
     throw_if_error(first);
   }
@@ -357,6 +415,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
   std::vector<Slot> slots_;
   AdamPartitionState state_;  // step always; the tensors only while materialised_
   bool materialised_ = false;
+  bool backward_ = false;                // this pass visits the sub-groups last to first
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
   double last_copy_seconds_ = 0.0;
   NvmeTraffic traffic_;

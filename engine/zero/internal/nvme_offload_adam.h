@@ -8,6 +8,11 @@
 // (pipeline_write). Without the pipeline flags each read and write completes around its sub-group.
 // Sub-group k always uses buffer k mod buffer_count, and a read into a buffer waits for the write
 // that last left it, so any buffer_count >= 1 is correct; read-ahead needs 2, full overlap 3.
+// Passes alternate direction: a pass's last buffer_count sub-groups stay in their buffers, unwritten,
+// and the next pass starts on them, so a step moves (groups - buffer_count) records each way
+// instead of every record (with buffer_count >= groups, nothing after the first step). A back-to-
+// front pass publishes the partition at its end, a front-to-back one each sub-group as it finishes.
+// The kept records are written before a save or state() reads the files.
 //
 // Checkpoints stream (PartitionOptimizer::state_reader / load_state): a save reads one state's part
 // of one sub-group's record at a time (from the part's start rounded down to 4096 bytes) into the
@@ -46,7 +51,7 @@ struct NvmeOptimizerOptions {
 // NVMe traffic of the optimizer, in bytes.
 struct NvmeTraffic {
   uint64_t step_read_bytes = 0;     // read by the last step() (and the state() it followed, if any)
-  uint64_t step_written_bytes = 0;  // written by the last step()
+  uint64_t step_written_bytes = 0;  // written by the last step() (records kept in the buffers are not)
   uint64_t resident_bytes = 0;      // the swap files on disk
 };
 

@@ -2,8 +2,8 @@
 // CPU-offloaded optimizer with the state in host memory: the same losses and master weights bit for
 // bit over 12 steps — stages 1-3, fp32 and bf16, sub-groups smaller than the partition, pipelined
 // and synchronous reads and writes, 1 to 4 buffers, 1 and 2 ranks (Gloo), and across a save and
-// resume; on one GPU where there is one. The bytes moved per step are the records of every
-// sub-group, read once and written once. A path that cannot be written and a disk that fills are
+// resume; on one GPU where there is one. The bytes moved per step are the records the buffers do
+// not hold, read once and written once (passes alternate direction and keep their last records). A path that cannot be written and a disk that fills are
 // errors naming the file, the offset and the fix. The scratch directory stands in for the drive.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -29,6 +29,8 @@ namespace {
 
 // The test model's stage 3 shard is 9824 elements on one rank: sub-groups of 3000 split it in 4.
 constexpr int64_t kSubGroup = 3000;
+// Fewer buffers than sub-groups, so that every step reads and writes records.
+constexpr int kBuffers = 2;
 
 using test_support::ScratchDir;
 
@@ -39,6 +41,7 @@ Scenario cpu_scenario(int stage, const std::string& dtype) {
   s.dtype = dtype;
   s.steps = 12;
   s.sub_group_numel = kSubGroup;
+  s.nvme_buffers = kBuffers;
   s.clip = 0.5;
   return s;
 }
@@ -130,11 +133,13 @@ TEST(NvmeOptimizerBuffers, AnyBufferCountGivesTheSameWeights) {
 }
 
 // Saved from NVMe after 5 steps and resumed onto NVMe: the uninterrupted host-state run's last 7
-// steps and weights, bit for bit.
+// steps and weights, bit for bit — also with 4 buffers, where every record saved is one the buffers
+// kept newer than its file.
 TEST(NvmeOptimizerCheckpoint, SaveAndResumeEqualUninterruptedRun) {
-  for (int stage : {1, 3}) {
+  for (auto [stage, buffers] : {std::pair{1, kBuffers}, std::pair{3, kBuffers}, std::pair{3, 4}}) {
     ScratchDir nvme, checkpoint;
     Scenario s = cpu_scenario(stage, "bf16");
+    s.nvme_buffers = buffers;
     const TrainTrace uninterrupted = train_single(s);
     Scenario first = s;
     first.nvme_dir = nvme.path();
@@ -149,7 +154,7 @@ TEST(NvmeOptimizerCheckpoint, SaveAndResumeEqualUninterruptedRun) {
     TrainTrace tail = uninterrupted;
     tail.losses.erase(tail.losses.begin(), tail.losses.begin() + 5);
     tail.grad_norms.erase(tail.grad_norms.begin(), tail.grad_norms.begin() + 5);
-    EXPECT_EQ(compare_exactly(resumed, tail), "") << "stage " << stage;
+    EXPECT_EQ(compare_exactly(resumed, tail), "") << "stage " << stage << ", " << buffers << " buffers";
   }
 }
 
@@ -159,9 +164,10 @@ struct NvmeEngine {
   std::unique_ptr<FunctionalModel> model = make_causal_lm(test_model_config(true));
   std::unique_ptr<ZeroEngine> engine;
 
-  explicit NvmeEngine(const std::string& dir) : NvmeEngine(std::vector<std::string>{dir}) {}
+  explicit NvmeEngine(const std::string& dir, int buffer_count = 4)
+      : NvmeEngine(std::vector<std::string>{dir}, buffer_count) {}
 
-  explicit NvmeEngine(const std::vector<std::string>& dirs) {
+  explicit NvmeEngine(const std::vector<std::string>& dirs, int buffer_count = 4) {
     ZeroEngineOptions options;
     options.partition.stage = 3;
     options.partition.compute_dtype = at::kBFloat16;
@@ -169,7 +175,7 @@ struct NvmeEngine {
     options.cpu_threads = 1;
     options.sub_group_size = kSubGroup;
     options.nvme_optimizer = {
-        .paths = dirs, .buffer_count = 4, .pipeline_read = true, .pipeline_write = true, .io = {}};
+        .paths = dirs, .buffer_count = buffer_count, .pipeline_read = true, .pipeline_write = true, .io = {}};
     engine = std::make_unique<ZeroEngine>(*model, init_parameters(test_model_config(true), 42, at::kFloat, at::kCPU),
                                           options, *comm);
   }
@@ -193,24 +199,50 @@ struct NvmeEngine {
   }
 };
 
-TEST(NvmeOptimizerTraffic, EveryRecordIsReadAndWrittenOncePerStep) {
+// The engine's stage 3 shard is 17568 elements: 6 sub-groups (5 of 3000, one of 2568).
+constexpr int64_t kEngineShard = 17568;
+
+// With a buffer for every sub-group the records never leave the buffers after the first write.
+TEST(NvmeOptimizerTraffic, BuffersHoldingEverySubGroupMoveNothing) {
   ScratchDir nvme;
-  NvmeEngine e(nvme.path());
-  const uint64_t record_bytes = 3 * sizeof(float) * static_cast<uint64_t>(e.engine->partitioner().partition_numel());
-  e.train_step();
-  e.engine->finish_step();  // the traffic is the last finished step's
-  NvmeTraffic traffic = e.engine->nvme_traffic();
-  EXPECT_EQ(traffic.step_read_bytes, record_bytes);
-  EXPECT_EQ(traffic.step_written_bytes, record_bytes);
-  EXPECT_GE(traffic.resident_bytes, record_bytes);
-  EXPECT_EQ(traffic.resident_bytes % 4096, 0u);
-  e.engine->master_params();  // materialises the state: read once more, written back by the next step
+  NvmeEngine e(nvme.path(), 6);
+  ASSERT_EQ(e.engine->partitioner().partition_numel(), kEngineShard);
+  for (int step = 0; step < 3; ++step) {
+    e.train_step();
+    e.engine->finish_step();  // the traffic is the last finished step's
+    const NvmeTraffic traffic = e.engine->nvme_traffic();
+    EXPECT_EQ(traffic.step_read_bytes, 0u) << "step " << step;
+    EXPECT_EQ(traffic.step_written_bytes, 0u) << "step " << step;
+    EXPECT_GE(traffic.resident_bytes, 3 * sizeof(float) * kEngineShard);
+    EXPECT_EQ(traffic.resident_bytes % 4096, 0u);
+  }
+  EXPECT_NE(e.engine->optimizer().placement().find("nvme"), std::string::npos);
+}
+
+// Two buffers over the 6 sub-groups: the first write leaves 4 and 5 in the buffers, so step 1 runs
+// back to front, reads 3..0, writes 5..2 and keeps 1 and 0 for step 2, which runs front to back
+// (reads 2..5, writes 0..3, keeps 4 and 5). state() writes the kept records and reads the others;
+// the next step writes every record back before its own pass.
+TEST(NvmeOptimizerTraffic, EachStepMovesTheRecordsTheBuffersDoNotHold) {
+  ScratchDir nvme;
+  NvmeEngine e(nvme.path(), 2);
+  ASSERT_EQ(e.engine->partitioner().partition_numel(), kEngineShard);
+  const uint64_t full = 3 * sizeof(float) * kSubGroup, last = 3 * sizeof(float) * (kEngineShard - 5 * kSubGroup);
+  const std::pair<uint64_t, uint64_t> read_written[] = {
+      {4 * full, 3 * full + last}, {3 * full + last, 4 * full}, {4 * full, 3 * full + last}};
+  for (const auto& [read, written] : read_written) {
+    e.train_step();
+    e.engine->finish_step();
+    const NvmeTraffic traffic = e.engine->nvme_traffic();
+    EXPECT_EQ(traffic.step_read_bytes, read);
+    EXPECT_EQ(traffic.step_written_bytes, written);
+  }
+  e.engine->master_params();  // writes 1 and 0, reads 2..5
   e.train_step();
   e.engine->finish_step();
-  traffic = e.engine->nvme_traffic();
-  EXPECT_EQ(traffic.step_read_bytes, 2 * record_bytes);
-  EXPECT_EQ(traffic.step_written_bytes, 2 * record_bytes);
-  EXPECT_NE(e.engine->optimizer().placement().find("nvme"), std::string::npos);
+  const NvmeTraffic traffic = e.engine->nvme_traffic();
+  EXPECT_EQ(traffic.step_read_bytes, (3 * full + last) + 4 * full);
+  EXPECT_EQ(traffic.step_written_bytes, (5 * full + last) + (3 * full + last));
 }
 
 // Striped over two paths: each holds a file with its half of every record, and the weights are
@@ -282,9 +314,12 @@ TEST(NvmeOptimizerErrors, FailedReadNamesFileAndOffset) {
   });
   NvmeEngine e(nvme.path());
   broken = true;
+  // The first write leaves sub-groups 2..5 of 6 (see NvmeEngine) in the 4 buffers: the first step
+  // runs back to front from them and reads sub-group 1 first; records are 4096-aligned in the file.
   const Status error = e.step_error();
-  EXPECT_ERROR(error, ErrorCode::kIo, "reading optimizer sub-group 0");
-  EXPECT_ERROR(error, ErrorCode::kIo, "offset 0 of " + nvme.path());
+  const uint64_t record_stride = (3 * sizeof(float) * kSubGroup + 4095) / 4096 * 4096;
+  EXPECT_ERROR(error, ErrorCode::kIo, "reading optimizer sub-group 1");
+  EXPECT_ERROR(error, ErrorCode::kIo, "offset " + std::to_string(record_stride) + " of " + nvme.path());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // A one-rank ZeRO engine (on the CPU, or one GPU) with the optimizer offloaded (host state or NVMe), for the tests
 // of the offloaded optimizers' state: the scenarios' tiny Llama from seed-42 weights, gradient
 // clipping 0.5, AdamW with weight decay 0.01, sub-groups of 3000 elements (the stage 3 shard of
-// 9824 elements in 4), reduce buckets of 1000 elements.
+// 17568 elements in 6), reduce buckets of 1000 elements; on NVMe, 3 buffers.
 #pragma once
 
 #include <ATen/core/Tensor.h>
