@@ -143,6 +143,7 @@ STEP = re.compile(r"^step\s+(\d+)/(\d+)\s+loss (\S+)\s+lr \S+\s+grad-norm \S+\s+
 TIMES = re.compile(r"\[time forward (\S+)s backward (\S+)s grad-d2h (\S+)s cpu-optimizer (\S+)s param-h2d (\S+)s "
                    r"comm (\S+)s gpu-idle (\S+)s\]")
 TIME_KEYS = ["forward_s", "backward_s", "grad_d2h_s", "cpu_optimizer_s", "param_h2d_s", "comm_s", "gpu_idle_s"]
+NVME_IO = re.compile(r"\[nvme-io read ([\d.]+ \w+) written ([\d.]+ \w+)\]")
 ACCUMULATOR = re.compile(r"^\s*offloaded gradients accumulate on the (.*)$")
 
 
@@ -169,6 +170,9 @@ def tierzero_steps(log_path):
                 t = TIMES.search(line)
                 if t:
                     step["times"] = dict(zip(TIME_KEYS, map(float, t.groups())))
+                n = NVME_IO.search(line)
+                if n:
+                    step["nvme_read_bytes"], step["nvme_written_bytes"] = parse_bytes(n[1]), parse_bytes(n[2])
                 steps.append(step)
     return steps, accumulator
 

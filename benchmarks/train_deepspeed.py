@@ -4,7 +4,8 @@ deepspeed.initialize on the SAME ds_config file, token file and sample order as 
 
     train_deepspeed.py --model DIR --ds-config F --tokens FILE --steps N --json OUT
     train_deepspeed.py ... [--save-checkpoint DIR] [--save-16bit DIR]
-    train_deepspeed.py --build-ops        (JIT-build the Adam ops first, outside any run's timeout)
+    train_deepspeed.py --build-ops [--ds-config F ...]   (JIT-build the ops those configs use first,
+                                                          outside any run's timeout; all without one)
 
 - Model: AutoModelForCausalLM.from_pretrained(DIR) in bf16 (fp32 when bf16 is off) into host memory,
   then deepspeed.initialize partitions it (ZeRO-3 converts a module built outside zero.Init). Not
@@ -94,14 +95,31 @@ def micro_batches(tokens, seq_len, micro, seed):
         epoch += 1
 
 
-def build_ops():
-    """JIT-builds the ops the runs use (FusedAdam on the device, cpu_adam for offload, async_io for the
-    NVMe swappers) once, so that a run's timeout never kills a build midway (torch would then wait
-    forever on its lock)."""
+def ops_needed(config_paths):
+    """The DeepSpeed op builders the ds_configs at `config_paths` use (all three when none given):
+    FusedAdam where the optimizer stays on the GPU, cpu_adam where it is offloaded, async_io where
+    anything goes to NVMe."""
+    if not config_paths:
+        return ["FusedAdamBuilder", "CPUAdamBuilder", "AsyncIOBuilder"]
+    needed = []
+    for path in config_paths:
+        with open(path) as f:
+            zero = json.load(f).get("zero_optimization", {})
+        devices = {key: zero.get(key, {}).get("device", "none") for key in ("offload_optimizer", "offload_param")}
+        wants = ["CPUAdamBuilder" if devices["offload_optimizer"] in ("cpu", "nvme") else "FusedAdamBuilder"]
+        if "nvme" in devices.values():
+            wants.append("AsyncIOBuilder")
+        needed += [name for name in wants if name not in needed]
+    return needed
+
+
+def build_ops(config_paths):
+    """JIT-builds the ops the runs use (ops_needed) once, so that a run's timeout never kills a build
+    midway (torch would then wait forever on its lock)."""
     from deepspeed.accelerator import get_accelerator
 
     failed = []
-    for name in ("FusedAdamBuilder", "CPUAdamBuilder", "AsyncIOBuilder"):
+    for name in ops_needed(config_paths):
         builder = get_accelerator().create_op_builder(name)
         if builder is None:
             continue
@@ -137,7 +155,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-ops", action="store_true", help="build DeepSpeed's Adam ops and exit")
     p.add_argument("--model")
-    p.add_argument("--ds-config")
+    p.add_argument("--ds-config", nargs="+", help="the ds_config (with --build-ops: any number)")
     p.add_argument("--tokens")
     p.add_argument("--steps", type=int)
     p.add_argument("--json")
@@ -145,8 +163,12 @@ def main():
     p.add_argument("--save-16bit", metavar="DIR", help="engine.save_16bit_model(DIR) after the last step")
     a = p.parse_args()
     if a.build_ops:
-        build_ops()
+        build_ops(a.ds_config or [])
         return
+    if a.ds_config is not None:
+        if len(a.ds_config) != 1:
+            p.error("--ds-config takes one file for a run")
+        a.ds_config = a.ds_config[0]
     missing = [k for k in ("model", "ds_config", "tokens", "steps", "json") if getattr(a, k) is None]
     if missing:
         p.error("missing " + ", ".join("--" + k.replace("_", "-") for k in missing))

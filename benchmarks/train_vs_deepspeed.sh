@@ -101,8 +101,10 @@ json.dump({"shape": a[1], "parameters": int(a[2]), "steps": int(a[3]), "configs"
 
 # (c) the runs; DeepSpeed's Adam ops are JIT-built first, outside the runs' timeouts
 if [[ $engines == *deepspeed* ]]; then
-  log "building DeepSpeed's Adam ops (once; log $out/deepspeed_ops.log)"
-  timeout 900 "$py" benchmarks/train_deepspeed.py --build-ops > "$out/deepspeed_ops.log" 2>&1 \
+  log "building the DeepSpeed ops these configs use (once; log $out/deepspeed_ops.log)"
+  op_configs=()
+  for config in $configs; do op_configs+=("$out/$config.ds_config.json"); done
+  timeout 900 "$py" benchmarks/train_deepspeed.py --build-ops --ds-config "${op_configs[@]}" > "$out/deepspeed_ops.log" 2>&1 \
     || { echo "train_vs_deepspeed: DeepSpeed's ops did not build; see $out/deepspeed_ops.log" >&2; tail -5 "$out/deepspeed_ops.log" >&2; }
 fi
 for config in $configs; do

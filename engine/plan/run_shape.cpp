@@ -59,6 +59,10 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     s.partition = zero.stage == 0 ? s.padded : s.padded / s.world;
     s.landing = std::min(s.partition, std::max(bucket, s.largest_param));
   }
+  if (s.optimizer_nvme) {
+    const int64_t sub_group = std::min(std::max<int64_t>(static_cast<int64_t>(zero.sub_group_size), 1), s.partition);
+    s.nvme_state_moved = std::max<int64_t>(0, s.partition - zero.offload_optimizer.buffer_count * sub_group);
+  }
   return s;
 }
 

@@ -45,9 +45,10 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
                 machine.adam_gparams.value);
   terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
 
-  // NVMe: the optimizer state read and written once per step; offloaded parameters read for every
-  // gather beyond what offload_param.max_in_cpu keeps in memory, written once after the step.
-  double read = s.optimizer_nvme ? s.state_bytes * p : 0.0, write = read;
+  // NVMe: the optimizer state the buffers do not keep, read and written once per step; offloaded
+  // parameters read for every gather beyond what offload_param.max_in_cpu keeps in memory, written
+  // once after the step.
+  double read = s.state_bytes * static_cast<double>(s.nvme_state_moved), write = read;
   if (s.params_nvme) {
     read += s.accum * e * std::max(0.0, 2 * p - static_cast<double>(s.kept_gathered) / s.world);
     write += e * p;

@@ -55,6 +55,7 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   record.tflops = flops_per_step_ / record.seconds / 1e12;
   record.memory = measure_memory(device_, *engine_);
   if (config_.config.wall_clock_breakdown) record.times = engine_->last_step_times();
+  if (record.memory.nvme_bytes > 0) record.nvme_io = engine_->nvme_traffic();
   return record;
 }
 

@@ -26,6 +26,10 @@ std::string format_step_line(const StepRecord& r) {
         "comm {:.3f}s gpu-idle {:.3f}s]",
         t.forward_s, t.backward_s, t.grad_d2h_s, t.cpu_optimizer_s, t.param_h2d_s, t.comm_s, t.gpu_idle_s);
   }
+  if (r.nvme_io) {
+    line += fmt::format("  [nvme-io read {} written {}]", format_bytes(r.nvme_io->step_read_bytes),
+                        format_bytes(r.nvme_io->step_written_bytes));
+  }
   if (r.overflow) line += "  overflow: step skipped";
   return line;
 }

@@ -27,6 +27,10 @@ struct RunShape {
   int64_t slots = 0;          // distinct parameters
   int64_t landing = 0;        // offloaded: a staging slot's elements (the largest bucket landed)
   int64_t kept_gathered = 0;  // stage 3: parameters kept whole between forward and backward
+  // Optimizer on NVMe: elements whose state a step reads and writes, those of the sub-groups beyond
+  // the buffer_count the pinned buffers keep from one pass to the next (nvme_offload_adam.h; the
+  // partial last sub-group counted as a full one).
+  int64_t nvme_state_moved = 0;
   int64_t micro = 0, seq = 0, accum = 0;
   bool optimizer_cpu = false, optimizer_nvme = false, params_cpu = false, params_nvme = false;
   bool compute_on_cpu = false;  // PlanOptions::compute_on_cpu

@@ -4,8 +4,11 @@
 // A step line:
 //   step    12/100  loss 5.1234  lr 3.000e-03  grad-norm 1.234  12345 tok/s  0.0123 TFLOPS
 //     gpu-peak 1.2 GiB  gpu-reserved 1.5 GiB  pinned 0 B  pageable 812 MiB  nvme 0 B  0.31s
-//     [time forward 0.100s backward 0.180s grad-d2h ... gpu-idle 0.010s]  [overflow: step skipped]
-// (one line; the bracketed parts only when wall_clock_breakdown is on / the fp16 step overflowed).
+//     [time forward 0.100s backward 0.180s grad-d2h ... gpu-idle 0.010s]
+//     [nvme-io read 11.2 GiB written 11.2 GiB]  [overflow: step skipped]
+// (one line; the bracketed parts only when wall_clock_breakdown is on / the optimizer state is on
+// NVMe (the last finished optimizer step's bytes: at stage 3 it runs on into the next step) / the
+// fp16 step overflowed).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,7 @@ struct StepRecord {
   bool overflow = false;
   MemoryFigures memory;
   std::optional<StepTimes> times;  // the engine's breakdown, with wall_clock_breakdown
+  std::optional<NvmeTraffic> nvme_io;  // the last finished optimizer step's, with the state on NVMe
 };
 
 // True for the steps whose line is printed: every `every`-th, the first of the run and the last.

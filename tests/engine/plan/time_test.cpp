@@ -39,15 +39,26 @@ TEST(PlanTime, Stage3OptimizerOnCpu) {
   EXPECT_EQ(p->tokens_per_step, 128);
 }
 
-TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheState) {
+// The state of the sub-groups beyond the buffer_count the buffers keep is read and written once.
+TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheStateTheBuffersDoNotKeep) {
   const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
-      "gradient_accumulation_steps": 1, "bf16": {"enabled": true},
-      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}})");
+      "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+      "sub_group_size": 1e8, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "buffer_count": 4}}})");
   Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
   ASSERT_OK(p);
-  const double state = 12.0 * kLlama135bParams;
+  const double state = 12.0 * (kLlama135bParams - 4e8);
   EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, state / 1e9 + state / 2e9);
   EXPECT_EQ(p->bottleneck, "nvme");
+}
+
+// Buffers for every sub-group keep the whole state: nothing moves after the first write.
+TEST(PlanTime, OptimizerOnNvmeWithABufferPerSubGroupMovesNothing) {
+  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
+      "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+      "sub_group_size": 1e9, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "buffer_count": 2}}})");
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  ASSERT_OK(p);
+  EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 0.0);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ const std::regex kStepLine(
     R"(^step +(\d+)/(\d+)  loss ([\d.]+)  lr ([\d.e+-]+)  grad-norm ([\d.]+) +(\d+) tok/s  ([\d.]+) TFLOPS  )"
     R"(gpu-peak (-|[\d.]+ \w+)  gpu-reserved (-|[\d.]+ \w+)  pinned ([\d.]+ \w+)  pageable ([\d.]+ \w+)  )"
     R"(nvme ([\d.]+ \w+)  ([\d.]+)s(  \[time forward [\d.]+s backward [\d.]+s grad-d2h [\d.]+s cpu-optimizer [\d.]+s )"
-    R"(param-h2d [\d.]+s comm [\d.]+s gpu-idle [\d.]+s\])?$)");
+    R"(param-h2d [\d.]+s comm [\d.]+s gpu-idle [\d.]+s\])?(  \[nvme-io read [\d.]+ \w+ written [\d.]+ \w+\])?$)");
 
 std::vector<std::smatch> step_lines(const std::vector<std::string>& lines) {
   std::vector<std::smatch> matches;
@@ -126,7 +126,7 @@ TEST(Train, ResumeContinuesBitForBit) {
 }
 
 // offload_optimizer.device "nvme": the losses of the same run with the state in host memory, bit for
-// bit, and the swap file's bytes on the done line.
+// bit, the swap file's bytes on the done line and the step's NVMe traffic on each step line.
 TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   ScratchDir dir;
   const nlohmann::json cpu = {
@@ -141,6 +141,9 @@ TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   ASSERT_OK(on_nvme.summary);
   EXPECT_EQ(on_nvme.summary->losses, on_cpu.summary->losses) << "bit for bit";
   EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
+  EXPECT_EQ(step_lines(on_nvme.lines).size(), 3u);  // each parses, its NVMe traffic included
+  for (const std::string& line : on_nvme.lines)
+    if (line.rfind("step ", 0) == 0) EXPECT_NE(line.find("  [nvme-io read "), std::string::npos) << line;
 }
 
 TEST(Train, SaveAndExportAreLoadable) {
