@@ -59,6 +59,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
     }
     swap_ = value_or_throw(OptimizerSwap::create(*io_, nvme.paths, setup_.rank, groups_, record_bytes(slot_numel_)));
     write_initial_state();
+    traffic_ = {};  // a step's traffic, not the set-up's
   }
 
   ~NvmeAdam() override {
@@ -203,6 +204,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
         if (status.ok()) write_behind(k);
       }
       finish_writes();
+      traffic_ = {};  // a step's traffic, not the load's
       if (status.ok()) {
         state_.step = step;
       } else {  // a record filled in part is in a buffer, not in its file
