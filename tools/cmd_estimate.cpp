@@ -2,6 +2,7 @@
 // bytes per tier, the checks against the budgets given, the predicted step time — and a non-zero
 // exit when a budget cannot be met.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "common/common.h"
@@ -41,6 +42,15 @@ Machine machine_from(const EstimateFlags& flags, const engine::DsConfig& config)
   return m;
 }
 
+// Whether `path` is a model directory with safetensors files, which train streams the weights from.
+bool holds_safetensors(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(path, error)) return false;
+  for (const auto& entry : std::filesystem::directory_iterator(path, error))
+    if (entry.path().extension() == ".safetensors") return true;
+  return false;
+}
+
 std::string figure_text(const engine::MachineFigure& f, const char* unit) {
   char text[64];
   std::snprintf(text, sizeof text, "%.2f %s", f.value, unit);
@@ -55,7 +65,8 @@ void run(const EstimateFlags& flags) {
   hints.model.hidden_size = model.hidden_size;
   const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.config, hints));
   const Machine machine = machine_from(flags, config);
-  engine::PlanOptions options{.seq_len = flags.seq_len};
+  const bool streamed = holds_safetensors(flags.model_config);
+  engine::PlanOptions options{.seq_len = flags.seq_len, .weights_streamed = streamed};
   const engine::Plan plan = value_or_throw(engine::plan_training(model, config, machine, options));
 
   std::vector<std::string> header = {
@@ -66,6 +77,8 @@ void run(const EstimateFlags& flags) {
       "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " +
           figure_text(machine.nvme_write_gbps, "GB/s"),
       "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
+      streamed ? "weights: read from " + flags.model_config + "'s safetensors a piece at a time (train --model)"
+               : "weights: random init, fp32 whole on the host at start-up (train --model-config)",
   };
   for (const std::string& warning : config.warnings) header.push_back("config warning: " + warning);
   std::fputs(engine::format_plan(plan, header).c_str(), stdout);
@@ -83,7 +96,7 @@ void add_estimate_command(CLI::App& app) {
   auto flags = std::make_shared<EstimateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "estimate", "Plan a training run: bytes per tier (GPU, pinned, pageable, NVMe), checks, predicted step time");
-  cmd->add_option("--model-config", flags->model_config, "Hugging Face config.json (or its model directory)")
+  cmd->add_option("--model-config", flags->model_config, "Hugging Face config.json, or its model directory (with safetensors: weights streamed, as train --model reads them)")
       ->required();
   cmd->add_option("--config", flags->config, "DeepSpeed ds_config JSON")->required();
   cmd->add_option("--gpu-memory", flags->gpu_memory, "a GPU's memory, CUDA context included (e.g. 24GB)");

@@ -10,6 +10,7 @@ namespace {
 
 constexpr uint64_t kCudaContextBytes = 500'000'000;  // CUDA context and kernels, outside the allocator
 constexpr uint64_t kHostRuntimeBytes = 2ull << 30;   // LibTorch, CUDA's host side, the process itself
+constexpr double kStreamPieceBytes = 16 << 20;       // param_source.cpp's kPieceBytes
 constexpr double kStagingSlotBytes = 64 << 20;       // ZeroEngineOptions::grad_staging_slot_bytes
 constexpr int kLiveReduceBuckets = 3;                // the open bucket and two launched ones
 
@@ -136,6 +137,11 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
 void buffers(Items& out, const DsConfig& config, const RunShape& s) {
   out.add(Tier::kGpu, "CUDA context (not in the allocator's peak)", Phase::kResident, kCudaContextBytes, "~500 MB");
   out.add(Tier::kPageable, "process runtime (LibTorch, CUDA host side)", Phase::kResident, kHostRuntimeBytes, "~2 GiB");
+  if (s.weights_streamed) {  // each rank reads its shard's ranges through one piece buffer
+    out.add(Tier::kPageable, "weights read from safetensors at start-up", Phase::kStartup, kStreamPieceBytes,
+            "16 MiB pieces (param_source.cpp)");
+    return;
+  }
   const double copy = config.zero.stage < 3 ? s.padded : s.partition;
   out.add(Tier::kPageable, "fp32 weights loaded at start-up", Phase::kStartup, 4.0 * (s.parameters + copy),
           "4 B x (" + count_text(s.parameters) + " whole + " + count_text(copy) + " partition copy)");

@@ -177,6 +177,8 @@ struct PlanOptions {
   int64_t seq_len = 0;          // tokens per sample; 0: the config's tierzero.data.seq_len
   bool compute_on_cpu = false;  // a run without a GPU (`train` on the CPU): no 16-bit weights bound for a
                                 // GPU, and tierzero.gpu_memory_limit, which the engine ignores there, unchecked
+  bool weights_streamed = false;  // the weights are read from a model directory's safetensors a piece at a
+                                  // time (`train --model DIR`), not initialised whole on the host
 };
 
 // The directories `config`'s NVMe offload writes to: offload_optimizer's nvme_path list, then

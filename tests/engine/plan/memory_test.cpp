@@ -17,8 +17,8 @@ constexpr int64_t kSlots = 1 + 24 * 9 + 1 + 1;           // embedding, 9 per lay
 constexpr int64_t kNorms = 24 * 2 + 1;                   // the parameters under the persistence threshold
 constexpr int64_t kLargestUnit = 2048 + 32000LL * 2048;  // final norm + LM head
 
-Plan plan_of(const std::string& json, int world = 1) {
-  Result<Plan> p = plan_training(testing::llama_1_35b(), config_from(json, world), testing::round_machine());
+Plan plan_of(const std::string& json, int world = 1, PlanOptions options = {}) {
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config_from(json, world), testing::round_machine(), options);
   EXPECT_OK(p);
   return p.ok() ? *p : Plan{};
 }
@@ -51,6 +51,20 @@ TEST(PlanMemory, Stage3OptimizerOnCpu) {
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "gradient partition"), 0u);
   // Host peak: pinned + the runtime + start-up's fp32 weights (whole + the master's partition copy).
   EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (2ull << 30) + 8u * N);
+}
+
+// Weights streamed from a model directory's safetensors (train --model DIR): no whole fp32 copy on
+// the host at start-up, only the reader's 16 MiB piece.
+TEST(PlanMemory, StreamedWeightsHoldOnlyAPieceAtStartUp) {
+  const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"data": {"seq_len": 16}}})";
+  const Plan whole = plan_of(json);
+  const Plan streamed = plan_of(json, 1, PlanOptions{.weights_streamed = true});
+  EXPECT_EQ(item_bytes(streamed, Tier::kPageable, "fp32 weights loaded at start-up"), 0u);
+  EXPECT_EQ(item_bytes(streamed, Tier::kPageable, "weights read from safetensors at start-up"), 16u << 20);
+  EXPECT_EQ(check(streamed, "host").peak_bytes, check(whole, "host").peak_bytes - 8u * N + (16u << 20));
+  EXPECT_EQ(check(streamed, "pinned").peak_bytes, check(whole, "pinned").peak_bytes);
 }
 
 TEST(PlanMemory, Stage0OnTheGpu) {
