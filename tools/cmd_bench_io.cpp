@@ -11,6 +11,7 @@
 
 #include "common/common.h"
 #include "nvme/io_engine.h"
+#include "tools/bench_io_config.h"
 #include "tools/bench_io_fio.h"
 #include "tools/bench_io_pass.h"
 #include "tools/bench_io_points.h"
@@ -36,6 +37,7 @@ struct BenchIoFlags {
   bool end_fsync = false;
   bool new_file = false;
   std::string json;
+  std::string update_config;  // with --tune: the ds_config whose aio block is replaced
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
@@ -61,6 +63,10 @@ class BenchIo {
   explicit BenchIo(const BenchIoFlags& flags) : flags_(flags), report_("tierzero bench io") {}
 
   void run() {
+    if (!flags_.update_config.empty()) {
+      if (!flags_.tune) throw Error(invalid_argument("--update-config needs --tune: it writes the tuned aio block"));
+      throw_if_error(check_config_to_update(flags_.update_config));
+    }
     const PointChoices choices = parse_choices();
     size_ = value_or_throw(parse_bytes(!flags_.size.empty()            ? flags_.size
                                        : (flags_.sweep || flags_.tune) ? "256MiB"
@@ -299,6 +305,10 @@ class BenchIo {
     for (const std::string& note : skipped_) report_.summary("note", note);
     report_.end(all_verified_);
     if (flags_.tune) std::printf("%s\n", tuned_.dump(2).c_str());
+    if (!flags_.update_config.empty()) {
+      throw_if_error(write_aio_block(flags_.update_config, tuned_["aio"]));
+      std::printf("# aio block written into %s (train reads it from there)\n", flags_.update_config.c_str());
+    }
     if (!flags_.json.empty()) {
       throw_if_error(report_.write_json(flags_.json));
       if (flags_.tune) throw_if_error(add_tuned_block_to_json(flags_.json));
@@ -357,6 +367,8 @@ void add_bench_io_command(CLI::App& bench) {
   cmd->add_option("--repeat", flags->repeat, "Runs per pass, median reported (default 1; 3 with --vs-fio)");
   cmd->add_flag("--sweep", flags->sweep, "Sweep backend x block size x depth x threads (flags given stay fixed)");
   cmd->add_flag("--tune", flags->tune, "Sweep, then print the best DeepSpeed \"aio\" block");
+  cmd->add_option("--update-config", flags->update_config,
+                  "With --tune: write the tuned aio block into this ds_config JSON (other keys kept), for train");
   cmd->add_flag("--vs-fio", flags->vs_fio,
                 "Also run fio (io_uring, direct) with the same parameters and print the ratio");
   cmd->add_flag(
