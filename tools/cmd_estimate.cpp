@@ -65,8 +65,8 @@ void run(const EstimateFlags& flags) {
   hints.model.hidden_size = model.hidden_size;
   const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.config, hints));
   const Machine machine = machine_from(flags, config);
-  const bool streamed = holds_safetensors(flags.model_config);
-  engine::PlanOptions options{.seq_len = flags.seq_len, .weights_streamed = streamed};
+  const bool from_checkpoint = holds_safetensors(flags.model_config);
+  engine::PlanOptions options{.seq_len = flags.seq_len, .weights_from_checkpoint = from_checkpoint};
   const engine::Plan plan = value_or_throw(engine::plan_training(model, config, machine, options));
 
   std::vector<std::string> header = {
@@ -77,8 +77,8 @@ void run(const EstimateFlags& flags) {
       "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " +
           figure_text(machine.nvme_write_gbps, "GB/s"),
       "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
-      streamed ? "weights: read from " + flags.model_config + "'s safetensors a piece at a time (train --model)"
-               : "weights: random init, fp32 whole on the host at start-up (train --model-config)",
+      from_checkpoint ? "weights: read from " + flags.model_config + "'s safetensors a piece at a time (train --model)"
+                      : "weights: random init, redrawn a parameter at a time (train --model-config)",
   };
   for (const std::string& warning : config.warnings) header.push_back("config warning: " + warning);
   std::fputs(engine::format_plan(plan, header).c_str(), stdout);

@@ -119,6 +119,12 @@ std::unique_ptr<ParamSource> map_param_source(const std::map<std::string, at::Te
 // the page cache, not the process, holds the file. Errors name the directory, file and tensor.
 Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& model_dir);
 
+// init_parameters(config, seed, kFloat, kCPU)'s values, bit for bit, without the whole model in
+// memory: built by one pass that draws every parameter in init_parameters' order and keeps only the
+// generator's state before each; read() redraws a parameter from its state and keeps the last one
+// drawn, so a source read parameter by parameter holds the largest parameter in fp32 at most.
+std::unique_ptr<ParamSource> random_init_params(const ModelConfig& config, uint64_t seed);
+
 // check_params for a source: every parameter of `model` present with its shape.
 Status check_params(const FunctionalModel& model, const ParamSource& source);
 

@@ -11,6 +11,7 @@
 
 #include "checkpoint/safetensors/safetensors.h"
 #include "engine/model/functional_model.h"
+#include "engine/model/internal/init_value.h"
 #include "engine/model/internal/load_safetensors.h"
 
 namespace tierzero::engine {
@@ -73,22 +74,28 @@ std::map<std::string, at::Tensor> init_parameters(const ModelConfig& config, uin
   std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::map<std::string, at::Tensor> params;
-  for (const ParamSpec& spec : all_params(*model)) {
-    at::Tensor value;
-    if (ends_with(spec.name, "norm.weight")) {
-      value = at::ones(spec.shape, at::kFloat);
-    } else if (ends_with(spec.name, ".bias")) {
-      value = at::zeros(spec.shape, at::kFloat);
-    } else {
-      value = at::empty(spec.shape, at::kFloat).normal_(0.0, config.initializer_range, generator);
-    }
-    if (spec.name == "model.embed_tokens.weight" && config.pad_token_id && *config.pad_token_id >= 0 &&
-        *config.pad_token_id < config.vocab_size) {
-      value[*config.pad_token_id].zero_();
-    }
-    params[spec.name] = value.to(device, dtype);
-  }
+  for (const ParamSpec& spec : all_params(*model)) params[spec.name] = init_value(spec, config, generator).to(device, dtype);
   return params;
+}
+
+bool init_value_draws(const ParamSpec& spec) {
+  return !ends_with(spec.name, "norm.weight") && !ends_with(spec.name, ".bias");
+}
+
+at::Tensor init_value(const ParamSpec& spec, const ModelConfig& config, at::Generator& generator) {
+  at::Tensor value;
+  if (ends_with(spec.name, "norm.weight")) {
+    value = at::ones(spec.shape, at::kFloat);
+  } else if (ends_with(spec.name, ".bias")) {
+    value = at::zeros(spec.shape, at::kFloat);
+  } else {
+    value = at::empty(spec.shape, at::kFloat).normal_(0.0, config.initializer_range, generator);
+  }
+  if (spec.name == "model.embed_tokens.weight" && config.pad_token_id && *config.pad_token_id >= 0 &&
+      *config.pad_token_id < config.vocab_size) {
+    value[*config.pad_token_id].zero_();
+  }
+  return value;
 }
 
 Result<std::map<std::string, at::Tensor>> load_hf_weights(const std::string& dir, at::ScalarType dtype,

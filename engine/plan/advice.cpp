@@ -170,8 +170,6 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
       fixes.push_back(bf16_state_fix());
     }
     for (const Fix& fix : fixes) line += tried(model, config, machine, options, check.name, check.peak_bytes, fix);
-    if (check.name == "host" && largest_items(plan, "host").find("start-up") != std::string::npos)
-      line += "\n  - note: at start-up the trainer holds the fp32 weights whole on the host (4 B/param per rank)";
     if (check.name == "nvme")
       line += "\n  - add NVMe devices: more --nvme paths (a nvme_path list stripes across them)";
     if (line.size() == bare) line += " no single key brings it under; use more GPUs (--gpus) or a smaller model";

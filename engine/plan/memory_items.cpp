@@ -134,17 +134,17 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
           Phase::kBackward, std::max(layer, logits), formula);
 }
 
-void buffers(Items& out, const DsConfig& config, const RunShape& s) {
+void buffers(Items& out, const RunShape& s) {
   out.add(Tier::kGpu, "CUDA context (not in the allocator's peak)", Phase::kResident, kCudaContextBytes, "~500 MB");
   out.add(Tier::kPageable, "process runtime (LibTorch, CUDA host side)", Phase::kResident, kHostRuntimeBytes, "~2 GiB");
-  if (s.weights_streamed) {  // each rank reads its shard's ranges through one piece buffer
+  // Each rank reads its shard's ranges from the trainer's weight source (functional_model.h).
+  if (s.weights_from_checkpoint) {
     out.add(Tier::kPageable, "weights read from safetensors at start-up", Phase::kStartup, kStreamPieceBytes,
             "16 MiB pieces (param_source.cpp)");
-    return;
+  } else {
+    out.add(Tier::kPageable, "random weights redrawn at start-up", Phase::kStartup, 4.0 * s.largest_param,
+            "4 B x " + count_text(s.largest_param) + " (the largest parameter, fp32; random_init_params)");
   }
-  const double copy = config.zero.stage < 3 ? s.padded : s.partition;
-  out.add(Tier::kPageable, "fp32 weights loaded at start-up", Phase::kStartup, 4.0 * (s.parameters + copy),
-          "4 B x (" + count_text(s.parameters) + " whole + " + count_text(copy) + " partition copy)");
 }
 
 }  // namespace
@@ -155,7 +155,7 @@ std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& con
   gradients(out, shape, config.zero);
   optimizer(out, shape, config.zero);
   activations(out, model, shape);
-  buffers(out, config, shape);
+  buffers(out, shape);
   return out.take();
 }
 

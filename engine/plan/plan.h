@@ -22,7 +22,8 @@
 //                attention and MLP intermediates, or the LM head's fp32 logits [micro_batch * seq,
 //                vocab] with the loss's log-softmax and both gradients).
 //   buffers      the CUDA context (~500 MB, outside the allocator's counter), LibTorch's host
-//                runtime, the fp32 weights the trainer loads on the host at start-up.
+//                runtime, what the trainer's weight source holds at start-up (one parameter
+//                redrawn in fp32, or a 16 MiB piece of a checkpoint's safetensors).
 // A tier's peak is its resident bytes plus the largest phase (backward, optimizer step, start-up).
 //
 // Step time: each resource's busy time for one optimizer step per rank (GPU compute with
@@ -177,8 +178,8 @@ struct PlanOptions {
   int64_t seq_len = 0;          // tokens per sample; 0: the config's tierzero.data.seq_len
   bool compute_on_cpu = false;  // a run without a GPU (`train` on the CPU): no 16-bit weights bound for a
                                 // GPU, and tierzero.gpu_memory_limit, which the engine ignores there, unchecked
-  bool weights_streamed = false;  // the weights are read from a model directory's safetensors a piece at a
-                                  // time (`train --model DIR`), not initialised whole on the host
+  bool weights_from_checkpoint = false;  // the weights are read from a model directory's safetensors
+                                         // (`train --model DIR`), not drawn at random
 };
 
 // The directories `config`'s NVMe offload writes to: offload_optimizer's nvme_path list, then

@@ -30,7 +30,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.params_cpu = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kCpu;
   s.params_nvme = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kNvme;
   s.compute_on_cpu = options.compute_on_cpu;
-  s.weights_streamed = options.weights_streamed;
+  s.weights_from_checkpoint = options.weights_from_checkpoint;
   // bf16 m, v only in the offloaded optimizers (the engine refuses them on the GPU).
   s.state_bytes =
       config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16 && s.optimizer_offloaded() ? 8 : 12;

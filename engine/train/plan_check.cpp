@@ -24,7 +24,7 @@ Result<uint64_t> nvme_budget(const DsConfig& config) {
 
 Result<Plan> plan_within_budgets(const std::string& model_config_json, const std::string& model_origin,
                                  const DsConfig& config, int64_t seq_len, at::Device device,
-                                 bool weights_streamed) {
+                                 bool weights_from_checkpoint) {
   TZ_ASSIGN_OR_RETURN(ModelDims model, parse_model_dims(model_config_json, model_origin));
   Machine machine = default_machine();  // no --gpu-memory / --host-memory here: the config's budgets
   if (!config_nvme_paths(config).empty()) {
@@ -33,7 +33,7 @@ Result<Plan> plan_within_budgets(const std::string& model_config_json, const std
   TZ_ASSIGN_OR_RETURN(Plan plan, plan_training(model, config, machine,
                                                PlanOptions{.seq_len = seq_len,
                                                            .compute_on_cpu = device.is_cpu(),
-                                                           .weights_streamed = weights_streamed}));
+                                                           .weights_from_checkpoint = weights_from_checkpoint}));
   if (plan.feasible()) return plan;
   std::string message = "this run does not fit its budgets (the plan `tierzero estimate` prints for this config):";
   for (const std::string& problem : plan.problems) message += "\n- " + problem;

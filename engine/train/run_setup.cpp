@@ -45,7 +45,8 @@ Result<ModelAndWeights> load_model(const TrainArgs& args) {
   if (!args.model_dir.empty()) {
     TZ_ASSIGN_OR_RETURN(m.config, load_model_config(args.model_dir));
     TZ_ASSIGN_OR_RETURN(m.config_json, read_model_config_text(args.model_dir));
-    TZ_ASSIGN_OR_RETURN(m.streamed, open_safetensors_params(args.model_dir));
+    TZ_ASSIGN_OR_RETURN(m.weights, open_safetensors_params(args.model_dir));
+    m.from_checkpoint = true;
     m.description = args.model_dir;
     return m;
   }
@@ -63,7 +64,7 @@ Result<ModelAndWeights> load_model(const TrainArgs& args) {
 }
 
 void init_random_weights(const TrainArgs& args, ModelAndWeights& model) {
-  if (!model.streamed) model.weights = init_parameters(model.config, args.init_seed, at::kFloat, at::kCPU);
+  if (!model.from_checkpoint) model.weights = random_init_params(model.config, args.init_seed);
 }
 
 Result<LoadedConfig> load_config(const TrainArgs& args, int world_size, const ModelConfig& model) {

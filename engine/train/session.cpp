@@ -46,16 +46,13 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   // (without a device gradient accumulator or forward window) is what the engine's automatic choices add to.
   TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, config,
                                                            s->data_.samples->seq_len(), s->device_,
-                                                           s->model_.streamed != nullptr));
+                                                           s->model_.from_checkpoint));
   if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_peak_bytes;
   s->options_.micro_batch_tokens = config.batch.train_micro_batch_size_per_gpu * s->data_.samples->seq_len();
   init_random_weights(args, s->model_);
 
-  s->engine_ = s->model_.streamed
-                   ? std::make_unique<ZeroEngine>(*s->network_, *s->model_.streamed, s->options_, *s->comm_)
-                   : std::make_unique<ZeroEngine>(*s->network_, s->model_.weights, s->options_, *s->comm_);
-  s->model_.weights.clear();
-  s->model_.streamed.reset();
+  s->engine_ = std::make_unique<ZeroEngine>(*s->network_, *s->model_.weights, s->options_, *s->comm_);
+  s->model_.weights.reset();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
 
   const int64_t seq_len = s->data_.samples->seq_len();

@@ -34,7 +34,7 @@ struct RunShape {
   int64_t micro = 0, seq = 0, accum = 0;
   bool optimizer_cpu = false, optimizer_nvme = false, params_cpu = false, params_nvme = false;
   bool compute_on_cpu = false;  // PlanOptions::compute_on_cpu
-  bool weights_streamed = false;  // PlanOptions::weights_streamed
+  bool weights_from_checkpoint = false;  // PlanOptions::weights_from_checkpoint
   bool optimizer_offloaded() const { return optimizer_cpu || optimizer_nvme; }
   bool params_offloaded() const { return params_cpu || params_nvme; }
 };

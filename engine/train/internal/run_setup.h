@@ -33,18 +33,20 @@ void choose_cpu_threads(at::Device device, int64_t parameters);
 
 // The model and its initial weights: a HF checkpoint (args.model_dir), a HF config.json with random
 // weights (args.model_config_path), or the built-in tiny Llama. load_model() reads the config and
-// opens a checkpoint (nothing of the model's size is allocated); init_random_weights() then makes
-// the random weights of a model without a checkpoint. Errors name the file.
+// opens a checkpoint (nothing of the model's size is allocated); init_random_weights() then gives a
+// model without a checkpoint its random source. Errors name the file.
 struct ModelAndWeights {
   ModelConfig config;
   std::string config_json;  // the config.json text it came from (to_hf_json for the built-in model)
   std::string description;
-  std::map<std::string, at::Tensor> weights;  // random init: fp32 on the CPU; emptied once the engine holds them
-  std::unique_ptr<ParamSource> streamed;      // a HF checkpoint: read by the engine, each rank its shard
+  // Where the engine reads the initial weights, each rank its shard: the HF checkpoint's safetensors
+  // (from_checkpoint), or init_parameters' values redrawn a parameter at a time (random_init_params).
+  std::unique_ptr<ParamSource> weights;
+  bool from_checkpoint = false;
 };
 Result<ModelAndWeights> load_model(const TrainArgs& args);
-// Fills model.weights with args.init_seed's fp32 initialisation on the CPU unless the model streams
-// from a checkpoint.
+// Makes model.weights args.init_seed's random initialisation (random_init_params: the values of
+// init_parameters, never the whole model in memory) unless the model streams from a checkpoint.
 void init_random_weights(const TrainArgs& args, ModelAndWeights& model);
 
 // The ds_config `args` name (configs/tiny.json when none), resolved for `world_size` ranks and the

@@ -49,22 +49,23 @@ TEST(PlanMemory, Stage3OptimizerOnCpu) {
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "persistent small parameters, whole"), 2u * kNorms * 2048);
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 0u);
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "gradient partition"), 0u);
-  // Host peak: pinned + the runtime + start-up's fp32 weights (whole + the master's partition copy).
-  EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (2ull << 30) + 8u * N);
+  // Host peak: pinned + the runtime + start-up's largest parameter redrawn in fp32 (the embedding).
+  EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (2ull << 30) + 4ull * 32000 * 2048);
 }
 
-// Weights streamed from a model directory's safetensors (train --model DIR): no whole fp32 copy on
-// the host at start-up, only the reader's 16 MiB piece.
-TEST(PlanMemory, StreamedWeightsHoldOnlyAPieceAtStartUp) {
+// The trainer's weight source at start-up: a random initialisation holds the largest parameter
+// (redrawn in fp32), a checkpoint's safetensors a 16 MiB piece; never the whole model.
+TEST(PlanMemory, StartUpHoldsOneParameterOrOnePiece) {
   const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
       "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
       "tierzero": {"data": {"seq_len": 16}}})";
-  const Plan whole = plan_of(json);
-  const Plan streamed = plan_of(json, 1, PlanOptions{.weights_streamed = true});
-  EXPECT_EQ(item_bytes(streamed, Tier::kPageable, "fp32 weights loaded at start-up"), 0u);
-  EXPECT_EQ(item_bytes(streamed, Tier::kPageable, "weights read from safetensors at start-up"), 16u << 20);
-  EXPECT_EQ(check(streamed, "host").peak_bytes, check(whole, "host").peak_bytes - 8u * N + (16u << 20));
-  EXPECT_EQ(check(streamed, "pinned").peak_bytes, check(whole, "pinned").peak_bytes);
+  const Plan random = plan_of(json);
+  const Plan from_checkpoint = plan_of(json, 1, PlanOptions{.weights_from_checkpoint = true});
+  const uint64_t largest = 32000ull * 2048;  // the embedding (and the LM head)
+  EXPECT_EQ(item_bytes(random, Tier::kPageable, "random weights redrawn at start-up"), 4 * largest);
+  EXPECT_EQ(item_bytes(from_checkpoint, Tier::kPageable, "weights read from safetensors at start-up"), 16u << 20);
+  EXPECT_EQ(check(from_checkpoint, "host").peak_bytes, check(random, "host").peak_bytes - 4 * largest + (16u << 20));
+  EXPECT_EQ(check(from_checkpoint, "pinned").peak_bytes, check(random, "pinned").peak_bytes);
 }
 
 TEST(PlanMemory, Stage0OnTheGpu) {

@@ -71,8 +71,9 @@ TEST(Train, StepLinesCarryTheFiguresEveryStepsPerPrint) {
   EXPECT_GT(run.summary->pageable_bytes, 0);
   const std::string& done = run.lines.back();
   EXPECT_EQ(done.rfind("done: 5 steps (0 skipped)", 0), 0u) << done;
-  if (!at::hasCUDA())
+  if (!at::hasCUDA()) {
     EXPECT_NE(done.find("| peak gpu - (reserved -) | pinned 0 B | pageable "), std::string::npos) << done;
+  }
   EXPECT_NE(done.find("| nvme 0 B"), std::string::npos) << done;
 }
 
@@ -144,8 +145,11 @@ TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   EXPECT_EQ(on_nvme.summary->losses, on_cpu.summary->losses) << "bit for bit";
   EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
   EXPECT_EQ(step_lines(on_nvme.lines).size(), 3u);  // each parses, its NVMe traffic included
-  for (const std::string& line : on_nvme.lines)
-    if (line.rfind("step ", 0) == 0) EXPECT_NE(line.find("  [nvme-io read "), std::string::npos) << line;
+  for (const std::string& line : on_nvme.lines) {
+    if (line.rfind("step ", 0) == 0) {
+      EXPECT_NE(line.find("  [nvme-io read "), std::string::npos) << line;
+    }
+  }
   // Step 1's optimizer step runs on into step 2: step 1's line has no finished step's traffic (the
   // swap file's first write is not a step's).
   const auto first_step =

@@ -1,0 +1,75 @@
+// random_init_params against init_parameters: the same bits for every parameter, read in pieces and
+// out of order (the engine reads its shard's ranges, then the master's by sub-group), for a Llama with
+// a pad token and a Qwen2 with q/k/v biases; and its errors.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "engine/model/functional_model.h"
+#include "tests/support/status_matchers.h"
+
+namespace tierzero::engine {
+namespace {
+
+ModelConfig config_of(const std::string& model_type) {
+  ModelConfig c = tiny_llama_config();
+  c.model_type = model_type;
+  c.num_hidden_layers = 2;
+  c.sliding_window_layers.assign(2, false);
+  c.qkv_bias = model_type == "qwen2";
+  if (model_type == "llama") c.pad_token_id = 3;
+  return c;
+}
+
+TEST(RandomInitParams, EqualsInitParametersBitForBitReadInPieces) {
+  for (const std::string type : {"llama", "qwen2"}) {
+    const ModelConfig config = config_of(type);
+    const std::map<std::string, at::Tensor> whole = init_parameters(config, 1234, at::kFloat, at::kCPU);
+    std::unique_ptr<ParamSource> source = random_init_params(config, 1234);
+    std::vector<std::string> names;
+    for (const auto& [name, value] : whole) names.push_back(name);
+    std::shuffle(names.begin(), names.end(), std::mt19937(7));  // not the drawing order
+    for (int round = 0; round < 2; ++round) {
+      for (const std::string& name : names) {
+        const at::Tensor expected = whole.at(name).reshape(-1);
+        ASSERT_EQ(source->shape(name), whole.at(name).sizes().vec()) << name;
+        at::Tensor got = at::empty_like(expected);
+        const int64_t n = expected.numel(), piece = std::max<int64_t>(1, n / 3 + 1);
+        for (int64_t first = n; first > 0;) {  // back to front, pieces of a third
+          const int64_t begin = std::max<int64_t>(0, first - piece);
+          ASSERT_OK(source->read(name, begin, {got.data_ptr<float>() + begin, static_cast<size_t>(first - begin)}));
+          first = begin;
+        }
+        EXPECT_TRUE(at::equal(got, expected)) << type << " " << name << " round " << round;
+      }
+    }
+  }
+}
+
+TEST(RandomInitParams, PadRowIsZeroAndSeedsDiffer) {
+  const ModelConfig config = config_of("llama");
+  std::unique_ptr<ParamSource> a = random_init_params(config, 1);
+  std::unique_ptr<ParamSource> b = random_init_params(config, 2);
+  const int64_t hidden = config.hidden_size;
+  std::vector<float> row_a(hidden), row_b(hidden);
+  ASSERT_OK(a->read("model.embed_tokens.weight", 3 * hidden, row_a));
+  EXPECT_TRUE(std::all_of(row_a.begin(), row_a.end(), [](float v) { return v == 0.0f; }));
+  ASSERT_OK(a->read("model.embed_tokens.weight", 0, row_a));
+  ASSERT_OK(b->read("model.embed_tokens.weight", 0, row_b));
+  EXPECT_NE(row_a, row_b);
+}
+
+TEST(RandomInitParams, ErrorsNameTheParameter) {
+  std::unique_ptr<ParamSource> source = random_init_params(config_of("llama"), 1);
+  std::vector<float> out(4);
+  EXPECT_EQ(source->shape("no.such.weight"), std::nullopt);
+  EXPECT_ERROR(source->read("no.such.weight", 0, out), ErrorCode::kNotFound, "no.such.weight");
+  const int64_t numel = (*source->shape("model.norm.weight"))[0];
+  EXPECT_ERROR(source->read("model.norm.weight", numel - 2, out), ErrorCode::kInvalidArgument, "model.norm.weight");
+}
+
+}  // namespace
+}  // namespace tierzero::engine
