@@ -117,15 +117,24 @@ class CompletedSlots {
 Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, BenchBuffers& buffers, uint64_t size,
                             PassData data, const std::string& label, bool end_fsync) {
   const uint64_t bs = buffers.block_size();
+  const bool mixed = data == PassData::kMixed;
+  if (mixed) size = size / (2 * bs) * (2 * bs);
+  if (size == 0) return invalid_argument("a mixed pass needs at least two blocks of " + std::to_string(bs) + " bytes");
   const uint64_t blocks = (size + bs - 1) / bs;
   const uint32_t slots = buffers.slots();
-  const nvme::Op op = data == PassData::kWritePattern ? nvme::Op::kWrite : nvme::Op::kRead;
-  if (op == nvme::Op::kWrite) {
+  // Request i: its operation and the file block it moves.
+  auto op_of = [&](uint64_t i) {
+    if (mixed) return i % 2 == 0 ? nvme::Op::kRead : nvme::Op::kWrite;
+    return data == PassData::kWritePattern ? nvme::Op::kWrite : nvme::Op::kRead;
+  };
+  auto block_of = [&](uint64_t i) { return mixed ? (i % 2 == 0 ? i / 2 : blocks / 2 + i / 2) : i; };
+  if (mixed || data == PassData::kWritePattern) {
     for (uint32_t s = 0; s < slots; ++s) fill_stream(buffers.slot(s), bs);
   }
   nvme::AlignedBuffer expected = nvme::allocate_aligned(bs);
   std::vector<nvme::IoTicket> in_flight(slots);
   std::vector<uint64_t> block_in_slot(slots);
+  std::vector<char> stream_in_slot(slots, 1);  // kMixed: the slot holds the write stream (no read since)
   CompletedSlots completed;
   std::vector<double> latencies_us;
   latencies_us.reserve(blocks);
@@ -150,10 +159,18 @@ Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, B
     if (!s.ok() && first_error.ok()) first_error = s;
     bar.advance(len);
   };
-  auto submit = [&](uint32_t slot, uint64_t block) {
+  auto submit = [&](uint32_t slot, uint64_t request) {
+    const uint64_t block = block_of(request);
+    const nvme::Op op = op_of(request);
     const uint64_t len = std::min(bs, size - block * bs);
     block_in_slot[slot] = block;
-    if (op == nvme::Op::kWrite) stamp(buffers.slot(slot), len, block);
+    if (op == nvme::Op::kWrite) {
+      if (!stream_in_slot[slot]) fill_stream(buffers.slot(slot), len);  // a read landed in it
+      stream_in_slot[slot] = 1;
+      stamp(buffers.slot(slot), len, block);
+    } else {
+      stream_in_slot[slot] = 0;
+    }
     in_flight[slot] = engine.submit(nvme::IoRequest{file, op, block * bs, buffers.slot(slot), len, false,
                                                     [&completed, slot](const Status&) { completed.push(slot); }});
   };
@@ -169,7 +186,7 @@ Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, B
     ++finished;
     if (submitted < blocks && first_error.ok()) submit(slot, submitted++);
   }
-  if (end_fsync && op == nvme::Op::kWrite && first_error.ok()) first_error = file->sync();
+  if (end_fsync && data == PassData::kWritePattern && first_error.ok()) first_error = file->sync();
   const auto t1 = std::chrono::steady_clock::now();
   const double cpu1 = cpu_seconds();
   bar.finish();

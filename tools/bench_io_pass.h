@@ -51,6 +51,9 @@ enum class PassData {
   kWritePattern,  // writes block b as a fixed stream stamped with b (buffers filled once, untimed)
   kRead,          // reads, ignoring the content
   kVerify,        // reads and checks every block against what kWritePattern wrote there
+  kMixed,         // reads of the file's first half and writes of its second half (kWritePattern's
+                  // data), one request of each in turn: the NVMe optimizer's read-ahead beside its
+                  // write-behind; `size` rounded down to two blocks
 };
 
 // Moves `size` bytes of `file` sequentially from offset 0 in requests of buffers.block_size(),

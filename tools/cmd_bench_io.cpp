@@ -36,6 +36,7 @@ struct BenchIoFlags {
   bool vs_fio = false;
   bool end_fsync = false;
   bool new_file = false;
+  bool mixed = false;
   std::string json;
   std::string update_config;  // with --tune: the ds_config whose aio block is replaced
   CLI::App* cmd = nullptr;
@@ -55,6 +56,7 @@ std::string thp_mode() {
 struct PointResult {
   nvme::IoConfig config;  // backend resolved
   PassResult write, read;
+  std::optional<PassResult> mixed;  // --mixed
   std::optional<FioResult> fio_write, fio_read;
 };
 
@@ -124,6 +126,10 @@ class BenchIo {
                     "writes; fio: --fallocate=native on a new file");
     }
     if (flags_.end_fsync) report_.param("durability", "each write pass ends with fdatasync, timed (fio: end_fsync=1)");
+    if (flags_.mixed) {
+      report_.param("mixed", "reads of the file's first half and writes of its second half, one request of each in "
+                             "turn (the NVMe optimizer's read-ahead beside its write-behind); GB/s of both; no fio peer");
+    }
     report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
     report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
     report_.param("repeats", std::to_string(repeats()) +
@@ -176,7 +182,7 @@ class BenchIo {
     const std::string tag = std::string(nvme::backend_name(config.backend)) + " bs=" + short_size(config.block_size) +
                             " qd=" + std::to_string(config.queue_depth) +
                             " t=" + std::to_string(config.intra_op_parallelism);
-    PointResult r{config, {}, {}, {}, {}};
+    PointResult r{config, {}, {}, {}, {}, {}};
     // Alternating with fio, each run's figure is the median of `repeats`; tierzero writes last so
     // the verify pass checks its data.
     std::vector<PassResult> writes, reads;
@@ -206,6 +212,12 @@ class BenchIo {
     }
     r.write = median(writes);
     r.read = median(reads);
+    if (flags_.mixed) {  // its writes are the pattern the verify pass below checks
+      std::vector<PassResult> mixes;
+      for (uint32_t i = 0; i < repeats(); ++i)
+        mixes.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kMixed, "mixed " + tag)));
+      r.mixed = median(mixes);
+    }
     if (!fio_writes.empty()) r.fio_write = median(fio_writes);
     if (!fio_reads.empty()) r.fio_read = median(fio_reads);
     Result<PassResult> verify = run_pass(*engine, file, buffers, size_, PassData::kVerify, "verify " + tag);
@@ -216,6 +228,7 @@ class BenchIo {
     }
     add_row("write", r, r.write, r.fio_write, verified);
     add_row("read", r, r.read, r.fio_read, verified);
+    if (r.mixed) add_row("mixed", r, *r.mixed, std::nullopt, verified);
     results_.push_back(r);
   }
 
@@ -375,6 +388,8 @@ void add_bench_io_command(CLI::App& bench) {
       "--new-file", flags->new_file,
       "Write passes go to a new preallocated file each time (block allocation included), not over the laid-out one");
   cmd->add_flag("--end-fsync", flags->end_fsync, "Time an fdatasync at the end of each write pass (fio's end_fsync=1)");
+  cmd->add_flag("--mixed", flags->mixed,
+                "Also time reads and writes in turn (the NVMe optimizer's traffic): `tierzero estimate` takes its GB/s");
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchIo(*flags).run(); });
 }

@@ -75,7 +75,9 @@ void run(const EstimateFlags& flags) {
           std::to_string(machine.compute_efficiency).substr(0, 4),
       "pcie pinned: h2d " + figure_text(machine.h2d_gbps, "GB/s") + ", d2h " + figure_text(machine.d2h_gbps, "GB/s"),
       "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " +
-          figure_text(machine.nvme_write_gbps, "GB/s"),
+          figure_text(machine.nvme_write_gbps, "GB/s") +
+          (machine.nvme_mixed_gbps.value > 0 ? ", mixed " + figure_text(machine.nvme_mixed_gbps, "GB/s")
+                                             : ", mixed not measured (bench io --mixed)"),
       "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
       from_checkpoint ? "weights: read from " + flags.model_config + "'s safetensors a piece at a time (train --model)"
                       : "weights: random init, redrawn a parameter at a time (train --model-config)",

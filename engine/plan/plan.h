@@ -88,6 +88,7 @@ struct Machine {
   MachineFigure d2h_gbps;           // GPU -> pinned host
   MachineFigure nvme_read_gbps;
   MachineFigure nvme_write_gbps;
+  MachineFigure nvme_mixed_gbps;  // reads and writes in turn, both counted (bench io --mixed); 0: unmeasured
   MachineFigure adam_gparams;  // CPU Adam, 1e9 parameters per second
 };
 

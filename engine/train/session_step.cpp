@@ -1,4 +1,5 @@
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <utility>
@@ -12,6 +13,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// A token id outside [0, vocab) would index past the embedding (a target may also be the ignore
+// index): kInvalidArgument naming the data file, the sample, the id and the fix.
+Status check_token_ids(const MicroBatch& batch, int64_t vocab, const std::string& data_path) {
+  for (size_t i = 0; i < batch.input_ids.size(); ++i) {
+    const int64_t id = batch.input_ids[i], target = batch.targets[i];
+    const bool id_ok = id >= 0 && id < vocab;
+    if (id_ok && (target == kIgnoreIndex || (target >= 0 && target < vocab))) continue;
+    const size_t row = i / static_cast<size_t>(batch.seq_len);
+    return invalid_argument(fmt::format(
+        "{}: sample {} holds token id {}, outside the model's vocabulary (vocab_size {}): the data was tokenized for "
+        "another model; tokenize it with this model's tokenizer (tierzero data prepare --tokenizer MODEL_DIR)",
+        data_path, row < batch.sample_indices.size() ? batch.sample_indices[row] : 0, id_ok ? target : id, vocab));
+  }
+  return Status();
+}
 
 // One micro-batch as tensors [B, T].
 std::pair<at::Tensor, at::Tensor> to_tensors(MicroBatch& batch) {
@@ -37,6 +54,7 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   std::vector<TokenBatch> window;
   for (int64_t micro = 0; micro < accumulation; ++micro) {
     TZ_ASSIGN_OR_RETURN(MicroBatch batch, data_.batches->next());
+    TZ_RETURN_IF_ERROR(check_token_ids(batch, model_.config.vocab_size, data_.path));
     auto [ids, targets] = to_tensors(batch);
     window.push_back({std::move(ids), std::move(targets)});
   }

@@ -39,6 +39,17 @@ TEST(PlanBenchFiles, IoAdamTiersFixtures) {
   EXPECT_EQ(m.h2d_gbps.source.rfind("default", 0), 0u);  // nothing measured it
 }
 
+// bench io --mixed (the CI box's file): the mixed row is its own figure, read and write stay theirs.
+TEST(PlanBenchFiles, IoMixedRow) {
+  Machine m = default_machine();
+  EXPECT_EQ(m.nvme_mixed_gbps.value, 0.0);  // no default: only a measurement gives one
+  ASSERT_OK(apply_bench_file(source_dir() + "/tests/report/data/bench_io_mixed.json", m));
+  EXPECT_NEAR(m.nvme_mixed_gbps.value, 2.8588, 1e-3);
+  EXPECT_EQ(m.nvme_mixed_gbps.source.rfind("bench io --mixed", 0), 0u) << m.nvme_mixed_gbps.source;
+  EXPECT_NEAR(m.nvme_read_gbps.value, 2.5518, 1e-3);
+  EXPECT_NEAR(m.nvme_write_gbps.value, 3.6355, 1e-3);
+}
+
 TEST(PlanBenchFiles, PcieBestPinnedAndDevice) {
   const std::string path = write_temp("pcie.json", R"J({"title": "tierzero bench pcie",
       "params": {"device": "NVIDIA H200 (sm_90)"}, "rows": [

@@ -51,6 +51,19 @@ TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheStateTheBuffersDoNotKeep) {
   EXPECT_EQ(p->bottleneck, "nvme");
 }
 
+// With bench io --mixed's figure the reads and writes share the disk at that one rate.
+TEST(PlanTime, NvmeWithAMixedFigureSharesItsRate) {
+  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
+      "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+      "sub_group_size": 1e8, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "buffer_count": 4}}})");
+  Machine machine = testing::round_machine();
+  machine.nvme_mixed_gbps = {4.0, "test"};
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, machine);
+  ASSERT_OK(p);
+  const double state = 12.0 * (kLlama135bParams - 4e8);
+  EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 2 * state / 4e9);
+}
+
 // Buffers for every sub-group keep the whole state: nothing moves after the first write.
 TEST(PlanTime, OptimizerOnNvmeWithABufferPerSubGroupMovesNothing) {
   const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,

@@ -1,15 +1,16 @@
 // train() end to end on the CPU (one process, the built-in tiny Llama): the printed figures, the
-// refusals, --resume, --save / --export and checkpoint compression.
-#include <algorithm>
+// refusals (token ids outside the vocabulary too), --resume, --save / --export and checkpoint
+// compression.
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 
-#include <ATen/Context.h>
-
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "engine/data/token_data.h"
 #include "engine/model/functional_model.h"
 #include "report/report.h"
 #include "tests/support/status_matchers.h"
@@ -95,6 +96,22 @@ TEST(Train, RefusesWhatItCannotHonourNamingTheKey) {
     TrainRun run = run_train(train_args(write_config(dir, small_config(c.overrides)), 1));
     EXPECT_ERROR(run.summary, c.code, c.says);
   }
+}
+
+// Token ids beyond the model's vocabulary (data tokenized for another model) are refused before a
+// step, naming the file, the sample and the id, not left to index past the embedding.
+TEST(Train, TokenIdsOutsideTheVocabularyAreNamed) {
+  ScratchDir dir;
+  std::vector<uint32_t> tokens(4096, 5);
+  tokens[1000] = 1'000'000;
+  const std::string data = dir / "foreign.tok";
+  ASSERT_OK(write_token_file(data, tokens, TokenDtype::kUint32));
+  TrainArgs args = train_args(write_config(dir, small_config()), 200);
+  args.data_path = data;
+  TrainRun run = run_train(args);
+  EXPECT_ERROR(run.summary, ErrorCode::kInvalidArgument, data + ": sample ");
+  EXPECT_ERROR(run.summary, ErrorCode::kInvalidArgument, "token id 1000000, outside the model's vocabulary");
+  EXPECT_ERROR(run.summary, ErrorCode::kInvalidArgument, "tierzero data prepare");
 }
 
 TEST(Train, IneffectiveKeysAreWarnedByName) {
