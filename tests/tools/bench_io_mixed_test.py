@@ -5,29 +5,18 @@ time of an optimizer on NVMe.
 
     bench_io_mixed_test.py --tierzero PATH
 """
-import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def fail(message, result=None):
-    detail = f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}" if result is not None else ""
-    sys.exit(f"FAIL: {message}{detail}")
+from cli_check import REPO, fail, run, tierzero_from_args
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--tierzero", required=True)
-    tz = p.parse_args().tierzero
+    tz = tierzero_from_args(__doc__)
     with tempfile.TemporaryDirectory(prefix="tierzero-mixed-") as tmp:
         report = os.path.join(tmp, "io.json")
-        r = subprocess.run([tz, "bench", "io", "--path", tmp, "--size", "16MiB", "--queue-depth", "4", "--mixed",
-                            "--json", report], capture_output=True, text=True, timeout=300)
+        r = run(tz, "bench", "io", "--path", tmp, "--size", "16MiB", "--queue-depth", "4", "--mixed", "--json", report)
         if r.returncode != 0:
             fail("bench io --mixed failed", r)
         rows = json.load(open(report))["rows"]
@@ -44,8 +33,7 @@ def main():
                                          "offload_optimizer": {"device": "nvme", "nvme_path": tmp}},
                    "tierzero": {"data": {"seq_len": 16}}}, open(config, "w"))
         model = os.path.join(REPO, "benchmarks", "models", "llama_tiny.json")
-        r = subprocess.run([tz, "estimate", "--model-config", model, "--config", config, "--bench-json", report],
-                           capture_output=True, text=True, timeout=120)
+        r = run(tz, "estimate", "--model-config", model, "--config", config, "--bench-json", report)
         if r.returncode != 0:
             fail("estimate with the mixed figure failed", r)
         if f"mixed {mixed['GB/s']:.2f} GB/s" not in r.stdout or "GB/s mixed" not in r.stdout:

@@ -6,29 +6,15 @@ before any I/O: --update-config without --tune, a missing file, a file that is n
 
     bench_io_tune_config_test.py --tierzero PATH
 """
-import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def run(tierzero, *args):
-    return subprocess.run([tierzero, *args], capture_output=True, text=True, timeout=600)
-
-
-def fail(message, result=None):
-    detail = f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}" if result is not None else ""
-    sys.exit(f"FAIL: {message}{detail}")
+from cli_check import REPO, fail, run, tierzero_from_args
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--tierzero", required=True)
-    tz = p.parse_args().tierzero
+    tz = tierzero_from_args(__doc__)
     with tempfile.TemporaryDirectory(prefix="tierzero-tune-") as tmp:
         config_path = os.path.join(tmp, "ds_config.json")
         original = {

@@ -39,12 +39,17 @@ TEST(PlanTime, Stage3OptimizerOnCpu) {
   EXPECT_EQ(p->tokens_per_step, 128);
 }
 
+// 1.35B at stage 3 with the optimizer on NVMe in sub-groups of `sub_group` and `buffers` buffers.
+DsConfig nvme_optimizer_config(const char* sub_group, int buffers) {
+  return testing::config_from(std::string(R"({"train_micro_batch_size_per_gpu": 1,
+      "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+      "sub_group_size": )") + sub_group + R"(, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp",
+      "buffer_count": )" + std::to_string(buffers) + "}}}");
+}
+
 // The state of the sub-groups beyond the buffer_count the buffers keep is read and written once.
 TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheStateTheBuffersDoNotKeep) {
-  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
-      "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
-      "sub_group_size": 1e8, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "buffer_count": 4}}})");
-  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  Result<Plan> p = plan_training(testing::llama_1_35b(), nvme_optimizer_config("1e8", 4), testing::round_machine());
   ASSERT_OK(p);
   const double state = 12.0 * (kLlama135bParams - 4e8);
   EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, state / 1e9 + state / 2e9);
@@ -53,12 +58,9 @@ TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheStateTheBuffersDoNotKeep) {
 
 // With bench io --mixed's figure the reads and writes share the disk at that one rate.
 TEST(PlanTime, NvmeWithAMixedFigureSharesItsRate) {
-  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
-      "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
-      "sub_group_size": 1e8, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "buffer_count": 4}}})");
   Machine machine = testing::round_machine();
   machine.nvme_mixed_gbps = {4.0, "test"};
-  Result<Plan> p = plan_training(testing::llama_1_35b(), config, machine);
+  Result<Plan> p = plan_training(testing::llama_1_35b(), nvme_optimizer_config("1e8", 4), machine);
   ASSERT_OK(p);
   const double state = 12.0 * (kLlama135bParams - 4e8);
   EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 2 * state / 4e9);
@@ -66,10 +68,7 @@ TEST(PlanTime, NvmeWithAMixedFigureSharesItsRate) {
 
 // Buffers for every sub-group keep the whole state: nothing moves after the first write.
 TEST(PlanTime, OptimizerOnNvmeWithABufferPerSubGroupMovesNothing) {
-  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
-      "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
-      "sub_group_size": 1e9, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "buffer_count": 2}}})");
-  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  Result<Plan> p = plan_training(testing::llama_1_35b(), nvme_optimizer_config("1e9", 2), testing::round_machine());
   ASSERT_OK(p);
   EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 0.0);
 }
