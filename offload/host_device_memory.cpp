@@ -71,6 +71,9 @@ class HostDeviceMemory final : public DeviceMemory {
 
   Result<void*> allocate_pinned(uint64_t bytes, bool lock) override {
     TZ_ASSIGN_OR_RETURN(void* p, map_anonymous(bytes, "pinned tier"));
+    // On transparent huge pages where the kernel has them, as the CUDA path's arenas: an NVMe request
+    // into the tier (the optimizer's swap buffers) is then a few contiguous segments, not one per 4 KiB.
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
     if (lock && mlock(p, bytes) != 0) {
       const int err = errno;
       munmap(p, bytes);
