@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tierzero train vs DeepSpeed (0.19.8) on the same Hugging Face model directory, ds_config file and
 # token file, one process, ZeRO-3: on the GPU / + optimizer on the CPU / + parameters on the CPU
-# (zero3_nvme_optimizer: the optimizer state on NVMe, DeepSpeed's ZeRO-Infinity, parameters on the CPU).
+# (zero3_nvme_optimizer: the optimizer state on NVMe, DeepSpeed's ZeRO-Infinity, parameters on the CPU;
+# zero3_nvme_all: the parameters on NVMe too, max_in_cpu 0).
 #
 #   benchmarks/train_vs_deepspeed.sh [--shape 1.35b|3b|tiny] [--steps N] [--warmup W] [--out DIR]
 #       [--configs "zero3 zero3_offload_optimizer zero3_offload_all"] [--engines "tierzero deepspeed"]

@@ -13,7 +13,6 @@ constexpr KeyHandling H = KeyHandling::kHonoured;
 constexpr KeyHandling W = KeyHandling::kWarned;
 constexpr KeyHandling R = KeyHandling::kRefused;
 
-constexpr const char* kNvmeOnly = "used by parameter offload to NVMe only, which is not built yet";
 constexpr const char* kAioNote = "the swap I/O of offload_optimizer.device \"nvme\" (and bench io)";
 constexpr const char* kRecompute =
     "tierzero recomputes every layer in backward regardless (activation "
@@ -64,13 +63,16 @@ constexpr ConfigKey kKeys[] = {
     {"zero_optimization.cpu_offload_param", H, "", "deprecated: offload_param.device \"cpu\""},
     {"zero_optimization.cpu_offload_use_pin_memory", H, "", "deprecated: pin_memory"},
     {"zero_optimization.offload_param.device", H, "",
-     "\"none\" or \"cpu\"; \"nvme\" is refused until NVMe offload lands"},
+     "\"none\", \"cpu\" or \"nvme\" (stage 3; \"nvme\" with an offloaded optimizer: the 16-bit shard in swap "
+     "files, one record per optimizer sub-group, read ahead of use along the recorded trace)"},
     {"zero_optimization.offload_param.nvme_path", H, "",
-     "with device \"nvme\", which is refused until NVMe offload lands; a directory, or a list of "
-     "directories (a tierzero extension; DeepSpeed takes one string), each of which must exist"},
-    {"zero_optimization.offload_param.buffer_count", W, "5", kNvmeOnly},
-    {"zero_optimization.offload_param.buffer_size", W, "100000000", kNvmeOnly},
-    {"zero_optimization.offload_param.max_in_cpu", W, "1000000000", kNvmeOnly},
+     "with device \"nvme\": the directory of this rank's parameter swap file; a list of directories (a "
+     "tierzero extension; DeepSpeed takes one string) stripes every record over one file in each"},
+    {"zero_optimization.offload_param.buffer_count", H, "",
+     "with device \"nvme\": pinned read buffers; a unit's shard must fit in them (a clear error says how many)"},
+    {"zero_optimization.offload_param.buffer_size", H, "", "with device \"nvme\": elements one read buffer holds"},
+    {"zero_optimization.offload_param.max_in_cpu", H, "",
+     "with device \"nvme\": the shard's first max_in_cpu elements (whole sub-groups) stay in pinned host memory"},
     {"zero_optimization.offload_param.pin_memory", H, "", "the host copy of the parameter shards is pinned"},
     {"zero_optimization.offload_optimizer.device", H, "",
      "\"none\", \"cpu\" or \"nvme\" (master, m, v in swap files, stepped sub-group by sub-group)"},

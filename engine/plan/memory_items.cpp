@@ -1,5 +1,6 @@
 // One rank's memory, item by item, as engine/zero and engine/model hold it (plan.h lists the rules).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "engine/plan/internal/model_params.h"
@@ -54,13 +55,17 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
   }
   const Tier shard_tier =
       s.params_offloaded() ? (zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable) : Tier::kGpu;
-  if (s.params_nvme) {
+  if (s.params_nvme) {  // as the engine lays them out (nvme_params.h): records of one optimizer sub-group
+    const double record = std::max<double>(1, std::min<double>(zero.sub_group_size, s.partition));
     out.elements(Tier::kNvme, "parameter shard", Phase::kResident, e, s.partition);
-    const double cached = std::min<double>(zero.offload_param.max_in_cpu, s.partition);
-    out.elements(shard_tier, "parameters cached in memory", Phase::kResident, e, cached, "(offload_param.max_in_cpu)");
-    out.elements(Tier::kPinned, "parameter swap buffers", Phase::kResident, e,
+    const double kept =
+        std::min<double>(s.partition, std::floor(static_cast<double>(zero.offload_param.max_in_cpu) / record) * record);
+    out.elements(Tier::kPinned, "parameters kept in memory", Phase::kResident, e, kept,
+                 "(offload_param.max_in_cpu, whole sub-groups)");
+    out.elements(Tier::kPinned, "parameter read buffers", Phase::kResident, e,
                  static_cast<double>(zero.offload_param.buffer_count) * zero.offload_param.buffer_size,
                  "(offload_param.buffer_count x buffer_size)");
+    out.elements(Tier::kPinned, "parameter write windows", Phase::kResident, e, 2 * record, "(2 x sub_group_size)");
   } else {
     out.elements(shard_tier, "parameter shard", Phase::kResident, e, s.partition);
   }

@@ -46,10 +46,6 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
   if (!defaults.empty())
     out.push_back("not measured here, DESIGN.md's GPU box assumed: " + defaults +
                   " (pass tierzero bench pcie|io|adam|tiers --json files with --bench-json)");
-  if (s.params_nvme)
-    out.push_back(
-        "parameters on NVMe are planned as DeepSpeed's keys describe them; `tierzero train` does not run them yet "
-        "(issue 13)");
   if (s.world > 1) out.push_back("collectives between the ranks (NVLink / network) are not in the time terms");
   if (!s.optimizer_offloaded())
     out.push_back("the optimizer step on the GPU is not in the time terms (HBM-bound, small)");

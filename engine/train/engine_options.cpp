@@ -4,11 +4,11 @@ namespace tierzero::engine::trainer {
 namespace {
 
 Status refuse_what_the_engine_cannot_do(const ZeroConfig& zero) {
-  if (zero.offload_param.device == OffloadDevice::kNvme)
+  if (zero.offload_param.device == OffloadDevice::kNvme && zero.offload_optimizer.device == OffloadDevice::kNone)
     return unsupported(
-        "zero_optimization.offload_param.device=\"nvme\" is not supported yet: parameters on NVMe are "
-        "not built (optimizer state on NVMe is: offload_optimizer.device \"nvme\"); use offload_param "
-        "\"cpu\" or \"none\"");
+        "zero_optimization.offload_param.device=\"nvme\" needs zero_optimization.offload_optimizer.device "
+        "\"cpu\" or \"nvme\" (the CPU optimizer writes the new weights to NVMe); offload the optimizer, or use "
+        "offload_param \"cpu\"");
   if (zero.offload_optimizer.device != OffloadDevice::kNone && zero.offload_optimizer.ratio < 1.0)
     return unsupported("zero_optimization.offload_optimizer.ratio=" + std::to_string(zero.offload_optimizer.ratio) +
                        " (partial optimizer offload) is not supported: set it to 1 (all of the optimizer on the "
@@ -54,7 +54,13 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   partition.persistence_threshold = static_cast<int64_t>(config.zero.param_persistence_threshold);
   partition.max_live_numel = static_cast<int64_t>(config.zero.max_live_parameters);
   partition.max_reuse_distance = static_cast<int64_t>(config.zero.max_reuse_distance);
-  partition.offload_params = config.zero.offload_param.device == OffloadDevice::kCpu;
+  partition.offload_params = config.zero.offload_param.device != OffloadDevice::kNone;
+  if (config.zero.offload_param.device == OffloadDevice::kNvme)
+    options.nvme_params = {.paths = config.zero.offload_param.nvme_paths,
+                           .buffer_count = static_cast<int>(config.zero.offload_param.buffer_count),
+                           .buffer_numel = static_cast<int64_t>(config.zero.offload_param.buffer_size),
+                           .max_in_cpu = static_cast<int64_t>(config.zero.offload_param.max_in_cpu),
+                           .io = config.aio};
   partition.pin_offloaded_params = config.zero.offload_param.pin_memory;
   options.adam.beta1 = config.optimizer.beta1;
   options.adam.beta2 = config.optimizer.beta2;

@@ -1,7 +1,8 @@
 // Adam offloaded to the CPU: state in the engine's pinned host tier, stepped by cpu_adam's fused
 // SIMD kernel one sub-group at a time (in slices of at most kPublishSlice elements); each slice's
 // new 16-bit weights go back to the device on a side stream while the next one steps, and
-// step_publishing announces each finished slice to the reader following behind.
+// step_publishing announces each finished slice to the reader following behind. With parameters on
+// NVMe each slice is stepped into a window of their ComputeWeightsSink and written from there.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -66,7 +67,7 @@ class CpuOffloadAdam final : public PartitionOptimizer {
     pending_.clear();
     const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
     const SixteenBitOutput out16 =
-        sixteen_bit_output(compute_partition, setup_.params16, state_.master.numel(), "cpu optimizer");
+        sixteen_bit_output(compute_partition, setup_.params16, state_.master.numel(), "cpu optimizer", setup_.sink);
     const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
     const int64_t numel = state_.master.numel();
     const int64_t slice = std::min(setup_.sub_group_numel, kPublishSlice);
@@ -95,13 +96,21 @@ class CpuOffloadAdam final : public PartitionOptimizer {
                   double grad_multiplier, int64_t begin, int64_t count, const at::Tensor& compute_partition) {
     cpu_adam::Elements master = tensor_elements(state_.master, begin, count);
     cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
-    const cpu_adam::AdamBuffers buffers{
-        .params = {static_cast<float*>(master.data), master.count},
-        .grads = {grads.data, grads.count, grads.type},
-        .exp_avg = tensor_elements(state_.exp_avg, begin, count),
-        .exp_avg_sq = tensor_elements(state_.exp_avg_sq, begin, count),
-        .params16 = out16.sixteen_bit ? tensor_elements(out16.out, begin, count) : cpu_adam::Elements{}};
+    const at::Tensor window = out16.sink != nullptr ? out16.sink->lend(begin, count) : at::Tensor();
+    cpu_adam::Elements params16{};
+    if (out16.sixteen_bit)
+      params16 = window.defined() ? tensor_elements(window, 0, count) : tensor_elements(out16.out, begin, count);
+    const cpu_adam::AdamBuffers buffers{.params = {static_cast<float*>(master.data), master.count},
+                                        .grads = {grads.data, grads.count, grads.type},
+                                        .exp_avg = tensor_elements(state_.exp_avg, begin, count),
+                                        .exp_avg_sq = tensor_elements(state_.exp_avg_sq, begin, count),
+                                        .params16 = params16};
     throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
+    if (out16.sink != nullptr) {  // fp32 compute weights: the master's new values
+      if (!out16.sixteen_bit) std::memcpy(window.data_ptr(), master.data, window.nbytes());
+      pending_.push_back(out16.sink->send(begin, count));
+      return;
+    }
     if (out16.in_place) return;
     const at::Tensor& source = out16.sixteen_bit ? setup_.params16 : state_.master;
     const void* src = static_cast<const std::byte*>(source.const_data_ptr()) + begin * source.element_size();

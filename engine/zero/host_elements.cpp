@@ -40,9 +40,15 @@ cpu_adam::AdamHyperParams cpu_adam_hyper_params(const AdamConfig& config, double
 }
 
 SixteenBitOutput sixteen_bit_output(const at::Tensor& compute_partition, const at::Tensor& staging, int64_t numel,
-                                    const char* who) {
-  const at::ScalarType dtype = compute_partition.scalar_type();
+                                    const char* who, ComputeWeightsSink* sink) {
   SixteenBitOutput output;
+  if (!compute_partition.defined()) {
+    if (sink == nullptr) throw Error(internal_error(std::string(who) + ": no compute partition and no sink"));
+    output.sixteen_bit = sink->dtype() == at::kBFloat16 || sink->dtype() == at::kHalf;
+    output.sink = sink;
+    return output;
+  }
+  const at::ScalarType dtype = compute_partition.scalar_type();
   output.sixteen_bit = dtype == at::kBFloat16 || dtype == at::kHalf;
   output.in_place = output.sixteen_bit && compute_partition.is_cpu() && compute_partition.is_contiguous();
   if (output.sixteen_bit && !output.in_place &&

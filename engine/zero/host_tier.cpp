@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "common/common.h"
 #include "offload/tier_manager.h"
@@ -32,6 +34,8 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan
     capacity += offload::PinnedHostPool::footprint(bytes);
     listing += (listing.empty() ? "" : ", ") + buffer.what + " " + format_bytes(bytes);
   }
+  // A whole number of pages: the pool's top end is then aligned for any small block placed there.
+  capacity = (capacity + 4095) / 4096 * 4096;
   if (limit_bytes > 0 && capacity > limit_bytes)
     throw Error(out_of_space("rank " + std::to_string(rank) + ": the offloaded step needs " + format_bytes(capacity) +
                              " (" + std::to_string(capacity) + " bytes) of pinned host memory (" + listing +
@@ -51,7 +55,16 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan
     throw Error(pool.status().with_context("rank " + std::to_string(rank) + ": offloaded step's host buffers (" +
                                            listing + ")"));
   tier->pool_ = std::move(pool).value();
-  for (const PinnedBuffer& buffer : plan) {
+  // Largest first: a block's alignment grows with its size, so each block starts where the last one
+  // left the pool aligned for it, and the footprints summed above are what the blocks take.
+  std::vector<const PinnedBuffer*> by_size;
+  for (const PinnedBuffer& buffer : plan) by_size.push_back(&buffer);
+  std::stable_sort(by_size.begin(), by_size.end(), [](const PinnedBuffer* a, const PinnedBuffer* b) {
+    return a->numel * static_cast<int64_t>(c10::elementSize(a->dtype)) >
+           b->numel * static_cast<int64_t>(c10::elementSize(b->dtype));
+  });
+  for (const PinnedBuffer* planned : by_size) {
+    const PinnedBuffer& buffer = *planned;
     if (tier->buffers_.count(buffer.what))
       throw Error(internal_error("pinned buffer '" + buffer.what + "' planned twice"));
     const uint64_t bytes = static_cast<uint64_t>(buffer.numel) * c10::elementSize(buffer.dtype);

@@ -1,5 +1,5 @@
 // Adam with the optimizer state on NVMe: the sub-group pipeline of nvme_offload_adam.h over the
-// swap files of optimizer_swap.h.
+// swap files of swap_files.h.
 #include "engine/zero/internal/nvme_offload_adam.h"
 
 #include <ATen/ATen.h>
@@ -12,7 +12,7 @@
 #include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
-#include "engine/zero/internal/optimizer_swap.h"
+#include "engine/zero/internal/swap_files.h"
 #include "engine/zero/internal/param_loading.h"
 
 namespace tierzero::engine {
@@ -57,7 +57,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
       throw_if_error(io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
       slots_.push_back({.buffer = buffer, .holds = -1, .dirty = false, .read = {}, .write = {}, .copy = nullptr});
     }
-    swap_ = value_or_throw(OptimizerSwap::create(*io_, nvme.paths, setup_.rank, groups_, record_bytes(slot_numel_)));
+    swap_ = value_or_throw(SwapFiles::create(*io_, nvme.paths, setup_.rank, groups_, record_bytes(slot_numel_)));
     write_initial_state();
     traffic_ = {};  // a step's traffic, not the set-up's
   }
@@ -95,7 +95,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
     traffic_.step_written_bytes = 0;
     write_back_materialised();
     const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
-    const SixteenBitOutput out16 = sixteen_bit_output(compute_partition, setup_.params16, numel_, "nvme optimizer");
+    const SixteenBitOutput out16 =
+        sixteen_bit_output(compute_partition, setup_.params16, numel_, "nvme optimizer", setup_.sink);
     const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
     backward_ = resident_at_back();
     const auto kept = static_cast<int64_t>(slots_.size());
@@ -107,15 +108,24 @@ class NvmeAdam final : public NvmeOffloadAdam {
       const int64_t begin = k * slot_numel_;
       const int64_t count = count_of(k);
       const cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
+      const at::Tensor window = out16.sink != nullptr ? out16.sink->lend(begin, count) : at::Tensor();
+      cpu_adam::Elements params16{};
+      if (out16.sixteen_bit)
+        params16 = window.defined() ? tensor_elements(window, 0, count) : tensor_elements(out16.out, begin, count);
       const cpu_adam::AdamBuffers buffers{
           .params = {static_cast<float*>(slot.buffer.data_ptr()), static_cast<size_t>(count)},
           .grads = {grads.data, grads.count, grads.type},
           .exp_avg = tensor_elements(record_part(slot, 1, count), 0, count),
           .exp_avg_sq = tensor_elements(record_part(slot, 2, count), 0, count),
-          .params16 = out16.sixteen_bit ? tensor_elements(out16.out, begin, count) : cpu_adam::Elements{}};
+          .params16 = params16};
       throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
       const size_t queued = pending_.size();
-      if (!out16.in_place) send_compute_weights(slot, out16.sixteen_bit, begin, count, compute_partition);
+      if (out16.sink != nullptr) {  // fp32 compute weights: the master's new values, from the slot
+        if (!out16.sixteen_bit) std::memcpy(window.data_ptr(), slot.buffer.const_data_ptr(), window.nbytes());
+        pending_.push_back(out16.sink->send(begin, count));
+      } else if (!out16.in_place) {
+        send_compute_weights(slot, out16.sixteen_bit, begin, count, compute_partition);
+      }
       if (progress != nullptr && !backward_)
         progress->publish(begin + count, std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
       if (position >= groups_ - kept) {
@@ -322,7 +332,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
     const int64_t count = count_of(k);
     const auto begin = static_cast<uint64_t>(part_offset(s, count));
     const uint64_t end = begin + static_cast<uint64_t>(count) * c10::elementSize(part_dtype(s));
-    const uint64_t aligned = begin / OptimizerSwap::kRecordAlignment * OptimizerSwap::kRecordAlignment;
+    const uint64_t aligned = begin / SwapFiles::kRecordAlignment * SwapFiles::kRecordAlignment;
     slot.read = swap_->submit(nvme::Op::kRead, k, slot.buffer.data_ptr(), aligned, end);
   }
 
@@ -413,7 +423,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
   int64_t slot_numel_ = 0;  // elements of a full sub-group
   int64_t groups_ = 0;
   std::unique_ptr<nvme::IoEngine> io_;
-  std::unique_ptr<OptimizerSwap> swap_;
+  std::unique_ptr<SwapFiles> swap_;
   std::vector<Slot> slots_;
   AdamPartitionState state_;  // step always; the tensors only while materialised_
   bool materialised_ = false;

@@ -27,10 +27,20 @@ void load_param_range(ParamSource& source, const std::string& name, int64_t firs
 
 void load_partition(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
                     const at::Tensor& dst) {
+  load_partition_range(source, model, partitioner, rank, 0, dst);
+}
+
+void load_partition_range(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
+                          int64_t begin, const at::Tensor& dst) {
+  const int64_t end = begin + dst.numel();
   for (const ParamSpec& spec : all_params(model))
-    for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape)))
-      if (run.rank == rank)
-        load_param_range(source, spec.name, run.param_offset, dst.narrow(0, run.partition_offset, run.numel));
+    for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape))) {
+      const int64_t lo = std::max(begin, run.partition_offset);
+      const int64_t hi = std::min(end, run.partition_offset + run.numel);
+      if (run.rank != rank || lo >= hi) continue;
+      load_param_range(source, spec.name, run.param_offset + (lo - run.partition_offset),
+                       dst.narrow(0, lo - begin, hi - lo));
+    }
 }
 
 }  // namespace tierzero::engine

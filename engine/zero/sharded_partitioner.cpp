@@ -35,15 +35,24 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
       uses_(layout_.slots.size()),
       position_of_unit_(model.num_units(), kNone) {
   at::TensorOptions compute = at::TensorOptions().dtype(options.compute_dtype).device(comm.device());
-  if (options.offload_params && options.pin_offloaded_params && host.tier != nullptr) {
+  if (host.nvme_params != nullptr) {
+    if (!options.offload_params || host.copies == nullptr)
+      throw Error(internal_error("parameters on NVMe without offload_params or device copies"));
+    nvme_ = host.nvme_params;
+    check_read_buffers();
+    nvme_->write_all([&](int64_t begin, const at::Tensor& window) {
+      window.zero_();  // the padding
+      load_partition_range(params, model, *this, comm.rank(), begin, window);
+    });
+  } else if (options.offload_params && options.pin_offloaded_params && host.tier != nullptr) {
     shard_params_ = host.tier->buffer("parameter shard");  // zero-filled
   } else {
     shard_params_ =
         at::zeros({layout_.shard_numel}, compute.device(options.offload_params ? at::Device(at::kCPU) : comm.device()));
   }
-  load_partition(params, model, *this, comm.rank(), shard_params_);
-  side_stream_inputs_ =
-      options.offload_params && host.copies != nullptr && (shard_params_.is_pinned() || comm.device().is_cpu());
+  if (nvme_ == nullptr) load_partition(params, model, *this, comm.rank(), shard_params_);
+  side_stream_inputs_ = nvme_ == nullptr && options.offload_params && host.copies != nullptr &&
+                        (shard_params_.is_pinned() || comm.device().is_cpu());
   for (const ShardSlot& slot : layout_.slots) {
     bool persistent = slot.numel <= options.persistence_threshold;
     persistent_.push_back(persistent);
@@ -80,21 +89,40 @@ int64_t ShardedPartitioner::numel_of(const std::vector<size_t>& slots) const {
   return numel;
 }
 
+int64_t ShardedPartitioner::numel_of_shards(const std::vector<size_t>& slots) const {
+  int64_t numel = 0;
+  for (size_t slot : slots) numel += layout_.slots[slot].shard_numel;
+  return numel;
+}
+
 bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
   return std::find(unit_params_[unit].begin(), unit_params_[unit].end(), slot) != unit_params_[unit].end();
 }
 
-ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
+void ShardedPartitioner::order_reads(const std::vector<size_t>& slots) {
   await_written(shard_end(slots));
+  for (size_t slot : slots) {
+    const ShardSlot& param = layout_.slots[slot];
+    pending_writes_.order_range(param.shard_offset, param.shard_offset + param.shard_numel);
+  }
+}
+
+ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
+  order_reads(slots);
+  GatherInput input;
+  if (nvme_ != nullptr) {
+    input.mine = at::empty({numel_of_shards(slots)},
+                           at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
+    input.copied = read_now(shard_ranges(slots), input.mine);
+    return input;
+  }
   std::vector<at::Tensor> pieces;
   int64_t numel = 0;
   for (size_t slot : slots) {
     const ShardSlot& param = layout_.slots[slot];
-    pending_writes_.order_range(param.shard_offset, param.shard_offset + param.shard_numel);
     pieces.push_back(shard_params_.narrow(0, param.shard_offset, param.shard_numel));
     numel += param.shard_numel;
   }
-  GatherInput input;
   if (shard_params_.device() == comm_.device() && !side_stream_inputs_) {
     input.mine = at::cat(pieces);  // one kernel
     return input;
@@ -126,21 +154,23 @@ ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vect
 }
 
 void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
-  GatherInput input = gather_input(slots);
   Gather gather;
   gather.id = next_gather_id_++;
-  if (layout_.world_size == 1) {
-    gather.gathered = input.mine;  // the rank's pieces are the whole parameters
+  std::vector<ParamReadPiece> pieces;
+  if (nvme_ != nullptr) pieces = nvme_->cut(shard_ranges(slots));
+  if (!pieces.empty() && pieces.size() <= static_cast<size_t>(nvme_->buffer_count())) {  // read now, land later
+    order_reads(slots);
+    for (uint64_t holder : nvme_->holders_of_next(pieces)) land(holder);
+    gather.mine = at::empty({numel_of_shards(slots)},
+                            at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
+    gather.read = nvme_->start_read(std::move(pieces), gather.id);
+    if (layout_.world_size == 1) gather.gathered = gather.mine;
   } else {
-    gather.gathered = at::empty({input.mine.numel() * layout_.world_size}, input.mine.options());
-    const auto all_gather = [&] { gather.op = comm_.all_gather(gather.gathered, input.mine); };
-    if (input.copied) {
-      host_.copies->after_device_copies(all_gather);  // after the copies, not after the current stream's work
-    } else {
-      all_gather();
-    }
+    GatherInput input = gather_input(slots);
+    gather.mine = input.mine;
+    gather.input = std::move(input.copied);
+    issue_all_gather(gather);
   }
-  gather.input = std::move(input.copied);
   gather.slots = slots;
   for (size_t slot : slots) {
     slots_[slot].residency = Residency::kGathering;
@@ -153,8 +183,91 @@ void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
   gathers_.push_back(std::move(gather));
 }
 
+void ShardedPartitioner::issue_all_gather(Gather& gather) {
+  if (layout_.world_size == 1) {
+    gather.gathered = gather.mine;  // the rank's pieces are the whole parameters
+    return;
+  }
+  gather.gathered = at::empty({gather.mine.numel() * layout_.world_size}, gather.mine.options());
+  const auto all_gather = [&] { gather.op = comm_.all_gather(gather.gathered, gather.mine); };
+  if (gather.input) {
+    host_.copies->after_device_copies(all_gather);  // after the copies, not after the current stream's work
+  } else {
+    all_gather();
+  }
+}
+
+// ---- NVMe reads ---------------------------------------------------------------------------------
+
+std::vector<std::pair<int64_t, int64_t>> ShardedPartitioner::shard_ranges(const std::vector<size_t>& slots) const {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (size_t slot : slots) {
+    const ShardSlot& param = layout_.slots[slot];
+    if (param.shard_numel == 0) continue;
+    if (!ranges.empty() && ranges.back().second == param.shard_offset) {
+      ranges.back().second += param.shard_numel;
+    } else {
+      ranges.emplace_back(param.shard_offset, param.shard_offset + param.shard_numel);
+    }
+  }
+  return ranges;
+}
+
+std::shared_ptr<CopyDone> ShardedPartitioner::read_now(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                                       const at::Tensor& dst) {
+  std::vector<ParamReadPiece> pieces = nvme_->cut(ranges);
+  const auto batch = static_cast<size_t>(nvme_->buffer_count());
+  std::shared_ptr<CopyDone> last;
+  for (size_t first = 0; first < pieces.size(); first += batch) {
+    std::vector<ParamReadPiece> some(pieces.begin() + static_cast<std::ptrdiff_t>(first),
+                                     pieces.begin() + static_cast<std::ptrdiff_t>(std::min(pieces.size(), first + batch)));
+    for (uint64_t holder : nvme_->holders_of_next(some)) land(holder);
+    ParamRead read = nvme_->start_read(std::move(some), next_gather_id_++);
+    last = nvme_->land(read, dst, *host_.copies);
+  }
+  return last;
+}
+
+void ShardedPartitioner::land(uint64_t tag) {
+  for (Gather& gather : gathers_)
+    if (gather.id == tag) land(gather);
+}
+
+void ShardedPartitioner::land(Gather& gather) {
+  if (!gather.read) return;
+  ParamRead read = std::move(*gather.read);
+  gather.read.reset();
+  gather.input = nvme_->land(read, gather.mine, *host_.copies);
+  issue_all_gather(gather);
+}
+
+void ShardedPartitioner::land_arrived() {
+  if (nvme_ == nullptr || layout_.world_size != 1) return;  // more ranks: only where every rank lands
+  for (Gather& gather : gathers_) {
+    if (!gather.read) continue;
+    if (!NvmeParams::arrived(*gather.read)) return;  // oldest first
+    land(gather);
+  }
+}
+
+void ShardedPartitioner::check_read_buffers() const {
+  for (size_t unit = 0; unit < unit_params_.size(); ++unit) {
+    std::vector<size_t> slots;
+    for (size_t slot : unit_params_[unit])
+      if (layout_.slots[slot].numel > options_.persistence_threshold && std::find(slots.begin(), slots.end(), slot) == slots.end()) slots.push_back(slot);
+    const size_t pieces = nvme_->cut(shard_ranges(slots)).size();
+    if (pieces > static_cast<size_t>(nvme_->buffer_count()))
+      throw Error(invalid_argument(
+          "rank " + std::to_string(comm_.rank()) + ": unit " + std::to_string(unit) + "'s parameter shard (" +
+          std::to_string(numel_of_shards(slots)) + " elements) is read from NVMe in " + std::to_string(pieces) +
+          " pieces but zero_optimization.offload_param.buffer_count is " + std::to_string(nvme_->buffer_count()) +
+          "; raise offload_param.buffer_count to " + std::to_string(pieces) + " or raise offload_param.buffer_size"));
+  }
+}
+
 void ShardedPartitioner::unpack(uint64_t gather_id) {
   auto it = std::find_if(gathers_.begin(), gathers_.end(), [&](const Gather& g) { return g.id == gather_id; });
+  land(*it);
   it->op.wait();
   if (it->input) it->input->order_current_stream();  // one rank: no collective ordered it
   at::Tensor by_rank = it->gathered.view({layout_.world_size, -1});
@@ -264,6 +377,7 @@ void ShardedPartitioner::prefetch_after(size_t position) {
 // ---- ParamGateway -------------------------------------------------------------------------------
 
 std::vector<at::Tensor> ShardedPartitioner::fetch(size_t unit) {
+  land_arrived();
   const size_t position = advance_trace(unit);
   std::vector<size_t> missing = missing_slots(unit);
   if (!missing.empty()) {
@@ -324,8 +438,11 @@ void ShardedPartitioner::zero_grads() {
 
 at::Tensor ShardedPartitioner::compute_partition() {
   pending_writes_.order_all();
-  for (const Gather& gather : gathers_)  // prefetched from the shard, not yet used
+  for (Gather& gather : gathers_) {  // prefetched from the shard, not yet used
+    if (nvme_ != nullptr) land(gather);
     if (gather.input) gather.input->wait_host();
+  }
+  if (nvme_ != nullptr) return at::Tensor();  // the optimizer writes through nvme_
   if (shard_params_.device() != comm_.device()) {  // offloaded: the gathers' copies read it
     const c10::Stream stream = c10::impl::getDeviceGuardImpl(comm_.device().type())->getStream(comm_.device());
     stream.synchronize();
@@ -334,11 +451,12 @@ at::Tensor ShardedPartitioner::compute_partition() {
 }
 
 int64_t ShardedPartitioner::pinned_bytes() const {
-  return shard_params_.is_pinned() ? shard_params_.numel() * shard_params_.element_size() : 0;
+  return shard_params_.defined() && shard_params_.is_pinned() ? shard_params_.numel() * shard_params_.element_size() : 0;
 }
 
 void ShardedPartitioner::publish_compute_partition() {
   for (Gather& gather : gathers_) {
+    land(gather);  // NVMe: its buffers are free again
     gather.op.wait();
     for (size_t slot : gather.slots) free_slot(slot);
   }

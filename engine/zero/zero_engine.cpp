@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <span>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -78,9 +80,22 @@ PartitionSizes partition_sizes(const FunctionalModel& model, const PartitionOpti
 
 std::string staging_name(int i) { return "gradient staging " + std::to_string(i); }
 std::string nvme_buffer_name(int i) { return "nvme optimizer buffer " + std::to_string(i); }
+std::string param_buffer_name(int i) { return "nvme parameter buffer " + std::to_string(i); }
+std::string param_window_name(int i) { return "nvme parameter window " + std::to_string(i); }
+constexpr int kParamWindows = 2;
+constexpr const char* kParamHostRecords = "parameters kept in host memory (offload_param.max_in_cpu)";
 
 bool state_on_nvme(const ZeroEngineOptions& options) {
   return options.offload_optimizer && !options.nvme_optimizer.paths.empty();
+}
+
+bool params_on_nvme(const ZeroEngineOptions& options) {
+  return options.partition.offload_params && !options.nvme_params.paths.empty();
+}
+
+// Elements of one optimizer sub-group of a partition of `partition_numel` (at least 1).
+int64_t sub_group_numel(const ZeroEngineOptions& options, int64_t partition_numel) {
+  return std::max<int64_t>(1, std::min(options.sub_group_size, partition_numel));
 }
 
 // Every pinned buffer of the offloaded step, before any is allocated.
@@ -90,8 +105,7 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
   std::vector<PinnedBuffer> plan;
   if (options.offload_optimizer) {
     if (state_on_nvme(options)) {  // one sub-group's master, m and v per buffer
-      const int64_t record =
-          nvme_record_bytes(std::max<int64_t>(1, std::min(options.sub_group_size, p)), options.optimizer_state_dtype);
+      const int64_t record = nvme_record_bytes(sub_group_numel(options, p), options.optimizer_state_dtype);
       for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
         plan.push_back({nvme_buffer_name(i), record, at::kByte});
     } else {
@@ -112,8 +126,18 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
     plan.push_back(
         {"16-bit weights", is_16bit(partition.compute_dtype) && device_compute ? p : 0, partition.compute_dtype});
   }
-  if (partition.offload_params && partition.pin_offloaded_params)
+  if (params_on_nvme(options)) {
+    const int64_t read_bytes = NvmeParams::read_buffer_bytes(options.nvme_params.buffer_numel, partition.compute_dtype);
+    for (int i = 0; i < options.nvme_params.buffer_count; ++i) plan.push_back({param_buffer_name(i), read_bytes, at::kByte});
+    const int64_t record = sub_group_numel(options, p);
+    const int64_t window_bytes = NvmeParams::window_bytes(record, partition.compute_dtype);
+    for (int i = 0; i < kParamWindows; ++i) plan.push_back({param_window_name(i), window_bytes, at::kByte});
+    plan.push_back({kParamHostRecords,
+                    NvmeParams::host_record_count(options.nvme_params.max_in_cpu, p, record) * record,
+                    partition.compute_dtype});
+  } else if (partition.offload_params && partition.pin_offloaded_params) {
     plan.push_back({"parameter shard", p, partition.compute_dtype});
+  }
   return plan;
 }
 
@@ -173,6 +197,11 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   if (options.partition.offload_params && options.partition.stage != 3)
     throw Error(invalid_argument("offload_param needs zero_optimization.stage 3 (stage is " +
                                  std::to_string(options.partition.stage) + "); set stage 3 or remove offload_param"));
+  if (params_on_nvme(options) && !options.offload_optimizer)
+    throw Error(invalid_argument(
+        "zero_optimization.offload_param.device \"nvme\" needs zero_optimization.offload_optimizer.device \"cpu\" or "
+        "\"nvme\" (the CPU optimizer writes the new weights to NVMe); offload the optimizer, or use offload_param "
+        "\"cpu\""));
   if (options.optimizer_state_dtype != at::kFloat &&
       (!options.offload_optimizer || options.optimizer_state_dtype != at::kBFloat16))
     throw Error(invalid_argument(
@@ -196,6 +225,20 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   if (!plan.empty()) host_tier_ = HostTier::create(plan, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
   if (options.offload_optimizer || options.partition.offload_params)
     copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
+  if (params_on_nvme(options)) {
+    NvmeParamsSetup setup{.options = options.nvme_params,
+                          .rank = comm.rank(),
+                          .shard_numel = sizes.partition_numel,
+                          .record_numel = sub_group_numel(options, sizes.partition_numel),
+                          .dtype = options.partition.compute_dtype,
+                          .read_buffers = {},
+                          .windows = {}};
+    for (int i = 0; i < options.nvme_params.buffer_count; ++i)
+      setup.read_buffers.push_back(host_tier_->buffer(param_buffer_name(i)));
+    for (int i = 0; i < kParamWindows; ++i) setup.windows.push_back(host_tier_->buffer(param_window_name(i)));
+    setup.host_records = host_tier_->buffer(kParamHostRecords);
+    nvme_params_ = NvmeParams::create(std::move(setup));
+  }
   if (options.offload_optimizer) {
     cpu_adam_ = std::make_unique<cpu_adam::CpuAdam>(cpu_adam::CpuAdamOptions{.threads = options.cpu_threads});
     std::vector<at::Tensor> staging;
@@ -211,8 +254,9 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
       accumulator = at::zeros({sizes.partition_numel}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
     offloaded_grads_ = std::make_unique<OffloadedGrads>(*grad_pipeline_, std::move(accumulator));
   }
-  partitioner_ = make_partitioner(model, params, options_.partition, comm,
-                                  OffloadedHost{offloaded_grads_.get(), host_tier_.get(), copies_.get()});
+  partitioner_ =
+      make_partitioner(model, params, options_.partition, comm,
+                       OffloadedHost{offloaded_grads_.get(), host_tier_.get(), copies_.get(), nvme_params_.get()});
   const int partition_rank = partitioner_->partitioned() ? comm.rank() : 0;
   if (!options.offload_optimizer) {
     at::Tensor master =
@@ -232,6 +276,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                .nvme = options.nvme_optimizer,
                                .buffers = {},
                                .params16 = host_tier_->buffer("16-bit weights"),
+                               .sink = nvme_params_.get(),
                                .source = &params,
                                .model = &model,
                                .partitioner = partitioner_.get(),
@@ -240,8 +285,8 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
       setup.buffers.push_back(host_tier_->buffer(nvme_buffer_name(i)));
     std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
     nvme_optimizer_ = nvme.get();
-    nvme_traffic_ = nvme_optimizer_->traffic();  // the swap files' size
     optimizer_ = std::move(nvme);
+    update_nvme_traffic();  // the swap files' size; the initial writes are not a step's
     follow_steps_if_overlapped();
     return;
   }
@@ -253,9 +298,11 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                             .master = host_tier_->buffer("master"),
                             .exp_avg = host_tier_->buffer("exp_avg"),
                             .exp_avg_sq = host_tier_->buffer("exp_avg_sq"),
-                            .params16 = host_tier_->buffer("16-bit weights")};
+                            .params16 = host_tier_->buffer("16-bit weights"),
+                            .sink = nvme_params_.get()};
   load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
   optimizer_ = make_cpu_offload_adam(std::move(setup));
+  update_nvme_traffic();
   follow_steps_if_overlapped();
 }
 
@@ -421,7 +468,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     } else {
       optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition());
       partitioner_->defer_reads(optimizer_->device_writes());
-      if (nvme_optimizer_ != nullptr) nvme_traffic_ = nvme_optimizer_->traffic();
+      update_nvme_traffic();
       if (timed) {
         times_.param_h2d_s += optimizer_->last_copy_seconds();
         times_.cpu_optimizer_s += seconds_since(start) - optimizer_->last_copy_seconds();
@@ -452,8 +499,8 @@ void ZeroEngine::start_optimizer_step(const at::Tensor& grad, double grad_multip
   const at::Tensor compute = partitioner_->compute_partition();  // no read of the old values is left
   // The step's copies into a device partition run on the side stream, unordered with the current
   // one: the reads queued on it so far must be done first.
-  if (!compute.is_cpu()) sync_current_stream(compute.device());
-  progress_.start(compute.numel());
+  if (compute.defined() && !compute.is_cpu()) sync_current_stream(compute.device());
+  progress_.start(partitioner_->partition_numel());
   optimizer_thread_ = std::thread([this, grad, grad_multiplier, lr, compute] {
     const Clock::time_point start = Clock::now();
     try {
@@ -477,7 +524,7 @@ void ZeroEngine::finish_step() {
   // The copies no read has taken yet; throws the step's error.
   partitioner_->defer_reads(progress_.wait_for(partitioner_->partition_numel()));
   partitioner_->zero_grads();
-  if (nvme_optimizer_ != nullptr) nvme_traffic_ = nvme_optimizer_->traffic();
+  update_nvme_traffic();
   if (options_.time_breakdown) {
     // The forward's phase ran from one stream sync to the next: its device time is the compute plus
     // the gaps its fetches left while they waited for the step.
@@ -498,16 +545,32 @@ std::map<std::string, at::Tensor> ZeroEngine::master_params() {
 void ZeroEngine::sync_compute_params() {
   finish_step();
   at::Tensor compute = partitioner_->compute_partition();
-  if (nvme_optimizer_ == nullptr) {
+  if (nvme_optimizer_ == nullptr && nvme_params_ == nullptr) {
     compute.copy_(optimizer_->state().master);
-  } else {  // the master streamed from NVMe a piece at a time, never whole in host memory
+  } else {  // the master streamed a piece at a time, never whole in host memory (from NVMe, or to it)
     constexpr int64_t kPiece = 16 << 20;
-    const StateReader master = optimizer_->state_reader(0);
-    at::Tensor piece = at::empty({std::min<int64_t>(kPiece, compute.numel())}, at::kFloat);
-    for (int64_t begin = 0; begin < compute.numel(); begin += kPiece) {
-      at::Tensor host = piece.narrow(0, 0, std::min(kPiece, compute.numel() - begin));
-      throw_if_error(master({static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())}));
-      compute.narrow(0, begin, host.numel()).copy_(host);
+    const int64_t numel = partitioner_->partition_numel();
+    at::Tensor piece = at::empty({std::min<int64_t>(kPiece, numel)}, at::kFloat);
+    const StateReader master =
+        nvme_optimizer_ != nullptr ? optimizer_->state_reader(0)
+                                   : [&, offset = int64_t{0}](std::span<std::byte> out) mutable -> Status {
+      std::memcpy(out.data(), optimizer_->state().master.data_ptr<float>() + offset, out.size());
+      offset += static_cast<int64_t>(out.size() / sizeof(float));
+      return Status();
+    };
+    // The reader's next elements into `dst`: windows come in partition order, as the reader reads.
+    const auto copy_master = [&](int64_t /*begin*/, const at::Tensor& dst) {
+      for (int64_t done = 0; done < dst.numel(); done += kPiece) {
+        at::Tensor host = piece.narrow(0, 0, std::min(kPiece, dst.numel() - done));
+        throw_if_error(master({static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())}));
+        dst.narrow(0, done, host.numel()).copy_(host);
+      }
+    };
+    if (nvme_params_ != nullptr) {
+      nvme_params_->write_all(copy_master);
+      (void)nvme_params_->take_traffic();  // not a step's
+    } else {
+      copy_master(0, compute);
     }
   }
   partitioner_->publish_compute_partition();
@@ -527,5 +590,16 @@ bool ZeroEngine::grad_accumulation_on_device() const {
 int64_t ZeroEngine::pinned_bytes() const { return host_tier_ ? host_tier_->pinned_bytes() : 0; }
 
 NvmeTraffic ZeroEngine::nvme_traffic() const { return nvme_traffic_; }
+
+void ZeroEngine::update_nvme_traffic() {
+  NvmeTraffic traffic = nvme_optimizer_ != nullptr ? nvme_optimizer_->traffic() : NvmeTraffic{};
+  if (nvme_params_ != nullptr) {
+    const auto [read, written] = nvme_params_->take_traffic();
+    traffic.step_read_bytes += read;
+    traffic.step_written_bytes += written;
+    traffic.resident_bytes += nvme_params_->file_bytes();
+  }
+  nvme_traffic_ = traffic;
+}
 
 }  // namespace tierzero::engine

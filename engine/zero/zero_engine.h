@@ -31,7 +31,10 @@
 // The engine counts forward_backward calls against gradient_accumulation_steps to know the last.
 // Offloaded parameters (offload_param): a gather's pieces leave the pinned shard on the
 // host-to-device side stream, and only the unit that uses them waits for the copy, so a prefetch
-// does not hold up the compute queued before that unit.
+// does not hold up the compute queued before that unit. With offload_param "nvme" the shard lives in
+// swap files instead (nvme_params.h): a gather's pieces are read from there into pinned buffers ahead
+// of use, and the offloaded optimizer steps each sub-group's new weights into a pinned window that is
+// written back there.
 // The step that follows into the next forward (stage 3, offloaded optimizer — state in host memory
 // or on NVMe — with overlap_offload): step() takes the norm and clip factor, then starts the CPU Adam on a thread of
 // its own and returns. Adam writes the partition front to back, announcing each finished slice
@@ -91,6 +94,8 @@ struct ZeroEngineOptions {
                                                    // grad_staging_buffers x this, not x reduce_bucket_size
   NvmeOptimizerOptions nvme_optimizer;  // with offload_optimizer and nvme_optimizer.paths: the state (master,
                                         // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+  NvmeParamOptions nvme_params;         // with partition.offload_params, offload_optimizer and nvme_params.paths:
+                                        // the compute parameter shard on NVMe (nvme_params.h)
   at::ScalarType optimizer_state_dtype = at::kFloat;  // tierzero.optimizer_state_dtype: m and v of the
                                                       // offloaded optimizer, kFloat or kBFloat16 (the master is fp32)
   GradAccumulator grad_accumulator = GradAccumulator::kAuto;  // tierzero.offload_grad_accumulator: where an
@@ -209,9 +214,11 @@ class ZeroEngine {
   // window's size is not known yet.
   bool follows_step() const { return follows_step_; }
   const std::string& forward_window_choice() const { return forward_window_choice_; }
-  // The NVMe-resident optimizer's traffic (bytes read and written by the last optimizer step that
-  // finished — with a step that follows into the forward, the one that ran during this step — and
-  // swap bytes on disk); zeros unless the optimizer state is on NVMe or before the first step.
+  // The NVMe traffic: the NVMe-resident optimizer's (bytes read and written by the last optimizer
+  // step that finished — with a step that follows into the forward, the one that ran during this
+  // step), plus the NVMe-resident parameters' (bytes their gathers read and the optimizer wrote
+  // since the step before), and the swap bytes on disk of both; zeros when nothing is on NVMe or
+  // before the first step.
   NvmeTraffic nvme_traffic() const;
 
   Comm& comm() { return comm_; }
@@ -237,6 +244,8 @@ class ZeroEngine {
   void follow_steps_if_overlapped();
   // Starts the optimizer step on its own thread (follows_step_): see the header comment.
   void start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr);
+  // Sets nvme_traffic_ from the optimizer's traffic and the parameters' since the last call.
+  void update_nvme_traffic();
   // Whether queue_window runs `batches` unit by unit (decides forward_window_choice_ once).
   bool forward_window(const std::vector<TokenBatch>& batches);
   void choose_forward_window(int64_t micro_batches, int64_t tokens);
@@ -248,6 +257,7 @@ class ZeroEngine {
   std::unique_ptr<HostTier> host_tier_;
   std::unique_ptr<cpu_adam::CpuAdam> cpu_adam_;
   std::unique_ptr<DeviceCopies> copies_;
+  std::unique_ptr<NvmeParams> nvme_params_;  // the parameter shard's home on NVMe, or null
   std::unique_ptr<HostGradPipeline> grad_pipeline_;
   std::unique_ptr<OffloadedGrads> offloaded_grads_;
   std::string grad_accumulator_choice_;

@@ -8,6 +8,7 @@
 
 #include "common/common.h"
 #include "cpu_adam/adam.h"
+#include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {
@@ -29,15 +30,17 @@ cpu_adam::AdamHyperParams cpu_adam_hyper_params(const AdamConfig& config, double
 // Where an offloaded optimizer writes the new 16-bit weights of `compute_partition` (`numel`
 // elements).
 struct SixteenBitOutput {
-  bool sixteen_bit = false;  // the compute partition is bf16 / fp16 (else nothing is written)
-  bool in_place = false;     // the kernel writes compute_partition itself (host memory)
-  at::Tensor out;            // what the kernel writes: compute_partition, or the staging buffer
+  bool sixteen_bit = false;            // the compute partition is bf16 / fp16 (else nothing is written)
+  bool in_place = false;               // the kernel writes compute_partition itself (host memory)
+  at::Tensor out;                      // what the kernel writes: compute_partition, or the staging buffer
+  ComputeWeightsSink* sink = nullptr;  // the partition is on NVMe: each range goes through a lent window
 };
-// In place when the partition is 16-bit, contiguous and in host memory (ZeRO-3 offloaded
-// parameters, a CPU run); else into `staging`, copied to the device after each sub-group. Throws
-// tierzero::Error (internal, naming `who`) when a device partition needs a staging buffer of its
-// dtype and `numel` and `staging` is not one.
+// Through `sink` when compute_partition is undefined (parameters on NVMe); in place when the
+// partition is 16-bit, contiguous and in host memory (ZeRO-3 offloaded parameters, a CPU run); else
+// into `staging`, copied to the device after each sub-group. Throws tierzero::Error (internal,
+// naming `who`) when a device partition needs a staging buffer of its dtype and `numel` and
+// `staging` is not one, or an undefined partition has no sink.
 SixteenBitOutput sixteen_bit_output(const at::Tensor& compute_partition, const at::Tensor& staging, int64_t numel,
-                                    const char* who);
+                                    const char* who, ComputeWeightsSink* sink);
 
 }  // namespace tierzero::engine

@@ -1,6 +1,6 @@
 // Adam with this rank's optimizer state on NVMe (zero_optimization.offload_optimizer.device "nvme"):
 // the fp32 master weights, exp_avg and exp_avg_sq (fp32, or bf16 with tierzero.optimizer_state_dtype)
-// live in swap files (optimizer_swap.h), one record per sub-group of sub_group_size elements (12 or
+// live in swap files (swap_files.h), one record per sub-group of sub_group_size elements (12 or
 // 8 bytes an element), and pass through `buffer_count` pinned host buffers. A
 // step walks the sub-groups in order: sub-group k+1's record is read ahead (pipeline_read) while
 // cpu_adam steps k — the same kernel, gradients and 16-bit output as the CPU-offloaded optimizer
@@ -67,7 +67,8 @@ struct NvmeOffloadAdamSetup {
   // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
   // numel) elements each (nvme_record_bytes); outlive the optimizer.
   std::vector<at::Tensor> buffers;
-  at::Tensor params16;  // as CpuOffloadAdamSetup::params16
+  at::Tensor params16;                 // as CpuOffloadAdamSetup::params16
+  ComputeWeightsSink* sink = nullptr;  // as CpuOffloadAdamSetup::sink
   // The initial master weights: partition `partition_rank` of `partitioner`'s layout, read from
   // `source` sub-group by sub-group (only for the constructor; never the whole partition at once).
   ParamSource* source = nullptr;

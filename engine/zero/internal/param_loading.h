@@ -24,5 +24,8 @@ void load_param_range(ParamSource& source, const std::string& name, int64_t firs
 // `model`, where partitioner.locate() puts them. Throws tierzero::Error naming the parameter.
 void load_partition(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
                     const at::Tensor& dst);
+// The same for elements [begin, begin + dst.numel()) of the partition only (a window of it).
+void load_partition_range(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
+                          int64_t begin, const at::Tensor& dst);
 
 }  // namespace tierzero::engine

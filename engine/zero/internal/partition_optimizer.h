@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cpu_adam/adam.h"
+#include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/device_copies.h"
 #include "engine/zero/internal/pending_writes.h"
 #include "engine/zero/internal/step_progress.h"
@@ -112,6 +113,9 @@ struct CpuOffloadAdamSetup {
   int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
   bool time_copies = false;                 // measure the copies (waits for them at the step's end)
   at::Tensor master, exp_avg, exp_avg_sq, params16;
+  // Parameters on NVMe: where the new compute weights go (step()'s compute_partition is then
+  // undefined); outlives the optimizer.
+  ComputeWeightsSink* sink = nullptr;
 };
 std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(CpuOffloadAdamSetup setup);
 

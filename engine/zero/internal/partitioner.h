@@ -28,6 +28,7 @@
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/device_copies.h"
 #include "engine/zero/internal/host_tier.h"
+#include "engine/zero/internal/nvme_params.h"
 #include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/param_gateway.h"
 #include "engine/zero/internal/partition_layout.h"
@@ -81,7 +82,8 @@ class Partitioner : public ParamGateway {
   // This rank's partition of the compute parameters (compute dtype; on the compute device, or in
   // host memory with offload_params), for the optimizer to write updated values into. With
   // offloaded parameters it first waits until the device has read every piece copied from it for a
-  // gather, so the caller may overwrite them.
+  // gather, so the caller may overwrite them. Undefined when the parameters are on NVMe (the
+  // optimizer writes through their ComputeWeightsSink; every read from there has landed first).
   virtual at::Tensor compute_partition() = 0;
   // Bytes of pinned host memory the partitioner holds (the offloaded parameter shard).
   virtual int64_t pinned_bytes() const { return 0; }
@@ -122,11 +124,15 @@ class Partitioner : public ParamGateway {
 // `grads` lands the gradient partition in host memory (offloaded optimizer; its partition is the
 // gradient partition, options.grad_device ignored); `tier` holds the offloaded parameter shard
 // (offload_params) as its buffer "parameter shard"; `copies` moves that pinned shard's pieces to the
-// device for a gather on its side stream, so prefetches do not hold up the compute stream.
+// device for a gather on its side stream, so prefetches do not hold up the compute stream;
+// `nvme_params` homes the shard on NVMe instead (offload_param "nvme"; stage 3, with `copies`): its
+// initial weights are written there, gathers read their pieces from there, and the optimizer sends
+// the new weights there (compute_partition() is then undefined).
 struct OffloadedHost {
   OffloadedGrads* grads = nullptr;
   HostTier* tier = nullptr;
   DeviceCopies* copies = nullptr;
+  NvmeParams* nvme_params = nullptr;
 };
 
 // Builds the partitioner for `options.stage` over `model`'s parameters (all_params order), its

@@ -17,6 +17,10 @@
 //       may pass it there.)
 //   Parameters of at most persistence_threshold elements stay whole on every rank (re-gathered
 //       after each step) and are not counted.
+//   With the shard on NVMe (OffloadedHost::nvme_params), a gather first reads its pieces into the
+//       pinned read buffers and lands them (copies to the device, then the all-gather) later: at its
+//       unpack, when the buffers are needed again, or (one rank) at any fetch once they arrived.
+//       Each of these follows from the sequence of calls, so the ranks' collectives stay in step.
 // Off the trace (a unit out of the recorded order) nothing is prefetched or kept until the next
 // step. Every decision follows from the trace and the sequence of calls, never from timing, so
 // every rank issues the same collectives in the same order. Gradients: sharded_grad_reducer.h.
@@ -26,7 +30,9 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/zero/internal/partition_layout.h"
@@ -92,25 +98,47 @@ class ShardedPartitioner final : public Partitioner {
     CommOp op;                        // none with one rank: `gathered` is this rank's pieces
     at::Tensor gathered;              // [W * row] compute dtype; row = the slots' shard_numel summed
     std::vector<size_t> slots;        // in column order
-    std::unique_ptr<CopyDone> input;  // the pieces' side-stream copies from an offloaded shard, or null
+    std::shared_ptr<CopyDone> input;  // the pieces' side-stream copies from an offloaded shard, or null
+    at::Tensor mine;                  // with `read`: the device row the read lands in
+    std::optional<ParamRead> read;    // the pieces' NVMe read, not yet landed (op not yet issued)
   };
   // This rank's pieces of some slots on the comm device, and their copies when on a side stream.
   struct GatherInput {
     at::Tensor mine;
-    std::unique_ptr<CopyDone> copied;
+    std::shared_ptr<CopyDone> copied;
   };
   static constexpr size_t kNone = static_cast<size_t>(-1);
 
   // The unit's non-persistent parameters that are neither whole nor on their way, each once.
   std::vector<size_t> missing_slots(size_t unit) const;
   int64_t numel_of(const std::vector<size_t>& slots) const;
+  // This rank's shard elements of `slots` (a gather's row).
+  int64_t numel_of_shards(const std::vector<size_t>& slots) const;
   bool uses(size_t unit, size_t slot) const;
   // This rank's pieces of `slots`, concatenated on the comm device: a copy, since the optimizer may
   // rewrite the shard under a stale prefetch (from a pinned offloaded shard, asynchronous copies on
   // the side stream when side_stream_inputs_, else on the current stream).
   GatherInput gather_input(const std::vector<size_t>& slots);
+  // Waits until the step being followed has written `slots`' shard elements, and orders the reads
+  // that follow after its writes into them.
+  void order_reads(const std::vector<size_t>& slots);
   void start_gather(const std::vector<size_t>& slots);
+  // Issues gather `gather`'s all-gather of gather.mine into gather.gathered (more than one rank),
+  // after the input's side-stream copies when there are any.
+  void issue_all_gather(Gather& gather);
   void unpack(uint64_t gather_id);
+  // NVMe: the shard ranges of `slots`, adjacent ones merged, in order.
+  std::vector<std::pair<int64_t, int64_t>> shard_ranges(const std::vector<size_t>& slots) const;
+  // NVMe: reads shard `ranges` into `dst` (device, their elements in order) now, through the read
+  // buffers a batch at a time; returns the last copy.
+  std::shared_ptr<CopyDone> read_now(const std::vector<std::pair<int64_t, int64_t>>& ranges, const at::Tensor& dst);
+  // NVMe: lands the read of the gather tagged `tag` (a gather id), if it is still unlanded.
+  void land(uint64_t tag);
+  void land(Gather& gather);
+  // NVMe, one rank: lands the oldest gathers whose reads have arrived.
+  void land_arrived();
+  // NVMe: throws a clear error when some unit's parameters need more pieces than the read buffers.
+  void check_read_buffers() const;
   // Drops a whole or gathering parameter's gathered copy (a gathering one's op must be done).
   void free_slot(size_t slot);
   // The trace position this fetch of `unit` takes; kNone while recording or off the trace.
@@ -147,6 +175,7 @@ class ShardedPartitioner final : public Partitioner {
   at::Tensor shard_params_;                       // [shard_numel] compute dtype: this rank's shards
                                                   // (comm device, or host memory when offloaded)
   OffloadedHost host_;
+  NvmeParams* nvme_ = nullptr;       // the shard's home when on NVMe (shard_params_ undefined)
   bool side_stream_inputs_ = false;  // gather inputs copied from the pinned shard by host_.copies
   at::Tensor grad_shard_;            // [shard_numel] grad dtype, grad device (or the
                                      // landing pipeline's fp32 host partition)

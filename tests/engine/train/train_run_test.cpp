@@ -180,6 +180,37 @@ TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   EXPECT_EQ(last_step->find("[nvme-io read 0 B"), std::string::npos) << *last_step;
 }
 
+// offload_param.device "nvme" (ZeRO-Infinity, the optimizer on the CPU): the losses of the same run
+// with the parameter shard in host memory, bit for bit; every step line carries the parameters'
+// NVMe traffic (gathers read, new weights written), and the done line the swap file's bytes.
+TEST(Train, ParametersOnNvmeTrainLikeParametersOnCpu) {
+  ScratchDir dir;
+  const nlohmann::json cpu = {{"zero_optimization",
+                               {{"stage", 3},
+                                {"sub_group_size", 500},
+                                {"offload_optimizer", {{"device", "cpu"}}},
+                                {"offload_param", {{"device", "cpu"}}}}}};
+  nlohmann::json nvme = cpu;
+  nvme["zero_optimization"]["offload_param"] = {{"device", "nvme"},   {"nvme_path", dir / "params"},
+                                                {"buffer_count", 16}, {"buffer_size", 4096},
+                                                {"max_in_cpu", 0}};
+  std::filesystem::create_directories(dir / "params");
+  TrainRun on_cpu = run_train(train_args(write_config(dir, small_config(cpu), "cpu.json"), 3));
+  TrainRun on_nvme = run_train(train_args(write_config(dir, small_config(nvme), "nvme.json"), 3));
+  ASSERT_OK(on_cpu.summary);
+  ASSERT_OK(on_nvme.summary);
+  EXPECT_EQ(on_nvme.summary->losses, on_cpu.summary->losses) << "bit for bit";
+  EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
+  int steps = 0;
+  for (const std::string& line : on_nvme.lines) {
+    if (line.rfind("step ", 0) != 0) continue;
+    ++steps;
+    EXPECT_NE(line.find("  [nvme-io read "), std::string::npos) << line;
+    EXPECT_EQ(line.find("[nvme-io read 0 B"), std::string::npos) << "every forward reads the shard: " << line;
+  }
+  EXPECT_EQ(steps, 3);
+}
+
 TEST(Train, SaveAndExportAreLoadable) {
   ScratchDir dir;
   TrainArgs args = train_args(write_config(dir, small_config()), 2);

@@ -14,7 +14,7 @@
 #include <map>
 
 #include "engine/model/functional_model.h"
-#include "engine/zero/internal/optimizer_swap.h"
+#include "engine/zero/internal/swap_files.h"
 #include "engine/zero/zero_engine.h"
 #include "nvme/testing/fault_injection.h"
 #include "rank_launcher.h"
@@ -281,8 +281,8 @@ TEST(NvmeOptimizerErrors, UnwritablePathIsNamedWithTheFix) {
 TEST(NvmeOptimizerErrors, SwapLargerThanTheDiskIsRefusedUpFront) {
   ScratchDir nvme;
   std::unique_ptr<nvme::IoEngine> io = value_or_throw(nvme::IoEngine::create({}));
-  Result<std::unique_ptr<OptimizerSwap>> swap =
-      OptimizerSwap::create(*io, {nvme.path()}, 3, int64_t{1} << 30, uint64_t{1} << 30);  // 2^60 bytes
+  Result<std::unique_ptr<SwapFiles>> swap =
+      SwapFiles::create(*io, {nvme.path()}, 3, int64_t{1} << 30, uint64_t{1} << 30);  // 2^60 bytes
   EXPECT_ERROR(swap, ErrorCode::kOutOfSpace,
                "NVMe disk full: rank 3's optimizer state needs 1024.00 PiB (1152921504606846976 bytes) in " +
                    nvme.path() + "/tierzero-optimizer-r3.swap");

@@ -89,7 +89,11 @@ std::vector<std::string> Scenario::to_args() const {
           "--nvme_dir=" + nvme_dir,
           "--nvme_buffers=" + std::to_string(nvme_buffers),
           "--nvme_pipeline=" + std::to_string(nvme_pipeline),
-          "--compare_nvme=" + std::to_string(compare_nvme)};
+          "--compare_nvme=" + std::to_string(compare_nvme),
+          "--nvme_params_dir=" + nvme_params_dir,
+          "--nvme_param_buffers=" + std::to_string(nvme_param_buffers),
+          "--nvme_param_buffer_numel=" + std::to_string(nvme_param_buffer_numel),
+          "--max_in_cpu=" + std::to_string(max_in_cpu)};
 }
 
 Scenario Scenario::from_args(const std::vector<std::string>& args) {
@@ -168,6 +172,14 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.nvme_pipeline = value == "1";
     else if (key == "compare_nvme")
       s.compare_nvme = value == "1";
+    else if (key == "nvme_params_dir")
+      s.nvme_params_dir = value;
+    else if (key == "nvme_param_buffers")
+      s.nvme_param_buffers = std::stoi(value);
+    else if (key == "nvme_param_buffer_numel")
+      s.nvme_param_buffer_numel = std::stoll(value);
+    else if (key == "max_in_cpu")
+      s.max_in_cpu = std::stoll(value);
     else
       throw Error(invalid_argument("unknown argument " + arg));
   }
@@ -188,6 +200,9 @@ std::string Scenario::name() const {
   if (grad_accumulator != defaults.grad_accumulator) knobs += "_accumulate_" + grad_accumulator;
   if (window_steps != defaults.window_steps) knobs += "_window" + std::to_string(window_steps);
   if (!nvme_dir.empty()) knobs += "_nvme" + std::to_string(nvme_buffers) + (nvme_pipeline ? "" : "_sync");
+  if (!nvme_params_dir.empty())
+    knobs += "_params_nvme" + std::to_string(nvme_param_buffers) + "x" + std::to_string(nvme_param_buffer_numel) +
+             (max_in_cpu > 0 ? "_in_cpu" + std::to_string(max_in_cpu) : "");
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
 }
@@ -236,6 +251,12 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
                               .pipeline_read = s.nvme_pipeline,
                               .pipeline_write = s.nvme_pipeline,
                               .io = {}};
+  if (!s.nvme_params_dir.empty())
+    options.nvme_params = {.paths = {s.nvme_params_dir},
+                           .buffer_count = s.nvme_param_buffers,
+                           .buffer_numel = s.nvme_param_buffer_numel,
+                           .max_in_cpu = s.max_in_cpu,
+                           .io = {}};
   std::unique_ptr<ZeroEngine> built;
   if (s.streamed) {
     std::unique_ptr<ParamSource> source = value_or_throw(open_safetensors_params(s.weights_dir));
@@ -248,7 +269,8 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
                                          options, comm);
   }
   ZeroEngine& engine = *built;
-  if (s.offload_params) {  // the shard the optimizer writes is in host memory, pinned when it feeds a GPU
+  if (s.offload_params && s.nvme_params_dir.empty()) {  // the shard the optimizer writes is in host memory,
+                                                        // pinned when it feeds a GPU
     const at::Tensor shard = engine.partitioner().compute_partition();
     if (!shard.is_cpu() || shard.is_pinned() != comm.device().is_cuda())
       throw Error(internal_error("offloaded parameter shard on " + shard.device().str() +

@@ -55,8 +55,14 @@ struct Scenario {
   std::string nvme_dir;                        // with offload: the optimizer state on NVMe, swap files here
   int nvme_buffers = 4;                        // NvmeOptimizerOptions::buffer_count
   bool nvme_pipeline = true;                   // NvmeOptimizerOptions::pipeline_read and pipeline_write
-  bool compare_nvme = false;                   // worker: check the run equals the same run with the state in host
-                                               // memory (nvme_dir empty), bit for bit
+  bool compare_nvme = false;                   // worker: check the run equals the same run with the state and
+                                               // parameters in host memory (nvme_dir, nvme_params_dir empty), bit
+                                               // for bit
+  std::string nvme_params_dir;                 // with offload and offload_params: the parameter shard on NVMe,
+                                               // swap files here
+  int nvme_param_buffers = 12;                 // NvmeParamOptions::buffer_count
+  int64_t nvme_param_buffer_numel = 1024;      // NvmeParamOptions::buffer_numel (small: a unit takes several)
+  int64_t max_in_cpu = 0;                      // NvmeParamOptions::max_in_cpu
 
   // Command-line form, for the multi-rank worker: "--stage=2 --offload=1 ...".
   std::vector<std::string> to_args() const;

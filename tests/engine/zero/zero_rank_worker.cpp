@@ -34,7 +34,10 @@ int main(int argc, char** argv) {
         scenario.compare_accumulator) {
       Scenario plain = scenario;
       if (scenario.compare_accumulator) plain.grad_accumulator = "host";
-      if (scenario.compare_nvme) plain.nvme_dir.clear();
+      if (scenario.compare_nvme) {
+        plain.nvme_dir.clear();
+        plain.nvme_params_dir.clear();
+      }
       plain.overlap = plain.overlap && !scenario.compare_overlap;
       plain.streamed = plain.streamed && !scenario.compare_streamed;
       mismatch =

@@ -1,0 +1,157 @@
+// ZeRO-3 parameters homed on NVMe (zero_optimization.offload_param.device "nvme"): this rank's shard
+// of the compute weights lives in swap files (swap_files.h, role "params"), never whole in host
+// memory. Record k holds the weights of the optimizer's sub-group k (sub_group_size elements), so
+// every range the optimizer sends starts on a 4096-byte boundary of its record (O_DIRECT).
+//   Reads (a gather's input): the shard ranges are cut at records and at buffer_numel elements into
+//       pieces; each piece is read, from its start rounded down to 4096 bytes, into the next of
+//       buffer_count pinned buffers in turn (offload_param.buffer_count x buffer_size). The caller
+//       lands a read (waits for it and queues the pieces' copies to the device); a buffer is taken
+//       again only after its copy has run, and a buffer still holding an unlanded read is named by
+//       holders_of_next() so that the caller lands that read first.
+//   Writes (ComputeWeightsSink): the optimizer steps into two pinned windows of one sub-group each
+//       in turn; send() queues the window's write, which later reads order after (PartitionWrite).
+//   max_in_cpu: the shard's first floor(max_in_cpu / record) records stay in pinned host memory
+//       instead (as DeepSpeed keeps up to max_in_cpu elements of the 16-bit parameters in a CPU
+//       buffer): their pieces are copied to the device from there, and the optimizer steps them in
+//       place.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/zero/internal/compute_weights_sink.h"
+#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/swap_files.h"
+#include "nvme/io_engine.h"
+
+namespace tierzero::engine {
+
+// Where and how the parameters go to NVMe (ds_config's offload_param and aio blocks).
+struct NvmeParamOptions {
+  std::vector<std::string> paths;     // offload_param.nvme_path (several stripe, as the optimizer's)
+  int buffer_count = 5;               // offload_param.buffer_count: pinned read buffers
+  int64_t buffer_numel = 100'000'000;  // offload_param.buffer_size: elements a read buffer holds
+  int64_t max_in_cpu = 0;              // offload_param.max_in_cpu: elements kept in host memory
+  nvme::IoConfig io;                   // the "aio" block
+};
+
+struct NvmeParamsSetup {
+  NvmeParamOptions options;
+  int rank = 0;                            // names the swap files
+  int64_t shard_numel = 0;                 // this rank's shard (padding included)
+  int64_t record_numel = 0;                // the optimizer's sub-group: min(sub_group_size, shard_numel)
+  at::ScalarType dtype = at::kBFloat16;    // the compute dtype
+  std::vector<at::Tensor> read_buffers;    // buffer_count pinned byte buffers of read_buffer_bytes()
+  std::vector<at::Tensor> windows;         // 2 pinned byte buffers of window_bytes()
+  at::Tensor host_records;                 // host_record_count() records (dtype), pinned; may be empty
+};
+
+// One piece of a read: shard elements [begin, begin + count), bound for element `dst_offset` of the
+// read's destination, read into buffer `buffer` with `skip` bytes before its first element (buffer
+// -1: a record kept in host memory, copied from there).
+struct ParamReadPiece {
+  int64_t begin = 0;
+  int64_t count = 0;
+  int64_t dst_offset = 0;
+  int buffer = -1;
+  uint64_t skip = 0;
+  SwapTransfer transfer;
+};
+
+// A read in flight: its pieces (queued) and the tag the caller gave it.
+struct ParamRead {
+  uint64_t tag = 0;
+  std::vector<ParamReadPiece> pieces;
+};
+
+class NvmeParams final : public ComputeWeightsSink {
+ public:
+  // Bytes of one pinned read buffer for `buffer_numel` elements of `dtype` (room for a piece's
+  // alignment on both sides).
+  static int64_t read_buffer_bytes(int64_t buffer_numel, at::ScalarType dtype);
+  // Bytes of one write window for `record_numel` elements of `dtype`.
+  static int64_t window_bytes(int64_t record_numel, at::ScalarType dtype);
+  // Records kept in host memory for max_in_cpu elements of a shard of `shard_numel` elements in
+  // records of `record_numel`.
+  static int64_t host_record_count(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel);
+
+  // Creates the swap files (zero-filled records are not written: write_all() fills them). Throws
+  // tierzero::Error: buffer_count or buffer_size out of range naming the key; the swap's errors
+  // (disk full with the bytes needed and free; a path that cannot be written).
+  static std::unique_ptr<NvmeParams> create(NvmeParamsSetup setup);
+  ~NvmeParams() override;
+
+  // Fills every record through the windows: fill(begin, window) writes the weights of shard
+  // elements [begin, begin + window.numel()) into `window` (dtype()); returns once all are written.
+  // Throws tierzero::Error with a write's error.
+  void write_all(const std::function<void(int64_t begin, const at::Tensor& window)>& fill);
+
+  // The pieces a read of the shard `ranges` ([begin, end) element pairs, destination in that order)
+  // takes, not yet queued.
+  std::vector<ParamReadPiece> cut(const std::vector<std::pair<int64_t, int64_t>>& ranges) const;
+  // The tags of unlanded reads holding the buffers that `pieces` would take next, each once, oldest
+  // first.
+  std::vector<uint64_t> holders_of_next(const std::vector<ParamReadPiece>& pieces) const;
+  // Queues `pieces` (from cut(); at most buffer_count from NVMe) into the next buffers in turn, each after
+  // the copy that last read its buffer has run; the buffers are held for `tag` until land(). Throws
+  // tierzero::Error (internal) if a buffer is still held (holders_of_next() was not landed).
+  ParamRead start_read(std::vector<ParamReadPiece> pieces, uint64_t tag);
+  // Whether every piece of `read` has arrived (never blocks).
+  static bool arrived(const ParamRead& read);
+  // Waits for `read`, then queues each piece's copy into dst.narrow(0, dst_offset, count) (`dst` on
+  // the device, contiguous, dtype()) through `copies`, and frees its buffers for reuse once those
+  // copies have run. Returns the last copy: in stream order, its completion is all of theirs. Throws
+  // tierzero::Error with the read's error.
+  std::shared_ptr<CopyDone> land(ParamRead& read, const at::Tensor& dst, DeviceCopies& copies);
+
+  // ComputeWeightsSink.
+  at::ScalarType dtype() const override { return setup_.dtype; }
+  int64_t window_numel() const override { return setup_.record_numel; }
+  at::Tensor lend(int64_t begin, int64_t count) override;
+  PartitionWrite send(int64_t begin, int64_t count) override;
+
+  // NVMe bytes read and written since the last call (reads landed or not; writes queued).
+  std::pair<uint64_t, uint64_t> take_traffic();
+  // Bytes the swap files take on disk.
+  uint64_t file_bytes() const { return swap_->file_bytes(); }
+  // "<n> file(s): path, ...".
+  std::string describe() const { return swap_->describe(); }
+  int buffer_count() const { return static_cast<int>(buffers_.size()); }
+
+ private:
+  struct Buffer {
+    at::Tensor bytes;
+    uint64_t holder = 0;              // the tag of an unlanded read into it, or 0
+    std::shared_ptr<CopyDone> copy;   // the landed copy that reads it
+  };
+  struct Window {
+    at::Tensor bytes;
+    int64_t begin = -1;  // the range lent, or -1
+    int64_t count = 0;
+    std::shared_ptr<CopyDone> write;  // its last send
+  };
+  explicit NvmeParams(NvmeParamsSetup setup) : setup_(std::move(setup)) {}
+  int64_t element_bytes() const;
+  // Whether shard element `e` is in a record kept in host memory.
+  bool in_host(int64_t e) const { return e < host_numel_; }
+
+  NvmeParamsSetup setup_;
+  std::unique_ptr<nvme::IoEngine> io_;
+  std::unique_ptr<SwapFiles> swap_;
+  std::vector<Buffer> buffers_;
+  size_t next_buffer_ = 0;
+  std::vector<Window> windows_;
+  size_t next_window_ = 0;
+  int64_t host_numel_ = 0;  // elements [0, host_numel_) are in setup_.host_records
+  std::atomic<uint64_t> read_bytes_{0};
+  std::atomic<uint64_t> written_bytes_{0};
+};
+
+}  // namespace tierzero::engine

@@ -1,0 +1,258 @@
+// Parameters homed on NVMe: reads of a gather's pieces through the pinned buffer ring, writes of
+// the optimizer's windows (nvme_params.h).
+#include "engine/zero/internal/nvme_params.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "common/common.h"
+
+namespace tierzero::engine {
+namespace {
+
+constexpr uint64_t kAlign = SwapFiles::kRecordAlignment;
+
+uint64_t align_down(uint64_t bytes) { return bytes / kAlign * kAlign; }
+uint64_t align_up(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// A window's write to the swap files, as a copy readers order after: waiting is the host's.
+class SwapWriteDone final : public CopyDone {
+ public:
+  SwapWriteDone(SwapFiles& swap, SwapTransfer transfer) : swap_(swap), transfer_(std::move(transfer)) {}
+  ~SwapWriteDone() override { (void)finish(); }
+
+  void wait_host() override { throw_if_error(finish()); }
+  void order_current_stream() override { wait_host(); }  // the reads that follow are the host's
+  double seconds() override { return 0.0; }
+
+ private:
+  Status finish() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) {
+      status_ = swap_.wait(transfer_);
+      done_ = true;
+    }
+    return status_;
+  }
+
+  SwapFiles& swap_;
+  std::mutex mutex_;
+  SwapTransfer transfer_;
+  bool done_ = false;
+  Status status_;
+};
+
+// A write that was done when it was made (a host record, stepped in place).
+class DoneAlready final : public CopyDone {
+ public:
+  void wait_host() override {}
+  void order_current_stream() override {}
+  double seconds() override { return 0.0; }
+};
+
+}  // namespace
+
+int64_t NvmeParams::read_buffer_bytes(int64_t buffer_numel, at::ScalarType dtype) {
+  return static_cast<int64_t>(align_up(static_cast<uint64_t>(buffer_numel) * c10::elementSize(dtype)) + 2 * kAlign);
+}
+
+int64_t NvmeParams::window_bytes(int64_t record_numel, at::ScalarType dtype) {
+  return record_numel * static_cast<int64_t>(c10::elementSize(dtype));
+}
+
+int64_t NvmeParams::host_record_count(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel) {
+  const int64_t records = (shard_numel + record_numel - 1) / record_numel;
+  return std::min(records, std::max<int64_t>(0, max_in_cpu) / record_numel);
+}
+
+int64_t NvmeParams::element_bytes() const { return static_cast<int64_t>(c10::elementSize(setup_.dtype)); }
+
+std::unique_ptr<NvmeParams> NvmeParams::create(NvmeParamsSetup setup) {
+  const NvmeParamOptions& options = setup.options;
+  if (options.buffer_count < 1 || setup.read_buffers.size() != static_cast<size_t>(options.buffer_count))
+    throw Error(invalid_argument("zero_optimization.offload_param.buffer_count=" +
+                                 std::to_string(options.buffer_count) + " must be at least 1"));
+  if (options.buffer_numel < 1)
+    throw Error(invalid_argument("zero_optimization.offload_param.buffer_size=" +
+                                 std::to_string(options.buffer_numel) + " must be at least 1"));
+  if (setup.record_numel < 1 || setup.windows.size() != 2)
+    throw Error(internal_error("nvme parameters: no record size or not two write windows"));
+  std::unique_ptr<NvmeParams> params(new NvmeParams(std::move(setup)));
+  const NvmeParamsSetup& s = params->setup_;
+  const int64_t records = (s.shard_numel + s.record_numel - 1) / s.record_numel;
+  params->io_ = value_or_throw(nvme::IoEngine::create(s.options.io));
+  for (const at::Tensor& buffer : s.read_buffers) {
+    if (buffer.nbytes() != static_cast<size_t>(read_buffer_bytes(s.options.buffer_numel, s.dtype)))
+      throw Error(internal_error("nvme parameters: a read buffer is not read_buffer_bytes()"));
+    throw_if_error(params->io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
+    params->buffers_.push_back({.bytes = buffer, .holder = 0, .copy = nullptr});
+  }
+  for (const at::Tensor& window : s.windows) {
+    if (window.nbytes() != static_cast<size_t>(window_bytes(s.record_numel, s.dtype)))
+      throw Error(internal_error("nvme parameters: a write window is not window_bytes()"));
+    params->windows_.push_back({.bytes = window, .begin = -1, .count = 0, .write = nullptr});
+  }
+  const int64_t host_records = host_record_count(s.options.max_in_cpu, s.shard_numel, s.record_numel);
+  params->host_numel_ = std::min(s.shard_numel, host_records * s.record_numel);
+  if (s.host_records.numel() != host_records * s.record_numel || (host_records > 0 && s.host_records.scalar_type() != s.dtype))
+    throw Error(internal_error("nvme parameters: the host records are not host_record_count() records"));
+  params->swap_ = value_or_throw(SwapFiles::create(*params->io_, s.options.paths, s.rank, std::max<int64_t>(1, records),
+                                                   static_cast<uint64_t>(s.record_numel * params->element_bytes()),
+                                                   kParameterSwap));
+  return params;
+}
+
+NvmeParams::~NvmeParams() {
+  for (Window& window : windows_) window.write = nullptr;  // waits; errors were reported
+  for (Buffer& buffer : buffers_) {
+    if (buffer.copy) buffer.copy->wait_host();
+    (void)io_->unregister_buffer(buffer.bytes.data_ptr());
+  }
+}
+
+void NvmeParams::write_all(const std::function<void(int64_t begin, const at::Tensor& window)>& fill) {
+  std::vector<PartitionWrite> writes;
+  for (int64_t begin = 0; begin < setup_.shard_numel; begin += setup_.record_numel) {
+    const int64_t count = std::min(setup_.record_numel, setup_.shard_numel - begin);
+    fill(begin, lend(begin, count));
+    writes.push_back(send(begin, count));
+  }
+  for (PartitionWrite& write : writes) write.done->wait_host();
+}
+
+// ---- Reads --------------------------------------------------------------------------------------
+
+std::vector<ParamReadPiece> NvmeParams::cut(const std::vector<std::pair<int64_t, int64_t>>& ranges) const {
+  std::vector<ParamReadPiece> pieces;
+  const int64_t record = setup_.record_numel;
+  const int64_t limit = setup_.options.buffer_numel;
+  int64_t dst = 0;
+  for (const auto& [first, end] : ranges) {
+    for (int64_t begin = first; begin < end;) {
+      const int64_t record_end = (begin / record + 1) * record;
+      const int64_t count = std::min({end, record_end, begin + limit}) - begin;
+      pieces.push_back({.begin = begin, .count = count, .dst_offset = dst, .buffer = -1, .skip = 0, .transfer = {}});
+      begin += count;
+      dst += count;
+    }
+  }
+  return pieces;
+}
+
+std::vector<uint64_t> NvmeParams::holders_of_next(const std::vector<ParamReadPiece>& pieces) const {
+  const auto from_nvme = static_cast<size_t>(
+      std::count_if(pieces.begin(), pieces.end(), [&](const ParamReadPiece& p) { return !in_host(p.begin); }));
+  std::vector<uint64_t> holders;
+  for (size_t i = 0; i < std::min(from_nvme, buffers_.size()); ++i) {
+    const uint64_t holder = buffers_[(next_buffer_ + i) % buffers_.size()].holder;
+    if (holder != 0 && std::find(holders.begin(), holders.end(), holder) == holders.end()) holders.push_back(holder);
+  }
+  std::sort(holders.begin(), holders.end());  // tags grow with time
+  return holders;
+}
+
+ParamRead NvmeParams::start_read(std::vector<ParamReadPiece> pieces, uint64_t tag) {
+  if (pieces.size() > buffers_.size())
+    throw Error(internal_error("nvme parameters: a read of " + std::to_string(pieces.size()) + " pieces for " +
+                               std::to_string(buffers_.size()) + " buffers"));
+  ParamRead read{.tag = tag, .pieces = std::move(pieces)};
+  const int64_t record = setup_.record_numel;
+  for (ParamReadPiece& piece : read.pieces) {
+    if (in_host(piece.begin)) continue;  // buffer -1: copied from the host records
+    Buffer& buffer = buffers_[next_buffer_];
+    if (buffer.holder != 0)
+      throw Error(internal_error("nvme parameters: buffer " + std::to_string(next_buffer_) +
+                                 " still holds an unlanded read"));
+    if (buffer.copy) buffer.copy->wait_host();
+    buffer.copy = nullptr;
+    buffer.holder = tag;
+    const int64_t k = piece.begin / record;
+    const auto first = static_cast<uint64_t>((piece.begin - k * record) * element_bytes());
+    const uint64_t end = first + static_cast<uint64_t>(piece.count * element_bytes());
+    const uint64_t aligned = align_down(first);
+    piece.buffer = static_cast<int>(next_buffer_);
+    piece.skip = first - aligned;
+    // Whole 4096-byte blocks, but not past the record's last written byte (the file ends there after
+    // the last record).
+    const int64_t record_numel = std::min(record, setup_.shard_numel - k * record);
+    const uint64_t read_end = std::min(align_up(end), static_cast<uint64_t>(record_numel * element_bytes()));
+    piece.transfer = swap_->submit_at(nvme::Op::kRead, k, buffer.bytes.data_ptr(), aligned, read_end);
+    read_bytes_ += read_end - aligned;
+    next_buffer_ = (next_buffer_ + 1) % buffers_.size();
+  }
+  return read;
+}
+
+bool NvmeParams::arrived(const ParamRead& read) {
+  for (const ParamReadPiece& piece : read.pieces)
+    for (const nvme::IoTicket& ticket : piece.transfer.tickets)
+      if (!ticket.ready()) return false;
+  return true;
+}
+
+std::shared_ptr<CopyDone> NvmeParams::land(ParamRead& read, const at::Tensor& dst, DeviceCopies& copies) {
+  Status first;
+  for (ParamReadPiece& piece : read.pieces) {
+    Status status = swap_->wait(piece.transfer);
+    if (first.ok()) first = status;
+  }
+  std::shared_ptr<CopyDone> last;
+  for (ParamReadPiece& piece : read.pieces) {
+    if (piece.buffer < 0) {
+      if (first.ok())
+        last = copies.to_device(dst.narrow(0, piece.dst_offset, piece.count),
+                                static_cast<const std::byte*>(setup_.host_records.const_data_ptr()) +
+                                    piece.begin * element_bytes());
+      continue;
+    }
+    Buffer& buffer = buffers_[static_cast<size_t>(piece.buffer)];
+    buffer.holder = 0;
+    if (!first.ok()) continue;
+    const std::byte* src = static_cast<const std::byte*>(buffer.bytes.const_data_ptr()) + piece.skip;
+    last = copies.to_device(dst.narrow(0, piece.dst_offset, piece.count), src);
+    buffer.copy = last;
+  }
+  throw_if_error(first);
+  return last;
+}
+
+// ---- Writes -------------------------------------------------------------------------------------
+
+at::Tensor NvmeParams::lend(int64_t begin, int64_t count) {
+  if (count > setup_.record_numel || begin / setup_.record_numel != (begin + count - 1) / setup_.record_numel)
+    throw Error(internal_error("nvme parameters: a window of " + std::to_string(count) + " elements at " +
+                               std::to_string(begin) + " crosses a record of " + std::to_string(setup_.record_numel)));
+  if (in_host(begin)) return setup_.host_records.narrow(0, begin, count);  // stepped in place
+  Window& window = windows_[next_window_];
+  if (window.write) window.write->wait_host();
+  window.write = nullptr;
+  window.begin = begin;
+  window.count = count;
+  return window.bytes.narrow(0, 0, count * element_bytes()).view(setup_.dtype);
+}
+
+PartitionWrite NvmeParams::send(int64_t begin, int64_t count) {
+  if (in_host(begin)) return {begin, count, std::make_shared<DoneAlready>()};
+  Window& window = windows_[next_window_];
+  if (window.begin != begin || window.count != count)
+    throw Error(internal_error("nvme parameters: send of a range that was not lent"));
+  const int64_t k = begin / setup_.record_numel;
+  const auto first = static_cast<uint64_t>((begin - k * setup_.record_numel) * element_bytes());
+  if (first % kAlign != 0)
+    throw Error(internal_error("nvme parameters: a send " + std::to_string(first) +
+                               " bytes into its record is not 4096-aligned"));
+  const uint64_t bytes = static_cast<uint64_t>(count * element_bytes());
+  window.write = std::make_shared<SwapWriteDone>(
+      *swap_, swap_->submit_at(nvme::Op::kWrite, k, window.bytes.data_ptr(), first, first + bytes));
+  written_bytes_ += bytes;
+  window.begin = -1;
+  next_window_ = (next_window_ + 1) % windows_.size();
+  return {begin, count, window.write};
+}
+
+std::pair<uint64_t, uint64_t> NvmeParams::take_traffic() { return {read_bytes_.exchange(0), written_bytes_.exchange(0)}; }
+
+}  // namespace tierzero::engine

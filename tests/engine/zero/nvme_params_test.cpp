@@ -1,0 +1,147 @@
+// ZeRO-3 parameters homed on NVMe (offload_param.device "nvme", nvme_params.h) against the same run
+// with the parameter shard in host memory (offload_param "cpu"): the same losses and master weights
+// bit for bit over 8 steps — fp32 and bf16, the optimizer in host memory or on NVMe, read buffers
+// smaller than a unit (a gather reads several pieces), records smaller than the shard, some records
+// kept in host memory (max_in_cpu), the step that follows into the next forward and the plain one,
+// 2 ranks (Gloo), and across a save and resume; on one GPU where there is one. Too few read buffers
+// for a unit is an error naming the key and the count needed. The scratch directory stands in for
+// the drive.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/zero/zero_engine.h"
+#include "rank_launcher.h"
+#include "scenario.h"
+#include "tests/support/scratch_dir.h"
+
+namespace tierzero::engine::testing {
+namespace {
+
+::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
+
+// The test model's stage 3 shard is 9824 elements on one rank: records of 3000 split it in 4.
+constexpr int64_t kSubGroup = 3000;
+
+using test_support::ScratchDir;
+
+Scenario host_params(const std::string& dtype) {
+  Scenario s;
+  s.stage = 3;
+  s.offload = true;
+  s.offload_params = true;
+  s.dtype = dtype;
+  s.steps = 8;
+  s.sub_group_numel = kSubGroup;
+  s.nvme_buffers = 2;
+  s.clip = 0.5;
+  return s;
+}
+
+TrainTrace train_single(const Scenario& s) {
+  std::unique_ptr<Comm> comm = Comm::single(s.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
+  return train_with_engine(s, *comm);
+}
+
+class NvmeParams : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(NvmeParams, OneRankEqualsHostParamsBitForBit) {
+  const auto& [dtype, optimizer_on_nvme] = GetParam();
+  ScratchDir params_dir, state_dir;
+  Scenario s = host_params(dtype);
+  if (optimizer_on_nvme) s.nvme_dir = state_dir.path();
+  const TrainTrace host = train_single(s);
+  s.nvme_params_dir = params_dir.path();
+  EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+}
+
+TEST_P(NvmeParams, PlainStepAndHostRecordsEqualHostParamsBitForBit) {
+  const auto& [dtype, optimizer_on_nvme] = GetParam();
+  ScratchDir state_dir;
+  Scenario s = host_params(dtype);
+  s.overlap = false;
+  if (optimizer_on_nvme) s.nvme_dir = state_dir.path();
+  const TrainTrace host = train_single(s);
+  for (int64_t in_cpu : {int64_t{0}, kSubGroup + 1, int64_t{1} << 40}) {  // none, one record, all of them
+    ScratchDir params_dir;
+    Scenario on_nvme = s;
+    on_nvme.nvme_params_dir = params_dir.path();
+    on_nvme.max_in_cpu = in_cpu;
+    EXPECT_EQ(compare_exactly(train_single(on_nvme), host), "") << on_nvme.name();
+  }
+}
+
+TEST_P(NvmeParams, TwoRanksEqualHostParamsBitForBit) {
+  const auto& [dtype, optimizer_on_nvme] = GetParam();
+  ScratchDir params_dir, state_dir;
+  Scenario s = host_params(dtype);
+  s.world_size = 2;
+  s.steps = 4;
+  s.nvme_params_dir = params_dir.path();
+  if (optimizer_on_nvme) s.nvme_dir = state_dir.path();
+  s.compare_nvme = true;
+  EXPECT_EQ(run_ranks(s, 0.0, 0.0), "") << s.name();
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, NvmeParams, ::testing::Combine(::testing::Values("fp32", "bf16"), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + (std::get<1>(info.param) ? "_state_nvme" : "_state_host");
+                         });
+
+// Saved after 3 steps and resumed with the parameters on NVMe (the resume writes the loaded master's
+// 16-bit copy there): the uninterrupted host-parameter run's last 5 steps and weights, bit for bit.
+TEST(NvmeParamsCheckpoint, SaveAndResumeEqualUninterruptedRun) {
+  ScratchDir params_dir, checkpoint;
+  Scenario s = host_params("bf16");
+  const TrainTrace uninterrupted = train_single(s);
+  Scenario first = s;
+  first.nvme_params_dir = params_dir.path();
+  first.steps = 3;
+  first.save_dir = checkpoint.path();
+  train_single(first);
+  Scenario second = s;
+  second.nvme_params_dir = params_dir.path();
+  second.resume_dir = checkpoint.path();
+  const TrainTrace resumed = train_single(second);
+  ASSERT_EQ(resumed.first_step, 3);
+  TrainTrace tail = uninterrupted;
+  tail.losses.erase(tail.losses.begin(), tail.losses.begin() + 3);
+  tail.grad_norms.erase(tail.grad_norms.begin(), tail.grad_norms.begin() + 3);
+  EXPECT_EQ(compare_exactly(resumed, tail), "");
+}
+
+// A unit whose shard needs more pieces than there are read buffers is refused before training.
+TEST(NvmeParamsBuffers, TooFewBuffersForAUnitNameTheKeyAndTheCount) {
+  ScratchDir params_dir;
+  Scenario s = host_params("bf16");
+  s.nvme_params_dir = params_dir.path();
+  s.nvme_param_buffers = 2;
+  try {
+    train_single(s);
+    FAIL() << "trained with 2 read buffers of 1024 elements";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(e.status().message().find("zero_optimization.offload_param.buffer_count is 2"), std::string::npos)
+        << e.status().message();
+    EXPECT_NE(e.status().message().find("raise offload_param.buffer_count to "), std::string::npos)
+        << e.status().message();
+  }
+}
+
+// On a GPU: the pieces land through the pinned read buffers and the host-to-device side stream.
+TEST(NvmeParamsGpu, OneGpuEqualsHostParamsBitForBit) {
+  if (!at::hasCUDA() || at::getNumGPUs() == 0) GTEST_SKIP() << "no CUDA device";
+  for (const char* dtype : {"fp32", "bf16"}) {
+    ScratchDir params_dir, state_dir;
+    Scenario s = host_params(dtype);
+    s.device = "cuda";
+    s.nvme_dir = state_dir.path();
+    const TrainTrace host = train_single(s);
+    s.nvme_params_dir = params_dir.path();
+    EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+  }
+}
+
+}  // namespace
+}  // namespace tierzero::engine::testing
