@@ -1,5 +1,7 @@
 #include "engine/zero/internal/device_copies.h"
 
+#include <ATen/Context.h>
+
 #include <chrono>
 #include <cstring>
 
@@ -169,6 +171,9 @@ Status limit_device_memory(at::Device device, uint64_t bytes) {
     return out_of_space("tierzero.gpu_memory_limit " + format_bytes(bytes) + " (" + std::to_string(bytes) +
                         " bytes) exceeds the " + format_bytes(total) + " of " + device.str() +
                         "; lower tierzero.gpu_memory_limit or remove it");
+  // Before a process's first CUDA tensor LibTorch's caching allocator is not set up yet, and the
+  // fraction would be refused ("Allocator not initialized for device"): set it up first.
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   c10::cuda::CUDACachingAllocator::setMemoryFraction(static_cast<double>(bytes) / static_cast<double>(total),
                                                      device.index());
   return {};

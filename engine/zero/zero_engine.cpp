@@ -257,6 +257,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   partitioner_ =
       make_partitioner(model, params, options_.partition, comm,
                        OffloadedHost{offloaded_grads_.get(), host_tier_.get(), copies_.get(), nvme_params_.get()});
+  if (nvme_params_ != nullptr) (void)nvme_params_->take_traffic();  // the initial writes are not a step's
   const int partition_rank = partitioner_->partitioned() ? comm.rank() : 0;
   if (!options.offload_optimizer) {
     at::Tensor master =
@@ -286,7 +287,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
     nvme_optimizer_ = nvme.get();
     optimizer_ = std::move(nvme);
-    update_nvme_traffic();  // the swap files' size; the initial writes are not a step's
+    update_nvme_traffic();  // the swap files' size
     follow_steps_if_overlapped();
     return;
   }
