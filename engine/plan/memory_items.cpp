@@ -12,7 +12,6 @@ namespace {
 constexpr uint64_t kCudaContextBytes = 500'000'000;  // CUDA context and kernels, outside the allocator
 constexpr uint64_t kHostRuntimeBytes = 2ull << 30;   // LibTorch, CUDA's host side, the process itself
 constexpr double kStreamPieceBytes = 16 << 20;       // param_source.cpp's kPieceBytes
-constexpr double kStagingSlotBytes = 64 << 20;       // ZeroEngineOptions::grad_staging_slot_bytes
 constexpr int kLiveReduceBuckets = 3;                // the open bucket and two launched ones
 
 uint64_t u(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(v); }
@@ -58,9 +57,7 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (s.params_nvme) {  // as the engine lays them out (nvme_params.h): records of one optimizer sub-group
     const double record = std::max<double>(1, std::min<double>(zero.sub_group_size, s.partition));
     out.elements(Tier::kNvme, "parameter shard", Phase::kResident, e, s.partition);
-    const double kept =
-        std::min<double>(s.partition, std::floor(static_cast<double>(zero.offload_param.max_in_cpu) / record) * record);
-    out.elements(Tier::kPinned, "parameters kept in memory", Phase::kResident, e, kept,
+    out.elements(Tier::kPinned, "parameters kept in memory", Phase::kResident, e, s.params_in_cpu,
                  "(offload_param.max_in_cpu, whole sub-groups)");
     out.elements(Tier::kPinned, "parameter read buffers", Phase::kResident, e,
                  static_cast<double>(zero.offload_param.buffer_count) * zero.offload_param.buffer_size,
@@ -86,7 +83,7 @@ void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (s.optimizer_offloaded()) {
     out.elements(Tier::kPinned, "gradient partition (fp32 accumulation)", Phase::kResident, 4, s.partition);
     // engine/zero: offload_optimizer.buffer_count slots of the largest bucket landed, at most 64 MiB each.
-    const double slot = std::min<double>(static_cast<double>(s.grad_bytes) * s.landing, kStagingSlotBytes);
+    const double slot = std::min<double>(static_cast<double>(s.grad_bytes) * s.landing, static_cast<double>(kStagingSlotBytes));
     out.add(Tier::kPinned, "gradient staging slots", Phase::kResident,
             static_cast<double>(zero.offload_optimizer.buffer_count) * slot,
             std::to_string(zero.offload_optimizer.buffer_count) + " x min(" + std::to_string(s.grad_bytes) + " B x " +
@@ -94,9 +91,12 @@ void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
   } else {
     out.elements(Tier::kGpu, "gradient partition", Phase::kResident, s.grad_bytes, s.partition);
   }
-  const double bucket = std::max<double>(static_cast<double>(zero.reduce_bucket_size), s.largest_param);
+  const double bucket = std::max<double>(static_cast<double>(s.reduce_bucket), s.largest_param);
   out.elements(Tier::kGpu, "reduce buckets", Phase::kBackward, s.grad_bytes,
-               std::min<double>(kLiveReduceBuckets * bucket, s.parameters), "(3 x reduce_bucket_size)");
+               std::min<double>(kLiveReduceBuckets * bucket, s.parameters),
+               s.reduce_bucket < static_cast<int64_t>(zero.reduce_bucket_size)
+                   ? "(3 x max(64 MiB staging slot / 4 B, largest parameter): offloaded on one rank)"
+                   : "(3 x reduce_bucket_size)");
   out.elements(Tier::kGpu, "one unit's parameter gradients", Phase::kBackward, s.compute_bytes, s.largest_unit);
 }
 
@@ -161,6 +161,37 @@ std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& con
   optimizer(out, shape, config.zero);
   activations(out, model, shape);
   buffers(out, shape);
+  return out.take();
+}
+
+std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                                            uint64_t planned_gpu_peak, RunShape& s) {
+  Items out;
+  s.forward_window = false;
+  if (!s.optimizer_offloaded() || s.accum < 2) return out.take();
+  const uint64_t budget = s.compute_on_cpu                     ? 0
+                          : config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
+                                                                 : machine.gpu_memory_bytes;
+  const auto fits = [&](double extra) { return s.compute_on_cpu || budget == 0 || planned_gpu_peak + extra <= budget; };
+  double accumulator = 0;
+  const OffloadGradAccumulator choice = config.tierzero.offload_grad_accumulator;
+  if (!s.compute_on_cpu && (choice == OffloadGradAccumulator::kDevice ||
+                            (choice == OffloadGradAccumulator::kAuto && fits(4.0 * s.partition)))) {
+    accumulator = 4.0 * s.partition;
+    out.elements(Tier::kGpu, "gradient accumulator (fp32, the partition)", Phase::kResident, 4, s.partition,
+                 "(tierzero.offload_grad_accumulator: it fits)");
+  }
+  const double tokens = static_cast<double>(s.micro) * s.seq;
+  const double window = static_cast<double>(s.accum - 1) * (model.num_hidden_layers + 1) * tokens * model.hidden_size *
+                        s.compute_bytes;
+  if (s.follows_step && fits(accumulator + window)) {
+    s.forward_window = true;
+    if (!s.compute_on_cpu)
+      out.add(Tier::kGpu, "forward window: other micro-batches' unit inputs", Phase::kBackward, window,
+              std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 1) + " x [" +
+                  std::to_string(s.micro) + " x " + std::to_string(s.seq) + " x " + std::to_string(model.hidden_size) +
+                  "] x " + std::to_string(s.compute_bytes) + " B (the forwards run unit by unit)");
+  }
   return out.take();
 }
 

@@ -77,6 +77,9 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   p.gradient_accumulation_steps = s.accum;
   p.tokens_per_step = s.micro * s.seq * s.accum;
   p.items = memory_items(model, config, s);
+  p.gpu_allocated_base_bytes = peak_bytes(without_cuda_context(p.items), {Tier::kGpu});
+  for (MemoryItem& item : engine_choice_items(model, config, machine, p.gpu_allocated_base_bytes, s))
+    p.items.push_back(std::move(item));
   p.checks = checks(p.items, config, machine, s, p.gpu_allocated_peak_bytes);
   p.time_terms = time_terms(model, s, machine);
   for (const TimeTerm& t : p.time_terms) {

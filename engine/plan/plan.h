@@ -162,6 +162,9 @@ struct Plan {
                                           // host (pinned + pageable, all ranks), nvme (all ranks)
   uint64_t gpu_allocated_peak_bytes = 0;  // the GPU peak without the CUDA context: what CUDA's
                                           // peak-allocated counter (and `train`'s gpu-peak) shows
+  uint64_t gpu_allocated_base_bytes = 0;  // the same without what the engine adds when it finds room
+                                          // (a device gradient accumulator, a forward window): the peak
+                                          // the engine makes those choices against
 
   std::vector<TimeTerm> time_terms;
   double step_seconds = 0.0;         // the slowest term

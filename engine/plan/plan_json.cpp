@@ -56,6 +56,7 @@ json plan_to_json(const Plan& p) {
           {"items", items},
           {"checks", checks},
           {"gpu_allocated_peak_bytes", p.gpu_allocated_peak_bytes},
+          {"gpu_allocated_base_bytes", p.gpu_allocated_base_bytes},
           {"time_terms", terms},
           {"step_seconds", p.step_seconds},
           {"serial_step_seconds", p.serial_step_seconds},
@@ -80,6 +81,7 @@ Result<Plan> plan_from_json(const json& j) {
   TZ_RETURN_IF_ERROR(field(j, "gradient_accumulation_steps", p.gradient_accumulation_steps, top));
   TZ_RETURN_IF_ERROR(field(j, "tokens_per_step", p.tokens_per_step, top));
   TZ_RETURN_IF_ERROR(field(j, "gpu_allocated_peak_bytes", p.gpu_allocated_peak_bytes, top));
+  TZ_RETURN_IF_ERROR(field(j, "gpu_allocated_base_bytes", p.gpu_allocated_base_bytes, top));
   TZ_RETURN_IF_ERROR(field(j, "step_seconds", p.step_seconds, top));
   TZ_RETURN_IF_ERROR(field(j, "serial_step_seconds", p.serial_step_seconds, top));
   TZ_RETURN_IF_ERROR(field(j, "bottleneck", p.bottleneck, top));

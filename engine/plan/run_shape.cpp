@@ -41,7 +41,11 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.slots = static_cast<int64_t>(params.size());
   s.largest_param = *std::max_element(params.begin(), params.end());
   s.largest_unit = *std::max_element(units.begin(), units.end());
-  const int64_t bucket = std::max<int64_t>(static_cast<int64_t>(zero.reduce_bucket_size), 1);
+  s.follows_step = zero.stage == 3 && s.optimizer_offloaded() && zero.overlap_comm;
+  // zero_engine.cpp: one rank reduces nothing, so an offloaded step cuts buckets at a staging slot.
+  int64_t bucket = std::max<int64_t>(static_cast<int64_t>(zero.reduce_bucket_size), 1);
+  if (s.optimizer_offloaded() && s.world == 1) bucket = std::min<int64_t>(bucket, kStagingSlotBytes / 4);
+  s.reduce_bucket = bucket;
   if (zero.stage == 3) {
     // partition_layout.h: every parameter padded to a multiple of W, rank r holding its r-th piece.
     for (int64_t n : params) {
@@ -60,10 +64,13 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     s.partition = zero.stage == 0 ? s.padded : s.padded / s.world;
     s.landing = std::min(s.partition, std::max(bucket, s.largest_param));
   }
-  if (s.optimizer_nvme) {
-    const int64_t sub_group = std::min(std::max<int64_t>(static_cast<int64_t>(zero.sub_group_size), 1), s.partition);
+  const int64_t sub_group =
+      std::max<int64_t>(1, std::min(std::max<int64_t>(static_cast<int64_t>(zero.sub_group_size), 1), s.partition));
+  if (s.optimizer_nvme)
     s.nvme_state_moved = std::max<int64_t>(0, s.partition - zero.offload_optimizer.buffer_count * sub_group);
-  }
+  if (s.params_nvme)
+    s.params_in_cpu =
+        std::min<int64_t>(s.partition, static_cast<int64_t>(zero.offload_param.max_in_cpu) / sub_group * sub_group);
   return s;
 }
 

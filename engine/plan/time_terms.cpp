@@ -31,10 +31,13 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   terms.push_back({"gpu compute", seconds(flops, rate), detail});
 
   // H2D: updated weights after the step (offloaded optimizer); stage 3 offloaded parameters for
-  // every gather, forward and backward, less those kept whole between them.
+  // every gather, forward (once for all micro-batches when they run unit by unit) and backward, less
+  // those kept whole between them.
   const double e = s.compute_bytes, p = static_cast<double>(s.partition);
+  const double forwards = s.forward_window ? 1.0 : static_cast<double>(s.accum);
+  const double gathered = std::max(0.0, (forwards + s.accum) * p - s.accum * static_cast<double>(s.kept_gathered) / s.world);
   double h2d = s.optimizer_offloaded() ? e * p : 0.0;
-  if (s.params_offloaded()) h2d += s.accum * e * std::max(0.0, 2 * p - static_cast<double>(s.kept_gathered) / s.world);
+  if (s.params_offloaded()) h2d += e * gathered;
   terms.push_back({"pcie h2d", seconds(h2d, machine.h2d_gbps.value * 1e9), bytes_over(h2d, machine.h2d_gbps, "GB/s")});
   // D2H: each micro-batch's reduced gradient partition lands in host memory.
   const double d2h = s.optimizer_offloaded() ? s.accum * s.grad_bytes * p : 0.0;
@@ -45,13 +48,14 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
                 machine.adam_gparams.value);
   terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
 
-  // NVMe: the optimizer state the buffers do not keep, read and written once per step; offloaded
-  // parameters read for every gather beyond what offload_param.max_in_cpu keeps in memory, written
-  // once after the step.
+  // NVMe: the optimizer state the buffers do not keep, read and written once per step; parameters
+  // on NVMe read for every gather (as H2D above) beyond the share offload_param.max_in_cpu keeps in
+  // memory, written once after the step.
   double read = s.state_bytes * static_cast<double>(s.nvme_state_moved), write = read;
   if (s.params_nvme) {
-    read += s.accum * e * std::max(0.0, 2 * p - static_cast<double>(s.kept_gathered) / s.world);
-    write += e * p;
+    const double on_disk = p > 0 ? static_cast<double>(s.partition - s.params_in_cpu) / p : 0.0;
+    read += e * gathered * on_disk;
+    write += e * p * on_disk;
   }
   // With a measured mixed figure the reads and writes share the disk at that rate (the optimizer
   // reads ahead while it writes behind); else each at its own rate, one after the other.

@@ -43,11 +43,11 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_ASSIGN_OR_RETURN(s->schedule_, LrSchedule::create(config.scheduler.value_or(constant_lr)));
   TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
   // The planner's check, before the weights and the engine's buffers are allocated. Its GPU peak
-  // (without a device gradient accumulator or forward window) is what the engine's automatic choices add to.
+  // without a device gradient accumulator or forward window is what the engine's automatic choices add to.
   TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, config,
                                                            s->data_.samples->seq_len(), s->device_,
                                                            s->model_.from_checkpoint));
-  if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_peak_bytes;
+  if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_base_bytes;
   s->options_.micro_batch_tokens = config.batch.train_micro_batch_size_per_gpu * s->data_.samples->seq_len();
   init_random_weights(args, s->model_);
 

@@ -10,6 +10,8 @@
 
 namespace tierzero::engine::plan {
 
+inline constexpr int64_t kStagingSlotBytes = 64 << 20;  // ZeroEngineOptions::grad_staging_slot_bytes
+
 // Sizes every part of the plan reads, per rank. Elements unless named bytes.
 struct RunShape {
   int world = 1;
@@ -31,7 +33,18 @@ struct RunShape {
   // the buffer_count the pinned buffers keep from one pass to the next (nvme_offload_adam.h; the
   // partial last sub-group counted as a full one).
   int64_t nvme_state_moved = 0;
+  // Parameters on NVMe: elements of the shard offload_param.max_in_cpu keeps in pinned memory (whole
+  // sub-groups from the front, nvme_params.h).
+  int64_t params_in_cpu = 0;
   int64_t micro = 0, seq = 0, accum = 0;
+  int64_t reduce_bucket = 0;  // elements of a gradient bucket as the engine cuts them: offloaded on one
+                              // rank, at most a staging slot's fp32 elements (zero_engine.cpp)
+  // Stage 3 with the offloaded optimizer step running into the next forward (overlap_comm): with
+  // more than one micro-batch the forwards may run unit by unit across them (a forward window).
+  bool follows_step = false;
+  // Set by plan_figures from the engine's choices (engine_choice_items): the window runs, so a step
+  // gathers each unit once for all the forwards and once per backward.
+  bool forward_window = false;
   bool optimizer_cpu = false, optimizer_nvme = false, params_cpu = false, params_nvme = false;
   bool compute_on_cpu = false;  // PlanOptions::compute_on_cpu
   bool weights_from_checkpoint = false;  // PlanOptions::weights_from_checkpoint
@@ -44,6 +57,15 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
 
 // Every memory item of one rank (items of 0 bytes left out).
 std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, const RunShape& shape);
+
+// What the engine adds on the GPU at run time when it finds room beside `planned_gpu_peak` (bytes,
+// allocated), decided as zero_engine.cpp decides: an fp32 gradient accumulator of the partition
+// (tierzero.offload_grad_accumulator, "auto": several micro-batches per step and room) and, when the
+// optimizer step runs into the forward, the forward window's kept unit inputs of the other
+// micro-batches. The room is tierzero.gpu_memory_limit, else --gpu-memory, else taken as there.
+// Sets shape.forward_window.
+std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                                            uint64_t planned_gpu_peak, RunShape& shape);
 
 // The peak of `tiers` over `items`: resident bytes plus the largest phase.
 uint64_t peak_bytes(const std::vector<MemoryItem>& items, const std::vector<Tier>& tiers);

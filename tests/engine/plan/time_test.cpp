@@ -56,6 +56,22 @@ TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheStateTheBuffersDoNotKeep) {
   EXPECT_EQ(p->bottleneck, "nvme");
 }
 
+// Parameters on NVMe (ZeRO-Infinity): with the optimizer step running into a window of 4 forwards
+// run unit by unit, a step reads the shard once for the forwards and once per backward, less the
+// sub-groups max_in_cpu keeps in memory (5 of 1e8 here), and writes it once; H2D carries every gather.
+TEST(PlanTime, ParametersOnNvmeAreReadOnceForTheWindowAndOncePerBackward) {
+  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 1,
+      "gradient_accumulation_steps": 4, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+      "sub_group_size": 1e8, "stage3_max_reuse_distance": 0, "offload_optimizer": {"device": "cpu"},
+      "offload_param": {"device": "nvme", "nvme_path": "/tmp", "max_in_cpu": 5e8}},
+      "tierzero": {"data": {"seq_len": 16}}})");
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  ASSERT_OK(p);
+  const double n = static_cast<double>(kLlama135bParams), on_disk = n - 5e8;
+  EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 2 * on_disk * (1 + 4) / 1e9 + 2 * on_disk / 2e9);
+  EXPECT_DOUBLE_EQ(term(*p, "pcie h2d").seconds, (2 * n + 2 * n * (1 + 4)) / 10e9);
+}
+
 // With bench io --mixed's figure the reads and writes share the disk at that one rate.
 TEST(PlanTime, NvmeWithAMixedFigureSharesItsRate) {
   Machine machine = testing::round_machine();
