@@ -147,6 +147,22 @@ TEST(Train, ResumeContinuesBitForBit) {
 // offload_optimizer.device "nvme": the losses of the same run with the state in host memory, bit for
 // bit, the swap file's bytes on the done line and the last finished optimizer step's NVMe traffic on
 // each step line.
+// Trains 3 steps of small_config(cpu) and of small_config(nvme) in `dir`, checks that both finish
+// with the same losses bit for bit and that the NVMe run's done line shows its swap bytes, and
+// returns the NVMe run's step lines (each parsed).
+std::vector<std::string> nvme_run_like_cpu(const ScratchDir& dir, const nlohmann::json& cpu, const nlohmann::json& nvme) {
+  TrainRun on_cpu = run_train(train_args(write_config(dir, small_config(cpu), "cpu.json"), 3));
+  TrainRun on_nvme = run_train(train_args(write_config(dir, small_config(nvme), "nvme.json"), 3));
+  EXPECT_OK(on_cpu.summary);
+  EXPECT_OK(on_nvme.summary);
+  if (!on_cpu.summary.ok() || !on_nvme.summary.ok()) return {};
+  EXPECT_EQ(on_nvme.summary->losses, on_cpu.summary->losses) << "bit for bit";
+  EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
+  std::vector<std::string> steps;
+  for (const std::smatch& match : step_lines(on_nvme.lines)) steps.push_back(match.str(0));
+  return steps;
+}
+
 TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   ScratchDir dir;
   const nlohmann::json cpu = {
@@ -155,29 +171,14 @@ TEST(Train, OptimizerOnNvmeTrainsLikeOptimizerOnCpu) {
   nvme["zero_optimization"]["offload_optimizer"] = {
       {"device", "nvme"}, {"nvme_path", dir / "nvme"}, {"pipeline_read", true}, {"pipeline_write", true}};
   std::filesystem::create_directories(dir / "nvme");  // train refuses a missing nvme_path
-  TrainRun on_cpu = run_train(train_args(write_config(dir, small_config(cpu), "cpu.json"), 3));
-  TrainRun on_nvme = run_train(train_args(write_config(dir, small_config(nvme), "nvme.json"), 3));
-  ASSERT_OK(on_cpu.summary);
-  ASSERT_OK(on_nvme.summary);
-  EXPECT_EQ(on_nvme.summary->losses, on_cpu.summary->losses) << "bit for bit";
-  EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
-  EXPECT_EQ(step_lines(on_nvme.lines).size(), 3u);  // each parses, its NVMe traffic included
-  for (const std::string& line : on_nvme.lines) {
-    if (line.rfind("step ", 0) == 0) {
-      EXPECT_NE(line.find("  [nvme-io read "), std::string::npos) << line;
-    }
-  }
+  const std::vector<std::string> steps = nvme_run_like_cpu(dir, cpu, nvme);
+  ASSERT_EQ(steps.size(), 3u);
   // Step 1's optimizer step runs on into step 2: step 1's line has no finished step's traffic (the
   // swap file's first write is not a step's).
-  const auto first_step =
-      std::find_if(on_nvme.lines.begin(), on_nvme.lines.end(), [](const std::string& l) { return l.rfind("step ", 0) == 0; });
-  ASSERT_NE(first_step, on_nvme.lines.end());
-  EXPECT_NE(first_step->find("[nvme-io read 0 B written 0 B]"), std::string::npos) << *first_step;
+  EXPECT_NE(steps[0].find("[nvme-io read 0 B written 0 B]"), std::string::npos) << steps[0];
   // Later steps move the records the 4 buffers do not keep (sub-groups of 500 elements).
-  const auto last_step = std::find_if(on_nvme.lines.rbegin(), on_nvme.lines.rend(),
-                                      [](const std::string& l) { return l.rfind("step ", 0) == 0; });
-  EXPECT_NE(last_step->find("[nvme-io read "), std::string::npos) << *last_step;
-  EXPECT_EQ(last_step->find("[nvme-io read 0 B"), std::string::npos) << *last_step;
+  EXPECT_NE(steps[2].find("[nvme-io read "), std::string::npos) << steps[2];
+  EXPECT_EQ(steps[2].find("[nvme-io read 0 B"), std::string::npos) << steps[2];
 }
 
 // offload_param.device "nvme" (ZeRO-Infinity, the optimizer on the CPU): the losses of the same run
@@ -197,14 +198,7 @@ TEST(Train, ParametersOnNvmeTrainLikeParametersOnCpu) {
                                                 {"buffer_count", 16}, {"buffer_size", 4096},
                                                 {"max_in_cpu", 0}};
   std::filesystem::create_directories(dir / "params");
-  TrainRun on_cpu = run_train(train_args(write_config(dir, small_config(cpu), "cpu.json"), 3));
-  TrainRun on_nvme = run_train(train_args(write_config(dir, small_config(nvme), "nvme.json"), 3));
-  ASSERT_OK(on_cpu.summary);
-  ASSERT_OK(on_nvme.summary);
-  EXPECT_EQ(on_nvme.summary->losses, on_cpu.summary->losses) << "bit for bit";
-  EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
-  std::vector<std::string> steps;  // each parses, its NVMe traffic included
-  for (const std::smatch& match : step_lines(on_nvme.lines)) steps.push_back(match.str(0));
+  const std::vector<std::string> steps = nvme_run_like_cpu(dir, cpu, nvme);
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_NE(steps[0].find("[nvme-io read 0 B written 0 B]"), std::string::npos) << steps[0];
   for (size_t i = 1; i < steps.size(); ++i) {

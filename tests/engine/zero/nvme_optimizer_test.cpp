@@ -46,20 +46,15 @@ Scenario cpu_scenario(int stage, const std::string& dtype) {
   return s;
 }
 
-TrainTrace train_single(const Scenario& s) {
-  std::unique_ptr<Comm> comm = Comm::single(s.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
-  return train_with_engine(s, *comm);
-}
-
 class NvmeOptimizer : public ::testing::TestWithParam<std::tuple<int, std::string, bool>> {};
 
 TEST_P(NvmeOptimizer, OneRankEqualsHostStateBitForBit) {
   ScratchDir nvme;
   Scenario s = cpu_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()));
-  const TrainTrace host = train_single(s);
+  const TrainTrace host = train_one_rank(s);
   s.nvme_dir = nvme.path();
   s.nvme_pipeline = std::get<2>(GetParam());
-  EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+  EXPECT_EQ(compare_exactly(train_one_rank(s), host), "") << s.name();
 }
 
 TEST_P(NvmeOptimizer, TwoRanksEqualHostStateBitForBit) {
@@ -88,10 +83,10 @@ TEST(NvmeOptimizerFollowed, EqualsThePlainStepBitForBit) {
     Scenario s = cpu_scenario(3, dtype);
     s.accumulation = 2;
     s.nvme_dir = followed_dir.path();
-    const TrainTrace followed = train_single(s);
+    const TrainTrace followed = train_one_rank(s);
     s.nvme_dir = plain_dir.path();
     s.overlap = false;
-    EXPECT_EQ(compare_exactly(followed, train_single(s)), "") << s.name();
+    EXPECT_EQ(compare_exactly(followed, train_one_rank(s)), "") << s.name();
   }
 }
 
@@ -104,10 +99,10 @@ TEST(NvmeOptimizerGpu, OneGpuEqualsHostStateBitForBit) {
       ScratchDir nvme;
       Scenario s = cpu_scenario(3, dtype);
       s.device = "cuda";
-      const TrainTrace host = train_single(s);
+      const TrainTrace host = train_one_rank(s);
       s.nvme_dir = nvme.path();
       s.nvme_buffers = buffers;
-      EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+      EXPECT_EQ(compare_exactly(train_one_rank(s), host), "") << s.name();
     }
   }
 }
@@ -117,19 +112,19 @@ TEST(NvmeOptimizerGpu, OneGpuEqualsHostStateBitForBit) {
 TEST(NvmeOptimizerBuffers, AnyBufferCountGivesTheSameWeights) {
   Scenario s = cpu_scenario(3, "bf16");
   s.steps = 4;
-  const TrainTrace host = train_single(s);
+  const TrainTrace host = train_one_rank(s);
   for (int buffers : {1, 2, 3, 4}) {
     ScratchDir nvme;
     Scenario on_nvme = s;
     on_nvme.nvme_dir = nvme.path();
     on_nvme.nvme_buffers = buffers;
-    EXPECT_EQ(compare_exactly(train_single(on_nvme), host), "") << on_nvme.name();
+    EXPECT_EQ(compare_exactly(train_one_rank(on_nvme), host), "") << on_nvme.name();
   }
   s.sub_group_numel = 1'000'000'000;
   ScratchDir nvme;
   Scenario whole = s;
   whole.nvme_dir = nvme.path();
-  EXPECT_EQ(compare_exactly(train_single(whole), train_single(s)), "") << whole.name();
+  EXPECT_EQ(compare_exactly(train_one_rank(whole), train_one_rank(s)), "") << whole.name();
 }
 
 // Saved from NVMe after 5 steps and resumed onto NVMe: the uninterrupted host-state run's last 7
@@ -140,21 +135,10 @@ TEST(NvmeOptimizerCheckpoint, SaveAndResumeEqualUninterruptedRun) {
     ScratchDir nvme, checkpoint;
     Scenario s = cpu_scenario(stage, "bf16");
     s.nvme_buffers = buffers;
-    const TrainTrace uninterrupted = train_single(s);
-    Scenario first = s;
-    first.nvme_dir = nvme.path();
-    first.steps = 5;
-    first.save_dir = checkpoint.path();
-    train_single(first);
-    Scenario second = s;
-    second.nvme_dir = nvme.path();
-    second.resume_dir = checkpoint.path();
-    const TrainTrace resumed = train_single(second);
-    ASSERT_EQ(resumed.first_step, 5);
-    TrainTrace tail = uninterrupted;
-    tail.losses.erase(tail.losses.begin(), tail.losses.begin() + 5);
-    tail.grad_norms.erase(tail.grad_norms.begin(), tail.grad_norms.begin() + 5);
-    EXPECT_EQ(compare_exactly(resumed, tail), "") << "stage " << stage << ", " << buffers << " buffers";
+    Scenario on_nvme = s;
+    on_nvme.nvme_dir = nvme.path();
+    EXPECT_EQ(resume_difference(s, on_nvme, on_nvme, 5, checkpoint.path()), "")
+        << "stage " << stage << ", " << buffers << " buffers";
   }
 }
 

@@ -39,11 +39,6 @@ Scenario host_params(const std::string& dtype) {
   return s;
 }
 
-TrainTrace train_single(const Scenario& s) {
-  std::unique_ptr<Comm> comm = Comm::single(s.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
-  return train_with_engine(s, *comm);
-}
-
 class NvmeParams : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(NvmeParams, OneRankEqualsHostParamsBitForBit) {
@@ -51,9 +46,9 @@ TEST_P(NvmeParams, OneRankEqualsHostParamsBitForBit) {
   ScratchDir params_dir, state_dir;
   Scenario s = host_params(dtype);
   if (optimizer_on_nvme) s.nvme_dir = state_dir.path();
-  const TrainTrace host = train_single(s);
+  const TrainTrace host = train_one_rank(s);
   s.nvme_params_dir = params_dir.path();
-  EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+  EXPECT_EQ(compare_exactly(train_one_rank(s), host), "") << s.name();
 }
 
 TEST_P(NvmeParams, PlainStepAndHostRecordsEqualHostParamsBitForBit) {
@@ -62,13 +57,13 @@ TEST_P(NvmeParams, PlainStepAndHostRecordsEqualHostParamsBitForBit) {
   Scenario s = host_params(dtype);
   s.overlap = false;
   if (optimizer_on_nvme) s.nvme_dir = state_dir.path();
-  const TrainTrace host = train_single(s);
+  const TrainTrace host = train_one_rank(s);
   for (int64_t in_cpu : {int64_t{0}, kSubGroup + 1, int64_t{1} << 40}) {  // none, one record, all of them
     ScratchDir params_dir;
     Scenario on_nvme = s;
     on_nvme.nvme_params_dir = params_dir.path();
     on_nvme.max_in_cpu = in_cpu;
-    EXPECT_EQ(compare_exactly(train_single(on_nvme), host), "") << on_nvme.name();
+    EXPECT_EQ(compare_exactly(train_one_rank(on_nvme), host), "") << on_nvme.name();
   }
 }
 
@@ -93,22 +88,10 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, NvmeParams, ::testing::Combine(::testing::Value
 // 16-bit copy there): the uninterrupted host-parameter run's last 5 steps and weights, bit for bit.
 TEST(NvmeParamsCheckpoint, SaveAndResumeEqualUninterruptedRun) {
   ScratchDir params_dir, checkpoint;
-  Scenario s = host_params("bf16");
-  const TrainTrace uninterrupted = train_single(s);
-  Scenario first = s;
-  first.nvme_params_dir = params_dir.path();
-  first.steps = 3;
-  first.save_dir = checkpoint.path();
-  train_single(first);
-  Scenario second = s;
-  second.nvme_params_dir = params_dir.path();
-  second.resume_dir = checkpoint.path();
-  const TrainTrace resumed = train_single(second);
-  ASSERT_EQ(resumed.first_step, 3);
-  TrainTrace tail = uninterrupted;
-  tail.losses.erase(tail.losses.begin(), tail.losses.begin() + 3);
-  tail.grad_norms.erase(tail.grad_norms.begin(), tail.grad_norms.begin() + 3);
-  EXPECT_EQ(compare_exactly(resumed, tail), "");
+  const Scenario s = host_params("bf16");
+  Scenario on_nvme = s;
+  on_nvme.nvme_params_dir = params_dir.path();
+  EXPECT_EQ(resume_difference(s, on_nvme, on_nvme, 3, checkpoint.path()), "");
 }
 
 // A unit whose shard needs more pieces than there are read buffers is refused before training.
@@ -118,7 +101,7 @@ TEST(NvmeParamsBuffers, TooFewBuffersForAUnitNameTheKeyAndTheCount) {
   s.nvme_params_dir = params_dir.path();
   s.nvme_param_buffers = 2;
   try {
-    train_single(s);
+    train_one_rank(s);
     FAIL() << "trained with 2 read buffers of 1024 elements";
   } catch (const Error& e) {
     EXPECT_EQ(e.status().code(), ErrorCode::kInvalidArgument);
@@ -137,9 +120,9 @@ TEST(NvmeParamsGpu, OneGpuEqualsHostParamsBitForBit) {
     Scenario s = host_params(dtype);
     s.device = "cuda";
     s.nvme_dir = state_dir.path();
-    const TrainTrace host = train_single(s);
+    const TrainTrace host = train_one_rank(s);
     s.nvme_params_dir = params_dir.path();
-    EXPECT_EQ(compare_exactly(train_single(s), host), "") << s.name();
+    EXPECT_EQ(compare_exactly(train_one_rank(s), host), "") << s.name();
   }
 }
 

@@ -33,19 +33,14 @@ Scenario overlap_scenario(int stage, const std::string& dtype, int accumulation)
   return s;
 }
 
-TrainTrace train_single(const Scenario& s) {
-  std::unique_ptr<Comm> comm = Comm::single(s.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
-  return train_with_engine(s, *comm);
-}
-
 class OffloadOverlap : public ::testing::TestWithParam<std::tuple<int, std::string, int>> {};
 
 TEST_P(OffloadOverlap, OneRankEqualsPlainPathBitForBit) {
   Scenario s = overlap_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
   s.staging_buffers = 1;  // backward waits for the worker's only slot: the blocking path runs too
-  const TrainTrace overlapped = train_single(s);
+  const TrainTrace overlapped = train_one_rank(s);
   s.overlap = false;
-  EXPECT_EQ(compare_exactly(overlapped, train_single(s)), "") << s.name();
+  EXPECT_EQ(compare_exactly(overlapped, train_one_rank(s)), "") << s.name();
 }
 
 TEST_P(OffloadOverlap, TwoRanksEqualPlainPathBitForBit) {
@@ -75,9 +70,9 @@ class DeviceAccumulator : public ::testing::TestWithParam<std::tuple<int, std::s
 TEST_P(DeviceAccumulator, OneRankEqualsHostAccumulatorBitForBit) {
   Scenario s = overlap_scenario(std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
   s.grad_accumulator = "device";
-  const TrainTrace on_device = train_single(s);
+  const TrainTrace on_device = train_one_rank(s);
   s.grad_accumulator = "host";
-  EXPECT_EQ(compare_exactly(on_device, train_single(s)), "") << s.name();
+  EXPECT_EQ(compare_exactly(on_device, train_one_rank(s)), "") << s.name();
 }
 
 TEST_P(DeviceAccumulator, TwoRanksEqualHostAccumulatorBitForBit) {
@@ -107,9 +102,9 @@ TEST(DeviceAccumulatorPaths, PlainPiecesBf16BucketsAndOffloadedParametersEqualHo
       if (variant == 2) s.grad_dtype = "bf16";
       s.offload_params = variant == 3;
       s.grad_accumulator = "device";
-      const TrainTrace on_device = train_single(s);
+      const TrainTrace on_device = train_one_rank(s);
       s.grad_accumulator = "host";
-      EXPECT_EQ(compare_exactly(on_device, train_single(s)), "") << s.name();
+      EXPECT_EQ(compare_exactly(on_device, train_one_rank(s)), "") << s.name();
     }
   }
 }
@@ -124,9 +119,9 @@ TEST(DeviceAccumulatorPaths, WindowEndingEarlyLandsTheWholeAccumulator) {
     s.clip = 0.0;
     s.window_steps = 4;
     s.grad_accumulator = "device";
-    TrainTrace on_device = train_single(s);
+    TrainTrace on_device = train_one_rank(s);
     s.grad_accumulator = "host";
-    TrainTrace on_host = train_single(s);
+    TrainTrace on_host = train_one_rank(s);
     on_device.grad_norms.clear();
     on_host.grad_norms.clear();
     EXPECT_EQ(compare_exactly(on_device, on_host), "") << s.name();
@@ -165,9 +160,9 @@ TEST(DeviceAccumulatorChoice, AutoNeedsAGpuAndAccumulationTheKeyForcesEither) {
 TEST(OffloadOverlapSubGroups, AnySplitGivesTheSameWeights) {
   Scenario s = overlap_scenario(3, "bf16", 2);
   s.steps = 5;
-  const TrainTrace split = train_single(s);
+  const TrainTrace split = train_one_rank(s);
   s.sub_group_numel = 1'000'000'000;
-  EXPECT_EQ(compare_exactly(split, train_single(s)), "");
+  EXPECT_EQ(compare_exactly(split, train_one_rank(s)), "");
 }
 
 // Stage 3 with the parameter shard offloaded too: the optimizer writes the pinned shard in place.
@@ -176,9 +171,9 @@ TEST(OffloadOverlapSubGroups, OffloadedParametersEqualPlainPath) {
     Scenario s = overlap_scenario(3, dtype, 2);
     s.offload_params = true;
     s.steps = 10;
-    const TrainTrace overlapped = train_single(s);
+    const TrainTrace overlapped = train_one_rank(s);
     s.overlap = false;
-    EXPECT_EQ(compare_exactly(overlapped, train_single(s)), "") << s.name();
+    EXPECT_EQ(compare_exactly(overlapped, train_one_rank(s)), "") << s.name();
   }
 }
 
@@ -189,11 +184,11 @@ TEST(OffloadStagingSlots, BucketsLargerThanASlotLandInPieces) {
     Scenario s = overlap_scenario(stage, "bf16", 2);
     s.steps = 5;
     s.staging_slot_bytes = 256;  // 64 elements (a slot's worth of fp32); buckets are up to 1000
-    const TrainTrace split = train_single(s);
+    const TrainTrace split = train_one_rank(s);
     s.overlap = false;
-    EXPECT_EQ(compare_exactly(split, train_single(s)), "") << s.name();
+    EXPECT_EQ(compare_exactly(split, train_one_rank(s)), "") << s.name();
     s.staging_slot_bytes = Scenario().staging_slot_bytes;
-    EXPECT_EQ(compare_traces(split, train_single(s), 1e-6, 1e-6), "") << s.name();
+    EXPECT_EQ(compare_traces(split, train_one_rank(s), 1e-6, 1e-6), "") << s.name();
   }
 }
 
@@ -280,9 +275,9 @@ TEST(OffloadOverlapGpu, OneGpuEqualsPlainPathBitForBit) {
       s.device = "cuda";
       s.offload_params = offload_params;
       s.staging_slot_bytes = slot_bytes;
-      const TrainTrace overlapped = train_single(s);
+      const TrainTrace overlapped = train_one_rank(s);
       s.overlap = false;
-      EXPECT_EQ(compare_exactly(overlapped, train_single(s)), "") << s.name();
+      EXPECT_EQ(compare_exactly(overlapped, train_one_rank(s)), "") << s.name();
     }
   }
 }
@@ -315,9 +310,9 @@ TEST(DeviceAccumulatorGpu, OneGpuEqualsHostAccumulatorBitForBit) {
       s.device = "cuda";
       s.staging_slot_bytes = slot_bytes;
       s.grad_accumulator = "device";
-      const TrainTrace on_device = train_single(s);
+      const TrainTrace on_device = train_one_rank(s);
       s.grad_accumulator = "host";
-      EXPECT_EQ(compare_exactly(on_device, train_single(s)), "") << s.name();
+      EXPECT_EQ(compare_exactly(on_device, train_one_rank(s)), "") << s.name();
     }
   }
 }

@@ -316,6 +316,26 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   return trace;
 }
 
+TrainTrace train_one_rank(const Scenario& s) {
+  std::unique_ptr<Comm> comm = Comm::single(s.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
+  return train_with_engine(s, *comm);
+}
+
+std::string resume_difference(const Scenario& whole, Scenario first, Scenario second, int split,
+                              const std::string& checkpoint_dir) {
+  TrainTrace tail = train_one_rank(whole);
+  first.steps = split;
+  first.save_dir = checkpoint_dir;
+  train_one_rank(first);
+  second.steps = whole.steps;
+  second.resume_dir = checkpoint_dir;
+  const TrainTrace resumed = train_one_rank(second);
+  if (resumed.first_step != split) return "resumed at step " + std::to_string(resumed.first_step);
+  tail.losses.erase(tail.losses.begin(), tail.losses.begin() + split);
+  tail.grad_norms.erase(tail.grad_norms.begin(), tail.grad_norms.begin() + split);
+  return compare_exactly(resumed, tail);
+}
+
 TrainTrace train_reference(const Scenario& s) {
   ModelConfig config = test_model_config(s.tied);
   std::unique_ptr<FunctionalModel> model = make_causal_lm(config);

@@ -98,6 +98,16 @@ std::string compare_exactly(const TrainTrace& got, const TrainTrace& want);
 // Trains the same global batches in one process with plain autograd and AdamW (fp32, CPU).
 TrainTrace train_reference(const Scenario& scenario);
 
+// train_with_engine on one rank: scenario.device ("cuda": GPU 0).
+TrainTrace train_one_rank(const Scenario& scenario);
+
+// Trains `whole` uninterrupted on one rank, then `first` for `split` steps saving to
+// `checkpoint_dir`, then `second` resuming from there up to whole.steps (first's and second's steps,
+// save_dir and resume_dir are set here). Empty when the resumed run equals the uninterrupted run's
+// last steps and weights bit for bit, else the differences.
+std::string resume_difference(const Scenario& whole, Scenario first, Scenario second, int split,
+                              const std::string& checkpoint_dir);
+
 // Empty when `got` matches `want`: losses of the same steps within loss_rtol (relative), every
 // parameter element within param_atol; else a description of each mismatch.
 std::string compare_traces(const TrainTrace& got, const TrainTrace& want, double loss_rtol, double param_atol);
