@@ -4,17 +4,21 @@
 // smaller than a unit (a gather reads several pieces), records smaller than the shard, some records
 // kept in host memory (max_in_cpu), the step that follows into the next forward and the plain one,
 // 2 ranks (Gloo), and across a save and resume; on one GPU where there is one. Too few read buffers
-// for a unit is an error naming the key and the count needed. The scratch directory stands in for
-// the drive.
+// for a unit, a failed read and a full disk are errors naming the key (and the file, the count
+// needed). The scratch directory stands in for the drive.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cerrno>
 #include <string>
 
 #include "engine/zero/zero_engine.h"
+#include "nvme/testing/fault_injection.h"
 #include "rank_launcher.h"
 #include "scenario.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine::testing {
 namespace {
@@ -109,6 +113,44 @@ TEST(NvmeParamsBuffers, TooFewBuffersForAUnitNameTheKeyAndTheCount) {
         << e.status().message();
     EXPECT_NE(e.status().message().find("raise offload_param.buffer_count to "), std::string::npos)
         << e.status().message();
+  }
+}
+
+// The train error of a scenario (tierzero::Error), or ok.
+Status train_error(const Scenario& s) {
+  try {
+    train_one_rank(s);
+  } catch (const Error& error) {
+    return error.status();
+  }
+  return Status();
+}
+
+// A failed read of the parameter swap file (a gather's piece) and a full disk under the optimizer's
+// write of the new weights are errors naming the file, the record, the key and the fix.
+TEST(NvmeParamsErrors, FailedReadAndFullDiskNameTheFileAndTheKey) {
+  ScratchDir params_dir;
+  Scenario s = host_params("bf16");
+  s.nvme_params_dir = params_dir.path();
+  s.steps = 2;
+  const std::string file = params_dir.path() + "/tierzero-params-r0.swap";
+  for (const nvme::Op op : {nvme::Op::kRead, nvme::Op::kWrite}) {
+    std::atomic<int> writes = 0;  // the shard's first write (4 records) goes through
+    nvme::testing::ScopedFaultInjector faults([&](const nvme::testing::PieceCompletion& piece, int64_t result) {
+      if (piece.path != file || piece.op != op) return result;
+      if (op == nvme::Op::kRead) return int64_t{-EIO};
+      return writes++ < 4 ? result : int64_t{-ENOSPC};
+    });
+    const Status error = train_error(s);
+    if (op == nvme::Op::kRead) {
+      EXPECT_ERROR(error, ErrorCode::kIo, "reading parameter record ");
+      EXPECT_ERROR(error, ErrorCode::kIo, file);
+      EXPECT_ERROR(error, ErrorCode::kIo, "zero_optimization.offload_param.nvme_path");
+    } else {
+      EXPECT_ERROR(error, ErrorCode::kOutOfSpace, "NVMe disk full writing parameter record ");
+      EXPECT_ERROR(error, ErrorCode::kOutOfSpace, file);
+      EXPECT_ERROR(error, ErrorCode::kOutOfSpace, "zero_optimization.offload_param.nvme_path a directory on a larger drive");
+    }
   }
 }
 
