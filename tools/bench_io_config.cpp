@@ -1,8 +1,10 @@
 #include "tools/bench_io_config.h"
 
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
+
+#include "fs/file_system.h"
 
 namespace tierzero::tools {
 namespace {
@@ -25,23 +27,22 @@ Status check_config_to_update(const std::string& path) { return read_config(path
 Status write_aio_block(const std::string& path, const nlohmann::json& aio) {
   TZ_ASSIGN_OR_RETURN(nlohmann::ordered_json config, read_config(path));
   config["aio"] = nlohmann::ordered_json::parse(aio.dump());
+  const std::string text = config.dump(2) + "\n";
+  // Written beside it, made durable, then renamed over it: a crash leaves the old file or the new.
+  fs::FileSystem& files = fs::default_file_system();
   const std::string temporary = path + ".tierzero-tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << config.dump(2) << "\n";
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      return io_error("--update-config " + path + ": cannot write " + temporary +
-                      "; check that the directory is writable and has space");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::remove(temporary.c_str());
-    return io_error("--update-config " + path + ": cannot replace the file (" + error.message() +
-                    "); check that the directory is writable");
+  const std::string context = "--update-config " + path;
+  Status status = [&]() -> Status {
+    TZ_ASSIGN_OR_RETURN(std::unique_ptr<fs::WritableFile> out, files.create(temporary, fs::WriteOptions{}));
+    TZ_RETURN_IF_ERROR(out->append(std::as_bytes(std::span(text.data(), text.size()))));
+    TZ_RETURN_IF_ERROR(out->sync());
+    TZ_RETURN_IF_ERROR(out->close());
+    TZ_RETURN_IF_ERROR(files.rename(temporary, path));
+    return files.sync_dir(fs::parent_dir(path));
+  }();
+  if (!status.ok()) {
+    (void)files.remove_file(temporary);
+    return status.with_context(context);
   }
   return {};
 }
