@@ -114,6 +114,9 @@ NvmeParams::~NvmeParams() {
 }
 
 void NvmeParams::write_all(const std::function<void(int64_t begin, const at::Tensor& window)>& fill) {
+  // A write still in flight from the last optimizer step may be to a record rewritten here.
+  for (Window& window : windows_)
+    if (window.write) window.write->wait_host();
   std::vector<PartitionWrite> writes;
   for (int64_t begin = 0; begin < setup_.shard_numel; begin += setup_.record_numel) {
     const int64_t count = std::min(setup_.record_numel, setup_.shard_numel - begin);
