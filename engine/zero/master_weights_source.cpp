@@ -38,9 +38,14 @@ std::vector<int64_t> MasterWeightsSource::exchange_request(std::vector<int64_t> 
 
 void MasterWeightsSource::move_range(size_t index, int64_t first, int64_t count, const at::Tensor& destination) {
   Comm& comm = engine_.comm();
-  const at::Tensor& master = engine_.optimizer().state().master;
+  PartitionOptimizer& optimizer = engine_.optimizer();
   for (const PartitionRun& run : engine_.partitioner().locate(specs_.at(index).name, first, count)) {
-    at::Tensor mine = run.rank == comm.rank() ? master.narrow(0, run.partition_offset, run.numel) : at::Tensor();
+    at::Tensor mine;  // this rank's run, read from the optimizer
+    if (run.rank == comm.rank()) {
+      mine = at::empty({run.numel}, at::kFloat);
+      throw_if_error(optimizer.read_master(run.partition_offset,
+                                           {mine.data_ptr<float>(), static_cast<size_t>(run.numel)}));
+    }
     at::Tensor into = destination.defined() ? destination.narrow(0, run.param_offset - first, run.numel) : at::Tensor();
     if (run.rank == 0) {  // rank 0's own: no exchange
       if (into.defined()) into.copy_(mine);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -197,6 +198,31 @@ class NvmeAdam final : public NvmeOffloadAdam {
     };
   }
 
+  Status read_master(int64_t begin, std::span<float> out) override {
+    try {
+      write_back_materialised();  // a state() copy changed in place is what is read
+      write_resident();           // the records the buffers kept, before a read takes a buffer
+      for (size_t done = 0; done < out.size();) {
+        const int64_t e = begin + static_cast<int64_t>(done);
+        const int64_t k = e / slot_numel_;
+        if (e < 0 || k >= groups_) return internal_error("nvme optimizer: master weight " + std::to_string(e) + " read past the partition");
+        if (master_cached_ != k) {  // sub-group k's master part, from its start (O_DIRECT)
+          read_part(k, 0);
+          TZ_RETURN_IF_ERROR(swap_->wait(slot_of(k).read));
+          master_cached_ = k;
+        }
+        const at::Tensor master = record_part(slot_of(k), 0, count_of(k));
+        const int64_t offset = e - k * slot_numel_;
+        const auto n = static_cast<size_t>(std::min<int64_t>(count_of(k) - offset, static_cast<int64_t>(out.size() - done)));
+        std::memcpy(out.data() + done, master.const_data_ptr<float>() + offset, n * sizeof(float));
+        done += n;
+      }
+      return Status();
+    } catch (const Error& e) {
+      return e.status();
+    }
+  }
+
   Status load_state(const StateFill& fill, int64_t step) override {
     try {
       state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();  // a state() copy is replaced too
@@ -297,6 +323,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   // Makes `slot` free for sub-group k: the transfers that used it done, no copy reading it.
   void claim(Slot& slot, int64_t k) {
+    master_cached_ = -1;  // whatever buffer it was in may be taken
     if (slot.dirty && slot.holds != k)
       throw Error(internal_error("nvme optimizer: sub-group " + std::to_string(slot.holds) +
                                  "'s record would be dropped unwritten"));
@@ -427,6 +454,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
   std::vector<Slot> slots_;
   AdamPartitionState state_;  // step always; the tensors only while materialised_
   bool materialised_ = false;
+  int64_t master_cached_ = -1;  // the sub-group whose master part read_master() last read into its slot
   bool backward_ = false;                // this pass visits the sub-groups last to first
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
   double last_copy_seconds_ = 0.0;

@@ -36,6 +36,16 @@ StateReader PartitionOptimizer::state_reader(int s) {
   };
 }
 
+Status PartitionOptimizer::read_master(int64_t begin, std::span<float> out) {
+  const at::Tensor& master = state().master;
+  const auto count = static_cast<int64_t>(out.size());
+  if (begin < 0 || begin + count > master.numel())
+    return internal_error("master weights [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                          ") read past the partition's " + std::to_string(master.numel()));
+  at::from_blob(out.data(), {count}, at::kFloat).copy_(master.narrow(0, begin, count));
+  return Status();
+}
+
 Status PartitionOptimizer::load_state(const StateFill& fill, int64_t step) {
   AdamPartitionState& st = state();
   for (int s = 0; s < 3; ++s) {

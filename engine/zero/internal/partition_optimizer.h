@@ -84,6 +84,13 @@ class PartitionOptimizer {
   // as is (the state is then partly replaced).
   virtual Status load_state(const StateFill& fill, int64_t step);
 
+  // Copies master weights [begin, begin + out.size()) of the partition into `out` (a 16-bit export
+  // reads them range by range). The default reads state().master (through a host copy of the range
+  // for a device state); the NVMe optimizer reads the master part of the sub-group holding them from
+  // its swap files, keeping the last one read, never the whole state in host memory. Valid until the
+  // optimizer is next stepped or loaded.
+  virtual Status read_master(int64_t begin, std::span<float> out);
+
   // Bytes of pinned host memory this optimizer holds (0 on the device).
   virtual int64_t pinned_bytes() const = 0;
   // Seconds the last step's parameter copies to the device ran (0 unless measured).

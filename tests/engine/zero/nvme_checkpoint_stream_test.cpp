@@ -3,7 +3,8 @@
 // (PartitionOptimizer::state_reader / load_state). The files are the same, byte for byte, as the
 // save of the same state held in host memory — fp32 and bf16 moments, stages 1 and 3, raw and zstd,
 // sub-groups that do not divide the partition — and the resumed run continues bit for bit, on the
-// CPU and (skipped without CUDA) with the compute on one GPU.
+// CPU and (skipped without CUDA) with the compute on one GPU. The 16-bit export reads the master the
+// same way, range by range.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "engine/model/internal/model_config.h"
 #include "offload_engine.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
@@ -82,6 +84,32 @@ INSTANTIATE_TEST_SUITE_P(Layouts, NvmeCheckpointStream,
                                   (std::get<1>(info.param) == at::kFloat ? "_fp32state" : "_bf16state") +
                                   (std::get<2>(info.param) ? "_zstd" : "_raw");
                          });
+
+// The 16-bit export reads the master from the swap files range by range (read_master: one
+// sub-group's master part at a time, ranges of 64 bytes here), never the whole state: the files
+// are the export of the same state held in host memory, byte for byte.
+TEST(NvmeExport, IsTheHostStateExportByteForByte) {
+  test_support::ScratchDir dir("nvme-export");
+  std::filesystem::create_directories(dir.file("swap"));
+  const OffloadEngineSpec host_spec{.stage = 3, .compute = at::kBFloat16, .state = at::kBFloat16};
+  OffloadEngineSpec nvme_spec = host_spec;
+  nvme_spec.nvme_dir = dir.file("swap");
+  OffloadEngine host(host_spec), on_nvme(nvme_spec);
+  for (int step = 0; step < 3; ++step) ASSERT_EQ(on_nvme.train_step(step), host.train_step(step));
+  const std::string config = to_hf_json(host.model->config());
+  const Export16bitOptions options{.max_shard_bytes = 16 << 10, .read_piece_bytes = 64};
+  ASSERT_OK(export_16bit_model(*host.engine, config, dir.file("host"), options));
+  ASSERT_OK(export_16bit_model(*on_nvme.engine, config, dir.file("nvme"), options));
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file("host"))) {
+    const std::string name = entry.path().filename();
+    EXPECT_EQ(file_bytes(dir.file("nvme") + "/" + name), file_bytes(entry.path())) << name;
+    ++files;
+  }
+  EXPECT_GE(files, 3u);  // config.json, the index and its shards
+  // Exporting did not disturb the swap: both keep training alike.
+  EXPECT_EQ(on_nvme.train_step(3), host.train_step(3));
+}
 
 }  // namespace
 }  // namespace tierzero::engine::testing
