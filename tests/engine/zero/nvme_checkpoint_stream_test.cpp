@@ -13,7 +13,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "engine/model/internal/model_config.h"
+#include "engine/model/functional_model.h"
 #include "offload_engine.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
