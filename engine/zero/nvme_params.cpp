@@ -128,21 +128,62 @@ void NvmeParams::write_all(const std::function<void(int64_t begin, const at::Ten
 
 // ---- Reads --------------------------------------------------------------------------------------
 
-std::vector<ParamReadPiece> NvmeParams::cut(const std::vector<std::pair<int64_t, int64_t>>& ranges) const {
+std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardedLayout& layout, const std::vector<size_t>& slots) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (size_t slot : slots) {
+    const ShardSlot& param = layout.slots[slot];
+    if (param.shard_numel == 0) continue;
+    if (!ranges.empty() && ranges.back().second == param.shard_offset) {
+      ranges.back().second += param.shard_numel;
+    } else {
+      ranges.emplace_back(param.shard_offset, param.shard_offset + param.shard_numel);
+    }
+  }
+  return ranges;
+}
+
+std::vector<ParamReadPiece> cut_reads(const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t record_numel,
+                                      int64_t buffer_numel) {
   std::vector<ParamReadPiece> pieces;
-  const int64_t record = setup_.record_numel;
-  const int64_t limit = setup_.options.buffer_numel;
   int64_t dst = 0;
   for (const auto& [first, end] : ranges) {
     for (int64_t begin = first; begin < end;) {
-      const int64_t record_end = (begin / record + 1) * record;
-      const int64_t count = std::min({end, record_end, begin + limit}) - begin;
+      const int64_t record_end = (begin / record_numel + 1) * record_numel;
+      const int64_t count = std::min({end, record_end, begin + buffer_numel}) - begin;
       pieces.push_back({.begin = begin, .count = count, .dst_offset = dst, .buffer = -1, .skip = 0, .transfer = {}});
       begin += count;
       dst += count;
     }
   }
   return pieces;
+}
+
+Status check_read_buffers(const ShardedLayout& layout, const std::vector<std::vector<size_t>>& unit_slots,
+                          int64_t persistence_threshold, int64_t record_numel, const NvmeParamOptions& options,
+                          int rank) {
+  for (size_t unit = 0; unit < unit_slots.size(); ++unit) {
+    std::vector<size_t> slots;
+    int64_t numel = 0;
+    for (size_t slot : unit_slots[unit])
+      if (layout.slots[slot].numel > persistence_threshold &&
+          std::find(slots.begin(), slots.end(), slot) == slots.end()) {
+        slots.push_back(slot);
+        numel += layout.slots[slot].shard_numel;
+      }
+    const size_t pieces = cut_reads(shard_ranges(layout, slots), record_numel, options.buffer_numel).size();
+    if (pieces > static_cast<size_t>(options.buffer_count))
+      return invalid_argument("rank " + std::to_string(rank) + ": unit " + std::to_string(unit) +
+                              "'s parameter shard (" + std::to_string(numel) + " elements) is read from NVMe in " +
+                              std::to_string(pieces) + " pieces (at most one sub-group and buffer_size each) but "
+                              "zero_optimization.offload_param.buffer_count is " +
+                              std::to_string(options.buffer_count) + "; raise offload_param.buffer_count to " +
+                              std::to_string(pieces) + " or raise offload_param.buffer_size / sub_group_size");
+  }
+  return Status();
+}
+
+std::vector<ParamReadPiece> NvmeParams::cut(const std::vector<std::pair<int64_t, int64_t>>& ranges) const {
+  return cut_reads(ranges, setup_.record_numel, setup_.options.buffer_numel);
 }
 
 std::vector<uint64_t> NvmeParams::holders_of_next(const std::vector<ParamReadPiece>& pieces) const {

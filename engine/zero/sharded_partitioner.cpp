@@ -39,7 +39,6 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
     if (!options.offload_params || host.copies == nullptr)
       throw Error(internal_error("parameters on NVMe without offload_params or device copies"));
     nvme_ = host.nvme_params;
-    check_read_buffers();
     nvme_->write_all([&](int64_t begin, const at::Tensor& window) {
       window.zero_();  // the padding
       load_partition_range(params, model, *this, comm.rank(), begin, window);
@@ -113,7 +112,7 @@ ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vect
   if (nvme_ != nullptr) {
     input.mine = at::empty({numel_of_shards(slots)},
                            at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
-    input.copied = read_now(shard_ranges(slots), input.mine);
+    input.copied = read_now(shard_ranges(layout_, slots), input.mine);
     return input;
   }
   std::vector<at::Tensor> pieces;
@@ -157,7 +156,7 @@ void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
   Gather gather;
   gather.id = next_gather_id_++;
   std::vector<ParamReadPiece> pieces;
-  if (nvme_ != nullptr) pieces = nvme_->cut(shard_ranges(slots));
+  if (nvme_ != nullptr) pieces = nvme_->cut(shard_ranges(layout_, slots));
   if (!pieces.empty() && pieces.size() <= static_cast<size_t>(nvme_->buffer_count())) {  // read now, land later
     order_reads(slots);
     for (uint64_t holder : nvme_->holders_of_next(pieces)) land(holder);
@@ -199,20 +198,6 @@ void ShardedPartitioner::issue_all_gather(Gather& gather) {
 
 // ---- NVMe reads ---------------------------------------------------------------------------------
 
-std::vector<std::pair<int64_t, int64_t>> ShardedPartitioner::shard_ranges(const std::vector<size_t>& slots) const {
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (size_t slot : slots) {
-    const ShardSlot& param = layout_.slots[slot];
-    if (param.shard_numel == 0) continue;
-    if (!ranges.empty() && ranges.back().second == param.shard_offset) {
-      ranges.back().second += param.shard_numel;
-    } else {
-      ranges.emplace_back(param.shard_offset, param.shard_offset + param.shard_numel);
-    }
-  }
-  return ranges;
-}
-
 std::shared_ptr<CopyDone> ShardedPartitioner::read_now(const std::vector<std::pair<int64_t, int64_t>>& ranges,
                                                        const at::Tensor& dst) {
   std::vector<ParamReadPiece> pieces = nvme_->cut(ranges);
@@ -247,21 +232,6 @@ void ShardedPartitioner::land_arrived() {
     if (!gather.read) continue;
     if (!NvmeParams::arrived(*gather.read)) return;  // oldest first
     land(gather);
-  }
-}
-
-void ShardedPartitioner::check_read_buffers() const {
-  for (size_t unit = 0; unit < unit_params_.size(); ++unit) {
-    std::vector<size_t> slots;
-    for (size_t slot : unit_params_[unit])
-      if (layout_.slots[slot].numel > options_.persistence_threshold && std::find(slots.begin(), slots.end(), slot) == slots.end()) slots.push_back(slot);
-    const size_t pieces = nvme_->cut(shard_ranges(slots)).size();
-    if (pieces > static_cast<size_t>(nvme_->buffer_count()))
-      throw Error(invalid_argument(
-          "rank " + std::to_string(comm_.rank()) + ": unit " + std::to_string(unit) + "'s parameter shard (" +
-          std::to_string(numel_of_shards(slots)) + " elements) is read from NVMe in " + std::to_string(pieces) +
-          " pieces but zero_optimization.offload_param.buffer_count is " + std::to_string(nvme_->buffer_count()) +
-          "; raise offload_param.buffer_count to " + std::to_string(pieces) + " or raise offload_param.buffer_size"));
   }
 }
 

@@ -221,6 +221,13 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                           std::max<int64_t>(1, static_cast<int64_t>(options.grad_staging_slot_bytes / sizeof(float))));
 
   const PartitionSizes sizes = partition_sizes(model, options_.partition, comm.world_size());
+  if (params_on_nvme(options_)) {  // before the pinned buffers and the swap files are made
+    const ParamNamesAndShapes table = param_names_and_shapes(model);
+    throw_if_error(check_read_buffers(make_sharded_layout(table.names, table.shapes, comm.world_size()),
+                                      unit_param_indices(model), options_.partition.persistence_threshold,
+                                      sub_group_numel(options_, sizes.partition_numel), options_.nvme_params,
+                                      comm.rank()));
+  }
   const std::vector<PinnedBuffer> plan = host_plan(options_, sizes, comm.device());
   if (!plan.empty()) host_tier_ = HostTier::create(plan, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
   if (options.offload_optimizer || options.partition.offload_params)

@@ -28,6 +28,7 @@
 
 #include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/partition_layout.h"
 #include "engine/zero/internal/swap_files.h"
 #include "nvme/io_engine.h"
 
@@ -70,6 +71,23 @@ struct ParamRead {
   uint64_t tag = 0;
   std::vector<ParamReadPiece> pieces;
 };
+
+// This rank's shard ranges of `slots` of `layout` ([begin, end) element pairs, adjacent ones merged,
+// in slot order).
+std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardedLayout& layout, const std::vector<size_t>& slots);
+
+// The pieces a read of `ranges` takes from records of `record_numel` elements through buffers of
+// `buffer_numel` (cut at both), destinations in order; not yet queued.
+std::vector<ParamReadPiece> cut_reads(const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t record_numel,
+                                      int64_t buffer_numel);
+
+// Whether every unit's parameters above `persistence_threshold` (unit_slots: unit -> layout slots)
+// can be read at once through options.buffer_count buffers, with records of `record_numel`: checked
+// before anything is allocated. kInvalidArgument naming rank `rank`, the unit, the pieces it needs,
+// offload_param.buffer_count and the fix otherwise.
+Status check_read_buffers(const ShardedLayout& layout, const std::vector<std::vector<size_t>>& unit_slots,
+                          int64_t persistence_threshold, int64_t record_numel, const NvmeParamOptions& options,
+                          int rank);
 
 class NvmeParams final : public ComputeWeightsSink {
  public:

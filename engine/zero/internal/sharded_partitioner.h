@@ -127,8 +127,6 @@ class ShardedPartitioner final : public Partitioner {
   // after the input's side-stream copies when there are any.
   void issue_all_gather(Gather& gather);
   void unpack(uint64_t gather_id);
-  // NVMe: the shard ranges of `slots`, adjacent ones merged, in order.
-  std::vector<std::pair<int64_t, int64_t>> shard_ranges(const std::vector<size_t>& slots) const;
   // NVMe: reads shard `ranges` into `dst` (device, their elements in order) now, through the read
   // buffers a batch at a time; returns the last copy.
   std::shared_ptr<CopyDone> read_now(const std::vector<std::pair<int64_t, int64_t>>& ranges, const at::Tensor& dst);
@@ -137,8 +135,7 @@ class ShardedPartitioner final : public Partitioner {
   void land(Gather& gather);
   // NVMe, one rank: lands the oldest gathers whose reads have arrived.
   void land_arrived();
-  // NVMe: throws a clear error when some unit's parameters need more pieces than the read buffers.
-  void check_read_buffers() const;
+
   // Drops a whole or gathering parameter's gathered copy (a gathering one's op must be done).
   void free_slot(size_t slot);
   // The trace position this fetch of `unit` takes; kNone while recording or off the trace.

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <filesystem>
 #include <string>
 
 #include "engine/zero/zero_engine.h"
@@ -98,7 +99,8 @@ TEST(NvmeParamsCheckpoint, SaveAndResumeEqualUninterruptedRun) {
   EXPECT_EQ(resume_difference(s, on_nvme, on_nvme, 3, checkpoint.path()), "");
 }
 
-// A unit whose shard needs more pieces than there are read buffers is refused before training.
+// A unit whose shard needs more pieces than there are read buffers is refused before anything is
+// allocated or written.
 TEST(NvmeParamsBuffers, TooFewBuffersForAUnitNameTheKeyAndTheCount) {
   ScratchDir params_dir;
   Scenario s = host_params("bf16");
@@ -114,6 +116,7 @@ TEST(NvmeParamsBuffers, TooFewBuffersForAUnitNameTheKeyAndTheCount) {
     EXPECT_NE(e.status().message().find("raise offload_param.buffer_count to "), std::string::npos)
         << e.status().message();
   }
+  EXPECT_FALSE(std::filesystem::exists(params_dir.path() + "/tierzero-params-r0.swap"));  // refused first
 }
 
 // The train error of a scenario (tierzero::Error), or ok.
