@@ -1,7 +1,7 @@
 // Adam offloaded to the CPU: state in the engine's pinned host tier, stepped by cpu_adam's fused
 // SIMD kernel one sub-group at a time (in slices of at most kPublishSlice elements); each slice's
 // new 16-bit weights go back to the device on a side stream while the next one steps, and
-// step_publishing announces each finished slice to the reader following behind. With parameters on
+// a step with progress announces each finished slice to the reader following behind. With parameters on
 // NVMe each slice is stepped into a window of their ComputeWeightsSink and written from there.
 #include <ATen/ATen.h>
 
@@ -31,13 +31,9 @@ class CpuOffloadAdam final : public PartitionOptimizer {
 
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
-  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
-    run(grad, grad_multiplier, lr, std::move(compute_partition), nullptr);
-  }
-
-  void step_publishing(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-                       StepProgress& progress) override {
-    run(grad, grad_multiplier, lr, std::move(compute_partition), &progress);
+  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
+            StepProgress* progress) override {
+    run(grad, grad_multiplier, lr, std::move(compute_partition), progress);
   }
 
   AdamPartitionState& state() override { return state_; }

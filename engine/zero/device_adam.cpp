@@ -21,7 +21,8 @@ class DeviceAdam final : public PartitionOptimizer {
 
   double grad_sq_norm(const at::Tensor& grad) override { return grad.to(at::kDouble).pow(2).sum().item<double>(); }
 
-  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
+  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
+            StepProgress* progress) override {
     at::Tensor g = grad.to(state_.master.device(), at::kFloat);
     if (grad_multiplier != 1.0) g = g * grad_multiplier;
     ++state_.step;
@@ -36,6 +37,7 @@ class DeviceAdam final : public PartitionOptimizer {
                        /*maximize=*/false);
     }
     compute_partition.copy_(state_.master);
+    if (progress != nullptr) progress->publish(compute_partition.numel(), {});  // written in the stream's order
   }
 
   AdamPartitionState& state() override { return state_; }

@@ -73,13 +73,9 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
-  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) override {
-    run(grad, grad_multiplier, lr, compute_partition, nullptr);
-  }
-
-  void step_publishing(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-                       StepProgress& progress) override {
-    run(grad, grad_multiplier, lr, compute_partition, &progress);
+  void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
+            StepProgress* progress) override {
+    run(grad, grad_multiplier, lr, compute_partition, progress);
   }
 
   // step(), and with `progress` each sub-group published once its weights are written or queued.

@@ -1,5 +1,5 @@
 // PartitionOptimizer's defaults: the checkpoint streams over state(), whole tensors the optimizer holds
-// (in host memory, or on the device through one host copy of a state at a time), and step_publishing.
+// (in host memory, or on the device through one host copy of a state at a time), and read_master.
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -15,12 +15,6 @@ at::Tensor& state_tensor(AdamPartitionState& state, int s) {
 }
 
 }  // namespace
-
-void PartitionOptimizer::step_publishing(const at::Tensor& grad, double grad_multiplier, double lr,
-                                         at::Tensor compute_partition, StepProgress& progress) {
-  step(grad, grad_multiplier, lr, compute_partition);
-  progress.publish(compute_partition.numel(), device_writes());
-}
 
 StateReader PartitionOptimizer::state_reader(int s) {
   // The host copy of a device state is made at the first read, so a save holds one at a time.

@@ -474,7 +474,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     if (follows_step_) {
       start_optimizer_step(grad, 1.0 / combined_scale, lr);
     } else {
-      optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition());
+      optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition(), nullptr);
       partitioner_->defer_reads(optimizer_->device_writes());
       update_nvme_traffic();
       if (timed) {
@@ -514,7 +514,7 @@ void ZeroEngine::start_optimizer_step(const at::Tensor& grad, double grad_multip
     try {
       // The copies it queues are ordered after the side stream only, not after the forward's work.
       copies_->after_device_copies(
-          [&] { optimizer_->step_publishing(grad, grad_multiplier, lr, compute, progress_); });
+          [&] { optimizer_->step(grad, grad_multiplier, lr, compute, &progress_); });
     } catch (const Error& e) {
       progress_.fail(e.status());
     } catch (const std::exception& e) {

@@ -60,15 +60,14 @@ class PartitionOptimizer {
 
   // Applies Adam step state().step + 1 with learning rate `lr` to the master weights, using
   // grad * grad_multiplier (the unscale and clip factor) as the gradient, then writes the updated
-  // weights, cast, into `compute_partition` (same numel; compute dtype and device).
-  virtual void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition) = 0;
-  // step(), publishing into `progress` (started for compute_partition.numel() elements) each prefix
-  // of the partition whose new weights are written, with the device copies queued for it, so that
-  // another thread may read those elements before the step ends; the same results bit for bit.
-  // Runs on any one thread while nothing else touches the optimizer. The default publishes the
-  // whole partition once step() returns; the CPU optimizer publishes as it goes.
-  virtual void step_publishing(const at::Tensor& grad, double grad_multiplier, double lr,
-                               at::Tensor compute_partition, StepProgress& progress);
+  // weights, cast, into `compute_partition` (same numel; compute dtype and device; undefined when
+  // they go through the setup's ComputeWeightsSink). With `progress` (started for the partition's
+  // elements) it publishes each prefix of the partition whose new weights are written, with the
+  // copies queued for it, so that another thread may read those elements before the step ends —
+  // the same results bit for bit: the CPU optimizers as they go, the device one once done. Runs on
+  // any one thread while nothing else touches the optimizer.
+  virtual void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
+                    StepProgress* progress) = 0;
 
   // The state, read and written in place (checkpoint save / load).
   virtual AdamPartitionState& state() = 0;
