@@ -119,7 +119,7 @@ Result<PassResult> run_pass(nvme::IoEngine& engine, const nvme::FileRef& file, B
   const uint64_t bs = buffers.block_size();
   const bool mixed = data == PassData::kMixed;
   if (mixed) size = size / (2 * bs) * (2 * bs);
-  if (size == 0) return invalid_argument("a mixed pass needs at least two blocks of " + std::to_string(bs) + " bytes");
+  if (mixed && size == 0) return invalid_argument("a mixed pass needs at least two blocks of " + std::to_string(bs) + " bytes");
   const uint64_t blocks = (size + bs - 1) / bs;
   const uint32_t slots = buffers.slots();
   // Request i: its operation and the file block it moves.

@@ -1,6 +1,5 @@
 // One rank's memory, item by item, as engine/zero and engine/model hold it (plan.h lists the rules).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 #include "engine/plan/internal/model_params.h"
@@ -55,14 +54,13 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
   const Tier shard_tier =
       s.params_offloaded() ? (zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable) : Tier::kGpu;
   if (s.params_nvme) {  // as the engine lays them out (nvme_params.h): records of one optimizer sub-group
-    const double record = std::max<double>(1, std::min<double>(zero.sub_group_size, s.partition));
     out.elements(Tier::kNvme, "parameter shard", Phase::kResident, e, s.partition);
     out.elements(Tier::kPinned, "parameters kept in memory", Phase::kResident, e, s.params_in_cpu,
                  "(offload_param.max_in_cpu, whole sub-groups)");
     out.elements(Tier::kPinned, "parameter read buffers", Phase::kResident, e,
                  static_cast<double>(zero.offload_param.buffer_count) * zero.offload_param.buffer_size,
                  "(offload_param.buffer_count x buffer_size)");
-    out.elements(Tier::kPinned, "parameter write windows", Phase::kResident, e, 2 * record, "(2 x sub_group_size)");
+    out.elements(Tier::kPinned, "parameter write windows", Phase::kResident, e, 2.0 * s.sub_group, "(2 x sub_group_size)");
   } else {
     out.elements(shard_tier, "parameter shard", Phase::kResident, e, s.partition);
   }
@@ -110,9 +108,8 @@ void optimizer(Items& out, const RunShape& s, const ZeroConfig& zero) {
   }
   if (s.optimizer_nvme) {
     out.elements(Tier::kNvme, state, Phase::kResident, s.state_bytes, s.partition);
-    const double sub_group = std::min<double>(zero.sub_group_size, s.partition);
     out.elements(Tier::kPinned, "optimizer swap buffers", Phase::kResident, s.state_bytes,
-                 static_cast<double>(zero.offload_optimizer.buffer_count) * sub_group,
+                 static_cast<double>(zero.offload_optimizer.buffer_count) * s.sub_group,
                  "(offload_optimizer.buffer_count x sub_group_size)");
   } else {
     out.elements(Tier::kPinned, state, Phase::kResident, s.state_bytes, s.partition);

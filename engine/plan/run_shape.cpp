@@ -64,13 +64,12 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     s.partition = zero.stage == 0 ? s.padded : s.padded / s.world;
     s.landing = std::min(s.partition, std::max(bucket, s.largest_param));
   }
-  const int64_t sub_group =
-      std::max<int64_t>(1, std::min(std::max<int64_t>(static_cast<int64_t>(zero.sub_group_size), 1), s.partition));
+  s.sub_group = std::max<int64_t>(1, std::min(static_cast<int64_t>(zero.sub_group_size), s.partition));
   if (s.optimizer_nvme)
-    s.nvme_state_moved = std::max<int64_t>(0, s.partition - zero.offload_optimizer.buffer_count * sub_group);
+    s.nvme_state_moved = std::max<int64_t>(0, s.partition - zero.offload_optimizer.buffer_count * s.sub_group);
   if (s.params_nvme)
     s.params_in_cpu =
-        std::min<int64_t>(s.partition, static_cast<int64_t>(zero.offload_param.max_in_cpu) / sub_group * sub_group);
+        std::min<int64_t>(s.partition, static_cast<int64_t>(zero.offload_param.max_in_cpu) / s.sub_group * s.sub_group);
   return s;
 }
 

@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <span>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -555,22 +553,14 @@ void ZeroEngine::sync_compute_params() {
   at::Tensor compute = partitioner_->compute_partition();
   if (nvme_optimizer_ == nullptr && nvme_params_ == nullptr) {
     compute.copy_(optimizer_->state().master);
-  } else {  // the master streamed a piece at a time, never whole in host memory (from NVMe, or to it)
+  } else {  // the master a piece at a time, never whole in host memory (from NVMe, or to it)
     constexpr int64_t kPiece = 16 << 20;
-    const int64_t numel = partitioner_->partition_numel();
-    at::Tensor piece = at::empty({std::min<int64_t>(kPiece, numel)}, at::kFloat);
-    const StateReader master =
-        nvme_optimizer_ != nullptr ? optimizer_->state_reader(0)
-                                   : [&, offset = int64_t{0}](std::span<std::byte> out) mutable -> Status {
-      std::memcpy(out.data(), optimizer_->state().master.data_ptr<float>() + offset, out.size());
-      offset += static_cast<int64_t>(out.size() / sizeof(float));
-      return Status();
-    };
-    // The reader's next elements into `dst`: windows come in partition order, as the reader reads.
-    const auto copy_master = [&](int64_t /*begin*/, const at::Tensor& dst) {
+    at::Tensor piece = at::empty({std::min<int64_t>(kPiece, partitioner_->partition_numel())}, at::kFloat);
+    // Master elements [begin, begin + dst.numel()) into `dst`, cast.
+    const auto copy_master = [&](int64_t begin, const at::Tensor& dst) {
       for (int64_t done = 0; done < dst.numel(); done += kPiece) {
         at::Tensor host = piece.narrow(0, 0, std::min(kPiece, dst.numel() - done));
-        throw_if_error(master({static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())}));
+        throw_if_error(optimizer_->read_master(begin + done, {host.data_ptr<float>(), static_cast<size_t>(host.numel())}));
         dst.narrow(0, done, host.numel()).copy_(host);
       }
     };

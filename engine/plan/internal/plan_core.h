@@ -33,6 +33,7 @@ struct RunShape {
   // the buffer_count the pinned buffers keep from one pass to the next (nvme_offload_adam.h; the
   // partial last sub-group counted as a full one).
   int64_t nvme_state_moved = 0;
+  int64_t sub_group = 1;  // the offloaded optimizer's sub-group: min(sub_group_size, partition), >= 1
   // Parameters on NVMe: elements of the shard offload_param.max_in_cpu keeps in pinned memory (whole
   // sub-groups from the front, nvme_params.h).
   int64_t params_in_cpu = 0;
