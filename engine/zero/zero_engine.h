@@ -76,6 +76,15 @@ namespace tierzero::engine {
 // either way for world sizes that are powers of two.
 enum class GradAccumulator : uint8_t { kHost, kDevice, kAuto };
 
+// How the offloaded optimizer holds the fp32 master weights (tierzero.master_weights): kFp32, 4 bytes an
+// element; kCompact, exact in 2: the 16-bit compute weights (bf16, rounded to nearest with ties away from
+// zero) plus a 16-bit residual from which the fp32 master is rebuilt bit for bit (cpu_adam::AdamBuffers::
+// master_residual). Needs bf16 compute weights and an offloaded optimizer.
+enum class MasterLayout : uint8_t { kFp32, kCompact };
+
+// ZeroEngineOptions::optimizer_records_in_memory: as many records as the pinned budget holds.
+inline constexpr int64_t kRecordsByBudget = -1;
+
 struct ZeroEngineOptions {
   PartitionOptions partition;  // stage, dtypes, bucket sizes (grad_device is set by the engine)
   AdamConfig adam;
@@ -97,7 +106,15 @@ struct ZeroEngineOptions {
   NvmeParamOptions nvme_params;         // with partition.offload_params, offload_optimizer and nvme_params.paths:
                                         // the compute parameter shard on NVMe (nvme_params.h)
   at::ScalarType optimizer_state_dtype = at::kFloat;  // tierzero.optimizer_state_dtype: m and v of the
-                                                      // offloaded optimizer, kFloat or kBFloat16 (the master is fp32)
+                                                      // offloaded optimizer: kFloat, kBFloat16, or kChar for 8-bit
+                                                      // blockwise codes (int8 m, uint8 v, an fp32 scale per
+                                                      // cpu_adam::kMomentBlock elements)
+  MasterLayout master_layout = MasterLayout::kFp32;   // tierzero.master_weights: the offloaded optimizer's master
+  at::ScalarType offload_grad_dtype = at::kFloat;     // tierzero.offload_grad_dtype: the offloaded optimizer's host
+                                                      // gradient partition, kFloat or kBFloat16
+  int64_t optimizer_records_in_memory = 0;  // tierzero.optimizer_records_in_memory: with the state on NVMe, the
+                                            // first N sub-group records stay in pinned memory and move no bytes;
+                                            // kRecordsByBudget: as many as pinned_memory_limit_bytes holds
   GradAccumulator grad_accumulator = GradAccumulator::kAuto;  // tierzero.offload_grad_accumulator: where an
                                                               // offloaded step accumulates micro-batches
   int64_t gradient_accumulation_steps = 1;                    // micro-batches per step(): the last one's buckets land
