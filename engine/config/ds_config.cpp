@@ -25,6 +25,17 @@ const char* offload_grad_accumulator_name(OffloadGradAccumulator accumulator) {
   return "?";
 }
 
+const char* optimizer_state_dtype_name(OptimizerStateDtype dtype) {
+  switch (dtype) {
+    case OptimizerStateDtype::kFp32: return "fp32";
+    case OptimizerStateDtype::kBf16: return "bf16";
+    case OptimizerStateDtype::kInt8: return "int8";
+  }
+  return "?";
+}
+
+const char* master_weights_name(MasterWeights master) { return master == MasterWeights::kFp32 ? "fp32" : "compact"; }
+
 const char* optimizer_type_name(OptimizerType type) { return type == OptimizerType::kAdam ? "Adam" : "AdamW"; }
 
 Precision DsConfig::precision() const {
@@ -50,6 +61,7 @@ Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints&
   TZ_RETURN_IF_ERROR(parse_scheduler(root, hints, c.optimizer, &c.scheduler, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_activation_checkpointing(root, &c.activation_checkpointing, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_tierzero(root, &c.tierzero, &c.warnings));
+  TZ_RETURN_IF_ERROR(check_state_layout(c));
   TZ_RETURN_IF_ERROR(root.read_double("gradient_clipping", &c.gradient_clipping, 0.0, 1e30));
   TZ_RETURN_IF_ERROR(root.read_int("steps_per_print", &c.steps_per_print, 1));
   TZ_RETURN_IF_ERROR(root.read_bool("wall_clock_breakdown", &c.wall_clock_breakdown));

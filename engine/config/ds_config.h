@@ -29,8 +29,28 @@
 // | tierzero.pinned_memory_limit | bytes                  | 0       | pinned host budget; 0 = no limit set     |
 // | tierzero.cpu_threads         | integer >= 0           | 0       | CPU optimizer threads; 0 = all cores     |
 // | tierzero.grad_accum_dtype    | "fp32" or "bf16"       | "fp32"  | dtype gradients accumulate in            |
-// | tierzero.optimizer_state_dtype | "fp32" or "bf16"     | "fp32"  | dtype of the offloaded optimizer's m, v  |
-// |                              |                        |         | (the master stays fp32)                  |
+// | tierzero.optimizer_state_dtype | "fp32", "bf16" or  | "fp32"  | the offloaded optimizer's m, v: fp32 8   |
+// |                              | "int8"                 |         | B/param, bf16 4, int8 2 (8-bit blockwise:|
+// |                              |                        |         | int8 m, uint8 v, an fp32 scale per 256   |
+// |                              |                        |         | elements; not exact); needs an offloaded |
+// |                              |                        |         | optimizer                                |
+// | tierzero.master_weights      | "fp32" or "compact"    | "fp32"  | the offloaded optimizer's master: fp32 4 |
+// |                              |                        |         | B/param, or "compact": the bf16 weights  |
+// |                              |                        |         | (rounded to nearest, ties away from 0)   |
+// |                              |                        |         | + a 16-bit residual, exact in 2 B/param; |
+// |                              |                        |         | needs bf16 and an offloaded optimizer    |
+// | tierzero.offload_grad_dtype  | "fp32" or "bf16"       | "fp32"  | the offloaded optimizer's host gradient  |
+// |                              |                        |         | partition: 4 or 2 B/param (bf16: summed  |
+// |                              |                        |         | in fp32 on the GPU, rounded once a step  |
+// |                              |                        |         | as it crosses PCIe); needs an offloaded  |
+// |                              |                        |         | optimizer                                |
+// | tierzero.optimizer_records_in_memory | integer >= 0 | 0       | offload_optimizer "nvme" only: the first |
+// |                              | or "auto"              |         | N sub-group records stay in pinned       |
+// |                              |                        |         | memory (no NVMe traffic, no swap file);  |
+// |                              |                        |         | "auto": as many as pinned_memory_limit   |
+// |                              |                        |         | holds (needs it); 0: all on NVMe, the    |
+// |                              |                        |         | buffer_count swap buffers keeping the    |
+// |                              |                        |         | turn's records (DeepSpeed's behaviour)   |
 // | tierzero.offload_grad_accumulator | "auto", "device",  | "auto"  | where an offloaded optimizer's step sums |
 // |                              | or "host"              |         | micro-batches (zero_engine.h)            |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
@@ -172,8 +192,21 @@ struct ActivationCheckpointingConfig {
 };
 
 enum class GradAccumDtype : uint8_t { kFp32, kBf16 };
-// The element type of the offloaded optimizer's moments m and v (the fp32 master is kept either way).
-enum class OptimizerStateDtype : uint8_t { kFp32, kBf16 };
+// The element type of the offloaded optimizer's moments m and v: fp32, bf16, or 8-bit blockwise codes
+// (int8 m, uint8 v, an fp32 scale per engine/plan/state_layout.h's kMomentBlock elements).
+enum class OptimizerStateDtype : uint8_t { kFp32, kBf16, kInt8 };
+// "fp32", "bf16" or "int8".
+const char* optimizer_state_dtype_name(OptimizerStateDtype dtype);
+// How the offloaded optimizer holds the fp32 master (tierzero.master_weights): 4 B/param, or exact
+// in 2 (the bf16 compute weights + a 16-bit residual).
+enum class MasterWeights : uint8_t { kFp32, kCompact };
+// "fp32" or "compact".
+const char* master_weights_name(MasterWeights master);
+// The offloaded optimizer's host gradient partition (tierzero.offload_grad_dtype).
+enum class OffloadGradDtype : uint8_t { kFp32, kBf16 };
+// tierzero.optimizer_records_in_memory "auto": as many records as tierzero.pinned_memory_limit holds
+// (ZeroEngineOptions' kRecordsByBudget).
+inline constexpr int64_t kOptimizerRecordsAuto = -1;
 // Where an offloaded optimizer's step sums the micro-batches of a window (GPU or host memory).
 enum class OffloadGradAccumulator : uint8_t { kAuto, kDevice, kHost };
 // "auto", "device" or "host".
@@ -187,6 +220,9 @@ struct TierzeroConfig {
   int cpu_threads = 0;
   GradAccumDtype grad_accum_dtype = GradAccumDtype::kFp32;
   OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::kFp32;
+  MasterWeights master_weights = MasterWeights::kFp32;
+  OffloadGradDtype offload_grad_dtype = OffloadGradDtype::kFp32;
+  int64_t optimizer_records_in_memory = 0;  // >= 0, or kOptimizerRecordsAuto
   OffloadGradAccumulator offload_grad_accumulator = OffloadGradAccumulator::kAuto;
   CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
   int checkpoint_compression_level = 3;

@@ -75,9 +75,35 @@ Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings)
     out->optimizer_state_dtype = OptimizerStateDtype::kFp32;
   } else if (state == "bf16") {
     out->optimizer_state_dtype = OptimizerStateDtype::kBf16;
+  } else if (state == "int8") {
+    out->optimizer_state_dtype = OptimizerStateDtype::kInt8;
   } else {
-    return invalid_argument(t.path_of("optimizer_state_dtype") + " must be \"fp32\" or \"bf16\", got \"" + state +
-                            "\"");
+    return invalid_argument(t.path_of("optimizer_state_dtype") + " must be \"fp32\", \"bf16\" or \"int8\", got \"" +
+                            state + "\"");
+  }
+  std::string master = "fp32";
+  TZ_RETURN_IF_ERROR(t.read_string("master_weights", &master));
+  if (master == "fp32") {
+    out->master_weights = MasterWeights::kFp32;
+  } else if (master == "compact") {
+    out->master_weights = MasterWeights::kCompact;
+  } else {
+    return invalid_argument(t.path_of("master_weights") + " must be \"fp32\" or \"compact\", got \"" + master + "\"");
+  }
+  std::string grads = "fp32";
+  TZ_RETURN_IF_ERROR(t.read_string("offload_grad_dtype", &grads));
+  if (grads == "fp32") {
+    out->offload_grad_dtype = OffloadGradDtype::kFp32;
+  } else if (grads == "bf16") {
+    out->offload_grad_dtype = OffloadGradDtype::kBf16;
+  } else {
+    return invalid_argument(t.path_of("offload_grad_dtype") + " must be \"fp32\" or \"bf16\", got \"" + grads + "\"");
+  }
+  if (t.is_auto("optimizer_records_in_memory")) {
+    out->optimizer_records_in_memory = kOptimizerRecordsAuto;
+  } else if (Status read = t.read_int("optimizer_records_in_memory", &out->optimizer_records_in_memory, 0); !read.ok()) {
+    return invalid_argument(t.path_of("optimizer_records_in_memory") + " must be an integer >= 0 or \"auto\", got " +
+                            t.raw("optimizer_records_in_memory").dump());
   }
   std::string accumulator = "auto";
   TZ_RETURN_IF_ERROR(t.read_string("offload_grad_accumulator", &accumulator));
@@ -94,6 +120,46 @@ Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings)
   TZ_RETURN_IF_ERROR(parse_checkpoint(t, out, warnings));
   TZ_RETURN_IF_ERROR(parse_data(t, out, warnings));
   t.warn_unused(warnings);
+  return {};
+}
+
+Status check_state_layout(const DsConfig& c) {
+  const TierzeroConfig& t = c.tierzero;
+  const OffloadDevice optimizer = c.zero.offload_optimizer.device;
+  const bool offloaded = optimizer != OffloadDevice::kNone;
+  if (t.master_weights == MasterWeights::kCompact && (c.precision() != Precision::kBf16 || !offloaded))
+    return invalid_argument(
+        "tierzero.master_weights \"compact\" keeps the fp32 master as the bf16 compute weights plus a 16-bit "
+        "residual: it needs bf16.enabled true and zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" "
+        "(this config has " +
+        std::string(c.precision() == Precision::kBf16 ? "bf16" : c.precision() == Precision::kFp16 ? "fp16" : "fp32") +
+        " and offload_optimizer \"" + offload_device_name(optimizer) +
+        "\"); set those, or tierzero.master_weights \"fp32\"");
+  if (t.master_weights == MasterWeights::kCompact && c.zero.stage == 3 &&
+      c.zero.offload_param.device == OffloadDevice::kNvme)
+    return invalid_argument(
+        "tierzero.master_weights \"compact\" with zero_optimization.offload_param.device \"nvme\" is not supported "
+        "(the master's bf16 half would be read back from the parameter swap every step); use offload_param \"cpu\" "
+        "or tierzero.master_weights \"fp32\"");
+  if (t.optimizer_state_dtype == OptimizerStateDtype::kInt8 && !offloaded)
+    return invalid_argument(
+        "tierzero.optimizer_state_dtype \"int8\" (8-bit blockwise moments) is kept by the offloaded optimizer "
+        "only: set zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\", or optimizer_state_dtype "
+        "\"fp32\"");
+  if (t.offload_grad_dtype == OffloadGradDtype::kBf16 && !offloaded)
+    return invalid_argument(
+        "tierzero.offload_grad_dtype \"bf16\" sets the offloaded optimizer's host gradient partition: set "
+        "zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\", or offload_grad_dtype \"fp32\" "
+        "(tierzero.grad_accum_dtype sets the GPU's)");
+  if (t.optimizer_records_in_memory != 0 && optimizer != OffloadDevice::kNvme)
+    return invalid_argument(
+        "tierzero.optimizer_records_in_memory keeps some of the optimizer's NVMe records in pinned memory: it needs "
+        "zero_optimization.offload_optimizer.device \"nvme\" (this config has \"" +
+        std::string(offload_device_name(optimizer)) + "\"); remove it, or offload the optimizer to NVMe");
+  if (t.optimizer_records_in_memory == kOptimizerRecordsAuto && t.pinned_memory_limit == 0)
+    return invalid_argument(
+        "tierzero.optimizer_records_in_memory \"auto\" keeps as many records as tierzero.pinned_memory_limit "
+        "holds: set tierzero.pinned_memory_limit (e.g. \"100GB\"), or give a record count");
   return {};
 }
 

@@ -129,8 +129,19 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.cpu_threads", H, "", "CPU optimizer threads; 0 = all cores"},
     {"tierzero.grad_accum_dtype", H, "", ""},
     {"tierzero.optimizer_state_dtype", H, "",
-     "\"bf16\": the offloaded optimizer's m and v in bf16 (rounded to nearest even), 8 B/param instead of 12; "
-     "the master stays fp32; needs offload_optimizer \"cpu\" or \"nvme\""},
+     "the offloaded optimizer's m and v: \"fp32\" 8 B/param; \"bf16\" 4 (rounded to nearest even); \"int8\" 2 "
+     "(8-bit blockwise: int8 m, uint8 v, an fp32 scale per 256 elements; not exact, its quality measured); needs "
+     "offload_optimizer \"cpu\" or \"nvme\""},
+    {"tierzero.master_weights", H, "",
+     "the offloaded optimizer's fp32 master: \"fp32\" 4 B/param; \"compact\" exact in 2 (the bf16 compute "
+     "weights, rounded to nearest with ties away from zero, plus a 16-bit residual); needs bf16 and "
+     "offload_optimizer \"cpu\" or \"nvme\""},
+    {"tierzero.offload_grad_dtype", H, "",
+     "the offloaded optimizer's host gradient partition: \"fp32\" 4 B/param; \"bf16\" 2 (summed in fp32 on the "
+     "GPU over the micro-batches, rounded once as it crosses PCIe once a step); needs offload_optimizer"},
+    {"tierzero.optimizer_records_in_memory", H, "",
+     "offload_optimizer \"nvme\" only: the first N sub-group records stay in pinned memory (no NVMe traffic, no "
+     "swap file); \"auto\": as many as tierzero.pinned_memory_limit holds; 0: all on NVMe (DeepSpeed)"},
     {"tierzero.offload_grad_accumulator", H, "",
      "where an offloaded optimizer's step sums the micro-batches of a window: \"device\" in an fp32 accumulator on "
      "the GPU (4 B/param of this rank's partition), landing once per step; \"host\" lands every micro-batch (a D2H "

@@ -75,8 +75,18 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
                               .pipeline_read = config.zero.offload_optimizer.pipeline_read,
                               .pipeline_write = config.zero.offload_optimizer.pipeline_write,
                               .io = config.aio};
-  options.optimizer_state_dtype =
-      config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? at::kBFloat16 : at::kFloat;
+  switch (config.tierzero.optimizer_state_dtype) {
+    case OptimizerStateDtype::kFp32: options.optimizer_state_dtype = at::kFloat; break;
+    case OptimizerStateDtype::kBf16: options.optimizer_state_dtype = at::kBFloat16; break;
+    case OptimizerStateDtype::kInt8: options.optimizer_state_dtype = at::kChar; break;  // 8-bit blockwise m, v
+  }
+  options.master_layout =
+      config.tierzero.master_weights == MasterWeights::kCompact ? MasterLayout::kCompact : MasterLayout::kFp32;
+  options.offload_grad_dtype =
+      config.tierzero.offload_grad_dtype == OffloadGradDtype::kBf16 ? at::kBFloat16 : at::kFloat;
+  options.optimizer_records_in_memory = config.tierzero.optimizer_records_in_memory == kOptimizerRecordsAuto
+                                            ? kRecordsByBudget
+                                            : config.tierzero.optimizer_records_in_memory;
   options.cpu_threads = config.tierzero.cpu_threads;
   options.gradient_clipping = config.gradient_clipping;
   options.sub_group_size = static_cast<int64_t>(config.zero.sub_group_size);

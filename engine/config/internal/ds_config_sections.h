@@ -34,5 +34,8 @@ Status parse_activation_checkpointing(JsonFields& root, ActivationCheckpointingC
 void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings);
 // tierzero (the extension section).
 Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings);
+// The tierzero state-layout keys against the rest of the config (bf16, the offloaded optimizer, its
+// device, the pinned limit): kInvalidArgument naming the key and the fix.
+Status check_state_layout(const DsConfig& config);
 
 }  // namespace tierzero::engine::detail

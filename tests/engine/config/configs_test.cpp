@@ -49,6 +49,12 @@ TEST(ShippedConfigs, EachSaysWhatItsNamePromises) {
   DsConfig z3o = load("zero3_offload_cpu.json");
   EXPECT_EQ(z3o.zero.stage, 3);
   EXPECT_EQ(z3o.zero.offload_optimizer.device, OffloadDevice::kCpu);
+  DsConfig compact = load("zero3_compact_nvme.json");
+  EXPECT_EQ(compact.zero.offload_optimizer.device, OffloadDevice::kNvme);
+  EXPECT_EQ(compact.tierzero.master_weights, MasterWeights::kCompact);
+  EXPECT_EQ(compact.tierzero.optimizer_state_dtype, OptimizerStateDtype::kInt8);
+  EXPECT_EQ(compact.tierzero.offload_grad_dtype, OffloadGradDtype::kBf16);
+  EXPECT_EQ(compact.tierzero.optimizer_records_in_memory, kOptimizerRecordsAuto);
 }
 
 TEST(ShippedConfigs, TinyCorpusIsTheTextByteForByte) {

@@ -253,6 +253,54 @@ TEST(DsConfig, OptimizerStateDtype) {
   EXPECT_EQ(to_json(bf16)["tierzero"]["optimizer_state_dtype"], "bf16");
 }
 
+// The compact state layout's keys (tierzero.master_weights, optimizer_state_dtype "int8",
+// offload_grad_dtype, optimizer_records_in_memory): parsed, defaulted, round-tripped.
+TEST(DsConfig, CompactStateLayoutKeys) {
+  const DsConfig defaults = parse(R"({"train_batch_size": 1})");
+  EXPECT_EQ(defaults.tierzero.master_weights, MasterWeights::kFp32);
+  EXPECT_EQ(defaults.tierzero.offload_grad_dtype, OffloadGradDtype::kFp32);
+  EXPECT_EQ(defaults.tierzero.optimizer_records_in_memory, 0);
+  const nlohmann::json plain = to_json(defaults)["tierzero"];
+  EXPECT_EQ(plain["master_weights"], "fp32");
+  EXPECT_EQ(plain["offload_grad_dtype"], "fp32");
+  EXPECT_EQ(plain["optimizer_records_in_memory"], 0);
+
+  const char* compact = R"({"train_batch_size": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}, "offload_param": {"device": "cpu"}},
+      "tierzero": {"pinned_memory_limit": "100GB", "master_weights": "compact", "optimizer_state_dtype": "int8",
+      "offload_grad_dtype": "bf16", "optimizer_records_in_memory": "auto"}})";
+  const DsConfig c = parse(compact);
+  EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+  EXPECT_EQ(c.tierzero.master_weights, MasterWeights::kCompact);
+  EXPECT_EQ(c.tierzero.optimizer_state_dtype, OptimizerStateDtype::kInt8);
+  EXPECT_EQ(c.tierzero.offload_grad_dtype, OffloadGradDtype::kBf16);
+  EXPECT_EQ(c.tierzero.optimizer_records_in_memory, kOptimizerRecordsAuto);
+  const nlohmann::json resolved = to_json(c);
+  EXPECT_EQ(resolved["tierzero"]["master_weights"], "compact");
+  EXPECT_EQ(resolved["tierzero"]["optimizer_state_dtype"], "int8");
+  EXPECT_EQ(resolved["tierzero"]["offload_grad_dtype"], "bf16");
+  EXPECT_EQ(resolved["tierzero"]["optimizer_records_in_memory"], "auto");
+  const DsConfig again = parse(resolved.dump().c_str());
+  EXPECT_EQ(to_json(again), resolved);
+  EXPECT_EQ(again.tierzero.optimizer_records_in_memory, kOptimizerRecordsAuto);
+
+  // A record count, as a number or a numeric string; without a pinned limit.
+  const DsConfig counted = parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}}, "tierzero": {"optimizer_records_in_memory": 12}})");
+  EXPECT_EQ(counted.tierzero.optimizer_records_in_memory, 12);
+  EXPECT_EQ(to_json(counted)["tierzero"]["optimizer_records_in_memory"], 12);
+  EXPECT_EQ(to_json(parse(to_json(counted).dump().c_str())), to_json(counted));
+  EXPECT_EQ(parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device":
+      "nvme", "nvme_path": "/nvme"}}, "tierzero": {"optimizer_records_in_memory": "7"}})")
+                .tierzero.optimizer_records_in_memory,
+            7);
+  // int8 moments and bf16 host gradients need no bf16 compute, only the offloaded optimizer.
+  const DsConfig cpu = parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2, "offload_optimizer":
+      {"device": "cpu"}}, "tierzero": {"optimizer_state_dtype": "int8", "offload_grad_dtype": "bf16"}})");
+  EXPECT_EQ(cpu.tierzero.optimizer_state_dtype, OptimizerStateDtype::kInt8);
+  EXPECT_EQ(cpu.tierzero.offload_grad_dtype, OffloadGradDtype::kBf16);
+}
+
 TEST(DsConfig, LossScalerConfigFollowsPrecision) {
   DsConfig fp16 = parse(R"({"train_batch_size": 1, "fp16": {"enabled": true, "initial_scale_power": 12}})");
   EXPECT_EQ(fp16.loss_scaler_config().initial_scale_power, 12);
