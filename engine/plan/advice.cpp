@@ -1,5 +1,6 @@
 // What to change when a budget is not met: each candidate key re-planned, its figure reported.
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 
 #include "common/common.h"
@@ -89,7 +90,7 @@ std::vector<Fix> gpu_fixes(const DsConfig& config) {
   return fixes;
 }
 
-std::vector<Fix> host_fixes(const DsConfig& config, bool pinned_only) {
+std::vector<Fix> host_fixes(const DsConfig& config, bool pinned_only, bool state_keys) {
   const ZeroConfig& z = config.zero;
   std::vector<Fix> fixes;
   if (z.offload_optimizer.device == OffloadDevice::kCpu)
@@ -107,7 +108,9 @@ std::vector<Fix> host_fixes(const DsConfig& config, bool pinned_only) {
       fixes.push_back({"zero_optimization.offload_param.pin_memory false",
                        [](DsConfig& c, PlanOptions&) { c.zero.offload_param.pin_memory = false; }});
   }
-  if (z.offload_optimizer.device != OffloadDevice::kNone && !bf16_state(config)) fixes.push_back(bf16_state_fix());
+  if (state_keys && z.offload_optimizer.device != OffloadDevice::kNone && config.tierzero.optimizer_state_dtype ==
+                                                                                OptimizerStateDtype::kFp32)
+    fixes.push_back(bf16_state_fix());
   if (z.offload_optimizer.device != OffloadDevice::kNone && z.reduce_bucket_size > 50'000'000)
     fixes.push_back({"zero_optimization.reduce_bucket_size 5e7",
                      [](DsConfig& c, PlanOptions&) { c.zero.reduce_bucket_size = 50'000'000; }});
@@ -146,11 +149,93 @@ std::string smaller_micro_batch(const ModelDims& model, const DsConfig& config, 
   return "";
 }
 
+// The compact state layouts, least lossy first, each with the keys of the one before: the exact ones
+// (records in memory, the compact master), then bf16 moments, bf16 host gradients, int8 moments.
+// On NVMe each keeps optimizer_records_in_memory "auto", with a pinned_memory_limit of what the host
+// budget leaves beside the pageable bytes when the config sets none.
+std::vector<Fix> layout_candidates(const DsConfig& config, const Machine& machine, const Plan& plan) {
+  const TierzeroConfig& t = config.tierzero;
+  std::vector<Fix> out;
+  if (config.zero.offload_optimizer.device == OffloadDevice::kNone) return out;
+  std::vector<std::string> keys;
+  std::vector<std::function<void(DsConfig&)>> steps;
+  auto add = [&](std::string key, std::function<void(DsConfig&)> step) {
+    keys.push_back(std::move(key));
+    steps.push_back(std::move(step));
+    std::string text;
+    for (const std::string& k : keys) text += (text.empty() ? "" : " + ") + k;
+    out.push_back({text, [steps](DsConfig& c, PlanOptions&) {
+                     for (const auto& apply : steps) apply(c);
+                   }});
+  };
+  if (config.zero.offload_optimizer.device == OffloadDevice::kNvme && t.optimizer_records_in_memory == 0) {
+    uint64_t limit = t.pinned_memory_limit;
+    std::string key = "tierzero.optimizer_records_in_memory \"auto\"";
+    if (limit == 0 && machine.host_memory_bytes > 0) {  // "auto" needs a limit: what the host leaves
+      const TierCheck& pageable = check_named(plan, "pageable");
+      const uint64_t per_rank = machine.host_memory_bytes / static_cast<uint64_t>(std::max(plan.world_size, 1));
+      limit = per_rank > pageable.peak_bytes ? (per_rank - pageable.peak_bytes) / 1'000'000'000 * 1'000'000'000 : 0;
+      key = "tierzero.pinned_memory_limit \"" + std::to_string(limit / 1'000'000'000) + "GB\" + " + key;
+    }
+    if (limit > 0)
+      add(key, [limit](DsConfig& c) {
+        c.tierzero.pinned_memory_limit = limit;
+        c.tierzero.optimizer_records_in_memory = kOptimizerRecordsAuto;
+      });
+  }
+  if (t.master_weights == MasterWeights::kFp32 && config.precision() == Precision::kBf16)
+    add("tierzero.master_weights \"compact\"", [](DsConfig& c) { c.tierzero.master_weights = MasterWeights::kCompact; });
+  if (t.optimizer_state_dtype == OptimizerStateDtype::kFp32)
+    add("tierzero.optimizer_state_dtype \"bf16\"",
+        [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16; });
+  if (t.offload_grad_dtype == OffloadGradDtype::kFp32)
+    add("tierzero.offload_grad_dtype \"bf16\"", [](DsConfig& c) { c.tierzero.offload_grad_dtype = OffloadGradDtype::kBf16; });
+  if (t.optimizer_state_dtype != OptimizerStateDtype::kInt8) {
+    std::erase(keys, std::string("tierzero.optimizer_state_dtype \"bf16\""));  // int8 replaces it (applied after)
+    add("tierzero.optimizer_state_dtype \"int8\"",
+        [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kInt8; });
+  }
+  return out;
+}
+
+// The one combined state layout to set: the first candidate under which every host and NVMe budget
+// holds (the layout does not change the GPU's), as "  - set K1 + K2 + ... (one layout, together):
+// CHECK X, ..., fits every host and NVMe budget (state B/param ...)"; without one, the most compact,
+// "still over". "" when the config's layout is already the most compact.
+std::string layout_suggestion(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                              const PlanOptions& options, const Plan& plan, const std::string& check, bool* fits) {
+  *fits = false;
+  const std::vector<Fix> candidates = layout_candidates(config, machine, plan);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    DsConfig changed = config;
+    PlanOptions changed_options = options;
+    candidates[i].apply(changed, changed_options);
+    Result<Plan> p = plan_figures(model, changed, machine, changed_options);
+    if (!p.ok()) continue;
+    const bool all = std::none_of(p->checks.begin(), p->checks.end(),
+                                  [](const TierCheck& c) { return c.over() && c.name.rfind("gpu", 0) != 0; });
+    if (!all && i + 1 < candidates.size()) continue;
+    *fits = all;
+    const StateBytes& total = p->state_bytes.back();
+    char per_param[160];
+    std::snprintf(per_param, sizeof per_param, "state %.2f B/param on the GPU, %.2f pinned, %.2f pageable, %.2f NVMe",
+                  total.gpu, total.pinned, total.pageable, total.nvme);
+    std::string line = "\n  - set " + candidates[i].key + " (one layout, together): " + check + " " +
+                       format_bytes(check_named(*p, check).peak_bytes);
+    for (const TierCheck& c : p->checks)
+      if (c.name != check && (c.name == "host" || c.name == "nvme" || c.name == "pinned") && c.budget_bytes > 0)
+        line += ", " + c.name + " " + format_bytes(c.peak_bytes);
+    return line + (all ? ", fits every host and NVMe budget" : ", still over") + " (" + per_param + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig& config, const Machine& machine,
                                          const PlanOptions& options, const Plan& plan) {
   std::vector<std::string> problems;
+  bool layout_said = false;  // the combined layout goes with the first host or NVMe check over
   for (const TierCheck& check : plan.checks) {
     if (!check.over()) continue;
     std::string line =
@@ -164,9 +249,18 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
     if (check.name.rfind("gpu", 0) == 0) {
       line += smaller_micro_batch(model, config, machine, options, check.name);
       fixes = gpu_fixes(config);
-    } else if (check.name == "pinned" || check.name == "host") {
-      fixes = host_fixes(config, check.name == "pinned");
-    } else if (check.name == "nvme" && !bf16_state(config)) {
+    }
+    // The state layout: one combined setting of its keys (the least lossy that fits every budget)
+    // rather than one key at a time; the single bf16 key only when no layout fits.
+    bool layout_fits = false;
+    const bool layout_check = check.name == "pinned" || check.name == "host" || check.name == "nvme";
+    if (layout_check && !layout_said) {
+      line += layout_suggestion(model, config, machine, options, plan, check.name, &layout_fits);
+      layout_said = true;
+    }
+    if (check.name == "pinned" || check.name == "host") {
+      fixes = host_fixes(config, check.name == "pinned", !layout_fits);
+    } else if (check.name == "nvme" && !bf16_state(config) && !layout_fits) {
       fixes.push_back(bf16_state_fix());
     }
     for (const Fix& fix : fixes) line += tried(model, config, machine, options, check.name, check.peak_bytes, fix);

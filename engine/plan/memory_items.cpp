@@ -79,7 +79,12 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
 
 void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (s.optimizer_offloaded()) {
-    out.elements(Tier::kPinned, "gradient partition (fp32 accumulation)", Phase::kResident, 4, s.partition);
+    if (s.host_grad_bytes == 2) {
+      out.elements(Tier::kPinned, "gradient partition (bf16)", Phase::kResident, 2, s.partition,
+                   "(tierzero.offload_grad_dtype: summed in fp32 on the GPU, rounded once)");
+    } else {
+      out.elements(Tier::kPinned, "gradient partition (fp32 accumulation)", Phase::kResident, 4, s.partition);
+    }
     // engine/zero: offload_optimizer.buffer_count slots of the largest bucket landed, at most 64 MiB each.
     const double slot = std::min<double>(static_cast<double>(s.grad_bytes) * s.landing, static_cast<double>(kStagingSlotBytes));
     out.add(Tier::kPinned, "gradient staging slots", Phase::kResident,
@@ -98,24 +103,72 @@ void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
   out.elements(Tier::kGpu, "one unit's parameter gradients", Phase::kBackward, s.compute_bytes, s.largest_unit);
 }
 
+// "optimizer state (fp32 master, m, v)", "(compact master, int8 m, v)", ...
+std::string state_name(const RunShape& s) {
+  const state_layout::Layout& l = s.layout;
+  const char* moments = l.moments == state_layout::Moments::kFp32   ? "m, v"
+                        : l.moments == state_layout::Moments::kBf16 ? "bf16 m, v"
+                                                                    : "int8 m, v";
+  return std::string("optimizer state (") + (l.compact_master ? "compact master" : "fp32 master") + ", " + moments +
+         ")";
+}
+
+// "12 B" or "4 B + 4 B per 256" per element of the layout.
+std::string per_element(const state_layout::Layout& l) {
+  const int64_t whole = l.record_bytes(state_layout::kMomentBlock) / state_layout::kMomentBlock;
+  const int64_t scales = l.record_bytes(state_layout::kMomentBlock) % state_layout::kMomentBlock;
+  return std::to_string(whole) + " B" +
+         (scales ? " + " + std::to_string(scales) + " B per " + std::to_string(state_layout::kMomentBlock) : "");
+}
+
+// `numel` elements of state in the layout, "B B x N" (with the scales).
+void state_items(Items& out, Tier tier, std::string what, Phase phase, const RunShape& s, double bytes, double numel,
+                 const std::string& why = "") {
+  out.add(tier, std::move(what), phase, bytes, per_element(s.layout) + " x " + count_text(numel) + (why.empty() ? "" : " " + why));
+}
+
 void optimizer(Items& out, const RunShape& s, const ZeroConfig& zero) {
-  const std::string state =
-      s.state_bytes == 12 ? "optimizer state (fp32 master, m, v)" : "optimizer state (fp32 master, bf16 m, v)";
+  const std::string state = state_name(s);
   if (!s.optimizer_offloaded()) {
     out.elements(Tier::kGpu, state, Phase::kResident, 12, s.partition);
     out.elements(Tier::kGpu, "optimizer step temporaries (fp32 gradient)", Phase::kStep, 4, s.partition);
     return;
   }
-  if (s.optimizer_nvme) {
-    out.elements(Tier::kNvme, state, Phase::kResident, s.state_bytes, s.partition);
-    out.elements(Tier::kPinned, "optimizer swap buffers", Phase::kResident, s.state_bytes,
-                 static_cast<double>(zero.offload_optimizer.buffer_count) * s.sub_group,
-                 "(offload_optimizer.buffer_count x sub_group_size)");
+  if (s.optimizer_nvme) {  // the records themselves: after every other item (records_in_memory)
+    const int64_t buffers = zero.offload_optimizer.buffer_count;
+    state_items(out, Tier::kPinned, "optimizer swap buffers", Phase::kResident, s,
+                static_cast<double>(state_layout::swap_buffer_bytes(s.layout, s.records, buffers)),
+                static_cast<double>(buffers) * s.records.group(), "(offload_optimizer.buffer_count x sub_group_size)");
   } else {
-    out.elements(Tier::kPinned, state, Phase::kResident, s.state_bytes, s.partition);
+    state_items(out, Tier::kPinned, state, Phase::kResident, s, static_cast<double>(s.layout.record_bytes(s.partition)),
+                static_cast<double>(s.partition));
   }
   if (s.compute_bytes == 2 && !s.params_offloaded() && !s.compute_on_cpu)
-    out.elements(Tier::kPinned, "16-bit weights bound for the GPU", Phase::kResident, 2, s.partition);
+    out.elements(Tier::kPinned, "16-bit weights bound for the GPU", Phase::kResident, 2, s.partition,
+                 s.layout.compact_master ? "(the compact master's other half)" : "");
+}
+
+// Optimizer on NVMe: the records optimizer_records_in_memory keeps in pinned memory (by budget: what
+// tierzero.pinned_memory_limit leaves beside every other pinned item) and the rest on NVMe.
+void nvme_records(Items& out, RunShape& s, const DsConfig& config, const std::vector<MemoryItem>& others) {
+  const int64_t requested = config.tierzero.optimizer_records_in_memory == kOptimizerRecordsAuto
+                                ? state_layout::kRecordsInMemoryByBudget
+                                : config.tierzero.optimizer_records_in_memory;
+  const uint64_t other_pinned = peak_bytes(others, {Tier::kPinned});
+  s.records_in_memory = state_layout::records_in_memory(s.layout, s.records, requested,
+                                                        config.tierzero.pinned_memory_limit, other_pinned);
+  const int64_t kept = s.records_in_memory.records, count = s.records.count();
+  const std::string state = state_name(s);
+  const double kept_numel = static_cast<double>(std::min(s.partition, kept * s.records.group()));
+  state_items(out, Tier::kPinned, "optimizer records kept in memory", Phase::kResident, s,
+              static_cast<double>(s.records_in_memory.bytes), kept_numel,
+              "(optimizer_records_in_memory: " + std::to_string(kept) + " of " + std::to_string(count) + " records" +
+                  (requested < 0 ? ", by tierzero.pinned_memory_limit)" : ")"));
+  state_items(out, Tier::kNvme, state, Phase::kResident, s,
+              static_cast<double>(state_layout::records_on_nvme_bytes(s.layout, s.records, kept)),
+              static_cast<double>(s.partition) - kept_numel);
+  s.nvme_state_moved_bytes = state_layout::streamed_bytes_per_step(s.layout, s.records, kept,
+                                                                   config.zero.offload_optimizer.buffer_count);
 }
 
 void activations(Items& out, const ModelDims& m, const RunShape& s) {
@@ -151,20 +204,29 @@ void buffers(Items& out, const RunShape& s) {
 
 }  // namespace
 
-std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, const RunShape& shape) {
+std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, RunShape& shape) {
   Items out;
   parameters(out, shape, config.zero);
   gradients(out, shape, config.zero);
   optimizer(out, shape, config.zero);
   activations(out, model, shape);
   buffers(out, shape);
-  return out.take();
+  std::vector<MemoryItem> items = out.take();
+  shape.records_in_memory = {};
+  shape.nvme_state_moved_bytes = 0;
+  if (shape.optimizer_nvme) {
+    Items records;
+    nvme_records(records, shape, config, items);
+    for (MemoryItem& item : records.take()) items.push_back(std::move(item));
+  }
+  return items;
 }
 
 std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConfig& config, const Machine& machine,
                                             uint64_t planned_gpu_peak, RunShape& s) {
   Items out;
   s.forward_window = false;
+  s.device_accumulator = false;
   if (!s.optimizer_offloaded() || s.accum < 2) return out.take();
   const uint64_t budget = s.compute_on_cpu                     ? 0
                           : config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
@@ -175,19 +237,23 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   if (!s.compute_on_cpu && (choice == OffloadGradAccumulator::kDevice ||
                             (choice == OffloadGradAccumulator::kAuto && fits(4.0 * s.partition)))) {
     accumulator = 4.0 * s.partition;
+    s.device_accumulator = true;
     out.elements(Tier::kGpu, "gradient accumulator (fp32, the partition)", Phase::kResident, 4, s.partition,
                  "(tierzero.offload_grad_accumulator: it fits)");
   }
+  // window_pass_extra_bytes (window_pass.h): the other micro-batches' inputs of every body unit and
+  // their output gradients, hidden states in the compute dtype, and one unit's fp32 gradient sums.
   const double tokens = static_cast<double>(s.micro) * s.seq;
-  const double window = static_cast<double>(s.accum - 1) * (model.num_hidden_layers + 1) * tokens * model.hidden_size *
-                        s.compute_bytes;
+  const double kept = static_cast<double>(s.accum - 1) * (model.num_hidden_layers + 2);
+  const double window = kept * tokens * model.hidden_size * s.compute_bytes + 4.0 * s.largest_unit;
   if (s.follows_step && fits(accumulator + window)) {
     s.forward_window = true;
     if (!s.compute_on_cpu)
-      out.add(Tier::kGpu, "forward window: other micro-batches' unit inputs", Phase::kBackward, window,
-              std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 1) + " x [" +
+      out.add(Tier::kGpu, "window: other micro-batches' unit inputs, grads", Phase::kBackward, window,
+              std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 2) + " x [" +
                   std::to_string(s.micro) + " x " + std::to_string(s.seq) + " x " + std::to_string(model.hidden_size) +
-                  "] x " + std::to_string(s.compute_bytes) + " B (the forwards run unit by unit)");
+                  "] x " + std::to_string(s.compute_bytes) + " B + 4 B x " + count_text(s.largest_unit) +
+                  " (inputs and output gradients kept; one unit's fp32 gradient sums; window_pass.h)");
   }
   return out.take();
 }

@@ -9,14 +9,19 @@
 //                gathered ones: at most max(stage3_max_live_parameters, the largest unit) whole at
 //                once plus the all-gather buffers of stage3_prefetch_bucket_size ahead.
 //   gradients    this rank's partition in the grad dtype (tierzero.grad_accum_dtype) on the GPU, or
-//                fp32 in pinned host memory when the optimizer is offloaded; up to three reduce
+//                in pinned host memory when the optimizer is offloaded (fp32, or bf16 with
+//                tierzero.offload_grad_dtype); up to three reduce
 //                buckets of reduce_bucket_size elements alive on the GPU; one unit's 16-bit
 //                parameter gradients as backward produces them; offloaded: offload_optimizer.buffer_count
 //                pinned staging slots of the largest bucket landed, at most 64 MiB each.
-//   optimizer    fp32 master + m + v (12 B/element; m, v in bf16 with bf16 state: 8 B) on the GPU,
-//                in pinned host memory (offload_optimizer "cpu", plus the 16-bit weights bound for
-//                the GPU), or on NVMe (offload_optimizer "nvme", with buffer_count swap buffers of
-//                a sub-group's state, 12 or 8 B/element, in pinned memory).
+//   optimizer    fp32 master + m + v (12 B/element) on the GPU, or offloaded in the layout of
+//                state_layout.h (master 4 B, or 2 with tierzero.master_weights "compact", the bf16
+//                weights holding the other half; m + v 8, 4 with bf16, 2 + 4 B per 256 elements
+//                with int8): in pinned host memory (offload_optimizer "cpu", plus the 16-bit
+//                weights bound for the GPU), or on NVMe (offload_optimizer "nvme", with buffer_count
+//                swap buffers of a sub-group's record in pinned memory; the first
+//                optimizer_records_in_memory records in pinned memory instead, neither in a swap
+//                file nor moved).
 //   activations  each unit keeps its input ([micro_batch, seq, hidden] in the compute dtype; token
 //                ids for the embedding); backward recomputes one unit at a time (a decoder layer's
 //                attention and MLP intermediates, or the LM head's fp32 logits [micro_batch * seq,
@@ -27,7 +32,10 @@
 // A tier's peak is its resident bytes plus the largest phase (backward, optimizer step, start-up).
 //
 // Step time: each resource's busy time for one optimizer step per rank (GPU compute with
-// recomputation, PCIe each way, CPU Adam, NVMe reads + writes). The predicted step is the slowest
+// recomputation, PCIe each way, CPU Adam, NVMe reads + writes). Gradients leave the GPU once per
+// micro-batch, or once per step with the device accumulator or the window (window_pass.h: the
+// forwards and the backwards run unit by unit across the micro-batches, so stage 3 gathers each
+// unit twice a step); in fp32 when summed on the GPU, bf16 with tierzero.offload_grad_dtype. The predicted step is the slowest
 // of them (the engine's target pipeline overlaps all of them); their sum is printed as the bound
 // with no overlap at all.
 #pragma once
@@ -143,6 +151,14 @@ struct TimeTerm {
   std::string detail;  // "8.1e15 FLOP / (790 TFLOPS x 0.60)"
 };
 
+// One row of the state layout's table: bytes per parameter of this rank's partition that `what`
+// holds in each tier (averaged: records in memory split the state between pinned and NVMe).
+struct StateBytes {
+  std::string what;  // "16-bit weights", "master", "m, v", "gradients", "total"
+  double gpu = 0.0, pinned = 0.0, pageable = 0.0, nvme = 0.0;
+  double total() const { return gpu + pinned + pageable + nvme; }
+};
+
 struct Plan {
   // What was planned.
   int64_t parameters = 0;
@@ -151,13 +167,18 @@ struct Plan {
   std::string precision;         // "bf16", "fp16", "fp32"
   std::string optimizer_device;  // "none", "cpu", "nvme"
   std::string param_device;
-  std::string optimizer_state;  // "fp32" or "bf16" (m, v)
+  std::string optimizer_state;  // "fp32", "bf16" or "int8" (m, v)
+  std::string master_weights;   // "fp32" or "compact"
+  std::string offload_grad_dtype;  // "fp32" or "bf16": the offloaded optimizer's host gradients
+  int64_t optimizer_records = 0;   // offload_optimizer "nvme": sub-group records of the partition
+  int64_t optimizer_records_in_memory = 0;  // of them kept in pinned memory (optimizer_records_in_memory)
   int64_t micro_batch = 0;
   int64_t seq_len = 0;
   int64_t gradient_accumulation_steps = 0;
   int64_t tokens_per_step = 0;  // per rank
 
   std::vector<MemoryItem> items;
+  std::vector<StateBytes> state_bytes;  // the state layout per tier: weights, master, m + v, gradients, total
   std::vector<TierCheck> checks;          // gpu (with the CUDA context), gpu allocated, pinned, pageable,
                                           // host (pinned + pageable, all ranks), nvme (all ranks)
   uint64_t gpu_allocated_peak_bytes = 0;  // the GPU peak without the CUDA context: what CUDA's
@@ -202,8 +223,8 @@ Result<uint64_t> nvme_free_bytes(const std::vector<std::string>& paths, const st
 Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,
                            const PlanOptions& options = {});
 
-// The plan as the estimate command prints it: a '#' header, the table of items (tier, what, when,
-// bytes, formula), the tier checks (peak, budget, OK/OVER), the time terms, and a footer with the
+// The plan as the estimate command prints it: a '#' header, the state layout's bytes per parameter
+// per tier, the table of items (tier, what, when, bytes, formula), the tier checks (peak, budget, OK/OVER), the time terms, and a footer with the
 // verdict and the problems. `header` lines (without '#') open it.
 std::string format_plan(const Plan& plan, const std::vector<std::string>& header);
 

@@ -24,6 +24,17 @@ std::string format_plan(const Plan& p, const std::vector<std::string>& header) {
   out += line("# batch: micro %lld x seq %lld x accumulation %lld = %lld tokens per step per rank",
               (long long)p.micro_batch, (long long)p.seq_len, (long long)p.gradient_accumulation_steps,
               (long long)p.tokens_per_step);
+  if (p.optimizer_device != "none")
+    out += line("# state layout: master %s, m + v %s, host gradients %s%s", p.master_weights.c_str(),
+                p.optimizer_state.c_str(), p.offload_grad_dtype.c_str(),
+                p.optimizer_records > 0 ? (", optimizer records in memory " + std::to_string(p.optimizer_records_in_memory) +
+                                           " of " + std::to_string(p.optimizer_records))
+                                              .c_str()
+                                        : "");
+  out += "#\n" + line("%-16s %8s %8s %8s %8s %8s   (bytes per parameter of this rank's partition)", "state", "gpu",
+                      "pinned", "pageable", "nvme", "total");
+  for (const StateBytes& r : p.state_bytes)
+    out += line("%-16s %8.3f %8.3f %8.3f %8.3f %8.3f", r.what.c_str(), r.gpu, r.pinned, r.pageable, r.nvme, r.total());
   out += "#\n" + line("%-9s %-48s %-9s %12s  %s", "tier", "what", "when", "bytes", "formula");
   for (const MemoryItem& i : p.items)
     out += line("%-9s %-48s %-9s %12s  %s", tier_name(i.tier), i.what.c_str(), phase_name(i.phase),

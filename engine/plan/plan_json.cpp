@@ -40,6 +40,9 @@ json plan_to_json(const Plan& p) {
                       {"budget_bytes", c.budget_bytes},
                       {"budget_source", c.budget_source},
                       {"over", c.over()}});
+  json state = json::array();
+  for (const StateBytes& r : p.state_bytes)
+    state.push_back({{"what", r.what}, {"gpu", r.gpu}, {"pinned", r.pinned}, {"pageable", r.pageable}, {"nvme", r.nvme}});
   for (const TimeTerm& t : p.time_terms)
     terms.push_back({{"what", t.what}, {"seconds", t.seconds}, {"detail", t.detail}});
   return {{"parameters", p.parameters},
@@ -49,6 +52,11 @@ json plan_to_json(const Plan& p) {
           {"optimizer_device", p.optimizer_device},
           {"param_device", p.param_device},
           {"optimizer_state", p.optimizer_state},
+          {"master_weights", p.master_weights},
+          {"offload_grad_dtype", p.offload_grad_dtype},
+          {"optimizer_records", p.optimizer_records},
+          {"optimizer_records_in_memory", p.optimizer_records_in_memory},
+          {"state_bytes", state},
           {"micro_batch", p.micro_batch},
           {"seq_len", p.seq_len},
           {"gradient_accumulation_steps", p.gradient_accumulation_steps},
@@ -76,6 +84,10 @@ Result<Plan> plan_from_json(const json& j) {
   TZ_RETURN_IF_ERROR(field(j, "optimizer_device", p.optimizer_device, top));
   TZ_RETURN_IF_ERROR(field(j, "param_device", p.param_device, top));
   TZ_RETURN_IF_ERROR(field(j, "optimizer_state", p.optimizer_state, top));
+  TZ_RETURN_IF_ERROR(field(j, "master_weights", p.master_weights, top));
+  TZ_RETURN_IF_ERROR(field(j, "offload_grad_dtype", p.offload_grad_dtype, top));
+  TZ_RETURN_IF_ERROR(field(j, "optimizer_records", p.optimizer_records, top));
+  TZ_RETURN_IF_ERROR(field(j, "optimizer_records_in_memory", p.optimizer_records_in_memory, top));
   TZ_RETURN_IF_ERROR(field(j, "micro_batch", p.micro_batch, top));
   TZ_RETURN_IF_ERROR(field(j, "seq_len", p.seq_len, top));
   TZ_RETURN_IF_ERROR(field(j, "gradient_accumulation_steps", p.gradient_accumulation_steps, top));
@@ -103,6 +115,19 @@ Result<Plan> plan_from_json(const json& j) {
     TZ_RETURN_IF_ERROR(field(i, "bytes", item.bytes, where));
     TZ_RETURN_IF_ERROR(field(i, "formula", item.formula, where));
     p.items.push_back(item);
+  }
+  if (!j.contains("state_bytes") || !j["state_bytes"].is_array())
+    return invalid_argument("plan JSON: state_bytes must be an array");
+  for (size_t n = 0; n < j["state_bytes"].size(); ++n) {
+    const json& r = j["state_bytes"][n];
+    const std::string where = "state_bytes[" + std::to_string(n) + "]";
+    StateBytes row;
+    TZ_RETURN_IF_ERROR(field(r, "what", row.what, where));
+    TZ_RETURN_IF_ERROR(field(r, "gpu", row.gpu, where));
+    TZ_RETURN_IF_ERROR(field(r, "pinned", row.pinned, where));
+    TZ_RETURN_IF_ERROR(field(r, "pageable", row.pageable, where));
+    TZ_RETURN_IF_ERROR(field(r, "nvme", row.nvme, where));
+    p.state_bytes.push_back(row);
   }
   for (size_t n = 0; n < j["checks"].size(); ++n) {
     const json& c = j["checks"][n];

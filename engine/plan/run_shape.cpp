@@ -31,9 +31,15 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.params_nvme = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kNvme;
   s.compute_on_cpu = options.compute_on_cpu;
   s.weights_from_checkpoint = options.weights_from_checkpoint;
-  // bf16 m, v only in the offloaded optimizers (the engine refuses them on the GPU).
-  s.state_bytes =
-      config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16 && s.optimizer_offloaded() ? 8 : 12;
+  // The compact layouts only in the offloaded optimizers (the engine refuses them on the GPU).
+  if (s.optimizer_offloaded()) {
+    const TierzeroConfig& t = config.tierzero;
+    s.layout.compact_master = t.master_weights == MasterWeights::kCompact;
+    s.layout.moments = t.optimizer_state_dtype == OptimizerStateDtype::kInt8   ? state_layout::Moments::kInt8Blockwise
+                       : t.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? state_layout::Moments::kBf16
+                                                                                : state_layout::Moments::kFp32;
+    s.host_grad_bytes = t.offload_grad_dtype == OffloadGradDtype::kBf16 ? 2 : 4;
+  }
 
   const std::vector<int64_t> params = distinct_param_numels(model);
   const std::vector<int64_t> units = unit_numels(model);
@@ -65,8 +71,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     s.landing = std::min(s.partition, std::max(bucket, s.largest_param));
   }
   s.sub_group = std::max<int64_t>(1, std::min(static_cast<int64_t>(zero.sub_group_size), s.partition));
-  if (s.optimizer_nvme)
-    s.nvme_state_moved = std::max<int64_t>(0, s.partition - zero.offload_optimizer.buffer_count * s.sub_group);
+  s.records = {.partition = s.partition, .sub_group = s.sub_group};
   if (s.params_nvme)
     s.params_in_cpu =
         std::min<int64_t>(s.partition, static_cast<int64_t>(zero.offload_param.max_in_cpu) / s.sub_group * s.sub_group);

@@ -31,16 +31,24 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   terms.push_back({"gpu compute", seconds(flops, rate), detail});
 
   // H2D: updated weights after the step (offloaded optimizer); stage 3 offloaded parameters for
-  // every gather, forward (once for all micro-batches when they run unit by unit) and backward, less
-  // those kept whole between them.
+  // every gather, forward and backward, less those kept whole between them: once per micro-batch
+  // each way, or with the window (window_pass.h) once for all the forwards and once for all the
+  // backwards.
   const double e = s.compute_bytes, p = static_cast<double>(s.partition);
-  const double forwards = s.forward_window ? 1.0 : static_cast<double>(s.accum);
-  const double gathered = std::max(0.0, (forwards + s.accum) * p - s.accum * static_cast<double>(s.kept_gathered) / s.world);
+  const double passes = s.forward_window ? 1.0 : static_cast<double>(s.accum);
+  const double gathered = std::max(0.0, 2.0 * passes * p - passes * static_cast<double>(s.kept_gathered) / s.world);
   double h2d = s.optimizer_offloaded() ? e * p : 0.0;
   if (s.params_offloaded()) h2d += e * gathered;
   terms.push_back({"pcie h2d", seconds(h2d, machine.h2d_gbps.value * 1e9), bytes_over(h2d, machine.h2d_gbps, "GB/s")});
-  // D2H: each micro-batch's reduced gradient partition lands in host memory.
-  const double d2h = s.optimizer_offloaded() ? s.accum * s.grad_bytes * p : 0.0;
+  // D2H: the reduced gradient partition lands in host memory: each micro-batch's in the grad dtype,
+  // or once per step (the device accumulator, the window) as fp32 sums; bf16 with
+  // tierzero.offload_grad_dtype, rounded as it crosses.
+  double d2h = 0.0;
+  if (s.optimizer_offloaded()) {
+    const bool once = s.grads_land_once();
+    const double bytes = s.host_grad_bytes == 2 ? 2.0 : (once && s.accum > 1 ? 4.0 : s.grad_bytes);
+    d2h = (once ? 1.0 : static_cast<double>(s.accum)) * bytes * p;
+  }
   terms.push_back({"pcie d2h", seconds(d2h, machine.d2h_gbps.value * 1e9), bytes_over(d2h, machine.d2h_gbps, "GB/s")});
 
   const double adam = s.optimizer_offloaded() ? p : 0.0;
@@ -48,10 +56,11 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
                 machine.adam_gparams.value);
   terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
 
-  // NVMe: the optimizer state the buffers do not keep, read and written once per step; parameters
+  // NVMe: the optimizer records neither in memory nor kept by the swap buffers, read and written
+  // once per step (state_layout.h); parameters
   // on NVMe read for every gather (as H2D above) beyond the share offload_param.max_in_cpu keeps in
   // memory, written once after the step.
-  double read = s.state_bytes * static_cast<double>(s.nvme_state_moved), write = read;
+  double read = static_cast<double>(s.nvme_state_moved_bytes), write = read;
   if (s.params_nvme) {
     const double on_disk = p > 0 ? static_cast<double>(s.partition - s.params_in_cpu) / p : 0.0;
     read += e * gathered * on_disk;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/plan/plan.h"
+#include "engine/plan/state_layout.h"
 
 namespace tierzero::engine::plan {
 
@@ -16,8 +17,12 @@ inline constexpr int64_t kStagingSlotBytes = 64 << 20;  // ZeroEngineOptions::gr
 struct RunShape {
   int world = 1;
   int compute_bytes = 2;  // e: the compute dtype (bf16/fp16 2, fp32 4)
-  int grad_bytes = 4;     // g: tierzero.grad_accum_dtype
-  int state_bytes = 12;   // fp32 master + m + v; 8 with bf16 m, v
+  int grad_bytes = 4;       // g: tierzero.grad_accum_dtype (the GPU's gradients)
+  int host_grad_bytes = 4;  // offloaded: tierzero.offload_grad_dtype, the host gradient partition
+  // The optimizer state's layout (state_layout.h): tierzero.master_weights and optimizer_state_dtype
+  // for the offloaded optimizer; fp32 master, m, v on the GPU.
+  state_layout::Layout layout;
+  state_layout::Records records;  // the partition in sub-groups (one record each)
   int64_t parameters = 0;
   int64_t padded = 0;     // the flat layout's elements (stages 0-2)
   int64_t partition = 0;  // this rank's partition: the optimizer's and the gradients' elements
@@ -29,10 +34,12 @@ struct RunShape {
   int64_t slots = 0;          // distinct parameters
   int64_t landing = 0;        // offloaded: a staging slot's elements (the largest bucket landed)
   int64_t kept_gathered = 0;  // stage 3: parameters kept whole between forward and backward
-  // Optimizer on NVMe: elements whose state a step reads and writes, those of the sub-groups beyond
-  // the buffer_count the pinned buffers keep from one pass to the next (nvme_offload_adam.h; the
-  // partial last sub-group counted as a full one).
-  int64_t nvme_state_moved = 0;
+  // Optimizer on NVMe, set by memory_items (tierzero.optimizer_records_in_memory "auto" needs every
+  // other pinned buffer): the records kept in pinned memory, and the bytes a step reads and writes
+  // each way, those of the streamed records beyond the buffer_count the swap buffers keep from one
+  // pass to the next (state_layout.h).
+  state_layout::InMemory records_in_memory;
+  int64_t nvme_state_moved_bytes = 0;
   int64_t sub_group = 1;  // the offloaded optimizer's sub-group: min(sub_group_size, partition), >= 1
   // Parameters on NVMe: elements of the shard offload_param.max_in_cpu keeps in pinned memory (whole
   // sub-groups from the front, nvme_params.h).
@@ -43,9 +50,15 @@ struct RunShape {
   // Stage 3 with the offloaded optimizer step running into the next forward (overlap_comm): with
   // more than one micro-batch the forwards may run unit by unit across them (a forward window).
   bool follows_step = false;
-  // Set by plan_figures from the engine's choices (engine_choice_items): the window runs, so a step
-  // gathers each unit once for all the forwards and once per backward.
+  // Set by plan_figures from the engine's choices (engine_choice_items): the window runs (window_pass.h),
+  // so a step gathers each unit once for all the forwards and once for all the backwards.
   bool forward_window = false;
+  // Set by plan_figures (engine_choice_items): micro-batches are summed in an fp32 accumulator of the
+  // partition on the GPU, landing once per step.
+  bool device_accumulator = false;
+  // Gradients leave the GPU once per step (one micro-batch, the device accumulator, or the window,
+  // whose backwards also run unit by unit: window_pass.h).
+  bool grads_land_once() const { return accum < 2 || device_accumulator || forward_window; }
   bool optimizer_cpu = false, optimizer_nvme = false, params_cpu = false, params_nvme = false;
   bool compute_on_cpu = false;  // PlanOptions::compute_on_cpu
   bool weights_from_checkpoint = false;  // PlanOptions::weights_from_checkpoint
@@ -56,15 +69,16 @@ struct RunShape {
 // The sizes of `config` on `model`. kInvalidArgument for a micro-batch, sequence or world of 0.
 Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const PlanOptions& options);
 
-// Every memory item of one rank (items of 0 bytes left out).
-std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, const RunShape& shape);
+// Every memory item of one rank (items of 0 bytes left out). Sets shape.records_in_memory and
+// shape.nvme_state_moved_bytes.
+std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, RunShape& shape);
 
 // What the engine adds on the GPU at run time when it finds room beside `planned_gpu_peak` (bytes,
 // allocated), decided as zero_engine.cpp decides: an fp32 gradient accumulator of the partition
 // (tierzero.offload_grad_accumulator, "auto": several micro-batches per step and room) and, when the
 // optimizer step runs into the forward, the forward window's kept unit inputs of the other
 // micro-batches. The room is tierzero.gpu_memory_limit, else --gpu-memory, else taken as there.
-// Sets shape.forward_window.
+// Sets shape.forward_window and shape.device_accumulator.
 std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConfig& config, const Machine& machine,
                                             uint64_t planned_gpu_peak, RunShape& shape);
 
@@ -83,6 +97,9 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
 // that would help, with the figure a re-plan of the changed config gives.
 std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig& config, const Machine& machine,
                                          const PlanOptions& options, const Plan& plan);
+
+// The state layout's bytes per parameter of this rank's partition in each tier (Plan::state_bytes).
+std::vector<StateBytes> state_bytes_table(const RunShape& shape, const DsConfig& config);
 
 // "1.35e9"-style counts and "12.00 GiB (12884901888 B)"-free short byte text for formulas.
 std::string count_text(double count);

@@ -40,7 +40,10 @@ TEST(PlanAdvice, HostOverNamesNvme) {
   EXPECT_TRUE(has(problem, "host needs")) << problem;
   EXPECT_TRUE(has(problem, "--host-memory")) << problem;
   EXPECT_TRUE(has(problem, "zero_optimization.offload_optimizer.device \"nvme\"")) << problem;
-  EXPECT_TRUE(has(problem, "tierzero.optimizer_state_dtype \"bf16\"")) << problem;
+  // The state layout as one combined setting (the least lossy that fits), not key by key.
+  EXPECT_TRUE(has(problem, "set tierzero.master_weights \"compact\" + ")) << problem;
+  EXPECT_TRUE(has(problem, "(one layout, together)")) << problem;
+  EXPECT_TRUE(has(problem, "fits every host and NVMe budget")) << problem;
 }
 
 TEST(PlanAdvice, PinnedLimitFromTheConfig) {

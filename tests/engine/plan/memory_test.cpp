@@ -129,24 +129,27 @@ TEST(PlanMemory, OffloadedParametersLeaveTheGpu) {
 }
 
 // What the engine adds on the GPU where it finds room (zero_engine.cpp): the fp32 gradient
-// accumulator of the partition and, the optimizer step running into the forward, the other
-// micro-batches' unit inputs of the forward window. Both are in the peak when they fit the budget,
+// accumulator of the partition and, the optimizer step running into the forward, the window
+// (window_pass_extra_bytes): the other micro-batches' inputs of every body unit and their output
+// gradients, and one unit's fp32 gradient sums. Both are in the peak when they fit the budget,
 // neither when the accumulator does not; the base the engine decides against is the same.
 TEST(PlanMemory, EngineChoicesAddTheAccumulatorAndTheWindowWhereTheyFit) {
   const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
       "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
       "tierzero": {"data": {"seq_len": 16}}})";
   const Plan roomy = plan_of(json);
-  const uint64_t window = 3ull * 25 * 16 * 2048 * 2;  // 3 other micro-batches x 25 unit inputs, bf16
+  // 3 other micro-batches x (25 body-unit inputs + an output gradient), bf16; + the LM head unit
+  // (final norm + head, the largest) in fp32.
+  const uint64_t window = 3ull * 26 * 16 * 2048 * 2 + 4ull * (2048 + 32000 * 2048);
   EXPECT_EQ(item_bytes(roomy, Tier::kGpu, "gradient accumulator (fp32, the partition)"), 4u * N);
-  EXPECT_EQ(item_bytes(roomy, Tier::kGpu, "forward window: other micro-batches' unit inputs"), window);
+  EXPECT_EQ(item_bytes(roomy, Tier::kGpu, "window: other micro-batches' unit inputs, grads"), window);
   EXPECT_EQ(roomy.gpu_allocated_peak_bytes, roomy.gpu_allocated_base_bytes + 4u * N + window);
   DsConfig tight = config_from(json);
   tight.tierzero.gpu_memory_limit = roomy.gpu_allocated_base_bytes + 4u * N - 1;  // the accumulator misses
   Result<Plan> p = plan_training(testing::llama_1_35b(), tight, testing::round_machine());
   ASSERT_OK(p);
   EXPECT_EQ(item_bytes(*p, Tier::kGpu, "gradient accumulator (fp32, the partition)"), 0u);
-  EXPECT_EQ(item_bytes(*p, Tier::kGpu, "forward window: other micro-batches' unit inputs"), window);
+  EXPECT_EQ(item_bytes(*p, Tier::kGpu, "window: other micro-batches' unit inputs, grads"), window);
   EXPECT_EQ(p->gpu_allocated_base_bytes, roomy.gpu_allocated_base_bytes);
   // Offloaded on one rank the engine cuts gradient buckets at a 64 MiB staging slot: three live
   // ones of the largest parameter (the embedding, larger than a slot's 16 Mi fp32 elements).
