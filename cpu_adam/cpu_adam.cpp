@@ -53,7 +53,27 @@ std::string count_mismatch(const char* what, size_t got, size_t want) {
 // The element count of a step: that of whichever params buffer is set.
 size_t param_count(const AdamBuffers& b) { return b.params_16bit.count != 0 ? b.params_16bit.count : b.params.size(); }
 
+Status check_compact_master(const AdamBuffers& b) {
+  if (b.master_residual.empty()) return {};
+  if (!b.params.empty()) {
+    return invalid_argument(
+        "master_residual is set with fp32 params: the compact master is params_16bit (bf16) plus "
+        "master_residual, with params empty");
+  }
+  if (b.params_16bit.type != ElementType::kBF16) {
+    return invalid_argument(std::string("master_residual needs bf16 params_16bit, got ") +
+                            element_type_name(b.params_16bit.type));
+  }
+  if (b.params_16bit.count != b.master_residual.size()) {
+    return invalid_argument("master_residual has " + std::to_string(b.master_residual.size()) +
+                            " elements but params_16bit has " + std::to_string(b.params_16bit.count));
+  }
+  if (b.master_residual.data() == nullptr) return invalid_argument("master_residual has a null data pointer");
+  return {};
+}
+
 Status check_params(const AdamBuffers& b) {
+  TZ_RETURN_IF_ERROR(check_compact_master(b));
   if (b.params_16bit.count == 0) return {};
   if (!b.params.empty()) {
     return invalid_argument("params (fp32) and params_16bit are both set: pass the params in exactly one of them");
@@ -67,7 +87,35 @@ Status check_params(const AdamBuffers& b) {
   return {};
 }
 
-// The kernels read and write fp32, bf16 and fp16 only.
+bool eight_bit(ElementType type) { return type == ElementType::kI8 || type == ElementType::kU8; }
+
+// 8-bit moments: kI8 m with kU8 v, and a scale per block of each; scales only with them.
+Status check_moments(const AdamBuffers& b, size_t n) {
+  const bool m8 = eight_bit(b.exp_avg.type), v8 = eight_bit(b.exp_avg_sq.type);
+  if (!m8 && !v8) {
+    if (!b.exp_avg_scales.empty() || !b.exp_avg_sq_scales.empty()) {
+      return invalid_argument("exp_avg_scales / exp_avg_sq_scales are set but the moments are not 8-bit");
+    }
+    return {};
+  }
+  if (b.exp_avg.type != ElementType::kI8 || b.exp_avg_sq.type != ElementType::kU8) {
+    return invalid_argument(std::string("8-bit moments are exp_avg i8 with exp_avg_sq u8, got ") +
+                            element_type_name(b.exp_avg.type) + " and " + element_type_name(b.exp_avg_sq.type));
+  }
+  const size_t blocks = moment_block_count(n);
+  if (b.exp_avg_scales.size() != blocks || b.exp_avg_sq_scales.size() != blocks) {
+    return invalid_argument("8-bit moments of " + std::to_string(n) + " elements need " + std::to_string(blocks) +
+                            " scales each (one per " + std::to_string(kMomentBlock) + "), got " +
+                            std::to_string(b.exp_avg_scales.size()) + " and " +
+                            std::to_string(b.exp_avg_sq_scales.size()));
+  }
+  if (blocks > 0 && (b.exp_avg_scales.data() == nullptr || b.exp_avg_sq_scales.data() == nullptr)) {
+    return invalid_argument("an 8-bit moment scale buffer has a null data pointer");
+  }
+  return {};
+}
+
+// The kernels read and write fp32, bf16 and fp16 only (and 8-bit moments, checked apart).
 Status check_kernel_type(const char* buffer, ElementType type) {
   if (type == ElementType::kF32 || type == ElementType::kBF16 || type == ElementType::kF16) return {};
   return invalid_argument(std::string(buffer) + " holds " + element_type_name(type) +
@@ -76,8 +124,8 @@ Status check_kernel_type(const char* buffer, ElementType type) {
 
 Status check_buffers(const AdamBuffers& b) {
   TZ_RETURN_IF_ERROR(check_kernel_type("grads", b.grads.type));
-  TZ_RETURN_IF_ERROR(check_kernel_type("exp_avg", b.exp_avg.type));
-  TZ_RETURN_IF_ERROR(check_kernel_type("exp_avg_sq", b.exp_avg_sq.type));
+  if (!eight_bit(b.exp_avg.type)) TZ_RETURN_IF_ERROR(check_kernel_type("exp_avg", b.exp_avg.type));
+  if (!eight_bit(b.exp_avg_sq.type)) TZ_RETURN_IF_ERROR(check_kernel_type("exp_avg_sq", b.exp_avg_sq.type));
   TZ_RETURN_IF_ERROR(check_kernel_type("params16", b.params16.type));
   TZ_RETURN_IF_ERROR(check_kernel_type("params_16bit", b.params_16bit.type));
   TZ_RETURN_IF_ERROR(check_params(b));
@@ -93,12 +141,17 @@ Status check_buffers(const AdamBuffers& b) {
                 (b.params16.count != 0 && b.params16.data == nullptr))) {
     return invalid_argument("an Adam buffer with elements has a null data pointer");
   }
-  if (b.exp_avg.type == ElementType::kF16 || b.exp_avg.type != b.exp_avg_sq.type) {
-    return invalid_argument(std::string("exp_avg and exp_avg_sq must both be fp32 or both bf16, got ") +
+  TZ_RETURN_IF_ERROR(check_moments(b, n));
+  if (!eight_bit(b.exp_avg.type) && (b.exp_avg.type == ElementType::kF16 || b.exp_avg.type != b.exp_avg_sq.type)) {
+    return invalid_argument(std::string("exp_avg and exp_avg_sq must both be fp32 or both bf16 (or i8 and u8), got ") +
                             element_type_name(b.exp_avg.type) + " and " + element_type_name(b.exp_avg_sq.type));
   }
   if (b.params16.count != 0 && b.params16.type == ElementType::kF32) {
     return invalid_argument("params16 must be bf16 or fp16 (the fp32 params are updated in place)");
+  }
+  if (b.params16.count != 0 && b.params16.type == ElementType::kF16 &&
+      b.params16_rounding == Bf16Rounding::kNearestAway) {
+    return invalid_argument("params16_rounding kNearestAway is for a bf16 params16; fp16 rounds to nearest even");
   }
   return {};
 }
@@ -152,9 +205,14 @@ template <class Kernel>
 void for_each_step_tile(tbb::task_arena& arena, size_t tile_elements, bool streaming_stores, const AdamBuffers& b,
                         const Kernel& kernel) {
   const Elements params = b.params_16bit.count != 0 ? b.params_16bit : elements(b.params);
-  const detail::TileTypes types{params.type, b.grads.type, b.exp_avg.type, b.params16.type};
+  const bool compact = !b.master_residual.empty();
+  const bool eight = b.exp_avg.type == ElementType::kI8;
+  const detail::TileTypes types{params.type,     b.grads.type, eight ? ElementType::kI8 : b.exp_avg.type,
+                                b.params16.type, compact,      b.params16_rounding == Bf16Rounding::kNearestAway};
   const bool write16 = b.params16.count != 0;
-  for_each_tile(arena, params.count, tile_elements, [&](size_t, size_t begin, size_t end) {
+  // 8-bit moments: a tile is whole blocks (only the last one partial), never split between threads.
+  const size_t tile = eight ? (tile_elements + kMomentBlock - 1) / kMomentBlock * kMomentBlock : tile_elements;
+  for_each_tile(arena, params.count, tile, [&](size_t, size_t begin, size_t end) {
     detail::TileBuffers tile{
         .params = offset(params.data, params.type, begin),
         .grads = offset(b.grads.data, b.grads.type, begin),
@@ -163,9 +221,12 @@ void for_each_step_tile(tbb::task_arena& arena, size_t tile_elements, bool strea
         .params16 = write16 ? offset(b.params16.data, b.params16.type, begin) : nullptr,
         .count = end - begin,
         .stream = false,
+        .residual = compact ? b.master_residual.data() + begin : nullptr,
+        .exp_avg_scales = eight ? b.exp_avg_scales.data() + begin / kMomentBlock : nullptr,
+        .exp_avg_sq_scales = eight ? b.exp_avg_sq_scales.data() + begin / kMomentBlock : nullptr,
     };
-    tile.stream = streaming_stores && aligned64(tile.params) && aligned64(tile.exp_avg) && aligned64(tile.exp_avg_sq) &&
-                  (!write16 || aligned64(tile.params16));
+    tile.stream = streaming_stores && !eight && aligned64(tile.params) && aligned64(tile.exp_avg) &&
+                  aligned64(tile.exp_avg_sq) && (!write16 || aligned64(tile.params16));
     kernel(types, tile);
   });
 }
@@ -218,6 +279,26 @@ Result<GradStats> CpuAdam::accumulate_scaled(std::span<float> dst, ConstElements
   return stats;
 }
 
+Result<GradStats> CpuAdam::accumulate_scaled(std::span<uint16_t> dst, ConstElements src, float scale) const {
+  if (src.count != dst.size()) {
+    return invalid_argument("accumulate_scaled: src has " + std::to_string(src.count) + " elements but dst has " +
+                            std::to_string(dst.size()));
+  }
+  if (!dst.empty() && (dst.data() == nullptr || src.data == nullptr)) {
+    return invalid_argument("accumulate_scaled: a buffer with elements has a null data pointer");
+  }
+  const size_t tiles = (dst.size() + tile_elements_ - 1) / tile_elements_;
+  std::vector<PaddedSum> partial(tiles);
+  for_each_tile(arena_->arena, dst.size(), tile_elements_, [&](size_t t, size_t begin, size_t end) {
+    partial[t].value = detail::accumulate_scaled_bf16_tile(dst.data() + begin, offset(src.data, src.type, begin),
+                                                           src.type, end - begin, scale);
+  });
+  GradStats stats;
+  for (const PaddedSum& s : partial) stats.sq_norm += s.value;
+  stats.finite = std::isfinite(stats.sq_norm);
+  return stats;
+}
+
 Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
                      const AdamBuffers& b) const {
   TZ_RETURN_IF_ERROR(check_buffers(b));
@@ -253,6 +334,66 @@ Result<ClippedStepOutcome> CpuAdam::step_with_clipping(const AdamHyperParams& hp
   if (max_grad_norm > 0.0) outcome.clip_coef = std::min(1.0, max_grad_norm / (outcome.grad_norm + 1e-6));
   TZ_RETURN_IF_ERROR(step(hp, step_number, static_cast<float>(outcome.clip_coef / loss_scale), b));
   return outcome;
+}
+
+Status split_master(std::span<const float> master, std::span<uint16_t> hi, std::span<int16_t> residual) {
+  if (hi.size() != master.size() || residual.size() != master.size()) {
+    return invalid_argument("split_master: master has " + std::to_string(master.size()) + " elements, hi " +
+                            std::to_string(hi.size()) + ", residual " + std::to_string(residual.size()));
+  }
+  if (!master.empty() && (master.data() == nullptr || hi.data() == nullptr || residual.data() == nullptr)) {
+    return invalid_argument("split_master: a buffer with elements has a null data pointer");
+  }
+  detail::split_master_n(master.data(), hi.data(), residual.data(), master.size());
+  return {};
+}
+
+Status join_master(std::span<const uint16_t> hi, std::span<const int16_t> residual, std::span<float> master) {
+  if (hi.size() != master.size() || residual.size() != master.size()) {
+    return invalid_argument("join_master: master has " + std::to_string(master.size()) + " elements, hi " +
+                            std::to_string(hi.size()) + ", residual " + std::to_string(residual.size()));
+  }
+  if (!master.empty() && (master.data() == nullptr || hi.data() == nullptr || residual.data() == nullptr)) {
+    return invalid_argument("join_master: a buffer with elements has a null data pointer");
+  }
+  detail::join_master_n(hi.data(), residual.data(), master.data(), master.size());
+  return {};
+}
+
+namespace {
+
+Status check_moment_blocks(const char* what, ElementType type, const void* codes, size_t count, const void* values,
+                           size_t value_count, const float* scales, size_t scale_count) {
+  if (!eight_bit(type)) {
+    return invalid_argument(std::string(what) + ": codes hold " + element_type_name(type) + ", not i8 (m) or u8 (v)");
+  }
+  if (count != value_count || scale_count != moment_block_count(count)) {
+    return invalid_argument(std::string(what) + ": " + std::to_string(value_count) + " values, " +
+                            std::to_string(count) + " codes and " + std::to_string(scale_count) +
+                            " scales (need equal counts and one scale per " + std::to_string(kMomentBlock) + ")");
+  }
+  if (count > 0 && (codes == nullptr || values == nullptr || scales == nullptr)) {
+    return invalid_argument(std::string(what) + ": a buffer with elements has a null data pointer");
+  }
+  return {};
+}
+
+}  // namespace
+
+Status encode_moment_blocks(std::span<const float> values, Elements codes, std::span<float> scales) {
+  TZ_RETURN_IF_ERROR(check_moment_blocks("encode_moment_blocks", codes.type, codes.data, codes.count, values.data(),
+                                         values.size(), scales.data(), scales.size()));
+  detail::encode_moment_blocks_n(values.data(), values.size(), codes.data, codes.type == ElementType::kI8,
+                                 scales.data());
+  return {};
+}
+
+Status decode_moment_blocks(ConstElements codes, std::span<const float> scales, std::span<float> values) {
+  TZ_RETURN_IF_ERROR(check_moment_blocks("decode_moment_blocks", codes.type, codes.data, codes.count, values.data(),
+                                         values.size(), scales.data(), scales.size()));
+  detail::decode_moment_blocks_n(codes.data, codes.type == ElementType::kI8, scales.data(), values.data(),
+                                 values.size());
+  return {};
 }
 
 std::string simd_target_name() { return detail::dispatched_target_name(); }
