@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Plumbing of benchmarks/train_vs_deepspeed.sh, one subcommand per job:
 
-  model    --shape benchmarks/models/X.json --out DIR    random-init Llama, save_pretrained in bf16
+  model    --shape benchmarks/models/X.json --out DIR    random-init Llama or Qwen2 (the shape's model_type),
+           [--vocab V --max-pos P --seed S]               save_pretrained in bf16; --vocab / --max-pos override
+                                                          the shape's vocab_size / max_position_embeddings
+  shape    NAME                                           the shape file of --shape NAME: benchmarks/models/
+                                                          llama_NAME.json, else NAME with '-' -> '_' (qwen2.5-7b
+                                                          -> qwen2.5_7b.json), else NAME as a path
   count    --model DIR                                    its parameters (from the safetensors headers)
   tokens   --out FILE --tokens N --vocab V --seed S      random ids as a TZTOKENS file (uint16 when
                                                           V <= 65536, else uint32; engine/data/token_data.h)
   config   --base F --out F [--micro M --accum A --seq S --bf16 0|1] [--set KEY.PATH=JSON ...]
-                                                          the ds_config both engines read, overrides applied
-                                                          (--set: any key by its dotted path, a JSON value)
+           [--unset KEY.PATH ...]                         the ds_config both engines read, overrides applied
+                                                          (--set: any key by its dotted path, a JSON value;
+                                                          --unset: remove a key, e.g. scheduler)
   measure  --json F --log F --timeout S -- CMD...       runs CMD, output to the log; records its exit
                                                           status and peak RSS (getrusage of the child:
                                                           the same figure /usr/bin/time -v reports)
@@ -31,21 +37,50 @@ import time
 # ---- model -----------------------------------------------------------------------------------
 
 
+ARCHITECTURES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}
+
+
 def cmd_model(a):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
 
     with open(a.shape) as f:
         shape = json.load(f)
+    model_type = shape.get("model_type", "llama")
+    if model_type not in ARCHITECTURES:
+        sys.exit(f"model: {a.shape}: model_type {model_type!r} is not one of {sorted(ARCHITECTURES)}")
+    config_class, model_class = (getattr(transformers, name) for name in ARCHITECTURES[model_type])
     shape = {k: v for k, v in shape.items() if k not in ("architectures", "model_type", "torch_dtype")}
-    config = LlamaConfig(**shape)
+    if a.vocab:
+        shape["vocab_size"] = a.vocab
+    if a.max_pos:
+        shape["max_position_embeddings"] = a.max_pos
+    config = config_class(**shape)
     torch.manual_seed(a.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(device):
-        model = LlamaForCausalLM(config).to(torch.bfloat16)
+        model = model_class(config).to(torch.bfloat16)
     model.save_pretrained(a.out, safe_serialization=True)
     n = sum(p.numel() for p in model.parameters())
-    print(f"# model: {a.shape} -> {a.out}: {n} parameters, bf16, seed {a.seed}")
+    print(f"# model: {a.shape} -> {a.out}: {model_class.__name__}, {n} parameters, vocab {config.vocab_size}, "
+          f"bf16, seed {a.seed}")
+
+
+def shape_file(name, models_dir="benchmarks/models"):
+    """The shape file `--shape NAME` names (see the module docstring), or None."""
+    for candidate in (os.path.join(models_dir, f"llama_{name}.json"),
+                      os.path.join(models_dir, name.replace("-", "_") + ".json"), name):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def cmd_shape(a):
+    path = shape_file(a.name)
+    if path is None:
+        sys.exit(f"no model shape {a.name!r}: none of benchmarks/models/llama_{a.name}.json, "
+                 f"benchmarks/models/{a.name.replace('-', '_')}.json, {a.name}")
+    print(path)
 
 
 def cmd_count(a):
@@ -94,6 +129,13 @@ def cmd_config(a):
         config.setdefault("tierzero", {}).setdefault("data", {})["seq_len"] = a.seq
     if a.bf16 is not None:
         config["bf16"] = {"enabled": bool(a.bf16)}
+    for path in a.unset or []:
+        *parents, leaf = path.split(".")
+        node = config
+        for key in parents:
+            node = node.get(key, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(leaf, None)
     for assignment in a.set or []:
         path, sep, value = assignment.partition("=")
         if not sep or not path:
@@ -231,6 +273,30 @@ def summarise(run_dir, name, tokens_per_step, flops_token, warmup):
     return row
 
 
+# tierzero's start-up warnings about precision keys it does not honour (engine/config: "unknown key
+# 'PATH' (ignored)", or a "warned unless" key): such a run kept another state than its config asks for.
+PRECISION_KEYS = ("bf16.bf16_master_weights_and_grads", "bf16.bf16_optimizer_states", "tierzero.master_weights",
+                  "tierzero.optimizer_state_dtype", "tierzero.offload_grad_dtype")
+
+
+def config_warnings(log_path):
+    """The `warning:` lines of a tierzero train log (its config's warnings among them)."""
+    if not os.path.exists(log_path):
+        return []
+    with open(log_path, errors="replace") as f:
+        return [line.strip() for line in f if line.startswith("warning:")]
+
+
+def tierzero_state(ds, warnings):
+    """The master and moments a tierzero run keeps per its ds_config, and whether a precision key was
+    warned about (then the run did not keep what the config says)."""
+    t = ds.get("tierzero", {})
+    master = t.get("master_weights", "fp32")
+    moments = t.get("optimizer_state_dtype", "fp32")
+    ignored = [k for k in PRECISION_KEYS if any(f"'{k}'" in w or f" {k} " in w for w in warnings)]
+    return f"{master}/{moments}" + (" IGNORED" if ignored else ""), ignored
+
+
 def print_breakdown(rows):
     """Where tierzero's step went (runs with wall_clock_breakdown), with GPU busy % and the step over the
     slowest resource: GPU (forward + backward, waits included), PCIe (gradient D2H + weight H2D; parameter
@@ -268,6 +334,16 @@ def cmd_table(a):
         for engine in plan["engines"]:
             row = summarise(a.dir, f"{config}.{engine}", tokens_per_step, flops_per_token(shape, seq), a.warmup)
             row.update(config=config, engine=engine)
+            if engine == "tierzero":
+                row["warnings"] = config_warnings(os.path.join(a.dir, f"{config}.{engine}.log"))
+                row["state"], row["ignored_keys"] = tierzero_state(ds, row["warnings"])
+            else:
+                steps_path = os.path.join(a.dir, f"{config}.{engine}.steps.json")
+                held = None
+                if os.path.exists(steps_path):
+                    with open(steps_path) as f:
+                        held = json.load(f).get("precision")
+                row["state"] = f"{held['master']}/{held['moments']}" if held else "-"
             rows.append(row)
     print(f"# train_vs_deepspeed: {plan['shape']} ({plan['parameters']} parameters), {plan['steps']} steps, "
           f"median of steps after {a.warmup} warm-up, tokens/step from each ds_config")
@@ -277,8 +353,10 @@ def cmd_table(a):
           "torch.cuda.max_memory_allocated reset per step for DeepSpeed;")
     print("# peak_rss: the process's peak resident set (getrusage of the child, as /usr/bin/time -v); "
           "ratio: tierzero tok/s / DeepSpeed tok/s")
+    print("# state: master/moments kept (DeepSpeed: read back from its engine; tierzero: its config's tierzero "
+          "section, IGNORED when its log warned a precision key was not honoured)")
     header = f"# {'config':<24} {'engine':<9} {'step_s':>8} {'tok/s':>9} {'TFLOPS':>7} {'peak_gpu_GiB':>12} " \
-             f"{'peak_rss_GiB':>12} {'loss':>8} {'ratio':>6}  status"
+             f"{'peak_rss_GiB':>12} {'loss':>8} {'ratio':>6} {'state':<22} status"
     print(header)
     for row in rows:
         other = next((r for r in rows if r["config"] == row["config"] and r["engine"] == "deepspeed"), None)
@@ -290,7 +368,12 @@ def cmd_table(a):
         fmt = lambda key, spec: format(row[key], spec) if row.get(key) is not None else "-"  # noqa: E731
         print(f"  {row['config']:<24} {row['engine']:<9} {fmt('step_time_s', '8.3f')} {fmt('tokens_per_s', '9.0f')} "
               f"{fmt('tflops', '7.1f')} {gib(row.get('gpu_peak_bytes')):>12} {gib(row.get('peak_rss_bytes')):>12} "
-              f"{fmt('final_loss', '8.4f')} {ratio:>6}  {status}")
+              f"{fmt('final_loss', '8.4f')} {ratio:>6} {row.get('state', '-'):<22} {status}")
+    ignored = [r for r in rows if r.get("ignored_keys")]
+    for row in ignored:
+        print(f"# {row['config']}.tierzero kept another state than its config asks: "
+              + "; ".join(w for w in row["warnings"] if any(k in w for k in row["ignored_keys"])))
+    print(f"# {len(rows)} runs, {sum(1 for r in rows if r['ok'])} ok, {len(ignored)} with precision keys ignored")
     print_breakdown(rows)
     with open(os.path.join(a.dir, "summary.json"), "w") as f:
         json.dump({"plan": plan, "warmup": a.warmup, "rows": rows}, f, indent=2)
@@ -304,7 +387,12 @@ def main():
     s.add_argument("--shape", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=1234)
+    s.add_argument("--vocab", type=int, help="override the shape's vocab_size")
+    s.add_argument("--max-pos", type=int, help="override the shape's max_position_embeddings")
     s.set_defaults(run=cmd_model)
+    s = sub.add_parser("shape")
+    s.add_argument("name")
+    s.set_defaults(run=cmd_shape)
     s = sub.add_parser("count")
     s.add_argument("--model", required=True)
     s.set_defaults(run=cmd_count)
@@ -322,6 +410,7 @@ def main():
     s.add_argument("--seq", type=int)
     s.add_argument("--bf16", type=int)
     s.add_argument("--set", action="append", metavar="KEY.PATH=JSON")
+    s.add_argument("--unset", action="append", metavar="KEY.PATH")
     s.set_defaults(run=cmd_config)
     s = sub.add_parser("measure")
     s.add_argument("--json", required=True)

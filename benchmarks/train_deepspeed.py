@@ -3,7 +3,7 @@
 deepspeed.initialize on the SAME ds_config file, token file and sample order as `tierzero train`.
 
     train_deepspeed.py --model DIR --ds-config F --tokens FILE --steps N --json OUT
-    train_deepspeed.py ... [--save-checkpoint DIR] [--save-16bit DIR]
+    train_deepspeed.py ... [--save-checkpoint DIR] [--save-16bit DIR] [--metrics FILE.jsonl] [--name NAME]
     train_deepspeed.py --build-ops [--ds-config F ...]   (JIT-build the ops those configs use first,
                                                           outside any run's timeout; all without one)
 
@@ -25,7 +25,16 @@ deepspeed.initialize on the SAME ds_config file, token file and sample order as 
   DIR/zero_to_fp32.py); --save-16bit DIR: engine.save_16bit_model(DIR) (DIR/pytorch_model.bin; at ZeRO-3
   the ds_config needs zero_optimization.stage3_gather_16bit_weights_on_model_save true). Each save's
   wall time goes into the JSON as save_checkpoint_s / save_16bit_s.
-Prints one line per step and writes {"steps": [{step, loss, step_time_s, gpu_peak_bytes}...]} to OUT.
+- Precision: what DeepSpeed actually keeps, read back from the engine after initialize and after
+  the first step: the master weights' dtype (ZeRO's master_weights_and_grads_dtype: fp32, or bf16
+  with bf16.bf16_master_weights_and_grads) and the Adam moments' dtype (exp_avg of the first state
+  the optimizer holds), printed as `deepspeed precision: master bf16, moments bf16` and stored as
+  "precision" in the JSON.
+- --metrics FILE.jsonl: tierzero's metrics format (report/METRICS.md: a "run" line, then one "step"
+  line per step with step, loss, lr, step_time_s, tokens_per_s, gpu_peak_bytes), so `tierzero report`
+  and benchmarks/quality_util.py summary read both engines' runs alike.
+Prints one line per step and writes {"steps": [{step, loss, step_time_s, gpu_peak_bytes}...], "precision"}
+to OUT.
 """
 import argparse
 import json
@@ -73,7 +82,9 @@ def open_tokens(path):
         header = f.read(32)
     if header[:8] != b"TZTOKENS":
         sys.exit(f"{path}: not a TZTOKENS file (write it with train_bench_util.py tokens)")
-    _, width, count, _ = struct.unpack("<IIQQ", header[8:])
+    _, width, count, flags = struct.unpack("<IIQQ", header[8:])
+    if flags & 1:
+        sys.exit(f"{path}: carries a loss mask (prompt/completion rows); this script trains on every token")
     return np.memmap(path, dtype=np.uint16 if width == 2 else np.uint32, mode="r", offset=32, shape=(count,))
 
 
@@ -151,6 +162,26 @@ def save(engine, checkpoint_dir, sixteen_bit_dir):
     return times
 
 
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "").replace("bfloat16", "bf16").replace("float32", "fp32") \
+        .replace("float16", "fp16")
+
+
+def precision(engine):
+    """{"master": dtype, "moments": dtype} as the engine holds them (None where not found)."""
+    optimizer = engine.optimizer
+    master = getattr(optimizer, "master_weights_and_grads_dtype", None)
+    moments = None
+    inner = getattr(optimizer, "optimizer", optimizer)
+    for state in getattr(inner, "state", {}).values():
+        if isinstance(state, dict) and "exp_avg" in state:
+            moments = state["exp_avg"].dtype
+            break
+    return {"master": dtype_name(master) if master is not None else None,
+            "moments": dtype_name(moments) if moments is not None else None,
+            "optimizer": type(inner).__name__}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-ops", action="store_true", help="build DeepSpeed's Adam ops and exit")
@@ -161,6 +192,8 @@ def main():
     p.add_argument("--json")
     p.add_argument("--save-checkpoint", metavar="DIR", help="engine.save_checkpoint(DIR) after the last step")
     p.add_argument("--save-16bit", metavar="DIR", help="engine.save_16bit_model(DIR) after the last step")
+    p.add_argument("--metrics", metavar="FILE", help="tierzero's metrics JSONL (report/METRICS.md) of the run")
+    p.add_argument("--name", help="the run's name in --metrics (default: the file name)")
     a = p.parse_args()
     if a.build_ops:
         build_ops(a.ds_config or [])
@@ -200,6 +233,21 @@ def main():
     device = engine.device
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     steps = []
+    tokens_per_step = micro * accumulation * seq_len
+    metrics = open(a.metrics, "w") if a.metrics else None
+    if metrics:
+        zero = config.get("zero_optimization", {})
+        offload = ", ".join(f"{k.split('_')[1]} {zero[k]['device']}" for k in ("offload_optimizer", "offload_param")
+                            if zero.get(k, {}).get("device", "none") != "none") or "none"
+        run = {"type": "run", "format": 1, "name": a.name or os.path.basename(a.metrics).removesuffix(".jsonl"),
+               "model": a.model, "config": a.ds_config, "data": a.tokens, "world_size": 1,
+               "dtype": "bf16" if bf16 else ("fp16" if config.get("fp16", {}).get("enabled") else "fp32"),
+               "stage": zero.get("stage", 0), "offload": offload,
+               "parameters": sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters()),
+               "tokens_per_step": tokens_per_step, "engine": f"deepspeed {deepspeed.__version__}"}
+        metrics.write(json.dumps(run) + "\n")
+        metrics.flush()
+    held = None
     for step in range(1, a.steps + 1):
         if cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -220,9 +268,23 @@ def main():
         peak = torch.cuda.max_memory_allocated() if cuda else None
         record = {"step": step, "loss": loss_sum / accumulation, "step_time_s": seconds, "gpu_peak_bytes": peak}
         steps.append(record)
+        if held is None:
+            held = precision(engine)
+            print(f"deepspeed precision: master {held['master']}, moments {held['moments']} ({held['optimizer']})",
+                  flush=True)
+        if metrics:
+            lr = engine.get_lr()[0] if engine.get_lr() else None
+            metrics.write(json.dumps({"type": "step", "step": step, "loss": record["loss"], "lr": lr,
+                                      "grad_norm": engine.get_global_grad_norm() if step else None,
+                                      "tokens_per_s": tokens_per_step / seconds, "step_time_s": seconds,
+                                      "gpu_peak_bytes": peak or 0, "gpu_reserved_bytes": 0, "pinned_bytes": 0,
+                                      "pageable_bytes": 0, "nvme_bytes": 0}, default=float) + "\n")
+            metrics.flush()
         print(f"deepspeed step {step}/{a.steps}  loss {record['loss']:.4f}  {seconds:.3f}s  "
               f"peak gpu {'-' if peak is None else f'{peak / (1 << 30):.2f} GiB'}", flush=True)
-    result = {"deepspeed": deepspeed.__version__, "torch": torch.__version__, "steps": steps}
+    if metrics:
+        metrics.close()
+    result = {"deepspeed": deepspeed.__version__, "torch": torch.__version__, "precision": held, "steps": steps}
     result.update(save(engine, a.save_checkpoint, a.save_16bit))
     with open(a.json, "w") as f:
         json.dump(result, f, indent=2)

@@ -2,21 +2,27 @@
 # tierzero train vs DeepSpeed (0.19.8) on the same Hugging Face model directory, ds_config file and
 # token file, one process, ZeRO-3: on the GPU / + optimizer on the CPU / + parameters on the CPU
 # (zero3_nvme_optimizer: the optimizer state on NVMe, DeepSpeed's ZeRO-Infinity, parameters on the CPU;
-# zero3_nvme_all: the parameters on NVMe too, max_in_cpu 0).
+# zero3_nvme_all: the parameters on NVMe too, max_in_cpu 0; zero3_lean_offload: DeepSpeed's lean mode,
+# bf16.bf16_master_weights_and_grads + bf16_optimizer_states with the optimizer and the parameters on
+# the CPU, which tierzero runs as its compact layout from the file's tierzero section).
 #
-#   benchmarks/train_vs_deepspeed.sh [--shape 1.35b|3b|tiny] [--steps N] [--warmup W] [--out DIR]
-#       [--configs "zero3 zero3_offload_optimizer zero3_offload_all"] [--engines "tierzero deepspeed"]
+#   benchmarks/train_vs_deepspeed.sh [--shape 1.35b|3b|tiny|qwen2.5-7b|FILE] [--steps N] [--warmup W] [--out DIR]
+#       [--configs "zero3 zero3_offload_optimizer zero3_offload_all zero3_lean_offload"] [--engines "tierzero deepspeed"]
 #       [--timeout S] [--micro M] [--accum A] [--seq S] [--breakdown] [--dry-run]
 #
 # On the GPU box:   TIERZERO_DEVICE_TARGETS="tierzero tierzero-torch" scripts/device.sh benchmarks/train_vs_deepspeed.sh
 # On a CPU machine: benchmarks/train_vs_deepspeed.sh --dry-run   (tiny ~7M model, seq 128, both engines on the CPU)
 #
-# Steps: (a) benchmarks/models/llama_SHAPE.json -> a random-init LlamaForCausalLM saved in bf16
-# (OUT/model, reused when present); (b) random token ids, seed 1234 -> OUT/tokens.u16 (TZTOKENS), enough
-# for every step; (c) per config, benchmarks/configs/CONFIG.json (micro-batch 4 x accumulation 4 x seq
+# Steps: (a) the shape (benchmarks/models/llama_SHAPE.json, else SHAPE with '-' -> '_', e.g. qwen2.5-7b ->
+# qwen2.5_7b.json, else SHAPE as a path) -> a random-init LlamaForCausalLM / Qwen2ForCausalLM (the
+# shape's model_type) saved in bf16 (OUT/model, reused when present); (b) random token ids, seed 1234 ->
+# OUT/tokens.u16 (TZTOKENS; uint32 ids when the vocab exceeds 65536), enough for every step; (c) per config, benchmarks/configs/CONFIG.json (micro-batch 4 x accumulation 4 x seq
 # 2048 = 32k tokens/step, bf16; --micro/--accum/--seq override) written to OUT/CONFIG.ds_config.json, which
 # both engines read; each run bounded by `timeout`, its peak RSS taken by getrusage of the child;
-# (d) the table (train_bench_util.py table) and OUT/summary.json.
+# (d) the table (train_bench_util.py table) and OUT/summary.json; its `state` column is the master and
+# moments each run really kept: DeepSpeed's as read back from its engine (train_deepspeed.py), tierzero's
+# from the config, marked `IGNORED` when tierzero's log warned that it ignored a precision key of it
+# (bf16.bf16_master_weights_and_grads, tierzero.master_weights, ...), whose warnings follow the table.
 # --breakdown: tierzero's runs read a copy of the config with wall_clock_breakdown true
 # (OUT/CONFIG.tierzero.ds_config.json; its step lines then carry where the time went, at the cost of
 # a stream sync between each forward and backward), and a second table gives the median forward,
@@ -27,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 shape="" steps="" warmup="" timeout_s=300 out="" dry_run=0 micro="" accum="" seq="" breakdown=0
-configs="zero3 zero3_offload_optimizer zero3_offload_all"
+configs="zero3 zero3_offload_optimizer zero3_offload_all zero3_lean_offload"
 engines="tierzero deepspeed"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -43,7 +49,7 @@ while [[ $# -gt 0 ]]; do
     --seq) seq=$2; shift 2 ;;
     --breakdown) breakdown=1; shift ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "train_vs_deepspeed: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -61,9 +67,9 @@ tz=${TIERZERO_BIN:-}
 if [[ -z $tz ]]; then
   if [[ -x build-gpu/tools/tierzero ]]; then tz=build-gpu/tools/tierzero; else tz=build/tools/tierzero; fi
 fi
-shape_file=benchmarks/models/llama_$shape.json
 util=benchmarks/train_bench_util.py
-[[ -f $shape_file ]] || { echo "train_vs_deepspeed: no model shape $shape_file" >&2; exit 2; }
+shape_file=$("$py" "$util" shape "$shape") || { echo "train_vs_deepspeed: no model shape for --shape $shape" >&2; exit 2; }
+shape=$(basename "$shape" .json)
 [[ -x $tz ]] || { echo "train_vs_deepspeed: $tz not built (TIERZERO_BIN=...)" >&2; exit 2; }
 "$py" -c 'import torch, transformers' 2>/dev/null || { echo "train_vs_deepspeed: $py lacks torch/transformers (PYTHON=...)" >&2; exit 2; }
 if [[ $engines == *deepspeed* ]] && ! "$py" -c 'import deepspeed' >/dev/null 2>&1; then
