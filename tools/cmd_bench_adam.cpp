@@ -1,7 +1,9 @@
 // `tierzero bench adam`: the cpu_adam step's Gparam/s and effective memory bandwidth, next to the
 // machine's STREAM copy/triad bandwidth and PyTorch's fused CPU AdamW on the same data, measured
 // in the same run on the same threads, over a thread sweep. Params are fp32 masters (with an
-// optional 16-bit copy) or 16-bit params updated in place (--param-dtype bf16, DeepSpeed's mode).
+// optional 16-bit copy) or 16-bit params updated in place (--param-dtype bf16, DeepSpeed's mode), or
+// the exact compact master (--master compact: bf16 params + int16 residual); moments fp32, bf16 or
+// 8-bit blockwise (--moments int8: i8 m, u8 v, an fp32 scale per 256).
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -43,33 +45,39 @@ struct BenchAdamFlags {
   std::string param_dtype = "fp32";
   std::string grad_dtype = "bf16";
   std::string state_dtype = "fp32";
-  std::string params16_dtype;  // empty: bf16 with fp32 params, none with 16-bit params
+  std::string params16_dtype;   // empty: bf16 with fp32 params, none with 16-bit params
+  std::string master = "fp32";  // fp32 | compact (bf16 params + int16 residual, AdamBuffers::master_residual)
   std::string json;
   std::string save_params;
 };
 
 // Element types of one configuration and the bytes each implementation moves per param.
 struct Layout {
-  ElementType params, grads, state;
+  ElementType params, grads, state;  // compact: params kBF16 (the hi); 8-bit moments: state kI8 (v is kU8)
   bool write16;
   ElementType params16;
+  bool compact = false;  // params is the bf16 hi of an exact compact master, plus an int16 residual
+  bool eight = false;    // 8-bit blockwise moments
 
-  bool params_16bit() const { return params != ElementType::kF32; }
+  bool params_16bit() const { return params != ElementType::kF32 && !compact; }
+  // Bytes of one param's master (compact: hi + residual) and of one moment (8-bit: code + scale share).
+  double param_bytes() const { return compact ? 4.0 : element_size(params); }
+  double moment_bytes() const { return eight ? 1.0 + 4.0 / cpu_adam::kMomentBlock : element_size(state); }
   double buffer_bytes() const {
-    return element_size(params) + element_size(grads) + 2 * element_size(state) +
-           (write16 ? element_size(params16) : 0);
+    return param_bytes() + element_size(grads) + 2 * moment_bytes() + (write16 ? element_size(params16) : 0);
   }
   // Read p, g, m, v; write p, m, v and the 16-bit copy: each byte once.
   double tierzero_bytes() const {
-    const double p = element_size(params), g = element_size(grads), s = element_size(state);
+    const double p = param_bytes(), g = element_size(grads), s = moment_bytes();
     return (p + g + 2 * s) + (p + 2 * s) + (write16 ? element_size(params16) : 0);
   }
   // The peer: optional casts in (16-bit params and grads -> fp32: read 2, write 4), the fp32 step
-  // (read p, g, m, v; write p, m, v) and the optional cast out (fp32 params -> 16-bit).
+  // (read p, g, m, v; write p, m, v) and the optional cast out (fp32 params -> 16-bit; with a compact
+  // master the peer keeps an fp32 master and writes a bf16 copy; 8-bit moments: fp32 moments).
   double torch_bytes() const {
     const double cast_params = params_16bit() ? 2 * (element_size(params) + 4) : 0;
     const double cast_in = grads == ElementType::kF32 ? 0 : element_size(grads) + 4;
-    const double cast_out = write16 ? 4 + element_size(params16) : 0;
+    const double cast_out = write16 ? 4 + element_size(params16) : compact ? 6 : 0;
     return cast_params + cast_in + 28 + cast_out;
   }
 };
@@ -103,12 +111,21 @@ struct BenchBuffers {
         roof_grads(element_size(l.grads) * n),
         roof_exp_avg(element_size(l.state) * n),
         roof_exp_avg_sq(element_size(l.state) * n),
-        roof_params16(l.write16 ? 2 * n : 0) {}
+        roof_params16(l.write16 ? 2 * n : 0),
+        residual(l.compact ? 2 * n : 0),
+        exp_avg_scales(l.eight ? 4 * cpu_adam::moment_block_count(n) : 0),
+        exp_avg_sq_scales(l.eight ? 4 * cpu_adam::moment_block_count(n) : 0),
+        roof_residual(l.compact ? 2 * n : 0),
+        roof_exp_avg_scales(l.eight ? 4 * cpu_adam::moment_block_count(n) : 0),
+        roof_exp_avg_sq_scales(l.eight ? 4 * cpu_adam::moment_block_count(n) : 0) {}
   HostArray params, grads, exp_avg, exp_avg_sq, params16;
   // torch_params16: the peer's 16-bit copy, or its 16-bit params (then torch_params is fp32 scratch).
   HostArray torch_params, torch_grads32, torch_exp_avg, torch_exp_avg_sq, torch_params16;
   HostArray stream_a, stream_b, stream_c;
   HostArray roof_params, roof_grads, roof_exp_avg, roof_exp_avg_sq, roof_params16;
+  // Compact master residuals and 8-bit moment scales (empty otherwise), the step's and the roofline's.
+  HostArray residual{0}, exp_avg_scales{0}, exp_avg_sq_scales{0};
+  HostArray roof_residual{0}, roof_exp_avg_scales{0}, roof_exp_avg_sq_scales{0};
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -148,8 +165,27 @@ class BenchAdam {
   void parse_layout() {
     layout_.params = parse_kernel_type(flags_.param_dtype);
     layout_.grads = parse_kernel_type(flags_.grad_dtype);
-    layout_.state = parse_kernel_type(flags_.state_dtype);
-    if (layout_.state == ElementType::kF16) throw Error(invalid_argument("--state-dtype must be fp32 or bf16"));
+    layout_.eight = flags_.state_dtype == "int8" || flags_.state_dtype == "i8" || flags_.state_dtype == "8bit";
+    layout_.state = layout_.eight ? ElementType::kI8 : parse_kernel_type(flags_.state_dtype);
+    if (layout_.state == ElementType::kF16) {
+      throw Error(invalid_argument("--moments / --state-dtype must be fp32, bf16 or int8"));
+    }
+    if (flags_.master != "fp32" && flags_.master != "compact") {
+      throw Error(invalid_argument("--master must be fp32 or compact, got '" + flags_.master + "'"));
+    }
+    if (flags_.master == "compact") {
+      if (layout_.params != ElementType::kF32) {
+        throw Error(invalid_argument("--master compact keeps an fp32 master (in bf16 + int16): drop --param-dtype"));
+      }
+      if (!flags_.params16_dtype.empty() && flags_.params16_dtype != "none") {
+        throw Error(invalid_argument("--master compact: the bf16 params are the 16-bit copy; drop --params16-dtype"));
+      }
+      layout_.compact = true;
+      layout_.params = ElementType::kBF16;
+      layout_.write16 = false;
+      layout_.params16 = ElementType::kBF16;
+      return;
+    }
     const std::string params16 =
         flags_.params16_dtype.empty() ? (layout_.params_16bit() ? "none" : "bf16") : flags_.params16_dtype;
     layout_.write16 = params16 != "none";
@@ -175,9 +211,25 @@ class BenchAdam {
   // roofline buffers in [1, 2).
   void initialise(int threads) {
     BenchBuffers& b = *buffers_;
-    fill_uniform(threads, b.params.data(), layout_.params, n_, 1, -1.0f, 1.0f);
-    fill_uniform(threads, layout_.params_16bit() ? b.torch_params16.data() : b.torch_params.data(), layout_.params, n_,
-                 1, -1.0f, 1.0f);
+    if (layout_.compact) {
+      // The same fp32 master for both: drawn in fp32, split into hi and residual for tierzero.
+      fill_uniform(threads, b.torch_params.data(), ElementType::kF32, n_, 1, -1.0f, 1.0f);
+      parallel_ranges(threads, n_, [&](size_t begin, size_t end) {
+        throw_if_error(cpu_adam::split_master(std::span<const float>(b.torch_params.as<float>() + begin, end - begin),
+                                              std::span<uint16_t>(b.params.as<uint16_t>() + begin, end - begin),
+                                              std::span<int16_t>(b.residual.as<int16_t>() + begin, end - begin)));
+      });
+    } else {
+      fill_uniform(threads, b.params.data(), layout_.params, n_, 1, -1.0f, 1.0f);
+      fill_uniform(threads, layout_.params_16bit() ? b.torch_params16.data() : b.torch_params.data(), layout_.params,
+                   n_, 1, -1.0f, 1.0f);
+    }
+    for (HostArray* zero : {&b.residual, &b.exp_avg_scales, &b.exp_avg_sq_scales, &b.roof_residual,
+                            &b.roof_exp_avg_scales, &b.roof_exp_avg_sq_scales}) {
+      parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
+        std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
+      });
+    }
     fill_uniform(threads, b.grads.data(), layout_.grads, n_, 2, -1.0f, 1.0f);
     for (HostArray* zero :
          {&b.exp_avg, &b.exp_avg_sq, &b.params16, &b.torch_grads32, &b.torch_exp_avg, &b.torch_exp_avg_sq,
@@ -191,30 +243,126 @@ class BenchAdam {
     }
     fill_uniform(threads, b.roof_params.data(), layout_.params, n_, 4, 1.0f, 2.0f);
     fill_uniform(threads, b.roof_grads.data(), layout_.grads, n_, 5, 1.0f, 2.0f);
-    fill_uniform(threads, b.roof_exp_avg.data(), layout_.state, n_, 6, 1.0f, 2.0f);
-    fill_uniform(threads, b.roof_exp_avg_sq.data(), layout_.state, n_, 7, 1.0f, 2.0f);
+    if (layout_.eight) {  // codes 0, scales 0: the pass decodes, adds g and encodes with the new absmax
+      for (HostArray* zero : {&b.roof_exp_avg, &b.roof_exp_avg_sq}) {
+        parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
+          std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
+        });
+      }
+    } else {
+      fill_uniform(threads, b.roof_exp_avg.data(), layout_.state, n_, 6, 1.0f, 2.0f);
+      fill_uniform(threads, b.roof_exp_avg_sq.data(), layout_.state, n_, 7, 1.0f, 2.0f);
+    }
+    init_shadow();
+  }
+
+  // The self-check: a prefix of the problem stepped by cpu_adam's fp32-master path in lockstep with the
+  // timed steps (outside the timing). Compact master: with the same moments and a kNearestAway bf16
+  // copy, it must match bit for bit (rebuilt master == fp32 master, hi == copy). 8-bit moments: with
+  // fp32 moments; the column shows max |p_8bit - p_fp32|.
+  void init_shadow() {
+    if (!layout_.compact && !layout_.eight) return;
+    const size_t n = shadow_count();
+    shadow_params_.resize(n);
+    shadow_params16_.assign(n, 0);
+    const bool eight_shadow = layout_.compact && layout_.eight;
+    shadow_m_.assign(layout_.compact ? n * element_size(layout_.state) : 4 * n, 0);
+    shadow_v_.assign(shadow_m_.size(), 0);
+    shadow_m_scales_.assign(eight_shadow ? cpu_adam::moment_block_count(n) : 0, 0.0f);
+    shadow_v_scales_.assign(shadow_m_scales_.size(), 0.0f);
+    for (size_t i = 0; i < n; ++i) shadow_params_[i] = master_at(i);
+  }
+
+  size_t shadow_count() const { return std::min<size_t>(n_, size_t{1} << 20); }
+
+  // tierzero's param i as fp32 (a compact master rebuilt).
+  float master_at(size_t i) const {
+    if (!layout_.compact) return value_at(buffers_->params.data(), layout_.params, i);
+    float master;
+    throw_if_error(cpu_adam::join_master(std::span<const uint16_t>(buffers_->params.as<uint16_t>() + i, 1),
+                                         std::span<const int16_t>(buffers_->residual.as<int16_t>() + i, 1),
+                                         std::span<float>(&master, 1)));
+    return master;
+  }
+
+  void step_shadow(const cpu_adam::AdamHyperParams& hp) {
+    if (shadow_params_.empty()) return;
+    const size_t n = shadow_count();
+    const ElementType state = layout_.compact ? layout_.state : ElementType::kF32;
+    const ElementType v_state = state == ElementType::kI8 ? ElementType::kU8 : state;
+    cpu_adam::AdamBuffers b{
+        shadow_params_,
+        {buffers_->grads.data(), n, layout_.grads},
+        {shadow_m_.data(), n, state},
+        {shadow_v_.data(), n, v_state},
+        layout_.compact ? cpu_adam::Elements{shadow_params16_.data(), n, ElementType::kBF16} : cpu_adam::Elements{},
+        {}};
+    b.params16_rounding = cpu_adam::Bf16Rounding::kNearestAway;
+    b.exp_avg_scales = shadow_m_scales_;
+    b.exp_avg_sq_scales = shadow_v_scales_;
+    throw_if_error(shadow_adam_.step(hp, step_number_, 1.0f, b));
+  }
+
+  // The self-check column: "n/a" without one, "exact" / "DIFF" (compact), or max |dp| (8-bit moments).
+  std::string shadow_result(bool& ok) const {
+    if (shadow_params_.empty()) return "n/a";
+    const size_t n = shadow_count();
+    if (layout_.compact) {
+      for (size_t i = 0; i < n; ++i) {
+        if (std::bit_cast<uint32_t>(master_at(i)) != std::bit_cast<uint32_t>(shadow_params_[i]) ||
+            buffers_->params.as<uint16_t>()[i] != shadow_params16_[i]) {
+          ok = false;
+          return "DIFF";
+        }
+      }
+      return "exact";
+    }
+    // 8-bit codes err by up to 2^-4 of each m and v: most updates by a few % of lr. Params whose gradient
+    // is below the m code's range in their block (2^-17 of the absmax) stop where Adam's normalised
+    // update moves them by up to lr: the max can reach lr per step, the RMS stays small.
+    double max_dp = 0, sum_sq = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double d = std::fabs(double{master_at(i)} - shadow_params_[i]);
+      max_dp = std::max(max_dp, d);
+      sum_sq += d * d;
+    }
+    const double rms = std::sqrt(sum_sq / static_cast<double>(n));
+    const double drift = hyper_params().lr * static_cast<double>(step_number_);
+    if (!(rms <= 0.05 * drift && max_dp <= 2 * drift)) ok = false;
+    return fmt_diff(rms);
   }
 
   // cpu_adam's view of a run's buffers: `params` fp32 masters or 16-bit params, per the layout.
   cpu_adam::AdamBuffers adam_buffers(const HostArray& params, const HostArray& grads, const HostArray& exp_avg,
-                                     const HostArray& exp_avg_sq, const HostArray& params16) const {
-    const bool p16 = layout_.params_16bit();
-    return {p16 ? std::span<float>() : std::span<float>(params.as<float>(), n_),
-            {grads.data(), n_, layout_.grads},
-            {exp_avg.data(), n_, layout_.state},
-            {exp_avg_sq.data(), n_, layout_.state},
-            layout_.write16 ? cpu_adam::Elements{params16.data(), n_, layout_.params16} : cpu_adam::Elements{},
-            p16 ? cpu_adam::Elements{params.data(), n_, layout_.params} : cpu_adam::Elements{}};
+                                     const HostArray& exp_avg_sq, const HostArray& params16, const HostArray& residual,
+                                     const HostArray& m_scales, const HostArray& v_scales) const {
+    const bool p16 = layout_.params_16bit() || layout_.compact;
+    const ElementType v_state = layout_.eight ? ElementType::kU8 : layout_.state;
+    cpu_adam::AdamBuffers b{
+        p16 ? std::span<float>() : std::span<float>(params.as<float>(), n_),
+        {grads.data(), n_, layout_.grads},
+        {exp_avg.data(), n_, layout_.state},
+        {exp_avg_sq.data(), n_, v_state},
+        layout_.write16 ? cpu_adam::Elements{params16.data(), n_, layout_.params16} : cpu_adam::Elements{},
+        p16 ? cpu_adam::Elements{params.data(), n_, layout_.params} : cpu_adam::Elements{}};
+    if (layout_.compact) b.master_residual = std::span<int16_t>(residual.as<int16_t>(), n_);
+    if (layout_.eight) {
+      b.exp_avg_scales = std::span<float>(m_scales.as<float>(), cpu_adam::moment_block_count(n_));
+      b.exp_avg_sq_scales = std::span<float>(v_scales.as<float>(), cpu_adam::moment_block_count(n_));
+    }
+    return b;
   }
 
   cpu_adam::AdamBuffers tierzero_buffers() const {
     const BenchBuffers& b = *buffers_;
-    return adam_buffers(b.params, b.grads, b.exp_avg, b.exp_avg_sq, b.params16);
+    return adam_buffers(b.params, b.grads, b.exp_avg, b.exp_avg_sq, b.params16, b.residual, b.exp_avg_scales,
+                        b.exp_avg_sq_scales);
   }
 
   cpu_adam::AdamBuffers roofline_buffers() const {
     const BenchBuffers& b = *buffers_;
-    return adam_buffers(b.roof_params, b.roof_grads, b.roof_exp_avg, b.roof_exp_avg_sq, b.roof_params16);
+    return adam_buffers(b.roof_params, b.roof_grads, b.roof_exp_avg, b.roof_exp_avg_sq, b.roof_params16,
+                        b.roof_residual, b.roof_exp_avg_scales, b.roof_exp_avg_sq_scales);
   }
 
   TorchPeerBuffers peer_buffers() const {
@@ -224,15 +372,23 @@ class BenchAdam {
             b.torch_grads32.as<float>(),
             b.torch_exp_avg.as<float>(),
             b.torch_exp_avg_sq.as<float>(),
-            layout_.write16 ? cpu_adam::Elements{b.torch_params16.data(), n_, layout_.params16} : cpu_adam::Elements{},
+            layout_.write16 || layout_.compact ? cpu_adam::Elements{b.torch_params16.data(), n_, layout_.params16}
+                                               : cpu_adam::Elements{},
             layout_.params_16bit() ? cpu_adam::Elements{b.torch_params16.data(), n_, layout_.params}
                                    : cpu_adam::Elements{}};
   }
 
   // Writes tierzero's params after the last step, raw in their element type, to --save-params.
+  // A compact master is written as its fp32 master, rebuilt.
   void save_params() const {
     std::ofstream out(flags_.save_params, std::ios::binary);
-    out.write(buffers_->params.as<char>(), static_cast<std::streamsize>(element_size(layout_.params) * n_));
+    if (layout_.compact) {
+      std::vector<float> chunk;
+      for (size_t i = 0; i < n_; ++i) chunk.push_back(master_at(i));
+      out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(4 * n_));
+    } else {
+      out.write(buffers_->params.as<char>(), static_cast<std::streamsize>(element_size(layout_.params) * n_));
+    }
     if (!out)
       throw Error(io_error("cannot write --save-params " + flags_.save_params + ": check the path and free space"));
   }
@@ -242,11 +398,17 @@ class BenchAdam {
                                 format_bytes(static_cast<uint64_t>(layout_.buffer_bytes() * n_)) +
                                 " of tierzero buffers: params, grads, m, v, 16-bit copy)");
     const std::string params =
-        layout_.params_16bit() ? std::string(element_type_name(layout_.params)) + " updated in place (no fp32 master)"
-                               : "fp32 master";
+        layout_.compact          ? "compact fp32 master (bf16 params, ties away, + int16 residual; exact)"
+        : layout_.params_16bit() ? std::string(element_type_name(layout_.params)) + " updated in place (no fp32 master)"
+                                 : "fp32 master";
+    const std::string state = layout_.eight ? std::string("8-bit blockwise (i8 m, u8 v, an fp32 scale per ") +
+                                                  std::to_string(cpu_adam::kMomentBlock) + ")"
+                                            : std::string(element_type_name(layout_.state));
     report_.param("dtypes", "params " + params + ", grads " + element_type_name(layout_.grads) + ", state (m, v) " +
-                                element_type_name(layout_.state) + ", 16-bit copy " +
-                                (layout_.write16 ? element_type_name(layout_.params16) : "none"));
+                                state + ", 16-bit copy " +
+                                (layout_.write16   ? element_type_name(layout_.params16)
+                                 : layout_.compact ? "the bf16 params"
+                                                   : "none"));
     report_.param("bytes/param", "tierzero " + fixed(layout_.tierzero_bytes(), 0) + " (one fused pass), torch " +
                                      fixed(layout_.torch_bytes(), 0) + " (cast passes included)");
     report_.param("optimizer", "AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, bias correction");
@@ -270,6 +432,14 @@ class BenchAdam {
                                 std::to_string(max_threads));
     report_.param("vs_torch", "torch time / tierzero time of the medians; round_ratio: median of the per-round ratios");
     report_.param("max_abs_dp", "max |p_tierzero - p_torch| after every step so far, same grads and hyper-parameters");
+    report_.param("self_check",
+                  layout_.compact ? "the first " + std::to_string(shadow_count()) +
+                                        " params stepped by cpu_adam's fp32-master path with the same moments and a "
+                                        "ties-away bf16 copy: 'exact' when master and bf16 match bit for bit"
+                  : layout_.eight ? "RMS of p_8bit - p_fp32 moments over the first " + std::to_string(shadow_count()) +
+                                        " params, stepped by cpu_adam with fp32 moments (ok: RMS <= 0.05 lr * step "
+                                        "and max <= 2 lr * step)"
+                                  : "n/a (no compact master or 8-bit moments)");
     report_.begin({{"threads", 7},
                    {"Gparam/s", 9, 3},
                    {"GB/s", 7, 2},
@@ -284,6 +454,7 @@ class BenchAdam {
                    {"%roof", 6, 1},
                    {"torch_%roof", 11, 1},
                    {"max_abs_dp", 10},
+                   {"self_check", 10},
                    {"ok", 4}});
   }
 
@@ -324,7 +495,9 @@ class BenchAdam {
         settle();
         const auto start = std::chrono::steady_clock::now();
         throw_if_error(adam.step(hp, step_number_, 1.0f, tierzero_buffers()));
-        return seconds_since(start);
+        const double seconds = seconds_since(start);
+        step_shadow(hp);
+        return seconds;
       };
       const auto their_step = [&] {
         if (!peer_) return double{NAN};
@@ -354,14 +527,15 @@ class BenchAdam {
     const double gbps = layout_.tierzero_bytes() * n_ / t / 1e9;
     const double torch_gparams = peer_ ? n_ / median(theirs) / 1e9 : NAN;
     const double max_dp = peer_ ? max_abs_param_diff(threads) : NAN;
-    const bool ok = !peer_ || max_dp <= param_tolerance();
+    bool ok = !peer_ || max_dp <= param_tolerance();
+    const std::string self_check = shadow_result(ok);
     const double copy_gbps = median(copy) / 1e9;
     const double roof_gbps = median(roof) / 1e9;
     const double torch_gbps = torch_gparams * layout_.torch_bytes();
     report_.row({int64_t{threads}, gparams, gbps, torch_gparams, torch_gbps, gparams / torch_gparams,
                  peer_ ? median(round_ratios) : NAN, copy_gbps, median(triad) / 1e9, 100 * gbps / copy_gbps, roof_gbps,
                  100 * gbps / roof_gbps, 100 * torch_gbps / roof_gbps, peer_ ? fmt_diff(max_dp) : std::string("n/a"),
-                 std::string(ok ? "OK" : "FAIL")});
+                 self_check, std::string(ok ? "OK" : "FAIL")});
     last_ = {threads,   gparams,  gbps, torch_gparams, torch_gbps, peer_ ? median(round_ratios) : NAN,
              copy_gbps, roof_gbps};
     return ok;
@@ -377,9 +551,12 @@ class BenchAdam {
   // bf16 state: m and v are stored in bf16, so each step's update may differ by about 1% of lr.
   // 16-bit params: the same float result rounded once per step, so at most one 16-bit ulp of
   // |p| <= 2 (2^-7 bf16, 2^-10 fp16) where a few-ulp float difference crossed a rounding boundary.
+  // 8-bit moments: the max over many params includes some whose m is below the code's range in
+  // their block; they stop where the fp32 step moves them by up to lr (see shadow_result): 2 lr a step.
   double param_tolerance() const {
-    const double state =
-        layout_.state == ElementType::kF32 ? 1e-6 : 0.02 * hyper_params().lr * static_cast<double>(step_number_);
+    const double state = layout_.state == ElementType::kF32 ? 1e-6
+                         : layout_.eight                    ? 2 * hyper_params().lr * static_cast<double>(step_number_)
+                                         : 0.02 * hyper_params().lr * static_cast<double>(step_number_);
     if (!layout_.params_16bit()) return state;
     return state + (layout_.params == ElementType::kBF16 ? 0x1p-7 : 0x1p-10);
   }
@@ -392,8 +569,10 @@ class BenchAdam {
     parallel_ranges(threads, n_, [&](size_t begin, size_t end) {
       double m = 0;
       for (size_t i = begin; i < end; ++i) {
-        m = std::max(
-            m, std::fabs(static_cast<double>(value_at(ours, layout_.params, i)) - value_at(theirs, layout_.params, i)));
+        const double our_value = layout_.compact ? master_at(i) : value_at(ours, layout_.params, i);
+        const double their_value =
+            layout_.compact ? static_cast<const float*>(theirs)[i] : value_at(theirs, layout_.params, i);
+        m = std::max(m, std::fabs(our_value - their_value));
       }
       const std::lock_guard<std::mutex> lock(mu);
       max_diff = std::max(max_diff, m);
@@ -433,6 +612,10 @@ class BenchAdam {
 
   const BenchAdamFlags& flags_;
   BenchReport report_;
+  cpu_adam::CpuAdam shadow_adam_{{.threads = 1}};
+  std::vector<float> shadow_params_, shadow_m_scales_, shadow_v_scales_;
+  std::vector<uint16_t> shadow_params16_;
+  std::vector<uint8_t> shadow_m_, shadow_v_;
   Layout layout_{};
   size_t n_ = 0;
   std::unique_ptr<BenchBuffers> buffers_;
@@ -454,7 +637,12 @@ void add_bench_adam_command(CLI::App& bench) {
   cmd->add_option("--param-dtype", flags->param_dtype,
                   "fp32 | bf16 | fp16: fp32 masters, or 16-bit params updated in place (default fp32)");
   cmd->add_option("--grad-dtype", flags->grad_dtype, "fp32 | bf16 | fp16 (default bf16)");
-  cmd->add_option("--state-dtype", flags->state_dtype, "fp32 | bf16: m and v (default fp32)");
+  cmd->add_option("--state-dtype,--moments", flags->state_dtype,
+                  "fp32 | bf16 | int8: m and v (int8: 8-bit blockwise, i8 m and u8 v with an fp32 scale per 256; "
+                  "default fp32)");
+  cmd->add_option("--master", flags->master,
+                  "fp32 | compact: fp32 master params, or the exact compact master (bf16 params + int16 residual; "
+                  "default fp32)");
   cmd->add_option("--params16-dtype", flags->params16_dtype,
                   "bf16 | fp16 | none: 16-bit copy of fp32 params (default bf16; none with 16-bit params)");
   cmd->add_option("--tile-elements", flags->tile_elements, "Elements per cpu_adam task (default 16384)");
