@@ -227,6 +227,7 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   Items out;
   s.forward_window = false;
   s.device_accumulator = false;
+  s.window_bytes = 0;
   if (!s.optimizer_offloaded() || s.accum < 2) return out.take();
   const uint64_t budget = s.compute_on_cpu                     ? 0
                           : config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
@@ -246,6 +247,7 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   const double tokens = static_cast<double>(s.micro) * s.seq;
   const double kept = static_cast<double>(s.accum - 1) * (model.num_hidden_layers + 2);
   const double window = kept * tokens * model.hidden_size * s.compute_bytes + 4.0 * s.largest_unit;
+  s.window_bytes = s.follows_step ? window : 0.0;
   if (s.follows_step && fits(accumulator + window)) {
     s.forward_window = true;
     if (!s.compute_on_cpu)

@@ -56,6 +56,7 @@ struct RunShape {
   // Set by plan_figures (engine_choice_items): micro-batches are summed in an fp32 accumulator of the
   // partition on the GPU, landing once per step.
   bool device_accumulator = false;
+  double window_bytes = 0;  // what the window would add on the GPU (set by engine_choice_items)
   // Gradients leave the GPU once per step (one micro-batch, the device accumulator, or the window,
   // whose backwards also run unit by unit: window_pass.h).
   bool grads_land_once() const { return accum < 2 || device_accumulator || forward_window; }

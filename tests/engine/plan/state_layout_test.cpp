@@ -3,6 +3,9 @@
 // streamed ones, and the one combined layout the advice suggests. Plus state_layout.h on small numbers.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "engine/plan/state_layout.h"
 #include "plan_fixture.h"
 #include "tests/support/status_matchers.h"
@@ -205,6 +208,38 @@ TEST(PlanStateLayout, CombinedSuggestionFor14BOn24GB) {
   EXPECT_NE(line.find("fits every host and NVMe budget"), std::string::npos) << all;
   EXPECT_EQ(all.find("  - set tierzero.optimizer_state_dtype \"bf16\":"), std::string::npos) << all;  // not key by key
   EXPECT_EQ(line.find("int8"), std::string::npos) << all;
+}
+
+// benchmarks/configs/zero3_{14b,7b}_compact_24gb.json on their Qwen2.5 shapes: a 24 GB GPU, 125 GB of
+// host memory (the run's RSS at most 120 GiB), at most 55 GiB on NVMe, 16,384 tokens a step.
+TEST(PlanStateLayout, CompactBenchmarkConfigsFitTheirBox) {
+  const char* root_env = std::getenv("TIERZERO_SOURCE_DIR");
+  const std::filesystem::path root(root_env ? root_env : ".");
+  for (const char* size : {"14b", "7b"}) {
+    SCOPED_TRACE(size);
+    Result<ModelDims> model = load_model_dims((root / "benchmarks" / "models" / (std::string("qwen2.5_") + size + ".json")).string());
+    ASSERT_OK(model);
+    ResolveHints hints;
+    hints.model.hidden_size = model->hidden_size;
+    Result<DsConfig> config = load_ds_config(
+        (root / "benchmarks" / "configs" / (std::string("zero3_") + size + "_compact_24gb.json")).string(), hints);
+    ASSERT_OK(config);
+    EXPECT_TRUE(config->warnings.empty()) << config->warnings.front();
+    Machine machine = testing::round_machine();
+    machine.gpu_memory_bytes = 24'000'000'000;
+    machine.host_memory_bytes = 125'000'000'000;
+    machine.nvme_bytes = 64'000'000'000;
+    Result<Plan> p = plan_training(*model, *config, machine);
+    ASSERT_OK(p);
+    EXPECT_TRUE(p->feasible()) << p->problems.front();
+    EXPECT_EQ(p->tokens_per_step, 16'384);
+    EXPECT_LE(check(*p, "host").peak_bytes, 120ull << 30);
+    EXPECT_LE(check(*p, "nvme").peak_bytes, 55ull << 30);
+    EXPECT_EQ(p->master_weights, "compact");
+    EXPECT_EQ(p->optimizer_state, "int8");
+    EXPECT_EQ(p->offload_grad_dtype, "bf16");
+    EXPECT_GT(p->optimizer_records_in_memory, 0);
+  }
 }
 
 }  // namespace
