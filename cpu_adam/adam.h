@@ -86,16 +86,16 @@ enum class Bf16Rounding : uint8_t { kNearestEven, kNearestAway };
 //     e == 0: f * 2^-33. Largest used code 0xF8 = 1.0; 0x00 = 0. A positive v never encodes to 0 (it takes
 //     the smallest code, 2^-33 of the absmax, at least): a v flushed to zero would turn m / (sqrt(v) + eps) into
 //     m / eps. Negative values (v never is) encode as 0.
-// Encoding divides by the absmax (an exact fp32 division) and rounds to the nearest code: the
-// relative error of an element of magnitude >= 2^-14 (m) or >= 2^-30 (v) of its block's absmax is at
-// most 2^-4 (half a step of 3 mantissa bits; plus fp32 roundings); below that the absolute error is at most
-// 2^-18 (m) or 2^-33 (v) of the absmax. Rounding: to nearest (ties away from zero for the normal codes, to
-// even for the subnormal ones). Where a block mixes magnitudes beyond the code's range, its smallest m
-// encode as 0 and those params stop moving (tests/cpu_adam/moments8_test.cpp measures what that costs). The block's
-// largest element is exact (code 1.0 times the absmax). A block of zeros has scale 0 and codes 0. Non-finite values
-// have no code (the block's results are unspecified). Buffers always START on a block boundary: element 0 of a span is
-// element 0 of block 0 (only the last block of a span may be partial), so a caller stepping part of a partition passes
-// ranges whose offsets are multiples of kMomentBlock.
+// Encoding multiplies by 1/absmax (rounded to float; divides where that would overflow) and rounds to the nearest code:
+// the relative error of an element of magnitude >= 2^-14 (m) or >= 2^-30 (v) of its block's absmax is at most 2^-4
+// (half a step of 3 mantissa bits; plus fp32 roundings); below that the absolute error is at most 2^-18 (m) or 2^-33
+// (v) of the absmax. Rounding: to nearest (ties away from zero for the normal codes, to even for the subnormal ones).
+// Where a block mixes magnitudes beyond the code's range, its smallest m encode as 0 and those params stop moving
+// (tests/cpu_adam/moments8_test.cpp measures what that costs). The block's largest element is exact (code 1.0 times the
+// absmax). A block of zeros has scale 0 and codes 0. Non-finite values have no code (the block's results are
+// unspecified). Buffers always START on a block boundary: element 0 of a span is element 0 of block 0 (only the last
+// block of a span may be partial), so a caller stepping part of a partition passes ranges whose offsets are multiples
+// of kMomentBlock.
 inline constexpr size_t kMomentBlock = 256;  // elements per block, one fp32 scale each
 
 // The number of scales of `count` 8-bit moments: ceil(count / kMomentBlock).

@@ -231,8 +231,9 @@ struct MomentCode {
   static constexpr int32_t kTop = kMaxExponent << kMantissaBits;     // the code of 1.0
   static constexpr int kShift = 23 - kMantissaBits;                  // fp32 mantissa bits dropped
   // f * 2^(1 - kMaxExponent - kMantissaBits): the subnormal step, and its inverse.
-  static float Step() { return std::ldexp(1.0f, 1 - kMaxExponent - kMantissaBits); }
-  static float InvStep() { return std::ldexp(1.0f, kMaxExponent - 1 + kMantissaBits); }
+  static_assert(kMantissaBits == 3);
+  static constexpr float kStep = kSigned ? 0x1p-17f : 0x1p-33f;
+  static constexpr float kInvStep = kSigned ? 0x1p17f : 0x1p33f;
 };
 
 // Lanes(df) codes at `codes` -> f32 values times `scale`.
@@ -254,14 +255,17 @@ HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const uint8_t* HWY_RESTRICT codes, hn:
   return hn::Mul(value, scale);
 }
 
-// Lanes(df) values -> codes relative to `absmax` (> 0), rounded to nearest.
-template <bool kSigned, class DF>
-HWY_INLINE void EncodeCodes(DF df, hn::Vec<DF> x, hn::Vec<DF> absmax, hn::Vec<DF> inv_step,
+// Lanes(df) values -> codes relative to the block's absmax (> 0), rounded to nearest: q = |x| times
+// `inv_absmax` (1 / absmax rounded to float; q may exceed 1 by an ulp, clamped below), or, with
+// kDivide (an absmax whose reciprocal overflows), |x| / absmax.
+template <bool kSigned, bool kDivide, class DF>
+HWY_INLINE void EncodeCodes(DF df, hn::Vec<DF> x, hn::Vec<DF> absmax_or_inv, hn::Vec<DF> inv_step,
                             uint8_t* HWY_RESTRICT codes) {
   using Code = MomentCode<kSigned>;
   const hn::RebindToSigned<DF> di32;
   const hn::Rebind<uint8_t, DF> du8;
-  const auto q = hn::Div(kSigned ? hn::Abs(x) : hn::Max(x, hn::Zero(df)), absmax);  // in [0, 1]
+  const auto magnitude = kSigned ? hn::Abs(x) : hn::Max(x, hn::Zero(df));
+  const auto q = kDivide ? hn::Div(magnitude, absmax_or_inv) : hn::Mul(magnitude, absmax_or_inv);  // ~[0, 1]
   const auto bits = hn::BitCast(di32, q);
   // e > 0: rebias the exponent, round the mantissa to 3 bits (half up), carry into the exponent.
   const auto normal = hn::ShiftRight<Code::kShift>(hn::Add(
@@ -286,7 +290,7 @@ void DecodeBlock(const uint8_t* HWY_RESTRICT codes, float scale, float* HWY_REST
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
   const auto vscale = hn::Set(df, scale);
-  const auto step = hn::Set(df, MomentCode<kSigned>::Step());
+  const auto step = hn::Set(df, MomentCode<kSigned>::kStep);
   size_t i = 0;
   if (count >= lanes) {
     for (; i <= count - lanes; i += lanes)
@@ -294,8 +298,27 @@ void DecodeBlock(const uint8_t* HWY_RESTRICT codes, float scale, float* HWY_REST
   }
   const hn::CappedTag<float, 1> d1;
   const auto scale1 = hn::Set(d1, scale);
-  const auto step1 = hn::Set(d1, MomentCode<kSigned>::Step());
+  const auto step1 = hn::Set(d1, MomentCode<kSigned>::kStep);
   for (; i < count; ++i) hn::StoreU(DecodeCodes<kSigned>(d1, codes + i, scale1, step1), d1, values + i);
+}
+
+// Encodes `count` values against `absmax_or_inv` (EncodeCodes).
+template <bool kSigned, bool kDivide>
+void EncodeValues(const float* HWY_RESTRICT values, size_t count, float absmax_or_inv, uint8_t* HWY_RESTRICT codes) {
+  const hn::ScalableTag<float> df;
+  const size_t lanes = hn::Lanes(df);
+  const auto scale = hn::Set(df, absmax_or_inv);
+  const auto inv_step = hn::Set(df, MomentCode<kSigned>::kInvStep);
+  size_t i = 0;
+  if (count >= lanes) {
+    for (; i <= count - lanes; i += lanes) {
+      EncodeCodes<kSigned, kDivide>(df, hn::LoadU(df, values + i), scale, inv_step, codes + i);
+    }
+  }
+  const hn::CappedTag<float, 1> d1;
+  const auto scale1 = hn::Set(d1, absmax_or_inv);
+  const auto inv_step1 = hn::Set(d1, MomentCode<kSigned>::kInvStep);
+  for (; i < count; ++i) EncodeCodes<kSigned, kDivide>(d1, hn::LoadU(d1, values + i), scale1, inv_step1, codes + i);
 }
 
 // Encodes `count` (<= kMomentBlock) values of one block; returns the scale (the absmax).
@@ -317,17 +340,11 @@ float EncodeBlock(const float* HWY_RESTRICT values, size_t count, uint8_t* HWY_R
     std::fill(codes, codes + count, uint8_t{0});
     return 0.0f;
   }
-  const auto vabsmax = hn::Set(df, absmax);
-  const auto inv_step = hn::Set(df, MomentCode<kSigned>::InvStep());
-  i = 0;
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes)
-      EncodeCodes<kSigned>(df, hn::LoadU(df, values + i), vabsmax, inv_step, codes + i);
+  if (absmax >= 0x1p-126f) {
+    EncodeValues<kSigned, false>(values, count, 1.0f / absmax, codes);
+  } else {
+    EncodeValues<kSigned, true>(values, count, absmax, codes);
   }
-  const hn::CappedTag<float, 1> d1;
-  const auto absmax1 = hn::Set(d1, absmax);
-  const auto inv_step1 = hn::Set(d1, MomentCode<kSigned>::InvStep());
-  for (; i < count; ++i) EncodeCodes<kSigned>(d1, hn::LoadU(d1, values + i), absmax1, inv_step1, codes + i);
   return absmax;
 }
 
