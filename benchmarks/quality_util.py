@@ -352,7 +352,8 @@ def pairs(text):
     return out
 
 
-STATE_LINE = re.compile(r"((compact|fp32) master.*moments[^;]*)|(deepspeed precision: .*)")
+STATE_LINE = re.compile(r"((compact|fp32) master.*moments[^;]*)|(deepspeed precision: .*)|"
+                        r"(state layout: master \w+, m \+ v \w+)")
 
 
 def run_status(out_dir, name):
@@ -414,8 +415,17 @@ def expected_state(out_dir, name):
     return t.get("master_weights", "fp32"), t.get("optimizer_state_dtype", "fp32")
 
 
-MOMENT_WORDS = {"fp32": ("Float moments", "fp32 moments"), "bf16": ("BFloat16 moments", "bf16 moments"),
-                "int8": ("8-bit moments",)}
+def parse_state(state):
+    """(master, moments) from an engine's state line: tierzero's optimizer description ("compact master (...),
+    8-bit moments"), its plan line ("state layout: master compact, m + v int8"), DeepSpeed's read-back."""
+    m = re.search(r"state layout: master (\w+), m \+ v (\w+)", state) or \
+        re.search(r"deepspeed precision: master (\w+), moments (\w+)", state)
+    if m:
+        return m[1], m[2]
+    master = "compact" if state.startswith("compact master") else "fp32" if state.startswith("fp32 master") else None
+    moments = "int8" if "8-bit moments" in state else "bf16" if re.search(r"(BFloat16|bf16) moments", state) else \
+        "fp32" if re.search(r"(Float|fp32) moments", state) else None
+    return master, moments
 
 
 def state_check(out_dir, name, state):
@@ -423,11 +433,7 @@ def state_check(out_dir, name, state):
     something else, 'unverified' when the log has no state line."""
     if not state:
         return "unverified"
-    master, moments = expected_state(out_dir, name)
-    if state.startswith("deepspeed precision:"):
-        return "ok" if state.startswith(f"deepspeed precision: master {master}, moments {moments}") else "MISMATCH"
-    good = state.startswith(f"{master} master") and any(w in state for w in MOMENT_WORDS.get(moments, ()))
-    return "ok" if good else "MISMATCH"
+    return "ok" if parse_state(state) == expected_state(out_dir, name) else "MISMATCH"
 
 
 def wall(out_dir, name):

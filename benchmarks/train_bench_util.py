@@ -287,14 +287,32 @@ def config_warnings(log_path):
         return [line.strip() for line in f if line.startswith("warning:")]
 
 
-def tierzero_state(ds, warnings):
-    """The master and moments a tierzero run keeps per its ds_config, and whether a precision key was
-    warned about (then the run did not keep what the config says)."""
+def engine_state(log_path):
+    """(master, moments) from the first state line of a tierzero train log (the offloaded optimizer's
+    description, "compact master (...), 8-bit moments", or "state layout: master compact, m + v int8"), or None."""
+    if not os.path.exists(log_path):
+        return None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"state layout: master (\w+), m \+ v (\w+)", line)
+            if m:
+                return m[1], m[2]
+            m = re.search(r"\b(compact|fp32) master\b.*?(8-bit|BFloat16|bf16|Float|fp32) moments", line)
+            if m:
+                return m[1], {"8-bit": "int8", "BFloat16": "bf16", "Float": "fp32"}.get(m[2], m[2])
+    return None
+
+
+def tierzero_state(ds, warnings, log_path):
+    """The master and moments a tierzero run keeps: its log's own state line when it has one (`=` when that is
+    what the config asks, `!` when not), else its ds_config's (`?`); IGNORED when a precision key was warned
+    about (then the run did not keep what the config says)."""
     t = ds.get("tierzero", {})
-    master = t.get("master_weights", "fp32")
-    moments = t.get("optimizer_state_dtype", "fp32")
+    asked = (t.get("master_weights", "fp32"), t.get("optimizer_state_dtype", "fp32"))
     ignored = [k for k in PRECISION_KEYS if any(f"'{k}'" in w or f" {k} " in w for w in warnings)]
-    return f"{master}/{moments}" + (" IGNORED" if ignored else ""), ignored
+    said = engine_state(log_path)
+    state = f"{said[0]}/{said[1]} {'=' if said == asked else '!'}" if said else f"{asked[0]}/{asked[1]} ?"
+    return state + (" IGNORED" if ignored else ""), ignored
 
 
 def print_breakdown(rows):
@@ -335,8 +353,9 @@ def cmd_table(a):
             row = summarise(a.dir, f"{config}.{engine}", tokens_per_step, flops_per_token(shape, seq), a.warmup)
             row.update(config=config, engine=engine)
             if engine == "tierzero":
-                row["warnings"] = config_warnings(os.path.join(a.dir, f"{config}.{engine}.log"))
-                row["state"], row["ignored_keys"] = tierzero_state(ds, row["warnings"])
+                log_path = os.path.join(a.dir, f"{config}.{engine}.log")
+                row["warnings"] = config_warnings(log_path)
+                row["state"], row["ignored_keys"] = tierzero_state(ds, row["warnings"], log_path)
             else:
                 steps_path = os.path.join(a.dir, f"{config}.{engine}.steps.json")
                 held = None
@@ -353,8 +372,8 @@ def cmd_table(a):
           "torch.cuda.max_memory_allocated reset per step for DeepSpeed;")
     print("# peak_rss: the process's peak resident set (getrusage of the child, as /usr/bin/time -v); "
           "ratio: tierzero tok/s / DeepSpeed tok/s")
-    print("# state: master/moments kept (DeepSpeed: read back from its engine; tierzero: its config's tierzero "
-          "section, IGNORED when its log warned a precision key was not honoured)")
+    print("# state: master/moments kept (DeepSpeed: read back from its engine; tierzero: its log's state line, "
+          "'=' as the config asks, '!' not; '?' the config's, no state line; IGNORED: a precision key warned ignored)")
     header = f"# {'config':<24} {'engine':<9} {'step_s':>8} {'tok/s':>9} {'TFLOPS':>7} {'peak_gpu_GiB':>12} " \
              f"{'peak_rss_GiB':>12} {'loss':>8} {'ratio':>6} {'state':<22} status"
     print(header)
@@ -365,13 +384,14 @@ def cmd_table(a):
             ratio = f"{row['tokens_per_s'] / other['tokens_per_s']:.2f}"
             row["ratio_vs_deepspeed"] = row["tokens_per_s"] / other["tokens_per_s"]
         status = "ok" if row["ok"] else ("TIMEOUT" if row.get("timed_out") else f"FAIL rc={row.get('rc', '-')}")
-        fmt = lambda key, spec: format(row[key], spec) if row.get(key) is not None else "-"  # noqa: E731
+        fmt = lambda key, spec: format(row[key], spec) if row.get(key) is not None \
+            else format("-", ">" + spec.split(".")[0])  # noqa: E731
         print(f"  {row['config']:<24} {row['engine']:<9} {fmt('step_time_s', '8.3f')} {fmt('tokens_per_s', '9.0f')} "
               f"{fmt('tflops', '7.1f')} {gib(row.get('gpu_peak_bytes')):>12} {gib(row.get('peak_rss_bytes')):>12} "
               f"{fmt('final_loss', '8.4f')} {ratio:>6} {row.get('state', '-'):<22} {status}")
     ignored = [r for r in rows if r.get("ignored_keys")]
     for row in ignored:
-        print(f"# {row['config']}.tierzero kept another state than its config asks: "
+        print(f"# {row['config']}.tierzero ignored precision keys of its config: "
               + "; ".join(w for w in row["warnings"] if any(k in w for k in row["ignored_keys"])))
     print(f"# {len(rows)} runs, {sum(1 for r in rows if r['ok'])} ok, {len(ignored)} with precision keys ignored")
     print_breakdown(rows)
