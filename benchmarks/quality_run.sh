@@ -49,6 +49,8 @@
 # precision key was not honoured (IGNORED KEYS), or whose engine's own state line (tierzero's "compact
 # master ..., 8-bit moments" description, DeepSpeed's read-back `deepspeed precision:`) shows another
 # master or moments than its config asks for (state MISMATCH), fails the verdict.
+# Runs may be split over calls with the same --out (--runs "fp32" then --runs "compact_bf16 compact_int8"
+# --ft-runs "" ...; the fine-tunes need OUT/fp32.export): the table covers every curve in OUT.
 # Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -220,8 +222,15 @@ label_of() {
     *) echo "$1" ;;
   esac
 }
-labels=(); for name in $runs; do labels+=("$name=$(label_of "$name" | tr ' ' '_')"); done
-ft_labels=(); for name in $ft_runs; do ft_labels+=("$name=$(label_of "$name" | tr ' ' '_')"); done
-judged=""; for name in compact_bf16 compact_int8; do [[ " $runs " == *" $name "* ]] && judged+="$name "; done
+# The table covers every run with a curve in OUT, this call's and earlier calls' (runs split over several
+# calls with the same --out, e.g. to stay under a per-command time limit, share one table).
+all_runs=""; for name in fp32 compact_bf16 compact_int8 lean $runs; do
+  [[ -f $out/$name.metrics.jsonl && " $all_runs " != *" $name "* ]] && all_runs+="$name "; done
+all_ft=""; for name in fp32 compact_fp32m compact_int8 lean $ft_runs; do
+  [[ -f $out/ft_$name.metrics.jsonl && " $all_ft " != *" $name "* ]] && all_ft+="$name "; done
+labels=(); for name in $all_runs; do labels+=("$name=$(label_of "$name" | tr ' ' '_')"); done
+ft_labels=(); for name in $all_ft; do ft_labels+=("$name=$(label_of "$name" | tr ' ' '_')"); done
+judged=""; for name in compact_bf16 compact_int8; do [[ " $all_runs " == *" $name "* ]] && judged+="$name "; done
+[[ ${#labels[@]} -gt 0 ]] || { echo "quality_run: no run left a loss curve in $out" >&2; exit 1; }
 "$py" "$qutil" summary --dir "$out" --runs "${labels[*]}" --ref fp32 --judged "$judged" --skip "$skip" \
   --window "$window" --tolerance "$tolerance" --ft "${ft_labels[*]}" --ft-ref fp32 | tee "$out/quality_summary.txt"
