@@ -22,8 +22,9 @@ checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const Checkpoin
   manifest.step = engine.optimizer().step_count();
   checkpoint::FlatGroup group;
   for (const ParamSpec& spec : all_params(engine.model())) group.params.push_back({spec.name, spec.shape});
-  // m and v as the optimizer holds them (tierzero.optimizer_state_dtype); the master is fp32.
-  const ElementType moments = *to_element_type(engine.options().optimizer_state_dtype);
+  // m and v as the optimizer holds them (tierzero.optimizer_state_dtype), 8-bit ones decoded to fp32;
+  // the master is fp32 (a compact one joined): the format is the same whatever the state's layout.
+  const ElementType moments = *to_element_type(checkpoint_moment_dtype(engine.options().optimizer_state_dtype));
   for (const char* name : kStateNames)
     group.states.push_back({name, std::string_view(name) == "fp32" ? ElementType::kF32 : moments});
   manifest.groups.push_back(std::move(group));
@@ -136,7 +137,7 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
   const std::vector<checkpoint::PartitionSegment> segments =
       checkpoint::partition_segments(manifest.groups[0], stage, read_world, manifest.alignment, read_rank);
   const at::ScalarType moments =
-      engine.options().offload_optimizer ? engine.options().optimizer_state_dtype : at::kFloat;
+      engine.options().offload_optimizer ? checkpoint_moment_dtype(engine.options().optimizer_state_dtype) : at::kFloat;
   Status status;
   if (manifest.groups[0].states[0].dtype != ElementType::kF32)
     status = invalid_argument(reader->path() + " holds the master weights in " +

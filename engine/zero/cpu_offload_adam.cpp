@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -21,12 +22,44 @@ namespace {
 class CpuOffloadAdam final : public PartitionOptimizer {
  public:
   explicit CpuOffloadAdam(CpuOffloadAdamSetup setup) : setup_(std::move(setup)) {
-    state_.master = setup_.master;
-    state_.exp_avg = setup_.exp_avg;
-    state_.exp_avg_sq = setup_.exp_avg_sq;
+    const CompactState& compact = setup_.compact;
     if (setup_.sub_group_numel < 1)
       throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
                                    " must be at least 1"));
+    numel_ = compact.compact_master ? setup_.residual.numel() : setup_.master.numel();
+    if (compact.compact_master &&
+        (setup_.master.defined() || setup_.residual.scalar_type() != at::kShort || !compact.hi.defined() ||
+         compact.hi.scalar_type() != at::kBFloat16 || compact.hi.numel() != numel_ || !compact.hi.is_contiguous()))
+      throw Error(internal_error("cpu optimizer: a compact master needs an int16 residual and bf16 weights of " +
+                                 std::to_string(numel_) + " elements and no fp32 master"));
+    if (compact.moments_8bit &&
+        (setup_.exp_avg.scalar_type() != at::kChar || setup_.exp_avg_sq.scalar_type() != at::kByte ||
+         setup_.exp_avg_scales.numel() != static_cast<int64_t>(cpu_adam::moment_block_count(numel_)) ||
+         setup_.exp_avg_sq_scales.numel() != setup_.exp_avg_scales.numel()))
+      throw Error(internal_error("cpu optimizer: 8-bit moments need int8 / uint8 codes and a scale per block"));
+    if (compact.moments_8bit && setup_.sub_group_numel < numel_ &&
+        setup_.sub_group_numel % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+                                   " must be a multiple of " + std::to_string(cpu_adam::kMomentBlock) +
+                                   " with tierzero.optimizer_state_dtype \"int8\" (8-bit moments are scaled in "
+                                   "blocks of that many elements); round it to a multiple"));
+    if (!converted()) {
+      state_.master = setup_.master;
+      state_.exp_avg = setup_.exp_avg;
+      state_.exp_avg_sq = setup_.exp_avg_sq;
+    }
+    if (compact.compact_master && setup_.load_master) {  // the initial master, split a piece at a time
+      const int64_t piece = std::min<int64_t>(numel_, kConvertPiece);
+      at::Tensor master = at::empty({piece}, at::kFloat);
+      for (int64_t begin = 0; begin < numel_; begin += piece) {
+        const int64_t count = std::min(piece, numel_ - begin);
+        at::Tensor part = master.narrow(0, 0, count);
+        part.zero_();  // padding
+        setup_.load_master(begin, part);
+        split_master_range({part.const_data_ptr<float>(), static_cast<size_t>(count)}, compact.hi, setup_.residual,
+                           begin);
+      }
+    }
   }
 
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
@@ -36,12 +69,90 @@ class CpuOffloadAdam final : public PartitionOptimizer {
     run(grad, grad_multiplier, lr, std::move(compute_partition), progress);
   }
 
-  AdamPartitionState& state() override { return state_; }
+  AdamPartitionState& state() override {
+    if (!converted() || materialised_) return state_;
+    // fp32 copies of the converted states (compact master joined, 8-bit moments decoded), written back
+    // by the next step, save, read or load.
+    state_.master = setup_.master.defined() ? setup_.master : at::empty({numel_}, at::kFloat);
+    state_.exp_avg = setup_.compact.moments_8bit ? at::empty({numel_}, at::kFloat) : setup_.exp_avg;
+    state_.exp_avg_sq = setup_.compact.moments_8bit ? at::empty({numel_}, at::kFloat) : setup_.exp_avg_sq;
+    for (int s = 0; s < 3; ++s) {
+      if (!converts(s)) continue;
+      at::Tensor& t = s == 0 ? state_.master : s == 1 ? state_.exp_avg : state_.exp_avg_sq;
+      throw_if_error(produce(s, 0, numel_, {static_cast<std::byte*>(t.data_ptr()), static_cast<size_t>(t.nbytes())}));
+    }
+    materialised_ = true;
+    return state_;
+  }
+
+  int64_t step_count() override { return state_.step; }
+
+  StateReader state_reader(int s) override {
+    write_back_materialised();
+    const size_t item = s == 0 ? sizeof(float) : c10::elementSize(checkpoint_moment_dtype(setup_.exp_avg.scalar_type()));
+    return chunked_state_reader(numel_, item, kConvertPiece,
+                                [this, s](int64_t begin, int64_t count, std::span<std::byte> out) {
+                                  return produce(s, begin, count, out);
+                                });
+  }
+
+  Status read_master(int64_t begin, std::span<float> out) override {
+    write_back_materialised();
+    const auto count = static_cast<int64_t>(out.size());
+    if (begin < 0 || begin + count > numel_)
+      return internal_error("master weights [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                            ") read past the partition's " + std::to_string(numel_));
+    return produce(0, begin, count, std::as_writable_bytes(out));
+  }
+
+  Status load_state(const StateFill& fill, int64_t step) override {
+    try {
+      materialised_ = false;  // a state() copy is replaced too
+      if (converted()) state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();
+      std::vector<float> scratch;
+      for (int64_t begin = 0; begin < numel_; begin += kConvertPiece) {
+        const int64_t count = std::min(kConvertPiece, numel_ - begin);
+        for (int s = 0; s < 3; ++s) {
+          if (!converts(s)) {
+            const at::Tensor& t = s == 0 ? setup_.master : s == 1 ? setup_.exp_avg : setup_.exp_avg_sq;
+            TZ_RETURN_IF_ERROR(fill(s, begin,
+                                    {static_cast<std::byte*>(t.data_ptr()) + begin * t.element_size(),
+                                     static_cast<size_t>(count * t.element_size())}));
+            continue;
+          }
+          scratch.resize(static_cast<size_t>(count));
+          TZ_RETURN_IF_ERROR(fill(s, begin, std::as_writable_bytes(std::span<float>(scratch))));
+          consume(s, begin, scratch);
+        }
+      }
+      state_.step = step;
+      return Status();
+    } catch (const Error& e) {
+      return e.status();
+    }
+  }
 
   int64_t pinned_bytes() const override {
-    if (!state_.master.is_pinned()) return 0;
-    return state_.master.nbytes() + state_.exp_avg.nbytes() + state_.exp_avg_sq.nbytes() +
-           (setup_.params16.defined() ? setup_.params16.nbytes() : 0);
+    if (!setup_.exp_avg.is_pinned()) return 0;
+    int64_t bytes = setup_.exp_avg.nbytes() + setup_.exp_avg_sq.nbytes();
+    for (const at::Tensor* t : {&setup_.master, &setup_.residual, &setup_.exp_avg_scales, &setup_.exp_avg_sq_scales,
+                                &setup_.params16})
+      if (t->defined()) bytes += t->nbytes();
+    return bytes;
+  }
+
+  std::string state_placement() const override {
+    int64_t bytes = setup_.exp_avg.nbytes() + setup_.exp_avg_sq.nbytes();
+    for (const at::Tensor* t : {&setup_.master, &setup_.residual, &setup_.exp_avg_scales, &setup_.exp_avg_sq_scales})
+      if (t->defined()) bytes += t->nbytes();
+    char per_param[32];
+    std::snprintf(per_param, sizeof(per_param), "%.2f", numel_ > 0 ? static_cast<double>(bytes) / numel_ : 0.0);
+    return std::string("host memory: ") +
+           (setup_.compact.compact_master ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " +
+           (setup_.compact.moments_8bit ? std::string("8-bit moments")
+                                        : std::string(c10::toString(setup_.exp_avg.scalar_type())) + " moments") +
+           "; " + per_param + " bytes/param, " + format_bytes(static_cast<uint64_t>(bytes)) +
+           (setup_.compact.compact_master ? " (+ the 16-bit weights it shares)" : "");
   }
 
   double last_copy_seconds() const override { return last_copy_seconds_; }
@@ -61,11 +172,15 @@ class CpuOffloadAdam final : public PartitionOptimizer {
            StepProgress* progress) {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
     pending_.clear();
+    write_back_materialised();
     const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
     const SixteenBitOutput out16 =
-        sixteen_bit_output(compute_partition, setup_.params16, state_.master.numel(), "cpu optimizer", setup_.sink);
+        sixteen_bit_output(compute_partition, setup_.params16, numel_, "cpu optimizer", setup_.sink);
+    if (setup_.compact.compact_master && out16.in_place &&
+        out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
+      throw Error(internal_error("cpu optimizer: the compact master's bf16 half is not the compute partition"));
     const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
-    const int64_t numel = state_.master.numel();
+    const int64_t numel = numel_;
     const int64_t slice = std::min(setup_.sub_group_numel, kPublishSlice);
     for (int64_t group = 0; group < numel; group += setup_.sub_group_numel) {
       const int64_t group_end = std::min(numel, group + setup_.sub_group_numel);
@@ -90,25 +205,41 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   // Adam on elements [begin, begin + count), then their compute weights on their way back.
   void step_range(const cpu_adam::AdamHyperParams& hp, const at::Tensor& host_grad, const SixteenBitOutput& out16,
                   double grad_multiplier, int64_t begin, int64_t count, const at::Tensor& compute_partition) {
-    cpu_adam::Elements master = tensor_elements(state_.master, begin, count);
+    const bool compact = setup_.compact.compact_master;
     cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
     const at::Tensor window = out16.sink != nullptr ? out16.sink->lend(begin, count) : at::Tensor();
-    cpu_adam::Elements params16{};
-    if (out16.sixteen_bit)
-      params16 = window.defined() ? tensor_elements(window, 0, count) : tensor_elements(out16.out, begin, count);
-    const cpu_adam::AdamBuffers buffers{.params = {static_cast<float*>(master.data), master.count},
-                                        .grads = {grads.data, grads.count, grads.type},
-                                        .exp_avg = tensor_elements(state_.exp_avg, begin, count),
-                                        .exp_avg_sq = tensor_elements(state_.exp_avg_sq, begin, count),
-                                        .params16 = params16};
+    cpu_adam::AdamBuffers buffers{.params = {},
+                                  .grads = {grads.data, grads.count, grads.type},
+                                  .exp_avg = moment_elements(setup_.exp_avg, begin, count),
+                                  .exp_avg_sq = moment_elements(setup_.exp_avg_sq, begin, count),
+                                  .params16 = {},
+                                  .params_16bit = {},
+                                  .master_residual = {},
+                                  .params16_rounding = setup_.params16_rounding,
+                                  .exp_avg_scales = moment_scales(setup_.exp_avg_scales, begin, count),
+                                  .exp_avg_sq_scales = moment_scales(setup_.exp_avg_sq_scales, begin, count)};
+    if (compact) {  // the bf16 half updated in place: the compute partition, or the weights bound for the device
+      buffers.params_16bit = tensor_elements(setup_.compact.hi, begin, count);
+      buffers.master_residual = {static_cast<int16_t*>(setup_.residual.data_ptr()) + begin, static_cast<size_t>(count)};
+    } else {
+      buffers.params = {setup_.master.data_ptr<float>() + begin, static_cast<size_t>(count)};
+      if (out16.sixteen_bit)
+        buffers.params16 =
+            window.defined() ? tensor_elements(window, 0, count) : tensor_elements(out16.out, begin, count);
+    }
     throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
     if (out16.sink != nullptr) {  // fp32 compute weights: the master's new values
-      if (!out16.sixteen_bit) std::memcpy(window.data_ptr(), master.data, window.nbytes());
+      if (compact) {
+        std::memcpy(window.data_ptr(), static_cast<const std::byte*>(setup_.compact.hi.const_data_ptr()) + begin * 2,
+                    window.nbytes());
+      } else if (!out16.sixteen_bit) {
+        std::memcpy(window.data_ptr(), buffers.params.data(), window.nbytes());
+      }
       pending_.push_back(out16.sink->send(begin, count));
       return;
     }
     if (out16.in_place) return;
-    const at::Tensor& source = out16.sixteen_bit ? setup_.params16 : state_.master;
+    const at::Tensor& source = compact ? setup_.compact.hi : out16.sixteen_bit ? setup_.params16 : setup_.master;
     const void* src = static_cast<const std::byte*>(source.const_data_ptr()) + begin * source.element_size();
     at::Tensor dst = compute_partition.narrow(0, begin, count);
     if (dst.is_cpu()) {
@@ -118,8 +249,60 @@ class CpuOffloadAdam final : public PartitionOptimizer {
     }
   }
 
+  // Whether a state is held in another form than its checkpoint's: the compact master (0), 8-bit
+  // moments (1, 2).
+  bool converts(int s) const { return s == 0 ? setup_.compact.compact_master : setup_.compact.moments_8bit; }
+  bool converted() const { return setup_.compact.compact_master || setup_.compact.moments_8bit; }
+
+  // Elements [begin, begin + count) of state s in its checkpoint dtype into `out`.
+  Status produce(int s, int64_t begin, int64_t count, std::span<std::byte> out) {
+    try {
+      const auto values = [&] { return std::span<float>(reinterpret_cast<float*>(out.data()), count); };
+      if (s == 0 && setup_.compact.compact_master) {
+        join_master_range(setup_.compact.hi, setup_.residual, begin, values());
+      } else if (s > 0 && setup_.compact.moments_8bit) {
+        decode_moment_range(s == 1 ? setup_.exp_avg : setup_.exp_avg_sq,
+                            s == 1 ? setup_.exp_avg_scales : setup_.exp_avg_sq_scales, begin, values());
+      } else {
+        const at::Tensor& t = s == 0 ? setup_.master : s == 1 ? setup_.exp_avg : setup_.exp_avg_sq;
+        std::memcpy(out.data(), static_cast<const std::byte*>(t.const_data_ptr()) + begin * t.element_size(),
+                    static_cast<size_t>(count * t.element_size()));
+      }
+      return Status();
+    } catch (const Error& e) {
+      return e.status();
+    }
+  }
+
+  // Elements [begin, begin + values.size()) of converted state s from fp32 `values`.
+  void consume(int s, int64_t begin, std::span<const float> values) {
+    if (s == 0) {
+      split_master_range(values, setup_.compact.hi, setup_.residual, begin);
+    } else {
+      encode_moment_range(values, s == 1 ? setup_.exp_avg : setup_.exp_avg_sq,
+                          s == 1 ? setup_.exp_avg_scales : setup_.exp_avg_sq_scales, begin);
+    }
+  }
+
+  // After state(): the (possibly changed) fp32 copies go back into the compact buffers and are freed.
+  void write_back_materialised() {
+    if (!materialised_) return;
+    for (int s = 0; s < 3; ++s) {
+      if (!converts(s)) continue;
+      const at::Tensor& t = s == 0 ? state_.master : s == 1 ? state_.exp_avg : state_.exp_avg_sq;
+      consume(s, 0, {t.const_data_ptr<float>(), static_cast<size_t>(numel_)});
+    }
+    state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();
+    materialised_ = false;
+  }
+
+  // Elements converted at a time (a multiple of cpu_adam::kMomentBlock).
+  static constexpr int64_t kConvertPiece = int64_t{1} << 22;
+
   CpuOffloadAdamSetup setup_;
-  AdamPartitionState state_;
+  int64_t numel_ = 0;
+  AdamPartitionState state_;      // step always; the tensors while materialised_ (or always, unconverted)
+  bool materialised_ = false;
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
   double last_copy_seconds_ = 0.0;
 };

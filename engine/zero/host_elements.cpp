@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstring>
 #include <limits>
+#include <vector>
 #include <string>
 
 #include "common/common.h"
@@ -20,6 +23,86 @@ ElementType float_element_type(at::ScalarType type, const char* what) {
 cpu_adam::Elements tensor_elements(const at::Tensor& t, int64_t begin, int64_t count) {
   return {static_cast<std::byte*>(t.data_ptr()) + begin * t.element_size(), static_cast<size_t>(count),
           float_element_type(t.scalar_type(), "cpu optimizer")};
+}
+
+cpu_adam::Elements moment_elements(const at::Tensor& t, int64_t begin, int64_t count) {
+  if (t.scalar_type() == at::kChar || t.scalar_type() == at::kByte)
+    return {static_cast<std::byte*>(t.data_ptr()) + begin, static_cast<size_t>(count),
+            t.scalar_type() == at::kChar ? ElementType::kI8 : ElementType::kU8};
+  return tensor_elements(t, begin, count);
+}
+
+std::span<float> moment_scales(const at::Tensor& scales, int64_t begin, int64_t count) {
+  if (!scales.defined() || scales.numel() == 0) return {};
+  if (begin % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
+    throw Error(internal_error("8-bit moments: range at " + std::to_string(begin) + " does not start on a block"));
+  return {scales.data_ptr<float>() + begin / static_cast<int64_t>(cpu_adam::kMomentBlock),
+          cpu_adam::moment_block_count(static_cast<size_t>(count))};
+}
+
+void split_master_range(std::span<const float> master, const at::Tensor& hi, const at::Tensor& residual,
+                        int64_t begin) {
+  throw_if_error(cpu_adam::split_master(
+      master, {static_cast<uint16_t*>(hi.data_ptr()) + begin, master.size()},
+      {static_cast<int16_t*>(residual.data_ptr()) + begin, master.size()}));
+}
+
+void join_master_range(const at::Tensor& hi, const at::Tensor& residual, int64_t begin, std::span<float> master) {
+  throw_if_error(cpu_adam::join_master({static_cast<const uint16_t*>(hi.const_data_ptr()) + begin, master.size()},
+                                       {static_cast<const int16_t*>(residual.const_data_ptr()) + begin, master.size()},
+                                       master));
+}
+
+void encode_moment_range(std::span<const float> values, const at::Tensor& codes, const at::Tensor& scales,
+                         int64_t begin) {
+  const auto n = static_cast<int64_t>(values.size());
+  throw_if_error(
+      cpu_adam::encode_moment_blocks(values, moment_elements(codes, begin, n), moment_scales(scales, begin, n)));
+}
+
+void decode_moment_range(const at::Tensor& codes, const at::Tensor& scales, int64_t begin, std::span<float> values) {
+  const auto n = static_cast<int64_t>(values.size());
+  const cpu_adam::Elements c = moment_elements(codes, begin, n);
+  throw_if_error(cpu_adam::decode_moment_blocks({c.data, c.count, c.type}, moment_scales(scales, begin, n), values));
+}
+
+void copy_rounded(const at::Tensor& dst, const at::Tensor& src, bool away) {
+  if (!away || dst.scalar_type() != at::kBFloat16) {
+    dst.copy_(src);
+    return;
+  }
+  const at::Tensor host = src.contiguous();
+  at::Tensor hi = at::empty({host.numel()}, at::TensorOptions().dtype(at::kBFloat16));
+  at::Tensor residual = at::empty({host.numel()}, at::TensorOptions().dtype(at::kShort));
+  split_master_range({host.const_data_ptr<float>(), static_cast<size_t>(host.numel())}, hi, residual, 0);
+  dst.copy_(hi);
+}
+
+StateReader chunked_state_reader(int64_t numel, size_t item_bytes, int64_t chunk, ChunkProducer produce) {
+  chunk = std::max<int64_t>(1, std::min(chunk, numel));
+  return [numel, item_bytes, chunk, produce = std::move(produce), scratch = std::vector<std::byte>(),
+          next = int64_t{0}, filled = size_t{0}, offset = size_t{0}](std::span<std::byte> out) mutable -> Status {
+    for (size_t done = 0; done < out.size();) {
+      if (offset == filled) {  // the next chunk
+        if (next >= numel) return internal_error("optimizer state read past its end");
+        const int64_t count = std::min(chunk, numel - next);
+        scratch.resize(static_cast<size_t>(chunk) * item_bytes);
+        filled = static_cast<size_t>(count) * item_bytes;
+        offset = 0;
+        TZ_RETURN_IF_ERROR(produce(next, count, {scratch.data(), filled}));
+        next += count;
+      }
+      const size_t n = std::min(filled - offset, out.size() - done);
+      std::memcpy(out.data() + done, scratch.data() + offset, n);
+      done += n;
+      offset += n;
+    }
+    return Status();
+  };
+}
+
+at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype) {
+  return state_dtype == at::kChar ? at::kFloat : state_dtype;
 }
 
 double host_grad_sq_norm(const cpu_adam::CpuAdam& adam, const at::Tensor& grad) {

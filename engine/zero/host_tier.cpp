@@ -24,6 +24,15 @@ void zero_fill(void* data, uint64_t bytes) {
 
 }  // namespace
 
+uint64_t HostTier::capacity(const std::vector<PinnedBuffer>& plan) {
+  uint64_t capacity = 0;
+  for (const PinnedBuffer& buffer : plan) {
+    const uint64_t bytes = static_cast<uint64_t>(buffer.numel) * c10::elementSize(buffer.dtype);
+    if (bytes > 0) capacity += offload::PinnedHostPool::footprint(bytes);
+  }
+  return (capacity + 4095) / 4096 * 4096;
+}
+
 std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan, uint64_t limit_bytes,
                                            at::Device device, int rank) {
   uint64_t capacity = 0;

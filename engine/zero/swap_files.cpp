@@ -31,13 +31,13 @@ std::string bytes_text(uint64_t bytes) { return format_bytes(bytes) + " (" + std
 
 Result<std::unique_ptr<SwapFiles>> SwapFiles::create(nvme::IoEngine& io, const std::vector<std::string>& paths,
                                                      int rank, int64_t sub_groups, uint64_t record_bytes,
-                                                     const SwapRole& role) {
+                                                     const SwapRole& role, int64_t first_named) {
   if (paths.empty())
     return invalid_argument(std::string(role.key) + " is empty: give a directory on a fast local drive");
   const uint64_t share = (record_bytes + paths.size() - 1) / paths.size();
   const uint64_t part_bytes = std::max<uint64_t>(kAlign, (share + kAlign - 1) / kAlign * kAlign);
   const uint64_t file_bytes = part_bytes * static_cast<uint64_t>(sub_groups);
-  std::unique_ptr<SwapFiles> swap(new SwapFiles(io, part_bytes, sub_groups, role));
+  std::unique_ptr<SwapFiles> swap(new SwapFiles(io, part_bytes, sub_groups, role, first_named));
   for (const std::string& dir : paths) {
     std::error_code error;
     std::filesystem::create_directories(dir, error);  // as DeepSpeed makes its swap folder
@@ -105,7 +105,7 @@ Status SwapFiles::failure(const SwapTransfer& transfer, size_t part, const Statu
   const uint64_t offset = static_cast<uint64_t>(transfer.sub_group) * part_bytes_ + (lo - part * part_bytes_);
   const uint64_t length = std::min<uint64_t>(transfer.end, (part + 1) * part_bytes_) - lo;
   const std::string what = std::string(transfer.op == nvme::Op::kRead ? "reading " : "writing ") +
-                           role_.record_name + " " + std::to_string(transfer.sub_group) + " (" +
+                           role_.record_name + " " + std::to_string(transfer.sub_group + first_named_) + " (" +
                            std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of " + where.path +
                            ")";
   if (status.code() == ErrorCode::kOutOfSpace) {

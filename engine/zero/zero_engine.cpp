@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/host_grad_pipeline.h"
 #include "engine/zero/internal/host_tier.h"
 #include "engine/zero/internal/offloaded_grads.h"
@@ -96,22 +97,47 @@ int64_t sub_group_numel(const ZeroEngineOptions& options, int64_t partition_nume
   return std::max<int64_t>(1, std::min(options.sub_group_size, partition_numel));
 }
 
-// Every pinned buffer of the offloaded step, before any is allocated.
-std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device) {
+bool compact_master(const ZeroEngineOptions& options) { return options.master_layout == MasterLayout::kCompact; }
+bool moments_8bit(const ZeroEngineOptions& options) { return options.optimizer_state_dtype == at::kChar; }
+// Whether the bf16 compute weights are the master rounded to nearest with ties away from zero (a
+// compact master's high half, or the fp32 master with params16_rounding kNearestAway), not as
+// Tensor::copy_ casts: then the engine writes them so at the start and after a load as well.
+bool rounds_away(const ZeroEngineOptions& options) {
+  return options.offload_optimizer && options.partition.compute_dtype == at::kBFloat16 &&
+         (options.master_layout == MasterLayout::kCompact ||
+          options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway);
+}
+
+// Bytes of one NVMe optimizer record (a whole sub-group's state) of a partition of `partition_numel`.
+int64_t optimizer_record_bytes(const ZeroEngineOptions& options, int64_t partition_numel) {
+  return nvme_record_bytes(sub_group_numel(options, partition_numel), options.optimizer_state_dtype,
+                           compact_master(options));
+}
+constexpr const char* kOptimizerMemoryRecords = "optimizer records kept in pinned memory";
+
+// Every pinned buffer of the offloaded step, before any is allocated; with the state on NVMe, the
+// first `records_in_memory` sub-group records in one pinned block.
+std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device,
+                                    int64_t records_in_memory) {
   const PartitionOptions& partition = options.partition;
   const int64_t p = sizes.partition_numel;
   std::vector<PinnedBuffer> plan;
   if (options.offload_optimizer) {
-    if (state_on_nvme(options)) {  // one sub-group's master, m and v per buffer
-      const int64_t record = nvme_record_bytes(sub_group_numel(options, p), options.optimizer_state_dtype);
+    if (state_on_nvme(options)) {  // one sub-group's master (or residual), m and v per buffer
+      const int64_t record = optimizer_record_bytes(options, p);
       for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
         plan.push_back({nvme_buffer_name(i), record, at::kByte});
+      plan.push_back({kOptimizerMemoryRecords, records_in_memory * record, at::kByte});
     } else {
-      plan.push_back({"master", p, at::kFloat});
+      const int64_t blocks = moments_8bit(options) ? static_cast<int64_t>(cpu_adam::moment_block_count(p)) : 0;
+      plan.push_back({"master", compact_master(options) ? 0 : p, at::kFloat});
+      plan.push_back({"master residual", compact_master(options) ? p : 0, at::kShort});
       plan.push_back({"exp_avg", p, options.optimizer_state_dtype});
-      plan.push_back({"exp_avg_sq", p, options.optimizer_state_dtype});
+      plan.push_back({"exp_avg_sq", p, moments_8bit(options) ? at::kByte : options.optimizer_state_dtype});
+      plan.push_back({"exp_avg scales", blocks, at::kFloat});
+      plan.push_back({"exp_avg_sq scales", blocks, at::kFloat});
     }
-    plan.push_back({"gradients", p, at::kFloat});
+    plan.push_back({"gradients", p, options.offload_grad_dtype});
     // A slot holds the largest bucket this rank lands in fp32 (a device accumulator lands fp32
     // sums; 16-bit buckets are cut at the same elements), or grad_staging_slot_bytes of it (the
     // pipeline lands a larger bucket piece by piece), a multiple of 8 bytes.
@@ -119,7 +145,8 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
     const int64_t staging_bytes =
         std::max<int64_t>(8, std::min(landing_bytes, static_cast<int64_t>(options.grad_staging_slot_bytes)) / 8 * 8);
     for (int i = 0; i < options.grad_staging_buffers; ++i) plan.push_back({staging_name(i), staging_bytes, at::kByte});
-    // 16-bit weights bound for a device compute partition (a host one is written in place).
+    // 16-bit weights bound for a device compute partition (a host one is written in place); with a
+    // compact master, its high half.
     const bool device_compute = !device.is_cpu() && !partition.offload_params;
     plan.push_back(
         {"16-bit weights", is_16bit(partition.compute_dtype) && device_compute ? p : 0, partition.compute_dtype});
@@ -137,6 +164,101 @@ std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const Part
     plan.push_back({"parameter shard", p, partition.compute_dtype});
   }
   return plan;
+}
+
+// How many of the NVMe optimizer's sub-group records stay in pinned memory
+// (tierzero.optimizer_records_in_memory): N as given (at most the sub-groups), or with
+// kRecordsByBudget as many whole records as pinned_memory_limit_bytes holds beside every other
+// pinned buffer of the plan.
+int64_t optimizer_records_in_memory(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device) {
+  if (!state_on_nvme(options) || options.optimizer_records_in_memory == 0) return 0;
+  const int64_t p = sizes.partition_numel;
+  const int64_t groups = (p + sub_group_numel(options, p) - 1) / sub_group_numel(options, p);
+  if (options.optimizer_records_in_memory != kRecordsByBudget)
+    return std::min(options.optimizer_records_in_memory, groups);
+  const uint64_t limit = options.pinned_memory_limit_bytes;
+  const auto record = static_cast<uint64_t>(optimizer_record_bytes(options, p));
+  const uint64_t others = HostTier::capacity(host_plan(options, sizes, device, 0));
+  if (others >= limit || record == 0) return 0;
+  auto n = static_cast<int64_t>(std::min<uint64_t>((limit - others) / record, static_cast<uint64_t>(groups)));
+  while (n > 0 && HostTier::capacity(host_plan(options, sizes, device, n)) > limit) --n;
+  return n;
+}
+
+// The offloaded optimizer's state options a run cannot honour, refused before anything is allocated.
+void check_state_options(const ZeroEngineOptions& options, const PartitionSizes& sizes) {
+  const at::ScalarType state = options.optimizer_state_dtype;
+  if (state != at::kFloat && state != at::kBFloat16 && state != at::kChar)
+    throw Error(invalid_argument(std::string("tierzero.optimizer_state_dtype ") + c10::toString(state) +
+                                 " is not supported; use \"fp32\", \"bf16\" or \"int8\""));
+  if (state != at::kFloat && !options.offload_optimizer)
+    throw Error(invalid_argument(
+        std::string("tierzero.optimizer_state_dtype \"") + (state == at::kChar ? "int8" : "bf16") +
+        "\" needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" (the optimizer on the GPU keeps "
+        "fp32 state); offload the optimizer or use \"fp32\""));
+  if (state == at::kChar && sizes.partition_numel > options.sub_group_size &&
+      options.sub_group_size % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
+    throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(options.sub_group_size) +
+                                 " must be a multiple of " + std::to_string(cpu_adam::kMomentBlock) +
+                                 " with tierzero.optimizer_state_dtype \"int8\" (8-bit moments are scaled in blocks "
+                                 "of that many elements); round it to a multiple"));
+  if (options.master_layout == MasterLayout::kCompact) {
+    if (!options.offload_optimizer)
+      throw Error(invalid_argument(
+          "tierzero.master_weights \"compact\" needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" "
+          "(the optimizer on the GPU keeps an fp32 master); offload the optimizer or use tierzero.master_weights "
+          "\"fp32\""));
+    if (options.partition.compute_dtype != at::kBFloat16)
+      throw Error(invalid_argument(
+          std::string("tierzero.master_weights \"compact\" needs bf16 compute weights (its high half is the bf16 "
+                      "weights; this run computes in ") +
+          c10::toString(options.partition.compute_dtype) + "); enable bf16 or use tierzero.master_weights \"fp32\""));
+    if (params_on_nvme(options))
+      throw Error(invalid_argument(
+          "tierzero.master_weights \"compact\" with zero_optimization.offload_param.device \"nvme\" is not "
+          "supported (the master's high half would have to be read back from the parameter swap each step); use "
+          "offload_param \"cpu\" or tierzero.master_weights \"fp32\""));
+  }
+  if (options.offload_grad_dtype != at::kFloat && options.offload_grad_dtype != at::kBFloat16)
+    throw Error(invalid_argument(std::string("tierzero.offload_grad_dtype ") +
+                                 c10::toString(options.offload_grad_dtype) + " is not supported; use \"fp32\" or \"bf16\""));
+  if (options.offload_grad_dtype != at::kFloat && !options.offload_optimizer)
+    throw Error(invalid_argument(
+        "tierzero.offload_grad_dtype \"bf16\" needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" "
+        "(it is the offloaded optimizer's host gradient partition); offload the optimizer or use \"fp32\""));
+  if (options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway &&
+      (!options.offload_optimizer || options.partition.compute_dtype != at::kBFloat16))
+    throw Error(invalid_argument(
+        "tierzero.params16_rounding \"nearest_away\" needs zero_optimization.offload_optimizer and bf16 compute "
+        "weights (it rounds the offloaded optimizer's bf16 weights); remove it"));
+  if (options.optimizer_records_in_memory != 0) {
+    if (!state_on_nvme(options))
+      throw Error(invalid_argument(
+          "tierzero.optimizer_records_in_memory needs zero_optimization.offload_optimizer.device \"nvme\" (it keeps "
+          "some of the NVMe state's sub-group records in pinned memory); remove it or put the state on NVMe"));
+    if (options.optimizer_records_in_memory < kRecordsByBudget)
+      throw Error(invalid_argument("tierzero.optimizer_records_in_memory=" +
+                                   std::to_string(options.optimizer_records_in_memory) +
+                                   " must be a record count >= 0, or \"auto\" (as many as the pinned budget holds)"));
+    if (options.optimizer_records_in_memory == kRecordsByBudget && options.pinned_memory_limit_bytes == 0)
+      throw Error(invalid_argument(
+          "tierzero.optimizer_records_in_memory \"auto\" sizes the records kept in memory by "
+          "tierzero.pinned_memory_limit, which is not set; set tierzero.pinned_memory_limit or give a record count"));
+  }
+}
+
+// The compact layouts the options ask for; a compact master's high half is the bf16 weights the
+// optimizer writes: bound for the device ("16-bit weights"), or the host compute partition itself.
+CompactState compact_state(const ZeroEngineOptions& options, const HostTier& host_tier,
+                           const at::Tensor& compute_partition) {
+  CompactState compact{.compact_master = compact_master(options), .moments_8bit = moments_8bit(options), .hi = {}};
+  if (compact.compact_master) {  // the bf16 weights the optimizer writes: in place in host memory, or bound for the device
+    const at::Tensor staged = host_tier.buffer("16-bit weights");
+    compact.hi = staged.numel() > 0 ? staged : compute_partition;
+    if (!compact.hi.is_cpu() || !compact.hi.is_contiguous() || compact.hi.scalar_type() != at::kBFloat16)
+      throw Error(internal_error("compact master: no bf16 weights in host memory for its high half"));
+  }
+  return compact;
 }
 
 // Whether `extra` bytes more fit `device`'s budget (tierzero.gpu_memory_limit, else the device's
@@ -200,11 +322,6 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
         "zero_optimization.offload_param.device \"nvme\" needs zero_optimization.offload_optimizer.device \"cpu\" or "
         "\"nvme\" (the CPU optimizer writes the new weights to NVMe); offload the optimizer, or use offload_param "
         "\"cpu\""));
-  if (options.optimizer_state_dtype != at::kFloat &&
-      (!options.offload_optimizer || options.optimizer_state_dtype != at::kBFloat16))
-    throw Error(invalid_argument(
-        "tierzero.optimizer_state_dtype \"bf16\" needs zero_optimization.offload_optimizer.device \"cpu\" or "
-        "\"nvme\" (the optimizer on the GPU keeps fp32 state); offload the optimizer or use \"fp32\""));
   if (options.offload_optimizer && options.grad_staging_buffers < 1)
     throw Error(invalid_argument("grad_staging_buffers=" + std::to_string(options.grad_staging_buffers) +
                                  " must be at least 1 (offload_optimizer.buffer_count)"));
@@ -219,6 +336,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                           std::max<int64_t>(1, static_cast<int64_t>(options.grad_staging_slot_bytes / sizeof(float))));
 
   const PartitionSizes sizes = partition_sizes(model, options_.partition, comm.world_size());
+  check_state_options(options_, sizes);
   if (params_on_nvme(options_)) {  // before the pinned buffers and the swap files are made
     const ParamNamesAndShapes table = param_names_and_shapes(model);
     throw_if_error(check_read_buffers(make_sharded_layout(table.names, table.shapes, comm.world_size()),
@@ -226,7 +344,8 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                       sub_group_numel(options_, sizes.partition_numel), options_.nvme_params,
                                       comm.rank()));
   }
-  const std::vector<PinnedBuffer> plan = host_plan(options_, sizes, comm.device());
+  const int64_t records_in_memory = optimizer_records_in_memory(options_, sizes, comm.device());
+  const std::vector<PinnedBuffer> plan = host_plan(options_, sizes, comm.device(), records_in_memory);
   if (!plan.empty()) host_tier_ = HostTier::create(plan, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
   if (options.offload_optimizer || options.partition.offload_params)
     copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
@@ -279,6 +398,10 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                .time_copies = options.time_breakdown,
                                .rank = comm.rank(),
                                .state_dtype = options.optimizer_state_dtype,
+                               .compact = compact_state(options, *host_tier_, partitioner_->compute_partition()),
+                               .params16_rounding = options.params16_rounding,
+                               .records_in_memory = records_in_memory,
+                               .memory_records = host_tier_->buffer(kOptimizerMemoryRecords),
                                .nvme = options.nvme_optimizer,
                                .buffers = {},
                                .params16 = host_tier_->buffer("16-bit weights"),
@@ -293,6 +416,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     nvme_optimizer_ = nvme.get();
     optimizer_ = std::move(nvme);
     update_nvme_traffic();  // the swap files' size
+    if (rounds_away(options)) sync_compute_params();  // the weights as the master's bf16 half rounds them
     follow_steps_if_overlapped();
     return;
   }
@@ -301,14 +425,28 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                             .copies = copies_.get(),
                             .sub_group_numel = options.sub_group_size,
                             .time_copies = options.time_breakdown,
-                            .master = host_tier_->buffer("master"),
+                            .master = compact_master(options) ? at::Tensor() : host_tier_->buffer("master"),
                             .exp_avg = host_tier_->buffer("exp_avg"),
                             .exp_avg_sq = host_tier_->buffer("exp_avg_sq"),
                             .params16 = host_tier_->buffer("16-bit weights"),
-                            .sink = nvme_params_.get()};
-  load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
+                            .sink = nvme_params_.get(),
+                            .compact = compact_state(options, *host_tier_, partitioner_->compute_partition()),
+                            .residual = compact_master(options) ? host_tier_->buffer("master residual") : at::Tensor(),
+                            .exp_avg_scales = moments_8bit(options) ? host_tier_->buffer("exp_avg scales") : at::Tensor(),
+                            .exp_avg_sq_scales =
+                                moments_8bit(options) ? host_tier_->buffer("exp_avg_sq scales") : at::Tensor(),
+                            .load_master = {},
+                            .params16_rounding = options.params16_rounding};
+  if (compact_master(options)) {  // read and split a piece at a time, never the fp32 master whole
+    setup.load_master = [&](int64_t begin, const at::Tensor& out) {
+      load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
+    };
+  } else {
+    load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
+  }
   optimizer_ = make_cpu_offload_adam(std::move(setup));
   update_nvme_traffic();
+  if (rounds_away(options)) sync_compute_params();  // the weights as the master's bf16 half rounds them
   follow_steps_if_overlapped();
 }
 
@@ -545,14 +683,20 @@ void ZeroEngine::finish_step() {
 
 std::map<std::string, at::Tensor> ZeroEngine::master_params() {
   finish_step();
-  return partitioner_->assemble(optimizer_->state().master);
+  if (!compact_master(options_)) return partitioner_->assemble(optimizer_->state().master);
+  // A compact master joined into one fp32 copy of the partition (state() would decode the moments too).
+  at::Tensor master = at::empty({partitioner_->partition_numel()}, at::kFloat);
+  throw_if_error(optimizer_->read_master(0, {master.data_ptr<float>(), static_cast<size_t>(master.numel())}));
+  return partitioner_->assemble(master);
 }
 
 void ZeroEngine::sync_compute_params() {
   finish_step();
   at::Tensor compute = partitioner_->compute_partition();
-  if (nvme_optimizer_ == nullptr && nvme_params_ == nullptr) {
-    compute.copy_(optimizer_->state().master);
+  // bf16 weights rounded as the compact master's high half (ties away), or as Tensor::copy_ casts.
+  const bool away = rounds_away(options_);
+  if (nvme_optimizer_ == nullptr && nvme_params_ == nullptr && !compact_master(options_)) {
+    copy_rounded(compute, optimizer_->state().master, away);
   } else {  // the master a piece at a time, never whole in host memory (from NVMe, or to it)
     constexpr int64_t kPiece = 16 << 20;
     at::Tensor piece = at::empty({std::min<int64_t>(kPiece, partitioner_->partition_numel())}, at::kFloat);
@@ -561,7 +705,7 @@ void ZeroEngine::sync_compute_params() {
       for (int64_t done = 0; done < dst.numel(); done += kPiece) {
         at::Tensor host = piece.narrow(0, 0, std::min(kPiece, dst.numel() - done));
         throw_if_error(optimizer_->read_master(begin + done, {host.data_ptr<float>(), static_cast<size_t>(host.numel())}));
-        dst.narrow(0, done, host.numel()).copy_(host);
+        copy_rounded(dst.narrow(0, done, host.numel()), host, away);
       }
     };
     if (nvme_params_ != nullptr) {

@@ -110,6 +110,11 @@ struct ZeroEngineOptions {
                                                       // blockwise codes (int8 m, uint8 v, an fp32 scale per
                                                       // cpu_adam::kMomentBlock elements)
   MasterLayout master_layout = MasterLayout::kFp32;   // tierzero.master_weights: the offloaded optimizer's master
+  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;  // tierzero.params16_rounding:
+                                                      // the bf16 weights an fp32-master offloaded optimizer writes;
+                                                      // kNearestAway rounds them as a compact master's high half, so
+                                                      // fp32 and compact runs (and their checkpoints) are the same
+                                                      // bits and interchangeable
   at::ScalarType offload_grad_dtype = at::kFloat;     // tierzero.offload_grad_dtype: the offloaded optimizer's host
                                                       // gradient partition, kFloat or kBFloat16
   int64_t optimizer_records_in_memory = 0;  // tierzero.optimizer_records_in_memory: with the state on NVMe, the

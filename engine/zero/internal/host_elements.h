@@ -5,6 +5,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <span>
 
 #include "common/common.h"
 #include "cpu_adam/adam.h"
@@ -19,6 +21,35 @@ ElementType float_element_type(at::ScalarType type, const char* what);
 
 // Elements [begin, begin + count) of contiguous host tensor `t`.
 cpu_adam::Elements tensor_elements(const at::Tensor& t, int64_t begin, int64_t count);
+
+// Elements [begin, begin + count) of a moment buffer: fp32 / bf16 as tensor_elements, or the 8-bit
+// codes (kChar: kI8 m, kByte: kU8 v).
+cpu_adam::Elements moment_elements(const at::Tensor& t, int64_t begin, int64_t count);
+
+// Scales [begin / kMomentBlock, + moment_block_count(count)) of an 8-bit moment's fp32 scales
+// (`begin` a multiple of cpu_adam::kMomentBlock); empty when `scales` is undefined.
+std::span<float> moment_scales(const at::Tensor& scales, int64_t begin, int64_t count);
+
+// Compact master conversions over host tensors (cpu_adam::split_master / join_master): elements
+// [begin, begin + n) of `hi` (bf16) and `residual` (int16) from / into `master` (n fp32). Throw
+// tierzero::Error on a size mismatch.
+void split_master_range(std::span<const float> master, const at::Tensor& hi, const at::Tensor& residual,
+                        int64_t begin);
+void join_master_range(const at::Tensor& hi, const at::Tensor& residual, int64_t begin, std::span<float> master);
+// 8-bit moments: `values` (fp32) encoded into / decoded from elements [begin, begin + n) of `codes`
+// (kChar / kByte) and their scales (`begin` a multiple of cpu_adam::kMomentBlock).
+void encode_moment_range(std::span<const float> values, const at::Tensor& codes, const at::Tensor& scales,
+                         int64_t begin);
+void decode_moment_range(const at::Tensor& codes, const at::Tensor& scales, int64_t begin, std::span<float> values);
+
+// `src` (fp32, host) into `dst` (any float dtype and device, same numel): bf16 rounded to nearest
+// with ties away from zero when `away` (the compact master's high half), else as Tensor::copy_ casts.
+void copy_rounded(const at::Tensor& dst, const at::Tensor& src, bool away);
+
+// A StateReader over `numel` elements of `item_bytes` each, made `chunk` elements at a time by
+// `produce(begin, count, out)` (out: count * item_bytes bytes) into a scratch buffer of one chunk.
+using ChunkProducer = std::function<Status(int64_t begin, int64_t count, std::span<std::byte> out)>;
+StateReader chunked_state_reader(int64_t numel, size_t item_bytes, int64_t chunk, ChunkProducer produce);
 
 // Sum of squares of gradient partition `grad` (any float dtype and device), in double; inf when an
 // element is not finite.

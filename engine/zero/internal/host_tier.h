@@ -39,6 +39,10 @@ class HostTier {
                                           at::Device device, int rank);
   ~HostTier();
 
+  // Bytes create() takes for `plan` (each buffer's footprint in the pool, the total rounded up to a
+  // page): what is checked against the limit.
+  static uint64_t capacity(const std::vector<PinnedBuffer>& plan);
+
   // The buffer planned as `what`. Throws tierzero::Error (internal) when none was.
   at::Tensor buffer(const std::string& what) const;
   // Bytes of pinned memory held (the pool's capacity); 0 without a GPU, where nothing is pinned.

@@ -1,7 +1,12 @@
 // Adam with this rank's optimizer state on NVMe (zero_optimization.offload_optimizer.device "nvme"):
 // the fp32 master weights, exp_avg and exp_avg_sq (fp32, or bf16 with tierzero.optimizer_state_dtype)
 // live in swap files (swap_files.h), one record per sub-group of sub_group_size elements (12 or
-// 8 bytes an element), and pass through `buffer_count` pinned host buffers. A
+// 8 bytes an element; with the compact layouts of partition_optimizer.h's CompactState as little as
+// 4 + 8/256: the int16 residual of a compact master, whose bf16 half stays in host memory as the
+// 16-bit weights, and 8-bit moments with their block scales), and pass through `buffer_count` pinned
+// host buffers. With records_in_memory = N (placement by budget) the first N records live in a
+// pinned block instead: stepped there first, front to back, never read or written, and the swap
+// files hold only records N.. (the passes below run over those). A
 // step walks the sub-groups in order: sub-group k+1's record is read ahead (pipeline_read) while
 // cpu_adam steps k — the same kernel, gradients and 16-bit output as the CPU-offloaded optimizer
 // (cpu_offload_adam.cpp), so the weights are the same bit for bit — and k-1's is written behind
@@ -62,7 +67,19 @@ struct NvmeOffloadAdamSetup {
   int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
   bool time_copies = false;                 // measure the copies (waits for them at the step's end)
   int rank = 0;                             // names the swap files
-  at::ScalarType state_dtype = at::kFloat;  // exp_avg and exp_avg_sq: kFloat or kBFloat16
+  at::ScalarType state_dtype = at::kFloat;  // exp_avg and exp_avg_sq: kFloat, kBFloat16, or kChar (8-bit
+                                            // codes: int8 m, uint8 v, and their fp32 block scales)
+  // Compact master (compact.compact_master): the record holds the int16 residual instead of the
+  // fp32 master, and compact.hi (the partition's bf16 weights, in host memory) the high half.
+  // compact.moments_8bit must match state_dtype kChar.
+  CompactState compact;
+  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
+  // Placement by budget (tierzero.optimizer_records_in_memory): sub-group records [0,
+  // records_in_memory) live in `memory_records` (pinned bytes, records_in_memory records of
+  // nvme_record_bytes(min(sub_group_numel, partition numel)) each, back to back) and never touch the
+  // swap files, which hold only the others.
+  int64_t records_in_memory = 0;
+  at::Tensor memory_records;
   NvmeOptimizerOptions nvme;
   // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
   // numel) elements each (nvme_record_bytes); outlive the optimizer.
@@ -83,8 +100,10 @@ class NvmeOffloadAdam : public PartitionOptimizer {
   virtual NvmeTraffic traffic() const = 0;
 };
 
-// Bytes of one swap record of `numel` elements: the fp32 master and two moments of `state_dtype`.
-int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype);
+// Bytes of one swap record of `numel` elements: the fp32 master (or, `compact_master`, its int16
+// residual) and two moments of `state_dtype` (kChar: int8 m and uint8 v codes, then one fp32 scale
+// per cpu_adam::kMomentBlock elements for each).
+int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype, bool compact_master = false);
 
 // Creates the swap files and writes the initial state (master from `source`, zero moments) through
 // the buffers. Throws tierzero::Error: an option out of range naming its key; the swap's errors

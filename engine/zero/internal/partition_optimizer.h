@@ -36,6 +36,9 @@ struct AdamConfig {
 
 // One rank's optimizer state: flat partitions (the master fp32; m and v fp32, or bf16 in the
 // offloaded optimizers with tierzero.optimizer_state_dtype "bf16") and the number of steps applied.
+// With a compact master or 8-bit moments (CompactState) the offloaded optimizers materialise fp32
+// copies here (state(): O(partition) x 12 bytes of unpinned host memory) that the next step, save or
+// read writes back (split / encoded) and frees.
 struct AdamPartitionState {
   at::Tensor master;
   at::Tensor exp_avg;
@@ -44,10 +47,12 @@ struct AdamPartitionState {
 };
 
 // One state of the partition (0 the fp32 master, 1 exp_avg, 2 exp_avg_sq) read in order: each call
-// fills `out` with the state's next out.size() bytes, in the dtype the optimizer holds it in.
+// fills `out` with the state's next out.size() bytes, in its checkpoint dtype (checkpoint_dtype()):
+// the master always fp32 (a compact master is joined), the moments in the dtype the optimizer holds
+// them in, or fp32 for 8-bit moments (decoded).
 using StateReader = std::function<Status(std::span<std::byte> out)>;
 // Fills `out` with elements [begin, begin + n) of state `state` (n = out.size() / its element size),
-// in the dtype the optimizer holds it in.
+// in its checkpoint dtype (as StateReader).
 using StateFill = std::function<Status(int state, int64_t begin, std::span<std::byte> out)>;
 
 class PartitionOptimizer {
@@ -99,6 +104,11 @@ class PartitionOptimizer {
   virtual std::vector<PartitionWrite> device_writes() const { return {}; }
   // "device" or "cpu (<SIMD target>, N threads)".
   virtual std::string placement() const = 0;
+  // Where the offloaded state lives and its layout, for the run header: "host: compact master (bf16
+  // weights + int16 residual), 8-bit moments; 4.02 bytes/param, 1.2 GiB pinned" or, with the state on
+  // NVMe, "12 of 40 sub-group records in pinned memory (26.1 GiB), 28 on NVMe (60.9 GiB); ...". Empty
+  // for the device optimizer.
+  virtual std::string state_placement() const { return {}; }
 };
 
 // Adam on the device holding `master_partition` (fp32); m and v start at zero.
@@ -112,6 +122,24 @@ std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition
 // update its compute weights go back through `copies` (to a device: on the H2D side stream, while
 // the next sub-group steps; to host memory: written in place by the kernel, or copied); the device
 // copies are left for the caller to order reads after, sub-group by sub-group (device_writes()).
+// The compact layouts of the offloaded optimizers' state (tierzero.master_weights "compact",
+// tierzero.optimizer_state_dtype "int8"), shared by the host-memory and the NVMe optimizer:
+//   compact master: no fp32 master; its high half is `hi`, the bf16 weights the optimizer writes
+//     anyway (the host compute partition itself, or the pinned "16-bit weights" bound for the device),
+//     rounded to nearest with ties away from zero, and its low half a 16-bit residual
+//     (cpu_adam::AdamBuffers::master_residual): 2 bytes an element instead of 4, bit for bit the fp32
+//     master. Checkpoints, read_master and state() join them (cpu_adam::join_master); a load splits.
+//   8-bit moments: m int8 (kChar) and v uint8 (kByte) codes with one fp32 scale per
+//     cpu_adam::kMomentBlock elements (2 + 8/256 bytes an element instead of 8); sub-groups and
+//     publish slices start on block boundaries. Checkpoints hold them decoded, in fp32.
+struct CompactState {
+  bool compact_master = false;
+  bool moments_8bit = false;
+  at::Tensor hi;  // compact master: bf16, the partition's numel (see above)
+};
+// The checkpoint dtype of the moments held in `state_dtype` (8-bit moments are saved as fp32).
+at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype);
+
 struct CpuOffloadAdamSetup {
   AdamConfig config;
   const cpu_adam::CpuAdam* adam = nullptr;  // outlives the optimizer
@@ -122,6 +150,17 @@ struct CpuOffloadAdamSetup {
   // Parameters on NVMe: where the new compute weights go (step()'s compute_partition is then
   // undefined); outlives the optimizer.
   ComputeWeightsSink* sink = nullptr;
+  // Compact layouts: with compact.compact_master, `master` is undefined and `residual` (int16, the
+  // partition's numel, zero) holds the master's low half, compact.hi its high half; the initial
+  // master is given by load_master (elements [begin, begin + out.numel()) of the fp32 master into
+  // `out`), called sub-group by sub-group and split. With compact.moments_8bit, exp_avg is kChar,
+  // exp_avg_sq kByte, and the scales fp32 (moment_block_count(numel) each).
+  CompactState compact;
+  at::Tensor residual, exp_avg_scales, exp_avg_sq_scales;
+  std::function<void(int64_t begin, const at::Tensor& out)> load_master;
+  // The rounding of the bf16 16-bit weights the fp32-master path writes (ZeroEngineOptions::
+  // params16_rounding); the compact path always rounds ties away.
+  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
 };
 std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(CpuOffloadAdamSetup setup);
 

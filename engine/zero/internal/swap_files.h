@@ -44,6 +44,8 @@ inline constexpr SwapRole kParameterSwap{"params", "zero_optimization.offload_pa
 class SwapFiles {
  public:
   // Opens and preallocates the files for `sub_groups` records of at most `record_bytes` over
+  // `paths`; errors name file record k as sub-group `first_named` + k (the optimizer's records kept in
+  // pinned memory have no place in the files, which start at the first streamed one). Over
   // `paths` (directories, created when missing; at least one) for rank `rank`, through `io`
   // (outlives the swap). Fails
   // before writing anything: kInvalidArgument for no path; kOutOfSpace when a path's disk has less
@@ -51,7 +53,7 @@ class SwapFiles {
   // preallocation error naming the file otherwise.
   static Result<std::unique_ptr<SwapFiles>> create(nvme::IoEngine& io, const std::vector<std::string>& paths,
                                                    int rank, int64_t sub_groups, uint64_t record_bytes,
-                                                   const SwapRole& role = kOptimizerSwap);
+                                                   const SwapRole& role = kOptimizerSwap, int64_t first_named = 0);
   // Removes the files.
   ~SwapFiles();
   SwapFiles(const SwapFiles&) = delete;
@@ -85,14 +87,15 @@ class SwapFiles {
     nvme::FileRef file;
     std::string path;
   };
-  SwapFiles(nvme::IoEngine& io, uint64_t part_bytes, int64_t sub_groups, const SwapRole& role)
-      : io_(io), part_bytes_(part_bytes), sub_groups_(sub_groups), role_(role) {}
+  SwapFiles(nvme::IoEngine& io, uint64_t part_bytes, int64_t sub_groups, const SwapRole& role, int64_t first_named)
+      : io_(io), part_bytes_(part_bytes), sub_groups_(sub_groups), role_(role), first_named_(first_named) {}
   Status failure(const SwapTransfer& transfer, size_t part, const Status& status) const;
 
   nvme::IoEngine& io_;
   uint64_t part_bytes_;  // P: a record's share of each file
   int64_t sub_groups_;
   SwapRole role_;
+  int64_t first_named_;
   std::vector<Part> parts_;  // one per path
 };
 

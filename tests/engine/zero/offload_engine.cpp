@@ -17,7 +17,11 @@ OffloadEngine::OffloadEngine(const OffloadEngineSpec& spec)
   options.partition.reduce_bucket_numel = 1000;
   options.offload_optimizer = true;
   options.optimizer_state_dtype = spec.state;
-  options.sub_group_size = 3000;
+  options.sub_group_size = spec.sub_group;
+  options.master_layout = spec.master;
+  if (spec.round_away) options.params16_rounding = cpu_adam::Bf16Rounding::kNearestAway;
+  options.optimizer_records_in_memory = spec.records_in_memory;
+  options.pinned_memory_limit_bytes = spec.pinned_limit;
   options.gradient_clipping = 0.5;
   options.adam.weight_decay = 0.01;
   if (!spec.nvme_dir.empty())

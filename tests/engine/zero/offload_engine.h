@@ -21,6 +21,11 @@ struct OffloadEngineSpec {
   at::ScalarType state = at::kFloat;  // ZeroEngineOptions::optimizer_state_dtype
   std::string nvme_dir;               // the swap files' directory; empty: state in host memory
   bool cuda = false;                  // compute on CUDA device 0 (the optimizer stays offloaded)
+  MasterLayout master = MasterLayout::kFp32;  // ZeroEngineOptions::master_layout
+  bool round_away = false;                    // ZeroEngineOptions::params16_rounding kNearestAway
+  int64_t sub_group = 3000;                   // ZeroEngineOptions::sub_group_size
+  int64_t records_in_memory = 0;              // ZeroEngineOptions::optimizer_records_in_memory
+  uint64_t pinned_limit = 0;                  // ZeroEngineOptions::pinned_memory_limit_bytes
 };
 
 struct OffloadEngine {

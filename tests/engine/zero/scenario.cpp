@@ -93,7 +93,12 @@ std::vector<std::string> Scenario::to_args() const {
           "--nvme_params_dir=" + nvme_params_dir,
           "--nvme_param_buffers=" + std::to_string(nvme_param_buffers),
           "--nvme_param_buffer_numel=" + std::to_string(nvme_param_buffer_numel),
-          "--max_in_cpu=" + std::to_string(max_in_cpu)};
+          "--max_in_cpu=" + std::to_string(max_in_cpu),
+          "--master=" + master,
+          "--state_dtype=" + state_dtype,
+          "--round_away=" + std::to_string(round_away),
+          "--records_in_memory=" + std::to_string(records_in_memory),
+          "--compare_fp32_master=" + std::to_string(compare_fp32_master)};
 }
 
 Scenario Scenario::from_args(const std::vector<std::string>& args) {
@@ -180,6 +185,16 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.nvme_param_buffer_numel = std::stoll(value);
     else if (key == "max_in_cpu")
       s.max_in_cpu = std::stoll(value);
+    else if (key == "master")
+      s.master = value;
+    else if (key == "state_dtype")
+      s.state_dtype = value;
+    else if (key == "round_away")
+      s.round_away = value == "1";
+    else if (key == "records_in_memory")
+      s.records_in_memory = std::stoll(value);
+    else if (key == "compare_fp32_master")
+      s.compare_fp32_master = value == "1";
     else
       throw Error(invalid_argument("unknown argument " + arg));
   }
@@ -203,6 +218,10 @@ std::string Scenario::name() const {
   if (!nvme_params_dir.empty())
     knobs += "_params_nvme" + std::to_string(nvme_param_buffers) + "x" + std::to_string(nvme_param_buffer_numel) +
              (max_in_cpu > 0 ? "_in_cpu" + std::to_string(max_in_cpu) : "");
+  if (master != defaults.master) knobs += "_master_" + master;
+  if (state_dtype != defaults.state_dtype) knobs += "_state_" + state_dtype;
+  if (round_away) knobs += "_round_away";
+  if (records_in_memory != 0) knobs += "_records_in_memory" + std::to_string(records_in_memory);
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
 }
@@ -245,6 +264,10 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.grad_staging_slot_bytes = static_cast<uint64_t>(s.staging_slot_bytes);
   options.grad_accumulator = grad_accumulator_of(s.grad_accumulator);
   options.gradient_accumulation_steps = s.window_steps > 0 ? s.window_steps : s.accumulation;
+  options.master_layout = s.master == "compact" ? MasterLayout::kCompact : MasterLayout::kFp32;
+  options.optimizer_state_dtype = s.state_dtype == "int8" ? at::kChar : dtype_of(s.state_dtype);
+  if (s.round_away) options.params16_rounding = cpu_adam::Bf16Rounding::kNearestAway;
+  options.optimizer_records_in_memory = s.records_in_memory;
   if (!s.nvme_dir.empty())
     options.nvme_optimizer = {.paths = {s.nvme_dir},
                               .buffer_count = s.nvme_buffers,
@@ -313,6 +336,18 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
         s.save_dir, engine, CheckpointExtras{.iteration = s.steps, .loss_scaler = {}, .lr_scheduler = {}, .data = {}}));
   trace.params = engine.master_params();
   if (auto* sharded = dynamic_cast<ShardedPartitioner*>(&engine.partitioner())) record_stage3_stats(*sharded, s, trace);
+  if (s.compare_fp32_master) {
+    built.reset();  // its swap files, before the baseline's
+    Scenario baseline = s;
+    baseline.compare_fp32_master = false;
+    baseline.master = "fp32";
+    baseline.round_away = true;
+    baseline.save_dir.clear();
+    const std::string mismatch = compare_exactly(trace, train_with_engine(baseline, comm));
+    if (!mismatch.empty())
+      throw Error(internal_error("compact master vs fp32 master (ties away), rank " + std::to_string(comm.rank()) +
+                                 ":\n" + mismatch));
+  }
   return trace;
 }
 

@@ -63,6 +63,14 @@ struct Scenario {
   int nvme_param_buffers = 12;                 // NvmeParamOptions::buffer_count
   int64_t nvme_param_buffer_numel = 1024;      // NvmeParamOptions::buffer_numel (small: a unit takes several)
   int64_t max_in_cpu = 0;                      // NvmeParamOptions::max_in_cpu
+  std::string master = "fp32";                 // with offload: ZeroEngineOptions::master_layout, fp32 | compact
+  std::string state_dtype = "fp32";            // with offload: ZeroEngineOptions::optimizer_state_dtype, fp32 |
+                                               // bf16 | int8
+  bool round_away = false;                     // ZeroEngineOptions::params16_rounding kNearestAway
+  int64_t records_in_memory = 0;               // ZeroEngineOptions::optimizer_records_in_memory
+  bool compare_fp32_master = false;            // train_with_engine: after the run, trains the same scenario with
+                                               // an fp32 master rounded ties-away (master "fp32", round_away) on
+                                               // the same ranks and throws unless the two are equal bit for bit
 
   // Command-line form, for the multi-rank worker: "--stage=2 --offload=1 ...".
   std::vector<std::string> to_args() const;
