@@ -73,8 +73,9 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
       std::min<double>(s.largest_unit, s.nonpersistent));
   out.elements(Tier::kGpu, "gathered parameters", Phase::kBackward, e, live,
                "(min(stage3_max_live_parameters, kept for reuse + unit + prefetch))");
-  out.elements(Tier::kGpu, "all-gather buffers", Phase::kBackward, e, in_use * (1.0 + 1.0 / s.world),
-               "(unit + stage3_prefetch_bucket_size, x (1 + 1/W))");
+  if (s.world > 1)  // one rank's copies land in the gathered parameters themselves
+    out.elements(Tier::kGpu, "all-gather buffers", Phase::kBackward, e, in_use * (1.0 + 1.0 / s.world),
+                 "(unit + stage3_prefetch_bucket_size, x (1 + 1/W))");
 }
 
 void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
@@ -94,12 +95,17 @@ void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
   } else {
     out.elements(Tier::kGpu, "gradient partition", Phase::kResident, s.grad_bytes, s.partition);
   }
-  const double bucket = std::max<double>(static_cast<double>(s.reduce_bucket), s.largest_param);
-  out.elements(Tier::kGpu, "reduce buckets", Phase::kBackward, s.grad_bytes,
-               std::min<double>(kLiveReduceBuckets * bucket, s.parameters),
-               s.reduce_bucket < static_cast<int64_t>(zero.reduce_bucket_size)
-                   ? "(3 x max(64 MiB staging slot / 4 B, largest parameter): offloaded on one rank)"
-                   : "(3 x reduce_bucket_size)");
+  if (s.world == 1 && zero.stage == 3) {
+    // One rank hands each bucket on as it is launched, and a parameter larger than a bucket is its own
+    // bucket without a copy (sharded_grad_reducer.h): one open bucket of the smaller ones.
+    out.elements(Tier::kGpu, "reduce buckets", Phase::kBackward, s.grad_bytes,
+                 std::min<double>(static_cast<double>(s.reduce_bucket), s.parameters),
+                 "(the open bucket: one rank lands each bucket at once; a larger parameter's gradient is its bucket)");
+  } else {
+    const double bucket = std::max<double>(static_cast<double>(s.reduce_bucket), s.largest_param);
+    out.elements(Tier::kGpu, "reduce buckets", Phase::kBackward, s.grad_bytes,
+                 std::min<double>(kLiveReduceBuckets * bucket, s.parameters), "(3 x reduce_bucket_size)");
+  }
   out.elements(Tier::kGpu, "one unit's parameter gradients", Phase::kBackward, s.compute_bytes, s.largest_unit);
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <span>
 
 #include "common/common.h"
 #include "engine/zero/internal/host_elements.h"
@@ -25,10 +27,11 @@ HostGradPipeline::HostGradPipeline(at::Tensor partition, std::vector<at::Tensor>
       adam_(adam),
       scale_(scale),
       overlap_(overlap) {
-  if (partition_.scalar_type() != at::kFloat || !partition_.is_cpu() || !partition_.is_contiguous() ||
-      staging_.empty() || staging_.front().nbytes() < 8)
-    throw Error(
-        internal_error("HostGradPipeline needs a contiguous fp32 host partition and a staging slot of 8+ bytes"));
+  const bool dtype_ok = partition_.scalar_type() == at::kFloat || partition_.scalar_type() == at::kBFloat16;
+  if (!dtype_ok || !partition_.is_cpu() || !partition_.is_contiguous() || staging_.empty() ||
+      staging_.front().nbytes() < 8)
+    throw Error(internal_error(
+        "HostGradPipeline needs a contiguous fp32 or bf16 host partition and a staging slot of 8+ bytes"));
   for (size_t i = staging_.size(); i-- > 0;) free_slots_.push_back(i);
   if (overlap_) worker_ = std::thread([this] { work(); });
 }
@@ -68,7 +71,10 @@ void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> ru
 void HostGradPipeline::land_final(const at::Tensor& source, std::vector<LandingRun> runs) {
   if (!source.is_contiguous() || source.scalar_type() != at::kFloat)
     throw Error(internal_error("offloaded gradients: a final bucket that is not contiguous fp32"));
-  const at::Tensor scaled = scale_ == 1.0f ? source : source * scale_;
+  // Scaled in fp32, then rounded once (to nearest even) to a bf16 partition's dtype on the device,
+  // so half the bytes cross PCIe.
+  at::Tensor scaled = scale_ == 1.0f ? source : source * scale_;
+  if (partition_.scalar_type() != at::kFloat) scaled = scaled.to(partition_.scalar_type());
   Job job;
   job.kind = JobKind::kRecordNorms;
   {
@@ -77,16 +83,21 @@ void HostGradPipeline::land_final(const at::Tensor& source, std::vector<LandingR
     changed_.wait(lock, [&] { return !zeroing_ || error_; });  // the copies overwrite the partition
     if (error_) std::rethrow_exception(error_);
   }
-  float* partition = partition_.data_ptr<float>();
+  auto* partition = static_cast<std::byte*>(partition_.data_ptr());
+  const int64_t element = partition_.element_size();
   for (const LandingRun& run : runs)
-    job.copies.push_back(
-        copies_.to_host(partition + run.partition_offset, scaled.narrow(0, run.source_offset, run.numel)));
+    job.copies.push_back(copies_.to_host(partition + run.partition_offset * element,
+                                         scaled.narrow(0, run.source_offset, run.numel)));
   for (auto& [first, part] : cut_into_pieces(source.numel(), runs))
     for (const LandingRun& run : part) job.runs.push_back(run);
   submit(std::move(job));
 }
 
-void HostGradPipeline::land_piece(const at::Tensor& source, std::vector<LandingRun> runs) {
+void HostGradPipeline::land_piece(const at::Tensor& bucket_piece, std::vector<LandingRun> runs) {
+  // A bf16 partition takes a wider piece rounded (to nearest even) on the device: half the bytes
+  // cross PCIe, and the host adds bf16 into bf16.
+  const bool narrow = partition_.scalar_type() == at::kBFloat16 && bucket_piece.scalar_type() == at::kFloat;
+  const at::Tensor source = narrow ? bucket_piece.to(at::kBFloat16) : bucket_piece;
   Job job;
   job.type = float_element_type(source.scalar_type(), "offloaded gradients");
   job.runs = std::move(runs);
@@ -136,11 +147,15 @@ void HostGradPipeline::accumulate(Job& job) {
   copy_seconds_ += job.copies.front()->seconds();
   const auto* base = static_cast<const std::byte*>(staging_[job.slot].const_data_ptr());
   const size_t element = element_size(job.type);
-  float* partition = partition_.data_ptr<float>();
   for (const LandingRun& run : job.runs) {
     const cpu_adam::ConstElements src{base + run.source_offset * element, static_cast<size_t>(run.numel), job.type};
-    const cpu_adam::GradStats stats = value_or_throw(
-        adam_.accumulate_scaled(std::span<float>(partition + run.partition_offset, run.numel), src, scale_));
+    const cpu_adam::GradStats stats =
+        partition_.scalar_type() == at::kFloat
+            ? value_or_throw(adam_.accumulate_scaled(
+                  std::span<float>(partition_.data_ptr<float>() + run.partition_offset, run.numel), src, scale_))
+            : value_or_throw(adam_.accumulate_scaled(
+                  std::span<uint16_t>(static_cast<uint16_t*>(partition_.data_ptr()) + run.partition_offset, run.numel),
+                  src, scale_));
     run_norms_.record(run.partition_offset, run.numel, stats.sq_norm);
   }
 }
@@ -150,10 +165,11 @@ void HostGradPipeline::record_norms(Job& job) {
     copy->wait_host();
     copy_seconds_ += copy->seconds();
   }
-  const float* partition = partition_.const_data_ptr<float>();
+  const cpu_adam::ConstElements partition = partition_elements();
+  const size_t element = element_size(partition.type);
   for (const LandingRun& run : job.runs) {
-    const cpu_adam::ConstElements landed{partition + run.partition_offset, static_cast<size_t>(run.numel),
-                                         ElementType::kF32};
+    const cpu_adam::ConstElements landed{static_cast<const std::byte*>(partition.data) + run.partition_offset * element,
+                                         static_cast<size_t>(run.numel), partition.type};
     run_norms_.record(run.partition_offset, run.numel, adam_.grad_stats(landed).sq_norm);
   }
 }
@@ -189,7 +205,12 @@ void HostGradPipeline::drain() {
 }
 
 cpu_adam::GradStats HostGradPipeline::grad_stats() const {
-  return run_norms_.total(std::span<const float>(partition_.const_data_ptr<float>(), partition_.numel()), adam_);
+  return run_norms_.total(partition_elements(), adam_);
+}
+
+cpu_adam::ConstElements HostGradPipeline::partition_elements() const {
+  return {partition_.const_data_ptr(), static_cast<size_t>(partition_.numel()),
+          partition_.scalar_type() == at::kFloat ? ElementType::kF32 : ElementType::kBF16};
 }
 
 void HostGradPipeline::reset() {

@@ -1,6 +1,7 @@
 #include "engine/zero/internal/run_norms.h"
 
 #include <cmath>
+#include <cstddef>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -26,13 +27,14 @@ void RunNorms::record(int64_t offset, int64_t numel, double sq) {
   runs_[offset] = Run{.numel = numel, .sq = sq};
 }
 
-cpu_adam::GradStats RunNorms::total(std::span<const float> partition, const cpu_adam::CpuAdam& adam) const {
+cpu_adam::GradStats RunNorms::total(cpu_adam::ConstElements partition, const cpu_adam::CpuAdam& adam) const {
+  const size_t element = element_size(partition.type);
   cpu_adam::GradStats stats;
   for (const auto& [offset, run] : runs_) {
     double sq = run.sq;
     if (run.resum) {
-      const cpu_adam::ConstElements elements{partition.data() + offset, static_cast<size_t>(run.numel),
-                                             ElementType::kF32};
+      const cpu_adam::ConstElements elements{static_cast<const std::byte*>(partition.data) + offset * element,
+                                             static_cast<size_t>(run.numel), partition.type};
       const cpu_adam::GradStats part = adam.grad_stats(elements);
       sq = part.finite ? part.sq_norm : std::numeric_limits<double>::infinity();
     }

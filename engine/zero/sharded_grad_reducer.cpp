@@ -28,9 +28,14 @@ void ShardedGradReducer::add(size_t slot, const at::Tensor& grad) {
   if (it == entry_of_slot_.end()) {
     if (open_numel_ > 0 && open_numel_ + param.numel > bucket_numel_) launch();
     const int world = layout_.world_size;
-    Entry entry{slot,
-                at::zeros({world, param.shard_numel}, at::TensorOptions().dtype(grad_dtype_).device(comm_.device()))};
-    if (grad.defined()) entry.padded.view(-1).narrow(0, 0, param.numel).copy_(grad.reshape(-1));
+    Entry entry{slot, at::Tensor()};
+    if (world == 1 && grad.defined() && grad.scalar_type() == grad_dtype_ && grad.is_contiguous() &&
+        grad.device() == comm_.device()) {
+      entry.padded = grad.view({1, param.shard_numel});  // one rank pads nothing: the gradient is its row
+    } else {
+      entry.padded = at::zeros({world, param.shard_numel}, at::TensorOptions().dtype(grad_dtype_).device(comm_.device()));
+      if (grad.defined()) entry.padded.view(-1).narrow(0, 0, param.numel).copy_(grad.reshape(-1));
+    }
     entry_of_slot_[slot] = open_.size();
     open_.push_back(std::move(entry));
     open_numel_ += param.numel;
@@ -53,8 +58,12 @@ void ShardedGradReducer::launch() {
   // [W, row]: row r is rank r's shard of every parameter, in column order.
   launched.input = columns.size() == 1 ? columns[0].view(-1) : at::cat(columns, 1).view(-1);
   columns.clear();
-  launched.output = at::empty({launched.input.numel() / layout_.world_size}, launched.input.options());
-  launched.op = comm_.reduce_scatter_sum(launched.output, launched.input);
+  if (layout_.world_size == 1) {
+    launched.output = launched.input;  // the sum over one rank is its own row
+  } else {
+    launched.output = at::empty({launched.input.numel() / layout_.world_size}, launched.input.options());
+    launched.op = comm_.reduce_scatter_sum(launched.output, launched.input);
+  }
   launched.lands = landing_ == nullptr || landing_->lands_now();
   ++reduce_scatters_;
   launched_.push_back(std::move(launched));

@@ -1,5 +1,5 @@
-// Offloaded gradients: every reduced bucket leaves the device for an fp32 gradient partition in
-// host memory, while backward goes on.
+// Offloaded gradients: every reduced bucket leaves the device for a gradient partition in host memory
+// (fp32, or bf16 with tierzero.offload_grad_dtype), while backward goes on.
 //
 //   backward thread:  land(bucket)  --take a free staging slot (blocks only when all are in use)-->
 //                     DeviceCopies::to_host on the D2H side stream, ordered after the reduction
@@ -58,7 +58,8 @@ struct LandingRun {
 
 class HostGradPipeline {
  public:
-  // Adds into `partition` (fp32, contiguous, host memory) through `staging` (byte tensors in pinned
+  // Adds into `partition` (fp32 or bf16 — tierzero.offload_grad_dtype —, contiguous, host memory;
+  // a bf16 partition holds each sum rounded to nearest even) through `staging` (byte tensors in pinned
   // host memory, all of one size, at least 8 bytes; at least one slot), copying
   // with `copies` and adding with `adam`'s kernel (both outlive the pipeline); every landed
   // element is multiplied by `scale` (1 / world size: the average over ranks).
@@ -70,13 +71,15 @@ class HostGradPipeline {
 
   // Takes a reduced bucket `source` (flat, contiguous, fp32 | bf16 | fp16, on the compute device;
   // its reduction waited for, or ordered on the current stream) and adds source[run] * scale into
-  // the partition for each run (disjoint ranges), a staging slot's worth of fp32 elements at a time.
+  // the partition for each run (disjoint ranges), a staging slot's worth of fp32 elements at a time
+  // (an fp32 piece bound for a bf16 partition is rounded to bf16 on the device before it leaves).
   // Blocks only while every staging slot is in use; `source` may be dropped by the caller once this
   // returns. Throws tierzero::Error when `source` is not contiguous or an earlier bucket failed.
   void land(const at::Tensor& source, std::vector<LandingRun> runs);
   // As land(), for a `source` in fp32 that holds all of its runs' gradient this step (nothing else
-  // lands on those elements before the next reset()): source[run] * scale is copied D2H straight
-  // into the partition, overwriting it, after the work queued on the current stream. Never waits
+  // lands on those elements before the next reset()): source[run] * scale (rounded once to bf16 on
+  // the device for a bf16 partition) is copied D2H straight into the partition, overwriting it,
+  // after the work queued on the current stream. Never waits
   // for a staging slot; waits only for the worker to finish zeroing the partition after reset().
   // Throws tierzero::Error when `source` is not a contiguous fp32 tensor or an earlier bucket failed.
   void land_final(const at::Tensor& source, std::vector<LandingRun> runs);
@@ -117,7 +120,7 @@ class HostGradPipeline {
   std::vector<std::pair<int64_t, std::vector<LandingRun>>> cut_into_pieces(int64_t numel,
                                                                            const std::vector<LandingRun>& runs) const;
   // Lands `piece` (at most a slot) for `runs` (offsets relative to `piece`).
-  void land_piece(const at::Tensor& piece, std::vector<LandingRun> runs);
+  void land_piece(const at::Tensor& bucket_piece, std::vector<LandingRun> runs);
   // Runs one job on the calling thread: waits for its copies, then adds or records.
   void run(Job& job);
   // Waits for the job's copy, adds its runs, records their norms.
@@ -130,6 +133,8 @@ class HostGradPipeline {
   // land_final(). With mutex_ held.
   void release(const Job& job);
   void work();
+  // The partition as cpu_adam elements (fp32 or bf16).
+  cpu_adam::ConstElements partition_elements() const;
 
   at::Tensor partition_;
   std::vector<at::Tensor> staging_;

@@ -20,9 +20,10 @@ class RunNorms {
   void record(int64_t offset, int64_t numel, double sq);
 
   // The sum of squares over every recorded element, in partition order: recorded sums, and for
-  // the parts of runs a later run cut, `adam.grad_stats` over those elements of `partition`.
+  // the parts of runs a later run cut, `adam.grad_stats` over those elements of `partition` (the
+  // whole partition, fp32 or bf16).
   // finite is false when any sum is inf or NaN.
-  cpu_adam::GradStats total(std::span<const float> partition, const cpu_adam::CpuAdam& adam) const;
+  cpu_adam::GradStats total(cpu_adam::ConstElements partition, const cpu_adam::CpuAdam& adam) const;
 
   // Forgets every run (a new step).
   void clear() { runs_.clear(); }

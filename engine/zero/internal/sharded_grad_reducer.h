@@ -9,7 +9,8 @@
 // (offloaded_grads.h), which averages it into the host partition off the backward path, or keeps it
 // in a device accumulator until the window's last micro-batch.
 // Memory held by unreduced gradients: the open bucket plus at most two launched ones, each about
-// reduce_bucket_size elements (or one parameter larger than that).
+// reduce_bucket_size elements (or one parameter larger than that); on one rank a bucket is handed on
+// as soon as it is launched, and a large parameter's gradient is its own bucket (no copy).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,7 +37,9 @@ class ShardedGradReducer {
   // Adds the gradient of parameter `slot` (layout.slots index; whole, its shape or flat, any float
   // dtype, on comm.device(); undefined means zero) to the open bucket, launching the open bucket
   // first when the parameter does not fit. A parameter already in the open bucket (a tied weight)
-  // is summed in place. `grad` may be reused by the caller once this returns.
+  // is summed in place. On one rank a contiguous `grad` of the bucket dtype is taken as it is (no
+  // padded copy, and no reduction copy: the bucket is the gradient), so the caller must not write it
+  // afterwards; otherwise it may be reused once this returns.
   void add(size_t slot, const at::Tensor& grad);
 
   // Launches the open bucket and waits for every launched one: the gradient shard then holds them

@@ -37,7 +37,7 @@ TEST(RunNorms, SameBoundariesReplaceExactly) {
   RunNorms norms;
   for (int micro = 0; micro < 3; ++micro)
     for (int64_t offset = 0; offset < 1000; offset += 250) write_run(partition, norms, offset, 250, rng);
-  const cpu_adam::GradStats stats = norms.total(partition, adam);
+  const cpu_adam::GradStats stats = norms.total(cpu_adam::const_elements(partition), adam);
   EXPECT_TRUE(stats.finite);
   EXPECT_NEAR(stats.sq_norm, direct_sq(partition, 1000), 1e-9 * stats.sq_norm);
 }
@@ -55,7 +55,7 @@ TEST(RunNorms, RunsCutAtOtherBoundariesCountEachElementOnce) {
   write_run(partition, norms, 3000, 10, rng);   // inside one run
   write_run(partition, norms, 2990, 30, rng);   // covers the last one and cuts around it
   write_run(partition, norms, 0, 100, rng);     // at the start of a cut run
-  const cpu_adam::GradStats stats = norms.total(partition, adam);
+  const cpu_adam::GradStats stats = norms.total(cpu_adam::const_elements(partition), adam);
   EXPECT_TRUE(stats.finite);
   EXPECT_NEAR(stats.sq_norm, direct_sq(partition, 4096), 1e-9 * stats.sq_norm);
 }
@@ -68,9 +68,9 @@ TEST(RunNorms, NonFiniteValuesInACutPartAreReported) {
   write_run(partition, norms, 0, 100, rng);
   partition[5] = std::numeric_limits<float>::infinity();  // already landed: its run's sum is stale
   write_run(partition, norms, 50, 10, rng);               // cuts the run: [0, 50) is summed again
-  EXPECT_FALSE(norms.total(partition, adam).finite);
+  EXPECT_FALSE(norms.total(cpu_adam::const_elements(partition), adam).finite);
   norms.clear();
-  EXPECT_EQ(norms.total(partition, adam).sq_norm, 0.0);
+  EXPECT_EQ(norms.total(cpu_adam::const_elements(partition), adam).sq_norm, 0.0);
 }
 
 }  // namespace
