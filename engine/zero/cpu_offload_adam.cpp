@@ -3,6 +3,10 @@
 // new 16-bit weights go back to the device on a side stream while the next one steps, and
 // a step with progress announces each finished slice to the reader following behind. With parameters on
 // NVMe each slice is stepped into a window of their ComputeWeightsSink and written from there.
+// Compact layouts (CompactState): a compact master is stepped in place in its bf16 half (the 16-bit
+// weights) and int16 residual; 8-bit moments with their block scales (slices start on blocks). What a
+// checkpoint, read_master or state() reads is converted a piece of kConvertPiece elements at a time
+// (state() materialises fp32 copies of the converted states: 4 bytes an element each, unpinned).
 #include <ATen/ATen.h>
 
 #include <algorithm>

@@ -97,6 +97,27 @@ TEST(CompactMasterOffloadedParams, EqualsTheFp32MasterBitForBit) {
   }
 }
 
+// On a GPU the master's bf16 half is the pinned "16-bit weights" the optimizer copies to the device.
+TEST(CompactMasterGpu, OneGpuEqualsTheFp32MasterBitForBit) {
+  if (!at::hasCUDA() || at::getNumGPUs() == 0) GTEST_SKIP() << "no CUDA device";
+  for (int stage : {2, 3}) {
+    for (bool nvme_state : {false, true}) {
+      for (const char* moments : {"fp32", "int8"}) {
+        ScratchDir nvme;
+        Scenario s = compact_scenario(stage);
+        s.device = "cuda";
+        s.steps = 8;
+        s.state_dtype = moments;
+        if (nvme_state) s.nvme_dir = nvme.path();
+        Scenario fp32 = s;
+        fp32.master = "fp32";
+        fp32.round_away = true;
+        EXPECT_EQ(compare_exactly(train_one_rank(s), train_one_rank(fp32)), "") << s.name();
+      }
+    }
+  }
+}
+
 // Saved after 8 steps and resumed: the uninterrupted run's last 12 steps and weights bit for bit;
 // the checkpoint is the fp32 format, so an fp32-master run resumes a compact one's and vice versa.
 TEST(CompactMasterCheckpoint, SaveAndResumeEqualTheUninterruptedRun) {
@@ -272,6 +293,23 @@ TEST(Placement, RecordsInMemoryGiveTheWeightsOfAllOnNvme) {
       placed.records_in_memory = n;
       EXPECT_EQ(compare_exactly(train_one_rank(placed), all_on_nvme), "") << placed.name();
     }
+  }
+}
+
+// Saved and resumed with records in memory (the save reads them from the pinned block, the load
+// fills it): the uninterrupted run bit for bit, and the checkpoint resumes with none in memory too.
+TEST(Placement, SaveAndResumeWithRecordsInMemory) {
+  for (bool compact_int8 : {false, true}) {
+    ScratchDir nvme, checkpoint, other;
+    Scenario s = compact_scenario(3, compact_int8);
+    s.round_away = false;
+    if (compact_int8) s.state_dtype = "int8";
+    s.nvme_dir = nvme.path();
+    s.records_in_memory = 2;
+    EXPECT_EQ(resume_difference(s, s, s, 8, checkpoint.path()), "") << s.name();
+    Scenario none = s;
+    none.records_in_memory = 0;
+    EXPECT_EQ(resume_difference(s, s, none, 8, other.path()), "") << s.name() << " resumed with none in memory";
   }
 }
 
