@@ -19,6 +19,7 @@
 #include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/unit_function.h"
+#include "engine/zero/internal/window_pass.h"
 
 namespace tierzero::engine {
 namespace {
@@ -490,25 +491,27 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
     return losses;
   }
   const at::Device device = comm_.device();
-  const Clock::time_point start = Clock::now();
-  if (options_.time_breakdown) sync_current_stream(device);
-  std::vector<at::Tensor> anchors, hidden;
+  const bool timed = options_.time_breakdown;
+  Clock::time_point start = Clock::now();
+  if (timed) sync_current_stream(device);
+  std::vector<at::Tensor> input_ids, targets;
   for (const TokenBatch& batch : batches) {
-    anchors.push_back(new_anchor(device));
-    hidden.push_back(tokens_to(batch.input_ids, device));
+    input_ids.push_back(tokens_to(batch.input_ids, device));
+    targets.push_back(tokens_to(batch.targets, device));
   }
-  // Unit-major: each unit's parameters are fetched (and waited for) once for the whole window.
-  for (size_t unit = 0; unit + 1 < model_.num_units(); ++unit)
-    for (size_t i = 0; i < batches.size(); ++i) hidden[i] = run_unit(model_, *partitioner_, unit, hidden[i], anchors[i]);
-  if (options_.time_breakdown) {
+  WindowPassHooks hooks;
+  hooks.before_backward = [&] {
+    finish_step();  // the backward lands gradients where the step reads them
+    micro_batches_ += static_cast<int64_t>(batches.size());
+    if (offloaded_grads_) offloaded_grads_->begin_micro_batch(micro_batches_ >= options_.gradient_accumulation_steps);
+    start = Clock::now();
+  };
+  hooks.phase_done = [&](const char* phase) {
+    if (!timed) return;
     sync_current_stream(device);
-    times_.forward_s += seconds_since(start);
-  }
-  for (size_t i = 0; i < batches.size(); ++i) {
-    losses.push_back(head_loss_backward(hidden[i], batches[i].targets, anchors[i], loss_multiplier));
-    hidden[i] = at::Tensor();  // its graph (the units' saved inputs) went with the backward
-  }
-  return losses;
+    (std::string(phase) == "forward" ? times_.forward_s : times_.backward_s) += seconds_since(start);
+  };
+  return run_window_pass(model_, *partitioner_, input_ids, targets, loss_multiplier, hooks);
 }
 
 at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets,
@@ -543,15 +546,13 @@ bool ZeroEngine::forward_window(const std::vector<TokenBatch>& batches) {
 }
 
 void ZeroEngine::choose_forward_window(int64_t micro_batches, int64_t tokens) {
-  // The window keeps, for every micro-batch but one, the input of each unit but the last (hidden
-  // states in the compute dtype) until that micro-batch's backward.
-  const int64_t body_units = static_cast<int64_t>(model_.num_units()) - 1;
-  const uint64_t extra = static_cast<uint64_t>(std::max<int64_t>(0, micro_batches - 1) * body_units * tokens *
-                                               model_.config().hidden_size) *
-                         c10::elementSize(options_.partition.compute_dtype);
+  // The window (window_pass.h) keeps, for every micro-batch but one, the input of each unit but the
+  // last and an output gradient (hidden states in the compute dtype), and one unit's gradients
+  // summed in fp32.
+  const uint64_t extra = window_pass_extra_bytes(model_, micro_batches, tokens, options_.partition.compute_dtype);
   const at::Device device = comm_.device();
   const std::string unit_by_unit = "unit by unit across " + std::to_string(micro_batches) + " micro-batches (+" +
-                                   format_bytes(extra) + " of kept unit inputs";
+                                   format_bytes(extra) + " of kept unit inputs, output gradients and one unit's fp32 gradient sums";
   if (micro_batches < 2) {
     window_forward_ = false;
     forward_window_choice_ = "micro-batch by micro-batch (one micro-batch per step)";

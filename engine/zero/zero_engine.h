@@ -41,9 +41,14 @@
 // (step_progress.h); the next forward's gathers wait only for the slices they read, so layer 0
 // computes while Adam steps the last layers. With gradient accumulation the window's forwards run
 // unit by unit across all its micro-batches (queue_window), so all of them, not just the first,
-// follow behind Adam; each micro-batch's backward then runs in turn, after Adam has finished (it
-// reads the gradient partition the backward lands into). Nothing else changes: the same kernels on
-// the same values in the same order, so losses and weights are the plain path's bit for bit.
+// follow behind Adam; then, after Adam has finished (it reads the gradient partition the backward
+// lands into), the backwards run unit by unit across the micro-batches too (window_pass.h): each
+// unit is fetched once, recomputed and differentiated for every micro-batch, and its gradients,
+// summed over the micro-batches in fp32 on the device, are reduced and leave the GPU once. So the
+// parameters cross PCIe twice a step and the gradients once, whatever the accumulation. Nothing else
+// changes: the same kernels on the same values, summed in the order the device accumulator sums
+// them, so on one rank losses and weights are that path's bit for bit (up to the order of a tied
+// weight's sums; with more ranks, of the reductions).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -191,11 +196,11 @@ class ZeroEngine {
   at::Tensor queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
   // queue_forward_backward, then waits for the loss and returns it.
   double forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
-  // queue_forward_backward on each micro-batch of `batches` in order, with the same results bit for
-  // bit; when the optimizer step follows into the forward and the window fits the GPU budget
-  // (forward_window_choice()), the forwards run unit by unit across all the micro-batches first
-  // (each keeps its units' inputs until its backward), then each backward in turn. Returns the
-  // losses, as queue_forward_backward does.
+  // queue_forward_backward on each micro-batch of `batches` in order; when the optimizer step follows
+  // into the forward and the window fits the GPU budget (forward_window_choice()), the window runs
+  // unit by unit both ways instead (window_pass.h): the same losses and weights as that micro-batch
+  // path with the device gradient accumulator, bit for bit. Returns the losses, as
+  // queue_forward_backward does.
   std::vector<at::Tensor> queue_window(const std::vector<TokenBatch>& batches, double loss_multiplier);
 
   // Ends the accumulation window: reduces, checks overflow (gradients hold loss * loss_scale),
