@@ -277,6 +277,30 @@ TEST(Moments8bit, TwoRanksCompactEqualsFp32Master) {
   }
 }
 
+// bf16 host gradients (offload_grad_dtype): the optimizers step from them — the smallest state
+// trains on one batch, and its NVMe state equals its host state bit for bit.
+TEST(Bf16HostGradients, TheCompactStateTrainsOnThem) {
+  ScratchDir nvme;
+  const OffloadEngineSpec spec{.stage = 3, .compute = at::kBFloat16, .state = at::kChar,
+                               .master = MasterLayout::kCompact, .sub_group = kSubGroup, .grads = at::kBFloat16};
+  OffloadEngine host(spec);
+  OffloadEngineSpec on_nvme = spec;
+  on_nvme.nvme_dir = nvme.path();
+  OffloadEngine nvme_engine(on_nvme);
+  ASSERT_EQ(host.engine->partitioner().grad_partition().scalar_type(), at::kBFloat16);
+  double first = 0.0, last = 0.0;
+  for (int step = 0; step < 30; ++step) {
+    last = host.train_step(0);
+    EXPECT_EQ(nvme_engine.train_step(0), last) << "step " << step;
+    if (step == 0) first = last;
+  }
+  std::printf("bf16 host gradients, one batch, 30 steps: loss %.4f -> %.4f\n", first, last);
+  EXPECT_LT(last, 0.05);
+  const auto want = host.engine->master_params();
+  const auto got = nvme_engine.engine->master_params();
+  for (const auto& [name, param] : want) EXPECT_TRUE(got.at(name).equal(param)) << name;
+}
+
 // ---- Placement by budget ------------------------------------------------------------------------
 
 TEST(Placement, RecordsInMemoryGiveTheWeightsOfAllOnNvme) {

@@ -22,6 +22,7 @@ OffloadEngine::OffloadEngine(const OffloadEngineSpec& spec)
   if (spec.round_away) options.params16_rounding = cpu_adam::Bf16Rounding::kNearestAway;
   options.optimizer_records_in_memory = spec.records_in_memory;
   options.pinned_memory_limit_bytes = spec.pinned_limit;
+  options.offload_grad_dtype = spec.grads;
   options.gradient_clipping = 0.5;
   options.adam.weight_decay = 0.01;
   if (!spec.nvme_dir.empty())

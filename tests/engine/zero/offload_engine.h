@@ -26,6 +26,7 @@ struct OffloadEngineSpec {
   int64_t sub_group = 3000;                   // ZeroEngineOptions::sub_group_size
   int64_t records_in_memory = 0;              // ZeroEngineOptions::optimizer_records_in_memory
   uint64_t pinned_limit = 0;                  // ZeroEngineOptions::pinned_memory_limit_bytes
+  at::ScalarType grads = at::kFloat;          // ZeroEngineOptions::offload_grad_dtype
 };
 
 struct OffloadEngine {
