@@ -253,6 +253,28 @@ TEST(Moments8bit, SaveAndResumeEqualTheUninterruptedRun) {
   }
 }
 
+// Re-encoding decoded 8-bit moments gives the codes and scales back: state() decodes them to fp32 and
+// the next step encodes those again, which changes nothing against an engine whose state was never read.
+TEST(Moments8bit, DecodedMomentsReencodeToTheSameCodes) {
+  for (bool on_nvme : {false, true}) {
+    ScratchDir a, b;
+    const OffloadEngineSpec spec{.stage = 2, .compute = at::kBFloat16, .state = at::kChar, .sub_group = kSubGroup};
+    OffloadEngineSpec spec_a = spec, spec_b = spec;
+    if (on_nvme) {
+      spec_a.nvme_dir = a.path();
+      spec_b.nvme_dir = b.path();
+    }
+    OffloadEngine read(spec_a), untouched(spec_b);
+    for (int step = 0; step < 12; ++step) {
+      EXPECT_EQ(read.train_step(step), untouched.train_step(step)) << "step " << step;
+      EXPECT_EQ(read.state().exp_avg.scalar_type(), at::kFloat);  // decoded; encoded again by the next step
+    }
+    const auto want = untouched.engine->master_params();
+    const auto got = read.engine->master_params();
+    for (const auto& [name, param] : want) EXPECT_TRUE(got.at(name).equal(param)) << name;
+  }
+}
+
 TEST(Moments8bit, NvmeStateEqualsHostStateBitForBit) {
   for (bool compact : {false, true}) {
     ScratchDir nvme;
