@@ -129,13 +129,6 @@ def cmd_config(a):
         config.setdefault("tierzero", {}).setdefault("data", {})["seq_len"] = a.seq
     if a.bf16 is not None:
         config["bf16"] = {"enabled": bool(a.bf16)}
-    for path in a.unset or []:
-        *parents, leaf = path.split(".")
-        node = config
-        for key in parents:
-            node = node.get(key, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            node.pop(leaf, None)
     for assignment in a.set or []:
         path, sep, value = assignment.partition("=")
         if not sep or not path:
@@ -148,6 +141,14 @@ def cmd_config(a):
             node[leaf] = json.loads(value)
         except json.JSONDecodeError as e:
             sys.exit(f"config --set {assignment!r}: the value is not JSON ({e}); quote strings as '\"text\"'")
+    # --unset after --set: removing a section wins over a --set inside it
+    for path in a.unset or []:
+        *parents, leaf = path.split(".")
+        node = config
+        for key in parents:
+            node = node.get(key, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(leaf, None)
     with open(a.out, "w") as f:
         json.dump(config, f, indent=2)
 
