@@ -33,8 +33,8 @@
 #     (tierzero --metrics; DeepSpeed: train_deepspeed.py --metrics, the same format). fp32 --export's the
 #     last weights to OUT/fp32.export.
 # (e) fine-tunes from OUT/fp32.export: lr 1e-6 constant (no scheduler), FT_STEPS steps, data seed 4321:
-#     tierzero fp32, compact master + fp32 moments (offload_grad_dtype default: must equal fp32 bit for
-#     bit), compact + int8, DeepSpeed lean; each exported and compared with the start
+#     tierzero fp32, compact master + fp32 moments (offload_grad_dtype default: compared element by element
+#     with fp32, ulps apart), compact + int8, DeepSpeed lean; each exported and compared with the start
 #     (quality_util.py weights-diff: the fraction of bf16 weights that changed, and equal to ft_fp32's).
 # (f) quality_util.py summary: per 50-step window after step 100 each run's mean loss and its relative
 #     difference from fp32 (acceptance: compact_int8 within 2% in every window; compact_bf16 judged too),
