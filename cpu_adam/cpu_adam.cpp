@@ -236,6 +236,31 @@ struct alignas(64) PaddedSum {
   double value = 0.0;
 };
 
+// Runs tile_sum(begin, end) -> double over [0, count) as for_each_tile does, and adds the tiles'
+// sums in tile order (the same total for any thread count): the squared norm and whether it is finite.
+template <class TileSum>
+GradStats sum_tiles(tbb::task_arena& arena, size_t count, size_t tile, const TileSum& tile_sum) {
+  std::vector<PaddedSum> partial((count + tile - 1) / tile);
+  for_each_tile(arena, count, tile,
+                [&](size_t t, size_t begin, size_t end) { partial[t].value = tile_sum(begin, end); });
+  GradStats stats;
+  for (const PaddedSum& s : partial) stats.sq_norm += s.value;
+  stats.finite = std::isfinite(stats.sq_norm);
+  return stats;
+}
+
+// accumulate_scaled's checks of dst (of `dst_count` elements at `dst_data`) against src.
+Status check_accumulate(const void* dst_data, size_t dst_count, const ConstElements& src) {
+  if (src.count != dst_count) {
+    return invalid_argument("accumulate_scaled: src has " + std::to_string(src.count) + " elements but dst has " +
+                            std::to_string(dst_count));
+  }
+  if (dst_count != 0 && (dst_data == nullptr || src.data == nullptr)) {
+    return invalid_argument("accumulate_scaled: a buffer with elements has a null data pointer");
+  }
+  return {};
+}
+
 }  // namespace
 
 CpuAdam::CpuAdam(CpuAdamOptions options)
@@ -248,55 +273,25 @@ CpuAdam::~CpuAdam() = default;
 int CpuAdam::threads() const { return arena_->arena.max_concurrency(); }
 
 GradStats CpuAdam::grad_stats(ConstElements grads) const {
-  const size_t tiles = (grads.count + tile_elements_ - 1) / tile_elements_;
-  std::vector<PaddedSum> partial(tiles);
-  for_each_tile(arena_->arena, grads.count, tile_elements_, [&](size_t t, size_t begin, size_t end) {
-    partial[t].value = detail::grad_sq_norm_tile(offset(grads.data, grads.type, begin), grads.type, end - begin);
+  return sum_tiles(arena_->arena, grads.count, tile_elements_, [&](size_t begin, size_t end) {
+    return detail::grad_sq_norm_tile(offset(grads.data, grads.type, begin), grads.type, end - begin);
   });
-  GradStats stats;
-  for (const PaddedSum& s : partial) stats.sq_norm += s.value;
-  stats.finite = std::isfinite(stats.sq_norm);
-  return stats;
 }
 
 Result<GradStats> CpuAdam::accumulate_scaled(std::span<float> dst, ConstElements src, float scale) const {
-  if (src.count != dst.size()) {
-    return invalid_argument("accumulate_scaled: src has " + std::to_string(src.count) + " elements but dst has " +
-                            std::to_string(dst.size()));
-  }
-  if (!dst.empty() && (dst.data() == nullptr || src.data == nullptr)) {
-    return invalid_argument("accumulate_scaled: a buffer with elements has a null data pointer");
-  }
-  const size_t tiles = (dst.size() + tile_elements_ - 1) / tile_elements_;
-  std::vector<PaddedSum> partial(tiles);
-  for_each_tile(arena_->arena, dst.size(), tile_elements_, [&](size_t t, size_t begin, size_t end) {
-    partial[t].value = detail::accumulate_scaled_tile(dst.data() + begin, offset(src.data, src.type, begin), src.type,
-                                                      end - begin, scale);
+  TZ_RETURN_IF_ERROR(check_accumulate(dst.data(), dst.size(), src));
+  return sum_tiles(arena_->arena, dst.size(), tile_elements_, [&](size_t begin, size_t end) {
+    return detail::accumulate_scaled_tile(dst.data() + begin, offset(src.data, src.type, begin), src.type, end - begin,
+                                          scale);
   });
-  GradStats stats;
-  for (const PaddedSum& s : partial) stats.sq_norm += s.value;
-  stats.finite = std::isfinite(stats.sq_norm);
-  return stats;
 }
 
 Result<GradStats> CpuAdam::accumulate_scaled(std::span<uint16_t> dst, ConstElements src, float scale) const {
-  if (src.count != dst.size()) {
-    return invalid_argument("accumulate_scaled: src has " + std::to_string(src.count) + " elements but dst has " +
-                            std::to_string(dst.size()));
-  }
-  if (!dst.empty() && (dst.data() == nullptr || src.data == nullptr)) {
-    return invalid_argument("accumulate_scaled: a buffer with elements has a null data pointer");
-  }
-  const size_t tiles = (dst.size() + tile_elements_ - 1) / tile_elements_;
-  std::vector<PaddedSum> partial(tiles);
-  for_each_tile(arena_->arena, dst.size(), tile_elements_, [&](size_t t, size_t begin, size_t end) {
-    partial[t].value = detail::accumulate_scaled_bf16_tile(dst.data() + begin, offset(src.data, src.type, begin),
-                                                           src.type, end - begin, scale);
+  TZ_RETURN_IF_ERROR(check_accumulate(dst.data(), dst.size(), src));
+  return sum_tiles(arena_->arena, dst.size(), tile_elements_, [&](size_t begin, size_t end) {
+    return detail::accumulate_scaled_bf16_tile(dst.data() + begin, offset(src.data, src.type, begin), src.type,
+                                               end - begin, scale);
   });
-  GradStats stats;
-  for (const PaddedSum& s : partial) stats.sq_norm += s.value;
-  stats.finite = std::isfinite(stats.sq_norm);
-  return stats;
 }
 
 Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
@@ -336,26 +331,31 @@ Result<ClippedStepOutcome> CpuAdam::step_with_clipping(const AdamHyperParams& hp
   return outcome;
 }
 
-Status split_master(std::span<const float> master, std::span<uint16_t> hi, std::span<int16_t> residual) {
+namespace {
+
+// The checks of split_master and join_master (`what`): three buffers of one size, with data if any.
+Status check_master_spans(const char* what, std::span<const float> master, std::span<const uint16_t> hi,
+                          std::span<const int16_t> residual) {
   if (hi.size() != master.size() || residual.size() != master.size()) {
-    return invalid_argument("split_master: master has " + std::to_string(master.size()) + " elements, hi " +
+    return invalid_argument(std::string(what) + ": master has " + std::to_string(master.size()) + " elements, hi " +
                             std::to_string(hi.size()) + ", residual " + std::to_string(residual.size()));
   }
   if (!master.empty() && (master.data() == nullptr || hi.data() == nullptr || residual.data() == nullptr)) {
-    return invalid_argument("split_master: a buffer with elements has a null data pointer");
+    return invalid_argument(std::string(what) + ": a buffer with elements has a null data pointer");
   }
+  return {};
+}
+
+}  // namespace
+
+Status split_master(std::span<const float> master, std::span<uint16_t> hi, std::span<int16_t> residual) {
+  TZ_RETURN_IF_ERROR(check_master_spans("split_master", master, hi, residual));
   detail::split_master_n(master.data(), hi.data(), residual.data(), master.size());
   return {};
 }
 
 Status join_master(std::span<const uint16_t> hi, std::span<const int16_t> residual, std::span<float> master) {
-  if (hi.size() != master.size() || residual.size() != master.size()) {
-    return invalid_argument("join_master: master has " + std::to_string(master.size()) + " elements, hi " +
-                            std::to_string(hi.size()) + ", residual " + std::to_string(residual.size()));
-  }
-  if (!master.empty() && (master.data() == nullptr || hi.data() == nullptr || residual.data() == nullptr)) {
-    return invalid_argument("join_master: a buffer with elements has a null data pointer");
-  }
+  TZ_RETURN_IF_ERROR(check_master_spans("join_master", master, hi, residual));
   detail::join_master_n(hi.data(), residual.data(), master.data(), master.size());
   return {};
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "common/common-inl.h"
 #include "cpu_adam/internal/kernels.h"
@@ -129,6 +130,60 @@ HWY_INLINE void PutParam(DF df, hn::Vec<DF> v, const TileBuffers& t, size_t i) {
   }
 }
 
+// Walks `count` elements a vector at a time, then one at a time: make_body(df, std::false_type) for
+// df = ScalableTag<float> returns the body called at i = 0, Lanes(df), ... over whole vectors, then
+// make_body(d1, std::true_type) for d1 = CappedTag<float, 1> the body of the tail. make_body runs
+// once per tag, so the broadcasts it captures stay out of the loops.
+template <class MakeBody>
+HWY_INLINE void ForEachVector(size_t count, const MakeBody& make_body) {
+  const hn::ScalableTag<float> df;
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  if (count >= lanes) {
+    const auto body = make_body(df, std::false_type{});
+    for (; i <= count - lanes; i += lanes) body(i);
+  }
+  const hn::CappedTag<float, 1> d1;
+  const auto body1 = make_body(d1, std::true_type{});
+  for (; i < count; ++i) body1(i);
+}
+
+// The sum of squares, in double, of the f32 vectors value(i) over `count` elements (value may store
+// them too), walked as ForEachVector does with value = make_value(d): each vector's halves promoted
+// to double into two accumulators, reduced after the vector loop, then the tail's squares added one
+// by one. On HWY_SCALAR (one lane, no halves) every element goes through the tail.
+template <class MakeValue>
+HWY_INLINE double SumOfSquaresOf(size_t count, const MakeValue& make_value) {
+  size_t i = 0;
+  double sum = 0.0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const size_t lanes = hn::Lanes(df);
+  auto sum_lower = hn::Zero(dd);
+  auto sum_upper = hn::Zero(dd);
+  if (count >= lanes) {
+    const auto value = make_value(df);
+    for (; i <= count - lanes; i += lanes) {
+      const auto v = value(i);
+      const auto lower = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
+      const auto upper = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
+      sum_lower = hn::MulAdd(lower, lower, sum_lower);
+      sum_upper = hn::MulAdd(upper, upper, sum_upper);
+    }
+  }
+  sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum_lower, sum_upper)));
+#endif
+  const hn::CappedTag<float, 1> d1;
+  const auto value1 = make_value(d1);
+  for (; i < count; ++i) {
+    const double x = hn::GetLane(value1(i));
+    sum += x * x;
+  }
+  return sum;
+}
+
 // Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32 (for
 // 16-bit params: on the param widened to fp32, rounded back to nearest even, as torch's bf16 path).
 // Adam: g += p * weight_decay (l2_decay 0 for AdamW); AdamW: p *= 1 - lr * wd (1 for Adam).
@@ -171,20 +226,11 @@ HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers&
 template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
           bool kLerpFromGrad, bool kStream, bool kShapeOnly>
 void UpdateTile(const StepScalars& s, const TileBuffers& t) {
-  hn::ScalableTag<float> df;
-  const StepVectors<decltype(df)> c(df, s);
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  if (t.count >= lanes) {
-    for (; i <= t.count - lanes; i += lanes) {
-      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, kStream, kShapeOnly>(df, c, t, i);
-    }
-  }
-  hn::CappedTag<float, 1> d1;
-  const StepVectors<decltype(d1)> c1(d1, s);
-  for (; i < t.count; ++i) {
-    UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, false, kShapeOnly>(d1, c1, t, i);
-  }
+  ForEachVector(t.count, [&]<class D, bool kTail>(D d, std::bool_constant<kTail>) {
+    return [d, c = StepVectors<D>(d, s), &t](size_t i) {
+      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, kStream && !kTail, kShapeOnly>(d, c, t, i);
+    };
+  });
   if constexpr (kStream) hwy::FlushStream();
 }
 
@@ -287,38 +333,20 @@ HWY_INLINE void EncodeCodes(DF df, hn::Vec<DF> x, hn::Vec<DF> absmax_or_inv, hn:
 // Decodes `count` (<= kMomentBlock) codes of one block into `values`.
 template <bool kSigned>
 void DecodeBlock(const uint8_t* HWY_RESTRICT codes, float scale, float* HWY_RESTRICT values, size_t count) {
-  const hn::ScalableTag<float> df;
-  const size_t lanes = hn::Lanes(df);
-  const auto vscale = hn::Set(df, scale);
-  const auto step = hn::Set(df, MomentCode<kSigned>::kStep);
-  size_t i = 0;
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes)
-      hn::StoreU(DecodeCodes<kSigned>(df, codes + i, vscale, step), df, values + i);
-  }
-  const hn::CappedTag<float, 1> d1;
-  const auto scale1 = hn::Set(d1, scale);
-  const auto step1 = hn::Set(d1, MomentCode<kSigned>::kStep);
-  for (; i < count; ++i) hn::StoreU(DecodeCodes<kSigned>(d1, codes + i, scale1, step1), d1, values + i);
+  ForEachVector(count, [=](auto d, auto) {
+    return [d, vscale = hn::Set(d, scale), step = hn::Set(d, MomentCode<kSigned>::kStep), codes, values](size_t i) {
+      hn::StoreU(DecodeCodes<kSigned>(d, codes + i, vscale, step), d, values + i);
+    };
+  });
 }
 
 // Encodes `count` values against `absmax_or_inv` (EncodeCodes).
 template <bool kSigned, bool kDivide>
 void EncodeValues(const float* HWY_RESTRICT values, size_t count, float absmax_or_inv, uint8_t* HWY_RESTRICT codes) {
-  const hn::ScalableTag<float> df;
-  const size_t lanes = hn::Lanes(df);
-  const auto scale = hn::Set(df, absmax_or_inv);
-  const auto inv_step = hn::Set(df, MomentCode<kSigned>::kInvStep);
-  size_t i = 0;
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes) {
-      EncodeCodes<kSigned, kDivide>(df, hn::LoadU(df, values + i), scale, inv_step, codes + i);
-    }
-  }
-  const hn::CappedTag<float, 1> d1;
-  const auto scale1 = hn::Set(d1, absmax_or_inv);
-  const auto inv_step1 = hn::Set(d1, MomentCode<kSigned>::kInvStep);
-  for (; i < count; ++i) EncodeCodes<kSigned, kDivide>(d1, hn::LoadU(d1, values + i), scale1, inv_step1, codes + i);
+  ForEachVector(count, [=](auto d, auto) {
+    return [d, scale = hn::Set(d, absmax_or_inv), inv_step = hn::Set(d, MomentCode<kSigned>::kInvStep), values, codes](
+               size_t i) { EncodeCodes<kSigned, kDivide>(d, hn::LoadU(d, values + i), scale, inv_step, codes + i); };
+  });
 }
 
 // Encodes `count` (<= kMomentBlock) values of one block; returns the scale (the absmax).
@@ -418,159 +446,70 @@ void MemoryPassTile(const detail::TileTypes& types, const TileBuffers& t) {
 
 template <ElementType kType>
 double SumOfSquares(const void* grads, size_t count) {
-  size_t i = 0;
-  double sum = 0.0;
-#if HWY_TARGET != HWY_SCALAR  // one lane: no halves to promote; the loop below does all
-  const hn::ScalableTag<float> df;
-  const hn::Half<decltype(df)> dh;
-  const hn::Rebind<double, decltype(dh)> dd;
-  const size_t lanes = hn::Lanes(df);
-  auto sum_lower = hn::Zero(dd);
-  auto sum_upper = hn::Zero(dd);
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes) {
-      const auto g = LoadAsF32<kType>(df, grads, i);
-      const auto lower = hn::PromoteTo(dd, hn::LowerHalf(dh, g));
-      const auto upper = hn::PromoteTo(dd, hn::UpperHalf(dh, g));
-      sum_lower = hn::MulAdd(lower, lower, sum_lower);
-      sum_upper = hn::MulAdd(upper, upper, sum_upper);
-    }
+  return SumOfSquaresOf(count, [=](auto d) { return [=](size_t i) { return LoadAsF32<kType>(d, grads, i); }; });
+}
+
+// Returns f(std::integral_constant<ElementType, kType>{}) for kType = `type`, a kernel type (fp32,
+// bf16 or fp16); 0.0 for any other type (no elements).
+template <class F>
+HWY_INLINE double WithKernelType(ElementType type, const F& f) {
+  switch (type) {
+    case ElementType::kF32: return f(std::integral_constant<ElementType, ElementType::kF32>{});
+    case ElementType::kBF16: return f(std::integral_constant<ElementType, ElementType::kBF16>{});
+    case ElementType::kF16: return f(std::integral_constant<ElementType, ElementType::kF16>{});
+    default: return 0.0;
   }
-  sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum_lower, sum_upper)));
-#endif
-  const hn::CappedTag<float, 1> d1;
-  for (; i < count; ++i) {
-    const double g = hn::GetLane(LoadAsF32<kType>(d1, grads, i));
-    sum += g * g;
-  }
-  return sum;
 }
 
 double GradSqNormTile(const void* grads, ElementType type, size_t count) {
-  switch (type) {
-    case ElementType::kF32: return SumOfSquares<ElementType::kF32>(grads, count);
-    case ElementType::kBF16: return SumOfSquares<ElementType::kBF16>(grads, count);
-    case ElementType::kF16: return SumOfSquares<ElementType::kF16>(grads, count);
-    default: return 0.0;  // not a kernel type: no elements
-  }
+  return WithKernelType(type, [&](auto k) { return SumOfSquares<decltype(k)::value>(grads, count); });
 }
 
 // dst += float(src) * scale (the product rounded to float, then the sum), returning the sum of
 // squares of the new dst values in double, promoted as SumOfSquares does.
 template <ElementType kType>
 double AccumulateScaled(float* HWY_RESTRICT dst, const void* HWY_RESTRICT src, size_t count, float scale) {
-  size_t i = 0;
-  double sum = 0.0;
-#if HWY_TARGET != HWY_SCALAR
-  const hn::ScalableTag<float> df;
-  const hn::Half<decltype(df)> dh;
-  const hn::Rebind<double, decltype(dh)> dd;
-  const size_t lanes = hn::Lanes(df);
-  const auto vscale = hn::Set(df, scale);
-  auto sum_lower = hn::Zero(dd);
-  auto sum_upper = hn::Zero(dd);
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes) {
-      const auto v = hn::Add(hn::LoadU(df, dst + i), hn::Mul(LoadAsF32<kType>(df, src, i), vscale));
-      hn::StoreU(v, df, dst + i);
-      const auto lower = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
-      const auto upper = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
-      sum_lower = hn::MulAdd(lower, lower, sum_lower);
-      sum_upper = hn::MulAdd(upper, upper, sum_upper);
-    }
-  }
-  sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum_lower, sum_upper)));
-#endif
-  const hn::CappedTag<float, 1> d1;
-  const auto scale1 = hn::Set(d1, scale);
-  for (; i < count; ++i) {
-    const auto v = hn::Add(hn::LoadU(d1, dst + i), hn::Mul(LoadAsF32<kType>(d1, src, i), scale1));
-    hn::StoreU(v, d1, dst + i);
-    const double value = hn::GetLane(v);
-    sum += value * value;
-  }
-  return sum;
+  return SumOfSquaresOf(count, [=](auto d) {
+    return [d, vscale = hn::Set(d, scale), dst, src](size_t i) {
+      const auto v = hn::Add(hn::LoadU(d, dst + i), hn::Mul(LoadAsF32<kType>(d, src, i), vscale));
+      hn::StoreU(v, d, dst + i);
+      return v;
+    };
+  });
 }
 
 double AccumulateScaledTile(float* dst, const void* src, ElementType type, size_t count, float scale) {
-  switch (type) {
-    case ElementType::kF32: return AccumulateScaled<ElementType::kF32>(dst, src, count, scale);
-    case ElementType::kBF16: return AccumulateScaled<ElementType::kBF16>(dst, src, count, scale);
-    case ElementType::kF16: return AccumulateScaled<ElementType::kF16>(dst, src, count, scale);
-  }
-  return 0.0;
+  return WithKernelType(type, [&](auto k) { return AccumulateScaled<decltype(k)::value>(dst, src, count, scale); });
 }
 
 // dst = bf16(float(dst) + float(src) * scale), returning the sum of squares of the new dst.
 template <ElementType kType>
 double AccumulateScaledBF16(uint16_t* HWY_RESTRICT dst, const void* HWY_RESTRICT src, size_t count, float scale) {
-  size_t i = 0;
-  double sum = 0.0;
-#if HWY_TARGET != HWY_SCALAR
-  const hn::ScalableTag<float> df;
-  const hn::Half<decltype(df)> dh;
-  const hn::Rebind<double, decltype(dh)> dd;
-  const size_t lanes = hn::Lanes(df);
-  const auto vscale = hn::Set(df, scale);
-  auto sum_lower = hn::Zero(dd);
-  auto sum_upper = hn::Zero(dd);
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes) {
-      const auto sum_f32 =
-          hn::Add(LoadAsF32<ElementType::kBF16>(df, dst, i), hn::Mul(LoadAsF32<kType>(df, src, i), vscale));
-      StoreFromF32<ElementType::kBF16>(df, sum_f32, dst, i);
-      const auto v = LoadAsF32<ElementType::kBF16>(df, dst, i);
-      const auto lower = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
-      const auto upper = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
-      sum_lower = hn::MulAdd(lower, lower, sum_lower);
-      sum_upper = hn::MulAdd(upper, upper, sum_upper);
-    }
-  }
-  sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(sum_lower, sum_upper)));
-#endif
-  const hn::CappedTag<float, 1> d1;
-  const auto scale1 = hn::Set(d1, scale);
-  for (; i < count; ++i) {
-    const auto sum_f32 =
-        hn::Add(LoadAsF32<ElementType::kBF16>(d1, dst, i), hn::Mul(LoadAsF32<kType>(d1, src, i), scale1));
-    StoreFromF32<ElementType::kBF16>(d1, sum_f32, dst, i);
-    const double value = hn::GetLane(LoadAsF32<ElementType::kBF16>(d1, dst, i));
-    sum += value * value;
-  }
-  return sum;
+  return SumOfSquaresOf(count, [=](auto d) {
+    return [d, vscale = hn::Set(d, scale), dst, src](size_t i) {
+      const auto sum = hn::Add(LoadAsF32<ElementType::kBF16>(d, dst, i), hn::Mul(LoadAsF32<kType>(d, src, i), vscale));
+      StoreFromF32<ElementType::kBF16>(d, sum, dst, i);
+      return LoadAsF32<ElementType::kBF16>(d, dst, i);
+    };
+  });
 }
 
 double AccumulateScaledBF16Tile(uint16_t* dst, const void* src, ElementType type, size_t count, float scale) {
-  switch (type) {
-    case ElementType::kF32: return AccumulateScaledBF16<ElementType::kF32>(dst, src, count, scale);
-    case ElementType::kBF16: return AccumulateScaledBF16<ElementType::kBF16>(dst, src, count, scale);
-    case ElementType::kF16: return AccumulateScaledBF16<ElementType::kF16>(dst, src, count, scale);
-    default: return 0.0;
-  }
+  return WithKernelType(type, [&](auto k) { return AccumulateScaledBF16<decltype(k)::value>(dst, src, count, scale); });
 }
 
 void SplitMasterN(const float* HWY_RESTRICT master, uint16_t* HWY_RESTRICT hi, int16_t* HWY_RESTRICT residual,
                   size_t count) {
-  const hn::ScalableTag<float> df;
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes) SplitMaster(df, hn::LoadU(df, master + i), hi + i, residual + i);
-  }
-  const hn::CappedTag<float, 1> d1;
-  for (; i < count; ++i) SplitMaster(d1, hn::LoadU(d1, master + i), hi + i, residual + i);
+  ForEachVector(count, [=](auto d, auto) {
+    return [=](size_t i) { SplitMaster(d, hn::LoadU(d, master + i), hi + i, residual + i); };
+  });
 }
 
 void JoinMasterN(const uint16_t* HWY_RESTRICT hi, const int16_t* HWY_RESTRICT residual, float* HWY_RESTRICT master,
                  size_t count) {
-  const hn::ScalableTag<float> df;
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  if (count >= lanes) {
-    for (; i <= count - lanes; i += lanes) hn::StoreU(JoinMaster(df, hi + i, residual + i), df, master + i);
-  }
-  const hn::CappedTag<float, 1> d1;
-  for (; i < count; ++i) hn::StoreU(JoinMaster(d1, hi + i, residual + i), d1, master + i);
+  ForEachVector(count, [=](auto d, auto) {
+    return [=](size_t i) { hn::StoreU(JoinMaster(d, hi + i, residual + i), d, master + i); };
+  });
 }
 
 void EncodeMomentBlocksN(const float* values, size_t count, void* codes, bool is_signed, float* scales) {

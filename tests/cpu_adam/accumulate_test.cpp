@@ -7,6 +7,7 @@
 
 #include "cpu_adam/adam.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "tests/cpu_adam/accumulate_check.h"
 #include "tests/cpu_adam/reference.h"
 #include "tests/support/status_matchers.h"
 
@@ -42,27 +43,14 @@ TEST_P(AccumulateTest, MatchesDoubleReferenceAndGradStats) {
       const std::vector<float> values = random_floats(n, static_cast<uint32_t>(n) + 1);
       for (size_t i = 0; i < n; ++i) src.set(i, values[i]);
       std::vector<float> dst = random_floats(n, static_cast<uint32_t>(n) + 2);
-      const std::vector<float> before = dst;
       const float scale = 0.37f;
-
-      const Result<GradStats> stats = two.accumulate_scaled(std::span<float>(dst), src.const_view(), scale);
-      ASSERT_OK(stats);
-      double sq = 0.0;
-      for (size_t i = 0; i < n; ++i) {
-        const float product = static_cast<float>(static_cast<double>(src.get(i)) * scale);
-        const float want = static_cast<float>(static_cast<double>(before[i]) + product);
-        ASSERT_EQ(dst[i], want) << "element " << i;
-        sq += static_cast<double>(want) * want;
-      }
-      EXPECT_TRUE(stats->finite);
-      EXPECT_NEAR(stats->sq_norm, sq, 1e-13 * sq);
-      EXPECT_EQ(stats->sq_norm, two.grad_stats(const_elements(std::span<const float>(dst))).sq_norm);
-
-      std::vector<float> again = before;
-      const Result<GradStats> single = one.accumulate_scaled(std::span<float>(again), src.const_view(), scale);
-      ASSERT_OK(single);
-      EXPECT_EQ(again, dst);
-      EXPECT_EQ(single->sq_norm, stats->sq_norm);
+      const auto want = [&](const std::vector<float>& before, size_t i) {
+        return reference::accumulate_scaled(before[i], src.get(i), scale);
+      };
+      const auto value = [](float x) { return static_cast<double>(x); };
+      double sq_norm = 0.0;
+      ASSERT_NO_FATAL_FAILURE(reference::check_accumulate(two, one, dst, src, scale, 1e-13, want, value, sq_norm));
+      EXPECT_EQ(sq_norm, two.grad_stats(const_elements(std::span<const float>(dst))).sq_norm);
     }
   }
 }

@@ -12,6 +12,7 @@
 
 #include "cpu_adam/adam.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "tests/cpu_adam/accumulate_check.h"
 #include "tests/cpu_adam/reference.h"
 #include "tests/support/status_matchers.h"
 
@@ -334,26 +335,14 @@ TEST_P(AccumulateBf16Test, MatchesScalarReference) {
       for (size_t i = 0; i < n; ++i) src.set(i, normal(rng));
       std::vector<uint16_t> dst(n);
       for (uint16_t& d : dst) d = reference::float_to_bf16_bits(normal(rng));
-      const std::vector<uint16_t> before = dst;
       const float scale = 0.37f;
-      const Result<GradStats> stats = two.accumulate_scaled(std::span<uint16_t>(dst), src.const_view(), scale);
-      ASSERT_OK(stats);
-      double sq = 0.0;
-      for (size_t i = 0; i < n; ++i) {
-        const float product = static_cast<float>(static_cast<double>(src.get(i)) * scale);
-        const float sum = static_cast<float>(static_cast<double>(reference::bf16_bits_to_float(before[i])) + product);
-        const uint16_t want = reference::float_to_bf16_bits(sum);
-        ASSERT_EQ(dst[i], want) << "element " << i;
-        const double w = reference::bf16_bits_to_float(want);
-        sq += w * w;
-      }
-      EXPECT_TRUE(stats->finite);
-      EXPECT_NEAR(stats->sq_norm, sq, 1e-12 * sq);
-      std::vector<uint16_t> again = before;
-      const Result<GradStats> single = one.accumulate_scaled(std::span<uint16_t>(again), src.const_view(), scale);
-      ASSERT_OK(single);
-      EXPECT_EQ(again, dst);
-      EXPECT_EQ(single->sq_norm, stats->sq_norm);
+      const auto want = [&](const std::vector<uint16_t>& before, size_t i) {
+        return reference::float_to_bf16_bits(
+            reference::accumulate_scaled(reference::bf16_bits_to_float(before[i]), src.get(i), scale));
+      };
+      const auto value = [](uint16_t bits) { return static_cast<double>(reference::bf16_bits_to_float(bits)); };
+      double sq_norm = 0.0;
+      ASSERT_NO_FATAL_FAILURE(reference::check_accumulate(two, one, dst, src, scale, 1e-12, want, value, sq_norm));
     }
   }
   TypedBuffer src(ElementType::kF32, 100);

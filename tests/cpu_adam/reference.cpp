@@ -14,6 +14,11 @@ float round_to(ElementType type, float f) {
   return f;
 }
 
+float accumulate_scaled(float dst, float src, float scale) {
+  const float product = static_cast<float>(static_cast<double>(src) * scale);
+  return static_cast<float>(static_cast<double>(dst) + product);
+}
+
 TypedBuffer::TypedBuffer(ElementType type, size_t count)
     : type_(type), count_(count), bytes_(count * element_size(type)) {}
 

@@ -20,6 +20,10 @@ using tierzero::reference::float_to_f16_bits;
 // Rounds `f` to the nearest value of `type` and back (the identity for fp32).
 float round_to(ElementType type, float f);
 
+// One element of CpuAdam::accumulate_scaled: float(dst + float(src * scale)), the product and the sum
+// each computed in double (exact for two floats of similar size) and rounded once to float.
+float accumulate_scaled(float dst, float src, float scale);
+
 // A buffer of `count` elements of `type`, stored as bytes; values are set and read as float.
 class TypedBuffer {
  public:
