@@ -107,6 +107,13 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
       p.bottleneck = t.what;
     }
   }
+  if (s.follows_step) {  // the forward follows the optimizer step; the backward waits for all of it
+    const double followed = followed_step_seconds(p.time_terms);
+    if (followed > p.step_seconds) {
+      p.step_seconds = followed;
+      p.bottleneck = "optimizer step, then the backward (max(forward, cpu adam, nvme) + backward)";
+    }
+  }
   p.notes = notes(machine, s, config);
   return p;
 }

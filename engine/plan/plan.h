@@ -36,8 +36,10 @@
 // micro-batch, or once per step with the device accumulator or the window (window_pass.h: the
 // forwards and the backwards run unit by unit across the micro-batches, so stage 3 gathers each
 // unit twice a step); in fp32 when summed on the GPU, bf16 with tierzero.offload_grad_dtype. The predicted step is the slowest
-// of them (the engine's target pipeline overlaps all of them); their sum is printed as the bound
-// with no overlap at all.
+// of them (the engine's target pipeline overlaps all of them), or, when the optimizer step follows
+// into the forward, max(forward, cpu adam, nvme) + backward if that is longer (the backward waits for
+// the optimizer: it lands the gradients the optimizer reads); their sum is printed as the bound with
+// no overlap at all.
 #pragma once
 
 #include <cstdint>
@@ -90,8 +92,9 @@ struct Machine {
   uint64_t nvme_bytes = 0;          // free bytes on the NVMe paths
   std::string gpu_name;             // e.g. "NVIDIA H200" (from bench pcie, or --gpu)
   MachineFigure gpu_tflops;         // dense 16-bit matmul TFLOPS
-  double compute_efficiency = 0.5;  // fraction of gpu_tflops a training step sustains (uncalibrated;
-                                    // benchmarks/estimate_vs_measured.sh prints the measured one)
+  double compute_efficiency = 0.39;  // fraction of gpu_tflops a training step sustains: 306-307 of 790
+                                     // TFLOPS measured in the 7.6B and 14.8B runs on the H200 (RESULTS.md);
+                                     // benchmarks/estimate_vs_measured.sh prints a run's own
   MachineFigure h2d_gbps;           // pinned host -> GPU, GB/s (1e9 B/s)
   MachineFigure d2h_gbps;           // GPU -> pinned host
   MachineFigure nvme_read_gbps;

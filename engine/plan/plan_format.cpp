@@ -55,7 +55,7 @@ std::string format_plan(const Plan& p, const std::vector<std::string>& header) {
       line("# gpu peak allocated (what train's gpu-peak shows): %s", format_bytes(p.gpu_allocated_peak_bytes).c_str());
   out += line(
       "# predicted step: %.3f s (bottleneck: %s; overlap model: every resource busy at once, the step the "
-      "slowest; no overlap: %.3f s), %.0f tokens/s per rank",
+      "slowest, the backward after a followed optimizer step; no overlap: %.3f s), %.0f tokens/s per rank",
       p.step_seconds, p.bottleneck.c_str(), p.serial_step_seconds,
       p.step_seconds > 0 ? double(p.tokens_per_step) / p.step_seconds : 0.0);
   for (const std::string& problem : p.problems) out += "# OVER: " + problem + "\n";

@@ -83,4 +83,15 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   return terms;
 }
 
+double followed_step_seconds(const std::vector<TimeTerm>& terms) {
+  const auto term = [&](std::string_view what) {
+    for (const TimeTerm& t : terms)
+      if (t.what == what) return t.seconds;
+    return 0.0;
+  };
+  const double gpu = term("gpu compute");
+  const double optimizer = std::max(term("cpu adam"), term("nvme"));
+  return std::max(kForwardShare * gpu, optimizer) + (1.0 - kForwardShare) * gpu;
+}
+
 }  // namespace tierzero::engine::plan

@@ -89,6 +89,15 @@ uint64_t peak_bytes(const std::vector<MemoryItem>& items, const std::vector<Tier
 // Each resource's busy time for one optimizer step of one rank.
 std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& shape, const Machine& machine);
 
+// Of gpu compute's FLOPs (8 per matmul parameter and token), the forward's share: 2; the backward
+// recomputes (2) and differentiates (4).
+inline constexpr double kForwardShare = 0.25;
+// The step when the optimizer step follows into the next forward (stage 3, offloaded, overlapped):
+// the forward runs behind the optimizer (CPU Adam, its NVMe traffic), and the backward starts only
+// once the optimizer has finished (it lands the gradients the optimizer reads):
+// max(forward, cpu adam, nvme) + backward, from `terms` (time_terms).
+double followed_step_seconds(const std::vector<TimeTerm>& terms);
+
 // plan_training without the problems: sizes, items, checks against `machine` and `config`'s
 // limits, time terms, notes.
 Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const Machine& machine,

@@ -210,7 +210,7 @@ TEST(PlanStateLayout, CombinedSuggestionFor14BOn24GB) {
   EXPECT_EQ(line.find("int8"), std::string::npos) << all;
 }
 
-// benchmarks/configs/zero3_{14b,7b}_compact_24gb.json on their Qwen2.5 shapes: a 24 GB GPU, 125 GB of
+// benchmarks/configs/zero3_{14b,7b}_compact_24gb.json on their Qwen2.5 shapes: a 24 GB GPU, 125 GiB of
 // host memory (the run's RSS at most 120 GiB), at most 55 GiB on NVMe, 16,384 tokens a step.
 TEST(PlanStateLayout, CompactBenchmarkConfigsFitTheirBox) {
   const char* root_env = std::getenv("TIERZERO_SOURCE_DIR");
@@ -227,7 +227,7 @@ TEST(PlanStateLayout, CompactBenchmarkConfigsFitTheirBox) {
     EXPECT_TRUE(config->warnings.empty()) << config->warnings.front();
     Machine machine = testing::round_machine();
     machine.gpu_memory_bytes = 24'000'000'000;
-    machine.host_memory_bytes = 125'000'000'000;
+    machine.host_memory_bytes = 125ull << 30;  // the GPU box's total as `free -g` prints it
     machine.nvme_bytes = 64'000'000'000;
     Result<Plan> p = plan_training(*model, *config, machine);
     ASSERT_OK(p);
