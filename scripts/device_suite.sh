@@ -13,6 +13,10 @@
 #   scripts/device.sh scripts/device_suite.sh corpus OUTDIR    DeepSpeed writes its checkpoint corpus on the
 #                                      GPU (make_corpus.py --device cuda); convert is checked against it
 #   scripts/device.sh scripts/device_suite.sh vs_deepspeed OUTDIR [ARGS]  benchmarks/train_vs_deepspeed.sh ARGS
+#   scripts/device.sh scripts/device_suite.sh big OUTDIR [SHAPE...]   the compact-state runs on one GPU held to
+#                                      24 GB: estimate, then train (random init, BIG_STEPS steps, default 10) of
+#                                      benchmarks/models/qwen2.5_SHAPE.json with zero3_SHAPE_compact_24gb.json
+#                                      (SHAPE 7b, 14b; default both), peak RSS by getrusage of the child
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=$1
@@ -81,5 +85,22 @@ case "$what" in
   vs_deepspeed)
     TIERZERO_BIN=$tz timeout 560 benchmarks/train_vs_deepspeed.sh --out "$out/vs_deepspeed" "${@:3}" 2>&1 |
       tee "$out/vs_deepspeed.txt" | grep -vE 'Warning|warn\(' | tail -40 ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | hammer | multigpu | adam | convert | corpus | vs_deepspeed)"; exit 2 ;;
+  big)
+    shapes=("${@:3}")
+    ((${#shapes[@]})) || shapes=(7b 14b)
+    for shape in "${shapes[@]}"; do
+      model=benchmarks/models/qwen2.5_$shape.json cfg=benchmarks/configs/zero3_${shape}_compact_24gb.json
+      nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"].get("nvme_path", ""))' "$cfg")
+      [[ -n $nvme ]] && { rm -rf "${nvme:?}"; mkdir -p "$nvme"; }
+      echo "== $shape: estimate, then train $model with $cfg ($(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -BG --output=avail /tmp | tail -1) free on /tmp)"
+      "$tz" estimate --model-config "$model" --config "$cfg" ${nvme:+--nvme "$nvme"} > "$out/estimate_$shape.txt" 2>&1
+      grep -E 'B/param|step time|FAIL|fits|pinned|NVMe|GPU' "$out/estimate_$shape.txt" | head -30
+      python3 benchmarks/train_bench_util.py measure --json "$out/train_$shape.measure.json" --log "$out/train_$shape.log" \
+        --timeout "${BIG_TIMEOUT:-540}" -- "$tz" train --model-config "$model" --config "$cfg" \
+        --data configs/data/tiny_corpus.u16 --steps "${BIG_STEPS:-10}" --metrics "$out/train_$shape.jsonl" || true
+      grep -vE '^\s*$' "$out/train_$shape.log" | tail -"${BIG_TAIL:-24}"
+      cat "$out/train_$shape.measure.json"; echo
+      [[ -n $nvme ]] && rm -rf "${nvme:?}"
+    done ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | hammer | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
 esac

@@ -33,6 +33,8 @@ void TrainingSession::print_header() const {
                world, world > 1 ? "s" : "", comm_->backend_name().c_str(), device_.str().c_str(), threads,
                threads > 1 ? "s" : "", static_cast<long long>(micro_batch * accumulation * world),
                static_cast<long long>(micro_batch), static_cast<long long>(accumulation), world);
+  const std::string state = engine_->optimizer().state_placement();
+  if (!state.empty()) std::fprintf(out_, "  optimizer state: %s\n", state.c_str());
   if (!engine_->grad_accumulator_choice().empty())
     std::fprintf(out_, "  offloaded gradients accumulate on the %s\n", engine_->grad_accumulator_choice().c_str());
   if (engine_->follows_step())
