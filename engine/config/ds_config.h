@@ -193,7 +193,7 @@ struct ActivationCheckpointingConfig {
 
 enum class GradAccumDtype : uint8_t { kFp32, kBf16 };
 // The element type of the offloaded optimizer's moments m and v: fp32, bf16, or 8-bit blockwise codes
-// (int8 m, uint8 v, an fp32 scale per engine/plan/state_layout.h's kMomentBlock elements).
+// (int8 m, uint8 v, an fp32 scale per 256 elements).
 enum class OptimizerStateDtype : uint8_t { kFp32, kBf16, kInt8 };
 // "fp32", "bf16" or "int8".
 const char* optimizer_state_dtype_name(OptimizerStateDtype dtype);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/plan/plan.h"
-#include "engine/plan/state_layout.h"
+#include "engine/plan/internal/state_layout.h"
 
 namespace tierzero::engine::plan {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "engine/plan/state_layout.h"
+#include "engine/plan/internal/state_layout.h"
 #include "plan_fixture.h"
 #include "tests/support/status_matchers.h"
 

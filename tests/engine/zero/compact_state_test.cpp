@@ -24,7 +24,6 @@
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/model/functional_model.h"
-#include "engine/model/internal/model_config.h"
 #include "engine/zero/zero_engine.h"
 #include "offload_engine.h"
 #include "rank_launcher.h"

@@ -287,6 +287,7 @@ TEST(OffloadOverlapGpu, OneGpuEqualsPlainPathBitForBit) {
       Scenario s = overlap_scenario(stage, "bf16", 4);
       s.device = "cuda";
       s.offload_params = offload_params;
+      if (window_reorders(s)) s.tied = false;
       s.staging_slot_bytes = slot_bytes;
       const TrainTrace overlapped = train_one_rank(s);
       s.overlap = false;
