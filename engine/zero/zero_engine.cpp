@@ -230,8 +230,8 @@ void check_state_options(const ZeroEngineOptions& options, const PartitionSizes&
   if (options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway &&
       (!options.offload_optimizer || options.partition.compute_dtype != at::kBFloat16))
     throw Error(invalid_argument(
-        "tierzero.params16_rounding \"nearest_away\" needs zero_optimization.offload_optimizer and bf16 compute "
-        "weights (it rounds the offloaded optimizer's bf16 weights); remove it"));
+        "ZeroEngineOptions::params16_rounding kNearestAway needs zero_optimization.offload_optimizer and bf16 compute "
+        "weights (it rounds the offloaded optimizer's bf16 weights); leave it kNearestEven"));
   if (options.optimizer_records_in_memory != 0) {
     if (!state_on_nvme(options))
       throw Error(invalid_argument(

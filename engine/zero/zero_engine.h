@@ -115,7 +115,7 @@ struct ZeroEngineOptions {
                                                       // blockwise codes (int8 m, uint8 v, an fp32 scale per
                                                       // cpu_adam::kMomentBlock elements)
   MasterLayout master_layout = MasterLayout::kFp32;   // tierzero.master_weights: the offloaded optimizer's master
-  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;  // tierzero.params16_rounding:
+  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;  // no ds_config key (yet):
                                                       // the bf16 weights an fp32-master offloaded optimizer writes;
                                                       // kNearestAway rounds them as a compact master's high half, so
                                                       // fp32 and compact runs (and their checkpoints) are the same
