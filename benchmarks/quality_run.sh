@@ -6,7 +6,7 @@
 # fine-tune showing which masters keep updates smaller than a bf16 ulp; then the table.
 #
 # On the GPU box, ONE command (the tokenizer must already be in benchmarks/out/quality_tokenizer/, see
-# below; it travels with the working tree as an untracked file):
+# below; benchmarks/out is git-ignored, so name it in the device run's carry: ["benchmarks/out/quality_tokenizer"]):
 #   TIERZERO_DEVICE_TARGETS="tierzero tierzero-torch" scripts/device.sh benchmarks/quality_run.sh
 # On a CPU machine:  benchmarks/quality_run.sh --dry-run   (llama_tiny's body with the tokenizer's vocab,
 #                    seq 64, 12 steps, windows of 2 after step 4, 3 fine-tune steps; both engines on the CPU)
