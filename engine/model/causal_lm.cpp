@@ -59,6 +59,12 @@ class ParamCursor {
   explicit ParamCursor(at::TensorList params) : params_(params) {}
   const at::Tensor& next() { return params_[i_++]; }
   std::optional<at::Tensor> next_if(bool present) { return present ? std::optional<at::Tensor>(next()) : std::nullopt; }
+  // Projects x through the next weight (and the bias after it when `has_bias`) with `projector`.
+  at::Tensor project_next(const Projector& projector, const at::Tensor& x, bool has_bias) {
+    const size_t weight_index = i_;
+    const at::Tensor& weight = next();
+    return projector.project(weight_index, x, weight, next_if(has_bias));
+  }
 
  private:
   at::TensorList params_;
@@ -81,11 +87,12 @@ class CausalLm final : public FunctionalModel {
   const std::vector<ParamSpec>& unit_params(size_t u) const override { return units_.at(u); }
   const ModelConfig& config() const override { return config_; }
 
-  at::Tensor forward_unit(size_t u, const at::Tensor& input, at::TensorList params) const override {
+  at::Tensor forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,
+                               const Projector& projector) const override {
     check_unit_inputs(u, input, params);
     if (u == 0) return embed(input, params[0]);
-    if (u + 1 == units_.size()) return lm_head(input, params);
-    return decoder_layer(static_cast<int64_t>(u) - 1, input, params);
+    if (u + 1 == units_.size()) return lm_head(input, params, projector);
+    return decoder_layer(static_cast<int64_t>(u) - 1, input, params, projector);
   }
 
  private:
@@ -120,22 +127,17 @@ class CausalLm final : public FunctionalModel {
     return at::embedding(weight, tokens, /*padding_idx=*/config_.pad_token_id.value_or(-1));
   }
 
-  at::Tensor decoder_layer(int64_t layer, const at::Tensor& x, at::TensorList params) const {
+  at::Tensor decoder_layer(int64_t layer, const at::Tensor& x, at::TensorList params,
+                           const Projector& projector) const {
     const ModelConfig& c = config_;
     ParamCursor p(params);
     const int64_t batch = x.size(0), seq_len = x.size(1);
 
     const at::Tensor& input_norm = p.next();
     at::Tensor h = rms_norm(x, input_norm, c.rms_norm_eps);
-    const at::Tensor& wq = p.next();
-    auto bq = p.next_if(c.qkv_bias);
-    const at::Tensor& wk = p.next();
-    auto bk = p.next_if(c.qkv_bias);
-    const at::Tensor& wv = p.next();
-    auto bv = p.next_if(c.qkv_bias);
-    at::Tensor q = at::linear(h, wq, bq).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
-    at::Tensor k = at::linear(h, wk, bk).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
-    at::Tensor v = at::linear(h, wv, bv).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
+    at::Tensor q = p.project_next(projector, h, c.qkv_bias).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
+    at::Tensor k = p.project_next(projector, h, c.qkv_bias).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
+    at::Tensor v = p.project_next(projector, h, c.qkv_bias).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
     auto [cos, sin] = rope_cos_sin(c, seq_len, x.scalar_type(), x.device());
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
@@ -149,25 +151,19 @@ class CausalLm final : public FunctionalModel {
                                                        /*is_causal=*/!mask.has_value(), scale,
                                                        /*enable_gqa=*/c.num_key_value_heads != c.num_attention_heads);
     attn = attn.transpose(1, 2).reshape({batch, seq_len, -1});
-    const at::Tensor& wo = p.next();
-    auto bo = p.next_if(c.o_proj_bias);
-    at::Tensor x1 = x + at::linear(attn, wo, bo);
+    at::Tensor x1 = x + p.project_next(projector, attn, c.o_proj_bias);
 
     const at::Tensor& post_norm = p.next();
     h = rms_norm(x1, post_norm, c.rms_norm_eps);
-    const at::Tensor& w_gate = p.next();
-    auto b_gate = p.next_if(c.mlp_bias);
-    const at::Tensor& w_up = p.next();
-    auto b_up = p.next_if(c.mlp_bias);
-    const at::Tensor& w_down = p.next();
-    auto b_down = p.next_if(c.mlp_bias);
-    at::Tensor mlp = at::linear(at::silu(at::linear(h, w_gate, b_gate)) * at::linear(h, w_up, b_up), w_down, b_down);
+    at::Tensor gate = at::silu(p.project_next(projector, h, c.mlp_bias));
+    at::Tensor up = p.project_next(projector, h, c.mlp_bias);
+    at::Tensor mlp = p.project_next(projector, gate * up, c.mlp_bias);
     return x1 + mlp;
   }
 
   // Final norm and LM head; logits widened to fp32 as HF's loss does (double stays double).
-  at::Tensor lm_head(const at::Tensor& x, at::TensorList params) const {
-    at::Tensor logits = at::linear(rms_norm(x, params[0], config_.rms_norm_eps), params[1]);
+  at::Tensor lm_head(const at::Tensor& x, at::TensorList params, const Projector& projector) const {
+    at::Tensor logits = projector.project(1, rms_norm(x, params[0], config_.rms_norm_eps), params[1], std::nullopt);
     return logits.to(at::promote_types(logits.scalar_type(), at::kFloat));
   }
 
@@ -176,6 +172,15 @@ class CausalLm final : public FunctionalModel {
 };
 
 }  // namespace
+
+at::Tensor Projector::project(size_t /*weight_index*/, const at::Tensor& x, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias) const {
+  return at::linear(x, weight, bias);
+}
+
+at::Tensor FunctionalModel::forward_unit(size_t u, const at::Tensor& input, at::TensorList params) const {
+  return forward_unit_with(u, input, params, Projector{});
+}
 
 std::unique_ptr<FunctionalModel> make_causal_lm(const ModelConfig& config) {
   throw_if_error(validate_model_config(config));

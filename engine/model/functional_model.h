@@ -30,6 +30,19 @@ struct ParamSpec {
   std::vector<int64_t> shape;
 };
 
+// One linear projection inside a unit (an nn.Linear of the HF model): y = x·weightᵀ + bias.
+// A model computes every projection of its units through the Projector it is given, so that a
+// wrapper (LoRA) can add to chosen projections without knowing the model family.
+class Projector {
+ public:
+  virtual ~Projector() = default;
+  // Projects `x` through the weight at position `weight_index` of the unit's parameter list (the
+  // unit_params(u) order) and its bias (nullopt when the projection has none). The default is
+  // at::linear.
+  virtual at::Tensor project(size_t weight_index, const at::Tensor& x, const at::Tensor& weight,
+                             const std::optional<at::Tensor>& bias) const;
+};
+
 class FunctionalModel {
  public:
   virtual ~FunctionalModel() = default;
@@ -49,7 +62,13 @@ class FunctionalModel {
   // [B,T,V] in fp32 (in double when the params are double, for gradient checks). Params must be in
   // unit_params(u) order with those shapes, one floating dtype per unit, on the input's device.
   // Throws tierzero::Error (kInvalidArgument) on a wrong count or shape.
-  virtual at::Tensor forward_unit(size_t u, const at::Tensor& input, at::TensorList params) const = 0;
+  // Same as forward_unit_with(u, input, params, Projector{}).
+  virtual at::Tensor forward_unit(size_t u, const at::Tensor& input, at::TensorList params) const;
+
+  // forward_unit with every linear projection of the unit computed by `projector` (the LM head
+  // included; embeddings and norms are not projections).
+  virtual at::Tensor forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,
+                                       const Projector& projector) const = 0;
 
   // The config the model was built from.
   virtual const ModelConfig& config() const = 0;
