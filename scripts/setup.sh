@@ -31,7 +31,7 @@ if ((${#missing[@]})); then
 fi
 
 torch_version=2.11.0
-python_packages=("torch==${torch_version}" numpy safetensors transformers deepspeed tensorboard)
+python_packages=("torch==${torch_version}" numpy safetensors transformers deepspeed tensorboard gguf)
 has_torch() { "$1" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_version}')" 2>/dev/null; }
 python=python3
 if ! has_torch "$python"; then
@@ -46,12 +46,20 @@ if ! has_torch "$python"; then
 fi
 # The test references beside torch: safetensors and transformers (format and model parity),
 # deepspeed (its zero_to_fp32 is the reference for the DeepSpeed import), tensorboard (its event
-# reader checks `train --tensorboard`'s files).
+# reader checks `train --tensorboard`'s files), gguf (transformers reads llama.cpp's vocab GGUFs with
+# it: the chat-template tests' real tokenizers).
 for package in "${python_packages[@]:1}"; do
   "$python" -c "import $package" 2>/dev/null || "$python" -m pip install -q "$package"
 done
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$python")" > build.log 2>&1 \
+# llama.cpp's Jinja engine (chat templates of chat JSONL rows) is built from llama-cpp-python's sdist on
+# PyPI, cached here and never copied into the repository (cmake/FindLlamaCppJinja.cmake).
+llama_sdist="$HOME/.cache/tierzero/llama_cpp_python-0.3.36.tar.gz"
+[[ -f "$llama_sdist" ]] || "$python" -m pip download -q --no-deps --no-binary :all: -d "$(dirname "$llama_sdist")" \
+  llama-cpp-python==0.3.36
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$python")" \
+  -DTIERZERO_LLAMA_CPP_SDIST="$llama_sdist" > build.log 2>&1 \
   || { cat build.log; echo "setup: cmake configure failed (log above)"; exit 1; }
 cmake --build build --parallel "$(nproc)"
 

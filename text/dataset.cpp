@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/common.h"
+#include "text/internal/chat_rows.h"
 #include "text/internal/dataset.h"
 
 namespace tierzero::text {
@@ -24,11 +25,20 @@ struct Chunk {
 };
 
 // One row's tokens appended to `out`; the error says what is wrong with the row.
-Status tokenize_row(const nlohmann::json& row, const Tokenizer& tokenizer, uint32_t eos, Chunk& chunk) {
+Status tokenize_row(const nlohmann::ordered_json& row, const Tokenizer& tokenizer, uint32_t eos, const ChatRowFormat& chat,
+                    Chunk& chunk) {
   if (!row.is_object()) return invalid_argument("a row must be a JSON object");
   std::vector<uint32_t>& tokens = chunk.out.tokens;
   std::vector<uint8_t>& mask = chunk.out.loss_mask;
   const size_t first = tokens.size();
+  if (is_chat_row(row)) {
+    if (row.contains("text") || row.contains("prompt") || row.contains("completion"))
+      return invalid_argument("give \"messages\" (a chat) or \"text\" or \"prompt\" + \"completion\", not several");
+    TZ_RETURN_IF_ERROR(tokenize_chat_row(row, chat, tokenizer, tokens, mask));
+    chunk.any_masked = true;
+    ++chunk.out.rows;
+    return {};
+  }
   const auto string_field = [&](const char* key) -> Result<std::string_view> {
     const auto& v = row.at(key);
     if (!v.is_string()) return invalid_argument(std::string("\"") + key + "\" must be a string, got " + v.type_name());
@@ -50,7 +60,9 @@ Status tokenize_row(const nlohmann::json& row, const Tokenizer& tokenizer, uint3
     TZ_RETURN_IF_ERROR(tokenizer.encode(completion, false, tokens));
     mask.resize(tokens.size(), 1);
   } else {
-    return invalid_argument("expected \"text\" (causal LM) or \"prompt\" + \"completion\" (loss on the completion)");
+    return invalid_argument(
+        "expected \"text\" (causal LM), \"prompt\" + \"completion\" (loss on the completion) or \"messages\" (a chat, "
+        "loss on the assistant turns)");
   }
   if (tokens.size() == first || tokens.back() != eos) {
     tokens.push_back(eos);
@@ -60,15 +72,16 @@ Status tokenize_row(const nlohmann::json& row, const Tokenizer& tokenizer, uint3
   return {};
 }
 
-void tokenize_chunk(Chunk& chunk, const Tokenizer& tokenizer, uint32_t eos) {
+void tokenize_chunk(Chunk& chunk, const Tokenizer& tokenizer, uint32_t eos, const ChatRowFormat& chat) {
   std::string_view rest = chunk.text;
   for (uint64_t line_no = chunk.first_line; !rest.empty(); ++line_no) {
     const size_t end = std::min(rest.find('\n'), rest.size());
     const std::string_view line = rest.substr(0, end);
     rest.remove_prefix(std::min(end + 1, rest.size()));
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    Status s = row.is_discarded() ? invalid_argument("not valid JSON") : tokenize_row(row, tokenizer, eos, chunk);
+    // Ordered: a chat row's keys reach its template in the row's order.
+    const auto row = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+    Status s = row.is_discarded() ? invalid_argument("not valid JSON") : tokenize_row(row, tokenizer, eos, chat, chunk);
     if (!s.ok()) {
       chunk.status = s.with_context("line " + std::to_string(line_no));
       return;
@@ -104,15 +117,16 @@ void store_le(std::vector<char>& out, T v) {
 }  // namespace
 
 Result<TokenStream> tokenize_jsonl(std::string_view data, const Tokenizer& tokenizer, const std::string& source,
-                                   ProgressBar* progress) {
+                                   ProgressBar* progress, const ChatRowFormat* chat) {
   const std::optional<uint32_t> eos = tokenizer.eos_id();
   if (!eos) {
     return invalid_argument("the tokenizer has no eos_token, which ends every row of " + source +
                             ": set eos_token in the model's tokenizer_config.json");
   }
+  const ChatRowFormat no_chat{nullptr, chat_rows_unavailable("")};
   std::vector<Chunk> chunks = split_chunks(data);
   tbb::parallel_for(size_t{0}, chunks.size(), [&](size_t i) {
-    tokenize_chunk(chunks[i], tokenizer, *eos);
+    tokenize_chunk(chunks[i], tokenizer, *eos, chat != nullptr ? *chat : no_chat);
     if (progress != nullptr) progress->advance(chunks[i].text.size());
   });
   TokenStream stream;
@@ -137,13 +151,14 @@ Result<TokenStream> tokenize_jsonl(std::string_view data, const Tokenizer& token
   return stream;
 }
 
-Result<TokenStream> tokenize_jsonl_file(const std::string& path, const Tokenizer& tokenizer, ProgressBar* progress) {
+Result<TokenStream> tokenize_jsonl_file(const std::string& path, const Tokenizer& tokenizer, ProgressBar* progress,
+                                        const ChatRowFormat* chat) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return not_found("cannot open JSONL file " + path + ": check the path");
   std::string text(static_cast<size_t>(in.tellg()), '\0');
   in.seekg(0);
   if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) return io_error("cannot read " + path);
-  return tokenize_jsonl(text, tokenizer, path, progress);
+  return tokenize_jsonl(text, tokenizer, path, progress, chat);
 }
 
 Status write_token_stream(const std::string& path, const TokenStream& stream) {

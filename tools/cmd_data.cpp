@@ -1,6 +1,8 @@
-// `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL rows ("text", or "prompt" +
-// "completion") tokenized with the model's own tokenizer on every core into a token file that
-// `train` reads (text/internal/dataset.h has both formats).
+// `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL rows ("text", "prompt" + "completion",
+// or chat "messages" rendered with the model's chat template) tokenized with the model's own
+// tokenizer on every core into a token file that `train` reads (text/internal/dataset.h has the
+// formats). `tierzero data show --tokenizer DIR IN.jsonl`: the first rows as tokenized, the text
+// that carries loss marked.
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 
@@ -36,6 +38,7 @@ void run_prepare(const PrepareFlags& flags) {
   const int threads = flags.threads > 0 ? flags.threads : tbb::info::default_concurrency();
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
   const auto tokenizer = value_or_throw(text::Tokenizer::load(flags.tokenizer));
+  const text::ChatRowFormat chat = value_or_throw(text::ChatRowFormat::load(flags.tokenizer));
   const uint64_t input_bytes = std::filesystem::file_size(flags.input);
   std::fprintf(stderr, "data prepare: %s (%s) with %s: %s, %u ids, BOS %s, EOS %s, %d threads\n", flags.input.c_str(),
                format_bytes(input_bytes).c_str(), flags.tokenizer.c_str(), tokenizer->family().c_str(),
@@ -46,7 +49,7 @@ void run_prepare(const PrepareFlags& flags) {
   if (!flags.no_progress) progress.emplace("tokenize", input_bytes, "B");
   const auto start = std::chrono::steady_clock::now();
   const text::TokenStream stream =
-      value_or_throw(text::tokenize_jsonl_file(flags.input, *tokenizer, progress ? &*progress : nullptr));
+      value_or_throw(text::tokenize_jsonl_file(flags.input, *tokenizer, progress ? &*progress : nullptr, &chat));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (progress) progress->finish();
   throw_if_error(text::write_token_stream(flags.output, stream));
@@ -76,6 +79,31 @@ void run_prepare(const PrepareFlags& flags) {
   }
 }
 
+struct ShowFlags {
+  std::string tokenizer;
+  std::string input;
+  int rows = 2;
+};
+
+// Prints the first `rows` rows of the input as tokenized, the trained text in [[...]].
+void run_show(const ShowFlags& flags) {
+  const auto tokenizer = value_or_throw(text::Tokenizer::load(flags.tokenizer));
+  const text::ChatRowFormat chat = value_or_throw(text::ChatRowFormat::load(flags.tokenizer));
+  if (chat.chat_template) std::printf("data show: chat template %s\n", chat.chat_template->origin().c_str());
+  std::ifstream in(flags.input);
+  int shown = 0;
+  std::string line;
+  for (int line_no = 1; shown < flags.rows && std::getline(in, line); ++line_no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = flags.input + " line " + std::to_string(line_no);
+    const text::TokenStream row = value_or_throw(text::tokenize_jsonl(line, *tokenizer, where, nullptr, &chat));
+    std::printf("--- %s: %zu tokens, %llu carry loss (in [[...]])\n%s\n", where.c_str(), row.tokens.size(),
+                static_cast<unsigned long long>(row.target_tokens),
+                value_or_throw(text::masked_text(row.tokens, row.loss_mask, *tokenizer)).c_str());
+    ++shown;
+  }
+}
+
 }  // namespace
 
 void add_data_command(CLI::App& app) {
@@ -83,7 +111,8 @@ void add_data_command(CLI::App& app) {
   data->require_subcommand(1);
   auto flags = std::make_shared<PrepareFlags>();
   CLI::App* prepare = data->add_subcommand(
-      "prepare", "JSONL rows ({\"text\"} or {\"prompt\", \"completion\"}) -> a token file for train, on every core");
+      "prepare",
+      "JSONL rows ({\"text\"}, {\"prompt\", \"completion\"} or chat {\"messages\"}) -> a token file for train, on every core");
   prepare->add_option("--tokenizer", flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")->required();
   prepare->add_option("input", flags->input, "JSONL file, one row per line")->required()->check(CLI::ExistingFile);
   prepare->add_option("output", flags->output, "Token file to write (TZTOKENS)")->required();
@@ -91,6 +120,15 @@ void add_data_command(CLI::App& app) {
   prepare->add_option("--json", flags->json, "Also write the figures (rows, tokens, tokens/s) as JSON here");
   prepare->add_flag("--no-progress", flags->no_progress, "No progress bar");
   prepare->callback([flags] { run_prepare(*flags); });
+
+  auto show_flags = std::make_shared<ShowFlags>();
+  CLI::App* show = data->add_subcommand(
+      "show", "The first rows as the model sees them: the rendered text, what carries loss in [[...]]");
+  show->add_option("--tokenizer", show_flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")
+      ->required();
+  show->add_option("input", show_flags->input, "JSONL file, one row per line")->required()->check(CLI::ExistingFile);
+  show->add_option("--rows", show_flags->rows, "How many rows (default 2)")->check(CLI::PositiveNumber);
+  show->callback([show_flags] { run_show(*show_flags); });
 }
 
 }  // namespace tierzero::tools

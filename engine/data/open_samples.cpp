@@ -7,14 +7,14 @@
 namespace tierzero::engine {
 namespace {
 
-// True when the first non-blank line of `path` is an object with "text" or "prompt"; false
-// otherwise (ids, invalid JSON: open_jsonl() reports those with the line).
+// True when the first non-blank line of `path` is an object with "text", "prompt" or "messages"
+// (a chat); false otherwise (ids, invalid JSON: open_jsonl() reports those with the line).
 bool first_row_holds_text(const std::string& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    return row.is_object() && (row.contains("text") || row.contains("prompt"));
+    return row.is_object() && (row.contains("text") || row.contains("prompt") || row.contains("messages"));
   }
   return false;
 }
@@ -28,8 +28,9 @@ Result<std::shared_ptr<const SampleSource>> open_samples(const std::string& path
   if (!first_row_holds_text(path)) return open_jsonl(path, seq_len);
   if (tokenizer_dir.empty()) {
     return invalid_argument(path +
-                            " holds text rows (\"text\" or \"prompt\" + \"completion\"), which the model's tokenizer "
-                            "turns into tokens: pass --model DIR (a Hugging Face directory with tokenizer.json), or "
+                            " holds text rows (\"text\", \"prompt\" + \"completion\" or chat \"messages\"), which the "
+                            "model's tokenizer (and chat template) turn into tokens: pass --model DIR (a Hugging Face "
+                            "directory with tokenizer.json), or "
                             "tokenize first with `tierzero data prepare --tokenizer DIR " +
                             path + " OUT`");
   }

@@ -20,9 +20,11 @@
 //   targets the last seq_len (next-token prediction); consecutive samples share one boundary
 //   token. A stream of n tokens gives (n - 1) / seq_len samples.
 //
-// JSONL of text (extension .jsonl, rows {"text": ...} or {"prompt": ..., "completion": ...}):
-//   tokenized with the model's tokenizer when opened (text/internal/dataset.h: EOS after each row, the
-//   prompt's tokens carry no loss), then packed as a token file's stream.
+// JSONL of text (extension .jsonl, rows {"text": ...}, {"prompt": ..., "completion": ...} or chat
+//   {"messages": [...]}): tokenized with the model's tokenizer when opened (text/internal/dataset.h:
+//   EOS after each text row, the prompt's tokens carry no loss; a chat is rendered with the model's
+//   chat template and only its assistant turns carry loss, text/internal/chat_rows.h), then packed
+//   as a token file's stream.
 //
 // JSONL of ids (extension .jsonl): one object per line, {"input_ids": [ints]} plus optionally
 //   "labels" (Hugging Face convention: same length as input_ids, unshifted, -100 = not trained)
@@ -84,11 +86,11 @@ Result<std::shared_ptr<const SampleSource>> open_token_file(const std::string& p
                                                             std::optional<TokenDtype> dtype = {});
 // Reads a JSONL file (format above) into memory. Errors name the path and line.
 Result<std::shared_ptr<const SampleSource>> open_jsonl(const std::string& path, int64_t seq_len);
-// Reads a JSONL file of text rows (format above), tokenized on every core with the tokenizer of
-// `tokenizer_dir` (a Hugging Face model directory). Errors name the path and line.
+// Reads a JSONL file of text rows (format above), tokenized on every core with the tokenizer (and
+// chat template) of `tokenizer_dir` (a Hugging Face model directory). Errors name the path and line.
 Result<std::shared_ptr<const SampleSource>> open_text_jsonl(const std::string& path, int64_t seq_len,
                                                             const std::string& tokenizer_dir);
-// For ".jsonl": open_text_jsonl() when its first row holds "text" or "prompt" (kInvalidArgument
+// For ".jsonl": open_text_jsonl() when its first row holds "text", "prompt" or "messages" (kInvalidArgument
 // naming the fix when `tokenizer_dir` is empty), else open_jsonl(); open_token_file() otherwise.
 Result<std::shared_ptr<const SampleSource>> open_samples(const std::string& path, int64_t seq_len,
                                                          std::optional<TokenDtype> dtype = {},

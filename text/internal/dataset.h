@@ -4,6 +4,9 @@
 //   {"text": "..."}                          every token is a training target
 //   {"prompt": "...", "completion": "..."}   only the completion's tokens are (the prompt's get
 //                                            label -100 when the trainer builds its targets)
+//   {"messages": [{"role": ..., "content": ...}, ...]}   a chat rendered with the model's chat
+//                                            template; only the assistant turns' tokens are
+//                                            (text/internal/chat_rows.h, no EOS appended)
 // A row becomes encode(text, add_special_tokens) — the model's BOS where its tokenizer adds one —
 // or encode(prompt, add_special_tokens) followed by encode(completion, no special tokens); then
 // the EOS of tokenizer_config.json unless the row already ends with it. Rows follow each other
@@ -35,6 +38,8 @@ class ProgressBar;
 
 namespace tierzero::text {
 
+struct ChatRowFormat;
+
 // A tokenized dataset: the stream of ids and, when some tokens are not targets, which are.
 struct TokenStream {
   std::vector<uint32_t> tokens;
@@ -44,15 +49,16 @@ struct TokenStream {
 };
 
 // Tokenizes the JSONL text `data` (format above) on every core, in chunks of whole lines, and
-// returns the rows' tokens in file order. `progress`, when given, advances by bytes done.
-// Errors name `source`, the line and what to fix: invalid JSON, a row that is not an object
-// with "text" or "prompt" + "completion" strings, text that is not UTF-8, or a tokenizer
-// without an eos_token.
+// returns the rows' tokens in file order. `progress`, when given, advances by bytes done; chat rows
+// are rendered with `chat` (ChatRowFormat::load of the model directory; without it they are
+// refused). Errors name `source`, the line and what to fix: invalid JSON, a row that is not an
+// object with "text", "prompt" + "completion" or "messages", text that is not UTF-8, a chat row
+// tokenize_chat_row() refuses, or a tokenizer without an eos_token.
 Result<TokenStream> tokenize_jsonl(std::string_view data, const Tokenizer& tokenizer, const std::string& source,
-                                   ProgressBar* progress = nullptr);
+                                   ProgressBar* progress = nullptr, const ChatRowFormat* chat = nullptr);
 // Reads `path` whole and tokenizes it as above.
 Result<TokenStream> tokenize_jsonl_file(const std::string& path, const Tokenizer& tokenizer,
-                                        ProgressBar* progress = nullptr);
+                                        ProgressBar* progress = nullptr, const ChatRowFormat* chat = nullptr);
 
 // Writes `stream` as a token file (format above); kIo naming `path` when the write fails.
 Status write_token_stream(const std::string& path, const TokenStream& stream);

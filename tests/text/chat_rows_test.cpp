@@ -1,0 +1,178 @@
+// Chat rows rendered with real chat templates (llama.cpp's Jinja engine) and tokenized with real
+// tokenizers, checked against transformers' apply_chat_template on the same rows: the text, the
+// ids, the assistant mask computed from the rendered text, and transformers' own
+// return_assistant_tokens_mask where the template marks {% generation %}.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
+#include "tests/text/chat_fixture.h"
+#include "tests/text/tokenizer_fixture.h"
+#include "text/text.h"
+
+namespace tierzero::text {
+namespace {
+
+using testing::read_jsonl;
+
+const char* const kCases[] = {"qwen2.5", "qwen3", "llama3.1", "llama3.2", "phi3.5", "phi3.5-generation"};
+
+// The fixture's conversations, one line each, and parsed with their keys in order.
+struct Rows {
+  std::vector<std::string> lines;
+  std::vector<nlohmann::ordered_json> rows;
+};
+
+Rows read_rows(const std::string& path) {
+  Rows r;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    r.rows.push_back(nlohmann::ordered_json::parse(line));
+    r.lines.push_back(std::move(line));
+  }
+  return r;
+}
+
+struct Case {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  ChatRowFormat format;
+  std::vector<nlohmann::json> reference;
+};
+
+Case load_case(const std::string& root, const std::string& name) {
+  Case c;
+  c.tokenizer = value_or_throw(Tokenizer::load(root + "/" + name));
+  c.format = value_or_throw(ChatRowFormat::load(root + "/" + name));
+  c.reference = read_jsonl(root + "/" + name + "/reference.jsonl");
+  return c;
+}
+
+#define REQUIRE_ENGINE() \
+  if (!ChatTemplate::engine_available()) GTEST_SKIP() << chat_rows_unavailable("")
+
+TEST(ChatRows, TextIdsAndAssistantMaskEqualTransformers) {
+  REQUIRE_ENGINE();
+  REQUIRE_CHAT_FIXTURE(root);
+  const Rows all = read_rows(root + "/rows.jsonl");
+  for (const std::string name : kCases) {
+    const Case c = load_case(root, name);
+    ASSERT_NE(c.format.chat_template, nullptr) << name << ": " << c.format.unavailable;
+    ASSERT_GE(c.reference.size(), all.rows.size() - 1);
+    for (const nlohmann::json& ref : c.reference) {
+      const nlohmann::ordered_json& row = all.rows.at(ref.at("row").get<size_t>());
+      SCOPED_TRACE(name + " row " + ref.at("row").dump());
+      const nlohmann::ordered_json tools = row.contains("tools") ? row.at("tools") : nlohmann::ordered_json();
+      ASSERT_OK_AND_ASSIGN(const RenderedChat rendered, c.format.chat_template->render(row.at("messages"), tools));
+      EXPECT_EQ(rendered.text, ref.at("text").get<std::string>());
+      std::vector<uint32_t> ids;
+      std::vector<uint8_t> mask;
+      ASSERT_OK(tokenize_chat_row(row, c.format, *c.tokenizer, ids, mask));
+      EXPECT_EQ(ids, ref.at("ids").get<std::vector<uint32_t>>());
+      EXPECT_EQ(mask, ref.at("mask").get<std::vector<uint8_t>>());
+      if (ref.contains("hf_mask")) {
+        EXPECT_EQ(mask, ref.at("hf_mask").get<std::vector<uint8_t>>()) << "transformers' assistant mask";
+      }
+      EXPECT_GT(std::count(mask.begin(), mask.end(), uint8_t{1}), 0);
+      EXPECT_LT(std::count(mask.begin(), mask.end(), uint8_t{1}), static_cast<std::ptrdiff_t>(mask.size()));
+    }
+  }
+}
+
+TEST(ChatRows, JsonlChatRowsAreTheReferenceIdsWithTheMaskAndNoEos) {
+  REQUIRE_ENGINE();
+  REQUIRE_CHAT_FIXTURE(root);
+  const Rows all = read_rows(root + "/rows.jsonl");
+  for (const std::string name : {"qwen3", "llama3.1", "phi3.5"}) {
+    const Case c = load_case(root, name);
+    std::string jsonl;
+    std::vector<uint32_t> expected_ids;
+    std::vector<uint8_t> expected_mask;
+    for (const nlohmann::json& ref : c.reference) {
+      jsonl += all.lines.at(ref.at("row").get<size_t>()) + "\n";
+      const auto ids = ref.at("ids").get<std::vector<uint32_t>>();
+      const auto mask = ref.at("mask").get<std::vector<uint8_t>>();
+      expected_ids.insert(expected_ids.end(), ids.begin(), ids.end());
+      expected_mask.insert(expected_mask.end(), mask.begin(), mask.end());
+    }
+    ASSERT_OK_AND_ASSIGN(const TokenStream stream, tokenize_jsonl(jsonl, *c.tokenizer, "chat.jsonl", nullptr, &c.format));
+    EXPECT_EQ(stream.rows, c.reference.size()) << name;
+    EXPECT_EQ(stream.tokens, expected_ids) << name;
+    EXPECT_EQ(stream.loss_mask, expected_mask) << name;
+    EXPECT_EQ(stream.target_tokens,
+              static_cast<uint64_t>(std::count(expected_mask.begin(), expected_mask.end(), uint8_t{1})));
+  }
+}
+
+TEST(ChatRows, ChatRowsWithoutATemplateAreRefusedNamingTheFix) {
+  REQUIRE_TOKENIZER_FIXTURE(root);
+  const auto tokenizer = value_or_throw(Tokenizer::load(root + "/qwen2"));
+  const std::string row = R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  EXPECT_ERROR(tokenize_jsonl(row, *tokenizer, "chat.jsonl").status(), ErrorCode::kInvalidArgument,
+               ChatTemplate::engine_available() ? "no model directory was given" : "scripts/setup.sh");
+  ASSERT_OK_AND_ASSIGN(const ChatRowFormat format, ChatRowFormat::load(root + "/qwen2"));
+  EXPECT_EQ(format.chat_template, nullptr) << "the fixture's qwen2 directory has no chat_template";
+  EXPECT_ERROR(tokenize_jsonl(row, *tokenizer, "chat.jsonl", nullptr, &format).status(), ErrorCode::kInvalidArgument,
+               ChatTemplate::engine_available() ? root + "/qwen2 has none" : "scripts/setup.sh");
+}
+
+TEST(ChatRows, BadRowsAndTemplatesAreRefusedWithTheReason) {
+  REQUIRE_ENGINE();
+  REQUIRE_TOKENIZER_FIXTURE(root);
+  const auto tokenizer = value_or_throw(Tokenizer::load(root + "/qwen2"));
+  ChatRowFormat format;
+  ASSERT_OK_AND_ASSIGN(
+      format.chat_template,
+      ChatTemplate::compile("{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}"
+                            "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}",
+                            nlohmann::json::object(), "test template"));
+  const auto error = [&](const std::string& jsonl) {
+    return tokenize_jsonl(jsonl, *tokenizer, "d.jsonl", nullptr, &format).status();
+  };
+  EXPECT_ERROR(error(R"({"messages": []})"), ErrorCode::kInvalidArgument, "non-empty array");
+  EXPECT_ERROR(error(R"({"messages": [{"content": "x"}]})"), ErrorCode::kInvalidArgument, "string \"role\"");
+  EXPECT_ERROR(error(R"({"messages": [{"role": "user", "content": "x"}]})"), ErrorCode::kInvalidArgument,
+               "would train nothing");
+  EXPECT_ERROR(error("\n" R"({"messages": [{"role": "assistant", "content": "a"}], "text": "b"})"),
+               ErrorCode::kInvalidArgument, "line 2");
+  EXPECT_ERROR(error(R"({"messages": [{"role": "tool", "content": "x"}, {"role": "assistant", "content": "a"}]})"),
+               ErrorCode::kInvalidArgument, "no tools here");
+  EXPECT_ERROR(ChatTemplate::compile("{% for m in messages %}", nlohmann::json::object(), "broken.jinja").status(),
+               ErrorCode::kInvalidArgument, "broken.jinja is not valid Jinja");
+
+  // A template of the last resort, as the model writes it: the assistant text and its end token.
+  ASSERT_OK_AND_ASSIGN(const TokenStream stream,
+                       tokenize_jsonl(R"({"messages": [{"role": "user", "content": "hi"}, )"
+                                      R"({"role": "assistant", "content": "hello there"}]})",
+                                      *tokenizer, "d.jsonl", nullptr, &format));
+  std::vector<uint32_t> trained;
+  for (size_t i = 0; i < stream.tokens.size(); ++i)
+    if (stream.loss_mask[i] != 0) trained.push_back(stream.tokens[i]);
+  EXPECT_EQ(value_or_throw(tokenizer->decode(trained, /*skip_special_tokens=*/false)), "hello there<|im_end|>");
+}
+
+TEST(ChatRows, TemplateComesFromChatTemplateJinjaBeforeTokenizerConfig) {
+  REQUIRE_ENGINE();
+  test_support::ScratchDir dir("chat_template");
+  std::ofstream(dir.file("tokenizer_config.json"))
+      << R"({"eos_token": "</s>", "chat_template": [{"name": "tool_use", "template": "T"},)"
+      << R"( {"name": "default", "template": "{{ eos_token }}{{ messages[0].content }}"}]})";
+  const auto messages = nlohmann::ordered_json::parse(R"([{"role": "assistant", "content": "x"}])");
+  ASSERT_OK_AND_ASSIGN(auto from_config, ChatTemplate::load(dir.path()));
+  ASSERT_NE(from_config, nullptr);
+  ASSERT_OK_AND_ASSIGN(const RenderedChat a, from_config->render(messages, nullptr));
+  EXPECT_EQ(a.text, "</s>x");
+  EXPECT_EQ(a.assistant_spans, (std::vector<std::pair<size_t, size_t>>{{4, 5}}));
+  std::ofstream(dir.file("chat_template.jinja")) << "[{{ messages[0].content }}]";
+  ASSERT_OK_AND_ASSIGN(auto from_file, ChatTemplate::load(dir.path()));
+  ASSERT_OK_AND_ASSIGN(const RenderedChat b, from_file->render(messages, nullptr));
+  EXPECT_EQ(b.text, "[x]");
+  std::ofstream(dir.file("tokenizer_config.json")) << R"({"chat_template": 3})";
+  std::filesystem::remove(dir.file("chat_template.jinja"));
+  EXPECT_ERROR(ChatTemplate::load(dir.path()).status(), ErrorCode::kCorrupt, "must be a string or a list");
+}
+
+}  // namespace
+}  // namespace tierzero::text
