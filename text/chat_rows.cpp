@@ -52,10 +52,16 @@ Status check_messages(const nlohmann::ordered_json& messages) {
 
 }  // namespace
 
-Result<ChatRowFormat> ChatRowFormat::load(const std::string& dir) {
+ChatRowFormat ChatRowFormat::load(const std::string& dir) {
   ChatRowFormat format;
-  TZ_ASSIGN_OR_RETURN(format.chat_template, ChatTemplate::load(dir));
-  if (!format.chat_template) format.unavailable = chat_rows_unavailable(dir);
+  Result<std::shared_ptr<const ChatTemplate>> loaded = ChatTemplate::load(dir);
+  if (!loaded.ok()) {
+    format.unavailable = "chat rows (\"messages\") need the model's chat template, which cannot be used: " +
+                         loaded.status().message();
+  } else {
+    format.chat_template = *loaded;
+    if (!format.chat_template) format.unavailable = chat_rows_unavailable(dir);
+  }
   return format;
 }
 

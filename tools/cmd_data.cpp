@@ -38,7 +38,7 @@ void run_prepare(const PrepareFlags& flags) {
   const int threads = flags.threads > 0 ? flags.threads : tbb::info::default_concurrency();
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
   const auto tokenizer = value_or_throw(text::Tokenizer::load(flags.tokenizer));
-  const text::ChatRowFormat chat = value_or_throw(text::ChatRowFormat::load(flags.tokenizer));
+  const text::ChatRowFormat chat = text::ChatRowFormat::load(flags.tokenizer);
   const uint64_t input_bytes = std::filesystem::file_size(flags.input);
   std::fprintf(stderr, "data prepare: %s (%s) with %s: %s, %u ids, BOS %s, EOS %s, %d threads\n", flags.input.c_str(),
                format_bytes(input_bytes).c_str(), flags.tokenizer.c_str(), tokenizer->family().c_str(),
@@ -88,7 +88,7 @@ struct ShowFlags {
 // Prints the first `rows` rows of the input as tokenized, the trained text in [[...]].
 void run_show(const ShowFlags& flags) {
   const auto tokenizer = value_or_throw(text::Tokenizer::load(flags.tokenizer));
-  const text::ChatRowFormat chat = value_or_throw(text::ChatRowFormat::load(flags.tokenizer));
+  const text::ChatRowFormat chat = text::ChatRowFormat::load(flags.tokenizer);
   if (chat.chat_template) std::printf("data show: chat template %s\n", chat.chat_template->origin().c_str());
   std::ifstream in(flags.input);
   int shown = 0;

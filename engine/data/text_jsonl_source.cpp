@@ -41,7 +41,7 @@ Result<std::shared_ptr<const SampleSource>> open_text_jsonl(const std::string& p
                                                             const std::string& tokenizer_dir) {
   if (seq_len < 1) return invalid_argument("seq_len must be >= 1, got " + std::to_string(seq_len));
   TZ_ASSIGN_OR_RETURN(const std::shared_ptr<const text::Tokenizer> tokenizer, text::Tokenizer::load(tokenizer_dir));
-  TZ_ASSIGN_OR_RETURN(const text::ChatRowFormat chat, text::ChatRowFormat::load(tokenizer_dir));
+  const text::ChatRowFormat chat = text::ChatRowFormat::load(tokenizer_dir);
   TZ_ASSIGN_OR_RETURN(text::TokenStream stream, text::tokenize_jsonl_file(path, *tokenizer, nullptr, &chat));
   if (stream.tokens.size() < static_cast<size_t>(seq_len) + 1) {
     return invalid_argument(path + " gives " + std::to_string(stream.tokens.size()) +

@@ -45,7 +45,7 @@ struct Case {
 Case load_case(const std::string& root, const std::string& name) {
   Case c;
   c.tokenizer = value_or_throw(Tokenizer::load(root + "/" + name));
-  c.format = value_or_throw(ChatRowFormat::load(root + "/" + name));
+  c.format = ChatRowFormat::load(root + "/" + name);
   c.reference = read_jsonl(root + "/" + name + "/reference.jsonl");
   return c;
 }
@@ -112,7 +112,7 @@ TEST(ChatRows, ChatRowsWithoutATemplateAreRefusedNamingTheFix) {
   const std::string row = R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
   EXPECT_ERROR(tokenize_jsonl(row, *tokenizer, "chat.jsonl").status(), ErrorCode::kInvalidArgument,
                ChatTemplate::engine_available() ? "no model directory was given" : "scripts/setup.sh");
-  ASSERT_OK_AND_ASSIGN(const ChatRowFormat format, ChatRowFormat::load(root + "/qwen2"));
+  const ChatRowFormat format = ChatRowFormat::load(root + "/qwen2");
   EXPECT_EQ(format.chat_template, nullptr) << "the fixture's qwen2 directory has no chat_template";
   EXPECT_ERROR(tokenize_jsonl(row, *tokenizer, "chat.jsonl", nullptr, &format).status(), ErrorCode::kInvalidArgument,
                ChatTemplate::engine_available() ? root + "/qwen2 has none" : "scripts/setup.sh");
@@ -172,6 +172,9 @@ TEST(ChatRows, TemplateComesFromChatTemplateJinjaBeforeTokenizerConfig) {
   std::ofstream(dir.file("tokenizer_config.json")) << R"({"chat_template": 3})";
   std::filesystem::remove(dir.file("chat_template.jinja"));
   EXPECT_ERROR(ChatTemplate::load(dir.path()).status(), ErrorCode::kCorrupt, "must be a string or a list");
+  const ChatRowFormat format = ChatRowFormat::load(dir.path());
+  EXPECT_EQ(format.chat_template, nullptr) << "a template that does not load stops chat rows only";
+  EXPECT_NE(format.unavailable.find("must be a string or a list"), std::string::npos) << format.unavailable;
 }
 
 }  // namespace

@@ -38,9 +38,10 @@ struct ChatRowFormat {
   std::shared_ptr<const ChatTemplate> chat_template;  // nullptr: chat rows are refused with `unavailable`
   std::string unavailable;
 
-  // The chat template of model directory `dir` (ChatTemplate::load), or the reason chat rows
-  // cannot be read with it; the errors of ChatTemplate::load().
-  static Result<ChatRowFormat> load(const std::string& dir);
+  // The chat template of model directory `dir` (ChatTemplate::load), or why chat rows cannot be
+  // read with it: it has none, this build has no engine, or the template does not load (that
+  // error, so a template the engine cannot parse stops chat rows only, not the other kinds).
+  static ChatRowFormat load(const std::string& dir);
 };
 
 // True when `row` is a chat row (an object with "messages").
