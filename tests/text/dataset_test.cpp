@@ -94,8 +94,9 @@ TEST(Dataset, BadRowsNameTheLine) {
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("d.jsonl: line 3: not valid JSON"), std::string::npos) << s.message();
   s = error("{\"prompt\": \"a\"}\n");
-  EXPECT_NE(s.message().find("line 1: expected \"text\" (causal LM) or \"prompt\" + \"completion\""), std::string::npos)
+  EXPECT_NE(s.message().find("line 1: expected \"text\" (causal LM), \"prompt\" + \"completion\""), std::string::npos)
       << s.message();
+  EXPECT_NE(s.message().find("or \"messages\" (a chat"), std::string::npos) << s.message();
   s = error("{\"text\": 3}\n");
   EXPECT_NE(s.message().find("\"text\" must be a string, got number"), std::string::npos) << s.message();
   s = error("{\"text\": \"a\", \"prompt\": \"b\", \"completion\": \"c\"}\n");
