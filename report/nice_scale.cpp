@@ -36,7 +36,13 @@ int decimals_for(double step) {
 
 }  // namespace
 
-Ticks linear_ticks(double min, double max, int target, bool include_zero) {
+Ticks linear_ticks(double min, double max, int target, bool include_zero, double min_relative_span) {
+  const double span = min_relative_span * std::max(std::fabs(min), std::fabs(max));
+  if (max - min < span) {
+    const double middle = min + (max - min) / 2;
+    min = middle - span / 2;
+    max = middle + span / 2;
+  }
   if (include_zero) {
     min = std::min(min, 0.0);
     max = std::max(max, 0.0);

@@ -10,6 +10,7 @@
 
 #include "common/common.h"
 #include "report/internal/metrics.h"
+#include "report/internal/tensorboard_writer.h"
 
 namespace tierzero::report {
 
@@ -64,7 +65,8 @@ struct ReportInput {
   std::vector<BenchFile> benches;
 };
 
-// The page: a summary table of the runs; loss and tokens/s of every run overlaid; per run the
+// The page: a summary table of the runs; loss, learning rate, gradient norm and tokens/s of every
+// run overlaid; per run the
 // memory held in each tier over the steps, the step-time breakdown as stacked bars (when the
 // run has one) and the measured bandwidths (when it has them); per bench file its charts. No
 // script, no external reference: the file can be mailed and opened offline.

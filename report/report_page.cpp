@@ -61,6 +61,8 @@ std::string runs_section(const std::vector<RunMetrics>& runs) {
   for (const RunMetrics& r : runs) s += "<p class=\"source\">" + escape_xml(r.run.name + ": " + r.path) + "</p>\n";
   s += runs_table(runs);
   s += figure(render_line_chart(loss_chart(runs)));
+  s += figure(render_line_chart(learning_rate_chart(runs)));
+  s += figure(render_line_chart(grad_norm_chart(runs)));
   s += figure(render_line_chart(throughput_chart(runs)));
   for (const RunMetrics& r : runs) {
     s += "<h3>" + escape_xml(r.run.name) + "</h3>\n";

@@ -9,6 +9,9 @@ namespace tierzero::report::internal {
 namespace {
 
 constexpr size_t kMarkersUpTo = 60;  // points per series above which curves have no dots
+// The loss axis spans at least 10 % of the loss: a run whose loss stays flat to 0.1 % shows a flat
+// line, not that noise stretched over the whole chart.
+constexpr double kLossMinRelativeSpan = 0.1;
 
 template <typename Field>
 LineChart per_run_chart(const std::vector<RunMetrics>& runs, std::string title, std::string y_label, bool include_zero,
@@ -34,6 +37,20 @@ LineChart per_run_chart(const std::vector<RunMetrics>& runs, std::string title, 
 LineChart loss_chart(const std::vector<RunMetrics>& runs) {
   LineChart c = per_run_chart(runs, "Training loss", "loss", false, [](const StepMetrics& s) { return s.loss; });
   c.note = runs.size() > 1 ? "every run overlaid; a gap is a step whose loss was not finite (skipped)" : "";
+  c.y.min_relative_span = kLossMinRelativeSpan;
+  return c;
+}
+
+LineChart learning_rate_chart(const std::vector<RunMetrics>& runs) {
+  LineChart c = per_run_chart(runs, "Learning rate", "lr", true, [](const StepMetrics& s) { return s.lr; });
+  c.note = "the scheduler's value at each step";
+  return c;
+}
+
+LineChart grad_norm_chart(const std::vector<RunMetrics>& runs) {
+  LineChart c =
+      per_run_chart(runs, "Gradient norm", "grad norm", true, [](const StepMetrics& s) { return s.grad_norm; });
+  c.note = "the global L2 norm of the unscaled gradient; a gap is a step whose norm was not finite (skipped)";
   return c;
 }
 

@@ -29,7 +29,7 @@ std::string shortened(const std::string& name) {
 Ticks make_ticks(const Axis& axis, double min, double max) {
   const bool any = std::isfinite(min) && std::isfinite(max);
   if (axis.scale == Scale::kLog2) return any ? log2_ticks(min, max) : log2_ticks(1, 2);
-  return any ? linear_ticks(min, max, 6, axis.include_zero) : linear_ticks(0, 1);
+  return any ? linear_ticks(min, max, 6, axis.include_zero, axis.min_relative_span) : linear_ticks(0, 1);
 }
 
 std::string tick_label(const Axis& axis, const Ticks& t, double v) {

@@ -42,6 +42,9 @@ void add_train_command(CLI::App& app) {
   train->add_option("--metrics", args->metrics_path,
                     "write one JSON line per step here (loss, lr, tokens/s, memory per tier, time breakdown; "
                     "format report/METRICS.md, drawn by `tierzero report`)");
+  train->add_option("--tensorboard", args->tensorboard_dir,
+                    "write the same per-step metrics as a TensorBoard event file in this directory (created when "
+                    "missing; `tensorboard --logdir DIR`)");
   train->add_option("--seed", args->init_seed, "random initialisation seed (without --model)");
   train->callback([args] { value_or_throw(engine::train(*args, stdout)); });
 }

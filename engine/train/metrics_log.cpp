@@ -2,13 +2,20 @@
 
 namespace tierzero::engine::trainer {
 
-Result<MetricsLog> MetricsLog::open(const std::string& path, const report::RunInfo& run) {
-  TZ_ASSIGN_OR_RETURN(report::MetricsWriter writer, report::MetricsWriter::open(path, run));
-  return MetricsLog(std::move(writer));
+Result<MetricsLog> MetricsLog::open(const std::string& path, const std::string& tensorboard_dir,
+                                    const report::RunInfo& run) {
+  MetricsLog log;
+  if (!path.empty()) {
+    TZ_ASSIGN_OR_RETURN(log.writer_, report::MetricsWriter::open(path, run));
+  }
+  if (!tensorboard_dir.empty()) {
+    TZ_ASSIGN_OR_RETURN(log.tensorboard_, report::TensorBoardWriter::open(tensorboard_dir));
+  }
+  return log;
 }
 
 Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
-  if (!writer_) return Status();
+  if (!writer_ && !tensorboard_) return Status();
   report::StepMetrics step;
   step.step = record.step;
   step.loss = record.loss;
@@ -32,7 +39,8 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
                                            .comm_s = t.comm_s,
                                            .gpu_idle_s = t.gpu_idle_s};
   }
-  return writer_->write_step(step);
+  if (writer_) TZ_RETURN_IF_ERROR(writer_->write_step(step));
+  return tensorboard_ ? tensorboard_->write_step(step) : Status();
 }
 
 }  // namespace tierzero::engine::trainer

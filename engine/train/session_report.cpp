@@ -47,7 +47,7 @@ void TrainingSession::print_header() const {
 }
 
 Status TrainingSession::open_metrics() {
-  if (args_.metrics_path.empty() || !printer()) return Status();
+  if ((args_.metrics_path.empty() && args_.tensorboard_dir.empty()) || !printer()) return Status();
   const DsConfig& config = config_.config;
   std::string offload;
   if (config.zero.offload_optimizer.device != OffloadDevice::kNone)
@@ -65,7 +65,7 @@ Status TrainingSession::open_metrics() {
   run.offload = offload.empty() ? "none" : offload;
   run.parameters = num_parameters(model_.config);
   run.tokens_per_step = tokens_per_step_;
-  TZ_ASSIGN_OR_RETURN(metrics_, MetricsLog::open(args_.metrics_path, run));
+  TZ_ASSIGN_OR_RETURN(metrics_, MetricsLog::open(args_.metrics_path, args_.tensorboard_dir, run));
   return Status();
 }
 

@@ -27,6 +27,7 @@ struct TrainArgs {
   int64_t save_every = 0;         // also save every N steps into save_dir; 0: tierzero.checkpoint.save_every
   int64_t keep_last = 0;          // checkpoints kept in save_dir; 0: tierzero.checkpoint.keep_last (0: all)
   std::string metrics_path;       // one JSON line per step here (report/METRICS.md), rank 0; empty: none
+  std::string tensorboard_dir;    // TensorBoard event file written here, rank 0; empty: none
   uint64_t init_seed = 1234;      // random initialisation (without model_dir)
 };
 

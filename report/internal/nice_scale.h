@@ -14,10 +14,11 @@ struct Ticks {
   double step = 1;             // spacing of linear ticks (log2: 0)
 };
 
-// About `target` ticks on 1/2/5 x 10^k steps with lo <= min and hi >= max. An empty range
-// (min == max) widens around the value; `include_zero` pulls lo (or hi, for negative data) to 0.
-// Requires finite min <= max.
-Ticks linear_ticks(double min, double max, int target = 6, bool include_zero = false);
+// About `target` ticks on 1/2/5 x 10^k steps with lo <= min and hi >= max. A range narrower than
+// `min_relative_span` x max(|min|, |max|) widens to that span around its middle, as does an empty
+// range (min == max, by 10 % of the value when no span is asked); `include_zero` pulls lo (or hi,
+// for negative data) to 0. Requires finite min <= max and min_relative_span >= 0.
+Ticks linear_ticks(double min, double max, int target = 6, bool include_zero = false, double min_relative_span = 0);
 
 // Powers of two from 2^floor(log2 min) to 2^ceil(log2 max); every other one when there are more
 // than 12. Requires 0 < min <= max.

@@ -12,8 +12,13 @@ namespace tierzero::report::internal {
 // Bars of a breakdown chart at most; longer runs are averaged over groups of steps.
 inline constexpr size_t kMaxBreakdownBars = 40;
 
-// Loss against step, one series per run (run i in colour i).
+// Loss against step, one series per run (run i in colour i); the axis spans at least 10 % of
+// the loss, so a flat run is drawn flat.
 LineChart loss_chart(const std::vector<RunMetrics>& runs);
+// Learning rate against step, one series per run (the axis reaches 0).
+LineChart learning_rate_chart(const std::vector<RunMetrics>& runs);
+// Gradient norm against step, one series per run (the axis reaches 0).
+LineChart grad_norm_chart(const std::vector<RunMetrics>& runs);
 // Tokens/s against step, one series per run.
 LineChart throughput_chart(const std::vector<RunMetrics>& runs);
 // Bytes held in each tier against step for one run: one series per tier that holds bytes at

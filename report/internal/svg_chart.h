@@ -18,6 +18,8 @@ struct Axis {
   Scale scale = Scale::kLinear;
   bool include_zero = false;  // linear: the range reaches 0 (throughputs, bytes)
   bool bytes_ticks = false;   // log2: ticks read "256K", "1M" (sizes in bytes)
+  double min_relative_span = 0;  // linear: the range spans at least this fraction of the largest |value|,
+                                 // so a flat curve is drawn flat rather than its noise magnified (loss)
 };
 
 struct LineSeries {

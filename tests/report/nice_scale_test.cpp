@@ -50,6 +50,22 @@ TEST(NiceScaleTest, LinearExamples) {
   EXPECT_GT(zero.hi, 0);
 }
 
+TEST(NiceScaleTest, AMinimumRelativeSpanWidensANarrowRangeAroundItsMiddle) {
+  const Ticks flat = linear_ticks(2.299, 2.301, 6, false, 0.1);
+  EXPECT_GE(flat.hi - flat.lo, 0.2301);
+  EXPECT_LE(flat.lo, 2.3 - 0.23 / 2);
+  EXPECT_GE(flat.hi, 2.3 + 0.23 / 2);
+  EXPECT_LT(flat.hi - flat.lo, 0.5);
+  const Ticks narrow = linear_ticks(2.299, 2.301);  // without the span: the noise fills the axis
+  EXPECT_LT(narrow.hi - narrow.lo, 0.01);
+  const Ticks wide = linear_ticks(2.31, 10.87, 6, false, 0.1);  // wide enough already: unchanged
+  EXPECT_DOUBLE_EQ(wide.lo, 2);
+  EXPECT_DOUBLE_EQ(wide.hi, 12);
+  const Ticks single = linear_ticks(4, 4, 6, false, 0.1);
+  EXPECT_LE(single.lo, 3.8 + 1e-12);
+  EXPECT_GE(single.hi, 4.2 - 1e-12);
+}
+
 TEST(NiceScaleTest, Log2TicksArePowersOfTwoAroundTheData) {
   const Ticks blocks = log2_ticks(256 << 10, 4 << 20);
   EXPECT_DOUBLE_EQ(blocks.lo, 256 << 10);

@@ -126,6 +126,44 @@ TEST(ReportHtmlTest, RunsOverlaidWithOneSeriesEach) {
   EXPECT_GE(bandwidth.y_max, 42);
 }
 
+// The learning rate and gradient norm of every run, each against the step, on axes from 0.
+TEST(ReportHtmlTest, LearningRateAndGradNormOfEveryRun) {
+  ReportInput input;
+  input.runs = {synthetic_run("warmup", 20, false, 1.0), synthetic_run("other", 10, false, 1.0)};
+  for (StepMetrics& s : input.runs[0].steps) {
+    s.lr = 3e-4 * std::min<double>(1.0, static_cast<double>(s.step) / 10);
+    s.grad_norm = 4.0 / static_cast<double>(s.step);
+  }
+  input.runs[0].steps[6].grad_norm = NAN;  // a skipped fp16 step: a gap
+  const std::vector<ProbedChart> charts = probe_charts(render_report_html(input));
+
+  const ProbedChart& lr = chart_titled(charts, "Learning rate");
+  ASSERT_EQ(lr.series.size(), 2u);
+  EXPECT_EQ(lr.series[0].name, "warmup");
+  EXPECT_EQ(lr.series[0].points, 20);
+  EXPECT_DOUBLE_EQ(lr.y_min, 0);
+  EXPECT_GE(lr.y_max, 3e-4);
+  EXPECT_LT(lr.y_max, 6e-4);  // the axis fits the schedule
+
+  const ProbedChart& grad_norm = chart_titled(charts, "Gradient norm");
+  ASSERT_EQ(grad_norm.series.size(), 2u);
+  EXPECT_EQ(grad_norm.series[0].points, 19);
+  EXPECT_DOUBLE_EQ(grad_norm.y_min, 0);
+  EXPECT_GE(grad_norm.y_max, 4.0);
+}
+
+// A loss flat to 0.05 % is drawn flat: the axis spans at least 10 % of the loss, not the noise.
+TEST(ReportHtmlTest, AFlatLossIsNotZoomedIntoItsNoise) {
+  ReportInput input;
+  input.runs = {synthetic_run("flat", 50, false, 1.0)};
+  for (StepMetrics& s : input.runs[0].steps) s.loss = 2.3 + 0.001 * ((s.step % 3) - 1);
+  const ProbedChart& loss = chart_titled(probe_charts(render_report_html(input)), "Training loss");
+  EXPECT_GE(loss.y_max - loss.y_min, 0.1 * 2.301);
+  EXPECT_LE(loss.y_min, 2.299);
+  EXPECT_GE(loss.y_max, 2.301);
+  EXPECT_GT(loss.y_min, 1.5);  // still about the data, not from 0
+}
+
 TEST(ReportHtmlTest, BreakdownOfAShortRunHasABarPerStep) {
   ReportInput input;
   input.runs = {synthetic_run("few", 7, true, 1.0)};

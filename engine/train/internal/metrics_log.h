@@ -1,5 +1,6 @@
 // Private: `train --metrics FILE` — the metrics JSONL (format: report/METRICS.md), written by rank 0
-// through report::MetricsWriter: the run line first, then one line per optimizer step, each flushed.
+// through report::MetricsWriter: the run line first, then one line per optimizer step, each flushed;
+// and `train --tensorboard DIR` — the same steps as a TensorBoard event file (report::TensorBoardWriter).
 #pragma once
 
 #include <optional>
@@ -13,18 +14,20 @@ namespace tierzero::engine::trainer {
 
 class MetricsLog {
  public:
-  // A log that writes nothing (no --metrics, or not rank 0).
+  // A log that writes nothing (no --metrics or --tensorboard, or not rank 0).
   MetricsLog() = default;
-  // Creates `path` and writes the run line; errors name the path.
-  static Result<MetricsLog> open(const std::string& path, const report::RunInfo& run);
+  // Creates `path` and writes the run line, and an event file in `tensorboard_dir`; an empty one
+  // is not written. Errors name the path.
+  static Result<MetricsLog> open(const std::string& path, const std::string& tensorboard_dir,
+                                 const report::RunInfo& run);
 
-  // Appends `record`'s line, `run_gpu_peak_bytes` being the GPU peak since the run began (the
+  // Appends `record`'s line (and event), `run_gpu_peak_bytes` being the GPU peak since the run began (the
   // format's gpu_peak_bytes). Nothing when the log writes nothing.
   Status write(const StepRecord& record, int64_t run_gpu_peak_bytes);
 
  private:
-  explicit MetricsLog(report::MetricsWriter writer) : writer_(std::move(writer)) {}
   std::optional<report::MetricsWriter> writer_;
+  std::optional<report::TensorBoardWriter> tensorboard_;
 };
 
 }  // namespace tierzero::engine::trainer
