@@ -16,8 +16,9 @@
 // single_partition_of_fp32_groups, zero_stage, group_paddings, ..., param_slice_mappings) or stage 3's
 // (zero_stage, loss_scaler, ..., optimizer_state_dict, fp32_flat_groups). The flat groups follow
 // transformers' parameter registration order (the order DeepSpeed's optimizer group has when built
-// from model.parameters()), which is known for the Llama family names (embed_tokens; per layer
-// self_attn q/k/v/o, mlp gate/up/down, input_layernorm, post_attention_layernorm; norm; lm_head).
+// from model.parameters()), which is known for the supported families' names (embed_tokens; per
+// layer self_attn q/k/v/o or Phi-3's fused qkv, q/k norms, mlp gate/up/down or Phi-3's fused gate_up,
+// the layer norms; norm; lm_head: internal/hf_order.h).
 // Memory: the three fp32 states of the whole model (12 bytes a parameter) plus one rank's files.
 #pragma once
 

@@ -5,11 +5,18 @@
 namespace tierzero::checkpoint {
 
 Result<std::array<int64_t, 3>> hf_parameter_rank(const std::string& name) {
+  // One slot order that agrees with every family's registration order: Qwen3 / Gemma 3 register
+  // q_norm and k_norm after o_proj; Phi-3 registers o_proj before its fused qkv_proj and gate_up_proj
+  // before down_proj; Gemma adds pre/post feed-forward norms after the two others.
   static constexpr const char* kLayerSlots[] = {
-      "self_attn.q_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.weight", "self_attn.k_proj.bias",
-      "self_attn.v_proj.weight", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.o_proj.bias",
-      "mlp.gate_proj.weight",    "mlp.gate_proj.bias",    "mlp.up_proj.weight",      "mlp.up_proj.bias",
-      "mlp.down_proj.weight",    "mlp.down_proj.bias",    "input_layernorm.weight",  "post_attention_layernorm.weight"};
+      "self_attn.q_proj.weight",          "self_attn.q_proj.bias",         "self_attn.k_proj.weight",
+      "self_attn.k_proj.bias",            "self_attn.v_proj.weight",       "self_attn.v_proj.bias",
+      "self_attn.o_proj.weight",          "self_attn.o_proj.bias",         "self_attn.qkv_proj.weight",
+      "self_attn.q_norm.weight",          "self_attn.k_norm.weight",       "mlp.gate_proj.weight",
+      "mlp.gate_proj.bias",               "mlp.up_proj.weight",            "mlp.up_proj.bias",
+      "mlp.gate_up_proj.weight",          "mlp.down_proj.weight",          "mlp.down_proj.bias",
+      "input_layernorm.weight",           "post_attention_layernorm.weight", "pre_feedforward_layernorm.weight",
+      "post_feedforward_layernorm.weight"};
   if (name == "model.embed_tokens.weight") return std::array<int64_t, 3>{0, 0, 0};
   if (name == "model.norm.weight") return std::array<int64_t, 3>{2, 0, 0};
   if (name == "lm_head.weight") return std::array<int64_t, 3>{3, 0, 0};
@@ -26,8 +33,8 @@ Result<std::array<int64_t, 3>> hf_parameter_rank(const std::string& name) {
     }
   }
   return unsupported("parameter '" + name +
-                     "' has no known place in transformers' Llama-family parameter order, "
-                     "which DeepSpeed's flat groups follow; --to deepspeed supports Llama / Qwen2 / Mistral names");
+                     "' has no known place in transformers' parameter order, which DeepSpeed's flat groups "
+                     "follow; --to deepspeed supports the Llama, Qwen2, Qwen3, Mistral, Phi-3 and Gemma 2/3 names");
 }
 
 }  // namespace tierzero::checkpoint

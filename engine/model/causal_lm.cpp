@@ -1,6 +1,8 @@
-// The decoder-only causal LM as a chain of pure unit functions (see functional_model.h). Each op
-// mirrors transformers' modeling_llama.py / modeling_qwen2.py / modeling_mistral.py (same dtype
-// casts in the same places): the parity tests find fp32 and bf16 logits bit-identical on CPU.
+// The decoder-only causal LM as a chain of pure unit functions (see functional_model.h): the
+// embedding, the family's decoder layers (llama_layer.cpp, phi3_layer.cpp, gemma_layer.cpp) and the
+// final norm + LM head. Each op mirrors transformers' modeling code (same dtype casts in the same
+// places): the parity tests find fp32 logits equal to transformers' and bf16 within its own
+// bf16-vs-fp32 spread.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,66 +12,10 @@
 #include <set>
 
 #include "engine/model/functional_model.h"
-#include "engine/model/internal/rope.h"
+#include "engine/model/internal/layer_ops.h"
 
 namespace tierzero::engine {
 namespace {
-
-// LlamaRMSNorm: normalise in fp32 (double stays double), cast back, then scale by the weight.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const at::ScalarType compute = at::promote_types(x.scalar_type(), at::kFloat);
-  at::Tensor h = x.to(compute);
-  at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
-  h = h * at::rsqrt(variance + eps);
-  return weight * h.to(x.scalar_type());
-}
-
-// Boolean attention mask [T, T] for a sliding window: query q sees keys q-window+1 .. q.
-at::Tensor sliding_window_mask(int64_t seq_len, int64_t window, at::Device device) {
-  at::Tensor q = at::arange(seq_len, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(1);
-  at::Tensor k = q.transpose(0, 1);
-  return (k <= q).logical_and(k > q - window);
-}
-
-// Parameter names of one decoder layer in forward order; which biases exist depends on the config.
-std::vector<ParamSpec> layer_param_specs(const ModelConfig& c, int64_t layer) {
-  const std::string p = fmt::format("model.layers.{}.", layer);
-  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-  const int64_t inter = c.intermediate_size;
-  std::vector<ParamSpec> specs;
-  auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
-    specs.push_back({p + name + ".weight", {out, in}});
-    if (bias) specs.push_back({p + name + ".bias", {out}});
-  };
-  specs.push_back({p + "input_layernorm.weight", {h}});
-  linear("self_attn.q_proj", q, h, c.qkv_bias);
-  linear("self_attn.k_proj", kv, h, c.qkv_bias);
-  linear("self_attn.v_proj", kv, h, c.qkv_bias);
-  linear("self_attn.o_proj", h, q, c.o_proj_bias);
-  specs.push_back({p + "post_attention_layernorm.weight", {h}});
-  linear("mlp.gate_proj", inter, h, c.mlp_bias);
-  linear("mlp.up_proj", inter, h, c.mlp_bias);
-  linear("mlp.down_proj", h, inter, c.mlp_bias);
-  return specs;
-}
-
-// Hands out a unit's parameters in unit_params order, with the optional biases in place.
-class ParamCursor {
- public:
-  explicit ParamCursor(at::TensorList params) : params_(params) {}
-  const at::Tensor& next() { return params_[i_++]; }
-  std::optional<at::Tensor> next_if(bool present) { return present ? std::optional<at::Tensor>(next()) : std::nullopt; }
-  // Projects x through the next weight (and the bias after it when `has_bias`) with `projector`.
-  at::Tensor project_next(const Projector& projector, const at::Tensor& x, bool has_bias) {
-    const size_t weight_index = i_;
-    const at::Tensor& weight = next();
-    return projector.project(weight_index, x, weight, next_if(has_bias));
-  }
-
- private:
-  at::TensorList params_;
-  size_t i_ = 0;
-};
 
 class CausalLm final : public FunctionalModel {
  public:
@@ -77,7 +23,9 @@ class CausalLm final : public FunctionalModel {
     const int64_t h = config_.hidden_size, v = config_.vocab_size;
     units_.push_back({{"model.embed_tokens.weight", {v, h}}});
     for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-      units_.push_back(layer_param_specs(config_, layer));
+      units_.push_back(config_.is_gemma()             ? gemma_layer_params(config_, layer)
+                       : config_.fused_projections() ? phi3_layer_params(config_, layer)
+                                                     : llama_layer_params(config_, layer));
     }
     const char* head = config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     units_.push_back({{"model.norm.weight", {h}}, {head, {v, h}}});
@@ -92,7 +40,10 @@ class CausalLm final : public FunctionalModel {
     check_unit_inputs(u, input, params);
     if (u == 0) return embed(input, params[0]);
     if (u + 1 == units_.size()) return lm_head(input, params, projector);
-    return decoder_layer(static_cast<int64_t>(u) - 1, input, params, projector);
+    const int64_t layer = static_cast<int64_t>(u) - 1;
+    if (config_.is_gemma()) return gemma_layer(config_, layer, input, params, projector);
+    if (config_.fused_projections()) return phi3_layer(config_, layer, input, params, projector);
+    return llama_layer(config_, layer, input, params, projector);
   }
 
  private:
@@ -122,48 +73,24 @@ class CausalLm final : public FunctionalModel {
     }
   }
 
-  // nn.Embedding(vocab, hidden, padding_idx=pad_token_id): the pad row gets no gradient.
+  // nn.Embedding(vocab, hidden, padding_idx=pad_token_id): the pad row gets no gradient. Gemma
+  // multiplies by sqrt(hidden_size), a fp32 scalar cast to the weight's dtype (as its
+  // ScaledWordEmbedding's embed_scale buffer).
   at::Tensor embed(const at::Tensor& tokens, const at::Tensor& weight) const {
-    return at::embedding(weight, tokens, /*padding_idx=*/config_.pad_token_id.value_or(-1));
+    at::Tensor h = at::embedding(weight, tokens, /*padding_idx=*/config_.pad_token_id.value_or(-1));
+    if (!config_.is_gemma()) return h;
+    const at::Tensor scale =
+        at::scalar_tensor(std::sqrt(static_cast<double>(config_.hidden_size)), at::TensorOptions().dtype(at::kFloat));
+    return h * scale.to(weight.options());
   }
 
-  at::Tensor decoder_layer(int64_t layer, const at::Tensor& x, at::TensorList params,
-                           const Projector& projector) const {
-    const ModelConfig& c = config_;
-    ParamCursor p(params);
-    const int64_t batch = x.size(0), seq_len = x.size(1);
-
-    const at::Tensor& input_norm = p.next();
-    at::Tensor h = rms_norm(x, input_norm, c.rms_norm_eps);
-    at::Tensor q = p.project_next(projector, h, c.qkv_bias).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
-    at::Tensor k = p.project_next(projector, h, c.qkv_bias).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
-    at::Tensor v = p.project_next(projector, h, c.qkv_bias).view({batch, seq_len, -1, c.head_dim}).transpose(1, 2);
-    auto [cos, sin] = rope_cos_sin(c, seq_len, x.scalar_type(), x.device());
-    q = apply_rope(q, cos, sin);
-    k = apply_rope(k, cos, sin);
-
-    std::optional<at::Tensor> mask;
-    if (c.layer_uses_sliding_window(layer) && seq_len > *c.sliding_window) {
-      mask = sliding_window_mask(seq_len, *c.sliding_window, x.device());
-    }
-    const double scale = std::pow(static_cast<double>(c.head_dim), -0.5);
-    at::Tensor attn = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
-                                                       /*is_causal=*/!mask.has_value(), scale,
-                                                       /*enable_gqa=*/c.num_key_value_heads != c.num_attention_heads);
-    attn = attn.transpose(1, 2).reshape({batch, seq_len, -1});
-    at::Tensor x1 = x + p.project_next(projector, attn, c.o_proj_bias);
-
-    const at::Tensor& post_norm = p.next();
-    h = rms_norm(x1, post_norm, c.rms_norm_eps);
-    at::Tensor gate = at::silu(p.project_next(projector, h, c.mlp_bias));
-    at::Tensor up = p.project_next(projector, h, c.mlp_bias);
-    at::Tensor mlp = p.project_next(projector, gate * up, c.mlp_bias);
-    return x1 + mlp;
-  }
-
-  // Final norm and LM head; logits widened to fp32 as HF's loss does (double stays double).
+  // Final norm and LM head (Gemma: its norm, then final_logit_softcapping in the model's dtype);
+  // logits widened to fp32 as HF's loss does (double stays double).
   at::Tensor lm_head(const at::Tensor& x, at::TensorList params, const Projector& projector) const {
-    at::Tensor logits = projector.project(1, rms_norm(x, params[0], config_.rms_norm_eps), params[1], std::nullopt);
+    const double eps = config_.rms_norm_eps;
+    at::Tensor h = config_.is_gemma() ? gemma_rms_norm(x, params[0], eps) : rms_norm(x, params[0], eps);
+    at::Tensor logits = projector.project(1, h, params[1], std::nullopt);
+    if (const std::optional<double>& cap = config_.final_logit_softcapping) logits = at::tanh(logits / *cap) * *cap;
     return logits.to(at::promote_types(logits.scalar_type(), at::kFloat));
   }
 

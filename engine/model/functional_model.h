@@ -1,4 +1,5 @@
-// The decoder-only causal LM (Llama / Qwen2 / Mistral) written functionally, for the ZeRO engine.
+// The decoder-only causal LM (Llama / Qwen2 / Qwen3 / Mistral / Phi-3 / Gemma 2-3) written
+// functionally, for the ZeRO engine.
 //
 // The model is a chain of units: unit 0 = token embedding, units 1..L = decoder layers,
 // unit L+1 = final norm + LM head. Each unit is a pure function of (input, its parameters): no
@@ -52,8 +53,9 @@ class FunctionalModel {
 
   // Parameters of unit u, in the order forward_unit expects them. A tied LM head lists
   // "model.embed_tokens.weight" in the last unit too (the same parameter in two units; the engine
-  // sums its gradients). Layer order: input_layernorm, q/k/v/o_proj (weight then bias where
-  // present), post_attention_layernorm, gate/up/down_proj.
+  // sums its gradients). Layer order: the family's, in forward order (internal/layer_ops.h), e.g.
+  // Llama's input_layernorm, q/k/v/o_proj (weight then bias where present),
+  // post_attention_layernorm, gate/up/down_proj.
   virtual const std::vector<ParamSpec>& unit_params(size_t u) const = 0;
 
   // Runs unit u. Unit 0: token ids [B,T] int64 -> hidden [B,T,H] in the embedding's dtype (as
@@ -96,7 +98,8 @@ at::Tensor forward_full(const FunctionalModel& model, const at::Tensor& tokens,
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 
 // Random parameters as HF's _init_weights makes them: linear weights and embeddings
-// ~ normal(0, initializer_range), biases 0, norm weights 1, the pad_token_id embedding row 0.
+// ~ normal(0, initializer_range), biases 0, norm weights 1 (Gemma's 0), the pad_token_id embedding
+// row 0.
 // Values depend only on (config, seed), not on dtype or device: drawn in fp32 on the CPU from one
 // generator seeded with `seed`, in all_params order, then cast and moved.
 std::map<std::string, at::Tensor> init_parameters(const ModelConfig& config, uint64_t seed, at::ScalarType dtype,

@@ -69,9 +69,9 @@ struct Family {
   const char* architecture;
 };
 constexpr Family kFamilies[] = {
-    {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},
-    {"mistral", "MistralForCausalLM"},
+    {"llama", "LlamaForCausalLM"},   {"qwen2", "Qwen2ForCausalLM"},   {"qwen3", "Qwen3ForCausalLM"},
+    {"mistral", "MistralForCausalLM"}, {"phi3", "Phi3ForCausalLM"},   {"gemma2", "Gemma2ForCausalLM"},
+    {"gemma3_text", "Gemma3ForCausalLM"},
 };
 
 Status read_family(const json& j, const std::string& origin, ModelConfig& c) {
@@ -92,37 +92,117 @@ Status read_family(const json& j, const std::string& origin, ModelConfig& c) {
   }
   return unsupported(
       fmt::format("{}: model_type \"{}\" (architectures[0] \"{}\") is not supported; tierzero runs the decoder-only "
-                  "llama, qwen2 and mistral families",
+                  "llama, qwen2, qwen3, mistral, phi3, gemma2 and gemma3_text (Gemma3ForCausalLM) families",
                   origin, model_type, architecture));
 }
 
-// rope_theta and the scaling: transformers >= 5 writes "rope_parameters" {rope_type, rope_theta, ...};
-// older files write top-level "rope_theta" and "rope_scaling" {type | rope_type, factor, ...}.
-Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
-  KeyReader top(j, origin);
-  top.number("rope_theta", c.rope_theta);
-  const char* dict_key = top.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
-  if (!top.has(dict_key)) return top.status();
-  const json& d = j.at(dict_key);
-  if (!d.is_object()) return invalid_argument(fmt::format("{}: key \"{}\" must be an object", origin, dict_key));
-  KeyReader r(d, fmt::format("{} ({})", origin, dict_key));
-  RopeScaling& s = c.rope_scaling;
+// Reads one RoPE dict ({rope_type | type, rope_theta, factor, ...}) into `s` and `theta`.
+Status read_rope_dict(const json& d, const std::string& origin, RopeScaling& s, double& theta,
+                      double& partial_rotary_factor) {
+  if (!d.is_object()) return invalid_argument(fmt::format("{}: must be an object", origin));
+  KeyReader r(d, origin);
   r.string("type", s.type);
   r.string("rope_type", s.type);
-  r.number("rope_theta", c.rope_theta);
+  r.number("rope_theta", theta);
   r.number("factor", s.factor);
   r.number("low_freq_factor", s.low_freq_factor);
   r.number("high_freq_factor", s.high_freq_factor);
-  s.original_max_position_embeddings = c.max_position_embeddings;
-  top.integer("original_max_position_embeddings", s.original_max_position_embeddings);
   r.integer("original_max_position_embeddings", s.original_max_position_embeddings);
-  double partial_rotary_factor = 1.0;
   r.number("partial_rotary_factor", partial_rotary_factor);
+  if (r.has("attention_factor")) {
+    double attention_factor = 1.0;
+    r.number("attention_factor", attention_factor);
+    s.attention_factor = attention_factor;
+  }
+  for (auto [key, out] : {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}}) {
+    if (!r.has(key)) continue;
+    const json& v = d.at(key);
+    if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); })) {
+      r.fail(fmt::format("key \"{}\" must be a list of numbers", key));
+      continue;
+    }
+    *out = v.get<std::vector<double>>();
+  }
+  return r.status();
+}
+
+// Gemma 3's RoPE: rope_parameters {full_attention: {...}, sliding_attention: {...}} (transformers
+// >= 5), or rope_theta (default 1e6) + rope_scaling for the full-attention layers and
+// rope_local_base_freq (default 1e4) for the sliding ones.
+Status read_gemma3_rope(const json& j, const std::string& origin, ModelConfig& c) {
+  KeyReader top(j, origin);
+  c.rope_theta = 1e6;
+  double local_theta = 1e4, partial_rotary_factor = 1.0;
+  c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
+  top.number("rope_theta", c.rope_theta);
+  top.number("rope_local_base_freq", local_theta);
   TZ_RETURN_IF_ERROR(top.status());
-  TZ_RETURN_IF_ERROR(r.status());
+  const bool nested = top.has("rope_parameters");
+  if (nested || top.has("rope_scaling")) {
+    const json& d = j.at(nested ? "rope_parameters" : "rope_scaling");
+    const std::string key = nested ? "rope_parameters" : "rope_scaling";
+    if (nested && (!d.is_object() || !d.contains("full_attention"))) {
+      return invalid_argument(fmt::format("{}: rope_parameters must hold \"full_attention\" and \"sliding_attention\"", origin));
+    }
+    TZ_RETURN_IF_ERROR(read_rope_dict(nested ? d.at("full_attention") : d, fmt::format("{} ({})", origin, key),
+                                      c.rope_scaling, c.rope_theta, partial_rotary_factor));
+    if (nested && d.contains("sliding_attention") && !d["sliding_attention"].is_null()) {
+      RopeScaling local;
+      TZ_RETURN_IF_ERROR(read_rope_dict(d.at("sliding_attention"),
+                                        fmt::format("{} (rope_parameters.sliding_attention)", origin), local,
+                                        local_theta, partial_rotary_factor));
+      if (local.type != "default") {
+        return unsupported(fmt::format(
+            "{}: rope_parameters.sliding_attention rope_type \"{}\" is not supported (only \"default\")", origin,
+            local.type));
+      }
+    }
+  }
+  c.rope_local_base_freq = local_theta;
   if (partial_rotary_factor != 1.0) {
-    return unsupported(fmt::format("{}: {}.partial_rotary_factor {} is not supported (only 1.0)", origin, dict_key,
+    return unsupported(fmt::format("{}: partial_rotary_factor {} is not supported for gemma3_text (only 1.0)", origin,
                                    partial_rotary_factor));
+  }
+  return {};
+}
+
+// rope_theta and the scaling: transformers >= 5 writes "rope_parameters" {rope_type, rope_theta, ...};
+// older files write top-level "rope_theta" and "rope_scaling" {type | rope_type, factor, ...}. A
+// top-level original_max_position_embeddings wins over the dict's (as transformers' standardize_rope_params;
+// Phi-3's defaults to 4096). Phi-3 alone reads partial_rotary_factor (the dict's, else the top-level key)
+// and calls longrope "su" or "yarn" too.
+Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
+  if (c.model_type == "gemma3_text") return read_gemma3_rope(j, origin, c);
+  const bool phi3 = c.model_type == "phi3";
+  KeyReader top(j, origin);
+  top.number("rope_theta", c.rope_theta);
+  double partial_rotary_factor = 1.0;
+  if (phi3) top.number("partial_rotary_factor", partial_rotary_factor);
+  RopeScaling& s = c.rope_scaling;
+  s.original_max_position_embeddings = c.max_position_embeddings;
+  const char* dict_key = top.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  if (top.has(dict_key)) {
+    TZ_RETURN_IF_ERROR(read_rope_dict(j.at(dict_key), fmt::format("{} ({})", origin, dict_key), s, c.rope_theta,
+                                      partial_rotary_factor));
+  }
+  if (phi3) s.original_max_position_embeddings = 4096;
+  top.integer("original_max_position_embeddings", s.original_max_position_embeddings);
+  TZ_RETURN_IF_ERROR(top.status());
+  if (phi3 && (s.type == "su" || s.type == "yarn")) s.type = "longrope";
+  if (s.type == "longrope" && !(top.has(dict_key) && j.at(dict_key).contains("factor"))) {
+    s.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
+  }
+  if (phi3) {
+    c.partial_rotary_factor = partial_rotary_factor;
+  } else if (partial_rotary_factor != 1.0) {
+    return unsupported(fmt::format("{}: {}.partial_rotary_factor {} is not supported for {} (only 1.0; phi3 rotates "
+                                   "part of each head)",
+                                   origin, dict_key, partial_rotary_factor, c.model_type));
+  }
+  if (phi3 && s.type != "default" && s.type != "longrope") {
+    return unsupported(fmt::format("{}: rope type \"{}\" is not supported for phi3 (default, longrope / su), as in "
+                                   "transformers",
+                                   origin, s.type));
   }
   return {};
 }
@@ -130,25 +210,44 @@ Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
 // The most decoder layers a model config may have (validate_model_config).
 constexpr int64_t kMaxHiddenLayers = int64_t{1} << 14;
 
-// Which layers use the sliding window; see ModelConfig::sliding_window_layers.
+// Which layers use the sliding window; see ModelConfig::sliding_window_layers. Llama has none.
 Status read_sliding_window(const json& j, const std::string& origin, ModelConfig& c) {
   KeyReader r(j, origin);
-  bool use_sliding_window = c.model_type == "mistral";
-  r.boolean("use_sliding_window", use_sliding_window);
+  const std::string& type = c.model_type;
+  const bool qwen = type == "qwen2" || type == "qwen3";
+  // Mistral, Gemma: on unless "sliding_window" is null; Qwen: "use_sliding_window"; Phi-3: a
+  // non-null "sliding_window" (its default is null).
+  bool use_sliding_window = type == "mistral" || c.is_gemma() || (type == "phi3" && r.has("sliding_window"));
+  if (qwen) r.boolean("use_sliding_window", use_sliding_window);
   int64_t window = 4096;  // transformers' default when the key is absent
   if (j.contains("sliding_window") && j["sliding_window"].is_null()) use_sliding_window = false;
   r.integer("sliding_window", window);
-  int64_t max_window_layers = c.model_type == "qwen2" ? 28 : 0;
-  r.integer("max_window_layers", max_window_layers);
+  int64_t max_window_layers = type == "qwen2" || type == "qwen3" ? 28 : 0;
+  if (qwen) r.integer("max_window_layers", max_window_layers);
+  // Gemma without layer_types: every pattern-th layer is global (Gemma 2: 2; Gemma 3: 6).
+  int64_t pattern = type == "gemma3_text" ? 6 : 2;
+  if (type == "gemma3_text") {
+    r.integer("_sliding_window_pattern", pattern);
+    r.integer("sliding_window_pattern", pattern);
+  }
+  bool bidirectional = false;
+  if (c.is_gemma()) r.boolean("use_bidirectional_attention", bidirectional);
   TZ_RETURN_IF_ERROR(r.status());
+  if (bidirectional) {
+    return unsupported(fmt::format("{}: use_bidirectional_attention true is not supported (tierzero trains causal LMs)",
+                                   origin));
+  }
+  if (pattern < 1) return invalid_argument(fmt::format("{}: sliding_window_pattern {} must be >= 1", origin, pattern));
   // validate_model_config refuses such a layer count next; nothing is sized by it before (fuzzing:
   // num_hidden_layers -2 threw length_error from here).
   if (c.num_hidden_layers < 1 || c.num_hidden_layers > kMaxHiddenLayers) return {};
   c.sliding_window_layers.assign(c.num_hidden_layers, false);
-  if (!use_sliding_window) return {};
+  if (!use_sliding_window || type == "llama") return {};
   c.sliding_window = window;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.sliding_window_layers[i] = i >= max_window_layers;
-  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    c.sliding_window_layers[i] = c.is_gemma() ? (i + 1) % pattern != 0 : i >= max_window_layers;
+  }
+  if ((qwen || c.is_gemma()) && j.contains("layer_types") && j["layer_types"].is_array()) {
     const json& types = j["layer_types"];
     if (static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
       return invalid_argument(fmt::format("{}: layer_types has {} entries but num_hidden_layers is {}", origin,
@@ -159,6 +258,34 @@ Status read_sliding_window(const json& j, const std::string& origin, ModelConfig
     }
   }
   return {};
+}
+
+// Reads an optional number that JSON null (or absence) turns off, with the family's default.
+void read_optional_number(KeyReader& r, const json& j, const char* key, std::optional<double> fallback,
+                          std::optional<double>& out) {
+  out = fallback;
+  if (j.contains(key) && j[key].is_null()) out.reset();
+  if (!r.has(key)) return;
+  double value = 0.0;
+  r.number(key, value);
+  out = value;
+}
+
+// Gemma's keys: hidden_activation, query_pre_attn_scalar, the soft-capping values (Gemma 2's
+// defaults 50 and 30; Gemma 3's none).
+Status read_gemma(const json& j, const std::string& origin, ModelConfig& c) {
+  KeyReader r(j, origin);
+  c.hidden_act = "gelu_pytorch_tanh";
+  r.string("hidden_activation", c.hidden_act);
+  read_optional_number(r, j, "query_pre_attn_scalar", 256.0, c.query_pre_attn_scalar);
+  const bool gemma2 = c.model_type == "gemma2";
+  read_optional_number(r, j, "attn_logit_softcapping", gemma2 ? std::optional<double>(50.0) : std::nullopt,
+                       c.attn_logit_softcapping);
+  read_optional_number(r, j, "final_logit_softcapping", gemma2 ? std::optional<double>(30.0) : std::nullopt,
+                       c.final_logit_softcapping);
+  // Gemma 3 passes no soft-capping to its attention (transformers' Gemma3Attention): the key is
+  // kept for the export but has no effect.
+  return r.status();
 }
 
 }  // namespace
@@ -197,14 +324,38 @@ Status validate_model_config(const ModelConfig& c) {
   }
   if (c.head_dim % 2 != 0)
     return invalid_argument(fmt::format("model config: head_dim {} must be even for RoPE", c.head_dim));
-  if (c.hidden_act != "silu") {
-    return unsupported(
-        fmt::format("model config: hidden_act \"{}\" is not supported (only \"silu\", SwiGLU)", c.hidden_act));
+  if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh") {
+    return unsupported(fmt::format(
+        "model config: hidden_act \"{}\" is not supported (\"silu\", SwiGLU; \"gelu_pytorch_tanh\", GeGLU)",
+        c.hidden_act));
+  }
+  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) || c.rotary_dim() % 2 != 0) {
+    return invalid_argument(fmt::format(
+        "model config: partial_rotary_factor {} must be in (0, 1] and give an even rotary dimension (head_dim {})",
+        c.partial_rotary_factor, c.head_dim));
+  }
+  for (auto [key, value] : {std::pair{"query_pre_attn_scalar", c.query_pre_attn_scalar},
+                            std::pair{"attn_logit_softcapping", c.attn_logit_softcapping},
+                            std::pair{"final_logit_softcapping", c.final_logit_softcapping},
+                            std::pair{"rope_local_base_freq", c.rope_local_base_freq}}) {
+    if (value && !(*value > 0)) {
+      return invalid_argument(fmt::format("model config: {} {} must be > 0 (or null)", key, *value));
+    }
   }
   const std::string& t = c.rope_scaling.type;
-  if (t != "default" && t != "linear" && t != "dynamic" && t != "llama3") {
-    return unsupported(
-        fmt::format("model config: rope type \"{}\" is not supported (default, linear, dynamic, llama3)", t));
+  if (t != "default" && t != "linear" && t != "dynamic" && t != "llama3" && t != "longrope") {
+    return unsupported(fmt::format(
+        "model config: rope type \"{}\" is not supported (default, linear, dynamic, llama3, longrope)", t));
+  }
+  if (t == "longrope") {
+    const size_t half = static_cast<size_t>(c.rotary_dim() / 2);
+    if (c.rope_scaling.short_factor.size() != half || c.rope_scaling.long_factor.size() != half ||
+        c.rope_scaling.original_max_position_embeddings <= 0) {
+      return invalid_argument(fmt::format(
+          "model config: longrope needs short_factor and long_factor of {} numbers each (rotary dimension / 2; got "
+          "{} and {}) and original_max_position_embeddings > 0",
+          half, c.rope_scaling.short_factor.size(), c.rope_scaling.long_factor.size()));
+    }
   }
   if (t != "default" && !(c.rope_scaling.factor > 0)) {
     return invalid_argument(fmt::format("model config: rope factor {} must be > 0", c.rope_scaling.factor));
@@ -240,14 +391,26 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   r.integer("num_attention_heads", c.num_attention_heads, true);
   c.num_key_value_heads = c.num_attention_heads;
   r.integer("num_key_value_heads", c.num_key_value_heads);
+  const std::string& type = c.model_type;
+  if (type == "phi3") c.rms_norm_eps = 1e-5;
   r.number("rms_norm_eps", c.rms_norm_eps);
-  c.max_position_embeddings = c.model_type == "llama" ? 2048 : c.model_type == "qwen2" ? 32768 : 4096 * 32;
+  c.max_position_embeddings = type == "llama"                         ? 2048
+                              : type == "qwen2" || type == "qwen3"    ? 32768
+                              : type == "phi3"                        ? 4096
+                              : type == "gemma2"                      ? 8192
+                              : type == "gemma3_text"                 ? 131072
+                                                                      : 4096 * 32;
   r.integer("max_position_embeddings", c.max_position_embeddings);
+  c.tie_word_embeddings = c.is_gemma();
   r.boolean("tie_word_embeddings", c.tie_word_embeddings);
   r.string("hidden_act", c.hidden_act);
   r.string("torch_dtype", c.torch_dtype);
   r.string("dtype", c.torch_dtype);
   r.number("initializer_range", c.initializer_range);
+  // transformers' pad_token_id defaults: Gemma 0, Phi-3 32000, none elsewhere; JSON null: none.
+  if (c.is_gemma()) c.pad_token_id = 0;
+  if (type == "phi3") c.pad_token_id = 32000;
+  if (j.contains("pad_token_id") && j["pad_token_id"].is_null()) c.pad_token_id.reset();
   if (r.has("pad_token_id")) {
     int64_t pad = 0;
     r.integer("pad_token_id", pad);
@@ -258,11 +421,16 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   r.boolean("mlp_bias", c.mlp_bias);
   TZ_RETURN_IF_ERROR(r.status());
   if (c.num_attention_heads > 0) c.head_dim = c.hidden_size / c.num_attention_heads;
+  if (type == "qwen3") c.head_dim = 128;  // the config classes' defaults when the key is absent
+  if (c.is_gemma()) c.head_dim = 256;
   r.integer("head_dim", c.head_dim);
   TZ_RETURN_IF_ERROR(r.status());
-  c.qkv_bias = c.model_type == "qwen2" || (c.model_type == "llama" && attention_bias);
-  c.o_proj_bias = c.model_type == "llama" && attention_bias;
-  c.mlp_bias = c.model_type == "llama" && c.mlp_bias;
+  const bool all_four_biased = type == "llama" || type == "qwen3" || c.is_gemma();
+  c.qkv_bias = type == "qwen2" || (all_four_biased && attention_bias);
+  c.o_proj_bias = all_four_biased && attention_bias;
+  c.mlp_bias = type == "llama" && c.mlp_bias;
+  c.qk_norm = type == "qwen3" || type == "gemma3_text";
+  if (c.is_gemma()) TZ_RETURN_IF_ERROR(read_gemma(j, origin, c));
   TZ_RETURN_IF_ERROR(read_rope(j, origin, c));
   TZ_RETURN_IF_ERROR(read_sliding_window(j, origin, c));
   Status valid = validate_model_config(c);
@@ -309,10 +477,11 @@ std::string to_hf_json(const ModelConfig& c) {
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_key_value_heads"] = c.num_key_value_heads;
   j["head_dim"] = c.head_dim;
-  j["hidden_act"] = c.hidden_act;
+  j[c.is_gemma() ? "hidden_activation" : "hidden_act"] = c.hidden_act;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rope_theta"] = c.rope_theta;
+  if (c.rope_local_base_freq) j["rope_local_base_freq"] = *c.rope_local_base_freq;
   const RopeScaling& rope = c.rope_scaling;
   if (rope.type != "default" || rope.original_max_position_embeddings != 0) {
     j["rope_scaling"] = {{"rope_type", rope.type},
@@ -320,30 +489,48 @@ std::string to_hf_json(const ModelConfig& c) {
                          {"low_freq_factor", rope.low_freq_factor},
                          {"high_freq_factor", rope.high_freq_factor},
                          {"original_max_position_embeddings", rope.original_max_position_embeddings}};
+    if (rope.type == "longrope") {
+      j["rope_scaling"]["short_factor"] = rope.short_factor;
+      j["rope_scaling"]["long_factor"] = rope.long_factor;
+    }
+    if (rope.attention_factor) j["rope_scaling"]["attention_factor"] = *rope.attention_factor;
+  }
+  if (c.model_type == "phi3") {
+    j["original_max_position_embeddings"] = rope.original_max_position_embeddings;
+    j["partial_rotary_factor"] = c.partial_rotary_factor;
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (c.model_type == "llama") {
-    j["attention_bias"] = c.qkv_bias;
-    j["mlp_bias"] = c.mlp_bias;
+  if (c.model_type == "llama" || c.model_type == "qwen3" || c.is_gemma()) j["attention_bias"] = c.qkv_bias;
+  if (c.model_type == "llama") j["mlp_bias"] = c.mlp_bias;
+  if (c.is_gemma()) {
+    auto optional_number = [](const std::optional<double>& v) {
+      return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+    };
+    j["query_pre_attn_scalar"] = optional_number(c.query_pre_attn_scalar);
+    j["attn_logit_softcapping"] = optional_number(c.attn_logit_softcapping);
+    j["final_logit_softcapping"] = optional_number(c.final_logit_softcapping);
   }
-  if (c.model_type == "qwen2") {
-    j["use_sliding_window"] = c.sliding_window.has_value();
-    if (c.sliding_window) {
-      nlohmann::ordered_json layer_types = nlohmann::ordered_json::array();
-      int64_t first_sliding = c.num_hidden_layers;
-      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-        layer_types.push_back(c.layer_uses_sliding_window(i) ? "sliding_attention" : "full_attention");
-        if (c.layer_uses_sliding_window(i)) first_sliding = std::min(first_sliding, i);
-      }
-      j["max_window_layers"] = first_sliding;
-      j["layer_types"] = layer_types;
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
+  if (qwen) j["use_sliding_window"] = c.sliding_window.has_value();
+  if ((qwen && c.sliding_window) || c.is_gemma()) {
+    nlohmann::ordered_json layer_types = nlohmann::ordered_json::array();
+    int64_t first_sliding = c.num_hidden_layers;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      layer_types.push_back(c.layer_uses_sliding_window(i) ? "sliding_attention" : "full_attention");
+      if (c.layer_uses_sliding_window(i)) first_sliding = std::min(first_sliding, i);
     }
+    if (qwen) j["max_window_layers"] = first_sliding;
+    j["layer_types"] = layer_types;
   }
-  if (c.model_type == "qwen2" || c.model_type == "mistral") {
+  if (c.model_type != "llama") {
     j["sliding_window"] = c.sliding_window ? nlohmann::ordered_json(*c.sliding_window) : nlohmann::ordered_json();
   }
   j["initializer_range"] = c.initializer_range;
-  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  if (c.pad_token_id) {
+    j["pad_token_id"] = *c.pad_token_id;
+  } else if (c.is_gemma() || c.model_type == "phi3") {
+    j["pad_token_id"] = nullptr;  // these families default to a pad token
+  }
   j["torch_dtype"] = c.torch_dtype;
   return j.dump(2) + "\n";
 }
@@ -375,7 +562,8 @@ int64_t layer_matmul_params(const ModelConfig& c) {
 
 int64_t num_parameters(const ModelConfig& c) {
   const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-  int64_t layer = layer_matmul_params(c) + 2 * c.hidden_size;
+  // Norms: input and post-attention (Gemma: pre/post feed-forward too), q/k norms over head_dim.
+  int64_t layer = layer_matmul_params(c) + (c.is_gemma() ? 4 : 2) * c.hidden_size + (c.qk_norm ? 2 * c.head_dim : 0);
   if (c.qkv_bias) layer += q + 2 * kv;
   if (c.o_proj_bias) layer += c.hidden_size;
   if (c.mlp_bias) layer += 2 * c.intermediate_size + c.hidden_size;

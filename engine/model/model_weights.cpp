@@ -85,7 +85,8 @@ bool init_value_draws(const ParamSpec& spec) {
 at::Tensor init_value(const ParamSpec& spec, const ModelConfig& config, at::Generator& generator) {
   at::Tensor value;
   if (ends_with(spec.name, "norm.weight")) {
-    value = at::ones(spec.shape, at::kFloat);
+    // Gemma's norms scale by (1 + weight): HF starts their weights at 0.
+    value = config.is_gemma() ? at::zeros(spec.shape, at::kFloat) : at::ones(spec.shape, at::kFloat);
   } else if (ends_with(spec.name, ".bias")) {
     value = at::zeros(spec.shape, at::kFloat);
   } else {

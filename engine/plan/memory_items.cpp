@@ -35,12 +35,19 @@ class Items {
 // intermediates (two RMSNorms' fp32 input and 16-bit output; q, k before and after RoPE and its
 // rotated half; v; attention's output and its reshaped copy; the residual; gate, silu, up and their
 // product; the output) and the gradients in flight (the output's, the MLP's widest pair, the
-// norms' fp32 ones).
-double layer_bytes_per_token(const ModelDims& m, int e) {
+// norms' fp32 ones). Gemma's two extra norms and the q/k norms' inputs count too; Gemma 2's eager
+// attention keeps its [heads, seq_len] scores per token (scores, capped, masked in e bytes; the
+// softmax in fp32 and cast back).
+double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
   const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
-  const double saved = 2 * (4 + e) * h + e * (5 * q + 4 * kv) + 4 * e * i + 2 * e * h;
+  const double norms = m.sandwich_norms ? 4 : 2;
+  double saved = norms * (4 + e) * h + e * (5 * q + 4 * kv) + 4 * e * i + 2 * e * h;
+  if (m.qk_norm) saved += (4 + e) * (q + kv);
+  if (m.eager_attention) {
+    saved += static_cast<double>(m.num_attention_heads) * static_cast<double>(seq_len) * (4 * e + 4);
+  }
   const double in_flight = e * (h + 2 * i) + 8 * h;
   return saved + in_flight;
 }
@@ -184,11 +191,11 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
           tokens * (static_cast<double>(m.num_hidden_layers + 1) * m.hidden_size * e + 8),
           std::to_string(m.num_hidden_layers + 1) + " x [" + std::to_string(s.micro) + " x " + std::to_string(s.seq) +
               " x " + std::to_string(m.hidden_size) + "] x " + std::to_string(e) + " B + token ids");
-  const double layer = tokens * layer_bytes_per_token(m, e);
+  const double layer = tokens * layer_bytes_per_token(m, e, s.seq);
   const double logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * e);
   char formula[200];
   std::snprintf(formula, sizeof formula, "max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
-                count_text(layer_bytes_per_token(m, e)).c_str(), static_cast<long long>(s.micro * s.seq),
+                count_text(layer_bytes_per_token(m, e, s.seq)).c_str(), static_cast<long long>(s.micro * s.seq),
                 static_cast<long long>(m.vocab_size), count_text(tokens).c_str());
   out.add(Tier::kGpu,
           logits >= layer ? "activations: LM head recomputed (logits, loss)" : "activations: one layer recomputed",
@@ -232,6 +239,7 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
                                             uint64_t planned_gpu_peak, RunShape& s) {
   Items out;
   s.forward_window = false;
+  s.steps_in_backward = false;
   s.device_accumulator = false;
   s.window_bytes = 0;
   if (!s.optimizer_offloaded() || s.accum < 2) return out.take();
@@ -256,6 +264,9 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.window_bytes = s.follows_step ? window : 0.0;
   if (s.follows_step && fits(accumulator + window)) {
     s.forward_window = true;
+    // zero_engine.cpp step_in_backward_if_possible: one rank, no clipping, no fp16, parameters not on NVMe.
+    s.steps_in_backward = s.world == 1 && config.gradient_clipping == 0.0 && config.precision() != Precision::kFp16 &&
+                          !s.params_nvme;
     if (!s.compute_on_cpu)
       out.add(Tier::kGpu, "window: other micro-batches' unit inputs, grads", Phase::kBackward, window,
               std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 2) + " x [" +

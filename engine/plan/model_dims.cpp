@@ -40,18 +40,28 @@ Result<ModelDims> parse_model_dims(std::string_view json_text, const std::string
   TZ_RETURN_IF_ERROR(read_size(j, origin, "num_attention_heads", true, m.num_attention_heads));
   m.num_key_value_heads = m.num_attention_heads;
   TZ_RETURN_IF_ERROR(read_size(j, origin, "num_key_value_heads", false, m.num_key_value_heads));
-  m.head_dim = m.hidden_size / m.num_attention_heads;
+  const std::string model_type =
+      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  const bool gemma = model_type == "gemma2" || model_type == "gemma3_text";
+  // The config classes' head_dim defaults when the key is absent (Qwen3 128, Gemma 256).
+  m.head_dim = model_type == "qwen3" ? 128 : gemma ? 256 : m.hidden_size / m.num_attention_heads;
   TZ_RETURN_IF_ERROR(read_size(j, origin, "head_dim", false, m.head_dim));
   if (m.head_dim <= 0 || m.num_attention_heads % m.num_key_value_heads != 0)
     return invalid_argument(origin + ": num_attention_heads " + std::to_string(m.num_attention_heads) +
                             " must be a multiple of num_key_value_heads " + std::to_string(m.num_key_value_heads) +
                             " and give a head_dim > 0");
-  m.tie_word_embeddings = flag(j, "tie_word_embeddings");
-  const std::string model_type =
-      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
-  m.qkv_bias = model_type == "qwen2" || (model_type == "llama" && flag(j, "attention_bias"));
-  m.o_proj_bias = model_type == "llama" && flag(j, "attention_bias");
+  m.tie_word_embeddings = gemma ? !(j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean() &&
+                                    !j["tie_word_embeddings"].get<bool>())
+                                : flag(j, "tie_word_embeddings");
+  const bool all_four_biased = model_type == "llama" || model_type == "qwen3" || gemma;
+  m.qkv_bias = model_type == "qwen2" || (all_four_biased && flag(j, "attention_bias"));
+  m.o_proj_bias = all_four_biased && flag(j, "attention_bias");
   m.mlp_bias = model_type == "llama" && flag(j, "mlp_bias");
+  m.qk_norm = model_type == "qwen3" || model_type == "gemma3_text";
+  m.fused_projections = model_type == "phi3";
+  m.sandwich_norms = gemma;
+  // Gemma 2's attn_logit_softcapping defaults to 50; null turns it off.
+  m.eager_attention = model_type == "gemma2" && !(j.contains("attn_logit_softcapping") && j["attn_logit_softcapping"].is_null());
   return m;
 }
 

@@ -5,24 +5,30 @@
 namespace tierzero::engine::plan {
 namespace {
 
-// One decoder layer's parameters in unit_params order: input norm, q, k, v, o (each weight then
-// bias where present), post-attention norm, gate, up, down.
+// One decoder layer's parameters in unit_params order (engine/model/internal/layer_ops.h): input
+// norm, q, k, v (each weight then bias where present; Phi-3: one fused qkv), q/k norms, o,
+// post-attention norm, [Gemma: pre-feed-forward norm], gate, up (Phi-3: one fused gate_up), down,
+// [Gemma: post-feed-forward norm].
 std::vector<int64_t> layer_params(const ModelDims& m) {
   const int64_t h = m.hidden_size, q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
   const int64_t i = m.intermediate_size;
+  if (m.fused_projections) return {h, (q + 2 * kv) * h, h * q, h, 2 * i * h, h * i};
   std::vector<int64_t> p = {h, q * h};
   if (m.qkv_bias) p.push_back(q);
   p.push_back(kv * h);
   if (m.qkv_bias) p.push_back(kv);
   p.push_back(kv * h);
   if (m.qkv_bias) p.push_back(kv);
+  if (m.qk_norm) p.insert(p.end(), {m.head_dim, m.head_dim});
   p.push_back(h * q);
   if (m.o_proj_bias) p.push_back(h);
   p.push_back(h);
+  if (m.sandwich_norms) p.push_back(h);
   for (int64_t out : {i, i, h}) {
     p.push_back(out * (out == h ? i : h));
     if (m.mlp_bias) p.push_back(out);
   }
+  if (m.sandwich_norms) p.push_back(h);
   return p;
 }
 

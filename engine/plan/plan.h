@@ -54,8 +54,8 @@
 
 namespace tierzero::engine {
 
-// The shape of a decoder-only Llama / Qwen2 / Mistral model: the fields of a Hugging Face
-// config.json the planner needs.
+// The shape of a decoder-only Llama / Qwen2 / Qwen3 / Mistral / Phi-3 / Gemma 2-3 model: the
+// fields of a Hugging Face config.json the planner needs.
 struct ModelDims {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -65,14 +65,21 @@ struct ModelDims {
   int64_t num_key_value_heads = 0;  // defaults to num_attention_heads
   int64_t head_dim = 0;             // defaults to hidden_size / num_attention_heads
   bool tie_word_embeddings = false;
-  bool qkv_bias = false;     // Qwen2 always; Llama with attention_bias
-  bool o_proj_bias = false;  // Llama with attention_bias
+  bool qkv_bias = false;     // Qwen2 always; Llama, Qwen3, Gemma with attention_bias
+  bool o_proj_bias = false;  // Llama, Qwen3, Gemma with attention_bias
   bool mlp_bias = false;     // Llama with mlp_bias
+  bool qk_norm = false;      // Qwen3, Gemma 3: q_norm and k_norm over head_dim
+  bool fused_projections = false;  // Phi-3: one qkv_proj and one gate_up_proj per layer
+  bool sandwich_norms = false;     // Gemma: pre/post feed-forward norms too (4 per layer)
+  // Gemma 2 with attn_logit_softcapping: attention runs transformers' eager path, which holds
+  // [heads, T, T] scores per sequence.
+  bool eager_attention = false;
 };
 
 // Reads a HF config.json's text; `origin` names it in errors. kInvalidArgument names the key
-// (missing, not a positive integer, heads not dividing). model_type decides the biases as
-// transformers does (qwen2: q/k/v biases; llama: attention_bias, mlp_bias).
+// (missing, not a positive integer, heads not dividing). model_type decides the layout as
+// transformers does (qwen2: q/k/v biases; llama, qwen3, gemma: attention_bias; llama: mlp_bias;
+// the family's head_dim and tie_word_embeddings defaults; q/k norms, fused and extra norms).
 Result<ModelDims> parse_model_dims(std::string_view json_text, const std::string& origin);
 // Same, from a config.json file or a directory holding one; kNotFound names the file.
 Result<ModelDims> load_model_dims(const std::string& path);

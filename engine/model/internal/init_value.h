@@ -9,7 +9,7 @@
 
 namespace tierzero::engine {
 
-// How parameter `spec` of a model of `config` starts: norm weights 1, biases 0, anything else
+// How parameter `spec` of a model of `config` starts: norm weights 1 (Gemma's (1 + w) norms 0), biases 0, anything else
 // normal(0, initializer_range) drawn from `generator` (advancing it), the pad_token_id embedding row 0.
 // fp32 on the CPU.
 at::Tensor init_value(const ParamSpec& spec, const ModelConfig& config, at::Generator& generator);

@@ -23,6 +23,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 import fixture_dir  # noqa: E402
 
+LONGROPE_FACTORS = dict(short_factor=[1.0, 1.5, 2.0, 3.0], long_factor=[2.0, 4.0, 8.0, 16.0])
 MODELS = {
     # name: (config class, config kwargs, save kwargs)
     "llama_untied": ("LlamaConfig", dict(num_key_value_heads=4, tie_word_embeddings=False), {}),
@@ -33,6 +34,21 @@ MODELS = {
                                   high_freq_factor=4.0, original_max_position_embeddings=32)),
         {},
     ),
+    # Llama 3.1 (untied) and Llama 3.2 (tied) as their config.json files write them.
+    "llama31_llama3": (
+        "LlamaConfig",
+        dict(num_key_value_heads=2, tie_word_embeddings=False,
+             rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
+                                  high_freq_factor=4.0, original_max_position_embeddings=16)),
+        {},
+    ),
+    "llama32_tied_llama3": (
+        "LlamaConfig",
+        dict(num_key_value_heads=2, tie_word_embeddings=True, head_dim=32,
+             rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=32.0, low_freq_factor=1.0,
+                                  high_freq_factor=4.0, original_max_position_embeddings=16)),
+        {},
+    ),
     "qwen2_tied_gqa": ("Qwen2Config", dict(num_key_value_heads=2, tie_word_embeddings=True), {}),
     "qwen2_untied_gqa_sharded": (
         "Qwen2Config",
@@ -40,7 +56,50 @@ MODELS = {
         dict(max_shard_size="40KB"),
     ),
     "mistral_sliding_window": ("MistralConfig", dict(num_key_value_heads=2, sliding_window=4), {}),
+    # Qwen3: head_dim 24 != hidden / heads; q/k norms.
+    "qwen3_gqa_head_dim": ("Qwen3Config", dict(num_key_value_heads=2, head_dim=24, tie_word_embeddings=False), {}),
+    "qwen3_tied_bias_sliding": (
+        "Qwen3Config",
+        dict(num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, attention_bias=True,
+             use_sliding_window=True, sliding_window=4, max_window_layers=1),
+        {},
+    ),
+    "phi3_gqa": ("Phi3Config", dict(num_key_value_heads=2, pad_token_id=0), {}),
+    # LongRoPE past original_max_position_embeddings (the long factors; factor 64 / 8), half the
+    # head rotated, the sliding window on every layer.
+    "phi3_longrope_partial_sliding": (
+        "Phi3Config",
+        dict(num_key_value_heads=2, pad_token_id=0, original_max_position_embeddings=8, sliding_window=5,
+             rope_parameters=dict(rope_type="longrope", rope_theta=10000.0, partial_rotary_factor=0.5,
+                                  **LONGROPE_FACTORS)),
+        {},
+    ),
+    # LongRoPE within the original context (the short factors), legacy "su" rope_scaling.
+    "phi3_su_short": (
+        "Phi3Config",
+        dict(num_key_value_heads=4, pad_token_id=0, original_max_position_embeddings=16, partial_rotary_factor=0.5,
+             rope_scaling=dict(type="su", original_max_position_embeddings=16, **LONGROPE_FACTORS)),
+        {},
+    ),
+    # Gemma 2: soft-capping small enough to matter on these logits; query_pre_attn_scalar != head_dim.
+    "gemma2_softcap_sliding": (
+        "Gemma2Config",
+        dict(num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=4,
+             attn_logit_softcapping=2.0, final_logit_softcapping=3.0),
+        {},
+    ),
+    # Gemma 3 text: a local (sliding, rope 1e4) and a global layer (rope 1e6, linear scaling 8).
+    "gemma3_text_local_global": (
+        "Gemma3TextConfig",
+        dict(num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=4,
+             layer_types=["sliding_attention", "full_attention"], final_logit_softcapping=3.0,
+             rope_parameters=dict(full_attention=dict(rope_type="linear", rope_theta=1e6, factor=8.0),
+                                  sliding_attention=dict(rope_type="default", rope_theta=1e4))),
+        {},
+    ),
 }
+# Families whose modeling code has no sdpa path (Gemma 2's soft-capping): run transformers' eager one.
+EAGER = {"Gemma2Config"}
 COMMON = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
               max_position_embeddings=64, rms_norm_eps=1e-6)
 BATCH, SEQ = 2, 9
@@ -53,6 +112,10 @@ ROPE_CASES = {
     "dynamic_grown": (dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0), 16, 16, 40),
     "llama3": (dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                     original_max_position_embeddings=8192), 128, 131072, 20),
+    "longrope_short": (dict(rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=16,
+                            **LONGROPE_FACTORS), 8, 64, 12),
+    "longrope_long": (dict(rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=16,
+                           **LONGROPE_FACTORS), 8, 64, 20),
 }
 
 
@@ -77,9 +140,10 @@ def write_model(out, name, cls_name, kwargs, save_kwargs, seed):
     import torch
     import transformers
     from safetensors.torch import save_file
+    attn = "eager" if cls_name in EAGER else "sdpa"
     config = getattr(transformers, cls_name)(**COMMON, **kwargs)
-    config._attn_implementation = "sdpa"
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    config._attn_implementation = attn
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn).eval()
     randomize(model, seed)
     path = os.path.join(out, name)
     if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
@@ -93,7 +157,7 @@ def write_model(out, name, cls_name, kwargs, save_kwargs, seed):
     # bf16 as users load it: from_pretrained(dtype=bf16) keeps RoPE's inv_freq in fp32, whereas
     # model.to(bf16) would round that buffer to bf16 too.
     model_bf16 = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16,
-                                                                   attn_implementation="sdpa").eval()
+                                                                   attn_implementation=attn).eval()
     out32 = model(input_ids=input_ids, labels=labels)
     out32.loss.backward()
     grads = {"grad." + name: p.grad.contiguous() for name, p in model.named_parameters()}

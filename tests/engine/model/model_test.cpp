@@ -109,6 +109,79 @@ TEST(ModelConfig, FamilyRules) {
   EXPECT_TRUE(mistral->layer_uses_sliding_window(1));
 }
 
+TEST(ModelConfig, NewFamilyRules) {
+  const std::string sizes = R"("vocab_size": 8, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 6,
+      "num_attention_heads": 2)";
+  auto qwen3 = parse_model_config(R"({"model_type": "qwen3", "attention_bias": true, )" + sizes + "}", "q3.json");
+  ASSERT_OK(qwen3);
+  EXPECT_EQ(qwen3->architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(qwen3->head_dim, 128) << "Qwen3Config's default, not hidden / heads";
+  EXPECT_TRUE(qwen3->qk_norm && qwen3->qkv_bias && qwen3->o_proj_bias);
+  EXPECT_FALSE(qwen3->sliding_window.has_value()) << "use_sliding_window defaults to false";
+
+  auto phi3 = parse_model_config(R"({"model_type": "phi3", "partial_rotary_factor": 0.5, "head_dim": 8,
+      "max_position_embeddings": 64, "original_max_position_embeddings": 16, "sliding_window": 3,
+      "rope_scaling": {"type": "su", "short_factor": [1, 2], "long_factor": [3, 4]}, )" + sizes + "}", "phi3.json");
+  ASSERT_OK(phi3);
+  EXPECT_TRUE(phi3->fused_projections());
+  EXPECT_EQ(phi3->rotary_dim(), 4);
+  EXPECT_EQ(phi3->rope_scaling.type, "longrope") << "su is longrope";
+  EXPECT_EQ(phi3->rope_scaling.factor, 4.0) << "max_position_embeddings / original_max_position_embeddings";
+  EXPECT_EQ(phi3->pad_token_id, 32000) << "Phi3Config's default";
+  EXPECT_TRUE(phi3->layer_uses_sliding_window(0) && phi3->layer_uses_sliding_window(5));
+
+  auto gemma2 = parse_model_config(R"({"model_type": "gemma2", )" + sizes + "}", "g2.json");
+  ASSERT_OK(gemma2);
+  EXPECT_EQ(gemma2->hidden_act, "gelu_pytorch_tanh");
+  EXPECT_TRUE(gemma2->tie_word_embeddings);
+  EXPECT_EQ(gemma2->head_dim, 256);
+  EXPECT_EQ(gemma2->attn_logit_softcapping, 50.0);
+  EXPECT_EQ(gemma2->final_logit_softcapping, 30.0);
+  EXPECT_EQ(gemma2->query_pre_attn_scalar, 256.0);
+  EXPECT_TRUE(gemma2->layer_uses_sliding_window(0));
+  EXPECT_FALSE(gemma2->layer_uses_sliding_window(1)) << "every 2nd layer is global";
+
+  auto gemma3 = parse_model_config(R"({"architectures": ["Gemma3ForCausalLM"], "rope_local_base_freq": 10000.0,
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "final_logit_softcapping": null, )" + sizes + "}",
+                                   "g3.json");
+  ASSERT_OK(gemma3);
+  EXPECT_EQ(gemma3->model_type, "gemma3_text");
+  EXPECT_EQ(gemma3->rope_theta, 1e6) << "Gemma3TextConfig's global default";
+  EXPECT_EQ(gemma3->rope_local_base_freq, 1e4);
+  EXPECT_EQ(gemma3->rope_scaling.type, "linear");
+  EXPECT_FALSE(gemma3->final_logit_softcapping.has_value());
+  EXPECT_TRUE(gemma3->qk_norm);
+  EXPECT_TRUE(gemma3->layer_uses_sliding_window(4));
+  EXPECT_FALSE(gemma3->layer_uses_sliding_window(5)) << "every 6th layer is global";
+
+  for (const auto& [config, want] : {std::pair{ModelConfig(*qwen3), "q3"}, std::pair{ModelConfig(*phi3), "phi3"},
+                                     std::pair{ModelConfig(*gemma2), "g2"}, std::pair{ModelConfig(*gemma3), "g3"}}) {
+    auto again = parse_model_config(to_hf_json(config), want);
+    ASSERT_OK(again);
+    EXPECT_TRUE(*again == config) << to_hf_json(config);
+  }
+}
+
+TEST(ModelConfig, RefusesWhatTheNewFamiliesDoNotCover) {
+  const std::string sizes = R"("vocab_size": 8, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2,
+      "num_attention_heads": 2)";
+  auto multimodal = parse_model_config(R"({"model_type": "gemma3", )" + sizes + "}", "g3.json");
+  EXPECT_ERROR(multimodal, ErrorCode::kUnsupported, "\"gemma3\"");
+  auto bidirectional =
+      parse_model_config(R"({"model_type": "gemma3_text", "use_bidirectional_attention": true, )" + sizes + "}", "g.json");
+  EXPECT_ERROR(bidirectional, ErrorCode::kUnsupported, "use_bidirectional_attention");
+  auto phi_linear = parse_model_config(
+      R"({"model_type": "phi3", "rope_scaling": {"rope_type": "linear", "factor": 2.0}, )" + sizes + "}", "p.json");
+  EXPECT_ERROR(phi_linear, ErrorCode::kUnsupported, "phi3");
+  auto short_factors = parse_model_config(
+      R"({"model_type": "phi3", "rope_scaling": {"rope_type": "longrope", "short_factor": [1], "long_factor": [1]}, )" +
+          sizes + "}",
+      "p.json");
+  EXPECT_ERROR(short_factors, ErrorCode::kInvalidArgument, "short_factor");
+  auto llama_partial = parse_model_config(llama_json(R"(, "rope_parameters": {"partial_rotary_factor": 0.5})"), "l.json");
+  EXPECT_ERROR(llama_partial, ErrorCode::kUnsupported, "partial_rotary_factor");
+}
+
 TEST(ModelConfig, ErrorsNameFileAndKey) {
   auto missing = parse_model_config(R"({"model_type": "llama", "vocab_size": 8})", "dir/config.json");
   EXPECT_ERROR(missing, ErrorCode::kInvalidArgument, "dir/config.json");
@@ -286,6 +359,44 @@ TEST(FunctionalModel, LayerGradientsMatchFiniteDifferences) {
 }
 
 TEST(FunctionalModel, HeadGradientsMatchFiniteDifferences) { expect_unit_gradients_match(small_config("qwen2"), 3, 4); }
+
+// The new families' layers in double: Qwen3's q/k norms, Phi-3's fused projections with partial
+// rotary LongRoPE, Gemma 2's eager soft-capped attention through a window, Gemma 3's local RoPE.
+TEST(FunctionalModel, Qwen3LayerGradientsMatchFiniteDifferences) {
+  ModelConfig qwen3 = small_config("qwen3");
+  qwen3.qk_norm = qwen3.qkv_bias = qwen3.o_proj_bias = true;
+  expect_unit_gradients_match(qwen3, 1, 5);
+}
+
+TEST(FunctionalModel, Phi3LayerGradientsMatchFiniteDifferences) {
+  ModelConfig phi3 = small_config("phi3");
+  phi3.partial_rotary_factor = 0.5;
+  phi3.rope_scaling = {.type = "longrope", .factor = 4.0, .original_max_position_embeddings = 4,
+                       .short_factor = {1.0}, .long_factor = {2.0}, .attention_factor = std::nullopt};
+  expect_unit_gradients_match(phi3, 1, 6);
+}
+
+TEST(FunctionalModel, Gemma2LayerAndHeadGradientsMatchFiniteDifferences) {
+  ModelConfig gemma2 = small_config("gemma2");
+  gemma2.hidden_act = "gelu_pytorch_tanh";
+  gemma2.query_pre_attn_scalar = 6.0;
+  gemma2.attn_logit_softcapping = 0.5;
+  gemma2.final_logit_softcapping = 2.0;
+  gemma2.sliding_window = 3;
+  gemma2.sliding_window_layers = {true, false};
+  expect_unit_gradients_match(gemma2, 1, 6);
+  expect_unit_gradients_match(gemma2, 3, 4);  // final norm, head and soft-capping
+}
+
+TEST(FunctionalModel, Gemma3LayerGradientsMatchFiniteDifferences) {
+  ModelConfig gemma3 = small_config("gemma3_text");
+  gemma3.hidden_act = "gelu_pytorch_tanh";
+  gemma3.qk_norm = true;
+  gemma3.rope_local_base_freq = 100.0;
+  gemma3.sliding_window = 3;
+  gemma3.sliding_window_layers = {true, false};
+  expect_unit_gradients_match(gemma3, 1, 6);
+}
 
 TEST(CausalLmLoss, ShiftsAndIgnores) {
   at::Tensor logits = at::randn({2, 4, 5}, at::kDouble);

@@ -1,0 +1,82 @@
+// The ops the decoder-layer families share (engine/model/*_layer.cpp): the two RMSNorm styles, the
+// MLP activation, causal self-attention, and the cursor that hands out a unit's parameters. Each
+// mirrors transformers' modeling code (same dtype casts in the same places). Private to engine/model.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/functional_model.h"
+#include "engine/model/internal/model_config.h"
+
+namespace tierzero::engine {
+
+// LlamaRMSNorm (Qwen, Mistral, Phi-3 alike): normalise in fp32 (double stays double), cast back,
+// then scale by the weight in the input's dtype.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// Gemma's RMSNorm: normalise and scale by (1 + weight) all in fp32 (double stays double), then cast
+// back to the input's dtype.
+at::Tensor gemma_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// The MLP's gate activation: silu (SwiGLU) or gelu with the tanh approximation (GeGLU).
+at::Tensor gate_activation(const ModelConfig& config, const at::Tensor& x);
+
+// Causal self-attention of decoder layer `layer`: q [B,Hq,T,D], k and v [B,Hkv,T,D] (GQA when
+// Hkv < Hq) -> [B,Hq,T,D]. Scores scaled by `scale`; the layer's sliding window applied where the
+// config gives it one. Without `softcap`: scaled_dot_product_attention (transformers' sdpa path);
+// with it: transformers' eager path (matmul, cap * tanh(scores / cap), additive mask, softmax in
+// fp32 (double stays double) cast back, matmul), as Gemma 2 runs.
+at::Tensor causal_attention(const ModelConfig& config, int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, double scale, std::optional<double> softcap);
+
+// Hands out a unit's parameters in unit_params order, with the optional biases in place.
+class ParamCursor {
+ public:
+  explicit ParamCursor(at::TensorList params) : params_(params) {}
+  const at::Tensor& next() { return params_[i_++]; }
+  std::optional<at::Tensor> next_if(bool present) { return present ? std::optional<at::Tensor>(next()) : std::nullopt; }
+  // Projects x through the next weight (and the bias after it when `has_bias`) with `projector`;
+  // the projector sees the weight's position in the unit's parameter list.
+  at::Tensor project_next(const Projector& projector, const at::Tensor& x, bool has_bias) {
+    const size_t weight_index = i_;
+    const at::Tensor& weight = next();
+    return projector.project(weight_index, x, weight, next_if(has_bias));
+  }
+
+ private:
+  at::TensorList params_;
+  size_t i_ = 0;
+};
+
+// Appends the specs of one nn.Linear named `prefix + name` ([out, in] weight, then [out] bias when
+// `bias`).
+void add_linear_specs(std::vector<ParamSpec>& specs, const std::string& prefix, const std::string& name, int64_t out,
+                      int64_t in, bool bias);
+
+// ---- The decoder-layer families: parameters of layer `layer` in forward order, and its forward ----
+// (x [B,T,H] -> [B,T,H], every nn.Linear through `projector`; params in the specs' order).
+
+// Llama, Qwen2, Qwen3, Mistral: input_layernorm, q/k/v_proj, [q_norm, k_norm], o_proj,
+// post_attention_layernorm, gate/up/down_proj (each weight then its bias where present).
+std::vector<ParamSpec> llama_layer_params(const ModelConfig& config, int64_t layer);
+at::Tensor llama_layer(const ModelConfig& config, int64_t layer, const at::Tensor& x, at::TensorList params,
+                       const Projector& projector);
+
+// Phi-3: input_layernorm, qkv_proj, o_proj, post_attention_layernorm, gate_up_proj, down_proj.
+std::vector<ParamSpec> phi3_layer_params(const ModelConfig& config, int64_t layer);
+at::Tensor phi3_layer(const ModelConfig& config, int64_t layer, const at::Tensor& x, at::TensorList params,
+                      const Projector& projector);
+
+// Gemma 2 / 3: input_layernorm, q/k/v_proj, [q_norm, k_norm], o_proj, post_attention_layernorm,
+// pre_feedforward_layernorm, gate/up/down_proj, post_feedforward_layernorm.
+std::vector<ParamSpec> gemma_layer_params(const ModelConfig& config, int64_t layer);
+at::Tensor gemma_layer(const ModelConfig& config, int64_t layer, const at::Tensor& x, at::TensorList params,
+                       const Projector& projector);
+
+}  // namespace tierzero::engine

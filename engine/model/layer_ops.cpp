@@ -1,0 +1,89 @@
+#include "engine/model/internal/layer_ops.h"
+
+#include <ATen/ATen.h>
+
+#include <limits>
+
+namespace tierzero::engine {
+namespace {
+
+// Boolean attention mask [T, T]: query q sees keys q-window+1 .. q (window: the whole causal past
+// when nullopt).
+at::Tensor causal_mask(int64_t seq_len, std::optional<int64_t> window, at::Device device) {
+  at::Tensor q = at::arange(seq_len, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(1);
+  at::Tensor k = q.transpose(0, 1);
+  at::Tensor mask = k <= q;
+  return window ? mask.logical_and(k > q - *window) : mask;
+}
+
+// repeat_kv: [B, Hkv, T, D] -> [B, Hkv * groups, T, D], each kv head repeated for its query heads.
+at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
+  if (groups == 1) return x;
+  const int64_t b = x.size(0), h = x.size(1), t = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({b, h, groups, t, d}).reshape({b, h * groups, t, d});
+}
+
+// torch.finfo(type).min: the additive mask value of transformers' eager attention.
+double lowest_value(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble:
+      return std::numeric_limits<double>::lowest();
+    case at::kBFloat16:
+      return static_cast<float>(std::numeric_limits<c10::BFloat16>::lowest());
+    case at::kHalf:
+      return static_cast<float>(std::numeric_limits<c10::Half>::lowest());
+    default:
+      return std::numeric_limits<float>::lowest();
+  }
+}
+
+}  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::ScalarType compute = at::promote_types(x.scalar_type(), at::kFloat);
+  at::Tensor h = x.to(compute);
+  at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  h = h * at::rsqrt(variance + eps);
+  return weight * h.to(x.scalar_type());
+}
+
+at::Tensor gemma_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::ScalarType compute = at::promote_types(x.scalar_type(), at::kFloat);
+  at::Tensor h = x.to(compute);
+  h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return (h * (weight.to(compute) + 1.0)).to(x.scalar_type());
+}
+
+at::Tensor gate_activation(const ModelConfig& config, const at::Tensor& x) {
+  return config.hidden_act == "gelu_pytorch_tanh" ? at::gelu(x, "tanh") : at::silu(x);
+}
+
+at::Tensor causal_attention(const ModelConfig& c, int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, double scale, std::optional<double> softcap) {
+  const int64_t seq_len = q.size(2);
+  const std::optional<int64_t> window =
+      c.layer_uses_sliding_window(layer) ? c.sliding_window : std::optional<int64_t>();
+  if (!softcap) {
+    std::optional<at::Tensor> mask;
+    if (window && seq_len > *window) mask = causal_mask(seq_len, window, q.device());
+    return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/!mask.has_value(), scale,
+                                            /*enable_gqa=*/c.num_key_value_heads != c.num_attention_heads);
+  }
+  const int64_t groups = c.num_attention_heads / c.num_key_value_heads;
+  at::Tensor scores = at::matmul(q, repeat_kv(k, groups).transpose(2, 3)) * scale;
+  scores = at::tanh(scores / *softcap) * *softcap;
+  at::Tensor mask = at::where(causal_mask(seq_len, window, q.device()), at::scalar_tensor(0.0, q.options()),
+                              at::scalar_tensor(lowest_value(q.scalar_type()), q.options()));
+  scores = scores + mask;
+  // Softmax in fp32 (double stays double, for the gradient checks), cast back.
+  at::Tensor probs = at::softmax(scores, -1, at::promote_types(q.scalar_type(), at::kFloat)).to(q.scalar_type());
+  return at::matmul(probs, repeat_kv(v, groups));
+}
+
+void add_linear_specs(std::vector<ParamSpec>& specs, const std::string& prefix, const std::string& name, int64_t out,
+                      int64_t in, bool bias) {
+  specs.push_back({prefix + name + ".weight", {out, in}});
+  if (bias) specs.push_back({prefix + name + ".bias", {out}});
+}
+
+}  // namespace tierzero::engine

@@ -1,0 +1,63 @@
+// The Llama / Qwen2 / Qwen3 / Mistral decoder layer, as transformers' modeling_llama.py,
+// modeling_qwen2.py, modeling_qwen3.py and modeling_mistral.py compute it.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+
+#include "engine/model/internal/layer_ops.h"
+#include "engine/model/internal/rope.h"
+
+namespace tierzero::engine {
+
+std::vector<ParamSpec> llama_layer_params(const ModelConfig& c, int64_t layer) {
+  const std::string p = fmt::format("model.layers.{}.", layer);
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  std::vector<ParamSpec> specs = {{p + "input_layernorm.weight", {h}}};
+  add_linear_specs(specs, p, "self_attn.q_proj", q, h, c.qkv_bias);
+  add_linear_specs(specs, p, "self_attn.k_proj", kv, h, c.qkv_bias);
+  add_linear_specs(specs, p, "self_attn.v_proj", kv, h, c.qkv_bias);
+  if (c.qk_norm) {
+    specs.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+    specs.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+  }
+  add_linear_specs(specs, p, "self_attn.o_proj", h, q, c.o_proj_bias);
+  specs.push_back({p + "post_attention_layernorm.weight", {h}});
+  add_linear_specs(specs, p, "mlp.gate_proj", inter, h, c.mlp_bias);
+  add_linear_specs(specs, p, "mlp.up_proj", inter, h, c.mlp_bias);
+  add_linear_specs(specs, p, "mlp.down_proj", h, inter, c.mlp_bias);
+  return specs;
+}
+
+at::Tensor llama_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x, at::TensorList params,
+                       const Projector& projector) {
+  ParamCursor p(params);
+  const int64_t batch = x.size(0), seq_len = x.size(1);
+  const std::array<int64_t, 4> heads_shape = {batch, seq_len, -1, c.head_dim};
+
+  at::Tensor h = rms_norm(x, p.next(), c.rms_norm_eps);
+  at::Tensor q = p.project_next(projector, h, c.qkv_bias).view(heads_shape);
+  at::Tensor k = p.project_next(projector, h, c.qkv_bias).view(heads_shape);
+  at::Tensor v = p.project_next(projector, h, c.qkv_bias).view(heads_shape).transpose(1, 2);
+  if (c.qk_norm) {  // Qwen3: per-head RMSNorm before the transpose and RoPE
+    q = rms_norm(q, p.next(), c.rms_norm_eps);
+    k = rms_norm(k, p.next(), c.rms_norm_eps);
+  }
+  auto [cos, sin] = rope_cos_sin(c, seq_len, x.scalar_type(), x.device());
+  q = apply_rope(q.transpose(1, 2), cos, sin);
+  k = apply_rope(k.transpose(1, 2), cos, sin);
+
+  const double scale = std::pow(static_cast<double>(c.head_dim), -0.5);
+  at::Tensor attn = causal_attention(c, layer, q, k, v, scale, std::nullopt);
+  attn = attn.transpose(1, 2).reshape({batch, seq_len, -1});
+  at::Tensor x1 = x + p.project_next(projector, attn, c.o_proj_bias);
+
+  h = rms_norm(x1, p.next(), c.rms_norm_eps);
+  at::Tensor gate = gate_activation(c, p.project_next(projector, h, c.mlp_bias));
+  at::Tensor up = p.project_next(projector, h, c.mlp_bias);
+  return x1 + p.project_next(projector, gate * up, c.mlp_bias);
+}
+
+}  // namespace tierzero::engine
