@@ -16,7 +16,9 @@
 #   scripts/device.sh scripts/device_suite.sh big OUTDIR [SHAPE...]   the compact-state runs on one GPU held to
 #                                      24 GB: estimate, then train (random init, BIG_STEPS steps, default 10) of
 #                                      benchmarks/models/qwen2.5_SHAPE.json with zero3_SHAPE_compact_24gb.json
-#                                      (SHAPE 7b, 14b; default both), peak RSS by getrusage of the child
+#                                      (SHAPE 7b, 14b; default both), peak RSS by getrusage of the child;
+#                                      BIG_VARIANT=_noclip takes zero3_SHAPE_compact_24gb_noclip.json (no
+#                                      gradient clipping: the optimizer steps inside the backward)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=$1
@@ -89,7 +91,8 @@ case "$what" in
     shapes=("${@:3}")
     ((${#shapes[@]})) || shapes=(7b 14b)
     for shape in "${shapes[@]}"; do
-      model=benchmarks/models/qwen2.5_$shape.json cfg=benchmarks/configs/zero3_${shape}_compact_24gb.json
+      model=benchmarks/models/qwen2.5_$shape.json cfg=benchmarks/configs/zero3_${shape}_compact_24gb${BIG_VARIANT:-}.json
+      shape=$shape${BIG_VARIANT:-}  # the output files' names
       nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"].get("nvme_path", ""))' "$cfg")
       [[ -n $nvme ]] && { rm -rf "${nvme:?}"; mkdir -p "$nvme"; }
       echo "== $shape: estimate, then train $model with $cfg ($(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -BG --output=avail /tmp | tail -1) free on /tmp)"

@@ -107,7 +107,13 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
       p.bottleneck = t.what;
     }
   }
-  if (s.follows_step) {  // the forward follows the optimizer step; the backward waits for all of it
+  if (s.steps_in_backward) {  // the optimizer steps beside the backward
+    const double overlapped = in_backward_step_seconds(p.time_terms);
+    if (overlapped > p.step_seconds) {
+      p.step_seconds = overlapped;
+      p.bottleneck = "the forward, then the backward beside the optimizer (forward + max(backward, cpu adam, nvme))";
+    }
+  } else if (s.follows_step) {  // the forward follows the optimizer step; the backward waits for all of it
     const double followed = followed_step_seconds(p.time_terms);
     if (followed > p.step_seconds) {
       p.step_seconds = followed;

@@ -83,15 +83,29 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   return terms;
 }
 
+namespace {
+
+// The seconds of the term named `what` in `terms` (0 when absent).
+double term_seconds(const std::vector<TimeTerm>& terms, std::string_view what) {
+  for (const TimeTerm& t : terms)
+    if (t.what == what) return t.seconds;
+  return 0.0;
+}
+
+double optimizer_seconds(const std::vector<TimeTerm>& terms) {
+  return std::max(term_seconds(terms, "cpu adam"), term_seconds(terms, "nvme"));
+}
+
+}  // namespace
+
 double followed_step_seconds(const std::vector<TimeTerm>& terms) {
-  const auto term = [&](std::string_view what) {
-    for (const TimeTerm& t : terms)
-      if (t.what == what) return t.seconds;
-    return 0.0;
-  };
-  const double gpu = term("gpu compute");
-  const double optimizer = std::max(term("cpu adam"), term("nvme"));
-  return std::max(kForwardShare * gpu, optimizer) + (1.0 - kForwardShare) * gpu;
+  const double gpu = term_seconds(terms, "gpu compute");
+  return std::max(kForwardShare * gpu, optimizer_seconds(terms)) + (1.0 - kForwardShare) * gpu;
+}
+
+double in_backward_step_seconds(const std::vector<TimeTerm>& terms) {
+  const double gpu = term_seconds(terms, "gpu compute");
+  return kForwardShare * gpu + std::max((1.0 - kForwardShare) * gpu, optimizer_seconds(terms));
 }
 
 }  // namespace tierzero::engine::plan

@@ -59,6 +59,7 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
     window.push_back({std::move(ids), std::move(targets)});
   }
   at::Tensor loss_sum;
+  engine_->plan_step(record.lr, loss_scale);  // lets the optimizer start inside the window's backward
   for (const at::Tensor& loss : engine_->queue_window(window, loss_scale / static_cast<double>(accumulation)))
     loss_sum = loss_sum.defined() ? loss_sum + loss.to(at::kDouble) : loss.to(at::kDouble);
   const StepOutcome outcome = engine_->step(record.lr, loss_scale);

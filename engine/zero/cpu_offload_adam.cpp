@@ -69,8 +69,8 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-            StepProgress* progress) override {
-    run(grad, grad_multiplier, lr, std::move(compute_partition), progress);
+            StepProgress* progress, GradsFinal* grads_final) override {
+    run(grad, grad_multiplier, lr, std::move(compute_partition), progress, grads_final);
   }
 
   AdamPartitionState& state() override {
@@ -173,7 +173,7 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   static constexpr int64_t kPublishSlice = int64_t{1} << 25;
 
   void run(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-           StepProgress* progress) {
+           StepProgress* progress, GradsFinal* grads_final) {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
     pending_.clear();
     write_back_materialised();
@@ -184,17 +184,22 @@ class CpuOffloadAdam final : public PartitionOptimizer {
         out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
       throw Error(internal_error("cpu optimizer: the compact master's bf16 half is not the compute partition"));
     const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
-    const int64_t numel = numel_;
+    // Slices of each sub-group, front to back; inside the backward, last to first (the order the
+    // gradients become final in).
+    std::vector<std::pair<int64_t, int64_t>> slices;
     const int64_t slice = std::min(setup_.sub_group_numel, kPublishSlice);
-    for (int64_t group = 0; group < numel; group += setup_.sub_group_numel) {
-      const int64_t group_end = std::min(numel, group + setup_.sub_group_numel);
-      for (int64_t begin = group; begin < group_end; begin += slice) {
-        const int64_t count = std::min(slice, group_end - begin);
-        const size_t queued = pending_.size();
-        step_range(hp, host_grad, out16, grad_multiplier, begin, count, compute_partition);
-        if (progress != nullptr)
-          progress->publish(begin + count, std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
-      }
+    for (int64_t group = 0; group < numel_; group += setup_.sub_group_numel) {
+      const int64_t group_end = std::min(numel_, group + setup_.sub_group_numel);
+      for (int64_t begin = group; begin < group_end; begin += slice)
+        slices.emplace_back(begin, std::min(slice, group_end - begin));
+    }
+    if (grads_final != nullptr) std::reverse(slices.begin(), slices.end());
+    for (const auto& [begin, count] : slices) {
+      if (grads_final != nullptr) grads_final->wait_from(begin);
+      const size_t queued = pending_.size();
+      step_range(hp, host_grad, out16, grad_multiplier, begin, count, compute_partition);
+      if (progress != nullptr)
+        progress->publish(begin + count, std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
     }
     ++state_.step;
     last_copy_seconds_ = 0.0;

@@ -22,7 +22,9 @@ class DeviceAdam final : public PartitionOptimizer {
   double grad_sq_norm(const at::Tensor& grad) override { return grad.to(at::kDouble).pow(2).sum().item<double>(); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-            StepProgress* progress) override {
+            StepProgress* progress, GradsFinal* grads_final) override {
+    if (grads_final != nullptr)
+      throw Error(internal_error("the device optimizer does not step inside the backward (it reads the whole gradient)"));
     at::Tensor g = grad.to(state_.master.device(), at::kFloat);
     if (grad_multiplier != 1.0) g = g * grad_multiplier;
     ++state_.step;

@@ -139,6 +139,7 @@ void HostGradPipeline::run(Job& job) {
     case JobKind::kAdd: accumulate(job); break;
     case JobKind::kRecordNorms: record_norms(job); break;
     case JobKind::kZeroPartition: partition_.zero_(); break;
+    case JobKind::kNotify: job.landed(); break;
   }
 }
 
@@ -196,6 +197,13 @@ void HostGradPipeline::work() {
     --busy_;
     changed_.notify_all();
   }
+}
+
+void HostGradPipeline::notify_landed(std::function<void()> landed) {
+  Job notify;
+  notify.kind = JobKind::kNotify;
+  notify.landed = std::move(landed);
+  submit(std::move(notify));
 }
 
 void HostGradPipeline::drain() {

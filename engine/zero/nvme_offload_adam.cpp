@@ -116,8 +116,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-            StepProgress* progress) override {
-    run(grad, grad_multiplier, lr, compute_partition, progress);
+            StepProgress* progress, GradsFinal* grads_final) override {
+    run(grad, grad_multiplier, lr, compute_partition, progress, grads_final);
   }
 
   // step(), and with `progress` each sub-group published once its weights are written or queued.
@@ -125,9 +125,11 @@ class NvmeAdam final : public NvmeOffloadAdam {
   // final buffer_count sub-groups), so those are neither written after the last pass nor read for
   // this one; its own final buffer_count sub-groups stay in the buffers the same way. Front to back,
   // each sub-group is published as it finishes; back to front, the partition is published at the
-  // end (the readers following behind need it front first).
+  // end (the readers following behind need it front first). With `grads_final` (inside the backward)
+  // the pass runs back to front, streamed records first, then the records kept in memory, each
+  // sub-group once its gradients are final.
   void run(const at::Tensor& grad, double grad_multiplier, double lr, const at::Tensor& compute_partition,
-           StepProgress* progress) {
+           StepProgress* progress, GradsFinal* grads_final) {
     for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
     pending_.clear();
     for (Slot& slot : slots_) slot.copy = nullptr;
@@ -140,17 +142,17 @@ class NvmeAdam final : public NvmeOffloadAdam {
         out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
       throw Error(internal_error("nvme optimizer: the compact master's bf16 half is not the compute partition"));
     const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
-    backward_ = resident_at_back();
+    // Inside the backward the pass always runs back to front: records the last pass left unwritten
+    // in the buffers at the front would be visited last, after their buffers were taken.
+    if (grads_final != nullptr && !resident_at_back()) write_resident();
+    backward_ = grads_final != nullptr || resident_at_back();
     const int64_t streamed = groups_ - in_memory_;
     if (streamed > 0) read_ahead(0);
-    // The records kept in memory first, front to back: the partition's first elements, published
-    // as they finish.
-    for (int64_t k = 0; k < in_memory_; ++k) {
-      const size_t queued = pending_.size();
-      step_group(k, memory_record(k), nullptr, hp, host_grad, out16, grad_multiplier, compute_partition);
-      if (progress != nullptr)
-        progress->publish(k * slot_numel_ + count_of(k),
-                          std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
+    if (grads_final == nullptr) {
+      // The records kept in memory first, front to back: the partition's first elements, published
+      // as they finish.
+      for (int64_t k = 0; k < in_memory_; ++k)
+        step_memory_group(k, hp, host_grad, out16, grad_multiplier, compute_partition, progress);
     }
     const auto kept = static_cast<int64_t>(slots_.size());
     for (int64_t position = 0; position < streamed; ++position) {
@@ -158,6 +160,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
       const int64_t k = group_at(position);
       Slot& slot = slot_of(k);
       wait_read(slot);
+      if (grads_final != nullptr) grads_final->wait_from(k * slot_numel_);
       const size_t queued = pending_.size();
       step_group(k, slot.buffer, &slot, hp, host_grad, out16, grad_multiplier, compute_partition);
       if (progress != nullptr && !backward_)
@@ -167,6 +170,13 @@ class NvmeAdam final : public NvmeOffloadAdam {
         slot.dirty = true;  // the next pass starts here
       } else {
         write_behind(k);
+      }
+    }
+    if (grads_final != nullptr) {
+      // Inside the backward, the records kept in memory (the partition's first elements) come last.
+      for (int64_t k = in_memory_; k-- > 0;) {
+        grads_final->wait_from(k * slot_numel_);
+        step_memory_group(k, hp, host_grad, out16, grad_multiplier, compute_partition, nullptr);
       }
     }
     if (progress != nullptr && backward_) progress->publish(numel_, pending_);
@@ -181,6 +191,18 @@ class NvmeAdam final : public NvmeOffloadAdam {
     }
     traffic_.step_read_bytes = read_since_step_;
     read_since_step_ = 0;
+  }
+
+  // step_group for sub-group k, whose record is kept in memory; with `progress`, publishes the
+  // partition up to its end with the copies it queued.
+  void step_memory_group(int64_t k, const cpu_adam::AdamHyperParams& hp, const at::Tensor& host_grad,
+                         const SixteenBitOutput& out16, double grad_multiplier, const at::Tensor& compute_partition,
+                         StepProgress* progress) {
+    const size_t queued = pending_.size();
+    step_group(k, memory_record(k), nullptr, hp, host_grad, out16, grad_multiplier, compute_partition);
+    if (progress != nullptr)
+      progress->publish(k * slot_numel_ + count_of(k),
+                        std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
   }
 
   // Adam on sub-group k, whose record is `record` (a pinned buffer: the slot `slot`, or the block

@@ -94,6 +94,7 @@ std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGatew
     }
     params.clear();
     gateway.reduce_grads(unit, std::move(sums));
+    if (hooks.unit_backward_done) hooks.unit_backward_done(unit);
     gateway.release(unit);
   }
   phase(hooks, "backward");

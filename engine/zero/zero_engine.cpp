@@ -453,11 +453,35 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
 void ZeroEngine::follow_steps_if_overlapped() {
   follows_step_ = options_.overlap_offload && partitioner_->can_follow_step();
   if (!follows_step_) return;
+  step_in_backward_if_possible();
   partitioner_->follow_step(&progress_);
   if (options_.time_breakdown) progress_.measure_idle(copies_.get());
   if (options_.micro_batch_tokens > 0)
     choose_forward_window(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
 }
+
+void ZeroEngine::step_in_backward_if_possible() {
+  std::string why_not;
+  if (!partitioner_->can_hand_over_grads()) {
+    why_not = "it needs one rank at stage 3";
+  } else if (params_on_nvme(options_)) {
+    why_not = "the parameters on NVMe are read and written through the same buffers";
+  } else if (options_.gradient_clipping > 0.0) {
+    why_not = "gradient_clipping needs the whole gradient's norm before the first update";
+  } else if (options_.partition.compute_dtype == at::kHalf) {
+    why_not = "fp16's overflow check needs the whole gradient before the first update";
+  }
+  if (!why_not.empty()) {
+    backward_step_choice_ = "after the backward, into the next forward (not inside the backward: " + why_not + ")";
+    return;
+  }
+  backward_step_ = std::make_unique<BackwardStep>(model_, *partitioner_, *grad_pipeline_);
+  backward_step_choice_ =
+      "inside the backward when the window runs unit by unit (each sub-group once its gradients have landed, last to "
+      "first; no gradient clipping)";
+}
+
+void ZeroEngine::plan_step(double lr, double loss_scale) { planned_step_ = std::make_pair(lr, loss_scale); }
 
 ZeroEngine::~ZeroEngine() {
   if (optimizer_thread_.joinable()) optimizer_thread_.join();  // its errors reach no one now
@@ -504,14 +528,31 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
     finish_step();  // the backward lands gradients where the step reads them
     micro_batches_ += static_cast<int64_t>(batches.size());
     if (offloaded_grads_) offloaded_grads_->begin_micro_batch(micro_batches_ >= options_.gradient_accumulation_steps);
+    if (backward_step_ != nullptr && planned_step_ && micro_batches_ >= options_.gradient_accumulation_steps) {
+      // No device sync first: a sub-group is written only once its units' backward is done on the device.
+      backward_step_->start(*optimizer_, partitioner_->grad_partition(), 1.0 / planned_step_->second,
+                            planned_step_->first, partitioner_->compute_partition());
+      step_started_in_backward_ = true;
+    }
     start = Clock::now();
+  };
+  hooks.unit_backward_done = [this](size_t unit) {
+    if (step_started_in_backward_) backward_step_->unit_done(unit);
   };
   hooks.phase_done = [&](const char* phase) {
     if (!timed) return;
     sync_current_stream(device);
     (std::string(phase) == "forward" ? times_.forward_s : times_.backward_s) += seconds_since(start);
   };
-  return run_window_pass(model_, *partitioner_, input_ids, targets, loss_multiplier, hooks);
+  try {
+    return run_window_pass(model_, *partitioner_, input_ids, targets, loss_multiplier, hooks);
+  } catch (const Error& e) {
+    if (step_started_in_backward_) backward_step_->abandon(e.status());
+    throw;
+  } catch (const std::exception& e) {
+    if (step_started_in_backward_) backward_step_->abandon(internal_error(std::string("the backward failed: ") + e.what()));
+    throw;
+  }
 }
 
 at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets,
@@ -607,10 +648,12 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
       if (clip > 1.0) combined_scale = clip * loss_scale;
     }
     start = Clock::now();
-    if (follows_step_) {
+    if (step_started_in_backward_) {
+      finish_backward_step(lr, combined_scale, outcome);
+    } else if (follows_step_) {
       start_optimizer_step(grad, 1.0 / combined_scale, lr);
     } else {
-      optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition(), nullptr);
+      optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition(), nullptr, nullptr);
       partitioner_->defer_reads(optimizer_->device_writes());
       update_nvme_traffic();
       if (timed) {
@@ -618,7 +661,10 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
         times_.cpu_optimizer_s += seconds_since(start) - optimizer_->last_copy_seconds();
       }
     }
+  } else if (step_started_in_backward_) {
+    finish_backward_step(lr, loss_scale, outcome);  // throws: the update is already applied
   }
+  planned_step_.reset();
   start = Clock::now();
   partitioner_->publish_compute_partition();
   if (timed) {
@@ -639,6 +685,26 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
   return outcome;
 }
 
+void ZeroEngine::finish_backward_step(double lr, double loss_scale, const StepOutcome& outcome) {
+  step_started_in_backward_ = false;
+  const double step_seconds = backward_step_->finish();
+  partitioner_->defer_reads(optimizer_->device_writes());
+  update_nvme_traffic();
+  if (options_.time_breakdown) {
+    times_.cpu_optimizer_s += step_seconds - optimizer_->last_copy_seconds();
+    times_.param_h2d_s += optimizer_->last_copy_seconds();  // step() counts its wait as GPU idle
+  }
+  if (lr != planned_step_->first || loss_scale != planned_step_->second)
+    throw Error(internal_error("step(lr " + std::to_string(lr) + ", loss scale " + std::to_string(loss_scale) +
+                               ") after plan_step(lr " + std::to_string(planned_step_->first) + ", loss scale " +
+                               std::to_string(planned_step_->second) + "): the optimizer already stepped with those"));
+  if (outcome.overflow)
+    throw Error(invalid_argument(
+        "the gradient norm is not finite (inf or NaN) and the optimizer, stepping inside the backward, has already "
+        "applied it: the weights are no longer usable. Lower the learning rate, or set gradient_clipping > 0 (the "
+        "step then waits for the whole gradient and a non-finite one is skipped)"));
+}
+
 void ZeroEngine::start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr) {
   const at::Tensor compute = partitioner_->compute_partition();  // no read of the old values is left
   // The step's copies into a device partition run on the side stream, unordered with the current
@@ -650,7 +716,7 @@ void ZeroEngine::start_optimizer_step(const at::Tensor& grad, double grad_multip
     try {
       // The copies it queues are ordered after the side stream only, not after the forward's work.
       copies_->after_device_copies(
-          [&] { optimizer_->step(grad, grad_multiplier, lr, compute, &progress_); });
+          [&] { optimizer_->step(grad, grad_multiplier, lr, compute, &progress_, nullptr); });
     } catch (const Error& e) {
       progress_.fail(e.status());
     } catch (const std::exception& e) {

@@ -49,6 +49,11 @@
 // changes: the same kernels on the same values, summed in the order the device accumulator sums
 // them, so on one rank losses and weights are that path's bit for bit (up to the order of a tied
 // weight's sums; with more ranks, of the reductions).
+// The step inside the backward (one rank, no gradient clipping, bf16 or fp32; the trainer announces
+// the step's lr with plan_step()): nothing then needs the whole gradient before Adam starts, so the
+// window's backward hands each unit's gradients over as soon as the unit is done and Adam steps the
+// sub-groups they complete, last to first, while the GPU goes on down the units (backward_step.h).
+// Adam then overlaps the backward instead of the forward; the results are the same bit for bit.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -56,8 +61,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +73,7 @@
 #include "cpu_adam/adam.h"
 #include "engine/comm/comm.h"
 #include "engine/model/functional_model.h"
+#include "engine/zero/internal/backward_step.h"
 #include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "engine/zero/internal/partitioner.h"
@@ -203,6 +211,12 @@ class ZeroEngine {
   // queue_forward_backward does.
   std::vector<at::Tensor> queue_window(const std::vector<TokenBatch>& batches, double loss_multiplier);
 
+  // Announces the next step()'s arguments before its window runs. When the engine can step the
+  // optimizer inside the backward (backward_step_choice()) and the window runs unit by unit, the
+  // optimizer then starts during that window's backward (backward_step.h); step() must be given the
+  // same lr and loss_scale. Optional: without it every step runs after its backward.
+  void plan_step(double lr, double loss_scale);
+
   // Ends the accumulation window: reduces, checks overflow (gradients hold loss * loss_scale),
   // unscales and clips by the global norm, steps the optimizer with learning rate `lr` (unless
   // overflow) and zeroes the gradients. A collective. When the step follows into the next forward
@@ -241,6 +255,10 @@ class ZeroEngine {
   // window's size is not known yet.
   bool follows_step() const { return follows_step_; }
   const std::string& forward_window_choice() const { return forward_window_choice_; }
+  // Whether the optimizer can step inside the window's backward, and why (or why not): empty when the
+  // step does not follow into the forward at all.
+  bool steps_in_backward() const { return backward_step_ != nullptr; }
+  const std::string& backward_step_choice() const { return backward_step_choice_; }
   // The NVMe traffic: the NVMe-resident optimizer's (bytes read and written by the last optimizer
   // step that finished — with a step that follows into the forward, the one that ran during this
   // step), plus the NVMe-resident parameters' (bytes their gathers read and the optimizer wrote
@@ -271,6 +289,12 @@ class ZeroEngine {
   void follow_steps_if_overlapped();
   // Starts the optimizer step on its own thread (follows_step_): see the header comment.
   void start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr);
+  // Sets backward_step_ (and backward_step_choice_) when the optimizer can step inside the backward.
+  void step_in_backward_if_possible();
+  // step()'s end for a step started inside the backward with `lr` and `loss_scale`: waits for it.
+  // Throws when they are not what plan_step() announced, or when the gradient was not finite (the
+  // update is already applied).
+  void finish_backward_step(double lr, double loss_scale, const StepOutcome& outcome);
   // Sets nvme_traffic_ from the optimizer's traffic and the parameters' since the last call.
   void update_nvme_traffic();
   // Whether queue_window runs `batches` unit by unit (decides forward_window_choice_ once).
@@ -302,6 +326,12 @@ class ZeroEngine {
   StepProgress progress_;
   double optimizer_seconds_ = 0.0;  // the step in flight's wall time, on its thread
   std::thread optimizer_thread_;
+  // The optimizer step inside the backward (null when not possible), what plan_step() announced for
+  // the next step, and whether the window in flight started it.
+  std::unique_ptr<BackwardStep> backward_step_;
+  std::string backward_step_choice_;
+  std::optional<std::pair<double, double>> planned_step_;  // lr, loss_scale
+  bool step_started_in_backward_ = false;
 };
 
 // ---- Checkpoints (checkpoint/engine_format) ----------------------------------------------------
@@ -353,6 +383,8 @@ Status agree_across_ranks(Comm& comm, const Status& status, const std::string& w
 // written by rank 0 as a Hugging Face model directory through checkpoint/'s consolidation writer
 // (checkpoint/convert/consolidate.h):
 //   config.json                          the model's config.json text, torch_dtype the export's
+//   generation_config.json, tokenizer files  from options.companion_dirs (generation_config.json derived
+//                                        from config.json where none has one)
 //   model.safetensors                    or, above max_shard_bytes of tensor data,
 //   model-0000i-of-0000N.safetensors + model.safetensors.index.json
 // Names are the engine's parameter names, which are Hugging Face's; a tied embedding is written once
@@ -369,6 +401,8 @@ struct Export16bitOptions {
   uint64_t read_piece_bytes = 256ull << 20;  // fp32 bytes of a parameter moved to rank 0 at a time
                                              // (a multiple of 64)
   bool progress = false;                     // rank 0: a progress bar on stderr
+  std::vector<std::string> companion_dirs;   // model directories giving the tokenizer files and
+                                             // generation_config.json (checkpoint::collect_companion_files)
 };
 
 // Writes `engine`'s model into `out_dir`, which must not exist or be empty; it appears complete or

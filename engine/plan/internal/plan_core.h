@@ -53,6 +53,9 @@ struct RunShape {
   // Set by plan_figures from the engine's choices (engine_choice_items): the window runs (window_pass.h),
   // so a step gathers each unit once for all the forwards and once for all the backwards.
   bool forward_window = false;
+  // The optimizer steps inside the window's backward (backward_step.h): the window runs, one rank,
+  // no gradient clipping, no fp16, parameters not on NVMe. Set with forward_window.
+  bool steps_in_backward = false;
   // Set by plan_figures (engine_choice_items): micro-batches are summed in an fp32 accumulator of the
   // partition on the GPU, landing once per step.
   bool device_accumulator = false;
@@ -97,6 +100,9 @@ inline constexpr double kForwardShare = 0.25;
 // once the optimizer has finished (it lands the gradients the optimizer reads):
 // max(forward, cpu adam, nvme) + backward, from `terms` (time_terms).
 double followed_step_seconds(const std::vector<TimeTerm>& terms);
+// The step when the optimizer steps inside the window's backward (RunShape::steps_in_backward): the
+// forward, then the backward beside the optimizer: forward + max(backward, cpu adam, nvme).
+double in_backward_step_seconds(const std::vector<TimeTerm>& terms);
 
 // plan_training without the problems: sizes, items, checks against `machine` and `config`'s
 // limits, time terms, notes.

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -83,6 +84,9 @@ class HostGradPipeline {
   // for a staging slot; waits only for the worker to finish zeroing the partition after reset().
   // Throws tierzero::Error when `source` is not a contiguous fp32 tensor or an earlier bucket failed.
   void land_final(const at::Tensor& source, std::vector<LandingRun> runs);
+  // Calls `landed` (on the worker's thread, or before returning without overlap) once every bucket
+  // landed so far is in the partition; buckets landed after this call do not hold it up.
+  void notify_landed(std::function<void()> landed);
   // Waits until every landed bucket is in the partition. Throws the worker's error, if any.
   void drain();
   // The squared L2 norm of the partition and whether it is finite, from the recorded runs; valid
@@ -103,6 +107,7 @@ class HostGradPipeline {
     kAdd,            // a slot's piece: add its runs into the partition
     kRecordNorms,    // land_final(): runs already copied into the partition; record their norms
     kZeroPartition,  // reset(): zero the partition (no slot, no copy)
+    kNotify,         // notify_landed(): call `landed`
   };
   struct Job {
     JobKind kind = JobKind::kAdd;
@@ -110,6 +115,7 @@ class HostGradPipeline {
     ElementType type = ElementType::kF32;
     std::vector<LandingRun> runs;  // kRecordNorms: source_offset unused, one run per slot-sized piece
     std::vector<std::unique_ptr<CopyDone>> copies;
+    std::function<void()> landed;  // kNotify
   };
   // Elements of a slot-sized piece: a slot's worth of fp32 elements, whatever the source's dtype (an
   // fp32 bucket and a 16-bit one of the same shape are cut at the same elements; offloaded_grads.h

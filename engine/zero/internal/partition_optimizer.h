@@ -20,6 +20,7 @@
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/grads_final.h"
 #include "engine/zero/internal/pending_writes.h"
 #include "engine/zero/internal/step_progress.h"
 
@@ -71,8 +72,11 @@ class PartitionOptimizer {
   // copies queued for it, so that another thread may read those elements before the step ends —
   // the same results bit for bit: the CPU optimizers as they go, the device one once done. Runs on
   // any one thread while nothing else touches the optimizer.
+  // With `grads_final` (the offloaded optimizers only; `progress` then null) the step runs inside the
+  // backward that still lands `grad`: sub-groups are stepped last to first, each once
+  // grads_final->wait_from(its first element) returns, with the same results bit for bit.
   virtual void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-                    StepProgress* progress) = 0;
+                    StepProgress* progress, GradsFinal* grads_final) = 0;
 
   // The state, read and written in place (checkpoint save / load).
   virtual AdamPartitionState& state() = 0;

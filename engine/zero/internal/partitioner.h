@@ -97,6 +97,14 @@ class Partitioner : public ParamGateway {
   // all of them.
   void defer_reads(std::vector<PartitionWrite> writes) { pending_writes_.add(std::move(writes)); }
 
+  // Whether hand_over_grads() is available: one rank, stage 3, gradients landing in an offloaded
+  // optimizer's host partition. It lets the optimizer step inside the backward.
+  virtual bool can_hand_over_grads() const { return false; }
+  // Launches the open gradient bucket and hands every launched bucket on to the host partition's
+  // landing, without waiting for the landing: after it, every gradient given to reduce_grads() so far
+  // is in the landing's queue. Only when can_hand_over_grads().
+  virtual void hand_over_grads() {}
+
   // Whether the partitioner can read the compute partition while an optimizer step still writes it
   // (follow_step): stage 3, whose reads are per-unit gathers.
   virtual bool can_follow_step() const { return false; }

@@ -65,6 +65,8 @@ class ShardedPartitioner final : public Partitioner {
   // parameters are regathered by the first fetch of each unit that uses them, not here.
   void publish_compute_partition() override;
   bool can_follow_step() const override { return true; }
+  bool can_hand_over_grads() const override { return layout_.world_size == 1 && host_.grads != nullptr; }
+  void hand_over_grads() override { reducer_.finish(); }
 
   const ShardedLayout& layout() const { return layout_; }
 

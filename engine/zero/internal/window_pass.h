@@ -38,6 +38,9 @@ struct WindowPassHooks {
   // After the forwards, before the first gradient reaches the gateway (the engine waits there for
   // an optimizer step still reading the gradient partition).
   std::function<void()> before_backward;
+  // After unit `unit`'s parameter gradients, summed over every micro-batch, went to the gateway
+  // (reduce_grads), last unit first.
+  std::function<void(size_t unit)> unit_backward_done;
   // At each phase's end with its name ("forward", "backward"), for timing.
   std::function<void(const char* phase)> phase_done;
 };

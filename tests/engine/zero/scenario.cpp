@@ -98,6 +98,7 @@ std::vector<std::string> Scenario::to_args() const {
           "--state_dtype=" + state_dtype,
           "--round_away=" + std::to_string(round_away),
           "--records_in_memory=" + std::to_string(records_in_memory),
+          "--plan_steps=" + std::to_string(plan_steps),
           "--compare_fp32_master=" + std::to_string(compare_fp32_master)};
 }
 
@@ -193,6 +194,8 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.round_away = value == "1";
     else if (key == "records_in_memory")
       s.records_in_memory = std::stoll(value);
+    else if (key == "plan_steps")
+      s.plan_steps = value == "1";
     else if (key == "compare_fp32_master")
       s.compare_fp32_master = value == "1";
     else
@@ -222,6 +225,7 @@ std::string Scenario::name() const {
   if (state_dtype != defaults.state_dtype) knobs += "_state_" + state_dtype;
   if (round_away) knobs += "_round_away";
   if (records_in_memory != 0) knobs += "_records_in_memory" + std::to_string(records_in_memory);
+  if (!plan_steps) knobs += "_unplanned";
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
 }
@@ -310,6 +314,12 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   if (engine.follows_step() != follows)
     throw Error(internal_error(std::string("the optimizer step ") + (follows ? "does not follow" : "follows") +
                                " into the forward"));
+  // ... and steps inside the backward: one rank, no clipping, no fp16, parameters not on NVMe.
+  const bool in_backward =
+      follows && s.world_size == 1 && s.clip == 0.0 && s.dtype != "fp16" && s.nvme_params_dir.empty();
+  if (engine.steps_in_backward() != in_backward)
+    throw Error(internal_error(std::string("the optimizer ") + (in_backward ? "cannot" : "can") +
+                               " step inside the backward: " + engine.backward_step_choice()));
 
   TrainTrace trace;
   if (!s.resume_dir.empty())
@@ -323,6 +333,7 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
       window.push_back({samples.narrow(1, 0, s.seq_len), samples.narrow(1, 1, s.seq_len)});
     }
     double loss_sum = 0.0;
+    if (s.plan_steps) engine.plan_step(kLr, 1.0);
     for (const at::Tensor& loss : engine.queue_window(window, 1.0 / s.accumulation)) loss_sum += loss.item<double>();
     if (follows && s.accumulation > 1 && engine.forward_window_choice().rfind("unit by unit", 0) != 0)
       throw Error(internal_error("the window ran micro-batch by micro-batch: " + engine.forward_window_choice()));

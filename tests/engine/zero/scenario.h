@@ -68,6 +68,9 @@ struct Scenario {
                                                // bf16 | int8
   bool round_away = false;                     // ZeroEngineOptions::params16_rounding kNearestAway
   int64_t records_in_memory = 0;               // ZeroEngineOptions::optimizer_records_in_memory
+  bool plan_steps = true;                      // ZeroEngine::plan_step before each window, as the trainer does: the
+                                               // optimizer steps inside the backward where it can (the run checks
+                                               // steps_in_backward() is what the scenario implies)
   bool compare_fp32_master = false;            // train_with_engine: after the run, trains the same scenario with
                                                // an fp32 master rounded ties-away (master "fp32", round_away) on
                                                // the same ranks and throws unless the two are equal bit for bit

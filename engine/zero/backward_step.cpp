@@ -1,0 +1,83 @@
+#include "engine/zero/internal/backward_step.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <utility>
+#include <map>
+#include <string>
+
+#include "engine/zero/internal/partition_layout.h"
+
+namespace tierzero::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+}  // namespace
+
+std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, const Partitioner& partitioner, int rank) {
+  // The lowest unit using each parameter: its gradient is final once that unit's backward is done.
+  std::map<std::string, size_t> lowest_use;
+  std::map<std::string, int64_t> numel;
+  for (size_t u = 0; u < model.num_units(); ++u) {
+    for (const ParamSpec& spec : model.unit_params(u)) {
+      lowest_use.try_emplace(spec.name, u);
+      numel[spec.name] = shape_numel(spec.shape);
+    }
+  }
+  // final_from[u] = the end of the highest run of a parameter some unit below u uses.
+  std::vector<int64_t> final_from(model.num_units(), 0);
+  for (const auto& [name, unit] : lowest_use) {
+    int64_t end = 0;
+    for (const PartitionRun& run : partitioner.locate(name, 0, numel[name]))
+      if (run.rank == rank) end = std::max(end, run.partition_offset + run.numel);
+    for (size_t u = unit + 1; u < final_from.size(); ++u) final_from[u] = std::max(final_from[u], end);
+  }
+  return final_from;
+}
+
+BackwardStep::BackwardStep(const FunctionalModel& model, Partitioner& partitioner, HostGradPipeline& pipeline)
+    : partitioner_(partitioner),
+      pipeline_(pipeline),
+      final_from_(grads_final_from_by_unit(model, partitioner, 0)) {}
+
+BackwardStep::~BackwardStep() {
+  if (!thread_.joinable()) return;
+  grads_final_.fail(internal_error("the optimizer step inside the backward was stopped: the engine is closing"));
+  thread_.join();
+}
+
+void BackwardStep::start(PartitionOptimizer& optimizer, const at::Tensor& grad, double grad_multiplier, double lr,
+                         const at::Tensor& compute_partition) {
+  if (thread_.joinable()) throw Error(internal_error("BackwardStep::start: a step is still in flight"));
+  grads_final_.start(partitioner_.partition_numel());
+  error_ = nullptr;
+  thread_ = std::thread([this, &optimizer, grad, grad_multiplier, lr, compute_partition] {
+    const Clock::time_point start = Clock::now();
+    try {
+      optimizer.step(grad, grad_multiplier, lr, compute_partition, nullptr, &grads_final_);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    step_seconds_ = seconds_since(start);
+  });
+}
+
+void BackwardStep::unit_done(size_t unit) {
+  partitioner_.hand_over_grads();
+  pipeline_.notify_landed([this, from = final_from_.at(unit)] { grads_final_.mark_from(from); });
+}
+
+void BackwardStep::abandon(Status error) { grads_final_.fail(std::move(error)); }
+
+double BackwardStep::finish() {
+  grads_final_.mark_from(0);
+  thread_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return step_seconds_;
+}
+
+}  // namespace tierzero::engine
