@@ -364,8 +364,9 @@ void add_bench_io_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "io", "NVMe/file I/O: sequential read and write GB/s, latency and CPU of the nvme/ engine (O_DIRECT)");
   flags->cmd = cmd;
-  cmd->add_option("--path", flags->path,
-                  "Directory for the test file (default: current directory or /tmp, a disk preferred)");
+  cmd->add_option("--nvme,--path", flags->path,
+                  "Directory for the test file (default: current directory or /tmp, a disk preferred); --path is "
+                  "the older name of --nvme, kept as an alias");
   cmd->add_option("--size", flags->size,
                   "Bytes per pass, e.g. 4GiB (default 1GiB; 256MiB per point with --sweep/--tune)");
   cmd->add_option("--backend", flags->backend, "auto | io_uring | libaio | sync (default auto)");

@@ -266,8 +266,9 @@ void add_bench_tiers_command(CLI::App& bench) {
   auto flags = std::make_shared<BenchTiersFlags>();
   CLI::App* cmd = bench.add_subcommand(
       "tiers", "End-to-end NVMe -> GPU and GPU -> NVMe streaming of a multi-GB shard set vs min(NVMe, PCIe) bandwidth");
-  cmd->add_option("--path", flags->paths,
-                  "NVMe directory; repeat to stripe over several (default: current dir or /tmp)");
+  cmd->add_option("--nvme,--path", flags->paths,
+                  "NVMe directory; repeat to stripe over several (default: current dir or /tmp); --path is the "
+                  "older name of --nvme, kept as an alias");
   cmd->add_option("--size", flags->size, "Bytes in the shard set (default 4GiB)");
   cmd->add_option("--shard", flags->shard, "Bytes per shard (default 64MiB)");
   cmd->add_option("--gpu-budget", flags->gpu_budget,

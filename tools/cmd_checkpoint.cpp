@@ -7,6 +7,7 @@
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint/reshard/reshard.h"
 #include "common/common.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {
@@ -118,7 +119,7 @@ void add_checkpoint_command(CLI::App& app) {
   reshard->add_option("OUT", reshard_flags->out, "Directory for the resharded checkpoint (same tag)")->required();
   reshard->add_option("--world-size", reshard_flags->options.world_size, "The new data-parallel world size")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_in(1, 1'000'000));
   reshard->add_option("--tag", reshard_flags->options.tag, "Tag to reshard (default: the one in SRC/latest)");
   reshard->add_option("--compression-level", reshard_flags->options.compression_level,
                       "0: raw sections (default); 1..22: zstd");

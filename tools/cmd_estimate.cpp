@@ -57,12 +57,17 @@ std::string figure_text(const engine::MachineFigure& f, const char* unit) {
   return std::string(text) + " (" + f.source + ")";
 }
 
+constexpr int64_t kScheduleStepsForPlan = 1'000'000'000;
+
 void run(const EstimateFlags& flags) {
   if (flags.gpus < 1) throw Error(invalid_argument("--gpus must be at least 1"));
   const engine::ModelDims model = value_or_throw(engine::load_model_dims(flags.model_config));
   engine::ResolveHints hints;
   hints.world_size = flags.gpus;
   hints.model.hidden_size = model.hidden_size;
+  // The plan does not depend on the schedule's length: a total_num_steps left to `train --steps`
+  // ("auto") resolves to a count past any warm-up.
+  hints.total_steps = kScheduleStepsForPlan;
   const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.config, hints));
   const Machine machine = machine_from(flags, config);
   const bool from_checkpoint = holds_safetensors(flags.model_config);

@@ -2,12 +2,83 @@
 // With no arguments: the built-in tiny Llama on the bundled tiny corpus with configs/tiny.json,
 // on CUDA when available, else the CPU. Under torchrun, every rank runs it.
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "common/common.h"
 #include "engine/train/trainer.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {
+namespace {
+
+constexpr int64_t kMaxSteps = 1'000'000'000;
+
+// The flags that stand for the Hugging Face Trainer's arguments: each fills the ds_config key the
+// HF Trainer fills from it where that key is "auto" (configs/README.md, "auto"). Read into
+// TrainArgs::trainer_flags when given.
+struct HfTrainerFlags {
+  int64_t micro_batch = 0, grad_accum = 0, warmup_steps = 0, seq_len = 0;
+  double lr = 0, max_grad_norm = 0, adam_beta1 = 0, adam_beta2 = 0, adam_epsilon = 0, weight_decay = 0;
+  std::vector<std::pair<CLI::Option*, std::function<void(engine::TrainerFlags&)>>> given;
+};
+
+template <typename T, typename Field>
+void add_trainer_flag(CLI::App* train, HfTrainerFlags* flags, const char* name, T* value, Field field,
+                      const std::string& help, const CLI::Validator& check) {
+  CLI::Option* option = train->add_option(name, *value, help)->check(check);
+  flags->given.emplace_back(option, [value, field](engine::TrainerFlags& out) { out.*field = *value; });
+}
+
+void add_trainer_flags(CLI::App* train, HfTrainerFlags* f) {
+  using engine::TrainerFlags;
+  const std::string fills = "; fills the ds_config's \"auto\" ";
+  add_trainer_flag(train, f, "--micro-batch", &f->micro_batch, &TrainerFlags::micro_batch_size,
+                   "samples per micro-batch per GPU (HF per_device_train_batch_size)" + fills +
+                       "train_micro_batch_size_per_gpu",
+                   whole_number_in(1, 1'000'000));
+  add_trainer_flag(train, f, "--grad-accum", &f->grad_accum, &TrainerFlags::gradient_accumulation_steps,
+                   "micro-batches per optimizer step (HF gradient_accumulation_steps)" + fills +
+                       "gradient_accumulation_steps",
+                   whole_number_in(1, 1'000'000));
+  add_trainer_flag(train, f, "--lr", &f->lr, &TrainerFlags::lr,
+                   "learning rate (HF learning_rate)" + fills + "optimizer.params.lr and scheduler.params.warmup_max_lr",
+                   number_in(0.0, 1e6));
+  add_trainer_flag(train, f, "--warmup-steps", &f->warmup_steps, &TrainerFlags::warmup_steps,
+                   "lr warm-up steps (HF warmup_steps; 0 is 1, as the HF Trainer passes it)" + fills +
+                       "scheduler.params.warmup_num_steps",
+                   whole_number_in(0, kMaxSteps));
+  add_trainer_flag(train, f, "--max-grad-norm", &f->max_grad_norm, &TrainerFlags::max_grad_norm,
+                   "gradient clipping norm, 0 = none (HF max_grad_norm)" + fills + "gradient_clipping",
+                   number_in(0.0, 1e6));
+  add_trainer_flag(train, f, "--adam-beta1", &f->adam_beta1, &TrainerFlags::adam_beta1,
+                   "Adam beta1 (HF adam_beta1)" + fills + "optimizer.params.betas, with --adam-beta2",
+                   number_in(0.0, 1.0, true));
+  add_trainer_flag(train, f, "--adam-beta2", &f->adam_beta2, &TrainerFlags::adam_beta2,
+                   "Adam beta2 (HF adam_beta2)" + fills + "optimizer.params.betas, with --adam-beta1",
+                   number_in(0.0, 1.0, true));
+  add_trainer_flag(train, f, "--adam-epsilon", &f->adam_epsilon, &TrainerFlags::adam_epsilon,
+                   "Adam epsilon (HF adam_epsilon)" + fills + "optimizer.params.eps", number_in(1e-300, 1.0));
+  add_trainer_flag(train, f, "--weight-decay", &f->weight_decay, &TrainerFlags::weight_decay,
+                   "weight decay (HF weight_decay)" + fills + "optimizer.params.weight_decay", number_in(0.0, 1e6));
+  add_trainer_flag(train, f, "--seq-len", &f->seq_len, &TrainerFlags::seq_len,
+                   "tokens a sample predicts; overrides tierzero.data.seq_len (and fills its \"auto\"); at most the "
+                   "model's max_position_embeddings",
+                   whole_number_in(1, int64_t{1} << 24));
+}
+
+// TrainArgs::trainer_flags from the flags given; --warmup-steps 0 becomes 1, as the HF Trainer
+// passes max(1, warmup_steps) (DeepSpeed needs at least 1).
+void read_trainer_flags(const HfTrainerFlags& f, engine::TrainerFlags& out) {
+  for (const auto& [option, set] : f.given)
+    if (option->count() > 0) set(out);
+  if (out.warmup_steps && *out.warmup_steps == 0) out.warmup_steps = 1;
+}
+
+}  // namespace
 
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<engine::TrainArgs>();
@@ -22,8 +93,11 @@ void add_train_command(CLI::App& app) {
                     "token file (TZTOKENS, .u16, .u32; `tierzero data prepare` writes one), JSONL of input_ids, or "
                     "JSONL text: {\"text\"} or {\"prompt\", \"completion\"} rows, tokenized with the --model "
                     "directory's tokenizer (default: tierzero.data.path)");
-  train->add_option("--steps", args->steps, "optimizer steps (default: the scheduler's total_num_steps, else 100)")
-      ->check(CLI::NonNegativeNumber);
+  train
+      ->add_option("--steps", args->steps,
+                   "optimizer steps (default: the scheduler's total_num_steps, else 100); fills the ds_config's "
+                   "\"auto\" (or absent) scheduler.params.total_num_steps, so the schedule ends with the run")
+      ->check(whole_number_in(1, kMaxSteps));
   train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
   train->add_option("--export", args->export_dir,
                     "write the trained model here at the end: a Hugging Face directory of 16-bit safetensors "
@@ -33,12 +107,12 @@ void add_train_command(CLI::App& app) {
   train
       ->add_option("--save-every", args->save_every,
                    "also save a checkpoint into --save every N steps (default: tierzero.checkpoint.save_every)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_in(1, kMaxSteps));
   train
       ->add_option("--keep-last", args->keep_last,
                    "keep only the newest K checkpoints in --save, older ones removed once the new one is durable "
-                   "(default: tierzero.checkpoint.keep_last; 0 = all)")
-      ->check(CLI::PositiveNumber);
+                   "(default: tierzero.checkpoint.keep_last; 0 = keep all)")
+      ->check(whole_number_in(0, kMaxSteps));
   train->add_option("--metrics", args->metrics_path,
                     "write one JSON line per step here (loss, lr, tokens/s, memory per tier, time breakdown; "
                     "format report/METRICS.md, drawn by `tierzero report`)");
@@ -46,7 +120,17 @@ void add_train_command(CLI::App& app) {
                     "write the same per-step metrics as a TensorBoard event file in this directory (created when "
                     "missing; `tensorboard --logdir DIR`)");
   train->add_option("--seed", args->init_seed, "random initialisation seed (without --model)");
-  train->callback([args] { value_or_throw(engine::train(*args, stdout)); });
+  auto hf = std::make_shared<HfTrainerFlags>();
+  add_trainer_flags(train, hf.get());
+  CLI::Option* bf16 = train->add_flag("--bf16", args->trainer_flags.bf16,
+                                      "train in bf16 (HF bf16); fills the ds_config's \"auto\" bf16.enabled / fp16.enabled");
+  train->add_flag("--fp16", args->trainer_flags.fp16,
+                  "train in fp16 (HF fp16); fills the ds_config's \"auto\" fp16.enabled / bf16.enabled")
+      ->excludes(bf16);
+  train->callback([args, hf] {
+    read_trainer_flags(*hf, args->trainer_flags);
+    value_or_throw(engine::train(*args, stdout));
+  });
 }
 
 }  // namespace tierzero::tools

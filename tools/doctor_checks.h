@@ -48,6 +48,8 @@ std::string doctor_json(const std::vector<DoctorLine>& lines);
 // The worst verdict of `lines`.
 Verdict worst_verdict(const std::vector<DoctorLine>& lines);
 
+// Every check, in the table's order.
+std::vector<DoctorLine> run_doctor_checks(const DoctorOptions& options);
 // Runs every check and prints the table (or JSON); returns the exit code: 1 when a line FAILs.
 int run_doctor(const DoctorOptions& options, bool json, std::FILE* out);
 

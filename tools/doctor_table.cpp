@@ -71,12 +71,17 @@ std::string doctor_json(const std::vector<DoctorLine>& lines) {
   return j.dump(2);
 }
 
-int run_doctor(const DoctorOptions& options, bool json, std::FILE* out) {
+std::vector<DoctorLine> run_doctor_checks(const DoctorOptions& options) {
   std::vector<DoctorLine> lines;
   for (auto part : {check_io_backends(), check_nvme_paths(options.nvme_paths), check_cpu(),
                     check_memory(options.pin_probe_bytes), check_gpus(), check_build()}) {
     lines.insert(lines.end(), part.begin(), part.end());
   }
+  return lines;
+}
+
+int run_doctor(const DoctorOptions& options, bool json, std::FILE* out) {
+  const std::vector<DoctorLine> lines = run_doctor_checks(options);
   if (json) {
     std::fprintf(out, "%s\n", doctor_json(lines).c_str());
   } else {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "engine/config/internal/ds_config_sections.h"
+#include "engine/config/internal/flag_values.h"
 
 namespace tierzero::engine {
 
@@ -52,20 +53,23 @@ Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints&
   if (!json.is_object()) return invalid_argument("a ds_config must be a JSON object ({...}), got " + json.dump());
   using namespace detail;
   DsConfig c;
-  JsonFields root(&json, "");
+  TZ_ASSIGN_OR_RETURN(const IgnoredKeys ignored, read_ignored_keys(json));
+  JsonFields root(&json, "", &ignored);
+  const TrainerFlags& flags = hints.flags;
   TZ_RETURN_IF_ERROR(parse_batch(root, hints, &c.batch));
-  TZ_RETURN_IF_ERROR(parse_precision(root, &c.fp16, &c.bf16, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_precision(root, flags, &c.fp16, &c.bf16, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_zero(root, hints, &c.zero, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_aio(root, &c.aio, &c.warnings));
-  TZ_RETURN_IF_ERROR(parse_optimizer(root, &c.optimizer, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_optimizer(root, flags, &c.optimizer, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_scheduler(root, hints, c.optimizer, &c.scheduler, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_activation_checkpointing(root, &c.activation_checkpointing, &c.warnings));
-  TZ_RETURN_IF_ERROR(parse_tierzero(root, &c.tierzero, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_tierzero(root, flags, &c.tierzero, &c.warnings));
   TZ_RETURN_IF_ERROR(check_state_layout(c));
-  TZ_RETURN_IF_ERROR(root.read_double("gradient_clipping", &c.gradient_clipping, 0.0, 1e30));
+  TZ_RETURN_IF_ERROR(resolve_double(root, "gradient_clipping", flags.max_grad_norm, "--max-grad-norm",
+                                    &c.gradient_clipping, 0.0, 1e30));
   TZ_RETURN_IF_ERROR(root.read_int("steps_per_print", &c.steps_per_print, 1));
   TZ_RETURN_IF_ERROR(root.read_bool("wall_clock_breakdown", &c.wall_clock_breakdown));
-  root.warn_unused(&c.warnings);
+  TZ_RETURN_IF_ERROR(root.check_unused(&c.warnings));
   warn_ineffective_keys(json, &c.warnings);
   return c;
 }

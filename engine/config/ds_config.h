@@ -2,25 +2,38 @@
 // batch-size derivation, plus tierzero's own section.
 //
 // Numbers may be JSON numbers or strings ("5e8", and byte sizes like "24GB" where a key holds
-// bytes). "auto" (the Hugging Face Trainer convention) is resolved by parse_ds_config():
-//   train_micro_batch_size_per_gpu / gradient_accumulation_steps: ResolveHints::micro_batch_size /
-//       gradient_accumulation_steps when given (as the HF Trainer fills them from its arguments);
-//       otherwise "auto" counts as absent, as it always does for train_batch_size, and DeepSpeed's
-//       derivation fills it from the other two and the world size;
+// bytes).
+//
+// "auto" (the Hugging Face Trainer convention) is resolved where the HF Trainer fills it, from the
+// values `tierzero train`'s flags give (TrainerFlags), and otherwise refused naming the flag; never
+// a silent default (configs/README.md, "auto", has the table):
+//   train_micro_batch_size_per_gpu: --micro-batch; gradient_accumulation_steps: --grad-accum; each
+//       also derived, as DeepSpeed derives an absent one, when the other two of the triad are given;
+//   train_batch_size: micro * accumulation * world size;
+//   gradient_clipping: --max-grad-norm;
+//   optimizer.params.lr: --lr; betas: --adam-beta1 and --adam-beta2; eps: --adam-epsilon;
+//       weight_decay: --weight-decay;
+//   scheduler.params.warmup_min_lr: 0 (as the HF Trainer fills it); warmup_max_lr: the optimizer's
+//       lr; warmup_num_steps: --warmup-steps; total_num_steps: ResolveHints::total_steps (--steps);
+//   fp16.enabled / bf16.enabled: --fp16 / --bf16 (one of them must be given);
 //   zero_optimization.reduce_bucket_size: hidden^2; stage3_prefetch_bucket_size: 0.9 * hidden^2;
-//       stage3_param_persistence_threshold: 10 * hidden (with ModelShape::hidden_size; without
-//       it, the DeepSpeed default);
-//   scheduler.params.warmup_max_lr: the optimizer lr; total_num_steps: ResolveHints::total_steps
-//       (an error without it); warmup_num_steps: ResolveHints::warmup_steps, else the default;
-//   every other key: its DeepSpeed default (fp16/bf16 "enabled": false).
+//       stage3_param_persistence_threshold: 10 * hidden (ModelShape::hidden_size; refused without);
+//   tierzero.data.seq_len: --seq-len.
+// "auto" anywhere else is an error. A flag also fills its key when the key is absent; where the
+// key holds a value the flag disagrees with, that is an error (as the HF Trainer's mismatch check),
+// except --seq-len, which overrides tierzero.data.seq_len as --data overrides tierzero.data.path.
+// An absent total_num_steps (WarmupDecayLR, WarmupCosineLR) is ResolveHints::total_steps too.
 // resolved_config_text() prints the result with every default filled in.
 //
 // One DeepSpeed key takes more than DeepSpeed does: zero_optimization.offload_optimizer.nvme_path and
 // offload_param.nvme_path may be a list of distinct directories (striped over; a tierzero
 // extension) as well as DeepSpeed's one string; to_json() writes one path as a string.
 //
-// Unknown keys are not errors: each adds a warning naming its JSON path ("zero_optimization.foo").
-// Contradictions are errors (kInvalidArgument) naming the key and the fix.
+// Unknown keys are errors, as DeepSpeed's config models refuse extra keys: each names its JSON path
+// and the nearest known key ("did you mean offload_optimizer?"). A key DeepSpeed knows but tierzero
+// does not act on is in the registry (below) and warns. tierzero.ignore_unknown_keys lists the
+// paths of keys of other tools to pass over with a warning. Contradictions are errors
+// (kInvalidArgument) naming the key and the fix.
 //
 // The `tierzero` section (extensions; DeepSpeed ignores it):
 // | key                          | type                   | default | meaning                                 |
@@ -62,6 +75,7 @@
 // | tierzero.data.seq_len        | integer > 0            | 256     | tokens a sample predicts                 |
 // | tierzero.data.seed           | integer >= 0           | 1234    | shuffle seed                             |
 // | tierzero.data.dtype          | "uint16" / "uint32"    | ""      | token width of a headerless file         |
+// | tierzero.ignore_unknown_keys | list of key paths      | []      | keys of other tools passed over (warned) |
 #pragma once
 
 #include <cstdint>
@@ -81,15 +95,29 @@ namespace tierzero::engine {
 
 // What the parser may resolve "auto" and the batch triad from.
 struct ModelShape {
-  int64_t hidden_size = 0;  // 0: unknown (auto bucket sizes fall back to DeepSpeed's defaults)
+  int64_t hidden_size = 0;  // 0: unknown ("auto" bucket sizes are refused)
+};
+// The values of `tierzero train`'s flags that stand for the HF Trainer's arguments; each unset when
+// its flag is not given.
+struct TrainerFlags {
+  std::optional<int64_t> micro_batch_size;             // --micro-batch
+  std::optional<int64_t> gradient_accumulation_steps;  // --grad-accum
+  std::optional<double> lr;                            // --lr
+  std::optional<int64_t> warmup_steps;                 // --warmup-steps
+  std::optional<double> max_grad_norm;                 // --max-grad-norm
+  std::optional<double> adam_beta1;                    // --adam-beta1
+  std::optional<double> adam_beta2;                    // --adam-beta2
+  std::optional<double> adam_epsilon;                  // --adam-epsilon
+  std::optional<double> weight_decay;                  // --weight-decay
+  bool bf16 = false;                                   // --bf16
+  bool fp16 = false;                                   // --fp16
+  std::optional<int64_t> seq_len;                      // --seq-len
 };
 struct ResolveHints {
   int world_size = 1;  // data-parallel ranks
   ModelShape model = {};
-  int64_t total_steps = 0;                  // optimizer steps planned; 0: unknown
-  int64_t warmup_steps = 0;                 // 0: unknown
-  int64_t micro_batch_size = 0;             // for "auto" train_micro_batch_size_per_gpu; 0: unknown
-  int64_t gradient_accumulation_steps = 0;  // for "auto" gradient_accumulation_steps; 0: unknown
+  int64_t total_steps = 0;  // optimizer steps planned (--steps); 0: unknown
+  TrainerFlags flags = {};
 };
 
 // train_batch_size == train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size.

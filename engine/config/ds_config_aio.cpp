@@ -35,7 +35,7 @@ Status parse_aio(JsonFields& root, nvme::IoConfig* out, Warnings* warnings) {
   bool use_gds = false;  // the key registry warns when it is true (no GPUDirect Storage)
   TZ_RETURN_IF_ERROR(f.read_bool("use_gds", &use_gds));
   TZ_RETURN_IF_ERROR(nvme::validate(*out));
-  f.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(f.check_unused(warnings));
   return {};
 }
 

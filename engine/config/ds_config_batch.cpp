@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/config/internal/ds_config_sections.h"
+#include "engine/config/internal/flag_values.h"
 
 namespace tierzero::engine::detail {
 namespace {
@@ -13,12 +14,15 @@ constexpr const char* kTrain = "train_batch_size";
 constexpr const char* kMicro = "train_micro_batch_size_per_gpu";
 constexpr const char* kAccum = "gradient_accumulation_steps";
 
-// The value of `key`; for "auto", `hint` when it is > 0; else nothing.
-Result<std::optional<int64_t>> read_optional(JsonFields& root, const char* key, int64_t hint) {
+// One of the triad: the value (resolve_int() with its flag), or nothing when absent, or "auto" for
+// train_batch_size (always the product). *unresolved_auto: "auto" with its flag not given, for
+// DeepSpeed's derivation to fill or the caller to refuse.
+Result<std::optional<int64_t>> read_triad(JsonFields& root, const char* key, const std::optional<int64_t>& flag,
+                                          const char* flag_name, bool* unresolved_auto) {
+  *unresolved_auto = root.is_auto(key) && !flag;
+  if (*unresolved_auto || (!root.has(key) && !flag)) return std::optional<int64_t>();
   int64_t value = 0;
-  if (root.is_auto(key) && hint > 0) return std::optional<int64_t>(hint);
-  if (!root.has(key) || root.is_auto(key)) return std::optional<int64_t>();
-  TZ_RETURN_IF_ERROR(root.read_int(key, &value, INT64_MIN));
+  TZ_RETURN_IF_ERROR(resolve_int(root, key, flag, flag_name, &value, INT64_MIN));
   return std::optional<int64_t>(value);
 }
 
@@ -48,9 +52,16 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
   if (hints.world_size < 1) {
     return invalid_argument("world size must be >= 1, got " + std::to_string(hints.world_size));
   }
-  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> train, read_optional(root, kTrain, 0));
-  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> micro, read_optional(root, kMicro, hints.micro_batch_size));
-  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> accum, read_optional(root, kAccum, hints.gradient_accumulation_steps));
+  const TrainerFlags& flags = hints.flags;
+  bool train_auto = false, micro_auto = false, accum_auto = false;
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> train, read_triad(root, kTrain, std::nullopt, "", &train_auto));
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> micro,
+                      read_triad(root, kMicro, flags.micro_batch_size, "--micro-batch", &micro_auto));
+  TZ_ASSIGN_OR_RETURN(std::optional<int64_t> accum,
+                      read_triad(root, kAccum, flags.gradient_accumulation_steps, "--grad-accum", &accum_auto));
+  // "auto" without its flag is derived only from the other two, as DeepSpeed derives an absent one.
+  if (micro_auto && !(train && accum)) return auto_needs_flag(root, kMicro, "--micro-batch");
+  if (accum_auto && !(train && micro)) return auto_needs_flag(root, kAccum, "--grad-accum");
   const int64_t world = hints.world_size;
   // A given value <= 0 fails DeepSpeed's assertion whatever is derived; name it, not a derived one.
   if (train) TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, false));
@@ -73,7 +84,7 @@ Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out
   } else {
     return invalid_argument(std::string("either ") + kTrain + " or " + kMicro +
                             " must be given (gradient_accumulation_steps alone does not determine the batch; "
-                            "\"auto\" needs the micro-batch size from the command line)");
+                            "or pass --micro-batch to tierzero train)");
   }
 
   if (train) TZ_RETURN_IF_ERROR(must_be_positive(kTrain, *train, true));

@@ -1,8 +1,11 @@
 // activation_checkpointing (DeepSpeed's keys, kept for round-trips) and the `tierzero`
 // extension section (table in ds_config.h).
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "engine/config/internal/ds_config_sections.h"
+#include "engine/config/internal/flag_values.h"
 
 namespace tierzero::engine::detail {
 
@@ -14,7 +17,7 @@ Status parse_activation_checkpointing(JsonFields& root, ActivationCheckpointingC
   TZ_RETURN_IF_ERROR(f.read_int("number_checkpoints", &out->number_checkpoints, 0));
   TZ_RETURN_IF_ERROR(f.read_bool("synchronize_checkpoint_boundary", &out->synchronize_checkpoint_boundary));
   TZ_RETURN_IF_ERROR(f.read_bool("profile", &out->profile));
-  f.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(f.check_unused(warnings));
   return {};
 }
 
@@ -34,14 +37,26 @@ Status parse_checkpoint(JsonFields& t, TierzeroConfig* out, Warnings* warnings) 
   TZ_RETURN_IF_ERROR(c.read_int("level", &out->checkpoint_compression_level, 1, 22));
   TZ_RETURN_IF_ERROR(c.read_int("save_every", &out->checkpoint_save_every, 0));
   TZ_RETURN_IF_ERROR(c.read_int("keep_last", &out->checkpoint_keep_last, 0));
-  c.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(c.check_unused(warnings));
   return {};
 }
 
-Status parse_data(JsonFields& t, TierzeroConfig* out, Warnings* warnings) {
+// seq_len: "auto" takes --seq-len; the flag, when given, overrides a value (as --data overrides path).
+Status parse_data(JsonFields& t, const TrainerFlags& flags, TierzeroConfig* out, Warnings* warnings) {
+  constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
   TZ_ASSIGN_OR_RETURN(JsonFields d, t.child("data"));
   TZ_RETURN_IF_ERROR(d.read_string("path", &out->data_path));
-  TZ_RETURN_IF_ERROR(d.read_int("seq_len", &out->data_seq_len, 1, int64_t{1} << 24));
+  if (flags.seq_len) {
+    if (*flags.seq_len < 1 || *flags.seq_len > kMaxSeqLen)
+      return invalid_argument("--seq-len must be between 1 and " + std::to_string(kMaxSeqLen) + ", got " +
+                              std::to_string(*flags.seq_len));
+    d.has("seq_len");  // the flag's value stands for it
+    out->data_seq_len = *flags.seq_len;
+  } else if (d.is_auto("seq_len")) {
+    return auto_needs_flag(d, "seq_len", "--seq-len");
+  } else {
+    TZ_RETURN_IF_ERROR(d.read_int("seq_len", &out->data_seq_len, 1, kMaxSeqLen));
+  }
   int64_t seed = static_cast<int64_t>(out->data_seed);
   TZ_RETURN_IF_ERROR(d.read_int("seed", &seed, 0));
   out->data_seed = static_cast<uint64_t>(seed);
@@ -49,14 +64,43 @@ Status parse_data(JsonFields& t, TierzeroConfig* out, Warnings* warnings) {
   if (!out->data_dtype.empty() && out->data_dtype != "uint16" && out->data_dtype != "uint32") {
     return invalid_argument(d.path_of("dtype") + " must be \"uint16\" or \"uint32\", got \"" + out->data_dtype + "\"");
   }
-  d.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(d.check_unused(warnings));
   return {};
 }
 
 }  // namespace
 
-Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings) {
+Result<IgnoredKeys> read_ignored_keys(const nlohmann::json& root) {
+  constexpr const char* kKey = "tierzero.ignore_unknown_keys";
+  IgnoredKeys ignored;
+  if (!root.is_object() || !root.contains("tierzero") || !root["tierzero"].is_object()) return ignored;
+  const nlohmann::json& tierzero = root["tierzero"];
+  if (!tierzero.contains("ignore_unknown_keys") || tierzero["ignore_unknown_keys"].is_null()) return ignored;
+  const nlohmann::json& list = tierzero["ignore_unknown_keys"];
+  if (!list.is_array())
+    return invalid_argument(std::string(kKey) + " must be a list of key paths, e.g. [\"my_tool\"], got " + list.dump());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string entry = std::string(kKey) + "[" + std::to_string(i) + "]";
+    if (!list[i].is_string() || list[i].get<std::string>().empty())
+      return invalid_argument(entry + " must be a key path (a non-empty string such as \"zero_optimization.my_key\"), "
+                              "got " + list[i].dump());
+    const std::string path = list[i].get<std::string>();
+    // A path tierzero knows, or a section of them, would pass over a typo inside it.
+    const size_t dot = path.rfind('.');
+    const std::vector<std::string> siblings =
+        registered_children(dot == std::string::npos ? std::string_view() : std::string_view(path).substr(0, dot));
+    const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
+    if (std::find(siblings.begin(), siblings.end(), name) != siblings.end())
+      return invalid_argument(entry + " \"" + path +
+                              "\" is a key tierzero knows: only keys of other tools may be passed over; remove it");
+    ignored.insert(path);
+  }
+  return ignored;
+}
+
+Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfig* out, Warnings* warnings) {
   TZ_ASSIGN_OR_RETURN(JsonFields t, root.child("tierzero"));
+  t.has("ignore_unknown_keys");  // read by read_ignored_keys()
   TZ_RETURN_IF_ERROR(t.read_bytes("gpu_memory_limit", &out->gpu_memory_limit));
   TZ_RETURN_IF_ERROR(t.read_bytes("pinned_memory_limit", &out->pinned_memory_limit));
   TZ_RETURN_IF_ERROR(t.read_int("cpu_threads", &out->cpu_threads, 0, 4096));
@@ -118,8 +162,8 @@ Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings)
                             " must be \"auto\", \"device\" or \"host\", got \"" + accumulator + "\"");
   }
   TZ_RETURN_IF_ERROR(parse_checkpoint(t, out, warnings));
-  TZ_RETURN_IF_ERROR(parse_data(t, out, warnings));
-  t.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(parse_data(t, flags, out, warnings));
+  TZ_RETURN_IF_ERROR(t.check_unused(warnings));
   return {};
 }
 

@@ -3,6 +3,7 @@
 // against each other and against to_json()).
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "engine/config/internal/ds_config_sections.h"
 
@@ -14,6 +15,8 @@ constexpr KeyHandling W = KeyHandling::kWarned;
 constexpr KeyHandling R = KeyHandling::kRefused;
 
 constexpr const char* kAioNote = "the swap I/O of offload_optimizer.device \"nvme\" (and bench io)";
+constexpr const char* kNotImplemented = "a DeepSpeed feature tierzero does not implement";
+constexpr const char* kMonitor = "DeepSpeed's monitor; tierzero writes --metrics (report/METRICS.md)";
 constexpr const char* kRecompute =
     "tierzero recomputes every layer in backward regardless (activation "
     "checkpointing per layer is built in)";
@@ -33,7 +36,13 @@ constexpr ConfigKey kKeys[] = {
     {"fp16.hysteresis", H, "", ""},
     {"fp16.consecutive_hysteresis", H, "", ""},
     {"fp16.min_loss_scale", H, "", ""},
+    {"fp16.fp16_master_weights_and_grads", W, "false", kNotImplemented},
     {"bf16.enabled", H, "", ""},
+    {"bf16.immediate_grad_update", W, "false", kNotImplemented},
+    {"bf16.check_grad_overflow", W, "true", "bf16 steps are never skipped (no loss scale)"},
+    {"bf16.bf16_master_weights_and_grads", W, "false",
+     "DeepSpeed's bf16 master; tierzero.master_weights \"compact\" keeps an exact master in 2 B/param"},
+    {"bf16.bf16_optimizer_states", W, "false", "tierzero.optimizer_state_dtype \"bf16\" sets bf16 moments"},
     {"bfloat16.enabled", H, "", "DeepSpeed's older name for bf16"},
     {"zero_optimization.stage", H, "", "0-3; a boolean zero_optimization is stage 1 (deprecated)"},
     {"zero_optimization.contiguous_gradients", W, "true", "gradients always live in flat contiguous partitions"},
@@ -59,6 +68,33 @@ constexpr ConfigKey kKeys[] = {
      "--save also writes the 16-bit model beside the checkpoint"},
     {"zero_optimization.gather_16bit_weights_on_model_save", H, "", "alias"},
     {"zero_optimization.stage3_gather_fp16_weights_on_model_save", H, "", "older alias"},
+    {"zero_optimization.stage3_allgather_sequential", W, "false", kNotImplemented},
+    {"zero_optimization.allgather_sequential", W, "false", kNotImplemented},
+    {"zero_optimization.compute_grad_norm", W, "true", kNotImplemented},
+    {"zero_optimization.elastic_checkpoint", W, "false", kNotImplemented},
+    {"zero_optimization.enable_sanity_checks", W, "false", kNotImplemented},
+    {"zero_optimization.ignore_unused_parameters", W, "true", kNotImplemented},
+    {"zero_optimization.legacy_stage1", W, "false", kNotImplemented},
+    {"zero_optimization.load_from_fp32_weights", W, "true", kNotImplemented},
+    {"zero_optimization.log_trace_cache_warnings", W, "false", kNotImplemented},
+    {"zero_optimization.memory_efficient_linear", W, "true", kNotImplemented},
+    {"zero_optimization.stage3_module_granularity_threshold", W, "0", kNotImplemented},
+    {"zero_optimization.module_granularity_threshold", W, "0", kNotImplemented},
+    {"zero_optimization.override_module_apply", W, "true", kNotImplemented},
+    {"zero_optimization.parameter_alignment", W, "false", kNotImplemented},
+    {"zero_optimization.pipeline_loading_checkpoint", W, "false", kNotImplemented},
+    {"zero_optimization.stage3_use_all_reduce_for_fetch_params", W, "false", kNotImplemented},
+    {"zero_optimization.use_all_reduce_for_fetch_params", W, "false", kNotImplemented},
+    {"zero_optimization.use_multi_rank_bucket_allreduce", W, "true", kNotImplemented},
+    {"zero_optimization.zero_hpz_partition_size", W, "1", kNotImplemented},
+    {"zero_optimization.zero_quantized_weights", W, "false", kNotImplemented},
+    {"zero_optimization.zero_quantized_nontrainable_weights", W, "false", kNotImplemented},
+    {"zero_optimization.zero_quantized_gradients", W, "false", kNotImplemented},
+    {"zero_optimization.save_muon_momentum_buffer_in_memory", W, "false", kNotImplemented},
+    {"zero_optimization.zenflow", W, "null", kNotImplemented},
+    {"zero_optimization.leaf_module", W, "null", kNotImplemented},
+    {"zero_optimization.stage3_model_persistence_threshold", W, "null", kNotImplemented},
+    {"zero_optimization.model_persistence_threshold", W, "null", kNotImplemented},
     {"zero_optimization.cpu_offload", H, "", "deprecated: offload_optimizer.device \"cpu\""},
     {"zero_optimization.cpu_offload_param", H, "", "deprecated: offload_param.device \"cpu\""},
     {"zero_optimization.cpu_offload_use_pin_memory", H, "", "deprecated: pin_memory"},
@@ -90,6 +126,9 @@ constexpr ConfigKey kKeys[] = {
      "with device \"nvme\": a stepped sub-group's state is written while the next steps"},
     {"zero_optimization.offload_optimizer.ratio", R, "1",
      "partial optimizer offload is not implemented: offload all of it (1) or none"},
+    {"zero_optimization.offload_optimizer.fast_init", W, "false", kNotImplemented},
+    {"zero_optimization.offload_optimizer.cpuadam_cores_perc", W, "0.8", "tierzero.cpu_threads sets the CPU Adam's threads"},
+    {"zero_optimization.offload_optimizer.super_offload", W, "false", kNotImplemented},
     {"aio.backend", H, "", kAioNote},
     {"aio.block_size", H, "", kAioNote},
     {"aio.queue_depth", H, "", kAioNote},
@@ -124,6 +163,42 @@ constexpr ConfigKey kKeys[] = {
     {"activation_checkpointing.number_checkpoints", W, "null", kRecompute},
     {"activation_checkpointing.synchronize_checkpoint_boundary", W, "false", kRecompute},
     {"activation_checkpointing.profile", W, "false", kRecompute},
+    {"prescale_gradients", W, "false", "gradients are averaged after reduction, as DeepSpeed does by default"},
+    {"gradient_predivide_factor", W, "1", kNotImplemented},
+    {"sparse_gradients", W, "false", kNotImplemented},
+    {"zero_allow_untested_optimizer", W, "false", "tierzero runs its own Adam / AdamW only"},
+    {"zero_force_ds_cpu_optimizer", W, "true", "the offloaded optimizer is always tierzero's CPU Adam"},
+    {"communication_data_type", W, "null", "gradients are reduced in the training dtype (fp32 with grad_accum_dtype fp32)"},
+    {"seq_parallel_communication_data_type", W, "null", kNotImplemented},
+    {"memory_breakdown", W, "false", "the step line always carries memory per tier"},
+    {"dump_state", W, "false", kNotImplemented},
+    {"disable_allgather", W, "false", kNotImplemented},
+    {"dataloader_drop_last", W, "false", "tierzero reads its own data (tierzero.data)"},
+    {"load_universal_checkpoint", W, "false", kNotImplemented},
+    {"graph_harvesting", W, "false", kNotImplemented},
+    {"amp", W, "null", "bf16 / fp16 are the 16-bit modes"},
+    {"tensorboard", W, "null", kMonitor},
+    {"wandb", W, "null", kMonitor},
+    {"csv_monitor", W, "null", kMonitor},
+    {"comet", W, "null", kMonitor},
+    {"comms_logger", W, "null", kNotImplemented},
+    {"flops_profiler", W, "null", "the step line prints TFLOPS"},
+    {"autotuning", W, "null", "tierzero estimate plans a run instead"},
+    {"elasticity", W, "null", kNotImplemented},
+    {"checkpoint", W, "null", "tierzero.checkpoint holds tierzero's checkpoint settings"},
+    {"data_types", W, "null", "tierzero.grad_accum_dtype sets the gradient accumulation dtype"},
+    {"compile", W, "null", kNotImplemented},
+    {"data_efficiency", W, "null", kNotImplemented},
+    {"curriculum_learning", W, "null", kNotImplemented},
+    {"compression_training", W, "null", kNotImplemented},
+    {"sparse_attention", W, "null", kNotImplemented},
+    {"pipeline", W, "null", kNotImplemented},
+    {"progressive_layer_drop", W, "null", kNotImplemented},
+    {"eigenvalue", W, "null", kNotImplemented},
+    {"timers", W, "null", kNotImplemented},
+    {"nebula", W, "null", kNotImplemented},
+    {"hybrid_engine", W, "null", kNotImplemented},
+    {"weight_quantization", W, "null", kNotImplemented},
     {"tierzero.gpu_memory_limit", H, "", "GPU budget the engine enforces; 0 = the whole device"},
     {"tierzero.pinned_memory_limit", H, "", "pinned host budget the engine enforces; 0 = none"},
     {"tierzero.cpu_threads", H, "", "CPU optimizer threads; 0 = all cores"},
@@ -155,6 +230,9 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.data.seq_len", H, "", ""},
     {"tierzero.data.seed", H, "", ""},
     {"tierzero.data.dtype", H, "", ""},
+    {"tierzero.ignore_unknown_keys", H, "",
+     "key paths of other tools (e.g. [\"my_tool\", \"zero_optimization.my_key\"]) passed over with a warning "
+     "instead of refused as unknown; a path tierzero knows is an error"},
 };
 
 // The value at dotted `path` in `root`, or nullptr when a step is absent or not an object.
@@ -172,9 +250,8 @@ const nlohmann::json* find_path(const nlohmann::json& root, std::string_view pat
   return node;
 }
 
-// Numbers compare by value whether written 5e8, 500000000 or "5e8"; "auto" is the default.
+// Numbers compare by value whether written 5e8, 500000000 or "5e8".
 bool same_value(const nlohmann::json& given, const nlohmann::json& accepted) {
-  if (given.is_string() && given.get<std::string>() == "auto") return true;
   if (accepted.is_number() && (given.is_number() || given.is_string())) {
     if (given.is_number()) return given.get<double>() == accepted.get<double>();
     const std::string text = given.get<std::string>();
@@ -209,6 +286,25 @@ void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings) {
     warnings->push_back(std::string(key.path) + "=" + given->dump() +
                         " has no effect in tierzero (ignored): " + std::string(key.note));
   }
+}
+
+bool is_warned_key(std::string_view path) {
+  for (const ConfigKey& key : kKeys)
+    if (key.path == path) return key.handling == KeyHandling::kWarned;
+  return false;
+}
+
+std::vector<std::string> registered_children(std::string_view parent) {
+  std::vector<std::string> names;
+  for (const ConfigKey& key : kKeys) {
+    std::string_view rest = key.path;
+    if (!parent.empty()) {
+      if (!rest.starts_with(parent) || rest.size() <= parent.size() || rest[parent.size()] != '.') continue;
+      rest.remove_prefix(parent.size() + 1);
+    }
+    names.emplace_back(rest.substr(0, rest.find('.')));
+  }
+  return names;
 }
 
 }  // namespace detail

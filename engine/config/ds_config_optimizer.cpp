@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/config/internal/ds_config_sections.h"
+#include "engine/config/internal/flag_values.h"
 
 namespace tierzero::engine::detail {
 namespace {
@@ -15,18 +16,39 @@ std::string lower(std::string s) {
   return s;
 }
 
-Status read_betas(JsonFields& p, OptimizerConfig* out) {
-  if (!p.has("betas") || p.is_auto("betas")) return {};
-  const nlohmann::json& betas = p.raw("betas");
-  auto in_range = [](const nlohmann::json& b) {
-    return b.is_number() && b.get<double>() >= 0.0 && b.get<double>() < 1.0;
-  };
-  if (!betas.is_array() || betas.size() != 2 || !in_range(betas[0]) || !in_range(betas[1])) {
-    return invalid_argument(p.path_of("betas") + " must be two numbers in [0, 1), e.g. [0.9, 0.999]; got " +
-                            betas.dump());
+// betas: [beta1, beta2]; "auto" takes --adam-beta1 and --adam-beta2; absent, each flag given fills
+// its half; given, each flag given must agree.
+Status read_betas(JsonFields& p, const TrainerFlags& flags, OptimizerConfig* out) {
+  const std::optional<double> given[2] = {flags.adam_beta1, flags.adam_beta2};
+  const char* names[2] = {"--adam-beta1", "--adam-beta2"};
+  double* betas_out[2] = {&out->beta1, &out->beta2};
+  if (p.is_auto("betas")) {
+    for (int i = 0; i < 2; ++i)
+      if (!given[i]) return auto_needs_flag(p, "betas", std::string(names[0]) + " and " + names[1]);
+  } else if (p.has("betas")) {
+    const nlohmann::json& betas = p.raw("betas");
+    auto in_range = [](const nlohmann::json& b) {
+      return b.is_number() && b.get<double>() >= 0.0 && b.get<double>() < 1.0;
+    };
+    if (!betas.is_array() || betas.size() != 2 || !in_range(betas[0]) || !in_range(betas[1])) {
+      return invalid_argument(p.path_of("betas") + " must be two numbers in [0, 1), e.g. [0.9, 0.999]; got " +
+                              betas.dump());
+    }
+    for (int i = 0; i < 2; ++i) {
+      *betas_out[i] = betas[i].get<double>();
+      if (given[i] && *given[i] != *betas_out[i])
+        return invalid_argument(p.path_of("betas") + " is " + betas.dump() + " in the ds_config but " + names[i] +
+                                " gives " + std::to_string(*given[i]) +
+                                ": set it \"auto\" to take the flags' values, or drop the flag");
+    }
+    return {};
   }
-  out->beta1 = betas[0].get<double>();
-  out->beta2 = betas[1].get<double>();
+  for (int i = 0; i < 2; ++i) {
+    if (!given[i]) continue;
+    if (*given[i] < 0.0 || *given[i] >= 1.0)
+      return invalid_argument(std::string(names[i]) + " must be in [0, 1), got " + std::to_string(*given[i]));
+    *betas_out[i] = *given[i];
+  }
   return {};
 }
 
@@ -61,29 +83,39 @@ Status read_schedule_params(JsonFields& p, const ResolveHints& hints, const Opti
                             LrScheduleConfig* c, Warnings* warnings) {
   constexpr double kMaxLr = 1e6;
   TZ_RETURN_IF_ERROR(read_warmup_type(p, c, warnings));
-  if (hints.warmup_steps > 0 && (!p.has("warmup_num_steps") || p.is_auto("warmup_num_steps"))) {
-    c->warmup_num_steps = hints.warmup_steps;
-  }
-  TZ_RETURN_IF_ERROR(p.read_int("warmup_num_steps", &c->warmup_num_steps, 1));
+  TZ_RETURN_IF_ERROR(
+      resolve_int(p, "warmup_num_steps", hints.flags.warmup_steps, "--warmup-steps", &c->warmup_num_steps, 1));
   if (c->type == LrScheduleType::kWarmupCosineLR) {
     c->base_lr = optimizer.lr;
     TZ_RETURN_IF_ERROR(p.read_double("warmup_min_ratio", &c->warmup_min_ratio, 0.0, 1.0));
     TZ_RETURN_IF_ERROR(p.read_double("cos_min_ratio", &c->cos_min_ratio, 0.0, 1.0));
   } else {
-    // WarmupLR's warmup_max_lr defaults to the optimizer's lr; WarmupDecayLR's to 0.001.
-    if (c->type == LrScheduleType::kWarmupLR || p.is_auto("warmup_max_lr")) c->warmup_max_lr = optimizer.lr;
-    TZ_RETURN_IF_ERROR(p.read_double("warmup_min_lr", &c->warmup_min_lr, 0.0, kMaxLr));
-    TZ_RETURN_IF_ERROR(p.read_double("warmup_max_lr", &c->warmup_max_lr, 0.0, kMaxLr));
+    // "auto" warmup_min_lr is 0 (the HF Trainer fills 0); warmup_max_lr is the optimizer's lr ("auto",
+    // or absent with WarmupLR or with --lr; WarmupDecayLR's own default is 0.001).
+    if (p.is_auto("warmup_min_lr")) {
+      c->warmup_min_lr = 0.0;
+    } else {
+      TZ_RETURN_IF_ERROR(p.read_double("warmup_min_lr", &c->warmup_min_lr, 0.0, kMaxLr));
+    }
+    if (c->type == LrScheduleType::kWarmupLR || hints.flags.lr) c->warmup_max_lr = optimizer.lr;
+    if (p.is_auto("warmup_max_lr")) {
+      c->warmup_max_lr = optimizer.lr;
+    } else {
+      TZ_RETURN_IF_ERROR(resolve_double(p, "warmup_max_lr", hints.flags.lr, "--lr", &c->warmup_max_lr, 0.0, kMaxLr));
+    }
   }
   if (c->type == LrScheduleType::kWarmupLR) return {};
   if (!p.has("total_num_steps") || p.is_auto("total_num_steps")) {
     if (hints.total_steps <= 0) {
-      return invalid_argument(p.path_of("total_num_steps") + " is required for " + lr_schedule_type_name(c->type) +
-                              " (\"auto\" needs the planned number of training steps)");
+      return invalid_argument(p.path_of("total_num_steps") + (p.has("total_num_steps") ? " is \"auto\"" : " is absent") +
+                              ": " + lr_schedule_type_name(c->type) +
+                              " needs the schedule's length; pass --steps N to tierzero train (the schedule then "
+                              "follows the run), or give a number");
     }
     c->total_num_steps = hints.total_steps;
+  } else {
+    TZ_RETURN_IF_ERROR(p.read_int("total_num_steps", &c->total_num_steps, 1));
   }
-  TZ_RETURN_IF_ERROR(p.read_int("total_num_steps", &c->total_num_steps, 1));
   if (c->total_num_steps < c->warmup_num_steps) {
     warnings->push_back(p.path_of("total_num_steps") + " " + std::to_string(c->total_num_steps) +
                         " is less than warmup_num_steps " + std::to_string(c->warmup_num_steps));
@@ -93,24 +125,27 @@ Status read_schedule_params(JsonFields& p, const ResolveHints& hints, const Opti
 
 }  // namespace
 
-Status parse_optimizer(JsonFields& root, OptimizerConfig* out, Warnings* warnings) {
+Status parse_optimizer(JsonFields& root, const TrainerFlags& flags, OptimizerConfig* out, Warnings* warnings) {
+  // Without an optimizer section the flags still set the defaults' values.
   TZ_ASSIGN_OR_RETURN(JsonFields o, root.child("optimizer"));
-  if (!root.has("optimizer")) return {};
-  if (!o.has("type")) return invalid_argument(o.path_of("type") + " is missing: give Adam or AdamW");
-  std::string type;
-  TZ_RETURN_IF_ERROR(o.read_string("type", &type));
-  if (lower(type) == "adam") {
-    out->type = OptimizerType::kAdam;
-  } else if (lower(type) == "adamw") {
-    out->type = OptimizerType::kAdamW;
-  } else {
-    return invalid_argument(o.path_of("type") + " \"" + type + "\" is not supported: use Adam or AdamW");
+  if (root.has("optimizer")) {
+    if (!o.has("type")) return invalid_argument(o.path_of("type") + " is missing: give Adam or AdamW");
+    std::string type;
+    TZ_RETURN_IF_ERROR(o.read_string("type", &type));
+    if (lower(type) == "adam") {
+      out->type = OptimizerType::kAdam;
+    } else if (lower(type) == "adamw") {
+      out->type = OptimizerType::kAdamW;
+    } else {
+      return invalid_argument(o.path_of("type") + " \"" + type + "\" is not supported: use Adam or AdamW");
+    }
   }
   TZ_ASSIGN_OR_RETURN(JsonFields p, o.child("params"));
-  TZ_RETURN_IF_ERROR(p.read_double("lr", &out->lr, 0.0, 1e6));
-  TZ_RETURN_IF_ERROR(read_betas(p, out));
-  TZ_RETURN_IF_ERROR(p.read_double("eps", &out->eps, 1e-300, 1.0));
-  TZ_RETURN_IF_ERROR(p.read_double("weight_decay", &out->weight_decay, 0.0, 1e6));
+  TZ_RETURN_IF_ERROR(resolve_double(p, "lr", flags.lr, "--lr", &out->lr, 0.0, 1e6));
+  TZ_RETURN_IF_ERROR(read_betas(p, flags, out));
+  TZ_RETURN_IF_ERROR(resolve_double(p, "eps", flags.adam_epsilon, "--adam-epsilon", &out->eps, 1e-300, 1.0));
+  TZ_RETURN_IF_ERROR(
+      resolve_double(p, "weight_decay", flags.weight_decay, "--weight-decay", &out->weight_decay, 0.0, 1e6));
   TZ_RETURN_IF_ERROR(p.read_bool("bias_correction", &out->bias_correction));
   TZ_RETURN_IF_ERROR(p.read_bool("adam_w_mode", &out->adam_w_mode));
   TZ_RETURN_IF_ERROR(p.read_bool("torch_adam", &out->torch_adam));
@@ -124,22 +159,28 @@ Status parse_optimizer(JsonFields& root, OptimizerConfig* out, Warnings* warning
                             " is not an optimizer parameter (DeepSpeed refuses it too): use the top-level "
                             "gradient_clipping");
   }
-  p.warn_unused(warnings);
-  o.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(p.check_unused(warnings));
+  TZ_RETURN_IF_ERROR(o.check_unused(warnings));
   return {};
 }
 
 Status parse_scheduler(JsonFields& root, const ResolveHints& hints, const OptimizerConfig& optimizer,
                        std::optional<LrScheduleConfig>* out, Warnings* warnings) {
   TZ_ASSIGN_OR_RETURN(JsonFields s, root.child("scheduler"));
-  if (!root.has("scheduler")) return {};
+  if (!root.has("scheduler")) {
+    if (!hints.flags.warmup_steps) return {};
+    return invalid_argument(
+        "--warmup-steps needs a scheduler in the ds_config (the lr is constant without one): add e.g. \"scheduler\": "
+        "{\"type\": \"WarmupCosineLR\", \"params\": {\"warmup_num_steps\": \"auto\", \"total_num_steps\": "
+        "\"auto\"}}, or drop the flag");
+  }
   LrScheduleConfig c;
   TZ_ASSIGN_OR_RETURN(c.type, read_schedule_type(s));
   TZ_ASSIGN_OR_RETURN(JsonFields p, s.child("params"));
   TZ_RETURN_IF_ERROR(read_schedule_params(p, hints, optimizer, &c, warnings));
   TZ_RETURN_IF_ERROR(validate(c));
-  p.warn_unused(warnings);
-  s.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(p.check_unused(warnings));
+  TZ_RETURN_IF_ERROR(s.check_unused(warnings));
   *out = c;
   return {};
 }

@@ -72,7 +72,7 @@ Status parse_offload_param(JsonFields& zero, OffloadParamConfig* out, Warnings* 
   TZ_RETURN_IF_ERROR(f.read_count("max_in_cpu", &out->max_in_cpu, false));
   TZ_RETURN_IF_ERROR(f.read_bool("pin_memory", &out->pin_memory));
   TZ_RETURN_IF_ERROR(require_nvme_path(f, out->device, out->nvme_paths));
-  f.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(f.check_unused(warnings));
   return {};
 }
 
@@ -86,17 +86,33 @@ Status parse_offload_optimizer(JsonFields& zero, OffloadOptimizerConfig* out, Wa
   TZ_RETURN_IF_ERROR(f.read_bool("pipeline_write", &out->pipeline_write));
   TZ_RETURN_IF_ERROR(f.read_double("ratio", &out->ratio, 0.0, 1.0));
   TZ_RETURN_IF_ERROR(require_nvme_path(f, out->device, out->nvme_paths));
-  f.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(f.check_unused(warnings));
+  return {};
+}
+
+// A count that may be "auto" (`auto_value` from the model's hidden size h, as transformers'
+// HfTrainerDeepSpeedConfig fills it; refused when h is unknown), under `key`.
+Status read_auto_count(JsonFields& f, const std::string& key, const ResolveHints& hints, uint64_t* out,
+                       bool positive, uint64_t (*auto_value)(uint64_t h)) {
+  if (!f.is_auto(key)) return f.read_count(key, out, positive);
+  if (hints.model.hidden_size <= 0) {
+    return invalid_argument(f.path_of(key) +
+                            " is \"auto\", which comes from the model's hidden_size, not known here: give a number");
+  }
+  *out = auto_value(static_cast<uint64_t>(hints.model.hidden_size));
   return {};
 }
 
 // DeepSpeed reads each stage3_* knob under its field name too (pydantic alias).
-Status read_stage3_count(JsonFields& f, const std::string& name, uint64_t* out, bool positive) {
+Status read_stage3_count(JsonFields& f, const std::string& name, const ResolveHints& hints, uint64_t* out,
+                         bool positive, uint64_t (*auto_value)(uint64_t h) = nullptr) {
   const std::string prefixed = "stage3_" + name;
   if (f.has(prefixed) && f.has(name)) {
     return invalid_argument(f.path_of(prefixed) + " and " + f.path_of(name) + " are the same setting; give one");
   }
-  return f.read_count(f.has(name) ? name : prefixed, out, positive);
+  const std::string key = f.has(name) ? name : prefixed;
+  if (auto_value == nullptr) return f.read_count(key, out, positive);
+  return read_auto_count(f, key, hints, out, positive, auto_value);
 }
 
 // The deprecated booleans DeepSpeed still maps: cpu_offload -> offload_optimizer.device "cpu",
@@ -124,19 +140,6 @@ Status apply_deprecated(JsonFields& f, ZeroConfig* out, Warnings* warnings) {
                         " is deprecated: use pin_memory in the offload blocks");
   }
   return {};
-}
-
-// "auto" sizes from the model's hidden size, as transformers' HfTrainerDeepSpeedConfig does.
-void resolve_auto_buckets(JsonFields& f, const ResolveHints& hints, ZeroConfig* out) {
-  const auto h = static_cast<uint64_t>(hints.model.hidden_size);
-  if (h == 0) return;
-  if (f.is_auto("reduce_bucket_size")) out->reduce_bucket_size = h * h;
-  if (f.is_auto("stage3_prefetch_bucket_size") || f.is_auto("prefetch_bucket_size")) {
-    out->prefetch_bucket_size = static_cast<uint64_t>(0.9 * static_cast<double>(h * h));
-  }
-  if (f.is_auto("stage3_param_persistence_threshold") || f.is_auto("param_persistence_threshold")) {
-    out->param_persistence_threshold = 10 * h;
-  }
 }
 
 Status check_offload_stage(JsonFields& f, const ZeroConfig& z) {
@@ -173,23 +176,25 @@ Status parse_zero(JsonFields& root, const ResolveHints& hints, ZeroConfig* out, 
   out->overlap_comm = out->stage == 3;
   TZ_RETURN_IF_ERROR(f.read_bool("overlap_comm", &out->overlap_comm));
   TZ_RETURN_IF_ERROR(f.read_bool("round_robin_gradients", &out->round_robin_gradients));
-  TZ_RETURN_IF_ERROR(f.read_count("reduce_bucket_size", &out->reduce_bucket_size, true));
+  TZ_RETURN_IF_ERROR(read_auto_count(f, "reduce_bucket_size", hints, &out->reduce_bucket_size, true,
+                                     [](uint64_t h) { return h * h; }));
   TZ_RETURN_IF_ERROR(f.read_count("allgather_bucket_size", &out->allgather_bucket_size, true));
   TZ_RETURN_IF_ERROR(f.read_count("sub_group_size", &out->sub_group_size, true));
-  TZ_RETURN_IF_ERROR(read_stage3_count(f, "prefetch_bucket_size", &out->prefetch_bucket_size, true));
-  TZ_RETURN_IF_ERROR(read_stage3_count(f, "param_persistence_threshold", &out->param_persistence_threshold, false));
-  TZ_RETURN_IF_ERROR(read_stage3_count(f, "max_live_parameters", &out->max_live_parameters, false));
-  TZ_RETURN_IF_ERROR(read_stage3_count(f, "max_reuse_distance", &out->max_reuse_distance, false));
+  TZ_RETURN_IF_ERROR(read_stage3_count(f, "prefetch_bucket_size", hints, &out->prefetch_bucket_size, true,
+                                       [](uint64_t h) { return static_cast<uint64_t>(0.9 * static_cast<double>(h * h)); }));
+  TZ_RETURN_IF_ERROR(read_stage3_count(f, "param_persistence_threshold", hints, &out->param_persistence_threshold,
+                                       false, [](uint64_t h) { return 10 * h; }));
+  TZ_RETURN_IF_ERROR(read_stage3_count(f, "max_live_parameters", hints, &out->max_live_parameters, false));
+  TZ_RETURN_IF_ERROR(read_stage3_count(f, "max_reuse_distance", hints, &out->max_reuse_distance, false));
   for (const char* key : {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
                           "stage3_gather_fp16_weights_on_model_save"}) {
     TZ_RETURN_IF_ERROR(f.read_bool(key, &out->gather_16bit_weights_on_model_save));
   }
-  resolve_auto_buckets(f, hints, out);
   TZ_RETURN_IF_ERROR(parse_offload_param(f, &out->offload_param, warnings));
   TZ_RETURN_IF_ERROR(parse_offload_optimizer(f, &out->offload_optimizer, warnings));
   TZ_RETURN_IF_ERROR(apply_deprecated(f, out, warnings));
   TZ_RETURN_IF_ERROR(check_offload_stage(f, *out));
-  f.warn_unused(warnings);
+  TZ_RETURN_IF_ERROR(f.check_unused(warnings));
   return {};
 }
 

@@ -1,12 +1,17 @@
 #include "engine/config/internal/json_fields.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/common.h"
+#include "engine/config/internal/ds_config_sections.h"
+#include "engine/config/internal/nearest_name.h"
 
 namespace tierzero::engine::detail {
 namespace {
@@ -25,7 +30,8 @@ bool is_auto_value(const nlohmann::json& v) {
 
 }  // namespace
 
-JsonFields::JsonFields(const nlohmann::json* object, std::string path) : object_(object), path_(std::move(path)) {}
+JsonFields::JsonFields(const nlohmann::json* object, std::string path, const IgnoredKeys* ignored)
+    : object_(object), path_(std::move(path)), ignored_(ignored) {}
 
 std::string JsonFields::path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
@@ -54,7 +60,7 @@ Result<JsonFields> JsonFields::child(const std::string& key) {
   if (v != nullptr && !v->is_object()) {
     return invalid_argument(path_of(key) + " must be a JSON object ({...}), got " + v->dump());
   }
-  return JsonFields(v, path_of(key));
+  return JsonFields(v, path_of(key), ignored_);
 }
 
 Result<double> JsonFields::number(const std::string& key, const nlohmann::json& v) const {
@@ -68,9 +74,16 @@ Result<double> JsonFields::number(const std::string& key, const nlohmann::json& 
   return invalid_argument(path_of(key) + " must be a number (e.g. 5e8 or \"5e8\"), got " + v.dump());
 }
 
+Status JsonFields::auto_error(const std::string& key) const {
+  return invalid_argument(path_of(key) +
+                          " is \"auto\", which tierzero resolves only where the Hugging Face Trainer fills it "
+                          "(configs/README.md, \"auto\"): give a value");
+}
+
 Status JsonFields::read_bool(const std::string& key, bool* out) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr || is_auto_value(*v)) return {};
+  if (v == nullptr) return {};
+  if (is_auto_value(*v)) return auto_error(key);
   if (!v->is_boolean()) return invalid_argument(path_of(key) + " must be true or false, got " + v->dump());
   *out = v->get<bool>();
   return {};
@@ -78,7 +91,8 @@ Status JsonFields::read_bool(const std::string& key, bool* out) {
 
 Status JsonFields::read_int(const std::string& key, int64_t* out, int64_t min, int64_t max) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr || is_auto_value(*v)) return {};
+  if (v == nullptr) return {};
+  if (is_auto_value(*v)) return auto_error(key);
   if (v->is_number_integer()) {
     const int64_t i = v->get<int64_t>();
     if (i < min || i > max) {
@@ -111,7 +125,8 @@ Status JsonFields::read_int(const std::string& key, int* out, int min, int max) 
 Status JsonFields::read_count(const std::string& key, uint64_t* out, bool positive) {
   int64_t value = static_cast<int64_t>(*out);
   const nlohmann::json* v = find(key);
-  if (v == nullptr || is_auto_value(*v)) return {};
+  if (v == nullptr) return {};
+  if (is_auto_value(*v)) return auto_error(key);
   Status s = read_int(key, &value, 0);
   if (!s.ok()) return invalid_argument(path_of(key) + " must be a whole number >= 0, got " + v->dump());
   if (positive && value == 0) return invalid_argument(path_of(key) + " must be > 0, got " + v->dump());
@@ -121,7 +136,8 @@ Status JsonFields::read_count(const std::string& key, uint64_t* out, bool positi
 
 Status JsonFields::read_bytes(const std::string& key, uint64_t* out) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr || is_auto_value(*v)) return {};
+  if (v == nullptr) return {};
+  if (is_auto_value(*v)) return auto_error(key);
   if (v->is_string()) {
     Result<uint64_t> bytes = parse_bytes(v->get<std::string>());
     if (!bytes.ok()) return bytes.status().with_context(path_of(key));
@@ -133,7 +149,8 @@ Status JsonFields::read_bytes(const std::string& key, uint64_t* out) {
 
 Status JsonFields::read_double(const std::string& key, double* out, double min, double max) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr || is_auto_value(*v)) return {};
+  if (v == nullptr) return {};
+  if (is_auto_value(*v)) return auto_error(key);
   TZ_ASSIGN_OR_RETURN(double d, number(key, *v));
   if (!std::isfinite(d) || d < min || d > max) {
     return invalid_argument(
@@ -145,17 +162,41 @@ Status JsonFields::read_double(const std::string& key, double* out, double min, 
 
 Status JsonFields::read_string(const std::string& key, std::string* out) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr || is_auto_value(*v)) return {};
+  if (v == nullptr) return {};
   if (!v->is_string()) return invalid_argument(path_of(key) + " must be a string, got " + v->dump());
   *out = v->get<std::string>();
   return {};
 }
 
-void JsonFields::warn_unused(std::vector<std::string>* warnings) const {
-  if (object_ == nullptr || !object_->is_object()) return;
+Status JsonFields::check_unused(std::vector<std::string>* warnings) const {
+  if (object_ == nullptr || !object_->is_object()) return {};
+  std::string refused;
   for (auto it = object_->begin(); it != object_->end(); ++it) {
-    if (!used_.contains(it.key())) warnings->push_back("unknown key '" + path_of(it.key()) + "' (ignored)");
+    const std::string path = path_of(it.key());
+    if (used_.contains(it.key()) || is_warned_key(path)) continue;
+    if (ignored_ != nullptr && ignored_->contains(path)) {
+      warnings->push_back("'" + path + "' is not a key tierzero knows: ignored as tierzero.ignore_unknown_keys asks");
+      continue;
+    }
+    // Near names: the keys read here and the DeepSpeed keys registered here; a registered key that
+    // is not read here (a scheduler's key under another scheduler) has no near name but itself.
+    std::vector<std::string> near;
+    for (const std::string& name : used_)
+      if (name != it.key()) near.push_back(name);
+    for (std::string& name : registered_children(path_))
+      if (name != it.key() && is_warned_key(path_of(name))) near.push_back(std::move(name));
+    if (!refused.empty()) refused += "; ";
+    refused += "unknown key '" + path + "'";
+    if (std::optional<std::string> meant = nearest_name(it.key(), near)) {
+      refused += ": did you mean " + *meant + "?";
+    } else {
+      refused += fmt::format(" ({} takes {})", path_.empty() ? "the top level" : path_, fmt::join(used_, ", "));
+    }
   }
+  if (refused.empty()) return {};
+  return invalid_argument(refused +
+                          " (tierzero refuses keys it does not know, as DeepSpeed's config models do; a key of "
+                          "another tool may be listed in tierzero.ignore_unknown_keys)");
 }
 
 }  // namespace tierzero::engine::detail

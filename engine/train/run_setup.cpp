@@ -72,9 +72,21 @@ Result<LoadedConfig> load_config(const TrainArgs& args, int world_size, const Mo
   hints.world_size = world_size;
   hints.model.hidden_size = model.hidden_size;
   hints.total_steps = args.steps;
+  hints.flags = args.trainer_flags;
   LoadedConfig loaded;
   loaded.path = resolve_path(args.config_path.empty() ? kDefaultConfig : args.config_path);
   TZ_ASSIGN_OR_RETURN(loaded.config, load_ds_config(loaded.path, hints));
+  const int64_t seq_len = loaded.config.tierzero.data_seq_len;
+  // Dynamic NTK scaling stretches RoPE past max_position_embeddings by design.
+  if (model.max_position_embeddings > 0 && seq_len > model.max_position_embeddings &&
+      model.rope_scaling.type != "dynamic") {
+    return invalid_argument("sequence length " + std::to_string(seq_len) +
+                            (args.trainer_flags.seq_len ? " (--seq-len)" : " (" + loaded.path + ": tierzero.data.seq_len)") +
+                            " is above the model's max_position_embeddings " +
+                            std::to_string(model.max_position_embeddings) +
+                            " (config.json): positions past it were never trained; use a seq_len of at most " +
+                            std::to_string(model.max_position_embeddings));
+  }
   return loaded;
 }
 

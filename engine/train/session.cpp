@@ -34,7 +34,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_ASSIGN_OR_RETURN(s->options_, engine_options(config));
   s->last_step_ = planned_steps(args, config);
   TZ_ASSIGN_OR_RETURN(s->save_every_, save_period(args, config));
-  s->keep_last_ = args.keep_last > 0 ? args.keep_last : config.tierzero.checkpoint_keep_last;
+  s->keep_last_ = args.keep_last >= 0 ? args.keep_last : config.tierzero.checkpoint_keep_last;
   TZ_ASSIGN_OR_RETURN(s->data_, open_data(args, s->config_, s->comm_->rank(), s->comm_->world_size()));
   LrScheduleConfig constant_lr{.type = LrScheduleType::kWarmupLR,
                                .warmup_min_lr = config.optimizer.lr,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/common.h"
+#include "engine/config/ds_config.h"
 
 namespace tierzero::engine {
 
@@ -19,16 +20,18 @@ struct TrainArgs {
   std::string model_dir;          // HF checkpoint directory (config.json + safetensors)
   std::string model_config_path;  // HF config.json for a randomly initialised model
   std::string data_path;          // token file / JSONL; empty: the config's tierzero.data.path
-  int64_t steps = 0;              // optimizer steps; 0: the scheduler's total_num_steps, else 100
+  int64_t steps = 0;              // optimizer steps (--steps, >= 1); 0: not given (the scheduler's
+                                  // total_num_steps, else 100)
   std::string save_dir;           // engine checkpoint written at the end (with the 16-bit model
                                   // beside it when stage3_gather_16bit_weights_on_model_save); empty: none
   std::string export_dir;         // HF model directory (16-bit safetensors) written at the end; empty: none
   std::string resume_dir;         // engine checkpoint to continue from; empty: start fresh
   int64_t save_every = 0;         // also save every N steps into save_dir; 0: tierzero.checkpoint.save_every
-  int64_t keep_last = 0;          // checkpoints kept in save_dir; 0: tierzero.checkpoint.keep_last (0: all)
+  int64_t keep_last = -1;         // checkpoints kept in save_dir; 0: all; -1: tierzero.checkpoint.keep_last
   std::string metrics_path;       // one JSON line per step here (report/METRICS.md), rank 0; empty: none
   std::string tensorboard_dir;    // TensorBoard event file written here, rank 0; empty: none
   uint64_t init_seed = 1234;      // random initialisation (without model_dir)
+  TrainerFlags trainer_flags;     // --micro-batch, --lr, --bf16, ...: what the ds_config's "auto" takes
 };
 
 struct TrainSummary {

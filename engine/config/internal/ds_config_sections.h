@@ -1,7 +1,7 @@
 // Private: one parser per ds_config section, called by parse_ds_config() in this order
 // (the scheduler needs the optimizer's lr). Each reads its keys from `root`, fills its part of
-// the config, adds warnings for unknown keys of its own sub-objects and returns errors naming
-// the key.
+// the config, refuses unknown keys of its own sub-objects (JsonFields::check_unused) and returns
+// errors naming the key.
 #pragma once
 
 #include <optional>
@@ -17,14 +17,15 @@ using Warnings = std::vector<std::string>;
 
 // train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps.
 Status parse_batch(JsonFields& root, const ResolveHints& hints, BatchConfig* out);
-// fp16, bf16 (alias bfloat16).
-Status parse_precision(JsonFields& root, Fp16Config* fp16, Bf16Config* bf16, Warnings* warnings);
+// fp16, bf16 (alias bfloat16); "enabled" resolved with --bf16 / --fp16.
+Status parse_precision(JsonFields& root, const TrainerFlags& flags, Fp16Config* fp16, Bf16Config* bf16,
+                       Warnings* warnings);
 // zero_optimization with offload_param and offload_optimizer.
 Status parse_zero(JsonFields& root, const ResolveHints& hints, ZeroConfig* out, Warnings* warnings);
 // aio.
 Status parse_aio(JsonFields& root, nvme::IoConfig* out, Warnings* warnings);
-// optimizer.
-Status parse_optimizer(JsonFields& root, OptimizerConfig* out, Warnings* warnings);
+// optimizer; lr, betas, eps and weight_decay resolved with their flags (also without the section).
+Status parse_optimizer(JsonFields& root, const TrainerFlags& flags, OptimizerConfig* out, Warnings* warnings);
 // scheduler; `optimizer` supplies the lr WarmupLR and WarmupCosineLR default to.
 Status parse_scheduler(JsonFields& root, const ResolveHints& hints, const OptimizerConfig& optimizer,
                        std::optional<LrScheduleConfig>* out, Warnings* warnings);
@@ -32,8 +33,17 @@ Status parse_scheduler(JsonFields& root, const ResolveHints& hints, const Optimi
 Status parse_activation_checkpointing(JsonFields& root, ActivationCheckpointingConfig* out, Warnings* warnings);
 // One warning per kWarned registry key present in `root` with a value other than its accepted one.
 void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings);
-// tierzero (the extension section).
-Status parse_tierzero(JsonFields& root, TierzeroConfig* out, Warnings* warnings);
+// True when `path` is a kWarned registry key: a key DeepSpeed knows that tierzero accepts without
+// acting on it (JsonFields::check_unused() leaves it to warn_ineffective_keys()).
+bool is_warned_key(std::string_view path);
+// The names the registry lists directly under `parent` ("" for the top level): "zero_optimization"
+// under "", "offload_optimizer" under "zero_optimization".
+std::vector<std::string> registered_children(std::string_view parent);
+// tierzero (the extension section); tierzero.data.seq_len from --seq-len when given.
+Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfig* out, Warnings* warnings);
+// tierzero.ignore_unknown_keys of `root` (a ds_config object): a list of key paths none of which
+// tierzero knows; kInvalidArgument naming the entry otherwise.
+Result<IgnoredKeys> read_ignored_keys(const nlohmann::json& root);
 // The tierzero state-layout keys against the rest of the config (bf16, the offloaded optimizer, its
 // device, the pinned limit): kInvalidArgument naming the key and the fix.
 Status check_state_layout(const DsConfig& config);

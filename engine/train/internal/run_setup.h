@@ -49,8 +49,9 @@ Result<ModelAndWeights> load_model(const TrainArgs& args);
 // init_parameters, never the whole model in memory) unless the model streams from a checkpoint.
 void init_random_weights(const TrainArgs& args, ModelAndWeights& model);
 
-// The ds_config `args` name (configs/tiny.json when none), resolved for `world_size` ranks and the
-// model's hidden size. `path` is the file actually read.
+// The ds_config `args` name (configs/tiny.json when none), resolved for `world_size` ranks, the
+// model's hidden size and args' flags ("auto", ds_config.h). `path` is the file actually read. A
+// sequence length above the model's max_position_embeddings is an error naming both.
 struct LoadedConfig {
   DsConfig config;
   std::string path;

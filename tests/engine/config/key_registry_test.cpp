@@ -73,9 +73,9 @@ TEST(KeyRegistry, ConfigsReadmeTableIsTheRegistry) {
 nlohmann::json other_value(const ConfigKey& key) {
   const nlohmann::json accepted = nlohmann::json::parse(key.accepted);
   if (accepted.is_boolean()) return !accepted.get<bool>();
-  if (accepted.is_number()) return accepted.get<int64_t>() * 2;
+  if (accepted.is_number()) return accepted.get<double>() == 0 ? 1.0 : accepted.get<double>() * 2;
   if (accepted.is_string()) return "sync";  // aio.backend
-  return nlohmann::json(2);                 // activation_checkpointing.number_checkpoints
+  return nlohmann::json(2);                 // null: activation_checkpointing.number_checkpoints, sections
 }
 
 TEST(KeyRegistry, WarnedKeysWarnByNameUnlessAccepted) {
