@@ -31,7 +31,7 @@ if ((${#missing[@]})); then
 fi
 
 torch_version=2.11.0
-python_packages=("torch==${torch_version}" numpy safetensors transformers deepspeed tensorboard gguf accelerate)
+python_packages=("torch==${torch_version}" numpy safetensors transformers deepspeed tensorboard gguf accelerate peft)
 has_torch() { "$1" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_version}')" 2>/dev/null; }
 python=python3
 if ! has_torch "$python"; then
@@ -48,7 +48,8 @@ fi
 # deepspeed (its zero_to_fp32 is the reference for the DeepSpeed import), tensorboard (its event
 # reader checks `train --tensorboard`'s files), gguf (transformers reads llama.cpp's vocab GGUFs with
 # it: the chat-template tests' real tokenizers), accelerate (transformers' HF Trainer DeepSpeed
-# config, the reference for ds_config "auto", needs it).
+# config, the reference for ds_config "auto", needs it), peft (the reference for tierzero.lora: its
+# training, adapter directory and merged model).
 for package in "${python_packages[@]:1}"; do
   "$python" -c "import $package" 2>/dev/null || "$python" -m pip install -q "$package"
 done

@@ -75,6 +75,7 @@
 // | tierzero.data.seq_len        | integer > 0            | 256     | tokens a sample predicts                 |
 // | tierzero.data.seed           | integer >= 0           | 1234    | shuffle seed                             |
 // | tierzero.data.dtype          | "uint16" / "uint32"    | ""      | token width of a headerless file         |
+// | tierzero.lora.*              | object (LoraConfig)    | absent  | LoRA over a frozen base (configs/README) |
 // | tierzero.ignore_unknown_keys | list of key paths      | []      | keys of other tools passed over (warned) |
 #pragma once
 
@@ -241,6 +242,22 @@ enum class OffloadGradAccumulator : uint8_t { kAuto, kDevice, kHost };
 const char* offload_grad_accumulator_name(OffloadGradAccumulator accumulator);
 enum class CheckpointCompression : uint8_t { kNone, kZstd };
 
+// tierzero.lora: LoRA adapters trained over the frozen model, with PEFT LoraConfig's names and
+// meanings (engine/model/lora_model.h). Absent: full fine-tuning.
+struct LoraConfig {
+  int64_t r = 8;              // rank
+  double lora_alpha = 8.0;    // scaling = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora)
+  double lora_dropout = 0.0;  // only 0 is accepted (tierzero recomputes layers in backward)
+  // Linear modules to adapt, as PEFT matches them: a list of names, each matching a module path
+  // equal to it or ending in "." + it; or one string: "all-linear" (every linear but the LM head)
+  // or a regular expression the whole module path must match.
+  std::vector<std::string> target_modules{"q_proj", "v_proj"};  // PEFT's default for Llama / Qwen2 / Mistral
+  std::string target_pattern;                                   // the one-string form; "" when a list
+  std::string bias = "none";                                    // only "none" is accepted
+  bool use_rslora = false;
+  std::string init_adapter;  // a PEFT adapter directory to start from; "" = fresh (PEFT's init)
+};
+
 // The `tierzero` section (table above).
 struct TierzeroConfig {
   uint64_t gpu_memory_limit = 0;
@@ -260,6 +277,7 @@ struct TierzeroConfig {
   int64_t data_seq_len = 256;
   uint64_t data_seed = 1234;
   std::string data_dtype;  // "", "uint16" or "uint32"
+  std::optional<LoraConfig> lora;
 };
 
 // A parsed, checked and resolved ds_config.

@@ -163,6 +163,7 @@ Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfi
   }
   TZ_RETURN_IF_ERROR(parse_checkpoint(t, out, warnings));
   TZ_RETURN_IF_ERROR(parse_data(t, flags, out, warnings));
+  TZ_RETURN_IF_ERROR(parse_lora(t, &out->lora, warnings));
   TZ_RETURN_IF_ERROR(t.check_unused(warnings));
   return {};
 }

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "engine/config/ds_config.h"
+#include "engine/config/internal/ds_config_sections.h"
 
 namespace tierzero::engine {
 namespace {
@@ -66,7 +67,7 @@ json scheduler_json(const LrScheduleConfig& s) {
 }
 
 json tierzero_json(const TierzeroConfig& t) {
-  return {
+  json out = {
       {"gpu_memory_limit", t.gpu_memory_limit},
       {"pinned_memory_limit", t.pinned_memory_limit},
       {"cpu_threads", t.cpu_threads},
@@ -88,6 +89,8 @@ json tierzero_json(const TierzeroConfig& t) {
         {"seed", t.data_seed},
         {"dtype", string_or_null(t.data_dtype)}}},
   };
+  if (t.lora) out["lora"] = detail::lora_json(*t.lora);
+  return out;
 }
 
 }  // namespace

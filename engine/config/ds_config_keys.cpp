@@ -230,6 +230,15 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.data.seq_len", H, "", ""},
     {"tierzero.data.seed", H, "", ""},
     {"tierzero.data.dtype", H, "", ""},
+    {"tierzero.lora.r", H, "", "LoRA rank (PEFT LoraConfig.r); the block's presence trains adapters over a frozen base"},
+    {"tierzero.lora.lora_alpha", H, "", "scaling = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora)"},
+    {"tierzero.lora.lora_dropout", H, "", "only 0.0 (PEFT's default) is accepted"},
+    {"tierzero.lora.target_modules", H, "",
+     "module names matched as PEFT does (the path or its last components), \"all-linear\" (every linear but the "
+     "LM head) or one regular expression the whole path must match"},
+    {"tierzero.lora.bias", H, "", "only \"none\" (PEFT's default) is accepted"},
+    {"tierzero.lora.use_rslora", H, "", "rank-stabilised scaling lora_alpha / sqrt(r)"},
+    {"tierzero.lora.init_adapter", H, "", "a PEFT adapter directory to start from instead of PEFT's initialisation"},
     {"tierzero.ignore_unknown_keys", H, "",
      "key paths of other tools (e.g. [\"my_tool\", \"zero_optimization.my_key\"]) passed over with a warning "
      "instead of refused as unknown; a path tierzero knows is an error"},

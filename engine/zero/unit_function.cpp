@@ -45,6 +45,13 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
     at::Tensor input = ctx->get_saved_variables()[0];
     bool input_has_grad = at::isFloatingType(input.scalar_type());
 
+    if (!input_has_grad && ref.model->unit_params(ref.unit).empty()) {
+      // Nothing to differentiate (a frozen unit on token ids: LoRA's embedding): no recomputation.
+      ref.gateway->fetch(ref.unit);
+      ref.gateway->reduce_grads(ref.unit, {});
+      ref.gateway->release(ref.unit);
+      return {at::Tensor(), at::Tensor(), at::Tensor()};
+    }
     std::vector<at::Tensor> params = ref.gateway->fetch(ref.unit);
     std::vector<at::Tensor> leaves;
     leaves.reserve(params.size() + 1);

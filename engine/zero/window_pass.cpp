@@ -72,6 +72,10 @@ std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGatew
       const bool input_has_grad = at::isFloatingType(inputs[unit][i].scalar_type());
       const at::Tensor input = inputs[unit][i].detach().requires_grad_(input_has_grad);
       if (input_has_grad) leaves.push_back(input);
+      if (leaves.empty()) {  // nothing to differentiate: a frozen unit on token ids (LoRA's embedding)
+        inputs[unit][i] = at::Tensor();
+        continue;
+      }
       torch::autograd::variable_list grads;
       {
         at::AutoGradMode grad_mode(true);

@@ -41,6 +41,10 @@ bool is_warned_key(std::string_view path);
 std::vector<std::string> registered_children(std::string_view parent);
 // tierzero (the extension section); tierzero.data.seq_len from --seq-len when given.
 Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfig* out, Warnings* warnings);
+// tierzero.lora (absent: *out stays nullopt); values checked (rank, alpha, dropout, targets, bias).
+Status parse_lora(JsonFields& tierzero, std::optional<LoraConfig>* out, Warnings* warnings);
+// tierzero.lora as to_json() writes it.
+nlohmann::json lora_json(const LoraConfig& lora);
 // tierzero.ignore_unknown_keys of `root` (a ds_config object): a list of key paths none of which
 // tierzero knows; kInvalidArgument naming the entry otherwise.
 Result<IgnoredKeys> read_ignored_keys(const nlohmann::json& root);

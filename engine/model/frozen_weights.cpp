@@ -1,0 +1,71 @@
+// FrozenWeights (internal/frozen_weights.h): the base weights of a LoRA run, read once from their
+// source and kept on the device or in host memory.
+#include "engine/model/internal/frozen_weights.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <span>
+
+namespace tierzero::engine {
+namespace {
+
+// fp32 elements read from the source at a time: bounds the staging buffer.
+constexpr int64_t kPieceElements = 4 << 20;
+
+// Reads parameter `spec` from `source` into `out` (its shape, any dtype and device) piece by piece.
+Status read_into(ParamSource& source, const ParamSpec& spec, at::Tensor& out) {
+  const std::optional<std::vector<int64_t>> shape = source.shape(spec.name);
+  if (!shape) return not_found(fmt::format("the base weights have no tensor {}", spec.name));
+  if (*shape != spec.shape)
+    return invalid_argument(fmt::format("base weight {} has shape [{}], the model expects [{}]", spec.name,
+                                        fmt::join(*shape, ","), fmt::join(spec.shape, ",")));
+  at::Tensor flat = out.view({-1});
+  const int64_t numel = flat.numel();
+  at::Tensor staging = at::empty({std::min(numel, kPieceElements)}, at::kFloat);
+  for (int64_t first = 0; first < numel; first += kPieceElements) {
+    const int64_t count = std::min(kPieceElements, numel - first);
+    TZ_RETURN_IF_ERROR(
+        source.read(spec.name, first, std::span<float>(staging.data_ptr<float>(), static_cast<size_t>(count))));
+    flat.narrow(0, first, count).copy_(staging.narrow(0, 0, count));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel& model, ParamSource& source,
+                                                           at::ScalarType dtype, at::Device device, FrozenHome home) {
+  std::unique_ptr<FrozenWeights> frozen(new FrozenWeights(home));
+  at::TensorOptions options = at::TensorOptions().dtype(dtype);
+  if (home == FrozenHome::kDevice) {
+    options = options.device(device);
+  } else {
+    options = options.pinned_memory(home == FrozenHome::kPinnedHost && at::hasCUDA());
+  }
+  for (const ParamSpec& spec : all_params(model)) {
+    at::Tensor weight = at::empty(spec.shape, options);
+    TZ_RETURN_IF_ERROR(read_into(source, spec, weight));
+    frozen->bytes_ += static_cast<int64_t>(weight.nbytes());
+    frozen->by_name_.emplace(spec.name, std::move(weight));
+  }
+  frozen->units_.resize(model.num_units());
+  for (size_t u = 0; u < model.num_units(); ++u) {
+    for (const ParamSpec& spec : model.unit_params(u)) frozen->units_[u].push_back(&frozen->by_name_.at(spec.name));
+  }
+  return frozen;
+}
+
+std::vector<at::Tensor> FrozenWeights::unit(size_t u, at::Device device) const {
+  std::vector<at::Tensor> out;
+  out.reserve(units_.at(u).size());
+  for (const at::Tensor* weight : units_[u]) {
+    out.push_back(weight->device() == device ? *weight : weight->to(device, /*non_blocking=*/weight->is_pinned()));
+  }
+  return out;
+}
+
+}  // namespace tierzero::engine

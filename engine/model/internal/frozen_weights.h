@@ -1,0 +1,60 @@
+// Private to engine/model: the frozen base weights a LoraModel runs on (lora_model.h), one copy of
+// each parameter in its home, handed out per unit on the device that asks.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+#include "engine/model/functional_model.h"
+#include "engine/model/lora_model.h"
+
+namespace tierzero::engine {
+
+class FrozenWeights {
+ public:
+  // Reads every parameter of `model` from `source` in bounded fp32 pieces, casts it to `dtype` and
+  // stores it in `home` (kDevice: on `device`). A parameter two units share (a tied embedding) is
+  // kept once. Errors name the tensor.
+  static Result<std::unique_ptr<FrozenWeights>> load(const FunctionalModel& model, ParamSource& source,
+                                                     at::ScalarType dtype, at::Device device, FrozenHome home);
+
+  // Unit u's parameters in model.unit_params(u) order, on `device` (a non-blocking copy from
+  // pinned memory; the stored tensors themselves when they are already there).
+  std::vector<at::Tensor> unit(size_t u, at::Device device) const;
+  // Bytes stored.
+  int64_t bytes() const { return bytes_; }
+  FrozenHome home() const { return home_; }
+
+ private:
+  FrozenWeights(FrozenHome home) : home_(home) {}
+  FrozenHome home_;
+  std::map<std::string, at::Tensor> by_name_;
+  std::vector<std::vector<const at::Tensor*>> units_;
+  int64_t bytes_ = 0;
+};
+
+// The adapters LoraModel adds to the base's projections: for the projection whose weight sits at
+// weight_index in the unit, scaling · B (A x) on top of `inner`'s result.
+class LoraProjector : public Projector {
+ public:
+  struct Adapter {
+    at::Tensor a;  // [r, in]
+    at::Tensor b;  // [out, r]
+  };
+  LoraProjector(const Projector& inner, std::map<size_t, Adapter> adapters, double scaling)
+      : inner_(inner), adapters_(std::move(adapters)), scaling_(scaling) {}
+  at::Tensor project(size_t weight_index, const at::Tensor& x, const at::Tensor& weight,
+                     const std::optional<at::Tensor>& bias) const override;
+
+ private:
+  const Projector& inner_;
+  std::map<size_t, Adapter> adapters_;
+  double scaling_;
+};
+
+}  // namespace tierzero::engine
