@@ -3,6 +3,7 @@
 // on CUDA when available, else the CPU. Under torchrun, every rank runs it.
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -113,6 +114,14 @@ void add_train_command(CLI::App& app) {
                    "keep only the newest K checkpoints in --save, older ones removed once the new one is durable "
                    "(default: tierzero.checkpoint.keep_last; 0 = keep all)")
       ->check(whole_number_in(0, kMaxSteps));
+  train
+      ->add_option(
+          "--on-save-error", args->on_save_error,
+          "a periodic save that fails (disk full, I/O error): `continue` (default) keeps training and the last "
+          "good checkpoint, removes the failed save's partial files and tries again at the next save; "
+          "`stop` ends the run. A failed final save always exits non-zero")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, engine::SaveErrorPolicy>{
+          {"continue", engine::SaveErrorPolicy::kContinue}, {"stop", engine::SaveErrorPolicy::kStop}}));
   train->add_option("--metrics", args->metrics_path,
                     "write one JSON line per step here (loss, lr, tokens/s, memory per tier, time breakdown; "
                     "format report/METRICS.md, drawn by `tierzero report`)");

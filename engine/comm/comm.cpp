@@ -1,5 +1,7 @@
 #include "engine/comm/comm.h"
 
+#include "engine/comm/internal/rendezvous.h"
+
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef TIERZERO_ENGINE_CUDA
@@ -15,6 +17,7 @@ namespace tierzero::engine {
 namespace {
 
 constexpr std::chrono::minutes kCollectiveTimeout{10};
+constexpr std::chrono::seconds kDefaultRendezvousTimeout{300};
 
 Result<int> env_int(const char* name, int fallback) {
   const char* text = std::getenv(name);
@@ -28,6 +31,17 @@ Result<int> env_int(const char* name, int fallback) {
 }
 
 }  // namespace
+
+Result<std::chrono::milliseconds> rendezvous_timeout() {
+  const char* text = std::getenv("TIERZERO_RENDEZVOUS_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::chrono::milliseconds(kDefaultRendezvousTimeout);
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (*end != '\0' || !(value > 0) || value > 1e7)
+    return invalid_argument(std::string("TIERZERO_RENDEZVOUS_TIMEOUT='") + text +
+                            "' is not a number of seconds above 0 (and at most 1e7); e.g. 600");
+  return std::chrono::milliseconds(static_cast<int64_t>(value * 1000.0 + 0.5));
+}
 
 void CommOp::wait() {
   if (!work_) return;
@@ -53,18 +67,28 @@ Result<std::unique_ptr<Comm>> Comm::from_env(at::Device device) {
                             "); set it to rank 0's host, e.g. 127.0.0.1");
   TZ_ASSIGN_OR_RETURN(int port, env_int("MASTER_PORT", -1));
   if (port <= 0) return invalid_argument("MASTER_PORT is unset (rank " + std::to_string(rank) + ")");
+  const comm_internal::LaunchEnv env{.master_addr = addr, .master_port = port, .world_size = world_size, .rank = rank};
+  TZ_ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, rendezvous_timeout());
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(port);
   options.isServer = rank == 0;
   options.numWorkers = world_size;
-  options.timeout = kCollectiveTimeout;
+  options.waitWorkers = false;  // wait_for_all_ranks waits, bounded, and names who is missing
+  options.timeout = timeout;    // a client's connection attempts to rank 0's store
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(addr, options);
   } catch (const std::exception& e) {
-    return io_error("rank " + std::to_string(rank) + ": cannot reach the TCPStore at " + addr + ":" +
-                    std::to_string(port) + ": " + e.what());
+    if (rank == 0)
+      return io_error("rank 0: cannot open the rendezvous store on port " + std::to_string(port) + " (" +
+                      env.describe() + "): " + comm_internal::first_line(e.what()) +
+                      "; another job may hold MASTER_PORT: pick a free one for every rank");
+    return io_error("rank " + std::to_string(rank) + ": rank 0 never opened the rendezvous store at " + addr + ":" +
+                    std::to_string(port) + " (" + env.describe() + "): " + comm_internal::first_line(e.what()) + "; " +
+                    comm_internal::what_to_check(env, "rank 0", timeout));
   }
+  TZ_RETURN_IF_ERROR(comm_internal::wait_for_all_ranks(*store, env, timeout));
+  store->setTimeout(kCollectiveTimeout);
   return create(std::move(store), rank, world_size, device);
 }
 

@@ -4,6 +4,10 @@
 // c10d::TCPStore on MASTER_ADDR:MASTER_PORT, or a single process with none of them set. Tests may
 // pass their own store (a FileStore in a temp dir). Without a backend (single()) every collective is
 // a no-op.
+// Rendezvous (from_env): every rank waits for all WORLD_SIZE ranks to check in at the store for at
+// most TIERZERO_RENDEZVOUS_TIMEOUT seconds (default 300; rendezvous_timeout()), saying on stderr
+// after 10 s whom it waits for; then it fails naming the missing ranks, the four variables' values
+// and what to check — instead of hanging.
 // Collectives are asynchronous: each returns a CommOp to wait on; buffers must stay alive until
 // then. Every rank must issue the same collectives in the same order.
 #pragma once
@@ -14,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -34,11 +39,17 @@ class CommOp {
   c10::intrusive_ptr<c10d::Work> work_;
 };
 
+// How long from_env waits for every rank: TIERZERO_RENDEZVOUS_TIMEOUT seconds (a positive number,
+// fractions allowed), else 300 s. kInvalidArgument names the variable when it is not such a number.
+Result<std::chrono::milliseconds> rendezvous_timeout();
+
 class Comm {
  public:
   // Joins the group torchrun's environment describes, for tensors on `device` (NCCL for CUDA,
   // Gloo otherwise); a single-rank Comm when WORLD_SIZE is unset or 1. kInvalidArgument names the
-  // variable that is missing or malformed; kUnsupported when NCCL is asked for but not built.
+  // variable that is missing or malformed; kUnsupported when NCCL is asked for but not built;
+  // kIo when the ranks do not all arrive within rendezvous_timeout() (the message names the
+  // missing ranks, MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and what to check).
   static Result<std::unique_ptr<Comm>> from_env(at::Device device);
   // Joins a group of `world_size` ranks that meet in `store`; builds the backend even for one rank
   // (tests exercise Gloo / NCCL that way).

@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::string_view kTagPrefix = "global_step";
 constexpr std::string_view kRemovingSuffix = ".removing";
+constexpr std::string_view kPartialSuffix = ".partial";
 
 // N for a name "global_stepN" (digits only after the prefix), else -1.
 int64_t iteration_of(std::string_view name) {
@@ -25,13 +26,6 @@ int64_t iteration_of(std::string_view name) {
     n = n * 10 + (c - '0');
   }
   return n;
-}
-
-std::string latest_tag(const std::string& dir) {
-  std::ifstream in(dir + "/latest");
-  std::string tag;
-  std::getline(in, tag);
-  return tag;
 }
 
 Status sync_dir(const std::string& dir) {
@@ -51,23 +45,48 @@ Status remove_tree(const std::string& path) {
   return Status();
 }
 
+// The paths DIR/NAME of the entries of `dir` whose name `matches`, in name order (none when `dir`
+// cannot be read).
+template <typename Predicate>
+std::vector<std::string> entries_where(const std::string& dir, Predicate matches) {
+  std::vector<std::string> paths;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return paths;
+  while (const dirent* entry = readdir(d)) {
+    const std::string_view name = entry->d_name;
+    if (matches(name)) paths.push_back(dir + "/" + std::string(name));
+  }
+  closedir(d);
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 // Removes every global_stepN.removing under `dir`: checkpoints an earlier run was removing when it
 // was killed (renamed away from their published name first, so nothing reads them).
 Status remove_interrupted_removals(const std::string& dir) {
-  std::vector<std::string> leftovers;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return Status();
-  while (const dirent* entry = readdir(d)) {
-    const std::string_view name = entry->d_name;
-    if (name.ends_with(kRemovingSuffix) && iteration_of(name.substr(0, name.size() - kRemovingSuffix.size())) >= 0)
-      leftovers.push_back(dir + "/" + std::string(name));
-  }
-  closedir(d);
-  for (const std::string& path : leftovers) TZ_RETURN_IF_ERROR(remove_tree(path));
+  for (const std::string& path : entries_where(dir, [](std::string_view name) {
+         return name.ends_with(kRemovingSuffix) &&
+                iteration_of(name.substr(0, name.size() - kRemovingSuffix.size())) >= 0;
+       }))
+    TZ_RETURN_IF_ERROR(remove_tree(path));
   return Status();
 }
 
 }  // namespace
+
+std::string latest_tag(const std::string& dir) {
+  std::ifstream in(dir + "/latest");
+  std::string tag;
+  std::getline(in, tag);
+  return tag;
+}
+
+Result<std::vector<std::string>> remove_unfinished_saves(const std::string& dir) {
+  const std::vector<std::string> partials =
+      entries_where(dir, [](std::string_view name) { return name.ends_with(kPartialSuffix); });
+  for (const std::string& path : partials) TZ_RETURN_IF_ERROR(remove_tree(path));
+  return partials;
+}
 
 std::vector<int64_t> saved_iterations(const std::string& dir) {
   std::vector<int64_t> iterations;

@@ -1,14 +1,21 @@
+#include <unistd.h>
+
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/train/internal/checkpoint_rotation.h"
 #include "engine/train/internal/engine_options.h"
+#include "engine/train/internal/output_preflight.h"
 #include "engine/train/internal/session.h"
+#include "fs/file_system.h"
 
 namespace tierzero::engine::trainer {
 namespace {
+
+constexpr uint64_t kMetricsLineBytes = 2048;  // a metrics JSONL line with the time breakdown, rounded up
 
 // True when paths `a` and `b` name the same existing directory.
 bool same_directory(const std::string& a, const std::string& b) {
@@ -31,7 +38,102 @@ CheckpointExtras TrainingSession::extras(int64_t iteration) const {
                           .model_config_json = model_.config_json};
 }
 
+Status TrainingSession::check_outputs(const Plan& plan) {
+  std::vector<OutputDestination> outputs;
+  if (!args_.save_dir.empty()) {
+    std::string what;
+    uint64_t bytes = planned_checkpoint_bytes(plan, what);
+    if (config_.config.zero.gather_16bit_weights_on_model_save) {
+      std::string model_what;
+      bytes += planned_export_bytes(plan, model_what);
+      what += " + " + model_what + " (stage3_gather_16bit_weights_on_model_save)";
+    }
+    outputs.push_back(OutputDestination{.path = args_.save_dir,
+                                        .what = "--save",
+                                        .kind = OutputKind::kDirectory,
+                                        .planned_bytes = bytes,
+                                        .planned_what = what});
+  }
+  if (printer() && !args_.export_dir.empty()) {
+    std::string what;
+    const uint64_t bytes = planned_export_bytes(plan, what);
+    outputs.push_back(OutputDestination{.path = args_.export_dir,
+                                        .what = "--export",
+                                        .kind = OutputKind::kStagedBeside,
+                                        .planned_bytes = bytes,
+                                        .planned_what = what});
+  }
+  if (printer() && !args_.metrics_path.empty()) {
+    outputs.push_back(OutputDestination{.path = args_.metrics_path,
+                                        .what = "--metrics",
+                                        .kind = OutputKind::kFile,
+                                        .planned_bytes = static_cast<uint64_t>(last_step_ + 1) * kMetricsLineBytes,
+                                        .planned_what = "a JSON line per step"});
+  }
+  // The swap files' bytes (the planner's NVMe peak, every rank of the host), spread over the paths.
+  const std::vector<std::string> swap_dirs = config_nvme_paths(config_.config);
+  uint64_t swap_bytes = 0;
+  for (const TierCheck& check : plan.checks)
+    if (check.name == "nvme") swap_bytes = check.peak_bytes;
+  for (const std::string& dir : swap_dirs)
+    outputs.push_back(OutputDestination{.path = dir,
+                                        .what = "nvme_path",
+                                        .kind = OutputKind::kSwapDirectory,
+                                        .planned_bytes = swap_bytes / swap_dirs.size(),
+                                        .planned_what = "NVMe swap files, the planner's peak"});
+
+  Status status;
+  if (printer() && !args_.save_dir.empty()) {
+    Result<std::vector<std::string>> removed = remove_unfinished_saves(args_.save_dir);
+    status = removed.status();
+    for (const std::string& path : removed.ok() ? *removed : std::vector<std::string>{})
+      std::fprintf(stderr,
+                   "removed %s: what an earlier save that failed or was killed left (never a committed "
+                   "checkpoint)\n",
+                   path.c_str());
+  }
+  if (status.ok()) {
+    const std::string probe_tag = "rank" + std::to_string(comm_->rank()) + ".pid" + std::to_string(getpid());
+    status = check_output_destinations(outputs, probe_tag, fs::default_file_system());
+  }
+  return agree_across_ranks(*comm_, status, "checking the output destinations");
+}
+
 Status TrainingSession::save(int64_t iteration) {
+  const Status status = write_checkpoint(iteration);
+  return status.ok() ? status : after_failed_save(iteration, status);
+}
+
+Status TrainingSession::after_failed_save(int64_t iteration, const Status& failure) {
+  const std::string& dir = args_.save_dir;
+  // Every rank is past the failed save (its status agreed): rank 0 removes what it staged.
+  std::string cleanup = "its partial output was removed";
+  if (printer()) {
+    const Result<std::vector<std::string>> removed = remove_unfinished_saves(dir);
+    if (!removed.ok()) cleanup = "its partial output could not all be removed: " + removed.status().message();
+  }
+  const std::string tag = latest_tag(dir);
+  const std::string kept = tag.empty() ? "no checkpoint was saved before it"
+                                       : dir + "/" + tag + " (the one " + dir + "/latest names) is kept as it was";
+  const bool periodic = iteration < last_step_;
+  if (periodic && args_.on_save_error == SaveErrorPolicy::kContinue) {
+    const int64_t next = (iteration / save_every_ + 1) * save_every_;
+    const std::string retry = next < last_step_ ? "the next save is at step " + std::to_string(next)
+                                                : "the final save at step " + std::to_string(last_step_) + " follows";
+    if (printer())
+      std::fprintf(stderr,
+                   "warning: the save of step %lld into %s failed: %s\n  training continues: %s; %s; %s "
+                   "(--on-save-error stop ends the run instead)\n",
+                   static_cast<long long>(iteration), dir.c_str(), failure.message().c_str(), kept.c_str(),
+                   cleanup.c_str(), retry.c_str());
+    return Status();
+  }
+  return Status(failure.code(), (periodic ? "the periodic save of step " : "the final save of step ") +
+                                    std::to_string(iteration) + " into " + dir + " failed: " + failure.message() +
+                                    ". Kept: " + kept + "; " + cleanup);
+}
+
+Status TrainingSession::write_checkpoint(int64_t iteration) {
   const std::string& dir = args_.save_dir;
   // Resumed from this directory's latest tierzero checkpoint with no step since (a run restarted
   // after its last save): that checkpoint is this state, and re-saving its tag is refused
@@ -44,8 +146,11 @@ Status TrainingSession::save(int64_t iteration) {
     TZ_RETURN_IF_ERROR(
         save_engine_checkpoint(dir, *engine_, extras(iteration), checkpoint_compression_level(config_.config)));
   }
-  if (config_.config.zero.gather_16bit_weights_on_model_save)
+  if (lora_ != nullptr) {
+    TZ_RETURN_IF_ERROR(save_lora_adapter(dir));  // as the HF Trainer saves a PEFT model's checkpoint
+  } else if (config_.config.zero.gather_16bit_weights_on_model_save) {
     TZ_RETURN_IF_ERROR(save_16bit_model(*engine_, model_.config_json, dir));
+  }
   if (printer() && iteration < last_step_) print_line("  saved " + dir + "/global_step" + std::to_string(iteration));
   if (!printer() || keep_last_ <= 0) return Status();
   // The new checkpoint is durable on every rank (the save agreed); a failed clean-up loses no state.

@@ -15,6 +15,12 @@
 
 namespace tierzero::engine {
 
+// What a failed periodic save does (--on-save-error). kContinue: training goes on, the last good
+// checkpoint stays as it was, the failed save's partial output is removed, a warning goes to stderr
+// and the next save due tries again. kStop: the run ends with the error. A failed final save always
+// ends the run with an error naming the checkpoint kept.
+enum class SaveErrorPolicy : uint8_t { kContinue, kStop };
+
 struct TrainArgs {
   std::string config_path;        // ds_config JSON; empty: configs/tiny.json
   std::string model_dir;          // HF checkpoint directory (config.json + safetensors)
@@ -28,6 +34,7 @@ struct TrainArgs {
   std::string resume_dir;         // engine checkpoint to continue from; empty: start fresh
   int64_t save_every = 0;         // also save every N steps into save_dir; 0: tierzero.checkpoint.save_every
   int64_t keep_last = -1;         // checkpoints kept in save_dir; 0: all; -1: tierzero.checkpoint.keep_last
+  SaveErrorPolicy on_save_error = SaveErrorPolicy::kContinue;  // a failed periodic save
   std::string metrics_path;       // one JSON line per step here (report/METRICS.md), rank 0; empty: none
   std::string tensorboard_dir;    // TensorBoard event file written here, rank 0; empty: none
   uint64_t init_seed = 1234;      // random initialisation (without model_dir)

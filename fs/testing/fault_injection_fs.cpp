@@ -88,6 +88,12 @@ void FaultInjectionFs::crash_at(size_t k) {
   crash_at_ = k;
 }
 
+void FaultInjectionFs::fail_paths_containing(const std::string& fragment, Status error) {
+  std::lock_guard lock(mu_);
+  failing_fragment_ = fragment;
+  failing_error_ = std::move(error);
+}
+
 bool FaultInjectionFs::crashed() const {
   std::lock_guard lock(mu_);
   return crashed_;
@@ -119,6 +125,8 @@ Status FaultInjectionFs::begin_step(const std::string& op, const std::string& pa
     return io_error(fmt::format("simulated power loss at step {} ({} {})", k, op, path));
   }
   if (fail_at_ && k == *fail_at_) return io_error(fmt::format("injected fault at step {} ({} {})", k, op, path));
+  if (!failing_fragment_.empty() && path.find(failing_fragment_) != std::string::npos)
+    return Status(failing_error_.code(), fmt::format("{} ({} {})", failing_error_.message(), op, path));
   return {};
 }
 

@@ -13,7 +13,8 @@
 //
 // Steps are the calls that can change durable state: create, append, truncate, sync, rename,
 // sync_dir, make_dir, remove_file, remove_tree. crash_at(k) lets steps 0..k-1 run and fails step k
-// and every call after it; fail_step(k) fails step k alone with an injected error.
+// and every call after it; fail_step(k) fails step k alone with an injected error;
+// fail_paths_containing() fails every step on some paths.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +48,10 @@ class FaultInjectionFs final : public FileSystem {
   void fail_step(size_t k);
   // Power is lost just before step `k`: it and every later call fail with kIo "simulated power loss".
   void crash_at(size_t k);
+  // Every later step on a path containing `fragment` fails with `error`'s code and message (the
+  // step's op and path appended) — a disk that is full, or broken, under one directory — until
+  // called again (an empty `fragment` fails nothing).
+  void fail_paths_containing(const std::string& fragment, Status error);
   // True once a crash_at() step was reached.
   bool crashed() const;
   // How many distinct images a power loss now may leave: 1 + the pending directory changes.
@@ -80,6 +85,8 @@ class FaultInjectionFs final : public FileSystem {
   std::vector<FsStep> steps_;
   std::optional<size_t> fail_at_;
   std::optional<size_t> crash_at_;
+  std::string failing_fragment_;
+  Status failing_error_;
   bool crashed_ = false;
   std::unique_ptr<DurableImage> image_;
 };

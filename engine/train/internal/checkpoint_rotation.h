@@ -1,4 +1,5 @@
-// Private: periodic saves keep the newest K engine checkpoints (checkpoint_rotation.cpp).
+// Private: periodic saves keep the newest K engine checkpoints, and what unfinished saves left is
+// removed (checkpoint_rotation.cpp).
 #pragma once
 
 #include <cstdint>
@@ -20,5 +21,14 @@ std::vector<int64_t> saved_iterations(const std::string& dir);
 // (global_stepN.removing) are removed first, so a killed rotation leaks no disk space. Errors name
 // the directory.
 Status remove_old_checkpoints(const std::string& dir, int64_t keep_last);
+
+// The tag DIR/latest names (the newest committed checkpoint), or "" when there is none.
+std::string latest_tag(const std::string& dir);
+
+// Removes every NAME.partial directly under `dir`, directory or file: what a save that failed or was
+// killed had staged (a checkpoint tag, a `latest` pointer, the 16-bit model). Readers never follow a
+// *.partial, so none is ever a committed checkpoint. Returns the paths removed, in name order; a
+// missing `dir` has none. Errors name the path that could not be removed.
+Result<std::vector<std::string>> remove_unfinished_saves(const std::string& dir);
 
 }  // namespace tierzero::engine::trainer

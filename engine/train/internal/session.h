@@ -6,8 +6,12 @@
 //   run()         session.cpp         header, then for each step: run_step(), report it, save when due;
 //                                     then the final save / export and the `done:` line
 //   run_step()    session_step.cpp    one optimizer step (below) and its measured figures
+//   check_outputs() session_save.cpp  before any weight is allocated: unfinished saves removed, every
+//                                     output destination created, probed and its free space checked
+//                                     (output_preflight.h)
 //   save()        session_save.cpp    an engine checkpoint (+ the 16-bit model when asked), older
-//                                     checkpoints removed once it is durable; the export
+//                                     checkpoints removed once it is durable; a failed one cleaned up
+//                                     and, when periodic, survived (--on-save-error); the export
 //   print_*()     session_report.cpp  rank 0's header and lines (format in step_report.h), and the
 //                                     metrics JSONL (--metrics, metrics_log.h)
 //
@@ -30,6 +34,7 @@
 #include "common/common.h"
 #include "engine/comm/comm.h"
 #include "engine/optim/schedules.h"
+#include "engine/plan/plan.h"
 #include "engine/train/internal/metrics_log.h"
 #include "engine/train/internal/run_setup.h"
 #include "engine/train/internal/step_report.h"
@@ -52,8 +57,11 @@ class TrainingSession {
   Status resume();
   Status open_metrics();
   Result<StepRecord> run_step(int64_t step);
+  Status check_outputs(const Plan& plan);
   bool save_due(int64_t iteration) const;
   Status save(int64_t iteration);
+  Status write_checkpoint(int64_t iteration);
+  Status after_failed_save(int64_t iteration, const Status& failure);
   Status export_model();
   CheckpointExtras extras(int64_t iteration) const;
   bool printer() const { return comm_->rank() == 0; }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,22 @@ std::string write_config(const ScratchDir& dir, const nlohmann::json& config, co
 
 // TrainArgs for `steps` steps of the config at `config_path`; other fields at their defaults.
 TrainArgs train_args(const std::string& config_path, int64_t steps);
+
+// A TCP port of the loopback interface free at the moment of asking (a TCPStore binds it next).
+int free_port();
+
+// Sets environment variable NAME to VALUE for a scope; the old value (or its absence) comes back.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const std::string& value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 // train() with rank 0's output captured.
 struct TrainRun {

@@ -1,0 +1,54 @@
+// Private: `train`'s check of its output destinations before step 1 (output_preflight.cpp). Each
+// destination — --save, --export, --metrics, the ds_config's nvme_path directories — is created (or,
+// for swap directories, must exist), proven writable by a probe file written, fsynced and removed,
+// and its file system's free space is compared with the bytes the run plans to write there, summed
+// over the destinations that share a file system. A failure names the path, the problem (not a
+// directory, cannot be created, not writable, N GiB needed and M GiB free) and the fix — before any
+// training, instead of after it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+#include "engine/plan/plan.h"
+#include "fs/file_system.h"
+
+namespace tierzero::engine::trainer {
+
+// How a destination is written.
+enum class OutputKind : uint8_t {
+  kDirectory,      // files go into `path` (--save): created with its parents when missing
+  kSwapDirectory,  // files go into `path` (an nvme_path), which must exist already
+  kStagedBeside,   // `path` is a directory written as PATH.partial beside it, then renamed (--export):
+                   // its parent is created and probed
+  kFile,           // `path` is a file (--metrics): its parent is created and probed; `path` must not be
+                   // a directory
+};
+
+struct OutputDestination {
+  std::string path;
+  std::string what;  // the flag or key it came from, for messages: "--save", "zero_optimization...nvme_path"
+  OutputKind kind = OutputKind::kDirectory;
+  uint64_t planned_bytes = 0;  // what the run writes there at most at once
+  std::string planned_what;    // how planned_bytes was counted: "one checkpoint: 3 fp32 states x 1.2e6 parameters"
+};
+
+// Checks every destination through `fs` as the header says, in order; the first problem is the
+// error (kInvalidArgument: not a directory / a directory where a file goes; kIo: cannot create or
+// write; kOutOfSpace: too little free space), naming the destination's flag and path and the fix.
+// `probe_tag` makes the probe files' names unique among processes checking the same directory
+// (e.g. "rank0.pid1234"). The directories created stay; the probe files are removed.
+Status check_output_destinations(const std::vector<OutputDestination>& destinations, const std::string& probe_tag,
+                                 fs::FileSystem& fs);
+
+// The bytes one engine checkpoint of `plan`'s run takes on disk, uncompressed: fp32 master weights
+// and both Adam moments (fp32, or bf16 with optimizer_state_dtype bf16; 8-bit moments are saved as
+// fp32) for every parameter, plus 1 MiB for manifests and records. `what` gets the count's words.
+uint64_t planned_checkpoint_bytes(const Plan& plan, std::string& what);
+// The bytes of the 16-bit model `plan`'s run exports (the training's 16-bit dtype; fp32 for an fp32
+// run) plus 1 MiB for config and tokenizer files. `what` gets the count's words.
+uint64_t planned_export_bytes(const Plan& plan, std::string& what);
+
+}  // namespace tierzero::engine::trainer
