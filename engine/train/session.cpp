@@ -51,9 +51,11 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_base_bytes;
   s->options_.micro_batch_tokens = config.batch.train_micro_batch_size_per_gpu * s->data_.samples->seq_len();
   init_random_weights(args, s->model_);
+  if (config.tierzero.lora) TZ_RETURN_IF_ERROR(s->adapt_model());
 
   s->engine_ = std::make_unique<ZeroEngine>(*s->network_, *s->model_.weights, s->options_, *s->comm_);
   s->model_.weights.reset();
+  s->initial_adapters_.clear();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
 
   const int64_t seq_len = s->data_.samples->seq_len();

@@ -146,8 +146,11 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
     TZ_RETURN_IF_ERROR(
         save_engine_checkpoint(dir, *engine_, extras(iteration), checkpoint_compression_level(config_.config)));
   }
-  if (config_.config.zero.gather_16bit_weights_on_model_save)
+  if (lora_ != nullptr) {
+    TZ_RETURN_IF_ERROR(save_lora_adapter(dir));  // as the HF Trainer saves a PEFT model's checkpoint
+  } else if (config_.config.zero.gather_16bit_weights_on_model_save) {
     TZ_RETURN_IF_ERROR(save_16bit_model(*engine_, model_.config_json, dir));
+  }
   if (printer() && iteration < last_step_) print_line("  saved " + dir + "/global_step" + std::to_string(iteration));
   if (!printer() || keep_last_ <= 0) return Status();
   // The new checkpoint is durable on every rank (the save agreed); a failed clean-up loses no state.
@@ -157,6 +160,7 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
 }
 
 Status TrainingSession::export_model() {
+  if (lora_ != nullptr) return export_lora_model();
   return export_16bit_model(*engine_, model_.config_json, args_.export_dir, {.progress = printer()});
 }
 

@@ -33,6 +33,7 @@
 
 #include "common/common.h"
 #include "engine/comm/comm.h"
+#include "engine/model/lora_model.h"
 #include "engine/optim/schedules.h"
 #include "engine/plan/plan.h"
 #include "engine/train/internal/metrics_log.h"
@@ -63,6 +64,12 @@ class TrainingSession {
   Status write_checkpoint(int64_t iteration);
   Status after_failed_save(int64_t iteration, const Status& failure);
   Status export_model();
+  // tierzero.lora (session_lora.cpp): network_ becomes a LoraModel over the frozen base and
+  // model_.weights a source over its initial adapters; a PEFT adapter directory into `dir`; the
+  // merged model into --export.
+  Status adapt_model();
+  Status save_lora_adapter(const std::string& dir);
+  Status export_lora_model();
   CheckpointExtras extras(int64_t iteration) const;
   bool printer() const { return comm_->rank() == 0; }
   void print_header() const;
@@ -74,6 +81,8 @@ class TrainingSession {
   std::unique_ptr<Comm> comm_;
   ModelAndWeights model_;
   std::unique_ptr<FunctionalModel> network_;
+  LoraModel* lora_ = nullptr;                              // network_ when tierzero.lora is set
+  std::map<std::string, at::Tensor> initial_adapters_;     // what model_.weights reads for a LoRA run
   LoadedConfig config_;
   ZeroEngineOptions options_;
   TrainingData data_;

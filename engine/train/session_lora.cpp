@@ -1,0 +1,88 @@
+// A LoRA run's parts of the session (tierzero.lora): the model becomes a LoraModel over the frozen
+// base and the engine trains its adapters; saves write a PEFT adapter directory beside the engine
+// checkpoint; --export writes the merged model.
+//
+// Checkpoints hold the adapters and their optimizer state only (the engine's parameters): the frozen
+// base is never changed, so it is read again from --model (or redrawn from the seed) on resume
+// instead of being copied into every checkpoint.
+#include <ATen/ATen.h>
+
+#include "checkpoint/convert/consolidate.h"
+#include "engine/model/lora_model.h"
+#include "engine/train/internal/lora_export.h"
+#include "engine/train/internal/session.h"
+
+namespace tierzero::engine::trainer {
+namespace {
+
+// Where the frozen base lives: offload_param's device (pinned when offload_param.pin_memory), else
+// the compute device. NVMe is refused by name.
+Result<FrozenHome> frozen_home(const DsConfig& config) {
+  const OffloadParamConfig& offload = config.zero.offload_param;
+  if (offload.device == OffloadDevice::kNvme)
+    return invalid_argument(
+        "tierzero.lora with zero_optimization.offload_param.device \"nvme\" is not supported yet (the frozen base "
+        "stays in host memory); use offload_param \"cpu\" with pin_memory true");
+  if (offload.device == OffloadDevice::kNone) return FrozenHome::kDevice;
+  return offload.pin_memory ? FrozenHome::kPinnedHost : FrozenHome::kPageableHost;
+}
+
+LoraSpec lora_spec(const LoraConfig& c) {
+  return LoraSpec{.r = c.r,
+                  .lora_alpha = c.lora_alpha,
+                  .use_rslora = c.use_rslora,
+                  .target_modules = c.target_modules,
+                  .target_pattern = c.target_pattern};
+}
+
+}  // namespace
+
+Status TrainingSession::adapt_model() {
+  const LoraConfig& config = *config_.config.tierzero.lora;
+  TZ_ASSIGN_OR_RETURN(const FrozenHome home, frozen_home(config_.config));
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<LoraModel> lora,
+                      LoraModel::create(std::move(network_), lora_spec(config), *model_.weights,
+                                        options_.partition.compute_dtype, device_, home));
+  if (config.init_adapter.empty()) {
+    initial_adapters_ = init_lora_adapters(*lora, args_.init_seed);
+  } else {
+    TZ_ASSIGN_OR_RETURN(initial_adapters_, load_peft_adapter(resolve_path(config.init_adapter), *lora));
+  }
+  lora_ = lora.get();
+  network_ = std::move(lora);
+  model_.weights = map_param_source(initial_adapters_);  // the engine's parameters: the adapters
+  return {};
+}
+
+Status TrainingSession::save_lora_adapter(const std::string& dir) {
+  const std::map<std::string, at::Tensor> adapters = engine_->master_params();  // a collective
+  const Status status = printer() ? save_peft_adapter(dir, *lora_, adapters, model_.description) : Status();
+  return agree_across_ranks(*comm_, status, "saving the LoRA adapter in " + dir);
+}
+
+Status TrainingSession::export_lora_model() {
+  const std::map<std::string, at::Tensor> adapters = engine_->master_params();  // a collective
+  Status status;
+  if (printer()) {
+    ModelAndWeights base;
+    Result<ModelAndWeights> loaded = load_model(args_);
+    status = loaded.status();
+    if (status.ok()) {
+      base = std::move(*loaded);
+      init_random_weights(args_, base);
+      const std::unique_ptr<checkpoint::ConsolidationSource> source =
+          merged_lora_source(*lora_, *base.weights, adapters, model_.config_json);
+      checkpoint::ConvertOptions convert;
+      const at::ScalarType dtype = options_.partition.compute_dtype;
+      convert.dtype = dtype == at::kBFloat16 ? ElementType::kBF16
+                      : dtype == at::kHalf   ? ElementType::kF16
+                                             : ElementType::kF32;
+      convert.progress = false;
+      convert.companion_dirs = {args_.model_dir};
+      status = checkpoint::consolidate_to_safetensors(*source, args_.export_dir, convert).status();
+    }
+  }
+  return agree_across_ranks(*comm_, status, "exporting the merged LoRA model to " + args_.export_dir);
+}
+
+}  // namespace tierzero::engine::trainer
