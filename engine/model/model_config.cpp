@@ -126,6 +126,14 @@ Status read_rope_dict(const json& d, const std::string& origin, RopeScaling& s, 
   return r.status();
 }
 
+// LongRoPE without "factor" in `rope_dict` (nullptr: no dict): max_position_embeddings /
+// original_max_position_embeddings, as transformers' _compute_longrope_parameters.
+void set_default_longrope_factor(const json* rope_dict, ModelConfig& c) {
+  RopeScaling& s = c.rope_scaling;
+  if (s.type != "longrope" || (rope_dict && rope_dict->contains("factor"))) return;
+  s.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
+}
+
 // Gemma 3's RoPE: rope_parameters {full_attention: {...}, sliding_attention: {...}} (transformers
 // >= 5), or rope_theta (default 1e6) + rope_scaling for the full-attention layers and
 // rope_local_base_freq (default 1e4) for the sliding ones.
@@ -146,6 +154,7 @@ Status read_gemma3_rope(const json& j, const std::string& origin, ModelConfig& c
     }
     TZ_RETURN_IF_ERROR(read_rope_dict(nested ? d.at("full_attention") : d, fmt::format("{} ({})", origin, key),
                                       c.rope_scaling, c.rope_theta, partial_rotary_factor));
+    set_default_longrope_factor(nested ? &d.at("full_attention") : &d, c);
     if (nested && d.contains("sliding_attention") && !d["sliding_attention"].is_null()) {
       RopeScaling local;
       TZ_RETURN_IF_ERROR(read_rope_dict(d.at("sliding_attention"),
@@ -189,9 +198,7 @@ Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
   top.integer("original_max_position_embeddings", s.original_max_position_embeddings);
   TZ_RETURN_IF_ERROR(top.status());
   if (phi3 && (s.type == "su" || s.type == "yarn")) s.type = "longrope";
-  if (s.type == "longrope" && !(top.has(dict_key) && j.at(dict_key).contains("factor"))) {
-    s.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
-  }
+  set_default_longrope_factor(top.has(dict_key) ? &j.at(dict_key) : nullptr, c);
   if (phi3) {
     c.partial_rotary_factor = partial_rotary_factor;
   } else if (partial_rotary_factor != 1.0) {
