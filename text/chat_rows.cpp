@@ -56,8 +56,8 @@ ChatRowFormat ChatRowFormat::load(const std::string& dir) {
   ChatRowFormat format;
   Result<std::shared_ptr<const ChatTemplate>> loaded = ChatTemplate::load(dir);
   if (!loaded.ok()) {
-    format.unavailable = "chat rows (\"messages\") need the model's chat template, which cannot be used: " +
-                         loaded.status().message();
+    format.unavailable =
+        "chat rows (\"messages\") need the model's chat template, which cannot be used: " + loaded.status().message();
   } else {
     format.chat_template = *loaded;
     if (!format.chat_template) format.unavailable = chat_rows_unavailable(dir);

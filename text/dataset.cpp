@@ -25,8 +25,8 @@ struct Chunk {
 };
 
 // One row's tokens appended to `out`; the error says what is wrong with the row.
-Status tokenize_row(const nlohmann::ordered_json& row, const Tokenizer& tokenizer, uint32_t eos, const ChatRowFormat& chat,
-                    Chunk& chunk) {
+Status tokenize_row(const nlohmann::ordered_json& row, const Tokenizer& tokenizer, uint32_t eos,
+                    const ChatRowFormat& chat, Chunk& chunk) {
   if (!row.is_object()) return invalid_argument("a row must be a JSON object");
   std::vector<uint32_t>& tokens = chunk.out.tokens;
   std::vector<uint8_t>& mask = chunk.out.loss_mask;

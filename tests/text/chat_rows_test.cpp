@@ -97,7 +97,8 @@ TEST(ChatRows, JsonlChatRowsAreTheReferenceIdsWithTheMaskAndNoEos) {
       expected_ids.insert(expected_ids.end(), ids.begin(), ids.end());
       expected_mask.insert(expected_mask.end(), mask.begin(), mask.end());
     }
-    ASSERT_OK_AND_ASSIGN(const TokenStream stream, tokenize_jsonl(jsonl, *c.tokenizer, "chat.jsonl", nullptr, &c.format));
+    ASSERT_OK_AND_ASSIGN(const TokenStream stream,
+                         tokenize_jsonl(jsonl, *c.tokenizer, "chat.jsonl", nullptr, &c.format));
     EXPECT_EQ(stream.rows, c.reference.size()) << name;
     EXPECT_EQ(stream.tokens, expected_ids) << name;
     EXPECT_EQ(stream.loss_mask, expected_mask) << name;
@@ -109,7 +110,8 @@ TEST(ChatRows, JsonlChatRowsAreTheReferenceIdsWithTheMaskAndNoEos) {
 TEST(ChatRows, ChatRowsWithoutATemplateAreRefusedNamingTheFix) {
   REQUIRE_TOKENIZER_FIXTURE(root);
   const auto tokenizer = value_or_throw(Tokenizer::load(root + "/qwen2"));
-  const std::string row = R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  const std::string row =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
   EXPECT_ERROR(tokenize_jsonl(row, *tokenizer, "chat.jsonl").status(), ErrorCode::kInvalidArgument,
                ChatTemplate::engine_available() ? "no model directory was given" : "scripts/setup.sh");
   const ChatRowFormat format = ChatRowFormat::load(root + "/qwen2");
@@ -135,7 +137,8 @@ TEST(ChatRows, BadRowsAndTemplatesAreRefusedWithTheReason) {
   EXPECT_ERROR(error(R"({"messages": [{"content": "x"}]})"), ErrorCode::kInvalidArgument, "string \"role\"");
   EXPECT_ERROR(error(R"({"messages": [{"role": "user", "content": "x"}]})"), ErrorCode::kInvalidArgument,
                "would train nothing");
-  EXPECT_ERROR(error("\n" R"({"messages": [{"role": "assistant", "content": "a"}], "text": "b"})"),
+  EXPECT_ERROR(error("\n"
+                     R"({"messages": [{"role": "assistant", "content": "a"}], "text": "b"})"),
                ErrorCode::kInvalidArgument, "line 2");
   EXPECT_ERROR(error(R"({"messages": [{"role": "tool", "content": "x"}, {"role": "assistant", "content": "a"}]})"),
                ErrorCode::kInvalidArgument, "no tools here");
@@ -143,10 +146,9 @@ TEST(ChatRows, BadRowsAndTemplatesAreRefusedWithTheReason) {
                ErrorCode::kInvalidArgument, "broken.jinja is not valid Jinja");
 
   // A template of the last resort, as the model writes it: the assistant text and its end token.
-  ASSERT_OK_AND_ASSIGN(const TokenStream stream,
-                       tokenize_jsonl(R"({"messages": [{"role": "user", "content": "hi"}, )"
-                                      R"({"role": "assistant", "content": "hello there"}]})",
-                                      *tokenizer, "d.jsonl", nullptr, &format));
+  ASSERT_OK_AND_ASSIGN(const TokenStream stream, tokenize_jsonl(R"({"messages": [{"role": "user", "content": "hi"}, )"
+                                                                R"({"role": "assistant", "content": "hello there"}]})",
+                                                                *tokenizer, "d.jsonl", nullptr, &format));
   std::vector<uint32_t> trained;
   for (size_t i = 0; i < stream.tokens.size(); ++i)
     if (stream.loss_mask[i] != 0) trained.push_back(stream.tokens[i]);

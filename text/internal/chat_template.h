@@ -63,8 +63,8 @@ class ChatTemplate {
   virtual ~ChatTemplate() = default;
 
   // Renders `messages` (an array of {"role", "content", ...} objects) and `tools` (null for none)
-  // with add_generation_prompt false; objects keep their key order (`tools | tojson` shows it). kInvalidArgument with the template's own message when it
-  // raises (raise_exception) or fails on these messages. Thread-safe.
+  // with add_generation_prompt false; objects keep their key order (`tools | tojson` shows it). kInvalidArgument with
+  // the template's own message when it raises (raise_exception) or fails on these messages. Thread-safe.
   virtual Result<RenderedChat> render(const nlohmann::ordered_json& messages,
                                       const nlohmann::ordered_json& tools) const = 0;
 
