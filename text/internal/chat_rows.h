@@ -17,7 +17,9 @@
 //
 // How a text position maps to tokens without offsets: the ids of text[0, b) share a prefix of k
 // tokens with the ids of the whole text; when those are all of them, b falls between tokens k - 1
-// and k, otherwise token k straddles b.
+// and k, otherwise token k straddles b. Cost: two encodes of a prefix per assistant stretch, so a
+// row of A assistant turns costs about A times its own encode (10 turns of 200 words: 180k tokens/s
+// on 2 cores, text rows 1.5M).
 #pragma once
 
 #include <cstdint>
