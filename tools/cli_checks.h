@@ -24,7 +24,7 @@ inline CLI::Validator whole_number_in(int64_t min, int64_t max) {
         if (error == std::errc() && stop == end && value >= min && value <= max) return {};
         return fmt::format("must be a whole number from {} to {}, got {}", min, max, text);
       },
-      fmt::format("INT in [{}, {}]", min, max));
+      fmt::format("[{}, {}]", min, max));
 }
 
 // Accepts a finite number in [min, max] (max_open: [min, max)).
@@ -38,7 +38,7 @@ inline CLI::Validator number_in(double min, double max, bool max_open = false) {
         return fmt::format("must be a number from {} to {}{}, got {}", min, max, max_open ? " (exclusive)" : "",
                            text);
       },
-      fmt::format("FLOAT in [{}, {}{}", min, max, max_open ? ")" : "]"));
+      fmt::format("[{}, {}{}", min, max, max_open ? ")" : "]"));
 }
 
 }  // namespace tierzero::tools

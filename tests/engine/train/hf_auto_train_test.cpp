@@ -1,13 +1,15 @@
 // A Hugging Face Trainer ds_config ("auto" everywhere the HF Trainer fills a value) trains with the
 // `tierzero train` flags that stand for the HF Trainer's arguments, and is refused before the first
 // step, naming the flag, without them; the schedule follows --steps; a sequence length above the
-// model's max_position_embeddings is refused naming both numbers.
+// model's max_position_embeddings is refused naming both numbers; --keep-last 0 keeps every
+// checkpoint whatever the config says.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "engine/train/internal/checkpoint_rotation.h"
 #include "tests/engine/train/train_fixture.h"
 #include "tests/support/status_matchers.h"
 
@@ -109,6 +111,22 @@ TEST(HfTrainerConfig, SeqLenAboveMaxPositionEmbeddingsIsRefused) {
   args.trainer_flags.seq_len = 4096;  // the built-in tiny Llama has 1024 positions
   EXPECT_ERROR(run_train(args).summary, ErrorCode::kInvalidArgument,
                "sequence length 4096 (--seq-len) is above the model's max_position_embeddings 1024");
+}
+
+TEST(TrainFlags, KeepLastZeroKeepsEveryCheckpoint) {
+  ScratchDir dir;
+  const std::string config =
+      write_config(dir, small_config({{"tierzero", {{"checkpoint", {{"save_every", 1}, {"keep_last", 1}}}}}}));
+  TrainArgs args = train_args(config, 3);
+  args.save_dir = dir / "kept_all";
+  args.keep_last = 0;  // --keep-last 0
+  ASSERT_OK(run_train(args).summary);
+  EXPECT_EQ(trainer::saved_iterations(args.save_dir), (std::vector<int64_t>{1, 2, 3}));
+
+  args.save_dir = dir / "config_keep_last";
+  args.keep_last = -1;  // no --keep-last: tierzero.checkpoint.keep_last 1
+  ASSERT_OK(run_train(args).summary);
+  EXPECT_EQ(trainer::saved_iterations(args.save_dir), (std::vector<int64_t>{3}));
 }
 
 }  // namespace
