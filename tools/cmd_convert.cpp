@@ -3,8 +3,10 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/dcp/dcp_source.h"
@@ -35,7 +37,53 @@ struct ConvertFlags {
   std::string to = "safetensors";  // or "deepspeed"
   uint32_t world_size = 0;         // --to deepspeed: DeepSpeed's data-parallel world size (0: the saved one)
   std::string ds_config;           // --to deepspeed: the run's ds_config
+  std::string model_dir;           // HF model directory: config.json (when the checkpoint has none), tokenizer
+  std::string model_config;        // HF config.json written to OUT, whatever the checkpoint holds
 };
+
+// The text of a file named by a flag; errors name the flag, the file and the fix.
+std::string read_flag_file(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) throw Error(not_found(flag + " " + path + " cannot be read or is empty"));
+  return text.str();
+}
+
+// config.json for OUT: --model-config, else the checkpoint's own (empty here: the converter takes
+// it from the source), else --model DIR's. Checked to be a JSON object before any tensor is read.
+std::string model_config_for(const ConvertFlags& flags, const checkpoint::ConsolidationSource& source) {
+  std::string text;
+  std::string origin = "--model-config " + flags.model_config;
+  if (!flags.model_config.empty()) {
+    text = read_flag_file("--model-config", flags.model_config);
+  } else if (source.model_config_json().empty() && !flags.model_dir.empty() &&
+             std::ifstream(flags.model_dir + "/config.json").good()) {
+    origin = "--model " + flags.model_dir + "/config.json";
+    text = read_flag_file("--model", flags.model_dir + "/config.json");
+  }
+  if (!text.empty() && !checkpoint::with_torch_dtype(text, ElementType::kF32).ok()) {
+    throw Error(invalid_argument(origin + " is not a JSON object; pass the model's Hugging Face config.json"));
+  }
+  return text;
+}
+
+// What OUT still lacks for transformers to load it as it is, and how to supply it.
+void print_missing_companions(const checkpoint::ConvertReport& report, const std::string& kind) {
+  if (!report.wrote_config) {
+    std::printf(
+        "warning: no config.json: pass --model-config FILE (the model's Hugging Face config.json) or --model DIR. "
+        "The %s checkpoint carries no model config and none sits beside it (Hugging Face Trainer saves "
+        "config.json beside global_stepN/), so from_pretrained cannot build the model from OUT\n",
+        kind.c_str());
+  }
+  if (report.tokenizer_files.empty()) {
+    std::printf(
+        "warning: no tokenizer files: pass --model DIR (the model directory the checkpoint was trained from). "
+        "Neither it nor the checkpoint directory holds tokenizer.json / tokenizer_config.json / tokenizer.model, "
+        "so AutoTokenizer cannot load OUT\n");
+  }
+}
 
 // Picks the reader by what SRC holds: a tierzero manifest, DeepSpeed's .pt files, a DeepSpeed
 // universal checkpoint (latest_universal, zero/), or a PyTorch DCP folder (.metadata, *.distcp).
@@ -128,6 +176,9 @@ void run_convert_to_deepspeed(const ConvertFlags& flags) {
 
 void run_convert(const ConvertFlags& flags) {
   if (flags.to == "deepspeed") {
+    if (!flags.model_dir.empty() || !flags.model_config.empty()) {
+      throw Error(invalid_argument("--model and --model-config apply to safetensors output, not --to deepspeed"));
+    }
 #ifdef TIERZERO_CONVERT_TO_DEEPSPEED
     return run_convert_to_deepspeed(flags);
 #else
@@ -143,8 +194,13 @@ void run_convert(const ConvertFlags& flags) {
   if (!flags.block_size.empty()) options.io.block_size = value_or_throw(parse_bytes(flags.block_size));
   if (flags.queue_depth > 0) options.io.queue_depth = flags.queue_depth;
   options.progress = !flags.no_progress;
+  if (!flags.model_dir.empty() && !std::filesystem::is_directory(flags.model_dir)) {
+    throw Error(not_found("--model " + flags.model_dir + " is not a directory; pass a Hugging Face model directory"));
+  }
   std::string kind;
   auto source = open_source(flags, kind);
+  options.config_json = model_config_for(flags, *source);
+  options.companion_dirs = {flags.model_dir, flags.source};
   std::fprintf(stderr, "convert: %s checkpoint %s: %zu tensors, %zu aliases -> %s (%s)\n", kind.c_str(),
                flags.source.c_str(), source->tensors().size(), source->aliases().size(), flags.out.c_str(),
                flags.dtype.c_str());
@@ -157,6 +213,16 @@ void run_convert(const ConvertFlags& flags) {
       flags.out.c_str(), report.seconds, report.finish_seconds,
       format_rate(report.seconds > 0 ? report.file_bytes / report.seconds : 0).c_str(),
       format_bytes(peak_rss_bytes()).c_str());
+  if (!report.tokenizer_files.empty()) {
+    std::printf("copied %zu tokenizer file%s from %s\n", report.tokenizer_files.size(),
+                report.tokenizer_files.size() == 1 ? "" : "s", report.tokenizer_dir.c_str());
+  }
+  if (!report.generation_config_from.empty()) {
+    std::printf("generation_config.json: %s %s\n",
+                report.generation_config_from == "config.json" ? "derived from" : "copied from",
+                report.generation_config_from.c_str());
+  }
+  print_missing_companions(report, kind);
 }
 
 }  // namespace
@@ -178,6 +244,11 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--aio-block-size", flags->block_size, "Output I/O: bytes per write (default 1MiB)");
   cmd->add_option("--aio-queue-depth", flags->queue_depth, "Output I/O: writes in flight (default 32)");
   cmd->add_flag("--no-progress", flags->no_progress, "No progress bar");
+  cmd->add_option("--model", flags->model_dir,
+                  "Hugging Face model directory the checkpoint was trained from: its tokenizer files and "
+                  "generation_config.json are copied into OUT, its config.json too when the checkpoint has none");
+  cmd->add_option("--model-config", flags->model_config,
+                  "Hugging Face config.json written to OUT (instead of the checkpoint's or --model's)");
   cmd->add_option("--to", flags->to,
                   "safetensors (default) | deepspeed: write a tierzero checkpoint as a DeepSpeed ZeRO checkpoint "
                   "(same stage) that DeepSpeed's load_checkpoint resumes from");

@@ -102,7 +102,8 @@ void add_train_command(CLI::App& app) {
   train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
   train->add_option("--export", args->export_dir,
                     "write the trained model here at the end: a Hugging Face directory of 16-bit safetensors "
-                    "(the training's bf16/fp16; fp32 when training in fp32) + config.json");
+                    "(the training's bf16/fp16; fp32 when training in fp32) + config.json, generation_config.json and "
+                    "the --model directory's tokenizer files");
   train->add_option("--resume", args->resume_dir,
                     "continue from the latest checkpoint here: tierzero's, or a DeepSpeed ZeRO-1/2/3 one (same stage)");
   train

@@ -45,6 +45,23 @@ Status check_output_dir(fs::FileSystem& file_system, const std::string& out_dir)
 
 std::span<const std::byte> text_bytes(const std::string& text) { return std::as_bytes(std::span(text)); }
 
+// Writes the tokenizer files and generation_config.json (collect_companion_files) into the
+// staging directory and records in `report` where they came from.
+Status write_companion_files(CommitTransaction& txn, const std::vector<std::string>& dirs,
+                             const std::string& model_config, ConvertReport& report) {
+  TZ_ASSIGN_OR_RETURN(const std::vector<CompanionFile> files, collect_companion_files(dirs, model_config));
+  for (const CompanionFile& file : files) {
+    TZ_RETURN_IF_ERROR(txn.write_file(file.name, text_bytes(file.text)));
+    if (file.name == "generation_config.json") {
+      report.generation_config_from = file.from_dir.empty() ? "config.json" : file.from_dir;
+    } else {
+      report.tokenizer_files.push_back(file.name);
+      report.tokenizer_dir = file.from_dir;
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Result<std::string> with_torch_dtype(const std::string& config_json, ElementType dtype) {
@@ -73,6 +90,8 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   TZ_RETURN_IF_ERROR(check_output_dir(file_system, target));
 
   const std::vector<TensorSpec>& specs = source.tensors();
+  const std::string model_config = options.config_json.empty() ? source.model_config_json() : options.config_json;
+  if (!model_config.empty()) TZ_RETURN_IF_ERROR(check_config_matches(model_config, specs));
   std::vector<TensorToWrite> tensors;
   for (size_t i = 0; i < specs.size(); ++i) {
     const ElementType stored = source.dtype(i);
@@ -123,10 +142,12 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
   if (!index.empty()) {
     TZ_RETURN_IF_ERROR(txn.write_file("model.safetensors.index.json", text_bytes(index)));
   }
-  if (!source.model_config_json().empty()) {
-    TZ_ASSIGN_OR_RETURN(const std::string config, with_torch_dtype(source.model_config_json(), options.dtype));
+  if (!model_config.empty()) {
+    TZ_ASSIGN_OR_RETURN(const std::string config, with_torch_dtype(model_config, options.dtype));
     TZ_RETURN_IF_ERROR(txn.write_file("config.json", text_bytes(config)));
+    report.wrote_config = true;
   }
+  TZ_RETURN_IF_ERROR(write_companion_files(txn, options.companion_dirs, model_config, report));
   TZ_RETURN_IF_ERROR(txn.publish(/*replace_tree=*/false));  // an existing target is empty, checked above
   guard.release();
   if (progress) progress->finish();

@@ -95,6 +95,10 @@ struct ConvertOptions {
   uint32_t write_buffers = 4;                 // in flight while the next one fills
   nvme::IoConfig io = default_io();           // how output is written
   bool progress = true;                       // a progress bar on stderr
+  // Beside the weights, what makes OUT load as it is with transformers' Auto* classes:
+  std::string config_json;                  // OUT/config.json; empty: the source's model_config_json()
+  std::vector<std::string> companion_dirs;  // model directories giving the tokenizer files and
+                                            // generation_config.json (collect_companion_files)
 };
 
 struct ConvertReport {
@@ -105,12 +109,19 @@ struct ConvertReport {
   double seconds = 0;
   double finish_seconds = 0;  // of which, after the last tensor was handed to the writer: the last
                               // writes in flight, fdatasync, index, rename, directory fsyncs
+  bool wrote_config = false;  // OUT/config.json written
+  std::vector<std::string> tokenizer_files;  // copied from tokenizer_dir
+  std::string tokenizer_dir;                 // empty: no companion directory holds a tokenizer
+  std::string generation_config_from;        // the directory it was copied from, "config.json" when derived
+                                             // from it, empty when none was written
 };
 
 // Writes every tensor of `source` to `out_dir` as safetensors shards: floating-point tensors
 // rounded to options.dtype, integer and bool tensors copied with their dtype kept
 // (model-0000i-of-0000N.safetensors + model.safetensors.index.json, or one model.safetensors),
-// plus config.json when the source has one (its dtype key set to the output dtype, with_torch_dtype). `out_dir` must
+// plus config.json when options.config_json or the source has one (its dtype key set to the output dtype,
+// with_torch_dtype; checked against the tensors before anything is written, check_config_matches), the tokenizer
+// files and generation_config.json (collect_companion_files). `out_dir` must
 // not exist or be empty. Everything is written under `out_dir` + ".partial", fsynced, and renamed to `out_dir` only
 // when complete; on failure the partial directory is removed, so `out_dir` never holds a partial result. Reading,
 // converting and writing overlap: a reader thread fills tensors ahead while the caller's thread converts them (on every
@@ -124,6 +135,39 @@ Result<ConvertReport> consolidate_to_safetensors(ConsolidationSource& source, co
 // (transformers 5), else "torch_dtype" -- set to torch_dtype_name(dtype) ("bfloat16", "float16", ...),
 // other keys kept in order. kCorrupt when the text is not a JSON object.
 Result<std::string> with_torch_dtype(const std::string& config_json, ElementType dtype);
+
+// ---- Files beside the weights -------------------------------------------------------------------
+
+// A file written beside the weights so that transformers loads the directory as it is.
+struct CompanionFile {
+  std::string name;      // e.g. "tokenizer.json"
+  std::string text;      // its bytes
+  std::string from_dir;  // the directory it was copied from; empty: derived from config.json
+};
+
+// The tokenizer files (the names transformers' tokenizers save: tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json, added_tokens.json, tokenizer.model, vocab.json,
+// merges.txt, vocab.txt, chat_template.jinja, ...) present in `dir`; none for an empty `dir`.
+std::vector<std::string> tokenizer_files_in(const std::string& dir);
+
+// The files to write beside the weights: every tokenizer file of the first of `dirs` holding any
+// (one tokenizer, never a mix of two directories' files), and generation_config.json from the first
+// of `dirs` holding one, else derived from `config_json` (generation_config_from; none when
+// `config_json` is empty). Empty entries of `dirs` are skipped. Errors name a file that cannot be read.
+Result<std::vector<CompanionFile>> collect_companion_files(const std::vector<std::string>& dirs,
+                                                           const std::string& config_json);
+
+// Checks that `config_json` describes the model `tensors` hold: where the config has vocab_size and
+// hidden_size and the tensors have model.embed_tokens.weight, its shape must be [vocab_size,
+// hidden_size]. kInvalidArgument naming both (a config of another model would make from_pretrained
+// fail on every weight); ok when there is nothing to compare, kCorrupt when the text is not a JSON object.
+Status check_config_matches(const std::string& config_json, const std::vector<TensorSpec>& tensors);
+
+// generation_config.json for a model directory that has none, as transformers'
+// GenerationConfig.from_model_config makes it for a decoder-only model: {"_from_model_config": true}
+// with config.json's bos_token_id, eos_token_id, pad_token_id and decoder_start_token_id where set
+// and not null, and its transformers_version. kCorrupt when `config_json` is not a JSON object.
+Result<std::string> generation_config_from(const std::string& config_json);
 
 // Parses an output dtype as parse_element_type() does ("bf16", "fp16" / "f16", "fp32" / "f32", or
 // torch's "bfloat16", "float16", "float32"; case insensitive); kInvalidArgument for any other type.

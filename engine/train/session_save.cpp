@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "checkpoint/convert/consolidate.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/train/internal/checkpoint_rotation.h"
 #include "engine/train/internal/engine_options.h"
@@ -149,7 +150,7 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
   if (lora_ != nullptr) {
     TZ_RETURN_IF_ERROR(save_lora_adapter(dir));  // as the HF Trainer saves a PEFT model's checkpoint
   } else if (config_.config.zero.gather_16bit_weights_on_model_save) {
-    TZ_RETURN_IF_ERROR(save_16bit_model(*engine_, model_.config_json, dir));
+    TZ_RETURN_IF_ERROR(save_16bit_model(*engine_, model_.config_json, dir, {.companion_dirs = {args_.model_dir}}));
   }
   if (printer() && iteration < last_step_) print_line("  saved " + dir + "/global_step" + std::to_string(iteration));
   if (!printer() || keep_last_ <= 0) return Status();
@@ -161,7 +162,15 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
 
 Status TrainingSession::export_model() {
   if (lora_ != nullptr) return export_lora_model();
-  return export_16bit_model(*engine_, model_.config_json, args_.export_dir, {.progress = printer()});
+  TZ_RETURN_IF_ERROR(export_16bit_model(*engine_, model_.config_json, args_.export_dir,
+                                        {.progress = printer(), .companion_dirs = {args_.model_dir}}));
+  if (printer() && checkpoint::tokenizer_files_in(args_.model_dir).empty()) {
+    print_line("  note: " + args_.export_dir + " has no tokenizer files (AutoTokenizer cannot load it): " +
+               (args_.model_dir.empty() ? "the model did not come from a --model directory"
+                                        : "--model " + args_.model_dir + " holds none") +
+               "; copy the tokenizer's files into it");
+  }
+  return Status();
 }
 
 }  // namespace tierzero::engine::trainer

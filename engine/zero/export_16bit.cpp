@@ -35,6 +35,7 @@ Status write_model_dir(ZeroEngine& engine, const std::string& config_json, const
   convert.read_ahead_bytes = options.read_ahead_bytes;
   convert.read_piece_bytes = options.read_piece_bytes;
   convert.progress = options.progress;
+  convert.companion_dirs = options.companion_dirs;
   const Status written = checkpoint::consolidate_to_safetensors(source, out_dir, convert).status();
   const Status finished = source.finish();
   return written.ok() ? finished : written;
