@@ -258,6 +258,14 @@ struct LoraConfig {
   std::string init_adapter;  // a PEFT adapter directory to start from; "" = fresh (PEFT's init)
 };
 
+// Whether LoRA adapts the linear module at `module_path` ("model.layers.0.self_attn.q_proj"), as
+// PEFT matches target_modules: a list entry matches the path itself or its trailing components;
+// `target_pattern` (when not empty) is "all-linear" (every module given) or a regular expression
+// the whole path must match (parse_ds_config checked that it is valid; an invalid one matches
+// nothing).
+bool lora_targets_module(const std::vector<std::string>& target_modules, const std::string& target_pattern,
+                         const std::string& module_path);
+
 // The `tierzero` section (table above).
 struct TierzeroConfig {
   uint64_t gpu_memory_limit = 0;

@@ -87,3 +87,23 @@ nlohmann::json lora_json(const LoraConfig& lora) {
 }
 
 }  // namespace tierzero::engine::detail
+
+namespace tierzero::engine {
+
+bool lora_targets_module(const std::vector<std::string>& target_modules, const std::string& target_pattern,
+                         const std::string& module_path) {
+  if (target_pattern == "all-linear") return true;
+  if (!target_pattern.empty()) {
+    try {
+      return std::regex_match(module_path, std::regex(target_pattern));
+    } catch (const std::regex_error&) {
+      return false;
+    }
+  }
+  for (const std::string& name : target_modules) {
+    if (module_path == name || module_path.ends_with("." + name)) return true;
+  }
+  return false;
+}
+
+}  // namespace tierzero::engine

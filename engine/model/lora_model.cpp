@@ -10,23 +10,13 @@
 #include <regex>
 #include <set>
 
+#include "engine/config/ds_config.h"
 #include "engine/model/internal/frozen_weights.h"
 
 namespace tierzero::engine {
 namespace {
 
 constexpr std::string_view kWeightSuffix = ".weight";
-
-// PEFT's check_target_module_exists: a list entry matches the path itself or its trailing
-// components; a string is a regular expression over the whole path ("all-linear": every candidate).
-bool targeted(const std::string& module, const LoraSpec& spec, const std::optional<std::regex>& pattern) {
-  if (spec.target_pattern == "all-linear") return true;
-  if (pattern) return std::regex_match(module, *pattern);
-  for (const std::string& name : spec.target_modules) {
-    if (module == name || module.ends_with("." + name)) return true;
-  }
-  return false;
-}
 
 // The module path of a linear weight parameter of a decoder layer, or "" when `spec` is none.
 std::string linear_module(const FunctionalModel& base, size_t unit, const ParamSpec& spec) {
@@ -54,10 +44,9 @@ std::vector<std::string> linear_modules(const FunctionalModel& base) {
 Result<std::vector<LoraTarget>> lora_targets(const FunctionalModel& base, const LoraSpec& spec) {
   if (spec.r < 1) return invalid_argument(fmt::format("LoRA rank r must be >= 1, got {}", spec.r));
   if (!(spec.lora_alpha > 0.0)) return invalid_argument(fmt::format("lora_alpha must be > 0, got {}", spec.lora_alpha));
-  std::optional<std::regex> pattern;
   if (!spec.target_pattern.empty() && spec.target_pattern != "all-linear") {
     try {
-      pattern.emplace(spec.target_pattern);
+      std::regex check(spec.target_pattern);
     } catch (const std::regex_error& e) {
       return invalid_argument(
           fmt::format("LoRA target_modules \"{}\" is not a valid regular expression: {}", spec.target_pattern, e.what()));
@@ -71,7 +60,7 @@ Result<std::vector<LoraTarget>> lora_targets(const FunctionalModel& base, const 
       const std::string module = linear_module(base, u, params[i]);
       if (module.empty()) continue;
       short_names.insert(module.substr(module.rfind('.') + 1));
-      if (!targeted(module, spec, pattern)) continue;
+      if (!lora_targets_module(spec.target_modules, spec.target_pattern, module)) continue;
       targets.push_back(LoraTarget{.module = module,
                                    .unit = u,
                                    .weight_index = i,

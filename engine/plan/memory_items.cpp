@@ -85,6 +85,19 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
                  "(unit + stage3_prefetch_bucket_size, x (1 + 1/W))");
 }
 
+// tierzero.lora's frozen base (lora_model.h): every weight once in the compute dtype, on the GPU or,
+// with offload_param "cpu", in host memory with one unit at a time copied to the GPU for its use.
+void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
+  if (!s.lora) return;
+  const bool offloaded = zero.offload_param.device == OffloadDevice::kCpu;
+  const Tier home = !offloaded ? Tier::kGpu : zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable;
+  out.elements(home, "frozen base weights (tierzero.lora)", Phase::kResident, s.compute_bytes,
+               static_cast<double>(s.frozen_parameters), "(no gradients, no optimizer state)");
+  if (offloaded)
+    out.elements(Tier::kGpu, "frozen base: the unit in use, copied", Phase::kBackward, s.compute_bytes,
+                 static_cast<double>(s.frozen_largest_unit), "(the largest unit)");
+}
+
 void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (s.optimizer_offloaded()) {
     if (s.host_grad_bytes == 2) {
@@ -220,6 +233,7 @@ void buffers(Items& out, const RunShape& s) {
 std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, RunShape& shape) {
   Items out;
   parameters(out, shape, config.zero);
+  frozen_base(out, shape, config.zero);
   gradients(out, shape, config.zero);
   optimizer(out, shape, config.zero);
   activations(out, model, shape);

@@ -41,8 +41,21 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     s.host_grad_bytes = t.offload_grad_dtype == OffloadGradDtype::kBf16 ? 2 : 4;
   }
 
-  const std::vector<int64_t> params = distinct_param_numels(model);
-  const std::vector<int64_t> units = unit_numels(model);
+  std::vector<int64_t> params = distinct_param_numels(model);
+  std::vector<int64_t> units = unit_numels(model);
+  if (config.tierzero.lora) {  // the engine's parameters are the adapters; the base is frozen beside them
+    s.lora = true;
+    s.frozen_parameters = std::accumulate(params.begin(), params.end(), int64_t{0});
+    s.frozen_largest_unit = *std::max_element(units.begin(), units.end());
+    params.clear();
+    units.clear();
+    for (const std::vector<int64_t>& unit : lora_unit_numels(model, *config.tierzero.lora)) {
+      params.insert(params.end(), unit.begin(), unit.end());
+      units.push_back(std::accumulate(unit.begin(), unit.end(), int64_t{0}));
+    }
+    if (params.empty())
+      return invalid_argument("plan: tierzero.lora.target_modules match no linear module of the model");
+  }
   s.parameters = std::accumulate(params.begin(), params.end(), int64_t{0});
   s.slots = static_cast<int64_t>(params.size());
   s.largest_param = *std::max_element(params.begin(), params.end());

@@ -60,6 +60,11 @@ struct RunShape {
   // partition on the GPU, landing once per step.
   bool device_accumulator = false;
   double window_bytes = 0;  // what the window would add on the GPU (set by engine_choice_items)
+  // tierzero.lora: the engine's parameters above (parameters, partition, units ...) are the
+  // adapters; the frozen base's elements and its largest unit are these (lora_model.h).
+  bool lora = false;
+  int64_t frozen_parameters = 0;
+  int64_t frozen_largest_unit = 0;
   // Gradients leave the GPU once per step (one micro-batch, the device accumulator, or the window,
   // whose backwards also run unit by unit: window_pass.h).
   bool grads_land_once() const { return accum < 2 || device_accumulator || forward_window; }

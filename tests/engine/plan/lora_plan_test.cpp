@@ -1,0 +1,57 @@
+// tierzero.lora's plan against figures by hand: the frozen base in its tier once (no gradients, no
+// optimizer state), the adapters as the trained parameters, the base's copies over PCIe.
+#include <gtest/gtest.h>
+
+#include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
+
+namespace tierzero::engine {
+namespace {
+
+using testing::config_from;
+using testing::item_bytes;
+using testing::kLlama135bParams;
+
+constexpr int64_t kHidden = 2048, kInter = 5504, kLayers = 24, kRank = 16;
+
+Plan lora_plan(const std::string& targets, const std::string& offload_param) {
+  const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3)" + offload_param + R"(},
+      "tierzero": {"data": {"seq_len": 16}, "lora": {"r": 16, "lora_alpha": 32, "target_modules": )" + targets + "}}}";
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config_from(json), testing::round_machine(), {});
+  EXPECT_OK(p);
+  return p.ok() ? *p : Plan{};
+}
+
+TEST(LoraPlan, AdaptersAreTheTrainedParametersAndTheBaseIsFrozenInItsTier) {
+  // q and v of every layer: r x (in + out) each, hidden -> hidden (no GQA).
+  const Plan qv = lora_plan(R"(["q_proj", "v_proj"])", R"(, "offload_param": {"device": "cpu", "pin_memory": true})");
+  const int64_t adapters = kLayers * 2 * kRank * (kHidden + kHidden);
+  EXPECT_EQ(qv.parameters, adapters);
+  EXPECT_EQ(item_bytes(qv, Tier::kPinned, "frozen base weights (tierzero.lora)"), 2u * kLlama135bParams);
+  EXPECT_EQ(item_bytes(qv, Tier::kGpu, "frozen base weights (tierzero.lora)"), 0u);
+  EXPECT_EQ(item_bytes(qv, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 12u * adapters);
+  EXPECT_EQ(item_bytes(qv, Tier::kGpu, "gradient partition"), 4u * adapters);
+  // The base crosses PCIe for every micro-batch's forward and its recomputation: 2 x 2 x 2 B x N,
+  // beside the adapter shard's gathers.
+  for (const TimeTerm& term : qv.time_terms) {
+    if (term.what == "pcie h2d") EXPECT_GE(term.seconds, 8.0 * kLlama135bParams / 10e9);
+  }
+
+  // all-linear, base kept on the GPU: q, k, v, o (h -> h) and gate, up (h -> i), down (i -> h).
+  const Plan all = lora_plan(R"("all-linear")", "");
+  EXPECT_EQ(all.parameters, kLayers * kRank * (4 * 2 * kHidden + 3 * (kHidden + kInter)));
+  EXPECT_EQ(item_bytes(all, Tier::kGpu, "frozen base weights (tierzero.lora)"), 2u * kLlama135bParams);
+  EXPECT_EQ(item_bytes(all, Tier::kPinned, "frozen base weights (tierzero.lora)"), 0u);
+}
+
+TEST(LoraPlan, TargetsMatchingNothingAreRefused) {
+  const DsConfig config = config_from(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3},
+      "tierzero": {"data": {"seq_len": 16}, "lora": {"target_modules": ["lm_head"]}}})");
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine(), {});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("tierzero.lora.target_modules"), std::string::npos) << p.status().message();
+}
+
+}  // namespace
+}  // namespace tierzero::engine
