@@ -16,7 +16,7 @@
 namespace tierzero::engine::trainer {
 namespace {
 
-constexpr uint64_t kMetricsLineBytes = 2048;  // a metrics JSONL line with the time breakdown, rounded up
+constexpr uint64_t kMetricsLineBytes = 2048;  // a step's metrics line (or TensorBoard event), rounded up
 
 // True when paths `a` and `b` name the same existing directory.
 bool same_directory(const std::string& a, const std::string& b) {
@@ -70,6 +70,13 @@ Status TrainingSession::check_outputs(const Plan& plan) {
                                         .kind = OutputKind::kFile,
                                         .planned_bytes = static_cast<uint64_t>(last_step_ + 1) * kMetricsLineBytes,
                                         .planned_what = "a JSON line per step"});
+  }
+  if (printer() && !args_.tensorboard_dir.empty()) {
+    outputs.push_back(OutputDestination{.path = args_.tensorboard_dir,
+                                        .what = "--tensorboard",
+                                        .kind = OutputKind::kDirectory,
+                                        .planned_bytes = static_cast<uint64_t>(last_step_ + 1) * kMetricsLineBytes,
+                                        .planned_what = "an event per step"});
   }
   // The swap files' bytes (the planner's NVMe peak, every rank of the host), spread over the paths.
   const std::vector<std::string> swap_dirs = config_nvme_paths(config_.config);

@@ -1,10 +1,10 @@
 // Private: `train`'s check of its output destinations before step 1 (output_preflight.cpp). Each
-// destination — --save, --export, --metrics, the ds_config's nvme_path directories — is created (or,
-// for swap directories, must exist), proven writable by a probe file written, fsynced and removed,
-// and its file system's free space is compared with the bytes the run plans to write there, summed
-// over the destinations that share a file system. A failure names the path, the problem (not a
-// directory, cannot be created, not writable, N GiB needed and M GiB free) and the fix — before any
-// training, instead of after it.
+// destination — --save, --export, --metrics, --tensorboard, the ds_config's nvme_path directories —
+// is created (swap directories must exist), proven writable by a probe file written, fsynced and
+// removed, and its file system's free space is compared with the bytes the run plans to write there,
+// summed over the destinations that share a file system. A failure names the path, the problem (not
+// a directory, cannot be created, not writable, N GiB needed and M GiB free) and the fix — before
+// any training, instead of after it.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
 // train()'s check of its outputs before step 1 (engine/train/internal/output_preflight.h): a --save,
-// --export or --metrics that cannot be written is refused before anything is trained (nothing
-// printed, no step run) with the path, the problem and the fix; the free-space check counts the
-// destinations that share a file system together. Read-only and tiny mounts are real tmpfs mounts
-// where this process may mount (skipped elsewhere); the fault-injecting file system stands in for
-// a read-only directory everywhere.
+// --export, --metrics or --tensorboard that cannot be written is refused before anything is trained
+// (nothing printed, no step run) with the path, the problem and the fix; the free-space check counts
+// the destinations that share a file system together. Read-only and tiny mounts are real tmpfs
+// mounts where this process may mount (skipped elsewhere); the fault-injecting file system stands in
+// for a read-only directory everywhere.
 #include <gtest/gtest.h>
 
 #include <sys/mount.h>
@@ -62,6 +62,13 @@ TEST_F(UnderARegularFile, MetricsIsRefusedBeforeTheFirstStep) {
   args.metrics_path = file_ + "/run.jsonl";
   expect_refused_before_training(run_train(args), ErrorCode::kInvalidArgument,
                                  {"--metrics " + args.metrics_path, file_ + " is a file, not a directory"});
+}
+
+TEST_F(UnderARegularFile, TensorBoardIsRefusedBeforeTheFirstStep) {
+  TrainArgs args = thirty_steps(dir_);
+  args.tensorboard_dir = file_ + "/tb";
+  expect_refused_before_training(run_train(args), ErrorCode::kInvalidArgument,
+                                 {"--tensorboard " + args.tensorboard_dir, file_ + " is a file, not a directory"});
 }
 
 TEST(OutputPreflight, MetricsPathThatIsADirectoryIsRefused) {
