@@ -188,9 +188,9 @@ Status read_rope(const json& j, const std::string& origin, ModelConfig& c) {
   double partial_rotary_factor = 1.0;
   if (phi3) top.number("partial_rotary_factor", partial_rotary_factor);
   RopeScaling& s = c.rope_scaling;
-  s.original_max_position_embeddings = c.max_position_embeddings;
   const char* dict_key = top.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
-  if (top.has(dict_key)) {
+  if (top.has(dict_key)) {  // without one, original_max_position_embeddings stays 0 (unused)
+    s.original_max_position_embeddings = c.max_position_embeddings;
     TZ_RETURN_IF_ERROR(read_rope_dict(j.at(dict_key), fmt::format("{} ({})", origin, dict_key), s, c.rope_theta,
                                       partial_rotary_factor));
   }
