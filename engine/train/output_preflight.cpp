@@ -135,10 +135,10 @@ uint64_t planned_checkpoint_bytes(const Plan& plan, std::string& what) {
   return per_parameter * static_cast<uint64_t>(plan.parameters) + kMetadataBytes;
 }
 
-uint64_t planned_export_bytes(const Plan& plan, std::string& what) {
+uint64_t planned_export_bytes(const Plan& plan, int64_t model_parameters, std::string& what) {
   const uint64_t element_bytes = plan.precision == "fp32" ? 4 : 2;
-  what = fmt::format("the {} model: {} B x {} parameters", plan.precision, element_bytes, plan.parameters);
-  return element_bytes * static_cast<uint64_t>(plan.parameters) + kMetadataBytes;
+  what = fmt::format("the {} model: {} B x {} parameters", plan.precision, element_bytes, model_parameters);
+  return element_bytes * static_cast<uint64_t>(model_parameters) + kMetadataBytes;
 }
 
 }  // namespace tierzero::engine::trainer

@@ -44,9 +44,9 @@ Status TrainingSession::check_outputs(const Plan& plan) {
   if (!args_.save_dir.empty()) {
     std::string what;
     uint64_t bytes = planned_checkpoint_bytes(plan, what);
-    if (config_.config.zero.gather_16bit_weights_on_model_save) {
+    if (config_.config.zero.gather_16bit_weights_on_model_save && !config_.config.tierzero.lora) {  // LoRA: adapters
       std::string model_what;
-      bytes += planned_export_bytes(plan, model_what);
+      bytes += planned_export_bytes(plan, num_parameters(model_.config), model_what);
       what += " + " + model_what + " (stage3_gather_16bit_weights_on_model_save)";
     }
     outputs.push_back(OutputDestination{.path = args_.save_dir,
@@ -57,7 +57,7 @@ Status TrainingSession::check_outputs(const Plan& plan) {
   }
   if (printer() && !args_.export_dir.empty()) {
     std::string what;
-    const uint64_t bytes = planned_export_bytes(plan, what);
+    const uint64_t bytes = planned_export_bytes(plan, num_parameters(model_.config), what);
     outputs.push_back(OutputDestination{.path = args_.export_dir,
                                         .what = "--export",
                                         .kind = OutputKind::kStagedBeside,

@@ -47,8 +47,10 @@ Status check_output_destinations(const std::vector<OutputDestination>& destinati
 // and both Adam moments (fp32, or bf16 with optimizer_state_dtype bf16; 8-bit moments are saved as
 // fp32) for every parameter, plus 1 MiB for manifests and records. `what` gets the count's words.
 uint64_t planned_checkpoint_bytes(const Plan& plan, std::string& what);
-// The bytes of the 16-bit model `plan`'s run exports (the training's 16-bit dtype; fp32 for an fp32
-// run) plus 1 MiB for config and tokenizer files. `what` gets the count's words.
-uint64_t planned_export_bytes(const Plan& plan, std::string& what);
+// The bytes of the 16-bit model `plan`'s run exports: `model_parameters` (the whole model's — a
+// LoRA run's plan counts only its adapters, but it exports the merged model) in the training's
+// 16-bit dtype (fp32 for an fp32 run), plus 1 MiB for config and tokenizer files. `what` gets the
+// count's words.
+uint64_t planned_export_bytes(const Plan& plan, int64_t model_parameters, std::string& what);
 
 }  // namespace tierzero::engine::trainer
