@@ -39,12 +39,13 @@ Status read_into(ParamSource& source, const ParamSpec& spec, at::Tensor& out) {
 
 Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel& model, ParamSource& source,
                                                            at::ScalarType dtype, at::Device device, FrozenHome home) {
+  if (home == FrozenHome::kPinnedHost && !at::hasCUDA()) home = FrozenHome::kPageableHost;  // pinning needs CUDA
   std::unique_ptr<FrozenWeights> frozen(new FrozenWeights(home));
   at::TensorOptions options = at::TensorOptions().dtype(dtype);
   if (home == FrozenHome::kDevice) {
     options = options.device(device);
   } else {
-    options = options.pinned_memory(home == FrozenHome::kPinnedHost && at::hasCUDA());
+    options = options.pinned_memory(home == FrozenHome::kPinnedHost);
   }
   for (const ParamSpec& spec : all_params(model)) {
     at::Tensor weight = at::empty(spec.shape, options);

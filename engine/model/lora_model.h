@@ -71,7 +71,7 @@ class FrozenWeights;
 // Where the frozen base weights are kept between uses.
 enum class FrozenHome : uint8_t {
   kDevice,        // on the compute device
-  kPinnedHost,    // in pinned host memory (pageable on a machine without CUDA), copied for each use
+  kPinnedHost,    // in pinned host memory, copied for each use (kPageableHost on a machine without CUDA)
   kPageableHost,  // in pageable host memory, copied for each use
 };
 

@@ -6,6 +6,7 @@
 // base is never changed, so it is read again from --model (or redrawn from the seed) on resume
 // instead of being copied into every checkpoint.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 #include "checkpoint/convert/consolidate.h"
 #include "engine/model/lora_model.h"
@@ -52,6 +53,23 @@ Status TrainingSession::adapt_model() {
   network_ = std::move(lora);
   model_.weights = map_param_source(initial_adapters_);  // the engine's parameters: the adapters
   return {};
+}
+
+std::string TrainingSession::lora_summary() const {
+  int64_t trainable = 0;
+  for (const ParamSpec& spec : all_params(*lora_)) {
+    int64_t numel = 1;
+    for (int64_t d : spec.shape) numel *= d;
+    trainable += numel;
+  }
+  const char* home = lora_->frozen_home() == FrozenHome::kDevice       ? "on the device"
+                     : lora_->frozen_home() == FrozenHome::kPinnedHost ? "in pinned host memory"
+                                                                       : "in pageable host memory";
+  const LoraSpec& spec = lora_->spec();
+  return "LoRA r " + std::to_string(spec.r) + ", lora_alpha " + fmt::format("{:g}", spec.lora_alpha) + " (scaling " +
+         fmt::format("{:.4g}", spec.scaling()) + "): " + std::to_string(lora_->targets().size()) + " projections adapted, " +
+         std::to_string(trainable) + " trainable parameters; frozen base " + format_bytes(static_cast<uint64_t>(lora_->frozen_bytes())) +
+         " " + home + " (no gradients, no optimizer state)";
 }
 
 Status TrainingSession::save_lora_adapter(const std::string& dir) {

@@ -70,6 +70,8 @@ class TrainingSession {
   Status adapt_model();
   Status save_lora_adapter(const std::string& dir);
   Status export_lora_model();
+  // The run header's LoRA line: rank, scaling, adapted projections, trainable and frozen sizes.
+  std::string lora_summary() const;
   CheckpointExtras extras(int64_t iteration) const;
   bool printer() const { return comm_->rank() == 0; }
   void print_header() const;
