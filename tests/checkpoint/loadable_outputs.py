@@ -7,7 +7,8 @@ export: a tiny untied Llama saved by transformers (config.json, safetensors, gen
   beside a tokenizer saved by transformers (tokenizer.json, tokenizer_config.json, chat_template.jinja)
   is trained 2 steps by `tierzero train --model M --export OUT`. AutoTokenizer.from_pretrained(OUT)
   gives M's tokenizer's ids and chat-template text, AutoModelForCausalLM.from_pretrained(OUT) loads
-  with no missing or unexpected weight, and OUT/generation_config.json is M's.
+  with no missing or unexpected weight, and OUT/generation_config.json is M's. An export of a model
+  from --model-config says it has no tokenizer; its generation_config.json has config.json's token ids.
 convert: a DeepSpeed checkpoint of tests/data/deepspeed copied without the config.json that sits
   beside it. `tierzero convert` alone says "no config.json: pass --model-config" and "no tokenizer
   files"; with --model-config CONFIG and --model TOKENIZER_DIR (a tokenizer, no config), OUT loads with
@@ -112,6 +113,15 @@ def check_export(args, work):
     with open(os.path.join(out, "generation_config.json")) as f, \
             open(os.path.join(model_dir, "generation_config.json")) as g:
         check(json.load(f) == json.load(g), "the export's generation_config.json is the model directory's")
+
+    random_init = os.path.join(work, "export_random_init")
+    output = run([args.tierzero, "train", "--model-config", os.path.join(model_dir, "config.json"), "--config", config,
+                  "--steps", "1", "--export", random_init])
+    check("has no tokenizer files" in output and not os.path.exists(os.path.join(random_init, "tokenizer.json")),
+          "an export without --model says it has no tokenizer")
+    generation = GenerationConfig.from_pretrained(random_init)
+    check((generation.bos_token_id, generation.eos_token_id) == (1, 2),
+          "and its generation_config.json is derived from config.json's token ids")
 
 
 def check_convert(args, work):
