@@ -3,7 +3,6 @@
 // on CUDA when available, else the CPU. Under torchrun, every rank runs it.
 #include <cstdio>
 #include <functional>
-#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -116,13 +115,16 @@ void add_train_command(CLI::App& app) {
                    "(default: tierzero.checkpoint.keep_last; 0 = keep all)")
       ->check(whole_number_in(0, kMaxSteps));
   train
-      ->add_option(
-          "--on-save-error", args->on_save_error,
+      ->add_option_function<std::string>(
+          "--on-save-error",
+          [args](const std::string& policy) {
+            args->on_save_error =
+                policy == "stop" ? engine::SaveErrorPolicy::kStop : engine::SaveErrorPolicy::kContinue;
+          },
           "a periodic save that fails (disk full, I/O error): `continue` (default) keeps training and the last "
           "good checkpoint, removes the failed save's partial files and tries again at the next save; "
           "`stop` ends the run. A failed final save always exits non-zero")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, engine::SaveErrorPolicy>{
-          {"continue", engine::SaveErrorPolicy::kContinue}, {"stop", engine::SaveErrorPolicy::kStop}}));
+      ->check(CLI::IsMember({"continue", "stop"}));
   train->add_option("--metrics", args->metrics_path,
                     "write one JSON line per step here (loss, lr, tokens/s, memory per tier, time breakdown; "
                     "format report/METRICS.md, drawn by `tierzero report`)");
