@@ -31,16 +31,6 @@ double LoraSpec::scaling() const {
   return use_rslora ? lora_alpha / std::sqrt(static_cast<double>(r)) : lora_alpha / static_cast<double>(r);
 }
 
-std::vector<std::string> linear_modules(const FunctionalModel& base) {
-  std::vector<std::string> modules;
-  for (size_t u = 0; u < base.num_units(); ++u) {
-    for (const ParamSpec& spec : base.unit_params(u)) {
-      if (std::string module = linear_module(base, u, spec); !module.empty()) modules.push_back(std::move(module));
-    }
-  }
-  return modules;
-}
-
 Result<std::vector<LoraTarget>> lora_targets(const FunctionalModel& base, const LoraSpec& spec) {
   if (spec.r < 1) return invalid_argument(fmt::format("LoRA rank r must be >= 1, got {}", spec.r));
   if (!(spec.lora_alpha > 0.0)) return invalid_argument(fmt::format("lora_alpha must be > 0, got {}", spec.lora_alpha));

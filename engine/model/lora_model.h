@@ -57,11 +57,9 @@ struct LoraTarget {
   std::string b_name() const { return module + ".lora_B.weight"; }
 };
 
-// The linear projections of `base` that can be adapted, by module path: every 2-D ".weight" of
-// the decoder layers (units 1..L); the embedding and the LM head are not.
-std::vector<std::string> linear_modules(const FunctionalModel& base);
-
-// The projections of `base` that `spec` targets, in unit and weight order. kInvalidArgument when
+// The projections of `base` that `spec` targets, in unit and weight order: among every 2-D ".weight"
+// of the decoder layers (units 1..L; the embedding and the LM head are not adapted), those
+// lora_targets_module (engine/config) matches. kInvalidArgument when
 // r < 1, lora_alpha <= 0, the pattern is not a valid regular expression, or the targets match no
 // linear module (the error lists the model's module names, as PEFT's does).
 Result<std::vector<LoraTarget>> lora_targets(const FunctionalModel& base, const LoraSpec& spec);
