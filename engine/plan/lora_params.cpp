@@ -27,7 +27,7 @@ std::vector<Linear> layer_linears(const ModelDims& m) {
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> lora_unit_numels(const ModelDims& m, const LoraConfig& lora) {
+Result<std::vector<std::vector<int64_t>>> lora_unit_numels(const ModelDims& m, const LoraConfig& lora) {
   std::vector<std::vector<int64_t>> units(static_cast<size_t>(m.num_hidden_layers) + 2);
   const std::vector<Linear> linears = layer_linears(m);
   for (int64_t layer = 0; layer < m.num_hidden_layers; ++layer) {
@@ -38,7 +38,13 @@ std::vector<std::vector<int64_t>> lora_unit_numels(const ModelDims& m, const Lor
       units[static_cast<size_t>(layer) + 1].push_back(linear.out * lora.r);
     }
   }
-  return units;
+  for (const std::vector<int64_t>& unit : units)
+    if (!unit.empty()) return units;
+  std::string names;
+  for (const Linear& linear : linears) names += (names.empty() ? "" : ", ") + std::string(linear.name);
+  return invalid_argument("tierzero.lora.target_modules match no linear module of the model; a decoder layer's are " +
+                          names + " (model.layers.N.<name>; the embedding and the LM head are not adapted): name "
+                          "some of them, e.g. [\"q_proj\", \"v_proj\"], or use \"all-linear\"");
 }
 
 }  // namespace tierzero::engine::plan

@@ -49,12 +49,12 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     s.frozen_largest_unit = *std::max_element(units.begin(), units.end());
     params.clear();
     units.clear();
-    for (const std::vector<int64_t>& unit : lora_unit_numels(model, *config.tierzero.lora)) {
+    TZ_ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> adapters,
+                        lora_unit_numels(model, *config.tierzero.lora));
+    for (const std::vector<int64_t>& unit : adapters) {
       params.insert(params.end(), unit.begin(), unit.end());
       units.push_back(std::accumulate(unit.begin(), unit.end(), int64_t{0}));
     }
-    if (params.empty())
-      return invalid_argument("plan: tierzero.lora.target_modules match no linear module of the model");
   }
   s.parameters = std::accumulate(params.begin(), params.end(), int64_t{0});
   s.slots = static_cast<int64_t>(params.size());

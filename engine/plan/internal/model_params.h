@@ -15,8 +15,9 @@ std::vector<int64_t> distinct_param_numels(const ModelDims& model);
 std::vector<int64_t> unit_numels(const ModelDims& model);
 // tierzero.lora: the adapters' element counts (lora_A, then lora_B, per targeted projection) of
 // each unit, matched as engine/model's LoraModel matches them (lora_targets_module); none in the
-// embedding and LM head units.
-std::vector<std::vector<int64_t>> lora_unit_numels(const ModelDims& model, const LoraConfig& lora);
+// embedding and LM head units. kInvalidArgument, naming a layer's projections, when no projection
+// matches.
+Result<std::vector<std::vector<int64_t>>> lora_unit_numels(const ModelDims& model, const LoraConfig& lora);
 // Weights of one decoder layer used in a matmul (q, k, v, o, gate, up, down).
 int64_t layer_matmul_params(const ModelDims& model);
 // Training FLOPs of one token with every layer recomputed in backward: 8 x the matmul weights
