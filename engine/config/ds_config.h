@@ -243,7 +243,7 @@ const char* offload_grad_accumulator_name(OffloadGradAccumulator accumulator);
 enum class CheckpointCompression : uint8_t { kNone, kZstd };
 
 // tierzero.lora: LoRA adapters trained over the frozen model, with PEFT LoraConfig's names and
-// meanings (engine/model/lora_model.h). Absent: full fine-tuning.
+// meanings (engine/model/functional_model.h, LoRA). Absent: full fine-tuning.
 struct LoraConfig {
   int64_t r = 8;              // rank
   double lora_alpha = 8.0;    // scaling = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora)

@@ -15,18 +15,8 @@ namespace tierzero::engine {
 
 std::vector<ParamSpec> gemma_layer_params(const ModelConfig& c, int64_t layer) {
   const std::string p = fmt::format("model.layers.{}.", layer);
-  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-  const int64_t inter = c.intermediate_size;
-  std::vector<ParamSpec> specs = {{p + "input_layernorm.weight", {h}}};
-  add_linear_specs(specs, p, "self_attn.q_proj", q, h, c.qkv_bias);
-  add_linear_specs(specs, p, "self_attn.k_proj", kv, h, c.qkv_bias);
-  add_linear_specs(specs, p, "self_attn.v_proj", kv, h, c.qkv_bias);
-  if (c.qk_norm) {
-    specs.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
-    specs.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
-  }
-  add_linear_specs(specs, p, "self_attn.o_proj", h, q, c.o_proj_bias);
-  specs.push_back({p + "post_attention_layernorm.weight", {h}});
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  std::vector<ParamSpec> specs = attention_block_specs(c, p);
   specs.push_back({p + "pre_feedforward_layernorm.weight", {h}});
   add_linear_specs(specs, p, "mlp.gate_proj", inter, h, false);
   add_linear_specs(specs, p, "mlp.up_proj", inter, h, false);

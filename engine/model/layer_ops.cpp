@@ -86,4 +86,19 @@ void add_linear_specs(std::vector<ParamSpec>& specs, const std::string& prefix, 
   if (bias) specs.push_back({prefix + name + ".bias", {out}});
 }
 
+std::vector<ParamSpec> attention_block_specs(const ModelConfig& c, const std::string& prefix) {
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  std::vector<ParamSpec> specs = {{prefix + "input_layernorm.weight", {h}}};
+  add_linear_specs(specs, prefix, "self_attn.q_proj", q, h, c.qkv_bias);
+  add_linear_specs(specs, prefix, "self_attn.k_proj", kv, h, c.qkv_bias);
+  add_linear_specs(specs, prefix, "self_attn.v_proj", kv, h, c.qkv_bias);
+  if (c.qk_norm) {
+    specs.push_back({prefix + "self_attn.q_norm.weight", {c.head_dim}});
+    specs.push_back({prefix + "self_attn.k_norm.weight", {c.head_dim}});
+  }
+  add_linear_specs(specs, prefix, "self_attn.o_proj", h, q, c.o_proj_bias);
+  specs.push_back({prefix + "post_attention_layernorm.weight", {h}});
+  return specs;
+}
+
 }  // namespace tierzero::engine

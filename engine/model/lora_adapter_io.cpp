@@ -1,4 +1,4 @@
-// The adapters' values and PEFT's files (lora_model.h): PEFT's initialisation, the adapter
+// The adapters' values and PEFT's files (functional_model.h, LoRA): PEFT's initialisation, the adapter
 // directory read and written, and the merged weights.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -15,7 +15,7 @@
 
 #include "checkpoint/safetensors/safetensors.h"
 #include "engine/model/internal/load_safetensors.h"
-#include "engine/model/lora_model.h"
+#include "engine/model/functional_model.h"
 
 namespace tierzero::engine {
 namespace {

@@ -1,6 +1,6 @@
-// LoraModel (lora_model.h): PEFT's target matching, the adapters as the model's parameters, and the
+// LoraModel (functional_model.h, LoRA): PEFT's target matching, the adapters as the model's parameters, and the
 // projector that adds them to the frozen base's projections.
-#include "engine/model/lora_model.h"
+#include "engine/model/functional_model.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

@@ -85,7 +85,7 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
                  "(unit + stage3_prefetch_bucket_size, x (1 + 1/W))");
 }
 
-// tierzero.lora's frozen base (lora_model.h): every weight once in the compute dtype, on the GPU or,
+// tierzero.lora's frozen base (functional_model.h, LoRA): every weight once in the compute dtype, on the GPU or,
 // with offload_param "cpu", in host memory with one unit at a time copied to the GPU for its use.
 void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (!s.lora) return;

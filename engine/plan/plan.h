@@ -85,6 +85,12 @@ Result<ModelDims> parse_model_dims(std::string_view json_text, const std::string
 Result<ModelDims> load_model_dims(const std::string& path);
 // Parameters of the model, a tied embedding counted once.
 int64_t parameter_count(const ModelDims& model);
+namespace plan {
+// Elements of each unit's parameters as the engine lays the model out (unit 0 the embedding, units
+// 1..L the decoder layers, unit L+1 the final norm and LM head; a tied LM head counted in the last
+// unit too).
+std::vector<int64_t> unit_numels(const ModelDims& model);
+}  // namespace plan
 
 // One figure of the machine and where it came from ("bench pcie FILE", "default: ...", "--flag").
 struct MachineFigure {

@@ -40,7 +40,7 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   double h2d = s.optimizer_offloaded() ? e * p : 0.0;
   if (s.params_offloaded()) h2d += e * gathered;
   // tierzero.lora's base in host memory: every unit copied for each micro-batch's forward and its
-  // recomputation in backward (lora_model.h; the window does not cover it).
+  // recomputation in backward (functional_model.h, LoRA; the window does not cover it).
   if (s.lora && s.params_cpu) h2d += e * 2.0 * static_cast<double>(s.accum) * static_cast<double>(s.frozen_parameters);
   terms.push_back({"pcie h2d", seconds(h2d, machine.h2d_gbps.value * 1e9), bytes_over(h2d, machine.h2d_gbps, "GB/s")});
   // D2H: the reduced gradient partition lands in host memory: each micro-batch's in the grad dtype,

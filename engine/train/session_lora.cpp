@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/convert/consolidate.h"
-#include "engine/model/lora_model.h"
+#include "engine/model/functional_model.h"
 #include "engine/train/internal/lora_export.h"
 #include "engine/train/internal/session.h"
 

@@ -1,4 +1,4 @@
-// Private to engine/model: the frozen base weights a LoraModel runs on (lora_model.h), one copy of
+// Private to engine/model: the frozen base weights a LoraModel runs on (functional_model.h, LoRA), one copy of
 // each parameter in its home, handed out per unit on the device that asks.
 #pragma once
 
@@ -11,7 +11,6 @@
 
 #include "common/common.h"
 #include "engine/model/functional_model.h"
-#include "engine/model/lora_model.h"
 
 namespace tierzero::engine {
 

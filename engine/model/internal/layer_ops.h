@@ -59,6 +59,11 @@ class ParamCursor {
 void add_linear_specs(std::vector<ParamSpec>& specs, const std::string& prefix, const std::string& name, int64_t out,
                       int64_t in, bool bias);
 
+// The attention half of a decoder layer named `prefix` ("model.layers.N."), in forward order, as
+// the Llama-style and Gemma families share it: input_layernorm, q/k/v_proj, q/k norms (qk_norm),
+// o_proj, post_attention_layernorm.
+std::vector<ParamSpec> attention_block_specs(const ModelConfig& c, const std::string& prefix);
+
 // ---- The decoder-layer families: parameters of layer `layer` in forward order, and its forward ----
 // (x [B,T,H] -> [B,T,H], every nn.Linear through `projector`; params in the specs' order).
 

@@ -61,7 +61,7 @@ struct RunShape {
   bool device_accumulator = false;
   double window_bytes = 0;  // what the window would add on the GPU (set by engine_choice_items)
   // tierzero.lora: the engine's parameters above (parameters, partition, units ...) are the
-  // adapters; the frozen base's elements and its largest unit are these (lora_model.h).
+  // adapters; the frozen base's elements and its largest unit are these (functional_model.h, LoRA).
   bool lora = false;
   int64_t frozen_parameters = 0;
   int64_t frozen_largest_unit = 0;

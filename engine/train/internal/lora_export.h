@@ -11,7 +11,6 @@
 
 #include "checkpoint/convert/consolidate.h"
 #include "engine/model/functional_model.h"
-#include "engine/model/lora_model.h"
 
 namespace tierzero::engine::trainer {
 

@@ -33,7 +33,7 @@
 
 #include "common/common.h"
 #include "engine/comm/comm.h"
-#include "engine/model/lora_model.h"
+#include "engine/model/functional_model.h"
 #include "engine/optim/schedules.h"
 #include "engine/plan/plan.h"
 #include "engine/train/internal/metrics_log.h"

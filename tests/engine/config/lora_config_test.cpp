@@ -82,10 +82,7 @@ TEST(LoraConfig, RefusesWhatItCannotHonourNamingTheKey) {
   };
   for (const auto& c : cases) {
     Result<DsConfig> parsed = parse_lora(c.lora);
-    ASSERT_FALSE(parsed.ok()) << c.lora.dump();
-    EXPECT_EQ(parsed.status().code(), ErrorCode::kInvalidArgument) << c.lora.dump();
-    EXPECT_NE(parsed.status().message().find(c.key), std::string::npos)
-        << c.lora.dump() << ": " << parsed.status().message();
+    EXPECT_ERROR(parsed, ErrorCode::kInvalidArgument, c.key) << c.lora.dump();
   }
 }
 

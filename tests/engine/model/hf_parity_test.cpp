@@ -10,7 +10,6 @@
 #include "engine/model/functional_model.h"
 #include "engine/model/internal/load_safetensors.h"
 #include "engine/model/internal/rope.h"
-#include "engine/plan/internal/model_params.h"
 #include "engine/plan/plan.h"
 #include "tests/support/python.h"
 #include "tests/support/status_matchers.h"

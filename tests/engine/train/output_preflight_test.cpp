@@ -28,8 +28,7 @@ TrainArgs thirty_steps(const ScratchDir& dir) { return train_args(write_config(d
 
 // The run failed before its header (so before step 1) with `code` and a message holding each of `parts`.
 void expect_refused_before_training(const TrainRun& run, ErrorCode code, const std::vector<std::string>& parts) {
-  ASSERT_FALSE(run.summary.ok()) << "trained although an output cannot be written";
-  EXPECT_EQ(run.summary.status().code(), code) << run.summary.status().to_string();
+  ASSERT_ERROR(run.summary, code, "") << "trained although an output cannot be written";
   for (const std::string& part : parts)
     EXPECT_NE(run.summary.status().message().find(part), std::string::npos)
         << "'" << part << "' missing from: " << run.summary.status().message();
