@@ -209,8 +209,8 @@ struct OptimizerConfig {
   bool decoupled_weight_decay() const { return type == OptimizerType::kAdamW || adam_w_mode; }
 };
 
-// activation_checkpointing. tierzero recomputes each layer in backward regardless (DESIGN.md,
-// "The layer is the unit of everything"); these are kept so configs round-trip.
+// activation_checkpointing. tierzero recomputes each layer in backward regardless (docs/design.md:
+// the layer is the unit the engine fetches, runs and recomputes); these are kept so configs round-trip.
 struct ActivationCheckpointingConfig {
   bool partition_activations = false;
   bool cpu_checkpointing = false;

@@ -7,7 +7,7 @@
 namespace tierzero::engine {
 namespace {
 
-constexpr const char* kDefaultSource = "default: DESIGN.md's GPU box (H200, PCIe Gen5 x16, 16 cores, virtio disk)";
+constexpr const char* kDefaultSource = "default: the reference GPU box (H200, PCIe Gen5 x16, 16 cores, virtio disk)";
 
 // Dense 16-bit tensor-core TFLOPS. H200: measured there (bf16 matmul); H100 SXM: the same chip and
 // clocks, taken as the same; the others: the vendor's dense figure (no sparsity).

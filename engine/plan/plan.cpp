@@ -44,7 +44,7 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
   for (const auto& [name, figure] : figures)
     if (figure->source.rfind("default", 0) == 0) defaults += (defaults.empty() ? "" : ", ") + std::string(name);
   if (!defaults.empty())
-    out.push_back("not measured here, DESIGN.md's GPU box assumed: " + defaults +
+    out.push_back("not measured here, the reference GPU box's figures assumed: " + defaults +
                   " (pass tierzero bench pcie|io|adam|tiers --json files with --bench-json)");
   if (s.world > 1) out.push_back("collectives between the ranks (NVLink / network) are not in the time terms");
   if (!s.optimizer_offloaded())

@@ -116,7 +116,7 @@ struct Machine {
   MachineFigure adam_gparams;  // CPU Adam, 1e9 parameters per second
 };
 
-// The figures of DESIGN.md's GPU box (H200 790 TFLOPS, pinned PCIe Gen5 45 / 50 GB/s, virtio disk
+// The figures of the reference GPU box (H200 790 TFLOPS, pinned PCIe Gen5 45 / 50 GB/s, virtio disk
 // 2.0 / 3.0 GB/s, cpu_adam 4.0 Gparam/s on 16 cores), each sourced "default: ...". No budgets.
 Machine default_machine();
 
