@@ -1,4 +1,5 @@
-// The GPU tier on a CUDA device: its own non-blocking streams for H2D and D2H, events for order.
+// A CUDA device behind DeviceMemory: pinned arenas registered with it, its own non-blocking streams
+// for H2D and D2H copies, events for order.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,12 +30,6 @@ class CudaEvent final : public DeviceEvent {
   Status wait() override {
     if (!recorded_) return {};
     return cuda_status(cudaEventSynchronize(event_), "cudaEventSynchronize");
-  }
-  Result<double> elapsed_ms_since(const DeviceEvent& earlier) const override {
-    float ms = 0;
-    TZ_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&ms, static_cast<const CudaEvent&>(earlier).event_, event_),
-                                   "cudaEventElapsedTime"));
-    return static_cast<double>(ms);
   }
 
  private:
@@ -71,31 +66,6 @@ class CudaDeviceMemory final : public DeviceMemory {
 
   bool is_gpu() const override { return true; }
   std::string description() const override { return description_; }
-  Result<uint64_t> free_bytes() const override {
-    cudaSetDevice(device_);
-    size_t free = 0, total = 0;
-    TZ_RETURN_IF_ERROR(cuda_status(cudaMemGetInfo(&free, &total), "cudaMemGetInfo"));
-    return static_cast<uint64_t>(free);
-  }
-
-  Result<void*> allocate_device(uint64_t bytes) override {
-    cudaSetDevice(device_);
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes);
-    if (err != cudaSuccess) {
-      size_t free = 0, total = 0;
-      cudaMemGetInfo(&free, &total);
-      return resource_exhausted("cudaMalloc of " + format_bytes(bytes) + " failed (" + cudaGetErrorName(err) +
-                                "); the GPU has " + format_bytes(free) + " free of " + format_bytes(total) +
-                                ": lower gpu_bytes");
-    }
-    return p;
-  }
-  void free_device(void* ptr, uint64_t) override {
-    cudaSetDevice(device_);
-    cudaFree(ptr);
-  }
-
   // Pinned memory on 2 MiB-aligned transparent huge pages, registered with CUDA (cudaHostRegister)
   // rather than cudaHostAlloc'ed: the same DMA for copies, and an NVMe request into it is a few
   // physically contiguous segments instead of one per 4 KiB page (nvme::allocate_aligned; a 1 MiB
@@ -129,23 +99,10 @@ class CudaDeviceMemory final : public DeviceMemory {
     const cudaMemcpyKind kind = lane == Lane::kH2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     return cuda_status(cudaMemcpyAsync(dst, src, bytes, kind, lanes_[static_cast<int>(lane)]), "cudaMemcpyAsync");
   }
-  Status fill_async(Lane lane, void* dst, uint8_t value, uint64_t bytes) override {
-    cudaSetDevice(device_);
-    return cuda_status(cudaMemsetAsync(dst, value, bytes, lanes_[static_cast<int>(lane)]), "cudaMemsetAsync");
-  }
-  Status order_after_default_stream(Lane lane) override {
-    cudaSetDevice(device_);
-    cudaEvent_t caller = nullptr;
-    TZ_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&caller, cudaEventDisableTiming), "cudaEventCreate"));
-    Status s = cuda_status(cudaEventRecord(caller, cudaStreamLegacy), "cudaEventRecord(default stream)");
-    if (s.ok()) s = cuda_status(cudaStreamWaitEvent(lanes_[static_cast<int>(lane)], caller, 0), "cudaStreamWaitEvent");
-    cudaEventDestroy(caller);  // released once the wait is satisfied
-    return s;
-  }
   Result<std::unique_ptr<DeviceEvent>> create_event() override {
     cudaSetDevice(device_);
     cudaEvent_t e = nullptr;
-    // Blocking sync: a waiting transfer thread sleeps instead of spinning a core the I/O needs.
+    // Blocking sync: a waiting thread sleeps instead of spinning a core.
     TZ_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&e, cudaEventBlockingSync), "cudaEventCreate"));
     return std::unique_ptr<DeviceEvent>(std::make_unique<CudaEvent>(device_, e, lanes_));
   }

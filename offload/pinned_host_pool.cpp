@@ -6,9 +6,9 @@
 
 #include "common/common.h"
 #include "offload/internal/arena_pool.h"
-#include "offload/internal/budget_check.h"
 #include "offload/internal/device_memory.h"
-#include "offload/tier_manager.h"
+#include "offload/internal/host_facts.h"
+#include "offload/offload.h"
 
 namespace tierzero::offload {
 

@@ -4,7 +4,6 @@
 #   scripts/device.sh scripts/device_suite.sh tests OUTDIR     every test, GPU-labelled ones included
 #   scripts/device.sh scripts/device_suite.sh bench OUTDIR     bench adam, pcie, io (vs fio), tiers
 #   scripts/device.sh scripts/device_suite.sh train OUTDIR     the default `tierzero train` on the GPU
-#   scripts/device.sh scripts/device_suite.sh hammer OUTDIR    offload's GPU-tier walks, repeated
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
@@ -45,14 +44,6 @@ case "$what" in
     run tiers bench tiers --path /tmp ;;
   train)
     timeout 300 "$tz" train 2>&1 | tee "$out/train.txt" | tail -30 ;;
-  hammer)
-    t=build-gpu/tests/offload
-    timeout 60 $t/tierzero_offload_gpu_tests --gtest_repeat=20 --gtest_brief=1 > "$out/gpu_tests.txt" 2>&1
-    echo "gpu overlap tests: $(grep -cE '^\[  PASSED  \]' "$out/gpu_tests.txt") iterations passed of 20"
-    timeout 90 $t/tierzero_offload_tests --gtest_filter='Seeds/PropertyTest.*:AsyncCopies/PropertyTest.*' \
-      --gtest_repeat=200 --gtest_brief=1 > "$out/property.txt" 2>&1
-    echo "property walks: $(grep -cE '^\[  PASSED  \]' "$out/property.txt") iterations passed (200 asked, 90 s cap)"
-    grep -hE -A8 'Failure|FAILED' "$out/gpu_tests.txt" "$out/property.txt" | head -40 ;;
   multigpu)
     [[ "$(nvidia-smi -L | wc -l)" -ge 2 ]] || { echo "multigpu: fewer than 2 GPUs"; exit 1; }
     rm -rf /tmp/tz_ck /tmp/tz_exp /tmp/tz_conv
@@ -105,5 +96,5 @@ case "$what" in
       cat "$out/train_$shape.measure.json"; echo
       [[ -n $nvme ]] && rm -rf "${nvme:?}"
     done ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | hammer | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
 esac

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <deque>
 
-#include "offload/tier_manager.h"
+#include "offload/offload.h"
 
 namespace tierzero::tools {
 

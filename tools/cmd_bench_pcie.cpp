@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/common.h"
-#include "offload/tier_manager.h"
+#include "offload/offload.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {

@@ -22,7 +22,8 @@ void add_convert_command(CLI::App& app);
 void add_checkpoint_command(CLI::App& app);
 // `tierzero bench pcie`: offload/ host <-> GPU copies vs cudaMemcpy (skips without a GPU).
 void add_bench_pcie_command(CLI::App& bench);
-// `tierzero bench tiers`: offload/ NVMe <-> GPU streaming vs min(NVMe, PCIe) bandwidth.
+// `tierzero bench tiers`: NVMe <-> GPU streaming through training's offload stack (swap files, pinned
+// staging, side-stream copies) vs min(NVMe, PCIe) bandwidth; in tierzero-torch (LibTorch).
 void add_bench_tiers_command(CLI::App& bench);
 // `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL tokenized with the model's tokenizer.
 void add_data_command(CLI::App& app);
@@ -35,13 +36,13 @@ void add_estimate_command(CLI::App& app);
 // `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
 void add_train_command(CLI::App& app);
 
-// The LibTorch-free `tierzero` hands `train` and `bench adam` to tierzero-torch beside it:
+// The LibTorch-free `tierzero` hands `train`, `bench adam` and `bench tiers` to tierzero-torch beside it:
 // true when argv names one of those commands.
 bool is_torch_command(int argc, char** argv);
 // Replaces this process with tierzero-torch (same arguments); returns only when that fails, with
 // the exit code to use after printing what to do.
 int run_torch_program(char** argv);
-// Lists `train` and `bench adam` in the help of the program that hands them over.
+// Lists `train`, `bench adam` and `bench tiers` in the help of the program that hands them over.
 void add_torch_command_stubs(CLI::App& app, CLI::App& bench);
 
 }  // namespace tierzero::tools

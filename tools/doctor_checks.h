@@ -31,8 +31,8 @@ std::vector<DoctorLine> check_io_backends();
 std::vector<DoctorLine> check_nvme_paths(const std::vector<std::string>& paths);
 // cpu_adam's Highway target and thread count.
 std::vector<DoctorLine> check_cpu();
-// RAM, RLIMIT_MEMLOCK, and pinning `pin_probe_bytes` through offload/ (cudaHostAlloc with a
-// GPU, mlock without).
+// RAM, RLIMIT_MEMLOCK, and pinning `pin_probe_bytes` through offload/'s PinnedHostPool (huge pages
+// registered with CUDA with a GPU, mlock without).
 std::vector<DoctorLine> check_memory(uint64_t pin_probe_bytes);
 // GPUs through the CUDA runtime (when built with CUDA): name, memory, PCIe link from sysfs.
 std::vector<DoctorLine> check_gpus();

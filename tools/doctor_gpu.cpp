@@ -47,7 +47,7 @@ std::vector<DoctorLine> cuda_gpus() {
     const std::string why = err != cudaSuccess ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
                                                : "cudaGetDeviceCount found none";
     lines.push_back({"gpu", "GPUs", "no GPU (" + why + ")", Verdict::kWarn,
-                     "the GPU tier becomes host memory: fine for tests, not for training speed; install the NVIDIA "
+                     "train computes on the CPU: fine for tests, not for training speed; install the NVIDIA "
                      "driver or run where a GPU is visible (CUDA_VISIBLE_DEVICES)"});
     return lines;
   }
@@ -105,7 +105,7 @@ std::vector<DoctorLine> check_gpus() {
   const std::vector<std::string> devices = nvidia_pci_devices();
   if (devices.empty()) {
     lines.push_back({"gpu", "GPUs", "none on the PCI bus; tierzero built without CUDA", Verdict::kWarn,
-                     "the GPU tier is host memory: fine for tests, not for training speed"});
+                     "train computes on the CPU: fine for tests, not for training speed"});
   }
   for (const std::string& address : devices) {
     bool narrow = false;

@@ -1,14 +1,13 @@
 // doctor: RAM, the locked-memory limit and a real pinned allocation.
 #include <sys/resource.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "common/common.h"
-#include "offload/tier_manager.h"
+#include "offload/offload.h"
 #include "tools/doctor_checks.h"
 
 namespace tierzero::tools {
@@ -44,29 +43,29 @@ bool has_ipc_lock() {
   return false;
 }
 
+// Pins `bytes` as training's host tier does: one PinnedHostPool arena (huge pages registered with
+// CUDA where there is a GPU; without one, host memory mlock'ed, the RLIMIT_MEMLOCK case).
 DoctorLine pinned_probe(uint64_t bytes) {
-  offload::TierBudgets b;
-  b.pinned_bytes = bytes;
-  b.pinned_arena_bytes = bytes;
-  b.prefetch_bytes = 0;
-  b.transfer_threads = 1;
-  b.pipeline_depth = 2;
-  b.chunk_bytes = std::min<uint64_t>(b.chunk_bytes, bytes / 4);
   const auto start = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<offload::TierManager>> tm = offload::TierManager::create(b);
+  Result<std::unique_ptr<offload::PinnedHostPool>> pool =
+      offload::PinnedHostPool::create({.capacity_bytes = bytes,
+                                       .arena_bytes = bytes,
+                                       .device = offload::DeviceChoice::kAuto,
+                                       .lock_host_memory = true});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!tm.ok()) {
+  if (!pool.ok()) {
     // A warning: training still runs, with pageable staging (slower copies) or unlocked host memory.
-    return {"memory", "pinned probe", "pinning " + format_bytes(bytes) + " failed: " + tm.status().message(),
+    return {"memory", "pinned probe", "pinning " + format_bytes(bytes) + " failed: " + pool.status().message(),
             Verdict::kWarn,
             "raise the limit (ulimit -l unlimited; limits.conf memlock; docker run --ulimit memlock=-1) or run "
             "with CAP_IPC_LOCK"};
   }
-  const bool gpu = (*tm)->gpu_is_device();
+  const bool gpu = (*pool)->gpu_pinned();
   char took[32];
   std::snprintf(took, sizeof took, "%.2f s", seconds);
   return {"memory", "pinned probe",
-          format_bytes(bytes) + " pinned in " + took + (gpu ? " (cudaHostAlloc)" : " (mmap + mlock, no GPU)"),
+          format_bytes(bytes) + " pinned in " + took +
+              (gpu ? " (huge pages registered with CUDA)" : " (mmap + mlock, no GPU)"),
           Verdict::kOk, ""};
 }
 

@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   tierzero::tools::add_bench_io_command(*bench);
   tierzero::tools::add_bench_pcie_command(*bench);
+#ifdef TIERZERO_HAVE_BENCH_TIERS
   tierzero::tools::add_bench_tiers_command(*bench);
+#endif
   tierzero::tools::add_convert_command(app);
   tierzero::tools::add_checkpoint_command(app);
   tierzero::tools::add_report_command(app);

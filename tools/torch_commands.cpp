@@ -1,4 +1,4 @@
-// `train` and `bench adam` in the LibTorch-free `tierzero`: listed in its help, run by the
+// `train`, `bench adam` and `bench tiers` in the LibTorch-free `tierzero`: listed in its help, run by the
 // tierzero-torch program installed beside it (exec, same arguments and environment).
 #include <limits.h>
 #include <unistd.h>
@@ -25,7 +25,8 @@ std::string torch_program_path() {
 
 bool is_torch_command(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "train") == 0) return true;
-  return argc > 2 && std::strcmp(argv[1], "bench") == 0 && std::strcmp(argv[2], "adam") == 0;
+  return argc > 2 && std::strcmp(argv[1], "bench") == 0 &&
+         (std::strcmp(argv[2], "adam") == 0 || std::strcmp(argv[2], "tiers") == 0);
 }
 
 int run_torch_program(char** argv) {
@@ -41,6 +42,10 @@ int run_torch_program(char** argv) {
 
 void add_torch_command_stubs(CLI::App& app, CLI::App& bench) {
   bench.add_subcommand("adam", "cpu_adam Gparam/s vs STREAM bandwidth and PyTorch fused AdamW (tierzero-torch)")
+      ->allow_extras();
+  bench
+      .add_subcommand("tiers",
+                      "NVMe <-> GPU streaming through training's offload stack vs min(NVMe, PCIe) (tierzero-torch)")
       ->allow_extras();
   app.add_subcommand("train", "ZeRO training; no arguments: a tiny built-in model and corpus (tierzero-torch)")
       ->allow_extras();

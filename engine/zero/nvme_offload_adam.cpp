@@ -1,5 +1,5 @@
 // Adam with the optimizer state on NVMe: the sub-group pipeline of nvme_offload_adam.h over the
-// swap files of swap_files.h.
+// swap files, through the pinned staging of offload/'s RecordStaging (offload/offload.h).
 #include "engine/zero/internal/nvme_offload_adam.h"
 
 #include <ATen/ATen.h>
@@ -14,8 +14,8 @@
 #include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
-#include "engine/zero/internal/swap_files.h"
 #include "engine/zero/internal/param_loading.h"
+#include "offload/offload.h"
 
 namespace tierzero::engine {
 namespace {
@@ -41,17 +41,16 @@ int64_t record_part_offset(int s, int64_t count, at::ScalarType state_dtype, boo
   return offset;
 }
 
-// A pinned buffer (bytes) and what it holds: sub-group `holds`'s record (fp32 master, then exp_avg
-// and exp_avg_sq in the state dtype, `count` elements each, back to back), whether that record is
-// newer than the swap file's (`dirty`: kept for the next pass, not written), the transfers in flight
-// on it, and the copy to the device that still reads it (fp32 compute weights sent from the buffer
-// itself).
+// A pinned buffer (bytes; staging buffer `staging` of the RecordStaging, which keeps the transfers in
+// flight on it) and what it holds: sub-group `holds`'s record (fp32 master, then exp_avg and
+// exp_avg_sq in the state dtype, `count` elements each, back to back), whether that record is newer
+// than the swap file's (`dirty`: kept for the next pass, not written), and the copy to the device
+// that still reads it (fp32 compute weights sent from the buffer itself).
 struct Slot {
   at::Tensor buffer;
+  size_t staging = 0;
   int64_t holds = -1;
   bool dirty = false;
-  SwapTransfer read;
-  SwapTransfer write;
   std::shared_ptr<CopyDone> copy;
 };
 
@@ -91,26 +90,21 @@ class NvmeAdam final : public NvmeOffloadAdam {
         throw Error(internal_error("nvme optimizer: a pinned buffer is not one record of " +
                                    std::to_string(slot_numel_) + " elements (" +
                                    std::to_string(record_bytes(slot_numel_)) + " bytes)"));
-    io_ = value_or_throw(nvme::IoEngine::create(nvme.io));
+    std::vector<std::span<std::byte>> staging_buffers;
     for (const at::Tensor& buffer : setup_.buffers) {
-      throw_if_error(io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
-      slots_.push_back({.buffer = buffer, .holds = -1, .dirty = false, .read = {}, .write = {}, .copy = nullptr});
+      slots_.push_back({.buffer = buffer, .staging = slots_.size(), .holds = -1, .dirty = false, .copy = nullptr});
+      staging_buffers.push_back({static_cast<std::byte*>(buffer.data_ptr()), buffer.nbytes()});
     }
-    if (groups_ > in_memory_)
-      swap_ = value_or_throw(SwapFiles::create(*io_, nvme.paths, setup_.rank, groups_ - in_memory_,
-                                               record_bytes(slot_numel_), kOptimizerSwap, in_memory_));
+    staging_ =
+        value_or_throw(offload::RecordStaging::create(staging_buffers, {.paths = nvme.paths,
+                                                                        .io = nvme.io,
+                                                                        .rank = setup_.rank,
+                                                                        .records = groups_ - in_memory_,
+                                                                        .record_bytes = record_bytes(slot_numel_),
+                                                                        .role = kOptimizerSwap,
+                                                                        .first_named = in_memory_}));
     write_initial_state();
     traffic_ = {};  // a step's traffic, not the set-up's
-  }
-
-  ~NvmeAdam() override {
-    for (Slot& slot : slots_) {  // nothing may still read or write the buffers; errors were reported
-      if (swap_) {
-        (void)swap_->wait(slot.read);
-        (void)swap_->wait(slot.write);
-      }
-      (void)io_->unregister_buffer(slot.buffer.data_ptr());
-    }
   }
 
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
@@ -290,8 +284,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
           if (k >= groups_) return internal_error("nvme optimizer: state " + std::to_string(s) + " read past its end");
           const int64_t count = count_of(k);
           if (offset == 0 && k >= in_memory_) {  // sub-group k's part: read (or read ahead before), then k+1's queued
-            if (slot_of(k).read.sub_group != k - in_memory_) read_part(k, s);
-            TZ_RETURN_IF_ERROR(swap_->wait(slot_of(k).read));
+            if (staging_->reading(slot_of(k).staging) != k - in_memory_) read_part(k, s);
+            TZ_RETURN_IF_ERROR(staging_->wait_read(slot_of(k).staging));
             if (k + 1 < groups_ && slots_.size() >= 2) read_part(k + 1, s);
           }
           const at::Tensor part = record_part(k < in_memory_ ? memory_record(k) : slot_of(k).buffer, s, count);
@@ -322,7 +316,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
           return internal_error("nvme optimizer: master weight " + std::to_string(e) + " read past the partition");
         if (k >= in_memory_ && master_cached_ != k) {  // sub-group k's master part, from its start (O_DIRECT)
           read_part(k, 0);
-          TZ_RETURN_IF_ERROR(swap_->wait(slot_of(k).read));
+          TZ_RETURN_IF_ERROR(staging_->wait_read(slot_of(k).staging));
           master_cached_ = k;
         }
         const int64_t offset = e - k * slot_numel_;
@@ -381,8 +375,9 @@ class NvmeAdam final : public NvmeOffloadAdam {
   std::vector<PartitionWrite> device_writes() const override { return pending_; }
 
   std::string placement() const override {
-    return "nvme (" + (swap_ ? swap_->describe() : std::string("no file: every record in pinned memory")) + "; cpu " +
-           cpu_adam::simd_target_name() + ", " + std::to_string(setup_.adam->threads()) + " threads)";
+    return "nvme (" +
+           (staging_->has_files() ? staging_->describe() : std::string("no file: every record in pinned memory")) +
+           "; cpu " + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.adam->threads()) + " threads)";
   }
 
   std::string state_placement() const override {
@@ -405,7 +400,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   NvmeTraffic traffic() const override {
     NvmeTraffic traffic = traffic_;
-    traffic.resident_bytes = swap_ ? swap_->file_bytes() : 0;
+    traffic.resident_bytes = staging_->file_bytes();
     return traffic;
   }
 
@@ -500,7 +495,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
     Slot& slot = slot_of(k);
     if (slot.holds != k) {
       claim(slot, k);
-      slot.read = swap_->submit(nvme::Op::kRead, k - in_memory_, slot.buffer.data_ptr(), record_bytes(count_of(k)));
+      staging_->read(slot.staging, k - in_memory_, 0, record_bytes(count_of(k)));
       read_since_step_ += record_bytes(count_of(k));
     }
     wait_read(slot);
@@ -529,7 +524,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   // Waits for `slot`'s read; on failure the slot holds nothing (its bytes are not the record).
   void wait_read(Slot& slot) {
-    Status status = swap_->wait(slot.read);
+    Status status = staging_->wait_read(slot.staging);
     if (!status.ok()) {
       slot.holds = -1;
       throw Error(std::move(status));
@@ -550,10 +545,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
     if (slot.dirty && slot.holds != k)
       throw Error(internal_error("nvme optimizer: sub-group " + std::to_string(slot.holds) +
                                  "'s record would be dropped unwritten"));
-    if (swap_) {
-      throw_if_error(swap_->wait(slot.read));  // only a checkpoint read left unfinished has one here
-      throw_if_error(swap_->wait(slot.write));
-    }
+    throw_if_error(staging_->wait_read(slot.staging));  // only a checkpoint read left unfinished has one here
+    throw_if_error(staging_->wait_write(slot.staging));
     if (slot.copy) slot.copy->wait_host();
     slot.copy = nullptr;
     slot.holds = k;
@@ -570,7 +563,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
       Slot& slot = slot_of(j);
       if (slot.holds == j) continue;
       claim(slot, j);
-      slot.read = swap_->submit(nvme::Op::kRead, j - in_memory_, slot.buffer.data_ptr(), record_bytes(count_of(j)));
+      staging_->read(slot.staging, j - in_memory_, 0, record_bytes(count_of(j)));
       read_since_step_ += record_bytes(count_of(j));
     }
   }
@@ -585,25 +578,25 @@ class NvmeAdam final : public NvmeOffloadAdam {
     const auto begin = static_cast<uint64_t>(part_offset(s, count));
     const uint64_t end = begin + static_cast<uint64_t>(count) * c10::elementSize(part_dtype(s));
     const uint64_t aligned = begin / SwapFiles::kRecordAlignment * SwapFiles::kRecordAlignment;
-    slot.read = swap_->submit(nvme::Op::kRead, k - in_memory_, slot.buffer.data_ptr(), aligned, end);
+    staging_->read(slot.staging, k - in_memory_, aligned, end);
   }
 
   // Queues the write of sub-group k's record; waits for it unless pipeline_write.
   void write_behind(int64_t k) {
     Slot& slot = slot_of(k);
     slot.dirty = false;
-    slot.write = swap_->submit(nvme::Op::kWrite, k - in_memory_, slot.buffer.data_ptr(), record_bytes(count_of(k)));
+    staging_->write(slot.staging, k - in_memory_, record_bytes(count_of(k)));
     traffic_.step_written_bytes += record_bytes(count_of(k));
-    if (!setup_.nvme.pipeline_write) throw_if_error(swap_->wait(slot.write));
+    if (!setup_.nvme.pipeline_write) throw_if_error(staging_->wait_write(slot.staging));
   }
 
   // Waits for every write queued; the buffers keep their records (a read of the same sub-group
   // into the same buffer is skipped).
   void finish_writes() {
-    if (!swap_) return;
+    if (!staging_->has_files()) return;
     Status first;
     for (Slot& slot : slots_) {
-      Status status = swap_->wait(slot.write);
+      Status status = staging_->wait_write(slot.staging);
       if (!status.ok()) slot.holds = -1;
       if (first.ok()) first = status;
     }
@@ -687,8 +680,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
   int64_t slot_numel_ = 0;  // elements of a full sub-group
   int64_t groups_ = 0;
   int64_t in_memory_ = 0;   // records [0, in_memory_) live in setup_.memory_records
-  std::unique_ptr<nvme::IoEngine> io_;
-  std::unique_ptr<SwapFiles> swap_;
+  std::unique_ptr<offload::RecordStaging> staging_;  // the I/O of the slots' buffers (setup_.buffers outlive it)
   std::vector<Slot> slots_;
   AdamPartitionState state_;  // step always; the tensors only while materialised_
   bool materialised_ = false;

@@ -5,8 +5,11 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <mutex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "common/common.h"
 
@@ -18,10 +21,11 @@ constexpr uint64_t kAlign = SwapFiles::kRecordAlignment;
 uint64_t align_down(uint64_t bytes) { return bytes / kAlign * kAlign; }
 uint64_t align_up(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// A window's write to the swap files, as a copy readers order after: waiting is the host's.
+// A window's write to the swap files (staging buffer `buffer`'s write in flight), as a copy readers
+// order after: waiting is the host's. The window is written again only after this was waited for.
 class SwapWriteDone final : public CopyDone {
  public:
-  SwapWriteDone(SwapFiles& swap, SwapTransfer transfer) : swap_(swap), transfer_(std::move(transfer)) {}
+  SwapWriteDone(offload::RecordStaging& staging, size_t buffer) : staging_(staging), buffer_(buffer) {}
   ~SwapWriteDone() override { (void)finish(); }
 
   void wait_host() override { throw_if_error(finish()); }
@@ -32,15 +36,15 @@ class SwapWriteDone final : public CopyDone {
   Status finish() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!done_) {
-      status_ = swap_.wait(transfer_);
+      status_ = staging_.wait_write(buffer_);
       done_ = true;
     }
     return status_;
   }
 
-  SwapFiles& swap_;
+  offload::RecordStaging& staging_;
+  size_t buffer_;
   std::mutex mutex_;
-  SwapTransfer transfer_;
   bool done_ = false;
   Status status_;
 };
@@ -83,34 +87,38 @@ std::unique_ptr<NvmeParams> NvmeParams::create(NvmeParamsSetup setup) {
   std::unique_ptr<NvmeParams> params(new NvmeParams(std::move(setup)));
   const NvmeParamsSetup& s = params->setup_;
   const int64_t records = (s.shard_numel + s.record_numel - 1) / s.record_numel;
-  params->io_ = value_or_throw(nvme::IoEngine::create(s.options.io));
+  std::vector<std::span<std::byte>> staging;  // the read buffers, then the windows
   for (const at::Tensor& buffer : s.read_buffers) {
     if (buffer.nbytes() != static_cast<size_t>(read_buffer_bytes(s.options.buffer_numel, s.dtype)))
       throw Error(internal_error("nvme parameters: a read buffer is not read_buffer_bytes()"));
-    throw_if_error(params->io_->register_buffer(buffer.data_ptr(), buffer.nbytes()));
     params->buffers_.push_back({.bytes = buffer, .holder = 0, .copy = nullptr});
+    staging.push_back({static_cast<std::byte*>(buffer.data_ptr()), buffer.nbytes()});
   }
   for (const at::Tensor& window : s.windows) {
     if (window.nbytes() != static_cast<size_t>(window_bytes(s.record_numel, s.dtype)))
       throw Error(internal_error("nvme parameters: a write window is not window_bytes()"));
     params->windows_.push_back({.bytes = window, .begin = -1, .count = 0, .write = nullptr});
+    staging.push_back({static_cast<std::byte*>(window.data_ptr()), window.nbytes()});
   }
   const int64_t host_records = host_record_count(s.options.max_in_cpu, s.shard_numel, s.record_numel);
   params->host_numel_ = std::min(s.shard_numel, host_records * s.record_numel);
   if (s.host_records.numel() != host_records * s.record_numel || (host_records > 0 && s.host_records.scalar_type() != s.dtype))
     throw Error(internal_error("nvme parameters: the host records are not host_record_count() records"));
-  params->swap_ = value_or_throw(SwapFiles::create(*params->io_, s.options.paths, s.rank, std::max<int64_t>(1, records),
-                                                   static_cast<uint64_t>(s.record_numel * params->element_bytes()),
-                                                   kParameterSwap));
+  params->staging_ = value_or_throw(offload::RecordStaging::create(
+      staging, {.paths = s.options.paths,
+                .io = s.options.io,
+                .rank = s.rank,
+                .records = std::max<int64_t>(1, records),
+                .record_bytes = static_cast<uint64_t>(s.record_numel * params->element_bytes()),
+                .role = kParameterSwap,
+                .first_named = 0}));
   return params;
 }
 
 NvmeParams::~NvmeParams() {
   for (Window& window : windows_) window.write = nullptr;  // waits; errors were reported
-  for (Buffer& buffer : buffers_) {
+  for (Buffer& buffer : buffers_)
     if (buffer.copy) buffer.copy->wait_host();
-    (void)io_->unregister_buffer(buffer.bytes.data_ptr());
-  }
 }
 
 void NvmeParams::write_all(const std::function<void(int64_t begin, const at::Tensor& window)>& fill) {
@@ -150,7 +158,7 @@ std::vector<ParamReadPiece> cut_reads(const std::vector<std::pair<int64_t, int64
     for (int64_t begin = first; begin < end;) {
       const int64_t record_end = (begin / record_numel + 1) * record_numel;
       const int64_t count = std::min({end, record_end, begin + buffer_numel}) - begin;
-      pieces.push_back({.begin = begin, .count = count, .dst_offset = dst, .buffer = -1, .skip = 0, .transfer = {}});
+      pieces.push_back({.begin = begin, .count = count, .dst_offset = dst, .buffer = -1, .skip = 0});
       begin += count;
       dst += count;
     }
@@ -223,24 +231,24 @@ ParamRead NvmeParams::start_read(std::vector<ParamReadPiece> pieces, uint64_t ta
     // the last record).
     const int64_t record_numel = std::min(record, setup_.shard_numel - k * record);
     const uint64_t read_end = std::min(align_up(end), static_cast<uint64_t>(record_numel * element_bytes()));
-    piece.transfer = swap_->submit_at(nvme::Op::kRead, k, buffer.bytes.data_ptr(), aligned, read_end);
+    staging_->read_at(next_buffer_, k, aligned, read_end);
     read_bytes_ += read_end - aligned;
     next_buffer_ = (next_buffer_ + 1) % buffers_.size();
   }
   return read;
 }
 
-bool NvmeParams::arrived(const ParamRead& read) {
-  for (const ParamReadPiece& piece : read.pieces)
-    for (const nvme::IoTicket& ticket : piece.transfer.tickets)
-      if (!ticket.ready()) return false;
-  return true;
+bool NvmeParams::arrived(const ParamRead& read) const {
+  return std::all_of(read.pieces.begin(), read.pieces.end(), [this](const ParamReadPiece& piece) {
+    return piece.buffer < 0 || staging_->arrived(static_cast<size_t>(piece.buffer));
+  });
 }
 
 std::shared_ptr<CopyDone> NvmeParams::land(ParamRead& read, const at::Tensor& dst, DeviceCopies& copies) {
   Status first;
-  for (ParamReadPiece& piece : read.pieces) {
-    Status status = swap_->wait(piece.transfer);
+  for (const ParamReadPiece& piece : read.pieces) {
+    if (piece.buffer < 0) continue;
+    Status status = staging_->wait_read(static_cast<size_t>(piece.buffer));
     if (first.ok()) first = status;
   }
   std::shared_ptr<CopyDone> last;
@@ -289,8 +297,9 @@ PartitionWrite NvmeParams::send(int64_t begin, int64_t count) {
     throw Error(internal_error("nvme parameters: a send " + std::to_string(first) +
                                " bytes into its record is not 4096-aligned"));
   const uint64_t bytes = static_cast<uint64_t>(count * element_bytes());
-  window.write = std::make_shared<SwapWriteDone>(
-      *swap_, swap_->submit_at(nvme::Op::kWrite, k, window.bytes.data_ptr(), first, first + bytes));
+  const size_t staged = buffers_.size() + next_window_;  // the window's staging buffer
+  staging_->write_at(staged, k, first, first + bytes);
+  window.write = std::make_shared<SwapWriteDone>(*staging_, staged);
   written_bytes_ += bytes;
   window.begin = -1;
   next_window_ = (next_window_ + 1) % windows_.size();

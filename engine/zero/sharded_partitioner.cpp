@@ -230,7 +230,7 @@ void ShardedPartitioner::land_arrived() {
   if (nvme_ == nullptr || layout_.world_size != 1) return;  // more ranks: only where every rank lands
   for (Gather& gather : gathers_) {
     if (!gather.read) continue;
-    if (!NvmeParams::arrived(*gather.read)) return;  // oldest first
+    if (!nvme_->arrived(*gather.read)) return;  // oldest first
     land(gather);
   }
 }

@@ -12,10 +12,9 @@
 #include <tuple>
 #include <utility>
 
-#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/host_grad_pipeline.h"
-#include "engine/zero/internal/host_tier.h"
 #include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/unit_function.h"

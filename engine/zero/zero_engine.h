@@ -20,7 +20,7 @@
 // starts once the clip factor and overflow are known), then runs cpu_adam sub-group by sub-group;
 // each sub-group's new 16-bit weights go back to the device on a side stream while the next one
 // steps, and the device's current stream is ordered after each copy by its event only just before
-// the first read of that sub-group's elements (a unit's fetch, stage 3's gather: pending_writes.h),
+// the first read of that sub-group's elements (a unit's fetch, stage 3's gather: offload/'s PendingWrites),
 // so the next forward starts on the first layers while the last sub-groups are still in flight; the
 // host does not wait for them. Without overlap_offload the same kernels run in the same order
 // synchronously: losses and weights are the same bit for bit. Reduced buckets leave the device in

@@ -1,7 +1,7 @@
 // Testing only: faults on the NVMe engine's completions. While a ScopedFaultInjector lives, every
 // piece completion of every IoEngine in the process passes through its injector before the engine
-// classifies it, so a test can fail the I/O of code that makes its own engine (the NVMe
-// optimizer's swap files, the tier manager's) as well as of an engine it holds.
+// classifies it, so a test can fail the I/O of code that makes its own engine (offload/'s record
+// staging over the NVMe optimizer's swap files, the NVMe parameters) as well as of an engine it holds.
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 //   arenas down, so their small alignments strand no gaps between the 4 KiB-aligned large ones.
 //   Their NVMe I/O goes through the IoEngine's aligned bounce buffers (nvme/io_engine.h).
 // Rounding adds at most 5% to any block of 320 bytes and more, and at most 15 bytes below that.
-// Not thread-safe; the tier manager locks.
+// Not thread-safe; PinnedHostPool locks.
 #pragma once
 
 #include <cstdint>

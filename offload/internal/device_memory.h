@@ -3,13 +3,12 @@
 // memory (host_device_memory.cpp), chosen at run time by cudaGetDeviceCount.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "common/common.h"
-#include "offload/tier_manager.h"
+#include "offload/offload.h"
 
 namespace tierzero::offload {
 
@@ -25,8 +24,6 @@ class DeviceEvent {
   // Blocks the calling thread until the recorded point is reached (cudaEventSynchronize: only
   // this event, never the whole device). Ok at once when never recorded.
   virtual Status wait() = 0;
-  // Milliseconds between `earlier` and this event, both recorded and complete.
-  virtual Result<double> elapsed_ms_since(const DeviceEvent& earlier) const = 0;
 };
 
 class DeviceMemory {
@@ -37,12 +34,6 @@ class DeviceMemory {
   virtual bool is_gpu() const = 0;
   // "NVIDIA H200, 139.81 GiB, CUDA 13.0" or "host memory (no GPU: <reason>)".
   virtual std::string description() const = 0;
-  // Free device memory now (host emulation: MemAvailable).
-  virtual Result<uint64_t> free_bytes() const = 0;
-
-  // Device memory of `bytes`; the message says how much was asked and how much is free.
-  virtual Result<void*> allocate_device(uint64_t bytes) = 0;
-  virtual void free_device(void* ptr, uint64_t bytes) = 0;
   // Page-locked host memory (2 MiB-aligned THP memory + cudaHostRegister; host emulation: mmap + mlock
   // when `lock`).
   virtual Result<void*> allocate_pinned(uint64_t bytes, bool lock) = 0;
@@ -51,31 +42,17 @@ class DeviceMemory {
   // Queues a copy on `lane` (kH2D: host -> device, kD2H: device -> host). Host emulation copies
   // at once.
   virtual Status copy_async(Lane lane, void* dst, const void* src, uint64_t bytes) = 0;
-  // Queues a fill of device memory with `value` on `lane`.
-  virtual Status fill_async(Lane lane, void* dst, uint8_t value, uint64_t bytes) = 0;
-  // Makes work queued on `lane` from now on start only after everything queued so far on the
-  // default (legacy) stream, where a caller's kernels and cudaMemcpy calls write into GPU views:
-  // an event recorded there and cudaStreamWaitEvent, so the host never blocks. Host emulation:
-  // nothing to do, the caller's writes are complete when made.
-  virtual Status order_after_default_stream(Lane lane) = 0;
   // A new event for this device.
   virtual Result<std::unique_ptr<DeviceEvent>> create_event() = 0;
 };
 
 // Returns the CUDA implementation when `choice` is kAuto, the build has CUDA and
-// cudaGetDeviceCount finds a GPU (selecting `cuda_device`); else the host implementation (with
-// `host_copy_latency`), whose description says why.
-Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, int cuda_device,
-                                                         std::chrono::microseconds host_copy_latency = {});
+// cudaGetDeviceCount finds a GPU (selecting `cuda_device`); else the host implementation, whose
+// description says why.
+Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, int cuda_device);
 
-// The host tier's copy latency a testing::ScopedHostCopyLatency in force asks for (zero outside
-// one); TierManager::create passes it to make_device_memory.
-std::chrono::microseconds scoped_host_copy_latency();
-
-// The host implementation; `reason` is shown in its description. With a nonzero `copy_latency`
-// each lane is a thread that runs its copies and fills in order, each one `copy_latency` after
-// it was queued, so a copy is still in flight after copy_async returns, as on a GPU stream.
-std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason, std::chrono::microseconds copy_latency = {});
+// The host implementation (copies run when queued); `reason` is shown in its description.
+std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason);
 
 #ifdef TIERZERO_HAVE_CUDA
 // Number of CUDA GPUs, or an error naming the CUDA error (no driver, no device).
@@ -85,8 +62,5 @@ Result<std::unique_ptr<DeviceMemory>> make_cuda_device_memory(int cuda_device);
 // CopyProbe::create on a machine with a GPU.
 Result<std::unique_ptr<CopyProbe>> make_cuda_copy_probe(uint64_t bytes, int cuda_device);
 #endif
-
-// MemAvailable from /proc/meminfo in bytes, or an error.
-Result<uint64_t> host_memory_available();
 
 }  // namespace tierzero::offload

@@ -1,4 +1,4 @@
-// PinnedHostPool (offload/tier_manager.h): exact-size blocks, the capacity checks at creation (their
+// PinnedHostPool (offload/offload.h): exact-size blocks, the capacity checks at creation (their
 // errors naming MemAvailable and RLIMIT_MEMLOCK), and reuse of freed blocks. Host-backed arenas
 // (DeviceChoice::kHost), so the suite runs without a GPU.
 #include <sys/resource.h>
@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "offload/internal/budget_check.h"
-#include "offload/tier_manager.h"
+#include "offload/internal/host_facts.h"
+#include "offload/offload.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::offload {

@@ -9,7 +9,7 @@ import json
 import os
 import tempfile
 
-from cli_check import REPO, fail, run, tierzero_from_args
+from cli_check import estimate_nvme_run, fail, run, tierzero_from_args
 
 
 def main():
@@ -27,13 +27,7 @@ def main():
         if not mixed["GB/s"] > 0 or mixed["verified"] != "yes":
             fail(f"mixed row {mixed}", r)
 
-        config = os.path.join(tmp, "ds_config.json")
-        json.dump({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
-                   "zero_optimization": {"stage": 3, "sub_group_size": 1e6,
-                                         "offload_optimizer": {"device": "nvme", "nvme_path": tmp}},
-                   "tierzero": {"data": {"seq_len": 16}}}, open(config, "w"))
-        model = os.path.join(REPO, "benchmarks", "models", "llama_tiny.json")
-        r = run(tz, "estimate", "--model-config", model, "--config", config, "--bench-json", report)
+        r = estimate_nvme_run(tz, tmp, report)
         if r.returncode != 0:
             fail("estimate with the mixed figure failed", r)
         if f"mixed {mixed['GB/s']:.2f} GB/s" not in r.stdout or "GB/s mixed" not in r.stdout:

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "engine/zero/internal/pending_writes.h"
+#include "engine/zero/internal/offload_stack.h"
 
 namespace tierzero::engine {
 

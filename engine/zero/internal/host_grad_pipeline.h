@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "cpu_adam/adam.h"
-#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/run_norms.h"
 
 namespace tierzero::engine {

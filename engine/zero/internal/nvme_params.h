@@ -1,5 +1,6 @@
 // ZeRO-3 parameters homed on NVMe (zero_optimization.offload_param.device "nvme"): this rank's shard
-// of the compute weights lives in swap files (swap_files.h, role "params"), never whole in host
+// of the compute weights lives in swap files (offload/'s SwapFiles, role "params", moved through its
+// RecordStaging: the read buffers and the write windows are its staging buffers), never whole in host
 // memory. Record k holds the weights of the optimizer's sub-group k (sub_group_size elements), so
 // every range the optimizer sends starts on a 4096-byte boundary of its record (O_DIRECT).
 //   Reads (a gather's input): the shard ranges are cut at records and at buffer_numel elements into
@@ -27,9 +28,8 @@
 #include <vector>
 
 #include "engine/zero/internal/compute_weights_sink.h"
-#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/partition_layout.h"
-#include "engine/zero/internal/swap_files.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::engine {
@@ -63,7 +63,6 @@ struct ParamReadPiece {
   int64_t dst_offset = 0;
   int buffer = -1;
   uint64_t skip = 0;
-  SwapTransfer transfer;
 };
 
 // A read in flight: its pieces (queued) and the tag the caller gave it.
@@ -122,7 +121,7 @@ class NvmeParams final : public ComputeWeightsSink {
   // tierzero::Error (internal) if a buffer is still held (holders_of_next() was not landed).
   ParamRead start_read(std::vector<ParamReadPiece> pieces, uint64_t tag);
   // Whether every piece of `read` has arrived (never blocks).
-  static bool arrived(const ParamRead& read);
+  bool arrived(const ParamRead& read) const;
   // Waits for `read`, then queues each piece's copy into dst.narrow(0, dst_offset, count) (`dst` on
   // the device, contiguous, dtype()) through `copies`, and frees its buffers for reuse once those
   // copies have run. Returns the last copy: in stream order, its completion is all of theirs. Throws
@@ -138,9 +137,9 @@ class NvmeParams final : public ComputeWeightsSink {
   // NVMe bytes read and written since the last call (reads landed or not; writes queued).
   std::pair<uint64_t, uint64_t> take_traffic();
   // Bytes the swap files take on disk.
-  uint64_t file_bytes() const { return swap_->file_bytes(); }
+  uint64_t file_bytes() const { return staging_->file_bytes(); }
   // "<n> file(s): path, ...".
-  std::string describe() const { return swap_->describe(); }
+  std::string describe() const { return staging_->describe(); }
   int buffer_count() const { return static_cast<int>(buffers_.size()); }
 
  private:
@@ -161,8 +160,7 @@ class NvmeParams final : public ComputeWeightsSink {
   bool in_host(int64_t e) const { return e < host_numel_; }
 
   NvmeParamsSetup setup_;
-  std::unique_ptr<nvme::IoEngine> io_;
-  std::unique_ptr<SwapFiles> swap_;
+  std::unique_ptr<offload::RecordStaging> staging_;  // staging buffers: the read buffers, then the windows
   std::vector<Buffer> buffers_;
   size_t next_buffer_ = 0;
   std::vector<Window> windows_;

@@ -1,7 +1,7 @@
 // The seam between a unit's autograd Function and wherever its parameters live: fetch them before
 // the unit runs, release them after, and hand over their gradients. The ZeRO partitioners
-// implement it (stages 0-2: resident flat buffers; stage 3: all-gathered shards); a tier manager
-// that streams parameters from pinned memory or NVMe implements the same three calls.
+// implement it (stages 0-2: resident flat buffers; stage 3: all-gathered shards, which
+// offload_param keeps in pinned memory or reads from NVMe ahead of use).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -19,9 +19,8 @@
 
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/compute_weights_sink.h"
-#include "engine/zero/internal/device_copies.h"
 #include "engine/zero/internal/grads_final.h"
-#include "engine/zero/internal/pending_writes.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/step_progress.h"
 
 namespace tierzero::engine {
@@ -119,7 +118,7 @@ class PartitionOptimizer {
 std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition, const AdamConfig& config);
 
 // Adam offloaded to the CPU (cpu_adam), stepped sub-group by sub-group over this rank's partition.
-// Every buffer is in host memory the engine allocated (host_tier.h): fp32 `master` (filled),
+// Every buffer is in host memory the engine allocated (offload/'s HostTier): fp32 `master` (filled),
 // `exp_avg`, `exp_avg_sq` (zero; both fp32 or both bf16, cpu_adam rounding each update to nearest
 // even), and `params16` — the 16-bit weights bound for a device compute
 // partition, or empty when the compute partition is fp32 or in host memory. After each sub-group's

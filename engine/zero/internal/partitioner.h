@@ -26,13 +26,11 @@
 
 #include "engine/comm/comm.h"
 #include "engine/model/functional_model.h"
-#include "engine/zero/internal/device_copies.h"
-#include "engine/zero/internal/host_tier.h"
 #include "engine/zero/internal/nvme_params.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/param_gateway.h"
 #include "engine/zero/internal/partition_layout.h"
-#include "engine/zero/internal/pending_writes.h"
 #include "engine/zero/internal/step_progress.h"
 
 namespace tierzero::engine {

@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "common/common.h"
-#include "engine/zero/internal/device_copies.h"
-#include "engine/zero/internal/pending_writes.h"
+#include "engine/zero/internal/offload_stack.h"
 
 namespace tierzero::engine {
 

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "cpu_adam/adam.h"
-#include "engine/zero/internal/device_copies.h"
 #include "engine/zero/internal/grads_final.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "tests/engine/zero/scenario.h"
 

@@ -6,7 +6,7 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
-#include "engine/zero/internal/device_copies.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {

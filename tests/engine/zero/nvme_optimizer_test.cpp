@@ -14,7 +14,6 @@
 #include <map>
 
 #include "engine/model/functional_model.h"
-#include "engine/zero/internal/swap_files.h"
 #include "engine/zero/zero_engine.h"
 #include "nvme/testing/fault_injection.h"
 #include "rank_launcher.h"
@@ -260,19 +259,6 @@ TEST(NvmeOptimizerErrors, UnwritablePathIsNamedWithTheFix) {
     EXPECT_NE(message.find("/proc/tierzero-nvme-test"), std::string::npos) << message;
     EXPECT_NE(message.find("nvme_path"), std::string::npos) << message;
   }
-}
-
-// A swap larger than the disk is refused before anything is written, with the bytes needed and free.
-TEST(NvmeOptimizerErrors, SwapLargerThanTheDiskIsRefusedUpFront) {
-  ScratchDir nvme;
-  std::unique_ptr<nvme::IoEngine> io = value_or_throw(nvme::IoEngine::create({}));
-  Result<std::unique_ptr<SwapFiles>> swap =
-      SwapFiles::create(*io, {nvme.path()}, 3, int64_t{1} << 30, uint64_t{1} << 30);  // 2^60 bytes
-  EXPECT_ERROR(swap, ErrorCode::kOutOfSpace,
-               "NVMe disk full: rank 3's optimizer state needs 1024.00 PiB (1152921504606846976 bytes) in " +
-                   nvme.path() + "/tierzero-optimizer-r3.swap");
-  EXPECT_ERROR(swap, ErrorCode::kOutOfSpace, "bytes) free");
-  EXPECT_FALSE(std::filesystem::exists(nvme.path() + "/tierzero-optimizer-r3.swap"));
 }
 
 TEST(NvmeOptimizerErrors, FullDiskNamesFileOffsetAndBytes) {

@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/partitioner.h"
-#include "engine/zero/internal/pending_writes.h"
 #include "scenario.h"
 
 namespace tierzero::engine::testing {

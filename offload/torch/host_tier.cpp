@@ -1,4 +1,4 @@
-#include "engine/zero/internal/host_tier.h"
+#include "offload/torch/offload_torch.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -8,9 +8,8 @@
 #include <vector>
 
 #include "common/common.h"
-#include "offload/tier_manager.h"
 
-namespace tierzero::engine {
+namespace tierzero::offload {
 namespace {
 
 // memset on every core of LibTorch's intra-op pool: first touching tens of GB on one thread is the
@@ -28,7 +27,7 @@ uint64_t HostTier::capacity(const std::vector<PinnedBuffer>& plan) {
   uint64_t capacity = 0;
   for (const PinnedBuffer& buffer : plan) {
     const uint64_t bytes = static_cast<uint64_t>(buffer.numel) * c10::elementSize(buffer.dtype);
-    if (bytes > 0) capacity += offload::PinnedHostPool::footprint(bytes);
+    if (bytes > 0) capacity += PinnedHostPool::footprint(bytes);
   }
   return (capacity + 4095) / 4096 * 4096;
 }
@@ -40,7 +39,7 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan
   for (const PinnedBuffer& buffer : plan) {
     const uint64_t bytes = static_cast<uint64_t>(buffer.numel) * c10::elementSize(buffer.dtype);
     if (bytes == 0) continue;
-    capacity += offload::PinnedHostPool::footprint(bytes);
+    capacity += PinnedHostPool::footprint(bytes);
     listing += (listing.empty() ? "" : ", ") + buffer.what + " " + format_bytes(bytes);
   }
   // A whole number of pages: the pool's top end is then aligned for any small block placed there.
@@ -52,14 +51,14 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan
                              std::to_string(limit_bytes) +
                              " bytes); raise tierzero.pinned_memory_limit, lower "
                              "offload_optimizer.buffer_count (staging slots), or use more ranks"));
-  offload::PinnedPoolOptions options{
+  PinnedPoolOptions options{
       .capacity_bytes = capacity,
       .arena_bytes = 0,
-      .device = device.is_cuda() ? offload::DeviceChoice::kAuto : offload::DeviceChoice::kHost,
+      .device = device.is_cuda() ? DeviceChoice::kAuto : DeviceChoice::kHost,
       .cuda_device = device.is_cuda() ? device.index() : 0,
       .lock_host_memory = false};
   std::unique_ptr<HostTier> tier(new HostTier());
-  Result<std::unique_ptr<offload::PinnedHostPool>> pool = offload::PinnedHostPool::create(options);
+  Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(options);
   if (!pool.ok())
     throw Error(pool.status().with_context("rank " + std::to_string(rank) + ": offloaded step's host buffers (" +
                                            listing + ")"));
@@ -105,4 +104,4 @@ int64_t HostTier::bytes() const { return static_cast<int64_t>(pool_->capacity())
 
 std::string HostTier::description() const { return pool_->description(); }
 
-}  // namespace tierzero::engine
+}  // namespace tierzero::offload

@@ -1,9 +1,9 @@
-#include "engine/zero/internal/pending_writes.h"
+#include "offload/torch/offload_torch.h"
 
 #include <algorithm>
 #include <iterator>
 
-namespace tierzero::engine {
+namespace tierzero::offload {
 
 void PendingWrites::add(std::vector<PartitionWrite> writes) {
   writes_.insert(writes_.end(), std::make_move_iterator(writes.begin()), std::make_move_iterator(writes.end()));
@@ -21,4 +21,4 @@ void PendingWrites::order_all() {
   writes_.clear();
 }
 
-}  // namespace tierzero::engine
+}  // namespace tierzero::offload

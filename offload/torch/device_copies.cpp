@@ -1,4 +1,4 @@
-#include "engine/zero/internal/device_copies.h"
+#include "offload/torch/offload_torch.h"
 
 #include <ATen/Context.h>
 
@@ -7,7 +7,7 @@
 
 #include "common/common.h"
 
-#ifdef TIERZERO_ENGINE_CUDA
+#ifdef TIERZERO_OFFLOAD_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -15,7 +15,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace tierzero::engine {
+namespace tierzero::offload {
 namespace {
 
 // A CPU "device": the copy ran when it was queued.
@@ -63,7 +63,7 @@ class HostCopies final : public DeviceCopies {
   bool timing_;
 };
 
-#ifdef TIERZERO_ENGINE_CUDA
+#ifdef TIERZERO_OFFLOAD_CUDA
 
 void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
@@ -148,12 +148,12 @@ class CudaCopies final : public DeviceCopies {
   c10::cuda::CUDAStream h2d_;
 };
 
-#endif  // TIERZERO_ENGINE_CUDA
+#endif  // TIERZERO_OFFLOAD_CUDA
 
 }  // namespace
 
 std::unique_ptr<DeviceCopies> DeviceCopies::create(at::Device device, bool timing) {
-#ifdef TIERZERO_ENGINE_CUDA
+#ifdef TIERZERO_OFFLOAD_CUDA
   if (device.is_cuda()) return std::make_unique<CudaCopies>(device, timing);
 #endif
   if (!device.is_cpu())
@@ -163,7 +163,7 @@ std::unique_ptr<DeviceCopies> DeviceCopies::create(at::Device device, bool timin
 
 Status limit_device_memory(at::Device device, uint64_t bytes) {
   if (bytes == 0 || device.is_cpu()) return {};
-#ifdef TIERZERO_ENGINE_CUDA
+#ifdef TIERZERO_OFFLOAD_CUDA
   size_t free = 0, total = 0;
   c10::cuda::CUDAGuard guard(device);
   check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
@@ -184,7 +184,7 @@ Status limit_device_memory(at::Device device, uint64_t bytes) {
 
 uint64_t device_memory_bytes(at::Device device) {
   if (!device.is_cuda()) return 0;
-#ifdef TIERZERO_ENGINE_CUDA
+#ifdef TIERZERO_OFFLOAD_CUDA
   size_t free = 0, total = 0;
   c10::cuda::CUDAGuard guard(device);
   check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
@@ -194,4 +194,4 @@ uint64_t device_memory_bytes(at::Device device) {
 #endif
 }
 
-}  // namespace tierzero::engine
+}  // namespace tierzero::offload

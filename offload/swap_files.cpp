@@ -1,4 +1,4 @@
-#include "engine/zero/internal/swap_files.h"
+#include "offload/offload.h"
 
 #include <sys/statvfs.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/common.h"
 
-namespace tierzero::engine {
+namespace tierzero::offload {
 namespace {
 
 constexpr uint64_t kAlign = 4096;
@@ -127,4 +127,10 @@ std::string SwapFiles::describe() const {
   return text;
 }
 
-}  // namespace tierzero::engine
+std::vector<std::string> SwapFiles::files() const {
+  std::vector<std::string> files;
+  for (const Part& part : parts_) files.push_back(part.path);
+  return files;
+}
+
+}  // namespace tierzero::offload

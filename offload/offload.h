@@ -1,0 +1,288 @@
+// tierzero offload/: the one offload stack, the one `tierzero train` runs on. Placement is by
+// budget: the engine decides, before the first step, which state lives in pinned host memory and
+// which on NVMe (engine/plan's placement, tierzero.pinned_memory_limit, optimizer_records_in_memory),
+// and offload/ holds and moves it. Nothing is cached or evicted behind the caller's back: every
+// buffer has one place for the whole run, and every copy is one the step schedules.
+//
+// The pieces, lowest first:
+// - PinnedHostPool (below; pinned_host_pool.cpp over arena_pool.h): exact-size blocks carved from
+//   pinned arenas (huge pages registered with CUDA when a GPU is present, else host memory, mlock'ed
+//   on request), all allocated at creation so the whole budget is checked before the first buffer.
+// - HostTier (offload/torch/offload_torch.h, LibTorch): the step's pinned buffers (fp32 master, moments, gradient
+//   landing and staging slots, 16-bit weights, NVMe staging buffers), listed first, checked against
+//   tierzero.pinned_memory_limit and allocated from one PinnedHostPool at once, as tensors.
+// - SwapFiles (below): state homed on NVMe in fixed-size records, one preallocated file per
+//   nvme_path per rank, every record striped over the paths (RAID-0 in equal shares, 4096-aligned
+//   for O_DIRECT); records are read and written over nvme/'s IoEngine (io_uring, else libaio),
+//   several requests in flight, into and out of pinned staging buffers.
+// - RecordStaging (below): pinned staging buffers over SwapFiles, one record each, with
+//   the reads and writes in flight on each (the optimizer's sub-group pipeline runs on it).
+// - DeviceCopies (offload_torch.h, LibTorch, the stack's one CUDA-speaking file): copies between
+//   pinned memory and the GPU on side streams, ordered after the compute stream by events, never a
+//   device-wide sync; PendingWrites (offload_torch.h): those the compute stream has not been
+//   ordered after yet, ordered lazily just before a reader.
+// - CopyProbe (below): host <-> GPU copy measurements for `tierzero bench pcie`.
+//
+// tierzero_offload is torch-free (pool, swap files, staging, probe); tierzero_offload_torch adds
+// the pieces whose buffers are LibTorch tensors (host tier, device copies, pending writes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+#include "nvme/io_engine.h"
+
+namespace tierzero::offload {
+
+// What backs "pinned" memory and the copies.
+enum class DeviceChoice : uint8_t {
+  kAuto,  // a CUDA GPU when one is present at run time (cudaGetDeviceCount > 0), else host memory
+  kHost,  // host memory, even where a GPU exists (tests)
+};
+
+// ---- Pinned host memory -------------------------------------------------------------------------
+// The exact-size pool (arena_pool.h) over pinned arenas that HostTier and the tools allocate from.
+struct PinnedPoolOptions {
+  uint64_t capacity_bytes = 0;  // the whole budget; every arena is allocated by create()
+  uint64_t arena_bytes = 0;     // size of each arena (the last may be smaller); 0: one arena
+  DeviceChoice device = DeviceChoice::kAuto;
+  int cuda_device = 0;
+  bool lock_host_memory = false;  // host-backed arenas only: mlock them (RLIMIT_MEMLOCK applies)
+};
+
+class PinnedHostPool {
+ public:
+  // Checks the capacity against MemAvailable (and RLIMIT_MEMLOCK when locking host memory), then
+  // allocates the arenas. kOutOfSpace / kResourceExhausted with the bytes asked and available.
+  static Result<std::unique_ptr<PinnedHostPool>> create(const PinnedPoolOptions& options);
+  ~PinnedHostPool();
+  PinnedHostPool(const PinnedHostPool&) = delete;
+  PinnedHostPool& operator=(const PinnedHostPool&) = delete;
+
+  // Bytes a block of `bytes` takes from the pool, alignment rounding included: a budget that sums
+  // this over its blocks (and keeps each under arena_bytes) is what create() must be given.
+  static uint64_t footprint(uint64_t bytes);
+
+  // `bytes` (> 0) of pinned memory, aligned to ArenaPool's block alignment (4096 from 80 KiB up,
+  // at least 16), contents unspecified. Thread-safe. kOutOfSpace naming the bytes asked, used and
+  // the capacity when no arena has room.
+  Result<void*> allocate(uint64_t bytes);
+  // Returns a block from allocate(). Thread-safe.
+  void free(void* data);
+
+  // True when the arenas are page-locked for a CUDA device (cudaHostRegister): copies are DMA.
+  bool gpu_pinned() const;
+  uint64_t capacity() const;
+  // Bytes taken by live blocks, rounding included.
+  uint64_t used() const;
+  // "12.00 GiB pinned (huge pages registered with CUDA, 1 arena) on NVIDIA H200" or "... host memory (no GPU: ...)".
+  std::string description() const;
+
+ private:
+  struct Impl;
+  explicit PinnedHostPool(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- Swap files ---------------------------------------------------------------------------------
+// The swap files of state homed on NVMe, in fixed-size records: one file per nvme_path per rank,
+// <path>/tierzero-<role>-r<rank>.swap, preallocated at creation and removed when the swap goes. Two
+// roles use them: the optimizer (nvme_offload_adam.h: record k is sub-group k's fp32 master, exp_avg
+// and exp_avg_sq back to back) and the parameters (nvme_params.h: record k is the 16-bit compute
+// weights of the same sub-group). A record is striped over the paths: record bytes [p*P, (p+1)*P)
+// are in path p's file at offset k*P, P being the largest record split evenly over the paths and
+// rounded up to 4096 bytes — so every record keeps a stable place, every device carries an equal
+// share of every transfer, and offsets stay aligned for O_DIRECT.
+
+// One record transfer in flight: its tickets (one per path it touches), waited for together.
+struct SwapTransfer {
+  nvme::Op op = nvme::Op::kRead;
+  int64_t sub_group = -1;  // -1: none in flight
+  uint64_t begin = 0;      // bytes [begin, end) of the record
+  uint64_t end = 0;
+  std::vector<nvme::IoTicket> tickets;
+  std::vector<size_t> parts;  // the path of each ticket
+};
+
+// What a swap holds, for its file names and its errors.
+struct SwapRole {
+  const char* file_stem;    // "optimizer": tierzero-optimizer-r<rank>.swap
+  const char* key;          // the ds_config key of its directories
+  const char* record_name;  // "optimizer sub-group": what record k is called in errors
+  const char* contents;     // "optimizer state": what the files hold, in errors
+};
+inline constexpr SwapRole kOptimizerSwap{"optimizer", "zero_optimization.offload_optimizer.nvme_path",
+                                         "optimizer sub-group", "optimizer state"};
+inline constexpr SwapRole kParameterSwap{"params", "zero_optimization.offload_param.nvme_path", "parameter record",
+                                         "parameter shard"};
+
+class SwapFiles {
+ public:
+  // Opens and preallocates the files for `sub_groups` records of at most `record_bytes` over
+  // `paths`; errors name file record k as sub-group `first_named` + k (the optimizer's records kept in
+  // pinned memory have no place in the files, which start at the first streamed one). Over
+  // `paths` (directories, created when missing; at least one) for rank `rank`, through `io`
+  // (outlives the swap). Fails
+  // before writing anything: kInvalidArgument for no path; kOutOfSpace when a path's disk has less
+  // free than its file needs, naming the path, the bytes needed and free, and the fix; the open or
+  // preallocation error naming the file otherwise.
+  static Result<std::unique_ptr<SwapFiles>> create(nvme::IoEngine& io, const std::vector<std::string>& paths, int rank,
+                                                   int64_t sub_groups, uint64_t record_bytes,
+                                                   const SwapRole& role = kOptimizerSwap, int64_t first_named = 0);
+  // Removes the files.
+  ~SwapFiles();
+  SwapFiles(const SwapFiles&) = delete;
+  SwapFiles& operator=(const SwapFiles&) = delete;
+
+  // Queues a read (op kRead) or write of sub-group `sub_group`'s record, its first `bytes` bytes
+  // (at most record_bytes), into or from `buffer`, which must stay valid until wait() returned.
+  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t bytes) {
+    return submit(op, sub_group, buffer, 0, bytes);
+  }
+  // The same for bytes [begin, end) of the record only, to or from the same bytes of `buffer` (the
+  // record's image); `begin` must be a multiple of 4096 (kRecordAlignment), for O_DIRECT.
+  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t begin, uint64_t end) {
+    return submit_at(op, sub_group, static_cast<std::byte*>(buffer) + begin, begin, end);
+  }
+  // The same, to or from `data`, which holds record bytes [begin, end) from its first byte.
+  SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
+  static constexpr uint64_t kRecordAlignment = 4096;
+  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
+  // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
+  // free.
+  Status wait(SwapTransfer& transfer);
+
+  // Bytes the files take on disk (preallocated), summed over the paths.
+  uint64_t file_bytes() const;
+  // "<n> file(s): path, ...", for banners and errors.
+  std::string describe() const;
+  // The files' paths, one per directory, in the order of `paths` at creation.
+  std::vector<std::string> files() const;
+
+ private:
+  struct Part {
+    nvme::FileRef file;
+    std::string path;
+  };
+  SwapFiles(nvme::IoEngine& io, uint64_t part_bytes, int64_t sub_groups, const SwapRole& role, int64_t first_named)
+      : io_(io), part_bytes_(part_bytes), sub_groups_(sub_groups), role_(role), first_named_(first_named) {}
+  Status failure(const SwapTransfer& transfer, size_t part, const Status& status) const;
+
+  nvme::IoEngine& io_;
+  uint64_t part_bytes_;  // P: a record's share of each file
+  int64_t sub_groups_;
+  SwapRole role_;
+  int64_t first_named_;
+  std::vector<Part> parts_;  // one per path
+};
+
+// ---- Record staging -----------------------------------------------------------------------------
+// Pinned staging buffers over swap files (above): buffer b holds one record's image at a
+// time, moved in and out by reads and writes over its own IoEngine (the "aio" block's backend), and
+// carries the read and the write in flight on it. The caller decides which record goes through
+// which buffer and when (the optimizer's sub-group pipeline, engine/zero/nvme_offload_adam.cpp);
+// the staging owns the I/O: the engine, the buffers' registration with it, the files, the tickets.
+
+// Where a staging's records go: swap files of `records` records of `record_bytes` over `paths` for
+// rank `rank` (SwapFiles::create's arguments), through an IoEngine made from `io`.
+struct RecordStagingOptions {
+  std::vector<std::string> paths;
+  nvme::IoConfig io;
+  int rank = 0;
+  int64_t records = 0;  // 0: no files; the buffers are then only memory
+  uint64_t record_bytes = 0;
+  SwapRole role = kOptimizerSwap;
+  int64_t first_named = 0;  // errors name file record k as record first_named + k
+};
+
+class RecordStaging {
+ public:
+  // Makes the IoEngine, registers each of `buffers` (pinned memory the caller keeps valid for the
+  // staging's life) with it, and creates the swap files when options.records > 0. The errors of
+  // IoEngine::create, of the registration, and of SwapFiles::create (disk full with the bytes
+  // needed and free; a path that cannot be written).
+  static Result<std::unique_ptr<RecordStaging>> create(const std::vector<std::span<std::byte>>& buffers,
+                                                       const RecordStagingOptions& options);
+  // Waits for every transfer still in flight (their errors are dropped: nothing may still use the
+  // buffers), unregisters the buffers and removes the files.
+  ~RecordStaging();
+  RecordStaging(const RecordStaging&) = delete;
+  RecordStaging& operator=(const RecordStaging&) = delete;
+
+  // Whether there are swap files (options.records > 0).
+  bool has_files() const { return swap_ != nullptr; }
+  size_t buffer_count() const { return buffers_.size(); }
+
+  // Queues the read of record `record`'s bytes [begin, end) into the same bytes of buffer `b` (the
+  // record's image); `begin` a multiple of SwapFiles::kRecordAlignment. The buffer's previous read
+  // must have been waited for (wait_read).
+  void read(size_t b, int64_t record, uint64_t begin, uint64_t end);
+  // The same, into buffer `b` from its first byte (a piece of a record in a smaller buffer).
+  void read_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
+  // Queues the write of record `record`'s first `bytes` bytes from buffer `b`. The buffer's previous
+  // write must have been waited for (wait_write).
+  void write(size_t b, int64_t record, uint64_t bytes) { write_at(b, record, 0, bytes); }
+  // The same for record bytes [begin, end), from buffer `b`'s first byte on; `begin` aligned.
+  void write_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
+  // The record whose read into buffer `b` is queued and not yet waited for; -1 when none.
+  int64_t reading(size_t b) const { return reads_[b].sub_group; }
+  // Whether buffer `b`'s read has arrived (never blocks; true when none is queued).
+  bool arrived(size_t b) const;
+  // Waits for buffer `b`'s read (none, or no files: ok). The error names the file, the offset, the
+  // record and the fix; the buffer's bytes are then not the record's.
+  Status wait_read(size_t b);
+  // The same for its write; a full disk is kOutOfSpace with the bytes needed and free.
+  Status wait_write(size_t b);
+
+  // Bytes the files take on disk; 0 without files.
+  uint64_t file_bytes() const { return swap_ ? swap_->file_bytes() : 0; }
+  // SwapFiles::describe(), or "no file" without files.
+  std::string describe() const { return swap_ ? swap_->describe() : std::string("no file"); }
+  // SwapFiles::files(); empty without files.
+  std::vector<std::string> files() const { return swap_ ? swap_->files() : std::vector<std::string>{}; }
+
+ private:
+  RecordStaging() = default;
+
+  std::vector<std::span<std::byte>> buffers_;
+  std::unique_ptr<nvme::IoEngine> io_;
+  std::unique_ptr<SwapFiles> swap_;
+  std::vector<SwapTransfer> reads_;  // per buffer
+  std::vector<SwapTransfer> writes_;
+};
+
+// ---- Copy measurements for `tierzero bench pcie` -------------------------------------------------
+
+enum class CopyDirection : uint8_t { kH2D, kD2H, kDuplex };
+enum class HostMemoryKind : uint8_t { kPinned, kPageable };
+enum class CopyMethod : uint8_t {
+  kTierzero,    // chunked async copies on dedicated H2D/D2H streams, completion by events
+  kCudaMemcpy,  // the peer: plain cudaMemcpy of chunk_bytes, back to back (duplex: two threads)
+};
+
+struct CopyMeasurement {
+  uint64_t bytes = 0;  // bytes moved (duplex: both directions summed)
+  double seconds = 0;
+  bool verified = false;  // the destination equals the source, byte for byte
+};
+
+// Host and device buffers for timing copies between host and GPU.
+class CopyProbe {
+ public:
+  // Allocates two pinned, two pageable and two device buffers of `bytes` each. kUnsupported with
+  // a clear message when no CUDA GPU is present (or the build has no CUDA).
+  static Result<std::unique_ptr<CopyProbe>> create(uint64_t bytes, int cuda_device = 0);
+  virtual ~CopyProbe() = default;
+  // "NVIDIA H200 (PCIe gen 5 x16), CUDA 13.0"
+  virtual std::string device_description() const = 0;
+  // Copies the whole buffer in `chunk_bytes` pieces `repeats` times; verifies the last pass.
+  virtual Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host, CopyMethod method,
+                                          uint64_t chunk_bytes, int repeats) = 0;
+};
+
+}  // namespace tierzero::offload

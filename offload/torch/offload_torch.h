@@ -1,0 +1,167 @@
+// The pieces of offload/'s stack whose buffers are LibTorch tensors (tierzero_offload_torch; what
+// the whole stack is and how it fits: offload/offload.h): the pinned host tier the ZeRO step keeps its
+// buffers in, the copies between those buffers and the GPU on side streams, and the copies the
+// compute stream is ordered after only just before it reads what they wrote.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+#include "offload/offload.h"
+
+namespace tierzero::offload {
+
+// ---- Pinned host tier ---------------------------------------------------------------------------
+// The offloaded step's pinned host memory, all of it from offload/'s exact-size pool
+// (PinnedHostPool, pinned_host_pool.cpp): the engine lists every buffer first (fp32 master, m, v, the gradient
+// partition, the gradient staging slots, the 16-bit weights bound for the device, the offloaded
+// parameter shard); the total is checked against tierzero.pinned_memory_limit and allocated at
+// once, before the first buffer is used. Buffers are LibTorch CPU tensors over the pool's memory
+// (from_blob): they must not outlive the HostTier.
+
+// One buffer of the plan: a flat tensor of `numel` elements of `dtype`, named for errors and logs.
+struct PinnedBuffer {
+  std::string what;
+  int64_t numel = 0;
+  at::ScalarType dtype = at::kFloat;
+};
+
+class HostTier {
+ public:
+  // Allocates every buffer of `plan` (names unique; numel 0 allowed) zero-filled, pinned for
+  // `device` when it is a CUDA device (huge pages + cudaHostRegister), plain host memory otherwise. `limit_bytes`
+  // (tierzero.pinned_memory_limit; 0 = none) caps the total. Throws tierzero::Error naming
+  // tierzero.pinned_memory_limit, rank `rank`, the bytes asked (buffer by buffer) and the limit, or
+  // the pool's error (MemAvailable, cudaHostRegister).
+  static std::unique_ptr<HostTier> create(const std::vector<PinnedBuffer>& plan, uint64_t limit_bytes,
+                                          at::Device device, int rank);
+  ~HostTier();
+
+  // Bytes create() takes for `plan` (each buffer's footprint in the pool, the total rounded up to a
+  // page): what is checked against the limit.
+  static uint64_t capacity(const std::vector<PinnedBuffer>& plan);
+
+  // The buffer planned as `what`. Throws tierzero::Error (internal) when none was.
+  at::Tensor buffer(const std::string& what) const;
+  // Bytes of pinned memory held (the pool's capacity); 0 without a GPU, where nothing is pinned.
+  int64_t pinned_bytes() const;
+  // Bytes held, pinned or not.
+  int64_t bytes() const;
+  // The pool's description, for the start-up banner.
+  std::string description() const;
+
+ private:
+  HostTier() = default;
+  std::unique_ptr<PinnedHostPool> pool_;
+  std::map<std::string, at::Tensor> buffers_;
+};
+
+// ---- Side-stream copies -------------------------------------------------------------------------
+// Copies between the compute device and pinned host memory on side streams: the one place of the
+// offloaded step that speaks CUDA (compiled with TIERZERO_OFFLOAD_CUDA). Each copy is ordered after
+// the work queued so far on LibTorch's current stream of the device, through an event (never the
+// legacy default stream, never a device-wide sync), and completes as a CopyDone that a host thread
+// waits on or the current stream is ordered after. For a CPU "device" a copy is a memcpy done at
+// once, so the same code runs, and is tested, on machines without a GPU.
+
+// A queued copy.
+class CopyDone {
+ public:
+  virtual ~CopyDone() = default;
+  // Blocks the calling thread (any thread) until the copy has run: only its event, never the device.
+  virtual void wait_host() = 0;
+  // Makes work queued on the device's current stream from now on start after the copy; the host
+  // does not block.
+  virtual void order_current_stream() = 0;
+  // Seconds the copy ran on its stream, once wait_host() returned; 0 unless timing is on.
+  virtual double seconds() = 0;
+};
+
+// How long the device's current stream sat idle while the host was blocked: opened just before
+// the host blocks (a mark on the stream where its queued work ends), ended once the host resumes (a
+// mark where new work starts). The stream's time between the marks: ~0 when it still had work
+// queued when the host resumed, the gap otherwise.
+class IdleGap {
+ public:
+  virtual ~IdleGap() = default;
+  // Marks where the host resumed (call once, on the thread that opened the gap).
+  virtual void end() = 0;
+  // Seconds between the marks; waits until the stream has passed end()'s mark.
+  virtual double seconds() = 0;
+};
+
+class DeviceCopies {
+ public:
+  // Side streams on `device` (CUDA: one device-to-host and one host-to-device stream from
+  // LibTorch's pool); with `timing`, each copy also measures its time on its stream. Throws
+  // tierzero::Error for a CUDA device in a build without CUDA.
+  static std::unique_ptr<DeviceCopies> create(at::Device device, bool timing);
+  virtual ~DeviceCopies() = default;
+
+  // Queues a copy of `src` (contiguous, on the device) into `dst` (src.nbytes() of pinned host
+  // memory), after the work queued so far on the current stream (the reduction that wrote src).
+  // The device memory of `src` is not reused by LibTorch's allocator before the copy has run.
+  virtual std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) = 0;
+  // Queues a copy of `src` (dst.nbytes() of pinned host memory, unchanged until the copy ran) into
+  // `dst` (contiguous, on the device), after the work queued so far on the current stream (which
+  // may still read dst's old contents). The device memory of `dst` is not reused by LibTorch's
+  // allocator before the copy has run.
+  virtual std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) = 0;
+  // Calls `enqueue` with the device's current stream set to the host-to-device side stream, so
+  // what it queues (a collective over memory to_device() wrote) starts after the copies queued so
+  // far without holding up the work on the real current stream. A CPU "device" just calls it.
+  virtual void after_device_copies(const std::function<void()>& enqueue) = 0;
+  // Opens an IdleGap on the device's current stream (for the time breakdown; CUDA events with
+  // timing). A CPU "device" runs its work when queued: its gap is the host's wall time.
+  virtual std::unique_ptr<IdleGap> open_idle_gap() = 0;
+};
+
+// Caps what LibTorch's caching allocator may hold on `device` at `bytes` (tierzero.gpu_memory_limit;
+// 0 = no cap): an allocation past it fails with CUDA's out-of-memory error. kOutOfSpace naming the
+// key, the bytes asked and the device's total when `bytes` exceeds the device; ok and nothing done
+// for a CPU device.
+Status limit_device_memory(at::Device device, uint64_t bytes);
+
+// Bytes of memory `device` has in all (CUDA's total, the context included); 0 for a CPU device.
+// Throws tierzero::Error when CUDA fails or the build has no CUDA.
+uint64_t device_memory_bytes(at::Device device);
+
+// ---- Pending writes -----------------------------------------------------------------------------
+// The optimizer's copies into the compute partition that the device's compute stream has not been
+// ordered after yet. The offloaded step sends each sub-group's new 16-bit weights to the device on
+// a side stream; instead of making the compute stream wait for all of them before the next forward,
+// the partitioner orders it after a copy only just before it first reads an overlapping range (a
+// unit's parameters, a gather's input), so layer 0's forward can start while the last sub-groups
+// are still on their way.
+
+// A copy queued into elements [begin, begin + count) of a compute partition.
+struct PartitionWrite {
+  int64_t begin = 0;
+  int64_t count = 0;
+  std::shared_ptr<CopyDone> done;
+};
+
+class PendingWrites {
+ public:
+  // Adds `writes` to those pending.
+  void add(std::vector<PartitionWrite> writes);
+  // Orders the device's current stream after every pending write overlapping elements [begin, end)
+  // (CopyDone::order_current_stream; the host does not wait) and forgets them.
+  void order_range(int64_t begin, int64_t end);
+  // The same for every pending write.
+  void order_all();
+  size_t size() const { return writes_.size(); }
+
+ private:
+  std::vector<PartitionWrite> writes_;
+};
+
+}  // namespace tierzero::offload
