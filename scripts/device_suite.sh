@@ -96,7 +96,7 @@ case "$what" in
       model=${BIG_MODEL:-benchmarks/models/qwen2.5_$shape.json}
       cfg=${BIG_CONFIG:-benchmarks/configs/zero3_${shape}_compact_24gb${BIG_VARIANT:-}.json}
       shape=$shape${BIG_VARIANT:-}  # the output files' names
-      nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"].get("nvme_path", ""))' "$cfg")
+      nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$cfg")
       [[ -n $nvme ]] && { rm -rf "${nvme:?}"; mkdir -p "$nvme"; }
       echo "== $shape: estimate, then train $model with $cfg ($(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -BG --output=avail /tmp | tail -1) free on /tmp)"
       "$tz" estimate --model-config "$model" --config "$cfg" ${nvme:+--nvme "$nvme"} > "$out/estimate_$shape.txt" 2>&1
