@@ -17,7 +17,9 @@
 #                                      benchmarks/models/qwen2.5_SHAPE.json with zero3_SHAPE_compact_24gb.json
 #                                      (SHAPE 7b, 14b; default both), peak RSS by getrusage of the child;
 #                                      BIG_VARIANT=_noclip takes zero3_SHAPE_compact_24gb_noclip.json (no
-#                                      gradient clipping: the optimizer steps inside the backward)
+#                                      gradient clipping: the optimizer steps inside the backward);
+#                                      BIG_MODEL / BIG_CONFIG replace the model and config (e.g. the Qwen3-14B
+#                                      LoRA run: benchmarks/models/qwen3_14b.json, lora_qwen3_14b_24gb.json)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=$1
@@ -82,9 +84,10 @@ case "$what" in
     shapes=("${@:3}")
     ((${#shapes[@]})) || shapes=(7b 14b)
     for shape in "${shapes[@]}"; do
-      model=benchmarks/models/qwen2.5_$shape.json cfg=benchmarks/configs/zero3_${shape}_compact_24gb${BIG_VARIANT:-}.json
+      model=${BIG_MODEL:-benchmarks/models/qwen2.5_$shape.json}
+      cfg=${BIG_CONFIG:-benchmarks/configs/zero3_${shape}_compact_24gb${BIG_VARIANT:-}.json}
       shape=$shape${BIG_VARIANT:-}  # the output files' names
-      nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"].get("nvme_path", ""))' "$cfg")
+      nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$cfg")
       [[ -n $nvme ]] && { rm -rf "${nvme:?}"; mkdir -p "$nvme"; }
       echo "== $shape: estimate, then train $model with $cfg ($(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -BG --output=avail /tmp | tail -1) free on /tmp)"
       "$tz" estimate --model-config "$model" --config "$cfg" ${nvme:+--nvme "$nvme"} > "$out/estimate_$shape.txt" 2>&1

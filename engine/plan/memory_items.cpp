@@ -86,7 +86,8 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
 }
 
 // tierzero.lora's frozen base (functional_model.h, LoRA): every weight once in the compute dtype, on the GPU or,
-// with offload_param "cpu", in host memory with one unit at a time copied to the GPU for its use.
+// with offload_param "cpu", in host memory with the unit in use and the next one (copied ahead on a side stream)
+// on the GPU (frozen_prefetch.h).
 void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (!s.lora) return;
   const bool offloaded = zero.offload_param.device == OffloadDevice::kCpu;
@@ -94,8 +95,8 @@ void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
   out.elements(home, "frozen base weights (tierzero.lora)", Phase::kResident, s.compute_bytes,
                static_cast<double>(s.frozen_parameters), "(no gradients, no optimizer state)");
   if (offloaded)
-    out.elements(Tier::kGpu, "frozen base: the unit in use, copied", Phase::kBackward, s.compute_bytes,
-                 static_cast<double>(s.frozen_largest_unit), "(the largest unit)");
+    out.elements(Tier::kGpu, "frozen base: the unit in use and the next, copied", Phase::kBackward, s.compute_bytes,
+                 2.0 * static_cast<double>(s.frozen_largest_unit), "(2 x the largest unit)");
 }
 
 void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
@@ -256,14 +257,14 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.steps_in_backward = false;
   s.device_accumulator = false;
   s.window_bytes = 0;
-  if (!s.optimizer_offloaded() || s.accum < 2) return out.take();
+  if (s.accum < 2) return out.take();
   const uint64_t budget = s.compute_on_cpu                     ? 0
                           : config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
                                                                  : machine.gpu_memory_bytes;
   const auto fits = [&](double extra) { return s.compute_on_cpu || budget == 0 || planned_gpu_peak + extra <= budget; };
   double accumulator = 0;
   const OffloadGradAccumulator choice = config.tierzero.offload_grad_accumulator;
-  if (!s.compute_on_cpu && (choice == OffloadGradAccumulator::kDevice ||
+  if (s.optimizer_offloaded() && !s.compute_on_cpu && (choice == OffloadGradAccumulator::kDevice ||
                             (choice == OffloadGradAccumulator::kAuto && fits(4.0 * s.partition)))) {
     accumulator = 4.0 * s.partition;
     s.device_accumulator = true;
@@ -275,11 +276,12 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   const double tokens = static_cast<double>(s.micro) * s.seq;
   const double kept = static_cast<double>(s.accum - 1) * (model.num_hidden_layers + 2);
   const double window = kept * tokens * model.hidden_size * s.compute_bytes + 4.0 * s.largest_unit;
-  s.window_bytes = s.follows_step ? window : 0.0;
-  if (s.follows_step && fits(accumulator + window)) {
+  s.window_bytes = s.window_possible ? window : 0.0;
+  if (s.window_possible && fits(accumulator + window)) {
     s.forward_window = true;
-    // zero_engine.cpp step_in_backward_if_possible: one rank, no clipping, no fp16, parameters not on NVMe.
-    s.steps_in_backward = s.world == 1 && config.gradient_clipping == 0.0 && config.precision() != Precision::kFp16 &&
+    // zero_engine.cpp step_in_backward_if_possible: the step followed, one rank, no clipping, no fp16,
+    // parameters not on NVMe.
+    s.steps_in_backward = s.follows_step && s.world == 1 && config.gradient_clipping == 0.0 && config.precision() != Precision::kFp16 &&
                           !s.params_nvme;
     if (!s.compute_on_cpu)
       out.add(Tier::kGpu, "window: other micro-batches' unit inputs, grads", Phase::kBackward, window,

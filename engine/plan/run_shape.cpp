@@ -61,6 +61,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.largest_param = *std::max_element(params.begin(), params.end());
   s.largest_unit = *std::max_element(units.begin(), units.end());
   s.follows_step = zero.stage == 3 && s.optimizer_offloaded() && zero.overlap_comm;
+  s.window_possible = zero.stage == 3 && (s.follows_step || s.params_offloaded());
   // zero_engine.cpp: one rank reduces nothing, so an offloaded step cuts buckets at a staging slot.
   int64_t bucket = std::max<int64_t>(static_cast<int64_t>(zero.reduce_bucket_size), 1);
   if (s.optimizer_offloaded() && s.world == 1) bucket = std::min<int64_t>(bucket, kStagingSlotBytes / 4);

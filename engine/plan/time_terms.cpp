@@ -39,9 +39,10 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   const double gathered = std::max(0.0, 2.0 * passes * p - passes * static_cast<double>(s.kept_gathered) / s.world);
   double h2d = s.optimizer_offloaded() ? e * p : 0.0;
   if (s.params_offloaded()) h2d += e * gathered;
-  // tierzero.lora's base in host memory: every unit copied for each micro-batch's forward and its
-  // recomputation in backward (functional_model.h, LoRA; the window does not cover it).
-  if (s.lora && s.params_cpu) h2d += e * 2.0 * static_cast<double>(s.accum) * static_cast<double>(s.frozen_parameters);
+  // tierzero.lora's base in host memory: every unit copied for each forward pass and its
+  // recomputation in the backward: once per micro-batch, or once per step with the window (a unit
+  // asked for again in a row is not copied again: frozen_prefetch.h).
+  if (s.lora && s.params_cpu) h2d += e * 2.0 * passes * static_cast<double>(s.frozen_parameters);
   terms.push_back({"pcie h2d", seconds(h2d, machine.h2d_gbps.value * 1e9), bytes_over(h2d, machine.h2d_gbps, "GB/s")});
   // D2H: the reduced gradient partition lands in host memory: each micro-batch's in the grad dtype,
   // or once per step (the device accumulator, the window) as fp32 sums; bf16 with

@@ -38,9 +38,12 @@ void TrainingSession::print_header() const {
   if (!state.empty()) std::fprintf(out_, "  optimizer state: %s\n", state.c_str());
   if (!engine_->grad_accumulator_choice().empty())
     std::fprintf(out_, "  offloaded gradients accumulate on the %s\n", engine_->grad_accumulator_choice().c_str());
-  if (engine_->follows_step())
+  if (engine_->follows_step()) {
     std::fprintf(out_, "  the CPU optimizer steps %s; the window runs %s\n", engine_->backward_step_choice().c_str(),
                  engine_->forward_window_choice().c_str());
+  } else if (!engine_->forward_window_choice().empty()) {
+    std::fprintf(out_, "  the window runs %s\n", engine_->forward_window_choice().c_str());
+  }
   if (first_step_ > 0)
     std::fprintf(out_, "  resumed from %s at step %lld\n", args_.resume_dir.c_str(),
                  static_cast<long long>(first_step_));

@@ -387,6 +387,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
         at::zeros({partitioner_->partition_numel()}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
     load_partition(params, model, *partitioner_, partition_rank, master);
     optimizer_ = make_device_adam(std::move(master), options.adam);
+    choose_window_at_start();
     return;
   }
   if (state_on_nvme(options)) {
@@ -451,11 +452,16 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
 
 void ZeroEngine::follow_steps_if_overlapped() {
   follows_step_ = options_.overlap_offload && partitioner_->can_follow_step();
-  if (!follows_step_) return;
-  step_in_backward_if_possible();
-  partitioner_->follow_step(&progress_);
-  if (options_.time_breakdown) progress_.measure_idle(copies_.get());
-  if (options_.micro_batch_tokens > 0)
+  if (follows_step_) {
+    step_in_backward_if_possible();
+    partitioner_->follow_step(&progress_);
+    if (options_.time_breakdown) progress_.measure_idle(copies_.get());
+  }
+  choose_window_at_start();
+}
+
+void ZeroEngine::choose_window_at_start() {
+  if (window_possible() && options_.micro_batch_tokens > 0)
     choose_forward_window(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
 }
 
@@ -578,8 +584,12 @@ at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Te
   return loss.detach();
 }
 
+bool ZeroEngine::window_possible() const {
+  return partitioner_->can_follow_step() && (follows_step_ || options_.partition.offload_params);
+}
+
 bool ZeroEngine::forward_window(const std::vector<TokenBatch>& batches) {
-  if (!follows_step_ || batches.size() < 2) return false;
+  if (!window_possible() || batches.size() < 2) return false;
   if (forward_window_choice_.empty())
     choose_forward_window(static_cast<int64_t>(batches.size()), batches.front().input_ids.numel());
   return window_forward_;

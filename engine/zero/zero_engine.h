@@ -48,7 +48,11 @@
 // parameters cross PCIe twice a step and the gradients once, whatever the accumulation. Nothing else
 // changes: the same kernels on the same values, summed in the order the device accumulator sums
 // them, so on one rank losses and weights are that path's bit for bit (up to the order of a tied
-// weight's sums; with more ranks, of the reductions).
+// weight's sums; with more ranks, of the reductions). The window runs the same way at stage 3 when
+// the parameters are offloaded but the optimizer is not followed (on the GPU, or without
+// overlap_offload): what crosses PCIe per use (the offloaded parameters; a LoRA run's frozen base,
+// which its model keeps per unit: functional_model.h) then crosses twice a step, not twice per
+// micro-batch.
 // The step inside the backward (one rank, no gradient clipping, bf16 or fp32; the trainer announces
 // the step's lr with plan_step()): nothing then needs the whole gradient before Adam starts, so the
 // window's backward hands each unit's gradients over as soon as the unit is done and Adam steps the
@@ -204,8 +208,9 @@ class ZeroEngine {
   at::Tensor queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
   // queue_forward_backward, then waits for the loss and returns it.
   double forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier);
-  // queue_forward_backward on each micro-batch of `batches` in order; when the optimizer step follows
-  // into the forward and the window fits the GPU budget (forward_window_choice()), the window runs
+  // queue_forward_backward on each micro-batch of `batches` in order; at stage 3, when the optimizer
+  // step follows into the forward or the parameters are offloaded, and the window fits the GPU
+  // budget (forward_window_choice()), the window runs
   // unit by unit both ways instead (window_pass.h): the same losses and weights as that micro-batch
   // path with the device gradient accumulator, bit for bit. Returns the losses, as
   // queue_forward_backward does.
@@ -251,8 +256,8 @@ class ZeroEngine {
   const std::string& grad_accumulator_choice() const { return grad_accumulator_choice_; }
   // Whether the optimizer step runs on while the next forward starts, and whether queue_window runs
   // the window's forwards unit by unit, and why: "unit by unit across 4 micro-batches (...)" or
-  // "micro-batch by micro-batch (...)"; empty when the step does not follow into the forward or the
-  // window's size is not known yet.
+  // "micro-batch by micro-batch (...)"; empty when the window cannot run (window_possible()) or its
+  // size is not known yet.
   bool follows_step() const { return follows_step_; }
   const std::string& forward_window_choice() const { return forward_window_choice_; }
   // Whether the optimizer can step inside the window's backward, and why (or why not): empty when the
@@ -297,6 +302,12 @@ class ZeroEngine {
   void finish_backward_step(double lr, double loss_scale, const StepOutcome& outcome);
   // Sets nvme_traffic_ from the optimizer's traffic and the parameters' since the last call.
   void update_nvme_traffic();
+  // Whether the window may run unit by unit at all: stage 3 (per-unit gathers) with the optimizer
+  // step followed into the forward or the parameters offloaded.
+  bool window_possible() const;
+  // Decides forward_window_choice_ before the first step when the window may run and the
+  // micro-batch's tokens are known (ZeroEngineOptions::micro_batch_tokens).
+  void choose_window_at_start();
   // Whether queue_window runs `batches` unit by unit (decides forward_window_choice_ once).
   bool forward_window(const std::vector<TokenBatch>& batches);
   void choose_forward_window(int64_t micro_batches, int64_t tokens);

@@ -11,6 +11,7 @@
 
 #include "common/common.h"
 #include "engine/model/functional_model.h"
+#include "engine/model/internal/frozen_prefetch.h"
 
 namespace tierzero::engine {
 
@@ -22,8 +23,10 @@ class FrozenWeights {
   static Result<std::unique_ptr<FrozenWeights>> load(const FunctionalModel& model, ParamSource& source,
                                                      at::ScalarType dtype, at::Device device, FrozenHome home);
 
-  // Unit u's parameters in model.unit_params(u) order, on `device` (a non-blocking copy from
-  // pinned memory; the stored tensors themselves when they are already there).
+  // Unit u's parameters in model.unit_params(u) order, on `device`: the stored tensors themselves
+  // when they are already there; copies otherwise, for the CUDA device given to load() kept and
+  // copied ahead on a side stream (frozen_prefetch.h), else a copy per call (non-blocking from pinned
+  // memory).
   std::vector<at::Tensor> unit(size_t u, at::Device device) const;
   // Bytes stored.
   int64_t bytes() const { return bytes_; }
@@ -35,6 +38,7 @@ class FrozenWeights {
   std::map<std::string, at::Tensor> by_name_;
   std::vector<std::vector<const at::Tensor*>> units_;
   int64_t bytes_ = 0;
+  std::unique_ptr<FrozenPrefetch> prefetch_;  // host homes on a CUDA device
 };
 
 // The adapters LoraModel adds to the base's projections: for the projection whose weight sits at

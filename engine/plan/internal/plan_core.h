@@ -50,6 +50,9 @@ struct RunShape {
   // Stage 3 with the offloaded optimizer step running into the next forward (overlap_comm): with
   // more than one micro-batch the forwards may run unit by unit across them (a forward window).
   bool follows_step = false;
+  // Stage 3 with the step followed or the parameters offloaded (zero_engine.h window_possible): the
+  // window may run when it fits.
+  bool window_possible = false;
   // Set by plan_figures from the engine's choices (engine_choice_items): the window runs (window_pass.h),
   // so a step gathers each unit once for all the forwards and once for all the backwards.
   bool forward_window = false;
@@ -84,9 +87,9 @@ std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& con
 
 // What the engine adds on the GPU at run time when it finds room beside `planned_gpu_peak` (bytes,
 // allocated), decided as zero_engine.cpp decides: an fp32 gradient accumulator of the partition
-// (tierzero.offload_grad_accumulator, "auto": several micro-batches per step and room) and, when the
-// optimizer step runs into the forward, the forward window's kept unit inputs of the other
-// micro-batches. The room is tierzero.gpu_memory_limit, else --gpu-memory, else taken as there.
+// (tierzero.offload_grad_accumulator, "auto": the optimizer offloaded, several micro-batches per step
+// and room) and, when the window may run (RunShape::window_possible), the forward window's kept unit
+// inputs of the other micro-batches. The room is tierzero.gpu_memory_limit, else --gpu-memory, else taken as there.
 // Sets shape.forward_window and shape.device_accumulator.
 std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConfig& config, const Machine& machine,
                                             uint64_t planned_gpu_peak, RunShape& shape);

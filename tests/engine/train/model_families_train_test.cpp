@@ -3,11 +3,16 @@
 // (fused projections, q/k norms, four norms a layer, tied embeddings, soft-capping). Stage 3 with
 // parameters and optimizer offloaded to the CPU takes stage 0's first loss exactly and its later
 // ones to 1e-4 relative (the offloaded SIMD Adam rounds otherwise); --export writes a directory
-// that loads as the same model.
+// that loads as the same model. Stages 1-2 with the optimizer on the CPU or NVMe and stage 3 with
+// parameters and optimizer on NVMe take the same losses.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/model/functional_model.h"
 #include "tests/support/status_matchers.h"
@@ -76,6 +81,38 @@ TEST_P(FamilyTraining, Stage3OffloadedMatchesStage0AndExports) {
   ASSERT_OK(weights);
   EXPECT_OK(check_params(*make_causal_lm(config), *weights));
   EXPECT_EQ(weights->count("lm_head.weight"), config.tie_word_embeddings ? 0u : 1u);
+}
+
+TEST_P(FamilyTraining, EveryStageAndOffloadMatchesStage0) {
+  ScratchDir dir;
+  const std::string model_config = write_config(dir, family_config(GetParam()), "config.json");
+  auto run = [&](const nlohmann::json& zero, const std::string& name) {
+    TrainArgs args = train_args(write_config(dir, small_config({{"zero_optimization", zero}}), name), kSteps);
+    args.model_config_path = model_config;
+    return run_train(args);
+  };
+  std::filesystem::create_directories(dir / "nvme_optimizer");
+  std::filesystem::create_directories(dir / "nvme_params");
+  const nlohmann::json nvme_optimizer = {{"device", "nvme"}, {"nvme_path", dir / "nvme_optimizer"}};
+  const std::vector<std::pair<std::string, nlohmann::json>> runs = {
+      {"stage 1, optimizer on the CPU", {{"stage", 1}, {"offload_optimizer", {{"device", "cpu"}, {"pin_memory", false}}}}},
+      {"stage 2, optimizer on NVMe", {{"stage", 2}, {"offload_optimizer", nvme_optimizer}}},
+      {"stage 3, parameters and optimizer on NVMe",
+       {{"stage", 3}, {"offload_param", {{"device", "nvme"}, {"nvme_path", dir / "nvme_params"}}},
+        {"offload_optimizer", nvme_optimizer}}},
+  };
+  const TrainRun stage0 = run({{"stage", 0}}, "stage0.json");
+  ASSERT_OK(stage0.summary);
+  const std::vector<double>& want = stage0.summary->losses;
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const TrainRun got = run(runs[r].second, "run" + std::to_string(r) + ".json");
+    ASSERT_OK(got.summary) << runs[r].first;
+    const std::vector<double>& losses = got.summary->losses;
+    ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << runs[r].first;
+    EXPECT_NEAR(losses[0], want[0], 1e-6 * want[0]) << runs[r].first << ": the same initial weights and batch";
+    for (int i = 1; i < kSteps; ++i) EXPECT_NEAR(losses[i], want[i], 1e-4 * want[i]) << runs[r].first << ", step " << i + 1;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTraining, ::testing::Values("qwen3", "phi3", "gemma2", "gemma3_text"));

@@ -1,6 +1,8 @@
 // The window pass (window_pass.h): a stage-3 offloaded window runs unit by unit both ways, so each
 // parameter is gathered twice a step whatever the accumulation, and the run equals the micro-batch-
-// major path (overlap off) bit for bit when no weight is tied.
+// major path (overlap off) bit for bit when no weight is tied. With the optimizer on the device and
+// the parameters offloaded the window runs too (nothing follows the step), equal bit for bit to the
+// same run with the parameters on the device (micro-batch by micro-batch).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -49,6 +51,19 @@ TEST(WindowPass, UntiedModelEqualsMicroBatchPathBitForBit) {
   const TrainTrace window = train_one_rank(s);
   s.overlap = false;
   EXPECT_EQ(compare_exactly(window, train_one_rank(s)), "");
+}
+
+TEST(WindowPass, RunsWithTheOptimizerOnTheDeviceWhenTheParametersAreOffloaded) {
+  Scenario s = window_scenario(3);
+  s.offload = false;  // the optimizer on the device: no step follows into the forward
+  s.offload_params = true;
+  s.tied = false;
+  const TrainTrace window = train_one_rank(s);
+  EXPECT_EQ(window.gathers.at(kLayer0Weight), 2 * s.steps) << "one gather for the forwards, one for the backwards";
+  s.offload_params = false;  // the parameters on the device: micro-batch by micro-batch
+  const TrainTrace micro_major = train_one_rank(s);
+  EXPECT_EQ(micro_major.gathers.at(kLayer0Weight), 2 * 3 * s.steps);
+  EXPECT_EQ(compare_exactly(window, micro_major), "");
 }
 
 }  // namespace
