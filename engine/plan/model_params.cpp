@@ -57,12 +57,12 @@ int64_t layer_matmul_params(const ModelDims& m) {
   return m.hidden_size * (q + 2 * kv) + q * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
 }
 
-double flops_per_token(const ModelDims& m, int64_t seq_len) {
+double flops_per_token(const ModelDims& m, int64_t seq_len, bool weight_grads) {
   const double matmul = static_cast<double>(m.num_hidden_layers) * static_cast<double>(layer_matmul_params(m)) +
                         static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
   const double attention = 16.0 * static_cast<double>(m.num_hidden_layers) *
                            static_cast<double>(m.num_attention_heads * m.head_dim) * static_cast<double>(seq_len);
-  return 8.0 * matmul + attention;
+  return (weight_grads ? 8.0 : 6.0) * matmul + attention;
 }
 
 }  // namespace tierzero::engine::plan

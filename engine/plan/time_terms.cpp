@@ -21,12 +21,14 @@ double seconds(double amount, double per_second) { return per_second > 0 ? amoun
 std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, const Machine& machine) {
   std::vector<TimeTerm> terms;
   const double tokens = static_cast<double>(s.micro) * s.seq * s.accum;
-  const double flops = tokens * flops_per_token(model, s.seq);
+  // tierzero.lora: the base's weights take no gradients (the adapters' are negligible).
+  const double per_token = flops_per_token(model, s.seq, /*weight_grads=*/!s.lora);
+  const double flops = tokens * per_token;
   const double rate = machine.gpu_tflops.value * 1e12 * machine.compute_efficiency;
   char detail[200];
   std::snprintf(detail, sizeof detail,
-                "%s tokens x %s FLOP/token (8 x matmul params + attention) / (%.0f TFLOPS x %.2f)",
-                count_text(tokens).c_str(), count_text(flops_per_token(model, s.seq)).c_str(), machine.gpu_tflops.value,
+                "%s tokens x %s FLOP/token (%d x matmul params + attention) / (%.0f TFLOPS x %.2f)",
+                count_text(tokens).c_str(), count_text(per_token).c_str(), s.lora ? 6 : 8, machine.gpu_tflops.value,
                 machine.compute_efficiency);
   terms.push_back({"gpu compute", seconds(flops, rate), detail});
 

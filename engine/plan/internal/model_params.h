@@ -21,7 +21,8 @@ int64_t layer_matmul_params(const ModelDims& model);
 // Training FLOPs of one token with every layer recomputed in backward: 8 x the matmul weights
 // (forward 2, backward 4, recomputation 2; the LM head counted, the embedding lookup not) plus
 // attention's 16 x layers x heads x head_dim x seq_len (12 for forward + backward, as PaLM counts,
-// and 4 more for the recomputation).
-double flops_per_token(const ModelDims& model, int64_t seq_len);
+// and 4 more for the recomputation). Without `weight_grads` (a LoRA run's frozen base) the backward
+// computes only the inputs' gradients: 6 x the matmul weights.
+double flops_per_token(const ModelDims& model, int64_t seq_len, bool weight_grads = true);
 
 }  // namespace tierzero::engine::plan
