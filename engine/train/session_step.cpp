@@ -72,7 +72,8 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   record.overflow = outcome.overflow;
   record.tokens_per_s = static_cast<double>(tokens_per_step_) / record.seconds;
   record.tflops = flops_per_step_ / record.seconds / 1e12;
-  record.memory = measure_memory(device_, *engine_);
+  const bool base_pinned = lora_ != nullptr && lora_->frozen_home() == FrozenHome::kPinnedHost;
+  record.memory = measure_memory(device_, *engine_, base_pinned ? lora_->frozen_bytes() : 0);
   if (config_.config.wall_clock_breakdown) record.times = engine_->last_step_times();
   if (record.memory.nvme_bytes > 0) record.nvme_io = engine_->nvme_traffic();
   return record;

@@ -2,7 +2,8 @@
 //   gpu_peak_bytes      the CUDA caching allocator's peak of allocated bytes since the step began
 //                       (reset_step_peaks() at its start); -1 on the CPU
 //   gpu_reserved_bytes  the allocator's peak of reserved (cached) bytes over the same span; -1 on the CPU
-//   pinned_bytes        page-locked host memory the engine holds (optimizer state, parameter shards)
+//   pinned_bytes        page-locked host memory the engine holds (optimizer state, parameter shards) and a
+//                       LoRA run's frozen base when it is pinned
 //   pageable_bytes      the process's resident set (/proc/self/statm) minus pinned_bytes: LibTorch,
 //                       the data, the model as loaded, and any host state that is not pinned
 //   nvme_bytes          swap files on NVMe (the optimizer state with offload_optimizer.device "nvme"; else 0)
@@ -29,8 +30,9 @@ struct MemoryFigures {
 // Starts a new peak window on `device` (CUDA's resetPeakStats); nothing on the CPU.
 void reset_step_peaks(at::Device device);
 
-// The figures now, the GPU ones being the peaks since reset_step_peaks().
-MemoryFigures measure_memory(at::Device device, ZeroEngine& engine);
+// The figures now, the GPU ones being the peaks since reset_step_peaks(). `model_pinned_bytes`: page-
+// locked memory the model holds beside the engine's (a LoRA run's frozen base in pinned memory).
+MemoryFigures measure_memory(at::Device device, ZeroEngine& engine, int64_t model_pinned_bytes);
 
 // The larger of each field (a run's peaks from its steps').
 MemoryFigures max_of(const MemoryFigures& a, const MemoryFigures& b);
