@@ -271,11 +271,11 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
     out.elements(Tier::kGpu, "gradient accumulator (fp32, the partition)", Phase::kResident, 4, s.partition,
                  "(tierzero.offload_grad_accumulator: it fits)");
   }
-  // window_pass_extra_bytes (window_pass.h): the other micro-batches' inputs of every body unit and
-  // their output gradients, hidden states in the compute dtype, and one unit's fp32 gradient sums.
-  const double tokens = static_cast<double>(s.micro) * s.seq;
-  const double kept = static_cast<double>(s.accum - 1) * (model.num_hidden_layers + 2);
-  const double window = kept * tokens * model.hidden_size * s.compute_bytes + 4.0 * s.largest_unit;
+  // The window's bytes as the engine counts them (the same function): the other micro-batches' inputs
+  // of every body unit and their output gradients, and one unit's fp32 gradient sums.
+  const auto window = static_cast<double>(plan::window_bytes(s.accum, s.micro * s.seq, model.hidden_size,
+                                                             model.num_hidden_layers + 2, s.largest_unit,
+                                                             s.compute_bytes));
   s.window_bytes = s.window_possible ? window : 0.0;
   if (s.window_possible && fits(accumulator + window)) {
     s.forward_window = true;

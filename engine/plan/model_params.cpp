@@ -57,6 +57,14 @@ int64_t layer_matmul_params(const ModelDims& m) {
   return m.hidden_size * (q + 2 * kv) + q * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
 }
 
+uint64_t window_bytes(int64_t micro_batches, int64_t tokens, int64_t hidden_size, int64_t units,
+                      int64_t largest_unit, int compute_bytes) {
+  if (micro_batches < 2) return 0;
+  const auto kept = static_cast<uint64_t>((micro_batches - 1) * units);  // inputs + an output gradient
+  return kept * static_cast<uint64_t>(tokens * hidden_size * compute_bytes) +
+         static_cast<uint64_t>(largest_unit) * sizeof(float);
+}
+
 double flops_per_token(const ModelDims& m, int64_t seq_len, bool weight_grads) {
   const double matmul = static_cast<double>(m.num_hidden_layers) * static_cast<double>(layer_matmul_params(m)) +
                         static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);

@@ -90,6 +90,14 @@ namespace plan {
 // 1..L the decoder layers, unit L+1 the final norm and LM head; a tied LM head counted in the last
 // unit too).
 std::vector<int64_t> unit_numels(const ModelDims& model);
+// Device bytes the window pass (engine/zero's window_pass.h) holds beyond what one micro-batch run
+// micro-batch-major holds, for `micro_batches` micro-batches of `tokens` tokens each over `units`
+// units: (micro_batches - 1) more inputs of every unit but the last plus an output gradient (hidden
+// states of `hidden_size` in `compute_bytes`), and the fp32 gradient sums of the largest unit
+// (`largest_unit` elements). 0 for one micro-batch. The engine decides with it and the planner plans
+// with it, so the two agree by construction.
+uint64_t window_bytes(int64_t micro_batches, int64_t tokens, int64_t hidden_size, int64_t units,
+                      int64_t largest_unit, int compute_bytes);
 }  // namespace plan
 
 // One figure of the machine and where it came from ("bench pcie FILE", "default: ...", "--flag").

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "engine/plan/plan.h"
+
 namespace tierzero::engine {
 namespace {
 
@@ -107,8 +109,6 @@ std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGatew
 
 uint64_t window_pass_extra_bytes(const FunctionalModel& model, int64_t micro_batches, int64_t tokens,
                                  at::ScalarType compute_dtype) {
-  const int64_t body_units = static_cast<int64_t>(model.num_units()) - 1;
-  const int64_t kept = std::max<int64_t>(0, micro_batches - 1) * (body_units + 1);  // inputs + output gradient
   int64_t largest_unit = 0;
   for (size_t u = 0; u < model.num_units(); ++u) {
     int64_t numel = 0;
@@ -119,9 +119,9 @@ uint64_t window_pass_extra_bytes(const FunctionalModel& model, int64_t micro_bat
     }
     largest_unit = std::max(largest_unit, numel);
   }
-  const uint64_t hidden = static_cast<uint64_t>(tokens * model.config().hidden_size) * c10::elementSize(compute_dtype);
-  return static_cast<uint64_t>(kept) * hidden +
-         (micro_batches > 1 ? static_cast<uint64_t>(largest_unit) * sizeof(float) : 0);
+  return plan::window_bytes(micro_batches, tokens, model.config().hidden_size,
+                            static_cast<int64_t>(model.num_units()), largest_unit,
+                            static_cast<int>(c10::elementSize(compute_dtype)));
 }
 
 }  // namespace tierzero::engine
