@@ -247,7 +247,7 @@ enum class CheckpointCompression : uint8_t { kNone, kZstd };
 struct LoraConfig {
   int64_t r = 8;              // rank
   double lora_alpha = 8.0;    // scaling = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora)
-  double lora_dropout = 0.0;  // only 0 is accepted (tierzero recomputes layers in backward)
+  double lora_dropout = 0.0;  // [0, 1): PEFT's dropout on the adapters' inputs
   // Linear modules to adapt, as PEFT matches them: a list of names, each matching a module path
   // equal to it or ending in "." + it; or one string: "all-linear" (every linear but the LM head)
   // or a regular expression the whole module path must match.

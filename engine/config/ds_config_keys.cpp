@@ -232,7 +232,7 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.data.dtype", H, "", ""},
     {"tierzero.lora.r", H, "", "LoRA rank (PEFT LoraConfig.r); the block's presence trains adapters over a frozen base"},
     {"tierzero.lora.lora_alpha", H, "", "scaling = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora)"},
-    {"tierzero.lora.lora_dropout", H, "", "only 0.0 (PEFT's default) is accepted"},
+    {"tierzero.lora.lora_dropout", H, "", "in [0, 1); the recomputation in backward replays the forward's masks"},
     {"tierzero.lora.target_modules", H, "",
      "module names matched as PEFT does (the path or its last components), \"all-linear\" (every linear but the "
      "LM head) or one regular expression the whole path must match"},

@@ -54,10 +54,10 @@ Status parse_lora(JsonFields& t, std::optional<LoraConfig>* out, Warnings* warni
   TZ_RETURN_IF_ERROR(l.read_double("lora_alpha", &lora.lora_alpha, 0.0, 1e9));
   if (lora.lora_alpha <= 0.0) return invalid_argument(l.path_of("lora_alpha") + " must be > 0");
   TZ_RETURN_IF_ERROR(l.read_double("lora_dropout", &lora.lora_dropout, 0.0, 1.0));
-  if (lora.lora_dropout != 0.0)
+  if (lora.lora_dropout >= 1.0)
     return invalid_argument(l.path_of("lora_dropout") + " " + l.raw("lora_dropout").dump() +
-                            " is not supported yet: tierzero recomputes each layer in backward and would need the "
-                            "forward's dropout mask again; set 0.0 (PEFT's default)");
+                            " would drop every input of the adapters (they would never train); use a value in "
+                            "[0, 1), e.g. 0.05");
   TZ_RETURN_IF_ERROR(read_target_modules(l, &lora));
   TZ_RETURN_IF_ERROR(l.read_string("bias", &lora.bias));
   if (lora.bias != "none") {

@@ -75,6 +75,11 @@ class FunctionalModel {
 
   // The config the model was built from.
   virtual const ModelConfig& config() const = 0;
+
+  // True when forward_unit draws from the input device's default random generator (LoRA dropout):
+  // a recomputation then gives the forward's values only from the generator state the forward
+  // started from (engine/zero/internal/rng_replay.h).
+  virtual bool forward_is_random() const { return false; }
 };
 
 // Builds the functional model for `config` (validated; throws tierzero::Error when invalid).
@@ -179,6 +184,9 @@ struct LoraSpec {
   // Used instead when not empty: "all-linear" (every linear projection but the LM head) or a
   // regular expression the whole module path must match (PEFT's string form).
   std::string target_pattern;
+  // PEFT's lora_dropout: the probability, in [0, 1), that an element of a target's input to the
+  // adapter is zeroed (the rest scaled by 1 / (1 - p)); the base projection sees the whole input.
+  double dropout = 0.0;
 
   // lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora.
   double scaling() const;
@@ -229,6 +237,9 @@ class LoraModel : public FunctionalModel {
   at::Tensor forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,
                                const Projector& projector) const override;
   const ModelConfig& config() const override { return base_->config(); }
+  // True when spec().dropout > 0: every forward (the training forward: this model has no eval mode)
+  // drops the adapters' inputs with fresh draws from the input device's default generator.
+  bool forward_is_random() const override { return spec_.dropout > 0.0; }
 
   const FunctionalModel& base() const { return *base_; }
   const LoraSpec& spec() const { return spec_; }
@@ -264,7 +275,7 @@ Result<std::map<std::string, at::Tensor>> load_peft_adapter(const std::string& d
 
 // Writes `adapters` (model's names; any float dtype) as a PEFT adapter directory into `dir`
 // (created if needed; the two files replaced): adapter_config.json (peft_type LORA, task_type
-// CAUSAL_LM, r, lora_alpha, use_rslora, lora_dropout 0, bias "none", target_modules as the spec
+// CAUSAL_LM, r, lora_alpha, use_rslora, lora_dropout as the spec gives it, bias "none", target_modules as the spec
 // gives them, base_model_name_or_path `base_model`) and adapter_model.safetensors (fp32 tensors
 // named "base_model.model.<module>.lora_A.weight"). Errors name the file.
 Status save_peft_adapter(const std::string& dir, const LoraModel& model,

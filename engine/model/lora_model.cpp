@@ -34,6 +34,8 @@ double LoraSpec::scaling() const {
 Result<std::vector<LoraTarget>> lora_targets(const FunctionalModel& base, const LoraSpec& spec) {
   if (spec.r < 1) return invalid_argument(fmt::format("LoRA rank r must be >= 1, got {}", spec.r));
   if (!(spec.lora_alpha > 0.0)) return invalid_argument(fmt::format("lora_alpha must be > 0, got {}", spec.lora_alpha));
+  if (!(spec.dropout >= 0.0 && spec.dropout < 1.0))
+    return invalid_argument(fmt::format("lora_dropout must be in [0, 1), got {}", spec.dropout));
   if (!spec.target_pattern.empty() && spec.target_pattern != "all-linear") {
     try {
       std::regex check(spec.target_pattern);
@@ -75,7 +77,8 @@ at::Tensor LoraProjector::project(size_t weight_index, const at::Tensor& x, cons
   auto it = adapters_.find(weight_index);
   if (it == adapters_.end()) return result;
   // PEFT's Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling.
-  return result + at::linear(at::linear(x, it->second.a), it->second.b) * scaling_;
+  const at::Tensor dropped = dropout_ > 0.0 ? at::dropout(x, dropout_, /*train=*/true) : x;
+  return result + at::linear(at::linear(dropped, it->second.a), it->second.b) * scaling_;
 }
 
 Result<std::unique_ptr<LoraModel>> LoraModel::create(std::unique_ptr<FunctionalModel> base, const LoraSpec& spec,
@@ -119,7 +122,7 @@ at::Tensor LoraModel::forward_unit_with(size_t u, const at::Tensor& input, at::T
     next += 2;
   }
   const std::vector<at::Tensor> weights = frozen_->unit(u, input.device());
-  return base_->forward_unit_with(u, input, weights, LoraProjector(projector, std::move(adapters), spec_.scaling()));
+  return base_->forward_unit_with(u, input, weights, LoraProjector(projector, std::move(adapters), spec_.scaling(), spec_.dropout));
 }
 
 }  // namespace tierzero::engine

@@ -33,7 +33,8 @@ LoraSpec lora_spec(const LoraConfig& c) {
                   .lora_alpha = c.lora_alpha,
                   .use_rslora = c.use_rslora,
                   .target_modules = c.target_modules,
-                  .target_pattern = c.target_pattern};
+                  .target_pattern = c.target_pattern,
+                  .dropout = c.lora_dropout};
 }
 
 }  // namespace
@@ -67,7 +68,9 @@ std::string TrainingSession::lora_summary() const {
                                                                        : "in pageable host memory";
   const LoraSpec& spec = lora_->spec();
   return "LoRA r " + std::to_string(spec.r) + ", lora_alpha " + fmt::format("{:g}", spec.lora_alpha) + " (scaling " +
-         fmt::format("{:.4g}", spec.scaling()) + "): " + std::to_string(lora_->targets().size()) + " projections adapted, " +
+         fmt::format("{:.4g}", spec.scaling()) + ")" +
+         (spec.dropout > 0.0 ? fmt::format(", dropout {:g} (drawn from --seed {})", spec.dropout, args_.init_seed) : "") +
+         ": " + std::to_string(lora_->targets().size()) + " projections adapted, " +
          std::to_string(trainable) + " trainable parameters; frozen base " + format_bytes(static_cast<uint64_t>(lora_->frozen_bytes())) +
          " " + home + " (no gradients, no optimizer state)";
 }

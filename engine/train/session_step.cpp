@@ -1,7 +1,9 @@
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <fmt/format.h>
 
 #include <chrono>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -37,10 +39,28 @@ std::pair<at::Tensor, at::Tensor> to_tensors(MicroBatch& batch) {
   return {ids.clone(), targets.clone()};
 }
 
+// The seed of a random forward's draws (LoRA dropout) in step `step` on rank `rank`: a function of
+// the run's --seed, the step and the rank only, so a resumed run draws what an unbroken one would and
+// ranks draw independently (splitmix64's finaliser over the three).
+uint64_t step_seed(uint64_t seed, int64_t step, int rank) {
+  uint64_t z = seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ULL) ^ (static_cast<uint64_t>(rank) << 48);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Seeds `device`'s default generator, which a random forward draws from, with `seed`.
+void seed_device_generator(at::Device device, uint64_t seed) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_current_seed(seed);
+}
+
 }  // namespace
 
 Result<StepRecord> TrainingSession::run_step(int64_t step) {
   reset_step_peaks(device_);
+  if (network_->forward_is_random()) seed_device_generator(device_, step_seed(args_.init_seed, step, comm_->rank()));
   const auto step_start = Clock::now();
   const int64_t accumulation = config_.config.batch.gradient_accumulation_steps;
   const double loss_scale = scaler_->scale();

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/zero/internal/rng_replay.h"
+
 namespace tierzero::engine {
 namespace {
 
@@ -26,6 +28,8 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
     ctx->saved_data["gateway"] = reinterpret_cast<int64_t>(ref.gateway);
     ctx->saved_data["unit"] = static_cast<int64_t>(ref.unit);
     ctx->save_for_backward({input});
+    const RngSnapshot rng = RngSnapshot::capture_if(ref.model->forward_is_random(), input.device());
+    if (!rng.empty()) ctx->saved_data["rng"] = rng.state();
     std::vector<at::Tensor> params = ref.gateway->fetch(ref.unit);
     at::Tensor output;
     {
@@ -62,6 +66,9 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
     torch::autograd::variable_list grads;
     {
       at::AutoGradMode grad_mode(true);
+      const auto rng = ctx->saved_data.find("rng");  // the forward's draws, when it drew any
+      const RngReplay replay(
+          RngSnapshot(input.device(), rng == ctx->saved_data.end() ? at::Tensor() : rng->second.toTensor()));
       at::Tensor output =
           ref.model->forward_unit(ref.unit, recompute_input, at::TensorList(leaves.data(), params.size()));
       grads = torch::autograd::grad({output}, leaves, {grad_outputs[0]}, /*retain_graph=*/false,

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "engine/plan/plan.h"
+#include "engine/zero/internal/rng_replay.h"
 
 namespace tierzero::engine {
 namespace {
@@ -49,13 +50,21 @@ std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGatew
   const size_t head = model.num_units() - 1;
   // inputs[u][i]: unit u's input for micro-batch i (u = 0: the token ids).
   std::vector<std::vector<at::Tensor>> inputs(model.num_units());
+  // rng[u][i]: the generator state unit u's forward on micro-batch i started from (models with a
+  // random forward only); its recomputation replays it. The head runs only once, from the state the
+  // forwards left.
+  std::vector<std::vector<RngSnapshot>> rng(model.num_units(), std::vector<RngSnapshot>(batches));
+  const bool random = model.forward_is_random();
   inputs[0] = input_ids;
   for (size_t unit = 0; unit < head; ++unit) {
     std::vector<at::Tensor> params = gateway.fetch(unit);
     inputs[unit + 1].resize(batches);
     {
       at::NoGradGuard no_grad;
-      for (size_t i = 0; i < batches; ++i) inputs[unit + 1][i] = model.forward_unit(unit, inputs[unit][i], params);
+      for (size_t i = 0; i < batches; ++i) {
+        rng[unit][i] = RngSnapshot::capture_if(random, inputs[unit][i].device());
+        inputs[unit + 1][i] = model.forward_unit(unit, inputs[unit][i], params);
+      }
     }
     params.clear();
     gateway.release(unit);
@@ -81,6 +90,7 @@ std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGatew
       torch::autograd::variable_list grads;
       {
         at::AutoGradMode grad_mode(true);
+        const RngReplay replay(rng[unit][i]);
         const at::Tensor output = model.forward_unit(unit, input, at::TensorList(leaves.data(), count));
         if (unit == head) {
           const at::Tensor logits = output.to(at::kFloat);

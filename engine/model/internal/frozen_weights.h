@@ -49,8 +49,9 @@ class LoraProjector : public Projector {
     at::Tensor a;  // [r, in]
     at::Tensor b;  // [out, r]
   };
-  LoraProjector(const Projector& inner, std::map<size_t, Adapter> adapters, double scaling)
-      : inner_(inner), adapters_(std::move(adapters)), scaling_(scaling) {}
+  // `dropout`: PEFT's lora_dropout, applied (training mode) to x before each adapter.
+  LoraProjector(const Projector& inner, std::map<size_t, Adapter> adapters, double scaling, double dropout)
+      : inner_(inner), adapters_(std::move(adapters)), scaling_(scaling), dropout_(dropout) {}
   at::Tensor project(size_t weight_index, const at::Tensor& x, const at::Tensor& weight,
                      const std::optional<at::Tensor>& bias) const override;
 
@@ -58,6 +59,7 @@ class LoraProjector : public Projector {
   const Projector& inner_;
   std::map<size_t, Adapter> adapters_;
   double scaling_;
+  double dropout_;
 };
 
 }  // namespace tierzero::engine

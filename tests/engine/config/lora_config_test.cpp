@@ -25,7 +25,7 @@ TEST(LoraConfig, AbsentMeansFullFineTuning) {
 TEST(LoraConfig, ReadsPeftKeysAndRoundTrips) {
   Result<DsConfig> c = parse_lora({{"r", 16},
                                    {"lora_alpha", 32},
-                                   {"lora_dropout", 0.0},
+                                   {"lora_dropout", 0.05},
                                    {"target_modules", {"q_proj", "mlp.down_proj"}},
                                    {"bias", "none"},
                                    {"use_rslora", true},
@@ -35,6 +35,7 @@ TEST(LoraConfig, ReadsPeftKeysAndRoundTrips) {
   const LoraConfig& lora = *c->tierzero.lora;
   EXPECT_EQ(lora.r, 16);
   EXPECT_EQ(lora.lora_alpha, 32.0);
+  EXPECT_EQ(lora.lora_dropout, 0.05);
   EXPECT_EQ(lora.target_modules, (std::vector<std::string>{"q_proj", "mlp.down_proj"}));
   EXPECT_TRUE(lora.target_pattern.empty());
   EXPECT_TRUE(lora.use_rslora);
@@ -51,6 +52,7 @@ TEST(LoraConfig, PeftDefaultsAndStringTargets) {
   ASSERT_OK(defaults);
   EXPECT_EQ(defaults->tierzero.lora->r, 8);
   EXPECT_EQ(defaults->tierzero.lora->lora_alpha, 8.0);
+  EXPECT_EQ(defaults->tierzero.lora->lora_dropout, 0.0);
   EXPECT_EQ(defaults->tierzero.lora->target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
 
   Result<DsConfig> all = parse_lora({{"target_modules", "all-linear"}});
@@ -70,7 +72,8 @@ TEST(LoraConfig, RefusesWhatItCannotHonourNamingTheKey) {
       {{{"r", 0}}, "tierzero.lora.r"},
       {{{"r", 2.5}}, "tierzero.lora.r"},
       {{{"lora_alpha", 0}}, "tierzero.lora.lora_alpha"},
-      {{{"lora_dropout", 0.1}}, "tierzero.lora.lora_dropout"},
+      {{{"lora_dropout", -0.1}}, "tierzero.lora.lora_dropout"},
+      {{{"lora_dropout", 1.0}}, "tierzero.lora.lora_dropout"},
       {{{"lora_dropout", 1.5}}, "tierzero.lora.lora_dropout"},
       {{{"bias", "all"}}, "tierzero.lora.bias"},
       {{{"bias", "some"}}, "tierzero.lora.bias"},

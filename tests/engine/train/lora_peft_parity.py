@@ -12,12 +12,20 @@ For each LoRA config of CASES:
      --export MERGED (the merged model);
   4. for the first case, tierzero again with the base and the adapters offloaded (stage 3,
      offload_param and offload_optimizer "cpu": the window pass), saving after STEPS / 2 steps and
-     resuming from that checkpoint for the rest.
+     resuming from that checkpoint for the rest;
+  5. for the dropout case (lora_dropout 0.1), PEFT draws its masks as tierzero does: the default
+     generator seeded with tierzero's step seed (step_seed below) before each step, the forwards in
+     the same order (micro-batch by micro-batch, q k v o gate up down). tierzero recomputes each
+     layer in the backward, replaying the forward's masks; were it to draw new ones, the gradients
+     and so the losses from step 2 on would leave PEFT's. Offloaded (the window pass: the forwards
+     unit-major, other masks than PEFT's), a run saved halfway and resumed equals the unbroken
+     run's losses exactly (the masks are a function of --seed, the step and the rank).
 Pass criteria (issue 26): every step's loss of every tierzero run within LOSS_RTOL of PEFT's; SAVE loads with
 peft.PeftModel.from_pretrained, and its merge_and_unload() logits equal those of MERGED loaded by
 transformers (LOGITS_ATOL), and the trained adapters equal PEFT's: each tensor's distance from
 PEFT's within ADAPTER_RTOL of how far PEFT's moved from the start (after one step the two agree to
-fp32 rounding, ~1e-8; Adam at lr 1e-2 grows those roundings to ~1e-4 over 20 steps).
+fp32 rounding, ~1e-8; Adam at lr 1e-2 grows those roundings to ~1e-4 over 20 steps); with dropout
+the resumed offloaded run's losses equal the unbroken one's and the adapter directory says 0.1.
 Exit 0 when every check passes, 1 when one fails, 77 (ctest's skip) without peft.
 
   lora_peft_parity.py --tierzero BUILD/tools/tierzero
@@ -38,7 +46,19 @@ LOSS_RTOL, LOGITS_ATOL, ADAPTER_RTOL = 1e-4, 1e-5, 1e-2
 CASES = {
     "list": {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"], "use_rslora": False},
     "all_linear_rslora": {"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "use_rslora": True},
+    "dropout": {"r": 4, "lora_alpha": 8, "target_modules": "all-linear", "use_rslora": False, "lora_dropout": 0.1},
 }
+TIERZERO_SEED = 1234  # `tierzero train --seed`'s default
+
+
+def step_seed(seed, step, rank):
+    """The seed tierzero gives the default generator before step `step` (0-based) of a run with a random
+    forward (engine/train/session_step.cpp: splitmix64's finaliser)."""
+    mask = (1 << 64) - 1
+    z = seed ^ ((step * 0x9E3779B97F4A7C15) & mask) ^ ((rank << 48) & mask)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
 
 
 def make_base(path):
@@ -57,7 +77,7 @@ def peft_model(base_dir, lora):
     from transformers import AutoModelForCausalLM
 
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="float32")
-    config = LoraConfig(r=lora["r"], lora_alpha=lora["lora_alpha"], lora_dropout=0.0,
+    config = LoraConfig(r=lora["r"], lora_alpha=lora["lora_alpha"], lora_dropout=lora.get("lora_dropout", 0.0),
                         target_modules=lora["target_modules"], use_rslora=lora["use_rslora"], bias="none",
                         task_type="CAUSAL_LM")
     return get_peft_model(base, config)
@@ -76,19 +96,26 @@ def make_init_adapter(base_dir, lora, out):
     model.save_pretrained(out)
 
 
-def train_peft(base_dir, lora, init_dir, tokens):
-    """STEPS steps of PyTorch AdamW on the PEFT model from init_dir: each step's loss, the adapters."""
+def train_peft(base_dir, lora, init_dir, tokens, dropout=None):
+    """STEPS steps of PyTorch AdamW on the PEFT model from init_dir: each step's loss, the adapters.
+    `dropout`: replaces the adapter directory's lora_dropout."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="float32")
     model = PeftModel.from_pretrained(base, init_dir, is_trainable=True)
+    model.train()  # from_pretrained leaves it in eval mode, where dropout draws nothing
+    if dropout is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = dropout
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     order = epoch_permutation(SAMPLES, SEED, 0)
     losses = []
     for step in range(STEPS):
+        torch.manual_seed(step_seed(TIERZERO_SEED, step, 0))
         total = 0.0
         for m in range(ACCUMULATION):
             inputs, targets = rank_sample(tokens, order, 1, 0, step * ACCUMULATION + m)
@@ -113,7 +140,7 @@ def run_tierzero(args, work, name, base_dir, lora, init_dir, zero=None, steps=ST
               "zero_optimization": zero or {"stage": 2}, "gradient_clipping": CLIP, "steps_per_print": 1,
               "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "eps": EPS, "weight_decay": WD}},
               "tierzero": {"data": {"path": os.path.join(work, "tokens.bin"), "seq_len": SEQ, "seed": SEED},
-                           "lora": {**lora, "lora_dropout": 0.0, "bias": "none", "init_adapter": init_dir}}}
+                           "lora": {"lora_dropout": 0.0, **lora, "bias": "none", "init_adapter": init_dir}}}
     config_path = os.path.join(work, name + ".json")
     with open(config_path, "w") as f:
         json.dump(config, f)
@@ -127,6 +154,18 @@ def run_tierzero(args, work, name, base_dir, lora, init_dir, zero=None, steps=ST
     with open(metrics) as f:
         losses = [r["loss"] for r in (json.loads(line) for line in f if line.strip()) if r.get("type") == "step"]
     return losses, save, merged
+
+
+def resume_draws_the_same_masks(args, work, base_dir, lora, init_dir):
+    """Offloaded with dropout: STEPS steps unbroken, and STEPS / 2 saved then resumed; the losses equal."""
+    unbroken, _, _ = run_tierzero(args, work, "dropout_unbroken", base_dir, lora, init_dir, OFFLOADED)
+    first, halfway, _ = run_tierzero(args, work, "dropout_half", base_dir, lora, init_dir, OFFLOADED, STEPS // 2)
+    rest, _, _ = run_tierzero(args, work, "dropout_resumed", base_dir, lora, init_dir, OFFLOADED, STEPS,
+                              ("--resume", halfway))
+    print(f"dropout offloaded: unbroken {unbroken[-1]:.8f}, resumed {(first + rest)[-1]:.8f} after {STEPS} steps")
+    if unbroken != first + rest:
+        return [f"dropout offloaded: resumed losses {first + rest} differ from the unbroken run's {unbroken}"]
+    return []
 
 
 def check_outputs(base_dir, save, merged, reference_adapters, init_dir, tokens):
@@ -193,6 +232,17 @@ def main():
                 for step, (ref, got) in enumerate(zip(ref_losses, first + rest), start=1):
                     if abs(got - ref) > LOSS_RTOL * abs(ref):
                         failures.append(f"offloaded + resumed: step {step} loss {got:.8f} vs PEFT {ref:.8f}")
+            if name == "dropout":  # offloaded: resumed halfway = unbroken, exactly; the adapter config says 0.1
+                failures += resume_draws_the_same_masks(args, work, base_dir, lora, init_dir)
+                undropped, _ = train_peft(base_dir, lora, init_dir, tokens, dropout=0.0)
+                moved = max(abs(a - b) / abs(b) for a, b in zip(ref_losses, undropped))
+                print(f"dropout: PEFT's losses without dropout differ by up to {moved:.3g} relative")
+                if moved < 10 * LOSS_RTOL:
+                    failures.append("dropout: PEFT's losses with lora_dropout 0.1 are those without it: nothing was dropped")
+                with open(os.path.join(save, "adapter_config.json")) as f:
+                    written = json.load(f).get("lora_dropout")
+                if written != lora["lora_dropout"]:
+                    failures.append(f"dropout: {save}/adapter_config.json lora_dropout {written}, expected {lora['lora_dropout']}")
             print(f"{name}: PEFT losses {ref_losses[0]:.6f} .. {ref_losses[-1]:.6f}")
             print(f"{name}: tierzero    {losses[0]:.6f} .. {losses[-1]:.6f}" if losses else f"{name}: no losses")
             if len(losses) != STEPS:
