@@ -54,6 +54,9 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     for (const std::vector<int64_t>& unit : adapters) {
       params.insert(params.end(), unit.begin(), unit.end());
       units.push_back(std::accumulate(unit.begin(), unit.end(), int64_t{0}));
+      int64_t features = 0;  // A is [r, in]: every other numel, over r
+      for (size_t a = 0; a < unit.size(); a += 2) features += unit[a] / config.tierzero.lora->r;
+      if (config.tierzero.lora->lora_dropout > 0.0) s.lora_dropout_features = std::max(s.lora_dropout_features, features);
     }
   }
   s.parameters = std::accumulate(params.begin(), params.end(), int64_t{0});

@@ -68,6 +68,9 @@ struct RunShape {
   bool lora = false;
   int64_t frozen_parameters = 0;
   int64_t frozen_largest_unit = 0;
+  // With tierzero.lora.lora_dropout > 0: the input features summed over one layer's adapted
+  // projections (the most of any layer), each of which a recomputation drops into a copy.
+  int64_t lora_dropout_features = 0;
   // Gradients leave the GPU once per step (one micro-batch, the device accumulator, or the window,
   // whose backwards also run unit by unit: window_pass.h).
   bool grads_land_once() const { return accum < 2 || device_accumulator || forward_window; }

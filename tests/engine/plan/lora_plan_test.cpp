@@ -54,6 +54,27 @@ TEST(LoraPlan, AdaptersAreTheTrainedParametersAndTheBaseIsFrozenInItsTier) {
   EXPECT_EQ(item_bytes(all, Tier::kPinned, "frozen base weights (tierzero.lora)"), 0u);
 }
 
+// The per-token bytes of one layer's recomputation that the activations item's formula names.
+double layer_bytes_per_token(const Plan& plan) {
+  for (const MemoryItem& item : plan.items) {
+    if (!item.what.starts_with("activations: ") || item.what.find("inputs kept") != std::string::npos) continue;
+    const size_t at = item.formula.find("layer ");
+    EXPECT_NE(at, std::string::npos) << item.formula;
+    return at == std::string::npos ? 0.0 : std::stod(item.formula.substr(at + 6));
+  }
+  ADD_FAILURE() << "no activations item";
+  return 0.0;
+}
+
+TEST(LoraPlan, DropoutCountsEachAdaptedInputsCopyAndMaskInTheRecomputedLayer) {
+  const Plan plain = lora_plan(R"("all-linear", "lora_dropout": 0.0)", "");
+  const Plan dropout = lora_plan(R"("all-linear", "lora_dropout": 0.1)", "");
+  // q, k, v, gate, up read the hidden state, o the attention output (hidden wide here), down the MLP's
+  // intermediate: (2 B bf16 copy + 1 B mask) per feature. The formula prints 4 significant digits.
+  const double features = 6.0 * kHidden + kInter;
+  EXPECT_NEAR(layer_bytes_per_token(dropout) - layer_bytes_per_token(plain), 3.0 * features, 0.01 * 3.0 * features);
+}
+
 TEST(LoraPlan, TargetsMatchingNothingAreRefused) {
   const DsConfig config = config_from(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3},
       "tierzero": {"data": {"seq_len": 16}, "lora": {"target_modules": ["lm_head"]}}})");
