@@ -578,11 +578,11 @@ int64_t num_parameters(const ModelConfig& c) {
   return embedding + c.num_hidden_layers * layer + c.hidden_size + (c.tie_word_embeddings ? 0 : embedding);
 }
 
-double training_flops_per_token(const ModelConfig& c, int64_t seq_len) {
+double training_flops_per_token(const ModelConfig& c, int64_t seq_len, bool weight_grads) {
   const double n_matmul = static_cast<double>(c.num_hidden_layers) * layer_matmul_params(c) +
                           static_cast<double>(c.vocab_size) * c.hidden_size;
   const double attention = 12.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * seq_len;
-  return 6.0 * n_matmul + attention;
+  return (weight_grads ? 6.0 : 4.0) * n_matmul + attention;
 }
 
 }  // namespace tierzero::engine

@@ -61,7 +61,8 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   const int64_t seq_len = s->data_.samples->seq_len();
   s->tokens_per_step_ = config.batch.train_micro_batch_size_per_gpu * config.batch.gradient_accumulation_steps *
                         s->comm_->world_size() * seq_len;
-  s->flops_per_step_ = training_flops_per_token(s->model_.config, seq_len) * static_cast<double>(s->tokens_per_step_);
+  s->flops_per_step_ = training_flops_per_token(s->model_.config, seq_len, /*weight_grads=*/s->lora_ == nullptr) *
+                       static_cast<double>(s->tokens_per_step_);
   TZ_RETURN_IF_ERROR(s->open_metrics());
   return s;
 }

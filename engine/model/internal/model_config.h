@@ -129,7 +129,9 @@ int64_t num_parameters(const ModelConfig& config);
 // Training FLOPs per token at sequence length `seq_len`, as PaLM (appendix B) and nanoGPT count
 // them: 6 * N_matmul + 12 * layers * heads * head_dim * seq_len, where N_matmul counts every weight
 // used in a matmul (all but the input embedding lookup and norms; the LM head counted even when
-// tied). Forward + backward; activation recomputation not included.
-double training_flops_per_token(const ModelConfig& config, int64_t seq_len);
+// tied). Forward + backward; activation recomputation not included. Without `weight_grads` (a
+// LoRA run: the frozen base takes no weight gradients) 4 * N_matmul: the forward's 2 and the
+// backward's input gradients' 2; the adapters' own FLOPs (rank << width) are not counted.
+double training_flops_per_token(const ModelConfig& config, int64_t seq_len, bool weight_grads = true);
 
 }  // namespace tierzero::engine

@@ -211,6 +211,8 @@ TEST(ModelConfig, TinyLlamaCountsAndFlops) {
   // 6 * (layers' matmul weights + LM head) + 12 * L * heads * head_dim * T.
   const double matmul = 4.0 * (128 * (128 + 2 * 64) + 128 * 128 + 3 * 128 * 384) + 256.0 * 128;
   EXPECT_DOUBLE_EQ(training_flops_per_token(c, 64), 6 * matmul + 12.0 * 4 * 4 * 32 * 64);
+  // LoRA: no weight gradients of the base, 4 * matmul.
+  EXPECT_DOUBLE_EQ(training_flops_per_token(c, 64, /*weight_grads=*/false), 4 * matmul + 12.0 * 4 * 4 * 32 * 64);
 }
 
 TEST(InitParameters, FollowsHfInitAndIsSeeded) {
