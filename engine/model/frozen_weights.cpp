@@ -38,9 +38,21 @@ Status read_into(ParamSource& source, const ParamSpec& spec, at::Tensor& out) {
 }  // namespace
 
 Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel& model, ParamSource& source,
-                                                           at::ScalarType dtype, at::Device device, FrozenHome home) {
+                                                           at::ScalarType dtype, at::Device device,
+                                                           const FrozenPlacement& placement) {
+  FrozenHome home = placement.home;
   if (home == FrozenHome::kPinnedHost && !at::hasCUDA()) home = FrozenHome::kPageableHost;  // pinning needs CUDA
   std::unique_ptr<FrozenWeights> frozen(new FrozenWeights(home));
+  if (home == FrozenHome::kNvme) {
+    std::vector<std::vector<ParamSpec>> units(model.num_units());
+    for (size_t u = 0; u < units.size(); ++u) units[u] = model.unit_params(u);
+    TZ_ASSIGN_OR_RETURN(frozen->disk_,
+                        FrozenDisk::create(units, dtype, placement, [&source](const ParamSpec& spec, at::Tensor& out) {
+                          return read_into(source, spec, out);
+                        }));
+    frozen->bytes_ = frozen->disk_->bytes();
+    return frozen;
+  }
   at::TensorOptions options = at::TensorOptions().dtype(dtype);
   if (home == FrozenHome::kDevice) {
     options = options.device(device);
@@ -66,7 +78,29 @@ Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel
   return frozen;
 }
 
+FrozenWeights::~FrozenWeights() = default;
+
+std::string FrozenWeights::where() const {
+  switch (home_) {
+    case FrozenHome::kDevice: return "on the device";
+    case FrozenHome::kPinnedHost: return "in pinned host memory";
+    case FrozenHome::kPageableHost: return "in pageable host memory";
+    case FrozenHome::kNvme: return "on NVMe (" + disk_->describe() + ")";
+  }
+  return "";
+}
+
+int64_t FrozenWeights::pinned_bytes() const {
+  if (disk_ != nullptr) return disk_->pinned_staging_bytes();
+  return home_ == FrozenHome::kPinnedHost ? bytes_ : 0;
+}
+
+int64_t FrozenWeights::nvme_bytes() const { return disk_ != nullptr ? static_cast<int64_t>(disk_->file_bytes()) : 0; }
+
+uint64_t FrozenWeights::take_nvme_read_bytes() const { return disk_ != nullptr ? disk_->take_read_bytes() : 0; }
+
 std::vector<at::Tensor> FrozenWeights::unit(size_t u, at::Device device) const {
+  if (disk_ != nullptr) return disk_->unit(u, device);
   if (prefetch_ != nullptr && device == prefetch_->device()) return prefetch_->unit(u);
   std::vector<at::Tensor> out;
   out.reserve(units_.at(u).size());

@@ -23,6 +23,7 @@
 
 #include "common/common.h"
 #include "engine/model/internal/model_config.h"
+#include "nvme/io_engine.h"
 
 namespace tierzero::engine {
 
@@ -217,15 +218,27 @@ enum class FrozenHome : uint8_t {
   kDevice,        // on the compute device
   kPinnedHost,    // in pinned host memory, copied for each use (kPageableHost on a machine without CUDA)
   kPageableHost,  // in pageable host memory, copied for each use
+  kNvme,          // in swap files on NVMe, read into pinned staging and copied for each use
+};
+
+// The frozen base's home and, for kNvme, its swap files: one per directory of `nvme_paths` for rank
+// `rank`, read and written over `io` (the ds_config's "aio" block).
+struct FrozenPlacement {
+  FrozenPlacement(FrozenHome h = FrozenHome::kDevice) : home(h) {}  // NOLINT: implicit by design
+  FrozenHome home;
+  std::vector<std::string> nvme_paths;
+  nvme::IoConfig io;
+  int rank = 0;
 };
 
 class LoraModel : public FunctionalModel {
  public:
   // Adapts `base` as `spec` says. Every base parameter is read from `base_weights` (fp32 pieces),
-  // cast to `dtype` and kept in `home` (kDevice: on `device`). Errors name the target or the tensor.
+  // cast to `dtype` and kept as `placement` says (kDevice: on `device`; kNvme: in swap files).
+  // Errors name the target, the tensor, or the swap file and the fix.
   static Result<std::unique_ptr<LoraModel>> create(std::unique_ptr<FunctionalModel> base, const LoraSpec& spec,
                                                    ParamSource& base_weights, at::ScalarType dtype, at::Device device,
-                                                   FrozenHome home);
+                                                   const FrozenPlacement& placement);
   ~LoraModel() override;
 
   size_t num_units() const override { return base_->num_units(); }
@@ -247,6 +260,14 @@ class LoraModel : public FunctionalModel {
   // Bytes the frozen base weights take in their home.
   int64_t frozen_bytes() const;
   FrozenHome frozen_home() const;
+  // Pinned host bytes the base holds (its home when kPinnedHost; on NVMe its staging buffers where
+  // a GPU pins them), and bytes its swap files take on NVMe (kNvme; else 0).
+  int64_t frozen_pinned_bytes() const;
+  int64_t frozen_nvme_bytes() const;
+  // Bytes the base read from NVMe since the last call (0 unless kNvme).
+  uint64_t take_frozen_read_bytes() const;
+  // Where the base is, for the run header: "in pinned host memory", "on NVMe (1 file(s): ...)".
+  std::string frozen_where() const;
 
  private:
   LoraModel(std::unique_ptr<FunctionalModel> base, LoraSpec spec, std::vector<LoraTarget> targets,

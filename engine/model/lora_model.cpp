@@ -83,10 +83,10 @@ at::Tensor LoraProjector::project(size_t weight_index, const at::Tensor& x, cons
 
 Result<std::unique_ptr<LoraModel>> LoraModel::create(std::unique_ptr<FunctionalModel> base, const LoraSpec& spec,
                                                      ParamSource& base_weights, at::ScalarType dtype,
-                                                     at::Device device, FrozenHome home) {
+                                                     at::Device device, const FrozenPlacement& placement) {
   TZ_ASSIGN_OR_RETURN(std::vector<LoraTarget> targets, lora_targets(*base, spec));
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<FrozenWeights> frozen,
-                      FrozenWeights::load(*base, base_weights, dtype, device, home));
+                      FrozenWeights::load(*base, base_weights, dtype, device, placement));
   return std::unique_ptr<LoraModel>(new LoraModel(std::move(base), spec, std::move(targets), std::move(frozen)));
 }
 
@@ -107,6 +107,10 @@ LoraModel::~LoraModel() = default;
 
 int64_t LoraModel::frozen_bytes() const { return frozen_->bytes(); }
 FrozenHome LoraModel::frozen_home() const { return frozen_->home(); }
+std::string LoraModel::frozen_where() const { return frozen_->where(); }
+int64_t LoraModel::frozen_pinned_bytes() const { return frozen_->pinned_bytes(); }
+int64_t LoraModel::frozen_nvme_bytes() const { return frozen_->nvme_bytes(); }
+uint64_t LoraModel::take_frozen_read_bytes() const { return frozen_->take_nvme_read_bytes(); }
 
 at::Tensor LoraModel::forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,
                                         const Projector& projector) const {

@@ -34,7 +34,8 @@ void reset_step_peaks(at::Device device) {
 #endif
 }
 
-MemoryFigures measure_memory(at::Device device, ZeroEngine& engine, int64_t model_pinned_bytes) {
+MemoryFigures measure_memory(at::Device device, ZeroEngine& engine, int64_t model_pinned_bytes,
+                             int64_t model_nvme_bytes) {
   MemoryFigures m;
 #ifdef TIERZERO_ENGINE_CUDA
   if (device.is_cuda()) {
@@ -48,7 +49,7 @@ MemoryFigures measure_memory(at::Device device, ZeroEngine& engine, int64_t mode
 #endif
   m.pinned_bytes = engine.pinned_bytes() + model_pinned_bytes;
   m.pageable_bytes = std::max<int64_t>(0, resident_bytes() - m.pinned_bytes);
-  m.nvme_bytes = static_cast<int64_t>(engine.nvme_traffic().resident_bytes);
+  m.nvme_bytes = static_cast<int64_t>(engine.nvme_traffic().resident_bytes) + model_nvme_bytes;
   return m;
 }
 

@@ -16,16 +16,20 @@
 namespace tierzero::engine::trainer {
 namespace {
 
-// Where the frozen base lives: offload_param's device (pinned when offload_param.pin_memory), else
-// the compute device. NVMe is refused by name.
-Result<FrozenHome> frozen_home(const DsConfig& config) {
+// Where the frozen base lives: offload_param's device (pinned when offload_param.pin_memory; on NVMe
+// in swap files under its nvme_path, over the "aio" block), else the compute device.
+FrozenPlacement frozen_placement(const DsConfig& config, int rank) {
   const OffloadParamConfig& offload = config.zero.offload_param;
-  if (offload.device == OffloadDevice::kNvme)
-    return invalid_argument(
-        "tierzero.lora with zero_optimization.offload_param.device \"nvme\" is not supported yet (the frozen base "
-        "stays in host memory); use offload_param \"cpu\" with pin_memory true");
-  if (offload.device == OffloadDevice::kNone) return FrozenHome::kDevice;
-  return offload.pin_memory ? FrozenHome::kPinnedHost : FrozenHome::kPageableHost;
+  switch (offload.device) {
+    case OffloadDevice::kNone: return FrozenHome::kDevice;
+    case OffloadDevice::kCpu: return offload.pin_memory ? FrozenHome::kPinnedHost : FrozenHome::kPageableHost;
+    case OffloadDevice::kNvme: break;
+  }
+  FrozenPlacement placement(FrozenHome::kNvme);
+  placement.nvme_paths = offload.nvme_paths;
+  placement.io = config.aio;
+  placement.rank = rank;
+  return placement;
 }
 
 LoraSpec lora_spec(const LoraConfig& c) {
@@ -41,10 +45,10 @@ LoraSpec lora_spec(const LoraConfig& c) {
 
 Status TrainingSession::adapt_model() {
   const LoraConfig& config = *config_.config.tierzero.lora;
-  TZ_ASSIGN_OR_RETURN(const FrozenHome home, frozen_home(config_.config));
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<LoraModel> lora,
                       LoraModel::create(std::move(network_), lora_spec(config), *model_.weights,
-                                        options_.partition.compute_dtype, device_, home));
+                                        options_.partition.compute_dtype, device_,
+                                        frozen_placement(config_.config, comm_->rank())));
   if (config.init_adapter.empty()) {
     initial_adapters_ = init_lora_adapters(*lora, args_.init_seed);
   } else {
@@ -63,16 +67,13 @@ std::string TrainingSession::lora_summary() const {
     for (int64_t d : spec.shape) numel *= d;
     trainable += numel;
   }
-  const char* home = lora_->frozen_home() == FrozenHome::kDevice       ? "on the device"
-                     : lora_->frozen_home() == FrozenHome::kPinnedHost ? "in pinned host memory"
-                                                                       : "in pageable host memory";
   const LoraSpec& spec = lora_->spec();
   return "LoRA r " + std::to_string(spec.r) + ", lora_alpha " + fmt::format("{:g}", spec.lora_alpha) + " (scaling " +
          fmt::format("{:.4g}", spec.scaling()) + ")" +
          (spec.dropout > 0.0 ? fmt::format(", dropout {:g} (drawn from --seed {})", spec.dropout, args_.init_seed) : "") +
          ": " + std::to_string(lora_->targets().size()) + " projections adapted, " +
          std::to_string(trainable) + " trainable parameters; frozen base " + format_bytes(static_cast<uint64_t>(lora_->frozen_bytes())) +
-         " " + home + " (no gradients, no optimizer state)";
+         " " + lora_->frozen_where() + " (no gradients, no optimizer state)";
 }
 
 Status TrainingSession::save_lora_adapter(const std::string& dir) {

@@ -92,10 +92,13 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   record.overflow = outcome.overflow;
   record.tokens_per_s = static_cast<double>(tokens_per_step_) / record.seconds;
   record.tflops = flops_per_step_ / record.seconds / 1e12;
-  const bool base_pinned = lora_ != nullptr && lora_->frozen_home() == FrozenHome::kPinnedHost;
-  record.memory = measure_memory(device_, *engine_, base_pinned ? lora_->frozen_bytes() : 0);
+  record.memory = measure_memory(device_, *engine_, lora_ != nullptr ? lora_->frozen_pinned_bytes() : 0,
+                                 lora_ != nullptr ? lora_->frozen_nvme_bytes() : 0);
   if (config_.config.wall_clock_breakdown) record.times = engine_->last_step_times();
-  if (record.memory.nvme_bytes > 0) record.nvme_io = engine_->nvme_traffic();
+  if (record.memory.nvme_bytes > 0) {
+    record.nvme_io = engine_->nvme_traffic();
+    if (lora_ != nullptr) record.nvme_io->step_read_bytes += lora_->take_frozen_read_bytes();  // the base on NVMe
+  }
   return record;
 }
 

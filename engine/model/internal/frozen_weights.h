@@ -11,6 +11,7 @@
 
 #include "common/common.h"
 #include "engine/model/functional_model.h"
+#include "engine/model/internal/frozen_disk.h"
 #include "engine/model/internal/frozen_prefetch.h"
 
 namespace tierzero::engine {
@@ -18,19 +19,30 @@ namespace tierzero::engine {
 class FrozenWeights {
  public:
   // Reads every parameter of `model` from `source` in bounded fp32 pieces, casts it to `dtype` and
-  // stores it in `home` (kDevice: on `device`). A parameter two units share (a tied embedding) is
-  // kept once. Errors name the tensor.
+  // stores it as `placement` says (kDevice: on `device`; kNvme: frozen_disk.h's swap files). A
+  // parameter two units share (a tied embedding) is kept once in memory, in each unit's record on
+  // NVMe. Errors name the tensor, or the swap file and the fix.
   static Result<std::unique_ptr<FrozenWeights>> load(const FunctionalModel& model, ParamSource& source,
-                                                     at::ScalarType dtype, at::Device device, FrozenHome home);
+                                                     at::ScalarType dtype, at::Device device,
+                                                     const FrozenPlacement& placement);
+  ~FrozenWeights();
 
   // Unit u's parameters in model.unit_params(u) order, on `device`: the stored tensors themselves
   // when they are already there; copies otherwise, for the CUDA device given to load() kept and
   // copied ahead on a side stream (frozen_prefetch.h), else a copy per call (non-blocking from pinned
-  // memory).
+  // memory); on NVMe, read through frozen_disk.h. Throws tierzero::Error when a read fails.
   std::vector<at::Tensor> unit(size_t u, at::Device device) const;
   // Bytes stored.
   int64_t bytes() const { return bytes_; }
   FrozenHome home() const { return home_; }
+  // "on the device", "in pinned host memory", "on NVMe (1 file(s): path)".
+  std::string where() const;
+  // Pinned host bytes held (the weights when kPinnedHost, the NVMe staging where pinned), and the
+  // swap files' bytes on NVMe.
+  int64_t pinned_bytes() const;
+  int64_t nvme_bytes() const;
+  // Bytes read from NVMe since the last call.
+  uint64_t take_nvme_read_bytes() const;
 
  private:
   FrozenWeights(FrozenHome home) : home_(home) {}
@@ -39,6 +51,7 @@ class FrozenWeights {
   std::vector<std::vector<const at::Tensor*>> units_;
   int64_t bytes_ = 0;
   std::unique_ptr<FrozenPrefetch> prefetch_;  // host homes on a CUDA device
+  std::unique_ptr<FrozenDisk> disk_;          // kNvme
 };
 
 // The adapters LoraModel adds to the base's projections: for the projection whose weight sits at

@@ -30,9 +30,11 @@ struct MemoryFigures {
 // Starts a new peak window on `device` (CUDA's resetPeakStats); nothing on the CPU.
 void reset_step_peaks(at::Device device);
 
-// The figures now, the GPU ones being the peaks since reset_step_peaks(). `model_pinned_bytes`: page-
-// locked memory the model holds beside the engine's (a LoRA run's frozen base in pinned memory).
-MemoryFigures measure_memory(at::Device device, ZeroEngine& engine, int64_t model_pinned_bytes);
+// The figures now, the GPU ones being the peaks since reset_step_peaks(). `model_pinned_bytes` and
+// `model_nvme_bytes`: page-locked memory and swap-file bytes the model holds beside the engine's (a
+// LoRA run's frozen base in pinned memory, or on NVMe with its pinned staging).
+MemoryFigures measure_memory(at::Device device, ZeroEngine& engine, int64_t model_pinned_bytes,
+                             int64_t model_nvme_bytes);
 
 // The larger of each field (a run's peaks from its steps').
 MemoryFigures max_of(const MemoryFigures& a, const MemoryFigures& b);

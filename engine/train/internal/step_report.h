@@ -33,7 +33,9 @@ struct StepRecord {
   bool overflow = false;
   MemoryFigures memory;
   std::optional<StepTimes> times;  // the engine's breakdown, with wall_clock_breakdown
-  std::optional<NvmeTraffic> nvme_io;  // the last finished optimizer step's, with the state on NVMe
+  // The last finished optimizer step's NVMe traffic, with state on NVMe (plus a LoRA base's reads
+  // since the last line when the base is there).
+  std::optional<NvmeTraffic> nvme_io;
 };
 
 // True for the steps whose line is printed: every `every`-th, the first of the run and the last.

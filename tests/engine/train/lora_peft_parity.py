@@ -12,7 +12,8 @@ For each LoRA config of CASES:
      --export MERGED (the merged model);
   4. for the first case, tierzero again with the base and the adapters offloaded (stage 3,
      offload_param and offload_optimizer "cpu": the window pass), saving after STEPS / 2 steps and
-     resuming from that checkpoint for the rest;
+     resuming from that checkpoint for the rest, and with the base on NVMe (offload_param "nvme":
+     swap files, the adapters in host memory);
   5. for the dropout case (lora_dropout 0.1), PEFT draws its masks as tierzero does: the default
      generator seeded with tierzero's step seed (step_seed below) before each step, the forwards in
      the same order (micro-batch by micro-batch, q k v o gate up down). tierzero recomputes each
@@ -134,6 +135,11 @@ def train_peft(base_dir, lora, init_dir, tokens, dropout=None):
 OFFLOADED = {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}
 
 
+def base_on_nvme(nvme_dir):
+    """OFFLOADED with the frozen base in swap files under nvme_dir (the adapters stay in host memory)."""
+    return {**OFFLOADED, "offload_param": {"device": "nvme", "nvme_path": nvme_dir}}
+
+
 def run_tierzero(args, work, name, base_dir, lora, init_dir, zero=None, steps=STEPS, extra=()):
     """tierzero train: its losses, the --save and --export directories."""
     config = {"train_batch_size": ACCUMULATION, "train_micro_batch_size_per_gpu": 1,
@@ -232,6 +238,19 @@ def main():
                 for step, (ref, got) in enumerate(zip(ref_losses, first + rest), start=1):
                     if abs(got - ref) > LOSS_RTOL * abs(ref):
                         failures.append(f"offloaded + resumed: step {step} loss {got:.8f} vs PEFT {ref:.8f}")
+                nvme_dir = os.path.join(work, "nvme")
+                os.makedirs(nvme_dir)
+                on_nvme, _, _ = run_tierzero(args, work, "base_on_nvme", base_dir, lora, init_dir, base_on_nvme(nvme_dir))
+                print(f"base on NVMe: {len(on_nvme)} steps, last loss {on_nvme[-1]:.8f}; left in {nvme_dir}: {os.listdir(nvme_dir)}")
+                if len(on_nvme) != STEPS or os.listdir(nvme_dir):
+                    failures.append(f"base on NVMe: {len(on_nvme)} steps, files left {os.listdir(nvme_dir)}")
+                with open(os.path.join(work, "base_on_nvme.metrics.jsonl")) as f:
+                    on_disk = [r["nvme_bytes"] for r in map(json.loads, f) if r.get("type") == "step"]
+                if not on_disk or min(on_disk) <= 0:  # the base's swap file, reported as the run's NVMe bytes
+                    failures.append(f"base on NVMe: the step lines' nvme_bytes {on_disk} do not count the swap file")
+                for step, (ref, got) in enumerate(zip(ref_losses, on_nvme), start=1):
+                    if abs(got - ref) > LOSS_RTOL * abs(ref):
+                        failures.append(f"base on NVMe: step {step} loss {got:.8f} vs PEFT {ref:.8f}")
             if name == "dropout":  # offloaded: resumed halfway = unbroken, exactly; the adapter config says 0.1
                 failures += resume_draws_the_same_masks(args, work, base_dir, lora, init_dir)
                 undropped, _ = train_peft(base_dir, lora, init_dir, tokens, dropout=0.0)

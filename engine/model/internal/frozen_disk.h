@@ -1,0 +1,94 @@
+// Private to engine/model: the frozen base of a LoRA run homed on NVMe (offload_param "nvme"). Unit
+// u's weights, in the compute dtype, are record u of swap files over the offload_param.nvme_path
+// directories (offload/'s SwapFiles, one file per directory per rank, removed with the run), written
+// once at load and read back for each use through two pinned staging buffers: the unit asked for,
+// and the one expected next (the direction the requests last moved, turning at either end), read
+// ahead while the current unit computes. The unit last handed out stays on the device, so the
+// window's runs of one unit (every micro-batch through it) read and copy it once.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+#include "engine/model/functional_model.h"
+#include "offload/offload.h"
+
+namespace tierzero::engine {
+
+inline constexpr offload::SwapRole kFrozenSwap{"frozen", "zero_optimization.offload_param.nvme_path",
+                                               "frozen base unit", "frozen base weights"};
+
+class FrozenDisk {
+ public:
+  // Fills `out` (a tensor of the parameter's shape and the compute dtype, in pinned staging) with
+  // parameter `spec`'s values.
+  using ReadParam = std::function<Status(const ParamSpec& spec, at::Tensor& out)>;
+
+  // Writes every unit of `units` (each unit's parameters in the model's order; a parameter of two
+  // units is stored in both) in `dtype` through `read` into swap files per `placement` (its
+  // nvme_paths, io and rank). Errors: SwapFiles::create's (a path that is not a writable directory, a
+  // disk without room for the files: kOutOfSpace with the bytes needed and free), the writes', and
+  // `read`'s.
+  static Result<std::unique_ptr<FrozenDisk>> create(const std::vector<std::vector<ParamSpec>>& units,
+                                                    at::ScalarType dtype, const FrozenPlacement& placement,
+                                                    const ReadParam& read);
+  ~FrozenDisk();
+  FrozenDisk(const FrozenDisk&) = delete;
+  FrozenDisk& operator=(const FrozenDisk&) = delete;
+
+  // Unit u's parameters on `device` (its own copies: the staging is reused), ready for work queued
+  // on the device's current stream. Throws tierzero::Error when the read fails (the error names
+  // the file, the offset and the unit). Thread-safe.
+  std::vector<at::Tensor> unit(size_t u, at::Device device);
+
+  // Bytes of the units' weights (each unit's own, a shared parameter in each).
+  int64_t bytes() const { return bytes_; }
+  // Bytes the swap files take on disk, and "<n> file(s): path, ...".
+  uint64_t file_bytes() const { return staging_->file_bytes(); }
+  // Bytes read from the files since the last call. Thread-safe.
+  uint64_t take_read_bytes();
+  // Bytes of the two staging buffers when pinned (a GPU present), else 0.
+  int64_t pinned_staging_bytes() const {
+    return buffers_.front().is_pinned() ? 2 * static_cast<int64_t>(record_bytes_) : 0;
+  }
+  std::string describe() const { return staging_->describe(); }
+
+ private:
+  struct Slot {
+    int64_t unit = -1;      // the unit whose record the buffer holds, or is reading
+    bool reading = false;   // its read is queued and not yet waited for
+  };
+  FrozenDisk() = default;
+  // The buffer that holds or is reading unit u, else the one to read it into (not `keep`).
+  size_t slot_for(size_t u, size_t keep) const;
+  void start_read(size_t b, size_t u);
+  // Waits for buffer b's read; throws on failure.
+  void finish_read(size_t b);
+  size_t next_unit(size_t u);
+
+  std::vector<std::vector<ParamSpec>> units_;
+  std::vector<std::vector<uint64_t>> offsets_;  // each parameter's byte offset in its unit's record
+  std::vector<uint64_t> record_used_;           // bytes of each record that hold weights
+  uint64_t record_bytes_ = 0;                   // every record's size (the largest, 4096-aligned)
+  at::ScalarType dtype_ = at::kBFloat16;
+  int64_t bytes_ = 0;
+  std::vector<at::Tensor> buffers_;  // the two pinned staging buffers (bytes)
+  std::unique_ptr<offload::RecordStaging> staging_;
+  std::mutex mu_;
+  Slot slots_[2];
+  int64_t last_ = -1;  // the unit last asked for
+  int direction_ = 1;  // +1 ascending (forward), -1 descending (backward)
+  uint64_t read_bytes_ = 0;  // since the last take_read_bytes()
+  std::optional<std::pair<size_t, std::vector<at::Tensor>>> on_device_;  // the unit last handed out
+};
+
+}  // namespace tierzero::engine
