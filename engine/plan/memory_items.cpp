@@ -87,13 +87,20 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
 
 // tierzero.lora's frozen base (functional_model.h, LoRA): every weight once in the compute dtype, on the GPU or,
 // with offload_param "cpu", in host memory with the unit in use and the next one (copied ahead on a side stream)
-// on the GPU (frozen_prefetch.h).
+// on the GPU (frozen_prefetch.h); with "nvme" in swap files (a unit per record, 4096-aligned), read
+// through two pinned staging buffers of the largest unit (frozen_disk.h).
 void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (!s.lora) return;
-  const bool offloaded = zero.offload_param.device == OffloadDevice::kCpu;
-  const Tier home = !offloaded ? Tier::kGpu : zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable;
+  const bool offloaded = zero.offload_param.device != OffloadDevice::kNone;
+  const Tier home = s.frozen_nvme                 ? Tier::kNvme
+                    : !offloaded                  ? Tier::kGpu
+                    : zero.offload_param.pin_memory ? Tier::kPinned
+                                                  : Tier::kPageable;
   out.elements(home, "frozen base weights (tierzero.lora)", Phase::kResident, s.compute_bytes,
                static_cast<double>(s.frozen_parameters), "(no gradients, no optimizer state)");
+  if (s.frozen_nvme)
+    out.elements(Tier::kPinned, "frozen base: NVMe staging, 2 units", Phase::kResident, s.compute_bytes,
+                 2.0 * static_cast<double>(s.frozen_largest_unit), "(2 x the largest unit)");
   if (offloaded)
     out.elements(Tier::kGpu, "frozen base: the unit in use and the next, copied", Phase::kBackward, s.compute_bytes,
                  2.0 * static_cast<double>(s.frozen_largest_unit), "(2 x the largest unit)");

@@ -45,6 +45,11 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   std::vector<int64_t> units = unit_numels(model);
   if (config.tierzero.lora) {  // the engine's parameters are the adapters; the base is frozen beside them
     s.lora = true;
+    s.frozen_nvme = zero.offload_param.device == OffloadDevice::kNvme;
+    if (s.params_nvme) {  // only the base goes to NVMe (frozen_disk.h); the adapters stay in host memory
+      s.params_nvme = false;
+      s.params_cpu = true;
+    }
     s.frozen_parameters = std::accumulate(params.begin(), params.end(), int64_t{0});
     s.frozen_largest_unit = *std::max_element(units.begin(), units.end());
     params.clear();

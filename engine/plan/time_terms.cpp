@@ -67,6 +67,8 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // on NVMe read for every gather (as H2D above) beyond the share offload_param.max_in_cpu keeps in
   // memory, written once after the step.
   double read = static_cast<double>(s.nvme_state_moved_bytes), write = read;
+  // tierzero.lora's base on NVMe: every unit read for each pass that copies it to the GPU (above).
+  if (s.frozen_nvme) read += e * 2.0 * passes * static_cast<double>(s.frozen_parameters);
   if (s.params_nvme) {
     const double on_disk = p > 0 ? static_cast<double>(s.partition - s.params_in_cpu) / p : 0.0;
     read += e * gathered * on_disk;

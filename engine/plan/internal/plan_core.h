@@ -66,6 +66,7 @@ struct RunShape {
   // tierzero.lora: the engine's parameters above (parameters, partition, units ...) are the
   // adapters; the frozen base's elements and its largest unit are these (functional_model.h, LoRA).
   bool lora = false;
+  bool frozen_nvme = false;  // offload_param "nvme": the base in swap files; the adapters as with "cpu"
   int64_t frozen_parameters = 0;
   int64_t frozen_largest_unit = 0;
   // With tierzero.lora.lora_dropout > 0: the input features summed over one layer's adapted

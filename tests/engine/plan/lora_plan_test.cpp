@@ -54,6 +54,26 @@ TEST(LoraPlan, AdaptersAreTheTrainedParametersAndTheBaseIsFrozenInItsTier) {
   EXPECT_EQ(item_bytes(all, Tier::kPinned, "frozen base weights (tierzero.lora)"), 0u);
 }
 
+TEST(LoraPlan, BaseOnNvmeIsReadForEachPassAndTheAdaptersStayInHostMemory) {
+  const Plan p = lora_plan(R"(["q_proj", "v_proj"])", R"(, "offload_param": {"device": "nvme", "nvme_path": "/tmp"})");
+  uint64_t on_nvme = 0;
+  for (const MemoryItem& item : p.items)
+    if (item.tier == Tier::kNvme) on_nvme += item.bytes;
+  EXPECT_EQ(on_nvme, 2u * kLlama135bParams) << "only the base, in bf16: the adapters are not on NVMe";
+  EXPECT_EQ(item_bytes(p, Tier::kNvme, "frozen base weights (tierzero.lora)"), 2u * kLlama135bParams);
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "frozen base: NVMe staging, 2 units"),
+            2u * 2u * static_cast<uint64_t>(kHidden) * (32000u + 1u));  // the largest: the head unit
+  // The window (the adapters are offloaded parameters, in host memory): each unit read once for the
+  // forwards and once for the backwards, 2 x 2 B x N at the test machine's 1 GB/s, nothing written.
+  int nvme_terms = 0;
+  for (const TimeTerm& term : p.time_terms) {
+    if (term.what != "nvme") continue;
+    ++nvme_terms;
+    EXPECT_NEAR(term.seconds, 4.0 * kLlama135bParams / 1e9, 1e-6 * kLlama135bParams / 1e9) << term.detail;
+  }
+  EXPECT_EQ(nvme_terms, 1);
+}
+
 // The per-token bytes of one layer's recomputation that the activations item's formula names.
 double layer_bytes_per_token(const Plan& plan) {
   for (const MemoryItem& item : plan.items) {
