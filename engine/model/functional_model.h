@@ -149,9 +149,10 @@ std::unique_ptr<ParamSource> map_param_source(const std::map<std::string, at::Te
 Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& model_dir);
 
 // init_parameters(config, seed, kFloat, kCPU)'s values, bit for bit, without the whole model in
-// memory: built by one pass that draws every parameter in init_parameters' order and keeps only the
-// generator's state before each; read() redraws a parameter from its state and keeps the last one
-// drawn, so a source read parameter by parameter holds the largest parameter in fp32 at most.
+// memory: one generator draws the parameters in init_parameters' order as far as the reads need,
+// keeping only its state before each, so a read in that order draws each parameter once and a read
+// behind that frontier redraws from the kept state. It keeps the last parameter drawn: a source
+// read parameter by parameter holds the largest parameter in fp32 at most. Creating it draws nothing.
 std::unique_ptr<ParamSource> random_init_params(const ModelConfig& config, uint64_t seed);
 
 // check_params for a source: every parameter of `model` present with its shape.

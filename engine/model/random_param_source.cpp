@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "engine/model/functional_model.h"
 #include "engine/model/internal/init_value.h"
@@ -15,31 +16,27 @@ namespace {
 
 class RandomInitSource final : public ParamSource {
  public:
-  RandomInitSource(const ModelConfig& config, uint64_t seed) : config_(config) {
+  RandomInitSource(const ModelConfig& config, uint64_t seed)
+      : config_(config), generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {
     const std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
     for (const ParamSpec& spec : all_params(*model)) {
-      Entry entry{.spec = spec, .state = {}};
-      if (init_value_draws(spec)) entry.state = generator.get_state();
-      init_value(spec, config, generator);  // advances the generator past this parameter's draws
-      entries_.emplace(spec.name, std::move(entry));
+      index_.emplace(spec.name, entries_.size());
+      entries_.push_back(Entry{.spec = spec, .state = {}});
     }
   }
 
   std::optional<std::vector<int64_t>> shape(const std::string& name) const override {
-    auto it = entries_.find(name);
-    if (it == entries_.end()) return std::nullopt;
-    return it->second.spec.shape;
+    auto it = index_.find(name);
+    if (it == index_.end()) return std::nullopt;
+    return entries_[it->second].spec.shape;
   }
 
   Status read(const std::string& name, int64_t first, std::span<float> out) override {
-    auto it = entries_.find(name);
-    if (it == entries_.end()) return not_found("parameter " + name + " is not one of the model's");
+    auto it = index_.find(name);
+    if (it == index_.end()) return not_found("parameter " + name + " is not one of the model's");
     if (cached_name_ != name) {
       cached_ = at::Tensor();  // one parameter held at a time
-      at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
-      if (it->second.state.defined()) generator.set_state(it->second.state);
-      cached_ = init_value(it->second.spec, config_, generator).reshape(-1);
+      cached_ = draw(it->second).reshape(-1);
       cached_name_ = name;
     }
     const auto count = static_cast<int64_t>(out.size());
@@ -53,10 +50,35 @@ class RandomInitSource final : public ParamSource {
  private:
   struct Entry {
     ParamSpec spec;
-    at::Tensor state;  // the generator's state before the parameter's draws; undefined for constants
+    at::Tensor state;  // the generator's state before the parameter's draws, once known; undefined for constants
   };
+
+  // Parameter k's value. The parameters are drawn from one generator in all_params order, so k's
+  // start state is known once every parameter before it was drawn: the frontier moves forward only
+  // as far as a read needs (a read in order draws each parameter once), and a parameter behind it
+  // is drawn again from its recorded state.
+  at::Tensor draw(size_t k) {
+    for (; frontier_ < k; ++frontier_) advance_past(frontier_);
+    if (k == frontier_) {
+      ++frontier_;
+      return advance_past(k);
+    }
+    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
+    if (entries_[k].state.defined()) generator.set_state(entries_[k].state);
+    return init_value(entries_[k].spec, config_, generator);
+  }
+
+  // Records parameter k's start state and draws it with the frontier's generator (k == frontier_).
+  at::Tensor advance_past(size_t k) {
+    if (init_value_draws(entries_[k].spec)) entries_[k].state = generator_.get_state();
+    return init_value(entries_[k].spec, config_, generator_);
+  }
+
   ModelConfig config_;
-  std::map<std::string, Entry> entries_;
+  std::vector<Entry> entries_;  // all_params order
+  std::map<std::string, size_t> index_;
+  at::Generator generator_;  // at the start of parameter frontier_'s draws
+  size_t frontier_ = 0;
   std::string cached_name_;
   at::Tensor cached_;  // the last parameter read, whole, fp32
 };
