@@ -16,7 +16,9 @@
 // recomputation, the same kernels), and their fp32 sum in micro-batch order is the sum the device
 // gradient accumulator forms (offloaded_grads.h), so on one rank a run is the same bits as that
 // path — except for a tied weight (a parameter of two units), whose two uses are summed over the
-// micro-batches separately and then added, instead of use by use. With more ranks each rank's window
+// micro-batches separately and then added, instead of use by use, and for a model with a random
+// forward (LoRA dropout), whose draws come unit-major here: other masks, each replayed by its own
+// recomputation (rng_replay.h). With more ranks each rank's window
 // sum is reduced once, where that path reduces every micro-batch: the same sums in another fp32 order.
 // Device memory: every micro-batch's input of every body unit (as the unit-major forward keeps), one
 // output gradient per micro-batch, and one unit's fp32 gradient sums.
