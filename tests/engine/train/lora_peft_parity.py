@@ -21,7 +21,8 @@ For each LoRA config of CASES:
      and so the losses from step 2 on would leave PEFT's. Offloaded (the window pass: the forwards
      unit-major, other masks than PEFT's), a run saved halfway and resumed equals the unbroken
      run's losses exactly (the masks are a function of --seed, the step and the rank).
-Pass criteria (issue 26): every step's loss of every tierzero run within LOSS_RTOL of PEFT's; SAVE loads with
+Pass criteria (issue 26): every step's loss of every tierzero run but the dropout case's offloaded
+ones within LOSS_RTOL of PEFT's (PEFT without dropout must differ by 10x that); SAVE loads with
 peft.PeftModel.from_pretrained, and its merge_and_unload() logits equal those of MERGED loaded by
 transformers (LOGITS_ATOL), and the trained adapters equal PEFT's: each tensor's distance from
 PEFT's within ADAPTER_RTOL of how far PEFT's moved from the start (after one step the two agree to
