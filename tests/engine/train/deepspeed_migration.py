@@ -23,7 +23,8 @@ AdamW passed to deepspeed.initialize, so no DeepSpeed op is compiled.
 --device cuda (the GPU box): DeepSpeed on its CUDA accelerator over NCCL, one GPU per rank, and tierzero
 on the GPU as `train` picks it; cpu (default): DeepSpeed's CPU accelerator over gloo, and tierzero sees no
 GPU (CUDA_VISIBLE_DEVICES empty).
-Exit 0 when every check passes, 1 when one fails, 77 (ctest's skip) without deepspeed.
+Exit 0 when every check passes, 1 when one fails, 77 (ctest's skip) without deepspeed, or for fp16 on
+a CPU where DeepSpeed's CPU accelerator refuses fp16 (no oneDNN fp16: AVX512-FP16 / AMX-FP16).
 """
 import argparse
 import json
@@ -252,6 +253,11 @@ def ds_main(args):
             json.dump({"losses": losses}, f)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+    # Done, results written: leave without the interpreter's teardown, where DeepSpeed's CPU comm
+    # threads have aborted a finished rank ("terminate called without an active exception").
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---- the driver ------------------------------------------------------------------------------------
@@ -354,12 +360,27 @@ def compare(label, names, ref_losses, losses, ref_master, master, results):
     return ok
 
 
+def cpu_fp16_supported():
+    """Whether DeepSpeed's CPU accelerator runs fp16 here (its is_fp16_supported(): oneDNN's fp16)."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def driver(args):
     try:
         import deepspeed  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as e:
         print(f"skipped: {e}")
+        return 77
+    if DTYPE == "fp16" and DEVICE == "cpu" and not cpu_fp16_supported():
+        print("skipped: DeepSpeed's CPU accelerator refuses fp16 on this CPU (torch.ops.mkldnn."
+              "_is_mkldnn_fp16_supported() is False: oneDNN needs AVX512-FP16 or AMX-FP16); run it on such a CPU "
+              "or with --device cuda")
         return 77
     work = args.work or tempfile.mkdtemp(prefix="tz_ds_migration_")
     os.makedirs(work, exist_ok=True)
