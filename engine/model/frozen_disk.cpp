@@ -4,11 +4,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <c10/util/accumulate.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <span>
 #include <utility>
+
+#include "engine/model/internal/unit_order.h"
 
 namespace tierzero::engine {
 namespace {
@@ -17,10 +20,10 @@ constexpr uint64_t kTensorAlignment = 64;  // each parameter's offset in its rec
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
-int64_t numel_of(const ParamSpec& spec) {
-  int64_t n = 1;
-  for (int64_t d : spec.shape) n *= d;
-  return n;
+// Parameter `spec`'s view into `record` (bytes, on any device) at `offset`.
+at::Tensor view_in(const at::Tensor& record, uint64_t offset, const ParamSpec& spec, at::ScalarType dtype) {
+  const auto bytes = static_cast<int64_t>(c10::multiply_integers(spec.shape) * at::elementSize(dtype));
+  return record.narrow(0, static_cast<int64_t>(offset), bytes).view(dtype).view(spec.shape);
 }
 
 }  // namespace
@@ -37,7 +40,7 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
     uint64_t used = 0;
     for (const ParamSpec& spec : unit) {
       offsets.push_back(used);
-      const uint64_t bytes = static_cast<uint64_t>(numel_of(spec)) * element;
+      const uint64_t bytes = c10::multiply_integers(spec.shape) * element;
       disk->bytes_ += static_cast<int64_t>(bytes);
       used = round_up(used + bytes, kTensorAlignment);
     }
@@ -63,9 +66,8 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
   for (size_t u = 0; u < units.size(); ++u) {
     const size_t b = u % 2;
     TZ_RETURN_IF_ERROR(disk->staging_->wait_write(b));
-    std::byte* base = reinterpret_cast<std::byte*>(disk->buffers_[b].data_ptr());
     for (size_t i = 0; i < units[u].size(); ++i) {
-      at::Tensor view = at::from_blob(base + disk->offsets_[u][i], units[u][i].shape, at::TensorOptions().dtype(dtype));
+      at::Tensor view = view_in(disk->buffers_[b], disk->offsets_[u][i], units[u][i], dtype);
       TZ_RETURN_IF_ERROR(read(units[u][i], view));
     }
     disk->staging_->write(b, static_cast<int64_t>(u), disk->record_used_[u]);
@@ -76,10 +78,10 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
 
 FrozenDisk::~FrozenDisk() = default;  // the staging waits for what is in flight and removes the files
 
-size_t FrozenDisk::slot_for(size_t u, size_t keep) const {
+size_t FrozenDisk::slot_for(size_t u) const {
   for (size_t b = 0; b < 2; ++b)
     if (slots_[b].unit == static_cast<int64_t>(u)) return b;
-  return 1 - keep;
+  return slots_[0].reading ? 1 : 0;  // not over the read ahead, which may still be in flight
 }
 
 void FrozenDisk::start_read(size_t b, size_t u) {
@@ -103,14 +105,6 @@ void FrozenDisk::finish_read(size_t b) {
   }
 }
 
-size_t FrozenDisk::next_unit(size_t u) {
-  if (last_ >= 0 && static_cast<int64_t>(u) != last_) direction_ = static_cast<int64_t>(u) > last_ ? 1 : -1;
-  last_ = static_cast<int64_t>(u);
-  const int64_t next = static_cast<int64_t>(u) + direction_;
-  if (next < 0 || next >= static_cast<int64_t>(units_.size())) return u - direction_;  // turn at either end
-  return static_cast<size_t>(next);
-}
-
 std::vector<at::Tensor> FrozenDisk::unit(size_t u, at::Device device) {
   std::lock_guard<std::mutex> lock(mu_);
   if (u >= units_.size())
@@ -118,20 +112,19 @@ std::vector<at::Tensor> FrozenDisk::unit(size_t u, at::Device device) {
   if (on_device_ && on_device_->first == u && !on_device_->second.empty() &&
       on_device_->second.front().device() == device)
     return on_device_->second;
-  const size_t keep = last_ >= 0 ? slot_for(static_cast<size_t>(last_), 0) : 1;
-  const size_t b = slot_for(u, keep);
+  const size_t b = slot_for(u);
   if (slots_[b].unit != static_cast<int64_t>(u)) start_read(b, u);
   if (slots_[b].reading) finish_read(b);
-  std::byte* base = reinterpret_cast<std::byte*>(buffers_[b].data_ptr());
+  // The whole record in one copy the staging's next read cannot touch (synchronous: the buffer is
+  // reused), its parameters views into it.
+  const at::Tensor staged = buffers_[b].narrow(0, 0, static_cast<int64_t>(record_used_[u]));
+  const at::Tensor record = device.is_cpu() ? staged.clone() : staged.to(device, /*non_blocking=*/false);
   std::vector<at::Tensor> out;
   out.reserve(units_[u].size());
-  for (size_t i = 0; i < units_[u].size(); ++i) {
-    const at::Tensor staged = at::from_blob(base + offsets_[u][i], units_[u][i].shape, at::TensorOptions().dtype(dtype_));
-    // A copy the staging's next read cannot touch: synchronous to the device (the buffer is reused).
-    out.push_back(device.is_cpu() ? staged.clone() : staged.to(device, /*non_blocking=*/false));
-  }
+  for (size_t i = 0; i < units_[u].size(); ++i) out.push_back(view_in(record, offsets_[u][i], units_[u][i], dtype_));
   on_device_.emplace(u, out);
-  const size_t next = next_unit(u);
+  const size_t next = next_unit(u, last_ < 0 || static_cast<int64_t>(u) > last_, units_.size());
+  last_ = static_cast<int64_t>(u);
   if (next != u && slots_[1 - b].unit != static_cast<int64_t>(next)) start_read(1 - b, next);  // read ahead
   return out;
 }

@@ -8,17 +8,13 @@
 
 #include <utility>
 
+#include "engine/model/internal/unit_order.h"
+
 namespace tierzero::engine {
 namespace {
 
 c10::Stream current_stream(at::Device device) {
   return c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
-}
-
-// The unit after `u` when the requests last moved up (`ascending`) or down, turning at either end.
-size_t next_unit(size_t u, bool ascending, size_t num_units) {
-  if (ascending) return u + 1 < num_units ? u + 1 : (u > 0 ? u - 1 : u);
-  return u > 0 ? u - 1 : (u + 1 < num_units ? u + 1 : u);
 }
 
 }  // namespace

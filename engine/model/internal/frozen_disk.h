@@ -68,12 +68,11 @@ class FrozenDisk {
     bool reading = false;   // its read is queued and not yet waited for
   };
   FrozenDisk() = default;
-  // The buffer that holds or is reading unit u, else the one to read it into (not `keep`).
-  size_t slot_for(size_t u, size_t keep) const;
+  // The buffer that holds or is reading unit u, else the one to read it into.
+  size_t slot_for(size_t u) const;
   void start_read(size_t b, size_t u);
   // Waits for buffer b's read; throws on failure.
   void finish_read(size_t b);
-  size_t next_unit(size_t u);
 
   std::vector<std::vector<ParamSpec>> units_;
   std::vector<std::vector<uint64_t>> offsets_;  // each parameter's byte offset in its unit's record
@@ -85,8 +84,7 @@ class FrozenDisk {
   std::unique_ptr<offload::RecordStaging> staging_;
   std::mutex mu_;
   Slot slots_[2];
-  int64_t last_ = -1;  // the unit last asked for
-  int direction_ = 1;  // +1 ascending (forward), -1 descending (backward)
+  int64_t last_ = -1;  // the unit last read and copied
   uint64_t read_bytes_ = 0;  // since the last take_read_bytes()
   std::optional<std::pair<size_t, std::vector<at::Tensor>>> on_device_;  // the unit last handed out
 };
