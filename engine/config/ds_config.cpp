@@ -49,6 +49,8 @@ LossScalerConfig DsConfig::loss_scaler_config() const {
   return fp16.enabled ? fp16.loss_scaler : LossScalerConfig::unit();
 }
 
+bool DsConfig::param_shard_on_nvme() const { return zero.offload_param.device == OffloadDevice::kNvme && !tierzero.lora; }
+
 Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints& hints) {
   if (!json.is_object()) return invalid_argument("a ds_config must be a JSON object ({...}), got " + json.dump());
   using namespace detail;

@@ -312,6 +312,9 @@ struct DsConfig {
   Precision precision() const;
   // The loss scaler this config asks for: fp16's, or LossScalerConfig::unit() otherwise.
   LossScalerConfig loss_scaler_config() const;
+  // Whether the engine's parameter shard lives on NVMe: offload_param "nvme", except in a
+  // tierzero.lora run, whose adapters stay in host memory and whose frozen base goes there instead.
+  bool param_shard_on_nvme() const;
 };
 
 // ---- The key registry ----------------------------------------------------------------------

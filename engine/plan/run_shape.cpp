@@ -27,8 +27,8 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   const ZeroConfig& zero = config.zero;
   s.optimizer_cpu = zero.offload_optimizer.device == OffloadDevice::kCpu;
   s.optimizer_nvme = zero.offload_optimizer.device == OffloadDevice::kNvme;
-  s.params_cpu = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kCpu;
-  s.params_nvme = zero.stage == 3 && zero.offload_param.device == OffloadDevice::kNvme;
+  s.params_nvme = zero.stage == 3 && config.param_shard_on_nvme();
+  s.params_cpu = zero.stage == 3 && zero.offload_param.device != OffloadDevice::kNone && !s.params_nvme;
   s.compute_on_cpu = options.compute_on_cpu;
   s.weights_from_checkpoint = options.weights_from_checkpoint;
   // The compact layouts only in the offloaded optimizers (the engine refuses them on the GPU).
@@ -46,10 +46,6 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   if (config.tierzero.lora) {  // the engine's parameters are the adapters; the base is frozen beside them
     s.lora = true;
     s.frozen_nvme = zero.offload_param.device == OffloadDevice::kNvme;
-    if (s.params_nvme) {  // only the base goes to NVMe (frozen_disk.h); the adapters stay in host memory
-      s.params_nvme = false;
-      s.params_cpu = true;
-    }
     s.frozen_parameters = std::accumulate(params.begin(), params.end(), int64_t{0});
     s.frozen_largest_unit = *std::max_element(units.begin(), units.end());
     params.clear();

@@ -55,9 +55,7 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   partition.max_live_numel = static_cast<int64_t>(config.zero.max_live_parameters);
   partition.max_reuse_distance = static_cast<int64_t>(config.zero.max_reuse_distance);
   partition.offload_params = config.zero.offload_param.device != OffloadDevice::kNone;
-  // A LoRA run's engine parameters are its adapters, kept in host memory as with offload_param "cpu":
-  // only its frozen base goes to NVMe (frozen_disk.h).
-  if (config.zero.offload_param.device == OffloadDevice::kNvme && !config.tierzero.lora)
+  if (config.param_shard_on_nvme())
     options.nvme_params = {.paths = config.zero.offload_param.nvme_paths,
                            .buffer_count = static_cast<int>(config.zero.offload_param.buffer_count),
                            .buffer_numel = static_cast<int64_t>(config.zero.offload_param.buffer_size),
