@@ -1,5 +1,5 @@
-// FrozenDisk (internal/frozen_disk.h): a LoRA run's frozen base in swap files on NVMe, a unit per
-// record, read back through two pinned staging buffers.
+// FrozenDisk (internal/frozen_disk.h): a LoRA run's frozen base in swap files on NVMe, each unit in
+// consecutive fixed-size records, read back through two pinned staging halves.
 #include "engine/model/internal/frozen_disk.h"
 
 #include <ATen/ATen.h>
@@ -16,7 +16,7 @@
 namespace tierzero::engine {
 namespace {
 
-constexpr uint64_t kTensorAlignment = 64;  // each parameter's offset in its record
+constexpr uint64_t kTensorAlignment = 64;  // each parameter's offset in its unit's bytes
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
@@ -30,7 +30,7 @@ at::Tensor view_in(const at::Tensor& record, uint64_t offset, const ParamSpec& s
 
 Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::vector<ParamSpec>>& units,
                                                        at::ScalarType dtype, const FrozenPlacement& placement,
-                                                       const ReadParam& read) {
+                                                       const ReadParam& read, uint64_t max_record_bytes) {
   std::unique_ptr<FrozenDisk> disk(new FrozenDisk());
   disk->units_ = units;
   disk->dtype_ = dtype;
@@ -45,35 +45,63 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
       used = round_up(used + bytes, kTensorAlignment);
     }
     disk->offsets_.push_back(std::move(offsets));
-    disk->record_used_.push_back(round_up(std::max<uint64_t>(used, 1), offload::SwapFiles::kRecordAlignment));
-    disk->record_bytes_ = std::max(disk->record_bytes_, disk->record_used_.back());
+    disk->unit_bytes_.push_back(round_up(std::max<uint64_t>(used, 1), offload::SwapFiles::kRecordAlignment));
   }
+  const uint64_t largest = *std::max_element(disk->unit_bytes_.begin(), disk->unit_bytes_.end());
+  disk->chunk_bytes_ = std::min(round_up(max_record_bytes, offload::SwapFiles::kRecordAlignment), largest);
+  int64_t records = 0;
+  for (uint64_t bytes : disk->unit_bytes_) {
+    disk->first_record_.push_back(records);
+    records += static_cast<int64_t>((bytes + disk->chunk_bytes_ - 1) / disk->chunk_bytes_);
+  }
+  disk->chunks_per_half_ = (largest + disk->chunk_bytes_ - 1) / disk->chunk_bytes_;
+  // Two halves of the largest unit, registered chunk by chunk: staging span h * chunks_per_half + c
+  // holds chunk c of the unit in half h.
   const at::TensorOptions bytes_options = at::TensorOptions().dtype(at::kByte).pinned_memory(at::hasCUDA());
   std::vector<std::span<std::byte>> spans;
-  for (int b = 0; b < 2; ++b) {
-    disk->buffers_.push_back(at::empty({static_cast<int64_t>(disk->record_bytes_)}, bytes_options));
-    spans.emplace_back(reinterpret_cast<std::byte*>(disk->buffers_.back().data_ptr()), disk->record_bytes_);
+  for (int h = 0; h < 2; ++h) {
+    disk->buffers_.push_back(
+        at::empty({static_cast<int64_t>(disk->chunks_per_half_ * disk->chunk_bytes_)}, bytes_options));
+    auto* base = reinterpret_cast<std::byte*>(disk->buffers_.back().data_ptr());
+    for (size_t c = 0; c < disk->chunks_per_half_; ++c) spans.emplace_back(base + c * disk->chunk_bytes_, disk->chunk_bytes_);
   }
-  TZ_ASSIGN_OR_RETURN(disk->staging_, offload::RecordStaging::create(
-                                          spans, {.paths = placement.nvme_paths,
-                                                  .io = placement.io,
-                                                  .rank = placement.rank,
-                                                  .records = static_cast<int64_t>(units.size()),
-                                                  .record_bytes = disk->record_bytes_,
-                                                  .role = kFrozenSwap,
-                                                  .first_named = 0}));
-  // Each unit filled into one buffer while the other's write is in flight.
+  TZ_ASSIGN_OR_RETURN(disk->staging_, offload::RecordStaging::create(spans, {.paths = placement.nvme_paths,
+                                                                           .io = placement.io,
+                                                                           .rank = placement.rank,
+                                                                           .records = records,
+                                                                           .record_bytes = disk->chunk_bytes_,
+                                                                           .role = kFrozenSwap,
+                                                                           .first_named = 0}));
+  // Each unit filled into one half while the other's writes are in flight.
   for (size_t u = 0; u < units.size(); ++u) {
-    const size_t b = u % 2;
-    TZ_RETURN_IF_ERROR(disk->staging_->wait_write(b));
+    const size_t h = u % 2;
+    if (u >= 2) TZ_RETURN_IF_ERROR(disk->wait_chunks(h, u - 2, /*reads=*/false));
     for (size_t i = 0; i < units[u].size(); ++i) {
-      at::Tensor view = view_in(disk->buffers_[b], disk->offsets_[u][i], units[u][i], dtype);
+      at::Tensor view = view_in(disk->buffers_[h], disk->offsets_[u][i], units[u][i], dtype);
       TZ_RETURN_IF_ERROR(read(units[u][i], view));
     }
-    disk->staging_->write(b, static_cast<int64_t>(u), disk->record_used_[u]);
+    disk->for_each_chunk(h, u, [&](size_t span, int64_t record, uint64_t bytes) {
+      disk->staging_->write(span, record, bytes);
+    });
   }
-  for (size_t b = 0; b < 2; ++b) TZ_RETURN_IF_ERROR(disk->staging_->wait_write(b));
+  for (size_t u = units.size() >= 2 ? units.size() - 2 : 0; u < units.size(); ++u)
+    TZ_RETURN_IF_ERROR(disk->wait_chunks(u % 2, u, /*reads=*/false));
   return disk;
+}
+
+void FrozenDisk::for_each_chunk(size_t h, size_t u,
+                                const std::function<void(size_t span, int64_t record, uint64_t bytes)>& f) const {
+  for (uint64_t begin = 0, c = 0; begin < unit_bytes_[u]; begin += chunk_bytes_, ++c)
+    f(h * chunks_per_half_ + c, first_record_[u] + static_cast<int64_t>(c), std::min(chunk_bytes_, unit_bytes_[u] - begin));
+}
+
+Status FrozenDisk::wait_chunks(size_t h, size_t u, bool reads) {
+  Status first;
+  for_each_chunk(h, u, [&](size_t span, int64_t, uint64_t) {
+    const Status status = reads ? staging_->wait_read(span) : staging_->wait_write(span);
+    if (first.ok() && !status.ok()) first = status;
+  });
+  return first;
 }
 
 FrozenDisk::~FrozenDisk() = default;  // the staging waits for what is in flight and removes the files
@@ -86,9 +114,9 @@ size_t FrozenDisk::slot_for(size_t u) const {
 
 void FrozenDisk::start_read(size_t b, size_t u) {
   if (slots_[b].reading) finish_read(b);  // a read queued ahead that was not used: let it land first
-  staging_->read(b, static_cast<int64_t>(u), 0, record_used_[u]);
+  for_each_chunk(b, u, [&](size_t span, int64_t record, uint64_t bytes) { staging_->read(span, record, 0, bytes); });
   slots_[b] = {.unit = static_cast<int64_t>(u), .reading = true};
-  read_bytes_ += record_used_[u];
+  read_bytes_ += unit_bytes_[u];
 }
 
 uint64_t FrozenDisk::take_read_bytes() {
@@ -98,7 +126,7 @@ uint64_t FrozenDisk::take_read_bytes() {
 
 void FrozenDisk::finish_read(size_t b) {
   slots_[b].reading = false;
-  const Status status = staging_->wait_read(b);
+  const Status status = wait_chunks(b, static_cast<size_t>(slots_[b].unit), /*reads=*/true);
   if (!status.ok()) {
     slots_[b].unit = -1;
     throw Error(status);
@@ -117,7 +145,7 @@ std::vector<at::Tensor> FrozenDisk::unit(size_t u, at::Device device) {
   if (slots_[b].reading) finish_read(b);
   // The whole record in one copy the staging's next read cannot touch (synchronous: the buffer is
   // reused), its parameters views into it.
-  const at::Tensor staged = buffers_[b].narrow(0, 0, static_cast<int64_t>(record_used_[u]));
+  const at::Tensor staged = buffers_[b].narrow(0, 0, static_cast<int64_t>(unit_bytes_[u]));
   const at::Tensor record = device.is_cpu() ? staged.clone() : staged.to(device, /*non_blocking=*/false);
   std::vector<at::Tensor> out;
   out.reserve(units_[u].size());

@@ -1,7 +1,9 @@
 // Private to engine/model: the frozen base of a LoRA run homed on NVMe (offload_param "nvme"). Unit
-// u's weights, in the compute dtype, are record u of swap files over the offload_param.nvme_path
-// directories (offload/'s SwapFiles, one file per directory per rank, removed with the run), written
-// once at load and read back for each use through two pinned staging buffers: the unit asked for,
+// u's weights, in the compute dtype, fill consecutive records (of up to 32 MiB: kMaxRecordBytes) of
+// swap files over the
+// offload_param.nvme_path directories (offload/'s SwapFiles, one file per directory per rank, removed
+// with the run), written once at load and read back for each use through two pinned staging halves,
+// each the size of the largest unit: the unit asked for,
 // and the one expected next (the direction the requests last moved, turning at either end), read
 // ahead while the current unit computes. The unit last handed out stays on the device, so the
 // window's runs of one unit (every micro-batch through it) read and copy it once.
@@ -33,14 +35,19 @@ class FrozenDisk {
   // parameter `spec`'s values.
   using ReadParam = std::function<Status(const ParamSpec& spec, at::Tensor& out)>;
 
+  // A swap-file record: every record of a swap file takes the same room and units differ in size
+  // (an embedding is several layers), so a unit spans consecutive records of at most this many bytes.
+  static constexpr uint64_t kMaxRecordBytes = 32ull << 20;
+
   // Writes every unit of `units` (each unit's parameters in the model's order; a parameter of two
   // units is stored in both) in `dtype` through `read` into swap files per `placement` (its
-  // nvme_paths, io and rank). Errors: SwapFiles::create's (a path that is not a writable directory, a
+  // nvme_paths, io and rank), in records of `max_record_bytes` (rounded up to 4096; the largest
+  // unit when smaller). Errors: SwapFiles::create's (a path that is not a writable directory, a
   // disk without room for the files: kOutOfSpace with the bytes needed and free), the writes', and
   // `read`'s.
   static Result<std::unique_ptr<FrozenDisk>> create(const std::vector<std::vector<ParamSpec>>& units,
                                                     at::ScalarType dtype, const FrozenPlacement& placement,
-                                                    const ReadParam& read);
+                                                    const ReadParam& read, uint64_t max_record_bytes = kMaxRecordBytes);
   ~FrozenDisk();
   FrozenDisk(const FrozenDisk&) = delete;
   FrozenDisk& operator=(const FrozenDisk&) = delete;
@@ -52,35 +59,42 @@ class FrozenDisk {
 
   // Bytes of the units' weights (each unit's own, a shared parameter in each).
   int64_t bytes() const { return bytes_; }
-  // Bytes the swap files take on disk, and "<n> file(s): path, ...".
+  // Bytes the swap files take on disk (the units' bytes, each rounded up to whole records), and
+  // "<n> file(s): path, ...".
   uint64_t file_bytes() const { return staging_->file_bytes(); }
   // Bytes read from the files since the last call. Thread-safe.
   uint64_t take_read_bytes();
   // Bytes of the two staging buffers when pinned (a GPU present), else 0.
   int64_t pinned_staging_bytes() const {
-    return buffers_.front().is_pinned() ? 2 * static_cast<int64_t>(record_bytes_) : 0;
+    return buffers_.front().is_pinned() ? 2 * static_cast<int64_t>(buffers_.front().nbytes()) : 0;
   }
   std::string describe() const { return staging_->describe(); }
 
  private:
   struct Slot {
-    int64_t unit = -1;      // the unit whose record the buffer holds, or is reading
-    bool reading = false;   // its read is queued and not yet waited for
+    int64_t unit = -1;      // the unit whose records the half holds, or is reading
+    bool reading = false;   // its reads are queued and not yet waited for
   };
   FrozenDisk() = default;
-  // The buffer that holds or is reading unit u, else the one to read it into.
+  // Calls f(staging span, record, bytes) for each chunk of unit u in half h.
+  void for_each_chunk(size_t h, size_t u, const std::function<void(size_t span, int64_t record, uint64_t bytes)>& f) const;
+  // Waits for the reads (or writes) of unit u's chunks in half h; the first error.
+  Status wait_chunks(size_t h, size_t u, bool reads);
+  // The half that holds or is reading unit u, else the one to read it into.
   size_t slot_for(size_t u) const;
   void start_read(size_t b, size_t u);
-  // Waits for buffer b's read; throws on failure.
+  // Waits for half b's reads; throws on failure.
   void finish_read(size_t b);
 
   std::vector<std::vector<ParamSpec>> units_;
-  std::vector<std::vector<uint64_t>> offsets_;  // each parameter's byte offset in its unit's record
-  std::vector<uint64_t> record_used_;           // bytes of each record that hold weights
-  uint64_t record_bytes_ = 0;                   // every record's size (the largest, 4096-aligned)
+  std::vector<std::vector<uint64_t>> offsets_;  // each parameter's byte offset in its unit's bytes
+  std::vector<uint64_t> unit_bytes_;            // each unit's bytes, 4096-aligned
+  std::vector<int64_t> first_record_;           // each unit's first record
+  uint64_t chunk_bytes_ = 0;                    // a record: max_record_bytes, or the largest unit when smaller
+  size_t chunks_per_half_ = 0;                  // the largest unit's records
   at::ScalarType dtype_ = at::kBFloat16;
   int64_t bytes_ = 0;
-  std::vector<at::Tensor> buffers_;  // the two pinned staging buffers (bytes)
+  std::vector<at::Tensor> buffers_;  // the two pinned staging halves (bytes)
   std::unique_ptr<offload::RecordStaging> staging_;
   std::mutex mu_;
   Slot slots_[2];
