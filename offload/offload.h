@@ -94,8 +94,8 @@ class PinnedHostPool {
 // <path>/tierzero-<role>-r<rank>.swap, preallocated at creation and removed when the swap goes. Three
 // roles use them: the optimizer (nvme_offload_adam.h: record k is sub-group k's fp32 master, exp_avg
 // and exp_avg_sq back to back), the parameters (nvme_params.h: record k is the 16-bit compute
-// weights of the same sub-group) and a LoRA run's frozen base (engine/model's frozen_disk.h: record
-// k is unit k's weights in the compute dtype). A record is striped over the paths: record bytes [p*P, (p+1)*P)
+// weights of the same sub-group) and a LoRA run's frozen base (engine/model's frozen_disk.h: each
+// unit's weights in consecutive records). A record is striped over the paths: record bytes [p*P, (p+1)*P)
 // are in path p's file at offset k*P, P being the largest record split evenly over the paths and
 // rounded up to 4096 bytes — so every record keeps a stable place, every device carries an equal
 // share of every transfer, and offsets stay aligned for O_DIRECT.

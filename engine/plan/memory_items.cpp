@@ -87,8 +87,8 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
 
 // tierzero.lora's frozen base (functional_model.h, LoRA): every weight once in the compute dtype, on the GPU or,
 // with offload_param "cpu", in host memory with the unit in use and the next one (copied ahead on a side stream)
-// on the GPU (frozen_prefetch.h); with "nvme" in swap files (a unit per record, 4096-aligned), read
-// through two pinned staging buffers of the largest unit (frozen_disk.h).
+// on the GPU (frozen_prefetch.h); with "nvme" in swap files, read through two pinned staging buffers of the
+// largest unit (frozen_disk.h: each unit in consecutive records of up to 32 MiB, whose rounding is not counted).
 void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (!s.lora) return;
   const bool offloaded = zero.offload_param.device != OffloadDevice::kNone;
