@@ -65,8 +65,12 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
     auto* base = reinterpret_cast<std::byte*>(disk->buffers_.back().data_ptr());
     for (size_t c = 0; c < disk->chunks_per_half_; ++c) spans.emplace_back(base + c * disk->chunk_bytes_, disk->chunk_bytes_);
   }
+  // Not registered as io_uring fixed buffers: a 14B model's halves are ~100 spans of 32 MiB, past
+  // the IoEngine's 64 fixed-buffer slots.
+  nvme::IoConfig io = placement.io;
+  io.register_buffers = false;
   TZ_ASSIGN_OR_RETURN(disk->staging_, offload::RecordStaging::create(spans, {.paths = placement.nvme_paths,
-                                                                           .io = placement.io,
+                                                                           .io = io,
                                                                            .rank = placement.rank,
                                                                            .records = records,
                                                                            .record_bytes = disk->chunk_bytes_,
