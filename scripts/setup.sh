@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing on Debian 12 (as root), then configures and builds tierzero in build/.
-#   scripts/setup.sh          install + build
-#   scripts/setup.sh --test   install + build + run every test (ctest), then build the fuzz
-#                             harnesses (clang-14, build-fuzz/) and run each for 20 s; what CI runs
+#   scripts/setup.sh          install what the programs need (Debian packages, the torch wheel) and
+#                             build only the programs (`tierzero`, `tierzero-torch`): the main job
+#   scripts/setup.sh --test   also install the test references (DeepSpeed, transformers, PEFT, ...),
+#                             build everything, run every test (ctest), then build the fuzz harnesses
+#                             (clang-14, build-fuzz/) and run each for 20 s; what CI runs
 # Idempotent: with everything present it only (re)builds. LibTorch comes from the PyPI torch wheel,
 # installed into the first python3 that already has it, else into a venv under ~/.cache/tierzero.
 set -euo pipefail
@@ -31,7 +33,9 @@ if ((${#missing[@]})); then
 fi
 
 torch_version=2.11.0
-python_packages=("torch==${torch_version}" numpy safetensors transformers deepspeed tensorboard gguf accelerate peft)
+python_packages=("torch==${torch_version}")
+# The test references (only for --test): see the loop below.
+((run_tests)) && python_packages+=(numpy safetensors transformers deepspeed tensorboard gguf accelerate peft)
 has_torch() { "$1" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_version}')" 2>/dev/null; }
 python=python3
 if ! has_torch "$python"; then
@@ -63,7 +67,13 @@ llama_sdist="$HOME/.cache/tierzero/llama_cpp_python-0.3.36.tar.gz"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$python")" \
   -DTIERZERO_LLAMA_CPP_SDIST="$llama_sdist" > build.log 2>&1 \
   || { cat build.log; echo "setup: cmake configure failed (log above)"; exit 1; }
-cmake --build build --parallel "$(nproc)"
+# The main job needs the two programs alone (tierzero hands train to tierzero-torch); the tests
+# need everything.
+if ((run_tests)); then
+  cmake --build build --parallel "$(nproc)"
+else
+  cmake --build build --parallel "$(nproc)" --target tierzero tierzero-torch
+fi
 
 if ((run_tests)); then
   export TIERZERO_PYTHON="$(command -v "$python")" TIERZERO_NO_PROGRESS=1
