@@ -13,11 +13,14 @@ fio_prefix="$PWD/.device/fio"
 if [[ ! -f "$prefix/.unpacked" ]]; then
   mkdir -p "$prefix" "$fio_prefix"
   for deb in .debs/*.deb; do dpkg -x "$deb" "$prefix"; done
-  # fio's libraries are older Debian builds of system libraries: only fio itself sees them.
-  for deb in .debs/fio/*.deb; do dpkg -x "$deb" "$fio_prefix"; done
-  fio_libs="$fio_prefix/usr/lib/x86_64-linux-gnu:$fio_prefix/lib/x86_64-linux-gnu:$fio_prefix/usr/lib/x86_64-linux-gnu/ceph"
-  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$fio_libs" "$fio_prefix/usr/bin/fio" > "$prefix/usr/bin/fio"
-  chmod +x "$prefix/usr/bin/fio"
+  # fio's libraries are older Debian builds of system libraries: only fio itself sees them. A run
+  # that needs no fio (tests, training) may leave .debs/fio behind to carry less.
+  if compgen -G ".debs/fio/*.deb" >/dev/null; then
+    for deb in .debs/fio/*.deb; do dpkg -x "$deb" "$fio_prefix"; done
+    fio_libs="$fio_prefix/usr/lib/x86_64-linux-gnu:$fio_prefix/lib/x86_64-linux-gnu:$fio_prefix/usr/lib/x86_64-linux-gnu/ceph"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$fio_libs" "$fio_prefix/usr/bin/fio" > "$prefix/usr/bin/fio"
+    chmod +x "$prefix/usr/bin/fio"
+  fi
   touch "$prefix/.unpacked"
 fi
 # DeepSpeed, the peer of benchmarks/adam_vs_deepspeed.*, into the machine's python (fresh each lease).
