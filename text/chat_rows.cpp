@@ -53,7 +53,8 @@ bool is_special(uint32_t id, const Tokenizer& tokenizer) {
 
 Status check_messages(const Json& messages, const char* key) {
   if (!messages.is_array() || messages.empty())
-    return invalid_argument(std::string("\"") + key + "\" must be a non-empty array of {\"role\", \"content\"} objects");
+    return invalid_argument(std::string("\"") + key +
+                            "\" must be a non-empty array of {\"role\", \"content\"} objects");
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     if (!m.is_object() || !m.contains("role") || !m.at("role").is_string()) {
@@ -122,8 +123,9 @@ Status tokenize_messages(const Json& row, const ChatTemplate& chat_template, con
     for (const auto& [first, last] : rendered.generation_spans)
       TZ_RETURN_IF_ERROR(mark_overlapping(rendered.text, first, last, ids, tokenizer, mask));
     if (std::find(mask.begin(), mask.end(), uint8_t{1}) == mask.end()) {
-      return invalid_argument("the template's {% generation %} blocks wrote nothing for this row, so it would train "
-                              "nothing (TRL's assistant_only_loss refuses such a row too)");
+      return invalid_argument(
+          "the template's {% generation %} blocks wrote nothing for this row, so it would train "
+          "nothing (TRL's assistant_only_loss refuses such a row too)");
     }
     return {};
   }
@@ -137,8 +139,7 @@ Status tokenize_messages(const Json& row, const ChatTemplate& chat_template, con
 
 // A conversational {"prompt", "completion"} row: TRL's ids and completion mask (chat_rows.h).
 Status tokenize_prompt_completion(const Json& row, const ChatTemplate& chat_template, const Json& tools,
-                                  const Tokenizer& tokenizer, std::vector<uint32_t>& ids,
-                                  std::vector<uint8_t>& mask) {
+                                  const Tokenizer& tokenizer, std::vector<uint32_t>& ids, std::vector<uint8_t>& mask) {
   if (row.contains("text")) return invalid_argument("give \"text\" or \"prompt\" + \"completion\", not both");
   const auto prompt = row.find("prompt"), completion = row.find("completion");
   if (prompt == row.end() || completion == row.end() || !prompt->is_array() || !completion->is_array()) {
@@ -157,8 +158,9 @@ Status tokenize_prompt_completion(const Json& row, const ChatTemplate& chat_temp
   const auto shared = std::mismatch(prompt_ids.begin(), prompt_ids.end(), ids.begin(), ids.end());
   const auto prompt_tokens = static_cast<size_t>(shared.second - ids.begin());
   if (prompt_tokens == ids.size()) {
-    return invalid_argument("the completion adds no token after the prompt (rendered with the generation prompt), "
-                            "so the row would train nothing");
+    return invalid_argument(
+        "the completion adds no token after the prompt (rendered with the generation prompt), "
+        "so the row would train nothing");
   }
   mask.assign(ids.size(), 1);
   std::fill(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(prompt_tokens), uint8_t{0});

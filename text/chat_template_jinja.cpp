@@ -1,8 +1,12 @@
 // Chat templates compiled and rendered by llama.cpp's Jinja engine (text/internal/chat_template.h):
 // {% generation %} blocks turned into markers whose places in the output are the generation spans,
 // and `+` checked as jinja2 checks it.
+#include <algorithm>
 #include <exception>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "jinja/lexer.h"
 #include "jinja/parser.h"
@@ -79,6 +83,26 @@ bool is_number(const jinja::value& v) {
          jinja::is_val<jinja::value_bool>(v);
 }
 
+// Why Python's `left + right` raises, as jinja2 reports it; empty when it does not.
+std::string python_addition_error(const jinja::value& left, const jinja::value& right) {
+  const std::string l = python_type(left), r = python_type(right);
+  if ((l == "str" && r == "str") || (is_number(left) && is_number(right)) ||
+      (jinja::is_val<jinja::value_array>(left) && jinja::is_val<jinja::value_array>(right)))
+    return "";
+  for (const jinja::value& v : {left, right}) {
+    if (v->is_undefined()) {
+      return "`+` of an undefined value (" + v->type() +
+             "): transformers' jinja2 raises UndefinedError here (a message key the template needs, such as "
+             "\"content\", is missing)";
+    }
+  }
+  const std::string python = l == "str" ? "can only concatenate str (not \"" + r + "\") to str"
+                                        : "unsupported operand type(s) for +: '" + l + "' and '" + r + "'";
+  const std::string hint =
+      l == "list" || r == "list" ? "; this template takes \"content\" as a string, not a list of content parts" : "";
+  return "`+` of " + l + " and " + r + ": transformers' jinja2 raises TypeError here (" + python + ")" + hint;
+}
+
 // The right operand of a `+`: evaluated, then the pair refused where Python's + raises (the
 // engine would join a string with anything, as its text or as "").
 struct PlusRightOperand final : jinja::expression {
@@ -86,29 +110,12 @@ struct PlusRightOperand final : jinja::expression {
   jinja::value execute_impl(jinja::context& ctx) const override {
     std::vector<jinja::value>& lefts = pending_left_operands();
     if (lefts.empty()) throw std::logic_error("`+` right operand without its left one");
-    jinja::value left = std::move(lefts.back());
+    const jinja::value left = std::move(lefts.back());
     lefts.pop_back();
     jinja::value right = inner->execute(ctx);
-    const bool both_strings = jinja::is_val<jinja::value_string>(left) && jinja::is_val<jinja::value_string>(right);
-    const bool both_arrays = jinja::is_val<jinja::value_array>(left) && jinja::is_val<jinja::value_array>(right);
-    if (both_strings || both_arrays || (is_number(left) && is_number(right))) return right;
-    for (const jinja::value& v : {left, right}) {
-      if (v->is_undefined()) {
-        throw std::runtime_error("`+` of an undefined value (" + v->type() +
-                                 "): transformers' jinja2 raises UndefinedError here (a message key the template "
-                                 "needs, such as \"content\", is missing)");
-      }
-    }
-    const bool left_string = jinja::is_val<jinja::value_string>(left);
-    throw std::runtime_error(
-        "`+` of " + python_type(left) + " and " + python_type(right) + ": transformers' jinja2 raises TypeError here (" +
-        (left_string ? "can only concatenate str (not \"" + python_type(right) + "\") to str"
-                     : "unsupported operand type(s) for +: '" + python_type(left) + "' and '" + python_type(right) +
-                           "'") +
-        ")" +
-        (python_type(left) == "list" || python_type(right) == "list"
-             ? "; this template takes \"content\" as a string, not a list of content parts"
-             : ""));
+    const std::string error = python_addition_error(left, right);
+    if (!error.empty()) throw std::runtime_error(error);
+    return right;
   }
   jinja::statement_ptr inner;
 };
@@ -171,7 +178,8 @@ Result<RenderedChat> split_generation_markers(const std::string& output, const s
       open = rendered.text.size();
       at = begin + kGenerationBegin.size();
     } else {
-      if (!open) return invalid_argument("the chat template " + origin + " closes a {% generation %} block it did not open");
+      if (!open)
+        return invalid_argument("the chat template " + origin + " closes a {% generation %} block it did not open");
       rendered.generation_spans.emplace_back(*open, rendered.text.size());
       open.reset();
       at = end + kGenerationEnd.size();
@@ -232,8 +240,8 @@ Result<std::shared_ptr<const ChatTemplate>> ChatTemplate::compile(const std::str
     const bool has_generation_blocks = mark_generation_blocks(lexed);
     jinja::program program = jinja::parse_from_tokens(lexed);
     install_addition_checks(program);
-    return std::shared_ptr<const ChatTemplate>(std::make_shared<JinjaChatTemplate>(
-        source, std::move(program), special_tokens, origin, has_generation_blocks));
+    return std::shared_ptr<const ChatTemplate>(
+        std::make_shared<JinjaChatTemplate>(source, std::move(program), special_tokens, origin, has_generation_blocks));
   } catch (const std::exception& e) {
     return invalid_argument("the chat template " + origin + " is not valid Jinja: " + e.what());
   }

@@ -59,8 +59,8 @@ Status tokenize_row(const nlohmann::ordered_json& row, const Tokenizer& tokenize
     mask.resize(tokens.size(), 1);
   } else {
     return invalid_argument(
-        "expected \"text\" (causal LM), \"prompt\" + \"completion\" (strings, or message lists: loss on the completion) "
-        "or \"messages\" (a chat, loss on the assistant turns)");
+        "expected \"text\" (causal LM), \"prompt\" + \"completion\" (strings, or message lists: loss on the "
+        "completion) or \"messages\" (a chat, loss on the assistant turns)");
   }
   if (tokens.size() == first || tokens.back() != eos) {
     tokens.push_back(eos);

@@ -21,8 +21,7 @@ namespace {
 
 using testing::read_jsonl;
 
-const char* const kCases[] = {"qwen2.5",  "qwen3",  "llama3.1", "llama3.2", "phi3.5", "phi3.5-generation",
-                              "lfm2.5"};
+const char* const kCases[] = {"qwen2.5", "qwen3", "llama3.1", "llama3.2", "phi3.5", "phi3.5-generation", "lfm2.5"};
 
 // The fixture's conversations, one line each, and parsed with their keys in order.
 struct Rows {
