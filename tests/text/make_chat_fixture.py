@@ -100,6 +100,12 @@ ROWS = [
     {"messages": [{"role": "user", "content": "Why is the sea salty?"},
                   {"role": "assistant", "reasoning_content": "Rivers carry minerals.",
                    "content": "Rivers bring salts; evaporation leaves them."}]},
+    # Qwen3 drops an earlier turn's reasoning once a later user turn follows, so that turn renders
+    # differently alone than in the conversation (its end is found by its end-of-turn token).
+    {"messages": [{"role": "user", "content": "Why is the sky blue?"},
+                  {"role": "assistant", "reasoning_content": "Short waves scatter.", "content": "Rayleigh scattering."},
+                  {"role": "user", "content": "And sunsets?"},
+                  {"role": "assistant", "reasoning_content": "Long path.", "content": "Red light gets through."}]},
     {"tools": [WEATHER_TOOL],
      "messages": [{"role": "system", "content": "Use tools when useful."},
                   {"role": "user", "content": "Weather in Paris?"},
