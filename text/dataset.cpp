@@ -32,8 +32,6 @@ Status tokenize_row(const nlohmann::ordered_json& row, const Tokenizer& tokenize
   std::vector<uint8_t>& mask = chunk.out.loss_mask;
   const size_t first = tokens.size();
   if (is_chat_row(row)) {
-    if (row.contains("text") || row.contains("prompt") || row.contains("completion"))
-      return invalid_argument("give \"messages\" (a chat) or \"text\" or \"prompt\" + \"completion\", not several");
     TZ_RETURN_IF_ERROR(tokenize_chat_row(row, chat, tokenizer, tokens, mask));
     chunk.any_masked = true;
     ++chunk.out.rows;
@@ -61,8 +59,8 @@ Status tokenize_row(const nlohmann::ordered_json& row, const Tokenizer& tokenize
     mask.resize(tokens.size(), 1);
   } else {
     return invalid_argument(
-        "expected \"text\" (causal LM), \"prompt\" + \"completion\" (loss on the completion) or \"messages\" (a chat, "
-        "loss on the assistant turns)");
+        "expected \"text\" (causal LM), \"prompt\" + \"completion\" (strings, or message lists: loss on the "
+        "completion) or \"messages\" (a chat, loss on the assistant turns)");
   }
   if (tokens.size() == first || tokens.back() != eos) {
     tokens.push_back(eos);

@@ -1,5 +1,6 @@
 // `tierzero convert SRC OUT`: a tierzero, DeepSpeed ZeRO (or universal) or PyTorch DCP checkpoint ->
-// Hugging Face safetensors; with --to deepspeed, a tierzero checkpoint -> a DeepSpeed ZeRO checkpoint.
+// Hugging Face safetensors (a LoRA run's: merged over --model, or a PEFT adapter directory with
+// --adapter); with --to deepspeed, a tierzero checkpoint -> a DeepSpeed ZeRO checkpoint.
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -39,6 +40,7 @@ struct ConvertFlags {
   std::string ds_config;           // --to deepspeed: the run's ds_config
   std::string model_dir;           // HF model directory: config.json (when the checkpoint has none), tokenizer
   std::string model_config;        // HF config.json written to OUT, whatever the checkpoint holds
+  bool adapter = false;            // a LoRA checkpoint: write a PEFT adapter directory, not the merged model
 };
 
 // The text of a file named by a flag; errors name the flag, the file and the fix.
@@ -174,10 +176,40 @@ void run_convert_to_deepspeed(const ConvertFlags& flags) {
 }
 #endif
 
+// A LoRA run's checkpoint holds the adapters only: merged here over --model, the base they were
+// trained on (never written without it: transformers would load a model with random weights).
+std::unique_ptr<checkpoint::ConsolidationSource> merged_lora_source(const ConvertFlags& flags,
+                                                                    checkpoint::ConsolidationSource& adapters) {
+  if (flags.model_dir.empty()) {
+    throw Error(invalid_argument(
+        flags.source + " is a LoRA run's checkpoint: it holds the " + std::to_string(adapters.tensors().size()) +
+        " lora_A / lora_B adapters and not the frozen base. Pass --model DIR, the base model directory the run "
+        "trained from, to write the merged model (W + scaling * B A), or --adapter to write a PEFT adapter "
+        "directory"));
+  }
+  return value_or_throw(
+      checkpoint::open_merged_lora_source(adapters, flags.source + "/adapter_config.json", flags.model_dir));
+}
+
+// --adapter: the LoRA checkpoint's adapters as a PEFT adapter directory.
+void write_adapter(const ConvertFlags& flags, checkpoint::ConsolidationSource& adapters) {
+  if (!flags.model_config.empty() || flags.dtype != "bf16")
+    throw Error(
+        invalid_argument("--adapter writes fp32 adapters with the run's adapter_config.json: drop "
+                         "--model-config and --dtype"));
+  const size_t tensors = value_or_throw(
+      checkpoint::write_peft_adapter(adapters, flags.source + "/adapter_config.json", flags.model_dir, flags.out));
+  std::printf(
+      "wrote a PEFT adapter directory %s: adapter_config.json and %zu fp32 tensors in "
+      "adapter_model.safetensors (load it with peft.PeftModel.from_pretrained over the base model)\n",
+      flags.out.c_str(), tensors);
+}
+
 void run_convert(const ConvertFlags& flags) {
   if (flags.to == "deepspeed") {
-    if (!flags.model_dir.empty() || !flags.model_config.empty()) {
-      throw Error(invalid_argument("--model and --model-config apply to safetensors output, not --to deepspeed"));
+    if (!flags.model_dir.empty() || !flags.model_config.empty() || flags.adapter) {
+      throw Error(
+          invalid_argument("--model, --model-config and --adapter apply to safetensors output, not --to deepspeed"));
     }
 #ifdef TIERZERO_CONVERT_TO_DEEPSPEED
     return run_convert_to_deepspeed(flags);
@@ -198,7 +230,17 @@ void run_convert(const ConvertFlags& flags) {
     throw Error(not_found("--model " + flags.model_dir + " is not a directory; pass a Hugging Face model directory"));
   }
   std::string kind;
-  auto source = open_source(flags, kind);
+  const auto stored = open_source(flags, kind);
+  std::unique_ptr<checkpoint::ConsolidationSource> merged;  // a LoRA checkpoint's model, over `stored`
+  if (checkpoint::is_lora_checkpoint(*stored)) {
+    if (flags.adapter) return write_adapter(flags, *stored);
+    merged = merged_lora_source(flags, *stored);
+    kind += " LoRA (merged over --model)";
+  } else if (flags.adapter) {
+    throw Error(invalid_argument("--adapter applies to a LoRA run's checkpoint; " + flags.source +
+                                 " holds a whole model (its tensors are not lora_A / lora_B adapters)"));
+  }
+  checkpoint::ConsolidationSource* source = merged ? merged.get() : stored.get();
   options.config_json = model_config_for(flags, *source);
   options.companion_dirs = {flags.model_dir, flags.source};
   std::fprintf(stderr, "convert: %s checkpoint %s: %zu tensors, %zu aliases -> %s (%s)\n", kind.c_str(),
@@ -246,7 +288,11 @@ void add_convert_command(CLI::App& app) {
   cmd->add_flag("--no-progress", flags->no_progress, "No progress bar");
   cmd->add_option("--model", flags->model_dir,
                   "Hugging Face model directory the checkpoint was trained from: its tokenizer files and "
-                  "generation_config.json are copied into OUT, its config.json too when the checkpoint has none");
+                  "generation_config.json are copied into OUT, its config.json too when the checkpoint has none; "
+                  "for a LoRA run's checkpoint, the base the adapters are merged into (required)");
+  cmd->add_flag("--adapter", flags->adapter,
+                "A LoRA run's checkpoint: write its adapters as a PEFT adapter directory (adapter_config.json, "
+                "fp32 adapter_model.safetensors) instead of the merged model");
   cmd->add_option("--model-config", flags->model_config,
                   "Hugging Face config.json written to OUT (instead of the checkpoint's or --model's)");
   cmd->add_option("--to", flags->to,

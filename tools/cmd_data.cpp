@@ -111,8 +111,9 @@ void add_data_command(CLI::App& app) {
   data->require_subcommand(1);
   auto flags = std::make_shared<PrepareFlags>();
   CLI::App* prepare = data->add_subcommand("prepare",
-                                           "JSONL rows ({\"text\"}, {\"prompt\", \"completion\"} or chat "
-                                           "{\"messages\"}) -> a token file for train, on every core");
+                                           "JSONL rows ({\"text\"}, {\"prompt\", \"completion\"} as strings or "
+                                           "messages, or chat {\"messages\"}) -> a token file for train, on every "
+                                           "core");
   prepare->add_option("--tokenizer", flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")->required();
   prepare->add_option("input", flags->input, "JSONL file, one row per line")->required()->check(CLI::ExistingFile);
   prepare->add_option("output", flags->output, "Token file to write (TZTOKENS)")->required();

@@ -91,8 +91,9 @@ void add_train_command(CLI::App& app) {
       ->excludes(model);
   train->add_option("--data", args->data_path,
                     "token file (TZTOKENS, .u16, .u32; `tierzero data prepare` writes one), JSONL of input_ids, or "
-                    "JSONL text: {\"text\"} or {\"prompt\", \"completion\"} rows, tokenized with the --model "
-                    "directory's tokenizer (default: tierzero.data.path)");
+                    "JSONL text: {\"text\"}, {\"prompt\", \"completion\"} (strings or messages) or chat "
+                    "{\"messages\"} rows, tokenized with the --model directory's tokenizer and chat template "
+                    "(default: tierzero.data.path)");
   train
       ->add_option("--steps", args->steps,
                    "optimizer steps (default: the scheduler's total_num_steps, else 100); fills the ds_config's "

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -168,6 +169,34 @@ Status check_config_matches(const std::string& config_json, const std::vector<Te
 // with config.json's bos_token_id, eos_token_id, pad_token_id and decoder_start_token_id where set
 // and not null, and its transformers_version. kCorrupt when `config_json` is not a JSON object.
 Result<std::string> generation_config_from(const std::string& config_json);
+
+// ---- LoRA checkpoints ----------------------------------------------------------------------------
+// A LoRA run's checkpoint holds only the adapters, "<module>.lora_A.weight" [r, in] and
+// "<module>.lora_B.weight" [out, r] (the frozen base is the model directory the run read), and its
+// directory holds the PEFT adapter_config.json `train` writes at each save (r, lora_alpha,
+// use_rslora, target_modules).
+
+// True when `source` holds LoRA adapters: every tensor is named *.lora_A.weight or *.lora_B.weight.
+bool is_lora_checkpoint(const ConsolidationSource& source);
+
+// The merged model of the adapters in `adapters` over the base model directory `model_dir` (its
+// model.safetensors, or the shards model.safetensors.index.json names; F32, BF16 or F16): every tensor
+// of the base in its order, W + scaling · B A (computed in fp32, the sum over r in order) for each
+// targeted "<module>.weight", where scaling = lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora,
+// from the adapter_config.json at `adapter_config_path`. model_config_json() is `adapters`'.
+// `adapters` must outlive the source. kInvalidArgument naming the tensor when an adapter has no
+// base weight or the shapes disagree, or the config's r differs from lora_A's; file errors name the file.
+Result<std::unique_ptr<ConsolidationSource>> open_merged_lora_source(ConsolidationSource& adapters,
+                                                                     const std::string& adapter_config_path,
+                                                                     const std::string& model_dir);
+
+// Writes the adapters of `adapters` as the PEFT adapter directory `out_dir` (which must not exist or
+// be empty), as `train` writes one: adapter_config.json (the file at `adapter_config_path`, with
+// base_model_name_or_path set to `base_model` when it is not empty) and adapter_model.safetensors
+// (fp32, "base_model.model.<name>"), written under `out_dir` + ".partial" and renamed when complete.
+// Returns the number of tensors; errors name the file.
+Result<size_t> write_peft_adapter(ConsolidationSource& adapters, const std::string& adapter_config_path,
+                                  const std::string& base_model, const std::string& out_dir);
 
 // Parses an output dtype as parse_element_type() does ("bf16", "fp16" / "f16", "fp32" / "f32", or
 // torch's "bfloat16", "float16", "float32"; case insensitive); kInvalidArgument for any other type.

@@ -22,9 +22,9 @@
 //
 // JSONL of text (extension .jsonl, rows {"text": ...}, {"prompt": ..., "completion": ...} or chat
 //   {"messages": [...]}): tokenized with the model's tokenizer when opened (text/internal/dataset.h:
-//   EOS after each text row, the prompt's tokens carry no loss; a chat is rendered with the model's
-//   chat template and only its assistant turns carry loss, text/internal/chat_rows.h), then packed
-//   as a token file's stream.
+//   EOS after each text row, the prompt's tokens carry no loss; a chat, or a prompt-completion row
+//   given as messages, is rendered with the model's chat template and only its assistant turns,
+//   or its completion, carry loss, text/internal/chat_rows.h), then packed as a token file's stream.
 //
 // JSONL of ids (extension .jsonl): one object per line, {"input_ids": [ints]} plus optionally
 //   "labels" (Hugging Face convention: same length as input_ids, unshifted, -100 = not trained)

@@ -21,15 +21,24 @@ DIR/<case>/  a model directory: tokenizer.json, tokenizer_config.json (the model
               (<|endoftext|> = 32000 ... <|end|> = 32007, <|user|> = 32010, as Phi-3's tokenizer.json)
     phi3.5-generation  the same template with {% generation %} around each assistant content and
               its <|end|>, so transformers computes the assistant mask itself
-DIR/rows.jsonl             the conversations, one {"messages": [...], "tools"?: [...]} per line
-DIR/<case>/reference.jsonl per row: {"row": its line in rows.jsonl (0-based; SKIPPED_ROWS says which
-    rows a case leaves out and why), "text": apply_chat_template(tokenize=False), "ids":
-    apply_chat_template(tokenize=True, return_dict=True)["input_ids"], "mask": the assistant mask
-    from the rendered text (below), "hf_mask": return_assistant_tokens_mask's (generation case only)}
-The mask from the text: each assistant message's content is looked up in the rendered text, in
-order, as the template writes it (its reasoning_content and content, verbatim, stripped, or for a
-<think> answer its reasoning and its answer); a token (tokenizers' offsets) overlapping one of those stretches is 1, and so is the
-special token right after the last token of a stretch.
+    lfm2.5    LFM2.5-8B-A1B.jinja (a real template with {% generation %} blocks: each assistant turn,
+              tool calls and the newline after <|im_end|> included) on the qwen2 vocab
+DIR/rows.jsonl             the rows, one a line: ROWS ({"messages": [...], "tools"?: [...]}) then
+    PROMPT_COMPLETION_ROWS (TRL's conversational {"prompt": [...], "completion": [...]})
+DIR/<case>/reference.jsonl per row, reference_row(): {"row": its line in rows.jsonl (0-based),
+    "text": the rendered conversation (apply_chat_template(tokenize=False)), "ids":
+    apply_chat_template(tokenize=True, return_dict=True)["input_ids"], "mask": the loss mask
+    (below), "hf_mask": return_assistant_tokens_mask's (templates with {% generation %})}; or
+    {"row", "error": the exception transformers raises on the row} (list content parts or a missing
+    "content" where the template concatenates it).
+The mask (text/internal/chat_rows.h's rule, computed here with transformers' renders and the
+tokenizer's offsets):
+  - messages rows, a template with {% generation %}: return_assistant_tokens_mask itself;
+  - messages rows otherwise: each assistant turn from where render(messages[:i],
+    add_generation_prompt=True) and the conversation part, through the first occurrence there of the
+    first special token of render(messages[:i + 1])'s turn; a token overlapping it is 1;
+  - prompt-completion rows: TRL 1.16's SFTTrainer (tokenize_fn): 0 for the ids shared with
+    apply_chat_template(prompt, add_generation_prompt=True), 1 after.
 DIR/STAMP written last. Exit status 77 when transformers, jinja2 or gguf is missing, or the sdist.
 """
 import argparse
@@ -62,7 +71,10 @@ CASES = {
                {"bos_token": "<s>", "eos_token": "<|endoftext|>", "unk_token": "<unk>"}),
     "phi3.5-generation": ("microsoft-Phi-3.5-mini-instruct.jinja", "llama-spm",
                           {"bos_token": "<s>", "eos_token": "<|endoftext|>", "unk_token": "<unk>"}),
+    "lfm2.5": ("LFM2.5-8B-A1B.jinja", "qwen2",
+               {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}),
 }
+GENERATION_CASES = {"phi3.5-generation", "lfm2.5"}
 PHI_ASSISTANT = "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}"
 PHI_ASSISTANT_GENERATION = ("{{'<|assistant|>\n'}}{% generation %}{{message['content'] + '<|end|>'}}"
                             "{% endgeneration %}{{'\n'}}")
@@ -70,6 +82,7 @@ WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}},
                    "required": ["city"]}}}
+WEATHER_CALL = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
 ROWS = [
     {"messages": [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "2 + 2 = 4."}]},
     {"messages": [{"role": "system", "content": "You are terse."},
@@ -87,18 +100,45 @@ ROWS = [
     {"messages": [{"role": "user", "content": "Why is the sea salty?"},
                   {"role": "assistant", "reasoning_content": "Rivers carry minerals.",
                    "content": "Rivers bring salts; evaporation leaves them."}]},
+    # Qwen3 drops an earlier turn's reasoning once a later user turn follows, so that turn renders
+    # differently alone than in the conversation (its end is found by its end-of-turn token).
+    {"messages": [{"role": "user", "content": "Why is the sky blue?"},
+                  {"role": "assistant", "reasoning_content": "Short waves scatter.", "content": "Rayleigh scattering."},
+                  {"role": "user", "content": "And sunsets?"},
+                  {"role": "assistant", "reasoning_content": "Long path.", "content": "Red light gets through."}]},
     {"tools": [WEATHER_TOOL],
      "messages": [{"role": "system", "content": "Use tools when useful."},
                   {"role": "user", "content": "Weather in Paris?"},
                   {"role": "assistant", "content": "I will look it up."}]},
+    # A tool call with no content (Qwen3's and Phi-3.5's templates raise on it, as transformers does).
+    {"tools": [WEATHER_TOOL],
+     "messages": [{"role": "user", "content": "Weather in Paris?"},
+                  {"role": "assistant", "tool_calls": [WEATHER_CALL]},
+                  {"role": "tool", "content": "18 C, sunny"},
+                  {"role": "assistant", "content": "It is 18 C and sunny in Paris."}]},
+    # A tool call with empty content.
+    {"tools": [WEATHER_TOOL],
+     "messages": [{"role": "user", "content": "Weather in Paris?"},
+                  {"role": "assistant", "content": "", "tool_calls": [WEATHER_CALL]},
+                  {"role": "tool", "content": "18 C, sunny"},
+                  {"role": "assistant", "content": "Sunny, 18 C."}]},
+    # Content parts: a template that joins "content" to a string raises (TypeError), one that reads
+    # the parts renders them, one that filters it (| trim) renders Python's repr of the list.
+    {"messages": [{"role": "user", "content": [{"type": "text", "text": "Name a colour."}]},
+                  {"role": "assistant", "content": [{"type": "text", "text": "Blue."}]}]},
+    # No "content": raises (UndefinedError) where the template concatenates it.
+    {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant"}]},
 ]
-
-
-THINK_IN_CONTENT = 4
-# llama.cpp's engine (0.3.36) marks only the last piece of split(), and Qwen3's template cuts the
-# reasoning out of a "<think>...</think>" content with split(): that reasoning is not marked
-# (text/internal/chat_template.h), so the row is left out of Qwen3's reference.
-SKIPPED_ROWS = {"qwen3": {THINK_IN_CONTENT}}
+PROMPT_COMPLETION_ROWS = [
+    {"prompt": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is 3 + 4?"}],
+     "completion": [{"role": "assistant", "content": "7."}]},
+    {"tools": [WEATHER_TOOL],
+     "prompt": [{"role": "user", "content": "Weather in Paris?"}],
+     "completion": [{"role": "assistant", "content": "", "tool_calls": [WEATHER_CALL]},
+                    {"role": "tool", "content": "18 C, sunny"},
+                    {"role": "assistant", "content": "Sunny, 18 C."}]},
+]
+ALL_ROWS = ROWS + PROMPT_COMPLETION_ROWS
 
 
 def missing_packages():
@@ -178,74 +218,82 @@ def write_model_dir(directory, tokenizer_dir, vocab, specials, template):
         f.write(template)
 
 
-def content_pieces(message):
-    """The strings a template may write for an assistant message, most literal first."""
-    content = message["content"]
-    options = [[content], [content.strip()]]
-    if "reasoning_content" in message:
-        options.insert(0, [message["reasoning_content"].strip("\n"), content.lstrip("\n")])
-    if "</think>" in content:
-        answer = content.split("</think>")[-1].lstrip("\n")
-        reasoning = content.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n").strip("\n")
-        options.append([reasoning, answer])
-    return options
+def common_prefix(a, b):
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
-def text_mask(tok, text, ids, messages):
+def turn_mask(tok, messages, kwargs, text, ids):
+    """chat_rows.h's mask for a template without {% generation %}: each assistant turn as rendered."""
     enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
     assert enc["input_ids"] == ids, "encoding the rendered text differs from apply_chat_template's ids"
-    spans, cursor = [], 0
-    for m in messages:
-        if m["role"] != "assistant":
-            continue
-        for pieces in content_pieces(m):
-            found, at = [], cursor
-            for piece in pieces:
-                start = text.find(piece, at)
-                if start < 0:
-                    break
-                found.append((start, start + len(piece)))
-                at = start + len(piece)
-            if len(found) == len(pieces):
-                spans += [s for s in found if s[0] < s[1]]
-                cursor = at
-                break
-        else:
-            sys.exit(f"make_chat_fixture: assistant content {m['content']!r} not found in {text!r}")
     specials = {i for i, t in tok.added_tokens_decoder.items() if t.special}
     mask = [0] * len(ids)
-    for first, last in spans:
-        covered = [i for i, (s, e) in enumerate(enc["offset_mapping"]) if s < last and e > first]
-        for i in covered:
-            mask[i] = 1
-        after = covered[-1] + 1 if covered else None
-        if after is not None and after < len(ids) and enc["offset_mapping"][covered[-1]][1] <= last \
-                and ids[after] in specials:
-            mask[after] = 1
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        prompt = tok.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True, **kwargs)
+        through = tok.apply_chat_template(messages[:i + 1], tokenize=False, **kwargs)
+        first, last = common_prefix(text, prompt), common_prefix(text, through)
+        turn_ids = tok(through[common_prefix(through, prompt):], add_special_tokens=False)["input_ids"]
+        end_of_turn = [t for t in turn_ids if t in specials]
+        if end_of_turn:
+            marker = tok.decode(end_of_turn[:1], skip_special_tokens=False)
+            at = text.find(marker, first)
+            if at >= 0:
+                last = at + len(marker)
+        assert last > first, f"assistant message {i} not found in {text!r}"
+        for t, (s, e) in enumerate(enc["offset_mapping"]):
+            if s < last and e > first:
+                mask[t] = 1
     return mask
+
+
+def reference_row(tok, row, generation):
+    """transformers' text and ids of `row` and its mask (module docstring); raises what transformers
+    raises on it."""
+    kwargs = {"tools": row["tools"]} if "tools" in row else {}
+    if "messages" in row:
+        messages = row["messages"]
+        text = tok.apply_chat_template(messages, tokenize=False, **kwargs)
+        enc = tok.apply_chat_template(messages, tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=generation, **kwargs)
+        ids = list(enc["input_ids"])
+        ref = {"text": text, "ids": ids}
+        if generation:
+            ref["hf_mask"] = ref["mask"] = list(enc["assistant_masks"])
+        else:
+            ref["mask"] = turn_mask(tok, messages, kwargs, text, ids)
+        return ref
+    # TRL 1.16 SFTTrainer tokenize_fn, conversational prompt-completion, completion_only_loss.
+    conversation = row["prompt"] + row["completion"]
+    text = tok.apply_chat_template(conversation, tokenize=False, **kwargs)
+    ids = list(tok.apply_chat_template(conversation, tokenize=True, return_dict=True, **kwargs)["input_ids"])
+    prompt_ids = list(tok.apply_chat_template(row["prompt"], tokenize=True, return_dict=True,
+                                              add_generation_prompt=True, **kwargs)["input_ids"])
+    shared = common_prefix(prompt_ids, ids)
+    return {"text": text, "ids": ids, "mask": [0] * shared + [1] * (len(ids) - shared)}
 
 
 def write_case(out, name, sdist, template_text):
     from transformers import AutoTokenizer
     template_file, vocab, specials = CASES[name]
-    if name.endswith("-generation"):
+    if name == "phi3.5-generation":
         assert PHI_ASSISTANT in template_text
         template_text = template_text.replace(PHI_ASSISTANT, PHI_ASSISTANT_GENERATION)
     directory = os.path.join(out, name)
     write_model_dir(directory, real_tokenizer(sdist, vocab), vocab, specials, template_text)
     tok = AutoTokenizer.from_pretrained(directory)
     with open(os.path.join(directory, "reference.jsonl"), "w", encoding="utf-8") as f:
-        for index, row in enumerate(ROWS):
-            if index in SKIPPED_ROWS.get(name, ()):
-                continue
-            kwargs = {"tools": row["tools"]} if "tools" in row else {}
-            text = tok.apply_chat_template(row["messages"], tokenize=False, **kwargs)
-            enc = tok.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
-                                          return_assistant_tokens_mask=name.endswith("-generation"), **kwargs)
-            ids = list(enc["input_ids"])
-            ref = {"row": index, "text": text, "ids": ids, "mask": text_mask(tok, text, ids, row["messages"])}
-            if name.endswith("-generation"):
-                ref["hf_mask"] = list(enc["assistant_masks"])
+        for index, row in enumerate(ALL_ROWS):
+            try:
+                ref = {"row": index, **reference_row(tok, row, name in GENERATION_CASES)}
+            except Exception as e:  # what transformers raises: the row must be refused
+                ref = {"row": index, "error": f"{type(e).__name__}: {e}"}
             f.write(json.dumps(ref, ensure_ascii=False) + "\n")
 
 
@@ -273,7 +321,7 @@ def main():
     def build(out):
         templates = read_templates(a.sdist, {c[0] for c in CASES.values()})
         with open(os.path.join(out, "rows.jsonl"), "w", encoding="utf-8") as f:
-            for row in ROWS:
+            for row in ALL_ROWS:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
         for name, (template_file, _, _) in CASES.items():
             write_case(out, name, a.sdist, templates[template_file])

@@ -1,25 +1,29 @@
 // A model's chat template: the Jinja `chat_template` of its Hugging Face directory, rendered as
-// transformers' apply_chat_template(messages, tools=..., add_generation_prompt=False) renders it, by
+// transformers' apply_chat_template(messages, tools=..., add_generation_prompt=...) renders it, by
 // llama.cpp's Jinja engine (common/jinja/, built from llama-cpp-python's sdist on PyPI by
 // cmake/FindLlamaCppJinja.cmake; a build without it has no engine, see engine_available()).
 //
 // Where the template comes from, as transformers reads it: DIR/chat_template.jinja when present,
 // else tokenizer_config.json's "chat_template" (a string, or a list of {"name", "template"} of
 // which "default" is used). The template sees `messages`, `tools` (when the row has them),
-// `add_generation_prompt` = false, and the special tokens of tokenizer_config.json as strings
+// `add_generation_prompt`, and the special tokens of tokenizer_config.json as strings
 // (bos_token, eos_token, unk_token, pad_token); with the engine's defaults of HF's environment
 // (trim_blocks, lstrip_blocks, raise_exception, strftime_now).
 //
-// Which text is the assistant's: the engine tracks, through the string operations of the template
-// (concatenation, trim, strip, slicing ...), which output characters came from an input string and
-// which from the template itself. Only the assistant messages' "content" (a string, or the "text"
-// of its {"type": "text"} parts) and "reasoning_content" are marked as input, so the marked output
-// is the assistant's text as the template placed it, whatever the template adds around it or drops
-// from earlier turns (Qwen3 renders earlier turns without their reasoning, so rendering growing
-// prefixes of the conversation would not find the turns in the full text). One exception, in
-// llama.cpp's engine (0.3.36): split() marks only its last piece, so text a template cuts out of
-// the content with split() before the last piece is not marked (Qwen3 cuts the reasoning out of a
-// content holding "<think>...</think>": give it as "reasoning_content" instead and it is marked).
+// transformers 5's aliasing of reasoning is applied first: a message with a non-null
+// "reasoning_content", "thinking" or "reasoning" (the first of them) gets that text as "thinking"
+// and "reasoning_content" too, so templates reading either name see it.
+//
+// Where transformers' Jinja (jinja2) raises and llama.cpp's engine would not, rendering fails as in
+// transformers: `+` of a string and anything but a string (a list of content parts, a missing
+// "content", null), as Python's str + list raises TypeError and jinja2's Undefined raises
+// UndefinedError; the error names the template line. Other uses of such values (`~`, filters,
+// `{{ }}`) render as the engine renders them, where jinja2 renders them too (Llama 3's
+// `content | trim` of content parts is Python's repr of the list in both).
+//
+// {% generation %} ... {% endgeneration %} (transformers' AssistantTracker, which
+// apply_chat_template(return_assistant_tokens_mask=True) and TRL's assistant_only_loss read): the
+// byte ranges of the output those blocks wrote are returned beside the text.
 #pragma once
 
 #include <cstddef>
@@ -37,8 +41,9 @@ namespace tierzero::text {
 // A rendered conversation.
 struct RenderedChat {
   std::string text;
-  // [first, last) byte ranges of `text` that are assistant content, in order, not overlapping.
-  std::vector<std::pair<size_t, size_t>> assistant_spans;
+  // [first, last) byte ranges of `text` written inside {% generation %} blocks, in order (empty
+  // ranges included, as transformers records them); none when the template has no such block.
+  std::vector<std::pair<size_t, size_t>> generation_spans;
 };
 
 class ChatTemplate {
@@ -63,19 +68,25 @@ class ChatTemplate {
   virtual ~ChatTemplate() = default;
 
   // Renders `messages` (an array of {"role", "content", ...} objects) and `tools` (null for none)
-  // with add_generation_prompt false; objects keep their key order (`tools | tojson` shows it). kInvalidArgument with
-  // the template's own message when it raises (raise_exception) or fails on these messages. Thread-safe.
-  virtual Result<RenderedChat> render(const nlohmann::ordered_json& messages,
-                                      const nlohmann::ordered_json& tools) const = 0;
+  // with `add_generation_prompt`; objects keep their key order (`tools | tojson` shows it).
+  // kInvalidArgument with the template's own message when it raises (raise_exception) or fails on
+  // these messages, or where jinja2 would raise (above). Thread-safe.
+  virtual Result<RenderedChat> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                      bool add_generation_prompt = false) const = 0;
+
+  // Whether the template has {% generation %} blocks (then they say which tokens are the assistant's).
+  bool has_generation_blocks() const { return has_generation_blocks_; }
 
   // Where the template was read from, for messages.
   const std::string& origin() const { return origin_; }
 
  protected:
-  explicit ChatTemplate(std::string origin) : origin_(std::move(origin)) {}
+  ChatTemplate(std::string origin, bool has_generation_blocks)
+      : origin_(std::move(origin)), has_generation_blocks_(has_generation_blocks) {}
 
  private:
   std::string origin_;
+  bool has_generation_blocks_;
 };
 
 // Why chat rows cannot be read with the model directory `dir` (the build has no engine, or `dir`

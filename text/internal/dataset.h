@@ -7,6 +7,9 @@
 //   {"messages": [{"role": ..., "content": ...}, ...]}   a chat rendered with the model's chat
 //                                            template; only the assistant turns' tokens are
 //                                            (text/internal/chat_rows.h, no EOS appended)
+//   {"prompt": [messages], "completion": [messages]}   TRL's conversational prompt-completion:
+//                                            rendered with the chat template, only the
+//                                            completion's tokens are (chat_rows.h, no EOS appended)
 // A row becomes encode(text, add_special_tokens) — the model's BOS where its tokenizer adds one —
 // or encode(prompt, add_special_tokens) followed by encode(completion, no special tokens); then
 // the EOS of tokenizer_config.json unless the row already ends with it. Rows follow each other
@@ -52,8 +55,8 @@ struct TokenStream {
 // returns the rows' tokens in file order. `progress`, when given, advances by bytes done; chat rows
 // are rendered with `chat` (ChatRowFormat::load of the model directory; without it they are
 // refused). Errors name `source`, the line and what to fix: invalid JSON, a row that is not an
-// object with "text", "prompt" + "completion" or "messages", text that is not UTF-8, a chat row
-// tokenize_chat_row() refuses, or a tokenizer without an eos_token.
+// object with "text", "prompt" + "completion" (strings or message lists) or "messages", text that
+// is not UTF-8, a chat row tokenize_chat_row() refuses, or a tokenizer without an eos_token.
 Result<TokenStream> tokenize_jsonl(std::string_view data, const Tokenizer& tokenizer, const std::string& source,
                                    ProgressBar* progress = nullptr, const ChatRowFormat* chat = nullptr);
 // Reads `path` whole and tokenizes it as above.

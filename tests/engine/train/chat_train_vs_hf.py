@@ -3,11 +3,14 @@
 
 A tiny random Qwen2 model (save_pretrained) in a directory with a real tokenizer and a real chat
 template (make_chat_fixture.py's qwen2.5 case: llama.cpp's qwen2 vocab, Qwen2.5-Instruct's
-template, both from the llama-cpp-python sdist) is trained on make_chat_fixture.py's conversations
-as a {"messages": [...]} JSONL file. The reference is transformers alone: each row's ids from
-apply_chat_template(tokenize=True), its assistant mask from the rendered text (make_chat_fixture's
-text_mask), the rows one stream packed into seq_len + 1 windows (engine/data/token_data.h) with
-label -100 where the target token is not the assistant's.
+template, both from the llama-cpp-python sdist) is trained on make_chat_fixture.py's rows (chat
+rows with tool calls, and TRL's conversational prompt-completion rows) as a JSONL file; the rows
+transformers raises on (content parts and a missing "content" where this template joins it to a
+string) are left out. The reference is transformers alone: each row's ids from
+apply_chat_template(tokenize=True) and its mask (make_chat_fixture's reference_row: each assistant
+turn as rendered, tool calls included; a prompt-completion row's completion, as TRL's SFTTrainer),
+the rows one stream packed into seq_len + 1 windows (engine/data/token_data.h) with label -100
+where the target token carries no loss.
 
   1. `tierzero train --model DIR --data chat.jsonl --steps 3` (fp32, micro-batch 1, lr 0, seq_len
      chosen so the stream is 3 samples): the run succeeds and its 3 step losses (--metrics) are
@@ -59,18 +62,19 @@ def write_model(directory, sdist):
 
 
 def reference_stream(tokenizer, rows):
-    """transformers' ids and assistant mask of every row, one stream in row order (no EOS: the
-    template ends each turn itself)."""
+    """The rows transformers renders, and their ids and masks as one stream in row order (no EOS:
+    the template ends each turn itself)."""
     import make_chat_fixture
-    ids, mask = [], []
+    kept, ids, mask = [], [], []
     for row in rows:
-        kwargs = {"tools": row["tools"]} if "tools" in row else {}
-        text = tokenizer.apply_chat_template(row["messages"], tokenize=False, **kwargs)
-        row_ids = list(tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
-                                                     **kwargs)["input_ids"])
-        ids += row_ids
-        mask += make_chat_fixture.text_mask(tokenizer, text, row_ids, row["messages"])
-    return ids, mask
+        try:
+            ref = make_chat_fixture.reference_row(tokenizer, row, generation=False)
+        except Exception:  # transformers raises on it (tierzero refuses it: tests/text/chat_rows_test.cpp)
+            continue
+        kept.append(row)
+        ids += ref["ids"]
+        mask += ref["mask"]
+    return kept, ids, mask
 
 
 def reference_losses(model_dir, ids, mask, seq_len):
@@ -149,9 +153,9 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         model_dir, chat = os.path.join(work, "model"), os.path.join(work, "chat.jsonl")
         tokenizer = write_model(model_dir, args.sdist)
+        rows, ids, mask = reference_stream(tokenizer, make_chat_fixture.ALL_ROWS)
         with open(chat, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in make_chat_fixture.ROWS)
-        ids, mask = reference_stream(tokenizer, make_chat_fixture.ROWS)
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         seq_len = (len(ids) - 1) // STEPS
         expected = reference_losses(model_dir, ids, mask, seq_len)
         losses = train_losses(args.tierzero, model_dir, chat, work, seq_len, "jsonl")
