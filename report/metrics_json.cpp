@@ -120,6 +120,7 @@ json step_line(const StepMetrics& s) {
   if (s.d2h_gbps) j["d2h_gbps"] = number_or_null(*s.d2h_gbps);
   if (s.nvme_read_gbps) j["nvme_read_gbps"] = number_or_null(*s.nvme_read_gbps);
   if (s.nvme_write_gbps) j["nvme_write_gbps"] = number_or_null(*s.nvme_write_gbps);
+  if (s.epoch) j["epoch"] = number_or_null(*s.epoch);
   if (s.breakdown) {
     const StepBreakdown& b = *s.breakdown;
     j["breakdown"] = {{"forward_s", b.forward_s},     {"backward_s", b.backward_s},
@@ -127,6 +128,18 @@ json step_line(const StepMetrics& s) {
                       {"param_h2d_s", b.param_h2d_s}, {"comm_s", b.comm_s},
                       {"gpu_idle_s", b.gpu_idle_s}};
   }
+  return j;
+}
+
+json eval_line(const EvalMetrics& e) {
+  json j = {{"type", "eval"},
+            {"step", e.step},
+            {"loss", number_or_null(e.loss)},
+            {"perplexity", number_or_null(e.perplexity)},
+            {"tokens", e.tokens},
+            {"samples", e.samples}};
+  if (e.epoch) j["epoch"] = number_or_null(*e.epoch);
+  if (e.eval_time_s) j["eval_time_s"] = number_or_null(*e.eval_time_s);
   return j;
 }
 
@@ -172,6 +185,7 @@ Result<StepMetrics> parse_step_line(const json& line) {
   r.optional_number("d2h_gbps", s.d2h_gbps);
   r.optional_number("nvme_read_gbps", s.nvme_read_gbps);
   r.optional_number("nvme_write_gbps", s.nvme_write_gbps);
+  r.optional_number("epoch", s.epoch);
   if (const json* b = r.object("breakdown")) {
     StepBreakdown d;
     FieldReader br(*b);
@@ -187,6 +201,20 @@ Result<StepMetrics> parse_step_line(const json& line) {
   }
   if (!r.status().ok()) return r.status();
   return s;
+}
+
+Result<EvalMetrics> parse_eval_line(const json& line) {
+  EvalMetrics e;
+  FieldReader r(line);
+  r.integer("step", e.step, true);
+  r.number("loss", e.loss);
+  r.number("perplexity", e.perplexity);
+  r.integer("tokens", e.tokens, true);
+  r.integer("samples", e.samples, true);
+  r.optional_number("epoch", e.epoch);
+  r.optional_number("eval_time_s", e.eval_time_s);
+  if (!r.status().ok()) return r.status();
+  return e;
 }
 
 }  // namespace tierzero::report::internal

@@ -45,9 +45,20 @@ Result<RunMetrics> read_metrics_file(const std::string& path) {
       have_run = true;
       continue;
     }
+    if (type == "eval") {
+      Result<EvalMetrics> eval = internal::parse_eval_line(line);
+      if (!eval.ok()) return eval.status().with_context(where.substr(0, where.size() - 2));
+      const int64_t after = out.evals.empty() ? 0 : out.evals.back().step;
+      if (eval->step < after) {
+        return corrupt(where + "the evaluation after step " + std::to_string(eval->step) + " follows one after step " +
+                       std::to_string(after) + "; evaluations must not go back (two runs appended to one file?)");
+      }
+      out.evals.push_back(std::move(eval).value());
+      continue;
+    }
     if (type != "step") {
-      return corrupt(where + "'type' is \"" + type + "\"; every line after the run line is a \"step\" line" +
-                     kSeeFormat);
+      return corrupt(where + "'type' is \"" + type +
+                     "\"; every line after the run line is a \"step\" or an \"eval\" line" + kSeeFormat);
     }
     Result<StepMetrics> step = internal::parse_step_line(line);
     if (!step.ok()) return step.status().with_context(where.substr(0, where.size() - 2));

@@ -24,6 +24,10 @@ Status MetricsWriter::write_step(const StepMetrics& step) {
   return write_line(internal::step_line(step).dump(), "step " + std::to_string(step.step));
 }
 
+Status MetricsWriter::write_eval(const EvalMetrics& eval) {
+  return write_line(internal::eval_line(eval).dump(), "the evaluation after step " + std::to_string(eval.step));
+}
+
 Status MetricsWriter::write_line(const std::string& line, const std::string& what) {
   if (!file_) return io_error("metrics file " + path_ + " is closed; cannot write " + what);
   if (std::fputs(line.c_str(), file_.get()) < 0 || std::fputc('\n', file_.get()) == EOF ||

@@ -44,14 +44,18 @@ std::string runs_table(const std::vector<RunMetrics>& runs) {
     for (const StepMetrics& s : r.steps) peak_gpu = std::max(peak_gpu, s.gpu_peak_bytes);
     const std::string loss =
         r.steps.empty() ? "-" : fixed(r.steps.front().loss, 4) + " -> " + fixed(r.steps.back().loss, 4);
+    const std::string eval = r.evals.empty() ? "-"
+                                             : fixed(r.evals.back().loss, 4) + " (ppl " +
+                                                   fixed(r.evals.back().perplexity, 2) + ", step " +
+                                                   std::to_string(r.evals.back().step) + ")";
     rows.push_back({i.name, i.model, i.config.empty() ? "(built-in)" : i.config, std::to_string(i.world_size), i.dtype,
-                    std::to_string(i.stage), i.offload, std::to_string(r.steps.size()), loss,
+                    std::to_string(i.stage), i.offload, std::to_string(r.steps.size()), loss, eval,
                     fixed(median_of(r, [](const StepMetrics& s) { return s.tokens_per_s; }), 0),
                     fixed(median_of(r, [](const StepMetrics& s) { return s.tflops; }), 3),
                     fixed(median_of(r, [](const StepMetrics& s) { return s.step_time_s; }), 3),
                     peak_gpu > 0 ? format_bytes(static_cast<uint64_t>(peak_gpu)) : "-"});  // "-": no GPU
   }
-  return html_table({"run", "model", "config", "ranks", "dtype", "stage", "offload", "steps", "loss first -> last",
+  return html_table({"run", "model", "config", "ranks", "dtype", "stage", "offload", "steps", "loss first -> last", "eval loss (last)",
                      "tokens/s (median)", "TFLOPS (median)", "s/step (median)", "peak GPU"},
                     rows, "runs");
 }

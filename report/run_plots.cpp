@@ -37,6 +37,22 @@ LineChart per_run_chart(const std::vector<RunMetrics>& runs, std::string title, 
 LineChart loss_chart(const std::vector<RunMetrics>& runs) {
   LineChart c = per_run_chart(runs, "Training loss", "loss", false, [](const StepMetrics& s) { return s.loss; });
   c.note = runs.size() > 1 ? "every run overlaid; a gap is a step whose loss was not finite (skipped)" : "";
+  bool evaluated = false;
+  for (size_t i = 0; i < runs.size(); ++i) {  // the held-out loss beside each run's training loss, dashed
+    if (runs[i].evals.empty()) continue;
+    LineSeries s{runs[i].run.name + " (eval)", {}, {}, true, static_cast<int>(i)};
+    for (const EvalMetrics& e : runs[i].evals) {
+      s.x.push_back(static_cast<double>(e.step));
+      s.y.push_back(e.loss);
+    }
+    c.series.push_back(std::move(s));
+    evaluated = true;
+  }
+  if (evaluated) {
+    c.title = "Training and eval loss";
+    c.note += std::string(c.note.empty() ? "" : "; ") +
+              "dashed: the loss on the held-out data, the mean over its target tokens";
+  }
   c.y.min_relative_span = kLossMinRelativeSpan;
   return c;
 }

@@ -56,6 +56,14 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
                                    {"time/comm_s", b.comm_s},
                                    {"time/gpu_idle_s", b.gpu_idle_s}});
   }
+  if (step.epoch) scalars.emplace_back("train/epoch", *step.epoch);
+  std::erase_if(scalars, [](const auto& scalar) { return !std::isfinite(scalar.second); });
+  return scalars;
+}
+
+std::vector<std::pair<std::string, double>> tensorboard_scalars(const EvalMetrics& eval) {
+  std::vector<std::pair<std::string, double>> scalars = {{"eval/loss", eval.loss},
+                                                         {"eval/perplexity", eval.perplexity}};
   std::erase_if(scalars, [](const auto& scalar) { return !std::isfinite(scalar.second); });
   return scalars;
 }
@@ -88,6 +96,11 @@ Result<TensorBoardWriter> TensorBoardWriter::open(const std::string& dir) {
 Status TensorBoardWriter::write_step(const StepMetrics& step) {
   return write_event(internal::scalars_event(unix_seconds(), step.step, tensorboard_scalars(step)),
                      "step " + std::to_string(step.step));
+}
+
+Status TensorBoardWriter::write_eval(const EvalMetrics& eval) {
+  return write_event(internal::scalars_event(unix_seconds(), eval.step, tensorboard_scalars(eval)),
+                     "the evaluation after step " + std::to_string(eval.step));
 }
 
 Status TensorBoardWriter::write_event(const std::string& event, const std::string& what) {

@@ -1,11 +1,15 @@
 // `tierzero train`: ZeRO training (stages 0-3, optional CPU optimizer) of a Llama-family model.
 // With no arguments: the built-in tiny Llama on the bundled tiny corpus with configs/tiny.json,
 // on CUDA when available, else the CPU. Under torchrun, every rank runs it.
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "common/common.h"
 #include "engine/train/trainer.h"
@@ -78,6 +82,43 @@ void read_trainer_flags(const HfTrainerFlags& f, engine::TrainerFlags& out) {
   if (out.warmup_steps && *out.warmup_steps == 0) out.warmup_steps = 1;
 }
 
+// Accepts a finite number above `min` and at most `max` (max_open: below it).
+CLI::Validator number_above(double min, double max, bool max_open) {
+  return CLI::Validator(
+      [min, max, max_open](std::string& text) -> std::string {
+        char* stop = nullptr;
+        const double value = std::strtod(text.c_str(), &stop);
+        const bool whole_text = !text.empty() && stop == text.c_str() + text.size();
+        if (whole_text && std::isfinite(value) && value > min && (max_open ? value < max : value <= max)) return {};
+        return fmt::format("must be a number above {} and {} {}, got {}", min, max_open ? "below" : "at most", max,
+                           text);
+      },
+      fmt::format("({}, {}{}", min, max, max_open ? ")" : "]"));
+}
+
+// --epochs and the held-out evaluation (engine/train/internal/epochs.h, evaluation.h).
+void add_loop_flags(CLI::App* train, engine::TrainArgs* args) {
+  train
+      ->add_option("--epochs", args->epochs,
+                   "passes over the training data (HF num_train_epochs; may be fractional): the steps are "
+                   "ceil(epochs x micro-batches per rank and epoch / grad-accum), a step's micro-batches running on "
+                   "into the next epoch where grad-accum does not divide an epoch; with --steps, both must agree")
+      ->check(number_above(0.0, 1e6, false));
+  train->add_option("--eval-data", args->eval_data_path,
+                    "held-out data to evaluate (the formats and loss masks of --data): the mean loss over its target "
+                    "tokens and the perplexity, after every --eval-every steps and at the end");
+  train
+      ->add_option("--eval-fraction", args->eval_fraction,
+                   "hold out this share of --data's samples for evaluation instead (ceil(F x samples), chosen by "
+                   "tierzero.data.seed, removed from training)")
+      ->check(number_above(0.0, 1.0, true));
+  train
+      ->add_option("--eval-every", args->eval_every,
+                   "evaluate every N steps as well as at the end (default: at the end only); needs --eval-data or "
+                   "--eval-fraction")
+      ->check(whole_number_in(1, kMaxSteps));
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -99,6 +140,7 @@ void add_train_command(CLI::App& app) {
                    "optimizer steps (default: the scheduler's total_num_steps, else 100); fills the ds_config's "
                    "\"auto\" (or absent) scheduler.params.total_num_steps, so the schedule ends with the run")
       ->check(whole_number_in(1, kMaxSteps));
+  add_loop_flags(train, args.get());
   train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
   train->add_option("--export", args->export_dir,
                     "write the trained model here at the end: a Hugging Face directory of 16-bit safetensors "

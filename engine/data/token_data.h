@@ -43,6 +43,12 @@
 // used in that epoch (a different set each epoch). Micro-batches are consecutive runs of
 // micro_batch_size samples of a rank's sequence; a tail shorter than a micro-batch is skipped
 // and the next epoch begins.
+//
+// Held-out split (split_held_out, `train --eval-fraction f`): of a source's N samples, k =
+// ceil(f * N) (at least 1, at most N - 1) are held out for evaluation: the samples at the first k
+// positions of epoch_permutation(N, seed, kHeldOutDraw), a draw no training epoch makes. Training
+// then sees only the other N - k samples (a source of its own, in ascending sample order, which
+// the epochs above permute), the evaluation only those k, in ascending order.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +106,20 @@ Result<std::shared_ptr<const SampleSource>> open_samples(const std::string& path
 // every platform and library.
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, uint64_t epoch);
 
+// The epoch number whose permutation chooses the held-out samples (2^64 - 1: no training epoch).
+inline constexpr uint64_t kHeldOutDraw = ~uint64_t{0};
+
+// A source split into the samples training reads and those held out for evaluation.
+struct HeldOutSplit {
+  std::shared_ptr<const SampleSource> train;     // N - k samples, ascending sample order
+  std::shared_ptr<const SampleSource> held_out;  // k samples, ascending sample order
+};
+// Splits `source` as the header comment says. kInvalidArgument naming `what` (the data file) when
+// `fraction` is not in (0, 1) or the source has fewer than 2 samples or the split would leave
+// no sample for training.
+Result<HeldOutSplit> split_held_out(std::shared_ptr<const SampleSource> source, double fraction, uint64_t seed,
+                                    const std::string& what);
+
 // micro_batch_size samples, row-major [micro_batch_size, seq_len].
 struct MicroBatch {
   int64_t batch_size = 0;
@@ -138,6 +158,7 @@ class MicroBatchIterator {
   int64_t samples_per_epoch() const { return samples_per_rank_; }
   // Micro-batches this rank yields per epoch.
   int64_t micro_batches_per_epoch() const { return samples_per_rank_ / spec_.micro_batch_size; }
+  int64_t micro_batch_size() const { return spec_.micro_batch_size; }
 
   // {"epoch", "index", "seed", "rank", "world_size", "micro_batch_size", "num_samples"}.
   nlohmann::json state() const;

@@ -12,6 +12,7 @@
 
 #include "engine/config/ds_config.h"
 #include "engine/model/internal/frozen_weights.h"
+#include "engine/model/no_dropout.h"
 
 namespace tierzero::engine {
 namespace {
@@ -71,13 +72,21 @@ Result<std::vector<LoraTarget>> lora_targets(const FunctionalModel& base, const 
   return targets;
 }
 
+namespace {
+thread_local bool dropout_on = true;  // false inside a NoDropoutScope
+}  // namespace
+
+NoDropoutScope::NoDropoutScope() : previous_(dropout_on) { dropout_on = false; }
+NoDropoutScope::~NoDropoutScope() { dropout_on = previous_; }
+bool dropout_enabled() { return dropout_on; }
+
 at::Tensor LoraProjector::project(size_t weight_index, const at::Tensor& x, const at::Tensor& weight,
                                   const std::optional<at::Tensor>& bias) const {
   at::Tensor result = inner_.project(weight_index, x, weight, bias);
   auto it = adapters_.find(weight_index);
   if (it == adapters_.end()) return result;
   // PEFT's Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling.
-  const at::Tensor dropped = dropout_ > 0.0 ? at::dropout(x, dropout_, /*train=*/true) : x;
+  const at::Tensor dropped = dropout_ > 0.0 && dropout_enabled() ? at::dropout(x, dropout_, /*train=*/true) : x;
   return result + at::linear(at::linear(dropped, it->second.a), it->second.b) * scaling_;
 }
 

@@ -29,6 +29,7 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
   step.pinned_bytes = record.memory.pinned_bytes;
   step.pageable_bytes = record.memory.pageable_bytes;
   step.nvme_bytes = record.memory.nvme_bytes;
+  step.epoch = record.epoch;
   if (record.times) {
     const StepTimes& t = *record.times;
     step.breakdown = report::StepBreakdown{.forward_s = t.forward_s,
@@ -41,6 +42,19 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
   }
   if (writer_) TZ_RETURN_IF_ERROR(writer_->write_step(step));
   return tensorboard_ ? tensorboard_->write_step(step) : Status();
+}
+
+Status MetricsLog::write_eval(const EvalResult& result) {
+  if (!writer_ && !tensorboard_) return Status();
+  const report::EvalMetrics eval{.step = result.step,
+                                 .loss = result.loss,
+                                 .perplexity = result.perplexity,
+                                 .tokens = result.tokens,
+                                 .samples = result.samples,
+                                 .epoch = result.epoch,
+                                 .eval_time_s = result.seconds};
+  if (writer_) TZ_RETURN_IF_ERROR(writer_->write_eval(eval));
+  return tensorboard_ ? tensorboard_->write_eval(eval) : Status();
 }
 
 }  // namespace tierzero::engine::trainer

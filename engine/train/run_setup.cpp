@@ -102,6 +102,12 @@ Result<TrainingData> open_data(const TrainArgs& args, const LoadedConfig& loaded
   }
   // JSONL of text is tokenized with the tokenizer of the --model directory.
   TZ_ASSIGN_OR_RETURN(data.samples, open_samples(data.path, config.tierzero.data_seq_len, token_dtype, args.model_dir));
+  if (args.eval_fraction > 0.0) {
+    TZ_ASSIGN_OR_RETURN(HeldOutSplit split,
+                        split_held_out(data.samples, args.eval_fraction, config.tierzero.data_seed, data.path));
+    data.samples = std::move(split.train);
+    data.held_out = std::move(split.held_out);
+  }
   TZ_ASSIGN_OR_RETURN(MicroBatchIterator batches,
                       MicroBatchIterator::create(
                           data.samples, ShardSpec{.seed = config.tierzero.data_seed,

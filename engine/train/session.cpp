@@ -4,6 +4,7 @@
 
 #include "engine/plan/plan.h"
 #include "engine/train/internal/engine_options.h"
+#include "engine/train/internal/epochs.h"
 #include "engine/train/internal/plan_check.h"
 
 namespace tierzero::engine::trainer {
@@ -21,6 +22,7 @@ Result<int64_t> save_period(const TrainArgs& args, const DsConfig& config) {
 }  // namespace
 
 Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs& args, std::FILE* out) {
+  TZ_RETURN_IF_ERROR(check_loop_args(args));
   std::unique_ptr<TrainingSession> s(new TrainingSession(args, out));
   s->device_ = pick_device();
   TZ_ASSIGN_OR_RETURN(s->comm_, Comm::from_env(s->device_));
@@ -29,13 +31,20 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   s->network_ = make_causal_lm(s->model_.config);
   choose_cpu_threads(s->device_, num_parameters(s->model_.config));
 
-  TZ_ASSIGN_OR_RETURN(s->config_, load_config(args, s->comm_->world_size(), s->model_.config));
+  TrainArgs config_args = args;
+  if (args.epochs > 0.0 && args.steps == 0) config_args.steps = 1;  // until the data gives the steps (plan_epochs)
+  TZ_ASSIGN_OR_RETURN(s->config_, load_config(config_args, s->comm_->world_size(), s->model_.config));
   const DsConfig& config = s->config_.config;
+  TZ_ASSIGN_OR_RETURN(s->data_, open_data(args, s->config_, s->comm_->rank(), s->comm_->world_size()));
+  if (args.epochs > 0.0) {
+    TZ_RETURN_IF_ERROR(s->plan_epochs());  // reloads config_ with the steps
+  } else {
+    s->last_step_ = planned_steps(args, config);
+  }
+  TZ_RETURN_IF_ERROR(s->open_evaluation());
   TZ_ASSIGN_OR_RETURN(s->options_, engine_options(config));
-  s->last_step_ = planned_steps(args, config);
   TZ_ASSIGN_OR_RETURN(s->save_every_, save_period(args, config));
   s->keep_last_ = args.keep_last >= 0 ? args.keep_last : config.tierzero.checkpoint_keep_last;
-  TZ_ASSIGN_OR_RETURN(s->data_, open_data(args, s->config_, s->comm_->rank(), s->comm_->world_size()));
   LrScheduleConfig constant_lr{.type = LrScheduleType::kWarmupLR,
                                .warmup_min_lr = config.optimizer.lr,
                                .warmup_max_lr = config.optimizer.lr,
@@ -92,10 +101,15 @@ Result<TrainSummary> TrainingSession::run() {
     if (should_print(record.step, first_step_, last_step_, config_.config.steps_per_print))
       print_line(format_step_line(record));
     TZ_RETURN_IF_ERROR(metrics_.write(record, totals.peak.gpu_peak_bytes));
+    if (eval_due(record.step)) TZ_RETURN_IF_ERROR(evaluate(record.step, summary));
     if (save_due(record.step)) TZ_RETURN_IF_ERROR(save(record.step));
   }
   engine_->finish_step();  // the last step's optimizer may still run (and fail): its time counts too
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  if (evaluator_ && (summary.evals.empty() || summary.evals.back().step != last_step_))
+    TZ_RETURN_IF_ERROR(evaluate(last_step_, summary));
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count() -
+                    eval_seconds_;  // training time: the evaluations are not part of it
+  summary.epochs = epochs_done(*data_.batches);
   const double seconds = std::max(summary.seconds, 1e-9);
   summary.tokens_per_second = static_cast<double>(summary.steps * tokens_per_step_) / seconds;
   summary.gpu_peak_bytes = totals.peak.gpu_peak_bytes;
@@ -117,6 +131,8 @@ Result<TrainSummary> TrainingSession::run() {
   totals.last_loss = summary.last_loss;
   totals.tokens_per_s = summary.tokens_per_second;
   totals.tflops = static_cast<double>(summary.steps) * flops_per_step_ / seconds / 1e12;
+  totals.epochs = summary.epochs;
+  if (!summary.evals.empty()) totals.eval_loss = summary.evals.back().loss;
   print_line(format_done_line(totals));
   return summary;
 }

@@ -26,6 +26,14 @@ void TrainingSession::print_header() const {
   std::fprintf(out_, "  data %s: %lld samples of %lld tokens | config %s\n", data_.path.c_str(),
                static_cast<long long>(data_.samples->size()), static_cast<long long>(data_.samples->seq_len()),
                config_.path.c_str());
+  std::fprintf(out_, "  %s\n", epochs_summary().c_str());
+  if (evaluator_) {
+    const std::string when =
+        args_.eval_every > 0 ? "every " + std::to_string(args_.eval_every) + " steps and at the end" : "at the end";
+    std::fprintf(out_, "  eval %s: %lld samples, %lld target tokens, %s\n", evaluator_->path().c_str(),
+                 static_cast<long long>(evaluator_->samples()), static_cast<long long>(evaluator_->target_tokens()),
+                 when.c_str());
+  }
   std::fprintf(out_,
                "  ZeRO stage %d, %s, optimizer on %s | %d rank%s (%s) on %s, %d CPU thread%s | batch %lld = %lld x "
                "%lld x %d\n",

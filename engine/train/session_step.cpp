@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/train/internal/epochs.h"
 #include "engine/train/internal/session.h"
 
 namespace tierzero::engine::trainer {
@@ -75,9 +76,11 @@ Result<StepRecord> TrainingSession::run_step(int64_t step) {
   for (int64_t micro = 0; micro < accumulation; ++micro) {
     TZ_ASSIGN_OR_RETURN(MicroBatch batch, data_.batches->next());
     TZ_RETURN_IF_ERROR(check_token_ids(batch, model_.config.vocab_size, data_.path));
+    if (args_.on_micro_batch) args_.on_micro_batch(batch.sample_indices);
     auto [ids, targets] = to_tensors(batch);
     window.push_back({std::move(ids), std::move(targets)});
   }
+  record.epoch = epochs_done(*data_.batches);
   at::Tensor loss_sum;
   engine_->plan_step(record.lr, loss_scale);  // lets the optimizer start inside the window's backward
   for (const at::Tensor& loss : engine_->queue_window(window, loss_scale / static_cast<double>(accumulation)))

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/common.h"
+#include "engine/train/internal/epochs.h"
 
 namespace tierzero::engine::trainer {
 
@@ -15,10 +16,10 @@ std::string bytes_text(int64_t bytes) { return bytes < 0 ? "-" : format_bytes(st
 std::string format_step_line(const StepRecord& r) {
   std::string line = fmt::format(
       "step {:5}/{}  loss {:.4f}  lr {:.3e}  grad-norm {:.3f}  {:8.0f} tok/s  {:.4f} TFLOPS  gpu-peak {}  "
-      "gpu-reserved {}  pinned {}  pageable {}  nvme {}  {:.2f}s",
+      "gpu-reserved {}  pinned {}  pageable {}  nvme {}  {:.2f}s  epoch {:.2f}",
       r.step, r.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.tflops, bytes_text(r.memory.gpu_peak_bytes),
       bytes_text(r.memory.gpu_reserved_bytes), bytes_text(r.memory.pinned_bytes), bytes_text(r.memory.pageable_bytes),
-      bytes_text(r.memory.nvme_bytes), r.seconds);
+      bytes_text(r.memory.nvme_bytes), r.seconds, r.epoch);
   if (r.times) {
     const StepTimes& t = *r.times;
     line += fmt::format(
@@ -41,6 +42,8 @@ std::string format_done_line(const RunTotals& t) {
       t.steps, t.skipped_steps, t.seconds, t.first_loss, t.last_loss, t.tokens_per_s, t.tflops,
       bytes_text(t.peak.gpu_peak_bytes), bytes_text(t.peak.gpu_reserved_bytes), bytes_text(t.peak.pinned_bytes),
       bytes_text(t.peak.pageable_bytes), bytes_text(t.peak.nvme_bytes));
+  if (t.eval_loss) line += fmt::format(" | eval loss {:.4f}", *t.eval_loss);
+  line += fmt::format(" | epoch {:.2f}: {}", t.epochs, times_seen(t.epochs));
   if (!t.saved_to.empty()) line += " | saved to " + t.saved_to;
   if (!t.exported_to.empty()) line += " | exported to " + t.exported_to;
   return line;

@@ -1,12 +1,14 @@
 // `tierzero train`: a whole training run from a ds_config, a model and a token file, on every rank
 // of the process group torchrun describes (or one process). Rank 0 prints one line per printed
 // step (every steps_per_print, the first and the last: loss, lr, tokens/s, TFLOPS, the step's true
-// GPU peak, pinned / pageable host and NVMe bytes) and a `done:` summary at the end. The session
+// GPU peak, pinned / pageable host and NVMe bytes, the epoch), an `eval:` line per evaluation of
+// held-out data (internal/evaluation.h) and a `done:` summary at the end. The session
 // behind it (set-up, step loop, report, saves) is engine/train/internal/session.h.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,14 @@ struct TrainArgs {
   std::string data_path;          // token file / JSONL; empty: the config's tierzero.data.path
   int64_t steps = 0;              // optimizer steps (--steps, >= 1); 0: not given (the scheduler's
                                   // total_num_steps, else 100)
+  double epochs = 0.0;            // --epochs: passes over the data, the steps following from them
+                                  // (internal/epochs.h); 0: not given. With steps, they must agree
+  std::string eval_data_path;     // --eval-data: held-out data (the formats of data_path); empty: none
+  double eval_fraction = 0.0;     // --eval-fraction: share of data_path's samples held out instead; 0: none
+  int64_t eval_every = 0;         // --eval-every: evaluate every N steps (and at the end); 0: at the end only
+  // Called on every rank with the sample indices of each training micro-batch as it is read (tests
+  // compare the sequences of two runs); empty: not called.
+  std::function<void(const std::vector<int64_t>& sample_indices)> on_micro_batch;
   std::string save_dir;           // engine checkpoint written at the end (with the 16-bit model
                                   // beside it when stage3_gather_16bit_weights_on_model_save); empty: none
   std::string export_dir;         // HF model directory (16-bit safetensors) written at the end; empty: none
@@ -41,12 +51,22 @@ struct TrainArgs {
   TrainerFlags trainer_flags;     // --micro-batch, --lr, --bf16, ...: what the ds_config's "auto" takes
 };
 
+// One evaluation of the held-out data (--eval-data / --eval-fraction).
+struct EvalPoint {
+  int64_t step = 0;         // after this optimizer step
+  double loss = 0.0;        // mean cross-entropy over the eval set's target tokens
+  double perplexity = 0.0;  // exp(loss)
+  int64_t tokens = 0;       // target tokens evaluated
+};
+
 struct TrainSummary {
   int64_t steps = 0;          // optimizer steps taken in this run (skipped ones included)
   int64_t skipped_steps = 0;  // fp16 overflows
   double first_loss = 0.0;
   double last_loss = 0.0;
   std::vector<double> losses;  // each step's loss (mean over ranks), in order
+  std::vector<EvalPoint> evals;  // the evaluations, in order (none without eval data)
+  double epochs = 0.0;           // epochs of the training data done at the end (1.5: one and a half)
   double seconds = 0.0;
   double tokens_per_second = 0.0;
   int64_t gpu_peak_bytes = -1;  // the largest step's allocator peak (memory_figures.h); -1 on the CPU

@@ -424,7 +424,7 @@ int64_t ShardedPartitioner::pinned_bytes() const {
   return shard_params_.defined() && shard_params_.is_pinned() ? shard_params_.numel() * shard_params_.element_size() : 0;
 }
 
-void ShardedPartitioner::publish_compute_partition() {
+void ShardedPartitioner::drop_whole_params() {
   for (Gather& gather : gathers_) {
     land(gather);  // NVMe: its buffers are free again
     gather.op.wait();
@@ -435,10 +435,23 @@ void ShardedPartitioner::publish_compute_partition() {
     SlotState& state = slots_[slot];
     if (state.users > 0)
       throw Error(internal_error("rank " + std::to_string(comm_.rank()) + ": parameter " + layout_.slots[slot].name +
-                                 " is still fetched at the end of the step: a unit was not released"));
+                                 " is still fetched at the end of a pass: a unit was not released"));
     if (state.residency == Residency::kWhole) free_slot(slot);
     state.prefetched_use = 0;
   }
+}
+
+void ShardedPartitioner::end_forward_pass() {
+  drop_whole_params();
+  if (recording_) trace_.clear();  // no step has ended yet: the pass is not the step the trace records
+  following_ = !recording_;
+  cursor_ = 0;
+  prefetch_cursor_ = 0;
+  std::fill(prefetched_numel_.begin(), prefetched_numel_.end(), 0);
+}
+
+void ShardedPartitioner::publish_compute_partition() {
+  drop_whole_params();
   if (recording_ && !trace_.empty()) {
     recording_ = false;
     index_trace();

@@ -2,7 +2,7 @@
 //
 // One JSON object per line (format described in report/METRICS.md): first a run line
 // {"type":"run","format":1,...} with the run's configuration, then one {"type":"step",...} line per
-// optimizer step. The trainer writes it with MetricsWriter; `tierzero report` reads it with
+// optimizer step, and one {"type":"eval",...} line after the step an evaluation followed. The trainer writes it with MetricsWriter; `tierzero report` reads it with
 // read_metrics_file. No LibTorch, no CUDA: this library sits beside common/.
 #pragma once
 
@@ -66,6 +66,19 @@ struct StepMetrics {
   std::optional<double> nvme_read_gbps;   // NVMe -> host
   std::optional<double> nvme_write_gbps;  // host -> NVMe
   std::optional<StepBreakdown> breakdown;
+  std::optional<double> epoch;  // epochs of the training data done after the step (1.37); absent: not known
+};
+
+// One evaluation of the held-out data, after optimizer step `step` (the mean over the eval set's
+// target tokens: engine/train/internal/evaluation.h).
+struct EvalMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double perplexity = 0;  // exp(loss)
+  int64_t tokens = 0;     // target tokens evaluated
+  int64_t samples = 0;    // samples evaluated
+  std::optional<double> epoch;
+  std::optional<double> eval_time_s;
 };
 
 // A whole metrics file as read.
@@ -73,6 +86,7 @@ struct RunMetrics {
   std::string path;
   RunInfo run;  // run.name filled in from the path when the file left it empty
   std::vector<StepMetrics> steps;
+  std::vector<EvalMetrics> evals;  // in file order (steps non-decreasing)
 };
 
 // Writes a metrics file line by line. Rank 0 alone writes; every line is flushed as written, so
@@ -85,6 +99,8 @@ class MetricsWriter {
 
   // Appends one step line and flushes it. Error (kIo) names the path and the step.
   Status write_step(const StepMetrics& step);
+  // Appends one eval line and flushes it. Error (kIo) names the path and the step.
+  Status write_eval(const EvalMetrics& eval);
 
   // Closes the file; further write_step calls fail. Error (kIo) when the final flush or close
   // fails. The destructor closes without reporting.
@@ -105,7 +121,7 @@ class MetricsWriter {
 
 // Reads a metrics file. Errors name the file and the 1-based line: not JSON, a missing or
 // mistyped field, a first line that is not the run line, a format newer than this reader, a step
-// number that does not increase (kCorrupt); a file that cannot be opened (kNotFound / kIo).
+// number that does not increase (an eval line's step may repeat the step line's before it) (kCorrupt); a file that cannot be opened (kNotFound / kIo).
 // Unknown fields are ignored, so newer writers may add some.
 Result<RunMetrics> read_metrics_file(const std::string& path);
 

@@ -102,6 +102,48 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   EXPECT_TRUE(std::isnan(read.steps[2].grad_norm));  // not finite: written as null
 }
 
+TEST_F(MetricsFileTest, EvalLinesAndEpochsReadBackBesideTheSteps) {
+  StepMetrics first = step(1), second = step(2);
+  first.epoch = 0.5;
+  second.epoch = 1.0;
+  EvalMetrics eval{.step = 2, .loss = 2.25, .perplexity = std::exp(2.25), .tokens = 640, .samples = 20,
+                   .epoch = 1.0, .eval_time_s = 0.5};
+  {
+    MetricsWriter writer = value_or_throw(MetricsWriter::open(path("eval.jsonl"), run_info()));
+    ASSERT_OK(writer.write_step(first));
+    ASSERT_OK(writer.write_step(second));
+    ASSERT_OK(writer.write_eval(eval));
+    ASSERT_OK(writer.close());
+  }
+  std::ifstream in(path("eval.jsonl"));
+  std::string line;
+  for (int i = 0; i < 4; ++i) std::getline(in, line);
+  EXPECT_NE(line.find(R"("type":"eval")"), std::string::npos) << line;
+  const RunMetrics read = value_or_throw(read_metrics_file(path("eval.jsonl")));
+  ASSERT_EQ(read.steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(*read.steps[0].epoch, 0.5);
+  ASSERT_EQ(read.evals.size(), 1u);
+  EXPECT_EQ(read.evals[0].step, 2);
+  EXPECT_DOUBLE_EQ(read.evals[0].loss, 2.25);
+  EXPECT_DOUBLE_EQ(read.evals[0].perplexity, std::exp(2.25));
+  EXPECT_EQ(read.evals[0].tokens, 640);
+  EXPECT_EQ(read.evals[0].samples, 20);
+  EXPECT_DOUBLE_EQ(*read.evals[0].epoch, 1.0);
+  EXPECT_FALSE(value_or_throw(read_metrics_file(write_text("old.jsonl", kRunLine + "\n" + kStepLine + "\n")))
+                   .steps[0]
+                   .epoch.has_value())
+      << "a file without epochs still reads";
+  const std::string eval_line = R"json({"type":"eval","step":1,"loss":2,"perplexity":7.39,"tokens":10,"samples":1})json";
+  EXPECT_ERROR(read_metrics_file(write_text("back.jsonl", kRunLine + "\n" + kStepLine + "\n" +
+                                                            R"json({"type":"eval","step":3,"loss":2,"perplexity":7.39,"tokens":10,"samples":1})json" +
+                                                            "\n" + eval_line + "\n")),
+               ErrorCode::kCorrupt, "back.jsonl:4: the evaluation after step 1 follows one after step 3");
+  std::string no_tokens = eval_line;
+  no_tokens.replace(no_tokens.find(R"("tokens":10,)"), 12, "");
+  EXPECT_ERROR(read_metrics_file(write_text("bad.jsonl", kRunLine + "\n" + no_tokens + "\n")), ErrorCode::kCorrupt,
+               "bad.jsonl:2: field 'tokens' is missing");
+}
+
 TEST_F(MetricsFileTest, EveryLineIsOneJsonObjectFlushedAsWritten) {
   MetricsWriter writer = value_or_throw(MetricsWriter::open(path("live.jsonl"), run_info()));
   ASSERT_OK(writer.write_step(step(1)));
@@ -154,7 +196,7 @@ TEST_F(MetricsFileTest, RunLineFirstAndFormatKnown) {
                ErrorCode::kUnsupported, "b.jsonl:1: metrics format 9 is newer");
   EXPECT_ERROR(read_metrics_file(write_text("c.jsonl", "")), ErrorCode::kCorrupt, "c.jsonl: empty");
   EXPECT_ERROR(read_metrics_file(write_text("d.jsonl", kRunLine + "\n" + kRunLine + "\n")), ErrorCode::kCorrupt,
-               "d.jsonl:2: 'type' is \"run\"");
+               "d.jsonl:2: 'type' is \"run\"; every line after the run line is a \"step\" or an \"eval\" line");
 }
 
 TEST_F(MetricsFileTest, StepsMustIncrease) {

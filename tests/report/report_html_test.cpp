@@ -76,6 +76,24 @@ TEST(ReportHtmlTest, ACpuRunShowsNoGpuTier) {
   EXPECT_EQ(html.find("0 B</td>"), std::string::npos);
 }
 
+// `tierzero report` shows the held-out loss beside the training loss: a dashed series per run that
+// evaluated, in the run's colour, and the last evaluation in the runs table.
+TEST(ReportHtmlTest, EvalLossBesideTheTrainingLoss) {
+  ReportInput input;
+  input.runs = {synthetic_run("plain", 10, false, 1.0), synthetic_run("evaluated", 10, false, 1.0)};
+  for (int step : {5, 10})
+    input.runs[1].evals.push_back(EvalMetrics{.step = step, .loss = 3.5 - 0.1 * step, .perplexity = std::exp(3.5 - 0.1 * step),
+                                              .tokens = 640, .samples = 20});
+  const std::string html = render_report_html(input);
+  const std::vector<ProbedChart> charts = probe_charts(html);
+  const ProbedChart& loss = chart_titled(charts, "Training and eval loss");
+  ASSERT_EQ(loss.series.size(), 3u);
+  EXPECT_EQ(loss.series[2].name, "evaluated (eval)");
+  EXPECT_EQ(loss.series[2].points, 2);
+  EXPECT_LE(loss.y_min, 2.5);
+  EXPECT_NE(html.find("2.5000 (ppl 12.18, step 10)</td>"), std::string::npos);
+}
+
 TEST(ReportHtmlTest, RunsOverlaidWithOneSeriesEach) {
   ReportInput input;
   input.runs = {synthetic_run("baseline", 30, false, 1.0), synthetic_run("offload", 200, true, 1.1),

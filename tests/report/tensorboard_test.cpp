@@ -88,6 +88,32 @@ TEST(TensorBoardWriterTest, TensorBoardReadsBackEveryTagAndValue) {
   EXPECT_FLOAT_EQ(read["memory/nvme_GiB"][0][1].get<float>(), 9.0f);
 }
 
+TEST(TensorBoardWriterTest, EvaluationsAndEpochsAreScalarsAtTheirSteps) {
+  test_support::ScratchDir scratch("tensorboard_test_eval");
+  const std::string dir = scratch.path() + "/tb";
+  StepMetrics step = step_with_everything(4);
+  step.epoch = 1.25;
+  const EvalMetrics eval{.step = 4, .loss = 2.5, .perplexity = 12.18, .tokens = 64, .samples = 2};
+  {
+    Result<TensorBoardWriter> writer = TensorBoardWriter::open(dir);
+    ASSERT_OK(writer);
+    ASSERT_OK(writer->write_step(step));
+    ASSERT_OK(writer->write_eval(eval));
+  }
+  const test_support::PythonRun run =
+      test_support::run_python(TIERZERO_READ_TENSORBOARD, {dir}, scratch.path() + "/read.log");
+  if (run.exit_code == test_support::kPythonSkip) GTEST_SKIP() << run.output;
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json read = nlohmann::json::parse(run.output.substr(run.output.find('{')));
+  for (const auto& [tag, value] : {std::pair<const char*, float>{"train/epoch", 1.25f}, {"eval/loss", 2.5f},
+                                   {"eval/perplexity", 12.18f}}) {
+    ASSERT_TRUE(read.contains(tag)) << tag << " in " << read.dump();
+    ASSERT_EQ(read[tag].size(), 1u) << tag;
+    EXPECT_EQ(read[tag][0][0].get<int64_t>(), 4) << tag;
+    EXPECT_EQ(read[tag][0][1].get<float>(), value) << tag;
+  }
+}
+
 TEST(TensorBoardWriterTest, AnUncreatableDirectoryIsRefusedNamingIt) {
   test_support::ScratchDir scratch("tensorboard_test_bad");
   const std::string file = scratch.path() + "/file";

@@ -3,10 +3,11 @@
 
   train_tensorboard.py --tierzero BUILD/tools/tierzero
 
-Trains the built-in tiny model 3 steps with --metrics and --tensorboard, then checks that every
-step line of the metrics file is in the event file: each metric under its tag (train/loss,
-train/lr, train/grad_norm, train/tokens_per_s, memory/*_GiB, time/* when the step has a breakdown)
-at the step's number, equal to the JSON value as float32.
+Trains the built-in tiny model 3 steps with --metrics and --tensorboard, evaluating 5% held out
+after step 2 and at the end, then checks that every step and eval line of the metrics file is in
+the event file: each metric under its tag (train/loss, train/lr, train/grad_norm,
+train/tokens_per_s, train/epoch, memory/*_GiB, time/* when the step has a breakdown; eval/loss and
+eval/perplexity) at the step's number, equal to the JSON value as float32.
 Exit 0 when every check passes, 1 when one fails, 77 (ctest's skip) without tensorboard.
 """
 import argparse
@@ -28,7 +29,9 @@ TAGS = {"loss": ("train/loss", 1), "lr": ("train/lr", 1), "grad_norm": ("train/g
         "tokens_per_s": ("train/tokens_per_s", 1), "tflops": ("train/tflops", 1),
         "step_time_s": ("train/step_time_s", 1), "gpu_peak_bytes": ("memory/gpu_peak_GiB", GIB),
         "gpu_reserved_bytes": ("memory/gpu_reserved_GiB", GIB), "pinned_bytes": ("memory/pinned_GiB", GIB),
-        "pageable_bytes": ("memory/pageable_GiB", GIB), "nvme_bytes": ("memory/nvme_GiB", GIB)}
+        "pageable_bytes": ("memory/pageable_GiB", GIB), "nvme_bytes": ("memory/nvme_GiB", GIB),
+        "epoch": ("train/epoch", 1)}
+EVAL_TAGS = {"loss": ("eval/loss", 1), "perplexity": ("eval/perplexity", 1)}
 
 
 def float32(value):
@@ -41,23 +44,27 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tierzero-tensorboard-") as work:
         metrics, logdir = os.path.join(work, "run.jsonl"), os.path.join(work, "tb", "run1")
-        subprocess.run([args.tierzero, "train", "--steps", "3", "--metrics", metrics, "--tensorboard", logdir],
+        subprocess.run([args.tierzero, "train", "--steps", "3", "--eval-fraction", "0.05", "--eval-every", "2",
+                        "--metrics", metrics, "--tensorboard", logdir],
                        check=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
         with open(metrics) as f:
-            steps = [line for line in map(json.loads, f) if line["type"] == "step"]
+            lines = list(map(json.loads, f))
+        steps = [line for line in lines if line["type"] == "step"]
+        evals = [line for line in lines if line["type"] == "eval"]
         accumulator = EventAccumulator(logdir, size_guidance={"scalars": 0})
         accumulator.Reload()
         read = {tag: {e.step: e.value for e in accumulator.Scalars(tag)} for tag in accumulator.Tags()["scalars"]}
     failures = []
     expected_tags = set()
-    for step in steps:
-        fields = [(key, step[key]) for key in TAGS]
+    for step in steps + evals:
+        tags = TAGS if step["type"] == "step" else EVAL_TAGS
+        fields = [(key, step[key]) for key in tags]
         fields += [(f"breakdown.{k}", v) for k, v in step.get("breakdown", {}).items()]
         for key, value in fields:
             if key.startswith("breakdown."):
                 tag, scale = "time/" + key.split(".", 1)[1], 1
             else:
-                tag, scale = TAGS[key]
+                tag, scale = tags[key]
             if value is None:
                 continue
             expected_tags.add(tag)
@@ -66,11 +73,13 @@ def main():
                 failures.append(f"step {step['step']} {tag}: event file {got}, metrics file {value / scale}")
     if len(steps) != 3:
         failures.append(f"{len(steps)} step lines in the metrics file, 3 expected")
+    if [e["step"] for e in evals] != [2, 3]:
+        failures.append(f"eval lines after steps {[e['step'] for e in evals]}, [2, 3] expected")
     if set(read) != expected_tags:
         failures.append(f"tags {sorted(read)}, expected {sorted(expected_tags)}")
     for failure in failures:
         print("FAIL: " + failure)
-    print(f"{len(steps)} steps, {len(read)} tags: " + ("every value read back" if not failures else "mismatches"))
+    print(f"{len(steps)} steps, {len(evals)} evaluations, {len(read)} tags: " + ("every value read back" if not failures else "mismatches"))
     return 1 if failures else 0
 
 

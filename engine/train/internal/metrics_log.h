@@ -1,12 +1,14 @@
 // Private: `train --metrics FILE` — the metrics JSONL (format: report/METRICS.md), written by rank 0
 // through report::MetricsWriter: the run line first, then one line per optimizer step, each flushed;
 // and `train --tensorboard DIR` — the same steps as a TensorBoard event file (report::TensorBoardWriter).
+// Evaluations (evaluation.h) add an eval line / event after their step's.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "common/common.h"
+#include "engine/train/internal/evaluation.h"
 #include "engine/train/internal/step_report.h"
 #include "report/report.h"
 
@@ -24,6 +26,8 @@ class MetricsLog {
   // Appends `record`'s line (and event), `run_gpu_peak_bytes` being the GPU peak since the run began (the
   // format's gpu_peak_bytes). Nothing when the log writes nothing.
   Status write(const StepRecord& record, int64_t run_gpu_peak_bytes);
+  // Appends an evaluation's eval line (and event). Nothing when the log writes nothing.
+  Status write_eval(const EvalResult& result);
 
  private:
   std::optional<report::MetricsWriter> writer_;

@@ -58,12 +58,14 @@ struct LoadedConfig {
 };
 Result<LoadedConfig> load_config(const TrainArgs& args, int world_size, const ModelConfig& model);
 
-// This rank's training data: args.data_path, else the config's tierzero.data.path. Errors name the
-// config and the missing key, or the data file.
+// This rank's training data: args.data_path, else the config's tierzero.data.path; with
+// args.eval_fraction, the samples split_held_out() leaves for training (the others in `held_out`).
+// Errors name the config and the missing key, or the data file.
 struct TrainingData {
   std::string path;
   std::shared_ptr<const SampleSource> samples;
   std::unique_ptr<MicroBatchIterator> batches;
+  std::shared_ptr<const SampleSource> held_out;  // --eval-fraction's samples, else null
 };
 Result<TrainingData> open_data(const TrainArgs& args, const LoadedConfig& config, int rank, int world_size);
 

@@ -14,6 +14,9 @@
 //                                     and, when periodic, survived (--on-save-error); the export
 //   print_*()     session_report.cpp  rank 0's header and lines (format in step_report.h), and the
 //                                     metrics JSONL (--metrics, metrics_log.h)
+//   plan_epochs() session_eval.cpp    --epochs: the steps the data's size gives (epochs.h)
+//   evaluate()    session_eval.cpp    the held-out evaluation (evaluation.h): every --eval-every steps
+//                                     and after the last, printed, logged and kept in the summary
 //
 // The step, as every rank runs it:
 //   for each of gradient_accumulation_steps micro-batches of this rank's data:
@@ -36,6 +39,7 @@
 #include "engine/model/functional_model.h"
 #include "engine/optim/schedules.h"
 #include "engine/plan/plan.h"
+#include "engine/train/internal/evaluation.h"
 #include "engine/train/internal/metrics_log.h"
 #include "engine/train/internal/run_setup.h"
 #include "engine/train/internal/step_report.h"
@@ -56,6 +60,15 @@ class TrainingSession {
  private:
   TrainingSession(const TrainArgs& args, std::FILE* out) : args_(args), out_(out) {}
   Status resume();
+  // kInvalidArgument for --epochs, --eval-data, --eval-fraction and --eval-every values or
+  // combinations that cannot run (before anything is loaded).
+  static Status check_loop_args(const TrainArgs& args);
+  Status plan_epochs();
+  Status open_evaluation();
+  // The run header's epochs line: the steps, the epochs they are, and how often a sample is seen.
+  std::string epochs_summary() const;
+  bool eval_due(int64_t step) const;
+  Status evaluate(int64_t step, TrainSummary& summary);
   Status open_metrics();
   Result<StepRecord> run_step(int64_t step);
   Status check_outputs(const Plan& plan);
@@ -88,6 +101,8 @@ class TrainingSession {
   LoadedConfig config_;
   ZeroEngineOptions options_;
   TrainingData data_;
+  std::optional<Evaluator> evaluator_;  // with --eval-data / --eval-fraction
+  double eval_seconds_ = 0.0;           // wall time of this run's evaluations
   std::optional<LrSchedule> schedule_;
   std::optional<LossScaler> scaler_;
   std::unique_ptr<ZeroEngine> engine_;

@@ -3,12 +3,13 @@
 //
 // A step line:
 //   step    12/100  loss 5.1234  lr 3.000e-03  grad-norm 1.234  12345 tok/s  0.0123 TFLOPS
-//     gpu-peak 1.2 GiB  gpu-reserved 1.5 GiB  pinned 0 B  pageable 812 MiB  nvme 0 B  0.31s
+//     gpu-peak 1.2 GiB  gpu-reserved 1.5 GiB  pinned 0 B  pageable 812 MiB  nvme 0 B  0.31s  epoch 1.37
 //     [time forward 0.100s backward 0.180s grad-d2h ... gpu-idle 0.010s]
 //     [nvme-io read 11.2 GiB written 11.2 GiB]  [overflow: step skipped]
 // (one line; the bracketed parts only when wall_clock_breakdown is on / the optimizer state is on
 // NVMe (the last finished optimizer step's bytes: at stage 3 it runs on into the next step) / the
-// fp16 step overflowed).
+// fp16 step overflowed). `epoch` is the epochs of the training data done after the step (epochs.h).
+// An evaluation prints its own `eval:` line after its step's (evaluation.h).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct StepRecord {
   double tokens_per_s = 0.0;
   double tflops = 0.0;
   bool overflow = false;
+  double epoch = 0.0;  // epochs of the training data done after this step
   MemoryFigures memory;
   std::optional<StepTimes> times;  // the engine's breakdown, with wall_clock_breakdown
   // The last finished optimizer step's NVMe traffic, with state on NVMe (plus a LoRA base's reads
@@ -53,6 +55,8 @@ struct RunTotals {
   double last_loss = 0.0;
   double tokens_per_s = 0.0;
   double tflops = 0.0;
+  double epochs = 0.0;  // epochs of the training data done at the end
+  std::optional<double> eval_loss;  // the last evaluation's, with eval data
   MemoryFigures peak;  // the largest of each field over the run's steps
   std::string saved_to;
   std::string exported_to;

@@ -64,6 +64,11 @@ class ShardedPartitioner final : public Partitioner {
   // first step, stops recording the trace. Following a step (follow_step), the persistent
   // parameters are regathered by the first fetch of each unit that uses them, not here.
   void publish_compute_partition() override;
+  // Ends a forward-only pass run between steps (an evaluation: engine/zero/eval_pass.h) without
+  // ending the step: drops every gathered parameter and starts the trace over, so the pass leaves
+  // nothing whole and the next pass (evaluation or training) follows the trace from its start. The
+  // compute partition and the persistent parameters are untouched. Every unit must be released.
+  void end_forward_pass();
   bool can_follow_step() const override { return true; }
   bool can_hand_over_grads() const override { return layout_.world_size == 1 && host_.grads != nullptr; }
   void hand_over_grads() override { reducer_.finish(); }
@@ -110,6 +115,10 @@ class ShardedPartitioner final : public Partitioner {
     std::shared_ptr<CopyDone> copied;
   };
   static constexpr size_t kNone = static_cast<size_t>(-1);
+
+  // Frees every gathered parameter (issued gathers landed first) and forgets what the prefetcher
+  // passed; publish_compute_partition() and end_forward_pass() both end a pass with it.
+  void drop_whole_params();
 
   // The unit's non-persistent parameters that are neither whole nor on their way, each once.
   std::vector<size_t> missing_slots(size_t unit) const;

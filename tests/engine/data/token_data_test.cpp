@@ -240,5 +240,38 @@ TEST(MicroBatches, RefusesAResumeOnOtherDataOrLayout) {
                "rank 2 is outside world size 2");
 }
 
+TEST(HeldOut, SplitsTheSamplesTheDocumentedDrawPicks) {
+  auto source = std::make_shared<CountingSource>(10);
+  const HeldOutSplit split = split_held_out(source, 0.3, 1234, "ten.tok").value();
+  ASSERT_EQ(split.held_out->size(), 3);  // ceil(0.3 x 10)
+  ASSERT_EQ(split.train->size(), 7);
+  // The first 3 of epoch_permutation(10, 1234, 2^64 - 1), ascending; pinned from eval_vs_hf.py's
+  // Python transcription of the rule.
+  std::vector<int64_t> held, train;
+  int64_t ids[2], targets[2];
+  for (int64_t i = 0; i < 3; ++i) {
+    ASSERT_OK(split.held_out->read(i, ids, targets));
+    held.push_back(ids[0]);
+  }
+  for (int64_t i = 0; i < 7; ++i) {
+    ASSERT_OK(split.train->read(i, ids, targets));
+    train.push_back(ids[0]);
+  }
+  EXPECT_EQ(held, (std::vector<int64_t>{0, 1, 8}));
+  EXPECT_EQ(train, (std::vector<int64_t>{2, 3, 4, 5, 6, 7, 9}));
+  EXPECT_ERROR(split.train->read(7, ids, targets), ErrorCode::kInvalidArgument, "outside the 7 samples");
+  const std::vector<int64_t> order = epoch_permutation(10, 1234, kHeldOutDraw);
+  std::vector<int64_t> first(order.begin(), order.begin() + 3);
+  std::sort(first.begin(), first.end());
+  EXPECT_EQ(first, held);
+
+  EXPECT_ERROR(split_held_out(source, 0.0, 1, "ten.tok"), ErrorCode::kInvalidArgument, "--eval-fraction 0 is outside (0, 1)");
+  EXPECT_ERROR(split_held_out(source, 1.0, 1, "ten.tok"), ErrorCode::kInvalidArgument, "outside (0, 1)");
+  EXPECT_ERROR(split_held_out(source, 0.95, 1, "ten.tok"), ErrorCode::kInvalidArgument,
+               "--eval-fraction 0.95 of ten.tok's 10 samples would leave none for training");
+  EXPECT_ERROR(split_held_out(std::make_shared<CountingSource>(1), 0.5, 1, "one.tok"), ErrorCode::kInvalidArgument,
+               "one.tok's 1 samples");
+}
+
 }  // namespace
 }  // namespace tierzero::engine

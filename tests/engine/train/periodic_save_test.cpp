@@ -5,9 +5,7 @@
 // directory as the uninterrupted run did; a rotation killed midway leaks no global_stepN.removing.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,87 +19,10 @@
 #include "engine/train/internal/checkpoint_rotation.h"
 #include "tests/support/status_matchers.h"
 #include "train_fixture.h"
-
-extern char** environ;
+#include "worker_ranks.h"
 
 namespace tierzero::engine::testing {
 namespace {
-
-constexpr int kWorld = 2;
-
-// kWorld workers with `args`, each rank's output in DIR/NAME.rankR.log.
-class Ranks {
- public:
-  Ranks(const ScratchDir& dir, const std::string& name, std::vector<std::string> args) {
-    const int port = free_port();
-    args.insert(args.begin(), TIERZERO_TRAIN_WORKER);
-    for (int rank = 0; rank < kWorld; ++rank) {
-      std::vector<std::string> env;
-      // CUDA hidden: the ranks run on the CPU over Gloo, also on a machine with one GPU.
-      for (char** e = environ; *e != nullptr; ++e)
-        if (std::string(*e).rfind("CUDA_VISIBLE_DEVICES=", 0) != 0) env.emplace_back(*e);
-      for (std::string v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-                            std::string("CUDA_VISIBLE_DEVICES="), "WORLD_SIZE=" + std::to_string(kWorld),
-                            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
-                            std::string("OMP_NUM_THREADS=1"), std::string("TORCH_FR_BUFFER_SIZE=0")})
-        env.push_back(v);
-      std::vector<char*> argv, envp;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      for (std::string& e : env) envp.push_back(e.data());
-      envp.push_back(nullptr);
-      logs_.push_back(dir / (name + ".rank" + std::to_string(rank) + ".log"));
-      posix_spawn_file_actions_t actions;
-      posix_spawn_file_actions_init(&actions);
-      posix_spawn_file_actions_addopen(&actions, 1, logs_.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      posix_spawn_file_actions_adddup2(&actions, 1, 2);
-      pid_t pid = 0;
-      EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0) << argv[0];
-      posix_spawn_file_actions_destroy(&actions);
-      pids_.push_back(pid);
-    }
-  }
-  ~Ranks() { kill_all(); }
-
-  // True when every rank has exited (reaping those that did); statuses in status_.
-  bool done() {
-    bool all = true;
-    for (size_t r = 0; r < pids_.size(); ++r) {
-      if (pids_[r] > 0 && waitpid(pids_[r], &status_[r], WNOHANG) == pids_[r]) pids_[r] = -1;
-      all = all && pids_[r] <= 0;
-    }
-    return all;
-  }
-  // Waits for every rank (killing them after `seconds`); the logs of those that failed, or "".
-  std::string wait(int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (!done() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    kill_all();
-    std::string failures;
-    for (size_t r = 0; r < logs_.size(); ++r) {
-      if (WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) == 0) continue;
-      std::ifstream log(logs_[r]);
-      std::stringstream text;
-      text << log.rdbuf();
-      failures += "rank " + std::to_string(r) + " status " + std::to_string(status_[r]) + ":\n" + text.str();
-    }
-    return failures;
-  }
-  void kill_all() {
-    for (pid_t& pid : pids_) {
-      if (pid <= 0) continue;
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      pid = -1;
-    }
-  }
-
- private:
-  std::vector<pid_t> pids_;
-  std::vector<std::string> logs_;
-  int status_[kWorld] = {-1, -1};
-};
 
 std::vector<double> read_losses(const std::string& path) {
   std::vector<double> losses;

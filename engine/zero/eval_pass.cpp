@@ -1,0 +1,41 @@
+#include "engine/zero/eval_pass.h"
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "engine/model/functional_model.h"
+#include "engine/model/no_dropout.h"
+#include "engine/zero/internal/sharded_partitioner.h"
+
+namespace tierzero::engine {
+namespace {
+
+at::Tensor on_device(const at::Tensor& tokens, at::Device device) {
+  return device.is_cpu() ? tokens : tokens.to(device, /*non_blocking=*/false);
+}
+
+}  // namespace
+
+at::Tensor queue_eval_loss_sum(ZeroEngine& engine, const at::Tensor& input_ids, const at::Tensor& targets) {
+  Partitioner& partitioner = engine.partitioner();  // waits for the optimizer step in flight
+  const FunctionalModel& model = engine.model();
+  const at::Device device = engine.comm().device();
+  const NoDropoutScope no_dropout;
+  at::NoGradGuard no_grad;
+  at::Tensor hidden = on_device(input_ids, device);
+  for (size_t unit = 0; unit < model.num_units(); ++unit) {
+    std::vector<at::Tensor> params = partitioner.fetch(unit);
+    hidden = model.forward_unit(unit, hidden, params);
+    params.clear();
+    partitioner.release(unit);
+  }
+  if (auto* sharded = dynamic_cast<ShardedPartitioner*>(&partitioner)) sharded->end_forward_pass();
+  const at::Tensor logits = hidden.to(at::kFloat);
+  const at::Tensor loss_sum =
+      at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), on_device(targets, device).reshape(-1),
+                             /*weight=*/{}, at::Reduction::Sum, /*ignore_index=*/-100);
+  return loss_sum.to(at::kDouble);
+}
+
+}  // namespace tierzero::engine
