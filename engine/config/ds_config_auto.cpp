@@ -52,7 +52,7 @@ Status check_unresolved_autos(const nlohmann::json& root, const ResolveHints& hi
   need_flag("scheduler.params.warmup_num_steps", f.warmup_steps.has_value(), "--warmup-steps");
   const nlohmann::json* schedule = find_path(root, "scheduler.type");
   if (schedule != nullptr && (*schedule == "WarmupDecayLR" || *schedule == "WarmupCosineLR"))
-    need_flag("scheduler.params.total_num_steps", hints.total_steps > 0, "--steps",
+    need_flag("scheduler.params.total_num_steps", hints.total_steps > 0, "--steps N",
               schedule->get<std::string>() + " needs the schedule's length; ");
   need_flag("tierzero.data.seq_len", f.seq_len.has_value(), "--seq-len");
   for (const char* key : {"reduce_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",

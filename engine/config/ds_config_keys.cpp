@@ -1,8 +1,10 @@
 // The key registry: every ds_config key the parser reads, and what tierzero does with it. The
 // table in configs/README.md is this list (tests/engine/config/key_registry_test.cpp checks both
 // against each other and against to_json()).
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -347,8 +349,10 @@ const nlohmann::json* find_path(const nlohmann::json& root, std::string_view pat
 }
 
 void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings) {
-  std::vector<std::string> ineffective;  // "KEY=VALUE (why)"
-  std::string only;                      // the one-key form
+  // The settings with each reason, in the registry's order of the reasons' first use.
+  std::vector<std::pair<std::string_view, std::vector<std::string>>> by_note;
+  size_t count = 0;
+  std::string only;  // the one-key form
   for (const ConfigKey& key : kKeys) {
     if (key.handling != KeyHandling::kWarned) continue;
     const nlohmann::json* given = find_path(root, key.path);
@@ -356,12 +360,18 @@ void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings) {
     if (same_value(*given, nlohmann::json::parse(key.accepted))) continue;
     const std::string setting = std::string(key.path) + "=" + given->dump();
     only = setting + " has no effect in tierzero (ignored): " + std::string(key.note);
-    ineffective.push_back(setting + " (" + std::string(key.note) + ")");
+    auto same_note = [&](const auto& entry) { return entry.first == key.note; };
+    auto it = std::find_if(by_note.begin(), by_note.end(), same_note);
+    if (it == by_note.end()) it = by_note.insert(by_note.end(), {key.note, {}});
+    it->second.push_back(setting);
+    ++count;
   }
-  if (ineffective.size() == 1) warnings->push_back(only);
-  if (ineffective.size() > 1)
-    warnings->push_back(fmt::format("{} ds_config keys have no effect in tierzero (ignored): {}", ineffective.size(),
-                                    fmt::join(ineffective, "; ")));
+  if (count == 1) warnings->push_back(only);
+  if (count <= 1) return;
+  std::vector<std::string> groups;  // "KEY=VALUE, KEY=VALUE (why)"
+  for (const auto& [note, settings] : by_note) groups.push_back(fmt::format("{} ({})", fmt::join(settings, ", "), note));
+  warnings->push_back(
+      fmt::format("{} ds_config keys have no effect in tierzero (ignored): {}", count, fmt::join(groups, "; ")));
 }
 
 bool is_warned_key(std::string_view path) {

@@ -169,7 +169,7 @@ TEST(HfTrainerAuto, EveryUnresolvedAutoIsNamedInOneMessage) {
       {"optimizer.params.eps", "pass --adam-epsilon"},
       {"optimizer.params.weight_decay", "pass --weight-decay"},
       {"scheduler.params.warmup_num_steps", "pass --warmup-steps"},
-      {"scheduler.params.total_num_steps", "WarmupDecayLR needs the schedule's length; pass --steps"},
+      {"scheduler.params.total_num_steps", "WarmupDecayLR needs the schedule's length; pass --steps N"},
   };
   Result<DsConfig> r = parse_ds_config_text(kHfConfig, ResolveHints{});
   ASSERT_ERROR(r, ErrorCode::kInvalidArgument, "14 \"auto\" values have nothing to fill them: ");
