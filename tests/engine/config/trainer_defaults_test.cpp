@@ -20,11 +20,15 @@
 namespace tierzero::engine {
 namespace {
 
-// The ZeRO-3 offload config LLaMA-Factory ships (examples/deepspeed/ds_z3_offload_config.json): no
-// optimizer, no scheduler.
+// The ZeRO-3 offload config LLaMA-Factory ships (examples/deepspeed/ds_z3_offload_config.json, as of
+// hiyouga/LLaMA-Factory 1d6e8b2): no optimizer, no scheduler; comms_config and monitor_config, which
+// DeepSpeed ignores, as tierzero does with a warning.
 constexpr const char* kNoOptimizer = R"({
-  "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-  "gradient_clipping": "auto", "zero_allow_untested_optimizer": true,
+  "train_batch_size": "auto",
+  "train_micro_batch_size_per_gpu": "auto",
+  "gradient_accumulation_steps": "auto",
+  "gradient_clipping": "auto",
+  "zero_allow_untested_optimizer": true,
   "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
            "hysteresis": 2, "min_loss_scale": 1},
   "bf16": {"enabled": "auto"},
@@ -32,7 +36,9 @@ constexpr const char* kNoOptimizer = R"({
     "offload_param": {"device": "cpu", "pin_memory": true}, "overlap_comm": false, "contiguous_gradients": true,
     "sub_group_size": 1e9, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
     "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9,
-    "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": true}
+    "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": true},
+  "comms_config": {"verbose": false},
+  "monitor_config": {"enabled": true, "tag": "DeepSpeedMonitor", "csv_monitor": {"enabled": false}}
 })";
 
 // `tierzero train --micro-batch 2 --grad-accum 1 --max-grad-norm 1 --bf16 [--lr X] --steps N`.
@@ -77,6 +83,10 @@ TEST(TrainerDefaults, TheRunHeaderNamesThemAndTheResolvedConfigRoundTrips) {
   const ResolveHints hints = train_hints(3e-4, 40, 5);
   DsConfig c = parse_ds_config_text(kNoOptimizer, hints).value();
   EXPECT_TRUE(c.optimizer_from_flags);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].rfind("3 ds_config keys have no effect in tierzero (ignored): ", 0), 0u) << c.warnings[0];
+  EXPECT_NE(c.warnings[0].find("comms_config={\"verbose\":false}, monitor_config={"), std::string::npos)
+      << c.warnings[0];
   EXPECT_EQ(optimizer_summary(c),
             "optimizer AdamW lr 0.0003, betas (0.9, 0.999), eps 1e-08, weight decay 0 (the Hugging Face Trainer's "
             "AdamW with --lr, as the ds_config has no optimizer section); lr schedule linear: warm-up from 0 over 5 "
