@@ -360,7 +360,8 @@ const char* key_handling_name(KeyHandling handling);
 // Parses and checks a ds_config, resolving "auto" and the batch triad with `hints`.
 // kInvalidArgument names the key (JSON path) and what to do; warnings go to DsConfig::warnings.
 Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints& hints);
-// Same, from JSON text; a syntax error reports the byte offset.
+// Same, from JSON text; a syntax error reports its line and column, a key given twice in one object
+// its path and both lines.
 Result<DsConfig> parse_ds_config_text(std::string_view text, const ResolveHints& hints);
 // Same, from a file; every error starts with the path.
 Result<DsConfig> load_ds_config(const std::string& path, const ResolveHints& hints);
@@ -368,9 +369,9 @@ Result<DsConfig> load_ds_config(const std::string& path, const ResolveHints& hin
 // The resolved config as ds_config JSON: every key the parser knows, defaults filled in, "auto"
 // replaced by its value. Feeding it back to parse_ds_config() (with the same hints) gives the same
 // DsConfig, and DeepSpeed (0.19.8) loads it too: it ignores the `tierzero` section and the extra aio
-// keys. With optimizer_from_flags the optimizer and scheduler sections are left out, as in the
-// input: the HF Trainer's AdamW and linear schedule are not DeepSpeed's (optimizer_summary() names
-// them).
+// keys. With optimizer_from_flags the optimizer section is left out, and so is the scheduler when
+// it is the HF Trainer's linear one, as in the input: they are not DeepSpeed's (optimizer_summary()
+// names them).
 nlohmann::json to_json(const DsConfig& config);
 // to_json() pretty-printed (2-space indent), for the start-up log.
 std::string resolved_config_text(const DsConfig& config);
