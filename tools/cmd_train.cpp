@@ -49,11 +49,13 @@ void add_trainer_flags(CLI::App* train, HfTrainerFlags* f) {
                        "gradient_accumulation_steps",
                    whole_number_in(1, 1'000'000));
   add_trainer_flag(train, f, "--lr", &f->lr, &TrainerFlags::lr,
-                   "learning rate (HF learning_rate)" + fills + "optimizer.params.lr and scheduler.params.warmup_max_lr",
+                   "learning rate (HF learning_rate)" + fills +
+                       "optimizer.params.lr and scheduler.params.warmup_max_lr; without an optimizer section, the HF "
+                       "Trainer's AdamW and linear schedule (configs/README.md)",
                    number_in(0.0, 1e6));
   add_trainer_flag(train, f, "--warmup-steps", &f->warmup_steps, &TrainerFlags::warmup_steps,
-                   "lr warm-up steps (HF warmup_steps; 0 is 1, as the HF Trainer passes it)" + fills +
-                       "scheduler.params.warmup_num_steps",
+                   "lr warm-up steps (HF warmup_steps; 0 is 1 in a DeepSpeed scheduler, as the HF Trainer fills it)" +
+                       fills + "scheduler.params.warmup_num_steps",
                    whole_number_in(0, kMaxSteps));
   add_trainer_flag(train, f, "--max-grad-norm", &f->max_grad_norm, &TrainerFlags::max_grad_norm,
                    "gradient clipping norm, 0 = none (HF max_grad_norm)" + fills + "gradient_clipping",
@@ -74,12 +76,10 @@ void add_trainer_flags(CLI::App* train, HfTrainerFlags* f) {
                    whole_number_in(1, int64_t{1} << 24));
 }
 
-// TrainArgs::trainer_flags from the flags given; --warmup-steps 0 becomes 1, as the HF Trainer
-// passes max(1, warmup_steps) (DeepSpeed needs at least 1).
+// TrainArgs::trainer_flags from the flags given.
 void read_trainer_flags(const HfTrainerFlags& f, engine::TrainerFlags& out) {
   for (const auto& [option, set] : f.given)
     if (option->count() > 0) set(out);
-  if (out.warmup_steps && *out.warmup_steps == 0) out.warmup_steps = 1;
 }
 
 // Accepts a finite number above `min` and at most `max` (max_open: below it).

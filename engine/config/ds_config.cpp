@@ -55,6 +55,7 @@ Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints&
   if (!json.is_object()) return invalid_argument("a ds_config must be a JSON object ({...}), got " + json.dump());
   using namespace detail;
   DsConfig c;
+  TZ_RETURN_IF_ERROR(check_unresolved_autos(json, hints));
   TZ_ASSIGN_OR_RETURN(const IgnoredKeys ignored, read_ignored_keys(json));
   JsonFields root(&json, "", &ignored);
   const TrainerFlags& flags = hints.flags;
@@ -62,8 +63,8 @@ Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints&
   TZ_RETURN_IF_ERROR(parse_precision(root, flags, &c.fp16, &c.bf16, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_zero(root, hints, &c.zero, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_aio(root, &c.aio, &c.warnings));
-  TZ_RETURN_IF_ERROR(parse_optimizer(root, flags, &c.optimizer, &c.warnings));
-  TZ_RETURN_IF_ERROR(parse_scheduler(root, hints, c.optimizer, &c.scheduler, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_optimizer(root, hints, &c.optimizer, &c.optimizer_from_flags, &c.warnings));
+  TZ_RETURN_IF_ERROR(parse_scheduler(root, hints, c.optimizer, c.optimizer_from_flags, &c.scheduler, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_activation_checkpointing(root, &c.activation_checkpointing, &c.warnings));
   TZ_RETURN_IF_ERROR(parse_tierzero(root, flags, &c.tierzero, &c.warnings));
   TZ_RETURN_IF_ERROR(check_state_layout(c));
@@ -81,8 +82,12 @@ Result<DsConfig> parse_ds_config_text(std::string_view text, const ResolveHints&
   try {
     json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 5e999
-    return invalid_argument(std::string("ds_config is not valid JSON: ") + e.what());
+    // what() is "[json.exception.parse_error.101] parse error at line 2, column 3: ...": keep the words.
+    std::string what = e.what();
+    if (what.starts_with("[json.exception.")) what.erase(0, what.find("] ") + 2);
+    return invalid_argument("ds_config is not valid JSON: " + what);
   }
+  TZ_RETURN_IF_ERROR(detail::check_duplicate_keys(text));
   return parse_ds_config(json, hints);
 }
 

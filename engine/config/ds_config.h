@@ -14,26 +14,43 @@
 //   optimizer.params.lr: --lr; betas: --adam-beta1 and --adam-beta2; eps: --adam-epsilon;
 //       weight_decay: --weight-decay;
 //   scheduler.params.warmup_min_lr: 0 (as the HF Trainer fills it); warmup_max_lr: the optimizer's
-//       lr; warmup_num_steps: --warmup-steps; total_num_steps: ResolveHints::total_steps (--steps);
+//       lr; warmup_num_steps: --warmup-steps (0 fills 1, as the HF Trainer fills max(1, warmup_steps));
+//       total_num_steps: ResolveHints::total_steps (--steps);
 //   fp16.enabled / bf16.enabled: --fp16 / --bf16 (one of them must be given);
 //   zero_optimization.reduce_bucket_size: hidden^2; stage3_prefetch_bucket_size: 0.9 * hidden^2;
 //       stage3_param_persistence_threshold: 10 * hidden (ModelShape::hidden_size; refused without);
 //   tierzero.data.seq_len: --seq-len.
+// Every "auto" the flags given cannot fill is reported in one error, each with the flag that fills it.
 // "auto" anywhere else is an error. A flag also fills its key when the key is absent; where the
 // key holds a value the flag disagrees with, that is an error (as the HF Trainer's mismatch check),
 // except --seq-len, which overrides tierzero.data.seq_len as --data overrides tierzero.data.path.
 // An absent total_num_steps (WarmupDecayLR, WarmupCosineLR) is ResolveHints::total_steps too.
 // resolved_config_text() prints the result with every default filled in.
 //
+// No optimizer section (the Hugging Face Trainer then builds its own optimizer and schedule):
+// `tierzero train` (ResolveHints::training) refuses the config unless --lr is given, naming --lr and
+// the optimizer section; with --lr the optimizer is the HF Trainer's default AdamW (betas (0.9,
+// 0.999), eps 1e-8, weight decay 0: --adam-beta1, --adam-beta2, --adam-epsilon set them; a weight
+// decay is refused, as the HF Trainer exempts biases and norm weights from it and tierzero's AdamW
+// does not), and without a scheduler section too, the HF Trainer's default schedule: linear warm-up
+// over --warmup-steps (0 when not given), then linear decay to 0 at --steps (LrScheduleType::kLinear,
+// transformers' get_linear_schedule_with_warmup). optimizer_summary() says which, for the run header.
+//
 // One DeepSpeed key takes more than DeepSpeed does: zero_optimization.offload_optimizer.nvme_path and
 // offload_param.nvme_path may be a list of distinct directories (striped over; a tierzero
 // extension) as well as DeepSpeed's one string; to_json() writes one path as a string.
 //
-// Unknown keys are errors, as DeepSpeed's config models refuse extra keys: each names its JSON path
-// and the nearest known key ("did you mean offload_optimizer?"). A key DeepSpeed knows but tierzero
-// does not act on is in the registry (below) and warns. tierzero.ignore_unknown_keys lists the
-// paths of keys of other tools to pass over with a warning. Contradictions are errors
-// (kInvalidArgument) naming the key and the fix.
+// Every key DeepSpeed 0.19.8 reads is accepted (tests/engine/config/deepspeed_keys.txt lists them,
+// generated from DeepSpeed by deepspeed_keys.py), and so are the attribute names of DeepSpeed's config
+// object, which DeepSpeed prints as its configuration and ignores as keys (comms_config,
+// monitor_config, ...). Unknown keys are errors, as DeepSpeed's config models refuse extra keys (at
+// the top level DeepSpeed ignores them silently, which hides a misspelt key): each names its JSON
+// path and the nearest known key ("did you mean offload_optimizer?"). A key DeepSpeed knows but
+// tierzero does not act on is in the registry (below) and warns: one warning lists every such key
+// set, each with why. tierzero.ignore_unknown_keys lists the paths of keys of other tools to pass
+// over with a warning. A key given twice in one object is an error naming its path and lines (as
+// DeepSpeed refuses a file with duplicate keys). Contradictions are errors (kInvalidArgument) naming
+// the key and the fix.
 //
 // The `tierzero` section (extensions; DeepSpeed ignores it):
 // | key                          | type                   | default | meaning                                 |
@@ -119,6 +136,7 @@ struct ResolveHints {
   ModelShape model = {};
   int64_t total_steps = 0;  // optimizer steps planned (--steps); 0: unknown
   TrainerFlags flags = {};
+  bool training = false;  // `tierzero train`: the lr must come from the optimizer section or --lr
 };
 
 // train_batch_size == train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size.
@@ -191,7 +209,8 @@ enum class OptimizerType : uint8_t { kAdam, kAdamW };
 // Returns "Adam" or "AdamW".
 const char* optimizer_type_name(OptimizerType type);
 
-// optimizer {type, params}. Absent: Adam with these defaults (torch / DeepSpeed defaults).
+// optimizer {type, params}, with DeepSpeed's defaults for absent params. No optimizer section: AdamW
+// with these defaults, the HF Trainer's but for the lr (--lr; see the top of this file).
 // params.amsgrad is accepted only as false (no AMSGrad kernel); params.max_grad_norm is refused
 // as DeepSpeed refuses it (use gradient_clipping).
 struct OptimizerConfig {
@@ -297,7 +316,9 @@ struct DsConfig {
   nvme::IoConfig aio;  // the "aio" block, field for field (plus tierzero's aio.backend,
                        // aio.use_direct, aio.register_buffers), checked by nvme::validate()
   OptimizerConfig optimizer;
-  std::optional<LrScheduleConfig> scheduler;  // absent: constant optimizer lr
+  std::optional<LrScheduleConfig> scheduler;  // absent: constant optimizer lr (DeepSpeed's behaviour)
+  bool optimizer_from_flags = false;          // no optimizer section: the HF Trainer's AdamW with --lr
+                                              // (and kLinear without a scheduler section)
   double gradient_clipping = 1.0;             // max global grad norm; 0 = no clipping (DeepSpeed
                                               // 0.19's default is 1.0; older releases used 0)
   ActivationCheckpointingConfig activation_checkpointing;
@@ -339,16 +360,24 @@ const char* key_handling_name(KeyHandling handling);
 // Parses and checks a ds_config, resolving "auto" and the batch triad with `hints`.
 // kInvalidArgument names the key (JSON path) and what to do; warnings go to DsConfig::warnings.
 Result<DsConfig> parse_ds_config(const nlohmann::json& json, const ResolveHints& hints);
-// Same, from JSON text; a syntax error reports the byte offset.
+// Same, from JSON text; a syntax error reports its line and column, a key given twice in one object
+// its path and both lines.
 Result<DsConfig> parse_ds_config_text(std::string_view text, const ResolveHints& hints);
 // Same, from a file; every error starts with the path.
 Result<DsConfig> load_ds_config(const std::string& path, const ResolveHints& hints);
 
 // The resolved config as ds_config JSON: every key the parser knows, defaults filled in, "auto"
-// replaced by its value. Feeding it back to parse_ds_config() gives the same DsConfig, and
-// DeepSpeed (0.19.8) loads it too: it ignores the `tierzero` section and the extra aio keys.
+// replaced by its value. Feeding it back to parse_ds_config() (with the same hints) gives the same
+// DsConfig, and DeepSpeed (0.19.8) loads it too: it ignores the `tierzero` section and the extra aio
+// keys. With optimizer_from_flags the optimizer section is left out, and so is the scheduler when
+// it is the HF Trainer's linear one, as in the input: they are not DeepSpeed's (optimizer_summary()
+// names them).
 nlohmann::json to_json(const DsConfig& config);
 // to_json() pretty-printed (2-space indent), for the start-up log.
 std::string resolved_config_text(const DsConfig& config);
+// One line naming the optimizer, its hyper-parameters and the lr schedule, and where they come from
+// (the ds_config's sections, or the HF Trainer's defaults with --lr), for the run header:
+// "optimizer AdamW lr 0.0003, betas (0.9, 0.999), eps 1e-08, weight decay 0 (...); lr schedule ...".
+std::string optimizer_summary(const DsConfig& config);
 
 }  // namespace tierzero::engine

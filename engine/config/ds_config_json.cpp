@@ -145,7 +145,10 @@ json to_json(const DsConfig& c) {
       {"wall_clock_breakdown", c.wall_clock_breakdown},
       {"tierzero", tierzero_json(c.tierzero)},
   };
-  if (c.scheduler) out["scheduler"] = scheduler_json(*c.scheduler);
+  // The HF Trainer's AdamW and linear schedule are no DeepSpeed sections: left out, as in the input.
+  if (c.optimizer_from_flags) out.erase("optimizer");
+  if (c.scheduler && !(c.optimizer_from_flags && c.scheduler->type == LrScheduleType::kLinear))
+    out["scheduler"] = scheduler_json(*c.scheduler);
   return out;
 }
 

@@ -1,9 +1,14 @@
 // The key registry: every ds_config key the parser reads, and what tierzero does with it. The
 // table in configs/README.md is this list (tests/engine/config/key_registry_test.cpp checks both
 // against each other and against to_json()).
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/config/internal/ds_config_sections.h"
 
@@ -17,6 +22,9 @@ constexpr KeyHandling R = KeyHandling::kRefused;
 constexpr const char* kAioNote = "the swap I/O of offload_optimizer.device \"nvme\" (and bench io)";
 constexpr const char* kNotImplemented = "a DeepSpeed feature tierzero does not implement";
 constexpr const char* kMonitor = "DeepSpeed's monitor; tierzero writes --metrics (report/METRICS.md)";
+constexpr const char* kAttribute =
+    "not a key DeepSpeed reads: the name of an attribute of its config object, which DeepSpeed prints as its "
+    "configuration and ignores as a key";
 constexpr const char* kRecompute =
     "tierzero recomputes every layer in backward regardless (activation "
     "checkpointing per layer is built in)";
@@ -44,6 +52,11 @@ constexpr ConfigKey kKeys[] = {
      "DeepSpeed's bf16 master; tierzero.master_weights \"compact\" keeps an exact master in 2 B/param"},
     {"bf16.bf16_optimizer_states", W, "false", "tierzero.optimizer_state_dtype \"bf16\" sets bf16 moments"},
     {"bfloat16.enabled", H, "", "DeepSpeed's older name for bf16"},
+    {"bfloat16.immediate_grad_update", W, "false", kNotImplemented},
+    {"bfloat16.check_grad_overflow", W, "true", "bf16 steps are never skipped (no loss scale)"},
+    {"bfloat16.bf16_master_weights_and_grads", W, "false",
+     "DeepSpeed's bf16 master; tierzero.master_weights \"compact\" keeps an exact master in 2 B/param"},
+    {"bfloat16.bf16_optimizer_states", W, "false", "tierzero.optimizer_state_dtype \"bf16\" sets bf16 moments"},
     {"zero_optimization.stage", H, "", "0-3; a boolean zero_optimization is stage 1 (deprecated)"},
     {"zero_optimization.contiguous_gradients", W, "true", "gradients always live in flat contiguous partitions"},
     {"zero_optimization.reduce_scatter", W, "true", "stages 2 and 3 always reduce-scatter"},
@@ -149,6 +162,7 @@ constexpr ConfigKey kKeys[] = {
     {"optimizer.params.torch_adam", W, "false", "tierzero's own Adam kernels run either way"},
     {"optimizer.params.amsgrad", R, "false", "no AMSGrad kernel"},
     {"optimizer.params.max_grad_norm", R, "null", "DeepSpeed refuses it too: use gradient_clipping"},
+    {"optimizer.legacy_fusion", W, "false", "tierzero's own Adam kernels run either way"},
     {"scheduler.type", H, "", "WarmupLR, WarmupDecayLR or WarmupCosineLR"},
     {"scheduler.params.warmup_num_steps", H, "", ""},
     {"scheduler.params.warmup_type", H, "", ""},
@@ -199,6 +213,55 @@ constexpr ConfigKey kKeys[] = {
     {"nebula", W, "null", kNotImplemented},
     {"hybrid_engine", W, "null", kNotImplemented},
     {"weight_quantization", W, "null", kNotImplemented},
+    {"datastates_ckpt", W, "false", "tierzero writes its own checkpoints (tierzero.checkpoint)"},
+    {"disable_python_gc", W, "false", "tierzero runs no Python"},
+    {"expert_parallel", W, "null", kNotImplemented},
+    {"gradient_allreduce_op", W, "\"mean\"", "gradients are averaged over the ranks (DeepSpeed's \"mean\")"},
+    {"log_level", W, "null", "tierzero prints its own log (the run header and step lines)"},
+    {"managed_gradient_accumulation", W, "true", "tierzero always accumulates over gradient_accumulation_steps"},
+    {"tensor_parallel", W, "null", kNotImplemented},
+    {"torch_autocast", W, "null", "bf16 / fp16 are the 16-bit modes"},
+    {"use_data_before_expert_parallelism", W, "false", kNotImplemented},
+    {"vocabulary_size", W, "null", "DeepSpeed only warns about its alignment; tierzero reads the model's config.json"},
+    {"activation_checkpointing_config", W, "null", kAttribute},
+    {"aio_config", W, "null", kAttribute},
+    {"autotuning_config", W, "null", kAttribute},
+    {"bfloat16_config", W, "null", kAttribute},
+    {"buffer_dtype", W, "null", kAttribute},
+    {"checkpoint_config", W, "null", kAttribute},
+    {"checkpoint_parallel_write_pipeline", W, "null", kAttribute},
+    {"checkpoint_tag_validation_enabled", W, "null", kAttribute},
+    {"checkpoint_tag_validation_fail", W, "null", kAttribute},
+    {"comms_config", W, "null", kAttribute},
+    {"compile_config", W, "null", kAttribute},
+    {"data_efficiency_config", W, "null", kAttribute},
+    {"data_efficiency_enabled", W, "null", kAttribute},
+    {"datastates_config", W, "null", kAttribute},
+    {"expert_parallel_config", W, "null", kAttribute},
+    {"float16_config", W, "null", kAttribute},
+    {"flops_profiler_config", W, "null", kAttribute},
+    {"global_rank", W, "null", kAttribute},
+    {"grad_accum_dtype", W, "null", kAttribute},
+    {"keep_in_fp32_modules", W, "null", kAttribute},
+    {"monitor_config", W, "null", kAttribute},
+    {"optimizer_legacy_fusion", W, "null", kAttribute},
+    {"optimizer_name", W, "null", kAttribute},
+    {"optimizer_params", W, "null", kAttribute},
+    {"param_dtype", W, "null", kAttribute},
+    {"scheduler_name", W, "null", kAttribute},
+    {"scheduler_params", W, "null", kAttribute},
+    {"tensor_parallel_config", W, "null", kAttribute},
+    {"timers_config", W, "null", kAttribute},
+    {"torch_autocast_dtype", W, "null", kAttribute},
+    {"torch_autocast_enabled", W, "null", kAttribute},
+    {"torch_autocast_lower_precision_safe_modules", W, "null", kAttribute},
+    {"use_data_before_expert_parallel_", W, "null", kAttribute},
+    {"use_node_local_storage", W, "null", kAttribute},
+    {"weight_quantization_config", W, "null", kAttribute},
+    {"world_size", W, "null", kAttribute},
+    {"zero_config", W, "null", kAttribute},
+    {"zero_enabled", W, "null", kAttribute},
+    {"zero_optimization_stage", W, "null", kAttribute},
     {"tierzero.gpu_memory_limit", H, "", "GPU budget the engine enforces; 0 = the whole device"},
     {"tierzero.pinned_memory_limit", H, "", "pinned host budget the engine enforces; 0 = none"},
     {"tierzero.cpu_threads", H, "", "CPU optimizer threads; 0 = all cores"},
@@ -244,21 +307,6 @@ constexpr ConfigKey kKeys[] = {
      "instead of refused as unknown; a path tierzero knows is an error"},
 };
 
-// The value at dotted `path` in `root`, or nullptr when a step is absent or not an object.
-const nlohmann::json* find_path(const nlohmann::json& root, std::string_view path) {
-  const nlohmann::json* node = &root;
-  while (!path.empty()) {
-    const size_t dot = path.find('.');
-    const std::string step(path.substr(0, dot));
-    if (!node->is_object()) return nullptr;
-    auto it = node->find(step);
-    if (it == node->end()) return nullptr;
-    node = &*it;
-    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
-  }
-  return node;
-}
-
 // Numbers compare by value whether written 5e8, 500000000 or "5e8".
 bool same_value(const nlohmann::json& given, const nlohmann::json& accepted) {
   if (accepted.is_number() && (given.is_number() || given.is_string())) {
@@ -286,15 +334,44 @@ const char* key_handling_name(KeyHandling handling) {
 
 namespace detail {
 
+const nlohmann::json* find_path(const nlohmann::json& root, std::string_view path) {
+  const nlohmann::json* node = &root;
+  while (!path.empty()) {
+    const size_t dot = path.find('.');
+    const std::string step(path.substr(0, dot));
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(step);
+    if (it == node->end()) return nullptr;
+    node = &*it;
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+  }
+  return node;
+}
+
 void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings) {
+  // The settings with each reason, in the registry's order of the reasons' first use.
+  std::vector<std::pair<std::string_view, std::vector<std::string>>> by_note;
+  size_t count = 0;
+  std::string only;  // the one-key form
   for (const ConfigKey& key : kKeys) {
     if (key.handling != KeyHandling::kWarned) continue;
     const nlohmann::json* given = find_path(root, key.path);
     if (given == nullptr || given->is_null()) continue;
     if (same_value(*given, nlohmann::json::parse(key.accepted))) continue;
-    warnings->push_back(std::string(key.path) + "=" + given->dump() +
-                        " has no effect in tierzero (ignored): " + std::string(key.note));
+    const std::string setting = std::string(key.path) + "=" + given->dump();
+    only = setting + " has no effect in tierzero (ignored): " + std::string(key.note);
+    auto same_note = [&](const auto& entry) { return entry.first == key.note; };
+    auto it = std::find_if(by_note.begin(), by_note.end(), same_note);
+    if (it == by_note.end()) it = by_note.insert(by_note.end(), {key.note, {}});
+    it->second.push_back(setting);
+    ++count;
   }
+  if (count == 1) warnings->push_back(only);
+  if (count <= 1) return;
+  std::vector<std::string> groups;  // "KEY=VALUE, KEY=VALUE (why)"
+  for (const auto& [note, settings] : by_note) groups.push_back(fmt::format("{} ({})", fmt::join(settings, ", "), note));
+  warnings->push_back(
+      fmt::format("{} ds_config keys have no effect in tierzero (ignored): {}", count, fmt::join(groups, "; ")));
 }
 
 bool is_warned_key(std::string_view path) {

@@ -1,9 +1,13 @@
 // optimizer and scheduler. Optimizer types are matched case-insensitively, as DeepSpeed does;
 // DeepSpeed's Adam defaults to adam_w_mode = true (decoupled weight decay). Scheduler params and
-// defaults are those of deepspeed/runtime/lr_schedules.py.
+// defaults are those of deepspeed/runtime/lr_schedules.py. Without an optimizer section, the
+// optimizer and schedule the Hugging Face Trainer builds (transformers' trainer.py create_optimizer
+// and create_scheduler with TrainingArguments' defaults: AdamW, lr_scheduler_type "linear").
 #include <algorithm>
 #include <cctype>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "engine/config/internal/ds_config_sections.h"
 #include "engine/config/internal/flag_values.h"
@@ -83,8 +87,10 @@ Status read_schedule_params(JsonFields& p, const ResolveHints& hints, const Opti
                             LrScheduleConfig* c, Warnings* warnings) {
   constexpr double kMaxLr = 1e6;
   TZ_RETURN_IF_ERROR(read_warmup_type(p, c, warnings));
-  TZ_RETURN_IF_ERROR(
-      resolve_int(p, "warmup_num_steps", hints.flags.warmup_steps, "--warmup-steps", &c->warmup_num_steps, 1));
+  // --warmup-steps 0 fills 1, as the HF Trainer fills max(1, warmup_steps) (DeepSpeed needs at least 1).
+  std::optional<int64_t> warmup_steps = hints.flags.warmup_steps;
+  if (warmup_steps && *warmup_steps == 0) warmup_steps = 1;
+  TZ_RETURN_IF_ERROR(resolve_int(p, "warmup_num_steps", warmup_steps, "--warmup-steps", &c->warmup_num_steps, 1));
   if (c->type == LrScheduleType::kWarmupCosineLR) {
     c->base_lr = optimizer.lr;
     TZ_RETURN_IF_ERROR(p.read_double("warmup_min_ratio", &c->warmup_min_ratio, 0.0, 1.0));
@@ -123,12 +129,57 @@ Status read_schedule_params(JsonFields& p, const ResolveHints& hints, const Opti
   return {};
 }
 
+// No optimizer section: the lr comes from --lr or nowhere (refused for training), and a weight decay
+// would not be the HF Trainer's (it exempts biases and norm weights; tierzero's AdamW decays all).
+Status check_trainer_optimizer(const ResolveHints& hints) {
+  const TrainerFlags& flags = hints.flags;
+  if (hints.training && !flags.lr) {
+    return invalid_argument(
+        "the ds_config has no optimizer section, so nothing sets the learning rate (the Hugging Face Trainer would "
+        "take its learning_rate argument, 5e-5 unless given): pass --lr X to tierzero train (the HF Trainer's AdamW "
+        "and its linear schedule: warm-up over --warmup-steps, then decay to 0 at --steps), or add an optimizer "
+        "section, e.g. \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}}");
+  }
+  if (flags.weight_decay && *flags.weight_decay != 0.0) {
+    return invalid_argument(fmt::format(
+        "--weight-decay {:g} without an optimizer section in the ds_config: the Hugging Face Trainer's AdamW would "
+        "exempt biases and norm weights from the decay, which tierzero's optimizer does not do; add an optimizer "
+        "section (DeepSpeed's AdamW decays every parameter, as tierzero does), e.g. \"optimizer\": {{\"type\": "
+        "\"AdamW\", \"params\": {{\"lr\": \"auto\", \"weight_decay\": \"auto\"}}}}",
+        *flags.weight_decay));
+  }
+  return {};
+}
+
+// The HF Trainer's schedule without a scheduler section: linear warm-up over --warmup-steps (its
+// warmup_steps default 0), then linear decay to 0 at max_steps (--steps).
+Result<LrScheduleConfig> trainer_schedule(const ResolveHints& hints, const OptimizerConfig& optimizer) {
+  if (hints.total_steps <= 0) {
+    return invalid_argument(
+        "the ds_config has neither an optimizer nor a scheduler section, so the lr follows the Hugging Face "
+        "Trainer's linear schedule, which decays to 0 at the last step: pass --steps N to tierzero train, or add a "
+        "scheduler section");
+  }
+  LrScheduleConfig c{.type = LrScheduleType::kLinear,
+                     .warmup_num_steps = hints.flags.warmup_steps.value_or(0),
+                     .total_num_steps = hints.total_steps,
+                     .base_lr = optimizer.lr};
+  if (c.warmup_num_steps < 0)
+    return invalid_argument("--warmup-steps must be >= 0, got " + std::to_string(c.warmup_num_steps));
+  return c;
+}
+
 }  // namespace
 
-Status parse_optimizer(JsonFields& root, const TrainerFlags& flags, OptimizerConfig* out, Warnings* warnings) {
-  // Without an optimizer section the flags still set the defaults' values.
+Status parse_optimizer(JsonFields& root, const ResolveHints& hints, OptimizerConfig* out, bool* from_flags,
+                       Warnings* warnings) {
+  const TrainerFlags& flags = hints.flags;
   TZ_ASSIGN_OR_RETURN(JsonFields o, root.child("optimizer"));
-  if (root.has("optimizer")) {
+  *from_flags = !root.has("optimizer");
+  if (*from_flags) {
+    TZ_RETURN_IF_ERROR(check_trainer_optimizer(hints));
+    out->type = OptimizerType::kAdamW;
+  } else {
     if (!o.has("type")) return invalid_argument(o.path_of("type") + " is missing: give Adam or AdamW");
     std::string type;
     TZ_RETURN_IF_ERROR(o.read_string("type", &type));
@@ -165,9 +216,13 @@ Status parse_optimizer(JsonFields& root, const TrainerFlags& flags, OptimizerCon
 }
 
 Status parse_scheduler(JsonFields& root, const ResolveHints& hints, const OptimizerConfig& optimizer,
-                       std::optional<LrScheduleConfig>* out, Warnings* warnings) {
+                       bool optimizer_from_flags, std::optional<LrScheduleConfig>* out, Warnings* warnings) {
   TZ_ASSIGN_OR_RETURN(JsonFields s, root.child("scheduler"));
   if (!root.has("scheduler")) {
+    if (optimizer_from_flags && hints.flags.lr) {
+      TZ_ASSIGN_OR_RETURN(*out, trainer_schedule(hints, optimizer));
+      return {};
+    }
     if (!hints.flags.warmup_steps) return {};
     return invalid_argument(
         "--warmup-steps needs a scheduler in the ds_config (the lr is constant without one): add e.g. \"scheduler\": "

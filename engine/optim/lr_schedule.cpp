@@ -21,6 +21,7 @@ const char* lr_schedule_type_name(LrScheduleType type) {
     case LrScheduleType::kWarmupLR: return "WarmupLR";
     case LrScheduleType::kWarmupDecayLR: return "WarmupDecayLR";
     case LrScheduleType::kWarmupCosineLR: return "WarmupCosineLR";
+    case LrScheduleType::kLinear: return "linear";
   }
   return "?";
 }
@@ -28,8 +29,10 @@ const char* lr_schedule_type_name(LrScheduleType type) {
 const char* warmup_type_name(WarmupType type) { return type == WarmupType::kLog ? "log" : "linear"; }
 
 Status validate(const LrScheduleConfig& c) {
-  if (c.warmup_num_steps <= 0) {
-    return bad_param("warmup_num_steps", "must be a positive integer, got " + std::to_string(c.warmup_num_steps));
+  const bool linear = c.type == LrScheduleType::kLinear;  // the HF Trainer's: no warm-up is allowed
+  if (linear ? c.warmup_num_steps < 0 : c.warmup_num_steps <= 0) {
+    return bad_param("warmup_num_steps", std::string(linear ? "must be >= 0" : "must be a positive integer") +
+                                             ", got " + std::to_string(c.warmup_num_steps));
   }
   if (c.type != LrScheduleType::kWarmupLR && c.total_num_steps <= 0) {
     return bad_param("total_num_steps", std::string("must be a positive integer for ") + lr_schedule_type_name(c.type) +
@@ -52,6 +55,15 @@ Result<LrSchedule> LrSchedule::create(const LrScheduleConfig& config) {
 
 double LrSchedule::lr_at(int64_t iteration) const {
   const LrScheduleConfig& c = config_;
+  if (c.type == LrScheduleType::kLinear) {
+    // transformers' _get_linear_schedule_with_warmup_lr_lambda at the HF step: the k-th optimizer
+    // step runs at iteration k - 1 here and at step k there.
+    const double step = static_cast<double>(std::max<int64_t>(0, iteration + 1));
+    const double warmup = static_cast<double>(c.warmup_num_steps);
+    const double total = static_cast<double>(c.total_num_steps);
+    if (step < warmup) return c.base_lr * (step / std::max(1.0, warmup));
+    return c.base_lr * std::max(0.0, (total - step) / std::max(1.0, total - warmup));
+  }
   // DeepSpeed: self.warmup_num_steps = max(2, warmup_num_steps).
   const int64_t warmup = std::max<int64_t>(2, c.warmup_num_steps);
   const double it = static_cast<double>(iteration);

@@ -1,6 +1,6 @@
 // The per-step scalars the trainer applies around each optimizer step, with DeepSpeed's exact
-// semantics: the learning-rate schedule (WarmupLR, WarmupDecayLR, WarmupCosineLR) and the fp16
-// loss scale (static or dynamic).
+// semantics: the learning-rate schedule (WarmupLR, WarmupDecayLR, WarmupCosineLR, and the Hugging
+// Face Trainer's linear schedule) and the fp16 loss scale (static or dynamic).
 #pragma once
 
 #include <cstdint>
@@ -14,36 +14,43 @@ namespace tierzero::engine {
 
 // ---- Learning-rate schedules -------------------------------------------------------------------
 // Learning-rate schedules with DeepSpeed's exact formulas (deepspeed/runtime/lr_schedules.py):
-// WarmupLR, WarmupDecayLR and WarmupCosineLR.
+// WarmupLR, WarmupDecayLR and WarmupCosineLR; and kLinear, the schedule the Hugging Face Trainer
+// builds by default (transformers' get_linear_schedule_with_warmup: lr * step / max(1, warmup) while
+// step < warmup, then lr * max(0, (total - step) / max(1, total - warmup)), step k being the k-th
+// optimizer step from 0). WarmupDecayLR with linear warm-up is not that schedule: it warms up over
+// max(2, warmup_num_steps) steps and its k-th step takes the warm-up value of step k - 1.
 //
 // DeepSpeed's step protocol, kept here: a schedule starts at last_batch_iteration = -1; the
 // engine reads lr() for an optimizer step and calls step() after every optimizer step that was
 // not skipped for an fp16 overflow. The lr used by the k-th applied step (k = 0, 1, ...) is
-// therefore lr_at(k - 1): WarmupLR and WarmupDecayLR start at warmup_min_lr, WarmupCosineLR at 0.
+// therefore lr_at(k - 1): WarmupLR and WarmupDecayLR start at warmup_min_lr, WarmupCosineLR at 0,
+// kLinear at 0 (at base_lr without warm-up).
 
-enum class LrScheduleType : uint8_t { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
+enum class LrScheduleType : uint8_t { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kLinear };
 enum class WarmupType : uint8_t { kLog, kLinear };
 
-// Returns "WarmupLR", "WarmupDecayLR" or "WarmupCosineLR".
+// Returns "WarmupLR", "WarmupDecayLR", "WarmupCosineLR" or "linear" (the HF Trainer's name).
 const char* lr_schedule_type_name(LrScheduleType type);
 // Returns "log" or "linear".
 const char* warmup_type_name(WarmupType type);
 
-// The ds_config "scheduler" block, resolved. Defaults are DeepSpeed's class defaults.
+// The ds_config "scheduler" block, resolved (kLinear: what the HF Trainer builds without one).
+// Defaults are DeepSpeed's class defaults.
 struct LrScheduleConfig {
   LrScheduleType type = LrScheduleType::kWarmupLR;
   double warmup_min_lr = 0.0;       // WarmupLR, WarmupDecayLR
   double warmup_max_lr = 1e-3;      // WarmupLR, WarmupDecayLR (WarmupLR: the optimizer lr if absent)
-  int64_t warmup_num_steps = 1000;  // all; > 0; DeepSpeed uses max(2, warmup_num_steps)
+  int64_t warmup_num_steps = 1000;  // all; > 0 (kLinear >= 0); DeepSpeed's use max(2, it)
   WarmupType warmup_type = WarmupType::kLog;
-  int64_t total_num_steps = 0;    // WarmupDecayLR, WarmupCosineLR; > 0 for them
+  int64_t total_num_steps = 0;    // WarmupDecayLR, WarmupCosineLR, kLinear; > 0 for them
   double warmup_min_ratio = 0.0;  // WarmupCosineLR: lr ratio at step 0
   double cos_min_ratio = 1e-4;    // WarmupCosineLR: lr ratio at the end
-  double base_lr = 1e-3;          // WarmupCosineLR: the optimizer's lr the ratios multiply
+  double base_lr = 1e-3;          // WarmupCosineLR, kLinear: the optimizer's lr the schedule multiplies
 };
 
-// Checks a config the way DeepSpeed's constructors do (warmup_num_steps > 0, total_num_steps > 0
-// where used, finite non-negative rates). The message names the "scheduler.params" key.
+// Checks a config the way DeepSpeed's constructors do (warmup_num_steps > 0, or >= 0 for kLinear;
+// total_num_steps > 0 where used; finite non-negative rates). The message names the
+// "scheduler.params" key.
 Status validate(const LrScheduleConfig& config);
 
 // A schedule and its position. Copyable; no hidden state beyond last_batch_iteration.

@@ -73,6 +73,7 @@ Result<LoadedConfig> load_config(const TrainArgs& args, int world_size, const Mo
   hints.model.hidden_size = model.hidden_size;
   hints.total_steps = args.steps;
   hints.flags = args.trainer_flags;
+  hints.training = true;
   LoadedConfig loaded;
   loaded.path = resolve_path(args.config_path.empty() ? kDefaultConfig : args.config_path);
   TZ_ASSIGN_OR_RETURN(loaded.config, load_ds_config(loaded.path, hints));

@@ -41,6 +41,7 @@ void TrainingSession::print_header() const {
                world, world > 1 ? "s" : "", comm_->backend_name().c_str(), device_.str().c_str(), threads,
                threads > 1 ? "s" : "", static_cast<long long>(micro_batch * accumulation * world),
                static_cast<long long>(micro_batch), static_cast<long long>(accumulation), world);
+  std::fprintf(out_, "  %s\n", optimizer_summary(config).c_str());
   if (lora_ != nullptr) std::fprintf(out_, "  %s\n", lora_summary().c_str());
   const std::string state = engine_->optimizer().state_placement();
   if (!state.empty()) std::fprintf(out_, "  optimizer state: %s\n", state.c_str());

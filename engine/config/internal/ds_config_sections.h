@@ -24,15 +24,22 @@ Status parse_precision(JsonFields& root, const TrainerFlags& flags, Fp16Config* 
 Status parse_zero(JsonFields& root, const ResolveHints& hints, ZeroConfig* out, Warnings* warnings);
 // aio.
 Status parse_aio(JsonFields& root, nvme::IoConfig* out, Warnings* warnings);
-// optimizer; lr, betas, eps and weight_decay resolved with their flags (also without the section).
-Status parse_optimizer(JsonFields& root, const TrainerFlags& flags, OptimizerConfig* out, Warnings* warnings);
-// scheduler; `optimizer` supplies the lr WarmupLR and WarmupCosineLR default to.
+// optimizer; lr, betas, eps and weight_decay resolved with their flags. Without the section:
+// *from_flags, and the HF Trainer's AdamW with --lr (refused without it when hints.training).
+Status parse_optimizer(JsonFields& root, const ResolveHints& hints, OptimizerConfig* out, bool* from_flags,
+                       Warnings* warnings);
+// scheduler; `optimizer` supplies the lr WarmupLR and WarmupCosineLR default to. Without the section:
+// none (a constant lr), or with `optimizer_from_flags` the HF Trainer's linear schedule.
 Status parse_scheduler(JsonFields& root, const ResolveHints& hints, const OptimizerConfig& optimizer,
-                       std::optional<LrScheduleConfig>* out, Warnings* warnings);
+                       bool optimizer_from_flags, std::optional<LrScheduleConfig>* out, Warnings* warnings);
 // activation_checkpointing.
 Status parse_activation_checkpointing(JsonFields& root, ActivationCheckpointingConfig* out, Warnings* warnings);
-// One warning per kWarned registry key present in `root` with a value other than its accepted one.
+// One warning naming every kWarned registry key present in `root` with a value other than its
+// accepted one, each with why it has no effect; none when there is no such key.
 void warn_ineffective_keys(const nlohmann::json& root, Warnings* warnings);
+// The value at dotted `path` ("zero_optimization.stage") in `root`, or nullptr when a step is absent
+// or not an object.
+const nlohmann::json* find_path(const nlohmann::json& root, std::string_view path);
 // True when `path` is a kWarned registry key: a key DeepSpeed knows that tierzero accepts without
 // acting on it (JsonFields::check_unused() leaves it to warn_ineffective_keys()).
 bool is_warned_key(std::string_view path);
@@ -45,6 +52,12 @@ Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfi
 Status parse_lora(JsonFields& tierzero, std::optional<LoraConfig>* out, Warnings* warnings);
 // tierzero.lora as to_json() writes it.
 nlohmann::json lora_json(const LoraConfig& lora);
+// Every "auto" in `root` that tierzero resolves from a flag or the model (the HF Trainer's, ds_config.h)
+// and `hints` leave unresolved: one kInvalidArgument naming each key with the flag that fills it.
+Status check_unresolved_autos(const nlohmann::json& root, const ResolveHints& hints);
+// A key given twice in one object of the JSON `text`: kInvalidArgument naming each such key's path
+// and the lines of both; OK for valid JSON without duplicates (syntax errors are left to the parser).
+Status check_duplicate_keys(std::string_view text);
 // tierzero.ignore_unknown_keys of `root` (a ds_config object): a list of key paths none of which
 // tierzero knows; kInvalidArgument naming the entry otherwise.
 Result<IgnoredKeys> read_ignored_keys(const nlohmann::json& root);

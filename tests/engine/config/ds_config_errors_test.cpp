@@ -210,5 +210,32 @@ TEST(DsConfigFile, ErrorsStartWithThePath) {
   EXPECT_ERROR(load_ds_config("/nonexistent/ds.json", ResolveHints{}), ErrorCode::kNotFound, "/nonexistent/ds.json");
 }
 
+// A key given twice is refused naming its path and both lines, as DeepSpeed refuses such a file
+// (its loader's dict_raise_error_on_duplicate_keys), instead of the last value winning.
+TEST(DsConfigDuplicateKeys, AreRefusedWithThePathAndLines) {
+  const char* text = R"({
+  "train_batch_size": 8,
+  "zero_optimization": {
+    "stage": 2,
+    "offload_optimizer": {"device": "cpu"},
+    "stage": 3
+  },
+  "tierzero": {"ignore_unknown_keys": [{"a": 1, "a": 2}]},
+  "train_batch_size": 16
+})";
+  Result<DsConfig> r = parse_ds_config_text(text, ResolveHints{});
+  ASSERT_ERROR(r, ErrorCode::kInvalidArgument, "duplicate key 'zero_optimization.stage' at lines 4 and 6");
+  const std::string message = r.status().message();
+  EXPECT_NE(message.find("duplicate key 'tierzero.ignore_unknown_keys[0].a' at lines 8 and 8"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("duplicate key 'train_batch_size' at lines 2 and 9"), std::string::npos) << message;
+  EXPECT_NE(message.find("DeepSpeed refuses a ds_config file with duplicate keys"), std::string::npos) << message;
+  // The same key in different objects is no duplicate; a syntax error is still reported as such.
+  EXPECT_OK(parse_ds_config_text(R"({"train_batch_size": 1, "fp16": {"enabled": false}, "bf16": {"enabled": false}})",
+                                 ResolveHints{}));
+  EXPECT_ERROR(parse_ds_config_text(R"({"train_batch_size": 1, "train_batch_size": })", ResolveHints{}),
+               ErrorCode::kInvalidArgument, "ds_config is not valid JSON: parse error at line 1, column 45");
+}
+
 }  // namespace
 }  // namespace tierzero::engine

@@ -48,12 +48,12 @@ TEST(DsConfig, DeepSpeedDefaults) {
   EXPECT_EQ(c.aio.intra_op_parallelism, 1u);
   EXPECT_FALSE(c.aio.single_submit);
   EXPECT_TRUE(c.aio.overlap_events);
-  EXPECT_EQ(c.optimizer.type, OptimizerType::kAdam);
-  EXPECT_EQ(c.optimizer.lr, 1e-3);
+  EXPECT_TRUE(c.optimizer_from_flags);  // no optimizer section: the HF Trainer's AdamW (train needs --lr)
+  EXPECT_EQ(c.optimizer.type, OptimizerType::kAdamW);
   EXPECT_EQ(c.optimizer.beta1, 0.9);
   EXPECT_EQ(c.optimizer.beta2, 0.999);
   EXPECT_EQ(c.optimizer.eps, 1e-8);
-  EXPECT_TRUE(c.optimizer.decoupled_weight_decay());  // DeepSpeed's Adam: adam_w_mode defaults to true
+  EXPECT_TRUE(c.optimizer.decoupled_weight_decay());
   EXPECT_FALSE(c.scheduler.has_value());
   EXPECT_EQ(c.gradient_clipping, 1.0);  // DeepSpeed 0.19: GRADIENT_CLIPPING_DEFAULT = 1.0
   EXPECT_EQ(c.steps_per_print, 10);

@@ -155,6 +155,40 @@ TEST(HfTrainerAuto, AutoWithoutItsFlagIsRefusedNamingIt) {
   }
 }
 
+// Nothing given: every "auto" the flags fill is named in the one message, each with its flag (the HF
+// docs' ZeRO-3 config took one failed run per key before).
+TEST(HfTrainerAuto, EveryUnresolvedAutoIsNamedInOneMessage) {
+  const std::pair<const char*, const char*> expected[] = {
+      {"train_micro_batch_size_per_gpu", "pass --micro-batch"},
+      {"gradient_accumulation_steps", "pass --grad-accum"},
+      {"gradient_clipping", "pass --max-grad-norm"},
+      {"fp16.enabled", "pass --bf16 or --fp16"},
+      {"bf16.enabled", "pass --bf16 or --fp16"},
+      {"optimizer.params.lr", "pass --lr"},
+      {"optimizer.params.betas", "pass --adam-beta1 and --adam-beta2"},
+      {"optimizer.params.eps", "pass --adam-epsilon"},
+      {"optimizer.params.weight_decay", "pass --weight-decay"},
+      {"scheduler.params.warmup_num_steps", "pass --warmup-steps"},
+      {"scheduler.params.total_num_steps", "WarmupDecayLR needs the schedule's length; pass --steps N"},
+  };
+  Result<DsConfig> r = parse_ds_config_text(kHfConfig, ResolveHints{});
+  ASSERT_ERROR(r, ErrorCode::kInvalidArgument, "14 \"auto\" values have nothing to fill them: ");
+  const std::string message = r.status().message();
+  for (const auto& [key, fill] : expected) {
+    const std::string entry = std::string(key) + " is \"auto\": " + fill + ";";
+    EXPECT_NE(message.find(entry), std::string::npos) << entry << " in " << message;
+  }
+  for (const char* key : {"zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
+                          "zero_optimization.stage3_param_persistence_threshold"}) {
+    EXPECT_NE(message.find(std::string(key) + " is \"auto\", which comes from the model's hidden_size"),
+              std::string::npos)
+        << key << " in " << message;
+  }
+  // What the flags and the triad fill is not named: warmup_min_lr, warmup_max_lr, train_batch_size.
+  for (const char* key : {"warmup_min_lr", "warmup_max_lr", "train_batch_size is"})
+    EXPECT_EQ(message.find(key), std::string::npos) << key << " in " << message;
+}
+
 TEST(HfTrainerAuto, TheBatchTriadDerivesAnAutoFromTheOtherTwo) {
   const char* text = R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": "auto",
       "gradient_accumulation_steps": 3})";
