@@ -49,12 +49,12 @@ class JinjaChatTemplate final : public ChatTemplate {
         program_(std::move(program)),
         special_tokens_(std::move(special_tokens)) {}
 
-  Result<RenderedChat> render(const nlohmann::ordered_json& messages,
-                              const nlohmann::ordered_json& tools) const override {
+  Result<RenderedChat> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                              bool add_generation_prompt) const override {
     nlohmann::ordered_json variables = special_tokens_;
     variables["messages"] = messages;
     if (!tools.is_null()) variables["tools"] = tools;
-    variables["add_generation_prompt"] = false;
+    variables["add_generation_prompt"] = add_generation_prompt;
     try {
       jinja::context context(source_);
       jinja::global_from_json(context, common_json::parse(variables.dump()), /*mark_input=*/false);

@@ -63,10 +63,11 @@ class ChatTemplate {
   virtual ~ChatTemplate() = default;
 
   // Renders `messages` (an array of {"role", "content", ...} objects) and `tools` (null for none)
-  // with add_generation_prompt false; objects keep their key order (`tools | tojson` shows it). kInvalidArgument with
+  // with add_generation_prompt false (training rows), or true (a prompt the model is to answer:
+  // the template adds the assistant turn's header); objects keep their key order (`tools | tojson` shows it). kInvalidArgument with
   // the template's own message when it raises (raise_exception) or fails on these messages. Thread-safe.
-  virtual Result<RenderedChat> render(const nlohmann::ordered_json& messages,
-                                      const nlohmann::ordered_json& tools) const = 0;
+  virtual Result<RenderedChat> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                      bool add_generation_prompt = false) const = 0;
 
   // Where the template was read from, for messages.
   const std::string& origin() const { return origin_; }
