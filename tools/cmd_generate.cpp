@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,7 @@ struct GenerateFlags {
   std::string messages;  // inline JSON or a file
   bool greedy = false;
   bool json = false;
+  std::vector<CLI::Option*> sampling_only;  // --top-p, --top-k, --seed: refused without --temperature > 0
 };
 
 std::string read_text_file(const std::string& path, const char* flag) {
@@ -54,6 +56,11 @@ void run_generate(GenerateFlags& flags) {
   if (!args.prompt && !args.messages)
     throw Error(invalid_argument("give a prompt: --prompt TEXT, --prompt-file FILE or --messages JSON"));
   if (flags.greedy) args.sampling.temperature = 0.0;
+  for (const CLI::Option* option : flags.sampling_only)
+    if (option->count() > 0 && args.sampling.temperature == 0.0)
+      throw Error(invalid_argument(fmt::format(
+          "{} applies to sampling, and decoding is greedy; add --temperature T (T > 0, e.g. 0.7) to sample",
+          option->get_name())));
 
   const auto start = std::chrono::steady_clock::now();
   auto stream = [&flags](std::string_view piece) {
@@ -107,15 +114,16 @@ void add_generate_command(CLI::App& app) {
                       "sampling temperature; 0 (the default) is greedy decoding, transformers' do_sample=False")
           ->check(number_in(0.0, 1e6));
   cmd->add_flag("--greedy", flags->greedy, "greedy decoding (the default; --temperature 0)")->excludes(temperature);
-  cmd->add_option("--top-p", args.sampling.top_p,
-                  "sampling: keep the most likely tokens whose probabilities add up to P (default 1: all)")
-      ->check(number_in(0.0, 1.0));
-  cmd->add_option("--top-k", args.sampling.top_k, "sampling: keep the K most likely tokens (default: all)")
-      ->check(whole_number_in(1, int64_t{1} << 31));
-  cmd->add_option("--seed", args.sampling.seed,
-                  "sampling's random seed (default 0): the same seed, model and prompt give the same text; on the CPU, "
-                  "the tokens torch.manual_seed(seed) + transformers' generate(do_sample=True) draws")
-      ->check(whole_number_in(0, int64_t{1} << 62));
+  flags->sampling_only = {
+      cmd->add_option("--top-p", args.sampling.top_p,
+                      "sampling: keep the most likely tokens whose probabilities add up to P (default 1: all)")
+          ->check(number_in(0.0, 1.0)),
+      cmd->add_option("--top-k", args.sampling.top_k, "sampling: keep the K most likely tokens (default: all)")
+          ->check(whole_number_in(1, int64_t{1} << 31)),
+      cmd->add_option("--seed", args.sampling.seed,
+                      "sampling's random seed (default 0): the same seed, model and prompt give the same text; on the "
+                      "CPU, the tokens torch.manual_seed(seed) + transformers' generate(do_sample=True) draws")
+          ->check(whole_number_in(0, int64_t{1} << 62))};
   cmd->add_flag("--ignore-eos", args.ignore_eos,
                 "keep going past end-of-sequence tokens to --max-new-tokens (by default generation stops at "
                 "generation_config.json's eos_token_id, or config.json's, and the tokenizer's eos_token)");

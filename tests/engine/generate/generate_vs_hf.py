@@ -19,7 +19,8 @@ and a chat template, in fp32 on --device (default cpu):
     emits) ends the generation there, as transformers' does with the same ids.
 Then inputs refused before any work, each with its message: a missing directory, a directory with no
 tokenizer, --messages without a chat template, an adapter of another shape, a directory that is not
-an adapter, a prompt plus --max-new-tokens beyond max_position_embeddings.
+an adapter, a prompt plus --max-new-tokens beyond max_position_embeddings, malformed messages, --top-p
+with greedy decoding.
 
   generate_vs_hf.py --tierzero BUILD/tools/tierzero --fixture-dir DIR [--device cpu|cuda]
 Exit 0 when all match, 1 when one does not, 77 (ctest's skip) without transformers or peft.
@@ -242,6 +243,7 @@ def check_refusals(checks, args, work, model_dir):
          "adapter_config.json"),
         ("beyond max_position_embeddings", [model_dir, "--prompt", "hi", "--max-new-tokens", "1000"],
          "max_position_embeddings"),
+        ("sampling flags without --temperature", [model_dir, "--prompt", "hi", "--top-p", "0.9"], "--temperature"),
         ("bad messages", [model_dir, "--messages", "[{\"content\": \"hi\"}]", "--max-new-tokens", "8"], "role"),
     ]
     for label, (model, *flags), expected in cases:
