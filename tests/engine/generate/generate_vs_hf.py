@@ -16,7 +16,8 @@ and a chat template, in fp32 on --device (default cpu):
     generate(do_sample=True) after torch.manual_seed(seed) on the CPU (same warpers, same draws);
     the same seed twice gives the same ids; top-k 1 gives the greedy ids;
   - on one model, stopping: generation_config.json's eos_token_id list (a token the greedy run
-    emits) ends the generation there, as transformers' does with the same ids.
+    emits) ends the generation there, as transformers' does with the same ids; and the directory
+    `tierzero train --export` writes after a step on it generates as transformers does from it.
 Then inputs refused before any work, each with its message: a missing directory, a directory with no
 tokenizer, --messages without a chat template, an adapter of another shape, a directory that is not
 an adapter, a prompt plus --max-new-tokens beyond max_position_embeddings, malformed messages, --top-p
@@ -228,6 +229,27 @@ def check_stop(checks, args, model_dir, greedy, prompt_ids, base):
     os.remove(os.path.join(model_dir, "generation_config.json"))
 
 
+def check_export(checks, args, work, model_dir):
+    """A directory `tierzero train --export` wrote (one step on model_dir, fp32) generates as transformers
+    generates from it."""
+    data, config, export = (os.path.join(work, n) for n in ("ids.jsonl", "ds.json", "export"))
+    with open(data, "w") as f:
+        f.write(json.dumps({"input_ids": list(range(3, 20))}) + "\n")
+    with open(config, "w") as f:
+        json.dump({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+                   "zero_optimization": {"stage": 0}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}},
+                   "tierzero": {"data": {"seq_len": 16}}}, f)
+    env = dict(os.environ, TIERZERO_NO_PROGRESS="1", CUDA_VISIBLE_DEVICES="")
+    train = subprocess.run([args.tierzero, "train", "--model", model_dir, "--config", config, "--data", data,
+                            "--steps", "1", "--export", export], capture_output=True, text=True, env=env)
+    if train.returncode != 0:
+        checks.expect(False, f"tierzero train --export failed ({train.returncode}): {train.stderr}")
+        return
+    ours = tierzero_generate(args.tierzero, export, "--prompt", PROMPT, "--max-new-tokens", str(NEW_TOKENS),
+                             "--ignore-eos", device=args.device)
+    compare(checks, "an export of train --export, greedy", ours["ids"], hf_generate(hf_model(export), ours["prompt_ids"]))
+
+
 def check_refusals(checks, args, work, model_dir):
     """Bad inputs refused before any work, naming the problem."""
     fixture = args.fixture_dir
@@ -280,6 +302,7 @@ def main():
             if name == "llama_untied":
                 stop_case = result
         check_stop(checks, args, *stop_case)
+        check_export(checks, args, work, stop_case[0])
         check_refusals(checks, args, work, stop_case[0])
     return 1 if checks.failures else 0
 
