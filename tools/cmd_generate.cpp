@@ -58,9 +58,9 @@ void run_generate(GenerateFlags& flags) {
   if (flags.greedy) args.sampling.temperature = 0.0;
   for (const CLI::Option* option : flags.sampling_only)
     if (option->count() > 0 && args.sampling.temperature == 0.0)
-      throw Error(invalid_argument(fmt::format(
-          "{} applies to sampling, and decoding is greedy; add --temperature T (T > 0, e.g. 0.7) to sample",
-          option->get_name())));
+      throw Error(invalid_argument(
+          fmt::format("{} applies to sampling, and decoding is greedy; add --temperature T (T > 0, e.g. 0.7) to sample",
+                      option->get_name())));
 
   const auto start = std::chrono::steady_clock::now();
   auto stream = [&flags](std::string_view piece) {
@@ -71,7 +71,7 @@ void run_generate(GenerateFlags& flags) {
   const engine::Generation out = value_or_throw(engine::generate(args, stream));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (flags.json) {
-    const nlohmann::json result = {{"prompt_ids", out.prompt_ids}, {"ids", out.ids},        {"text", out.text},
+    const nlohmann::json result = {{"prompt_ids", out.prompt_ids},   {"ids", out.ids},       {"text", out.text},
                                    {"stop_reason", out.stop_reason}, {"device", out.device}, {"dtype", out.dtype}};
     std::printf("%s\n", result.dump().c_str());
   } else {

@@ -34,19 +34,22 @@ Result<LoraSpec> read_adapter_spec(const std::string& dir) {
   const std::string path = dir + "/adapter_config.json";
   std::ifstream in(path);
   if (!in)
-    return not_found(fmt::format("{}: cannot be read; --adapter takes a PEFT LoRA adapter directory "
-                                 "(adapter_config.json + adapter_model.safetensors, as `tierzero train` writes "
-                                 "for a LoRA run and PEFT's save_pretrained)",
-                                 path));
+    return not_found(
+        fmt::format("{}: cannot be read; --adapter takes a PEFT LoRA adapter directory "
+                    "(adapter_config.json + adapter_model.safetensors, as `tierzero train` writes "
+                    "for a LoRA run and PEFT's save_pretrained)",
+                    path));
   std::stringstream text;
   text << in.rdbuf();
   const nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (!config.is_object()) return corrupt(path + ": not a JSON object");
   const std::string peft_type = config.value("peft_type", std::string("LORA"));
   if (peft_type != "LORA")
-    return invalid_argument(fmt::format("{}: peft_type \"{}\": only LoRA adapters (\"LORA\") are applied", path, peft_type));
+    return invalid_argument(
+        fmt::format("{}: peft_type \"{}\": only LoRA adapters (\"LORA\") are applied", path, peft_type));
   for (const char* key : {"r", "lora_alpha", "target_modules"})
-    if (!config.contains(key)) return invalid_argument(fmt::format("{}: no \"{}\" (PEFT's LoraConfig writes it)", path, key));
+    if (!config.contains(key))
+      return invalid_argument(fmt::format("{}: no \"{}\" (PEFT's LoraConfig writes it)", path, key));
   if (config.value("bias", std::string("none")) != "none")
     return invalid_argument(path + ": \"bias\" " + config["bias"].dump() +
                             ": adapters with trained biases are not applied; only bias \"none\" is");
@@ -55,10 +58,11 @@ Result<LoraSpec> read_adapter_spec(const std::string& dir) {
                           "layers_to_transform", "exclude_modules", "target_parameters", "trainable_token_indices",
                           "layer_replication", "lora_bias", "use_qalora", "use_bdlora", "alora_invocation_tokens"}) {
     if (!unset(config, key))
-      return invalid_argument(fmt::format("{}: \"{}\" is {}; tierzero applies plain LoRA adapters only (leave it "
-                                          "unset, or merge the adapter with PEFT's merge_and_unload and pass the "
-                                          "merged model as --model)",
-                                          path, key, config[key].dump()));
+      return invalid_argument(
+          fmt::format("{}: \"{}\" is {}; tierzero applies plain LoRA adapters only (leave it "
+                      "unset, or merge the adapter with PEFT's merge_and_unload and pass the "
+                      "merged model as --model)",
+                      path, key, config[key].dump()));
   }
   LoraSpec spec;
   TZ_ASSIGN_OR_RETURN(spec.r, typed<int64_t>(path, config, "r", "a whole number"));
@@ -70,8 +74,8 @@ Result<LoraSpec> read_adapter_spec(const std::string& dir) {
   if (targets.is_string()) {
     spec.target_pattern = targets.get<std::string>();
   } else {
-    TZ_ASSIGN_OR_RETURN(spec.target_modules,
-                        typed<std::vector<std::string>>(path, config, "target_modules", "a list of module names or a string"));
+    TZ_ASSIGN_OR_RETURN(spec.target_modules, typed<std::vector<std::string>>(path, config, "target_modules",
+                                                                             "a list of module names or a string"));
   }
   spec.dropout = 0.0;  // inference: PEFT's eval mode drops nothing
   return spec;

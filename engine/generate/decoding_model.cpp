@@ -31,9 +31,8 @@ Result<std::vector<std::vector<at::Tensor>>> params_by_unit(const FunctionalMode
 
 }  // namespace
 
-Result<std::unique_ptr<DecodingModel>> DecodingModel::load(const std::string& model_dir,
-                                                           const std::string& adapter_dir, at::ScalarType dtype,
-                                                           at::Device device) {
+Result<std::unique_ptr<DecodingModel>> DecodingModel::load(const std::string& model_dir, const std::string& adapter_dir,
+                                                           at::ScalarType dtype, at::Device device) {
   TZ_ASSIGN_OR_RETURN(const ModelConfig config, load_model_config(model_dir));
   std::unique_ptr<FunctionalModel> base = make_causal_lm(config);
   if (adapter_dir.empty()) {
@@ -45,13 +44,13 @@ Result<std::unique_ptr<DecodingModel>> DecodingModel::load(const std::string& mo
   TZ_ASSIGN_OR_RETURN(const LoraSpec spec, read_adapter_spec(adapter_dir));
   TZ_ASSIGN_OR_RETURN(std::unique_ptr<ParamSource> base_weights, open_safetensors_params(model_dir));
   TZ_RETURN_IF_ERROR(check_params(*base, *base_weights));
-  auto lora = LoraModel::create(std::move(base), spec, *base_weights, dtype, device, FrozenPlacement(FrozenHome::kDevice));
+  auto lora =
+      LoraModel::create(std::move(base), spec, *base_weights, dtype, device, FrozenPlacement(FrozenHome::kDevice));
   if (!lora.ok()) return Status(lora.status().code(), "--adapter " + adapter_dir + ": " + lora.status().message());
   auto adapters = load_peft_adapter(adapter_dir, **lora);
   if (!adapters.ok())
-    return Status(adapters.status().code(),
-                  fmt::format("--adapter {} does not fit the model {}: {}", adapter_dir, model_dir,
-                              adapters.status().message()));
+    return Status(adapters.status().code(), fmt::format("--adapter {} does not fit the model {}: {}", adapter_dir,
+                                                        model_dir, adapters.status().message()));
   TZ_ASSIGN_OR_RETURN(auto units,
                       params_by_unit(**lora, *adapters, dtype, device, adapter_dir + "/adapter_model.safetensors"));
   return std::unique_ptr<DecodingModel>(new DecodingModel(std::move(*lora), std::move(units), device));

@@ -24,7 +24,8 @@ Result<at::Device> pick_device(const std::string& name) {
   if (name == "cpu") return at::Device(at::kCPU);
   if (name == "cuda") {
     if (!at::hasCUDA())
-      return invalid_argument("--device cuda: this machine (or this build's LibTorch) has no CUDA device; use --device cpu");
+      return invalid_argument(
+          "--device cuda: this machine (or this build's LibTorch) has no CUDA device; use --device cpu");
     return at::Device(at::kCUDA, 0);
   }
   return invalid_argument(fmt::format("--device: must be cuda or cpu, got \"{}\"", name));
@@ -32,10 +33,10 @@ Result<at::Device> pick_device(const std::string& name) {
 
 // --dtype, or the model's torch_dtype when empty.
 Result<std::pair<at::ScalarType, std::string>> pick_dtype(const std::string& flag, const ModelConfig& config) {
-  const std::string name = !flag.empty()                            ? flag
-                           : config.torch_dtype == "bfloat16"       ? "bf16"
-                           : config.torch_dtype == "float16"        ? "fp16"
-                                                                    : "fp32";
+  const std::string name = !flag.empty()                      ? flag
+                           : config.torch_dtype == "bfloat16" ? "bf16"
+                           : config.torch_dtype == "float16"  ? "fp16"
+                                                              : "fp32";
   if (name == "fp32") return std::pair{at::kFloat, name};
   if (name == "bf16") return std::pair{at::kBFloat16, name};
   if (name == "fp16") return std::pair{at::kHalf, name};
@@ -45,17 +46,17 @@ Result<std::pair<at::ScalarType, std::string>> pick_dtype(const std::string& fla
 // The prompt's ids (generate.h, GenerateArgs::prompt / messages).
 Result<std::vector<uint32_t>> prompt_ids(const GenerateArgs& args, const text::Tokenizer& tokenizer) {
   if (args.prompt.has_value() == args.messages.has_value())
-    return invalid_argument("give the prompt as text (--prompt, --prompt-file) or as chat messages (--messages), one of them");
+    return invalid_argument(
+        "give the prompt as text (--prompt, --prompt-file) or as chat messages (--messages), one of them");
   if (args.prompt) return tokenizer.encode(*args.prompt, /*add_special_tokens=*/true);
   const nlohmann::ordered_json& given = *args.messages;
   const nlohmann::ordered_json messages = given.is_object() && given.contains("messages") ? given["messages"] : given;
   const nlohmann::ordered_json tools =
       given.is_object() && given.contains("tools") ? given["tools"] : nlohmann::ordered_json();
-  const bool well_formed =
-      messages.is_array() && !messages.empty() &&
-      std::all_of(messages.begin(), messages.end(), [](const nlohmann::ordered_json& m) {
-        return m.is_object() && m.contains("role") && m["role"].is_string();
-      });
+  const bool well_formed = messages.is_array() && !messages.empty() &&
+                           std::all_of(messages.begin(), messages.end(), [](const nlohmann::ordered_json& m) {
+                             return m.is_object() && m.contains("role") && m["role"].is_string();
+                           });
   if (!well_formed)
     return invalid_argument(
         "--messages: must be a non-empty JSON array of {\"role\": ..., \"content\": ...} objects (or an object with "
@@ -113,8 +114,7 @@ class TextStream {
 
 Result<Generation> generate(const GenerateArgs& args, const std::function<void(std::string_view)>& on_text) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(args.model_dir))
-    return not_found(fmt::format("--model {}: no such directory", args.model_dir));
+  if (!fs::is_directory(args.model_dir)) return not_found(fmt::format("--model {}: no such directory", args.model_dir));
   if (!fs::exists(fs::path(args.model_dir) / "config.json"))
     return not_found(fmt::format(
         "--model {}: no config.json; --model takes a Hugging Face model directory or one `tierzero train --export` "
