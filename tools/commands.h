@@ -35,14 +35,16 @@ void add_doctor_command(CLI::App& app);
 void add_estimate_command(CLI::App& app);
 // `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
 void add_train_command(CLI::App& app);
+// `tierzero generate --model DIR --prompt TEXT`: text from a model (+ LoRA adapter), KV-cached (engine/generate).
+void add_generate_command(CLI::App& app);
 
-// The LibTorch-free `tierzero` hands `train`, `bench adam` and `bench tiers` to tierzero-torch beside it:
-// true when argv names one of those commands.
+// The LibTorch-free `tierzero` hands `train`, `generate`, `bench adam` and `bench tiers` to tierzero-torch
+// beside it: true when argv names one of those commands.
 bool is_torch_command(int argc, char** argv);
 // Replaces this process with tierzero-torch (same arguments); returns only when that fails, with
 // the exit code to use after printing what to do.
 int run_torch_program(char** argv);
-// Lists `train`, `bench adam` and `bench tiers` in the help of the program that hands them over.
+// Lists `train`, `generate`, `bench adam` and `bench tiers` in the help of the program that hands them over.
 void add_torch_command_stubs(CLI::App& app, CLI::App& bench);
 
 }  // namespace tierzero::tools

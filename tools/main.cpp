@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
 #endif
 #ifdef TIERZERO_HAVE_TRAIN
   tierzero::tools::add_train_command(app);
+  tierzero::tools::add_generate_command(app);
 #endif
   try {
     app.parse(argc, argv);

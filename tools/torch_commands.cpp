@@ -1,4 +1,4 @@
-// `train`, `bench adam` and `bench tiers` in the LibTorch-free `tierzero`: listed in its help, run by the
+// `train`, `generate`, `bench adam` and `bench tiers` in the LibTorch-free `tierzero`: listed in its help, run by the
 // tierzero-torch program installed beside it (exec, same arguments and environment).
 #include <limits.h>
 #include <unistd.h>
@@ -24,7 +24,7 @@ std::string torch_program_path() {
 }  // namespace
 
 bool is_torch_command(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "train") == 0) return true;
+  if (argc > 1 && (std::strcmp(argv[1], "train") == 0 || std::strcmp(argv[1], "generate") == 0)) return true;
   return argc > 2 && std::strcmp(argv[1], "bench") == 0 &&
          (std::strcmp(argv[2], "adam") == 0 || std::strcmp(argv[2], "tiers") == 0);
 }
@@ -48,6 +48,9 @@ void add_torch_command_stubs(CLI::App& app, CLI::App& bench) {
                       "NVMe <-> GPU streaming through training's offload stack vs min(NVMe, PCIe) (tierzero-torch)")
       ->allow_extras();
   app.add_subcommand("train", "ZeRO training; no arguments: a tiny built-in model and corpus (tierzero-torch)")
+      ->allow_extras();
+  app.add_subcommand("generate",
+                     "Continue a prompt with a model (+ LoRA adapter): greedy or sampled, KV-cached (tierzero-torch)")
       ->allow_extras();
 }
 

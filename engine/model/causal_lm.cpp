@@ -40,10 +40,14 @@ class CausalLm final : public FunctionalModel {
     check_unit_inputs(u, input, params);
     if (u == 0) return embed(input, params[0]);
     if (u + 1 == units_.size()) return lm_head(input, params, projector);
-    const int64_t layer = static_cast<int64_t>(u) - 1;
-    if (config_.is_gemma()) return gemma_layer(config_, layer, input, params, projector);
-    if (config_.fused_projections()) return phi3_layer(config_, layer, input, params, projector);
-    return llama_layer(config_, layer, input, params, projector);
+    return decoder_layer(u, input, params, projector, nullptr);
+  }
+
+  at::Tensor forward_unit_cached(size_t u, const at::Tensor& input, at::TensorList params, const Projector& projector,
+                                 LayerKvCache& cache) const override {
+    if (u == 0 || u + 1 == units_.size()) return forward_unit_with(u, input, params, projector);
+    check_unit_inputs(u, input, params);
+    return decoder_layer(u, input, params, projector, &cache);
   }
 
  private:
@@ -71,6 +75,15 @@ class CausalLm final : public FunctionalModel {
                                                fmt::join(input.sizes(), ","),
                                                u == 0 ? "token ids [B,T]" : "hidden states [B,T,hidden_size]")));
     }
+  }
+
+  // Decoder layer unit u (1..L) of the config's family.
+  at::Tensor decoder_layer(size_t u, const at::Tensor& input, at::TensorList params, const Projector& projector,
+                           LayerKvCache* cache) const {
+    const int64_t layer = static_cast<int64_t>(u) - 1;
+    if (config_.is_gemma()) return gemma_layer(config_, layer, input, params, projector, cache);
+    if (config_.fused_projections()) return phi3_layer(config_, layer, input, params, projector, cache);
+    return llama_layer(config_, layer, input, params, projector, cache);
   }
 
   // nn.Embedding(vocab, hidden, padding_idx=pad_token_id): the pad row gets no gradient. Gemma
@@ -107,6 +120,11 @@ at::Tensor Projector::project(size_t /*weight_index*/, const at::Tensor& x, cons
 
 at::Tensor FunctionalModel::forward_unit(size_t u, const at::Tensor& input, at::TensorList params) const {
   return forward_unit_with(u, input, params, Projector{});
+}
+
+at::Tensor FunctionalModel::forward_unit_cached(size_t /*u*/, const at::Tensor& /*input*/, at::TensorList /*params*/,
+                                                const Projector& /*projector*/, LayerKvCache& /*cache*/) const {
+  throw Error(unsupported("forward_unit_cached: this model has no incremental (KV-cached) forward"));
 }
 
 std::unique_ptr<FunctionalModel> make_causal_lm(const ModelConfig& config) {

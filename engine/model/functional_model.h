@@ -46,6 +46,14 @@ class Projector {
                              const std::optional<at::Tensor>& bias) const;
 };
 
+// One decoder layer's keys and values of the positions run so far (generation's KV cache): each
+// [B, num_key_value_heads, positions, head_dim], keys after RoPE; undefined before the first call.
+struct LayerKvCache {
+  at::Tensor keys;
+  at::Tensor values;
+  int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
+};
+
 class FunctionalModel {
  public:
   virtual ~FunctionalModel() = default;
@@ -73,6 +81,15 @@ class FunctionalModel {
   // included; embeddings and norms are not projections).
   virtual at::Tensor forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,
                                        const Projector& projector) const = 0;
+
+  // forward_unit_with for decoding with a KV cache: `input` holds the positions after the
+  // cache.length() ones `cache` holds (unit 0 and the last unit do not use the cache). A decoder layer
+  // rotates its queries and keys for those positions, attends to the cached keys and values and
+  // its own (causal, the layer's sliding window), and appends its keys and values to `cache`. With
+  // an empty cache a layer computes what forward_unit_with computes. Throws tierzero::Error
+  // (kUnsupported) for a model with no incremental forward (the default).
+  virtual at::Tensor forward_unit_cached(size_t u, const at::Tensor& input, at::TensorList params,
+                                         const Projector& projector, LayerKvCache& cache) const;
 
   // The config the model was built from.
   virtual const ModelConfig& config() const = 0;
@@ -250,6 +267,9 @@ class LoraModel : public FunctionalModel {
   // `params` are the unit's adapters in unit_params(u) order.
   at::Tensor forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,
                                const Projector& projector) const override;
+  // The same through the base's forward_unit_cached.
+  at::Tensor forward_unit_cached(size_t u, const at::Tensor& input, at::TensorList params,
+                                 const Projector& projector, LayerKvCache& cache) const override;
   const ModelConfig& config() const override { return base_->config(); }
   // True when spec().dropout > 0: every forward (the training forward: this model has no eval mode)
   // drops the adapters' inputs with fresh draws from the input device's default generator.

@@ -26,9 +26,9 @@ std::vector<ParamSpec> gemma_layer_params(const ModelConfig& c, int64_t layer) {
 }
 
 at::Tensor gemma_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x, at::TensorList params,
-                       const Projector& projector) {
+                       const Projector& projector, LayerKvCache* cache) {
   ParamCursor p(params);
-  const int64_t batch = x.size(0), seq_len = x.size(1);
+  const int64_t batch = x.size(0), seq_len = x.size(1), past = cache ? cache->length() : 0;
   const std::array<int64_t, 4> heads_shape = {batch, seq_len, -1, c.head_dim};
 
   at::Tensor h = gemma_rms_norm(x, p.next(), c.rms_norm_eps);
@@ -39,7 +39,7 @@ at::Tensor gemma_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x,
     q = gemma_rms_norm(q, p.next(), c.rms_norm_eps);
     k = gemma_rms_norm(k, p.next(), c.rms_norm_eps);
   }
-  auto [cos, sin] = rope_cos_sin(c, seq_len, x.scalar_type(), x.device(), c.layer_uses_sliding_window(layer));
+  auto [cos, sin] = rope_after(c, past, seq_len, x.scalar_type(), x.device(), c.layer_uses_sliding_window(layer));
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
 
@@ -47,7 +47,7 @@ at::Tensor gemma_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x,
   // Gemma 3 passes no soft-capping to its attention, whatever the config says.
   const std::optional<double> softcap =
       c.model_type == "gemma2" ? c.attn_logit_softcapping : std::optional<double>();
-  at::Tensor attn = causal_attention(c, layer, q, k, v, scale, softcap);
+  at::Tensor attn = cached_attention(c, layer, q, k, v, scale, softcap, cache);
   attn = attn.transpose(1, 2).reshape({batch, seq_len, -1});
   at::Tensor attn_out = p.project_next(projector, attn, c.o_proj_bias);
   at::Tensor x1 = x + gemma_rms_norm(attn_out, p.next(), c.rms_norm_eps);

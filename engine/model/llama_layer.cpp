@@ -22,9 +22,9 @@ std::vector<ParamSpec> llama_layer_params(const ModelConfig& c, int64_t layer) {
 }
 
 at::Tensor llama_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x, at::TensorList params,
-                       const Projector& projector) {
+                       const Projector& projector, LayerKvCache* cache) {
   ParamCursor p(params);
-  const int64_t batch = x.size(0), seq_len = x.size(1);
+  const int64_t batch = x.size(0), seq_len = x.size(1), past = cache ? cache->length() : 0;
   const std::array<int64_t, 4> heads_shape = {batch, seq_len, -1, c.head_dim};
 
   at::Tensor h = rms_norm(x, p.next(), c.rms_norm_eps);
@@ -35,12 +35,12 @@ at::Tensor llama_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x,
     q = rms_norm(q, p.next(), c.rms_norm_eps);
     k = rms_norm(k, p.next(), c.rms_norm_eps);
   }
-  auto [cos, sin] = rope_cos_sin(c, seq_len, x.scalar_type(), x.device());
+  auto [cos, sin] = rope_after(c, past, seq_len, x.scalar_type(), x.device(), /*sliding_layer=*/false);
   q = apply_rope(q.transpose(1, 2), cos, sin);
   k = apply_rope(k.transpose(1, 2), cos, sin);
 
   const double scale = std::pow(static_cast<double>(c.head_dim), -0.5);
-  at::Tensor attn = causal_attention(c, layer, q, k, v, scale, std::nullopt);
+  at::Tensor attn = cached_attention(c, layer, q, k, v, scale, std::nullopt, cache);
   attn = attn.transpose(1, 2).reshape({batch, seq_len, -1});
   at::Tensor x1 = x + p.project_next(projector, attn, c.o_proj_bias);
 

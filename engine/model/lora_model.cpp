@@ -26,6 +26,19 @@ std::string linear_module(const FunctionalModel& base, size_t unit, const ParamS
   return spec.name.substr(0, spec.name.size() - kWeightSuffix.size());
 }
 
+// Unit u's adapters (`params`, its unit_params order) by their weight's position in the base unit.
+std::map<size_t, LoraProjector::Adapter> unit_adapters(const std::vector<LoraTarget>& targets, size_t u,
+                                                       at::TensorList params) {
+  std::map<size_t, LoraProjector::Adapter> adapters;
+  size_t next = 0;
+  for (const LoraTarget& t : targets) {
+    if (t.unit != u) continue;
+    adapters[t.weight_index] = LoraProjector::Adapter{params[next], params[next + 1]};
+    next += 2;
+  }
+  return adapters;
+}
+
 }  // namespace
 
 double LoraSpec::scaling() const {
@@ -127,15 +140,20 @@ at::Tensor LoraModel::forward_unit_with(size_t u, const at::Tensor& input, at::T
   if (params.size() != specs.size())
     throw Error(invalid_argument(
         fmt::format("LoraModel::forward_unit: unit {} takes {} adapter tensors, got {}", u, specs.size(), params.size())));
-  std::map<size_t, LoraProjector::Adapter> adapters;
-  size_t next = 0;
-  for (const LoraTarget& t : targets_) {
-    if (t.unit != u) continue;
-    adapters[t.weight_index] = LoraProjector::Adapter{params[next], params[next + 1]};
-    next += 2;
-  }
   const std::vector<at::Tensor> weights = frozen_->unit(u, input.device());
-  return base_->forward_unit_with(u, input, weights, LoraProjector(projector, std::move(adapters), spec_.scaling(), spec_.dropout));
+  return base_->forward_unit_with(u, input, weights,
+                                  LoraProjector(projector, unit_adapters(targets_, u, params), spec_.scaling(), spec_.dropout));
+}
+
+at::Tensor LoraModel::forward_unit_cached(size_t u, const at::Tensor& input, at::TensorList params,
+                                          const Projector& projector, LayerKvCache& cache) const {
+  if (params.size() != unit_params(u).size())
+    throw Error(invalid_argument(fmt::format("LoraModel::forward_unit_cached: unit {} takes {} adapter tensors, got {}",
+                                             u, unit_params(u).size(), params.size())));
+  const std::vector<at::Tensor> weights = frozen_->unit(u, input.device());
+  return base_->forward_unit_cached(
+      u, input, weights, LoraProjector(projector, unit_adapters(targets_, u, params), spec_.scaling(), spec_.dropout),
+      cache);
 }
 
 }  // namespace tierzero::engine

@@ -23,9 +23,9 @@ std::vector<ParamSpec> phi3_layer_params(const ModelConfig& c, int64_t layer) {
 }
 
 at::Tensor phi3_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x, at::TensorList params,
-                      const Projector& projector) {
+                      const Projector& projector, LayerKvCache* cache) {
   ParamCursor p(params);
-  const int64_t batch = x.size(0), seq_len = x.size(1);
+  const int64_t batch = x.size(0), seq_len = x.size(1), past = cache ? cache->length() : 0;
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
   const std::array<int64_t, 4> heads_shape = {batch, seq_len, -1, c.head_dim};
 
@@ -34,12 +34,12 @@ at::Tensor phi3_layer(const ModelConfig& c, int64_t layer, const at::Tensor& x, 
   at::Tensor q = qkv.narrow(-1, 0, q_width).view(heads_shape).transpose(1, 2);
   at::Tensor k = qkv.narrow(-1, q_width, kv_width).view(heads_shape).transpose(1, 2);
   at::Tensor v = qkv.narrow(-1, q_width + kv_width, kv_width).view(heads_shape).transpose(1, 2);
-  auto [cos, sin] = rope_cos_sin(c, seq_len, x.scalar_type(), x.device());
+  auto [cos, sin] = rope_after(c, past, seq_len, x.scalar_type(), x.device(), /*sliding_layer=*/false);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
 
   const double scale = std::pow(static_cast<double>(c.head_dim), -0.5);
-  at::Tensor attn = causal_attention(c, layer, q, k, v, scale, std::nullopt);
+  at::Tensor attn = cached_attention(c, layer, q, k, v, scale, std::nullopt, cache);
   attn = attn.transpose(1, 2).reshape({batch, seq_len, -1});
   at::Tensor x1 = x + p.project_next(projector, attn, false);
 

@@ -68,7 +68,8 @@ class ChatTemplate {
   virtual ~ChatTemplate() = default;
 
   // Renders `messages` (an array of {"role", "content", ...} objects) and `tools` (null for none)
-  // with `add_generation_prompt`; objects keep their key order (`tools | tojson` shows it).
+  // with `add_generation_prompt` false (training rows) or true (a prompt the model is to answer: the
+  // template adds the assistant turn's header); objects keep their key order (`tools | tojson` shows it).
   // kInvalidArgument with the template's own message when it raises (raise_exception) or fails on
   // these messages, or where jinja2 would raise (above). Thread-safe.
   virtual Result<RenderedChat> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/functional_model.h"
@@ -34,6 +35,21 @@ at::Tensor gate_activation(const ModelConfig& config, const at::Tensor& x);
 // fp32 (double stays double) cast back, matmul), as Gemma 2 runs.
 at::Tensor causal_attention(const ModelConfig& config, int64_t layer, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, double scale, std::optional<double> softcap);
+
+// causal_attention for the T positions after those `cache` holds (q, k, v as there, for the new
+// positions): k and v are appended to the cache, and each query attends to the cached keys and the
+// new ones up to its own position (within the layer's sliding window), as transformers' generate
+// does with its cache (a sliding layer's attention runs over the window's keys alone). Without a
+// cache, or with an empty one, it is causal_attention (and fills the cache).
+at::Tensor cached_attention(const ModelConfig& config, int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, double scale, std::optional<double> softcap, LayerKvCache* cache);
+
+// rope_cos_sin's rows for the `seq_len` positions after the first `past`: rows past.. of
+// rope_cos_sin(config, past + seq_len), the frequencies transformers uses for them once the
+// sequence is past + seq_len long (dynamic NTK and LongRoPE pick theirs by that length);
+// rope_cos_sin(config, seq_len) itself when past is 0.
+std::pair<at::Tensor, at::Tensor> rope_after(const ModelConfig& config, int64_t past, int64_t seq_len,
+                                             at::ScalarType dtype, at::Device device, bool sliding_layer);
 
 // Hands out a unit's parameters in unit_params order, with the optional biases in place.
 class ParamCursor {
@@ -65,23 +81,24 @@ void add_linear_specs(std::vector<ParamSpec>& specs, const std::string& prefix, 
 std::vector<ParamSpec> attention_block_specs(const ModelConfig& c, const std::string& prefix);
 
 // ---- The decoder-layer families: parameters of layer `layer` in forward order, and its forward ----
-// (x [B,T,H] -> [B,T,H], every nn.Linear through `projector`; params in the specs' order).
+// (x [B,T,H] -> [B,T,H], every nn.Linear through `projector`; params in the specs' order; with a
+// `cache`, x holds the positions after the cached ones: cached_attention).
 
 // Llama, Qwen2, Qwen3, Mistral: input_layernorm, q/k/v_proj, [q_norm, k_norm], o_proj,
 // post_attention_layernorm, gate/up/down_proj (each weight then its bias where present).
 std::vector<ParamSpec> llama_layer_params(const ModelConfig& config, int64_t layer);
 at::Tensor llama_layer(const ModelConfig& config, int64_t layer, const at::Tensor& x, at::TensorList params,
-                       const Projector& projector);
+                       const Projector& projector, LayerKvCache* cache = nullptr);
 
 // Phi-3: input_layernorm, qkv_proj, o_proj, post_attention_layernorm, gate_up_proj, down_proj.
 std::vector<ParamSpec> phi3_layer_params(const ModelConfig& config, int64_t layer);
 at::Tensor phi3_layer(const ModelConfig& config, int64_t layer, const at::Tensor& x, at::TensorList params,
-                      const Projector& projector);
+                      const Projector& projector, LayerKvCache* cache = nullptr);
 
 // Gemma 2 / 3: input_layernorm, q/k/v_proj, [q_norm, k_norm], o_proj, post_attention_layernorm,
 // pre_feedforward_layernorm, gate/up/down_proj, post_feedforward_layernorm.
 std::vector<ParamSpec> gemma_layer_params(const ModelConfig& config, int64_t layer);
 at::Tensor gemma_layer(const ModelConfig& config, int64_t layer, const at::Tensor& x, at::TensorList params,
-                       const Projector& projector);
+                       const Projector& projector, LayerKvCache* cache = nullptr);
 
 }  // namespace tierzero::engine
