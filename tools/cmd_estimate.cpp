@@ -70,7 +70,8 @@ LocalBudgets local_budgets(const EstimateFlags& flags) {
                        "; --gpu-memory to plan for another)");
   } else {
     b.header.push_back("gpu memory: not checked: no GPU found here (" + local.why_none +
-                       "); pass --gpu-memory (e.g. 24GB) and --gpu NAME to plan for one");
+                       "); the time terms assume the reference H200 unless --gpu NAME or --gpu-tflops says "
+                       "otherwise; pass --gpu-memory (e.g. 24GB) to check a GPU's memory");
   }
   return b;
 }
