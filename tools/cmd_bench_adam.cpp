@@ -20,6 +20,7 @@
 #include "tools/bench_adam_memory.h"
 #include "tools/bench_adam_stream.h"
 #include "tools/bench_adam_torch.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {
@@ -630,9 +631,11 @@ void add_bench_adam_command(CLI::App& bench) {
   auto flags = std::make_shared<BenchAdamFlags>();
   CLI::App* cmd = bench.add_subcommand(
       "adam", "CPU Adam/AdamW (cpu_adam/): Gparam/s and GB/s vs STREAM bandwidth and PyTorch fused AdamW");
-  cmd->add_option("--params", flags->params, "Parameters per step (default 67108864 = 2^26)");
+  cmd->add_option("--params", flags->params, "Parameters per step (default 67108864 = 2^26)")
+      ->check(whole_number_in(1, 100'000'000'000));
   cmd->add_option("--threads", flags->threads,
-                  "Threads, the sweep's largest (default: every core this process may use)");
+                  "Threads, the sweep's largest (default: every core this process may use)")
+      ->check(whole_number_in(1, 4096));
   cmd->add_flag("--sweep,!--no-sweep", flags->sweep, "Also measure 1, 2, 4, ... threads (default on)");
   cmd->add_option("--param-dtype", flags->param_dtype,
                   "fp32 | bf16 | fp16: fp32 masters, or 16-bit params updated in place (default fp32)");
@@ -645,10 +648,12 @@ void add_bench_adam_command(CLI::App& bench) {
                   "default fp32)");
   cmd->add_option("--params16-dtype", flags->params16_dtype,
                   "bf16 | fp16 | none: 16-bit copy of fp32 params (default bf16; none with 16-bit params)");
-  cmd->add_option("--tile-elements", flags->tile_elements, "Elements per cpu_adam task (default 16384)");
+  cmd->add_option("--tile-elements", flags->tile_elements, "Elements per cpu_adam task (default 16384)")
+      ->check(whole_number_in(1, int64_t{1} << 30));
   cmd->add_option("--save-params", flags->save_params,
                   "After the run, write tierzero's params (raw, in --param-dtype) to this file");
-  cmd->add_option("--steps", flags->steps, "Timed steps per implementation and thread count (default 10)");
+  cmd->add_option("--steps", flags->steps, "Timed steps per implementation and thread count (default 10)")
+      ->check(whole_number_in(1, 1'000'000));
   cmd->add_flag("--pin", flags->pin, "Pin tierzero's arena threads to cores");
   cmd->add_flag("--streaming-stores", flags->streaming_stores,
                 "Non-temporal stores for tierzero's fp32 outputs (CpuAdamOptions::streaming_stores; default off)");

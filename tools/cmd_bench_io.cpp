@@ -16,6 +16,7 @@
 #include "tools/bench_io_pass.h"
 #include "tools/bench_io_points.h"
 #include "tools/bench_io_target.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {
@@ -375,10 +376,13 @@ void add_bench_io_command(CLI::App& bench) {
                   "Request buffer memory: huge (2 MiB transparent huge pages, as the engine allocates) or small "
                   "(4 KiB pages, as fio's defaults) (default huge)")
       ->check(CLI::IsMember({"huge", "small"}));
-  cmd->add_option("--queue-depth", flags->queue_depth, "Requests in flight per ring/thread (default 32)");
+  cmd->add_option("--queue-depth", flags->queue_depth, "Requests in flight per ring/thread (default 32)")
+      ->check(whole_number_in(1, 4096));
   cmd->add_option("--threads", flags->threads,
-                  "Rings/threads per request: intra_op_parallelism, fio numjobs (default 1)");
-  cmd->add_option("--repeat", flags->repeat, "Runs per pass, median reported (default 1; 3 with --vs-fio)");
+                  "Rings/threads per request: intra_op_parallelism, fio numjobs (default 1)")
+      ->check(whole_number_in(1, 256));
+  cmd->add_option("--repeat", flags->repeat, "Runs per pass, median reported (default 1; 3 with --vs-fio)")
+      ->check(whole_number_in(1, 1000));
   cmd->add_flag("--sweep", flags->sweep, "Sweep backend x block size x depth x threads (flags given stay fixed)");
   cmd->add_flag("--tune", flags->tune, "Sweep, then print the best DeepSpeed \"aio\" block");
   cmd->add_option("--update-config", flags->update_config,

@@ -8,6 +8,7 @@
 
 #include "common/common.h"
 #include "offload/offload.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {
@@ -146,8 +147,8 @@ void add_bench_pcie_command(CLI::App& bench) {
       "Host <-> GPU copies: tierzero's transfer path vs cudaMemcpy, pinned/pageable, H2D/D2H/duplex, per chunk size");
   cmd->add_option("--size", flags->size, "Bytes per pass and direction (default 1GiB)");
   cmd->add_option("--chunks", flags->chunks, "Comma-separated chunk sizes (default 1MiB,4MiB,8MiB,16MiB,64MiB)");
-  cmd->add_option("--repeat", flags->repeat, "Timed passes per point (default 3)");
-  cmd->add_option("--device", flags->device, "CUDA device (default 0)");
+  cmd->add_option("--repeat", flags->repeat, "Timed passes per point (default 3)")->check(whole_number_in(1, 1000));
+  cmd->add_option("--device", flags->device, "CUDA device (default 0)")->check(whole_number_in(0, 1023));
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { run(*flags); });
 }

@@ -21,6 +21,7 @@
 #include "offload/torch/offload_torch.h"
 #include "tools/bench_io_target.h"
 #include "tools/bench_tiers_peers.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {
@@ -318,9 +319,11 @@ void add_bench_tiers_command(CLI::App& bench) {
                   "Bytes per record, a multiple of 4096 (default 64MiB); --shard is the older name");
   cmd->add_option("--gpu-budget", flags->gpu_budget, "GPU ring the records land in (default 1GiB)");
   cmd->add_option("--buffers,--depth", flags->buffers,
-                  "Pinned staging buffers of one record each (default 3); --depth is the older name");
-  cmd->add_option("--queue-depth", flags->queue_depth, "aio requests in flight per ring (default 32)");
-  cmd->add_option("--device", flags->device, "CUDA device (default 0)");
+                  "Pinned staging buffers of one record each (default 3); --depth is the older name")
+      ->check(whole_number_in(1, 1024));
+  cmd->add_option("--queue-depth", flags->queue_depth, "aio requests in flight per ring (default 32)")
+      ->check(whole_number_in(1, 4096));
+  cmd->add_option("--device", flags->device, "CUDA device (default 0)")->check(whole_number_in(0, 1023));
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchTiers(*flags).run(); });
 }

@@ -121,8 +121,10 @@ void add_checkpoint_command(CLI::App& app) {
       ->required()
       ->check(whole_number_in(1, 1'000'000));
   reshard->add_option("--tag", reshard_flags->options.tag, "Tag to reshard (default: the one in SRC/latest)");
-  reshard->add_option("--compression-level", reshard_flags->options.compression_level,
-                      "0: raw sections (default); 1..22: zstd");
+  reshard
+      ->add_option("--compression-level", reshard_flags->options.compression_level,
+                   "0: raw sections (default); 1..22: zstd")
+      ->check(whole_number_in(0, 22));
   reshard->callback([reshard_flags] { run_reshard(*reshard_flags); });
 }
 

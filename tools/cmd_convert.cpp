@@ -14,6 +14,7 @@
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "common/common.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 #ifdef TIERZERO_CONVERT_TO_DEEPSPEED
 #include "checkpoint/deepspeed_export/deepspeed_export.h"
@@ -284,7 +285,8 @@ void add_convert_command(CLI::App& app) {
                   "PyTorch DCP: convert only the tensors named PREFIX... and drop PREFIX (e.g. 'model.')");
   cmd->add_option("--aio-backend", flags->backend, "Output I/O: auto | io_uring | libaio | sync (default auto)");
   cmd->add_option("--aio-block-size", flags->block_size, "Output I/O: bytes per write (default 1MiB)");
-  cmd->add_option("--aio-queue-depth", flags->queue_depth, "Output I/O: writes in flight (default 32)");
+  cmd->add_option("--aio-queue-depth", flags->queue_depth, "Output I/O: writes in flight (default 32)")
+      ->check(whole_number_in(1, 4096));
   cmd->add_flag("--no-progress", flags->no_progress, "No progress bar");
   cmd->add_option("--model", flags->model_dir,
                   "Hugging Face model directory the checkpoint was trained from: its tokenizer files and "
@@ -299,7 +301,8 @@ void add_convert_command(CLI::App& app) {
                   "safetensors (default) | deepspeed: write a tierzero checkpoint as a DeepSpeed ZeRO checkpoint "
                   "(same stage) that DeepSpeed's load_checkpoint resumes from");
   cmd->add_option("--world-size", flags->world_size,
-                  "--to deepspeed: the DeepSpeed run's data-parallel world size (default: the saved one)");
+                  "--to deepspeed: the DeepSpeed run's data-parallel world size (default: the saved one)")
+      ->check(whole_number_in(1, 1'000'000));
   cmd->add_option("--ds-config", flags->ds_config,
                   "--to deepspeed: the ds_config of the DeepSpeed run (optimizer, scheduler, fp16/bf16, clipping)");
   cmd->callback([flags] { run_convert(*flags); });

@@ -1,8 +1,8 @@
-// `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL rows ("text", "prompt" + "completion",
+// `tierzero data prepare --model DIR IN.jsonl OUT`: JSONL rows ("text", "prompt" + "completion",
 // or chat "messages" rendered with the model's chat template) tokenized with the model's own
 // tokenizer on every core into a token file that `train` reads (text/internal/dataset.h has the
-// formats). `tierzero data show --tokenizer DIR IN.jsonl`: the first rows as tokenized, the text
-// that carries loss marked.
+// formats). `tierzero data show --model DIR IN.jsonl`: the first rows as tokenized, the text
+// that carries loss marked. `--tokenizer DIR` is the older spelling of `--model DIR`.
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 
@@ -16,6 +16,7 @@
 
 #include "common/common.h"
 #include "text/text.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace tierzero::tools {
@@ -25,7 +26,7 @@ struct PrepareFlags {
   std::string tokenizer;
   std::string input;
   std::string output;
-  int threads = 0;  // 0: every core
+  int threads = 0;  // 0 (not given): every core
   std::string json;
   bool no_progress = false;
 };
@@ -96,7 +97,9 @@ void run_show(const ShowFlags& flags) {
   for (int line_no = 1; shown < flags.rows && std::getline(in, line); ++line_no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = flags.input + " line " + std::to_string(line_no);
-    const text::TokenStream row = value_or_throw(text::tokenize_jsonl(line, *tokenizer, where, nullptr, &chat));
+    // The row at its own line number, so that an error names the line once ("IN: line 3: ...").
+    const text::TokenStream row = value_or_throw(
+        text::tokenize_jsonl(std::string(line_no - 1, '\n') + line, *tokenizer, flags.input, nullptr, &chat));
     std::printf("--- %s: %zu tokens, %llu carry loss (in [[...]])\n%s\n", where.c_str(), row.tokens.size(),
                 static_cast<unsigned long long>(row.target_tokens),
                 value_or_throw(text::masked_text(row.tokens, row.loss_mask, *tokenizer)).c_str());
@@ -114,10 +117,11 @@ void add_data_command(CLI::App& app) {
                                            "JSONL rows ({\"text\"}, {\"prompt\", \"completion\"} as strings or "
                                            "messages, or chat {\"messages\"}) -> a token file for train, on every "
                                            "core");
-  prepare->add_option("--tokenizer", flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")->required();
+  prepare->add_option("--model,--tokenizer", flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")
+      ->required();
   prepare->add_option("input", flags->input, "JSONL file, one row per line")->required()->check(CLI::ExistingFile);
   prepare->add_option("output", flags->output, "Token file to write (TZTOKENS)")->required();
-  prepare->add_option("--threads", flags->threads, "Threads (default: every core)");
+  prepare->add_option("--threads", flags->threads, "Threads (default: every core)")->check(whole_number_in(1, 4096));
   prepare->add_option("--json", flags->json, "Also write the figures (rows, tokens, tokens/s) as JSON here");
   prepare->add_flag("--no-progress", flags->no_progress, "No progress bar");
   prepare->callback([flags] { run_prepare(*flags); });
@@ -125,10 +129,10 @@ void add_data_command(CLI::App& app) {
   auto show_flags = std::make_shared<ShowFlags>();
   CLI::App* show = data->add_subcommand(
       "show", "The first rows as the model sees them: the rendered text, what carries loss in [[...]]");
-  show->add_option("--tokenizer", show_flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")
+  show->add_option("--model,--tokenizer", show_flags->tokenizer, "The Hugging Face model directory (tokenizer.json)")
       ->required();
   show->add_option("input", show_flags->input, "JSONL file, one row per line")->required()->check(CLI::ExistingFile);
-  show->add_option("--rows", show_flags->rows, "How many rows (default 2)")->check(CLI::PositiveNumber);
+  show->add_option("--rows", show_flags->rows, "How many rows (default 2)")->check(whole_number_in(1, 1'000'000));
   show->callback([show_flags] { run_show(*show_flags); });
 }
 

@@ -174,7 +174,11 @@ void add_train_command(CLI::App& app) {
   train->add_option("--tensorboard", args->tensorboard_dir,
                     "write the same per-step metrics as a TensorBoard event file in this directory (created when "
                     "missing; `tensorboard --logdir DIR`)");
-  train->add_option("--seed", args->init_seed, "seed of the random initialisation (without --model), of LoRA's initial adapters and of its dropout draws");
+  train
+      ->add_option("--seed", args->init_seed,
+                   "seed of the random initialisation (without --model), of LoRA's initial adapters and of its "
+                   "dropout draws")
+      ->check(whole_number_in(0, 4'294'967'295));
   auto hf = std::make_shared<HfTrainerFlags>();
   add_trainer_flags(train, hf.get());
   CLI::Option* bf16 = train->add_flag("--bf16", args->trainer_flags.bf16,

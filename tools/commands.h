@@ -25,13 +25,14 @@ void add_bench_pcie_command(CLI::App& bench);
 // `tierzero bench tiers`: NVMe <-> GPU streaming through training's offload stack (swap files, pinned
 // staging, side-stream copies) vs min(NVMe, PCIe) bandwidth; in tierzero-torch (LibTorch).
 void add_bench_tiers_command(CLI::App& bench);
-// `tierzero data prepare --tokenizer DIR IN.jsonl OUT`: JSONL tokenized with the model's tokenizer.
+// `tierzero data prepare --model DIR IN.jsonl OUT`: JSONL tokenized with the model's tokenizer.
 void add_data_command(CLI::App& app);
 // `tierzero report RUN... [--bench FILE...] -o FILE`: metrics and bench JSON as an HTML page.
 void add_report_command(CLI::App& app);
 // `tierzero doctor`: what this machine offers and what tierzero will use, OK / WARN / FAIL.
 void add_doctor_command(CLI::App& app);
-// `tierzero estimate --model-config C --config CFG`: bytes per tier and step time of a run (engine/plan).
+// `tierzero estimate --model DIR --config CFG`: bytes per tier and step time of a run (engine/plan),
+// planned for this machine's memory and GPUs unless flags name another's.
 void add_estimate_command(CLI::App& app);
 // `tierzero train`: ZeRO training (engine/zero); no arguments: a tiny built-in model and corpus.
 void add_train_command(CLI::App& app);

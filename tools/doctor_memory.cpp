@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "common/common.h"
 #include "offload/offload.h"
 #include "tools/doctor_checks.h"
+#include "tools/machine_facts.h"
 
 namespace tierzero::tools {
 
@@ -17,20 +17,6 @@ namespace {
 constexpr uint64_t kLowRam = 8ull << 30;
 constexpr uint64_t kLowMemlock = 1ull << 30;
 constexpr int kCapIpcLock = 14;
-
-// A field of /proc/meminfo in bytes; 0 when absent.
-uint64_t meminfo(const std::string& key) {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) != 0) continue;
-    std::istringstream fields(line.substr(key.size() + 1));
-    uint64_t kib = 0;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return 0;
-}
 
 // Whether this process holds CAP_IPC_LOCK (RLIMIT_MEMLOCK does not apply then).
 bool has_ipc_lock() {
@@ -73,7 +59,7 @@ DoctorLine pinned_probe(uint64_t bytes) {
 
 std::vector<DoctorLine> check_memory(uint64_t pin_probe_bytes) {
   std::vector<DoctorLine> lines;
-  const uint64_t total = meminfo("MemTotal"), available = meminfo("MemAvailable");
+  const auto [available, total] = host_memory();
   lines.push_back({"memory", "RAM", format_bytes(available) + " available of " + format_bytes(total),
                    available < kLowRam ? Verdict::kWarn : Verdict::kOk,
                    available < kLowRam ? "offloading keeps ~16 bytes per parameter in host memory: free memory or "

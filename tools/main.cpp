@@ -1,9 +1,11 @@
 // tierzero: offload and checkpoint I/O engine for training large language models.
 #include <cstdio>
+#include <string>
 
 #include "common/common.h"
 #include "common/version.h"
 #include "tools/commands.h"
+#include "tools/flag_suggestions.h"
 
 int main(int argc, char** argv) {
 #ifdef TIERZERO_TORCH_COMMANDS_ELSEWHERE
@@ -12,6 +14,10 @@ int main(int argc, char** argv) {
   CLI::App app{"tierzero: train, convert and measure ZeRO offload on GPU, pinned host memory and NVMe"};
   app.set_version_flag("--version", std::string("tierzero ") + tierzero::kTierzeroVersion);
   app.require_subcommand(1);
+  app.footer(
+      "A flag a command does not have is refused with the flag meant: the nearest one, the hyphenated spelling "
+      "(--warmup_steps: --warmup-steps), or tierzero's flag for a DeepSpeed / Hugging Face Trainer one "
+      "(--deepspeed: --config, --max_steps: --steps, --learning_rate: --lr, --model_name_or_path: --model).");
   CLI::App* bench = app.add_subcommand("bench", "Measure this machine: io, adam, pcie, tiers");
   bench->require_subcommand(1);
   tierzero::tools::add_bench_io_command(*bench);
@@ -39,7 +45,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // An unknown flag is the first thing to fix: a required flag may look missing only because it
+    // was spelt another tool's way.
+    const std::string unknown = e.get_exit_code() != 0 ? tierzero::tools::unknown_flags_message(app) : "";
+    if (unknown.empty()) return app.exit(e);
+    std::fputs(unknown.c_str(), stderr);
+    return static_cast<int>(CLI::ExitCodes::ExtrasError);
   } catch (const tierzero::tools::ExitCode& e) {
     return e.code;
   } catch (const tierzero::Error& e) {

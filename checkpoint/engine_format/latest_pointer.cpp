@@ -14,6 +14,10 @@ namespace tierzero::checkpoint {
 namespace {
 
 constexpr const char* kHeaderLine = "tierzero-latest 1\n";
+// How to pick a checkpoint when `latest` cannot: the commands that read one take --tag; train
+// --resume follows DIR/latest, so there the tag goes into that file.
+constexpr const char* kChooseCheckpoint =
+    "pass --tag TAG to choose a checkpoint (convert, checkpoint), or for train --resume write TAG into DIR/latest";
 
 std::string body_text(const LatestRecord& record) {
   std::string text = kHeaderLine;
@@ -63,10 +67,8 @@ std::string latest_record_text(const LatestRecord& record) {
 
 Result<LatestRecord> parse_latest_record(const std::string& text, const std::string& path) {
   const auto damaged = [&] {
-    return corrupt(
-        fmt::format("{} is damaged (it does not check out); pass --tag to choose a checkpoint, or remove {} to follow "
-                    "latest's text",
-                    path, path));
+    return corrupt(fmt::format("{} is damaged (it does not check out); {}, or remove {} to follow latest's text", path,
+                               kChooseCheckpoint, path));
   };
   if (!text.starts_with(kHeaderLine)) return damaged();
   size_t pos = std::string_view(kHeaderLine).size();
@@ -105,12 +107,11 @@ Result<std::string> read_latest_tag(const std::string& dir) {
   const std::string named = latest.ok() ? trimmed(*latest) : "";
   if (!record_text.ok()) {
     if (!latest.ok()) {
-      return not_found(fmt::format("{} does not exist: {} holds no committed checkpoint (pass --tag to name one)",
-                                   latest_path, dir));
+      return not_found(
+          fmt::format("{} does not exist: {} holds no committed checkpoint ({})", latest_path, dir, kChooseCheckpoint));
     }
     if (!is_tag_name(named)) {
-      return corrupt(
-          fmt::format("{} holds '{}', not a tag name; pass --tag to choose a checkpoint", latest_path, named));
+      return corrupt(fmt::format("{} holds '{}', not a tag name; {}", latest_path, named, kChooseCheckpoint));
     }
     return named;
   }
@@ -118,9 +119,10 @@ Result<std::string> read_latest_tag(const std::string& dir) {
   if (named == record.tag || named == record.previous) return record.tag;
   return corrupt(fmt::format(
       "{} holds '{}' but {} (written with it) says the latest checkpoint is '{}'{}: latest is damaged or was "
-      "edited; pass --tag to choose a checkpoint, or remove {} to follow latest's text",
+      "edited; {}, or remove {} to follow latest's text",
       latest_path, named, record_path, record.tag,
-      record.previous.empty() ? "" : fmt::format(" (before it '{}')", record.previous), record_path));
+      record.previous.empty() ? "" : fmt::format(" (before it '{}')", record.previous), kChooseCheckpoint,
+      record_path));
 }
 
 Status complete_latest(const std::string& dir) { return complete_latest_on(fs::default_file_system(), dir); }

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -69,12 +70,18 @@ Result<std::unique_ptr<Comm>> Comm::from_env(at::Device device) {
   if (port <= 0) return invalid_argument("MASTER_PORT is unset (rank " + std::to_string(rank) + ")");
   const comm_internal::LaunchEnv env{.master_addr = addr, .master_port = port, .world_size = world_size, .rank = rank};
   TZ_ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, rendezvous_timeout());
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // A client starts c10d's store only once rank 0's accepts connections, so that no c10d retry
+  // loop runs past the deadline.
+  if (rank != 0) TZ_RETURN_IF_ERROR(comm_internal::wait_for_store_server(env, deadline, timeout));
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(port);
   options.isServer = rank == 0;
   options.numWorkers = world_size;
   options.waitWorkers = false;  // wait_for_all_ranks waits, bounded, and names who is missing
-  options.timeout = timeout;    // a client's connection attempts to rank 0's store
+  // A client's connection attempts to rank 0's store (open by now): what is left of the timeout.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  options.timeout = std::max(left, std::chrono::milliseconds(1));
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(addr, options);
@@ -87,7 +94,7 @@ Result<std::unique_ptr<Comm>> Comm::from_env(at::Device device) {
                     std::to_string(port) + " (" + env.describe() + "): " + comm_internal::first_line(e.what()) + "; " +
                     comm_internal::what_to_check(env, "rank 0", timeout));
   }
-  TZ_RETURN_IF_ERROR(comm_internal::wait_for_all_ranks(*store, env, timeout));
+  TZ_RETURN_IF_ERROR(comm_internal::wait_for_all_ranks(*store, env, deadline, timeout));
   store->setTimeout(kCollectiveTimeout);
   return create(std::move(store), rank, world_size, device);
 }

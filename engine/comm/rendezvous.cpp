@@ -1,6 +1,14 @@
 #include "engine/comm/internal/rendezvous.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -11,6 +19,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{50};
 constexpr std::chrono::seconds kSayWaitingAfter{10};
+constexpr std::chrono::milliseconds kConnectAttempt{200};
 
 std::string rank_key(int rank) { return "tierzero/rendezvous/rank" + std::to_string(rank); }
 
@@ -33,6 +42,25 @@ std::vector<int> missing_ranks(c10d::Store& store, int world_size) {
 
 double seconds(std::chrono::milliseconds t) { return std::chrono::duration<double>(t).count(); }
 
+// Connects to `address` within `limit`; "" when it accepted, else what failed ("Connection refused").
+std::string try_connect(const addrinfo& address, std::chrono::milliseconds limit) {
+  const int fd = ::socket(address.ai_family, address.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, address.ai_protocol);
+  if (fd < 0) return std::strerror(errno);
+  int error = ::connect(fd, address.ai_addr, address.ai_addrlen) == 0 ? 0 : errno;
+  if (error == EINPROGRESS) {
+    pollfd waiting{.fd = fd, .events = POLLOUT, .revents = 0};
+    const int ready = ::poll(&waiting, 1, static_cast<int>(limit.count()));
+    socklen_t size = sizeof error;
+    if (ready <= 0) {
+      error = ready == 0 ? ETIMEDOUT : errno;
+    } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) {
+      error = errno;
+    }
+  }
+  ::close(fd);
+  return error == 0 ? std::string() : std::string(std::strerror(error));
+}
+
 }  // namespace
 
 std::string first_line(const char* text) {
@@ -53,7 +81,50 @@ std::string what_to_check(const LaunchEnv& env, const std::string& missing, std:
       missing, env.master_addr, env.master_port, seconds(timeout));
 }
 
-Status wait_for_all_ranks(c10d::Store& store, const LaunchEnv& env, std::chrono::milliseconds timeout) {
+Status wait_for_store_server(const LaunchEnv& env, std::chrono::steady_clock::time_point deadline,
+                             std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string port = std::to_string(env.master_port);
+  std::string last_error = "no attempt";
+  bool said_waiting = false;
+  while (true) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int resolved = ::getaddrinfo(env.master_addr.c_str(), port.c_str(), &hints, &found);
+    if (resolved != 0) last_error = fmt::format("MASTER_ADDR does not resolve: {}", ::gai_strerror(resolved));
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const std::string error = try_connect(*a, std::clamp(left, std::chrono::milliseconds(1), kConnectAttempt));
+      if (error.empty()) {
+        ::freeaddrinfo(found);
+        return Status();
+      }
+      last_error = error;
+    }
+    if (found != nullptr) ::freeaddrinfo(found);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      return io_error(
+          fmt::format("rank {}: rank 0 never opened the rendezvous store at {}:{} ({}): nothing accepted a "
+                      "connection there ({}); {}",
+                      env.rank, env.master_addr, env.master_port, env.describe(), last_error,
+                      what_to_check(env, "rank 0", timeout)));
+    if (!said_waiting && now - start >= kSayWaitingAfter) {
+      std::fprintf(stderr,
+                   "rank %d: waiting for rank 0's rendezvous store at %s:%d (%s; gives up after %g s, "
+                   "TIERZERO_RENDEZVOUS_TIMEOUT)\n",
+                   env.rank, env.master_addr.c_str(), env.master_port, env.describe().c_str(), seconds(timeout));
+      said_waiting = true;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kPollInterval, deadline - now));
+  }
+}
+
+Status wait_for_all_ranks(c10d::Store& store, const LaunchEnv& env, std::chrono::steady_clock::time_point deadline,
+                          std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
   bool said_waiting = false;
   try {
@@ -61,8 +132,9 @@ Status wait_for_all_ranks(c10d::Store& store, const LaunchEnv& env, std::chrono:
     for (int r = 0; r < env.world_size; ++r) keys.push_back(rank_key(r));
     store.set(rank_key(env.rank), std::vector<uint8_t>{1});
     while (!store.check(keys)) {  // one request a poll; the missing ranks are looked up only to say so
-      const auto waited = std::chrono::steady_clock::now() - start;
-      if (waited >= timeout) {
+      const auto now = std::chrono::steady_clock::now();
+      const auto waited = now - start;
+      if (now >= deadline) {
         const std::string missing = name_ranks(missing_ranks(store, env.world_size));
         return io_error(fmt::format("rank {}: {} of WORLD_SIZE={} never arrived at the rendezvous ({}); {}", env.rank,
                                     missing, env.world_size, env.describe(), what_to_check(env, missing, timeout)));

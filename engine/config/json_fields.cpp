@@ -11,7 +11,6 @@
 
 #include "common/common.h"
 #include "engine/config/internal/ds_config_sections.h"
-#include "engine/config/internal/nearest_name.h"
 
 namespace tierzero::engine::detail {
 namespace {

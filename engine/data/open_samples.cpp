@@ -31,7 +31,7 @@ Result<std::shared_ptr<const SampleSource>> open_samples(const std::string& path
                             " holds text rows (\"text\", \"prompt\" + \"completion\" or chat \"messages\"), which the "
                             "model's tokenizer (and chat template) turn into tokens: pass --model DIR (a Hugging Face "
                             "directory with tokenizer.json), or "
-                            "tokenize first with `tierzero data prepare --tokenizer DIR " +
+                            "tokenize first with `tierzero data prepare --model DIR " +
                             path + " OUT`");
   }
   return open_text_jsonl(path, seq_len, tokenizer_dir);

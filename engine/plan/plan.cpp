@@ -22,13 +22,13 @@ std::vector<TierCheck> checks(const std::vector<MemoryItem>& items, const DsConf
   auto source = [](uint64_t budget, const char* name) { return budget > 0 ? std::string(name) : std::string(); };
   return {
       {"gpu", peak_bytes(items, {Tier::kGpu}), machine.gpu_memory_bytes,
-       source(machine.gpu_memory_bytes, "--gpu-memory")},
+       source(machine.gpu_memory_bytes, machine.gpu_memory_source.c_str())},
       {"gpu allocated", gpu_allocated, gpu_limit, source(gpu_limit, "tierzero.gpu_memory_limit")},
       {"pinned", peak_bytes(items, {Tier::kPinned}), config.tierzero.pinned_memory_limit,
        source(config.tierzero.pinned_memory_limit, "tierzero.pinned_memory_limit")},
       {"pageable", peak_bytes(items, {Tier::kPageable}), 0, ""},
       {"host", host * static_cast<uint64_t>(world), machine.host_memory_bytes,
-       source(machine.host_memory_bytes, "--host-memory")},
+       source(machine.host_memory_bytes, machine.host_memory_source.c_str())},
       {"nvme", peak_bytes(items, {Tier::kNvme}) * static_cast<uint64_t>(world), machine.nvme_bytes,
        source(machine.nvme_bytes, "free space on the NVMe paths")},
   };

@@ -110,6 +110,9 @@ struct MachineFigure {
 struct Machine {
   uint64_t gpu_memory_bytes = 0;    // --gpu-memory: a GPU's memory (the CUDA context included)
   uint64_t host_memory_bytes = 0;   // --host-memory: pinned + pageable
+  // Where those two budgets came from, as the checks name them ("this machine's MemAvailable").
+  std::string gpu_memory_source = "--gpu-memory";
+  std::string host_memory_source = "--host-memory";
   uint64_t nvme_bytes = 0;          // free bytes on the NVMe paths
   std::string gpu_name;             // e.g. "NVIDIA H200" (from bench pcie, or --gpu)
   MachineFigure gpu_tflops;         // dense 16-bit matmul TFLOPS

@@ -27,7 +27,7 @@ Status check_token_ids(const MicroBatch& batch, int64_t vocab, const std::string
     const size_t row = i / static_cast<size_t>(batch.seq_len);
     return invalid_argument(fmt::format(
         "{}: sample {} holds token id {}, outside the model's vocabulary (vocab_size {}): the data was tokenized for "
-        "another model; tokenize it with this model's tokenizer (tierzero data prepare --tokenizer MODEL_DIR)",
+        "another model; tokenize it with this model's tokenizer (tierzero data prepare --model MODEL_DIR)",
         data_path, row < batch.sample_indices.size() ? batch.sample_indices[row] : 0, id_ok ? target : id, vocab));
   }
   return Status();

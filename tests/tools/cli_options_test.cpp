@@ -1,5 +1,6 @@
-// The CLI's shared conventions: range errors in plain words (not CLI11's 309-digit double), and
-// `doctor --json FILE` writing a file as every other --json does.
+// The CLI's shared conventions: range errors in plain words (not CLI11's 309-digit double),
+// `doctor --json FILE` writing a file as every other --json does, and unknown flags answered with
+// the flag meant.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "tests/support/scratch_dir.h"
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
+#include "tools/flag_suggestions.h"
 
 namespace tierzero::tools {
 namespace {
@@ -46,6 +48,58 @@ TEST(CliChecks, RangeErrorsSayTheRangeInPlainWords) {
   EXPECT_EQ(lr, 3e-4);
   for (const char* flag : {"--steps", "--lr"})
     EXPECT_EQ(parse_error(app, {flag, "1e400"}).find("179769"), std::string::npos) << "no 309-digit bound";
+}
+
+// A command with some of train's flags.
+void add_flags(CLI::App& app, bool epochs) {
+  for (const char* name : {"--steps", "--lr", "--micro-batch", "--save", "--export", "--warmup-steps", "--config"})
+    app.add_option(name);
+  if (epochs) app.add_option("--epochs");
+}
+
+TEST(FlagSuggestions, OtherToolsNamesHyphensAndTypos) {
+  CLI::App app;
+  add_flags(app, false);
+  EXPECT_EQ(suggest_flag(app, "--max_steps"),
+            "did you mean --steps? (--max_steps is the Hugging Face Trainer's optimizer step count)");
+  EXPECT_EQ(suggest_flag(app, "--deepspeed"),
+            "did you mean --config? (--deepspeed is the DeepSpeed launcher's ds_config JSON)");
+  EXPECT_EQ(suggest_flag(app, "--learning_rate=3e-4"),
+            "did you mean --lr? (--learning_rate is the Hugging Face Trainer's learning rate)");
+  EXPECT_NE(suggest_flag(app, "--output_dir").find("did you mean --save or --export?"), std::string::npos);
+  EXPECT_EQ(suggest_flag(app, "--warmup_steps"),
+            "did you mean --warmup-steps? (tierzero's flags are lower case, words joined by hyphens)");
+  EXPECT_EQ(suggest_flag(app, "--Steps"),
+            "did you mean --steps? (tierzero's flags are lower case, words joined by hyphens)");
+  EXPECT_EQ(suggest_flag(app, "--stpes"), "did you mean --steps?");
+  EXPECT_EQ(suggest_flag(app, "--bogus-thing"), "");
+  EXPECT_NE(suggest_flag(app, "--local_rank=0").find("no flag takes it (--local_rank is the rank the DeepSpeed "),
+            std::string::npos);
+  // A foreign flag whose tierzero flags this command lacks falls back to the nearest flag, or none.
+  EXPECT_EQ(suggest_flag(app, "--model_name_or_path"), "");
+  EXPECT_NE(suggest_flag(app, "--num_train_epochs").find("did you mean --steps?"), std::string::npos);
+  CLI::App with_epochs;
+  add_flags(with_epochs, true);
+  EXPECT_NE(suggest_flag(with_epochs, "--num_train_epochs").find("did you mean --epochs?"), std::string::npos);
+}
+
+TEST(FlagSuggestions, UnknownFlagsOfTheSubcommandGiven) {
+  CLI::App app;
+  app.require_subcommand(1);
+  add_flags(*app.add_subcommand("train"), false);
+  EXPECT_EQ(parse_error(app, {"train", "--steps", "3"}), "");
+  EXPECT_EQ(unknown_flags_message(app), "");
+  CLI::App again;
+  again.require_subcommand(1);
+  add_flags(*again.add_subcommand("train"), false);
+  EXPECT_NE(parse_error(again, {"train", "--deepspeed", "ds.json", "--max_steps=5", "--bogus"}), "");
+  EXPECT_EQ(unknown_flags_message(again),
+            "tierzero train: unknown flag --deepspeed: did you mean --config? (--deepspeed is the DeepSpeed launcher's "
+            "ds_config JSON)\n"
+            "tierzero train: unknown flag --max_steps: did you mean --steps? (--max_steps is the Hugging Face "
+            "Trainer's optimizer step count)\n"
+            "tierzero train: unknown flag --bogus: no flag of this command is near (`tierzero train --help` lists "
+            "them)\n");
 }
 
 TEST(CliChecks, DoctorJsonTakesAFile) {

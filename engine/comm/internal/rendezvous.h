@@ -28,9 +28,19 @@ std::string first_line(const char* text);
 // What a rank whose peers did not arrive should check, naming `missing` (e.g. "rank 1", "ranks 1, 3").
 std::string what_to_check(const LaunchEnv& env, const std::string& missing, std::chrono::milliseconds timeout);
 
+// Waits until rank 0's store at env.master_addr:env.master_port accepts a TCP connection, trying
+// every 50 ms until `deadline`: c10d's TCPStore client, left to wait for a rank 0 that never comes,
+// retries for its timeout, then again, and prints LibTorch's stack. After 10 s it says once on
+// stderr whom it waits for. kIo at the deadline: rank 0 never opened the store at ADDR:PORT,
+// env.describe(), the last connection error and what_to_check(env, "rank 0", timeout).
+Status wait_for_store_server(const LaunchEnv& env, std::chrono::steady_clock::time_point deadline,
+                             std::chrono::milliseconds timeout);
+
 // Checks this rank in at `store` and waits until all env.world_size ranks have, polling. After 10 s
-// it says once on stderr whom it waits for. kIo after `timeout`: the missing ranks, env.describe()
-// and what_to_check(); also kIo when the store fails (its error, and that rank 0 may have exited).
-Status wait_for_all_ranks(c10d::Store& store, const LaunchEnv& env, std::chrono::milliseconds timeout);
+// it says once on stderr whom it waits for. kIo at `deadline`: the missing ranks, env.describe()
+// and what_to_check(env, ..., timeout); also kIo when the store fails (its error, and that rank 0
+// may have exited).
+Status wait_for_all_ranks(c10d::Store& store, const LaunchEnv& env, std::chrono::steady_clock::time_point deadline,
+                          std::chrono::milliseconds timeout);
 
 }  // namespace tierzero::engine::comm_internal

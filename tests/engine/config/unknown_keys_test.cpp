@@ -6,7 +6,6 @@
 #include <string>
 
 #include "engine/config/ds_config.h"
-#include "engine/config/internal/nearest_name.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
@@ -92,18 +91,6 @@ TEST(UnknownKeys, IgnoreUnknownKeysPassesOverKeysOfOtherTools) {
                ErrorCode::kInvalidArgument, "tierzero.ignore_unknown_keys must be a list");
   EXPECT_ERROR(parse(R"({"train_batch_size": 1, "tierzero": {"ignore_unknown_keys": [3]}})"),
                ErrorCode::kInvalidArgument, "tierzero.ignore_unknown_keys[0] must be a key path");
-}
-
-TEST(NearestName, EditDistanceAndTheLimit) {
-  using detail::edit_distance;
-  using detail::nearest_name;
-  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
-  EXPECT_EQ(edit_distance("", "abc"), 3u);
-  EXPECT_EQ(edit_distance("Stage", "stage"), 0u);
-  EXPECT_EQ(nearest_name("offload_optimzer", {"offload_param", "offload_optimizer"}), "offload_optimizer");
-  EXPECT_EQ(nearest_name("zero_optimisation", {"zero_optimization", "optimizer"}), "zero_optimization");
-  EXPECT_FALSE(nearest_name("bogus", {"stage", "sub_group_size"}).has_value());
-  EXPECT_FALSE(nearest_name("x", {}).has_value());
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // makes train() fail within TIERZERO_RENDEZVOUS_TIMEOUT, naming the missing rank, the launch
 // variables and what to check — instead of hanging. Here the timeout is 1.5 s: the one process
 // started of a 2-rank run (as rank 0, which hosts the store, and as rank 1, whose rank 0 never
-// comes).
+// comes); and 3 s for Comm::from_env alone, timed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -61,6 +61,35 @@ TEST(Rendezvous, RankWhoseRankZeroNeverComesTimesOutNamingIt) {
                                 "check that rank 0 was launched", "TIERZERO_RENDEZVOUS_TIMEOUT"})
     EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' missing from: " << message;
   EXPECT_EQ(message.find("Exception raised from"), std::string::npos) << "c10d's stack trace kept: " << message;
+}
+
+// Comm::from_env as rank 1 of WORLD_SIZE=2 whose rank 0 never starts: it gives up within the
+// timeout (c10d's own client retried for the timeout twice over), with one message and no LibTorch
+// stack frames on stderr or in the message.
+TEST(Rendezvous, RankWithoutRankZeroGivesUpWithinTheTimeoutWithoutStackFrames) {
+  constexpr double kTimeout = 3.0;
+  const int port = free_port();
+  ScopedEnv world("WORLD_SIZE", "2"), me("RANK", "1"), local("LOCAL_RANK", "1"), addr("MASTER_ADDR", "127.0.0.1"),
+      master_port("MASTER_PORT", std::to_string(port)), timeout("TIERZERO_RENDEZVOUS_TIMEOUT", "3");
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  const Result<std::unique_ptr<Comm>> comm = Comm::from_env(at::kCPU);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string stderr_text = ::testing::internal::GetCapturedStderr();
+  EXPECT_GE(seconds, kTimeout * 0.95);
+  EXPECT_LE(seconds, kTimeout * 1.2) << "waited past TIERZERO_RENDEZVOUS_TIMEOUT";
+  const Status status = comm.status();
+  ASSERT_EQ(status.code(), ErrorCode::kIo) << status.to_string();
+  const std::string message = status.message();
+  for (const std::string& part :
+       std::vector<std::string>{"rank 1: rank 0 never opened the rendezvous store at 127.0.0.1:" + std::to_string(port),
+                                "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 RANK=1",
+                                "Connection refused", "waited 3 s", "TIERZERO_RENDEZVOUS_TIMEOUT=SECONDS"})
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' missing from: " << message;
+  for (const std::string& text : {message, stderr_text}) {
+    EXPECT_EQ(text.find("frame #"), std::string::npos) << "LibTorch stack frames: " << text;
+    EXPECT_EQ(text.find("Exception raised from"), std::string::npos) << "c10's stack trace: " << text;
+  }
 }
 
 TEST(Rendezvous, TimeoutComesFromTheEnvironmentOrIs300Seconds) {

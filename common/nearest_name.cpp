@@ -1,11 +1,11 @@
-#include "engine/config/internal/nearest_name.h"
+#include "common/internal/nearest_name.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <numeric>
 
-namespace tierzero::engine::detail {
+namespace tierzero {
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   auto same = [](char x, char y) {
@@ -40,4 +40,4 @@ std::optional<std::string> nearest_name(std::string_view given, const std::vecto
   return best;
 }
 
-}  // namespace tierzero::engine::detail
+}  // namespace tierzero

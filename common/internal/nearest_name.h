@@ -1,4 +1,5 @@
-// Private: the known name a misspelt one most likely meant, for "did you mean ...?" errors.
+// The known name a misspelt one most likely meant, for "did you mean ...?" errors (ds_config keys,
+// command-line flags).
 #pragma once
 
 #include <optional>
@@ -6,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tierzero::engine::detail {
+namespace tierzero {
 
 // The Levenshtein distance (insertions, deletions, substitutions) between `a` and `b`, ignoring
 // case.
@@ -17,4 +18,4 @@ size_t edit_distance(std::string_view a, std::string_view b);
 // to the first in `known`; nothing when no name is that close.
 std::optional<std::string> nearest_name(std::string_view given, const std::vector<std::string>& known);
 
-}  // namespace tierzero::engine::detail
+}  // namespace tierzero
