@@ -6,7 +6,7 @@
 
 #include "engine/model/functional_model.h"
 #include "engine/model/no_dropout.h"
-#include "engine/zero/internal/sharded_partitioner.h"
+#include "engine/zero/internal/partitioner.h"
 
 namespace tierzero::engine {
 namespace {
@@ -30,7 +30,7 @@ at::Tensor queue_eval_loss_sum(ZeroEngine& engine, const at::Tensor& input_ids, 
     params.clear();
     partitioner.release(unit);
   }
-  if (auto* sharded = dynamic_cast<ShardedPartitioner*>(&partitioner)) sharded->end_forward_pass();
+  partitioner.end_forward_pass();
   const at::Tensor logits = hidden.to(at::kFloat);
   const at::Tensor loss_sum =
       at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), on_device(targets, device).reshape(-1),

@@ -103,6 +103,11 @@ class Partitioner : public ParamGateway {
   // is in the landing's queue. Only when can_hand_over_grads().
   virtual void hand_over_grads() {}
 
+  // Ends a forward-only pass run between steps (an evaluation: engine/zero/eval_pass.h) without
+  // ending the step, so the next pass starts clean. Nothing to do where every parameter is whole
+  // (stages 0-2); stage 3 drops what it gathered (ShardedPartitioner). Every unit must be released.
+  virtual void end_forward_pass() {}
+
   // Whether the partitioner can read the compute partition while an optimizer step still writes it
   // (follow_step): stage 3, whose reads are per-unit gathers.
   virtual bool can_follow_step() const { return false; }

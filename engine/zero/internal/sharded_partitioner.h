@@ -68,7 +68,7 @@ class ShardedPartitioner final : public Partitioner {
   // ending the step: drops every gathered parameter and starts the trace over, so the pass leaves
   // nothing whole and the next pass (evaluation or training) follows the trace from its start. The
   // compute partition and the persistent parameters are untouched. Every unit must be released.
-  void end_forward_pass();
+  void end_forward_pass() override;
   bool can_follow_step() const override { return true; }
   bool can_hand_over_grads() const override { return layout_.world_size == 1 && host_.grads != nullptr; }
   void hand_over_grads() override { reducer_.finish(); }
