@@ -22,9 +22,11 @@ struct LoneRank {
   double seconds = 0.0;
 };
 
-// train() as rank `rank` of WORLD_SIZE=2 with no other process, on MASTER_PORT `port`.
+// train() as rank `rank` of WORLD_SIZE=2 with no other process, on MASTER_PORT `port`. The lone
+// process is the first of its host (LOCAL_RANK 0), as if each rank had a machine of its own: a
+// one-GPU box has no cuda:1 for a LOCAL_RANK 1 to take.
 LoneRank train_alone_as(int rank, int port) {
-  ScopedEnv world("WORLD_SIZE", "2"), me("RANK", std::to_string(rank)), local("LOCAL_RANK", std::to_string(rank)),
+  ScopedEnv world("WORLD_SIZE", "2"), me("RANK", std::to_string(rank)), local("LOCAL_RANK", "0"),
       addr("MASTER_ADDR", "127.0.0.1"), master_port("MASTER_PORT", std::to_string(port)),
       timeout("TIERZERO_RENDEZVOUS_TIMEOUT", "1.5");
   ScratchDir dir;
