@@ -33,6 +33,8 @@ COMMAND_STARTS = ("build/tools/tierzero ", "build/tools/tierzero\n", "torchrun "
 
 MODEL = "~/models/Qwen2.5-0.5B"
 NEEDS_MODEL = "model"  # the tiny stand-in for MODEL
+CHATML_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+                   "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 NEEDS_TORCHRUN = "torchrun"
 
 # command as the documents write it -> ("run", what it needs, the command to run) or ("skip", reason).
@@ -50,6 +52,11 @@ COMMANDS = {
         ("run", NEEDS_MODEL, None),
     f"build/tools/tierzero train --model {MODEL} --data train.tok --config configs/lora.json --steps 200 "
     "--save lora_run/ --export merged/":
+        ("run", NEEDS_MODEL, None),
+    "build/tools/tierzero generate --model merged/ --prompt \"The capital of France is\" --max-new-tokens 64":
+        ("run", NEEDS_MODEL, None),
+    f"build/tools/tierzero generate --model {MODEL} --adapter lora_run/ "
+    "--messages '[{\"role\": \"user\", \"content\": \"Hi!\"}]'":
         ("run", NEEDS_MODEL, None),
     "mkdir -p /tmp/tierzero-nvme && build/tools/tierzero train --model-config benchmarks/models/qwen2.5_14b.json "
     "--config benchmarks/configs/zero3_14b_compact_24gb.json --data configs/data/tiny_corpus.u16 --steps 10":
@@ -117,6 +124,13 @@ def make_model(home):
         if name.startswith("tokenizer"):
             with open(os.path.join(tokenizer_dir, name), "rb") as src, open(os.path.join(model_dir, name), "wb") as dst:
                 dst.write(src.read())
+    # Qwen2.5-0.5B ships a ChatML template (the README's `generate --messages` renders through it).
+    config_path = os.path.join(model_dir, "tokenizer_config.json")
+    with open(config_path) as f:
+        tokenizer_config = json.load(f)
+    tokenizer_config["chat_template"] = CHATML_TEMPLATE
+    with open(config_path, "w") as f:
+        json.dump(tokenizer_config, f)
     return None
 
 
