@@ -15,7 +15,7 @@
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/safetensors/safetensors.h"
 #include "checkpoint/storage/storage.h"
-#include "common/internal/float_convert.h"
+#include "common/common.h"
 #include "fs/file_system.h"
 
 namespace tierzero::checkpoint {

@@ -329,4 +329,22 @@ Status save_peft_adapter(const std::string& dir, const LoraModel& model,
 std::optional<at::Tensor> merged_rows(const LoraModel& model, const std::map<std::string, at::Tensor>& adapters,
                                       const std::string& name, const at::Tensor& base_rows, int64_t first_row);
 
+// ---- Evaluation mode ----
+// Inside a NoDropoutScope the forwards of this thread draw no dropout (LoRA's lora_dropout, the only
+// dropout the models have), as transformers' model.eval() makes the forward deterministic. Training forwards run outside any scope.
+
+class NoDropoutScope {
+ public:
+  NoDropoutScope();
+  ~NoDropoutScope();
+  NoDropoutScope(const NoDropoutScope&) = delete;
+  NoDropoutScope& operator=(const NoDropoutScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// False inside a NoDropoutScope on the calling thread.
+bool dropout_enabled();
+
 }  // namespace tierzero::engine

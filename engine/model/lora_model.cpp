@@ -12,7 +12,6 @@
 
 #include "engine/config/ds_config.h"
 #include "engine/model/internal/frozen_weights.h"
-#include "engine/model/no_dropout.h"
 
 namespace tierzero::engine {
 namespace {

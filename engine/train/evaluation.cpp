@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/zero/eval_pass.h"
 
 namespace tierzero::engine::trainer {
 namespace {

@@ -1,11 +1,10 @@
-#include "engine/zero/eval_pass.h"
+#include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>
 
 #include <vector>
 
 #include "engine/model/functional_model.h"
-#include "engine/model/no_dropout.h"
 #include "engine/zero/internal/partitioner.h"
 
 namespace tierzero::engine {

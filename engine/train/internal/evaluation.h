@@ -9,7 +9,7 @@
 // It is transformers' loss over the same tokens taken as one batch.
 //
 // How: rank r of W evaluates samples r, r + W, r + 2W, ... in ascending order, in batches of the
-// training micro-batch size, through queue_eval_loss_sum (engine/zero/eval_pass.h: the training
+// training micro-batch size, through queue_eval_loss_sum (engine/zero/zero_engine.h, "Evaluation": the training
 // forward's unit-by-unit path, no gradients, training state unchanged); then the loss sums and target
 // counts of all ranks are all-reduced (in double), so the figure does not depend on the world size.
 // Every rank runs the same number of batches (stage 3 gathers in each): a rank whose share is

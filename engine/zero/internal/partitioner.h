@@ -103,7 +103,7 @@ class Partitioner : public ParamGateway {
   // is in the landing's queue. Only when can_hand_over_grads().
   virtual void hand_over_grads() {}
 
-  // Ends a forward-only pass run between steps (an evaluation: engine/zero/eval_pass.h) without
+  // Ends a forward-only pass run between steps (an evaluation: engine/zero/zero_engine.h, "Evaluation") without
   // ending the step, so the next pass starts clean. Nothing to do where every parameter is whole
   // (stages 0-2); stage 3 drops what it gathered (ShardedPartitioner). Every unit must be released.
   virtual void end_forward_pass() {}

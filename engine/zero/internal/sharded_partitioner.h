@@ -64,7 +64,7 @@ class ShardedPartitioner final : public Partitioner {
   // first step, stops recording the trace. Following a step (follow_step), the persistent
   // parameters are regathered by the first fetch of each unit that uses them, not here.
   void publish_compute_partition() override;
-  // Ends a forward-only pass run between steps (an evaluation: engine/zero/eval_pass.h) without
+  // Ends a forward-only pass run between steps (an evaluation: engine/zero/zero_engine.h, "Evaluation") without
   // ending the step: drops every gathered parameter and starts the trace over, so the pass leaves
   // nothing whole and the next pass (evaluation or training) follows the trace from its start. The
   // compute partition and the persistent parameters are untouched. Every unit must be released.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/generate/internal/sampling.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -81,10 +82,10 @@ TEST(Sampling, GreedyTakesTheFirstMaximumAndDrawsStayInTheKeptSet) {
 }
 
 TEST(Sampling, OutOfRangeOptionsAreRefusedByName) {
-  EXPECT_NE(check_sampling({.temperature = -1.0}).message().find("--temperature"), std::string::npos);
-  EXPECT_NE(check_sampling({.top_k = 0}).message().find("--top-k"), std::string::npos);
-  EXPECT_NE(check_sampling({.top_p = 0.0}).message().find("--top-p"), std::string::npos);
-  EXPECT_TRUE(check_sampling({.temperature = 0.7, .top_k = 4, .top_p = 0.9}).ok());
+  EXPECT_ERROR(check_sampling({.temperature = -1.0}), ErrorCode::kInvalidArgument, "--temperature");
+  EXPECT_ERROR(check_sampling({.top_k = 0}), ErrorCode::kInvalidArgument, "--top-k");
+  EXPECT_ERROR(check_sampling({.top_p = 0.0}), ErrorCode::kInvalidArgument, "--top-p");
+  EXPECT_OK(check_sampling({.temperature = 0.7, .top_k = 4, .top_p = 0.9}));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/model/functional_model.h"
+#include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
 namespace {
@@ -45,7 +46,7 @@ class KvCacheTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(KvCacheTest, ChunksThroughTheCacheGiveTheFullForwardsLogits) {
   const ModelConfig config = family_config(GetParam());
-  ASSERT_TRUE(validate_model_config(config).ok()) << validate_model_config(config).message();
+  ASSERT_OK(validate_model_config(config));
   const std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
   std::map<std::string, at::Tensor> params = init_parameters(config, 5, at::kDouble, at::kCPU);
   for (auto& [name, p] : params) p.add_(at::randn_like(p) * 0.3);  // norms and biases away from 1 and 0

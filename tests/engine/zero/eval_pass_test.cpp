@@ -1,4 +1,4 @@
-// The forward-only evaluation pass (eval_pass.h) on one CPU rank: its loss sum is the summed
+// The forward-only evaluation pass (zero_engine.h, "Evaluation") on one CPU rank: its loss sum is the summed
 // cross-entropy of the plain reference forward (forward_full, plain autograd-free ATen) on the same
 // weights, at stage 0 and at stage 3 (parameters gathered unit by unit, offloaded or not); at
 // stage 3 nothing stays gathered after it, and the training step after it gathers as the step
@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/zero/eval_pass.h"
+#include "engine/zero/zero_engine.h"
 #include "engine/zero/internal/sharded_partitioner.h"
 #include "tests/engine/zero/scenario.h"
 #include "tests/support/status_matchers.h"
