@@ -179,8 +179,9 @@ Result<std::unique_ptr<ConsolidationSource>> open_merged_lora_source(Consolidati
     }
   }
   for (const auto& [weight, ad] : targets) {
+    const std::string& name = weight;  // a lambda may not capture a structured binding (C++20, clang)
     const auto base_spec =
-        std::find_if(base.specs.begin(), base.specs.end(), [&](const TensorSpec& t) { return t.name == weight; });
+        std::find_if(base.specs.begin(), base.specs.end(), [&](const TensorSpec& t) { return t.name == name; });
     if (ad.a.empty() || ad.b.empty())
       return invalid_argument("the checkpoint has only one of lora_A and lora_B for " + weight);
     if (base_spec == base.specs.end())
