@@ -4,6 +4,10 @@
 #   scripts/device.sh scripts/device_suite.sh tests OUTDIR     every test, GPU-labelled ones included
 #   scripts/device.sh scripts/device_suite.sh bench OUTDIR     bench adam, pcie, io (vs fio), tiers
 #   scripts/device.sh scripts/device_suite.sh train OUTDIR     the default `tierzero train` on the GPU
+#   scripts/device.sh scripts/device_suite.sh loop OUTDIR      the fine-tuning loop on CUDA: generate's greedy
+#                                      parity with transformers (needs transformers + peft importable, e.g.
+#                                      wheels carried in .whl), held-out evaluation plain and offloaded,
+#                                      estimate's GPU detection
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
@@ -46,6 +50,15 @@ case "$what" in
     run tiers bench tiers --path /tmp ;;
   train)
     timeout 300 "$tz" train 2>&1 | tee "$out/train.txt" | tail -30 ;;
+  loop)
+    timeout 300 python3 tests/engine/generate/generate_vs_hf.py --tierzero "$tz" \
+      --fixture-dir build-gpu/tests/engine/model/hf_fixture --device cuda 2>&1 | tee "$out/generate_cuda.txt" | tail -4
+    timeout 120 "$tz" train --steps 20 --eval-fraction 0.05 --eval-every 5 2>&1 | tee "$out/train_eval.txt" |
+      grep -E "eval|done"
+    timeout 120 "$tz" train --config configs/zero3_offload_all_cpu.json --data configs/data/tiny_corpus.u16 --steps 10 \
+      --eval-fraction 0.05 --eval-every 5 2>&1 | tee "$out/train_eval_offload.txt" | grep -E "eval|done"
+    "$tz" estimate --model benchmarks/models/qwen2.5_14b.json --config benchmarks/configs/zero3_14b_compact_24gb.json \
+      --nvme /tmp 2>&1 | tee "$out/estimate.txt" | grep -iE "gpu|ranks|host memory" ;;
   multigpu)
     [[ "$(nvidia-smi -L | wc -l)" -ge 2 ]] || { echo "multigpu: fewer than 2 GPUs"; exit 1; }
     rm -rf /tmp/tz_ck /tmp/tz_exp /tmp/tz_conv
