@@ -27,6 +27,7 @@
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/rank_file_writer.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
+#include "checkpoint/engine_format/internal/state_codec.h"
 #include "checkpoint/storage/storage.h"
 
 namespace tierzero::checkpoint {
@@ -45,35 +46,58 @@ Status check_tag(const std::string& tag) {
 
 std::span<const std::byte> text_bytes(const std::string& text) { return std::as_bytes(std::span(text)); }
 
-// The sections `rank` must write, with their expected byte sizes; checks `data` against them.
+// One section of a group in a rank file: part `part` of state `state`.
+struct GroupSection {
+  uint32_t state;
+  uint32_t part;
+  uint64_t bytes;  // at the manifest's world size
+  bool compress;   // zstd when the options' level is > 0
+};
+
+// Group g's sections in file order: the states in order, each state's parts in order.
+std::vector<GroupSection> group_sections(const CheckpointManifest& m, uint32_t g) {
+  std::vector<GroupSection> sections;
+  for (uint32_t s = 0; s < m.groups[g].states.size(); ++s) {
+    const std::vector<StatePart> parts = state_parts(m.groups[g].states[s]);
+    for (uint32_t p = 0; p < parts.size(); ++p) {
+      sections.push_back({s, p, group_part_bytes(m, g, s, p), part_pays_compression(parts[p])});
+    }
+  }
+  return sections;
+}
+
+std::string section_name(const CheckpointManifest& m, uint32_t g, const GroupSection& section) {
+  SectionRecord record;
+  record.group = g;
+  record.state = section.state;
+  record.part = section.part;
+  return section_label(m, record);
+}
+
+// Checks `data` against the sections `rank` must write and their byte sizes.
 Status check_rank_data(const CheckpointManifest& m, uint32_t rank, const RankData& data) {
   const bool stores = rank_stores_groups(m.zero_stage, rank);
-  if (!data.group_state_fills.empty()) {
-    if (!data.group_states.empty())
-      return invalid_argument(fmt::format("rank {}: give group_states or group_state_fills, not both", rank));
-    if (data.group_state_fills.size() != (stores ? m.groups.size() : 0))
-      return invalid_argument(fmt::format("rank {}: {} streamed group partitions given, the layout has {}", rank,
-                                          data.group_state_fills.size(), stores ? m.groups.size() : 0));
-    for (size_t g = 0; g < data.group_state_fills.size(); ++g)
-      if (data.group_state_fills[g].size() != m.groups[g].states.size())
-        return invalid_argument(fmt::format("rank {} group {}: {} streamed states given, the layout has {}", rank, g,
-                                            data.group_state_fills[g].size(), m.groups[g].states.size()));
-  } else if (data.group_states.size() != (stores ? m.groups.size() : 0)) {
-    return invalid_argument(fmt::format("rank {}: {} group partitions given, the layout has {}", rank,
-                                        data.group_states.size(), stores ? m.groups.size() : 0));
+  const bool streamed = !data.group_state_fills.empty();
+  if (streamed && !data.group_states.empty())
+    return invalid_argument(fmt::format("rank {}: give group_states or group_state_fills, not both", rank));
+  const size_t given_groups = streamed ? data.group_state_fills.size() : data.group_states.size();
+  if (given_groups != (stores ? m.groups.size() : 0)) {
+    return invalid_argument(fmt::format("rank {}: {} {}group partitions given, the layout has {}", rank, given_groups,
+                                        streamed ? "streamed " : "", stores ? m.groups.size() : 0));
   }
-  for (size_t g = 0; g < data.group_states.size(); ++g) {
-    if (data.group_states[g].size() != m.groups[g].states.size()) {
-      return invalid_argument(fmt::format("rank {} group {}: {} states given, the layout has {}", rank, g,
-                                          data.group_states[g].size(), m.groups[g].states.size()));
+  for (uint32_t g = 0; g < given_groups; ++g) {
+    const std::vector<GroupSection> sections = group_sections(m, g);
+    const size_t given = streamed ? data.group_state_fills[g].size() : data.group_states[g].size();
+    if (given != sections.size()) {
+      return invalid_argument(fmt::format(
+          "rank {} group {}: {} sections given, the layout has {} (one per state, two per encoded state)", rank, g,
+          given, sections.size()));
     }
-    for (size_t s = 0; s < data.group_states[g].size(); ++s) {
-      const uint64_t want = group_state_bytes(m, g, s);
-      if (data.group_states[g][s].size() != want) {
-        return invalid_argument(
-            fmt::format("rank {} group {} state '{}': {} bytes given, its partition at world size "
-                        "{} is {} bytes",
-                        rank, g, m.groups[g].states[s].name, data.group_states[g][s].size(), m.world_size, want));
+    for (size_t k = 0; k < sections.size() && !streamed; ++k) {
+      if (data.group_states[g][k].size() != sections[k].bytes) {
+        return invalid_argument(fmt::format("rank {} {}: {} bytes given, its partition at world size {} is {} bytes",
+                                            rank, section_name(m, g, sections[k]), data.group_states[g][k].size(),
+                                            m.world_size, sections[k].bytes));
       }
     }
   }
@@ -134,30 +158,25 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
   TZ_RETURN_IF_ERROR(check_rank_data(manifest, rank, data));
   CommitTransaction txn(fs::default_file_system(), dir, tag);
   TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(nvme::IoConfig{}));
+  const bool streamed = !data.group_state_fills.empty();
+  const size_t groups = streamed ? data.group_state_fills.size() : data.group_states.size();
   uint64_t raw_bytes = 0;
-  for (const auto& states : data.group_states) {
-    for (const auto& bytes : states) raw_bytes += bytes.size();
-  }
-  for (size_t g = 0; g < data.group_state_fills.size(); ++g)
-    for (size_t s = 0; s < data.group_state_fills[g].size(); ++s) raw_bytes += group_state_bytes(manifest, g, s);
+  for (uint32_t g = 0; g < groups; ++g)
+    for (const GroupSection& section : group_sections(manifest, g)) raw_bytes += section.bytes;
   for (const auto& bytes : data.replicated) raw_bytes += bytes.size();
   TZ_ASSIGN_OR_RETURN(auto writer,
                       RankFileWriter::create(txn.file_system(), *engine, txn.staging_dir() + "/" + rank_file_name(rank),
                                              raw_bytes, options));
-  for (uint32_t g = 0; g < data.group_states.size(); ++g) {
-    for (uint32_t s = 0; s < data.group_states[g].size(); ++s) {
-      SectionRecord section;
-      section.group = g;
-      section.state = s;
-      TZ_RETURN_IF_ERROR(writer->add_section(section, data.group_states[g][s]));
-    }
-  }
-  for (uint32_t g = 0; g < data.group_state_fills.size(); ++g) {
-    for (uint32_t s = 0; s < data.group_state_fills[g].size(); ++s) {
-      SectionRecord section;
-      section.group = g;
-      section.state = s;
-      TZ_RETURN_IF_ERROR(writer->add_section(section, group_state_bytes(manifest, g, s), data.group_state_fills[g][s]));
+  for (uint32_t g = 0; g < groups; ++g) {
+    const std::vector<GroupSection> sections = group_sections(manifest, g);
+    for (size_t k = 0; k < sections.size(); ++k) {
+      SectionRecord record;
+      record.group = g;
+      record.state = sections[k].state;
+      record.part = sections[k].part;
+      TZ_RETURN_IF_ERROR(
+          streamed ? writer->add_section(record, sections[k].bytes, data.group_state_fills[g][k], sections[k].compress)
+                   : writer->add_section(record, data.group_states[g][k], sections[k].compress));
     }
   }
   for (uint32_t i = 0; i < data.replicated.size(); ++i) {

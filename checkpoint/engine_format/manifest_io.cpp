@@ -21,6 +21,10 @@ using nlohmann::json;
 struct FieldError {
   std::string message;
 };
+// A state encoding this reader does not know (kUnsupported, not kCorrupt).
+struct UnsupportedCodec {
+  std::string message;
+};
 
 const json& field(const json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) throw FieldError{fmt::format("{}: missing field '{}'", where, key)};
@@ -85,6 +89,40 @@ ElementType dtype_from_json(const json& j, const char* key, const std::string& w
   return *dtype;
 }
 
+// A state's "codec" field (absent: kRaw). A codec this reader does not know is refused by name.
+StateSpec state_from_json(const json& j, const std::string& where) {
+  StateSpec state{typed<std::string>(j, "name", where), dtype_from_json(j, "dtype", where)};
+  if (!j.contains("codec")) return state;
+  const auto codec = typed<std::string>(j, "codec", where);
+  if (codec == "compact_master") {
+    state.codec = StateCodec::kCompactMaster;
+  } else if (codec == "blockwise8") {
+    state.codec = StateCodec::kBlockwise8;
+    state.codes = dtype_from_json(j, "codes", where);
+    const auto block = typed<uint64_t>(j, "block", where);
+    if (block != kStateBlock) {
+      throw UnsupportedCodec{fmt::format("{}: state '{}' has blockwise8 blocks of {} elements; this tierzero reads {}",
+                                         where, state.name, block, kStateBlock)};
+    }
+  } else {
+    throw UnsupportedCodec{fmt::format(
+        "{}: state '{}' is stored with codec '{}', which this tierzero does not read; use a newer tierzero", where,
+        state.name, codec)};
+  }
+  return state;
+}
+
+json state_to_json(const StateSpec& s) {
+  json j = {{"name", s.name}, {"dtype", dtype_name(s.dtype)}};
+  if (s.codec == StateCodec::kCompactMaster) j["codec"] = "compact_master";
+  if (s.codec == StateCodec::kBlockwise8) {
+    j["codec"] = "blockwise8";
+    j["codes"] = dtype_name(s.codes);
+    j["block"] = kStateBlock;
+  }
+  return j;
+}
+
 CheckpointManifest manifest_from_json(const json& j, const std::string& where) {
   CheckpointManifest m;
   m.zero_stage = typed<int>(j, "zero_stage", where);
@@ -94,9 +132,7 @@ CheckpointManifest manifest_from_json(const json& j, const std::string& where) {
   for (const json& g : field(j, "groups", where)) {
     FlatGroup group;
     for (const json& p : field(g, "params", where)) group.params.push_back(tensor_from_json(p, where));
-    for (const json& s : field(g, "states", where)) {
-      group.states.push_back({typed<std::string>(s, "name", where), dtype_from_json(s, "dtype", where)});
-    }
+    for (const json& s : field(g, "states", where)) group.states.push_back(state_from_json(s, where));
     m.groups.push_back(std::move(group));
   }
   for (const json& r : field(j, "replicated", where)) {
@@ -125,6 +161,7 @@ RankFileRecord rank_record_from_json(const json& j, const std::string& where) {
     sec.replicated = typed<bool>(s, "replicated", where);
     sec.group = typed<uint32_t>(s, "group", where);
     sec.state = typed<uint32_t>(s, "state", where);
+    sec.part = s.contains("part") ? typed<uint32_t>(s, "part", where) : 0;  // version 1, 2: one part
     sec.index = typed<uint32_t>(s, "index", where);
     sec.offset = typed<uint64_t>(s, "offset", where);
     sec.stored_bytes = typed<uint64_t>(s, "stored_bytes", where);
@@ -156,11 +193,30 @@ bool storable_state_dtype(ElementType d) {
   return d == ElementType::kF32 || d == ElementType::kBF16 || d == ElementType::kF16;
 }
 
+Status check_state(const StateSpec& s, size_t group) {
+  if (!storable_state_dtype(s.dtype)) {
+    return invalid_argument(
+        fmt::format("manifest: group {} state '{}' has dtype {}; use F32, BF16 or F16", group, s.name, dtype_name(s.dtype)));
+  }
+  if (s.codec != StateCodec::kRaw && s.dtype != ElementType::kF32) {
+    return invalid_argument(fmt::format("manifest: group {} state '{}' is encoded, so its dtype (what it decodes to) "
+                                        "must be F32, not {}",
+                                        group, s.name, dtype_name(s.dtype)));
+  }
+  if (s.codec == StateCodec::kBlockwise8 && s.codes != ElementType::kI8 && s.codes != ElementType::kU8) {
+    return invalid_argument(fmt::format("manifest: group {} state '{}' has blockwise8 codes {}; use I8 (exp_avg) or "
+                                        "U8 (exp_avg_sq)",
+                                        group, s.name, dtype_name(s.codes)));
+  }
+  return {};
+}
+
 // The section list a rank file must have, in order, for `manifest`.
 Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, const std::string& where) {
   size_t expected = 0;
   if (rank_stores_groups(m.zero_stage, r.rank)) {
-    for (const FlatGroup& g : m.groups) expected += g.states.size();
+    for (const FlatGroup& g : m.groups)
+      for (const StateSpec& s : g.states) expected += state_parts(s).size();
   }
   if (r.rank == 0) expected += m.replicated.size();
   if (r.sections.size() != expected) {
@@ -176,11 +232,12 @@ Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, cons
     }
     end = s.offset + s.stored_bytes;
     const bool valid_ref = s.replicated ? s.index < m.replicated.size()
-                                        : s.group < m.groups.size() && s.state < m.groups[s.group].states.size();
+                                        : s.group < m.groups.size() && s.state < m.groups[s.group].states.size() &&
+                                              s.part < state_parts(m.groups[s.group].states[s.state]).size();
     if (!valid_ref)
       return corrupt(fmt::format("{}: rank {} has a section for a tensor not in the layout", where, r.rank));
     const uint64_t want =
-        s.replicated ? replicated_bytes(m.replicated[s.index]) : group_state_bytes(m, s.group, s.state);
+        s.replicated ? replicated_bytes(m.replicated[s.index]) : group_part_bytes(m, s.group, s.state, s.part);
     if (s.raw_bytes != want) {
       return corrupt(fmt::format("{}: rank {} section holds {} bytes, the layout needs {} (wrong world size or stage?)",
                                  where, r.rank, s.raw_bytes, want));
@@ -194,9 +251,25 @@ Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, cons
 
 }  // namespace
 
-uint64_t group_state_bytes(const CheckpointManifest& m, size_t group, size_t state) {
+uint64_t group_part_bytes(const CheckpointManifest& m, size_t group, size_t state, size_t part) {
   const FlatGroup& g = m.groups[group];
-  return partition_numel(g, m.zero_stage, m.world_size, m.alignment) * element_bits(g.states[state].dtype) / 8;
+  const StatePart p = state_parts(g.states[state])[part];
+  return part_numel(p, partition_numel(g, m.zero_stage, m.world_size, m.alignment)) * element_bits(p.dtype) / 8;
+}
+
+std::string section_label(const CheckpointManifest& m, const SectionRecord& s) {
+  if (s.replicated) return fmt::format("tensor '{}'", m.replicated[s.index].spec.name);
+  const StateSpec& state = m.groups[s.group].states[s.state];
+  const std::string_view part = state_parts(state)[s.part].name;
+  if (part.empty()) return fmt::format("group {} state '{}'", s.group, state.name);
+  return fmt::format("group {} state '{}' part '{}'", s.group, state.name, part);
+}
+
+int manifest_version(const CheckpointManifest& m) {
+  for (const FlatGroup& g : m.groups)
+    for (const StateSpec& s : g.states)
+      if (s.codec != StateCodec::kRaw) return kEncodedStatesVersion;
+  return 2;
 }
 
 uint64_t replicated_bytes(const ReplicatedTensor& t) {
@@ -217,12 +290,7 @@ Status validate_manifest(const CheckpointManifest& m) {
     if (m.groups[g].states.empty()) {
       return invalid_argument(fmt::format("manifest: group {} has no states (states[0] must be the fp32 master)", g));
     }
-    for (const StateSpec& s : m.groups[g].states) {
-      if (!storable_state_dtype(s.dtype)) {
-        return invalid_argument(fmt::format("manifest: group {} state '{}' has dtype {}; use F32, BF16 or F16", g,
-                                            s.name, dtype_name(s.dtype)));
-      }
-    }
+    for (const StateSpec& s : m.groups[g].states) TZ_RETURN_IF_ERROR(check_state(s, g));
     for (const TensorSpec& p : m.groups[g].params) TZ_RETURN_IF_ERROR(check_tensor(p, names, "parameter"));
   }
   for (const ReplicatedTensor& r : m.replicated) TZ_RETURN_IF_ERROR(check_tensor(r.spec, names, "replicated tensor"));
@@ -246,7 +314,7 @@ json manifest_to_json(const CheckpointManifest& m) {
     json params = json::array();
     for (const TensorSpec& p : g.params) params.push_back(tensor_to_json(p));
     json states = json::array();
-    for (const StateSpec& s : g.states) states.push_back({{"name", s.name}, {"dtype", dtype_name(s.dtype)}});
+    for (const StateSpec& s : g.states) states.push_back(state_to_json(s));
     groups.push_back({{"params", params}, {"states", states}});
   }
   json replicated = json::array();
@@ -276,6 +344,7 @@ json rank_record_to_json(const RankFileRecord& r) {
     sections.push_back({{"replicated", s.replicated},
                         {"group", s.group},
                         {"state", s.state},
+                        {"part", s.part},
                         {"index", s.index},
                         {"offset", s.offset},
                         {"stored_bytes", s.stored_bytes},
@@ -295,7 +364,7 @@ json rank_record_to_json(const RankFileRecord& r) {
 std::string stored_manifest_text(const StoredManifest& stored) {
   json j = manifest_to_json(stored.manifest);
   j["format"] = kManifestFormat;
-  j["format_version"] = kManifestVersion;
+  j["format_version"] = manifest_version(stored.manifest);
   json files = json::array();
   for (const RankFileRecord& r : stored.files) files.push_back(rank_record_to_json(r));
   j["files"] = files;
@@ -328,9 +397,16 @@ Result<StoredManifest> parse_stored_manifest(const std::string& text, const std:
                                      j["format_version"].dump(), kOldestManifestVersion, kManifestVersion));
     }
     stored.manifest = manifest_from_json(j, path);
+    if (version < kEncodedStatesVersion && manifest_version(stored.manifest) == kEncodedStatesVersion) {
+      return corrupt(fmt::format("{}: format_version {} cannot hold encoded states (version {} added them); the "
+                                 "manifest is damaged",
+                                 path, version, kEncodedStatesVersion));
+    }
     for (const json& f : field(j, "files", path)) stored.files.push_back(rank_record_from_json(f, path));
   } catch (const FieldError& e) {
     return corrupt(e.message);
+  } catch (const UnsupportedCodec& e) {
+    return unsupported(e.message);
   }
   Status valid = validate_manifest(stored.manifest);
   if (!valid.ok()) return corrupt(fmt::format("{}: {}", path, valid.message()));
