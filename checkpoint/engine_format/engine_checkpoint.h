@@ -4,8 +4,9 @@
 // On disk:
 //   DIR/latest                 the tag of the newest complete checkpoint (text, no newline)
 //   DIR/TAG/manifest.json      layout, training state and a size + XXH3-64 per file (see below)
-//   DIR/TAG/rank_00000.bin     rank 0's sections, back to back (one per group state, raw or one
-//   DIR/TAG/rank_00001.bin     zstd frame each), then rank 0 only: the replicated tensors
+//   DIR/TAG/rank_00000.bin     rank 0's sections, back to back (one per group state part, or per
+//   DIR/TAG/rank_00001.bin     piece of one: RankData::piece_elements; raw or one zstd frame
+//                              each), then rank 0 only: the replicated tensors
 //   DIR/TAG/rank_00000.json    each rank's record (sections, checksums); folded into the manifest
 // The commit protocol (checkpoint/storage/commit_transaction.cpp; its use here:
 // engine_checkpoint_writer.cpp) makes a crash at any step leave the previous checkpoint loadable.
@@ -163,6 +164,13 @@ struct RankData {
   // piece, so a state that is not in memory (an optimizer on NVMe) is saved without a whole copy.
   // The file is the same byte for byte.
   std::vector<std::vector<SectionFill>> group_state_fills;
+  // 0: each section is stored whole, one after the other. > 0 (format_version 3): each is cut into
+  // pieces of piece_elements partition elements (the last one shorter; scales: their blocks'),
+  // stored piece-major — piece 0 of every section of group 0, then piece 1, ..., then group 1 — so
+  // an optimizer whose records hold piece_elements elements of every state (its sub-groups) is
+  // saved record by record, each read once (the fills are called in that order). A multiple of
+  // kStateBlock with a kBlockwise8 state. Readers see the same partitions either way.
+  uint64_t piece_elements = 0;
   // Rank 0 only: each replicated tensor's bytes, in manifest order.
   std::vector<std::span<const std::byte>> replicated;
   // Opaque per-rank state (RNG, data loader position), returned verbatim by rank_state().

@@ -79,6 +79,17 @@ class EngineCheckpointReader final : public CheckpointReader {
                 [](const auto& a, const auto& b) { return a.logical_begin < b.logical_begin; });
       sources_.push_back(std::move(segments));
     }
+    for (uint32_t r = 0; r < stored_.files.size(); ++r) {
+      const std::vector<SectionRecord>& sections = stored_.files[r].sections;
+      for (size_t i = 0; i < sections.size(); ++i) {
+        const SectionRecord& s = sections[i];
+        if (s.replicated) continue;
+        const StatePart part = state_parts(m.groups[s.group].states[s.state])[s.part];
+        const uint64_t begin = part.per_block ? s.first / kStateBlock * element_size(part.dtype)
+                                              : s.first * element_size(part.dtype);
+        pieces_[{r, s.group, s.state, s.part}].push_back({begin, begin + s.raw_bytes, i});
+      }
+    }
   }
 
   const CheckpointManifest& manifest() const override { return stored_.manifest; }
@@ -103,9 +114,7 @@ class EngineCheckpointReader final : public CheckpointReader {
     TZ_RETURN_IF_ERROR(for_each_source(group, begin, count, [&](const SourceSegment& seg, uint64_t first, uint64_t n,
                                                                   uint64_t out_index) -> Status {
       if (!raw) return read_decoded(group, state, seg.rank, first, as_floats(out, out_index, n));
-      TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, group_cursor(seg.rank, group, state, 0));
-      reads[cursor].push_back({first * item, out.subspan(out_index * item, n * item)});
-      return {};
+      return add_part_reads(reads, seg.rank, group, state, 0, first * item, out.subspan(out_index * item, n * item));
     }));
     return run_reads(reads, out.size());
   }
@@ -125,9 +134,12 @@ class EngineCheckpointReader final : public CheckpointReader {
                                           "buffer",
                                           path_, part, rank, group, spec.name, want, out.size()));
     }
-    TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, group_cursor(rank, group, state, part));
-    TZ_RETURN_IF_ERROR(cursor->read(0, out));
-    return cursor->finish();
+    TZ_RETURN_IF_ERROR(read_part(rank, group, state, part, 0, out));
+    for (const Piece& piece : pieces_[{rank, group, state, part}]) {
+      TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, cursor_for(rank, piece.section));
+      TZ_RETURN_IF_ERROR(cursor->finish());
+    }
+    return {};
   }
 
   Status read_partition(size_t group, size_t state, uint32_t world_size, uint32_t rank,
@@ -162,8 +174,7 @@ class EngineCheckpointReader final : public CheckpointReader {
     const auto& sections = stored_.files[0].sections;
     auto it = std::find_if(sections.begin(), sections.end(),
                            [&](const SectionRecord& s) { return s.replicated && s.index == index; });
-    TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, cursor_for(0, static_cast<size_t>(it - sections.begin()),
-                                                           fmt::format("tensor '{}'", m.replicated[index].spec.name)));
+    TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, cursor_for(0, static_cast<size_t>(it - sections.begin())));
     TZ_RETURN_IF_ERROR(cursor->read(begin, out));
     return begin + out.size() == total ? finish_reads() : Status();
   }
@@ -215,20 +226,18 @@ class EngineCheckpointReader final : public CheckpointReader {
     for (uint64_t done = 0; done < out.size(); done += kDecodeChunk) {
       const std::span<float> chunk = out.subspan(done, std::min<uint64_t>(kDecodeChunk, out.size() - done));
       const uint64_t at = first + done;
-      TZ_ASSIGN_OR_RETURN(SectionCursor * part0, group_cursor(rank, group, state, 0));
       if (spec.codec == StateCodec::kCompactMaster) {
         hi_.resize(chunk.size());
         residual_.resize(chunk.size());
-        TZ_RETURN_IF_ERROR(part0->read(at * 2, std::as_writable_bytes(std::span(hi_))));
-        TZ_ASSIGN_OR_RETURN(SectionCursor * part1, group_cursor(rank, group, state, 1));
-        TZ_RETURN_IF_ERROR(part1->read(at * 2, std::as_writable_bytes(std::span(residual_))));
+        TZ_RETURN_IF_ERROR(read_part(rank, group, state, 0, at * 2, std::as_writable_bytes(std::span(hi_))));
+        TZ_RETURN_IF_ERROR(read_part(rank, group, state, 1, at * 2, std::as_writable_bytes(std::span(residual_))));
         TZ_RETURN_IF_ERROR(decode_compact_master(hi_, residual_, chunk));
         continue;
       }
       // kBlockwise8: decode from the start of the chunk's first block (codes before `at` as 0).
       const uint64_t lead = at % kStateBlock;
       codes_.assign(lead + chunk.size(), std::byte{0});
-      TZ_RETURN_IF_ERROR(part0->read(at, std::span(codes_).subspan(lead)));
+      TZ_RETURN_IF_ERROR(read_part(rank, group, state, 0, at, std::span(codes_).subspan(lead)));
       TZ_ASSIGN_OR_RETURN(const std::vector<float>* scales, rank_scales(rank, group, state));
       const uint64_t block = at / kStateBlock;
       const uint64_t blocks = (codes_.size() + kStateBlock - 1) / kStateBlock;
@@ -262,23 +271,43 @@ class EngineCheckpointReader final : public CheckpointReader {
     return {};
   }
 
-  Result<SectionCursor*> group_cursor(uint32_t rank, size_t group, size_t state, size_t part) {
-    const auto& sections = stored_.files[rank].sections;
-    auto it = std::find_if(sections.begin(), sections.end(), [&](const SectionRecord& s) {
-      return !s.replicated && s.group == group && s.state == state && s.part == part;
-    });
-    if (it == sections.end()) {
-      return corrupt(fmt::format("{}: rank {} record has no section for group {} state {} part {}; the manifest is "
-                                 "damaged",
-                                 path_, rank, group, state, part));
+  // Appends to `reads` the piece reads that fill `out` with bytes [offset, offset + out.size()) of
+  // part `part` of rank `rank`'s partition of a group state, across the sections holding its pieces.
+  Status add_part_reads(std::map<SectionCursor*, std::vector<PieceRead>>& reads, uint32_t rank, size_t group,
+                        size_t state, size_t part, uint64_t offset, std::span<std::byte> out) {
+    static const std::vector<Piece> kNone;
+    const auto found = pieces_.find({rank, group, state, part});
+    const std::vector<Piece>& pieces = found == pieces_.end() ? kNone : found->second;
+    auto it = std::upper_bound(pieces.begin(), pieces.end(), offset,
+                               [](uint64_t v, const Piece& p) { return v < p.end; });
+    for (uint64_t done = 0; done < out.size(); ++it) {
+      if (it == pieces.end() || it->begin > offset + done) {
+        return corrupt(fmt::format("{}: rank {} holds no byte {} of group {} state {} part {}; the manifest is "
+                                   "damaged",
+                                   path_, rank, offset + done, group, state, part));
+      }
+      const uint64_t n = std::min<uint64_t>(out.size() - done, it->end - (offset + done));
+      TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, cursor_for(rank, it->section));
+      reads[cursor].push_back({offset + done - it->begin, out.subspan(done, n)});
+      done += n;
     }
-    return cursor_for(rank, static_cast<size_t>(it - sections.begin()), section_label(manifest(), *it));
+    return {};
   }
 
-  Result<SectionCursor*> cursor_for(uint32_t rank, size_t section, const std::string& what) {
+  // Reads bytes [offset, offset + out.size()) of a part (add_part_reads) on the calling thread.
+  Status read_part(uint32_t rank, size_t group, size_t state, size_t part, uint64_t offset, std::span<std::byte> out) {
+    std::map<SectionCursor*, std::vector<PieceRead>> reads;
+    TZ_RETURN_IF_ERROR(add_part_reads(reads, rank, group, state, part, offset, out));
+    return run_reads(reads, 0);
+  }
+
+  Result<SectionCursor*> cursor_for(uint32_t rank, size_t section) {
     auto key = std::make_pair(rank, section);
     auto it = cursors_.find(key);
     if (it != cursors_.end()) return it->second.get();
+    const SectionRecord& record = stored_.files[rank].sections[section];
+    const std::string what = section_label(manifest(), record) +
+                             (record.first != 0 ? fmt::format(" from element {}", record.first) : "");
     if (!files_[rank]) {
       TZ_ASSIGN_OR_RETURN(files_[rank], RankFileHandle::open(path_ + "/" + stored_.files[rank].file, rank,
                                                              manifest().world_size, stored_.files[rank].bytes));
@@ -294,6 +323,14 @@ class EngineCheckpointReader final : public CheckpointReader {
   StoredManifest stored_;
   std::vector<std::shared_ptr<RankFileHandle>> files_;
   std::vector<std::vector<SourceSegment>> sources_;
+  // Where each part of each rank's group state partitions lies: its pieces in order, as byte
+  // ranges of the part, each one section of the rank file. Key (rank, group, state, part).
+  struct Piece {
+    uint64_t begin;
+    uint64_t end;
+    size_t section;
+  };
+  std::map<std::tuple<uint32_t, size_t, size_t, size_t>, std::vector<Piece>> pieces_;
   std::map<std::pair<uint32_t, size_t>, std::unique_ptr<SectionCursor>> cursors_;
   std::map<std::tuple<uint32_t, size_t, size_t>, std::vector<float>> scales_;  // (rank, group, state)
   // Decoding scratch (read_decoded).

@@ -99,6 +99,7 @@ struct Layout {
   int stage;
   uint32_t world;
   int level;
+  uint64_t piece_elements = 0;  // RankData::piece_elements
 };
 
 class CompactCheckpoint : public ::testing::TestWithParam<Layout> {
@@ -107,7 +108,9 @@ class CompactCheckpoint : public ::testing::TestWithParam<Layout> {
     data_ = std::make_unique<CompactFixtureData>(testing::tiny_llama_manifest(GetParam().stage, GetParam().world));
     CheckpointOptions options;
     options.compression_level = GetParam().level;
-    ASSERT_OK(save_checkpoint(dir_.file("ckpt"), "step7", manifest(), data_->ranks(), options));
+    std::vector<RankData> ranks = data_->ranks();
+    for (RankData& rank : ranks) rank.piece_elements = GetParam().piece_elements;
+    ASSERT_OK(save_checkpoint(dir_.file("ckpt"), "step7", manifest(), ranks, options));
   }
   const CheckpointManifest& manifest() const { return data_->manifest(); }
 
@@ -214,11 +217,72 @@ TEST_P(CompactCheckpoint, ConvertsAndExportsAsTheEquivalentFp32Checkpoint) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CompactCheckpoint,
                          ::testing::Values(Layout{0, 2, 0}, Layout{1, 1, 0}, Layout{2, 2, 1}, Layout{2, 3, 0},
-                                           Layout{3, 3, 3}),
+                                           Layout{3, 3, 3}, Layout{0, 1, 0, 256}, Layout{2, 2, 1, 256},
+                                           Layout{3, 3, 0, 512}),
                          [](const auto& info) {
                            return "stage" + std::to_string(info.param.stage) + "_world" +
-                                  std::to_string(info.param.world) + "_zstd" + std::to_string(info.param.level);
+                                  std::to_string(info.param.world) + "_zstd" + std::to_string(info.param.level) +
+                                  "_pieces" + std::to_string(info.param.piece_elements);
                          });
+
+// With piece_elements, a rank file is written record by record: the fills are called piece-major
+// (every section's piece 0, then piece 1, ...), and the file is the one the same bytes given whole
+// make, byte for byte.
+TEST(CompactCheckpointPieces, StreamedRecordByRecord) {
+  ScratchDir dir;
+  const CompactFixtureData data(testing::tiny_llama_manifest(1, 1));
+  std::vector<RankData> whole = data.ranks();
+  whole[0].piece_elements = 256;
+  RankData streamed = whole[0];
+  streamed.group_states.clear();
+  std::vector<std::pair<size_t, size_t>> calls;  // (group, slot) per fill call
+  std::vector<std::vector<uint64_t>> done(whole[0].group_states.size());
+  for (size_t g = 0; g < whole[0].group_states.size(); ++g) {
+    done[g].assign(whole[0].group_states[g].size(), 0);
+    auto& fills = streamed.group_state_fills.emplace_back();
+    for (size_t k = 0; k < whole[0].group_states[g].size(); ++k) {
+      const std::span<const std::byte> bytes = whole[0].group_states[g][k];
+      fills.push_back([&calls, &done, bytes, g, k](std::span<std::byte> out) {
+        if (calls.empty() || calls.back() != std::pair{g, k}) calls.emplace_back(g, k);
+        std::memcpy(out.data(), bytes.data() + done[g][k], out.size());
+        done[g][k] += out.size();
+        return Status();
+      });
+    }
+  }
+  ASSERT_OK(save_checkpoint(dir.file("whole"), "step7", data.manifest(), whole));
+  ASSERT_OK(save_checkpoint(dir.file("streamed"), "step7", data.manifest(), std::span(&streamed, 1)));
+  EXPECT_EQ(testing::read_file(dir.file("streamed/step7/rank_00000.bin")),
+            testing::read_file(dir.file("whole/step7/rank_00000.bin")));
+  // Group 0 (856 elements at stage 1, world 1: 4 pieces, 256 each but the last) x 6 sections, then
+  // group 1 (24: one piece) x 4 sections (fp32 and exp_avg), each piece of every section in turn.
+  std::vector<std::pair<size_t, size_t>> expected;
+  for (int piece = 0; piece < 4; ++piece)
+    for (size_t k = 0; k < 6; ++k) expected.emplace_back(0, k);
+  for (size_t k = 0; k < 4; ++k) expected.emplace_back(1, k);
+  EXPECT_EQ(calls, expected);
+  ASSERT_OK(verify_checkpoint(dir.file("streamed")));
+  const nlohmann::json m = nlohmann::json::parse(testing::read_text(dir.file("streamed/step7/manifest.json")));
+  EXPECT_EQ(m["files"][0]["sections"][6]["first"], 256);
+}
+
+TEST(CompactCheckpointPieces, AMisplacedPieceIsRefused) {
+  ScratchDir dir;
+  const CompactFixtureData data(testing::tiny_llama_manifest(1, 1));
+  std::vector<RankData> ranks = data.ranks();
+  ranks[0].piece_elements = 100;
+  EXPECT_ERROR(save_checkpoint(dir.file("ckpt"), "step7", data.manifest(), ranks), ErrorCode::kInvalidArgument,
+               "piece_elements 100 must be a multiple of 256");
+  ranks[0].piece_elements = 256;
+  ASSERT_OK(save_checkpoint(dir.file("ckpt"), "step7", data.manifest(), ranks));
+  nlohmann::json m = nlohmann::json::parse(testing::read_text(dir.file("ckpt/step7/manifest.json")));
+  m["files"][0]["sections"][6]["first"] = 512;  // group 0 state 'fp32' part 'hi', second piece
+  testing::write_text(dir.file("ckpt/step7/manifest.json"), m.dump(1) + "\n");
+  ASSERT_OK_AND_ASSIGN(const std::string checksums, make_checksum_file(dir.file("ckpt/step7"), 1));
+  testing::write_text(dir.file("ckpt/step7/checksums.txt"), checksums);
+  EXPECT_ERROR(CheckpointReader::open(dir.file("ckpt")), ErrorCode::kCorrupt,
+               "group 0 state 'fp32' part 'hi' has a section of 512 bytes at element 512 where element 256 was due");
+}
 
 // The DeepSpeed export (one group of fp32 / exp_avg / exp_avg_sq, no buffers) of a compact
 // checkpoint is, file for file, the export of its fp32 twin.
