@@ -26,7 +26,7 @@
 // two sections ("parts", state_parts()) instead of one: the fp32 master as its bf16 high half (the
 // 16-bit weights themselves) + an int16 residual (kCompactMaster), an Adam moment as 8-bit codes +
 // one fp32 scale per kStateBlock elements of the rank's partition (kBlockwise8). Readers give such
-// a state either as stored (read_stored_partition: the parts' bytes, at the saved world size) or
+// a state either as stored (read_stored: the parts' bytes, at the saved world size) or
 // decoded to fp32 (read_partition / read_flat_range, at any world size). docs/formats.md.
 #pragma once
 
@@ -222,12 +222,16 @@ class CheckpointReader {
   // Reads every section read_flat_range touched to its end, checking its checksum, and closes
   // those streams. Call after the last read_flat_range of a pass.
   virtual Status finish_reads() = 0;
-  // Fills `out` with part `part` (state_parts()) of rank `rank`'s partition of a group state as
-  // stored, at the saved world size (what a resume at that world size loads: bit for bit the bytes
-  // written). out.size() must be the part's bytes. The section's checksum is checked. (A reader of
-  // another format holds kRaw states only: its part 0 is read_partition at the saved world size.)
-  virtual Status read_stored_partition(size_t group, size_t state, size_t part, uint32_t rank,
-                                       std::span<std::byte> out);
+  // As stored (what a resume at the saved world size loads: bit for bit the bytes written): fills
+  // `out` with bytes [offset, offset + out.size()) of part `part` (state_parts()) of rank `rank`'s
+  // partition of a group state, at the saved world size. Sequential calls stream (a part too large
+  // for memory, or going to NVMe records, is read piece by piece); a section's checksum is checked
+  // when it is read to its end, the rest at finish_reads(). (A reader of another format holds
+  // kRaw states only: its part 0 is the partition read_partition gives at the saved world size.)
+  virtual Status read_stored(size_t group, size_t state, size_t part, uint32_t rank, uint64_t offset,
+                             std::span<std::byte> out);
+  // The whole part at once (out.size() its bytes), then finish_reads().
+  Status read_stored_partition(size_t group, size_t state, size_t part, uint32_t rank, std::span<std::byte> out);
   // Fills `out` with bytes [begin, begin + out.size()) of replicated tensor `index`. Reading
   // forward streams; the tensor's checksum is checked when a read reaches its end.
   virtual Status read_replicated(size_t index, uint64_t begin, std::span<std::byte> out) = 0;

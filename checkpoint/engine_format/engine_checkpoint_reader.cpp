@@ -119,8 +119,8 @@ class EngineCheckpointReader final : public CheckpointReader {
     return run_reads(reads, out.size());
   }
 
-  Status read_stored_partition(size_t group, size_t state, size_t part, uint32_t rank,
-                               std::span<std::byte> out) override {
+  Status read_stored(size_t group, size_t state, size_t part, uint32_t rank, uint64_t offset,
+                     std::span<std::byte> out) override {
     TZ_RETURN_IF_ERROR(check_group_state(group, state));
     const CheckpointManifest& m = manifest();
     const StateSpec& spec = m.groups[group].states[state];
@@ -128,18 +128,13 @@ class EngineCheckpointReader final : public CheckpointReader {
       return invalid_argument(fmt::format("{}: rank {} of world size {} stores no part {} of group {} state '{}'",
                                           path_, rank, m.world_size, part, group, spec.name));
     }
-    const uint64_t want = group_part_bytes(m, group, state, part);
-    if (out.size() != want) {
-      return invalid_argument(fmt::format("{}: part {} of rank {}'s group {} state '{}' is {} bytes, got a {}-byte "
-                                          "buffer",
-                                          path_, part, rank, group, spec.name, want, out.size()));
+    const uint64_t size = group_part_bytes(m, group, state, part);
+    if (offset > size || out.size() > size - offset) {
+      return invalid_argument(fmt::format("{}: bytes [{}, +{}) are not inside part {} of rank {}'s group {} state '{}' "
+                                          "({} bytes)",
+                                          path_, offset, out.size(), part, rank, group, spec.name, size));
     }
-    TZ_RETURN_IF_ERROR(read_part(rank, group, state, part, 0, out));
-    for (const Piece& piece : pieces_[{rank, group, state, part}]) {
-      TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, cursor_for(rank, piece.section));
-      TZ_RETURN_IF_ERROR(cursor->finish());
-    }
-    return {};
+    return read_part(rank, group, state, part, offset, out);
   }
 
   Status read_partition(size_t group, size_t state, uint32_t world_size, uint32_t rank,
@@ -260,7 +255,11 @@ class EngineCheckpointReader final : public CheckpointReader {
     auto it = scales_.find(key);
     if (it != scales_.end()) return &it->second;
     std::vector<float> scales(group_part_bytes(manifest(), group, state, 1) / sizeof(float));
-    TZ_RETURN_IF_ERROR(read_stored_partition(group, state, 1, rank, std::as_writable_bytes(std::span(scales))));
+    TZ_RETURN_IF_ERROR(read_stored(group, state, 1, rank, 0, std::as_writable_bytes(std::span(scales))));
+    for (const Piece& piece : pieces_[{rank, group, state, 1}]) {  // the scales' checksums now
+      TZ_ASSIGN_OR_RETURN(SectionCursor * cursor, cursor_for(rank, piece.section));
+      TZ_RETURN_IF_ERROR(cursor->finish());
+    }
     return &scales_.emplace(key, std::move(scales)).first->second;
   }
 
@@ -342,14 +341,48 @@ class EngineCheckpointReader final : public CheckpointReader {
 
 }  // namespace
 
-Status CheckpointReader::read_stored_partition(size_t group, size_t state, size_t part, uint32_t rank,
-                                               std::span<std::byte> out) {
+Status CheckpointReader::read_stored(size_t group, size_t state, size_t part, uint32_t rank, uint64_t offset,
+                                     std::span<std::byte> out) {
   const CheckpointManifest& m = manifest();
   if (group >= m.groups.size() || state >= m.groups[group].states.size() || part != 0 ||
       m.groups[group].states[state].codec != StateCodec::kRaw) {
     return invalid_argument(fmt::format("{}: no stored part {} of group {} state {}", path(), part, group, state));
   }
-  return read_partition(group, state, m.world_size, rank, out);
+  const FlatGroup& g = m.groups[group];
+  const uint64_t item = element_size(g.states[state].dtype);
+  const uint64_t size = partition_numel(g, m.zero_stage, m.world_size, m.alignment) * item;
+  if (offset % item != 0 || out.size() % item != 0 || offset > size || out.size() > size - offset) {
+    return invalid_argument(fmt::format("{}: bytes [{}, +{}) are not whole elements of rank {}'s group {} state {}",
+                                        path(), offset, out.size(), rank, group, state));
+  }
+  std::fill(out.begin(), out.end(), std::byte{0});  // padding
+  const uint64_t begin = offset / item, end = begin + out.size() / item;
+  for (const PartitionSegment& s : partition_segments(g, m.zero_stage, m.world_size, m.alignment, rank)) {
+    const uint64_t lo = std::max(begin, s.partition_begin), hi = std::min(end, s.partition_begin + s.length);
+    if (lo >= hi) continue;
+    TZ_RETURN_IF_ERROR(read_flat_range(group, state, s.logical_begin + (lo - s.partition_begin),
+                                       out.subspan((lo - begin) * item, (hi - lo) * item)));
+  }
+  return {};
+}
+
+Status CheckpointReader::read_stored_partition(size_t group, size_t state, size_t part, uint32_t rank,
+                                               std::span<std::byte> out) {
+  const CheckpointManifest& m = manifest();
+  if (group >= m.groups.size() || state >= m.groups[group].states.size() ||
+      part >= state_parts(m.groups[group].states[state]).size()) {
+    return invalid_argument(fmt::format("{}: no stored part {} of group {} state {}", path(), part, group, state));
+  }
+  const StatePart p = state_parts(m.groups[group].states[state])[part];
+  const uint64_t want =
+      part_numel(p, partition_numel(m.groups[group], m.zero_stage, m.world_size, m.alignment)) * element_size(p.dtype);
+  if (out.size() != want) {
+    return invalid_argument(fmt::format("{}: part {} of rank {}'s group {} state '{}' is {} bytes, got a {}-byte buffer",
+                                        path(), part, rank, group, m.groups[group].states[state].name, want,
+                                        out.size()));
+  }
+  TZ_RETURN_IF_ERROR(read_stored(group, state, part, rank, 0, out));
+  return finish_reads();
 }
 
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::open(const std::string& dir, const std::string& tag) {
