@@ -323,7 +323,7 @@ TEST(CompactCheckpointExport, DeepSpeedFilesAreTheFp32TwinsFiles) {
 // Resharding keeps the encoding: the master splits exactly at the new partitioning; the moments are
 // cpu_adam's encoding of the values the source decodes to there (new codes, close to the old values).
 TEST(CompactCheckpointReshard, DecodesAtTheNewWorldSize) {
-  for (const auto [from, to] : {std::pair{2u, 1u}, std::pair{1u, 3u}}) {
+  for (const auto& [from, to] : {std::pair{2u, 1u}, std::pair{1u, 3u}}) {
     ScratchDir dir;
     const CompactFixtureData data(testing::tiny_llama_manifest(2, from));
     ASSERT_OK(save_checkpoint(dir.file("src"), "step7", data.manifest(), data.ranks()));
