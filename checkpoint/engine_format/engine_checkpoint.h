@@ -160,7 +160,7 @@ struct RankData {
   // part_numel(part, partition_numel(...)) elements of the part's dtype. Empty for ranks that store
   // no groups.
   std::vector<std::vector<std::span<const std::byte>>> group_states;
-  // Instead of group_states (then empty): group_state_fills[g][s] streams the same bytes piece by
+  // Instead of group_states (then empty): group_state_fills[g][k] streams the same bytes piece by
   // piece, so a state that is not in memory (an optimizer on NVMe) is saved without a whole copy.
   // The file is the same byte for byte.
   std::vector<std::vector<SectionFill>> group_state_fills;

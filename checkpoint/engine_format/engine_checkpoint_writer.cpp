@@ -46,8 +46,9 @@ Status check_tag(const std::string& tag) {
 
 std::span<const std::byte> text_bytes(const std::string& text) { return std::as_bytes(std::span(text)); }
 
-// One section of a group in a rank file: partition elements [first, first + numel) of part `part`
-// of state `state`, held in RankData's group_states / group_state_fills [g][slot] from byte `begin`.
+// One section of a group in a rank file: the piece of part `part` of state `state` that starts at
+// partition element `first`, `bytes` long, held in RankData's group_states / group_state_fills
+// [g][slot] from byte `begin` of the part.
 struct GroupSection {
   uint32_t state;
   uint32_t part;
