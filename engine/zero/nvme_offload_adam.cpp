@@ -16,36 +16,29 @@
 #include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
+#include "engine/zero/internal/offloaded_step.h"
 #include "engine/zero/internal/param_loading.h"
+#include "engine/zero/internal/record_layout.h"
 #include "offload/offload.h"
 
 namespace tierzero::engine {
 namespace {
 
-at::ScalarType record_part_dtype(int s, at::ScalarType state_dtype, bool compact_master) {
-  switch (s) {
-    case 0: return compact_master ? at::kShort : at::kFloat;
-    case 1: return state_dtype;
-    case 2: return state_dtype == at::kChar ? at::kByte : state_dtype;
-    default: return at::kFloat;
-  }
+// The record layout of `state_dtype` moments (fp32, bf16, or kChar: 8-bit codes).
+RecordLayout record_layout(at::ScalarType state_dtype, bool compact_master) {
+  return {.compact_master = compact_master,
+          .moment_bytes = state_dtype == at::kChar       ? 1
+                          : state_dtype == at::kBFloat16 ? 2
+                                                         : 4};
 }
+static_assert(RecordLayout::kMomentBlock == static_cast<int64_t>(cpu_adam::kMomentBlock));
 
-// Byte offset of part s (0..4; 5: the record's end) in a record of `count` elements.
-int64_t record_part_offset(int s, int64_t count, at::ScalarType state_dtype, bool compact_master) {
-  int64_t offset = 0;
-  for (int i = 0; i < s; ++i) {
-    const int64_t n = i < 3                      ? count
-                      : state_dtype == at::kChar ? static_cast<int64_t>(cpu_adam::moment_block_count(count))
-                                                 : 0;
-    offset += n * static_cast<int64_t>(c10::elementSize(record_part_dtype(i, state_dtype, compact_master)));
-  }
-  return offset;
-}
-
-class NvmeAdam final : public NvmeOffloadAdam {
+class NvmeAdam final : public NvmeOffloadAdam, private StateStore {
  public:
-  explicit NvmeAdam(NvmeOffloadAdamSetup setup) : setup_(std::move(setup)) {
+  explicit NvmeAdam(NvmeOffloadAdamSetup setup)
+      : setup_(std::move(setup)),
+        layout_(record_layout(setup_.state_dtype, setup_.compact.compact_master)),
+        step_(offloaded_step_setup(setup_, "nvme optimizer", setup_.partitioner->partition_numel())) {
     const NvmeOptimizerOptions& nvme = setup_.nvme;
     if (setup_.sub_group_numel < 1)
       throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
@@ -96,112 +89,66 @@ class NvmeAdam final : public NvmeOffloadAdam {
 
   double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
-  // Runs the pass of nvme_offload_adam.h: the records kept in memory, then the streamed ones in the
-  // cache's alternating sweep (starting on the records the buffers kept from the last pass), the
-  // last buffer_count of them kept dirty in the buffers for the next pass, the others written behind.
-  // Front to back, each sub-group is published as it finishes; back to front, the partition is
-  // published at the end (the readers following behind need it front first). With `grads_final`
-  // (inside the backward) the pass runs back to front, streamed records first, then the records kept
-  // in memory, each sub-group once its gradients are final.
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
-    for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
-    pending_.clear();
+    step_.wait_copies();  // the last step's: params16 is rewritten
     written_mark_ = cache_->written_bytes();
     write_back_materialised();
-    const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
-    const SixteenBitOutput out16 =
-        sixteen_bit_output(compute_partition, setup_.params16, numel_, "nvme optimizer", setup_.sink);
-    if (setup_.compact.compact_master && out16.in_place &&
-        out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
-      throw Error(internal_error("nvme optimizer: the compact master's bf16 half is not the compute partition"));
-    const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
-    using Sweep = offload::RecordCache::Sweep;
-    const std::vector<int64_t> pass = cache_->pass(grads_final != nullptr ? Sweep::kBackToFront : Sweep::kAlternate);
-    const bool backward = grads_final != nullptr || (pass.size() > 1 && pass.front() > pass.back());
-    std::vector<int64_t> order(static_cast<size_t>(in_memory_));  // the records kept in memory ...
-    std::iota(order.begin(), order.end(), 0);
-    if (grads_final != nullptr) {  // ... last, back to front, inside the backward; else first
-      std::reverse(order.begin(), order.end());
-      order.insert(order.begin(), pass.begin(), pass.end());
-    } else {
-      order.insert(order.end(), pass.begin(), pass.end());
-    }
-    throw_if_error(cache_->prefetch_ahead(pass, 0));
-    size_t position = 0;  // in `pass`
-    for (const int64_t k : order) {
-      const bool streamed = k >= in_memory_;
-      if (streamed) throw_if_error(cache_->prefetch_ahead(pass, position));
-      const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
-      if (grads_final != nullptr) grads_final->wait_from(k * slot_numel_);
-      const size_t queued = pending_.size();
-      std::shared_ptr<CopyDone> reader =
-          step_group(k, record, hp, host_grad, out16, grad_multiplier, compute_partition);
-      if (progress != nullptr && grads_final == nullptr && (!streamed || !backward))
-        progress->publish(k * slot_numel_ + count_of(k),
-                          std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
-      const bool kept = streamed && position + cache_->buffer_count() >= pass.size();  // the next pass starts here
-      throw_if_error(cache_->release(k, kept ? Release::kDirty : Release::kWrite, std::move(reader)));
-      if (streamed) ++position;
-    }
-    if (progress != nullptr && backward) progress->publish(numel_, pending_);
-    throw_if_error(cache_->wait_writes());
+    step_.run(*this, state_.step + 1, grad, grad_multiplier, lr, compute_partition, progress, grads_final);
     ++state_.step;
-    last_copy_seconds_ = 0.0;
-    if (setup_.time_copies) {
-      for (PartitionWrite& write : pending_) {
-        write.done->wait_host();
-        last_copy_seconds_ += write.done->seconds();
-      }
-    }
     step_read_bytes_ = cache_->read_bytes() - read_mark_;
     read_mark_ = cache_->read_bytes();
   }
 
-  // Adam on sub-group k, whose record is `record` (pinned bytes), then its compute weights on their
-  // way; the copy that still reads the record, if any.
-  std::shared_ptr<CopyDone> step_group(int64_t k, const at::Tensor& record, const cpu_adam::AdamHyperParams& hp,
-                                       const at::Tensor& host_grad, const SixteenBitOutput& out16,
-                                       double grad_multiplier, const at::Tensor& compute_partition) {
-    const bool compact = setup_.compact.compact_master;
-    const int64_t begin = k * slot_numel_;
-    const int64_t count = count_of(k);
-    const cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
-    const at::Tensor window = out16.sink != nullptr ? out16.sink->lend(begin, count) : at::Tensor();
-    const at::Tensor master = record_part(record, 0, count);
-    cpu_adam::AdamBuffers buffers{.params = {},
-                                  .grads = {grads.data, grads.count, grads.type},
-                                  .exp_avg = moment_elements(record_part(record, 1, count), 0, count),
-                                  .exp_avg_sq = moment_elements(record_part(record, 2, count), 0, count),
-                                  .params16 = {},
-                                  .params_16bit = {},
-                                  .master_residual = {},
-                                  .params16_rounding = setup_.params16_rounding,
-                                  .exp_avg_scales = moment_scales(record_part(record, 3, count), 0, count),
-                                  .exp_avg_sq_scales = moment_scales(record_part(record, 4, count), 0, count)};
-    if (compact) {
-      buffers.params_16bit = tensor_elements(setup_.compact.hi, begin, count);
-      buffers.master_residual = {static_cast<int16_t*>(master.data_ptr()), static_cast<size_t>(count)};
+  // The pass of nvme_offload_adam.h: the records kept in memory, then the streamed ones in the
+  // cache's alternating sweep (starting on the records the buffers kept from the last pass; its first
+  // reads queued here). Front to back, each sub-group is published as it finishes; back to front,
+  // the partition is published at the end (the readers following behind need it front first).
+  // Inside the backward the pass runs back to front, streamed records first, then the records kept
+  // in memory.
+  std::vector<StepPiece> pieces(bool inside_backward) override {
+    using Sweep = offload::RecordCache::Sweep;
+    pass_ = cache_->pass(inside_backward ? Sweep::kBackToFront : Sweep::kAlternate);
+    const bool backward = inside_backward || (pass_.size() > 1 && pass_.front() > pass_.back());
+    order_.resize(static_cast<size_t>(in_memory_));  // the records kept in memory ...
+    std::iota(order_.begin(), order_.end(), 0);
+    if (inside_backward) {  // ... last, back to front, inside the backward; else first
+      std::reverse(order_.begin(), order_.end());
+      order_.insert(order_.begin(), pass_.begin(), pass_.end());
     } else {
-      buffers.params = {master.data_ptr<float>(), static_cast<size_t>(count)};
-      if (out16.sixteen_bit)
-        buffers.params16 =
-            window.defined() ? tensor_elements(window, 0, count) : tensor_elements(out16.out, begin, count);
+      order_.insert(order_.end(), pass_.begin(), pass_.end());
     }
-    throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
-    if (out16.sink != nullptr) {  // fp32 compute weights: the master's new values, from the record
-      if (compact) {
-        std::memcpy(window.data_ptr(), static_cast<const std::byte*>(setup_.compact.hi.const_data_ptr()) + begin * 2,
-                    window.nbytes());
-      } else if (!out16.sixteen_bit) {
-        std::memcpy(window.data_ptr(), master.const_data_ptr(), window.nbytes());
-      }
-      pending_.push_back(out16.sink->send(begin, count));
-      return nullptr;
-    }
-    if (out16.in_place) return nullptr;
-    return send_compute_weights(record, out16.sixteen_bit, begin, count, compute_partition);
+    pass_start_ = inside_backward ? 0 : static_cast<size_t>(in_memory_);
+    throw_if_error(cache_->prefetch_ahead(pass_, 0));
+    std::vector<StepPiece> pieces;
+    for (const int64_t k : order_)
+      pieces.push_back({.begin = k * slot_numel_,
+                        .count = count_of(k),
+                        .publish = !inside_backward && (k < in_memory_ || !backward)});
+    return pieces;
   }
+
+  StateSpans acquire(size_t i, const StepPiece& piece) override {
+    const int64_t k = order_[i];
+    if (k >= in_memory_) throw_if_error(cache_->prefetch_ahead(pass_, i - pass_start_));
+    const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
+    const at::Tensor master = record_part(record, 0, piece.count);
+    return {.master = setup_.compact.compact_master ? nullptr : master.data_ptr<float>(),
+            .residual = setup_.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
+            .exp_avg = moment_elements(record_part(record, 1, piece.count), 0, piece.count),
+            .exp_avg_sq = moment_elements(record_part(record, 2, piece.count), 0, piece.count),
+            .exp_avg_scales = moment_scales(record_part(record, 3, piece.count), 0, piece.count),
+            .exp_avg_sq_scales = moment_scales(record_part(record, 4, piece.count), 0, piece.count)};
+  }
+
+  // The last buffer_count records of the pass stay dirty in their buffers (the next pass starts
+  // there); the others are written behind.
+  void release(size_t i, const StepPiece&, std::shared_ptr<CopyDone> reader) override {
+    const bool kept = order_[i] >= in_memory_ && i - pass_start_ + cache_->buffer_count() >= pass_.size();
+    throw_if_error(cache_->release(order_[i], kept ? Release::kDirty : Release::kWrite, std::move(reader)));
+  }
+
+  void finish() override { throw_if_error(cache_->wait_writes()); }
 
   AdamPartitionState& state() override {
     if (materialised_) return state_;
@@ -323,9 +270,9 @@ class NvmeAdam final : public NvmeOffloadAdam {
     return bytes;
   }
 
-  double last_copy_seconds() const override { return last_copy_seconds_; }
+  double last_copy_seconds() const override { return step_.last_copy_seconds(); }
 
-  std::vector<PartitionWrite> device_writes() const override { return pending_; }
+  std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 
   std::string placement() const override {
     return "nvme (" +
@@ -368,23 +315,25 @@ class NvmeAdam final : public NvmeOffloadAdam {
   static at::Tensor bytes_tensor(std::span<const std::byte> bytes) {
     return at::from_blob(const_cast<std::byte*>(bytes.data()), {static_cast<int64_t>(bytes.size())}, at::kByte);
   }
-  // Part s of a record: 0 the fp32 master (compact: the int16 residual), 1 exp_avg, 2 exp_avg_sq (the
-  // state dtype; 8-bit: int8 and uint8 codes), 3 and 4 their fp32 block scales (8-bit only, else empty).
+  // The dtype of part s of a record (RecordPart s): 0 the fp32 master (compact: the int16 residual),
+  // 1 exp_avg, 2 exp_avg_sq (the state dtype; 8-bit: int8 and uint8 codes), 3 and 4 their fp32 block
+  // scales (8-bit only, else empty).
   at::ScalarType part_dtype(int s) const {
-    return record_part_dtype(s, setup_.state_dtype, setup_.compact.compact_master);
+    switch (s) {
+      case 0: return setup_.compact.compact_master ? at::kShort : at::kFloat;
+      case 1: return setup_.state_dtype;
+      case 2: return setup_.state_dtype == at::kChar ? at::kByte : setup_.state_dtype;
+      default: return at::kFloat;
+    }
   }
   // The dtype state s is checkpointed (and materialised) in.
   at::ScalarType checkpoint_dtype(int s) const {
     return s == 0 ? at::kFloat : checkpoint_moment_dtype(setup_.state_dtype);
   }
   bool converts(int s) const { return s == 0 ? setup_.compact.compact_master : setup_.compact.moments_8bit; }
-  uint64_t record_bytes(int64_t count) const {
-    return static_cast<uint64_t>(nvme_record_bytes(count, setup_.state_dtype, setup_.compact.compact_master));
-  }
-  // Byte offset of part s in a record of `count` elements.
-  uint64_t part_offset(int s, int64_t count) const {
-    return static_cast<uint64_t>(record_part_offset(s, count, setup_.state_dtype, setup_.compact.compact_master));
-  }
+  uint64_t record_bytes(int64_t count) const { return layout_.bytes(count); }
+  // Byte offset of part s (RecordPart) in a record of `count` elements.
+  uint64_t part_offset(int s, int64_t count) const { return layout_.offset(static_cast<RecordPart>(s), count); }
   // Part s of the record of `count` elements held in `record` (bytes from the record's start), as a
   // typed view of it.
   at::Tensor record_part(const at::Tensor& record, int s, int64_t count) const {
@@ -445,26 +394,6 @@ class NvmeAdam final : public NvmeOffloadAdam {
     }
   }
 
-  // The updated compute weights of elements [begin, begin + count), as the CPU-offloaded optimizer
-  // sends them: the 16-bit staging copy or the fp32 master (then from the record: the copy is returned,
-  // as the record's reader).
-  std::shared_ptr<CopyDone> send_compute_weights(const at::Tensor& record, bool sixteen_bit, int64_t begin,
-                                                 int64_t count, const at::Tensor& compute) {
-    const void* src =
-        setup_.compact.compact_master ? static_cast<const std::byte*>(setup_.compact.hi.const_data_ptr()) + begin * 2
-        : sixteen_bit
-            ? static_cast<const std::byte*>(setup_.params16.const_data_ptr()) + begin * setup_.params16.element_size()
-            : record.const_data_ptr();
-    at::Tensor dst = compute.narrow(0, begin, count);
-    if (dst.is_cpu()) {
-      std::memcpy(dst.data_ptr(), src, dst.nbytes());
-      return nullptr;
-    }
-    std::shared_ptr<CopyDone> done = setup_.copies->to_device(dst, src);
-    pending_.push_back({begin, count, done});
-    return sixteen_bit || setup_.compact.compact_master ? nullptr : done;
-  }
-
   // The first write: master weights from the source, zero moments.
   void write_initial_state() {
     std::vector<PartitionRun> runs;  // this rank's, in partition order, with their parameter's index
@@ -519,6 +448,8 @@ class NvmeAdam final : public NvmeOffloadAdam {
   }
 
   NvmeOffloadAdamSetup setup_;
+  RecordLayout layout_;
+  OffloadedStep step_;
   int64_t numel_ = 0;       // this rank's partition
   int64_t slot_numel_ = 0;  // elements of a full sub-group
   int64_t groups_ = 0;
@@ -526,8 +457,9 @@ class NvmeAdam final : public NvmeOffloadAdam {
   std::unique_ptr<offload::RecordCache> cache_;  // the records (setup_.buffers and memory_records outlive it)
   AdamPartitionState state_;                     // step always; the tensors only while materialised_
   bool materialised_ = false;
-  std::vector<PartitionWrite> pending_;  // the last step's copies to the device
-  double last_copy_seconds_ = 0.0;
+  std::vector<int64_t> pass_;     // the streamed records of the step running, in order
+  std::vector<int64_t> order_;    // every record of the step running, in order
+  size_t pass_start_ = 0;         // where pass_ starts in order_
   uint64_t step_read_bytes_ = 0;  // read by the last step and the state() before it
   uint64_t read_mark_ = 0;        // the cache's counters where the step's traffic starts
   uint64_t written_mark_ = 0;
@@ -536,7 +468,7 @@ class NvmeAdam final : public NvmeOffloadAdam {
 }  // namespace
 
 int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype, bool compact_master) {
-  return record_part_offset(5, numel, state_dtype, compact_master);
+  return static_cast<int64_t>(record_layout(state_dtype, compact_master).bytes(numel));
 }
 
 std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup) {
