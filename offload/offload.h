@@ -32,11 +32,13 @@
 // the pieces whose buffers are LibTorch tensors (host tier, device copies, pending writes).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/common.h"
@@ -158,6 +160,14 @@ class SwapFiles {
   // The same, to or from `data`, which holds record bytes [begin, end) from its first byte.
   SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
   static constexpr uint64_t kRecordAlignment = 4096;
+  // `bytes` rounded down and up to kRecordAlignment (O_DIRECT offsets and lengths).
+  static constexpr uint64_t align_down(uint64_t bytes) { return bytes / kRecordAlignment * kRecordAlignment; }
+  static constexpr uint64_t align_up(uint64_t bytes) { return align_down(bytes + kRecordAlignment - 1); }
+  // The bytes [first, last) a read of record bytes [begin, end) takes for O_DIRECT: whole aligned
+  // blocks, but not past the record's `record_bytes` (the files end after the last record's bytes).
+  static constexpr std::pair<uint64_t, uint64_t> aligned_read(uint64_t begin, uint64_t end, uint64_t record_bytes) {
+    return {align_down(begin), std::min(align_up(end), record_bytes)};
+  }
   // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
   // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
   // free.

@@ -94,8 +94,8 @@ Status RecordCache::prefetch_range(int64_t record, uint64_t begin, uint64_t end)
   if (record < memory_records_) return Status();
   const size_t b = buffer_of(record);
   if (holds(b, record, begin, end)) return Status();
-  const uint64_t aligned = begin / SwapFiles::kRecordAlignment * SwapFiles::kRecordAlignment;
-  TZ_RETURN_IF_ERROR(claim(b, record));  // a dirty record is whole: it held the range
+  const uint64_t aligned = SwapFiles::align_down(begin);  // O_DIRECT
+  TZ_RETURN_IF_ERROR(claim(b, record));                   // a dirty record is whole: it held the range
   staging_->read(b, record - memory_records_, aligned, end);
   slots_[b] = Slot{.record = record, .begin = aligned, .end = end};
   return Status();

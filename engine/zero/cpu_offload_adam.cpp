@@ -98,11 +98,11 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore {
 
   StateReader state_reader(int s) override {
     write_back_materialised();
-    const size_t item =
-        s == 0 ? sizeof(float) : c10::elementSize(checkpoint_moment_dtype(setup_.exp_avg.scalar_type()));
-    return chunked_state_reader(
-        numel_, item, kConvertPiece,
-        [this, s](int64_t begin, int64_t count, std::span<std::byte> out) { return produce(s, begin, count, out); });
+    const size_t item = s == 0 ? sizeof(float) : c10::elementSize(checkpoint_moment_dtype(setup_.exp_avg.scalar_type()));
+    return chunked_state_reader(numel_, item, kConvertPiece,
+                                [this, s](int64_t begin, int64_t count, std::span<std::byte> out) {
+                                  return produce(s, begin, count, out);
+                                });
   }
 
   Status read_master(int64_t begin, std::span<float> out) override {
@@ -144,8 +144,8 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore {
   int64_t pinned_bytes() const override {
     if (!setup_.exp_avg.is_pinned()) return 0;
     int64_t bytes = setup_.exp_avg.nbytes() + setup_.exp_avg_sq.nbytes();
-    for (const at::Tensor* t :
-         {&setup_.master, &setup_.residual, &setup_.exp_avg_scales, &setup_.exp_avg_sq_scales, &setup_.params16})
+    for (const at::Tensor* t : {&setup_.master, &setup_.residual, &setup_.exp_avg_scales, &setup_.exp_avg_sq_scales,
+                                &setup_.params16})
       if (t->defined()) bytes += t->nbytes();
     return bytes;
   }
