@@ -160,6 +160,11 @@ class SwapFiles {
   // The same, to or from `data`, which holds record bytes [begin, end) from its first byte.
   SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
   static constexpr uint64_t kRecordAlignment = 4096;
+  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
+  // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
+  // free.
+  Status wait(SwapTransfer& transfer);
+
   // `bytes` rounded down and up to kRecordAlignment (O_DIRECT offsets and lengths).
   static constexpr uint64_t align_down(uint64_t bytes) { return bytes / kRecordAlignment * kRecordAlignment; }
   static constexpr uint64_t align_up(uint64_t bytes) { return align_down(bytes + kRecordAlignment - 1); }
@@ -168,10 +173,6 @@ class SwapFiles {
   static constexpr std::pair<uint64_t, uint64_t> aligned_read(uint64_t begin, uint64_t end, uint64_t record_bytes) {
     return {align_down(begin), std::min(align_up(end), record_bytes)};
   }
-  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
-  // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
-  // free.
-  Status wait(SwapTransfer& transfer);
 
   // Bytes the files take on disk (preallocated), summed over the paths.
   uint64_t file_bytes() const;

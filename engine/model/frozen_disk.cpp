@@ -45,10 +45,10 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
       used = round_up(used + bytes, kTensorAlignment);
     }
     disk->offsets_.push_back(std::move(offsets));
-    disk->unit_bytes_.push_back(offload::SwapFiles::align_up(std::max<uint64_t>(used, 1)));
+    disk->unit_bytes_.push_back(round_up(std::max<uint64_t>(used, 1), offload::SwapFiles::kRecordAlignment));
   }
   const uint64_t largest = *std::max_element(disk->unit_bytes_.begin(), disk->unit_bytes_.end());
-  disk->chunk_bytes_ = std::min(offload::SwapFiles::align_up(max_record_bytes), largest);
+  disk->chunk_bytes_ = std::min(round_up(max_record_bytes, offload::SwapFiles::kRecordAlignment), largest);
   int64_t records = 0;
   for (uint64_t bytes : disk->unit_bytes_) {
     disk->first_record_.push_back(records);
