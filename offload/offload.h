@@ -16,22 +16,29 @@
 //   for O_DIRECT); records are read and written over nvme/'s IoEngine (io_uring, else libaio),
 //   several requests in flight, into and out of pinned staging buffers.
 // - RecordStaging (below): pinned staging buffers over SwapFiles, one record each, with
-//   the reads and writes in flight on each (the optimizer's sub-group pipeline runs on it).
+//   the reads and writes in flight on each.
+// - RecordCache (below): the residency layer over a RecordStaging: records kept in a pinned block
+//   and records on NVMe behind one acquire/release interface, with write-back (dirty records kept
+//   in their buffers between passes), read-ahead, write-behind, O_DIRECT-aligned range reads, the
+//   alternating sweep, traffic counters, and reader fences waited for before a buffer is reused
+//   (the optimizer's sub-group pipeline runs on it).
 // - DeviceCopies (offload_torch.h, LibTorch, the stack's one CUDA-speaking file): copies between
 //   pinned memory and the GPU on side streams, ordered after the compute stream by events, never a
 //   device-wide sync; PendingWrites (offload_torch.h): those the compute stream has not been
 //   ordered after yet, ordered lazily just before a reader.
 // - CopyProbe (below): host <-> GPU copy measurements for `tierzero bench pcie`.
 //
-// tierzero_offload is torch-free (pool, swap files, staging, probe); tierzero_offload_torch adds
+// tierzero_offload is torch-free (pool, swap files, staging, record cache, probe); tierzero_offload_torch adds
 // the pieces whose buffers are LibTorch tensors (host tier, device copies, pending writes).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/common.h"
@@ -158,6 +165,15 @@ class SwapFiles {
   // free.
   Status wait(SwapTransfer& transfer);
 
+  // `bytes` rounded down and up to kRecordAlignment (O_DIRECT offsets and lengths).
+  static constexpr uint64_t align_down(uint64_t bytes) { return bytes / kRecordAlignment * kRecordAlignment; }
+  static constexpr uint64_t align_up(uint64_t bytes) { return align_down(bytes + kRecordAlignment - 1); }
+  // The bytes [first, last) a read of record bytes [begin, end) takes for O_DIRECT: whole aligned
+  // blocks, but not past the record's `record_bytes` (the files end after the last record's bytes).
+  static constexpr std::pair<uint64_t, uint64_t> aligned_read(uint64_t begin, uint64_t end, uint64_t record_bytes) {
+    return {align_down(begin), std::min(align_up(end), record_bytes)};
+  }
+
   // Bytes the files take on disk (preallocated), summed over the paths.
   uint64_t file_bytes() const;
   // "<n> file(s): path, ...", for banners and errors.
@@ -186,8 +202,8 @@ class SwapFiles {
 // Pinned staging buffers over swap files (above): buffer b holds one record's image at a
 // time, moved in and out by reads and writes over its own IoEngine (the "aio" block's backend), and
 // carries the read and the write in flight on it. The caller decides which record goes through
-// which buffer and when (the optimizer's sub-group pipeline, engine/zero/nvme_offload_adam.cpp);
-// the staging owns the I/O: the engine, the buffers' registration with it, the files, the tickets.
+// which buffer and when (the record cache below, the NVMe parameters, the LoRA base on NVMe); the
+// staging owns the I/O: the engine, the buffers' registration with it, the files, the tickets.
 
 // Where a staging's records go: swap files of `records` records of `record_bytes` over `paths` for
 // rank `rank` (SwapFiles::create's arguments), through an IoEngine made from `io`.
@@ -255,6 +271,145 @@ class RecordStaging {
   std::unique_ptr<SwapFiles> swap_;
   std::vector<SwapTransfer> reads_;  // per buffer
   std::vector<SwapTransfer> writes_;
+};
+
+// ---- Record cache --------------------------------------------------------------------------------
+// The residency layer over a RecordStaging: records [0, records) of a swap role behind one interface,
+// the first `memory_records` homed in a pinned block (never read or written: their home is memory),
+// the others on NVMe and held, one at a time each, in the staging buffers. The caller acquires a
+// record for reading (read into its buffer unless the buffer holds it) or for overwriting (no read),
+// or a byte range of one (read from the range's start rounded down to 4096 for O_DIRECT), and
+// releases it clean, dirty (newer than its file, kept in the buffer: written when the buffer is
+// taken or at flush) or written (queued at once: write behind). Nothing dirty is ever dropped.
+//
+// Placement is direct-mapped: file record r (r >= memory_records) always goes through buffer
+// (r - memory_records) mod buffer_count, so a read into a buffer waits for the write that last left
+// it, and any buffer count is correct. That rule is what makes the alternating sweep pay: a pass
+// that releases its last buffer_count records dirty leaves them in distinct buffers, and the next
+// pass, run the other way (pass(kAlternate)), starts on them; so with releases written except those
+// last buffer_count, a pass moves (file records - buffer_count) records each way, not all of them
+// (the optimizer's sub-group pipeline, engine/zero/nvme_offload_adam.cpp). An LRU rule would keep
+// the same records here; direct mapping also fixes which buffer each read-ahead may take.
+//
+// A reader fence (a copy to the device still reading a buffer) is attached at release; the buffer
+// is not reused, read into or overwritten before it has been waited for.
+
+// Something that may still read a buffer (a copy from it to the device): the record cache waits on it
+// before the buffer takes other bytes. offload_torch.h's CopyDone is one.
+class ReaderFence {
+ public:
+  virtual ~ReaderFence() = default;
+  // Blocks the calling thread until the reader is done with the buffer.
+  virtual void wait_host() = 0;
+};
+
+struct RecordCacheOptions {
+  std::vector<std::string> paths;  // the swap files' directories (RecordStagingOptions)
+  nvme::IoConfig io;
+  int rank = 0;
+  SwapRole role = kOptimizerSwap;
+  std::vector<uint64_t> record_bytes;  // bytes of each record; records = its size
+  int64_t memory_records = 0;          // records [0, memory_records) live in the pinned block
+  bool read_ahead = false;             // prefetch_ahead() reads past the record asked (pipeline_read)
+  bool write_behind = false;           // release(kWrite) returns with the write queued (pipeline_write)
+};
+
+class RecordCache {
+ public:
+  // Records of `options.record_bytes`; `buffers` (one record of the largest size each; at least one
+  // when any record is on NVMe) and `memory` (the records kept in memory back to back, each at a
+  // stride of the largest record) are pinned memory the caller keeps valid for the cache's life. The
+  // swap files hold records [memory_records, records) only. RecordStaging::create's errors;
+  // kInternal for buffers or a block too small.
+  static Result<std::unique_ptr<RecordCache>> create(const std::vector<std::span<std::byte>>& buffers,
+                                                     std::span<std::byte> memory, RecordCacheOptions options);
+  RecordCache(const RecordCache&) = delete;
+  RecordCache& operator=(const RecordCache&) = delete;
+  ~RecordCache();
+
+  enum class Access : uint8_t { kRead, kOverwrite };
+  enum class Release : uint8_t {
+    kClean,  // the bytes are the file's (read, not changed)
+    kDirty,  // changed; kept in the buffer, written when the buffer is taken or by flush()
+    kWrite,  // changed; written now (waited for unless write_behind)
+  };
+  // The order of a pass over the file records.
+  enum class Sweep : uint8_t {
+    kFrontToBack,
+    kBackToFront,
+    kAlternate,  // back to front when the buffers hold the last records (not the first file record)
+  };
+
+  int64_t records() const { return static_cast<int64_t>(bytes_.size()); }
+  int64_t memory_records() const { return memory_records_; }
+  size_t buffer_count() const { return slots_.size(); }
+  uint64_t record_bytes(int64_t record) const { return bytes_[static_cast<size_t>(record)]; }
+
+  // Record `record`'s bytes, for reading (read unless its buffer holds it; waits for the read) or
+  // for overwriting (contents unspecified). Valid until release(). The read's error names the file,
+  // the offset and the record; the buffer then holds nothing.
+  Result<std::span<std::byte>> acquire(int64_t record, Access access);
+  // Bytes [begin, end) of record `record`, for reading; its buffer then holds that range only (read
+  // from begin rounded down to SwapFiles::kRecordAlignment), unless it held them already.
+  Result<std::span<const std::byte>> acquire_range(int64_t record, uint64_t begin, uint64_t end);
+  // Gives back an acquired record; `reader` (may be null) still reads its buffer.
+  Status release(int64_t record, Release how, std::shared_ptr<ReaderFence> reader = nullptr);
+  // Queues the read of the whole record (or of bytes [begin, end)) unless its buffer holds it; a
+  // record in memory needs none. The buffer's last record is written first when dirty.
+  Status prefetch(int64_t record);
+  Status prefetch_range(int64_t record, uint64_t begin, uint64_t end);
+  // prefetch() of the records at positions [position, position + depth] of `pass`: depth 0, or with
+  // read_ahead and two buffers or more max(1, buffer_count - 2), so each read takes a buffer whose
+  // write was queued at least two records before.
+  Status prefetch_ahead(std::span<const int64_t> pass, size_t position);
+  // The file records in the order of `sweep`.
+  std::vector<int64_t> pass(Sweep sweep) const;
+
+  // Writes every dirty record and waits for every write; the buffers keep their records.
+  Status flush();
+  // Waits for every write queued; on an error, that buffer holds nothing.
+  Status wait_writes();
+  // Forgets what the buffers hold, dirty or not (the records are being replaced).
+  void discard();
+
+  // Bytes of whole records read and written since creation (range reads are not counted).
+  uint64_t read_bytes() const { return read_bytes_; }
+  uint64_t written_bytes() const { return written_bytes_; }
+  // The staging's files (RecordStaging).
+  bool has_files() const { return staging_->has_files(); }
+  uint64_t file_bytes() const { return staging_->file_bytes(); }
+  std::string describe() const { return staging_->describe(); }
+
+ private:
+  // What buffer b holds: bytes [begin, end) of record `record` (-1: nothing), the whole record when
+  // `whole`; `dirty`: newer than its file; `acquired`: between acquire and release.
+  struct Slot {
+    int64_t record = -1;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    bool whole = false;
+    bool dirty = false;
+    bool acquired = false;
+    std::shared_ptr<ReaderFence> reader = nullptr;
+  };
+  RecordCache() = default;
+  bool holds(size_t b, int64_t record, uint64_t begin, uint64_t end) const;
+  size_t buffer_of(int64_t record) const;
+  Status claim(size_t b, int64_t record);
+  Status write(size_t b);
+  Status wait_read(size_t b);
+
+  std::vector<uint64_t> bytes_;
+  int64_t memory_records_ = 0;
+  uint64_t stride_ = 0;  // the largest record
+  bool read_ahead_ = false;
+  bool write_behind_ = false;
+  std::span<std::byte> memory_;
+  std::vector<std::span<std::byte>> buffers_;
+  std::vector<Slot> slots_;
+  std::unique_ptr<RecordStaging> staging_;
+  uint64_t read_bytes_ = 0;
+  uint64_t written_bytes_ = 0;
 };
 
 // ---- Copy measurements for `tierzero bench pcie` -------------------------------------------------

@@ -1,8 +1,6 @@
-// Adam offloaded to the CPU: state in the engine's pinned host tier, stepped by cpu_adam's fused
-// SIMD kernel one sub-group at a time (in slices of at most kPublishSlice elements); each slice's
-// new 16-bit weights go back to the device on a side stream while the next one steps, and
-// a step with progress announces each finished slice to the reader following behind. With parameters on
-// NVMe each slice is stepped into a window of their ComputeWeightsSink and written from there.
+// Adam offloaded to the CPU: state in the engine's pinned host tier, the store of the offloaded step
+// (offloaded_step.h) that cpu_adam's fused SIMD kernel steps one sub-group at a time (in slices of
+// at most kPublishSlice elements, each announced to the reader following behind as it finishes).
 // Compact layouts (CompactState): a compact master is stepped in place in its bf16 half (the 16-bit
 // weights) and int16 residual; 8-bit moments with their block scales (slices start on blocks). What a
 // checkpoint, read_master or state() reads is converted a piece of kConvertPiece elements at a time
@@ -18,14 +16,18 @@
 #include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
+#include "engine/zero/internal/offloaded_step.h"
 #include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {
 namespace {
 
-class CpuOffloadAdam final : public PartitionOptimizer {
+class CpuOffloadAdam final : public PartitionOptimizer, private StateStore {
  public:
-  explicit CpuOffloadAdam(CpuOffloadAdamSetup setup) : setup_(std::move(setup)) {
+  explicit CpuOffloadAdam(CpuOffloadAdamSetup setup)
+      : setup_(std::move(setup)),
+        step_(offloaded_step_setup(setup_, "cpu optimizer",
+                                   setup_.compact.compact_master ? setup_.residual.numel() : setup_.master.numel())) {
     const CompactState& compact = setup_.compact;
     if (setup_.sub_group_numel < 1)
       throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
@@ -70,7 +72,10 @@ class CpuOffloadAdam final : public PartitionOptimizer {
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
-    run(grad, grad_multiplier, lr, std::move(compute_partition), progress, grads_final);
+    step_.wait_copies();  // the last step's: params16 is rewritten
+    write_back_materialised();
+    step_.run(*this, state_.step + 1, grad, grad_multiplier, lr, compute_partition, progress, grads_final);
+    ++state_.step;
   }
 
   AdamPartitionState& state() override {
@@ -159,9 +164,9 @@ class CpuOffloadAdam final : public PartitionOptimizer {
            (setup_.compact.compact_master ? " (+ the 16-bit weights it shares)" : "");
   }
 
-  double last_copy_seconds() const override { return last_copy_seconds_; }
+  double last_copy_seconds() const override { return step_.last_copy_seconds(); }
 
-  std::vector<PartitionWrite> device_writes() const override { return pending_; }
+  std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 
   std::string placement() const override {
     return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.adam->threads()) + " threads)";
@@ -172,91 +177,31 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   // sub-group is cut changes no bit; a finer cut lets the next forward follow closer behind.
   static constexpr int64_t kPublishSlice = int64_t{1} << 25;
 
-  void run(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-           StepProgress* progress, GradsFinal* grads_final) {
-    for (PartitionWrite& write : pending_) write.done->wait_host();  // last step's: params16 is rewritten
-    pending_.clear();
-    write_back_materialised();
-    const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
-    const SixteenBitOutput out16 =
-        sixteen_bit_output(compute_partition, setup_.params16, numel_, "cpu optimizer", setup_.sink);
-    if (setup_.compact.compact_master && out16.in_place &&
-        out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
-      throw Error(internal_error("cpu optimizer: the compact master's bf16 half is not the compute partition"));
-    const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
-    // Slices of each sub-group, front to back; inside the backward, last to first (the order the
-    // gradients become final in).
-    std::vector<std::pair<int64_t, int64_t>> slices;
+  // The step's pieces: slices of each sub-group, front to back; inside the backward, last to first
+  // (the order the gradients become final in).
+  std::vector<StepPiece> pieces(bool inside_backward) override {
+    std::vector<StepPiece> slices;
     const int64_t slice = std::min(setup_.sub_group_numel, kPublishSlice);
     for (int64_t group = 0; group < numel_; group += setup_.sub_group_numel) {
       const int64_t group_end = std::min(numel_, group + setup_.sub_group_numel);
       for (int64_t begin = group; begin < group_end; begin += slice)
-        slices.emplace_back(begin, std::min(slice, group_end - begin));
+        slices.push_back({.begin = begin, .count = std::min(slice, group_end - begin), .publish = true});
     }
-    if (grads_final != nullptr) std::reverse(slices.begin(), slices.end());
-    for (const auto& [begin, count] : slices) {
-      if (grads_final != nullptr) grads_final->wait_from(begin);
-      const size_t queued = pending_.size();
-      step_range(hp, host_grad, out16, grad_multiplier, begin, count, compute_partition);
-      if (progress != nullptr)
-        progress->publish(begin + count, std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
-    }
-    ++state_.step;
-    last_copy_seconds_ = 0.0;
-    if (setup_.time_copies) {
-      for (PartitionWrite& write : pending_) {
-        write.done->wait_host();
-        last_copy_seconds_ += write.done->seconds();
-      }
-    }
+    if (inside_backward) std::reverse(slices.begin(), slices.end());
+    return slices;
   }
 
-  // Adam on elements [begin, begin + count), then their compute weights on their way back.
-  void step_range(const cpu_adam::AdamHyperParams& hp, const at::Tensor& host_grad, const SixteenBitOutput& out16,
-                  double grad_multiplier, int64_t begin, int64_t count, const at::Tensor& compute_partition) {
-    const bool compact = setup_.compact.compact_master;
-    cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
-    const at::Tensor window = out16.sink != nullptr ? out16.sink->lend(begin, count) : at::Tensor();
-    cpu_adam::AdamBuffers buffers{.params = {},
-                                  .grads = {grads.data, grads.count, grads.type},
-                                  .exp_avg = moment_elements(setup_.exp_avg, begin, count),
-                                  .exp_avg_sq = moment_elements(setup_.exp_avg_sq, begin, count),
-                                  .params16 = {},
-                                  .params_16bit = {},
-                                  .master_residual = {},
-                                  .params16_rounding = setup_.params16_rounding,
-                                  .exp_avg_scales = moment_scales(setup_.exp_avg_scales, begin, count),
-                                  .exp_avg_sq_scales = moment_scales(setup_.exp_avg_sq_scales, begin, count)};
-    if (compact) {  // the bf16 half updated in place: the compute partition, or the weights bound for the device
-      buffers.params_16bit = tensor_elements(setup_.compact.hi, begin, count);
-      buffers.master_residual = {static_cast<int16_t*>(setup_.residual.data_ptr()) + begin, static_cast<size_t>(count)};
-    } else {
-      buffers.params = {setup_.master.data_ptr<float>() + begin, static_cast<size_t>(count)};
-      if (out16.sixteen_bit)
-        buffers.params16 =
-            window.defined() ? tensor_elements(window, 0, count) : tensor_elements(out16.out, begin, count);
-    }
-    throw_if_error(setup_.adam->step(hp, state_.step + 1, static_cast<float>(grad_multiplier), buffers));
-    if (out16.sink != nullptr) {  // fp32 compute weights: the master's new values
-      if (compact) {
-        std::memcpy(window.data_ptr(), static_cast<const std::byte*>(setup_.compact.hi.const_data_ptr()) + begin * 2,
-                    window.nbytes());
-      } else if (!out16.sixteen_bit) {
-        std::memcpy(window.data_ptr(), buffers.params.data(), window.nbytes());
-      }
-      pending_.push_back(out16.sink->send(begin, count));
-      return;
-    }
-    if (out16.in_place) return;
-    const at::Tensor& source = compact ? setup_.compact.hi : out16.sixteen_bit ? setup_.params16 : setup_.master;
-    const void* src = static_cast<const std::byte*>(source.const_data_ptr()) + begin * source.element_size();
-    at::Tensor dst = compute_partition.narrow(0, begin, count);
-    if (dst.is_cpu()) {
-      std::memcpy(dst.data_ptr(), src, dst.nbytes());
-    } else {
-      pending_.push_back({begin, count, setup_.copies->to_device(dst, src)});
-    }
+  StateSpans acquire(size_t, const StepPiece& piece) override {
+    const int64_t begin = piece.begin, count = piece.count;
+    return {.master = setup_.master.defined() ? setup_.master.data_ptr<float>() + begin : nullptr,
+            .residual = setup_.residual.defined() ? static_cast<int16_t*>(setup_.residual.data_ptr()) + begin : nullptr,
+            .exp_avg = moment_elements(setup_.exp_avg, begin, count),
+            .exp_avg_sq = moment_elements(setup_.exp_avg_sq, begin, count),
+            .exp_avg_scales = moment_scales(setup_.exp_avg_scales, begin, count),
+            .exp_avg_sq_scales = moment_scales(setup_.exp_avg_sq_scales, begin, count)};
   }
+  void release(size_t, const StepPiece&, std::shared_ptr<CopyDone>) override {}
+  void finish() override {}
 
   // Whether a state is held in another form than its checkpoint's: the compact master (0), 8-bit
   // moments (1, 2).
@@ -309,11 +254,10 @@ class CpuOffloadAdam final : public PartitionOptimizer {
   static constexpr int64_t kConvertPiece = int64_t{1} << 22;
 
   CpuOffloadAdamSetup setup_;
+  OffloadedStep step_;
   int64_t numel_ = 0;
-  AdamPartitionState state_;      // step always; the tensors while materialised_ (or always, unconverted)
+  AdamPartitionState state_;  // step always; the tensors while materialised_ (or always, unconverted)
   bool materialised_ = false;
-  std::vector<PartitionWrite> pending_;  // the last step's copies to the device
-  double last_copy_seconds_ = 0.0;
 };
 
 }  // namespace

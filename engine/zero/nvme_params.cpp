@@ -16,11 +16,6 @@
 namespace tierzero::engine {
 namespace {
 
-constexpr uint64_t kAlign = SwapFiles::kRecordAlignment;
-
-uint64_t align_down(uint64_t bytes) { return bytes / kAlign * kAlign; }
-uint64_t align_up(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
 // A window's write to the swap files (staging buffer `buffer`'s write in flight), as a copy readers
 // order after: waiting is the host's. The window is written again only after this was waited for.
 class SwapWriteDone final : public CopyDone {
@@ -60,7 +55,8 @@ class DoneAlready final : public CopyDone {
 }  // namespace
 
 int64_t NvmeParams::read_buffer_bytes(int64_t buffer_numel, at::ScalarType dtype) {
-  return static_cast<int64_t>(align_up(static_cast<uint64_t>(buffer_numel) * c10::elementSize(dtype)) + 2 * kAlign);
+  return static_cast<int64_t>(SwapFiles::align_up(static_cast<uint64_t>(buffer_numel) * c10::elementSize(dtype)) +
+                              2 * SwapFiles::kRecordAlignment);
 }
 
 int64_t NvmeParams::window_bytes(int64_t record_numel, at::ScalarType dtype) {
@@ -224,13 +220,11 @@ ParamRead NvmeParams::start_read(std::vector<ParamReadPiece> pieces, uint64_t ta
     const int64_t k = piece.begin / record;
     const auto first = static_cast<uint64_t>((piece.begin - k * record) * element_bytes());
     const uint64_t end = first + static_cast<uint64_t>(piece.count * element_bytes());
-    const uint64_t aligned = align_down(first);
+    const int64_t record_numel = std::min(record, setup_.shard_numel - k * record);
+    const auto [aligned, read_end] =
+        SwapFiles::aligned_read(first, end, static_cast<uint64_t>(record_numel * element_bytes()));
     piece.buffer = static_cast<int>(next_buffer_);
     piece.skip = first - aligned;
-    // Whole 4096-byte blocks, but not past the record's last written byte (the file ends there after
-    // the last record).
-    const int64_t record_numel = std::min(record, setup_.shard_numel - k * record);
-    const uint64_t read_end = std::min(align_up(end), static_cast<uint64_t>(record_numel * element_bytes()));
     staging_->read_at(next_buffer_, k, aligned, read_end);
     read_bytes_ += read_end - aligned;
     next_buffer_ = (next_buffer_ + 1) % buffers_.size();
@@ -293,7 +287,7 @@ PartitionWrite NvmeParams::send(int64_t begin, int64_t count) {
     throw Error(internal_error("nvme parameters: send of a range that was not lent"));
   const int64_t k = begin / setup_.record_numel;
   const auto first = static_cast<uint64_t>((begin - k * setup_.record_numel) * element_bytes());
-  if (first % kAlign != 0)
+  if (first != SwapFiles::align_down(first))
     throw Error(internal_error("nvme parameters: a send " + std::to_string(first) +
                                " bytes into its record is not 4096-aligned"));
   const uint64_t bytes = static_cast<uint64_t>(count * element_bytes());

@@ -72,12 +72,11 @@ class HostTier {
 // waits on or the current stream is ordered after. For a CPU "device" a copy is a memcpy done at
 // once, so the same code runs, and is tested, on machines without a GPU.
 
-// A queued copy.
-class CopyDone {
+// A queued copy; as a ReaderFence (offload.h), the copy that still reads its host buffer.
+class CopyDone : public ReaderFence {
  public:
-  virtual ~CopyDone() = default;
   // Blocks the calling thread (any thread) until the copy has run: only its event, never the device.
-  virtual void wait_host() = 0;
+  void wait_host() override = 0;
   // Makes work queued on the device's current stream from now on start after the copy; the host
   // does not block.
   virtual void order_current_stream() = 0;

@@ -7,18 +7,20 @@
 // and 8-bit moments with their block scales), and pass through `buffer_count` pinned host buffers.
 // With records_in_memory = N (placement by budget) the first N records live in a pinned block
 // instead: stepped there first, front to back, never read or written, and the swap files hold only
-// records N.. (the passes below run over those). A step walks the sub-groups in order: sub-group
-// k+1's record is read ahead (pipeline_read) while cpu_adam steps k — the same kernel, gradients
-// and 16-bit output as the CPU-offloaded optimizer (cpu_offload_adam.cpp), so the weights are the
-// same bit for bit — and k-1's is written behind (pipeline_write). Without the pipeline flags each
-// read and write completes around its sub-group. Sub-group k always uses buffer k mod buffer_count,
-// and a read into a buffer waits for the write that last left it, so any buffer_count >= 1 is
-// correct; read-ahead needs 2, full overlap 3. Passes alternate direction: a pass's last
-// buffer_count sub-groups stay in their buffers, unwritten, and the next pass starts on them, so a
-// step moves (groups - buffer_count) records each way instead of every record (with buffer_count >=
-// groups, nothing after the first step). A back-to-front pass publishes the partition at its end,
-// a front-to-back one each sub-group as it finishes. The kept records are written before a save or
-// state() reads the files.
+// records N.. (the passes below run over those). The records live in offload/'s RecordCache (the
+// pinned block and the buffers behind one interface) and the byte layout of a record is
+// record_layout.h's; the step is the CPU-offloaded optimizer's own loop (offloaded_step.h: the same
+// kernel, gradients and 16-bit output as cpu_offload_adam.cpp, so the weights are the same bit for
+// bit) over the records. A step walks the sub-groups in order: sub-group k+1's record is read ahead
+// (pipeline_read) while cpu_adam steps k, and k-1's is written behind (pipeline_write). Without the
+// pipeline flags each read and write completes around its sub-group. Streamed sub-group k always
+// uses buffer (k - N) mod buffer_count, and a read into a buffer waits for the write that last left
+// it, so any buffer_count >= 1 is correct; read-ahead needs 2, full overlap 3. Passes alternate
+// direction: a pass's last buffer_count sub-groups stay in their buffers, unwritten, and the next
+// pass starts on them, so a step moves (groups - buffer_count) records each way instead of every
+// record (with buffer_count >= groups, nothing after the first step). A back-to-front pass publishes
+// the partition at its end, a front-to-back one each sub-group as it finishes. The kept records are
+// written before a save or state() reads the files.
 //
 // Checkpoints stream (PartitionOptimizer::state_reader / load_state): a save reads one state's part
 // of one sub-group's record at a time (from the part's start rounded down to 4096 bytes) into the

@@ -1,0 +1,111 @@
+// The offloaded optimizers' one sub-group loop: cpu_adam over the partition a piece at a time,
+// wherever the state lives (a StateStore: tensors in the pinned host tier, cpu_offload_adam.cpp, or
+// the records of offload/'s RecordCache, nvme_offload_adam.cpp). Each piece's new compute weights go
+// on their way as it finishes (into the host compute partition, to the device on a side stream, or
+// through the NVMe parameters' sink), it is announced to the reader following behind, and the
+// copies are timed at the step's end. Both optimizers' weights are therefore the same bit for bit.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cpu_adam/adam.h"
+#include "engine/zero/internal/host_elements.h"
+#include "engine/zero/internal/partition_optimizer.h"
+
+namespace tierzero::engine {
+
+// What cpu_adam steps for partition elements [begin, begin + count): the fp32 master, or a compact
+// master's int16 residual (its bf16 half is CompactState::hi); the moments and, 8-bit, their scales.
+struct StateSpans {
+  float* master = nullptr;
+  int16_t* residual = nullptr;
+  cpu_adam::Elements exp_avg, exp_avg_sq;
+  std::span<float> exp_avg_scales, exp_avg_sq_scales;
+};
+
+// A piece of the partition one step visits: elements [begin, begin + count); `publish`: announced to
+// the step's progress as it finishes (else with the whole partition at the step's end).
+struct StepPiece {
+  int64_t begin = 0;
+  int64_t count = 0;
+  bool publish = true;
+};
+
+// Where an offloaded optimizer's state lives, as the step visits it.
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  // The pieces of one step in the order they run; `inside_backward`: in the order the gradients
+  // become final in (last to first).
+  virtual std::vector<StepPiece> pieces(bool inside_backward) = 0;
+  // The state of `piece`, the i-th, ready to step (an NVMe record read). Throws tierzero::Error.
+  virtual StateSpans acquire(size_t i, const StepPiece& piece) = 0;
+  // `piece`, the i-th, stepped; `reader`: the copy to the device still reading its fp32 master, if any.
+  virtual void release(size_t i, const StepPiece& piece, std::shared_ptr<CopyDone> reader) = 0;
+  // After the last piece: every write the step queued waited for.
+  virtual void finish() = 0;
+};
+
+// What the loop needs of an offloaded optimizer's setup (CpuOffloadAdamSetup, NvmeOffloadAdamSetup).
+struct OffloadedStepSetup {
+  AdamConfig config;
+  const cpu_adam::CpuAdam* adam = nullptr;  // outlives the step
+  DeviceCopies* copies = nullptr;           // outlives the step
+  bool time_copies = false;
+  at::Tensor params16;
+  ComputeWeightsSink* sink = nullptr;
+  CompactState compact;
+  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
+  const char* who = "";  // "cpu optimizer": names the optimizer in errors
+  int64_t numel = 0;     // the partition's
+};
+
+// The loop's part of an optimizer's setup (CpuOffloadAdamSetup or NvmeOffloadAdamSetup, which name
+// these fields alike).
+template <typename Setup>
+OffloadedStepSetup offloaded_step_setup(const Setup& setup, const char* who, int64_t numel) {
+  return {.config = setup.config,
+          .adam = setup.adam,
+          .copies = setup.copies,
+          .time_copies = setup.time_copies,
+          .params16 = setup.params16,
+          .sink = setup.sink,
+          .compact = setup.compact,
+          .params16_rounding = setup.params16_rounding,
+          .who = who,
+          .numel = numel};
+}
+
+class OffloadedStep {
+ public:
+  explicit OffloadedStep(OffloadedStepSetup setup) : setup_(std::move(setup)) {}
+
+  // Waits for the last step's copies to the device (their sources are rewritten next) and forgets them.
+  void wait_copies();
+  // Step number `step` (1 first) over `store`'s pieces (PartitionOptimizer::step's other arguments); call
+  // wait_copies() first. Throws tierzero::Error.
+  void run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
+           const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final);
+
+  double last_copy_seconds() const { return last_copy_seconds_; }
+  // The last step's copies to the device.
+  const std::vector<PartitionWrite>& copies() const { return pending_; }
+
+ private:
+  // Adam on one piece, then its compute weights on their way; the copy still reading the master, if any.
+  std::shared_ptr<CopyDone> step_piece(const StepPiece& piece, const StateSpans& state, int64_t step,
+                                       const cpu_adam::AdamHyperParams& hp, const at::Tensor& host_grad,
+                                       const SixteenBitOutput& out16, double grad_multiplier,
+                                       const at::Tensor& compute_partition);
+
+  OffloadedStepSetup setup_;
+  std::vector<PartitionWrite> pending_;  // the last step's copies to the device
+  double last_copy_seconds_ = 0.0;
+};
+
+}  // namespace tierzero::engine

@@ -1,0 +1,188 @@
+// The record cache (offload.h): records in a pinned block or, direct-mapped, in the staging buffers
+// of a RecordStaging, with write-back, read-ahead and write-behind.
+#include <algorithm>
+#include <utility>
+
+#include "offload/offload.h"
+
+namespace tierzero::offload {
+
+Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::span<std::byte>>& buffers,
+                                                         std::span<std::byte> memory, RecordCacheOptions options) {
+  std::unique_ptr<RecordCache> cache(new RecordCache());
+  cache->bytes_ = std::move(options.record_bytes);
+  cache->memory_records_ = std::clamp<int64_t>(options.memory_records, 0, cache->records());
+  for (uint64_t bytes : cache->bytes_) cache->stride_ = std::max(cache->stride_, bytes);
+  cache->read_ahead_ = options.read_ahead;
+  cache->write_behind_ = options.write_behind;
+  cache->memory_ = memory;
+  cache->buffers_ = buffers;
+  cache->slots_.resize(buffers.size());
+  const int64_t on_files = cache->records() - cache->memory_records_;
+  if (memory.size() < static_cast<uint64_t>(cache->memory_records_) * cache->stride_)
+    return internal_error("record cache: the pinned block of the " + std::to_string(cache->memory_records_) +
+                          " records kept in memory is too small");
+  if (on_files > 0 && buffers.empty()) return internal_error("record cache: records on NVMe need a buffer");
+  for (const std::span<std::byte>& buffer : buffers)
+    if (buffer.size() < cache->stride_)
+      return internal_error("record cache: a buffer of " + std::to_string(buffer.size()) + " bytes is smaller than a " +
+                            std::to_string(cache->stride_) + "-byte record");
+  TZ_ASSIGN_OR_RETURN(cache->staging_, RecordStaging::create(buffers, {.paths = options.paths,
+                                                                       .io = options.io,
+                                                                       .rank = options.rank,
+                                                                       .records = on_files,
+                                                                       .record_bytes = cache->stride_,
+                                                                       .role = options.role,
+                                                                       .first_named = cache->memory_records_}));
+  return cache;
+}
+
+RecordCache::~RecordCache() = default;  // the staging waits for its transfers
+
+size_t RecordCache::buffer_of(int64_t record) const {
+  return static_cast<size_t>((record - memory_records_) % static_cast<int64_t>(slots_.size()));
+}
+
+bool RecordCache::holds(size_t b, int64_t record, uint64_t begin, uint64_t end) const {
+  const Slot& slot = slots_[b];
+  return slot.record == record && slot.begin <= begin && slot.end >= end;
+}
+
+// Makes buffer b free for `record`: its dirty record (another one) written, its transfers done, its
+// reader finished. Holds nothing afterwards unless it held `record` (then dirty stays as it was).
+Status RecordCache::claim(size_t b, int64_t record) {
+  Slot& slot = slots_[b];
+  if (slot.acquired)
+    return internal_error("record cache: record " + std::to_string(slot.record) + "'s buffer is taken for record " +
+                          std::to_string(record) + " before its release");
+  if (slot.dirty && slot.record != record) TZ_RETURN_IF_ERROR(write(b));  // evicted: written first
+  TZ_RETURN_IF_ERROR(staging_->wait_read(b));
+  TZ_RETURN_IF_ERROR(staging_->wait_write(b));
+  if (slot.reader) slot.reader->wait_host();
+  slot.reader = nullptr;
+  if (slot.record != record) slot = Slot{.record = record};
+  return Status();
+}
+
+Status RecordCache::write(size_t b) {
+  Slot& slot = slots_[b];
+  slot.dirty = false;
+  staging_->write(b, slot.record - memory_records_, slot.end);
+  written_bytes_ += slot.end;
+  return write_behind_ ? Status() : staging_->wait_write(b);
+}
+
+Status RecordCache::wait_read(size_t b) {
+  Status status = staging_->wait_read(b);
+  if (!status.ok()) slots_[b] = Slot{};  // its bytes are not the record's
+  return status;
+}
+
+Status RecordCache::prefetch(int64_t record) {
+  if (record < memory_records_) return Status();
+  const size_t b = buffer_of(record);
+  const uint64_t bytes = record_bytes(record);
+  if (holds(b, record, 0, bytes) && slots_[b].whole) return Status();
+  TZ_RETURN_IF_ERROR(claim(b, record));
+  staging_->read(b, record - memory_records_, 0, bytes);
+  read_bytes_ += bytes;
+  slots_[b] = Slot{.record = record, .begin = 0, .end = bytes, .whole = true};
+  return Status();
+}
+
+Status RecordCache::prefetch_range(int64_t record, uint64_t begin, uint64_t end) {
+  if (record < memory_records_) return Status();
+  const size_t b = buffer_of(record);
+  if (holds(b, record, begin, end)) return Status();
+  const uint64_t aligned = SwapFiles::align_down(begin);  // O_DIRECT
+  TZ_RETURN_IF_ERROR(claim(b, record));                   // a dirty record is whole: it held the range
+  staging_->read(b, record - memory_records_, aligned, end);
+  slots_[b] = Slot{.record = record, .begin = aligned, .end = end};
+  return Status();
+}
+
+Status RecordCache::prefetch_ahead(std::span<const int64_t> pass, size_t position) {
+  const auto buffers = static_cast<int64_t>(slots_.size());
+  const size_t depth = read_ahead_ && buffers >= 2 ? static_cast<size_t>(std::max<int64_t>(1, buffers - 2)) : 0;
+  for (size_t p = position; p < pass.size() && p <= position + depth; ++p) TZ_RETURN_IF_ERROR(prefetch(pass[p]));
+  return Status();
+}
+
+std::vector<int64_t> RecordCache::pass(Sweep sweep) const {
+  bool backward = sweep == Sweep::kBackToFront;
+  if (sweep == Sweep::kAlternate) {
+    int64_t lowest = records();
+    for (const Slot& slot : slots_)
+      if (slot.whole) lowest = std::min(lowest, slot.record);
+    backward = lowest < records() && lowest > memory_records_;
+  }
+  std::vector<int64_t> order;
+  for (int64_t r = memory_records_; r < records(); ++r) order.push_back(r);
+  if (backward) std::reverse(order.begin(), order.end());
+  return order;
+}
+
+Result<std::span<std::byte>> RecordCache::acquire(int64_t record, Access access) {
+  const uint64_t bytes = record_bytes(record);
+  if (record < memory_records_) return memory_.subspan(static_cast<size_t>(record) * stride_, bytes);
+  const size_t b = buffer_of(record);
+  if (access == Access::kOverwrite) {
+    TZ_RETURN_IF_ERROR(claim(b, record));
+    slots_[b] = Slot{.record = record, .begin = 0, .end = bytes, .whole = true, .dirty = slots_[b].dirty};
+  } else {
+    TZ_RETURN_IF_ERROR(prefetch(record));
+    TZ_RETURN_IF_ERROR(wait_read(b));
+    if (slots_[b].reader) slots_[b].reader->wait_host();  // the caller may change the bytes
+    slots_[b].reader = nullptr;
+  }
+  slots_[b].acquired = true;
+  return buffers_[b].subspan(0, bytes);
+}
+
+Result<std::span<const std::byte>> RecordCache::acquire_range(int64_t record, uint64_t begin, uint64_t end) {
+  if (record < memory_records_)
+    return std::span<const std::byte>(memory_.subspan(static_cast<size_t>(record) * stride_ + begin, end - begin));
+  const size_t b = buffer_of(record);
+  TZ_RETURN_IF_ERROR(prefetch_range(record, begin, end));
+  TZ_RETURN_IF_ERROR(wait_read(b));
+  slots_[b].acquired = true;
+  return std::span<const std::byte>(buffers_[b].subspan(begin, end - begin));
+}
+
+Status RecordCache::release(int64_t record, Release how, std::shared_ptr<ReaderFence> reader) {
+  if (record < memory_records_) return Status();
+  const size_t b = buffer_of(record);
+  Slot& slot = slots_[b];
+  if (slot.record != record || !slot.acquired)
+    return internal_error("record cache: record " + std::to_string(record) + " released but not acquired");
+  slot.acquired = false;
+  slot.reader = std::move(reader);
+  if (how == Release::kClean) return Status();
+  slot.dirty = true;
+  return how == Release::kWrite ? write(b) : Status();
+}
+
+Status RecordCache::flush() {
+  for (size_t b = 0; b < slots_.size(); ++b)
+    if (slots_[b].dirty) TZ_RETURN_IF_ERROR(write(b));
+  return wait_writes();
+}
+
+Status RecordCache::wait_writes() {
+  Status first;
+  for (size_t b = 0; b < slots_.size(); ++b) {
+    Status status = staging_->wait_write(b);
+    if (!status.ok()) slots_[b] = Slot{};
+    if (first.ok()) first = std::move(status);
+  }
+  return first;
+}
+
+void RecordCache::discard() {
+  for (Slot& slot : slots_) {
+    std::shared_ptr<ReaderFence> reader = std::move(slot.reader);  // still waited for before reuse
+    slot = Slot{.reader = std::move(reader)};
+  }
+}
+
+}  // namespace tierzero::offload

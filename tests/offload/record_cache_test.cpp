@@ -1,0 +1,232 @@
+// The record cache (offload/offload.h) against a reference model: a plain vector of each record's
+// bytes, changed alongside the cache. Records round-trip through real swap files; alternating
+// sweeps move the closed-form (file records - buffers) records each way; a dirty record evicted is
+// written first; read errors name the record; prefetches are in flight while the caller runs on;
+// a buffer is not reused before its reader is done.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "nvme/io_engine.h"
+#include "nvme/testing/fault_injection.h"
+#include "offload/offload.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
+
+namespace tierzero::offload {
+namespace {
+
+using test_support::ScratchDir;
+using Access = RecordCache::Access;
+using Release = RecordCache::Release;
+using Sweep = RecordCache::Sweep;
+
+constexpr SwapRole kTestSwap{"test", "test.nvme_path", "test record", "test state"};
+
+std::byte pattern(int64_t record, uint64_t i, int version) {
+  return static_cast<std::byte>((record * 131 + i * 7 + i / 251 + version * 29) & 0xff);
+}
+
+// A cache over `buffer_count` buffers and a pinned block of `memory_records`, records of `sizes`
+// bytes, with the reference contents the test keeps alongside.
+struct Fixture {
+  Fixture(std::vector<uint64_t> sizes, int64_t memory_records, int buffer_count, bool pipelined = false) {
+    uint64_t largest = 0;
+    for (uint64_t bytes : sizes) largest = std::max(largest, bytes);
+    for (int b = 0; b < buffer_count; ++b) {
+      memory.push_back(nvme::allocate_aligned(largest));
+      buffers.push_back({memory.back().get(), largest});
+    }
+    block.resize(static_cast<size_t>(memory_records) * largest);
+    for (uint64_t bytes : sizes) reference.emplace_back(bytes);
+    RecordCacheOptions options{.paths = {dir.path()},
+                               .io = {},
+                               .rank = 0,
+                               .role = kTestSwap,
+                               .record_bytes = std::move(sizes),
+                               .memory_records = memory_records,
+                               .read_ahead = pipelined,
+                               .write_behind = pipelined};
+    cache = value_or_throw(RecordCache::create(buffers, block, std::move(options)));
+  }
+
+  // Overwrites record r with version `version` of its pattern (cache and reference), released `how`.
+  void overwrite(int64_t r, int version, Release how) {
+    std::span<std::byte> bytes = value_or_throw(cache->acquire(r, Access::kOverwrite));
+    for (uint64_t i = 0; i < bytes.size(); ++i) bytes[i] = reference[r][i] = pattern(r, i, version);
+    throw_if_error(cache->release(r, how));
+  }
+
+  // Whether record r, read through the cache, equals the reference; released clean.
+  bool matches(int64_t r) {
+    std::span<std::byte> bytes = value_or_throw(cache->acquire(r, Access::kRead));
+    const bool same =
+        bytes.size() == reference[r].size() && std::memcmp(bytes.data(), reference[r].data(), bytes.size()) == 0;
+    throw_if_error(cache->release(r, Release::kClean));
+    return same;
+  }
+
+  ScratchDir dir;
+  std::vector<nvme::AlignedBuffer> memory;
+  std::vector<std::span<std::byte>> buffers;
+  std::vector<std::byte> block;
+  std::vector<std::vector<std::byte>> reference;
+  std::unique_ptr<RecordCache> cache;
+};
+
+TEST(RecordCache, RecordsRoundTripThroughTheFilesAndTheBlock) {
+  Fixture f({10000, 10000, 10000, 10000, 10000, 7000}, 2, 2);
+  EXPECT_TRUE(f.cache->has_files());
+  EXPECT_EQ(f.cache->file_bytes(), 4 * 12288u);  // records 2..5 only, each 4096-aligned
+  for (int64_t r = 0; r < 6; ++r) f.overwrite(r, 1, Release::kWrite);
+  EXPECT_EQ(f.cache->written_bytes(), 3 * 10000u + 7000u);  // the block's records are never written
+  for (int64_t r = 5; r >= 0; --r) EXPECT_TRUE(f.matches(r)) << r;
+  // A range lands at its place, read from the aligned start, and is not a whole record's traffic.
+  const uint64_t read = f.cache->read_bytes();
+  for (int64_t r : {4, 5, 1}) {
+    std::span<const std::byte> range = value_or_throw(f.cache->acquire_range(r, 5000, 6900));
+    ASSERT_EQ(range.size(), 1900u);
+    for (uint64_t i = 0; i < range.size(); ++i) ASSERT_EQ(range[i], f.reference[r][5000 + i]) << r << " byte " << i;
+    ASSERT_OK(f.cache->release(r, Release::kClean));
+  }
+  EXPECT_EQ(f.cache->read_bytes(), read);
+  EXPECT_TRUE(f.matches(4));  // its buffer held a range only: read again whole
+  EXPECT_EQ(f.cache->read_bytes(), read + 10000);
+}
+
+// Passes of kAlternate releasing their last `buffers` records dirty and the others written: after
+// the first, each moves (file records - buffers) records each way, and the contents stay the
+// reference's through every pass.
+TEST(RecordCache, AlternatingSweepsMoveOnlyTheRecordsTheBuffersDoNotHold) {
+  for (bool pipelined : {false, true}) {
+    for (int buffers : {1, 2, 3, 6, 8}) {
+      const int64_t records = 7, in_memory = 1, on_files = records - in_memory;
+      const uint64_t bytes = 8192;
+      Fixture f(std::vector<uint64_t>(records, bytes), in_memory, buffers, pipelined);
+      const int64_t kept = std::min<int64_t>(buffers, on_files);
+      for (int pass = 0; pass < 5; ++pass) {
+        const uint64_t read = f.cache->read_bytes(), written = f.cache->written_bytes();
+        const std::vector<int64_t> order = f.cache->pass(pass == 0 ? Sweep::kFrontToBack : Sweep::kAlternate);
+        ASSERT_EQ(order.size(), static_cast<size_t>(on_files));
+        if (pass > 0 && kept < on_files) {  // holding every record, passes run front to back
+          EXPECT_EQ(order.front() == records - 1, pass % 2 == 1) << "passes alternate";
+        }
+        for (size_t p = 0; p < order.size(); ++p) {
+          const int64_t r = order[p];
+          if (pass == 0) {  // the first contents: nothing to read
+            f.overwrite(r, 0, p + kept >= order.size() ? Release::kDirty : Release::kWrite);
+            continue;
+          }
+          ASSERT_OK(f.cache->prefetch_ahead(order, p));
+          std::span<std::byte> got = value_or_throw(f.cache->acquire(r, Access::kRead));
+          ASSERT_EQ(std::memcmp(got.data(), f.reference[r].data(), bytes), 0) << "record " << r << " pass " << pass;
+          for (uint64_t i = 0; i < bytes; ++i) got[i] = f.reference[r][i] = pattern(r, i, pass);
+          ASSERT_OK(f.cache->release(r, p + kept >= order.size() ? Release::kDirty : Release::kWrite));
+        }
+        ASSERT_OK(f.cache->wait_writes());
+        const uint64_t moved = static_cast<uint64_t>(on_files - kept) * bytes;
+        EXPECT_EQ(f.cache->written_bytes() - written, moved) << buffers << " buffers, pass " << pass;
+        EXPECT_EQ(f.cache->read_bytes() - read, pass == 0 ? 0 : moved) << buffers << " buffers, pass " << pass;
+      }
+      ASSERT_OK(f.cache->flush());
+      EXPECT_EQ(f.cache->written_bytes() % bytes, 0u);
+      f.cache->discard();  // the files alone now: every record read back from them
+      for (int64_t r = 0; r < records; ++r) EXPECT_TRUE(f.matches(r)) << r << " with " << buffers << " buffers";
+    }
+  }
+}
+
+TEST(RecordCache, EvictingADirtyRecordWritesItFirst) {
+  Fixture f({4096, 4096, 4096}, 0, 1);
+  f.overwrite(0, 1, Release::kDirty);
+  EXPECT_EQ(f.cache->written_bytes(), 0u);
+  f.overwrite(1, 1, Release::kDirty);  // takes record 0's buffer
+  EXPECT_EQ(f.cache->written_bytes(), 4096u);
+  ASSERT_OK(f.cache->prefetch(0));  // takes record 1's
+  EXPECT_EQ(f.cache->written_bytes(), 2 * 4096u);
+  EXPECT_TRUE(f.matches(0));
+  EXPECT_TRUE(f.matches(1));
+  EXPECT_EQ(f.cache->read_bytes(), 2 * 4096u);
+  // A buffer still acquired is never taken.
+  ASSERT_OK(f.cache->acquire(2, Access::kOverwrite));
+  EXPECT_ERROR(f.cache->prefetch(0), ErrorCode::kInternal, "record 2's buffer is taken for record 0");
+}
+
+TEST(RecordCache, ReadErrorNamesTheRecordAndTheBufferHoldsNothing) {
+  Fixture f({4096, 4096, 4096}, 1, 2);
+  f.overwrite(1, 1, Release::kWrite);
+  f.overwrite(2, 1, Release::kWrite);
+  f.cache->discard();
+  std::atomic<bool> broken = true;
+  {
+    nvme::testing::ScopedFaultInjector faults([&broken](const nvme::testing::PieceCompletion& piece, int64_t result) {
+      return broken && piece.op == nvme::Op::kRead ? -EIO : result;
+    });
+    Result<std::span<std::byte>> got = f.cache->acquire(2, Access::kRead);
+    EXPECT_ERROR(got, ErrorCode::kIo, "reading test record 2");
+    EXPECT_ERROR(got, ErrorCode::kIo, "offset 4096 of " + f.dir.path() + "/tierzero-test-r0.swap");
+    broken = false;
+    EXPECT_TRUE(f.matches(2));  // read again, not taken from the failed buffer
+  }
+}
+
+// A fence counting its waits.
+class CountingFence final : public ReaderFence {
+ public:
+  void wait_host() override { ++waits; }
+  int waits = 0;
+};
+
+TEST(RecordCache, ABufferWaitsForItsReaderBeforeReuse) {
+  Fixture f({4096, 4096}, 0, 1);
+  auto fence = std::make_shared<CountingFence>();
+  ASSERT_OK(f.cache->acquire(0, Access::kOverwrite));
+  ASSERT_OK(f.cache->release(0, Release::kWrite, fence));
+  EXPECT_EQ(fence->waits, 0);
+  ASSERT_OK(f.cache->prefetch(1));
+  EXPECT_EQ(fence->waits, 1);
+  ASSERT_OK(f.cache->prefetch(1));  // held already: nothing waited again
+  EXPECT_EQ(fence->waits, 1);
+}
+
+// The read a prefetch queues runs while the caller goes on: it is held back in the engine until
+// the test lets it go, after prefetch() returned; acquire() then waits for it.
+TEST(RecordCache, PrefetchedReadsAreInFlightWhileTheCallerRuns) {
+  Fixture f({4096, 4096, 4096, 4096}, 0, 4, true);
+  for (int64_t r = 0; r < 4; ++r) f.overwrite(r, 1, Release::kWrite);
+  ASSERT_OK(f.cache->wait_writes());
+  f.cache->discard();
+  std::mutex mutex;
+  std::condition_variable opened;
+  bool open = false;
+  std::atomic<int> completed = 0;
+  nvme::testing::ScopedFaultInjector faults([&](const nvme::testing::PieceCompletion& piece, int64_t result) {
+    if (piece.op != nvme::Op::kRead) return result;
+    std::unique_lock<std::mutex> lock(mutex);
+    opened.wait_for(lock, std::chrono::seconds(10), [&] { return open; });
+    ++completed;
+    return result;
+  });
+  const std::vector<int64_t> order = f.cache->pass(Sweep::kFrontToBack);
+  ASSERT_OK(f.cache->prefetch_ahead(order, 0));  // positions 0..2: read-ahead max(1, 4 - 2) deep
+  EXPECT_EQ(f.cache->read_bytes(), 3 * 4096u);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_EQ(completed.load(), 0);  // prefetch returned with the reads held in the engine
+    open = true;
+  }
+  opened.notify_all();
+  for (int64_t r = 0; r < 4; ++r) EXPECT_TRUE(f.matches(r)) << r;
+  EXPECT_EQ(f.cache->read_bytes(), 4 * 4096u);  // the prefetched three were not read again
+  EXPECT_GE(completed.load(), 4);
+}
+
+}  // namespace
+}  // namespace tierzero::offload
