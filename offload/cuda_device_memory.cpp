@@ -1,5 +1,4 @@
-// A CUDA device behind DeviceMemory: pinned arenas registered with it, its own non-blocking streams
-// for H2D and D2H copies, events for order.
+// A CUDA device behind DeviceMemory: pinned arenas registered with it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,43 +16,12 @@ Status cuda_status(cudaError_t err, const std::string& what) {
   return internal_error(what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
 
-class CudaEvent final : public DeviceEvent {
- public:
-  CudaEvent(int device, cudaEvent_t event, const cudaStream_t* lanes) : device_(device), event_(event), lanes_(lanes) {}
-  ~CudaEvent() override { cudaEventDestroy(event_); }
-
-  Status record(Lane lane) override {
-    cudaSetDevice(device_);
-    recorded_ = true;
-    return cuda_status(cudaEventRecord(event_, lanes_[static_cast<int>(lane)]), "cudaEventRecord");
-  }
-  Status wait() override {
-    if (!recorded_) return {};
-    return cuda_status(cudaEventSynchronize(event_), "cudaEventSynchronize");
-  }
-
- private:
-  int device_;
-  cudaEvent_t event_;
-  const cudaStream_t* lanes_;
-  bool recorded_ = false;
-};
-
 class CudaDeviceMemory final : public DeviceMemory {
  public:
   explicit CudaDeviceMemory(int device) : device_(device) {}
-  ~CudaDeviceMemory() override {
-    cudaSetDevice(device_);
-    for (cudaStream_t s : lanes_) {
-      if (s) cudaStreamDestroy(s);
-    }
-  }
 
   Status init() {
     TZ_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")"));
-    for (cudaStream_t& s : lanes_) {
-      TZ_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
-    }
     cudaDeviceProp prop{};
     TZ_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties"));
     int runtime = 0;
@@ -94,22 +62,8 @@ class CudaDeviceMemory final : public DeviceMemory {
     nvme::AlignedFree{}(ptr);
   }
 
-  Status copy_async(Lane lane, void* dst, const void* src, uint64_t bytes) override {
-    cudaSetDevice(device_);
-    const cudaMemcpyKind kind = lane == Lane::kH2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-    return cuda_status(cudaMemcpyAsync(dst, src, bytes, kind, lanes_[static_cast<int>(lane)]), "cudaMemcpyAsync");
-  }
-  Result<std::unique_ptr<DeviceEvent>> create_event() override {
-    cudaSetDevice(device_);
-    cudaEvent_t e = nullptr;
-    // Blocking sync: a waiting thread sleeps instead of spinning a core.
-    TZ_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&e, cudaEventBlockingSync), "cudaEventCreate"));
-    return std::unique_ptr<DeviceEvent>(std::make_unique<CudaEvent>(device_, e, lanes_));
-  }
-
  private:
   int device_;
-  cudaStream_t lanes_[2] = {nullptr, nullptr};
   std::string description_;
 };
 

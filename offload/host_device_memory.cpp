@@ -1,5 +1,5 @@
 // Host memory behind DeviceMemory, for machines without a GPU: pinned arenas are mapped (and
-// mlock'ed on request) host memory, and copies run when queued.
+// mlock'ed on request) host memory.
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -11,13 +11,6 @@
 
 namespace tierzero::offload {
 namespace {
-
-// Copies complete as they are queued, so every point of a lane is reached when recorded.
-class HostEvent final : public DeviceEvent {
- public:
-  Status record(Lane) override { return {}; }
-  Status wait() override { return {}; }
-};
 
 Result<void*> map_anonymous(uint64_t bytes, const char* what) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -55,14 +48,6 @@ class HostDeviceMemory final : public DeviceMemory {
   void free_pinned(void* ptr, uint64_t bytes) override {
     munlock(ptr, bytes);
     munmap(ptr, bytes);
-  }
-
-  Status copy_async(Lane, void* dst, const void* src, uint64_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return {};
-  }
-  Result<std::unique_ptr<DeviceEvent>> create_event() override {
-    return std::unique_ptr<DeviceEvent>(std::make_unique<HostEvent>());
   }
 
  private:

@@ -22,14 +22,17 @@
 //   in their buffers between passes), read-ahead, write-behind, O_DIRECT-aligned range reads, the
 //   alternating sweep, traffic counters, and reader fences waited for before a buffer is reused
 //   (the optimizer's sub-group pipeline runs on it).
-// - DeviceCopies (offload_torch.h, LibTorch, the stack's one CUDA-speaking file): copies between
-//   pinned memory and the GPU on side streams, ordered after the compute stream by events, never a
-//   device-wide sync; PendingWrites (offload_torch.h): those the compute stream has not been
-//   ordered after yet, ordered lazily just before a reader.
-// - CopyProbe (below): host <-> GPU copy measurements for `tierzero bench pcie`.
+// - DeviceCopies (offload_torch.h, LibTorch): the side-stream copies between host memory and the
+//   GPU (the offloaded step's gradients, new weights and parameter pieces, a LoRA run's frozen base
+//   units copied ahead), ordered after the compute stream by events, never a device-wide sync; the
+//   one copy path of the stack that speaks CUDA. PendingWrites (offload_torch.h): the copies the
+//   compute stream has not been ordered after yet, ordered lazily just before a reader.
+// - CopyProbe (offload_torch.h): `tierzero bench pcie`'s measurements of DeviceCopies against plain
+//   cudaMemcpy.
 //
-// tierzero_offload is torch-free (pool, swap files, staging, record cache, probe); tierzero_offload_torch adds
-// the pieces whose buffers are LibTorch tensors (host tier, device copies, pending writes).
+// tierzero_offload is torch-free (pool, swap files, staging, record cache); tierzero_offload_torch
+// adds the pieces whose buffers are LibTorch tensors (host tier, device copies, pending writes, copy
+// probe).
 #pragma once
 
 #include <algorithm>
@@ -410,35 +413,6 @@ class RecordCache {
   std::unique_ptr<RecordStaging> staging_;
   uint64_t read_bytes_ = 0;
   uint64_t written_bytes_ = 0;
-};
-
-// ---- Copy measurements for `tierzero bench pcie` -------------------------------------------------
-
-enum class CopyDirection : uint8_t { kH2D, kD2H, kDuplex };
-enum class HostMemoryKind : uint8_t { kPinned, kPageable };
-enum class CopyMethod : uint8_t {
-  kTierzero,    // chunked async copies on dedicated H2D/D2H streams, completion by events
-  kCudaMemcpy,  // the peer: plain cudaMemcpy of chunk_bytes, back to back (duplex: two threads)
-};
-
-struct CopyMeasurement {
-  uint64_t bytes = 0;  // bytes moved (duplex: both directions summed)
-  double seconds = 0;
-  bool verified = false;  // the destination equals the source, byte for byte
-};
-
-// Host and device buffers for timing copies between host and GPU.
-class CopyProbe {
- public:
-  // Allocates two pinned, two pageable and two device buffers of `bytes` each. kUnsupported with
-  // a clear message when no CUDA GPU is present (or the build has no CUDA).
-  static Result<std::unique_ptr<CopyProbe>> create(uint64_t bytes, int cuda_device = 0);
-  virtual ~CopyProbe() = default;
-  // "NVIDIA H200 (PCIe gen 5 x16), CUDA 13.0"
-  virtual std::string device_description() const = 0;
-  // Copies the whole buffer in `chunk_bytes` pieces `repeats` times; verifies the last pass.
-  virtual Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host, CopyMethod method,
-                                          uint64_t chunk_bytes, int repeats) = 0;
 };
 
 }  // namespace tierzero::offload

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <deque>
 
-#include "offload/offload.h"
+#include "offload/torch/offload_torch.h"
 
 namespace tierzero::tools {
 

@@ -1,13 +1,13 @@
-// `tierzero bench pcie`: host <-> GPU copy bandwidth of tierzero's transfer path (its own H2D and
-// D2H streams, events, pinned staging for pageable memory) against plain cudaMemcpy of the same
-// chunk size in the same run: pinned and pageable, H2D, D2H and duplex, over chunk sizes.
+// `tierzero bench pcie`: host <-> GPU copy bandwidth of the copy path training runs on (offload/'s
+// DeviceCopies: side streams ordered by events) against plain cudaMemcpy of the same chunk size in
+// the same run: pinned and pageable, H2D, D2H and duplex, over chunk sizes.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
 
 #include "common/common.h"
-#include "offload/offload.h"
+#include "offload/torch/offload_torch.h"
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
 
@@ -63,8 +63,9 @@ void run(const BenchPcieFlags& flags) {
   report.param("size",
                format_bytes(size) + " per pass, " + std::to_string(flags.repeat) + " timed passes after one warm-up");
   report.param("tierzero",
-               "async copies on tierzero's own H2D/D2H streams, one event per pass; pageable memory "
-               "staged through 3 pinned buffers per direction");
+               "DeviceCopies::to_device / to_host, the copies training makes, one per chunk on its H2D/D2H side "
+               "stream after an event of the current stream, the pass done at its last chunk's event; pageable "
+               "memory handed to the same calls");
   report.param("cudaMemcpy", "cudaMemcpyAsync + cudaStreamSynchronize per chunk (duplex: one thread per direction)");
   report.param("GB/s",
                "1e9 bytes / s; duplex counts both directions; vs_peak = tierzero / best cudaMemcpy of that "
@@ -144,7 +145,7 @@ void add_bench_pcie_command(CLI::App& bench) {
   auto flags = std::make_shared<BenchPcieFlags>();
   CLI::App* cmd = bench.add_subcommand(
       "pcie",
-      "Host <-> GPU copies: tierzero's transfer path vs cudaMemcpy, pinned/pageable, H2D/D2H/duplex, per chunk size");
+      "Host <-> GPU copies: training's copy path vs cudaMemcpy, pinned/pageable, H2D/D2H/duplex, per chunk size");
   cmd->add_option("--size", flags->size, "Bytes per pass and direction (default 1GiB)");
   cmd->add_option("--chunks", flags->chunks, "Comma-separated chunk sizes (default 1MiB,4MiB,8MiB,16MiB,64MiB)");
   cmd->add_option("--repeat", flags->repeat, "Timed passes per point (default 3)")->check(whole_number_in(1, 1000));

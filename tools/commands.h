@@ -20,7 +20,8 @@ void add_bench_adam_command(CLI::App& bench);
 void add_convert_command(CLI::App& app);
 // `tierzero checkpoint verify|inspect DIR`: check or describe a tierzero checkpoint.
 void add_checkpoint_command(CLI::App& app);
-// `tierzero bench pcie`: offload/ host <-> GPU copies vs cudaMemcpy (skips without a GPU).
+// `tierzero bench pcie`: training's host <-> GPU copies (DeviceCopies) vs cudaMemcpy (skips without a GPU); in
+// tierzero-torch (LibTorch).
 void add_bench_pcie_command(CLI::App& bench);
 // `tierzero bench tiers`: NVMe <-> GPU streaming through training's offload stack (swap files, pinned
 // staging, side-stream copies) vs min(NVMe, PCIe) bandwidth; in tierzero-torch (LibTorch).

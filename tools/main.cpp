@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Measure this machine: io, adam, pcie, tiers");
   bench->require_subcommand(1);
   tierzero::tools::add_bench_io_command(*bench);
-  tierzero::tools::add_bench_pcie_command(*bench);
 #ifdef TIERZERO_HAVE_BENCH_TIERS
+  tierzero::tools::add_bench_pcie_command(*bench);
   tierzero::tools::add_bench_tiers_command(*bench);
 #endif
   tierzero::tools::add_convert_command(app);

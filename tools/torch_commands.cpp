@@ -1,5 +1,5 @@
-// `train`, `generate`, `bench adam` and `bench tiers` in the LibTorch-free `tierzero`: listed in its help, run by the
-// tierzero-torch program installed beside it (exec, same arguments and environment).
+// `train`, `generate`, `bench adam`, `bench pcie` and `bench tiers` in the LibTorch-free `tierzero`: listed in its
+// help, run by the tierzero-torch program installed beside it (exec, same arguments and environment).
 #include <limits.h>
 #include <unistd.h>
 
@@ -26,7 +26,7 @@ std::string torch_program_path() {
 bool is_torch_command(int argc, char** argv) {
   if (argc > 1 && (std::strcmp(argv[1], "train") == 0 || std::strcmp(argv[1], "generate") == 0)) return true;
   return argc > 2 && std::strcmp(argv[1], "bench") == 0 &&
-         (std::strcmp(argv[2], "adam") == 0 || std::strcmp(argv[2], "tiers") == 0);
+         (std::strcmp(argv[2], "adam") == 0 || std::strcmp(argv[2], "pcie") == 0 || std::strcmp(argv[2], "tiers") == 0);
 }
 
 int run_torch_program(char** argv) {
@@ -42,6 +42,10 @@ int run_torch_program(char** argv) {
 
 void add_torch_command_stubs(CLI::App& app, CLI::App& bench) {
   bench.add_subcommand("adam", "cpu_adam Gparam/s vs STREAM bandwidth and PyTorch fused AdamW (tierzero-torch)")
+      ->allow_extras();
+  bench
+      .add_subcommand("pcie",
+                      "Host <-> GPU copies: training's copy path vs cudaMemcpy, per chunk size (tierzero-torch)")
       ->allow_extras();
   bench
       .add_subcommand("tiers",

@@ -380,4 +380,35 @@ std::string resolved_config_text(const DsConfig& config);
 // "optimizer AdamW lr 0.0003, betas (0.9, 0.999), eps 1e-08, weight decay 0 (...); lr schedule ...".
 std::string optimizer_summary(const DsConfig& config);
 
+// ---- The engine's settings ----------------------------------------------------------------------
+// What the ZeRO engine is asked to keep and where, torch-free: a ds_config's (engine_settings()), or
+// the options of an engine built without one (ZeroEngineOptions, engine/zero/zero_engine.h).
+// check_engine_settings() holds the engine's refusals: the trainer runs it on the ds_config's
+// settings as it makes the engine's options (engine/train's engine_options()), so a config the
+// engine cannot honour is refused before an engine is built, and ZeroEngine runs it on the options
+// it is given. (parse_ds_config() refuses what contradicts the config itself; what only this
+// engine cannot do, a DeepSpeed config may still ask for, e.g. for `convert`.)
+struct EngineSettings {
+  int stage = 0;                                 // zero_optimization.stage
+  ElementType compute = ElementType::kF32;       // the compute weights (bf16.enabled / fp16.enabled)
+  bool offload_optimizer = false;                // offload_optimizer.device "cpu" or "nvme"
+  bool state_on_nvme = false;                    // offload_optimizer.device "nvme"
+  bool offload_params = false;                   // offload_param.device "cpu" or "nvme"
+  bool params_on_nvme = false;                   // the parameter shard on NVMe (DsConfig::param_shard_on_nvme)
+  int grad_staging_buffers = 4;                  // offload_optimizer.buffer_count
+  int64_t sub_group_size = 1'000'000'000;        // zero_optimization.sub_group_size
+  ElementType state = ElementType::kF32;         // tierzero.optimizer_state_dtype (kI8: 8-bit blockwise)
+  bool compact_master = false;                   // tierzero.master_weights "compact"
+  ElementType offload_grad = ElementType::kF32;  // tierzero.offload_grad_dtype
+  bool params16_round_away = false;              // ZeroEngineOptions::params16_rounding kNearestAway (no key)
+  int64_t records_in_memory = 0;                 // tierzero.optimizer_records_in_memory (kOptimizerRecordsAuto)
+  uint64_t pinned_memory_limit = 0;              // tierzero.pinned_memory_limit
+};
+// The settings `config` asks of the engine (those engine/train's engine_options() hands it).
+EngineSettings engine_settings(const DsConfig& config);
+// Refuses settings the engine cannot honour: kInvalidArgument naming the key and the fix.
+// `partition_numel`: this rank's partition elements, 0 while not known (a ds_config alone; the int8
+// moments' sub-group check then waits for the engine, which knows it).
+Status check_engine_settings(const EngineSettings& settings, int64_t partition_numel = 0);
+
 }  // namespace tierzero::engine

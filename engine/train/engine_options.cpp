@@ -44,6 +44,7 @@ int checkpoint_compression_level(const DsConfig& config) {
 
 Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   TZ_RETURN_IF_ERROR(refuse_what_the_engine_cannot_do(config.zero));
+  TZ_RETURN_IF_ERROR(check_engine_settings(engine_settings(config)));
   ZeroEngineOptions options;
   PartitionOptions& partition = options.partition;
   partition.stage = config.zero.stage;

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "engine/config/ds_config.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/host_grad_pipeline.h"
@@ -185,66 +186,28 @@ int64_t optimizer_records_in_memory(const ZeroEngineOptions& options, const Part
   return n;
 }
 
-// The offloaded optimizer's state options a run cannot honour, refused before anything is allocated.
-void check_state_options(const ZeroEngineOptions& options, const PartitionSizes& sizes) {
-  const at::ScalarType state = options.optimizer_state_dtype;
-  if (state != at::kFloat && state != at::kBFloat16 && state != at::kChar)
-    throw Error(invalid_argument(std::string("tierzero.optimizer_state_dtype ") + c10::toString(state) +
-                                 " is not supported; use \"fp32\", \"bf16\" or \"int8\""));
-  if (state != at::kFloat && !options.offload_optimizer)
-    throw Error(invalid_argument(
-        std::string("tierzero.optimizer_state_dtype \"") + (state == at::kChar ? "int8" : "bf16") +
-        "\" needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" (the optimizer on the GPU keeps "
-        "fp32 state); offload the optimizer or use \"fp32\""));
-  if (state == at::kChar && sizes.partition_numel > options.sub_group_size &&
-      options.sub_group_size % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
-    throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(options.sub_group_size) +
-                                 " must be a multiple of " + std::to_string(cpu_adam::kMomentBlock) +
-                                 " with tierzero.optimizer_state_dtype \"int8\" (8-bit moments are scaled in blocks "
-                                 "of that many elements); round it to a multiple"));
-  if (options.master_layout == MasterLayout::kCompact) {
-    if (!options.offload_optimizer)
-      throw Error(invalid_argument(
-          "tierzero.master_weights \"compact\" needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" "
-          "(the optimizer on the GPU keeps an fp32 master); offload the optimizer or use tierzero.master_weights "
-          "\"fp32\""));
-    if (options.partition.compute_dtype != at::kBFloat16)
-      throw Error(invalid_argument(
-          std::string("tierzero.master_weights \"compact\" needs bf16 compute weights (its high half is the bf16 "
-                      "weights; this run computes in ") +
-          c10::toString(options.partition.compute_dtype) + "); enable bf16 or use tierzero.master_weights \"fp32\""));
-    if (params_on_nvme(options))
-      throw Error(invalid_argument(
-          "tierzero.master_weights \"compact\" with zero_optimization.offload_param.device \"nvme\" is not "
-          "supported (the master's high half would have to be read back from the parameter swap each step); use "
-          "offload_param \"cpu\" or tierzero.master_weights \"fp32\""));
-  }
-  if (options.offload_grad_dtype != at::kFloat && options.offload_grad_dtype != at::kBFloat16)
-    throw Error(invalid_argument(std::string("tierzero.offload_grad_dtype ") +
-                                 c10::toString(options.offload_grad_dtype) + " is not supported; use \"fp32\" or \"bf16\""));
-  if (options.offload_grad_dtype != at::kFloat && !options.offload_optimizer)
-    throw Error(invalid_argument(
-        "tierzero.offload_grad_dtype \"bf16\" needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" "
-        "(it is the offloaded optimizer's host gradient partition); offload the optimizer or use \"fp32\""));
-  if (options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway &&
-      (!options.offload_optimizer || options.partition.compute_dtype != at::kBFloat16))
-    throw Error(invalid_argument(
-        "ZeroEngineOptions::params16_rounding kNearestAway needs zero_optimization.offload_optimizer and bf16 compute "
-        "weights (it rounds the offloaded optimizer's bf16 weights); leave it kNearestEven"));
-  if (options.optimizer_records_in_memory != 0) {
-    if (!state_on_nvme(options))
-      throw Error(invalid_argument(
-          "tierzero.optimizer_records_in_memory needs zero_optimization.offload_optimizer.device \"nvme\" (it keeps "
-          "some of the NVMe state's sub-group records in pinned memory); remove it or put the state on NVMe"));
-    if (options.optimizer_records_in_memory < kRecordsByBudget)
-      throw Error(invalid_argument("tierzero.optimizer_records_in_memory=" +
-                                   std::to_string(options.optimizer_records_in_memory) +
-                                   " must be a record count >= 0, or \"auto\" (as many as the pinned budget holds)"));
-    if (options.optimizer_records_in_memory == kRecordsByBudget && options.pinned_memory_limit_bytes == 0)
-      throw Error(invalid_argument(
-          "tierzero.optimizer_records_in_memory \"auto\" sizes the records kept in memory by "
-          "tierzero.pinned_memory_limit, which is not set; set tierzero.pinned_memory_limit or give a record count"));
-  }
+// `options` as engine/config's settings, which check_engine_settings() checks (the options may be
+// set without a ds_config). kInvalidArgument naming `key` for a dtype tierzero has no name for.
+ElementType settings_type(at::ScalarType type, const char* key) {
+  if (const std::optional<ElementType> element = to_element_type(type)) return *element;
+  throw Error(invalid_argument(std::string(key) + " " + c10::toString(type) + " is not supported"));
+}
+EngineSettings settings_of(const ZeroEngineOptions& options) {
+  static_assert(kRecordsByBudget == kOptimizerRecordsAuto, "records_in_memory carries \"auto\" as is");
+  return {.stage = options.partition.stage,
+          .compute = settings_type(options.partition.compute_dtype, "PartitionOptions::compute_dtype"),
+          .offload_optimizer = options.offload_optimizer,
+          .state_on_nvme = state_on_nvme(options),
+          .offload_params = options.partition.offload_params,
+          .params_on_nvme = params_on_nvme(options),
+          .grad_staging_buffers = options.grad_staging_buffers,
+          .sub_group_size = options.sub_group_size,
+          .state = settings_type(options.optimizer_state_dtype, "tierzero.optimizer_state_dtype"),
+          .compact_master = compact_master(options),
+          .offload_grad = settings_type(options.offload_grad_dtype, "tierzero.offload_grad_dtype"),
+          .params16_round_away = options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway,
+          .records_in_memory = options.optimizer_records_in_memory,
+          .pinned_memory_limit = options.pinned_memory_limit_bytes};
 }
 
 // The compact layouts the options ask for; a compact master's high half is the bf16 weights the
@@ -310,20 +273,8 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, const std::map<std::string,
 ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const ZeroEngineOptions& options, Comm& comm)
     : model_(model), comm_(comm), options_(options) {
   throw_if_error(check_params(model, params));
-  if (options.partition.stage < 0 || options.partition.stage > 3)
-    throw Error(invalid_argument("zero_optimization.stage=" + std::to_string(options.partition.stage) +
-                                 " is not 0, 1, 2 or 3"));
-  if (options.partition.offload_params && options.partition.stage != 3)
-    throw Error(invalid_argument("offload_param needs zero_optimization.stage 3 (stage is " +
-                                 std::to_string(options.partition.stage) + "); set stage 3 or remove offload_param"));
-  if (params_on_nvme(options) && !options.offload_optimizer)
-    throw Error(invalid_argument(
-        "zero_optimization.offload_param.device \"nvme\" needs zero_optimization.offload_optimizer.device \"cpu\" or "
-        "\"nvme\" (the CPU optimizer writes the new weights to NVMe); offload the optimizer, or use offload_param "
-        "\"cpu\""));
-  if (options.offload_optimizer && options.grad_staging_buffers < 1)
-    throw Error(invalid_argument("grad_staging_buffers=" + std::to_string(options.grad_staging_buffers) +
-                                 " must be at least 1 (offload_optimizer.buffer_count)"));
+  // Refused before the device is touched; the check that needs the partition's size follows it.
+  throw_if_error(check_engine_settings(settings_of(options)));
   throw_if_error(limit_device_memory(comm.device(), options.gpu_memory_limit_bytes));
   options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
   // One rank reduces nothing, so a larger bucket only makes its gradients leave later: offloaded, a
@@ -335,7 +286,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                           std::max<int64_t>(1, static_cast<int64_t>(options.grad_staging_slot_bytes / sizeof(float))));
 
   const PartitionSizes sizes = partition_sizes(model, options_.partition, comm.world_size());
-  check_state_options(options_, sizes);
+  throw_if_error(check_engine_settings(settings_of(options_), sizes.partition_numel));
   if (params_on_nvme(options_)) {  // before the pinned buffers and the swap files are made
     const ParamNamesAndShapes table = param_names_and_shapes(model);
     throw_if_error(check_read_buffers(make_sharded_layout(table.names, table.shapes, comm.world_size()),

@@ -1,6 +1,7 @@
-// The small device interface behind which every CUDA call lives. Two implementations: CUDA
-// (cuda_device_memory.cpp, compiled against CUDA::cudart when TIERZERO_HAVE_CUDA) and host
-// memory (host_device_memory.cpp), chosen at run time by cudaGetDeviceCount.
+// The memory behind PinnedHostPool's arenas. Two implementations: CUDA (cuda_device_memory.cpp,
+// compiled against CUDA::cudart when TIERZERO_HAVE_CUDA: host memory registered with the GPU) and
+// host memory (host_device_memory.cpp), chosen at run time by cudaGetDeviceCount. Copies to and from
+// the GPU are DeviceCopies' (offload/torch/offload_torch.h), not this interface's.
 #pragma once
 
 #include <cstdint>
@@ -11,20 +12,6 @@
 #include "offload/offload.h"
 
 namespace tierzero::offload {
-
-// A copy engine queue: host-to-device and device-to-host copies each run on their own stream.
-enum class Lane : uint8_t { kH2D = 0, kD2H = 1 };
-
-// A point in a lane's queue (a CUDA event). Not shared between threads.
-class DeviceEvent {
- public:
-  virtual ~DeviceEvent() = default;
-  // Marks the point after everything queued on `lane` so far.
-  virtual Status record(Lane lane) = 0;
-  // Blocks the calling thread until the recorded point is reached (cudaEventSynchronize: only
-  // this event, never the whole device). Ok at once when never recorded.
-  virtual Status wait() = 0;
-};
 
 class DeviceMemory {
  public:
@@ -38,12 +25,6 @@ class DeviceMemory {
   // when `lock`).
   virtual Result<void*> allocate_pinned(uint64_t bytes, bool lock) = 0;
   virtual void free_pinned(void* ptr, uint64_t bytes) = 0;
-
-  // Queues a copy on `lane` (kH2D: host -> device, kD2H: device -> host). Host emulation copies
-  // at once.
-  virtual Status copy_async(Lane lane, void* dst, const void* src, uint64_t bytes) = 0;
-  // A new event for this device.
-  virtual Result<std::unique_ptr<DeviceEvent>> create_event() = 0;
 };
 
 // Returns the CUDA implementation when `choice` is kAuto, the build has CUDA and
@@ -51,7 +32,7 @@ class DeviceMemory {
 // description says why.
 Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, int cuda_device);
 
-// The host implementation (copies run when queued); `reason` is shown in its description.
+// The host implementation; `reason` is shown in its description.
 std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason);
 
 #ifdef TIERZERO_HAVE_CUDA
@@ -59,8 +40,6 @@ std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason);
 Result<int> cuda_device_count();
 // The CUDA implementation on `cuda_device`.
 Result<std::unique_ptr<DeviceMemory>> make_cuda_device_memory(int cuda_device);
-// CopyProbe::create on a machine with a GPU.
-Result<std::unique_ptr<CopyProbe>> make_cuda_copy_probe(uint64_t bytes, int cuda_device);
 #endif
 
 }  // namespace tierzero::offload

@@ -1,5 +1,6 @@
 #include "offload/torch/offload_torch.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Context.h>
 
 #include <chrono>
@@ -17,6 +18,24 @@
 
 namespace tierzero::offload {
 namespace {
+
+// One copy of `bytes` from `src` to `dst`.
+struct Span {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+
+// New tensors like `src` on `device`, allocated in its current stream's order, and the spans that
+// copy `src` into them.
+DeviceUpload new_like(const std::vector<const at::Tensor*>& src, at::Device device, std::vector<Span>& spans) {
+  DeviceUpload upload;
+  for (const at::Tensor* host : src) {
+    upload.tensors.push_back(at::empty_like(*host, host->options().device(device).pinned_memory(false)));
+    spans.push_back({upload.tensors.back().data_ptr(), host->const_data_ptr(), host->nbytes()});
+  }
+  return upload;
+}
 
 // A CPU "device": the copy ran when it was queued.
 class HostDone final : public CopyDone {
@@ -44,18 +63,24 @@ class HostCopies final : public DeviceCopies {
  public:
   explicit HostCopies(bool timing) : timing_(timing) {}
   std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) override {
-    return copy(dst, src.const_data_ptr(), src.nbytes());
+    return copy({{dst, src.const_data_ptr(), src.nbytes()}});
   }
   std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
-    return copy(dst.data_ptr(), src, dst.nbytes());
+    return copy({{dst.data_ptr(), src, dst.nbytes()}});
+  }
+  DeviceUpload upload(const std::vector<const at::Tensor*>& src) override {
+    std::vector<Span> spans;
+    DeviceUpload upload = new_like(src, at::kCPU, spans);
+    upload.done = copy(spans);
+    return upload;
   }
   void after_device_copies(const std::function<void()>& enqueue) override { enqueue(); }
   std::unique_ptr<IdleGap> open_idle_gap() override { return std::make_unique<HostGap>(); }
 
  private:
-  std::unique_ptr<CopyDone> copy(void* dst, const void* src, size_t bytes) const {
+  std::unique_ptr<CopyDone> copy(const std::vector<Span>& spans) const {
     const auto start = std::chrono::steady_clock::now();
-    std::memcpy(dst, src, bytes);
+    for (const Span& span : spans) std::memcpy(span.dst, span.src, span.bytes);
     const double seconds =
         timing_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
     return std::make_unique<HostDone>(seconds);
@@ -109,11 +134,19 @@ class CudaCopies final : public DeviceCopies {
 
   std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) override {
     c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), d2h_);
-    return copy(d2h_, dst, src.const_data_ptr(), src.nbytes(), cudaMemcpyDeviceToHost);
+    return copy(d2h_, {{dst, src.const_data_ptr(), src.nbytes()}}, cudaMemcpyDeviceToHost);
   }
   std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
     c10::cuda::CUDACachingAllocator::recordStream(dst.storage().data_ptr(), h2d_);
-    return copy(h2d_, dst.data_ptr(), src, dst.nbytes(), cudaMemcpyHostToDevice);
+    return copy(h2d_, {{dst.data_ptr(), src, dst.nbytes()}}, cudaMemcpyHostToDevice);
+  }
+  DeviceUpload upload(const std::vector<const at::Tensor*>& src) override {
+    std::vector<Span> spans;
+    DeviceUpload upload = new_like(src, device_, spans);
+    for (const at::Tensor& tensor : upload.tensors)
+      c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), h2d_);
+    upload.done = copy(h2d_, spans, cudaMemcpyHostToDevice);
+    return upload;
   }
   void after_device_copies(const std::function<void()>& enqueue) override {
     c10::cuda::CUDAStreamGuard guard(h2d_);
@@ -125,7 +158,7 @@ class CudaCopies final : public DeviceCopies {
   }
 
  private:
-  std::unique_ptr<CopyDone> copy(const c10::cuda::CUDAStream& side, void* dst, const void* src, size_t bytes,
+  std::unique_ptr<CopyDone> copy(const c10::cuda::CUDAStream& side, const std::vector<Span>& spans,
                                  cudaMemcpyKind kind) {
     c10::cuda::CUDAGuard guard(device_);
     at::cuda::CUDAEvent ready;
@@ -136,7 +169,9 @@ class CudaCopies final : public DeviceCopies {
       start = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
       start->record(side);
     }
-    check_cuda(cudaMemcpyAsync(dst, src, bytes, kind, side.stream()), "cudaMemcpyAsync (offloaded step)");
+    for (const Span& span : spans)
+      check_cuda(cudaMemcpyAsync(span.dst, span.src, span.bytes, kind, side.stream()),
+                 "cudaMemcpyAsync (offloaded step)");
     at::cuda::CUDAEvent done(timing_ ? cudaEventDefault : cudaEventDisableTiming);
     done.record(side);
     return std::make_unique<CudaDone>(std::move(done), std::move(start));

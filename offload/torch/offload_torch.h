@@ -1,7 +1,8 @@
 // The pieces of offload/'s stack whose buffers are LibTorch tensors (tierzero_offload_torch; what
 // the whole stack is and how it fits: offload/offload.h): the pinned host tier the ZeRO step keeps its
-// buffers in, the copies between those buffers and the GPU on side streams, and the copies the
-// compute stream is ordered after only just before it reads what they wrote.
+// buffers in, the copies between host memory and the GPU on side streams, the copies the compute
+// stream is ordered after only just before it reads what they wrote, and bench pcie's measurement
+// of those copies.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -65,8 +66,9 @@ class HostTier {
 };
 
 // ---- Side-stream copies -------------------------------------------------------------------------
-// Copies between the compute device and pinned host memory on side streams: the one place of the
-// offloaded step that speaks CUDA (compiled with TIERZERO_OFFLOAD_CUDA). Each copy is ordered after
+// Copies between the compute device and pinned host memory on side streams: the offloaded step's
+// and a LoRA run's frozen base's, the stack's one copy path that speaks CUDA (compiled with
+// TIERZERO_OFFLOAD_CUDA), and the one `tierzero bench pcie` times. Each copy is ordered after
 // the work queued so far on LibTorch's current stream of the device, through an event (never the
 // legacy default stream, never a device-wide sync), and completes as a CopyDone that a host thread
 // waits on or the current stream is ordered after. For a CPU "device" a copy is a memcpy done at
@@ -97,6 +99,12 @@ class IdleGap {
   virtual double seconds() = 0;
 };
 
+// New device tensors and the copy that fills them (DeviceCopies::upload).
+struct DeviceUpload {
+  std::vector<at::Tensor> tensors;
+  std::unique_ptr<CopyDone> done;
+};
+
 class DeviceCopies {
  public:
   // Side streams on `device` (CUDA: one device-to-host and one host-to-device stream from
@@ -114,6 +122,13 @@ class DeviceCopies {
   // may still read dst's old contents). The device memory of `dst` is not reused by LibTorch's
   // allocator before the copy has run.
   virtual std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) = 0;
+  // Queues copies of `src` (contiguous host tensors, unchanged until the copies ran; pinned, so the
+  // host does not wait) into new device tensors of the same shapes and dtypes, allocated in the
+  // current stream's order, after the work queued so far on the current stream (which may still
+  // use the memory they get). Their memory is not reused by LibTorch's allocator before the copies
+  // have run, however soon they are dropped; order the current stream after `done` before work
+  // reads them.
+  virtual DeviceUpload upload(const std::vector<const at::Tensor*>& src) = 0;
   // Calls `enqueue` with the device's current stream set to the host-to-device side stream, so
   // what it queues (a collective over memory to_device() wrote) starts after the copies queued so
   // far without holding up the work on the real current stream. A CPU "device" just calls it.
@@ -161,6 +176,39 @@ class PendingWrites {
 
  private:
   std::vector<PartitionWrite> writes_;
+};
+
+// ---- Copy measurements for `tierzero bench pcie` -------------------------------------------------
+// Host <-> GPU copies timed two ways in one process: training's copy path (DeviceCopies) and plain
+// cudaMemcpy, the peer, over the same buffers and chunk sizes.
+
+enum class CopyDirection : uint8_t { kH2D, kD2H, kDuplex };
+enum class HostMemoryKind : uint8_t { kPinned, kPageable };
+enum class CopyMethod : uint8_t {
+  kTierzero,    // DeviceCopies::to_device / to_host chunk by chunk, the pass done at its last chunk's event
+  kCudaMemcpy,  // the peer: plain cudaMemcpy of chunk_bytes, back to back (duplex: two threads)
+};
+
+struct CopyMeasurement {
+  uint64_t bytes = 0;  // bytes moved (duplex: both directions summed)
+  double seconds = 0;
+  bool verified = false;  // the destination equals the source, byte for byte
+};
+
+// Host and device buffers for timing copies between host and GPU.
+class CopyProbe {
+ public:
+  // Allocates two pinned, two pageable and two device buffers of `bytes` each. kUnsupported with
+  // a clear message when no CUDA GPU is present (or the build has no CUDA); kInvalidArgument for a
+  // `cuda_device` that does not exist.
+  static Result<std::unique_ptr<CopyProbe>> create(uint64_t bytes, int cuda_device = 0);
+  virtual ~CopyProbe() = default;
+  // "NVIDIA H200 (device 0, 139.81 GiB, PCI 25), CUDA runtime 13.0"
+  virtual std::string device_description() const = 0;
+  // Copies the whole buffer in `chunk_bytes` pieces `repeats` times after one warm-up pass, timed
+  // by the host clock; verifies the last pass.
+  virtual Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host, CopyMethod method,
+                                          uint64_t chunk_bytes, int repeats) = 0;
 };
 
 }  // namespace tierzero::offload

@@ -12,7 +12,8 @@
 namespace tierzero::engine::trainer {
 
 // The engine options `config` asks for. kUnsupported naming the key and the fix for what the engine
-// cannot honour (NVMe offload, partial optimizer offload).
+// cannot honour (NVMe offload, partial optimizer offload); check_engine_settings' kInvalidArgument
+// (ds_config.h) for settings it refuses, before an engine is built.
 Result<ZeroEngineOptions> engine_options(const DsConfig& config);
 
 // The zstd level checkpoints are saved with: 0 (sections raw) unless tierzero.checkpoint.compression

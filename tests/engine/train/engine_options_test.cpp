@@ -127,6 +127,15 @@ TEST(EngineOptions, RefuseWhatTheEngineCannotDo) {
   }
 }
 
+// A state option the engine cannot honour is refused with the engine's message (engine/config's
+// check_engine_settings) as the options are made, before an engine is built.
+TEST(EngineOptions, RefuseAStateTheEngineCannotKeepBeforeAnEngineIsBuilt) {
+  EXPECT_ERROR(engine_options(parse(R"({"train_batch_size": 1, "bf16": {"enabled": true},
+                   "zero_optimization": {"stage": 2}, "tierzero": {"optimizer_state_dtype": "bf16"}})")),
+               ErrorCode::kInvalidArgument,
+               "tierzero.optimizer_state_dtype \"bf16\" needs zero_optimization.offload_optimizer.device");
+}
+
 TEST(EngineOptions, CompressionLevelOnlyWithZstd) {
   EXPECT_EQ(checkpoint_compression_level(parse(R"({"train_batch_size": 1, "tierzero": {"checkpoint":
       {"level": 9}}})")),

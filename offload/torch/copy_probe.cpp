@@ -1,0 +1,184 @@
+// CopyProbe (offload_torch.h): host <-> GPU copies timed two ways in one process, training's path
+// (DeviceCopies) and plain cudaMemcpy, chunk by chunk.
+#include "offload/torch/offload_torch.h"
+
+#ifdef TIERZERO_OFFLOAD_CUDA
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "offload/internal/device_memory.h"
+#endif
+
+namespace tierzero::offload {
+
+#ifdef TIERZERO_OFFLOAD_CUDA
+namespace {
+
+Status check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return {};
+  return internal_error(std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+void fill_pattern(std::byte* p, uint64_t bytes, uint64_t seed) {
+  for (uint64_t i = 0; i + 8 <= bytes; i += 8) {
+    const uint64_t v = (i / 8) * 0x9E3779B97F4A7C15ull ^ seed;
+    std::memcpy(p + i, &v, 8);
+  }
+}
+
+std::byte* bytes_of(const at::Tensor& t) { return static_cast<std::byte*>(t.data_ptr()); }
+
+class CudaCopyProbe final : public CopyProbe {
+ public:
+  CudaCopyProbe(uint64_t bytes, at::Device device, std::string description)
+      : bytes_(bytes), device_(device), description_(std::move(description)) {}
+  ~CudaCopyProbe() override {
+    for (cudaStream_t s : baseline_streams_) cudaStreamDestroy(s);
+  }
+
+  void init() {
+    c10::cuda::CUDAGuard guard(device_);
+    copies_ = DeviceCopies::create(device_, /*timing=*/false);
+    const at::TensorOptions options = at::TensorOptions().dtype(at::kByte);
+    const auto n = static_cast<int64_t>(bytes_);
+    dev_in_ = at::zeros({n}, options.device(device_));
+    dev_out_ = at::empty({n}, options.device(device_));
+    pinned_src_ = at::empty({n}, options.pinned_memory(true));
+    pinned_dst_ = at::zeros({n}, options.pinned_memory(true));
+    pageable_src_ = at::empty({n}, options);
+    pageable_dst_ = at::zeros({n}, options);
+    fill_pattern(bytes_of(pinned_src_), bytes_, 0x5eed);
+    pageable_src_.copy_(pinned_src_);
+    dev_out_.copy_(pinned_src_);
+    for (cudaStream_t& s : baseline_streams_)
+      throw_if_error(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  }
+
+  std::string device_description() const override { return description_; }
+
+  Result<CopyMeasurement> measure(CopyDirection direction, HostMemoryKind host, CopyMethod method, uint64_t chunk_bytes,
+                                  int repeats) override {
+    if (chunk_bytes == 0 || repeats < 1) return invalid_argument("chunk_bytes and repeats must be positive");
+    try {
+      c10::cuda::CUDAGuard guard(device_);
+      pass(direction, host, method, chunk_bytes);  // warm-up
+      clear_destinations(direction, host);
+      const auto start = std::chrono::steady_clock::now();
+      for (int r = 0; r < repeats; ++r) pass(direction, host, method, chunk_bytes);
+      CopyMeasurement m;
+      m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      m.bytes = bytes_ * repeats * (direction == CopyDirection::kDuplex ? 2 : 1);
+      m.verified = verified(direction, host);
+      return m;
+    } catch (const Error& e) {
+      return e.status();
+    } catch (const std::exception& e) {  // LibTorch's errors (c10::Error)
+      return internal_error(std::string("bench pcie: ") + e.what());
+    }
+  }
+
+ private:
+  const at::Tensor& host_src(HostMemoryKind host) const {
+    return host == HostMemoryKind::kPinned ? pinned_src_ : pageable_src_;
+  }
+  const at::Tensor& host_dst(HostMemoryKind host) const {
+    return host == HostMemoryKind::kPinned ? pinned_dst_ : pageable_dst_;
+  }
+
+  void clear_destinations(CopyDirection direction, HostMemoryKind host) {
+    if (direction != CopyDirection::kD2H) dev_in_.zero_();
+    if (direction != CopyDirection::kH2D) std::memset(bytes_of(host_dst(host)), 0, bytes_);
+    throw_if_error(check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (outside the timed region)"));
+  }
+
+  bool verified(CopyDirection direction, HostMemoryKind host) const {
+    bool ok = true;
+    if (direction != CopyDirection::kD2H) ok = ok && at::equal(dev_in_.cpu(), pinned_src_);
+    if (direction != CopyDirection::kH2D)
+      ok = ok && std::memcmp(bytes_of(host_dst(host)), bytes_of(pinned_src_), bytes_) == 0;
+    return ok;
+  }
+
+  void pass(CopyDirection direction, HostMemoryKind host, CopyMethod method, uint64_t chunk) {
+    if (direction != CopyDirection::kDuplex) return one_way(direction == CopyDirection::kH2D, host, method, chunk);
+    std::exception_ptr failed[2];  // d2h, h2d: each thread's, rethrown once both are done
+    auto run = [&](bool h2d) {
+      try {
+        c10::cuda::CUDAGuard guard(device_);
+        one_way(h2d, host, method, chunk);
+      } catch (...) {
+        failed[h2d ? 1 : 0] = std::current_exception();
+      }
+    };
+    std::thread d2h(run, false);
+    run(true);
+    d2h.join();
+    for (const std::exception_ptr& failure : failed)
+      if (failure) std::rethrow_exception(failure);
+  }
+
+  // One direction over the whole buffer, `chunk` bytes a copy.
+  void one_way(bool h2d, HostMemoryKind host, CopyMethod method, uint64_t chunk) {
+    std::byte* host_buf = bytes_of(h2d ? host_src(host) : host_dst(host));
+    const at::Tensor& dev = h2d ? dev_in_ : dev_out_;
+    std::unique_ptr<CopyDone> last;
+    for (uint64_t off = 0; off < bytes_; off += chunk) {
+      const uint64_t n = std::min(chunk, bytes_ - off);
+      if (method == CopyMethod::kTierzero) {
+        const at::Tensor piece = dev.narrow(0, static_cast<int64_t>(off), static_cast<int64_t>(n));
+        last = h2d ? copies_->to_device(piece, host_buf + off) : copies_->to_host(host_buf + off, piece);
+        continue;
+      }
+      cudaStream_t stream = baseline_streams_[h2d ? 0 : 1];
+      std::byte* dev_at = bytes_of(dev) + off;
+      throw_if_error(check(h2d ? cudaMemcpyAsync(dev_at, host_buf + off, n, cudaMemcpyHostToDevice, stream)
+                               : cudaMemcpyAsync(host_buf + off, dev_at, n, cudaMemcpyDeviceToHost, stream),
+                           "cudaMemcpyAsync"));
+      throw_if_error(check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
+    }
+    if (last) last->wait_host();  // the side stream runs its copies in order
+  }
+
+  uint64_t bytes_;
+  at::Device device_;
+  std::string description_;
+  std::unique_ptr<DeviceCopies> copies_;
+  at::Tensor dev_in_;   // H2D destination
+  at::Tensor dev_out_;  // D2H source, holds the pattern
+  at::Tensor pinned_src_, pinned_dst_, pageable_src_, pageable_dst_;
+  cudaStream_t baseline_streams_[2] = {nullptr, nullptr};
+};
+
+}  // namespace
+#endif  // TIERZERO_OFFLOAD_CUDA
+
+Result<std::unique_ptr<CopyProbe>> CopyProbe::create(uint64_t bytes, int cuda_device) {
+#ifdef TIERZERO_OFFLOAD_CUDA
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceMemory> memory, make_device_memory(DeviceChoice::kAuto, cuda_device));
+  if (!memory->is_gpu()) return unsupported("no CUDA GPU: " + memory->description());
+  try {
+    auto probe = std::make_unique<CudaCopyProbe>(
+        bytes, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)), memory->description());
+    probe->init();
+    return std::unique_ptr<CopyProbe>(std::move(probe));
+  } catch (const Error& e) {
+    return e.status();
+  } catch (const std::exception& e) {  // LibTorch's errors (c10::Error: out of memory)
+    return resource_exhausted("bench pcie: cannot allocate its " + format_bytes(bytes) + " buffers: " + e.what() +
+                              "; lower --size");
+  }
+#else
+  (void)bytes;
+  (void)cuda_device;
+  return unsupported("this tierzero was built without CUDA (no nvcc at configure time)");
+#endif
+}
+
+}  // namespace tierzero::offload

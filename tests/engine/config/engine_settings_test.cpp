@@ -1,0 +1,74 @@
+// The ZeRO engine's refusals as engine/config holds them (check_engine_settings, ds_config.h): a
+// ds_config the engine cannot honour is refused from its settings alone, with the engine's own
+// message, no model read and no engine built; engine_settings() reads what the engine is asked for
+// from a config; the int8 moments' sub-group check applies once the partition is known to span
+// several sub-groups; the options that have no ds_config key are refused naming the option.
+#include <gtest/gtest.h>
+
+#include "engine/config/ds_config.h"
+#include "tests/support/status_matchers.h"
+
+namespace tierzero::engine {
+namespace {
+
+Result<DsConfig> parse(const char* json) { return parse_ds_config_text(json, ResolveHints{}); }
+
+TEST(EngineSettings, AStateTheEngineCannotKeepIsRefusedFromTheConfigAlone) {
+  // bf16 moments with the optimizer on the GPU: the config's own checks accept it, which the engine
+  // used to refuse only once it was being built.
+  ASSERT_OK_AND_ASSIGN(const DsConfig on_gpu, parse(R"({"train_batch_size": 1, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 2}, "tierzero": {"optimizer_state_dtype": "bf16"}})"));
+  EXPECT_ERROR(check_engine_settings(engine_settings(on_gpu)), ErrorCode::kInvalidArgument,
+               "tierzero.optimizer_state_dtype \"bf16\" needs zero_optimization.offload_optimizer.device \"cpu\" or "
+               "\"nvme\"");
+  ASSERT_OK_AND_ASSIGN(const DsConfig offloaded, parse(R"({"train_batch_size": 1, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"optimizer_state_dtype": "bf16"}})"));
+  EXPECT_OK(check_engine_settings(engine_settings(offloaded)));
+}
+
+TEST(EngineSettings, ReadsWhatTheConfigAsksOfTheEngine) {
+  ASSERT_OK_AND_ASSIGN(const DsConfig config, parse(R"({"train_batch_size": 1, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 3, "sub_group_size": 4096,
+                            "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp/a", "buffer_count": 3},
+                            "offload_param": {"device": "nvme", "nvme_path": "/tmp/b"}},
+      "tierzero": {"optimizer_state_dtype": "int8", "master_weights": "fp32", "offload_grad_dtype": "bf16",
+                   "optimizer_records_in_memory": "auto", "pinned_memory_limit": "1GB"}})"));
+  const EngineSettings s = engine_settings(config);
+  EXPECT_EQ(s.stage, 3);
+  EXPECT_EQ(s.compute, ElementType::kBF16);
+  EXPECT_TRUE(s.offload_optimizer && s.state_on_nvme && s.offload_params && s.params_on_nvme);
+  EXPECT_EQ(s.grad_staging_buffers, 3);
+  EXPECT_EQ(s.sub_group_size, 4096);
+  EXPECT_EQ(s.state, ElementType::kI8);
+  EXPECT_FALSE(s.compact_master);
+  EXPECT_EQ(s.offload_grad, ElementType::kBF16);
+  EXPECT_FALSE(s.params16_round_away);
+  EXPECT_EQ(s.records_in_memory, kOptimizerRecordsAuto);
+  EXPECT_EQ(s.pinned_memory_limit, 1'000'000'000u);
+  EXPECT_OK(check_engine_settings(s, 1 << 20));
+}
+
+TEST(EngineSettings, Int8SubGroupsMustBeWholeBlocksOnceThePartitionSpansSeveral) {
+  EngineSettings s{.stage = 2, .offload_optimizer = true, .sub_group_size = 3000, .state = ElementType::kI8};
+  EXPECT_OK(check_engine_settings(s)) << "partition not known yet";
+  EXPECT_OK(check_engine_settings(s, 3000)) << "one sub-group";
+  EXPECT_ERROR(check_engine_settings(s, 3001), ErrorCode::kInvalidArgument,
+               "zero_optimization.sub_group_size=3000 must be a multiple of 256");
+  s.sub_group_size = 2560;
+  EXPECT_OK(check_engine_settings(s, 1 << 20));
+}
+
+TEST(EngineSettings, OptionsWithoutAConfigKeyAreRefusedNamingTheOption) {
+  const EngineSettings away{
+      .stage = 2, .compute = ElementType::kF16, .offload_optimizer = true, .params16_round_away = true};
+  EXPECT_ERROR(check_engine_settings(away), ErrorCode::kInvalidArgument,
+               "ZeroEngineOptions::params16_rounding kNearestAway needs");
+  EXPECT_ERROR(check_engine_settings({.stage = 2, .offload_optimizer = true, .grad_staging_buffers = 0}),
+               ErrorCode::kInvalidArgument, "grad_staging_buffers=0 must be at least 1");
+  EXPECT_ERROR(check_engine_settings({.stage = 2, .offload_optimizer = true, .state = ElementType::kI16}),
+               ErrorCode::kInvalidArgument, "tierzero.optimizer_state_dtype i16 is not supported");
+}
+
+}  // namespace
+}  // namespace tierzero::engine
