@@ -112,6 +112,7 @@ enum class PinnedRole : uint8_t {
   kParamRecords,             // parameters on NVMe: the records kept in memory (offload_param.max_in_cpu)
   kParamShard,               // parameters offloaded to pinned host memory: the shard
   kFrozenWeight,             // a LoRA run's frozen base weight, pinned (one per parameter)
+  kFrozenStaging,            // a LoRA run's frozen base on NVMe: a staging half (two)
 };
 // "gradient staging", "optimizer swap buffer", ...: the role in errors and listings.
 const char* pinned_role_name(PinnedRole role);

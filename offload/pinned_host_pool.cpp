@@ -59,6 +59,7 @@ const char* pinned_role_name(PinnedRole role) {
     case PinnedRole::kParamRecords: return "parameters kept in host memory (offload_param.max_in_cpu)";
     case PinnedRole::kParamShard: return "parameter shard";
     case PinnedRole::kFrozenWeight: return "frozen base weight";
+    case PinnedRole::kFrozenStaging: return "frozen base staging half";
   }
   return "pinned buffer";
 }

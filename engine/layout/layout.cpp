@@ -142,6 +142,11 @@ FrozenDiskLayout frozen_disk_layout(const std::vector<std::vector<int64_t>>& uni
   return layout;
 }
 
+std::vector<PinnedBufferSpec> frozen_staging_buffers(const FrozenDiskLayout& layout) {
+  const uint64_t half = layout.chunks_per_half * layout.chunk_bytes;
+  return {{PinnedRole::kFrozenStaging, 0, half}, {PinnedRole::kFrozenStaging, 1, half}};
+}
+
 uint64_t frozen_swap_bytes(const FrozenDiskLayout& layout, size_t paths) {
   return SwapFiles::preallocated_bytes(paths, layout.records, layout.chunk_bytes);
 }

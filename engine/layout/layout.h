@@ -176,7 +176,7 @@ std::vector<offload::PinnedBufferSpec> frozen_pinned_buffers(const std::vector<i
 // On NVMe (offload_param "nvme"; engine/model's frozen_disk.h): each unit's weights back to back,
 // each at a multiple of kFrozenTensorAlignment, the unit rounded up to 4096; the swap files in
 // records of `chunk_bytes` (max_record_bytes rounded up to 4096, or the largest unit when smaller),
-// a unit in consecutive records; read through two pinned staging halves of the largest unit.
+// a unit in consecutive records; read through two staging halves of the largest unit.
 inline constexpr uint64_t kFrozenTensorAlignment = 64;
 inline constexpr uint64_t kFrozenMaxRecordBytes = 32ull << 20;
 struct FrozenDiskLayout {
@@ -186,13 +186,14 @@ struct FrozenDiskLayout {
   uint64_t chunk_bytes = 0;                    // a record's bytes
   int64_t records = 0;
   uint64_t chunks_per_half = 0;  // records of a staging half: the largest unit's
-  // Bytes of the two staging halves.
-  uint64_t staging_bytes() const { return 2 * chunks_per_half * chunk_bytes; }
 };
 // `units`: each unit's parameters' element counts, in the model's order (a parameter of two units in
 // both).
 FrozenDiskLayout frozen_disk_layout(const std::vector<std::vector<int64_t>>& units, int element_bytes,
                                     uint64_t max_record_bytes = kFrozenMaxRecordBytes);
+// The two staging halves (role kFrozenStaging), each the largest unit's records, in a pool of their
+// own checked against tierzero.pinned_memory_limit.
+std::vector<offload::PinnedBufferSpec> frozen_staging_buffers(const FrozenDiskLayout& layout);
 // Bytes the frozen base's swap files take over `paths` paths.
 uint64_t frozen_swap_bytes(const FrozenDiskLayout& layout, size_t paths);
 

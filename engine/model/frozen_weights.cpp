@@ -48,9 +48,10 @@ Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel
     std::vector<std::vector<ParamSpec>> units(model.num_units());
     for (size_t u = 0; u < units.size(); ++u) units[u] = model.unit_params(u);
     TZ_ASSIGN_OR_RETURN(frozen->disk_,
-                        FrozenDisk::create(units, dtype, placement, [&source](const ParamSpec& spec, at::Tensor& out) {
-                          return read_into(source, spec, out);
-                        }));
+                        FrozenDisk::create(
+                            units, dtype, placement,
+                            [&source](const ParamSpec& spec, at::Tensor& out) { return read_into(source, spec, out); },
+                            FrozenDisk::kMaxRecordBytes, device));
     frozen->bytes_ = frozen->disk_->bytes();
     return frozen;
   }
@@ -109,7 +110,10 @@ int64_t FrozenWeights::pinned_bytes() const {
   return pool_ != nullptr ? pool_->pinned_bytes() : 0;
 }
 
-int64_t FrozenWeights::pool_bytes() const { return pool_ != nullptr ? pool_->bytes() : 0; }
+int64_t FrozenWeights::pool_bytes() const {
+  if (disk_ != nullptr) return disk_->staging_pool_bytes();
+  return pool_ != nullptr ? pool_->bytes() : 0;
+}
 
 int64_t FrozenWeights::nvme_bytes() const { return disk_ != nullptr ? static_cast<int64_t>(disk_->file_bytes()) : 0; }
 

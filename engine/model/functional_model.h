@@ -247,7 +247,7 @@ struct FrozenPlacement {
   std::vector<std::string> nvme_paths;
   nvme::IoConfig io;
   int rank = 0;
-  uint64_t pinned_limit_bytes = 0;  // kPinnedHost: tierzero.pinned_memory_limit (0 = none), which the pool must fit
+  uint64_t pinned_limit_bytes = 0;  // tierzero.pinned_memory_limit (0 = none), which the base's pool must fit
 };
 
 class LoraModel : public FunctionalModel {
@@ -286,8 +286,8 @@ class LoraModel : public FunctionalModel {
   // a GPU pins them), and bytes its swap files take on NVMe (kNvme; else 0).
   int64_t frozen_pinned_bytes() const;
   int64_t frozen_nvme_bytes() const;
-  // Bytes of the base's pool when kPinnedHost (pinned or, without a GPU, plain host memory; its share
-  // of tierzero.pinned_memory_limit), else 0.
+  // Bytes of the base's pool (pinned or, without a GPU, plain host memory; its share of
+  // tierzero.pinned_memory_limit): the weights when kPinnedHost, the staging halves when kNvme; else 0.
   int64_t frozen_pool_bytes() const;
   // Bytes the base read from NVMe since the last call (0 unless kNvme).
   uint64_t take_frozen_read_bytes() const;

@@ -159,9 +159,13 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
   const HostShape& h = s.host;
   const ZeroConfig& zero = config.zero;
   const int e = s.compute_bytes;
-  std::vector<PinnedBufferSpec> frozen;
-  if (s.lora && !s.frozen_nvme && zero.offload_param.device != OffloadDevice::kNone && zero.offload_param.pin_memory)
+  std::vector<PinnedBufferSpec> frozen;  // the base's pool: its weights pinned, or its NVMe staging halves
+  const FrozenDiskLayout disk = s.lora && s.frozen_nvme ? frozen_disk_layout(s.frozen_unit_numels, e) : FrozenDiskLayout{};
+  if (s.lora && s.frozen_nvme) {
+    frozen = frozen_staging_buffers(disk);
+  } else if (s.lora && zero.offload_param.device != OffloadDevice::kNone && zero.offload_param.pin_memory) {
     frozen = frozen_pinned_buffers(s.frozen_param_numels, e);
+  }
   const uint64_t frozen_pool = frozen.empty() ? 0 : offload::pinned_capacity(frozen);
   const int64_t requested = config.tierzero.optimizer_records_in_memory == kOptimizerRecordsAuto
                                 ? kRecordsInMemoryByBudget
@@ -217,7 +221,10 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
     pin("parameter shard", {PinnedRole::kParamShard},
         std::to_string(e) + " B x " + count_text(static_cast<double>(s.partition)));
   }
-  if (!frozen.empty())
+  if (s.lora && s.frozen_nvme)
+    out.add(Tier::kPinned, "frozen base: NVMe staging, 2 units", Phase::kResident,
+            static_cast<double>(listed_bytes(frozen)), "2 x the largest unit, in whole records (a pool of its own)");
+  else if (!frozen.empty())
     out.add(Tier::kPinned, "frozen base weights (tierzero.lora)", Phase::kResident,
             static_cast<double>(listed_bytes(frozen)),
             std::to_string(e) + " B x " + count_text(static_cast<double>(s.frozen_parameters)) +
@@ -236,15 +243,11 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
     out.add(Tier::kNvme, "parameter shard", Phase::kResident, static_cast<double>(swap.params),
             std::to_string(std::max<int64_t>(1, records.count())) + " records x " + std::to_string(e) + " B x " +
                 count_text(static_cast<double>(records.group())) + " (each path's share rounded up to 4096)");
-  if (s.lora && s.frozen_nvme) {
-    const FrozenDiskLayout disk = frozen_disk_layout(s.frozen_unit_numels, e);
+  if (s.lora && s.frozen_nvme)
     out.add(Tier::kNvme, "frozen base weights (tierzero.lora)", Phase::kResident,
             static_cast<double>(frozen_swap_bytes(disk, zero.offload_param.nvme_paths.size())),
             std::to_string(disk.records) + " records of " + format_bytes(disk.chunk_bytes) +
                 " (each unit's weights 64-byte aligned, the unit rounded up to 4096)");
-    out.add(Tier::kPinned, "frozen base: NVMe staging, 2 units", Phase::kResident,
-            static_cast<double>(disk.staging_bytes()), "2 x the largest unit, in whole records");
-  }
 }
 
 void activations(Items& out, const ModelDims& m, const RunShape& s) {

@@ -36,6 +36,7 @@ FrozenPlacement frozen_placement(const DsConfig& config, int rank) {
   placement.nvme_paths = offload.nvme_paths;
   placement.io = config.aio;
   placement.rank = rank;
+  placement.pinned_limit_bytes = config.tierzero.pinned_memory_limit;
   return placement;
 }
 

@@ -43,7 +43,8 @@ class FrozenWeights {
   // swap files' bytes on NVMe.
   int64_t pinned_bytes() const;
   int64_t nvme_bytes() const;
-  // Bytes of the kPinnedHost pool (engine/layout's frozen_pinned_buffers), pinned or not; else 0.
+  // Bytes of the base's pool, pinned or not: the weights (kPinnedHost) or the NVMe staging halves
+  // (kNvme) as engine/layout lists them; else 0.
   int64_t pool_bytes() const;
   // Bytes read from NVMe since the last call.
   uint64_t take_nvme_read_bytes() const;
