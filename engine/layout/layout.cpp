@@ -40,6 +40,14 @@ int64_t landing_numel(int stage, int64_t partition, int64_t bucket, int world, i
   return std::min(partition, std::max(bucket, largest));
 }
 
+const char* step_in_backward_refusal(bool one_rank_stage3, bool params_nvme, double gradient_clipping, bool fp16) {
+  if (!one_rank_stage3) return "it needs one rank at stage 3";
+  if (params_nvme) return "the parameters on NVMe are read and written through the same buffers";
+  if (gradient_clipping > 0.0) return "gradient_clipping needs the whole gradient's norm before the first update";
+  if (fp16) return "fp16's overflow check needs the whole gradient before the first update";
+  return nullptr;
+}
+
 int64_t staging_slot_bytes(const HostShape& shape) {
   const int64_t landing_bytes = shape.landing * static_cast<int64_t>(sizeof(float));
   return std::max<int64_t>(8, std::min(landing_bytes, static_cast<int64_t>(shape.staging_slot_bytes)) / 8 * 8);

@@ -132,6 +132,12 @@ int64_t reduce_bucket_numel(int64_t requested, bool optimizer_offloaded, int wor
 // larger parameter (`largest`).
 int64_t landing_numel(int stage, int64_t partition, int64_t bucket, int world, int64_t slots, int64_t largest);
 
+// Why the offloaded optimizer cannot step inside the window's backward (engine/zero's
+// backward_step.h), or nullptr when it can: it needs one rank at stage 3 handing its landed
+// gradients over (`one_rank_stage3`), the parameters not on NVMe (they are read and written through
+// the same buffers), no gradient clipping and no fp16 (both need the whole gradient first).
+const char* step_in_backward_refusal(bool one_rank_stage3, bool params_nvme, double gradient_clipping, bool fp16);
+
 // Bytes of one gradient staging slot: the largest bucket landed in fp32 (a device accumulator lands
 // fp32 sums; 16-bit buckets are cut at the same elements), at most staging_slot_bytes (the pipeline
 // lands a larger bucket piece by piece), a multiple of 8 bytes, at least 8.

@@ -328,10 +328,10 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.window_bytes = s.window_possible ? window : 0.0;
   if (s.window_possible && fits(accumulator + window)) {
     s.forward_window = true;
-    // zero_engine.cpp step_in_backward_if_possible: the step followed, one rank, no clipping, no fp16,
-    // parameters not on NVMe.
-    s.steps_in_backward = s.follows_step && s.world == 1 && config.gradient_clipping == 0.0 && config.precision() != Precision::kFp16 &&
-                          !s.params_nvme;
+    // The step followed, and the engine's own test (engine/layout).
+    s.steps_in_backward = s.follows_step && state_layout::step_in_backward_refusal(
+                                                s.world == 1, s.params_nvme, config.gradient_clipping,
+                                                config.precision() == Precision::kFp16) == nullptr;
     if (!s.compute_on_cpu)
       out.add(Tier::kGpu, "window: other micro-batches' unit inputs, grads", Phase::kBackward, window,
               std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 2) + " x [" +

@@ -422,18 +422,12 @@ void ZeroEngine::choose_window_at_start() {
 }
 
 void ZeroEngine::step_in_backward_if_possible() {
-  std::string why_not;
-  if (!partitioner_->can_hand_over_grads()) {
-    why_not = "it needs one rank at stage 3";
-  } else if (params_on_nvme(options_)) {
-    why_not = "the parameters on NVMe are read and written through the same buffers";
-  } else if (options_.gradient_clipping > 0.0) {
-    why_not = "gradient_clipping needs the whole gradient's norm before the first update";
-  } else if (options_.partition.compute_dtype == at::kHalf) {
-    why_not = "fp16's overflow check needs the whole gradient before the first update";
-  }
-  if (!why_not.empty()) {
-    backward_step_choice_ = "after the backward, into the next forward (not inside the backward: " + why_not + ")";
+  const char* why_not = state_layout::step_in_backward_refusal(  // the planner decides with it too
+      partitioner_->can_hand_over_grads(), params_on_nvme(options_), options_.gradient_clipping,
+      options_.partition.compute_dtype == at::kHalf);
+  if (why_not != nullptr) {
+    backward_step_choice_ =
+        std::string("after the backward, into the next forward (not inside the backward: ") + why_not + ")";
     return;
   }
   backward_step_ = std::make_unique<BackwardStep>(model_, *partitioner_, *grad_pipeline_);
