@@ -9,7 +9,9 @@
 //   pinned arenas (huge pages registered with CUDA when a GPU is present, else host memory, mlock'ed
 //   on request), all allocated at creation so the whole budget is checked before the first buffer.
 // - HostTier (offload/torch/offload_torch.h, LibTorch): the step's pinned buffers (fp32 master, moments, gradient
-//   landing and staging slots, 16-bit weights, NVMe staging buffers), listed first, checked against
+//   landing and staging slots, 16-bit weights, NVMe staging buffers; a LoRA base's pinned weights in a
+//   tier of their own), listed first as PinnedBufferSpecs typed by role (below; engine/layout lists
+//   them, and `tierzero estimate` plans with the same list), checked against
 //   tierzero.pinned_memory_limit and allocated from one PinnedHostPool at once, as tensors.
 // - SwapFiles (below): state homed on NVMe in fixed-size records, one preallocated file per
 //   nvme_path per rank, every record striped over the paths (RAID-0 in equal shares, 4096-aligned
@@ -99,6 +101,43 @@ class PinnedHostPool {
   std::unique_ptr<Impl> impl_;
 };
 
+// ---- The pinned buffer list --------------------------------------------------------------------
+// What the offloaded step keeps in pinned memory, buffer by buffer, typed by role: listed by
+// engine/layout (the one place of its sizes, which `tierzero estimate` plans with too), allocated by
+// HostTier (offload_torch.h) and looked up there by role and index.
+enum class PinnedRole : uint8_t {
+  kOptimizerSwapBuffer,      // optimizer on NVMe: one sub-group record each (offload_optimizer.buffer_count)
+  kOptimizerRecords,         // optimizer on NVMe: the records kept in memory, back to back
+  kMaster,                   // optimizer in memory: fp32 master
+  kMasterResidual,           // optimizer in memory: the compact master's int16 low half
+  kExpAvg,                   // optimizer in memory: m
+  kExpAvgSq,                 // optimizer in memory: v
+  kExpAvgScales,             // optimizer in memory, 8-bit moments: m's fp32 block scales
+  kExpAvgSqScales,           // optimizer in memory, 8-bit moments: v's fp32 block scales
+  kGradients,                // the host gradient partition
+  kGradStaging,              // a gradient staging slot (offload_optimizer.buffer_count of them)
+  kWeights16,                // 16-bit weights bound for the device (a compact master's high half)
+  kParamReadBuffer,          // parameters on NVMe: a read buffer (offload_param.buffer_count of them)
+  kParamWindow,              // parameters on NVMe: a write window (two)
+  kParamRecords,             // parameters on NVMe: the records kept in memory (offload_param.max_in_cpu)
+  kParamShard,               // parameters offloaded to pinned host memory: the shard
+  kFrozenWeight,             // a LoRA run's frozen base weight, pinned (one per parameter)
+  kFrozenStaging,            // a LoRA run's frozen base on NVMe: a staging half (two)
+};
+// "gradient staging", "optimizer swap buffer", ...: the role in errors and listings.
+const char* pinned_role_name(PinnedRole role);
+
+// One buffer of the list: `bytes` (0 allowed: the buffer is empty) for `role`'s `index`-th buffer.
+struct PinnedBufferSpec {
+  PinnedRole role = PinnedRole::kGradients;
+  int index = 0;
+  uint64_t bytes = 0;
+};
+
+// Bytes a pool holding `buffers` takes (each buffer's PinnedHostPool::footprint, the total rounded
+// up to a page): what HostTier allocates and checks against tierzero.pinned_memory_limit.
+uint64_t pinned_capacity(const std::vector<PinnedBufferSpec>& buffers);
+
 // ---- Swap files ---------------------------------------------------------------------------------
 // The swap files of state homed on NVMe, in fixed-size records: one file per nvme_path per rank,
 // <path>/tierzero-<role>-r<rank>.swap, preallocated at creation and removed when the swap goes. Three
@@ -163,6 +202,9 @@ class SwapFiles {
   // The same, to or from `data`, which holds record bytes [begin, end) from its first byte.
   SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
   static constexpr uint64_t kRecordAlignment = 4096;
+  // Bytes create() preallocates for `records` records of `record_bytes` over `paths` paths (each
+  // path's share of a record rounded up to kRecordAlignment), summed over the paths.
+  static uint64_t preallocated_bytes(size_t paths, int64_t records, uint64_t record_bytes);
   // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
   // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
   // free.

@@ -33,6 +33,37 @@ uint64_t PinnedHostPool::footprint(uint64_t bytes) {
   return (bytes + align - 1) / align * align;
 }
 
+uint64_t pinned_capacity(const std::vector<PinnedBufferSpec>& buffers) {
+  uint64_t capacity = 0;
+  for (const PinnedBufferSpec& buffer : buffers)
+    if (buffer.bytes > 0) capacity += PinnedHostPool::footprint(buffer.bytes);
+  // A whole number of pages: the pool's top end is then aligned for any small block placed there.
+  return (capacity + 4095) / 4096 * 4096;
+}
+
+const char* pinned_role_name(PinnedRole role) {
+  switch (role) {
+    case PinnedRole::kOptimizerSwapBuffer: return "nvme optimizer buffer";
+    case PinnedRole::kOptimizerRecords: return "optimizer records kept in pinned memory";
+    case PinnedRole::kMaster: return "master";
+    case PinnedRole::kMasterResidual: return "master residual";
+    case PinnedRole::kExpAvg: return "exp_avg";
+    case PinnedRole::kExpAvgSq: return "exp_avg_sq";
+    case PinnedRole::kExpAvgScales: return "exp_avg scales";
+    case PinnedRole::kExpAvgSqScales: return "exp_avg_sq scales";
+    case PinnedRole::kGradients: return "gradients";
+    case PinnedRole::kGradStaging: return "gradient staging";
+    case PinnedRole::kWeights16: return "16-bit weights";
+    case PinnedRole::kParamReadBuffer: return "nvme parameter buffer";
+    case PinnedRole::kParamWindow: return "nvme parameter window";
+    case PinnedRole::kParamRecords: return "parameters kept in host memory (offload_param.max_in_cpu)";
+    case PinnedRole::kParamShard: return "parameter shard";
+    case PinnedRole::kFrozenWeight: return "frozen base weight";
+    case PinnedRole::kFrozenStaging: return "frozen base staging half";
+  }
+  return "pinned buffer";
+}
+
 Result<std::unique_ptr<PinnedHostPool>> PinnedHostPool::create(const PinnedPoolOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;

@@ -25,6 +25,12 @@ Result<uint64_t> free_bytes(const std::string& dir, const SwapRole& role) {
   return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
 }
 
+// A path's share of a record of `record_bytes` over `paths` paths, rounded up to kAlign.
+uint64_t part_bytes_of(size_t paths, uint64_t record_bytes) {
+  const uint64_t share = (record_bytes + paths - 1) / paths;
+  return std::max<uint64_t>(kAlign, (share + kAlign - 1) / kAlign * kAlign);
+}
+
 std::string bytes_text(uint64_t bytes) { return format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)"; }
 
 }  // namespace
@@ -34,8 +40,7 @@ Result<std::unique_ptr<SwapFiles>> SwapFiles::create(nvme::IoEngine& io, const s
                                                      const SwapRole& role, int64_t first_named) {
   if (paths.empty())
     return invalid_argument(std::string(role.key) + " is empty: give a directory on a fast local drive");
-  const uint64_t share = (record_bytes + paths.size() - 1) / paths.size();
-  const uint64_t part_bytes = std::max<uint64_t>(kAlign, (share + kAlign - 1) / kAlign * kAlign);
+  const uint64_t part_bytes = part_bytes_of(paths.size(), record_bytes);
   const uint64_t file_bytes = part_bytes * static_cast<uint64_t>(sub_groups);
   std::unique_ptr<SwapFiles> swap(new SwapFiles(io, part_bytes, sub_groups, role, first_named));
   for (const std::string& dir : paths) {
@@ -117,6 +122,11 @@ Status SwapFiles::failure(const SwapTransfer& transfer, size_t part, const Statu
   }
   return status.with_context(what + "; check the drive behind " + role_.key +
                              " (a failed device, or a file changed under the engine)");
+}
+
+uint64_t SwapFiles::preallocated_bytes(size_t paths, int64_t records, uint64_t record_bytes) {
+  if (paths == 0 || records <= 0) return 0;
+  return part_bytes_of(paths, record_bytes) * static_cast<uint64_t>(records) * paths;
 }
 
 uint64_t SwapFiles::file_bytes() const { return part_bytes_ * static_cast<uint64_t>(sub_groups_) * parts_.size(); }

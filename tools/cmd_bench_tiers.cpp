@@ -97,9 +97,8 @@ class BenchTiers {
   void create_stack() {
     gpu_ = at::hasCUDA() && flags_.device >= 0 && static_cast<size_t>(flags_.device) < at::getNumGPUs();
     device_ = gpu_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(flags_.device)) : at::Device(at::kCPU);
-    std::vector<offload::PinnedBuffer> plan;
-    for (int b = 0; b < flags_.buffers; ++b)
-      plan.push_back({"staging " + std::to_string(b), static_cast<int64_t>(record_), at::kByte});
+    std::vector<offload::PinnedBufferSpec> plan;  // the swap buffers of the optimizer's records
+    for (int b = 0; b < flags_.buffers; ++b) plan.push_back({offload::PinnedRole::kOptimizerSwapBuffer, b, record_});
     host_ = offload::HostTier::create(plan, 0, device_, 0);
     std::vector<std::span<std::byte>> buffers;
     for (int b = 0; b < flags_.buffers; ++b) buffers.push_back({data(b), record_});
@@ -125,7 +124,7 @@ class BenchTiers {
   }
 
   std::byte* data(size_t b) const {
-    return static_cast<std::byte*>(host_->buffer("staging " + std::to_string(b)).data_ptr());
+    return static_cast<std::byte*>(host_->buffer(offload::PinnedRole::kOptimizerSwapBuffer, at::kByte, static_cast<int>(b)).data_ptr());
   }
   size_t buffer_of(uint64_t k) const { return k % static_cast<size_t>(flags_.buffers); }
 

@@ -11,14 +11,11 @@
 #include <span>
 #include <utility>
 
+#include "engine/layout/layout.h"
 #include "engine/model/internal/unit_order.h"
 
 namespace tierzero::engine {
 namespace {
-
-constexpr uint64_t kTensorAlignment = 64;  // each parameter's offset in its unit's bytes
-
-uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
 // Parameter `spec`'s view into `record` (bytes, on any device) at `offset`.
 at::Tensor view_in(const at::Tensor& record, uint64_t offset, const ParamSpec& spec, at::ScalarType dtype) {
@@ -30,38 +27,38 @@ at::Tensor view_in(const at::Tensor& record, uint64_t offset, const ParamSpec& s
 
 Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::vector<ParamSpec>>& units,
                                                        at::ScalarType dtype, const FrozenPlacement& placement,
-                                                       const ReadParam& read, uint64_t max_record_bytes) {
+                                                       const ReadParam& read, uint64_t max_record_bytes,
+                                                       at::Device device) {
   std::unique_ptr<FrozenDisk> disk(new FrozenDisk());
   disk->units_ = units;
   disk->dtype_ = dtype;
-  const uint64_t element = at::elementSize(dtype);
+  const auto element = static_cast<int>(at::elementSize(dtype));
+  std::vector<std::vector<int64_t>> numels;
   for (const std::vector<ParamSpec>& unit : units) {
-    std::vector<uint64_t> offsets;
-    uint64_t used = 0;
-    for (const ParamSpec& spec : unit) {
-      offsets.push_back(used);
-      const uint64_t bytes = c10::multiply_integers(spec.shape) * element;
-      disk->bytes_ += static_cast<int64_t>(bytes);
-      used = round_up(used + bytes, kTensorAlignment);
-    }
-    disk->offsets_.push_back(std::move(offsets));
-    disk->unit_bytes_.push_back(round_up(std::max<uint64_t>(used, 1), offload::SwapFiles::kRecordAlignment));
+    numels.emplace_back();
+    for (const ParamSpec& spec : unit) numels.back().push_back(c10::multiply_integers(spec.shape));
+    for (int64_t n : numels.back()) disk->bytes_ += n * element;
   }
-  const uint64_t largest = *std::max_element(disk->unit_bytes_.begin(), disk->unit_bytes_.end());
-  disk->chunk_bytes_ = std::min(round_up(max_record_bytes, offload::SwapFiles::kRecordAlignment), largest);
-  int64_t records = 0;
-  for (uint64_t bytes : disk->unit_bytes_) {
-    disk->first_record_.push_back(records);
-    records += static_cast<int64_t>((bytes + disk->chunk_bytes_ - 1) / disk->chunk_bytes_);
-  }
-  disk->chunks_per_half_ = (largest + disk->chunk_bytes_ - 1) / disk->chunk_bytes_;
-  // Two halves of the largest unit, registered chunk by chunk: staging span h * chunks_per_half + c
+  // The records and the staging halves as engine/layout sizes them (the planner too).
+  state_layout::FrozenDiskLayout layout = state_layout::frozen_disk_layout(numels, element, max_record_bytes);
+  disk->offsets_ = std::move(layout.offsets);
+  disk->unit_bytes_ = std::move(layout.unit_bytes);
+  disk->first_record_ = std::move(layout.first_record);
+  disk->chunk_bytes_ = layout.chunk_bytes;
+  disk->chunks_per_half_ = layout.chunks_per_half;
+  const int64_t records = layout.records;
+  // Two halves of the largest unit from a pool of their own (pinned for `device`, under
+  // placement.pinned_limit_bytes), registered chunk by chunk: staging span h * chunks_per_half + c
   // holds chunk c of the unit in half h.
-  const at::TensorOptions bytes_options = at::TensorOptions().dtype(at::kByte).pinned_memory(at::hasCUDA());
+  try {
+    disk->pool_ = offload::HostTier::create(state_layout::frozen_staging_buffers(layout), placement.pinned_limit_bytes,
+                                            device, placement.rank);
+  } catch (const Error& e) {
+    return e.status().with_context("the LoRA base's NVMe staging (offload_param \"nvme\")");
+  }
   std::vector<std::span<std::byte>> spans;
   for (int h = 0; h < 2; ++h) {
-    disk->buffers_.push_back(
-        at::empty({static_cast<int64_t>(disk->chunks_per_half_ * disk->chunk_bytes_)}, bytes_options));
+    disk->buffers_.push_back(disk->pool_->buffer(offload::PinnedRole::kFrozenStaging, at::kByte, h));
     auto* base = reinterpret_cast<std::byte*>(disk->buffers_.back().data_ptr());
     for (size_t c = 0; c < disk->chunks_per_half_; ++c) spans.emplace_back(base + c * disk->chunk_bytes_, disk->chunk_bytes_);
   }

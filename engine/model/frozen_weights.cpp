@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <span>
 
+#include "engine/layout/layout.h"
+
 namespace tierzero::engine {
 namespace {
 
@@ -40,27 +42,39 @@ Status read_into(ParamSource& source, const ParamSpec& spec, at::Tensor& out) {
 Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel& model, ParamSource& source,
                                                            at::ScalarType dtype, at::Device device,
                                                            const FrozenPlacement& placement) {
-  FrozenHome home = placement.home;
-  if (home == FrozenHome::kPinnedHost && !at::hasCUDA()) home = FrozenHome::kPageableHost;  // pinning needs CUDA
+  const FrozenHome home = placement.home;
   std::unique_ptr<FrozenWeights> frozen(new FrozenWeights(home));
   if (home == FrozenHome::kNvme) {
     std::vector<std::vector<ParamSpec>> units(model.num_units());
     for (size_t u = 0; u < units.size(); ++u) units[u] = model.unit_params(u);
     TZ_ASSIGN_OR_RETURN(frozen->disk_,
-                        FrozenDisk::create(units, dtype, placement, [&source](const ParamSpec& spec, at::Tensor& out) {
-                          return read_into(source, spec, out);
-                        }));
+                        FrozenDisk::create(
+                            units, dtype, placement,
+                            [&source](const ParamSpec& spec, at::Tensor& out) { return read_into(source, spec, out); },
+                            FrozenDisk::kMaxRecordBytes, device));
     frozen->bytes_ = frozen->disk_->bytes();
     return frozen;
   }
-  at::TensorOptions options = at::TensorOptions().dtype(dtype);
-  if (home == FrozenHome::kDevice) {
-    options = options.device(device);
-  } else {
-    options = options.pinned_memory(home == FrozenHome::kPinnedHost);
+  const std::vector<ParamSpec> params = all_params(model);
+  if (home == FrozenHome::kPinnedHost) {  // the weights' buffers as engine/layout lists them
+    std::vector<int64_t> numels;
+    for (const ParamSpec& spec : params) numels.push_back(c10::multiply_integers(spec.shape));
+    try {
+      frozen->pool_ = offload::HostTier::create(
+          state_layout::frozen_pinned_buffers(numels, static_cast<int>(at::elementSize(dtype))),
+          placement.pinned_limit_bytes, device, placement.rank);
+    } catch (const Error& e) {
+      return e.status().with_context("the LoRA base weights pinned (offload_param.pin_memory)");
+    }
   }
-  for (const ParamSpec& spec : all_params(model)) {
-    at::Tensor weight = at::empty(spec.shape, options);
+  at::TensorOptions options = at::TensorOptions().dtype(dtype);
+  if (home == FrozenHome::kDevice) options = options.device(device);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamSpec& spec = params[i];
+    at::Tensor weight = frozen->pool_ != nullptr
+                            ? frozen->pool_->buffer(offload::PinnedRole::kFrozenWeight, dtype, static_cast<int>(i))
+                                  .view(spec.shape)
+                            : at::empty(spec.shape, options);
     TZ_RETURN_IF_ERROR(read_into(source, spec, weight));
     frozen->bytes_ += static_cast<int64_t>(weight.nbytes());
     frozen->by_name_.emplace(spec.name, std::move(weight));
@@ -83,7 +97,8 @@ FrozenWeights::~FrozenWeights() = default;
 std::string FrozenWeights::where() const {
   switch (home_) {
     case FrozenHome::kDevice: return "on the device";
-    case FrozenHome::kPinnedHost: return "in pinned host memory";
+    case FrozenHome::kPinnedHost:
+      return pool_->pinned_bytes() > 0 ? "in pinned host memory" : "in host memory (no GPU to pin for)";
     case FrozenHome::kPageableHost: return "in pageable host memory";
     case FrozenHome::kNvme: return "on NVMe (" + disk_->describe() + ")";
   }
@@ -92,7 +107,12 @@ std::string FrozenWeights::where() const {
 
 int64_t FrozenWeights::pinned_bytes() const {
   if (disk_ != nullptr) return disk_->pinned_staging_bytes();
-  return home_ == FrozenHome::kPinnedHost ? bytes_ : 0;
+  return pool_ != nullptr ? pool_->pinned_bytes() : 0;
+}
+
+int64_t FrozenWeights::pool_bytes() const {
+  if (disk_ != nullptr) return disk_->staging_pool_bytes();
+  return pool_ != nullptr ? pool_->bytes() : 0;
 }
 
 int64_t FrozenWeights::nvme_bytes() const { return disk_ != nullptr ? static_cast<int64_t>(disk_->file_bytes()) : 0; }

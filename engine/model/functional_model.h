@@ -234,7 +234,7 @@ class FrozenWeights;
 // Where the frozen base weights are kept between uses.
 enum class FrozenHome : uint8_t {
   kDevice,        // on the compute device
-  kPinnedHost,    // in pinned host memory, copied for each use (kPageableHost on a machine without CUDA)
+  kPinnedHost,    // in a pinned pool of its own (plain host memory without CUDA), copied for each use
   kPageableHost,  // in pageable host memory, copied for each use
   kNvme,          // in swap files on NVMe, read into pinned staging and copied for each use
 };
@@ -247,6 +247,7 @@ struct FrozenPlacement {
   std::vector<std::string> nvme_paths;
   nvme::IoConfig io;
   int rank = 0;
+  uint64_t pinned_limit_bytes = 0;  // tierzero.pinned_memory_limit (0 = none), which the base's pool must fit
 };
 
 class LoraModel : public FunctionalModel {
@@ -285,6 +286,9 @@ class LoraModel : public FunctionalModel {
   // a GPU pins them), and bytes its swap files take on NVMe (kNvme; else 0).
   int64_t frozen_pinned_bytes() const;
   int64_t frozen_nvme_bytes() const;
+  // Bytes of the base's pool (pinned or, without a GPU, plain host memory; its share of
+  // tierzero.pinned_memory_limit): the weights when kPinnedHost, the staging halves when kNvme; else 0.
+  int64_t frozen_pool_bytes() const;
   // Bytes the base read from NVMe since the last call (0 unless kNvme).
   uint64_t take_frozen_read_bytes() const;
   // Where the base is, for the run header: "in pinned host memory", "on NVMe (1 file(s): ...)".

@@ -131,6 +131,7 @@ FrozenHome LoraModel::frozen_home() const { return frozen_->home(); }
 std::string LoraModel::frozen_where() const { return frozen_->where(); }
 int64_t LoraModel::frozen_pinned_bytes() const { return frozen_->pinned_bytes(); }
 int64_t LoraModel::frozen_nvme_bytes() const { return frozen_->nvme_bytes(); }
+int64_t LoraModel::frozen_pool_bytes() const { return frozen_->pool_bytes(); }
 uint64_t LoraModel::take_frozen_read_bytes() const { return frozen_->take_nvme_read_bytes(); }
 
 at::Tensor LoraModel::forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,

@@ -8,6 +8,9 @@
 namespace tierzero::engine::plan {
 namespace {
 
+using offload::PinnedBufferSpec;
+using offload::PinnedRole;
+
 constexpr uint64_t kCudaContextBytes = 500'000'000;  // CUDA context and kernels, outside the allocator
 constexpr uint64_t kHostRuntimeBytes = 2ull << 30;   // LibTorch, CUDA's host side, the process itself
 constexpr double kStreamPieceBytes = 16 << 20;       // param_source.cpp's kPieceBytes
@@ -52,25 +55,16 @@ double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
   return saved + in_flight;
 }
 
+// The parameters' copies outside the pinned list (host_buffers lists the pinned ones and the swap files).
 void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
   const int e = s.compute_bytes;
   if (zero.stage < 3) {
     out.elements(Tier::kGpu, "parameters (compute copy, whole model)", Phase::kResident, e, s.padded);
     return;
   }
-  const Tier shard_tier =
-      s.params_offloaded() ? (zero.offload_param.pin_memory ? Tier::kPinned : Tier::kPageable) : Tier::kGpu;
-  if (s.params_nvme) {  // as the engine lays them out (nvme_params.h): records of one optimizer sub-group
-    out.elements(Tier::kNvme, "parameter shard", Phase::kResident, e, s.partition);
-    out.elements(Tier::kPinned, "parameters kept in memory", Phase::kResident, e, s.params_in_cpu,
-                 "(offload_param.max_in_cpu, whole sub-groups)");
-    out.elements(Tier::kPinned, "parameter read buffers", Phase::kResident, e,
-                 static_cast<double>(zero.offload_param.buffer_count) * zero.offload_param.buffer_size,
-                 "(offload_param.buffer_count x buffer_size)");
-    out.elements(Tier::kPinned, "parameter write windows", Phase::kResident, e, 2.0 * s.sub_group, "(2 x sub_group_size)");
-  } else {
-    out.elements(shard_tier, "parameter shard", Phase::kResident, e, s.partition);
-  }
+  if (!s.params_nvme && !s.host.params_pinned)
+    out.elements(s.params_offloaded() ? Tier::kPageable : Tier::kGpu, "parameter shard", Phase::kResident, e,
+                 s.partition);
   out.elements(Tier::kGpu, "persistent small parameters, whole", Phase::kResident, e, s.persistent,
                "(<= stage3_param_persistence_threshold)");
   const double in_use = std::min<double>(s.nonpersistent, s.largest_unit + zero.prefetch_bucket_size);
@@ -86,43 +80,23 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
 }
 
 // tierzero.lora's frozen base (functional_model.h, LoRA): every weight once in the compute dtype, on the GPU or,
-// with offload_param "cpu", in host memory with the unit in use and the next one (copied ahead on a side stream)
-// on the GPU (frozen_prefetch.h); with "nvme" in swap files, read through two pinned staging buffers of the
-// largest unit (frozen_disk.h: each unit in consecutive records of up to 32 MiB, whose rounding is not counted).
+// with offload_param "cpu", in host memory (pinned: in a pool of its own, host_buffers) with the unit in use and
+// the next one (copied ahead on a side stream) on the GPU (frozen_prefetch.h); with "nvme" in swap files, read
+// through two staging halves of the largest unit (frozen_disk.h; host_buffers).
 void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
   if (!s.lora) return;
   const bool offloaded = zero.offload_param.device != OffloadDevice::kNone;
-  const Tier home = s.frozen_nvme                 ? Tier::kNvme
-                    : !offloaded                  ? Tier::kGpu
-                    : zero.offload_param.pin_memory ? Tier::kPinned
-                                                  : Tier::kPageable;
-  out.elements(home, "frozen base weights (tierzero.lora)", Phase::kResident, s.compute_bytes,
-               static_cast<double>(s.frozen_parameters), "(no gradients, no optimizer state)");
-  if (s.frozen_nvme)
-    out.elements(Tier::kPinned, "frozen base: NVMe staging, 2 units", Phase::kResident, s.compute_bytes,
-                 2.0 * static_cast<double>(s.frozen_largest_unit), "(2 x the largest unit)");
+  if (!s.frozen_nvme && !(offloaded && zero.offload_param.pin_memory))
+    out.elements(offloaded ? Tier::kPageable : Tier::kGpu, "frozen base weights (tierzero.lora)", Phase::kResident,
+                 s.compute_bytes, static_cast<double>(s.frozen_parameters), "(no gradients, no optimizer state)");
   if (offloaded)
     out.elements(Tier::kGpu, "frozen base: the unit in use and the next, copied", Phase::kBackward, s.compute_bytes,
                  2.0 * static_cast<double>(s.frozen_largest_unit), "(2 x the largest unit)");
 }
 
 void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
-  if (s.optimizer_offloaded()) {
-    if (s.host_grad_bytes == 2) {
-      out.elements(Tier::kPinned, "gradient partition (bf16)", Phase::kResident, 2, s.partition,
-                   "(tierzero.offload_grad_dtype: summed in fp32 on the GPU, rounded once)");
-    } else {
-      out.elements(Tier::kPinned, "gradient partition (fp32 accumulation)", Phase::kResident, 4, s.partition);
-    }
-    // engine/zero: offload_optimizer.buffer_count slots of the largest bucket landed, at most 64 MiB each.
-    const double slot = std::min<double>(static_cast<double>(s.grad_bytes) * s.landing, static_cast<double>(kStagingSlotBytes));
-    out.add(Tier::kPinned, "gradient staging slots", Phase::kResident,
-            static_cast<double>(zero.offload_optimizer.buffer_count) * slot,
-            std::to_string(zero.offload_optimizer.buffer_count) + " x min(" + std::to_string(s.grad_bytes) + " B x " +
-                count_text(s.landing) + ", 64 MiB) (offload_optimizer.buffer_count slots of the largest bucket)");
-  } else {
+  if (!s.optimizer_offloaded())
     out.elements(Tier::kGpu, "gradient partition", Phase::kResident, s.grad_bytes, s.partition);
-  }
   if (s.world == 1 && zero.stage == 3) {
     // One rank hands each bucket on as it is launched, and a parameter larger than a bucket is its own
     // bucket without a copy (sharded_grad_reducer.h): one open bucket of the smaller ones.
@@ -139,7 +113,7 @@ void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
 
 // "optimizer state (fp32 master, m, v)", "(compact master, int8 m, v)", ...
 std::string state_name(const RunShape& s) {
-  const state_layout::Layout& l = s.layout;
+  const state_layout::Layout& l = s.layout();
   const char* moments = l.moments == state_layout::Moments::kFp32   ? "m, v"
                         : l.moments == state_layout::Moments::kBf16 ? "bf16 m, v"
                                                                     : "int8 m, v";
@@ -155,54 +129,125 @@ std::string per_element(const state_layout::Layout& l) {
          (scales ? " + " + std::to_string(scales) + " B per " + std::to_string(state_layout::kMomentBlock) : "");
 }
 
-// `numel` elements of state in the layout, "B B x N" (with the scales).
-void state_items(Items& out, Tier tier, std::string what, Phase phase, const RunShape& s, double bytes, double numel,
-                 const std::string& why = "") {
-  out.add(tier, std::move(what), phase, bytes, per_element(s.layout) + " x " + count_text(numel) + (why.empty() ? "" : " " + why));
+// The optimizer on the GPU (offloaded: host_buffers).
+void optimizer(Items& out, const RunShape& s) {
+  if (s.optimizer_offloaded()) return;
+  out.elements(Tier::kGpu, state_name(s), Phase::kResident, 12, s.partition);
+  out.elements(Tier::kGpu, "optimizer step temporaries (fp32 gradient)", Phase::kStep, 4, s.partition);
 }
 
-void optimizer(Items& out, const RunShape& s, const ZeroConfig& zero) {
-  const std::string state = state_name(s);
-  if (!s.optimizer_offloaded()) {
-    out.elements(Tier::kGpu, state, Phase::kResident, 12, s.partition);
-    out.elements(Tier::kGpu, "optimizer step temporaries (fp32 gradient)", Phase::kStep, 4, s.partition);
-    return;
-  }
-  if (s.optimizer_nvme) {  // the records themselves: after every other item (records_in_memory)
-    const int64_t buffers = zero.offload_optimizer.buffer_count;
-    state_items(out, Tier::kPinned, "optimizer swap buffers", Phase::kResident, s,
-                static_cast<double>(state_layout::swap_buffer_bytes(s.layout, s.records, buffers)),
-                static_cast<double>(buffers) * s.records.group(), "(offload_optimizer.buffer_count x sub_group_size)");
-  } else {
-    state_items(out, Tier::kPinned, state, Phase::kResident, s, static_cast<double>(s.layout.record_bytes(s.partition)),
-                static_cast<double>(s.partition));
-  }
-  if (s.compute_bytes == 2 && !s.params_offloaded() && !s.compute_on_cpu)
-    out.elements(Tier::kPinned, "16-bit weights bound for the GPU", Phase::kResident, 2, s.partition,
-                 s.layout.compact_master ? "(the compact master's other half)" : "");
+// Bytes of the buffers of `roles` in `buffers`.
+uint64_t bytes_of(const std::vector<PinnedBufferSpec>& buffers, std::initializer_list<PinnedRole> roles) {
+  uint64_t bytes = 0;
+  for (const PinnedBufferSpec& buffer : buffers)
+    if (std::find(roles.begin(), roles.end(), buffer.role) != roles.end()) bytes += buffer.bytes;
+  return bytes;
 }
 
-// Optimizer on NVMe: the records optimizer_records_in_memory keeps in pinned memory (by budget: what
-// tierzero.pinned_memory_limit leaves beside every other pinned item) and the rest on NVMe.
-void nvme_records(Items& out, RunShape& s, const DsConfig& config, const std::vector<MemoryItem>& others) {
+uint64_t listed_bytes(const std::vector<PinnedBufferSpec>& buffers) {
+  uint64_t bytes = 0;
+  for (const PinnedBufferSpec& buffer : buffers) bytes += buffer.bytes;
+  return bytes;
+}
+
+// The pinned buffers and swap files of the offloaded step and of a LoRA run's frozen base, as
+// engine/layout lists them for the engine (the same functions): the records the optimizer keeps in
+// memory by tierzero.pinned_memory_limit (less the frozen base's pinned pool), each pool's alignment
+// and page rounding, the swap files with each record's share of a path rounded to 4096 bytes.
+void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
+  using namespace state_layout;
+  const HostShape& h = s.host;
+  const ZeroConfig& zero = config.zero;
+  const int e = s.compute_bytes;
+  std::vector<PinnedBufferSpec> frozen;  // the base's pool: its weights pinned, or its NVMe staging halves
+  const FrozenDiskLayout disk = s.lora && s.frozen_nvme ? frozen_disk_layout(s.frozen_unit_numels, e) : FrozenDiskLayout{};
+  if (s.lora && s.frozen_nvme) {
+    frozen = frozen_staging_buffers(disk);
+  } else if (s.lora && zero.offload_param.device != OffloadDevice::kNone && zero.offload_param.pin_memory) {
+    frozen = frozen_pinned_buffers(s.frozen_param_numels, e);
+  }
+  const uint64_t frozen_pool = frozen.empty() ? 0 : offload::pinned_capacity(frozen);
   const int64_t requested = config.tierzero.optimizer_records_in_memory == kOptimizerRecordsAuto
-                                ? state_layout::kRecordsInMemoryByBudget
+                                ? kRecordsInMemoryByBudget
                                 : config.tierzero.optimizer_records_in_memory;
-  const uint64_t other_pinned = peak_bytes(others, {Tier::kPinned});
-  s.records_in_memory = state_layout::records_in_memory(s.layout, s.records, requested,
-                                                        config.tierzero.pinned_memory_limit, other_pinned);
-  const int64_t kept = s.records_in_memory.records, count = s.records.count();
+  s.records_in_memory =
+      records_in_memory(h, requested, pool_limit_after(config.tierzero.pinned_memory_limit, frozen_pool));
+  const int64_t kept = s.records_in_memory;
+  const std::vector<PinnedBufferSpec> pinned = pinned_buffers(h, kept);
+  const Records records = h.records();
   const std::string state = state_name(s);
-  const double kept_numel = static_cast<double>(std::min(s.partition, kept * s.records.group()));
-  state_items(out, Tier::kPinned, "optimizer records kept in memory", Phase::kResident, s,
-              static_cast<double>(s.records_in_memory.bytes), kept_numel,
-              "(optimizer_records_in_memory: " + std::to_string(kept) + " of " + std::to_string(count) + " records" +
-                  (requested < 0 ? ", by tierzero.pinned_memory_limit)" : ")"));
-  state_items(out, Tier::kNvme, state, Phase::kResident, s,
-              static_cast<double>(state_layout::records_on_nvme_bytes(s.layout, s.records, kept)),
-              static_cast<double>(s.partition) - kept_numel);
-  s.nvme_state_moved_bytes = state_layout::streamed_bytes_per_step(s.layout, s.records, kept,
-                                                                   config.zero.offload_optimizer.buffer_count);
+  const auto pin = [&](const std::string& what, std::initializer_list<PinnedRole> roles, const std::string& formula) {
+    out.add(Tier::kPinned, what, Phase::kResident, static_cast<double>(bytes_of(pinned, roles)), formula);
+  };
+  if (s.optimizer_offloaded()) {
+    if (s.optimizer_nvme) {
+      const int64_t buffers = h.optimizer_buffers;
+      pin("optimizer swap buffers", {PinnedRole::kOptimizerSwapBuffer},
+          per_element(h.layout) + " x " + count_text(static_cast<double>(buffers * records.group())) +
+              " (offload_optimizer.buffer_count x sub_group_size)");
+      const double kept_numel = static_cast<double>(std::min(s.partition, kept * records.group()));
+      pin("optimizer records kept in memory", {PinnedRole::kOptimizerRecords},
+          per_element(h.layout) + " x " + count_text(kept_numel) + " (optimizer_records_in_memory: " +
+              std::to_string(kept) + " of " + std::to_string(records.count()) + " records" +
+              (requested < 0 ? ", by tierzero.pinned_memory_limit)" : ")"));
+    } else {
+      pin(state,
+          {PinnedRole::kMaster, PinnedRole::kMasterResidual, PinnedRole::kExpAvg, PinnedRole::kExpAvgSq,
+           PinnedRole::kExpAvgScales, PinnedRole::kExpAvgSqScales},
+          per_element(h.layout) + " x " + count_text(static_cast<double>(s.partition)));
+    }
+    pin(s.host_grad_bytes == 2 ? "gradient partition (bf16)" : "gradient partition (fp32 accumulation)",
+        {PinnedRole::kGradients},
+        std::to_string(s.host_grad_bytes) + " B x " + count_text(static_cast<double>(s.partition)) +
+            (s.host_grad_bytes == 2 ? " (tierzero.offload_grad_dtype: summed in fp32 on the GPU, rounded once)" : ""));
+    pin("gradient staging slots", {PinnedRole::kGradStaging},
+        std::to_string(h.staging_slots) + " x min(4 B x " + count_text(static_cast<double>(s.landing)) +
+            ", 64 MiB) (offload_optimizer.buffer_count slots of the largest bucket, landed in fp32)");
+    pin("16-bit weights bound for the GPU", {PinnedRole::kWeights16},
+        "2 B x " + count_text(static_cast<double>(s.partition)) +
+            (h.layout.compact_master ? " (the compact master's other half)" : ""));
+  }
+  if (s.params_nvme) {
+    pin("parameters kept in memory", {PinnedRole::kParamRecords},
+        std::to_string(e) + " B x " + count_text(static_cast<double>(s.params_in_cpu)) +
+            " (offload_param.max_in_cpu, whole sub-groups)");
+    pin("parameter read buffers", {PinnedRole::kParamReadBuffer},
+        std::to_string(h.param_buffers) + " x (" + std::to_string(e) + " B x " +
+            count_text(static_cast<double>(h.param_buffer_numel)) +
+            " rounded up to 4096, + 2 x 4096) (offload_param.buffer_count x buffer_size)");
+    pin("parameter write windows", {PinnedRole::kParamWindow},
+        "2 x " + std::to_string(e) + " B x " + count_text(static_cast<double>(records.group())) + " (sub_group_size)");
+  } else if (h.params_pinned) {
+    pin("parameter shard", {PinnedRole::kParamShard},
+        std::to_string(e) + " B x " + count_text(static_cast<double>(s.partition)));
+  }
+  if (s.lora && s.frozen_nvme)
+    out.add(Tier::kPinned, "frozen base: NVMe staging, 2 units", Phase::kResident,
+            static_cast<double>(listed_bytes(frozen)), "2 x the largest unit, in whole records (a pool of its own)");
+  else if (!frozen.empty())
+    out.add(Tier::kPinned, "frozen base weights (tierzero.lora)", Phase::kResident,
+            static_cast<double>(listed_bytes(frozen)),
+            std::to_string(e) + " B x " + count_text(static_cast<double>(s.frozen_parameters)) +
+                " (no gradients, no optimizer state; a pinned pool of its own)");
+  const uint64_t rounding = offload::pinned_capacity(pinned) - listed_bytes(pinned) + frozen_pool - listed_bytes(frozen);
+  out.add(Tier::kPinned, "pinned pool: block alignment, whole pages", Phase::kResident, static_cast<double>(rounding),
+          "PinnedHostPool::footprint of each buffer, each pool rounded up to 4096");
+  const SwapBytes swap = swap_bytes(h, kept, zero.offload_optimizer.nvme_paths.size(), zero.offload_param.nvme_paths.size());
+  if (s.optimizer_nvme) {
+    out.add(Tier::kNvme, state, Phase::kResident, static_cast<double>(swap.optimizer),
+            std::to_string(records.count() - kept) + " records x " + per_element(h.layout) + " x " +
+                count_text(static_cast<double>(records.group())) + " (each path's share rounded up to 4096)");
+    s.nvme_state_moved_bytes = streamed_bytes_per_step(h.layout, records, kept, zero.offload_optimizer.buffer_count);
+  }
+  if (s.params_nvme)
+    out.add(Tier::kNvme, "parameter shard", Phase::kResident, static_cast<double>(swap.params),
+            std::to_string(std::max<int64_t>(1, records.count())) + " records x " + std::to_string(e) + " B x " +
+                count_text(static_cast<double>(records.group())) + " (each path's share rounded up to 4096)");
+  if (s.lora && s.frozen_nvme)
+    out.add(Tier::kNvme, "frozen base weights (tierzero.lora)", Phase::kResident,
+            static_cast<double>(frozen_swap_bytes(disk, zero.offload_param.nvme_paths.size())),
+            std::to_string(disk.records) + " records of " + format_bytes(disk.chunk_bytes) +
+                " (each unit's weights 64-byte aligned, the unit rounded up to 4096)");
 }
 
 void activations(Items& out, const ModelDims& m, const RunShape& s) {
@@ -242,21 +287,16 @@ void buffers(Items& out, const RunShape& s) {
 
 std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, RunShape& shape) {
   Items out;
+  shape.records_in_memory = 0;
+  shape.nvme_state_moved_bytes = 0;
   parameters(out, shape, config.zero);
   frozen_base(out, shape, config.zero);
   gradients(out, shape, config.zero);
-  optimizer(out, shape, config.zero);
+  optimizer(out, shape);
+  host_buffers(out, shape, config);
   activations(out, model, shape);
   buffers(out, shape);
-  std::vector<MemoryItem> items = out.take();
-  shape.records_in_memory = {};
-  shape.nvme_state_moved_bytes = 0;
-  if (shape.optimizer_nvme) {
-    Items records;
-    nvme_records(records, shape, config, items);
-    for (MemoryItem& item : records.take()) items.push_back(std::move(item));
-  }
-  return items;
+  return out.take();
 }
 
 std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConfig& config, const Machine& machine,
@@ -288,10 +328,10 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.window_bytes = s.window_possible ? window : 0.0;
   if (s.window_possible && fits(accumulator + window)) {
     s.forward_window = true;
-    // zero_engine.cpp step_in_backward_if_possible: the step followed, one rank, no clipping, no fp16,
-    // parameters not on NVMe.
-    s.steps_in_backward = s.follows_step && s.world == 1 && config.gradient_clipping == 0.0 && config.precision() != Precision::kFp16 &&
-                          !s.params_nvme;
+    // The step followed, and the engine's own test (engine/layout).
+    s.steps_in_backward = s.follows_step && state_layout::step_in_backward_refusal(
+                                                s.world == 1, s.params_nvme, config.gradient_clipping,
+                                                config.precision() == Precision::kFp16) == nullptr;
     if (!s.compute_on_cpu)
       out.add(Tier::kGpu, "window: other micro-batches' unit inputs, grads", Phase::kBackward, window,
               std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 2) + " x [" +

@@ -43,12 +43,17 @@ std::vector<int64_t> distinct_param_numels(const ModelDims& m) {
   return all;
 }
 
+std::vector<std::vector<int64_t>> unit_param_numels(const ModelDims& m) {
+  std::vector<std::vector<int64_t>> units = {{m.vocab_size * m.hidden_size}};
+  units.insert(units.end(), static_cast<size_t>(m.num_hidden_layers), layer_params(m));
+  units.push_back({m.hidden_size, m.vocab_size * m.hidden_size});
+  return units;
+}
+
 std::vector<int64_t> unit_numels(const ModelDims& m) {
-  const std::vector<int64_t> layer = layer_params(m);
-  const int64_t layer_numel = std::accumulate(layer.begin(), layer.end(), int64_t{0});
-  std::vector<int64_t> units = {m.vocab_size * m.hidden_size};
-  units.insert(units.end(), static_cast<size_t>(m.num_hidden_layers), layer_numel);
-  units.push_back(m.hidden_size + m.vocab_size * m.hidden_size);
+  std::vector<int64_t> units;
+  for (const std::vector<int64_t>& unit : unit_param_numels(m))
+    units.push_back(std::accumulate(unit.begin(), unit.end(), int64_t{0}));
   return units;
 }
 

@@ -83,7 +83,7 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   p.param_device =
       offload_device_name(config.zero.stage == 3 ? config.zero.offload_param.device : OffloadDevice::kNone);
   p.optimizer_state = s.optimizer_offloaded() ? optimizer_state_dtype_name(config.tierzero.optimizer_state_dtype) : "fp32";
-  p.master_weights = s.layout.compact_master ? "compact" : "fp32";
+  p.master_weights = s.layout().compact_master ? "compact" : "fp32";
   p.offload_grad_dtype = s.host_grad_bytes == 2 ? "bf16" : "fp32";
   p.micro_batch = s.micro;
   p.seq_len = s.seq;
@@ -94,8 +94,8 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   for (MemoryItem& item : engine_choice_items(model, config, machine, p.gpu_allocated_base_bytes, s))
     p.items.push_back(std::move(item));
   if (s.optimizer_nvme) {
-    p.optimizer_records = s.records.count();
-    p.optimizer_records_in_memory = s.records_in_memory.records;
+    p.optimizer_records = s.records().count();
+    p.optimizer_records_in_memory = s.records_in_memory;
   }
   p.state_bytes = state_bytes_table(s, config);
   p.checks = checks(p.items, config, machine, s, p.gpu_allocated_peak_bytes);

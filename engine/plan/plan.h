@@ -15,7 +15,7 @@
 //                parameter gradients as backward produces them; offloaded: offload_optimizer.buffer_count
 //                pinned staging slots of the largest bucket landed, at most 64 MiB each.
 //   optimizer    fp32 master + m + v (12 B/element) on the GPU, or offloaded in the layout of
-//                state_layout.h (master 4 B, or 2 with tierzero.master_weights "compact", the bf16
+//                engine/layout/layout.h (master 4 B, or 2 with tierzero.master_weights "compact", the bf16
 //                weights holding the other half; m + v 8, 4 with bf16, 2 + 4 B per 256 elements
 //                with int8): in pinned host memory (offload_optimizer "cpu", plus the 16-bit
 //                weights bound for the GPU), or on NVMe (offload_optimizer "nvme", with buffer_count
@@ -29,6 +29,10 @@
 //   buffers      the CUDA context (~500 MB, outside the allocator's counter), LibTorch's host
 //                runtime, what the trainer's weight source holds at start-up (one parameter
 //                redrawn in fp32, or a 16 MiB piece of a checkpoint's safetensors).
+// Every pinned buffer and swap file of the offloaded step (and of a LoRA base pinned or on NVMe) is
+// sized by engine/layout/layout.h, the functions the engine allocates with: the pools' block
+// alignment and page rounding and the swap files' 4096-byte rounding included, so the pinned and
+// NVMe figures are the engine's to the byte.
 // A tier's peak is its resident bytes plus the largest phase (backward, optimizer step, start-up).
 //
 // Step time: each resource's busy time for one optimizer step per rank (GPU compute with

@@ -34,10 +34,10 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   // The compact layouts only in the offloaded optimizers (the engine refuses them on the GPU).
   if (s.optimizer_offloaded()) {
     const TierzeroConfig& t = config.tierzero;
-    s.layout.compact_master = t.master_weights == MasterWeights::kCompact;
-    s.layout.moments = t.optimizer_state_dtype == OptimizerStateDtype::kInt8   ? state_layout::Moments::kInt8Blockwise
-                       : t.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? state_layout::Moments::kBf16
-                                                                                : state_layout::Moments::kFp32;
+    s.host.layout.compact_master = t.master_weights == MasterWeights::kCompact;
+    s.host.layout.moments = t.optimizer_state_dtype == OptimizerStateDtype::kInt8 ? state_layout::Moments::kInt8Blockwise
+                            : t.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? state_layout::Moments::kBf16
+                                                                                    : state_layout::Moments::kFp32;
     s.host_grad_bytes = t.offload_grad_dtype == OffloadGradDtype::kBf16 ? 2 : 4;
   }
 
@@ -48,6 +48,8 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     s.frozen_nvme = zero.offload_param.device == OffloadDevice::kNvme;
     s.frozen_parameters = std::accumulate(params.begin(), params.end(), int64_t{0});
     s.frozen_largest_unit = *std::max_element(units.begin(), units.end());
+    s.frozen_param_numels = params;
+    s.frozen_unit_numels = unit_param_numels(model);
     params.clear();
     units.clear();
     TZ_ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> adapters,
@@ -66,9 +68,10 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.largest_unit = *std::max_element(units.begin(), units.end());
   s.follows_step = zero.stage == 3 && s.optimizer_offloaded() && zero.overlap_comm;
   s.window_possible = zero.stage == 3 && (s.follows_step || s.params_offloaded());
-  // zero_engine.cpp: one rank reduces nothing, so an offloaded step cuts buckets at a staging slot.
-  int64_t bucket = std::max<int64_t>(static_cast<int64_t>(zero.reduce_bucket_size), 1);
-  if (s.optimizer_offloaded() && s.world == 1) bucket = std::min<int64_t>(bucket, kStagingSlotBytes / 4);
+  // The buckets as the engine cuts them (the same function).
+  const int64_t bucket = std::max<int64_t>(
+      1, state_layout::reduce_bucket_numel(static_cast<int64_t>(zero.reduce_bucket_size), s.optimizer_offloaded(),
+                                           s.world, state_layout::kStagingSlotBytes));
   s.reduce_bucket = bucket;
   if (zero.stage == 3) {
     // partition_layout.h: every parameter padded to a multiple of W, rank r holding its r-th piece.
@@ -77,7 +80,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
       s.largest_shard = std::max(s.largest_shard, ceil_div(n, s.world));
       (n <= static_cast<int64_t>(zero.param_persistence_threshold) ? s.persistent : s.nonpersistent) += n;
     }
-    s.landing = std::min(s.partition, std::max(ceil_div(bucket, s.world) + s.slots, s.largest_shard));
+    s.landing = state_layout::landing_numel(3, s.partition, bucket, s.world, s.slots, s.largest_shard);
     // Released parameters stay whole when reused within stage3_max_reuse_distance elements: the
     // units closest to the turn from forward to backward, about half that distance of them.
     s.kept_gathered = std::min<int64_t>(s.nonpersistent, static_cast<int64_t>(zero.max_reuse_distance / 2));
@@ -86,13 +89,29 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     const int64_t align = zero.stage == 0 ? 1 : 2 * s.world;
     s.padded = ceil_div(s.parameters, align) * align;
     s.partition = zero.stage == 0 ? s.padded : s.padded / s.world;
-    s.landing = std::min(s.partition, std::max(bucket, s.largest_param));
+    s.landing = state_layout::landing_numel(zero.stage, s.partition, bucket, s.world, 0, s.largest_param);
   }
-  s.sub_group = std::max<int64_t>(1, std::min(static_cast<int64_t>(zero.sub_group_size), s.partition));
-  s.records = {.partition = s.partition, .sub_group = s.sub_group};
-  if (s.params_nvme)
-    s.params_in_cpu =
-        std::min<int64_t>(s.partition, static_cast<int64_t>(zero.offload_param.max_in_cpu) / s.sub_group * s.sub_group);
+  state_layout::HostShape& h = s.host;
+  h.partition = s.partition;
+  h.landing = s.landing;
+  h.sub_group_size = static_cast<int64_t>(zero.sub_group_size);
+  h.optimizer_offloaded = s.optimizer_offloaded();
+  h.optimizer_nvme = s.optimizer_nvme;
+  h.optimizer_buffers = static_cast<int>(zero.offload_optimizer.buffer_count);
+  h.staging_slots = static_cast<int>(zero.offload_optimizer.buffer_count);
+  h.host_grad_bytes = s.host_grad_bytes;
+  h.compute_bytes = s.compute_bytes;
+  h.weights16_for_device = s.compute_bytes == 2 && !s.params_offloaded() && !s.compute_on_cpu;
+  h.params_nvme = s.params_nvme;
+  h.param_buffers = static_cast<int>(zero.offload_param.buffer_count);
+  h.param_buffer_numel = static_cast<int64_t>(zero.offload_param.buffer_size);
+  h.params_max_in_cpu = static_cast<int64_t>(zero.offload_param.max_in_cpu);
+  h.params_pinned = s.params_cpu && zero.offload_param.pin_memory;
+  if (s.params_nvme) {
+    const int64_t group = h.records().group();
+    s.params_in_cpu = std::min(
+        s.partition, state_layout::param_records_in_memory(h.params_max_in_cpu, s.partition, group) * group);
+  }
   return s;
 }
 

@@ -36,14 +36,14 @@ std::vector<StateBytes> state_bytes_table(const RunShape& s, const DsConfig& con
     grads.gpu = s.grad_bytes;
   } else {
     if (s.compute_bytes == 2 && !s.params_offloaded() && !s.compute_on_cpu) weights.pinned += 2;  // bound for the GPU
-    // Per element of the layout (state_layout.h): of the whole partition in host memory, or of a
+    // Per element of the layout (engine/layout/layout.h): of the whole partition in host memory, or of a
     // record on NVMe, the records in memory a share of them.
-    const int64_t g = s.optimizer_nvme ? s.records.group() : std::max<int64_t>(s.partition, 1);
-    const int64_t count = s.records.count();
+    const int64_t g = s.optimizer_nvme ? s.records().group() : std::max<int64_t>(s.partition, 1);
+    const int64_t count = s.records().count();
     const double in_memory =
-        !s.optimizer_nvme ? 1.0 : (count > 0 ? static_cast<double>(s.records_in_memory.records) / count : 0.0);
-    split(master, static_cast<double>(s.layout.master_bytes(g)) / g, in_memory);
-    split(moments, static_cast<double>(s.layout.moment_bytes(g)) / g, in_memory);
+        !s.optimizer_nvme ? 1.0 : (count > 0 ? static_cast<double>(s.records_in_memory) / count : 0.0);
+    split(master, static_cast<double>(s.layout().master_bytes(g)) / g, in_memory);
+    split(moments, static_cast<double>(s.layout().moment_bytes(g)) / g, in_memory);
     grads.pinned = s.host_grad_bytes;
     if (s.device_accumulator) grads.gpu = 4;
   }

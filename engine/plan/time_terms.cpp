@@ -63,7 +63,7 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
 
   // NVMe: the optimizer records neither in memory nor kept by the swap buffers, read and written
-  // once per step (state_layout.h); parameters
+  // once per step (engine/layout/layout.h); parameters
   // on NVMe read for every gather (as H2D above) beyond the share offload_param.max_in_cpu keeps in
   // memory, written once after the step.
   double read = static_cast<double>(s.nvme_state_moved_bytes), write = read;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/convert/consolidate.h"
+#include "engine/layout/layout.h"
 #include "engine/model/functional_model.h"
 #include "engine/train/internal/lora_export.h"
 #include "engine/train/internal/session.h"
@@ -22,13 +23,20 @@ FrozenPlacement frozen_placement(const DsConfig& config, int rank) {
   const OffloadParamConfig& offload = config.zero.offload_param;
   switch (offload.device) {
     case OffloadDevice::kNone: return FrozenHome::kDevice;
-    case OffloadDevice::kCpu: return offload.pin_memory ? FrozenHome::kPinnedHost : FrozenHome::kPageableHost;
+    case OffloadDevice::kCpu: {
+      if (!offload.pin_memory) return FrozenHome::kPageableHost;
+      FrozenPlacement pinned(FrozenHome::kPinnedHost);
+      pinned.rank = rank;
+      pinned.pinned_limit_bytes = config.tierzero.pinned_memory_limit;
+      return pinned;
+    }
     case OffloadDevice::kNvme: break;
   }
   FrozenPlacement placement(FrozenHome::kNvme);
   placement.nvme_paths = offload.nvme_paths;
   placement.io = config.aio;
   placement.rank = rank;
+  placement.pinned_limit_bytes = config.tierzero.pinned_memory_limit;
   return placement;
 }
 
@@ -55,6 +63,9 @@ Status TrainingSession::adapt_model() {
     TZ_ASSIGN_OR_RETURN(initial_adapters_, load_peft_adapter(resolve_path(config.init_adapter), *lora));
   }
   lora_ = lora.get();
+  // The base's pinned pool takes its share of tierzero.pinned_memory_limit; the engine's pool the rest.
+  options_.pinned_memory_limit_bytes =
+      state_layout::pool_limit_after(options_.pinned_memory_limit_bytes, static_cast<uint64_t>(lora->frozen_pool_bytes()));
   network_ = std::move(lora);
   model_.weights = map_param_source(initial_adapters_);  // the engine's parameters: the adapters
   return {};

@@ -44,7 +44,7 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
       load_partition_range(params, model, *this, comm.rank(), begin, window);
     });
   } else if (options.offload_params && options.pin_offloaded_params && host.tier != nullptr) {
-    shard_params_ = host.tier->buffer("parameter shard");  // zero-filled
+    shard_params_ = host.tier->buffer(PinnedRole::kParamShard, options.compute_dtype);  // zero-filled
   } else {
     shard_params_ =
         at::zeros({layout_.shard_numel}, compute.device(options.offload_params ? at::Device(at::kCPU) : comm.device()));

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "engine/config/ds_config.h"
+#include "engine/layout/layout.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/host_grad_pipeline.h"
@@ -56,34 +57,25 @@ struct PartitionSizes {
 
 PartitionSizes partition_sizes(const FunctionalModel& model, const PartitionOptions& options, int world_size) {
   const ParamNamesAndShapes table = param_names_and_shapes(model);
-  const int64_t bucket = std::max<int64_t>(options.reduce_bucket_numel, 1);
+  const int64_t bucket = options.reduce_bucket_numel;
   PartitionSizes sizes;
   if (options.stage == 3) {
-    // A bucket holds parameters of at most `bucket` elements together, or one larger parameter;
-    // its row is their shards, each ceil(numel / W).
     const ShardedLayout layout = make_sharded_layout(table.names, table.shapes, world_size);
     int64_t largest = 0;
     for (const ShardSlot& slot : layout.slots) largest = std::max(largest, slot.shard_numel);
-    const int64_t packed = (bucket + world_size - 1) / world_size + static_cast<int64_t>(layout.slots.size());
     sizes.partition_numel = layout.shard_numel;
-    sizes.landing_numel = std::min(layout.shard_numel, std::max(packed, largest));
+    sizes.landing_numel = state_layout::landing_numel(3, layout.shard_numel, bucket, world_size,
+                                                      static_cast<int64_t>(layout.slots.size()), largest);
   } else {
-    // A bucket is a flat range of at most `bucket` elements, or one larger parameter.
     const FlatGroupLayout layout = make_flat_group_layout(table.names, table.shapes, options.stage, world_size);
     int64_t largest = 0;
     for (const FlatSlot& slot : layout.slots) largest = std::max(largest, slot.numel);
     sizes.partition_numel = layout.partition_numel;
-    sizes.landing_numel = std::min(layout.partition_numel, std::max(bucket, largest));
+    sizes.landing_numel = state_layout::landing_numel(options.stage, layout.partition_numel, bucket, world_size, 0,
+                                                      largest);
   }
   return sizes;
 }
-
-std::string staging_name(int i) { return "gradient staging " + std::to_string(i); }
-std::string nvme_buffer_name(int i) { return "nvme optimizer buffer " + std::to_string(i); }
-std::string param_buffer_name(int i) { return "nvme parameter buffer " + std::to_string(i); }
-std::string param_window_name(int i) { return "nvme parameter window " + std::to_string(i); }
-constexpr int kParamWindows = 2;
-constexpr const char* kParamHostRecords = "parameters kept in host memory (offload_param.max_in_cpu)";
 
 bool state_on_nvme(const ZeroEngineOptions& options) {
   return options.offload_optimizer && !options.nvme_optimizer.paths.empty();
@@ -109,81 +101,35 @@ bool rounds_away(const ZeroEngineOptions& options) {
           options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway);
 }
 
-// Bytes of one NVMe optimizer record (a whole sub-group's state) of a partition of `partition_numel`.
-int64_t optimizer_record_bytes(const ZeroEngineOptions& options, int64_t partition_numel) {
-  return nvme_record_bytes(sub_group_numel(options, partition_numel), options.optimizer_state_dtype,
-                           compact_master(options));
-}
-constexpr const char* kOptimizerMemoryRecords = "optimizer records kept in pinned memory";
-
-// Every pinned buffer of the offloaded step, before any is allocated; with the state on NVMe, the
-// first `records_in_memory` sub-group records in one pinned block.
-std::vector<PinnedBuffer> host_plan(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device,
-                                    int64_t records_in_memory) {
+// What sizes this rank's pinned buffers and swap files (engine/layout, which the planner sizes them
+// with too).
+state_layout::HostShape host_shape(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device) {
   const PartitionOptions& partition = options.partition;
-  const int64_t p = sizes.partition_numel;
-  std::vector<PinnedBuffer> plan;
-  if (options.offload_optimizer) {
-    if (state_on_nvme(options)) {  // one sub-group's master (or residual), m and v per buffer
-      const int64_t record = optimizer_record_bytes(options, p);
-      for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
-        plan.push_back({nvme_buffer_name(i), record, at::kByte});
-      plan.push_back({kOptimizerMemoryRecords, records_in_memory * record, at::kByte});
-    } else {
-      const int64_t blocks = moments_8bit(options) ? static_cast<int64_t>(cpu_adam::moment_block_count(p)) : 0;
-      plan.push_back({"master", compact_master(options) ? 0 : p, at::kFloat});
-      plan.push_back({"master residual", compact_master(options) ? p : 0, at::kShort});
-      plan.push_back({"exp_avg", p, options.optimizer_state_dtype});
-      plan.push_back({"exp_avg_sq", p, moments_8bit(options) ? at::kByte : options.optimizer_state_dtype});
-      plan.push_back({"exp_avg scales", blocks, at::kFloat});
-      plan.push_back({"exp_avg_sq scales", blocks, at::kFloat});
-    }
-    plan.push_back({"gradients", p, options.offload_grad_dtype});
-    // A slot holds the largest bucket this rank lands in fp32 (a device accumulator lands fp32
-    // sums; 16-bit buckets are cut at the same elements), or grad_staging_slot_bytes of it (the
-    // pipeline lands a larger bucket piece by piece), a multiple of 8 bytes.
-    const int64_t landing_bytes = sizes.landing_numel * static_cast<int64_t>(sizeof(float));
-    const int64_t staging_bytes =
-        std::max<int64_t>(8, std::min(landing_bytes, static_cast<int64_t>(options.grad_staging_slot_bytes)) / 8 * 8);
-    for (int i = 0; i < options.grad_staging_buffers; ++i) plan.push_back({staging_name(i), staging_bytes, at::kByte});
-    // 16-bit weights bound for a device compute partition (a host one is written in place); with a
-    // compact master, its high half.
-    const bool device_compute = !device.is_cpu() && !partition.offload_params;
-    plan.push_back(
-        {"16-bit weights", is_16bit(partition.compute_dtype) && device_compute ? p : 0, partition.compute_dtype});
-  }
-  if (params_on_nvme(options)) {
-    const int64_t read_bytes = NvmeParams::read_buffer_bytes(options.nvme_params.buffer_numel, partition.compute_dtype);
-    for (int i = 0; i < options.nvme_params.buffer_count; ++i) plan.push_back({param_buffer_name(i), read_bytes, at::kByte});
-    const int64_t record = sub_group_numel(options, p);
-    const int64_t window_bytes = NvmeParams::window_bytes(record, partition.compute_dtype);
-    for (int i = 0; i < kParamWindows; ++i) plan.push_back({param_window_name(i), window_bytes, at::kByte});
-    plan.push_back({kParamHostRecords,
-                    NvmeParams::host_record_count(options.nvme_params.max_in_cpu, p, record) * record,
-                    partition.compute_dtype});
-  } else if (partition.offload_params && partition.pin_offloaded_params) {
-    plan.push_back({"parameter shard", p, partition.compute_dtype});
-  }
-  return plan;
+  const auto moments = options.optimizer_state_dtype == at::kChar       ? state_layout::Moments::kInt8Blockwise
+                       : options.optimizer_state_dtype == at::kBFloat16 ? state_layout::Moments::kBf16
+                                                                        : state_layout::Moments::kFp32;
+  return {.partition = sizes.partition_numel,
+          .landing = sizes.landing_numel,
+          .sub_group_size = options.sub_group_size,
+          .layout = {.compact_master = compact_master(options), .moments = moments},
+          .optimizer_offloaded = options.offload_optimizer,
+          .optimizer_nvme = state_on_nvme(options),
+          .optimizer_buffers = options.nvme_optimizer.buffer_count,
+          .staging_slots = options.grad_staging_buffers,
+          .staging_slot_bytes = options.grad_staging_slot_bytes,
+          .host_grad_bytes = static_cast<int>(c10::elementSize(options.offload_grad_dtype)),
+          .compute_bytes = static_cast<int>(c10::elementSize(partition.compute_dtype)),
+          .weights16_for_device = is_16bit(partition.compute_dtype) && !device.is_cpu() && !partition.offload_params,
+          .params_nvme = params_on_nvme(options),
+          .param_buffers = options.nvme_params.buffer_count,
+          .param_buffer_numel = options.nvme_params.buffer_numel,
+          .params_max_in_cpu = options.nvme_params.max_in_cpu,
+          .params_pinned = partition.offload_params && partition.pin_offloaded_params};
 }
 
-// How many of the NVMe optimizer's sub-group records stay in pinned memory
-// (tierzero.optimizer_records_in_memory): N as given (at most the sub-groups), or with
-// kRecordsByBudget as many whole records as pinned_memory_limit_bytes holds beside every other
-// pinned buffer of the plan.
-int64_t optimizer_records_in_memory(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device) {
-  if (!state_on_nvme(options) || options.optimizer_records_in_memory == 0) return 0;
-  const int64_t p = sizes.partition_numel;
-  const int64_t groups = (p + sub_group_numel(options, p) - 1) / sub_group_numel(options, p);
-  if (options.optimizer_records_in_memory != kRecordsByBudget)
-    return std::min(options.optimizer_records_in_memory, groups);
-  const uint64_t limit = options.pinned_memory_limit_bytes;
-  const auto record = static_cast<uint64_t>(optimizer_record_bytes(options, p));
-  const uint64_t others = HostTier::capacity(host_plan(options, sizes, device, 0));
-  if (others >= limit || record == 0) return 0;
-  auto n = static_cast<int64_t>(std::min<uint64_t>((limit - others) / record, static_cast<uint64_t>(groups)));
-  while (n > 0 && HostTier::capacity(host_plan(options, sizes, device, n)) > limit) --n;
-  return n;
+// The 16-bit weights bound for the device (empty when the compute partition is in host memory).
+at::Tensor weights16(const ZeroEngineOptions& options, const HostTier& host_tier) {
+  return host_tier.buffer(PinnedRole::kWeights16, options.partition.compute_dtype);
 }
 
 // `options` as engine/config's settings, which check_engine_settings() checks (the options may be
@@ -215,7 +161,7 @@ EngineSettings settings_of(const ZeroEngineOptions& options) {
 CompactState compact_state(const ZeroEngineOptions& options, const HostTier& host_tier, Partitioner& partitioner) {
   CompactState compact{.compact_master = compact_master(options), .moments_8bit = moments_8bit(options), .hi = {}};
   if (compact.compact_master) {  // the bf16 weights the optimizer writes: in place in host memory, or bound for the device
-    const at::Tensor staged = host_tier.buffer("16-bit weights");
+    const at::Tensor staged = weights16(options, host_tier);
     compact.hi = staged.numel() > 0 ? staged : partitioner.compute_partition();
     if (!compact.hi.is_cpu() || !compact.hi.is_contiguous() || compact.hi.scalar_type() != at::kBFloat16)
       throw Error(internal_error("compact master: no bf16 weights in host memory for its high half"));
@@ -277,13 +223,10 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   throw_if_error(check_engine_settings(settings_of(options)));
   throw_if_error(limit_device_memory(comm.device(), options.gpu_memory_limit_bytes));
   options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
-  // One rank reduces nothing, so a larger bucket only makes its gradients leave later: offloaded, a
-  // bucket holds at most a staging slot's fp32 elements and lands while backward goes on (the same
-  // buckets for both accumulators, which keeps them equal bit for bit).
-  if (options.offload_optimizer && comm.world_size() == 1)
-    options_.partition.reduce_bucket_numel =
-        std::min<int64_t>(options.partition.reduce_bucket_numel,
-                          std::max<int64_t>(1, static_cast<int64_t>(options.grad_staging_slot_bytes / sizeof(float))));
+  // The same buckets for both accumulators, which keeps them equal bit for bit.
+  options_.partition.reduce_bucket_numel =
+      state_layout::reduce_bucket_numel(options.partition.reduce_bucket_numel, options.offload_optimizer,
+                                        comm.world_size(), options.grad_staging_slot_bytes);
 
   const PartitionSizes sizes = partition_sizes(model, options_.partition, comm.world_size());
   throw_if_error(check_engine_settings(settings_of(options_), sizes.partition_numel));
@@ -294,9 +237,12 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                       sub_group_numel(options_, sizes.partition_numel), options_.nvme_params,
                                       comm.rank()));
   }
-  const int64_t records_in_memory = optimizer_records_in_memory(options_, sizes, comm.device());
-  const std::vector<PinnedBuffer> plan = host_plan(options_, sizes, comm.device(), records_in_memory);
-  if (!plan.empty()) host_tier_ = HostTier::create(plan, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
+  const state_layout::HostShape shape = host_shape(options_, sizes, comm.device());
+  const int64_t records_in_memory =
+      state_layout::records_in_memory(shape, options_.optimizer_records_in_memory, options_.pinned_memory_limit_bytes);
+  const std::vector<offload::PinnedBufferSpec> buffers = state_layout::pinned_buffers(shape, records_in_memory);
+  if (!buffers.empty())
+    host_tier_ = HostTier::create(buffers, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
   if (options.offload_optimizer || options.partition.offload_params)
     copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
   if (params_on_nvme(options)) {
@@ -308,17 +254,19 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                           .read_buffers = {},
                           .windows = {}};
     for (int i = 0; i < options.nvme_params.buffer_count; ++i)
-      setup.read_buffers.push_back(host_tier_->buffer(param_buffer_name(i)));
-    for (int i = 0; i < kParamWindows; ++i) setup.windows.push_back(host_tier_->buffer(param_window_name(i)));
-    setup.host_records = host_tier_->buffer(kParamHostRecords);
+      setup.read_buffers.push_back(host_tier_->buffer(PinnedRole::kParamReadBuffer, at::kByte, i));
+    for (int i = 0; i < 2; ++i) setup.windows.push_back(host_tier_->buffer(PinnedRole::kParamWindow, at::kByte, i));
+    setup.host_records = host_tier_->buffer(PinnedRole::kParamRecords, options.partition.compute_dtype);
     nvme_params_ = NvmeParams::create(std::move(setup));
   }
   if (options.offload_optimizer) {
     cpu_adam_ = std::make_unique<cpu_adam::CpuAdam>(cpu_adam::CpuAdamOptions{.threads = options.cpu_threads});
     std::vector<at::Tensor> staging;
-    for (int i = 0; i < options.grad_staging_buffers; ++i) staging.push_back(host_tier_->buffer(staging_name(i)));
+    for (int i = 0; i < options.grad_staging_buffers; ++i)
+      staging.push_back(host_tier_->buffer(PinnedRole::kGradStaging, at::kByte, i));
     grad_pipeline_ =
-        std::make_unique<HostGradPipeline>(host_tier_->buffer("gradients"), std::move(staging), *copies_, *cpu_adam_,
+        std::make_unique<HostGradPipeline>(host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype),
+                                           std::move(staging), *copies_, *cpu_adam_,
                                            1.0f / static_cast<float>(comm.world_size()), options.overlap_offload);
     bool on_device = false;
     std::tie(on_device, grad_accumulator_choice_) =
@@ -352,17 +300,17 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                .compact = compact_state(options, *host_tier_, *partitioner_),
                                .params16_rounding = options.params16_rounding,
                                .records_in_memory = records_in_memory,
-                               .memory_records = host_tier_->buffer(kOptimizerMemoryRecords),
+                               .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
                                .nvme = options.nvme_optimizer,
                                .buffers = {},
-                               .params16 = host_tier_->buffer("16-bit weights"),
+                               .params16 = weights16(options, *host_tier_),
                                .sink = nvme_params_.get(),
                                .source = &params,
                                .model = &model,
                                .partitioner = partitioner_.get(),
                                .partition_rank = partition_rank};
     for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
-      setup.buffers.push_back(host_tier_->buffer(nvme_buffer_name(i)));
+      setup.buffers.push_back(host_tier_->buffer(PinnedRole::kOptimizerSwapBuffer, at::kByte, i));
     std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
     nvme_optimizer_ = nvme.get();
     optimizer_ = std::move(nvme);
@@ -376,16 +324,24 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                             .copies = copies_.get(),
                             .sub_group_numel = options.sub_group_size,
                             .time_copies = options.time_breakdown,
-                            .master = compact_master(options) ? at::Tensor() : host_tier_->buffer("master"),
-                            .exp_avg = host_tier_->buffer("exp_avg"),
-                            .exp_avg_sq = host_tier_->buffer("exp_avg_sq"),
-                            .params16 = host_tier_->buffer("16-bit weights"),
+                            .master = compact_master(options) ? at::Tensor()
+                                                              : host_tier_->buffer(PinnedRole::kMaster, at::kFloat),
+                            .exp_avg = host_tier_->buffer(PinnedRole::kExpAvg, options.optimizer_state_dtype),
+                            .exp_avg_sq = host_tier_->buffer(PinnedRole::kExpAvgSq, moments_8bit(options)
+                                                                                      ? at::kByte
+                                                                                      : options.optimizer_state_dtype),
+                            .params16 = weights16(options, *host_tier_),
                             .sink = nvme_params_.get(),
                             .compact = compact_state(options, *host_tier_, *partitioner_),
-                            .residual = compact_master(options) ? host_tier_->buffer("master residual") : at::Tensor(),
-                            .exp_avg_scales = moments_8bit(options) ? host_tier_->buffer("exp_avg scales") : at::Tensor(),
-                            .exp_avg_sq_scales =
-                                moments_8bit(options) ? host_tier_->buffer("exp_avg_sq scales") : at::Tensor(),
+                            .residual = compact_master(options)
+                                            ? host_tier_->buffer(PinnedRole::kMasterResidual, at::kShort)
+                                            : at::Tensor(),
+                            .exp_avg_scales = moments_8bit(options)
+                                                  ? host_tier_->buffer(PinnedRole::kExpAvgScales, at::kFloat)
+                                                  : at::Tensor(),
+                            .exp_avg_sq_scales = moments_8bit(options)
+                                                     ? host_tier_->buffer(PinnedRole::kExpAvgSqScales, at::kFloat)
+                                                     : at::Tensor(),
                             .load_master = {},
                             .params16_rounding = options.params16_rounding};
   if (compact_master(options)) {  // read and split a piece at a time, never the fp32 master whole
@@ -417,18 +373,12 @@ void ZeroEngine::choose_window_at_start() {
 }
 
 void ZeroEngine::step_in_backward_if_possible() {
-  std::string why_not;
-  if (!partitioner_->can_hand_over_grads()) {
-    why_not = "it needs one rank at stage 3";
-  } else if (params_on_nvme(options_)) {
-    why_not = "the parameters on NVMe are read and written through the same buffers";
-  } else if (options_.gradient_clipping > 0.0) {
-    why_not = "gradient_clipping needs the whole gradient's norm before the first update";
-  } else if (options_.partition.compute_dtype == at::kHalf) {
-    why_not = "fp16's overflow check needs the whole gradient before the first update";
-  }
-  if (!why_not.empty()) {
-    backward_step_choice_ = "after the backward, into the next forward (not inside the backward: " + why_not + ")";
+  const char* why_not = state_layout::step_in_backward_refusal(  // the planner decides with it too
+      partitioner_->can_hand_over_grads(), params_on_nvme(options_), options_.gradient_clipping,
+      options_.partition.compute_dtype == at::kHalf);
+  if (why_not != nullptr) {
+    backward_step_choice_ =
+        std::string("after the backward, into the next forward (not inside the backward: ") + why_not + ")";
     return;
   }
   backward_step_ = std::make_unique<BackwardStep>(model_, *partitioner_, *grad_pipeline_);
@@ -756,6 +706,10 @@ bool ZeroEngine::grad_accumulation_on_device() const {
 }
 
 int64_t ZeroEngine::pinned_bytes() const { return host_tier_ ? host_tier_->pinned_bytes() : 0; }
+
+int64_t ZeroEngine::host_pool_bytes() const { return host_tier_ ? host_tier_->bytes() : 0; }
+
+int64_t ZeroEngine::host_pool_used_bytes() const { return host_tier_ ? host_tier_->used_bytes() : 0; }
 
 NvmeTraffic ZeroEngine::nvme_traffic() const { return nvme_traffic_; }
 

@@ -250,6 +250,10 @@ class ZeroEngine {
   // Bytes of host memory the offloaded step holds pinned for the device (master, m, v, gradients,
   // staging, 16-bit weights, offloaded parameter shard); 0 when nothing is offloaded or no GPU.
   int64_t pinned_bytes() const;
+  // Bytes of the offloaded step's host pool (engine/layout's pinned buffer list, pinned or, without a
+  // GPU, plain host memory), and of them the bytes its buffers take; 0 when nothing is offloaded.
+  int64_t host_pool_bytes() const;
+  int64_t host_pool_used_bytes() const;
   // Whether the offloaded step accumulates micro-batches on the compute device (GradAccumulator), and
   // why: "device (5.40 GB fp32 on cuda:0: ...)" or "host (...)"; empty without an offloaded optimizer.
   bool grad_accumulation_on_device() const;

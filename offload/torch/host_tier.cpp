@@ -23,27 +23,15 @@ void zero_fill(void* data, uint64_t bytes) {
 
 }  // namespace
 
-uint64_t HostTier::capacity(const std::vector<PinnedBuffer>& plan) {
-  uint64_t capacity = 0;
-  for (const PinnedBuffer& buffer : plan) {
-    const uint64_t bytes = static_cast<uint64_t>(buffer.numel) * c10::elementSize(buffer.dtype);
-    if (bytes > 0) capacity += PinnedHostPool::footprint(bytes);
-  }
-  return (capacity + 4095) / 4096 * 4096;
-}
-
-std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan, uint64_t limit_bytes,
+std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBufferSpec>& buffers, uint64_t limit_bytes,
                                            at::Device device, int rank) {
-  uint64_t capacity = 0;
   std::string listing;
-  for (const PinnedBuffer& buffer : plan) {
-    const uint64_t bytes = static_cast<uint64_t>(buffer.numel) * c10::elementSize(buffer.dtype);
-    if (bytes == 0) continue;
-    capacity += PinnedHostPool::footprint(bytes);
-    listing += (listing.empty() ? "" : ", ") + buffer.what + " " + format_bytes(bytes);
+  for (const PinnedBufferSpec& buffer : buffers) {
+    if (buffer.bytes == 0) continue;
+    listing += (listing.empty() ? "" : ", ") + std::string(pinned_role_name(buffer.role)) + " " +
+               std::to_string(buffer.index) + " " + format_bytes(buffer.bytes);
   }
-  // A whole number of pages: the pool's top end is then aligned for any small block placed there.
-  capacity = (capacity + 4095) / 4096 * 4096;
+  const uint64_t capacity = pinned_capacity(buffers);
   if (limit_bytes > 0 && capacity > limit_bytes)
     throw Error(out_of_space("rank " + std::to_string(rank) + ": the offloaded step needs " + format_bytes(capacity) +
                              " (" + std::to_string(capacity) + " bytes) of pinned host memory (" + listing +
@@ -65,42 +53,43 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBuffer>& plan
   tier->pool_ = std::move(pool).value();
   // Largest first: a block's alignment grows with its size, so each block starts where the last one
   // left the pool aligned for it, and the footprints summed above are what the blocks take.
-  std::vector<const PinnedBuffer*> by_size;
-  for (const PinnedBuffer& buffer : plan) by_size.push_back(&buffer);
-  std::stable_sort(by_size.begin(), by_size.end(), [](const PinnedBuffer* a, const PinnedBuffer* b) {
-    return a->numel * static_cast<int64_t>(c10::elementSize(a->dtype)) >
-           b->numel * static_cast<int64_t>(c10::elementSize(b->dtype));
-  });
-  for (const PinnedBuffer* planned : by_size) {
-    const PinnedBuffer& buffer = *planned;
-    if (tier->buffers_.count(buffer.what))
-      throw Error(internal_error("pinned buffer '" + buffer.what + "' planned twice"));
-    const uint64_t bytes = static_cast<uint64_t>(buffer.numel) * c10::elementSize(buffer.dtype);
-    at::TensorOptions options = at::TensorOptions().dtype(buffer.dtype).device(at::kCPU);
-    if (bytes == 0) {
-      tier->buffers_[buffer.what] = at::empty({0}, options);
-      continue;
-    }
-    void* data = value_or_throw(tier->pool_->allocate(bytes));
-    zero_fill(data, bytes);
-    tier->buffers_[buffer.what] = at::from_blob(data, {buffer.numel}, options);
+  std::vector<const PinnedBufferSpec*> by_size;
+  for (const PinnedBufferSpec& buffer : buffers) by_size.push_back(&buffer);
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [](const PinnedBufferSpec* a, const PinnedBufferSpec* b) { return a->bytes > b->bytes; });
+  for (const PinnedBufferSpec* buffer : by_size) {
+    Held& held = tier->buffers_[{buffer->role, buffer->index}];
+    if (held.bytes > 0 || held.data != nullptr)
+      throw Error(internal_error(std::string("pinned buffer ") + pinned_role_name(buffer->role) + " " +
+                                 std::to_string(buffer->index) + " listed twice"));
+    held.bytes = buffer->bytes;
+    if (buffer->bytes == 0) continue;
+    held.data = value_or_throw(tier->pool_->allocate(buffer->bytes));
+    zero_fill(held.data, buffer->bytes);
   }
   return tier;
 }
 
-HostTier::~HostTier() {
-  buffers_.clear();  // the tensors do not own their memory; the pool frees it
-}
+HostTier::~HostTier() = default;  // the tensors handed out do not own their memory; the pool frees it
 
-at::Tensor HostTier::buffer(const std::string& what) const {
-  auto it = buffers_.find(what);
-  if (it == buffers_.end()) throw Error(internal_error("pinned buffer '" + what + "' was not planned"));
-  return it->second;
+at::Tensor HostTier::buffer(PinnedRole role, at::ScalarType dtype, int index) const {
+  auto it = buffers_.find({role, index});
+  const std::string name = std::string(pinned_role_name(role)) + " " + std::to_string(index);
+  if (it == buffers_.end()) throw Error(internal_error("pinned buffer " + name + " was not listed"));
+  const auto element = static_cast<uint64_t>(c10::elementSize(dtype));
+  if (it->second.bytes % element != 0)
+    throw Error(internal_error("pinned buffer " + name + " is not a whole number of " + c10::toString(dtype)));
+  const at::TensorOptions options = at::TensorOptions().dtype(dtype).device(at::kCPU);
+  const auto numel = static_cast<int64_t>(it->second.bytes / element);
+  if (numel == 0) return at::empty({0}, options);
+  return at::from_blob(it->second.data, {numel}, options);
 }
 
 int64_t HostTier::pinned_bytes() const { return pool_->gpu_pinned() ? static_cast<int64_t>(pool_->capacity()) : 0; }
 
 int64_t HostTier::bytes() const { return static_cast<int64_t>(pool_->capacity()); }
+
+int64_t HostTier::used_bytes() const { return static_cast<int64_t>(pool_->used()); }
 
 std::string HostTier::description() const { return pool_->description(); }
 

@@ -22,47 +22,42 @@ namespace tierzero::offload {
 
 // ---- Pinned host tier ---------------------------------------------------------------------------
 // The offloaded step's pinned host memory, all of it from offload/'s exact-size pool
-// (PinnedHostPool, pinned_host_pool.cpp): the engine lists every buffer first (fp32 master, m, v, the gradient
-// partition, the gradient staging slots, the 16-bit weights bound for the device, the offloaded
-// parameter shard); the total is checked against tierzero.pinned_memory_limit and allocated at
-// once, before the first buffer is used. Buffers are LibTorch CPU tensors over the pool's memory
-// (from_blob): they must not outlive the HostTier.
-
-// One buffer of the plan: a flat tensor of `numel` elements of `dtype`, named for errors and logs.
-struct PinnedBuffer {
-  std::string what;
-  int64_t numel = 0;
-  at::ScalarType dtype = at::kFloat;
-};
-
+// (PinnedHostPool, pinned_host_pool.cpp): the engine lists every buffer first, typed by role
+// (PinnedBufferSpec, offload.h; the list and its sizes come from engine/layout, which `tierzero
+// estimate` plans with too); the total (pinned_capacity) is checked against
+// tierzero.pinned_memory_limit and allocated at once, before the first buffer is used. Buffers are
+// LibTorch CPU tensors over the pool's memory (from_blob): they must not outlive the HostTier.
 class HostTier {
  public:
-  // Allocates every buffer of `plan` (names unique; numel 0 allowed) zero-filled, pinned for
+  // Allocates every buffer of `buffers` ((role, index) unique; 0 bytes allowed) zero-filled, pinned for
   // `device` when it is a CUDA device (huge pages + cudaHostRegister), plain host memory otherwise. `limit_bytes`
-  // (tierzero.pinned_memory_limit; 0 = none) caps the total. Throws tierzero::Error naming
+  // (tierzero.pinned_memory_limit; 0 = none) caps pinned_capacity(buffers). Throws tierzero::Error naming
   // tierzero.pinned_memory_limit, rank `rank`, the bytes asked (buffer by buffer) and the limit, or
   // the pool's error (MemAvailable, cudaHostRegister).
-  static std::unique_ptr<HostTier> create(const std::vector<PinnedBuffer>& plan, uint64_t limit_bytes,
+  static std::unique_ptr<HostTier> create(const std::vector<PinnedBufferSpec>& buffers, uint64_t limit_bytes,
                                           at::Device device, int rank);
   ~HostTier();
 
-  // Bytes create() takes for `plan` (each buffer's footprint in the pool, the total rounded up to a
-  // page): what is checked against the limit.
-  static uint64_t capacity(const std::vector<PinnedBuffer>& plan);
-
-  // The buffer planned as `what`. Throws tierzero::Error (internal) when none was.
-  at::Tensor buffer(const std::string& what) const;
+  // Buffer `index` of `role` as a flat tensor of `dtype` (its bytes a whole number of elements; an
+  // empty tensor for a buffer of 0 bytes). Throws tierzero::Error (internal) when none was listed.
+  at::Tensor buffer(PinnedRole role, at::ScalarType dtype, int index = 0) const;
   // Bytes of pinned memory held (the pool's capacity); 0 without a GPU, where nothing is pinned.
   int64_t pinned_bytes() const;
-  // Bytes held, pinned or not.
+  // Bytes held, pinned or not (the pool's capacity: pinned_capacity of the list).
   int64_t bytes() const;
+  // Bytes the buffers take in the pool, alignment included.
+  int64_t used_bytes() const;
   // The pool's description, for the start-up banner.
   std::string description() const;
 
  private:
+  struct Held {
+    void* data = nullptr;
+    uint64_t bytes = 0;
+  };
   HostTier() = default;
   std::unique_ptr<PinnedHostPool> pool_;
-  std::map<std::string, at::Tensor> buffers_;
+  std::map<std::pair<PinnedRole, int>, Held> buffers_;
 };
 
 // ---- Side-stream copies -------------------------------------------------------------------------

@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "common/common.h"
+#include "engine/layout/layout.h"
 #include "engine/model/functional_model.h"
 #include "offload/offload.h"
+#include "offload/torch/offload_torch.h"
 
 namespace tierzero::engine {
 
@@ -37,17 +39,20 @@ class FrozenDisk {
 
   // A swap-file record: every record of a swap file takes the same room and units differ in size
   // (an embedding is several layers), so a unit spans consecutive records of at most this many bytes.
-  static constexpr uint64_t kMaxRecordBytes = 32ull << 20;
+  static constexpr uint64_t kMaxRecordBytes = state_layout::kFrozenMaxRecordBytes;
 
   // Writes every unit of `units` (each unit's parameters in the model's order; a parameter of two
   // units is stored in both) in `dtype` through `read` into swap files per `placement` (its
   // nvme_paths, io and rank), in records of `max_record_bytes` (rounded up to 4096; the largest
-  // unit when smaller). Errors: SwapFiles::create's (a path that is not a writable directory, a
-  // disk without room for the files: kOutOfSpace with the bytes needed and free), the writes', and
-  // `read`'s.
+  // unit when smaller; the layout is engine/layout's frozen_disk_layout), staged through two halves
+  // of a pool of their own, pinned for `device` when it is a CUDA device and checked against
+  // placement.pinned_limit_bytes. Errors: the pool's (over the limit), SwapFiles::create's (a path
+  // that is not a writable directory, a disk without room for the files: kOutOfSpace with the bytes
+  // needed and free), the writes', and `read`'s.
   static Result<std::unique_ptr<FrozenDisk>> create(const std::vector<std::vector<ParamSpec>>& units,
                                                     at::ScalarType dtype, const FrozenPlacement& placement,
-                                                    const ReadParam& read, uint64_t max_record_bytes = kMaxRecordBytes);
+                                                    const ReadParam& read, uint64_t max_record_bytes = kMaxRecordBytes,
+                                                    at::Device device = at::kCPU);
   ~FrozenDisk();
   FrozenDisk(const FrozenDisk&) = delete;
   FrozenDisk& operator=(const FrozenDisk&) = delete;
@@ -64,10 +69,10 @@ class FrozenDisk {
   uint64_t file_bytes() const { return staging_->file_bytes(); }
   // Bytes read from the files since the last call. Thread-safe.
   uint64_t take_read_bytes();
-  // Bytes of the two staging buffers when pinned (a GPU present), else 0.
-  int64_t pinned_staging_bytes() const {
-    return buffers_.front().is_pinned() ? 2 * static_cast<int64_t>(buffers_.front().nbytes()) : 0;
-  }
+  // Bytes of the two staging halves' pool (engine/layout's frozen_staging_buffers), and of them
+  // pinned (a CUDA `device` given to create()).
+  int64_t staging_pool_bytes() const { return pool_->bytes(); }
+  int64_t pinned_staging_bytes() const { return pool_->pinned_bytes(); }
   std::string describe() const { return staging_->describe(); }
 
  private:
@@ -94,7 +99,8 @@ class FrozenDisk {
   size_t chunks_per_half_ = 0;                  // the largest unit's records
   at::ScalarType dtype_ = at::kBFloat16;
   int64_t bytes_ = 0;
-  std::vector<at::Tensor> buffers_;  // the two pinned staging halves (bytes)
+  std::unique_ptr<offload::HostTier> pool_;  // the staging halves' memory; outlives buffers_
+  std::vector<at::Tensor> buffers_;          // the two staging halves (bytes)
   std::unique_ptr<offload::RecordStaging> staging_;
   std::mutex mu_;
   Slot slots_[2];

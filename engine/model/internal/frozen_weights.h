@@ -13,13 +13,15 @@
 #include "engine/model/functional_model.h"
 #include "engine/model/internal/frozen_disk.h"
 #include "engine/model/internal/frozen_prefetch.h"
+#include "offload/torch/offload_torch.h"
 
 namespace tierzero::engine {
 
 class FrozenWeights {
  public:
   // Reads every parameter of `model` from `source` in bounded fp32 pieces, casts it to `dtype` and
-  // stores it as `placement` says (kDevice: on `device`; kNvme: frozen_disk.h's swap files). A
+  // stores it as `placement` says (kDevice: on `device`; kPinnedHost: in a pool of its own, pinned for
+  // `device`, checked against placement.pinned_limit_bytes; kNvme: frozen_disk.h's swap files). A
   // parameter two units share (a tied embedding) is kept once in memory, in each unit's record on
   // NVMe. Errors name the tensor, or the swap file and the fix.
   static Result<std::unique_ptr<FrozenWeights>> load(const FunctionalModel& model, ParamSource& source,
@@ -41,12 +43,16 @@ class FrozenWeights {
   // swap files' bytes on NVMe.
   int64_t pinned_bytes() const;
   int64_t nvme_bytes() const;
+  // Bytes of the base's pool, pinned or not: the weights (kPinnedHost) or the NVMe staging halves
+  // (kNvme) as engine/layout lists them; else 0.
+  int64_t pool_bytes() const;
   // Bytes read from NVMe since the last call.
   uint64_t take_nvme_read_bytes() const;
 
  private:
   FrozenWeights(FrozenHome home) : home_(home) {}
   FrozenHome home_;
+  std::unique_ptr<offload::HostTier> pool_;  // kPinnedHost: the weights' memory; outlives by_name_
   std::map<std::string, at::Tensor> by_name_;
   std::vector<std::vector<const at::Tensor*>> units_;
   int64_t bytes_ = 0;

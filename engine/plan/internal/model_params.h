@@ -11,6 +11,8 @@ namespace tierzero::engine::plan {
 
 // Element count of every distinct parameter, in first-use order (a tied LM head not repeated).
 std::vector<int64_t> distinct_param_numels(const ModelDims& model);
+// Element count of each unit's parameters, in unit_params order (a tied LM head in the last unit too).
+std::vector<std::vector<int64_t>> unit_param_numels(const ModelDims& model);
 // tierzero.lora: the adapters' element counts (lora_A, then lora_B, per targeted projection) of
 // each unit, matched as engine/model's LoraModel matches them (lora_targets_module); none in the
 // embedding and LM head units. kInvalidArgument, naming a layer's projections, when no projection

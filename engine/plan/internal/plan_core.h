@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "engine/plan/plan.h"
-#include "engine/plan/internal/state_layout.h"
+#include "engine/layout/layout.h"
 
 namespace tierzero::engine::plan {
-
-inline constexpr int64_t kStagingSlotBytes = 64 << 20;  // ZeroEngineOptions::grad_staging_slot_bytes
 
 // Sizes every part of the plan reads, per rank. Elements unless named bytes.
 struct RunShape {
@@ -19,10 +17,10 @@ struct RunShape {
   int compute_bytes = 2;  // e: the compute dtype (bf16/fp16 2, fp32 4)
   int grad_bytes = 4;       // g: tierzero.grad_accum_dtype (the GPU's gradients)
   int host_grad_bytes = 4;  // offloaded: tierzero.offload_grad_dtype, the host gradient partition
-  // The optimizer state's layout (state_layout.h): tierzero.master_weights and optimizer_state_dtype
-  // for the offloaded optimizer; fp32 master, m, v on the GPU.
-  state_layout::Layout layout;
-  state_layout::Records records;  // the partition in sub-groups (one record each)
+  // What sizes the offloaded step's pinned buffers and swap files (engine/layout, which the engine
+  // allocates with): the partition, the landing, the state's layout (tierzero.master_weights and
+  // optimizer_state_dtype for the offloaded optimizer; fp32 master, m, v on the GPU), the buffers.
+  state_layout::HostShape host;
   int64_t parameters = 0;
   int64_t padded = 0;     // the flat layout's elements (stages 0-2)
   int64_t partition = 0;  // this rank's partition: the optimizer's and the gradients' elements
@@ -34,13 +32,13 @@ struct RunShape {
   int64_t slots = 0;          // distinct parameters
   int64_t landing = 0;        // offloaded: a staging slot's elements (the largest bucket landed)
   int64_t kept_gathered = 0;  // stage 3: parameters kept whole between forward and backward
-  // Optimizer on NVMe, set by memory_items (tierzero.optimizer_records_in_memory "auto" needs every
-  // other pinned buffer): the records kept in pinned memory, and the bytes a step reads and writes
-  // each way, those of the streamed records beyond the buffer_count the swap buffers keep from one
-  // pass to the next (state_layout.h).
-  state_layout::InMemory records_in_memory;
+  // Optimizer on NVMe, set by memory_items (engine/layout's records_in_memory): the records kept in
+  // pinned memory, and the bytes a step reads and writes each way, those of the streamed records
+  // beyond the buffer_count the swap buffers keep from one pass to the next.
+  int64_t records_in_memory = 0;
   int64_t nvme_state_moved_bytes = 0;
-  int64_t sub_group = 1;  // the offloaded optimizer's sub-group: min(sub_group_size, partition), >= 1
+  const state_layout::Layout& layout() const { return host.layout; }
+  state_layout::Records records() const { return host.records(); }
   // Parameters on NVMe: elements of the shard offload_param.max_in_cpu keeps in pinned memory (whole
   // sub-groups from the front, nvme_params.h).
   int64_t params_in_cpu = 0;
@@ -69,6 +67,8 @@ struct RunShape {
   bool frozen_nvme = false;  // offload_param "nvme": the base in swap files; the adapters as with "cpu"
   int64_t frozen_parameters = 0;
   int64_t frozen_largest_unit = 0;
+  std::vector<int64_t> frozen_param_numels;               // each frozen weight, in the model's order
+  std::vector<std::vector<int64_t>> frozen_unit_numels;   // each unit's frozen weights (frozen_disk.h)
   // With tierzero.lora.lora_dropout > 0: the input features summed over one layer's adapted
   // projections (the most of any layer), each of which a recomputation drops into a copy.
   int64_t lora_dropout_features = 0;

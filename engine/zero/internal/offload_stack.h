@@ -19,7 +19,7 @@ using offload::kParameterSwap;
 using offload::limit_device_memory;
 using offload::PartitionWrite;
 using offload::PendingWrites;
-using offload::PinnedBuffer;
+using offload::PinnedRole;
 using offload::SwapFiles;
 using offload::SwapTransfer;
 

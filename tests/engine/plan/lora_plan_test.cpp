@@ -59,10 +59,16 @@ TEST(LoraPlan, BaseOnNvmeIsReadForEachPassAndTheAdaptersStayInHostMemory) {
   uint64_t on_nvme = 0;
   for (const MemoryItem& item : p.items)
     if (item.tier == Tier::kNvme) on_nvme += item.bytes;
-  EXPECT_EQ(on_nvme, 2u * kLlama135bParams) << "only the base, in bf16: the adapters are not on NVMe";
-  EXPECT_EQ(item_bytes(p, Tier::kNvme, "frozen base weights (tierzero.lora)"), 2u * kLlama135bParams);
-  EXPECT_EQ(item_bytes(p, Tier::kPinned, "frozen base: NVMe staging, 2 units"),
-            2u * 2u * static_cast<uint64_t>(kHidden) * (32000u + 1u));  // the largest: the head unit
+  // Only the base, in bf16 (the adapters are not on NVMe), in the swap files as the engine writes them
+  // (frozen_disk.h): each unit in whole records of 32 MiB. Every unit takes 4: the embedding 131.07 MB,
+  // a layer 101.20 MB (2 norms, q, k, v, o of 2048^2 and 3 MLP weights of 2048 x 5504, in bf16), the
+  // head unit 131.08 MB. (The plan counted the weights' bytes alone before it sized the files with
+  // engine/layout: 2.69 GB of the 3.49 GB the engine preallocates.)
+  const uint64_t record = 32u << 20;
+  EXPECT_EQ(on_nvme, (1u + kLayers + 1u) * 4u * record);
+  EXPECT_EQ(item_bytes(p, Tier::kNvme, "frozen base weights (tierzero.lora)"), on_nvme);
+  // Two staging halves of the largest unit's 4 records (the plan counted 2 x the head unit's bytes).
+  EXPECT_EQ(item_bytes(p, Tier::kPinned, "frozen base: NVMe staging, 2 units"), 2u * 4u * record);
   // The window (the adapters are offloaded parameters, in host memory): each unit read once for the
   // forwards and once for the backwards, 2 x 2 B x N at the test machine's 1 GB/s, nothing written.
   int nvme_terms = 0;
