@@ -41,7 +41,9 @@ void run_inspect(const CheckpointFlags& flags) {
   uint64_t state_bytes = 0;
   for (const auto& g : m.groups) {
     params += g.numel();
-    for (const auto& s : g.states) state_bytes += g.numel() * element_bits(s.dtype) / 8;
+    for (const auto& s : g.states)
+      for (const auto& part : checkpoint::state_parts(s))
+        state_bytes += checkpoint::part_numel(part, g.numel()) * element_bits(part.dtype) / 8;
   }
   std::printf("checkpoint   %s (tag %s)\n", reader->path().c_str(), reader->tag().c_str());
   std::printf("zero stage   %d\n", m.zero_stage);
@@ -57,8 +59,13 @@ void run_inspect(const CheckpointFlags& flags) {
   std::printf("model config %s\n", m.model_config_json.empty() ? "none" : "present");
   for (size_t g = 0; g < m.groups.size(); ++g) {
     std::string states;
-    for (const auto& s : m.groups[g].states)
-      states += " " + s.name + ":" + std::string(checkpoint::dtype_name(s.dtype));
+    for (const auto& s : m.groups[g].states) {  // "fp32:F32", encoded "fp32:hi BF16+residual I16"
+      states += " " + s.name + ":";
+      for (const auto& part : checkpoint::state_parts(s)) {
+        if (states.back() != ':') states += "+";
+        states += (part.name.empty() ? "" : std::string(part.name) + " ") + std::string(checkpoint::dtype_name(part.dtype));
+      }
+    }
     std::printf("group %zu      %zu tensors, %llu elements, %llu per rank; states%s\n", g, m.groups[g].params.size(),
                 static_cast<unsigned long long>(m.groups[g].numel()),
                 static_cast<unsigned long long>(

@@ -4,8 +4,9 @@
 // On disk:
 //   DIR/latest                 the tag of the newest complete checkpoint (text, no newline)
 //   DIR/TAG/manifest.json      layout, training state and a size + XXH3-64 per file (see below)
-//   DIR/TAG/rank_00000.bin     rank 0's sections, back to back (one per group state, raw or one
-//   DIR/TAG/rank_00001.bin     zstd frame each), then rank 0 only: the replicated tensors
+//   DIR/TAG/rank_00000.bin     rank 0's sections, back to back (one per group state part, or per
+//   DIR/TAG/rank_00001.bin     piece of one: RankData::piece_elements; raw or one zstd frame
+//                              each), then rank 0 only: the replicated tensors
 //   DIR/TAG/rank_00000.json    each rank's record (sections, checksums); folded into the manifest
 // The commit protocol (checkpoint/storage/commit_transaction.cpp; its use here:
 // engine_checkpoint_writer.cpp) makes a crash at any step leave the previous checkpoint loadable.
@@ -20,6 +21,13 @@
 //               zero-padded; rank r holds piece r of every parameter, concatenated in order
 // Every state of a group (fp32 master, exp_avg, exp_avg_sq, ...) is partitioned the same way.
 // By convention states[0] is the fp32 master copy of the parameters (what consolidation reads).
+//
+// Encoded states (format_version 3): a state may be stored in the optimizer's compact layout as
+// two sections ("parts", state_parts()) instead of one: the fp32 master as its bf16 high half (the
+// 16-bit weights themselves) + an int16 residual (kCompactMaster), an Adam moment as 8-bit codes +
+// one fp32 scale per kStateBlock elements of the rank's partition (kBlockwise8). Readers give such
+// a state either as stored (read_stored: the parts' bytes, at the saved world size) or
+// decoded to fp32 (read_partition / read_flat_range, at any world size). docs/formats.md.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +36,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,10 +50,42 @@ namespace tierzero::checkpoint {
 
 // ---- Layout ---------------------------------------------------------------------------------
 
+// How a state's partition is stored.
+//   kRaw           one section of `dtype` elements.
+//   kCompactMaster the fp32 master as part "hi" (BF16: the bits rounded to nearest, ties away
+//                  from zero — the bf16 weights) and part "residual" (I16); the fp32 value is
+//                  cpu_adam::join_master(hi, residual), bit for bit the master split_master split.
+//   kBlockwise8    an Adam moment as part "codes" (I8: exp_avg's sign-magnitude E4M3 code, U8:
+//                  exp_avg_sq's E5M3 code; cpu_adam/adam.h, kMomentBlock) and part "scales" (F32,
+//                  one per kStateBlock elements of the rank's partition, blocks starting at
+//                  partition element 0, the last one possibly short); value = decode(code) * scale.
+// An encoded state's dtype is kF32: what decoding gives.
+enum class StateCodec : uint8_t { kRaw, kCompactMaster, kBlockwise8 };
+// Elements per kBlockwise8 scale (cpu_adam::kMomentBlock).
+inline constexpr uint64_t kStateBlock = 256;
+
 struct StateSpec {
   std::string name;                       // "fp32", "exp_avg", "exp_avg_sq", ...
-  ElementType dtype = ElementType::kF32;  // F32, BF16 or F16
+  ElementType dtype = ElementType::kF32;  // F32, BF16 or F16 (kRaw); F32 (encoded)
+  StateCodec codec = StateCodec::kRaw;
+  ElementType codes = ElementType::kI8;  // kBlockwise8: the codes' type, I8 (exp_avg) or U8 (exp_avg_sq)
 };
+
+// One stored section of a state: a part of its encoding.
+struct StatePart {
+  std::string_view name;    // "" (kRaw), "hi", "residual", "codes", "scales"
+  ElementType dtype;        // of the stored elements
+  bool per_block = false;   // one element per kStateBlock partition elements, rounded up (scales)
+};
+// The parts of `state`, in the order its sections are stored.
+std::vector<StatePart> state_parts(const StateSpec& state);
+// Elements of `part` in a partition of `partition_numel` elements.
+uint64_t part_numel(const StatePart& part, uint64_t partition_numel);
+// The parts of encoded `state` for one rank's partition given as fp32 values (padding included), by
+// cpu_adam's split_master / encode_moment_blocks: what a writer stores for it. The master splits
+// exactly; 8-bit moments are re-encoded (from values decoded at another partitioning, not the codes
+// a save stored). kInvalidArgument for a kRaw state.
+Result<std::vector<std::vector<std::byte>>> encode_partition(const StateSpec& state, std::span<const float> values);
 
 struct FlatGroup {
   std::vector<TensorSpec> params;  // flat order
@@ -93,14 +134,17 @@ std::vector<PartitionSegment> partition_segments(const FlatGroup& group, int zer
 bool rank_stores_groups(int zero_stage, uint32_t rank);
 
 // Checks a manifest before it is saved or after it is read: stage 0..3, world size >= 1, alignment
-// >= 1, shapes non-negative, states F32/BF16/F16 with a first state, names unique, aliases point at
-// saved tensors. Errors name the field.
+// >= 1, shapes non-negative, states F32/BF16/F16 (encoded: F32, codes I8/U8) with a first state,
+// names unique, aliases point at saved tensors. Errors name the field.
 Status validate_manifest(const CheckpointManifest& manifest);
 
 // ---- Saving ---------------------------------------------------------------------------------
 
 struct CheckpointOptions {
-  int compression_level = 0;         // 0: sections stored raw; 1..22: one zstd frame per section
+  // 0: sections stored raw; 1..22: one zstd frame per section of a kind that pays (kRaw states,
+  // replicated tensors, encoded states' "hi" and "codes" parts; never "residual" or "scales":
+  // docs/formats.md gives the measured ratios).
+  int compression_level = 0;
   uint32_t compression_threads = 0;  // zstd worker threads (0: compress on the calling thread)
 };
 
@@ -111,13 +155,22 @@ using SectionFill = std::function<Status(std::span<std::byte> out)>;
 
 // What one rank saves.
 struct RankData {
-  // group_states[g][s]: this rank's partition of groups[g], state states[s], exactly
-  // partition_numel(...) elements of that state's dtype. Empty for ranks that store no groups.
+  // group_states[g][k]: this rank's k-th section of groups[g]: the states in order, each state's
+  // parts (state_parts()) in order — one section per kRaw state, two per encoded one. Each holds
+  // part_numel(part, partition_numel(...)) elements of the part's dtype. Empty for ranks that store
+  // no groups.
   std::vector<std::vector<std::span<const std::byte>>> group_states;
-  // Instead of group_states (then empty): group_state_fills[g][s] streams the same bytes piece by
+  // Instead of group_states (then empty): group_state_fills[g][k] streams the same bytes piece by
   // piece, so a state that is not in memory (an optimizer on NVMe) is saved without a whole copy.
   // The file is the same byte for byte.
   std::vector<std::vector<SectionFill>> group_state_fills;
+  // 0: each section is stored whole, one after the other. > 0 (format_version 3): each is cut into
+  // pieces of piece_elements partition elements (the last one shorter; scales: their blocks'),
+  // stored piece-major — piece 0 of every section of group 0, then piece 1, ..., then group 1 — so
+  // an optimizer whose records hold piece_elements elements of every state (its sub-groups) is
+  // saved record by record, each read once (the fills are called in that order). A multiple of
+  // kStateBlock with a kBlockwise8 state. Readers see the same partitions either way.
+  uint64_t piece_elements = 0;
   // Rank 0 only: each replicated tensor's bytes, in manifest order.
   std::vector<std::span<const std::byte>> replicated;
   // Opaque per-rank state (RNG, data loader position), returned verbatim by rank_state().
@@ -155,6 +208,9 @@ class CheckpointReader {
   // DIR/TAG.
   virtual const std::string& path() const = 0;
 
+  // read_partition and read_flat_range decode: an encoded state is given as its fp32 values
+  // (compact master: join(hi, residual), bit for bit; 8-bit moments: decode(code) * scale, and
+  // re-encoding those at another partitioning does not give the stored codes back).
   // Fills `out` with rank `rank`'s partition of groups[group].states[state] for `world_size` ranks
   // (any world size: resharding), padding zeroed. out.size() must be partition_numel(...) times
   // the state's item size. Every source section touched is read to its end and its checksum checked.
@@ -166,6 +222,16 @@ class CheckpointReader {
   // Reads every section read_flat_range touched to its end, checking its checksum, and closes
   // those streams. Call after the last read_flat_range of a pass.
   virtual Status finish_reads() = 0;
+  // As stored (what a resume at the saved world size loads: bit for bit the bytes written): fills
+  // `out` with bytes [offset, offset + out.size()) of part `part` (state_parts()) of rank `rank`'s
+  // partition of a group state, at the saved world size. Sequential calls stream (a part too large
+  // for memory, or going to NVMe records, is read piece by piece); a section's checksum is checked
+  // when it is read to its end, the rest at finish_reads(). (A reader of another format holds
+  // kRaw states only: its part 0 is the partition read_partition gives at the saved world size.)
+  virtual Status read_stored(size_t group, size_t state, size_t part, uint32_t rank, uint64_t offset,
+                             std::span<std::byte> out);
+  // The whole part at once (out.size() its bytes), then finish_reads().
+  Status read_stored_partition(size_t group, size_t state, size_t part, uint32_t rank, std::span<std::byte> out);
   // Fills `out` with bytes [begin, begin + out.size()) of replicated tensor `index`. Reading
   // forward streams; the tensor's checksum is checked when a read reaches its end.
   virtual Status read_replicated(size_t index, uint64_t begin, std::span<std::byte> out) = 0;

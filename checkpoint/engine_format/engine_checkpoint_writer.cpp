@@ -27,6 +27,7 @@
 #include "checkpoint/engine_format/internal/manifest_io.h"
 #include "checkpoint/engine_format/internal/rank_file_writer.h"
 #include "checkpoint/engine_format/internal/reader_paths.h"
+#include "checkpoint/engine_format/internal/state_codec.h"
 #include "checkpoint/storage/storage.h"
 
 namespace tierzero::checkpoint {
@@ -45,35 +46,85 @@ Status check_tag(const std::string& tag) {
 
 std::span<const std::byte> text_bytes(const std::string& text) { return std::as_bytes(std::span(text)); }
 
-// The sections `rank` must write, with their expected byte sizes; checks `data` against them.
+// One section of a group in a rank file: the piece of part `part` of state `state` that starts at
+// partition element `first`, `bytes` long, held in RankData's group_states / group_state_fills
+// [g][slot] from byte `begin` of the part.
+struct GroupSection {
+  uint32_t state;
+  uint32_t part;
+  size_t slot;
+  uint64_t first;
+  uint64_t begin;
+  uint64_t bytes;
+  bool compress;  // zstd when the options' level is > 0
+};
+
+// Group g's sections in file order: piece by piece (one piece without piece_elements), in each
+// piece the states in order, each state's parts in order.
+std::vector<GroupSection> group_sections(const CheckpointManifest& m, uint32_t g, uint64_t piece_elements) {
+  const uint64_t partition = partition_numel(m.groups[g], m.zero_stage, m.world_size, m.alignment);
+  const uint64_t piece = piece_elements == 0 ? std::max<uint64_t>(partition, 1) : piece_elements;
+  std::vector<GroupSection> sections;
+  for (uint64_t first = 0; first == 0 || first < partition; first += piece) {
+    const uint64_t n = std::min(piece, partition - first);
+    size_t slot = 0;
+    for (uint32_t s = 0; s < m.groups[g].states.size(); ++s) {
+      const std::vector<StatePart> parts = state_parts(m.groups[g].states[s]);
+      for (uint32_t p = 0; p < parts.size(); ++p) {
+        const uint64_t item = element_size(parts[p].dtype);
+        const uint64_t begin = (parts[p].per_block ? first / kStateBlock : first) * item;
+        sections.push_back(
+            {s, p, slot++, first, begin, part_numel(parts[p], n) * item, part_pays_compression(parts[p])});
+      }
+    }
+  }
+  return sections;
+}
+
+std::string section_name(const CheckpointManifest& m, uint32_t g, const GroupSection& section) {
+  SectionRecord record;
+  record.group = g;
+  record.state = section.state;
+  record.part = section.part;
+  return section_label(m, record);
+}
+
+// Checks `data` against the sections `rank` must write and their byte sizes.
 Status check_rank_data(const CheckpointManifest& m, uint32_t rank, const RankData& data) {
   const bool stores = rank_stores_groups(m.zero_stage, rank);
-  if (!data.group_state_fills.empty()) {
-    if (!data.group_states.empty())
-      return invalid_argument(fmt::format("rank {}: give group_states or group_state_fills, not both", rank));
-    if (data.group_state_fills.size() != (stores ? m.groups.size() : 0))
-      return invalid_argument(fmt::format("rank {}: {} streamed group partitions given, the layout has {}", rank,
-                                          data.group_state_fills.size(), stores ? m.groups.size() : 0));
-    for (size_t g = 0; g < data.group_state_fills.size(); ++g)
-      if (data.group_state_fills[g].size() != m.groups[g].states.size())
-        return invalid_argument(fmt::format("rank {} group {}: {} streamed states given, the layout has {}", rank, g,
-                                            data.group_state_fills[g].size(), m.groups[g].states.size()));
-  } else if (data.group_states.size() != (stores ? m.groups.size() : 0)) {
-    return invalid_argument(fmt::format("rank {}: {} group partitions given, the layout has {}", rank,
-                                        data.group_states.size(), stores ? m.groups.size() : 0));
-  }
-  for (size_t g = 0; g < data.group_states.size(); ++g) {
-    if (data.group_states[g].size() != m.groups[g].states.size()) {
-      return invalid_argument(fmt::format("rank {} group {}: {} states given, the layout has {}", rank, g,
-                                          data.group_states[g].size(), m.groups[g].states.size()));
+  for (uint32_t g = 0; g < m.groups.size() && data.piece_elements % kStateBlock != 0; ++g) {
+    for (const StateSpec& s : m.groups[g].states) {
+      if (s.codec == StateCodec::kBlockwise8) {
+        return invalid_argument(fmt::format("rank {}: piece_elements {} must be a multiple of {} (the 8-bit moment "
+                                            "blocks of group {} state '{}')",
+                                            rank, data.piece_elements, kStateBlock, g, s.name));
+      }
     }
-    for (size_t s = 0; s < data.group_states[g].size(); ++s) {
-      const uint64_t want = group_state_bytes(m, g, s);
-      if (data.group_states[g][s].size() != want) {
-        return invalid_argument(
-            fmt::format("rank {} group {} state '{}': {} bytes given, its partition at world size "
-                        "{} is {} bytes",
-                        rank, g, m.groups[g].states[s].name, data.group_states[g][s].size(), m.world_size, want));
+  }
+  const bool streamed = !data.group_state_fills.empty();
+  if (streamed && !data.group_states.empty())
+    return invalid_argument(fmt::format("rank {}: give group_states or group_state_fills, not both", rank));
+  const size_t given_groups = streamed ? data.group_state_fills.size() : data.group_states.size();
+  if (given_groups != (stores ? m.groups.size() : 0)) {
+    return invalid_argument(fmt::format("rank {}: {} {}group partitions given, the layout has {}", rank, given_groups,
+                                        streamed ? "streamed " : "", stores ? m.groups.size() : 0));
+  }
+  for (uint32_t g = 0; g < given_groups; ++g) {
+    size_t slots = 0;
+    for (const StateSpec& s : m.groups[g].states) slots += state_parts(s).size();
+    const size_t given = streamed ? data.group_state_fills[g].size() : data.group_states[g].size();
+    if (given != slots) {
+      return invalid_argument(fmt::format(
+          "rank {} group {}: {} sections given, the layout has {} (one per state, two per encoded state)", rank, g,
+          given, slots));
+    }
+    const std::vector<GroupSection> wholes = group_sections(m, g, 0);  // one section per slot
+    for (size_t k = 0; k < slots && !streamed; ++k) {
+      const GroupSection& whole = wholes[k];
+      if (data.group_states[g][k].size() != whole.bytes) {
+        return invalid_argument(fmt::format("rank {} {}: {} bytes given, its partition at world size {} is {} bytes",
+                                            rank, section_name(m, g, whole), data.group_states[g][k].size(),
+                                            m.world_size, whole.bytes));
       }
     }
   }
@@ -134,30 +185,26 @@ Status write_checkpoint_rank(const std::string& dir, const std::string& tag, con
   TZ_RETURN_IF_ERROR(check_rank_data(manifest, rank, data));
   CommitTransaction txn(fs::default_file_system(), dir, tag);
   TZ_ASSIGN_OR_RETURN(auto engine, nvme::IoEngine::create(nvme::IoConfig{}));
+  const bool streamed = !data.group_state_fills.empty();
+  const size_t groups = streamed ? data.group_state_fills.size() : data.group_states.size();
   uint64_t raw_bytes = 0;
-  for (const auto& states : data.group_states) {
-    for (const auto& bytes : states) raw_bytes += bytes.size();
-  }
-  for (size_t g = 0; g < data.group_state_fills.size(); ++g)
-    for (size_t s = 0; s < data.group_state_fills[g].size(); ++s) raw_bytes += group_state_bytes(manifest, g, s);
+  for (uint32_t g = 0; g < groups; ++g)
+    for (const GroupSection& section : group_sections(manifest, g, data.piece_elements)) raw_bytes += section.bytes;
   for (const auto& bytes : data.replicated) raw_bytes += bytes.size();
   TZ_ASSIGN_OR_RETURN(auto writer,
                       RankFileWriter::create(txn.file_system(), *engine, txn.staging_dir() + "/" + rank_file_name(rank),
                                              raw_bytes, options));
-  for (uint32_t g = 0; g < data.group_states.size(); ++g) {
-    for (uint32_t s = 0; s < data.group_states[g].size(); ++s) {
-      SectionRecord section;
-      section.group = g;
-      section.state = s;
-      TZ_RETURN_IF_ERROR(writer->add_section(section, data.group_states[g][s]));
-    }
-  }
-  for (uint32_t g = 0; g < data.group_state_fills.size(); ++g) {
-    for (uint32_t s = 0; s < data.group_state_fills[g].size(); ++s) {
-      SectionRecord section;
-      section.group = g;
-      section.state = s;
-      TZ_RETURN_IF_ERROR(writer->add_section(section, group_state_bytes(manifest, g, s), data.group_state_fills[g][s]));
+  for (uint32_t g = 0; g < groups; ++g) {
+    for (const GroupSection& section : group_sections(manifest, g, data.piece_elements)) {
+      SectionRecord record;
+      record.group = g;
+      record.state = section.state;
+      record.part = section.part;
+      record.first = section.first;
+      TZ_RETURN_IF_ERROR(
+          streamed ? writer->add_section(record, section.bytes, data.group_state_fills[g][section.slot], section.compress)
+                   : writer->add_section(record, data.group_states[g][section.slot].subspan(section.begin, section.bytes),
+                                         section.compress));
     }
   }
   for (uint32_t i = 0; i < data.replicated.size(); ++i) {

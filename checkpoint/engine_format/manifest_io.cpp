@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <type_traits>
 
@@ -19,6 +21,10 @@ using nlohmann::json;
 
 // A JSON field that is missing or of the wrong type; caught at the parse boundary.
 struct FieldError {
+  std::string message;
+};
+// A state encoding this reader does not know (kUnsupported, not kCorrupt).
+struct UnsupportedCodec {
   std::string message;
 };
 
@@ -85,6 +91,40 @@ ElementType dtype_from_json(const json& j, const char* key, const std::string& w
   return *dtype;
 }
 
+// A state's "codec" field (absent: kRaw). A codec this reader does not know is refused by name.
+StateSpec state_from_json(const json& j, const std::string& where) {
+  StateSpec state{typed<std::string>(j, "name", where), dtype_from_json(j, "dtype", where)};
+  if (!j.contains("codec")) return state;
+  const auto codec = typed<std::string>(j, "codec", where);
+  if (codec == "compact_master") {
+    state.codec = StateCodec::kCompactMaster;
+  } else if (codec == "blockwise8") {
+    state.codec = StateCodec::kBlockwise8;
+    state.codes = dtype_from_json(j, "codes", where);
+    const auto block = typed<uint64_t>(j, "block", where);
+    if (block != kStateBlock) {
+      throw UnsupportedCodec{fmt::format("{}: state '{}' has blockwise8 blocks of {} elements; this tierzero reads {}",
+                                         where, state.name, block, kStateBlock)};
+    }
+  } else {
+    throw UnsupportedCodec{fmt::format(
+        "{}: state '{}' is stored with codec '{}', which this tierzero does not read; use a newer tierzero", where,
+        state.name, codec)};
+  }
+  return state;
+}
+
+json state_to_json(const StateSpec& s) {
+  json j = {{"name", s.name}, {"dtype", dtype_name(s.dtype)}};
+  if (s.codec == StateCodec::kCompactMaster) j["codec"] = "compact_master";
+  if (s.codec == StateCodec::kBlockwise8) {
+    j["codec"] = "blockwise8";
+    j["codes"] = dtype_name(s.codes);
+    j["block"] = kStateBlock;
+  }
+  return j;
+}
+
 CheckpointManifest manifest_from_json(const json& j, const std::string& where) {
   CheckpointManifest m;
   m.zero_stage = typed<int>(j, "zero_stage", where);
@@ -94,9 +134,7 @@ CheckpointManifest manifest_from_json(const json& j, const std::string& where) {
   for (const json& g : field(j, "groups", where)) {
     FlatGroup group;
     for (const json& p : field(g, "params", where)) group.params.push_back(tensor_from_json(p, where));
-    for (const json& s : field(g, "states", where)) {
-      group.states.push_back({typed<std::string>(s, "name", where), dtype_from_json(s, "dtype", where)});
-    }
+    for (const json& s : field(g, "states", where)) group.states.push_back(state_from_json(s, where));
     m.groups.push_back(std::move(group));
   }
   for (const json& r : field(j, "replicated", where)) {
@@ -125,6 +163,8 @@ RankFileRecord rank_record_from_json(const json& j, const std::string& where) {
     sec.replicated = typed<bool>(s, "replicated", where);
     sec.group = typed<uint32_t>(s, "group", where);
     sec.state = typed<uint32_t>(s, "state", where);
+    sec.part = s.contains("part") ? typed<uint32_t>(s, "part", where) : 0;     // version 1, 2: one part
+    sec.first = s.contains("first") ? typed<uint64_t>(s, "first", where) : 0;  // version 1, 2: one piece
     sec.index = typed<uint32_t>(s, "index", where);
     sec.offset = typed<uint64_t>(s, "offset", where);
     sec.stored_bytes = typed<uint64_t>(s, "stored_bytes", where);
@@ -156,17 +196,38 @@ bool storable_state_dtype(ElementType d) {
   return d == ElementType::kF32 || d == ElementType::kBF16 || d == ElementType::kF16;
 }
 
-// The section list a rank file must have, in order, for `manifest`.
+Status check_state(const StateSpec& s, size_t group) {
+  if (!storable_state_dtype(s.dtype)) {
+    return invalid_argument(
+        fmt::format("manifest: group {} state '{}' has dtype {}; use F32, BF16 or F16", group, s.name, dtype_name(s.dtype)));
+  }
+  if (s.codec != StateCodec::kRaw && s.dtype != ElementType::kF32) {
+    return invalid_argument(fmt::format("manifest: group {} state '{}' is encoded, so its dtype (what it decodes to) "
+                                        "must be F32, not {}",
+                                        group, s.name, dtype_name(s.dtype)));
+  }
+  if (s.codec == StateCodec::kBlockwise8 && s.codes != ElementType::kI8 && s.codes != ElementType::kU8) {
+    return invalid_argument(fmt::format("manifest: group {} state '{}' has blockwise8 codes {}; use I8 (exp_avg) or "
+                                        "U8 (exp_avg_sq)",
+                                        group, s.name, dtype_name(s.codes)));
+  }
+  return {};
+}
+
+// Partition elements a piece of `part` holds, starting at element `first` of a `partition`-element
+// partition, from its `raw_bytes` (a scales piece holds whole blocks but the partition's last).
+uint64_t piece_numel(const StatePart& part, uint64_t first, uint64_t raw_bytes, uint64_t partition) {
+  const uint64_t items = raw_bytes / element_size(part.dtype);
+  return part.per_block ? std::min(items * kStateBlock, partition - std::min(partition, first)) : items;
+}
+
+// A rank file's sections: back to back from offset 0 to the file's end; each group state part of
+// the rank covered by its pieces in order (first = where the previous ended, block-aligned for
+// 8-bit moments) up to the partition's end; each replicated tensor (rank 0) once, whole.
 Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, const std::string& where) {
-  size_t expected = 0;
-  if (rank_stores_groups(m.zero_stage, r.rank)) {
-    for (const FlatGroup& g : m.groups) expected += g.states.size();
-  }
-  if (r.rank == 0) expected += m.replicated.size();
-  if (r.sections.size() != expected) {
-    return corrupt(fmt::format("{}: rank {} record lists {} sections, the layout needs {}", where, r.rank,
-                               r.sections.size(), expected));
-  }
+  const bool stores = rank_stores_groups(m.zero_stage, r.rank);
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint64_t> covered;  // (group, state, part) -> elements
+  std::set<uint32_t> replicated;
   uint64_t end = 0;
   for (const SectionRecord& s : r.sections) {
     if (s.offset != end || s.stored_bytes > r.bytes - std::min(r.bytes, s.offset) ||
@@ -175,28 +236,87 @@ Status check_sections(const CheckpointManifest& m, const RankFileRecord& r, cons
                                  r.rank, s.offset, s.stored_bytes, r.bytes));
     }
     end = s.offset + s.stored_bytes;
-    const bool valid_ref = s.replicated ? s.index < m.replicated.size()
-                                        : s.group < m.groups.size() && s.state < m.groups[s.group].states.size();
+    const bool valid_ref = s.replicated ? s.index < m.replicated.size() && r.rank == 0
+                                        : stores && s.group < m.groups.size() &&
+                                              s.state < m.groups[s.group].states.size() &&
+                                              s.part < state_parts(m.groups[s.group].states[s.state]).size();
     if (!valid_ref)
       return corrupt(fmt::format("{}: rank {} has a section for a tensor not in the layout", where, r.rank));
-    const uint64_t want =
-        s.replicated ? replicated_bytes(m.replicated[s.index]) : group_state_bytes(m, s.group, s.state);
-    if (s.raw_bytes != want) {
-      return corrupt(fmt::format("{}: rank {} section holds {} bytes, the layout needs {} (wrong world size or stage?)",
-                                 where, r.rank, s.raw_bytes, want));
+    if (s.replicated) {
+      if (s.raw_bytes != replicated_bytes(m.replicated[s.index]) || !replicated.insert(s.index).second) {
+        return corrupt(fmt::format("{}: rank {} section of tensor '{}' holds {} bytes, the layout needs {} once", where,
+                                   r.rank, m.replicated[s.index].spec.name, s.raw_bytes,
+                                   replicated_bytes(m.replicated[s.index])));
+      }
+      continue;
     }
+    const FlatGroup& g = m.groups[s.group];
+    const StateSpec& state = g.states[s.state];
+    const StatePart part = state_parts(state)[s.part];
+    const uint64_t partition = partition_numel(g, m.zero_stage, m.world_size, m.alignment);
+    auto [at, fresh] = covered.try_emplace({s.group, s.state, s.part}, 0);
+    const uint64_t n = piece_numel(part, s.first, s.raw_bytes, partition);
+    const bool aligned = state.codec != StateCodec::kBlockwise8 || s.first % kStateBlock == 0;
+    if (s.first != at->second || (!fresh && n == 0) || !aligned || n > partition - s.first ||
+        s.raw_bytes != part_numel(part, n) * element_size(part.dtype)) {
+      return corrupt(fmt::format("{}: rank {} {} has a section of {} bytes at element {} where element {} was due; "
+                                 "the layout needs {} elements (wrong world size or stage?)",
+                                 where, r.rank, section_label(m, s), s.raw_bytes, s.first, at->second, partition));
+    }
+    at->second += n;
   }
   if (end != r.bytes) {
     return corrupt(fmt::format("{}: rank {} sections cover {} of its {} bytes", where, r.rank, end, r.bytes));
+  }
+  for (uint32_t g = 0; g < m.groups.size() && stores; ++g) {
+    const uint64_t partition = partition_numel(m.groups[g], m.zero_stage, m.world_size, m.alignment);
+    for (uint32_t s = 0; s < m.groups[g].states.size(); ++s) {
+      for (uint32_t p = 0; p < state_parts(m.groups[g].states[s]).size(); ++p) {
+        auto it = covered.find({g, s, p});
+        if (it == covered.end() || it->second != partition) {
+          return corrupt(fmt::format("{}: rank {} sections hold {} elements of group {} state '{}' part {}, the layout "
+                                     "needs {}",
+                                     where, r.rank, it == covered.end() ? 0 : it->second, g,
+                                     m.groups[g].states[s].name, p, partition));
+        }
+      }
+    }
+  }
+  if (replicated.size() != (r.rank == 0 ? m.replicated.size() : 0)) {
+    return corrupt(fmt::format("{}: rank {} record lists {} replicated tensors, the layout needs {}", where, r.rank,
+                               replicated.size(), r.rank == 0 ? m.replicated.size() : 0));
   }
   return {};
 }
 
 }  // namespace
 
-uint64_t group_state_bytes(const CheckpointManifest& m, size_t group, size_t state) {
+uint64_t group_part_bytes(const CheckpointManifest& m, size_t group, size_t state, size_t part) {
   const FlatGroup& g = m.groups[group];
-  return partition_numel(g, m.zero_stage, m.world_size, m.alignment) * element_bits(g.states[state].dtype) / 8;
+  const StatePart p = state_parts(g.states[state])[part];
+  return part_numel(p, partition_numel(g, m.zero_stage, m.world_size, m.alignment)) * element_bits(p.dtype) / 8;
+}
+
+std::string section_label(const CheckpointManifest& m, const SectionRecord& s) {
+  if (s.replicated) return fmt::format("tensor '{}'", m.replicated[s.index].spec.name);
+  const StateSpec& state = m.groups[s.group].states[s.state];
+  const std::string_view part = state_parts(state)[s.part].name;
+  if (part.empty()) return fmt::format("group {} state '{}'", s.group, state.name);
+  return fmt::format("group {} state '{}' part '{}'", s.group, state.name, part);
+}
+
+int stored_version(const StoredManifest& stored) {
+  for (const RankFileRecord& r : stored.files)
+    for (const SectionRecord& s : r.sections)
+      if (s.first != 0) return kEncodedStatesVersion;
+  return manifest_version(stored.manifest);
+}
+
+int manifest_version(const CheckpointManifest& m) {
+  for (const FlatGroup& g : m.groups)
+    for (const StateSpec& s : g.states)
+      if (s.codec != StateCodec::kRaw) return kEncodedStatesVersion;
+  return 2;
 }
 
 uint64_t replicated_bytes(const ReplicatedTensor& t) {
@@ -217,12 +337,7 @@ Status validate_manifest(const CheckpointManifest& m) {
     if (m.groups[g].states.empty()) {
       return invalid_argument(fmt::format("manifest: group {} has no states (states[0] must be the fp32 master)", g));
     }
-    for (const StateSpec& s : m.groups[g].states) {
-      if (!storable_state_dtype(s.dtype)) {
-        return invalid_argument(fmt::format("manifest: group {} state '{}' has dtype {}; use F32, BF16 or F16", g,
-                                            s.name, dtype_name(s.dtype)));
-      }
-    }
+    for (const StateSpec& s : m.groups[g].states) TZ_RETURN_IF_ERROR(check_state(s, g));
     for (const TensorSpec& p : m.groups[g].params) TZ_RETURN_IF_ERROR(check_tensor(p, names, "parameter"));
   }
   for (const ReplicatedTensor& r : m.replicated) TZ_RETURN_IF_ERROR(check_tensor(r.spec, names, "replicated tensor"));
@@ -246,7 +361,7 @@ json manifest_to_json(const CheckpointManifest& m) {
     json params = json::array();
     for (const TensorSpec& p : g.params) params.push_back(tensor_to_json(p));
     json states = json::array();
-    for (const StateSpec& s : g.states) states.push_back({{"name", s.name}, {"dtype", dtype_name(s.dtype)}});
+    for (const StateSpec& s : g.states) states.push_back(state_to_json(s));
     groups.push_back({{"params", params}, {"states", states}});
   }
   json replicated = json::array();
@@ -276,6 +391,8 @@ json rank_record_to_json(const RankFileRecord& r) {
     sections.push_back({{"replicated", s.replicated},
                         {"group", s.group},
                         {"state", s.state},
+                        {"part", s.part},
+                        {"first", s.first},
                         {"index", s.index},
                         {"offset", s.offset},
                         {"stored_bytes", s.stored_bytes},
@@ -295,7 +412,7 @@ json rank_record_to_json(const RankFileRecord& r) {
 std::string stored_manifest_text(const StoredManifest& stored) {
   json j = manifest_to_json(stored.manifest);
   j["format"] = kManifestFormat;
-  j["format_version"] = kManifestVersion;
+  j["format_version"] = stored_version(stored);
   json files = json::array();
   for (const RankFileRecord& r : stored.files) files.push_back(rank_record_to_json(r));
   j["files"] = files;
@@ -329,8 +446,15 @@ Result<StoredManifest> parse_stored_manifest(const std::string& text, const std:
     }
     stored.manifest = manifest_from_json(j, path);
     for (const json& f : field(j, "files", path)) stored.files.push_back(rank_record_from_json(f, path));
+    if (version < kEncodedStatesVersion && stored_version(stored) == kEncodedStatesVersion) {
+      return corrupt(fmt::format("{}: format_version {} cannot hold encoded states or sections in pieces (version {} "
+                                 "added them); the manifest is damaged",
+                                 path, version, kEncodedStatesVersion));
+    }
   } catch (const FieldError& e) {
     return corrupt(e.message);
+  } catch (const UnsupportedCodec& e) {
+    return unsupported(e.message);
   }
   Status valid = validate_manifest(stored.manifest);
   if (!valid.ok()) return corrupt(fmt::format("{}: {}", path, valid.message()));

@@ -83,10 +83,10 @@ Status RankFileWriter::compress(std::span<const std::byte> bytes) {
   return compress_piece(bytes, /*last=*/true);
 }
 
-Status RankFileWriter::add_section(SectionRecord section, std::span<const std::byte> bytes) {
+Status RankFileWriter::add_section(SectionRecord section, std::span<const std::byte> bytes, bool compressible) {
   section.offset = stream_->size();
   section.raw_bytes = bytes.size();
-  section.compressed = level_ > 0;
+  section.compressed = level_ > 0 && compressible;
   if (section.compressed) {
     section.xxh3 = XXH3_64bits(bytes.data(), bytes.size());
     TZ_RETURN_IF_ERROR(compress(bytes));
@@ -98,11 +98,12 @@ Status RankFileWriter::add_section(SectionRecord section, std::span<const std::b
   return {};
 }
 
-Status RankFileWriter::add_section(SectionRecord section, uint64_t raw_bytes, const SectionFill& fill) {
+Status RankFileWriter::add_section(SectionRecord section, uint64_t raw_bytes, const SectionFill& fill,
+                                   bool compressible) {
   constexpr uint64_t kPiece = 4 << 20;  // compressed sections: the scratch piece fill() writes into
   section.offset = stream_->size();
   section.raw_bytes = raw_bytes;
-  section.compressed = level_ > 0;
+  section.compressed = level_ > 0 && compressible;
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
   XXH3_64bits_reset(hash.get());
   std::vector<std::byte> scratch(section.compressed ? std::min(raw_bytes, kPiece) : 0);

@@ -35,12 +35,21 @@ Result<ReshardReport> reshard_engine_checkpoint(const std::string& src, const st
         const FlatGroup& group = manifest.groups[g];
         const uint64_t numel = partition_numel(group, manifest.zero_stage, options.world_size, manifest.alignment);
         for (size_t s = 0; s < group.states.size(); ++s) {
-          std::vector<std::byte>& bytes = buffers[g].emplace_back(numel * element_size(group.states[s].dtype));
+          const StateSpec& state = group.states[s];
+          std::vector<std::byte> bytes(numel * element_size(state.dtype));
           TZ_RETURN_IF_ERROR(reader->read_partition(g, s, options.world_size, rank, bytes)
-                                 .with_context("resharding group " + std::to_string(g) + " state '" +
-                                               group.states[s].name + "' for rank " + std::to_string(rank)));
-          data.group_states[g].push_back(bytes);
-          report.state_bytes += bytes.size();
+                                 .with_context("resharding group " + std::to_string(g) + " state '" + state.name +
+                                               "' for rank " + std::to_string(rank)));
+          std::vector<std::vector<std::byte>> parts;
+          if (state.codec == StateCodec::kRaw) {
+            parts.push_back(std::move(bytes));
+          } else {  // encoded again at the new partitioning (8-bit moments: new codes, see encode_partition)
+            TZ_ASSIGN_OR_RETURN(parts, encode_partition(state, {reinterpret_cast<const float*>(bytes.data()), numel}));
+          }
+          for (std::vector<std::byte>& part : parts) {
+            report.state_bytes += part.size();
+            data.group_states[g].push_back(buffers[g].emplace_back(std::move(part)));
+          }
         }
       }
     }

@@ -2,7 +2,9 @@
 //
 // Every flat group's every state (fp32 master, exp_avg, exp_avg_sq, ...) is re-partitioned for the
 // new world size by the reader (CheckpointReader::read_partition, which checks the source's
-// checksums as it reads), and written through the engine checkpoint writer's public protocol
+// checksums as it reads; an encoded state is decoded and encoded again at the new partitioning by
+// encode_partition: the compact master exactly, 8-bit moments as new codes of the decoded values,
+// not the stored ones), and written through the engine checkpoint writer's public protocol
 // (begin_checkpoint, write_checkpoint_rank per rank, commit_checkpoint): new checksums, and a crash
 // at any point leaves OUT without a published checkpoint (or with the previous one). One target
 // rank is held in memory at a time: memory is about the checkpoint's state divided by the new

@@ -1,5 +1,7 @@
 #include "checkpoint_fixture.h"
 
+#include "cpu_adam/adam.h"
+
 namespace tierzero::checkpoint::testing {
 
 float fixture_value(uint64_t seed, uint64_t j) {
@@ -118,6 +120,84 @@ std::vector<RankData> FixtureData::ranks() const {
       std::vector<std::span<const std::byte>> states;
       for (const auto& v : per_state) states.push_back(std::as_bytes(std::span(v)));
       ranks[r].group_states.push_back(std::move(states));
+    }
+    if (r == 0) {
+      for (const auto& v : replicated_) ranks[r].replicated.push_back(std::as_bytes(std::span(v)));
+    }
+    ranks[r].rank_state = {{"rng_seed", 42 + r}};
+  }
+  return ranks;
+}
+
+CheckpointManifest compact_manifest(const CheckpointManifest& raw) {
+  CheckpointManifest m = raw;
+  for (FlatGroup& g : m.groups) {
+    for (size_t s = 0; s < g.states.size(); ++s) {
+      StateSpec& state = g.states[s];
+      if (s == 0) state.codec = StateCodec::kCompactMaster;
+      if (state.name == "exp_avg" || state.name == "exp_avg_sq") {
+        state.codec = StateCodec::kBlockwise8;
+        state.codes = state.name == "exp_avg" ? ElementType::kI8 : ElementType::kU8;
+      }
+    }
+  }
+  return m;
+}
+
+CompactFixtureData::CompactFixtureData(const CheckpointManifest& raw) : manifest_(compact_manifest(raw)), raw_(raw) {
+  const CheckpointManifest& m = manifest_;
+  parts_.resize(m.world_size);
+  for (uint32_t r = 0; r < m.world_size && rank_stores_groups(m.zero_stage, r); ++r) {
+    for (size_t g = 0; g < m.groups.size(); ++g) {
+      auto& per_state = parts_[r].emplace_back();
+      for (size_t s = 0; s < m.groups[g].states.size(); ++s) {
+        const StateSpec& state = m.groups[g].states[s];
+        const std::vector<float> v = values(g, s, m.world_size, r);
+        auto& parts = per_state.emplace_back();
+        if (state.codec == StateCodec::kCompactMaster) {
+          std::vector<uint16_t> hi(v.size());
+          std::vector<int16_t> residual(v.size());
+          throw_if_error(cpu_adam::split_master(v, hi, residual));
+          parts.emplace_back(std::as_bytes(std::span(hi)).begin(), std::as_bytes(std::span(hi)).end());
+          parts.emplace_back(std::as_bytes(std::span(residual)).begin(), std::as_bytes(std::span(residual)).end());
+        } else if (state.codec == StateCodec::kBlockwise8) {
+          std::vector<std::byte> codes(v.size());
+          std::vector<float> scales(cpu_adam::moment_block_count(v.size()));
+          throw_if_error(cpu_adam::encode_moment_blocks(v, {codes.data(), codes.size(), state.codes}, scales));
+          parts.push_back(codes);
+          parts.emplace_back(std::as_bytes(std::span(scales)).begin(), std::as_bytes(std::span(scales)).end());
+        } else {
+          parts.emplace_back(std::as_bytes(std::span(v)).begin(), std::as_bytes(std::span(v)).end());
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < m.replicated.size(); ++i) {
+    std::vector<float> v;
+    for (int64_t j = 0; j < m.replicated[i].spec.numel(); ++j) v.push_back(fixture_value(1000 + i, j));
+    replicated_.push_back(std::move(v));
+  }
+}
+
+std::vector<float> CompactFixtureData::values(size_t group, size_t state, uint32_t w, uint32_t r) const {
+  std::vector<float> v = raw_.partition(group, state, w, r);
+  const std::string& name = manifest_.groups[group].states[state].name;
+  for (float& x : v) {
+    if (state == 0) x = x / 64.0f;
+    else if (name == "exp_avg") x = x * 1e-3f;
+    else if (name == "exp_avg_sq") x = x * x * 1e-6f;
+  }
+  return v;
+}
+
+std::vector<RankData> CompactFixtureData::ranks() const {
+  std::vector<RankData> ranks(manifest_.world_size);
+  for (uint32_t r = 0; r < manifest_.world_size; ++r) {
+    for (const auto& per_state : parts_[r]) {
+      std::vector<std::span<const std::byte>> sections;
+      for (const auto& parts : per_state)
+        for (const auto& part : parts) sections.push_back(part);
+      ranks[r].group_states.push_back(std::move(sections));
     }
     if (r == 0) {
       for (const auto& v : replicated_) ranks[r].replicated.push_back(std::as_bytes(std::span(v)));

@@ -42,4 +42,31 @@ class FixtureData {
   std::vector<std::vector<float>> replicated_;
 };
 
+// The compact twin of `raw` (tiny_llama_manifest's layout): each group's states[0] kCompactMaster,
+// "exp_avg" kBlockwise8 with I8 codes, "exp_avg_sq" kBlockwise8 with U8 codes, all decoding to F32.
+CheckpointManifest compact_manifest(const CheckpointManifest& raw);
+
+// Every rank's data for compact_manifest(raw): FixtureData's values made optimizer-like (master / 64,
+// exp_avg * 1e-3, exp_avg_sq = v * v * 1e-6, so >= 0), encoded per rank partition with cpu_adam's
+// split_master and encode_moment_blocks (blocks from partition element 0), as an engine saves them.
+class CompactFixtureData {
+ public:
+  explicit CompactFixtureData(const CheckpointManifest& raw);
+  const CheckpointManifest& manifest() const { return manifest_; }
+  // Rank views, valid while this object lives.
+  std::vector<RankData> ranks() const;
+  // Rank r's fp32 partition of group g state s at world size w (padding zero): what was encoded.
+  std::vector<float> values(size_t group, size_t state, uint32_t w, uint32_t r) const;
+  // The parts written for rank r (at the manifest's world size) of group g state s.
+  const std::vector<std::vector<std::byte>>& parts(uint32_t r, size_t group, size_t state) const {
+    return parts_[r][group][state];
+  }
+
+ private:
+  CheckpointManifest manifest_;
+  FixtureData raw_;
+  std::vector<std::vector<std::vector<std::vector<std::vector<std::byte>>>>> parts_;  // [rank][group][state][part]
+  std::vector<std::vector<float>> replicated_;
+};
+
 }  // namespace tierzero::checkpoint::testing

@@ -19,9 +19,9 @@ CheckpointManifest manifest_at(int64_t step) {
 bool exists(const std::string& path) { return fs::default_file_system().stat(path).ok(); }
 
 // What is wrong with checkpoint `tag` (empty: latest) of `dir`, or "" when it verifies and holds
-// `data`'s step and rank 0 master partition.
+// `want`'s step and rank 0 master partition `master` (decoded, for a compact checkpoint).
 std::string checkpoint_problem(const std::string& dir, const std::string& tag, const CheckpointManifest& want,
-                               const FixtureData& data) {
+                               const std::vector<float>& master) {
   const auto verified = verify_checkpoint(dir, tag);
   if (!verified.ok()) return "verify: " + verified.status().to_string();
   auto reader = CheckpointReader::open(dir, tag);
@@ -31,8 +31,13 @@ std::string checkpoint_problem(const std::string& dir, const std::string& tag, c
   std::vector<float> out(partition_numel(m.groups[0], m.zero_stage, m.world_size, m.alignment));
   const Status read = (*reader)->read_partition(0, 0, m.world_size, 0, std::as_writable_bytes(std::span(out)));
   if (!read.ok()) return "read: " + read.to_string();
-  if (out != data.partition(0, 0, m.world_size, 0)) return "rank 0's master weights differ";
+  if (out != master) return "rank 0's master weights differ";
   return "";
+}
+
+std::string checkpoint_problem(const std::string& dir, const std::string& tag, const CheckpointManifest& want,
+                               const FixtureData& data) {
+  return checkpoint_problem(dir, tag, want, data.partition(0, 0, want.world_size, 0));
 }
 
 void note(std::vector<std::string>& problems, const std::string& what, const std::string& problem) {
@@ -55,6 +60,33 @@ fs::testing::CrashReport crash_saving_over_a_checkpoint(const std::string& root)
     const std::string as_second = checkpoint_problem(dir, "", second, second_data);
     if (finished)
       note(problems, "latest after the save returned", as_second);
+    else if (!as_first.empty() && !as_second.empty())
+      note(problems, "latest", as_first + " / " + as_second);
+  };
+  return fs::testing::crash_at_every_step(scenario);
+}
+
+fs::testing::CrashReport crash_saving_compact_over_a_checkpoint(const std::string& root) {
+  static const CheckpointManifest first = manifest_at(100);
+  static const FixtureData first_data(first);
+  static const CompactFixtureData second_data(manifest_at(200));
+  static const CheckpointManifest& second = second_data.manifest();
+  static const std::vector<float> second_master = second_data.values(0, 0, second.world_size, 0);
+  const std::string dir = root + "/ckpt";
+  fs::testing::CrashScenario scenario;
+  scenario.root = root;
+  scenario.prepare = [&] { throw_if_error(save_checkpoint(dir, "step100", first, first_data.ranks())); };
+  scenario.operation = [&] {
+    std::vector<RankData> ranks = second_data.ranks();
+    for (RankData& rank : ranks) rank.piece_elements = 256;  // record by record, as an optimizer saves
+    return save_checkpoint(dir, "step200", second, ranks);
+  };
+  scenario.check = [&](bool finished, std::vector<std::string>& problems) {
+    note(problems, "the previous checkpoint step100", checkpoint_problem(dir, "step100", first, first_data));
+    const std::string as_first = checkpoint_problem(dir, "", first, first_data);
+    const std::string as_second = checkpoint_problem(dir, "", second, second_master);
+    if (finished)
+      note(problems, "latest after the compact save returned", as_second);
     else if (!as_first.empty() && !as_second.empty())
       note(problems, "latest", as_first + " / " + as_second);
   };

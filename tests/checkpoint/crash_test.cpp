@@ -14,6 +14,11 @@ TEST(CrashSimulation, SavingOverACheckpointNeverLosesIt) {
   test_support::expect_no_crash_problems(testing::crash_saving_over_a_checkpoint(root.path()));
 }
 
+TEST(CrashSimulation, SavingACompactCheckpointNeverLosesThePreviousOne) {
+  fs::testing::ScratchRoot root;
+  test_support::expect_no_crash_problems(testing::crash_saving_compact_over_a_checkpoint(root.path()));
+}
+
 TEST(CrashSimulation, TheFirstSaveIsAbsentOrComplete) {
   fs::testing::ScratchRoot root;
   test_support::expect_no_crash_problems(testing::crash_first_save(root.path()));

@@ -85,6 +85,28 @@ TEST_P(DeepSpeedResume, EveryStateRepartitionsForOtherWorldSizes) {
   }
 }
 
+// A reader of another format stores its states raw: read as stored, in odd byte ranges, each rank's
+// partition at the saved world size is read_partition's.
+TEST_P(DeepSpeedResume, StoredPartsAreTheSavedPartitions) {
+  ASSERT_OK_AND_ASSIGN(auto reader, open_deepspeed_resume_reader(case_dir(GetParam()), "", {}));
+  const CheckpointManifest& m = reader->manifest();
+  const uint64_t numel = partition_numel(m.groups[0], m.zero_stage, m.world_size, m.alignment);
+  for (uint32_t r = 0; r < m.world_size; ++r) {
+    for (size_t s = 0; s < 3; ++s) {
+      std::vector<float> whole(numel), stored(numel);
+      ASSERT_OK(reader->read_partition(0, s, m.world_size, r, std::as_writable_bytes(std::span(whole))));
+      const std::span<std::byte> bytes = std::as_writable_bytes(std::span(stored));
+      for (uint64_t at = 0; at < bytes.size(); at += 44) {
+        ASSERT_OK(reader->read_stored(0, s, 0, r, at, bytes.subspan(at, std::min<uint64_t>(44, bytes.size() - at))));
+      }
+      EXPECT_EQ(0, std::memcmp(whole.data(), stored.data(), bytes.size())) << "rank " << r << " state " << s;
+    }
+  }
+  std::vector<float> one(1);
+  EXPECT_ERROR(reader->read_stored(0, 0, 1, 0, 0, std::as_writable_bytes(std::span(one))),
+               ErrorCode::kInvalidArgument, "no stored part 1");
+}
+
 TEST_P(DeepSpeedResume, ScalarsAreDeepSpeeds) {
   const nlohmann::json info = case_info(GetParam());
   ASSERT_OK_AND_ASSIGN(auto reader, open_deepspeed_resume_reader(case_dir(GetParam()), "", {}));

@@ -5,7 +5,10 @@
 // the format tests/checkpoint/check_converted.py reads, so a converted model can be checked.
 //
 //   make_engine_checkpoint DIR [--layers 12] [--hidden 2048] [--intermediate 5632] [--vocab 32000]
-//                              [--world 4] [--stage 3] [--states 3] [--zstd 0]
+//                              [--world 4] [--stage 3] [--states 3] [--zstd 0] [--compact 0]
+//                              [--pieces 0]
+//   --compact 1: the states encoded as the compact optimizer holds them (master hi + residual,
+//   8-bit moments; encode_partition), --pieces N: RankData::piece_elements N (record by record).
 //   make_engine_checkpoint --check DIR OUT    checks `tierzero convert DIR OUT`'s safetensors (F32,
 //                                             BF16 or F16) against DIR/spec.json; exit 0 when equal
 #include <algorithm>
@@ -168,13 +171,15 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s DIR [--layers N] [--hidden N] [--intermediate N] [--vocab N] [--world W] "
-                 "[--stage S] [--states 1-3] [--zstd LEVEL]\n       %s --check DIR OUT\n",
+                 "[--stage S] [--states 1-3] [--zstd LEVEL] [--compact 0|1] [--pieces N]\n       %s --check DIR OUT\n",
                  argv[0], argv[0]);
     return 2;
   }
   Shape shape;
   uint32_t world = 4;
   int stage = 3, states = 3, level = 0;
+  bool compact = false;
+  uint64_t pieces = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long long v = std::atoll(argv[i + 1]);
@@ -194,13 +199,22 @@ int main(int argc, char** argv) {
       states = static_cast<int>(v);
     else if (flag == "--zstd")
       level = static_cast<int>(v);
+    else if (flag == "--compact")
+      compact = v != 0;
+    else if (flag == "--pieces")
+      pieces = static_cast<uint64_t>(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
   const std::string dir = argv[1];
-  const CheckpointManifest m = llama_manifest(shape, stage, world, states);
+  CheckpointManifest m = llama_manifest(shape, stage, world, states);
+  for (size_t s = 0; s < m.groups[0].states.size() && compact; ++s) {
+    StateSpec& state = m.groups[0].states[s];
+    state.codec = s == 0 ? StateCodec::kCompactMaster : StateCodec::kBlockwise8;
+    state.codes = s == 1 ? ElementType::kI8 : ElementType::kU8;
+  }
   CheckpointOptions options;
   options.compression_level = level;
   const std::string tag = "global_step1000";
@@ -211,12 +225,22 @@ int main(int argc, char** argv) {
                world);
   for (uint32_t r = 0; r < world; ++r) {
     std::vector<std::vector<float>> buffers;
+    std::vector<std::vector<std::byte>> parts;  // --compact
     buffers.reserve(states);
+    parts.reserve(2 * states);
     RankData data;
+    data.piece_elements = pieces;
     data.group_states.emplace_back();
     for (int s = 0; s < states; ++s) {
       buffers.push_back(partition(m, r, s));
-      data.group_states[0].push_back(std::as_bytes(std::span(buffers.back())));
+      if (!compact) {
+        data.group_states[0].push_back(std::as_bytes(std::span(buffers.back())));
+        continue;
+      }
+      for (auto& part : value_or_throw(encode_partition(m.groups[0].states[s], buffers.back()))) {
+        data.group_states[0].push_back(parts.emplace_back(std::move(part)));
+      }
+      buffers.back() = {};
     }
     throw_if_error(write_checkpoint_rank(dir, tag, m, r, data, options));
     std::fprintf(stderr, "rank %u written\n", r);

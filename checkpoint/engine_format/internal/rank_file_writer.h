@@ -28,10 +28,11 @@ class RankFileWriter {
   RankFileWriter& operator=(const RankFileWriter&) = delete;
 
   // Appends `bytes` as the next section; `section` names it and receives offset, sizes, checksum.
-  Status add_section(SectionRecord section, std::span<const std::byte> bytes);
+  // It is one zstd frame when the options' compression level is > 0 and `compressible` is set.
+  Status add_section(SectionRecord section, std::span<const std::byte> bytes, bool compressible = true);
   // The same section from `fill`, `raw_bytes` of it asked for in order, piece by piece (raw: straight
   // into the stream's staging buffers; compressed: through a scratch piece). Same bytes on disk.
-  Status add_section(SectionRecord section, uint64_t raw_bytes, const SectionFill& fill);
+  Status add_section(SectionRecord section, uint64_t raw_bytes, const SectionFill& fill, bool compressible = true);
   // Writes what is staged and fdatasyncs, filling the record's size, checksum and sections.
   Status finish(RankFileRecord& record);
 
