@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <span>
 #include <string>
@@ -245,34 +246,23 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
   }
 
   Status load_state(const StateFill& fill, int64_t step) override {
-    try {
-      state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();  // a state() copy is replaced too
-      materialised_ = false;
-      cache_->discard();  // what the buffers kept is replaced too
-      Status status;
-      std::vector<std::byte> scratch;
-      for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
-        const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
-        const int64_t count = count_of(k);
-        for (int s = 0; s < 3 && status.ok(); ++s) {
-          scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
-          status = fill(s, k * slot_numel_, scratch);
-          if (status.ok()) convert_in(record, k, s, 0, count, scratch);
-        }
-        throw_if_error(cache_->release(k, status.ok() ? Release::kWrite : Release::kClean));
-      }
-      throw_if_error(cache_->wait_writes());
-      mark_traffic();  // a step's traffic, not the load's
-      if (status.ok()) {
-        state_.step = step;
-      } else {  // a record filled in part is in a buffer, not in its file
-        cache_->discard();
-      }
-      return status;
-    } catch (const Error& e) {
-      cache_->discard();
-      return e.status();
-    }
+    return replace_records(
+        [&]() -> Status {
+          Status status;
+          std::vector<std::byte> scratch;
+          for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
+            const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
+            const int64_t count = count_of(k);
+            for (int s = 0; s < 3 && status.ok(); ++s) {
+              scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
+              status = fill(s, k * slot_numel_, scratch);
+              if (status.ok()) convert_in(record, k, s, 0, count, scratch);
+            }
+            throw_if_error(cache_->release(k, status.ok() ? Release::kWrite : Release::kClean));
+          }
+          return status;
+        },
+        step);
   }
 
   StoredLayout stored_layout() const override { return {.record = layout_, .record_numel = slot_numel_}; }
@@ -285,25 +275,9 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     return engine::stored_readers(*this, stored_layout(), numel_);
   }
 
-  // A resume at the same layout: each record acquired for overwrite, filled, written behind.
+  // A resume at the same layout: each record acquired for overwrite, filled as stored, written behind.
   Status load_stored(const StoredFill& fill, int64_t step) override {
-    try {
-      state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();  // a state() copy is replaced too
-      materialised_ = false;
-      cache_->discard();  // what the buffers kept is replaced too
-      Status status = load_stored_records(*this, stored_layout(), numel_, fill);
-      if (status.ok()) status = cache_->wait_writes();
-      mark_traffic();  // a step's traffic, not the load's
-      if (status.ok()) {
-        state_.step = step;
-      } else {  // a record filled in part is in a buffer, not in its file
-        cache_->discard();
-      }
-      return status;
-    } catch (const Error& e) {
-      cache_->discard();
-      return e.status();
-    }
+    return replace_records([&] { return load_stored_records(*this, stored_layout(), numel_, fill); }, step);
   }
 
   int64_t pinned_bytes() const override {
@@ -435,6 +409,28 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     } else {
       if (offset != 0) throw Error(internal_error("nvme optimizer: 8-bit moments written from inside a block"));
       encode_moment_range(values, part, record_part(record, s + 2, count), 0);
+    }
+  }
+
+  // A load: every record replaced by `fill` (a state() copy and what the buffers kept dropped
+  // first), then the step count by `step`. A failed fill leaves no record half written in a buffer.
+  Status replace_records(const std::function<Status()>& fill, int64_t step) {
+    try {
+      state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();
+      materialised_ = false;
+      cache_->discard();
+      Status status = fill();
+      throw_if_error(cache_->wait_writes());
+      mark_traffic();  // a step's traffic, not the load's
+      if (status.ok()) {
+        state_.step = step;
+      } else {  // a record filled in part is in a buffer, not in its file
+        cache_->discard();
+      }
+      return status;
+    } catch (const Error& e) {
+      cache_->discard();
+      return e.status();
     }
   }
 
