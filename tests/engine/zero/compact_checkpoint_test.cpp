@@ -6,7 +6,8 @@
 //     with the state in host memory and on NVMe (no record in pinned memory, and 2 of 7): saved at
 //     step 8 and resumed, the uninterrupted run's last 12 steps and weights bit for bit; the group
 //     sections (the rank files' bytes; the tiny model has no replicated tensors, checked) over the
-//     parameters: <= 6.1 bytes/param with int8 moments, <= 8.1 with bf16 ones;
+//     parameters: <= 6.1 bytes/param with int8 moments, <= 8.1 with bf16 ones, and what train's
+//     preflight plans for the save;
 //   - the same-layout resume loads the parts as stored (a non-canonical block, which the decoded
 //     path would re-encode, comes back byte for byte);
 //   - two ranks: resumed as stored at two ranks and decoded at one, near the fp32 reference;
@@ -33,6 +34,7 @@
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/model/functional_model.h"
+#include "engine/train/internal/output_preflight.h"
 #include "engine/zero/zero_engine.h"
 #include "offload_engine.h"
 #include "rank_launcher.h"
@@ -115,6 +117,14 @@ TEST(CompactCheckpoint, ResumeIsTheUninterruptedRunInItsBytesPerParam) {
       std::printf("%s: %.3f bytes/param on disk\n", what.c_str(), per_param);
       EXPECT_LE(per_param, layout.max_bytes_per_param) << what;
       EXPECT_GE(per_param, layout.max_bytes_per_param - 0.2) << what;  // nothing left out
+      // train's preflight plans these bytes (one rank, stage 3: no padding), plus its 1 MiB of metadata.
+      Plan plan;
+      plan.parameters = static_cast<int64_t>(reader->manifest().groups[0].numel());
+      plan.optimizer_state = layout.moments;
+      plan.master_weights = layout.master;
+      std::string planned_what;
+      const double planned = static_cast<double>(trainer::planned_checkpoint_bytes(plan, planned_what) - (1u << 20));
+      EXPECT_EQ(planned / static_cast<double>(plan.parameters), per_param) << what << ": " << planned_what;
     }
   }
 }
