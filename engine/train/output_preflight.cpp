@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -128,11 +129,17 @@ Status check_output_destinations(const std::vector<OutputDestination>& destinati
 }
 
 uint64_t planned_checkpoint_bytes(const Plan& plan, std::string& what) {
-  const uint64_t moment_bytes = plan.optimizer_state == "bf16" ? 2 : 4;  // int8 moments are saved as fp32
-  const uint64_t per_parameter = 4 + 2 * moment_bytes;
-  what = fmt::format("one checkpoint: fp32 master + 2 {} Adam moments, {} B x {} parameters, uncompressed",
-                     moment_bytes == 2 ? "bf16" : "fp32", per_parameter, plan.parameters);
-  return per_parameter * static_cast<uint64_t>(plan.parameters) + kMetadataBytes;
+  // The state as it lives (engine/zero/checkpoint_io.cpp): the master 4 B (fp32, or a compact one's
+  // bf16 weights + int16 residual), each moment 4 (fp32), 2 (bf16) or 1 + 4/256 (int8 codes + scales).
+  const auto parameters = static_cast<uint64_t>(plan.parameters);
+  const bool int8 = plan.optimizer_state == "int8", bf16 = plan.optimizer_state == "bf16";
+  const uint64_t moment = int8 ? parameters + (parameters + 255) / 256 * 4 : parameters * (bf16 ? 2 : 4);
+  const uint64_t bytes = 4 * parameters + 2 * moment;
+  what = fmt::format("one checkpoint: {} + 2 {} Adam moments, {:.2f} B x {} parameters, uncompressed",
+                     plan.master_weights == "compact" ? "compact master (bf16 weights + int16 residual)" : "fp32 master",
+                     int8 ? "8-bit" : bf16 ? "bf16" : "fp32",
+                     static_cast<double>(bytes) / static_cast<double>(std::max<uint64_t>(parameters, 1)), parameters);
+  return bytes + kMetadataBytes;
 }
 
 uint64_t planned_export_bytes(const Plan& plan, int64_t model_parameters, std::string& what) {

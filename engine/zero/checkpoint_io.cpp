@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -12,7 +13,32 @@
 namespace tierzero::engine {
 namespace {
 
-const char* const kStateNames[] = {"fp32", "exp_avg", "exp_avg_sq"};
+// The group's states as the optimizer holds them. An offloaded state with a compact master or 8-bit
+// moments (StoredLayout::encoded) is saved as it lives (format_version 3): the master as its bf16
+// weights + int16 residual, 8-bit moments as codes + block scales, the other states raw. Else the
+// master is fp32 and m and v are in the optimizer's dtype (tierzero.optimizer_state_dtype).
+std::vector<checkpoint::StateSpec> saved_states(ZeroEngine& engine) {
+  using checkpoint::StateCodec;
+  const StoredLayout layout = engine.optimizer().stored_layout();
+  const ElementType moments = *to_element_type(checkpoint_moment_dtype(engine.options().optimizer_state_dtype));
+  std::vector<checkpoint::StateSpec> states;
+  states.push_back({"fp32", ElementType::kF32, layout.record.compact_master ? StateCodec::kCompactMaster : StateCodec::kRaw});
+  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+    if (layout.moments_8bit())
+      states.push_back({name, ElementType::kF32, StateCodec::kBlockwise8,
+                        std::string_view(name) == "exp_avg" ? ElementType::kI8 : ElementType::kU8});
+    else
+      states.push_back({name, moments});
+  }
+  return states;
+}
+
+bool same_states(const std::vector<checkpoint::StateSpec>& a, const std::vector<checkpoint::StateSpec>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.name == y.name && x.dtype == y.dtype && x.codec == y.codec &&
+           (x.codec != checkpoint::StateCodec::kBlockwise8 || x.codes == y.codes);
+  });
+}
 
 checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const CheckpointExtras& extras) {
   checkpoint::CheckpointManifest manifest;
@@ -22,11 +48,7 @@ checkpoint::CheckpointManifest make_manifest(ZeroEngine& engine, const Checkpoin
   manifest.step = engine.optimizer().step_count();
   checkpoint::FlatGroup group;
   for (const ParamSpec& spec : all_params(engine.model())) group.params.push_back({spec.name, spec.shape});
-  // m and v as the optimizer holds them (tierzero.optimizer_state_dtype), 8-bit ones decoded to fp32;
-  // the master is fp32 (a compact one joined): the format is the same whatever the state's layout.
-  const ElementType moments = *to_element_type(checkpoint_moment_dtype(engine.options().optimizer_state_dtype));
-  for (const char* name : kStateNames)
-    group.states.push_back({name, std::string_view(name) == "fp32" ? ElementType::kF32 : moments});
+  group.states = saved_states(engine);
   manifest.groups.push_back(std::move(group));
   manifest.loss_scaler = extras.loss_scaler;
   manifest.lr_scheduler = extras.lr_scheduler;
@@ -96,11 +118,21 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
   Status status = rank == 0 ? checkpoint::begin_checkpoint(dir, tag, manifest, options) : Status();
   TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "starting checkpoint " + dir + "/" + tag));
 
-  // Each state streams from the optimizer into its section (from NVMe: a sub-group at a time).
+  // Each state streams from the optimizer into its section (from NVMe: a sub-group at a time); an
+  // encoded state as it lives, record by record (each record read once for all its parts).
   checkpoint::RankData data;
   if (checkpoint::rank_stores_groups(manifest.zero_stage, rank)) {
     PartitionOptimizer& optimizer = engine.optimizer();
-    data.group_state_fills.push_back({optimizer.state_reader(0), optimizer.state_reader(1), optimizer.state_reader(2)});
+    const StoredLayout layout = optimizer.stored_layout();
+    if (layout.encoded()) {
+      data.group_state_fills.push_back(optimizer.stored_readers());
+      const auto block = static_cast<int64_t>(checkpoint::kStateBlock);  // a lone record may end inside a block
+      data.piece_elements = static_cast<uint64_t>(
+          layout.moments_8bit() ? (layout.record_numel + block - 1) / block * block : layout.record_numel);
+    } else {
+      data.group_state_fills.push_back(
+          {optimizer.state_reader(0), optimizer.state_reader(1), optimizer.state_reader(2)});
+    }
   }
   data.rank_state = {{"iteration", extras.iteration}, {"data", extras.data}};
   status = checkpoint::write_checkpoint_rank(dir, tag, manifest, rank, data, options);
@@ -138,12 +170,25 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
       checkpoint::partition_segments(manifest.groups[0], stage, read_world, manifest.alignment, read_rank);
   const at::ScalarType moments =
       engine.options().offload_optimizer ? checkpoint_moment_dtype(engine.options().optimizer_state_dtype) : at::kFloat;
+  // Saved as this optimizer holds it (same encoded layout, same partitions): its stored parts go
+  // straight into the records, bit for bit. Else decoded to fp32 and converted (a compact master
+  // splits exactly; 8-bit moments are re-encoded: new codes, not the saved ones).
+  const bool as_stored = engine.optimizer().stored_layout().encoded() &&
+                         (stage == 0 || manifest.world_size == static_cast<uint32_t>(comm.world_size())) &&
+                         manifest.alignment == partitioning::kDeepSpeedAlignment &&
+                         same_states(manifest.groups[0].states, saved_states(engine));
   Status status;
   if (manifest.groups[0].states[0].dtype != ElementType::kF32)
     status = invalid_argument(reader->path() + " holds the master weights in " +
                               element_type_name(manifest.groups[0].states[0].dtype) +
                               "; resume needs an fp32 master (states[0])");
-  if (status.ok())
+  if (status.ok() && as_stored)
+    status = engine.optimizer().load_stored(
+        [&](int s, int part, uint64_t offset, std::span<std::byte> out) {
+          return reader->read_stored(0, static_cast<size_t>(s), static_cast<size_t>(part), read_rank, offset, out);
+        },
+        manifest.step);
+  else if (status.ok())
     status = engine.optimizer().load_state(
         [&](int s, int64_t begin, std::span<std::byte> out) {
           return fill_partition_range(*reader, segments, s, s == 0 ? at::kFloat : moments, begin, out);

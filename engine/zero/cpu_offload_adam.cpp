@@ -2,9 +2,11 @@
 // (offloaded_step.h) that cpu_adam's fused SIMD kernel steps one sub-group at a time (in slices of
 // at most kPublishSlice elements, each announced to the reader following behind as it finishes).
 // Compact layouts (CompactState): a compact master is stepped in place in its bf16 half (the 16-bit
-// weights) and int16 residual; 8-bit moments with their block scales (slices start on blocks). What a
-// checkpoint, read_master or state() reads is converted a piece of kConvertPiece elements at a time
-// (state() materialises fp32 copies of the converted states: 4 bytes an element each, unpinned).
+// weights) and int16 residual; 8-bit moments with their block scales (slices start on blocks). A
+// compact checkpoint reads and fills the tensors as they are, cut at the sub-group bounds
+// (stored_records.h); what read_master, state() or a load from another layout reads or writes is
+// converted a piece of kConvertPiece elements at a time (state() materialises fp32 copies of the
+// converted states: 4 bytes an element each, unpinned).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -18,11 +20,12 @@
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/offloaded_step.h"
 #include "engine/zero/internal/partition_optimizer.h"
+#include "engine/zero/internal/stored_records.h"
 
 namespace tierzero::engine {
 namespace {
 
-class CpuOffloadAdam final : public PartitionOptimizer, private StateStore {
+class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, private StoredRecords {
  public:
   explicit CpuOffloadAdam(CpuOffloadAdamSetup setup)
       : setup_(std::move(setup)),
@@ -96,15 +99,6 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore {
 
   int64_t step_count() override { return state_.step; }
 
-  StateReader state_reader(int s) override {
-    write_back_materialised();
-    const size_t item = s == 0 ? sizeof(float) : c10::elementSize(checkpoint_moment_dtype(setup_.exp_avg.scalar_type()));
-    return chunked_state_reader(numel_, item, kConvertPiece,
-                                [this, s](int64_t begin, int64_t count, std::span<std::byte> out) {
-                                  return produce(s, begin, count, out);
-                                });
-  }
-
   Status read_master(int64_t begin, std::span<float> out) override {
     write_back_materialised();
     const auto count = static_cast<int64_t>(out.size());
@@ -139,6 +133,25 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore {
     } catch (const Error& e) {
       return e.status();
     }
+  }
+
+  StoredLayout stored_layout() const override {
+    return {.record = {.compact_master = setup_.compact.compact_master,
+                       .moment_bytes = static_cast<int>(setup_.exp_avg.element_size())},
+            .record_numel = std::min(setup_.sub_group_numel, numel_)};
+  }
+
+  std::vector<StateReader> stored_readers() override {
+    write_back_materialised();
+    return engine::stored_readers(*this, stored_layout(), numel_);
+  }
+
+  Status load_stored(const StoredFill& fill, int64_t step) override {
+    materialised_ = false;  // a state() copy is replaced too
+    if (converted()) state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();
+    TZ_RETURN_IF_ERROR(load_stored_records(*this, stored_layout(), numel_, fill));
+    state_.step = step;
+    return Status();
   }
 
   int64_t pinned_bytes() const override {
@@ -202,6 +215,23 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore {
   }
   void release(size_t, const StepPiece&, std::shared_ptr<CopyDone>) override {}
   void finish() override {}
+
+  // The stored records: the tensors themselves, cut at the sub-group bounds.
+  Status acquire(int64_t, bool) override { return Status(); }
+  Status release(int64_t, bool) override { return Status(); }
+  std::span<std::byte> part(int64_t k, const StoredPart& part) override {
+    const at::Tensor& t = part.where == RecordPart::kEnd             ? setup_.compact.hi
+                          : part.where == RecordPart::kMaster        ? (setup_.compact.compact_master ? setup_.residual
+                                                                                                      : setup_.master)
+                          : part.where == RecordPart::kExpAvg        ? setup_.exp_avg
+                          : part.where == RecordPart::kExpAvgSq      ? setup_.exp_avg_sq
+                          : part.where == RecordPart::kExpAvgScales  ? setup_.exp_avg_scales
+                                                                     : setup_.exp_avg_sq_scales;
+    const StoredLayout layout = stored_layout();
+    const int64_t begin = k * layout.record_numel;
+    return {static_cast<std::byte*>(t.data_ptr()) + stored_part_bytes(layout, part, begin),
+            stored_part_bytes(layout, part, std::min(layout.record_numel, numel_ - begin))};
+  }
 
   // Whether a state is held in another form than its checkpoint's: the compact master (0), 8-bit
   // moments (1, 2).

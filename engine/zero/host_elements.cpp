@@ -78,29 +78,6 @@ void copy_rounded(const at::Tensor& dst, const at::Tensor& src, bool away) {
   dst.copy_(hi);
 }
 
-StateReader chunked_state_reader(int64_t numel, size_t item_bytes, int64_t chunk, ChunkProducer produce) {
-  chunk = std::max<int64_t>(1, std::min(chunk, numel));
-  return [numel, item_bytes, chunk, produce = std::move(produce), scratch = std::vector<std::byte>(),
-          next = int64_t{0}, filled = size_t{0}, offset = size_t{0}](std::span<std::byte> out) mutable -> Status {
-    for (size_t done = 0; done < out.size();) {
-      if (offset == filled) {  // the next chunk
-        if (next >= numel) return internal_error("optimizer state read past its end");
-        const int64_t count = std::min(chunk, numel - next);
-        scratch.resize(static_cast<size_t>(chunk) * item_bytes);
-        filled = static_cast<size_t>(count) * item_bytes;
-        offset = 0;
-        TZ_RETURN_IF_ERROR(produce(next, count, {scratch.data(), filled}));
-        next += count;
-      }
-      const size_t n = std::min(filled - offset, out.size() - done);
-      std::memcpy(out.data() + done, scratch.data() + offset, n);
-      done += n;
-      offset += n;
-    }
-    return Status();
-  };
-}
-
 at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype) {
   return state_dtype == at::kChar ? at::kFloat : state_dtype;
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 #include "engine/zero/internal/offloaded_step.h"
 #include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/record_layout.h"
+#include "engine/zero/internal/stored_records.h"
 #include "offload/offload.h"
 
 namespace tierzero::engine {
@@ -33,7 +35,7 @@ RecordLayout record_layout(at::ScalarType state_dtype, bool compact_master) {
 }
 static_assert(RecordLayout::kMomentBlock == static_cast<int64_t>(cpu_adam::kMomentBlock));
 
-class NvmeAdam final : public NvmeOffloadAdam, private StateStore {
+class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private StoredRecords {
  public:
   explicit NvmeAdam(NvmeOffloadAdamSetup setup)
       : setup_(std::move(setup)),
@@ -150,6 +152,25 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore {
 
   void finish() override { throw_if_error(cache_->wait_writes()); }
 
+  // The stored records: the cache's, read whole (the next one queued behind it); the bf16 weights of
+  // a compact master from host memory.
+  Status acquire(int64_t k, bool overwrite) override {
+    TZ_ASSIGN_OR_RETURN(held_, cache_->acquire(k, overwrite ? Access::kOverwrite : Access::kRead));
+    if (!overwrite && k + 1 < groups_ && cache_->buffer_count() >= 2) TZ_RETURN_IF_ERROR(cache_->prefetch(k + 1));
+    return Status();
+  }
+  std::span<std::byte> part(int64_t k, const StoredPart& part) override {
+    const int64_t count = count_of(k);
+    if (part.where == RecordPart::kEnd)
+      return {static_cast<std::byte*>(setup_.compact.hi.data_ptr()) + k * slot_numel_ * 2,
+              static_cast<size_t>(count * 2)};
+    return held_.subspan(layout_.offset(part.where, count), layout_.part_bytes(part.where, count));
+  }
+  Status release(int64_t k, bool written) override {
+    held_ = {};
+    return cache_->release(k, written ? Release::kWrite : Release::kClean);
+  }
+
   AdamPartitionState& state() override {
     if (materialised_) return state_;
     throw_if_error(cache_->flush());
@@ -172,15 +193,8 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore {
   StateReader state_reader(int s) override {
     write_back_materialised();        // a state() copy changed in place is what is saved
     throw_if_error(cache_->flush());  // the files hold every record from here on
-    if (converts(s)) {                // a sub-group's record at a time, converted to fp32
-      return chunked_state_reader(numel_, sizeof(float), slot_numel_,
-                                  [this, s](int64_t begin, int64_t count, std::span<std::byte> out) -> Status {
-                                    const int64_t k = begin / slot_numel_;
-                                    TZ_ASSIGN_OR_RETURN(std::span<std::byte> record, cache_->acquire(k, Access::kRead));
-                                    TZ_RETURN_IF_ERROR(convert_out(bytes_tensor(record), k, s, 0, count, out));
-                                    return cache_->release(k, Release::kClean);
-                                  });
-    }
+    // A converted state (a compact layout saves through stored_readers) through state()'s copy.
+    if (converts(s)) return PartitionOptimizer::state_reader(s);
     // State s's part of one record at a time, the next record's part read ahead while one is copied.
     return [this, s, k = int64_t{0}, offset = uint64_t{0}](std::span<std::byte> out) mutable -> Status {
       for (size_t filled = 0; filled < out.size();) {
@@ -232,34 +246,38 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore {
   }
 
   Status load_state(const StateFill& fill, int64_t step) override {
-    try {
-      state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();  // a state() copy is replaced too
-      materialised_ = false;
-      cache_->discard();  // what the buffers kept is replaced too
-      Status status;
-      std::vector<std::byte> scratch;
-      for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
-        const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
-        const int64_t count = count_of(k);
-        for (int s = 0; s < 3 && status.ok(); ++s) {
-          scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
-          status = fill(s, k * slot_numel_, scratch);
-          if (status.ok()) convert_in(record, k, s, 0, count, scratch);
-        }
-        throw_if_error(cache_->release(k, status.ok() ? Release::kWrite : Release::kClean));
-      }
-      throw_if_error(cache_->wait_writes());
-      mark_traffic();  // a step's traffic, not the load's
-      if (status.ok()) {
-        state_.step = step;
-      } else {  // a record filled in part is in a buffer, not in its file
-        cache_->discard();
-      }
-      return status;
-    } catch (const Error& e) {
-      cache_->discard();
-      return e.status();
-    }
+    return replace_records(
+        [&]() -> Status {
+          Status status;
+          std::vector<std::byte> scratch;
+          for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
+            const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
+            const int64_t count = count_of(k);
+            for (int s = 0; s < 3 && status.ok(); ++s) {
+              scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
+              status = fill(s, k * slot_numel_, scratch);
+              if (status.ok()) convert_in(record, k, s, 0, count, scratch);
+            }
+            throw_if_error(cache_->release(k, status.ok() ? Release::kWrite : Release::kClean));
+          }
+          return status;
+        },
+        step);
+  }
+
+  StoredLayout stored_layout() const override { return {.record = layout_, .record_numel = slot_numel_}; }
+
+  // A compact save: record by record, each read once (the next one read ahead), the bf16 weights
+  // from host memory.
+  std::vector<StateReader> stored_readers() override {
+    write_back_materialised();        // a state() copy changed in place is what is saved
+    throw_if_error(cache_->flush());  // the buffers' records clean: a read of them is their file's
+    return engine::stored_readers(*this, stored_layout(), numel_);
+  }
+
+  // A resume at the same layout: each record acquired for overwrite, filled as stored, written behind.
+  Status load_stored(const StoredFill& fill, int64_t step) override {
+    return replace_records([&] { return load_stored_records(*this, stored_layout(), numel_, fill); }, step);
   }
 
   int64_t pinned_bytes() const override {
@@ -394,6 +412,28 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore {
     }
   }
 
+  // A load: every record replaced by `fill` (a state() copy and what the buffers kept dropped
+  // first), then the step count by `step`. A failed fill leaves no record half written in a buffer.
+  Status replace_records(const std::function<Status()>& fill, int64_t step) {
+    try {
+      state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();
+      materialised_ = false;
+      cache_->discard();
+      Status status = fill();
+      throw_if_error(cache_->wait_writes());
+      mark_traffic();  // a step's traffic, not the load's
+      if (status.ok()) {
+        state_.step = step;
+      } else {  // a record filled in part is in a buffer, not in its file
+        cache_->discard();
+      }
+      return status;
+    } catch (const Error& e) {
+      cache_->discard();
+      return e.status();
+    }
+  }
+
   // The first write: master weights from the source, zero moments.
   void write_initial_state() {
     std::vector<PartitionRun> runs;  // this rank's, in partition order, with their parameter's index
@@ -455,6 +495,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore {
   int64_t groups_ = 0;
   int64_t in_memory_ = 0;                        // records [0, in_memory_) live in setup_.memory_records
   std::unique_ptr<offload::RecordCache> cache_;  // the records (setup_.buffers and memory_records outlive it)
+  std::span<std::byte> held_;                    // the record a compact checkpoint holds (StoredRecords)
   AdamPartitionState state_;                     // step always; the tensors only while materialised_
   bool materialised_ = false;
   std::vector<int64_t> pass_;     // the streamed records of the step running, in order

@@ -40,6 +40,12 @@ Status PartitionOptimizer::read_master(int64_t begin, std::span<float> out) {
   return Status();
 }
 
+std::vector<StateReader> PartitionOptimizer::stored_readers() { return {}; }
+
+Status PartitionOptimizer::load_stored(const StoredFill&, int64_t) {
+  return internal_error("this optimizer holds no encoded state to load as stored (stored_layout())");
+}
+
 Status PartitionOptimizer::load_state(const StateFill& fill, int64_t step) {
   AdamPartitionState& st = state();
   for (int s = 0; s < 3; ++s) {

@@ -43,9 +43,10 @@ struct OutputDestination {
 Status check_output_destinations(const std::vector<OutputDestination>& destinations, const std::string& probe_tag,
                                  fs::FileSystem& fs);
 
-// The bytes one engine checkpoint of `plan`'s run takes on disk, uncompressed: fp32 master weights
-// and both Adam moments (fp32, or bf16 with optimizer_state_dtype bf16; 8-bit moments are saved as
-// fp32) for every parameter, plus 1 MiB for manifests and records. `what` gets the count's words.
+// The bytes one engine checkpoint of `plan`'s run takes on disk, uncompressed: the state as it lives
+// for every parameter — the master 4 (fp32, or a compact one's bf16 weights + int16 residual), each
+// Adam moment 4 (fp32), 2 (bf16) or 1 + 4/256 (int8 codes + block scales) — plus 1 MiB for
+// manifests and records. `what` gets the count's words.
 uint64_t planned_checkpoint_bytes(const Plan& plan, std::string& what);
 // The bytes of the 16-bit model `plan`'s run exports: `model_parameters` (the whole model's — a
 // LoRA run's plan counts only its adapters, but it exports the merged model) in the training's

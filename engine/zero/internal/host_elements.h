@@ -46,11 +46,6 @@ void decode_moment_range(const at::Tensor& codes, const at::Tensor& scales, int6
 // with ties away from zero when `away` (the compact master's high half), else as Tensor::copy_ casts.
 void copy_rounded(const at::Tensor& dst, const at::Tensor& src, bool away);
 
-// A StateReader over `numel` elements of `item_bytes` each, made `chunk` elements at a time by
-// `produce(begin, count, out)` (out: count * item_bytes bytes) into a scratch buffer of one chunk.
-using ChunkProducer = std::function<Status(int64_t begin, int64_t count, std::span<std::byte> out)>;
-StateReader chunked_state_reader(int64_t numel, size_t item_bytes, int64_t chunk, ChunkProducer produce);
-
 // Sum of squares of gradient partition `grad` (any float dtype and device), in double; inf when an
 // element is not finite.
 double host_grad_sq_norm(const cpu_adam::CpuAdam& adam, const at::Tensor& grad);

@@ -25,7 +25,9 @@
 // Checkpoints stream (PartitionOptimizer::state_reader / load_state): a save reads one state's part
 // of one sub-group's record at a time (from the part's start rounded down to 4096 bytes) into the
 // pinned buffers, the next sub-group's read queued while one is copied out; a load fills whole
-// records and writes them behind. Neither holds more than the buffers. state() still materialises:
+// records and writes them behind. Neither holds more than the buffers. A compact state's checkpoint
+// (stored_readers / load_stored) reads or fills each record once, whole, as it is stored (the next
+// record's read queued while one is copied out). state() still materialises:
 // the first call after a step reads every sub-group into three whole host tensors (O(partition)
 // host memory, not pinned), which callers read and write in place; the next step() (or a save)
 // writes them back to NVMe and frees them.

@@ -4,7 +4,8 @@
 //   cpu offload: master, m, v in the engine's pinned host tier, stepped by cpu_adam's SIMD kernel
 //       one sub-group at a time, which writes the 16-bit copy of the new weights in the same pass.
 // state() is the seam where the state is read and written whole; checkpoints go through
-// state_reader() / load_state(), which an NVMe-backed state streams.
+// state_reader() / load_state(), which an NVMe-backed state streams, or, for a compact state, its
+// stored parts (stored_readers() / load_stored(): the state saved as it lives).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,6 +22,7 @@
 #include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/grads_final.h"
 #include "engine/zero/internal/offload_stack.h"
+#include "engine/zero/internal/record_layout.h"
 #include "engine/zero/internal/step_progress.h"
 
 namespace tierzero::engine {
@@ -55,6 +57,21 @@ using StateReader = std::function<Status(std::span<std::byte> out)>;
 // in its checkpoint dtype (as StateReader).
 using StateFill = std::function<Status(int state, int64_t begin, std::span<std::byte> out)>;
 
+// How an offloaded optimizer holds its state, for a compact checkpoint (checkpoint format_version 3,
+// docs/formats.md): states held encoded are saved encoded (a compact master as its bf16 weights +
+// int16 residual, 8-bit moments as codes + fp32 block scales), the others raw in their dtype; in
+// records of record_numel elements (the sub-groups; stored_records.h). encoded() false: the state
+// is saved as its checkpoint dtypes (fp32 master, fp32 or bf16 moments), state_reader's.
+struct StoredLayout {
+  RecordLayout record;       // compact_master; moment_bytes 4, 2 or 1 (8-bit)
+  int64_t record_numel = 0;  // elements of a full record
+  bool moments_8bit() const { return record.moment_bytes == 1; }
+  bool encoded() const { return record.compact_master || moments_8bit(); }
+};
+// Fills `out` with bytes [offset, offset + out.size()) of part `part` of state `s` as stored (the
+// checkpoint's state_parts() of StoredLayout's states), for a resume at the same layout.
+using StoredFill = std::function<Status(int s, int part, uint64_t offset, std::span<std::byte> out)>;
+
 class PartitionOptimizer {
  public:
   virtual ~PartitionOptimizer() = default;
@@ -82,14 +99,28 @@ class PartitionOptimizer {
   // The number of steps applied: state().step, without reading the state.
   virtual int64_t step_count() { return state().step; }
   // State `s` for a checkpoint save, piece by piece. The default reads state() (a device state
-  // through one host copy of it); the NVMe optimizer reads its swap files one sub-group at a time,
-  // never the whole state in host memory. Valid until the optimizer is next stepped or loaded.
+  // through one host copy of it, a converted one through state()'s fp32 copy); the NVMe optimizer
+  // reads its swap files one sub-group at a time, never the whole state in host memory. Saves of a
+  // compact state go through stored_readers() instead. Valid until the optimizer is next stepped or
+  // loaded.
   virtual StateReader state_reader(int s);
   // Replaces the state with what `fill` gives, sub-range by sub-range, and the step count with
   // `step` (a checkpoint load). The default fills state() in place (a device state through a host
   // copy); the NVMe optimizer one sub-group at a time into its swap files. A fill error is returned
   // as is (the state is then partly replaced).
   virtual Status load_state(const StateFill& fill, int64_t step);
+
+  // The layout a compact save stores (encoded() false unless an offloaded optimizer holds a compact
+  // master or 8-bit moments).
+  virtual StoredLayout stored_layout() const { return {}; }
+  // The state as stored (stored_layout().encoded()): one reader per stored part, in the checkpoint's
+  // order, streaming each part's bytes over the whole partition (padding included) record by
+  // record, sharing one record cursor (stored_records.h), never fp32. Valid until the optimizer is
+  // next stepped or loaded. The default: none.
+  virtual std::vector<StateReader> stored_readers();
+  // Replaces the state with the stored parts `fill` gives (same layout, same partition: bit for bit)
+  // and the step count with `step`, record by record. The default: kInternal.
+  virtual Status load_stored(const StoredFill& fill, int64_t step);
 
   // Copies master weights [begin, begin + out.size()) of the partition into `out` (a 16-bit export
   // reads them range by range). The default reads state().master (through a host copy of the range
@@ -131,16 +162,18 @@ std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition
 //     anyway (the host compute partition itself, or the pinned "16-bit weights" bound for the device),
 //     rounded to nearest with ties away from zero, and its low half a 16-bit residual
 //     (cpu_adam::AdamBuffers::master_residual): 2 bytes an element instead of 4, bit for bit the fp32
-//     master. Checkpoints, read_master and state() join them (cpu_adam::join_master); a load splits.
+//     master. read_master and state() join them (cpu_adam::join_master); a compact checkpoint stores
+//     the two halves (stored_readers), a decoded load splits.
 //   8-bit moments: m int8 (kChar) and v uint8 (kByte) codes with one fp32 scale per
 //     cpu_adam::kMomentBlock elements (2 + 8/256 bytes an element instead of 8); sub-groups and
-//     publish slices start on block boundaries. Checkpoints hold them decoded, in fp32.
+//     publish slices start on block boundaries. A compact checkpoint stores the codes and scales; a
+//     load from another layout re-encodes the decoded fp32 values (new codes, not the original ones).
 struct CompactState {
   bool compact_master = false;
   bool moments_8bit = false;
   at::Tensor hi;  // compact master: bf16, the partition's numel (see above)
 };
-// The checkpoint dtype of the moments held in `state_dtype` (8-bit moments are saved as fp32).
+// The dtype of the moments held in `state_dtype` as fp32-path readers see them (8-bit: decoded, fp32).
 at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype);
 
 struct CpuOffloadAdamSetup {

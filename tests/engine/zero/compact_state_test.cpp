@@ -5,9 +5,9 @@
 //     ranks, state in host memory and on NVMe, offloaded parameters — across a save and resume (also
 //     from one layout's checkpoint into the other's), and its 16-bit export byte for byte;
 //   8-bit moments (tierzero.optimizer_state_dtype "int8"): trains, a save and resume reproduces the
-//     uninterrupted run bit for bit (checkpoints hold the decoded fp32 moments, which re-encode to the
-//     same codes and scales), the NVMe state equals the host state, and the loss stays near the
-//     fp32-moment run's;
+//     uninterrupted run bit for bit (checkpoints hold the codes and scales: compact_checkpoint_test.cpp),
+//     decoded moments re-encode to the same codes, the NVMe state equals the host state, and the loss
+//     stays near the fp32-moment run's;
 //   placement (tierzero.optimizer_records_in_memory): N records in pinned memory give the weights of
 //     all on NVMe, the swap files hold and move only the others, and "auto" picks the most the pinned
 //     budget holds;
@@ -118,7 +118,7 @@ TEST(CompactMasterGpu, OneGpuEqualsTheFp32MasterBitForBit) {
 }
 
 // Saved after 8 steps and resumed: the uninterrupted run's last 12 steps and weights bit for bit;
-// the checkpoint is the fp32 format, so an fp32-master run resumes a compact one's and vice versa.
+// an fp32-master run resumes a compact one's checkpoint (decoded: the master joined) and vice versa.
 TEST(CompactMasterCheckpoint, SaveAndResumeEqualTheUninterruptedRun) {
   for (bool on_nvme : {false, true}) {
     for (int stage : {1, 3}) {
@@ -233,8 +233,8 @@ TEST(Moments8bit, LossFallsAsWithFp32Moments) {
   }
 }
 
-// The checkpoint holds the moments decoded to fp32; re-encoding them gives the same codes and
-// scales, so the resumed run is the uninterrupted one bit for bit.
+// The checkpoint holds the moments' codes and scales (their dtype F32: what they decode to), so the
+// resumed run is the uninterrupted one bit for bit.
 TEST(Moments8bit, SaveAndResumeEqualTheUninterruptedRun) {
   for (bool on_nvme : {false, true}) {
     for (bool compact : {false, true}) {
