@@ -83,6 +83,11 @@
 #include "engine/zero/internal/partitioner.h"
 #include "engine/zero/internal/step_progress.h"
 
+namespace tierzero::offload {
+class DeviceCopies;
+class HostTier;
+}  // namespace tierzero::offload
+
 namespace tierzero::engine {
 
 // Where an offloaded step (offload_optimizer) accumulates the reduced gradients of a window of
@@ -180,8 +185,8 @@ struct TokenBatch {
 
 class HostGradPipeline;
 class OffloadedGrads;
-class HostTier;
-class DeviceCopies;
+using offload::DeviceCopies;  // offload/torch/offload_torch.h
+using offload::HostTier;
 
 class ZeroEngine {
  public:
