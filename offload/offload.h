@@ -35,6 +35,11 @@
 // tierzero_offload is torch-free (pool, swap files, staging, record cache); tierzero_offload_torch
 // adds the pieces whose buffers are LibTorch tensors (host tier, device copies, pending writes, copy
 // probe).
+//
+// How big each piece is for a run (every pinned buffer, the records kept in memory, the swap files'
+// bytes) is computed once, by engine/layout, which both `train` and `tierzero estimate` call.
+// docs/design.md ("State on NVMe") draws one optimizer sub-group's bytes through these pieces, from
+// NVMe to the GPU and back.
 #pragma once
 
 #include <algorithm>

@@ -32,10 +32,8 @@
 
 namespace tierzero::engine::state_layout {
 
-// Elements of an 8-bit moment block (cpu_adam::kMomentBlock), and the bytes of the scales of one
-// block: an fp32 scale for m and one for v.
+// Elements of an 8-bit moment block (cpu_adam::kMomentBlock): m and v have one fp32 scale each.
 inline constexpr int64_t kMomentBlock = 256;
-inline constexpr int64_t kMomentScaleBytesPerBlock = 8;
 // optimizer_records_in_memory: as many records as the pinned budget holds (ZeroEngineOptions'
 // kRecordsByBudget, ds_config "auto").
 inline constexpr int64_t kRecordsInMemoryByBudget = -1;
@@ -44,26 +42,51 @@ inline constexpr uint64_t kStagingSlotBytes = 64 << 20;
 
 enum class Moments : uint8_t { kFp32, kBf16, kInt8Blockwise };
 
+// The parts of a record, in their order in it (RecordPart s is the optimizer's state s; the scales
+// exist with 8-bit moments only).
+enum class RecordPart : uint8_t { kMaster, kExpAvg, kExpAvgSq, kExpAvgScales, kExpAvgSqScales, kEnd };
+
 struct Layout {
   bool compact_master = false;  // tierzero.master_weights "compact"
   Moments moments = Moments::kFp32;
 
-  // Bytes of the master part of `numel` elements: 4 or 2 each.
-  constexpr int64_t master_bytes(int64_t numel) const { return numel * (compact_master ? 2 : 4); }
-  // Bytes of one moment (m or v) of `numel` elements, without the block scales.
+  // Bytes of one moment (m or v) element, without the block scales: 4, 2, or 1 (8-bit codes).
   constexpr int64_t moment_element_bytes() const {
     return moments == Moments::kFp32 ? 4 : moments == Moments::kBf16 ? 2 : 1;
+  }
+  // Bytes of one element of `part`: the master 4 (compact: its int16 residual, 2), a moment
+  // moment_element_bytes(), a block scale 4.
+  constexpr int64_t element_bytes(RecordPart part) const {
+    return part == RecordPart::kMaster     ? (compact_master ? 2 : 4)
+           : part <= RecordPart::kExpAvgSq ? moment_element_bytes()
+                                           : 4;
   }
   // 8-bit moments: the fp32 scale blocks of `numel` elements (for each of m and v); else 0.
   constexpr int64_t scale_blocks(int64_t numel) const {
     return moments == Moments::kInt8Blockwise ? (numel + kMomentBlock - 1) / kMomentBlock : 0;
   }
+  // Elements of `part` in a record of `numel`: numel, or its scale blocks.
+  constexpr int64_t part_elements(RecordPart part, int64_t numel) const {
+    return part <= RecordPart::kExpAvgSq ? numel : part == RecordPart::kEnd ? 0 : scale_blocks(numel);
+  }
+  constexpr int64_t part_bytes(RecordPart part, int64_t numel) const {
+    return part_elements(part, numel) * element_bytes(part);
+  }
+  // Byte offset of `part` in a record of `numel` elements (kEnd: the record's bytes).
+  constexpr int64_t part_offset(RecordPart part, int64_t numel) const {
+    int64_t bytes = 0;
+    for (auto p = RecordPart::kMaster; p < part; p = static_cast<RecordPart>(static_cast<int>(p) + 1))
+      bytes += part_bytes(p, numel);
+    return bytes;
+  }
+  // Bytes of the master part of `numel` elements: 4 or 2 each.
+  constexpr int64_t master_bytes(int64_t numel) const { return part_bytes(RecordPart::kMaster, numel); }
   // Bytes of m and v of `numel` elements of one record, their block scales included.
   constexpr int64_t moment_bytes(int64_t numel) const {
-    return 2 * moment_element_bytes() * numel + scale_blocks(numel) * kMomentScaleBytesPerBlock;
+    return part_offset(RecordPart::kEnd, numel) - master_bytes(numel);
   }
   // Bytes of one record of `numel` elements.
-  constexpr int64_t record_bytes(int64_t numel) const { return master_bytes(numel) + moment_bytes(numel); }
+  constexpr int64_t record_bytes(int64_t numel) const { return part_offset(RecordPart::kEnd, numel); }
 };
 
 // The records of a partition of `partition` elements in sub-groups of `sub_group` (clamped to

@@ -136,8 +136,7 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
   }
 
   StoredLayout stored_layout() const override {
-    return {.record = {.compact_master = setup_.compact.compact_master,
-                       .moment_bytes = static_cast<int>(setup_.exp_avg.element_size())},
+    return {.record = record_layout(setup_.exp_avg.scalar_type(), setup_.compact.compact_master),
             .record_numel = std::min(setup_.sub_group_numel, numel_)};
   }
 

@@ -19,21 +19,11 @@
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/offloaded_step.h"
 #include "engine/zero/internal/param_loading.h"
-#include "engine/zero/internal/record_layout.h"
 #include "engine/zero/internal/stored_records.h"
 #include "offload/offload.h"
 
 namespace tierzero::engine {
 namespace {
-
-// The record layout of `state_dtype` moments (fp32, bf16, or kChar: 8-bit codes).
-RecordLayout record_layout(at::ScalarType state_dtype, bool compact_master) {
-  return {.compact_master = compact_master,
-          .moment_bytes = state_dtype == at::kChar       ? 1
-                          : state_dtype == at::kBFloat16 ? 2
-                                                         : 4};
-}
-static_assert(RecordLayout::kMomentBlock == static_cast<int64_t>(cpu_adam::kMomentBlock));
 
 class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private StoredRecords {
  public:
@@ -164,7 +154,8 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     if (part.where == RecordPart::kEnd)
       return {static_cast<std::byte*>(setup_.compact.hi.data_ptr()) + k * slot_numel_ * 2,
               static_cast<size_t>(count * 2)};
-    return held_.subspan(layout_.offset(part.where, count), layout_.part_bytes(part.where, count));
+    return held_.subspan(static_cast<size_t>(layout_.part_offset(part.where, count)),
+                         static_cast<size_t>(layout_.part_bytes(part.where, count)));
   }
   Status release(int64_t k, bool written) override {
     held_ = {};
@@ -349,9 +340,11 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     return s == 0 ? at::kFloat : checkpoint_moment_dtype(setup_.state_dtype);
   }
   bool converts(int s) const { return s == 0 ? setup_.compact.compact_master : setup_.compact.moments_8bit; }
-  uint64_t record_bytes(int64_t count) const { return layout_.bytes(count); }
+  uint64_t record_bytes(int64_t count) const { return static_cast<uint64_t>(layout_.record_bytes(count)); }
   // Byte offset of part s (RecordPart) in a record of `count` elements.
-  uint64_t part_offset(int s, int64_t count) const { return layout_.offset(static_cast<RecordPart>(s), count); }
+  uint64_t part_offset(int s, int64_t count) const {
+    return static_cast<uint64_t>(layout_.part_offset(static_cast<RecordPart>(s), count));
+  }
   // Part s of the record of `count` elements held in `record` (bytes from the record's start), as a
   // typed view of it.
   at::Tensor record_part(const at::Tensor& record, int s, int64_t count) const {
@@ -488,7 +481,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
   }
 
   NvmeOffloadAdamSetup setup_;
-  RecordLayout layout_;
+  state_layout::Layout layout_;
   OffloadedStep step_;
   int64_t numel_ = 0;       // this rank's partition
   int64_t slot_numel_ = 0;  // elements of a full sub-group
@@ -509,7 +502,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
 }  // namespace
 
 int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype, bool compact_master) {
-  return static_cast<int64_t>(record_layout(state_dtype, compact_master).bytes(numel));
+  return static_cast<int64_t>(record_layout(state_dtype, compact_master).record_bytes(numel));
 }
 
 std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup) {

@@ -56,7 +56,8 @@ std::vector<StoredPart> stored_parts(const StoredLayout& layout) {
 }
 
 uint64_t stored_part_bytes(const StoredLayout& layout, const StoredPart& part, int64_t count) {
-  return part.where == RecordPart::kEnd ? static_cast<uint64_t>(count) * 2 : layout.record.part_bytes(part.where, count);
+  return part.where == RecordPart::kEnd ? static_cast<uint64_t>(count) * 2
+                                        : static_cast<uint64_t>(layout.record.part_bytes(part.where, count));
 }
 
 std::vector<StateReader> stored_readers(StoredRecords& records, const StoredLayout& layout, int64_t numel) {

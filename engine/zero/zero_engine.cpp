@@ -105,13 +105,10 @@ bool rounds_away(const ZeroEngineOptions& options) {
 // with too).
 state_layout::HostShape host_shape(const ZeroEngineOptions& options, const PartitionSizes& sizes, at::Device device) {
   const PartitionOptions& partition = options.partition;
-  const auto moments = options.optimizer_state_dtype == at::kChar       ? state_layout::Moments::kInt8Blockwise
-                       : options.optimizer_state_dtype == at::kBFloat16 ? state_layout::Moments::kBf16
-                                                                        : state_layout::Moments::kFp32;
   return {.partition = sizes.partition_numel,
           .landing = sizes.landing_numel,
           .sub_group_size = options.sub_group_size,
-          .layout = {.compact_master = compact_master(options), .moments = moments},
+          .layout = record_layout(options.optimizer_state_dtype, compact_master(options)),
           .optimizer_offloaded = options.offload_optimizer,
           .optimizer_nvme = state_on_nvme(options),
           .optimizer_buffers = options.nvme_optimizer.buffer_count,

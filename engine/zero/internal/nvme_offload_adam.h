@@ -9,9 +9,9 @@
 // instead: stepped there first, front to back, never read or written, and the swap files hold only
 // records N.. (the passes below run over those). The records live in offload/'s RecordCache (the
 // pinned block and the buffers behind one interface) and the byte layout of a record is
-// record_layout.h's; the step is the CPU-offloaded optimizer's own loop (offloaded_step.h: the same
-// kernel, gradients and 16-bit output as cpu_offload_adam.cpp, so the weights are the same bit for
-// bit) over the records. A step walks the sub-groups in order: sub-group k+1's record is read ahead
+// engine/layout's state_layout::Layout (which the planner sizes records with too); the step is the
+// CPU-offloaded optimizer's own loop (offloaded_step.h: the same kernel, gradients and 16-bit
+// output as cpu_offload_adam.cpp, so the weights are the same bit for bit) over the records. A step walks the sub-groups in order: sub-group k+1's record is read ahead
 // (pipeline_read) while cpu_adam steps k, and k-1's is written behind (pipeline_write). Without the
 // pipeline flags each read and write completes around its sub-group. Streamed sub-group k always
 // uses buffer (k - N) mod buffer_count, and a read into a buffer waits for the write that last left

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "cpu_adam/adam.h"
+#include "engine/layout/layout.h"
 #include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/grads_final.h"
 #include "engine/zero/internal/offload_stack.h"
-#include "engine/zero/internal/record_layout.h"
 #include "engine/zero/internal/step_progress.h"
 
 namespace tierzero::engine {
@@ -52,6 +52,19 @@ struct AdamPartitionState {
 // fills `out` with the state's next out.size() bytes, in its checkpoint dtype (checkpoint_dtype()):
 // the master always fp32 (a compact master is joined), the moments in the dtype the optimizer holds
 // them in, or fp32 for 8-bit moments (decoded).
+using state_layout::RecordPart;
+
+// The record layout (engine/layout, which the planner sizes records with too) of a state whose
+// moments are `state_dtype` (kFloat, kBFloat16, or kChar: 8-bit codes) and whose master is compact
+// or fp32.
+inline state_layout::Layout record_layout(at::ScalarType state_dtype, bool compact_master) {
+  return {.compact_master = compact_master,
+          .moments = state_dtype == at::kChar       ? state_layout::Moments::kInt8Blockwise
+                     : state_dtype == at::kBFloat16 ? state_layout::Moments::kBf16
+                                                    : state_layout::Moments::kFp32};
+}
+static_assert(state_layout::kMomentBlock == static_cast<int64_t>(cpu_adam::kMomentBlock));
+
 using StateReader = std::function<Status(std::span<std::byte> out)>;
 // Fills `out` with elements [begin, begin + n) of state `state` (n = out.size() / its element size),
 // in its checkpoint dtype (as StateReader).
@@ -63,9 +76,9 @@ using StateFill = std::function<Status(int state, int64_t begin, std::span<std::
 // records of record_numel elements (the sub-groups; stored_records.h). encoded() false: the state
 // is saved as its checkpoint dtypes (fp32 master, fp32 or bf16 moments), state_reader's.
 struct StoredLayout {
-  RecordLayout record;       // compact_master; moment_bytes 4, 2 or 1 (8-bit)
-  int64_t record_numel = 0;  // elements of a full record
-  bool moments_8bit() const { return record.moment_bytes == 1; }
+  state_layout::Layout record;  // the master (fp32 or compact) and the moments (fp32, bf16, 8-bit)
+  int64_t record_numel = 0;     // elements of a full record
+  bool moments_8bit() const { return record.moments == state_layout::Moments::kInt8Blockwise; }
   bool encoded() const { return record.compact_master || moments_8bit(); }
 };
 // Fills `out` with bytes [offset, offset + out.size()) of part `part` of state `s` as stored (the

@@ -1,6 +1,6 @@
 // A compact checkpoint's view of an offloaded optimizer's state: the parts a checkpoint stores
 // (checkpoint/engine_format: format_version 3's kCompactMaster and kBlockwise8 states, kRaw states as
-// they are) are the parts of the optimizer's records (record_layout.h) plus the bf16 weights, so a
+// they are) are the parts of the optimizer's records (engine/layout's state_layout::Layout) plus the bf16 weights, so a
 // save streams them record by record from wherever each record lives and a resume at the same layout
 // fills the records straight back, never through fp32. Shared by the host-memory optimizer (its
 // tensors cut at the sub-group bounds) and the NVMe one (the records of its RecordCache).
@@ -15,7 +15,6 @@
 
 #include "common/common.h"
 #include "engine/zero/internal/partition_optimizer.h"
-#include "engine/zero/internal/record_layout.h"
 
 namespace tierzero::engine {
 
