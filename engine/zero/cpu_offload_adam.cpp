@@ -29,11 +29,11 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
  public:
   explicit CpuOffloadAdam(CpuOffloadAdamSetup setup)
       : setup_(std::move(setup)),
-        step_(offloaded_step_setup(setup_, "cpu optimizer",
-                                   setup_.compact.compact_master ? setup_.residual.numel() : setup_.master.numel())) {
-    const CompactState& compact = setup_.compact;
-    if (setup_.sub_group_numel < 1)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+        step_(setup_.common, "cpu optimizer",
+              setup_.common.compact.compact_master ? setup_.residual.numel() : setup_.master.numel()) {
+    const CompactState& compact = setup_.common.compact;
+    if (setup_.common.sub_group_numel < 1)
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
                                    " must be at least 1"));
     numel_ = compact.compact_master ? setup_.residual.numel() : setup_.master.numel();
     if (compact.compact_master &&
@@ -46,9 +46,9 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
          setup_.exp_avg_scales.numel() != static_cast<int64_t>(cpu_adam::moment_block_count(numel_)) ||
          setup_.exp_avg_sq_scales.numel() != setup_.exp_avg_scales.numel()))
       throw Error(internal_error("cpu optimizer: 8-bit moments need int8 / uint8 codes and a scale per block"));
-    if (compact.moments_8bit && setup_.sub_group_numel < numel_ &&
-        setup_.sub_group_numel % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+    if (compact.moments_8bit && setup_.common.sub_group_numel < numel_ &&
+        setup_.common.sub_group_numel % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
                                    " must be a multiple of " + std::to_string(cpu_adam::kMomentBlock) +
                                    " with tierzero.optimizer_state_dtype \"int8\" (8-bit moments are scaled in "
                                    "blocks of that many elements); round it to a multiple"));
@@ -71,7 +71,7 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
     }
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
+  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.common.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
@@ -86,8 +86,8 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
     // fp32 copies of the converted states (compact master joined, 8-bit moments decoded), written back
     // by the next step, save, read or load.
     state_.master = setup_.master.defined() ? setup_.master : at::empty({numel_}, at::kFloat);
-    state_.exp_avg = setup_.compact.moments_8bit ? at::empty({numel_}, at::kFloat) : setup_.exp_avg;
-    state_.exp_avg_sq = setup_.compact.moments_8bit ? at::empty({numel_}, at::kFloat) : setup_.exp_avg_sq;
+    state_.exp_avg = setup_.common.compact.moments_8bit ? at::empty({numel_}, at::kFloat) : setup_.exp_avg;
+    state_.exp_avg_sq = setup_.common.compact.moments_8bit ? at::empty({numel_}, at::kFloat) : setup_.exp_avg_sq;
     for (int s = 0; s < 3; ++s) {
       if (!converts(s)) continue;
       at::Tensor& t = s == 0 ? state_.master : s == 1 ? state_.exp_avg : state_.exp_avg_sq;
@@ -136,8 +136,8 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
   }
 
   StoredLayout stored_layout() const override {
-    return {.record = record_layout(setup_.exp_avg.scalar_type(), setup_.compact.compact_master),
-            .record_numel = std::min(setup_.sub_group_numel, numel_)};
+    return {.record = record_layout(setup_.exp_avg.scalar_type(), setup_.common.compact.compact_master),
+            .record_numel = std::min(setup_.common.sub_group_numel, numel_)};
   }
 
   std::vector<StateReader> stored_readers() override {
@@ -157,7 +157,7 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
     if (!setup_.exp_avg.is_pinned()) return 0;
     int64_t bytes = setup_.exp_avg.nbytes() + setup_.exp_avg_sq.nbytes();
     for (const at::Tensor* t : {&setup_.master, &setup_.residual, &setup_.exp_avg_scales, &setup_.exp_avg_sq_scales,
-                                &setup_.params16})
+                                &setup_.common.params16})
       if (t->defined()) bytes += t->nbytes();
     return bytes;
   }
@@ -169,11 +169,11 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
     char per_param[32];
     std::snprintf(per_param, sizeof(per_param), "%.2f", numel_ > 0 ? static_cast<double>(bytes) / numel_ : 0.0);
     return std::string("host memory: ") +
-           (setup_.compact.compact_master ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " +
-           (setup_.compact.moments_8bit ? std::string("8-bit moments")
+           (setup_.common.compact.compact_master ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " +
+           (setup_.common.compact.moments_8bit ? std::string("8-bit moments")
                                         : std::string(c10::toString(setup_.exp_avg.scalar_type())) + " moments") +
            "; " + per_param + " bytes/param, " + format_bytes(static_cast<uint64_t>(bytes)) +
-           (setup_.compact.compact_master ? " (+ the 16-bit weights it shares)" : "");
+           (setup_.common.compact.compact_master ? " (+ the 16-bit weights it shares)" : "");
   }
 
   double last_copy_seconds() const override { return step_.last_copy_seconds(); }
@@ -181,7 +181,7 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
   std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 
   std::string placement() const override {
-    return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.adam->threads()) + " threads)";
+    return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) + " threads)";
   }
 
  private:
@@ -193,9 +193,9 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
   // (the order the gradients become final in).
   std::vector<StepPiece> pieces(bool inside_backward) override {
     std::vector<StepPiece> slices;
-    const int64_t slice = std::min(setup_.sub_group_numel, kPublishSlice);
-    for (int64_t group = 0; group < numel_; group += setup_.sub_group_numel) {
-      const int64_t group_end = std::min(numel_, group + setup_.sub_group_numel);
+    const int64_t slice = std::min(setup_.common.sub_group_numel, kPublishSlice);
+    for (int64_t group = 0; group < numel_; group += setup_.common.sub_group_numel) {
+      const int64_t group_end = std::min(numel_, group + setup_.common.sub_group_numel);
       for (int64_t begin = group; begin < group_end; begin += slice)
         slices.push_back({.begin = begin, .count = std::min(slice, group_end - begin), .publish = true});
     }
@@ -219,8 +219,8 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
   Status acquire(int64_t, bool) override { return Status(); }
   Status release(int64_t, bool) override { return Status(); }
   std::span<std::byte> part(int64_t k, const StoredPart& part) override {
-    const at::Tensor& t = part.where == RecordPart::kEnd             ? setup_.compact.hi
-                          : part.where == RecordPart::kMaster        ? (setup_.compact.compact_master ? setup_.residual
+    const at::Tensor& t = part.where == RecordPart::kEnd             ? setup_.common.compact.hi
+                          : part.where == RecordPart::kMaster        ? (setup_.common.compact.compact_master ? setup_.residual
                                                                                                       : setup_.master)
                           : part.where == RecordPart::kExpAvg        ? setup_.exp_avg
                           : part.where == RecordPart::kExpAvgSq      ? setup_.exp_avg_sq
@@ -234,16 +234,16 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
 
   // Whether a state is held in another form than its checkpoint's: the compact master (0), 8-bit
   // moments (1, 2).
-  bool converts(int s) const { return s == 0 ? setup_.compact.compact_master : setup_.compact.moments_8bit; }
-  bool converted() const { return setup_.compact.compact_master || setup_.compact.moments_8bit; }
+  bool converts(int s) const { return s == 0 ? setup_.common.compact.compact_master : setup_.common.compact.moments_8bit; }
+  bool converted() const { return setup_.common.compact.compact_master || setup_.common.compact.moments_8bit; }
 
   // Elements [begin, begin + count) of state s in its checkpoint dtype into `out`.
   Status produce(int s, int64_t begin, int64_t count, std::span<std::byte> out) {
     try {
       const auto values = [&] { return std::span<float>(reinterpret_cast<float*>(out.data()), count); };
-      if (s == 0 && setup_.compact.compact_master) {
-        join_master_range(setup_.compact.hi, setup_.residual, begin, values());
-      } else if (s > 0 && setup_.compact.moments_8bit) {
+      if (s == 0 && setup_.common.compact.compact_master) {
+        join_master_range(setup_.common.compact.hi, setup_.residual, begin, values());
+      } else if (s > 0 && setup_.common.compact.moments_8bit) {
         decode_moment_range(s == 1 ? setup_.exp_avg : setup_.exp_avg_sq,
                             s == 1 ? setup_.exp_avg_scales : setup_.exp_avg_sq_scales, begin, values());
       } else {
@@ -260,7 +260,7 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
   // Elements [begin, begin + values.size()) of converted state s from fp32 `values`.
   void consume(int s, int64_t begin, std::span<const float> values) {
     if (s == 0) {
-      split_master_range(values, setup_.compact.hi, setup_.residual, begin);
+      split_master_range(values, setup_.common.compact.hi, setup_.residual, begin);
     } else {
       encode_moment_range(values, s == 1 ? setup_.exp_avg : setup_.exp_avg_sq,
                           s == 1 ? setup_.exp_avg_scales : setup_.exp_avg_sq_scales, begin);

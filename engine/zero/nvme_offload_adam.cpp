@@ -29,31 +29,31 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
  public:
   explicit NvmeAdam(NvmeOffloadAdamSetup setup)
       : setup_(std::move(setup)),
-        layout_(record_layout(setup_.state_dtype, setup_.compact.compact_master)),
-        step_(offloaded_step_setup(setup_, "nvme optimizer", setup_.partitioner->partition_numel())) {
+        layout_(record_layout(setup_.state_dtype, setup_.common.compact.compact_master)),
+        step_(setup_.common, "nvme optimizer", setup_.partitioner->partition_numel()) {
     const NvmeOptimizerOptions& nvme = setup_.nvme;
-    if (setup_.sub_group_numel < 1)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+    if (setup_.common.sub_group_numel < 1)
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
                                    " must be at least 1"));
     if (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count))
       throw Error(invalid_argument("zero_optimization.offload_optimizer.buffer_count=" +
                                    std::to_string(nvme.buffer_count) + " must be at least 1"));
     numel_ = setup_.partitioner->partition_numel();
-    slot_numel_ = std::max<int64_t>(1, std::min(setup_.sub_group_numel, numel_));
+    slot_numel_ = std::max<int64_t>(1, std::min(setup_.common.sub_group_numel, numel_));
     groups_ = (numel_ + slot_numel_ - 1) / slot_numel_;
     if (setup_.state_dtype != at::kFloat && setup_.state_dtype != at::kBFloat16 && setup_.state_dtype != at::kChar)
       throw Error(internal_error("nvme optimizer: moments must be fp32, bf16 or 8-bit"));
-    if (setup_.compact.moments_8bit != (setup_.state_dtype == at::kChar))
+    if (setup_.common.compact.moments_8bit != (setup_.state_dtype == at::kChar))
       throw Error(internal_error("nvme optimizer: 8-bit moments and the state dtype disagree"));
-    if (setup_.compact.moments_8bit && slot_numel_ < numel_ &&
+    if (setup_.common.compact.moments_8bit && slot_numel_ < numel_ &&
         slot_numel_ % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
                                    " must be a multiple of " + std::to_string(cpu_adam::kMomentBlock) +
                                    " with tierzero.optimizer_state_dtype \"int8\" (8-bit moments are scaled in "
                                    "blocks of that many elements); round it to a multiple"));
-    if (setup_.compact.compact_master &&
-        (!setup_.compact.hi.defined() || setup_.compact.hi.scalar_type() != at::kBFloat16 ||
-         setup_.compact.hi.numel() != numel_))
+    if (setup_.common.compact.compact_master &&
+        (!setup_.common.compact.hi.defined() || setup_.common.compact.hi.scalar_type() != at::kBFloat16 ||
+         setup_.common.compact.hi.numel() != numel_))
       throw Error(internal_error("nvme optimizer: a compact master needs the partition's bf16 weights in host memory"));
     in_memory_ = std::clamp<int64_t>(setup_.records_in_memory, 0, groups_);
     for (const at::Tensor& buffer : setup_.buffers)
@@ -79,7 +79,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     mark_traffic();  // a step's traffic, not the set-up's
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
+  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.common.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
@@ -125,8 +125,8 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     if (k >= in_memory_) throw_if_error(cache_->prefetch_ahead(pass_, i - pass_start_));
     const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
     const at::Tensor master = record_part(record, 0, piece.count);
-    return {.master = setup_.compact.compact_master ? nullptr : master.data_ptr<float>(),
-            .residual = setup_.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
+    return {.master = setup_.common.compact.compact_master ? nullptr : master.data_ptr<float>(),
+            .residual = setup_.common.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
             .exp_avg = moment_elements(record_part(record, 1, piece.count), 0, piece.count),
             .exp_avg_sq = moment_elements(record_part(record, 2, piece.count), 0, piece.count),
             .exp_avg_scales = moment_scales(record_part(record, 3, piece.count), 0, piece.count),
@@ -152,7 +152,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
   std::span<std::byte> part(int64_t k, const StoredPart& part) override {
     const int64_t count = count_of(k);
     if (part.where == RecordPart::kEnd)
-      return {static_cast<std::byte*>(setup_.compact.hi.data_ptr()) + k * slot_numel_ * 2,
+      return {static_cast<std::byte*>(setup_.common.compact.hi.data_ptr()) + k * slot_numel_ * 2,
               static_cast<size_t>(count * 2)};
     return held_.subspan(static_cast<size_t>(layout_.part_offset(part.where, count)),
                          static_cast<size_t>(layout_.part_bytes(part.where, count)));
@@ -272,7 +272,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
   }
 
   int64_t pinned_bytes() const override {
-    int64_t bytes = setup_.params16.defined() && setup_.params16.is_pinned() ? setup_.params16.nbytes() : 0;
+    int64_t bytes = setup_.common.params16.defined() && setup_.common.params16.is_pinned() ? setup_.common.params16.nbytes() : 0;
     if (in_memory_ > 0 && setup_.memory_records.is_pinned()) bytes += setup_.memory_records.nbytes();
     for (const at::Tensor& buffer : setup_.buffers)
       if (buffer.is_pinned()) bytes += buffer.nbytes();
@@ -286,7 +286,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
   std::string placement() const override {
     return "nvme (" +
            (cache_->has_files() ? cache_->describe() : std::string("no file: every record in pinned memory")) +
-           "; cpu " + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.adam->threads()) + " threads)";
+           "; cpu " + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) + " threads)";
   }
 
   std::string state_placement() const override {
@@ -299,10 +299,10 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     return std::to_string(in_memory_) + " of " + std::to_string(groups_) + " sub-group records in pinned memory (" +
            format_bytes(in_memory) + "), " + std::to_string(groups_ - in_memory_) + " on NVMe (" +
            format_bytes(total - in_memory) + "); " +
-           (setup_.compact.compact_master ? "compact master (int16 residual; its bf16 half the 16-bit weights)"
+           (setup_.common.compact.compact_master ? "compact master (int16 residual; its bf16 half the 16-bit weights)"
                                           : "fp32 master") +
            ", " +
-           (setup_.compact.moments_8bit ? std::string("8-bit moments")
+           (setup_.common.compact.moments_8bit ? std::string("8-bit moments")
                                         : std::string(c10::toString(setup_.state_dtype)) + " moments") +
            ": " + per_param + " bytes/param";
   }
@@ -329,7 +329,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
   // scales (8-bit only, else empty).
   at::ScalarType part_dtype(int s) const {
     switch (s) {
-      case 0: return setup_.compact.compact_master ? at::kShort : at::kFloat;
+      case 0: return setup_.common.compact.compact_master ? at::kShort : at::kFloat;
       case 1: return setup_.state_dtype;
       case 2: return setup_.state_dtype == at::kChar ? at::kByte : setup_.state_dtype;
       default: return at::kFloat;
@@ -339,7 +339,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
   at::ScalarType checkpoint_dtype(int s) const {
     return s == 0 ? at::kFloat : checkpoint_moment_dtype(setup_.state_dtype);
   }
-  bool converts(int s) const { return s == 0 ? setup_.compact.compact_master : setup_.compact.moments_8bit; }
+  bool converts(int s) const { return s == 0 ? setup_.common.compact.compact_master : setup_.common.compact.moments_8bit; }
   uint64_t record_bytes(int64_t count) const { return static_cast<uint64_t>(layout_.record_bytes(count)); }
   // Byte offset of part s (RecordPart) in a record of `count` elements.
   uint64_t part_offset(int s, int64_t count) const {
@@ -370,7 +370,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
                     static_cast<size_t>(n * part.element_size()));
       } else if (s == 0) {
         throw_if_error(cpu_adam::join_master(
-            {static_cast<const uint16_t*>(setup_.compact.hi.const_data_ptr()) + k * slot_numel_ + offset,
+            {static_cast<const uint16_t*>(setup_.common.compact.hi.const_data_ptr()) + k * slot_numel_ + offset,
              static_cast<size_t>(n)},
             {part.const_data_ptr<int16_t>() + offset, static_cast<size_t>(n)},
             {reinterpret_cast<float*>(out.data()), static_cast<size_t>(n)}));
@@ -397,7 +397,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
     } else if (s == 0) {
       throw_if_error(cpu_adam::split_master(
           values,
-          {static_cast<uint16_t*>(setup_.compact.hi.data_ptr()) + k * slot_numel_ + offset, static_cast<size_t>(n)},
+          {static_cast<uint16_t*>(setup_.common.compact.hi.data_ptr()) + k * slot_numel_ + offset, static_cast<size_t>(n)},
           {part.data_ptr<int16_t>() + offset, static_cast<size_t>(n)}));
     } else {
       if (offset != 0) throw Error(internal_error("nvme optimizer: 8-bit moments written from inside a block"));
@@ -438,13 +438,13 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
           runs.push_back(run);
           names.push_back(&spec.name);
         }
-    at::Tensor scratch = setup_.compact.compact_master ? at::empty({slot_numel_}, at::kFloat) : at::Tensor();
+    at::Tensor scratch = setup_.common.compact.compact_master ? at::empty({slot_numel_}, at::kFloat) : at::Tensor();
     for (int64_t k = 0; k < groups_; ++k) {
       const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
       record.zero_();
       const int64_t begin = k * slot_numel_;
       const int64_t end = begin + count_of(k);
-      const at::Tensor master = setup_.compact.compact_master ? scratch.narrow(0, 0, end - begin).zero_()
+      const at::Tensor master = setup_.common.compact.compact_master ? scratch.narrow(0, 0, end - begin).zero_()
                                                               : record_part(record, 0, end - begin);
       for (size_t r = 0; r < runs.size(); ++r) {
         const int64_t lo = std::max(begin, runs[r].partition_offset);
@@ -453,7 +453,7 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
         load_param_range(*setup_.source, *names[r], runs[r].param_offset + (lo - runs[r].partition_offset),
                          master.narrow(0, lo - begin, hi - lo));
       }
-      if (setup_.compact.compact_master)
+      if (setup_.common.compact.compact_master)
         convert_in(record, k, 0, 0, end - begin,
                    {static_cast<const std::byte*>(master.const_data_ptr()), static_cast<size_t>(master.nbytes())});
       throw_if_error(cache_->release(k, Release::kWrite));

@@ -17,11 +17,11 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
                         const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final) {
   const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
   const SixteenBitOutput out16 =
-      sixteen_bit_output(compute_partition, setup_.params16, setup_.numel, setup_.who, setup_.sink);
+      sixteen_bit_output(compute_partition, setup_.params16, numel_, who_, setup_.sink);
   if (setup_.compact.compact_master && out16.in_place &&
       out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
     throw Error(
-        internal_error(std::string(setup_.who) + ": the compact master's bf16 half is not the compute partition"));
+        internal_error(std::string(who_) + ": the compact master's bf16 half is not the compute partition"));
   const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
   const std::vector<StepPiece> pieces = store.pieces(grads_final != nullptr);
   bool publish_at_end = false;
@@ -38,7 +38,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     publish_at_end = publish_at_end || !piece.publish;
     store.release(i, piece, std::move(reader));
   }
-  if (progress != nullptr && publish_at_end) progress->publish(setup_.numel, pending_);
+  if (progress != nullptr && publish_at_end) progress->publish(numel_, pending_);
   store.finish();
   last_copy_seconds_ = 0.0;
   if (setup_.time_copies) {

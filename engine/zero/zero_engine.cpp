@@ -286,22 +286,23 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     choose_window_at_start();
     return;
   }
+  const OffloadedAdamSetup common{.config = options.adam,
+                                  .adam = cpu_adam_.get(),
+                                  .copies = copies_.get(),
+                                  .sub_group_numel = options.sub_group_size,
+                                  .time_copies = options.time_breakdown,
+                                  .params16 = weights16(options, *host_tier_),
+                                  .sink = nvme_params_.get(),
+                                  .compact = compact_state(options, *host_tier_, *partitioner_),
+                                  .params16_rounding = options.params16_rounding};
   if (state_on_nvme(options)) {
-    NvmeOffloadAdamSetup setup{.config = options.adam,
-                               .adam = cpu_adam_.get(),
-                               .copies = copies_.get(),
-                               .sub_group_numel = options.sub_group_size,
-                               .time_copies = options.time_breakdown,
+    NvmeOffloadAdamSetup setup{.common = common,
                                .rank = comm.rank(),
                                .state_dtype = options.optimizer_state_dtype,
-                               .compact = compact_state(options, *host_tier_, *partitioner_),
-                               .params16_rounding = options.params16_rounding,
                                .records_in_memory = records_in_memory,
                                .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
                                .nvme = options.nvme_optimizer,
                                .buffers = {},
-                               .params16 = weights16(options, *host_tier_),
-                               .sink = nvme_params_.get(),
                                .source = &params,
                                .model = &model,
                                .partitioner = partitioner_.get(),
@@ -316,20 +317,13 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     follow_steps_if_overlapped();
     return;
   }
-  CpuOffloadAdamSetup setup{.config = options.adam,
-                            .adam = cpu_adam_.get(),
-                            .copies = copies_.get(),
-                            .sub_group_numel = options.sub_group_size,
-                            .time_copies = options.time_breakdown,
+  CpuOffloadAdamSetup setup{.common = common,
                             .master = compact_master(options) ? at::Tensor()
                                                               : host_tier_->buffer(PinnedRole::kMaster, at::kFloat),
                             .exp_avg = host_tier_->buffer(PinnedRole::kExpAvg, options.optimizer_state_dtype),
                             .exp_avg_sq = host_tier_->buffer(PinnedRole::kExpAvgSq, moments_8bit(options)
                                                                                       ? at::kByte
                                                                                       : options.optimizer_state_dtype),
-                            .params16 = weights16(options, *host_tier_),
-                            .sink = nvme_params_.get(),
-                            .compact = compact_state(options, *host_tier_, *partitioner_),
                             .residual = compact_master(options)
                                             ? host_tier_->buffer(PinnedRole::kMasterResidual, at::kShort)
                                             : at::Tensor(),
@@ -339,8 +333,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                             .exp_avg_sq_scales = moments_8bit(options)
                                                      ? host_tier_->buffer(PinnedRole::kExpAvgSqScales, at::kFloat)
                                                      : at::Tensor(),
-                            .load_master = {},
-                            .params16_rounding = options.params16_rounding};
+                            .load_master = {}};
   if (compact_master(options)) {  // read and split a piece at a time, never the fp32 master whole
     setup.load_master = [&](int64_t begin, const at::Tensor& out) {
       load_partition_range(params, model, *partitioner_, partition_rank, begin, out);

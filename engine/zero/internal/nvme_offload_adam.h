@@ -66,19 +66,13 @@ struct NvmeTraffic {
 };
 
 struct NvmeOffloadAdamSetup {
-  AdamConfig config;
-  const cpu_adam::CpuAdam* adam = nullptr;  // outlives the optimizer
-  DeviceCopies* copies = nullptr;           // outlives the optimizer
-  int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
-  bool time_copies = false;                 // measure the copies (waits for them at the step's end)
+  // As the host-memory optimizer's. A compact master (common.compact.compact_master): the record
+  // holds the int16 residual instead of the fp32 master, and compact.hi (the partition's bf16
+  // weights, in host memory) the high half; compact.moments_8bit must match state_dtype kChar.
+  OffloadedAdamSetup common;
   int rank = 0;                             // names the swap files
   at::ScalarType state_dtype = at::kFloat;  // exp_avg and exp_avg_sq: kFloat, kBFloat16, or kChar (8-bit
                                             // codes: int8 m, uint8 v, and their fp32 block scales)
-  // Compact master (compact.compact_master): the record holds the int16 residual instead of the
-  // fp32 master, and compact.hi (the partition's bf16 weights, in host memory) the high half.
-  // compact.moments_8bit must match state_dtype kChar.
-  CompactState compact;
-  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
   // Placement by budget (tierzero.optimizer_records_in_memory): sub-group records [0,
   // records_in_memory) live in `memory_records` (pinned bytes, records_in_memory records of
   // nvme_record_bytes(min(sub_group_numel, partition numel)) each, back to back) and never touch the
@@ -89,8 +83,6 @@ struct NvmeOffloadAdamSetup {
   // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
   // numel) elements each (nvme_record_bytes); outlive the optimizer.
   std::vector<at::Tensor> buffers;
-  at::Tensor params16;                 // as CpuOffloadAdamSetup::params16
-  ComputeWeightsSink* sink = nullptr;  // as CpuOffloadAdamSetup::sink
   // The initial master weights: partition `partition_rank` of `partitioner`'s layout, read from
   // `source` sub-group by sub-group (only for the constructor; never the whole partition at once).
   ParamSource* source = nullptr;

@@ -51,39 +51,12 @@ class StateStore {
   virtual void finish() = 0;
 };
 
-// What the loop needs of an offloaded optimizer's setup (CpuOffloadAdamSetup, NvmeOffloadAdamSetup).
-struct OffloadedStepSetup {
-  AdamConfig config;
-  const cpu_adam::CpuAdam* adam = nullptr;  // outlives the step
-  DeviceCopies* copies = nullptr;           // outlives the step
-  bool time_copies = false;
-  at::Tensor params16;
-  ComputeWeightsSink* sink = nullptr;
-  CompactState compact;
-  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
-  const char* who = "";  // "cpu optimizer": names the optimizer in errors
-  int64_t numel = 0;     // the partition's
-};
-
-// The loop's part of an optimizer's setup (CpuOffloadAdamSetup or NvmeOffloadAdamSetup, which name
-// these fields alike).
-template <typename Setup>
-OffloadedStepSetup offloaded_step_setup(const Setup& setup, const char* who, int64_t numel) {
-  return {.config = setup.config,
-          .adam = setup.adam,
-          .copies = setup.copies,
-          .time_copies = setup.time_copies,
-          .params16 = setup.params16,
-          .sink = setup.sink,
-          .compact = setup.compact,
-          .params16_rounding = setup.params16_rounding,
-          .who = who,
-          .numel = numel};
-}
-
 class OffloadedStep {
  public:
-  explicit OffloadedStep(OffloadedStepSetup setup) : setup_(std::move(setup)) {}
+  // The loop of the optimizer `who` ("cpu optimizer": names it in errors) over a partition of
+  // `numel` elements.
+  OffloadedStep(OffloadedAdamSetup setup, const char* who, int64_t numel)
+      : setup_(std::move(setup)), who_(who), numel_(numel) {}
 
   // Waits for the last step's copies to the device (their sources are rewritten next) and forgets them.
   void wait_copies();
@@ -103,7 +76,9 @@ class OffloadedStep {
                                        const SixteenBitOutput& out16, double grad_multiplier,
                                        const at::Tensor& compute_partition);
 
-  OffloadedStepSetup setup_;
+  OffloadedAdamSetup setup_;
+  const char* who_;
+  int64_t numel_;
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
   double last_copy_seconds_ = 0.0;
 };

@@ -189,27 +189,36 @@ struct CompactState {
 // The dtype of the moments held in `state_dtype` as fp32-path readers see them (8-bit: decoded, fp32).
 at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype);
 
-struct CpuOffloadAdamSetup {
+// What both offloaded optimizers (the state in host memory, cpu_offload_adam.cpp, or on NVMe,
+// nvme_offload_adam.h) are given alike: what their one sub-group loop (offloaded_step.h) runs with.
+struct OffloadedAdamSetup {
   AdamConfig config;
   const cpu_adam::CpuAdam* adam = nullptr;  // outlives the optimizer
   DeviceCopies* copies = nullptr;           // outlives the optimizer
   int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
   bool time_copies = false;                 // measure the copies (waits for them at the step's end)
-  at::Tensor master, exp_avg, exp_avg_sq, params16;
+  at::Tensor params16;                      // the 16-bit weights bound for the device (see above)
   // Parameters on NVMe: where the new compute weights go (step()'s compute_partition is then
   // undefined); outlives the optimizer.
   ComputeWeightsSink* sink = nullptr;
-  // Compact layouts: with compact.compact_master, `master` is undefined and `residual` (int16, the
-  // partition's numel, zero) holds the master's low half, compact.hi its high half; the initial
-  // master is given by load_master (elements [begin, begin + out.numel()) of the fp32 master into
-  // `out`), called sub-group by sub-group and split. With compact.moments_8bit, exp_avg is kChar,
-  // exp_avg_sq kByte, and the scales fp32 (moment_block_count(numel) each).
+  // Compact layouts (see above): compact.hi is the master's high half, compact.moments_8bit the
+  // moments' codes.
   CompactState compact;
-  at::Tensor residual, exp_avg_scales, exp_avg_sq_scales;
-  std::function<void(int64_t begin, const at::Tensor& out)> load_master;
   // The rounding of the bf16 16-bit weights the fp32-master path writes (ZeroEngineOptions::
   // params16_rounding); the compact path always rounds ties away.
   cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
+};
+
+struct CpuOffloadAdamSetup {
+  OffloadedAdamSetup common;
+  at::Tensor master, exp_avg, exp_avg_sq;
+  // Compact layouts: with common.compact.compact_master, `master` is undefined and `residual` (int16,
+  // the partition's numel, zero) holds the master's low half; the initial master is given by
+  // load_master (elements [begin, begin + out.numel()) of the fp32 master into `out`), called
+  // sub-group by sub-group and split. With common.compact.moments_8bit, exp_avg is kChar, exp_avg_sq
+  // kByte, and the scales fp32 (moment_block_count(numel) each).
+  at::Tensor residual, exp_avg_scales, exp_avg_sq_scales;
+  std::function<void(int64_t begin, const at::Tensor& out)> load_master;
 };
 std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(CpuOffloadAdamSetup setup);
 

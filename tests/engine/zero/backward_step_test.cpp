@@ -42,10 +42,10 @@ TEST(GradsFinal, WaitReturnsOnceTheSuffixIsMarkedAndThrowsOnFailure) {
 std::unique_ptr<PartitionOptimizer> host_adam(const cpu_adam::CpuAdam& adam, DeviceCopies& copies,
                                               const at::Tensor& master, int64_t group) {
   CpuOffloadAdamSetup setup;
-  setup.config.weight_decay = 0.01;
-  setup.adam = &adam;
-  setup.copies = &copies;
-  setup.sub_group_numel = group;
+  setup.common.config.weight_decay = 0.01;
+  setup.common.adam = &adam;
+  setup.common.copies = &copies;
+  setup.common.sub_group_numel = group;
   setup.master = master.clone();
   setup.exp_avg = at::zeros_like(master);
   setup.exp_avg_sq = at::zeros_like(master);
