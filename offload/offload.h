@@ -151,17 +151,9 @@ class SwapFiles {
   SwapFiles(const SwapFiles&) = delete;
   SwapFiles& operator=(const SwapFiles&) = delete;
 
-  // Queues a read (op kRead) or write of sub-group `sub_group`'s record, its first `bytes` bytes
-  // (at most record_bytes), into or from `buffer`, which must stay valid until wait() returned.
-  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t bytes) {
-    return submit(op, sub_group, buffer, 0, bytes);
-  }
-  // The same for bytes [begin, end) of the record only, to or from the same bytes of `buffer` (the
-  // record's image); `begin` must be a multiple of 4096 (kRecordAlignment), for O_DIRECT.
-  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t begin, uint64_t end) {
-    return submit_at(op, sub_group, static_cast<std::byte*>(buffer) + begin, begin, end);
-  }
-  // The same, to or from `data`, which holds record bytes [begin, end) from its first byte.
+  // Queues a read (op kRead) or write of bytes [begin, end) of sub-group `sub_group`'s record (at
+  // most record_bytes; `begin` a multiple of 4096, kRecordAlignment, for O_DIRECT) into or from
+  // `data`, which holds them from its first byte and stays valid until wait() returned.
   SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
   static constexpr uint64_t kRecordAlignment = 4096;
   // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
@@ -417,12 +409,11 @@ class RecordCache {
 };
 
 // ---- Record ring ----------------------------------------------------------------------------------
-// The record cache's FIFO sibling over a RecordStaging, for records read in pieces (ZeRO-3
+// The record cache's FIFO sibling over a RecordStaging, for records read in pieces (the ZeRO-3
 // parameters on NVMe, engine/zero/nvme_params.h): a piece, bytes [begin, end) of a record, is read
-// (from begin rounded down to 4096, for O_DIRECT) into the next read buffer in turn, so one record's
-// pieces may sit in several; the buffer is held for the caller's tag until release(), and is not
-// read into again before the reader fence given there has been waited for. Writes go through the
-// windows in turn: lend() waits for the window's last write, write() queues it.
+// from begin rounded down to 4096 (O_DIRECT) into the next read buffer in turn, so one record's
+// pieces may sit in several; the buffer is held for the caller's tag until release(), and is read
+// into again only after the reader fence given there. Writes go through the windows in turn.
 struct RingPiece {
   size_t buffer = 0;  // the read buffer holding it
   uint64_t skip = 0;  // bytes in the buffer before the piece's first byte
@@ -434,16 +425,14 @@ class RecordRing {
   static uint64_t read_buffer_bytes(uint64_t piece_bytes) {
     return SwapFiles::align_up(piece_bytes) + 2 * SwapFiles::kRecordAlignment;
   }
-  // Over swap files of `options` (all records options.record_bytes but the last, `last_record_bytes`;
-  // the files end there), with `reads` and `windows` (pinned memory the caller keeps valid, at least
+  // Over the swap files of `options` (records of options.record_bytes, the last `last_record_bytes`:
+  // reads stop there), with `reads` and `windows` (pinned memory the caller keeps valid, at least
   // one each). RecordStaging::create's errors.
   static Result<std::unique_ptr<RecordRing>> create(const std::vector<std::span<std::byte>>& reads,
                                                     const std::vector<std::span<std::byte>>& windows,
                                                     const RecordStagingOptions& options, uint64_t last_record_bytes);
   // Waits for the readers and the writes still in flight.
   ~RecordRing();
-  RecordRing(const RecordRing&) = delete;
-  RecordRing& operator=(const RecordRing&) = delete;
 
   size_t read_buffers() const { return reads_.size(); }
   // The tags still holding the next `count` read buffers, each once, smallest first.
@@ -451,21 +440,19 @@ class RecordRing {
   // Queues the read of bytes [begin, end) of record `record` into the next read buffer, held for
   // `tag` (not 0), after that buffer's reader. kInternal when a tag still holds it.
   Result<RingPiece> read(int64_t record, uint64_t begin, uint64_t end, uint64_t tag);
-  // Whether buffer `b`'s read has arrived (never blocks).
+  // Whether buffer `b`'s read has arrived (never blocks); waiting for it (RecordStaging::wait_read).
   bool arrived(size_t b) const { return staging_->arrived(b); }
-  // Waits for buffer `b`'s read: the error names the file, the offset, the record and the fix.
   Status wait_read(size_t b) { return staging_->wait_read(b); }
   const std::byte* bytes(size_t b) const { return reads_[b].bytes.data(); }
   // Frees buffer `b` from its tag; `reader` (may be null) still reads it.
   void release(size_t b, std::shared_ptr<ReaderFence> reader);
 
   // Lends the next window, its last write waited for, for record `record`'s bytes [begin, end)
-  // (`begin` a multiple of 4096, at most a window): returns its index in `windows`, whose first
-  // end - begin bytes the caller fills. The write's error; kInternal for an unaligned begin.
+  // (`begin` a multiple of 4096): returns its index in `windows`, whose first end - begin bytes the
+  // caller fills. The last write's error; kInternal for an unaligned begin.
   Result<size_t> lend(int64_t record, uint64_t begin, uint64_t end);
-  // Queues the write of the window lent for exactly these bytes and moves to the next window.
-  // Returns the write: its wait_host() waits for it and throws tierzero::Error with its error.
-  // kInternal when that range was not lent.
+  // Queues the write of the window lent for exactly these bytes (else kInternal) and moves to the
+  // next window. The write's wait_host() waits for it, throwing tierzero::Error with its error.
   Result<std::shared_ptr<ReaderFence>> write(int64_t record, uint64_t begin, uint64_t end);
   // Waits for every window's write; the first error.
   Status wait_writes();
@@ -473,7 +460,6 @@ class RecordRing {
   // Bytes read (aligned ranges) and written since the last call; thread-safe.
   std::pair<uint64_t, uint64_t> take_traffic() { return {read_bytes_.exchange(0), written_bytes_.exchange(0)}; }
   uint64_t file_bytes() const { return staging_->file_bytes(); }
-  std::string describe() const { return staging_->describe(); }
 
  private:
   struct Read {
@@ -483,10 +469,10 @@ class RecordRing {
   };
   class WriteFence;
   struct Window {
-    int64_t record = -1;  // the range lent, or record -1
+    int64_t record = -1;  // the range lent (record -1: none) and its last write
     uint64_t begin = 0;
     uint64_t end = 0;
-    std::shared_ptr<WriteFence> write;  // its last write
+    std::shared_ptr<WriteFence> write;
   };
   RecordRing() = default;
 

@@ -15,17 +15,14 @@ class RecordRing::WriteFence final : public ReaderFence {
   ~WriteFence() override { (void)finish(); }
   void wait_host() override { throw_if_error(finish()); }
   Status finish() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!done_) status_ = staging_.wait_write(buffer_);
-    done_ = true;
+    std::call_once(once_, [this] { status_ = staging_.wait_write(buffer_); });
     return status_;
   }
 
  private:
   RecordStaging& staging_;
   size_t buffer_;
-  std::mutex mutex_;
-  bool done_ = false;
+  std::once_flag once_;
   Status status_;
 };
 

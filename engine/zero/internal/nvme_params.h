@@ -136,8 +136,6 @@ class NvmeParams final : public ComputeWeightsSink {
   std::pair<uint64_t, uint64_t> take_traffic() { return ring_->take_traffic(); }
   // Bytes the swap files take on disk.
   uint64_t file_bytes() const { return ring_->file_bytes(); }
-  // "<n> file(s): path, ...".
-  std::string describe() const { return ring_->describe(); }
   int buffer_count() const { return static_cast<int>(ring_->read_buffers()); }
 
  private:
