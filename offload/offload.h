@@ -24,6 +24,9 @@
 //   in their buffers between passes), read-ahead, write-behind, O_DIRECT-aligned range reads, the
 //   alternating sweep, traffic counters, and reader fences waited for before a buffer is reused
 //   (the optimizer's sub-group pipeline runs on it).
+// - RecordRing (below): the record cache's FIFO sibling over a RecordStaging: pieces of records
+//   read into buffers taken in turn, each held for the caller's tag and waited for its reader
+//   fence before reuse, and write windows taken in turn (the ZeRO-3 parameters on NVMe run on it).
 // - DeviceCopies (offload_torch.h, LibTorch): the side-stream copies between host memory and the
 //   GPU (the offloaded step's gradients, new weights and parameter pieces, a LoRA run's frozen base
 //   units copied ahead), ordered after the compute stream by events, never a device-wide sync; the
@@ -32,9 +35,9 @@
 // - CopyProbe (offload_torch.h): `tierzero bench pcie`'s measurements of DeviceCopies against plain
 //   cudaMemcpy.
 //
-// tierzero_offload is torch-free (pool, swap files, staging, record cache); tierzero_offload_torch
-// adds the pieces whose buffers are LibTorch tensors (host tier, device copies, pending writes, copy
-// probe).
+// tierzero_offload is torch-free (pool, swap files, staging, record cache and ring);
+// tierzero_offload_torch adds the pieces whose buffers are LibTorch tensors (host tier, device
+// copies, pending writes, copy probe).
 //
 // How big each piece is for a run (every pinned buffer, the records kept in memory, the swap files'
 // bytes) is computed once, by engine/layout, which both `train` and `tierzero estimate` call.
@@ -43,6 +46,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -194,17 +198,9 @@ class SwapFiles {
   SwapFiles(const SwapFiles&) = delete;
   SwapFiles& operator=(const SwapFiles&) = delete;
 
-  // Queues a read (op kRead) or write of sub-group `sub_group`'s record, its first `bytes` bytes
-  // (at most record_bytes), into or from `buffer`, which must stay valid until wait() returned.
-  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t bytes) {
-    return submit(op, sub_group, buffer, 0, bytes);
-  }
-  // The same for bytes [begin, end) of the record only, to or from the same bytes of `buffer` (the
-  // record's image); `begin` must be a multiple of 4096 (kRecordAlignment), for O_DIRECT.
-  SwapTransfer submit(nvme::Op op, int64_t sub_group, void* buffer, uint64_t begin, uint64_t end) {
-    return submit_at(op, sub_group, static_cast<std::byte*>(buffer) + begin, begin, end);
-  }
-  // The same, to or from `data`, which holds record bytes [begin, end) from its first byte.
+  // Queues a read (op kRead) or write of bytes [begin, end) of sub-group `sub_group`'s record (at
+  // most record_bytes; `begin` a multiple of 4096, kRecordAlignment, for O_DIRECT) into or from
+  // `data`, which holds them from its first byte and stays valid until wait() returned.
   SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
   static constexpr uint64_t kRecordAlignment = 4096;
   // Bytes create() preallocates for `records` records of `record_bytes` over `paths` paths (each
@@ -252,7 +248,7 @@ class SwapFiles {
 // Pinned staging buffers over swap files (above): buffer b holds one record's image at a
 // time, moved in and out by reads and writes over its own IoEngine (the "aio" block's backend), and
 // carries the read and the write in flight on it. The caller decides which record goes through
-// which buffer and when (the record cache below, the NVMe parameters, the LoRA base on NVMe); the
+// which buffer and when (the record cache and the record ring below, the LoRA base on NVMe); the
 // staging owns the I/O: the engine, the buffers' registration with it, the files, the tickets.
 
 // Where a staging's records go: swap files of `records` records of `record_bytes` over `paths` for
@@ -460,6 +456,86 @@ class RecordCache {
   std::unique_ptr<RecordStaging> staging_;
   uint64_t read_bytes_ = 0;
   uint64_t written_bytes_ = 0;
+};
+
+// ---- Record ring ----------------------------------------------------------------------------------
+// The record cache's FIFO sibling over a RecordStaging, for records read in pieces (the ZeRO-3
+// parameters on NVMe, engine/zero/nvme_params.h): a piece, bytes [begin, end) of a record, is read
+// from begin rounded down to 4096 (O_DIRECT) into the next read buffer in turn, so one record's
+// pieces may sit in several; the buffer is held for the caller's tag until release(), and is read
+// into again only after the reader fence given there. Writes go through the windows in turn.
+struct RingPiece {
+  size_t buffer = 0;  // the read buffer holding it
+  uint64_t skip = 0;  // bytes in the buffer before the piece's first byte
+};
+
+class RecordRing {
+ public:
+  // Bytes of a read buffer for pieces of up to `piece_bytes`: room for the alignment on both sides.
+  static uint64_t read_buffer_bytes(uint64_t piece_bytes) {
+    return SwapFiles::align_up(piece_bytes) + 2 * SwapFiles::kRecordAlignment;
+  }
+  // Over the swap files of `options` (records of options.record_bytes, the last `last_record_bytes`:
+  // reads stop there), with `reads` and `windows` (pinned memory the caller keeps valid, at least
+  // one each). RecordStaging::create's errors.
+  static Result<std::unique_ptr<RecordRing>> create(const std::vector<std::span<std::byte>>& reads,
+                                                    const std::vector<std::span<std::byte>>& windows,
+                                                    const RecordStagingOptions& options, uint64_t last_record_bytes);
+  // Waits for the readers and the writes still in flight.
+  ~RecordRing();
+
+  size_t read_buffers() const { return reads_.size(); }
+  // The tags still holding the next `count` read buffers, each once, smallest first.
+  std::vector<uint64_t> holders_of_next(size_t count) const;
+  // Queues the read of bytes [begin, end) of record `record` into the next read buffer, held for
+  // `tag` (not 0), after that buffer's reader. kInternal when a tag still holds it.
+  Result<RingPiece> read(int64_t record, uint64_t begin, uint64_t end, uint64_t tag);
+  // Whether buffer `b`'s read has arrived (never blocks); waiting for it (RecordStaging::wait_read).
+  bool arrived(size_t b) const { return staging_->arrived(b); }
+  Status wait_read(size_t b) { return staging_->wait_read(b); }
+  const std::byte* bytes(size_t b) const { return reads_[b].bytes.data(); }
+  // Frees buffer `b` from its tag; `reader` (may be null) still reads it.
+  void release(size_t b, std::shared_ptr<ReaderFence> reader);
+
+  // Lends the next window, its last write waited for, for record `record`'s bytes [begin, end)
+  // (`begin` a multiple of 4096): returns its index in `windows`, whose first end - begin bytes the
+  // caller fills. The last write's error; kInternal for an unaligned begin.
+  Result<size_t> lend(int64_t record, uint64_t begin, uint64_t end);
+  // Queues the write of the window lent for exactly these bytes (else kInternal) and moves to the
+  // next window. The write's wait_host() waits for it, throwing tierzero::Error with its error.
+  Result<std::shared_ptr<ReaderFence>> write(int64_t record, uint64_t begin, uint64_t end);
+  // Waits for every window's write; the first error.
+  Status wait_writes();
+
+  // Bytes read (aligned ranges) and written since the last call; thread-safe.
+  std::pair<uint64_t, uint64_t> take_traffic() { return {read_bytes_.exchange(0), written_bytes_.exchange(0)}; }
+  uint64_t file_bytes() const { return staging_->file_bytes(); }
+
+ private:
+  struct Read {
+    std::span<std::byte> bytes;
+    uint64_t tag = 0;  // the tag holding it, or 0
+    std::shared_ptr<ReaderFence> reader;
+  };
+  class WriteFence;
+  struct Window {
+    int64_t record = -1;  // the range lent (record -1: none) and its last write
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    std::shared_ptr<WriteFence> write;
+  };
+  RecordRing() = default;
+
+  std::unique_ptr<RecordStaging> staging_;  // the read buffers, then the windows
+  uint64_t record_bytes_ = 0;
+  uint64_t last_record_bytes_ = 0;
+  int64_t last_record_ = 0;
+  std::vector<Read> reads_;
+  size_t next_read_ = 0;
+  std::vector<Window> windows_;
+  size_t next_window_ = 0;
+  std::atomic<uint64_t> read_bytes_{0};
+  std::atomic<uint64_t> written_bytes_{0};
 };
 
 }  // namespace tierzero::offload

@@ -31,7 +31,7 @@ RecordStaging::~RecordStaging() {
 }
 
 void RecordStaging::read(size_t b, int64_t record, uint64_t begin, uint64_t end) {
-  reads_[b] = swap_->submit(nvme::Op::kRead, record, buffers_[b].data(), begin, end);
+  reads_[b] = swap_->submit_at(nvme::Op::kRead, record, buffers_[b].data() + begin, begin, end);
 }
 
 void RecordStaging::read_at(size_t b, int64_t record, uint64_t begin, uint64_t end) {

@@ -54,7 +54,7 @@ int64_t staging_slot_bytes(const HostShape& shape) {
 }
 
 int64_t param_read_buffer_bytes(int64_t buffer_numel, int element_bytes) {
-  return static_cast<int64_t>(round_up(u(buffer_numel) * static_cast<uint64_t>(element_bytes), kAlign) + 2 * kAlign);
+  return static_cast<int64_t>(offload::RecordRing::read_buffer_bytes(u(buffer_numel) * static_cast<uint64_t>(element_bytes)));
 }
 
 int64_t param_records_in_memory(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel) {

@@ -165,9 +165,9 @@ const char* step_in_backward_refusal(bool one_rank_stage3, bool params_nvme, dou
 // fp32 sums; 16-bit buckets are cut at the same elements), at most staging_slot_bytes (the pipeline
 // lands a larger bucket piece by piece), a multiple of 8 bytes, at least 8.
 int64_t staging_slot_bytes(const HostShape& shape);
-// Bytes of one NVMe parameter read buffer of `buffer_numel` elements of `element_bytes`: rounded up
-// to SwapFiles::kRecordAlignment, plus one alignment unit at each end (a read starts and ends on a
-// 4096-byte boundary of the record).
+// Bytes of one NVMe parameter read buffer of `buffer_numel` elements of `element_bytes`: the record
+// ring's (offload::RecordRing::read_buffer_bytes: rounded up to SwapFiles::kRecordAlignment, plus one
+// alignment unit at each end, as a read starts and ends on a 4096-byte boundary of the record).
 int64_t param_read_buffer_bytes(int64_t buffer_numel, int element_bytes);
 // Parameters on NVMe: the shard's records offload_param.max_in_cpu keeps in pinned memory (whole
 // records of `record_numel` from the front).

@@ -6,57 +6,17 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/common.h"
+#include "engine/layout/layout.h"
 
 namespace tierzero::engine {
-namespace {
-
-// A window's write to the swap files (staging buffer `buffer`'s write in flight), as a copy readers
-// order after: waiting is the host's. The window is written again only after this was waited for.
-class SwapWriteDone final : public CopyDone {
- public:
-  SwapWriteDone(offload::RecordStaging& staging, size_t buffer) : staging_(staging), buffer_(buffer) {}
-  ~SwapWriteDone() override { (void)finish(); }
-
-  void wait_host() override { throw_if_error(finish()); }
-  void order_current_stream() override { wait_host(); }  // the reads that follow are the host's
-  double seconds() override { return 0.0; }
-
- private:
-  Status finish() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!done_) {
-      status_ = staging_.wait_write(buffer_);
-      done_ = true;
-    }
-    return status_;
-  }
-
-  offload::RecordStaging& staging_;
-  size_t buffer_;
-  std::mutex mutex_;
-  bool done_ = false;
-  Status status_;
-};
-
-// A write that was done when it was made (a host record, stepped in place).
-class DoneAlready final : public CopyDone {
- public:
-  void wait_host() override {}
-  void order_current_stream() override {}
-  double seconds() override { return 0.0; }
-};
-
-}  // namespace
 
 int64_t NvmeParams::read_buffer_bytes(int64_t buffer_numel, at::ScalarType dtype) {
-  return static_cast<int64_t>(SwapFiles::align_up(static_cast<uint64_t>(buffer_numel) * c10::elementSize(dtype)) +
-                              2 * SwapFiles::kRecordAlignment);
+  return state_layout::param_read_buffer_bytes(buffer_numel, static_cast<int>(c10::elementSize(dtype)));
 }
 
 int64_t NvmeParams::window_bytes(int64_t record_numel, at::ScalarType dtype) {
@@ -64,8 +24,7 @@ int64_t NvmeParams::window_bytes(int64_t record_numel, at::ScalarType dtype) {
 }
 
 int64_t NvmeParams::host_record_count(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel) {
-  const int64_t records = (shard_numel + record_numel - 1) / record_numel;
-  return std::min(records, std::max<int64_t>(0, max_in_cpu) / record_numel);
+  return state_layout::param_records_in_memory(max_in_cpu, shard_numel, record_numel);
 }
 
 int64_t NvmeParams::element_bytes() const { return static_cast<int64_t>(c10::elementSize(setup_.dtype)); }
@@ -76,51 +35,48 @@ std::unique_ptr<NvmeParams> NvmeParams::create(NvmeParamsSetup setup) {
     throw Error(invalid_argument("zero_optimization.offload_param.buffer_count=" +
                                  std::to_string(options.buffer_count) + " must be at least 1"));
   if (options.buffer_numel < 1)
-    throw Error(invalid_argument("zero_optimization.offload_param.buffer_size=" +
-                                 std::to_string(options.buffer_numel) + " must be at least 1"));
+    throw Error(invalid_argument("zero_optimization.offload_param.buffer_size=" + std::to_string(options.buffer_numel) +
+                                 " must be at least 1"));
   if (setup.record_numel < 1 || setup.windows.size() != 2)
     throw Error(internal_error("nvme parameters: no record size or not two write windows"));
   std::unique_ptr<NvmeParams> params(new NvmeParams(std::move(setup)));
   const NvmeParamsSetup& s = params->setup_;
   const int64_t records = (s.shard_numel + s.record_numel - 1) / s.record_numel;
-  std::vector<std::span<std::byte>> staging;  // the read buffers, then the windows
+  std::vector<std::span<std::byte>> reads, windows;
   for (const at::Tensor& buffer : s.read_buffers) {
     if (buffer.nbytes() != static_cast<size_t>(read_buffer_bytes(s.options.buffer_numel, s.dtype)))
       throw Error(internal_error("nvme parameters: a read buffer is not read_buffer_bytes()"));
-    params->buffers_.push_back({.bytes = buffer, .holder = 0, .copy = nullptr});
-    staging.push_back({static_cast<std::byte*>(buffer.data_ptr()), buffer.nbytes()});
+    reads.push_back({static_cast<std::byte*>(buffer.data_ptr()), buffer.nbytes()});
   }
   for (const at::Tensor& window : s.windows) {
     if (window.nbytes() != static_cast<size_t>(window_bytes(s.record_numel, s.dtype)))
       throw Error(internal_error("nvme parameters: a write window is not window_bytes()"));
-    params->windows_.push_back({.bytes = window, .begin = -1, .count = 0, .write = nullptr});
-    staging.push_back({static_cast<std::byte*>(window.data_ptr()), window.nbytes()});
+    windows.push_back({static_cast<std::byte*>(window.data_ptr()), window.nbytes()});
   }
   const int64_t host_records = host_record_count(s.options.max_in_cpu, s.shard_numel, s.record_numel);
   params->host_numel_ = std::min(s.shard_numel, host_records * s.record_numel);
-  if (s.host_records.numel() != host_records * s.record_numel || (host_records > 0 && s.host_records.scalar_type() != s.dtype))
+  if (s.host_records.numel() != host_records * s.record_numel ||
+      (host_records > 0 && s.host_records.scalar_type() != s.dtype))
     throw Error(internal_error("nvme parameters: the host records are not host_record_count() records"));
-  params->staging_ = value_or_throw(offload::RecordStaging::create(
-      staging, {.paths = s.options.paths,
-                .io = s.options.io,
-                .rank = s.rank,
-                .records = std::max<int64_t>(1, records),
-                .record_bytes = static_cast<uint64_t>(s.record_numel * params->element_bytes()),
-                .role = kParameterSwap,
-                .first_named = 0}));
+  const int64_t last_numel = s.shard_numel - (records - 1) * s.record_numel;
+  params->ring_ = value_or_throw(
+      offload::RecordRing::create(reads, windows,
+                                  {.paths = s.options.paths,
+                                   .io = s.options.io,
+                                   .rank = s.rank,
+                                   .records = std::max<int64_t>(1, records),
+                                   .record_bytes = static_cast<uint64_t>(s.record_numel * params->element_bytes()),
+                                   .role = kParameterSwap,
+                                   .first_named = 0},
+                                  static_cast<uint64_t>(std::max<int64_t>(0, last_numel) * params->element_bytes())));
   return params;
 }
 
-NvmeParams::~NvmeParams() {
-  for (Window& window : windows_) window.write = nullptr;  // waits; errors were reported
-  for (Buffer& buffer : buffers_)
-    if (buffer.copy) buffer.copy->wait_host();
-}
+NvmeParams::~NvmeParams() = default;  // the ring waits for its readers and writes
 
 void NvmeParams::write_all(const std::function<void(int64_t begin, const at::Tensor& window)>& fill) {
   // A write still in flight from the last optimizer step may be to a record rewritten here.
-  for (Window& window : windows_)
-    if (window.write) window.write->wait_host();
+  throw_if_error(ring_->wait_writes());
   std::vector<PartitionWrite> writes;
   for (int64_t begin = 0; begin < setup_.shard_numel; begin += setup_.record_numel) {
     const int64_t count = std::min(setup_.record_numel, setup_.shard_numel - begin);
@@ -178,7 +134,8 @@ Status check_read_buffers(const ShardedLayout& layout, const std::vector<std::ve
     if (pieces > static_cast<size_t>(options.buffer_count))
       return invalid_argument("rank " + std::to_string(rank) + ": unit " + std::to_string(unit) +
                               "'s parameter shard (" + std::to_string(numel) + " elements) is read from NVMe in " +
-                              std::to_string(pieces) + " pieces (at most one sub-group and buffer_size each) but "
+                              std::to_string(pieces) +
+                              " pieces (at most one sub-group and buffer_size each) but "
                               "zero_optimization.offload_param.buffer_count is " +
                               std::to_string(options.buffer_count) + "; raise offload_param.buffer_count to " +
                               std::to_string(pieces) + " or raise offload_param.buffer_size / sub_group_size");
@@ -191,50 +148,34 @@ std::vector<ParamReadPiece> NvmeParams::cut(const std::vector<std::pair<int64_t,
 }
 
 std::vector<uint64_t> NvmeParams::holders_of_next(const std::vector<ParamReadPiece>& pieces) const {
-  const auto from_nvme = static_cast<size_t>(
-      std::count_if(pieces.begin(), pieces.end(), [&](const ParamReadPiece& p) { return !in_host(p.begin); }));
-  std::vector<uint64_t> holders;
-  for (size_t i = 0; i < std::min(from_nvme, buffers_.size()); ++i) {
-    const uint64_t holder = buffers_[(next_buffer_ + i) % buffers_.size()].holder;
-    if (holder != 0 && std::find(holders.begin(), holders.end(), holder) == holders.end()) holders.push_back(holder);
-  }
-  std::sort(holders.begin(), holders.end());  // tags grow with time
-  return holders;
+  return ring_->holders_of_next(static_cast<size_t>(
+      std::count_if(pieces.begin(), pieces.end(), [&](const ParamReadPiece& p) { return !in_host(p.begin); })));
+}
+
+std::pair<int64_t, uint64_t> NvmeParams::locate(int64_t e) const {
+  const int64_t k = e / setup_.record_numel;
+  return {k, static_cast<uint64_t>((e - k * setup_.record_numel) * element_bytes())};
 }
 
 ParamRead NvmeParams::start_read(std::vector<ParamReadPiece> pieces, uint64_t tag) {
-  if (pieces.size() > buffers_.size())
+  if (pieces.size() > ring_->read_buffers())
     throw Error(internal_error("nvme parameters: a read of " + std::to_string(pieces.size()) + " pieces for " +
-                               std::to_string(buffers_.size()) + " buffers"));
+                               std::to_string(ring_->read_buffers()) + " buffers"));
   ParamRead read{.tag = tag, .pieces = std::move(pieces)};
-  const int64_t record = setup_.record_numel;
   for (ParamReadPiece& piece : read.pieces) {
     if (in_host(piece.begin)) continue;  // buffer -1: copied from the host records
-    Buffer& buffer = buffers_[next_buffer_];
-    if (buffer.holder != 0)
-      throw Error(internal_error("nvme parameters: buffer " + std::to_string(next_buffer_) +
-                                 " still holds an unlanded read"));
-    if (buffer.copy) buffer.copy->wait_host();
-    buffer.copy = nullptr;
-    buffer.holder = tag;
-    const int64_t k = piece.begin / record;
-    const auto first = static_cast<uint64_t>((piece.begin - k * record) * element_bytes());
-    const uint64_t end = first + static_cast<uint64_t>(piece.count * element_bytes());
-    const int64_t record_numel = std::min(record, setup_.shard_numel - k * record);
-    const auto [aligned, read_end] =
-        SwapFiles::aligned_read(first, end, static_cast<uint64_t>(record_numel * element_bytes()));
-    piece.buffer = static_cast<int>(next_buffer_);
-    piece.skip = first - aligned;
-    staging_->read_at(next_buffer_, k, aligned, read_end);
-    read_bytes_ += read_end - aligned;
-    next_buffer_ = (next_buffer_ + 1) % buffers_.size();
+    const auto [k, first] = locate(piece.begin);
+    const offload::RingPiece placed =
+        value_or_throw(ring_->read(k, first, first + static_cast<uint64_t>(piece.count * element_bytes()), tag));
+    piece.buffer = static_cast<int>(placed.buffer);
+    piece.skip = placed.skip;
   }
   return read;
 }
 
 bool NvmeParams::arrived(const ParamRead& read) const {
   return std::all_of(read.pieces.begin(), read.pieces.end(), [this](const ParamReadPiece& piece) {
-    return piece.buffer < 0 || staging_->arrived(static_cast<size_t>(piece.buffer));
+    return piece.buffer < 0 || ring_->arrived(static_cast<size_t>(piece.buffer));
   });
 }
 
@@ -242,24 +183,18 @@ std::shared_ptr<CopyDone> NvmeParams::land(ParamRead& read, const at::Tensor& ds
   Status first;
   for (const ParamReadPiece& piece : read.pieces) {
     if (piece.buffer < 0) continue;
-    Status status = staging_->wait_read(static_cast<size_t>(piece.buffer));
+    Status status = ring_->wait_read(static_cast<size_t>(piece.buffer));
     if (first.ok()) first = status;
   }
   std::shared_ptr<CopyDone> last;
   for (ParamReadPiece& piece : read.pieces) {
-    if (piece.buffer < 0) {
-      if (first.ok())
-        last = copies.to_device(dst.narrow(0, piece.dst_offset, piece.count),
-                                static_cast<const std::byte*>(setup_.host_records.const_data_ptr()) +
-                                    piece.begin * element_bytes());
-      continue;
-    }
-    Buffer& buffer = buffers_[static_cast<size_t>(piece.buffer)];
-    buffer.holder = 0;
-    if (!first.ok()) continue;
-    const std::byte* src = static_cast<const std::byte*>(buffer.bytes.const_data_ptr()) + piece.skip;
-    last = copies.to_device(dst.narrow(0, piece.dst_offset, piece.count), src);
-    buffer.copy = last;
+    const auto b = static_cast<size_t>(piece.buffer);
+    const std::byte* src = piece.buffer < 0 ? static_cast<const std::byte*>(setup_.host_records.const_data_ptr()) +
+                                                  piece.begin * element_bytes()
+                                            : ring_->bytes(b) + piece.skip;
+    std::shared_ptr<CopyDone> copy;
+    if (first.ok()) copy = last = copies.to_device(dst.narrow(0, piece.dst_offset, piece.count), src);
+    if (piece.buffer >= 0) ring_->release(b, copy);
   }
   throw_if_error(first);
   return last;
@@ -272,34 +207,17 @@ at::Tensor NvmeParams::lend(int64_t begin, int64_t count) {
     throw Error(internal_error("nvme parameters: a window of " + std::to_string(count) + " elements at " +
                                std::to_string(begin) + " crosses a record of " + std::to_string(setup_.record_numel)));
   if (in_host(begin)) return setup_.host_records.narrow(0, begin, count);  // stepped in place
-  Window& window = windows_[next_window_];
-  if (window.write) window.write->wait_host();
-  window.write = nullptr;
-  window.begin = begin;
-  window.count = count;
-  return window.bytes.narrow(0, 0, count * element_bytes()).view(setup_.dtype);
+  const auto [k, first] = locate(begin);
+  const size_t window = value_or_throw(ring_->lend(k, first, first + static_cast<uint64_t>(count * element_bytes())));
+  return setup_.windows[window].narrow(0, 0, count * element_bytes()).view(setup_.dtype);
 }
 
 PartitionWrite NvmeParams::send(int64_t begin, int64_t count) {
-  if (in_host(begin)) return {begin, count, std::make_shared<DoneAlready>()};
-  Window& window = windows_[next_window_];
-  if (window.begin != begin || window.count != count)
-    throw Error(internal_error("nvme parameters: send of a range that was not lent"));
-  const int64_t k = begin / setup_.record_numel;
-  const auto first = static_cast<uint64_t>((begin - k * setup_.record_numel) * element_bytes());
-  if (first != SwapFiles::align_down(first))
-    throw Error(internal_error("nvme parameters: a send " + std::to_string(first) +
-                               " bytes into its record is not 4096-aligned"));
-  const uint64_t bytes = static_cast<uint64_t>(count * element_bytes());
-  const size_t staged = buffers_.size() + next_window_;  // the window's staging buffer
-  staging_->write_at(staged, k, first, first + bytes);
-  window.write = std::make_shared<SwapWriteDone>(*staging_, staged);
-  written_bytes_ += bytes;
-  window.begin = -1;
-  next_window_ = (next_window_ + 1) % windows_.size();
-  return {begin, count, window.write};
+  if (in_host(begin)) return {begin, count, offload::host_done(nullptr)};
+  const auto [k, first] = locate(begin);
+  return {begin, count,
+          offload::host_done(
+              value_or_throw(ring_->write(k, first, first + static_cast<uint64_t>(count * element_bytes()))))};
 }
-
-std::pair<uint64_t, uint64_t> NvmeParams::take_traffic() { return {read_bytes_.exchange(0), written_bytes_.exchange(0)}; }
 
 }  // namespace tierzero::engine

@@ -249,7 +249,8 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                           .record_numel = sub_group_numel(options, sizes.partition_numel),
                           .dtype = options.partition.compute_dtype,
                           .read_buffers = {},
-                          .windows = {}};
+                          .windows = {},
+                          .host_records = {}};
     for (int i = 0; i < options.nvme_params.buffer_count; ++i)
       setup.read_buffers.push_back(host_tier_->buffer(PinnedRole::kParamReadBuffer, at::kByte, i));
     for (int i = 0; i < 2; ++i) setup.windows.push_back(host_tier_->buffer(PinnedRole::kParamWindow, at::kByte, i));

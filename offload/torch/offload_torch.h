@@ -158,6 +158,11 @@ struct PartitionWrite {
   std::shared_ptr<CopyDone> done;
 };
 
+// A write the host waits for, as a CopyDone: `fence` (a RecordRing window's NVMe write; null: done
+// already, a record stepped in place) is waited for by wait_host() and by order_current_stream()
+// alike; seconds() is 0.
+std::shared_ptr<CopyDone> host_done(std::shared_ptr<ReaderFence> fence);
+
 class PendingWrites {
  public:
   // Adds `writes` to those pending.

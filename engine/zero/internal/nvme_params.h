@@ -1,16 +1,15 @@
 // ZeRO-3 parameters homed on NVMe (zero_optimization.offload_param.device "nvme"): this rank's shard
-// of the compute weights lives in swap files (offload/'s SwapFiles, role "params", moved through its
-// RecordStaging: the read buffers and the write windows are its staging buffers), never whole in host
-// memory. Record k holds the weights of the optimizer's sub-group k (sub_group_size elements), so
-// every range the optimizer sends starts on a 4096-byte boundary of its record (O_DIRECT).
+// of the compute weights lives in swap files (role "params"), never whole in host memory, moved
+// through offload/'s RecordRing: the read buffers are its ring, the two write windows its windows.
+// Record k holds the weights of the optimizer's sub-group k (sub_group_size elements), so every
+// range the optimizer sends starts on a 4096-byte boundary of its record (O_DIRECT).
 //   Reads (a gather's input): the shard ranges are cut at records and at buffer_numel elements into
-//       pieces; each piece is read, from its start rounded down to 4096 bytes, into the next of
-//       buffer_count pinned buffers in turn (offload_param.buffer_count x buffer_size). The caller
-//       lands a read (waits for it and queues the pieces' copies to the device); a buffer is taken
-//       again only after its copy has run, and a buffer still holding an unlanded read is named by
-//       holders_of_next() so that the caller lands that read first.
-//   Writes (ComputeWeightsSink): the optimizer steps into two pinned windows of one sub-group each
-//       in turn; send() queues the window's write, which later reads order after (PartitionWrite).
+//       pieces, each read into the next of buffer_count pinned buffers in turn (offload_param.
+//       buffer_count x buffer_size). The caller lands a read (waits for it and queues the pieces'
+//       copies to the device); a buffer still held by an unlanded read is named by holders_of_next()
+//       so that the caller lands that read first.
+//   Writes (ComputeWeightsSink): the optimizer steps into the two windows in turn; send() queues the
+//       window's write, which later reads order after (PartitionWrite).
 //   max_in_cpu: the shard's first floor(max_in_cpu / record) records stay in pinned host memory
 //       instead (as DeepSpeed keeps up to max_in_cpu elements of the 16-bit parameters in a CPU
 //       buffer): their pieces are copied to the device from there, and the optimizer steps them in
@@ -19,7 +18,6 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,8 +34,8 @@ namespace tierzero::engine {
 
 // Where and how the parameters go to NVMe (ds_config's offload_param and aio blocks).
 struct NvmeParamOptions {
-  std::vector<std::string> paths;     // offload_param.nvme_path (several stripe, as the optimizer's)
-  int buffer_count = 5;               // offload_param.buffer_count: pinned read buffers
+  std::vector<std::string> paths;      // offload_param.nvme_path (several stripe, as the optimizer's)
+  int buffer_count = 5;                // offload_param.buffer_count: pinned read buffers
   int64_t buffer_numel = 100'000'000;  // offload_param.buffer_size: elements a read buffer holds
   int64_t max_in_cpu = 0;              // offload_param.max_in_cpu: elements kept in host memory
   nvme::IoConfig io;                   // the "aio" block
@@ -45,13 +43,13 @@ struct NvmeParamOptions {
 
 struct NvmeParamsSetup {
   NvmeParamOptions options;
-  int rank = 0;                            // names the swap files
-  int64_t shard_numel = 0;                 // this rank's shard (padding included)
-  int64_t record_numel = 0;                // the optimizer's sub-group: min(sub_group_size, shard_numel)
-  at::ScalarType dtype = at::kBFloat16;    // the compute dtype
-  std::vector<at::Tensor> read_buffers;    // buffer_count pinned byte buffers of read_buffer_bytes()
-  std::vector<at::Tensor> windows;         // 2 pinned byte buffers of window_bytes()
-  at::Tensor host_records;                 // host_record_count() records (dtype), pinned; may be empty
+  int rank = 0;                          // names the swap files
+  int64_t shard_numel = 0;               // this rank's shard (padding included)
+  int64_t record_numel = 0;              // the optimizer's sub-group: min(sub_group_size, shard_numel)
+  at::ScalarType dtype = at::kBFloat16;  // the compute dtype
+  std::vector<at::Tensor> read_buffers;  // buffer_count pinned byte buffers of read_buffer_bytes()
+  std::vector<at::Tensor> windows;       // 2 pinned byte buffers of window_bytes()
+  at::Tensor host_records;               // host_record_count() records (dtype), pinned; may be empty
 };
 
 // One piece of a read: shard elements [begin, begin + count), bound for element `dst_offset` of the
@@ -135,39 +133,22 @@ class NvmeParams final : public ComputeWeightsSink {
   PartitionWrite send(int64_t begin, int64_t count) override;
 
   // NVMe bytes read and written since the last call (reads landed or not; writes queued).
-  std::pair<uint64_t, uint64_t> take_traffic();
+  std::pair<uint64_t, uint64_t> take_traffic() { return ring_->take_traffic(); }
   // Bytes the swap files take on disk.
-  uint64_t file_bytes() const { return staging_->file_bytes(); }
-  // "<n> file(s): path, ...".
-  std::string describe() const { return staging_->describe(); }
-  int buffer_count() const { return static_cast<int>(buffers_.size()); }
+  uint64_t file_bytes() const { return ring_->file_bytes(); }
+  int buffer_count() const { return static_cast<int>(ring_->read_buffers()); }
 
  private:
-  struct Buffer {
-    at::Tensor bytes;
-    uint64_t holder = 0;              // the tag of an unlanded read into it, or 0
-    std::shared_ptr<CopyDone> copy;   // the landed copy that reads it
-  };
-  struct Window {
-    at::Tensor bytes;
-    int64_t begin = -1;  // the range lent, or -1
-    int64_t count = 0;
-    std::shared_ptr<CopyDone> write;  // its last send
-  };
   explicit NvmeParams(NvmeParamsSetup setup) : setup_(std::move(setup)) {}
   int64_t element_bytes() const;
+  // Shard element `e`'s record and its byte offset there.
+  std::pair<int64_t, uint64_t> locate(int64_t e) const;
   // Whether shard element `e` is in a record kept in host memory.
   bool in_host(int64_t e) const { return e < host_numel_; }
 
   NvmeParamsSetup setup_;
-  std::unique_ptr<offload::RecordStaging> staging_;  // staging buffers: the read buffers, then the windows
-  std::vector<Buffer> buffers_;
-  size_t next_buffer_ = 0;
-  std::vector<Window> windows_;
-  size_t next_window_ = 0;
+  std::unique_ptr<offload::RecordRing> ring_;
   int64_t host_numel_ = 0;  // elements [0, host_numel_) are in setup_.host_records
-  std::atomic<uint64_t> read_bytes_{0};
-  std::atomic<uint64_t> written_bytes_{0};
 };
 
 }  // namespace tierzero::engine
