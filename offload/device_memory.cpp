@@ -18,4 +18,10 @@ Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, in
 #endif
 }
 
+Result<std::string> describe_gpu(int cuda_device) {
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceMemory> memory, make_device_memory(DeviceChoice::kAuto, cuda_device));
+  if (!memory->is_gpu()) return unsupported("no CUDA GPU: " + memory->description());
+  return memory->description();
+}
+
 }  // namespace tierzero::offload

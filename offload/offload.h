@@ -66,6 +66,11 @@ enum class DeviceChoice : uint8_t {
   kHost,  // host memory, even where a GPU exists (tests)
 };
 
+// "NVIDIA H200 (PCIe gen 5 x16), CUDA 13.0" for CUDA device `cuda_device`. kUnsupported naming why
+// ("no CUDA GPU: cudaGetDeviceCount found no GPU", "... built without CUDA") where there is none;
+// kInvalidArgument for a device number past the GPUs found.
+Result<std::string> describe_gpu(int cuda_device);
+
 // ---- Pinned host memory -------------------------------------------------------------------------
 // The exact-size pool (arena_pool.h) over pinned arenas that HostTier and the tools allocate from.
 struct PinnedPoolOptions {

@@ -13,7 +13,6 @@
 #include <exception>
 #include <thread>
 
-#include "offload/internal/device_memory.h"
 #endif
 
 namespace tierzero::offload {
@@ -161,11 +160,10 @@ class CudaCopyProbe final : public CopyProbe {
 
 Result<std::unique_ptr<CopyProbe>> CopyProbe::create(uint64_t bytes, int cuda_device) {
 #ifdef TIERZERO_OFFLOAD_CUDA
-  TZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceMemory> memory, make_device_memory(DeviceChoice::kAuto, cuda_device));
-  if (!memory->is_gpu()) return unsupported("no CUDA GPU: " + memory->description());
+  TZ_ASSIGN_OR_RETURN(std::string description, describe_gpu(cuda_device));
   try {
     auto probe = std::make_unique<CudaCopyProbe>(
-        bytes, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)), memory->description());
+        bytes, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)), std::move(description));
     probe->init();
     return std::unique_ptr<CopyProbe>(std::move(probe));
   } catch (const Error& e) {

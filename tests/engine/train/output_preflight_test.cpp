@@ -186,5 +186,28 @@ TEST_F(OnAMount, SaveOnATooSmallFileSystemIsRefusedWithBytesNeededAndFree) {
       {"--save " + args.save_dir, "needed", "free on the file system holding", "fp32 master + 2 fp32 Adam moments"});
 }
 
+// The checkpoint bytes train plans before step 1 are docs/formats.md's per parameter (the state as
+// it lives: compact + int8 6 + 8/256, compact + bf16 8, fp32 12), plus 1 MiB of metadata; a plan of
+// the old fp32-only size would refuse a compact 7.6B save on a 64 GB disk.
+TEST(PlannedCheckpointBytes, AreTheStateAsItLivesPerParameter) {
+  struct Case {
+    const char* master;
+    const char* moments;
+    double bytes_per_param;
+  };
+  constexpr int64_t kParameters = 7'615'616'512;  // Qwen2.5-7B, a multiple of 256
+  for (const Case& c : {Case{"compact", "int8", 6.0 + 8.0 / 256}, Case{"compact", "bf16", 8.0},
+                        Case{"fp32", "bf16", 8.0}, Case{"fp32", "fp32", 12.0}}) {
+    Plan plan;
+    plan.parameters = kParameters;
+    plan.master_weights = c.master;
+    plan.optimizer_state = c.moments;
+    std::string what;
+    const uint64_t bytes = trainer::planned_checkpoint_bytes(plan, what);
+    EXPECT_EQ(static_cast<double>(bytes - (1u << 20)), c.bytes_per_param * kParameters) << c.master << " " << c.moments;
+    EXPECT_NE(what.find(c.master == std::string("compact") ? "compact master" : "fp32 master"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace tierzero::engine::testing
