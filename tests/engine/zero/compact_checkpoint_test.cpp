@@ -71,12 +71,6 @@ double formats_bytes_per_param(const Layout& layout, uint64_t numel) {
   return static_cast<double>(4 * numel + 2 * moment) / static_cast<double>(numel);
 }
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in) << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // The checkpoint's group sections per parameter: every rank file's bytes (no replicated tensors to
 // take out: checked) over the group's logical elements.
 double group_bytes_per_param(const checkpoint::CheckpointReader& reader) {
@@ -191,13 +185,8 @@ TEST(CompactCheckpoint, ConvertIsTheExportByteForByte) {
     ScratchDir out, nvme_a, nvme_b;
     std::string model[3];
     for (int compact = 0; compact < 2; ++compact) {
-      OffloadEngine e({.stage = 3,
-                       .compute = at::kBFloat16,
-                       .nvme_dir = on_nvme ? (compact ? nvme_a.path() : nvme_b.path()) : "",
-                       .master = compact ? MasterLayout::kCompact : MasterLayout::kFp32,
-                       .round_away = compact == 0,
-                       .sub_group = kSubGroup});
-      for (int step = 0; step < 5; ++step) e.train_step(step);
+      const std::string nvme_dir = on_nvme ? (compact ? nvme_a.path() : nvme_b.path()) : "";
+      OffloadEngine e = trained_master_twin(compact, nvme_dir, kSubGroup, 5);
       const std::string save = out.path() + "/ckpt" + std::to_string(compact);
       const std::string converted = out.path() + "/converted" + std::to_string(compact);
       ASSERT_OK(save_engine_checkpoint(

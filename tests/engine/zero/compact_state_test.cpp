@@ -138,24 +138,14 @@ TEST(CompactMasterCheckpoint, SaveAndResumeEqualTheUninterruptedRun) {
   }
 }
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // The export (--export, read_master) of a compact master is the fp32 master's, byte for byte.
 TEST(CompactMasterExport, EqualsTheFp32MasterExportByteForByte) {
   for (bool on_nvme : {false, true}) {
     ScratchDir out, nvme_a, nvme_b;
     std::string written[2];
     for (int compact = 0; compact < 2; ++compact) {
-      OffloadEngine e({.stage = 3,
-                       .compute = at::kBFloat16,
-                       .nvme_dir = on_nvme ? (compact ? nvme_a.path() : nvme_b.path()) : "",
-                       .master = compact ? MasterLayout::kCompact : MasterLayout::kFp32,
-                       .round_away = compact == 0,
-                       .sub_group = kSubGroup});
-      for (int step = 0; step < 5; ++step) e.train_step(step);
+      const std::string nvme_dir = on_nvme ? (compact ? nvme_a.path() : nvme_b.path()) : "";
+      OffloadEngine e = trained_master_twin(compact, nvme_dir, kSubGroup, 5);
       const std::string dir = out.path() + "/model" + std::to_string(compact);
       throw_if_error(export_16bit_model(*e.engine, to_hf_json(e.model->config()), dir, {.read_piece_bytes = 64}));
       written[compact] = file_bytes(dir + "/model.safetensors");

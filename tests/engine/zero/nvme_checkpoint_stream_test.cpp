@@ -21,12 +21,6 @@
 namespace tierzero::engine::testing {
 namespace {
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in) << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 class NvmeCheckpointStream : public ::testing::TestWithParam<std::tuple<int, at::ScalarType, int>> {};
 
 TEST_P(NvmeCheckpointStream, SaveIsTheHostStateSaveByteForByteAndResumeContinues) {

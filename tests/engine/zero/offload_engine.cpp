@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "scenario.h"
 
 namespace tierzero::engine::testing {
@@ -38,6 +41,23 @@ double OffloadEngine::train_step(int step) {
   const double loss = engine->forward_backward(tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8), 1.0);
   EXPECT_FALSE(engine->step(2e-2, 1.0).overflow);
   return loss;
+}
+
+OffloadEngine trained_master_twin(bool compact, const std::string& nvme_dir, int64_t sub_group, int steps) {
+  OffloadEngine e({.stage = 3,
+                   .compute = at::kBFloat16,
+                   .nvme_dir = nvme_dir,
+                   .master = compact ? MasterLayout::kCompact : MasterLayout::kFp32,
+                   .round_away = !compact,
+                   .sub_group = sub_group});
+  for (int step = 0; step < steps; ++step) e.train_step(step);
+  return e;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace tierzero::engine::testing

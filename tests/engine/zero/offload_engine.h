@@ -41,4 +41,12 @@ struct OffloadEngine {
   AdamPartitionState& state() { return engine->optimizer().state(); }
 };
 
+// A stage 3 bf16 engine with a compact master, or its fp32-master twin (16-bit weights rounded ties
+// away, as the compact master's bf16 half is, so the two runs are the same bit for bit), its state
+// on NVMe in `nvme_dir` (empty: host memory), in sub-groups of `sub_group`, after `steps` steps.
+OffloadEngine trained_master_twin(bool compact, const std::string& nvme_dir, int64_t sub_group, int steps);
+
+// The bytes of the file at `path` (a failed test when it cannot be read).
+std::string file_bytes(const std::string& path);
+
 }  // namespace tierzero::engine::testing
