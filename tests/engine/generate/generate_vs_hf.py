@@ -11,7 +11,8 @@ and a chat template, in fp32 on --device (default cpu):
     the tokenizer's own encoding);
   - greedy with a PEFT LoRA adapter (random non-zero A and B; all linear layers; rsLoRA on some)
     and chat messages (the template with add_generation_prompt=True): equal to PEFT's
-    PeftModel.generate on apply_chat_template's ids;
+    PeftModel.generate on apply_chat_template's ids (--chat-engine 0, a build without llama.cpp's
+    chat-template engine: on the text prompt, and --messages must be refused naming how to get it);
   - on three models, sampling (temperature, top-k, top-p, a seed): equal to transformers'
     generate(do_sample=True) after torch.manual_seed(seed) on the CPU (same warpers, same draws);
     the same seed twice gives the same ids; top-k 1 gives the greedy ids;
@@ -23,7 +24,7 @@ tokenizer, --messages without a chat template, an adapter of another shape, a di
 an adapter, a prompt plus --max-new-tokens beyond max_position_embeddings, malformed messages, --top-p
 with greedy decoding.
 
-  generate_vs_hf.py --tierzero BUILD/tools/tierzero --fixture-dir DIR [--device cpu|cuda]
+  generate_vs_hf.py --tierzero BUILD/tools/tierzero --fixture-dir DIR [--device cpu|cuda] [--chat-engine 0|1]
 Exit 0 when all match, 1 when one does not, 77 (ctest's skip) without transformers or peft.
 """
 import argparse
@@ -188,14 +189,21 @@ def check_model(checks, args, name, work):
     adapter_dir = os.path.join(work, name + "_adapter")
     linear = PHI3_LINEAR if name.startswith("phi3") else LLAMA_LINEAR
     write_adapter(model_dir, adapter_dir, linear, seed=len(name), rslora=len(name) % 2 == 1)
-    chat_ids = tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-    messages_file = os.path.join(work, name + "_messages.json")
-    with open(messages_file, "w") as f:
-        json.dump(MESSAGES, f)
-    ours = tierzero_generate(args.tierzero, model_dir, "--adapter", adapter_dir, "--messages", messages_file,
-                             "--max-new-tokens", str(NEW_TOKENS), "--ignore-eos", device=args.device)
-    theirs = hf_generate(hf_model(model_dir, adapter_dir), chat_ids)
-    compare(checks, f"{name} + LoRA, chat", ours["ids"], theirs, ours["prompt_ids"], chat_ids)
+    if args.chat_engine:
+        chat_ids = tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True,
+                                           return_dict=True)["input_ids"]
+        messages_file = os.path.join(work, name + "_messages.json")
+        with open(messages_file, "w") as f:
+            json.dump(MESSAGES, f)
+        ours = tierzero_generate(args.tierzero, model_dir, "--adapter", adapter_dir, "--messages", messages_file,
+                                 "--max-new-tokens", str(NEW_TOKENS), "--ignore-eos", device=args.device)
+        theirs = hf_generate(hf_model(model_dir, adapter_dir), chat_ids)
+        compare(checks, f"{name} + LoRA, chat", ours["ids"], theirs, ours["prompt_ids"], chat_ids)
+    else:  # a build without the chat-template engine still checks the adapter, on the plain prompt
+        ours = tierzero_generate(args.tierzero, model_dir, "--adapter", adapter_dir, "--prompt", PROMPT,
+                                 "--max-new-tokens", str(NEW_TOKENS), "--ignore-eos", device=args.device)
+        theirs = hf_generate(hf_model(model_dir, adapter_dir), prompt_ids)
+        compare(checks, f"{name} + LoRA", ours["ids"], theirs, ours["prompt_ids"], prompt_ids)
 
     if name in SAMPLED:
         flags = ["--prompt", PROMPT, "--max-new-tokens", str(NEW_TOKENS), "--ignore-eos", "--seed", "7",
@@ -258,7 +266,8 @@ def check_refusals(checks, args, work, model_dir):
     cases = [
         ("missing directory", [os.path.join(work, "nowhere"), "--prompt", "hi"], "no such directory"),
         ("no tokenizer", [os.path.join(fixture, "llama_untied"), "--prompt", "hi"], "tokenizer.json"),
-        ("no chat template", [no_template, "--messages", json.dumps(MESSAGES)], "chat template"),
+        ("no chat template", [no_template, "--messages", json.dumps(MESSAGES)],
+         "chat template" if args.chat_engine else "TIERZERO_LLAMA_CPP_SDIST"),
         ("adapter of another shape", [model_dir, "--adapter", other_adapter, "--prompt", "hi", "--max-new-tokens", "8"],
          "does not fit the model"),
         ("not an adapter", [model_dir, "--adapter", work, "--prompt", "hi", "--max-new-tokens", "8"],
@@ -279,6 +288,9 @@ def main():
     parser.add_argument("--tierzero", required=True)
     parser.add_argument("--fixture-dir", required=True)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--chat-engine", type=int, default=1, choices=[0, 1],
+                        help="1 when the build has llama.cpp's chat-template engine; 0 checks that --messages "
+                             "is refused naming how to get it, and the adapters on the plain prompt")
     args = parser.parse_args()
     args.fixture_dir = os.path.abspath(args.fixture_dir)  # the model copies link to its files
     try:
