@@ -23,19 +23,24 @@
 //   and records on NVMe behind one acquire/release interface, with write-back (dirty records kept
 //   in their buffers between passes), read-ahead, write-behind, O_DIRECT-aligned range reads, the
 //   alternating sweep, traffic counters, and reader fences waited for before a buffer is reused
-//   (the optimizer's sub-group pipeline runs on it).
+//   (the optimizer's sub-group pipeline runs on it, and a LoRA run's frozen base on NVMe: each unit a
+//   record in consecutive file records, through two buffers, the next unit read ahead).
 // - RecordRing (below): the record cache's FIFO sibling over a RecordStaging: pieces of records
 //   read into buffers taken in turn, each held for the caller's tag and waited for its reader
 //   fence before reuse, and write windows taken in turn (the ZeRO-3 parameters on NVMe run on it).
+// - StagingSlots (below): pinned buffers of one size lent one at a time and given back, blocking
+//   while all are lent (the offloaded gradients' staging slots, filled by the backward thread and
+//   added into the host partition by the gradient worker).
 // - DeviceCopies (offload_torch.h, LibTorch): the side-stream copies between host memory and the
 //   GPU (the offloaded step's gradients, new weights and parameter pieces, a LoRA run's frozen base
-//   units copied ahead), ordered after the compute stream by events, never a device-wide sync; the
-//   one copy path of the stack that speaks CUDA. PendingWrites (offload_torch.h): the copies the
-//   compute stream has not been ordered after yet, ordered lazily just before a reader.
+//   units copied ahead or from NVMe staging), ordered after the compute stream by events, never a
+//   device-wide sync; the one copy path of the stack that speaks CUDA. PendingWrites
+//   (offload_torch.h): the copies the compute stream has not been ordered after yet, ordered lazily
+//   just before a reader.
 // - CopyProbe (offload_torch.h): `tierzero bench pcie`'s measurements of DeviceCopies against plain
 //   cudaMemcpy.
 //
-// tierzero_offload is torch-free (pool, swap files, staging, record cache and ring);
+// tierzero_offload is torch-free (pool, swap files, staging, record cache and ring, staging slots);
 // tierzero_offload_torch adds the pieces whose buffers are LibTorch tensors (host tier, device
 // copies, pending writes, copy probe).
 //
@@ -47,9 +52,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -184,6 +191,8 @@ inline constexpr SwapRole kOptimizerSwap{"optimizer", "zero_optimization.offload
                                          "optimizer sub-group", "optimizer state"};
 inline constexpr SwapRole kParameterSwap{"params", "zero_optimization.offload_param.nvme_path", "parameter record",
                                          "parameter shard"};
+inline constexpr SwapRole kFrozenSwap{"frozen", "zero_optimization.offload_param.nvme_path", "frozen base record",
+                                      "frozen base weights"};
 
 class SwapFiles {
  public:
@@ -251,10 +260,11 @@ class SwapFiles {
 
 // ---- Record staging -----------------------------------------------------------------------------
 // Pinned staging buffers over swap files (above): buffer b holds one record's image at a
-// time, moved in and out by reads and writes over its own IoEngine (the "aio" block's backend), and
-// carries the read and the write in flight on it. The caller decides which record goes through
-// which buffer and when (the record cache and the record ring below, the LoRA base on NVMe); the
-// staging owns the I/O: the engine, the buffers' registration with it, the files, the tickets.
+// time (or a run of consecutive records': bytes past record_bytes continue in the next record), moved
+// in and out by reads and writes over its own IoEngine (the "aio" block's backend), and carries the
+// read and the write in flight on it. The caller decides which record goes through which buffer and
+// when (the record cache and the record ring below); the staging owns the I/O: the engine, the
+// buffers' registration with it, the files, the tickets.
 
 // Where a staging's records go: swap files of `records` records of `record_bytes` over `paths` for
 // rank `rank` (SwapFiles::create's arguments), through an IoEngine made from `io`.
@@ -287,8 +297,9 @@ class RecordStaging {
   size_t buffer_count() const { return buffers_.size(); }
 
   // Queues the read of record `record`'s bytes [begin, end) into the same bytes of buffer `b` (the
-  // record's image); `begin` a multiple of SwapFiles::kRecordAlignment. The buffer's previous read
-  // must have been waited for (wait_read).
+  // record's image; past record_bytes, the next records' bytes, one transfer each); `begin` a
+  // multiple of SwapFiles::kRecordAlignment. The buffer's previous read must have been waited for
+  // (wait_read).
   void read(size_t b, int64_t record, uint64_t begin, uint64_t end);
   // The same, into buffer `b` from its first byte (a piece of a record in a smaller buffer).
   void read_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
@@ -297,8 +308,8 @@ class RecordStaging {
   void write(size_t b, int64_t record, uint64_t bytes) { write_at(b, record, 0, bytes); }
   // The same for record bytes [begin, end), from buffer `b`'s first byte on; `begin` aligned.
   void write_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
-  // The record whose read into buffer `b` is queued and not yet waited for; -1 when none.
-  int64_t reading(size_t b) const { return reads_[b].sub_group; }
+  // The (first) record whose read into buffer `b` is queued and not yet waited for; -1 when none.
+  int64_t reading(size_t b) const { return reads_[b].empty() ? -1 : reads_[b].front().sub_group; }
   // Whether buffer `b`'s read has arrived (never blocks; true when none is queued).
   bool arrived(size_t b) const;
   // Waits for buffer `b`'s read (none, or no files: ok). The error names the file, the offset, the
@@ -316,12 +327,18 @@ class RecordStaging {
 
  private:
   RecordStaging() = default;
+  // Queues `op` of bytes [begin, end) of the run of records from `record` on, into or from `data`:
+  // one transfer per record it touches.
+  std::vector<SwapTransfer> submit(nvme::Op op, int64_t record, std::byte* data, uint64_t begin, uint64_t end);
+  // Waits for every transfer of `transfers` and forgets them; the first error.
+  Status wait(std::vector<SwapTransfer>& transfers);
 
   std::vector<std::span<std::byte>> buffers_;
+  uint64_t record_bytes_ = 0;
   std::unique_ptr<nvme::IoEngine> io_;
   std::unique_ptr<SwapFiles> swap_;
-  std::vector<SwapTransfer> reads_;  // per buffer
-  std::vector<SwapTransfer> writes_;
+  std::vector<std::vector<SwapTransfer>> reads_;  // per buffer: the transfers in flight
+  std::vector<std::vector<SwapTransfer>> writes_;
 };
 
 // ---- Record cache --------------------------------------------------------------------------------
@@ -344,6 +361,11 @@ class RecordStaging {
 //
 // A reader fence (a copy to the device still reading a buffer) is attached at release; the buffer
 // is not reused, read into or overwritten before it has been waited for.
+//
+// Records of widely different sizes (a LoRA run's frozen base, one record per unit, an embedding
+// several layers: engine/model's frozen_disk.h) take consecutive file records of
+// file_record_bytes each instead of one file record of the largest record's size, so the files
+// hold each record rounded up to whole file records only.
 
 // Something that may still read a buffer (a copy from it to the device): the record cache waits on it
 // before the buffer takes other bytes. offload_torch.h's CopyDone is one.
@@ -363,6 +385,8 @@ struct RecordCacheOptions {
   int64_t memory_records = 0;          // records [0, memory_records) live in the pinned block
   bool read_ahead = false;             // prefetch_ahead() reads past the record asked (pipeline_read)
   bool write_behind = false;           // release(kWrite) returns with the write queued (pipeline_write)
+  uint64_t file_record_bytes = 0;      // 0: a record is one file record; else consecutive ones of this
+                                       // many bytes (a multiple of 4096)
 };
 
 class RecordCache {
@@ -371,11 +395,12 @@ class RecordCache {
   // when any record is on NVMe) and `memory` (the records kept in memory back to back, each at a
   // stride of the largest record) are pinned memory the caller keeps valid for the cache's life. The
   // swap files hold records [memory_records, records) only. RecordStaging::create's errors;
-  // kInternal for buffers or a block too small.
+  // kInternal for buffers or a block too small, or file_record_bytes not a multiple of 4096.
   static Result<std::unique_ptr<RecordCache>> create(const std::vector<std::span<std::byte>>& buffers,
                                                      std::span<std::byte> memory, RecordCacheOptions options);
   RecordCache(const RecordCache&) = delete;
   RecordCache& operator=(const RecordCache&) = delete;
+  // Waits for the buffers' readers, then for the transfers in flight.
   ~RecordCache();
 
   enum class Access : uint8_t { kRead, kOverwrite };
@@ -451,6 +476,7 @@ class RecordCache {
   Status wait_read(size_t b);
 
   std::vector<uint64_t> bytes_;
+  std::vector<int64_t> first_file_;  // each record's first file record (a record in memory: none, 0)
   int64_t memory_records_ = 0;
   uint64_t stride_ = 0;  // the largest record
   bool read_ahead_ = false;
@@ -541,6 +567,31 @@ class RecordRing {
   size_t next_window_ = 0;
   std::atomic<uint64_t> read_bytes_{0};
   std::atomic<uint64_t> written_bytes_{0};
+};
+
+// ---- Staging slots ------------------------------------------------------------------------------
+// Pinned buffers of one size lent to a producer one at a time and given back by a consumer, on
+// another thread or the same one (the offloaded gradients' staging slots, engine/zero's
+// host_grad_pipeline.h: the backward thread takes one per bucket piece and copies the piece into it,
+// the worker gives it back once it has added it). take() blocks while every slot is lent; the slot
+// given back last is lent first.
+class StagingSlots {
+ public:
+  // Over `slots` (pinned memory the caller keeps valid, all of one size).
+  explicit StagingSlots(std::vector<std::span<std::byte>> slots);
+  // A free slot's index, blocking while every slot is lent. Thread-safe.
+  size_t take();
+  // Gives back slot `slot`, lent by take(). Thread-safe.
+  void give(size_t slot);
+  std::span<std::byte> bytes(size_t slot) const { return slots_[slot]; }
+  // Bytes of a slot; 0 without slots.
+  uint64_t slot_bytes() const { return slots_.empty() ? 0 : slots_.front().size(); }
+
+ private:
+  std::vector<std::span<std::byte>> slots_;
+  std::mutex mutex_;
+  std::condition_variable given_;
+  std::vector<size_t> free_;  // the slot given back last at the back
 };
 
 }  // namespace tierzero::offload

@@ -18,7 +18,15 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
   cache->memory_ = memory;
   cache->buffers_ = buffers;
   cache->slots_.resize(buffers.size());
-  const int64_t on_files = cache->records() - cache->memory_records_;
+  const uint64_t chunk = options.file_record_bytes;  // 0: one file record per record
+  const uint64_t file_record = chunk > 0 ? chunk : cache->stride_;
+  int64_t on_files = 0;  // file records
+  for (int64_t r = 0; r < cache->records(); ++r) {
+    cache->first_file_.push_back(on_files);
+    if (r >= cache->memory_records_) on_files += chunk > 0 ? (cache->bytes_[r] + chunk - 1) / chunk : 1;
+  }
+  if (chunk % SwapFiles::kRecordAlignment != 0)
+    return internal_error("record cache: file records of " + std::to_string(chunk) + " bytes are not 4096-aligned");
   if (memory.size() < static_cast<uint64_t>(cache->memory_records_) * cache->stride_)
     return internal_error("record cache: the pinned block of the " + std::to_string(cache->memory_records_) +
                           " records kept in memory is too small");
@@ -31,13 +39,16 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
                                                                        .io = options.io,
                                                                        .rank = options.rank,
                                                                        .records = on_files,
-                                                                       .record_bytes = cache->stride_,
+                                                                       .record_bytes = file_record,
                                                                        .role = options.role,
                                                                        .first_named = cache->memory_records_}));
   return cache;
 }
 
-RecordCache::~RecordCache() = default;  // the staging waits for its transfers
+RecordCache::~RecordCache() {
+  for (Slot& slot : slots_)
+    if (slot.reader) slot.reader->wait_host();
+}  // the staging then waits for its transfers
 
 size_t RecordCache::buffer_of(int64_t record) const {
   return static_cast<size_t>((record - memory_records_) % static_cast<int64_t>(slots_.size()));
@@ -67,7 +78,7 @@ Status RecordCache::claim(size_t b, int64_t record) {
 Status RecordCache::write(size_t b) {
   Slot& slot = slots_[b];
   slot.dirty = false;
-  staging_->write(b, slot.record - memory_records_, slot.end);
+  staging_->write(b, first_file_[slot.record], slot.end);
   written_bytes_ += slot.end;
   return write_behind_ ? Status() : staging_->wait_write(b);
 }
@@ -84,7 +95,7 @@ Status RecordCache::prefetch(int64_t record) {
   const uint64_t bytes = record_bytes(record);
   if (holds(b, record, 0, bytes) && slots_[b].whole) return Status();
   TZ_RETURN_IF_ERROR(claim(b, record));
-  staging_->read(b, record - memory_records_, 0, bytes);
+  staging_->read(b, first_file_[record], 0, bytes);
   read_bytes_ += bytes;
   slots_[b] = Slot{.record = record, .begin = 0, .end = bytes, .whole = true};
   return Status();
@@ -96,7 +107,7 @@ Status RecordCache::prefetch_range(int64_t record, uint64_t begin, uint64_t end)
   if (holds(b, record, begin, end)) return Status();
   const uint64_t aligned = SwapFiles::align_down(begin);  // O_DIRECT
   TZ_RETURN_IF_ERROR(claim(b, record));                   // a dirty record is whole: it held the range
-  staging_->read(b, record - memory_records_, aligned, end);
+  staging_->read(b, first_file_[record], aligned, end);
   slots_[b] = Slot{.record = record, .begin = aligned, .end = end};
   return Status();
 }

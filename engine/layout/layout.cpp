@@ -142,10 +142,8 @@ FrozenDiskLayout frozen_disk_layout(const std::vector<std::vector<int64_t>>& uni
   }
   const uint64_t largest = *std::max_element(layout.unit_bytes.begin(), layout.unit_bytes.end());
   layout.chunk_bytes = std::min(round_up(max_record_bytes, kAlign), largest);
-  for (uint64_t bytes : layout.unit_bytes) {
-    layout.first_record.push_back(layout.records);
+  for (uint64_t bytes : layout.unit_bytes)
     layout.records += static_cast<int64_t>((bytes + layout.chunk_bytes - 1) / layout.chunk_bytes);
-  }
   layout.chunks_per_half = (largest + layout.chunk_bytes - 1) / layout.chunk_bytes;
   return layout;
 }

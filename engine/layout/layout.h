@@ -211,7 +211,6 @@ inline constexpr uint64_t kFrozenMaxRecordBytes = 32ull << 20;
 struct FrozenDiskLayout {
   std::vector<std::vector<uint64_t>> offsets;  // each unit's parameters' byte offsets
   std::vector<uint64_t> unit_bytes;            // each unit's bytes, rounded up to 4096
-  std::vector<int64_t> first_record;           // each unit's first record
   uint64_t chunk_bytes = 0;                    // a record's bytes
   int64_t records = 0;
   uint64_t chunks_per_half = 0;  // records of a staging half: the largest unit's

@@ -17,22 +17,27 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::vector<std::span<std::byte>> bytes_of(const std::vector<at::Tensor>& tensors) {
+  std::vector<std::span<std::byte>> spans;
+  for (const at::Tensor& tensor : tensors)
+    spans.emplace_back(static_cast<std::byte*>(tensor.data_ptr()), tensor.nbytes());
+  return spans;
+}
+
 }  // namespace
 
-HostGradPipeline::HostGradPipeline(at::Tensor partition, std::vector<at::Tensor> staging, DeviceCopies& copies,
+HostGradPipeline::HostGradPipeline(at::Tensor partition, const std::vector<at::Tensor>& staging, DeviceCopies& copies,
                                    const cpu_adam::CpuAdam& adam, float scale, bool overlap)
     : partition_(std::move(partition)),
-      staging_(std::move(staging)),
+      slots_(bytes_of(staging)),
       copies_(copies),
       adam_(adam),
       scale_(scale),
       overlap_(overlap) {
   const bool dtype_ok = partition_.scalar_type() == at::kFloat || partition_.scalar_type() == at::kBFloat16;
-  if (!dtype_ok || !partition_.is_cpu() || !partition_.is_contiguous() || staging_.empty() ||
-      staging_.front().nbytes() < 8)
+  if (!dtype_ok || !partition_.is_cpu() || !partition_.is_contiguous() || slots_.slot_bytes() < 8)
     throw Error(internal_error(
         "HostGradPipeline needs a contiguous fp32 or bf16 host partition and a staging slot of 8+ bytes"));
-  for (size_t i = staging_.size(); i-- > 0;) free_slots_.push_back(i);
   if (overlap_) worker_ = std::thread([this] { work(); });
 }
 
@@ -101,17 +106,17 @@ void HostGradPipeline::land_piece(const at::Tensor& bucket_piece, std::vector<La
   Job job;
   job.type = float_element_type(source.scalar_type(), "offloaded gradients");
   job.runs = std::move(runs);
+  const auto start = std::chrono::steady_clock::now();
+  job.slot = slots_.take();  // the worker gives every slot back, its job failed or not
+  blocked_seconds_ += seconds_since(start);
   {
-    std::unique_lock lock(mutex_);
-    if (error_) std::rethrow_exception(error_);
-    const auto start = std::chrono::steady_clock::now();
-    changed_.wait(lock, [&] { return !free_slots_.empty() || error_; });
-    blocked_seconds_ += seconds_since(start);
-    if (error_) std::rethrow_exception(error_);
-    job.slot = free_slots_.back();
-    free_slots_.pop_back();
+    std::lock_guard lock(mutex_);
+    if (error_) {
+      slots_.give(job.slot);
+      std::rethrow_exception(error_);
+    }
   }
-  job.copies.push_back(copies_.to_host(staging_[job.slot].data_ptr(), source));
+  job.copies.push_back(copies_.to_host(slots_.bytes(job.slot).data(), source));
   submit(std::move(job));
 }
 
@@ -130,7 +135,7 @@ void HostGradPipeline::submit(Job job) {
 }
 
 void HostGradPipeline::release(const Job& job) {
-  if (job.kind == JobKind::kAdd) free_slots_.push_back(job.slot);
+  if (job.kind == JobKind::kAdd) slots_.give(job.slot);
   if (job.kind == JobKind::kZeroPartition) zeroing_ = false;
 }
 
@@ -146,7 +151,7 @@ void HostGradPipeline::run(Job& job) {
 void HostGradPipeline::accumulate(Job& job) {
   job.copies.front()->wait_host();
   copy_seconds_ += job.copies.front()->seconds();
-  const auto* base = static_cast<const std::byte*>(staging_[job.slot].const_data_ptr());
+  const std::byte* base = slots_.bytes(job.slot).data();
   const size_t element = element_size(job.type);
   for (const LandingRun& run : job.runs) {
     const cpu_adam::ConstElements src{base + run.source_offset * element, static_cast<size_t>(run.numel), job.type};

@@ -2,7 +2,8 @@
 // bytes, changed alongside the cache. Records round-trip through real swap files; alternating
 // sweeps move the closed-form (file records - buffers) records each way; a dirty record evicted is
 // written first; read errors name the record; prefetches are in flight while the caller runs on;
-// a buffer is not reused before its reader is done.
+// a buffer is not reused before its reader is done; records of different sizes in consecutive file
+// records take only their own rounded-up bytes of the files and round-trip like any other.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "nvme/io_engine.h"
@@ -35,9 +38,11 @@ std::byte pattern(int64_t record, uint64_t i, int version) {
 }
 
 // A cache over `buffer_count` buffers and a pinned block of `memory_records`, records of `sizes`
-// bytes, with the reference contents the test keeps alongside.
+// bytes (in file records of `file_record_bytes` over `paths` paths), with the reference contents
+// the test keeps alongside.
 struct Fixture {
-  Fixture(std::vector<uint64_t> sizes, int64_t memory_records, int buffer_count, bool pipelined = false) {
+  Fixture(std::vector<uint64_t> sizes, int64_t memory_records, int buffer_count, bool pipelined = false,
+          uint64_t file_record_bytes = 0, int paths = 1) {
     uint64_t largest = 0;
     for (uint64_t bytes : sizes) largest = std::max(largest, bytes);
     for (int b = 0; b < buffer_count; ++b) {
@@ -46,14 +51,17 @@ struct Fixture {
     }
     block.resize(static_cast<size_t>(memory_records) * largest);
     for (uint64_t bytes : sizes) reference.emplace_back(bytes);
-    RecordCacheOptions options{.paths = {dir.path()},
+    std::vector<std::string> dirs;
+    for (int p = 0; p < paths; ++p) dirs.push_back(paths == 1 ? dir.path() : dir.path() + "/path" + std::to_string(p));
+    RecordCacheOptions options{.paths = dirs,
                                .io = {},
                                .rank = 0,
                                .role = kTestSwap,
                                .record_bytes = std::move(sizes),
                                .memory_records = memory_records,
                                .read_ahead = pipelined,
-                               .write_behind = pipelined};
+                               .write_behind = pipelined,
+                               .file_record_bytes = file_record_bytes};
     cache = value_or_throw(RecordCache::create(buffers, block, std::move(options)));
   }
 
@@ -175,6 +183,38 @@ TEST(RecordCache, ReadErrorNamesTheRecordAndTheBufferHoldsNothing) {
     broken = false;
     EXPECT_TRUE(f.matches(2));  // read again, not taken from the failed buffer
   }
+}
+
+// Records of widely different sizes in consecutive file records (a LoRA base's units): the files
+// hold each rounded up to whole file records, striped over two paths; every record, and ranges
+// across file-record boundaries, round-trip in the order the units are asked for, through two
+// buffers, as the reference holds them.
+TEST(RecordCache, RecordsSpanConsecutiveFileRecords) {
+  for (bool pipelined : {false, true}) {
+    const std::vector<uint64_t> sizes = {20000, 4096, 9000, 12288, 30000};
+    Fixture f(sizes, 0, 2, pipelined, /*file_record_bytes=*/8192, /*paths=*/2);
+    EXPECT_EQ(f.cache->file_bytes(), (3 + 1 + 2 + 2 + 4) * 8192u) << "not every record of the largest's size";
+    for (int64_t r = 0; r < 5; ++r) f.overwrite(r, 1, Release::kWrite);
+    ASSERT_OK(f.cache->wait_writes());
+    EXPECT_EQ(f.cache->written_bytes(), 20000u + 4096 + 9000 + 12288 + 30000);
+    f.cache->discard();  // the files alone now
+    for (int64_t r : {0, 1, 2, 3, 4, 3, 2, 1, 0, 4, 2}) {
+      ASSERT_OK(f.cache->prefetch(r == 4 ? 0 : r + 1));  // the next one read ahead into the other buffer
+      EXPECT_TRUE(f.matches(r)) << "record " << r;
+    }
+    using Range = std::tuple<int64_t, uint64_t, uint64_t>;
+    for (auto [r, begin, end] : {Range{0, 8000, 17000}, Range{4, 100, 29999}, Range{2, 8192, 9000}}) {
+      std::span<const std::byte> range = value_or_throw(f.cache->acquire_range(r, begin, end));
+      ASSERT_EQ(range.size(), end - begin);
+      EXPECT_EQ(std::memcmp(range.data(), f.reference[r].data() + begin, range.size()), 0) << r << " from " << begin;
+      ASSERT_OK(f.cache->release(r, Release::kClean));
+    }
+  }
+  RecordCacheOptions misaligned;
+  misaligned.record_bytes = {4096};
+  misaligned.file_record_bytes = 1000;
+  EXPECT_ERROR(RecordCache::create({}, {}, misaligned), ErrorCode::kInternal,
+               "file records of 1000 bytes are not 4096-aligned");
 }
 
 // A fence counting its waits.

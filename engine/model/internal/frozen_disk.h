@@ -1,12 +1,12 @@
 // Private to engine/model: the frozen base of a LoRA run homed on NVMe (offload_param "nvme"). Unit
-// u's weights, in the compute dtype, fill consecutive records (of up to 32 MiB: kMaxRecordBytes) of
-// swap files over the
-// offload_param.nvme_path directories (offload/'s SwapFiles, one file per directory per rank, removed
-// with the run), written once at load and read back for each use through two pinned staging halves,
-// each the size of the largest unit: the unit asked for,
-// and the one expected next (the direction the requests last moved, turning at either end), read
-// ahead while the current unit computes. The unit last handed out stays on the device, so the
-// window's runs of one unit (every micro-batch through it) read and copy it once.
+// u's weights, in the compute dtype, are record u of offload/'s RecordCache (offload/offload.h): in
+// swap files over the offload_param.nvme_path directories (one file per directory per rank, removed
+// with the run), each unit in consecutive file records of up to 32 MiB (kMaxRecordBytes), written
+// once at load and read back for each use through two pinned staging halves, each the size of the
+// largest unit: the unit asked for, and the one expected next (the direction the requests last
+// moved, turning at either end), read ahead while the current unit computes. The unit in use is
+// copied to the device through DeviceCopies::upload and stays there, so the window's runs of one
+// unit (every micro-batch through it) read and copy it once.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,9 +28,6 @@
 
 namespace tierzero::engine {
 
-inline constexpr offload::SwapRole kFrozenSwap{"frozen", "zero_optimization.offload_param.nvme_path",
-                                               "frozen base unit", "frozen base weights"};
-
 class FrozenDisk {
  public:
   // Fills `out` (a tensor of the parameter's shape and the compute dtype, in pinned staging) with
@@ -46,9 +43,9 @@ class FrozenDisk {
   // nvme_paths, io and rank), in records of `max_record_bytes` (rounded up to 4096; the largest
   // unit when smaller; the layout is engine/layout's frozen_disk_layout), staged through two halves
   // of a pool of their own, pinned for `device` when it is a CUDA device and checked against
-  // placement.pinned_limit_bytes. Errors: the pool's (over the limit), SwapFiles::create's (a path
-  // that is not a writable directory, a disk without room for the files: kOutOfSpace with the bytes
-  // needed and free), the writes', and `read`'s.
+  // placement.pinned_limit_bytes, and copied to `device`. Errors: the pool's (over the limit),
+  // SwapFiles::create's (a path that is not a writable directory, a disk without room for the files:
+  // kOutOfSpace with the bytes needed and free), the writes', and `read`'s.
   static Result<std::unique_ptr<FrozenDisk>> create(const std::vector<std::vector<ParamSpec>>& units,
                                                     at::ScalarType dtype, const FrozenPlacement& placement,
                                                     const ReadParam& read, uint64_t max_record_bytes = kMaxRecordBytes,
@@ -57,56 +54,46 @@ class FrozenDisk {
   FrozenDisk(const FrozenDisk&) = delete;
   FrozenDisk& operator=(const FrozenDisk&) = delete;
 
-  // Unit u's parameters on `device` (its own copies: the staging is reused), ready for work queued
-  // on the device's current stream. Throws tierzero::Error when the read fails (the error names
-  // the file, the offset and the unit). Thread-safe.
+  // Unit u's parameters on `device` (the one given to create(); its own copies: the staging is
+  // reused), ready for work queued on the device's current stream. Throws tierzero::Error when the
+  // read fails (the error names the file, the offset and the record), or for another device.
+  // Thread-safe.
   std::vector<at::Tensor> unit(size_t u, at::Device device);
 
   // Bytes of the units' weights (each unit's own, a shared parameter in each).
   int64_t bytes() const { return bytes_; }
   // Bytes the swap files take on disk (the units' bytes, each rounded up to whole records), and
   // "<n> file(s): path, ...".
-  uint64_t file_bytes() const { return staging_->file_bytes(); }
+  uint64_t file_bytes() const { return cache_->file_bytes(); }
   // Bytes read from the files since the last call. Thread-safe.
   uint64_t take_read_bytes();
   // Bytes of the two staging halves' pool (engine/layout's frozen_staging_buffers), and of them
   // pinned (a CUDA `device` given to create()).
   int64_t staging_pool_bytes() const { return pool_->bytes(); }
   int64_t pinned_staging_bytes() const { return pool_->pinned_bytes(); }
-  std::string describe() const { return staging_->describe(); }
+  std::string describe() const { return cache_->describe(); }
 
  private:
-  struct Slot {
-    int64_t unit = -1;      // the unit whose records the half holds, or is reading
-    bool reading = false;   // its reads are queued and not yet waited for
+  // The unit last handed out, on the device, and its copy.
+  struct OnDevice {
+    size_t unit = 0;
+    std::vector<at::Tensor> weights;
+    std::shared_ptr<offload::CopyDone> done;
   };
-  FrozenDisk() = default;
-  // Calls f(staging span, record, bytes) for each chunk of unit u in half h.
-  void for_each_chunk(size_t h, size_t u, const std::function<void(size_t span, int64_t record, uint64_t bytes)>& f) const;
-  // Waits for the reads (or writes) of unit u's chunks in half h; the first error.
-  Status wait_chunks(size_t h, size_t u, bool reads);
-  // The half that holds or is reading unit u, else the one to read it into.
-  size_t slot_for(size_t u) const;
-  void start_read(size_t b, size_t u);
-  // Waits for half b's reads; throws on failure.
-  void finish_read(size_t b);
+  explicit FrozenDisk(at::Device device) : device_(device) {}
 
   std::vector<std::vector<ParamSpec>> units_;
-  std::vector<std::vector<uint64_t>> offsets_;  // each parameter's byte offset in its unit's bytes
-  std::vector<uint64_t> unit_bytes_;            // each unit's bytes, 4096-aligned
-  std::vector<int64_t> first_record_;           // each unit's first record
-  uint64_t chunk_bytes_ = 0;                    // a record: max_record_bytes, or the largest unit when smaller
-  size_t chunks_per_half_ = 0;                  // the largest unit's records
+  std::vector<std::vector<uint64_t>> offsets_;  // each parameter's byte offset in its unit's record
   at::ScalarType dtype_ = at::kBFloat16;
   int64_t bytes_ = 0;
-  std::unique_ptr<offload::HostTier> pool_;  // the staging halves' memory; outlives buffers_
-  std::vector<at::Tensor> buffers_;          // the two staging halves (bytes)
-  std::unique_ptr<offload::RecordStaging> staging_;
+  at::Device device_;
+  std::unique_ptr<offload::HostTier> pool_;  // the staging halves' memory; outlives cache_
+  std::unique_ptr<offload::DeviceCopies> copies_;
+  std::unique_ptr<offload::RecordCache> cache_;  // record u: unit u
   std::mutex mu_;
-  Slot slots_[2];
-  int64_t last_ = -1;  // the unit last read and copied
-  uint64_t read_bytes_ = 0;  // since the last take_read_bytes()
-  std::optional<std::pair<size_t, std::vector<at::Tensor>>> on_device_;  // the unit last handed out
+  int64_t last_ = -1;        // the unit last read and copied
+  uint64_t read_taken_ = 0;  // cache_->read_bytes() at the last take_read_bytes()
+  std::optional<OnDevice> on_device_;
 };
 
 }  // namespace tierzero::engine

@@ -1,7 +1,8 @@
 // Offloaded gradients: every reduced bucket leaves the device for a gradient partition in host memory
 // (fp32, or bf16 with tierzero.offload_grad_dtype), while backward goes on.
 //
-//   backward thread:  land(bucket)  --take a free staging slot (blocks only when all are in use)-->
+//   backward thread:  land(bucket)  --take a free staging slot (offload's StagingSlots; blocks only
+//                     when all are in use)-->
 //                     DeviceCopies::to_host on the D2H side stream, ordered after the reduction
 //   worker thread:    wait for that copy's event --> partition[run] += slot[run] * scale with
 //                     cpu_adam's SIMD kernel on every core the optimizer may use, and the sum of
@@ -64,7 +65,7 @@ class HostGradPipeline {
   // host memory, all of one size, at least 8 bytes; at least one slot), copying
   // with `copies` and adding with `adam`'s kernel (both outlive the pipeline); every landed
   // element is multiplied by `scale` (1 / world size: the average over ranks).
-  HostGradPipeline(at::Tensor partition, std::vector<at::Tensor> staging, DeviceCopies& copies,
+  HostGradPipeline(at::Tensor partition, const std::vector<at::Tensor>& staging, DeviceCopies& copies,
                    const cpu_adam::CpuAdam& adam, float scale, bool overlap);
   ~HostGradPipeline();
   HostGradPipeline(const HostGradPipeline&) = delete;
@@ -120,7 +121,7 @@ class HostGradPipeline {
   // Elements of a slot-sized piece: a slot's worth of fp32 elements, whatever the source's dtype (an
   // fp32 bucket and a 16-bit one of the same shape are cut at the same elements; offloaded_grads.h
   // relies on it).
-  int64_t piece_numel() const { return static_cast<int64_t>(staging_.front().nbytes() / sizeof(float)); }
+  int64_t piece_numel() const { return static_cast<int64_t>(slots_.slot_bytes() / sizeof(float)); }
   // `runs` cut at the slot-sized pieces of a source of `numel` elements, offsets relative to each
   // piece: what land() lands per piece (pieces no run reads are left out).
   std::vector<std::pair<int64_t, std::vector<LandingRun>>> cut_into_pieces(int64_t numel,
@@ -135,7 +136,7 @@ class HostGradPipeline {
   void record_norms(Job& job);
   // Hands `job` to the worker (overlap on) or runs it now.
   void submit(Job job);
-  // After `job` ran: its staging slot is free again, a finished zeroing no longer holds off
+  // After `job` ran: its staging slot is given back, a finished zeroing no longer holds off
   // land_final(). With mutex_ held.
   void release(const Job& job);
   void work();
@@ -143,7 +144,7 @@ class HostGradPipeline {
   cpu_adam::ConstElements partition_elements() const;
 
   at::Tensor partition_;
-  std::vector<at::Tensor> staging_;
+  offload::StagingSlots slots_;  // the staging tensors' bytes
   DeviceCopies& copies_;
   const cpu_adam::CpuAdam& adam_;
   float scale_;
@@ -151,7 +152,6 @@ class HostGradPipeline {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<size_t> free_slots_;
   std::deque<Job> queue_;
   size_t busy_ = 0;       // jobs taken by the worker, not yet done
   bool zeroing_ = false;  // a reset()'s zeroing is queued or running
