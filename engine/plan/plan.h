@@ -259,8 +259,8 @@ Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const
 // of `machine` (GPU, host, NVMe). Tried, each as stage 3 from `base` (its batch, optimizer, aio and
 // the rest kept): the offload devices (optimizer none / cpu / nvme; the parameters none / cpu / nvme
 // beside an offloaded optimizer) x the state layouts, least lossy first (fp32; the compact master;
-// + bf16 moments; + bf16 host gradients; int8 moments instead), those check_engine_settings refuses
-// left out. On NVMe, sub_group_size at most 1e8 and `nvme_paths` where `base` names no nvme_path
+// + bf16 moments; + bf16 host gradients; int8 moments instead; the last two with an fp32 master),
+// those check_engine_settings refuses left out. On NVMe, sub_group_size at most 1e8 and `nvme_paths` where `base` names no nvme_path
 // (neither: no NVMe layout is tried). The host budget is spent as the bytes each byte held saves a
 // step: tierzero.pinned_memory_limit is what the host leaves beside the pageable peak, the weights
 // take it first (offload_param.max_in_cpu: a weight held saves reading it twice and writing it once)

@@ -33,13 +33,16 @@ struct StateLayout {
 };
 
 // Least lossy first, as advice.cpp's layout_candidates: the exact compact master, then bf16 moments,
-// bf16 host gradients, int8 moments.
+// bf16 host gradients, int8 moments; last the same with an fp32 master, for the weights on NVMe
+// (which the engine refuses with the compact master).
 constexpr StateLayout kLayouts[] = {
     {MasterWeights::kFp32, OptimizerStateDtype::kFp32, OffloadGradDtype::kFp32},
     {MasterWeights::kCompact, OptimizerStateDtype::kFp32, OffloadGradDtype::kFp32},
     {MasterWeights::kCompact, OptimizerStateDtype::kBf16, OffloadGradDtype::kFp32},
     {MasterWeights::kCompact, OptimizerStateDtype::kBf16, OffloadGradDtype::kBf16},
     {MasterWeights::kCompact, OptimizerStateDtype::kInt8, OffloadGradDtype::kBf16},
+    {MasterWeights::kFp32, OptimizerStateDtype::kBf16, OffloadGradDtype::kBf16},
+    {MasterWeights::kFp32, OptimizerStateDtype::kInt8, OffloadGradDtype::kBf16},
 };
 
 bool offloaded(const DsConfig& c) { return c.zero.offload_optimizer.device != OffloadDevice::kNone; }
@@ -78,7 +81,8 @@ std::string layout_text(const DsConfig& c, const Plan& p) {
     text += "; " + std::to_string(p.optimizer_records_in_memory) + " of " + std::to_string(p.optimizer_records) +
             " records in memory";
   if (c.zero.offload_param.device == OffloadDevice::kNvme)
-    text += "; max_in_cpu " + plan::count_text(double(c.zero.offload_param.max_in_cpu));
+    text += "; " + plan::count_text(double(std::min<uint64_t>(c.zero.offload_param.max_in_cpu, uint64_t(p.parameters)))) +
+            " weights in memory (max_in_cpu)";
   return text;
 }
 
