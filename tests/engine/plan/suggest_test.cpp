@@ -86,6 +86,34 @@ TEST(SuggestLayout, SpendsTheHostOnRecordsAsComputedByHand) {
   }
 }
 
+// On a 9 GiB host the weights cannot stay beside the bf16 gradients (the compact layouts on NVMe need
+// 7,262,628,896 B pinned, 8.6 MB over the 7,254,048,768 B left beside the pageable peak), so they go to
+// NVMe with an fp32 master (the engine refuses the compact one there), and the host left is spent on
+// weights first: offload_param.max_in_cpu = (left - the other pinned buffers) / 2 B, by hand:
+//   bf16 gradients 2P + 4 staging slots of 64 MiB + 4 swap buffers of a record (1e8 x (4 + 1 + 1) B +
+//   8 B x 390,625 scales = 603,125,000 B) + 5 parameter read buffers of 1e8 x 2 B (rounded up to 4096,
+//   + 2 x 4096: 200,011,776 B) + 2 parameter write windows of a sub-group (2 x 2e8 B) = 6,771,841,056 B.
+TEST(SuggestLayout, WeightsOnNvmeTakeTheHostFirst) {
+  const DsConfig base = testing::config_from(kBase);
+  const Machine machine = machine_with(24'000'000'000, 9 * kGiB, 100'000'000'000);
+  Result<Suggestion> s = suggest_layout(testing::llama_1_35b(), base, machine, {}, {"/nvme"});
+  ASSERT_OK(s);
+  const DsConfig& c = s->config;
+  EXPECT_EQ(c.zero.offload_param.device, OffloadDevice::kNvme) << tried_text(*s);
+  EXPECT_EQ(c.zero.offload_param.nvme_paths, std::vector<std::string>{"/nvme"});
+  EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::kNvme);
+  EXPECT_EQ(c.tierzero.master_weights, MasterWeights::kFp32);
+  EXPECT_EQ(c.tierzero.optimizer_state_dtype, OptimizerStateDtype::kInt8);
+  constexpr int64_t P = testing::kLlama135bParams;
+  constexpr int64_t kLeft = 9 * int64_t{1 << 30} - ((int64_t{2} << 30) + 4 * 65'536'000);
+  constexpr int64_t kOthers = 2 * P + 4 * (64 << 20) + 4 * int64_t{603'125'000} + 5 * 200'011'776 + 2 * 200'000'000;
+  EXPECT_EQ(kOthers, 6'771'841'056);
+  // Within the pools' page rounding (a few KiB).
+  EXPECT_NEAR(double(c.zero.offload_param.max_in_cpu), double(kLeft - kOthers) / 2, 16384.0);
+  EXPECT_EQ(s->plan.optimizer_records_in_memory, 0);  // what the weights leave holds no record
+  EXPECT_TRUE(s->plan.feasible()) << format_plan(s->plan, {});
+}
+
 // With room everywhere the GPU holds it all: the first layout tried (nothing offloaded, fp32 state).
 TEST(SuggestLayout, NothingOffloadedWhenTheGpuHoldsIt) {
   const Machine machine = machine_with(141'000'000'000, 512 * kGiB, 0);
