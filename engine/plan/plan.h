@@ -260,13 +260,14 @@ Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const
 // the rest kept): the offload devices (optimizer none / cpu / nvme; the parameters none / cpu / nvme
 // beside an offloaded optimizer) x the state layouts, least lossy first (fp32; the compact master;
 // + bf16 moments; + bf16 host gradients; int8 moments instead; the last two with an fp32 master),
-// those check_engine_settings refuses left out. On NVMe, sub_group_size at most 1e8 and `nvme_paths` where `base` names no nvme_path
-// (neither: no NVMe layout is tried). The host budget is spent as the bytes each byte held saves a
+// those check_engine_settings refuses left out. On NVMe, sub_group_size at most 1e8, `nvme_paths`
+// where `base` names no nvme_path (neither: no NVMe layout is tried), and offload_optimizer.buffer_count
+// as `base` has it and 2 (the read-ahead depth it gives up is not in the time terms). The host budget is spent as the bytes each byte held saves a
 // step: tierzero.pinned_memory_limit is what the host leaves beside the pageable peak, the weights
 // take it first (offload_param.max_in_cpu: a weight held saves reading it twice and writing it once)
 // and the optimizer's records the rest (optimizer_records_in_memory "auto": a record byte held saves
 // one read and one write). Chosen: the fastest that fits; of those within 1% of it, the first tried
-// (least lossy, then least offloaded); when none fits, the least over (peak / budget), whose plan
+// (least lossy, then least offloaded, then the config's buffer_count); when none fits, the least over (peak / budget), whose plan
 // then has problems. kInvalidArgument as plan_training, or when the engine accepts no layout.
 struct SuggestionTried {
   std::string layout;  // "optimizer nvme, parameters cpu; compact master, int8 m, v, bf16 host gradients; 5 of 148 records in memory"

@@ -12,6 +12,7 @@ namespace {
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kNvmeSubGroup = 100'000'000;  // sub_group_size on NVMe: records of 1e8 (advice.cpp's)
 constexpr double kTie = 0.01;                     // steps within 1% of the fastest count as equal
+constexpr int64_t kFewestBuffers = 2;             // swap buffers: one stepped, the next read ahead
 
 struct Devices {
   OffloadDevice optimizer, params;
@@ -79,7 +80,7 @@ std::string layout_text(const DsConfig& c, const Plan& p) {
           (c.tierzero.offload_grad_dtype == OffloadGradDtype::kBf16 ? "bf16" : "fp32") + " host gradients";
   if (p.optimizer_records > 0)
     text += "; " + std::to_string(p.optimizer_records_in_memory) + " of " + std::to_string(p.optimizer_records) +
-            " records in memory";
+            " records in memory, buffer_count " + std::to_string(c.zero.offload_optimizer.buffer_count);
   if (c.zero.offload_param.device == OffloadDevice::kNvme)
     text += "; " + plan::count_text(double(std::min<uint64_t>(c.zero.offload_param.max_in_cpu, uint64_t(p.parameters)))) +
             " weights in memory (max_in_cpu)";
@@ -154,18 +155,26 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
       const bool on_nvme = devices.optimizer == OffloadDevice::kNvme || devices.params == OffloadDevice::kNvme;
       if (on_nvme && !have_nvme) continue;
       if (devices.optimizer == OffloadDevice::kNone && !first_layout) continue;  // the GPU's state is fp32
-      DsConfig c = candidate(base, devices, layout, nvme_paths);
-      TZ_ASSIGN_OR_RETURN(c, spend_host(std::move(c), model, machine, options));
-      if (!check_engine_settings(engine_settings(c)).ok()) continue;  // a layout the engine refuses
-      TZ_ASSIGN_OR_RETURN(Plan p, plan::plan_figures(model, c, machine, options));
-      out.tried.push_back({layout_text(c, p), p.step_seconds, over_text(p)});
-      configs.push_back(std::move(c));
-      plans.push_back(std::move(p));
+      // On NVMe also with the fewest swap buffers that still read ahead: each holds a record and a
+      // gradient staging slot, room the records in memory or the weights may use better.
+      std::vector<int64_t> buffer_counts = {base.zero.offload_optimizer.buffer_count};
+      if (devices.optimizer == OffloadDevice::kNvme && buffer_counts[0] > kFewestBuffers)
+        buffer_counts.push_back(kFewestBuffers);
+      for (const int64_t buffers : buffer_counts) {
+        DsConfig c = candidate(base, devices, layout, nvme_paths);
+        c.zero.offload_optimizer.buffer_count = buffers;
+        TZ_ASSIGN_OR_RETURN(c, spend_host(std::move(c), model, machine, options));
+        if (!check_engine_settings(engine_settings(c)).ok()) continue;  // a layout the engine refuses
+        TZ_ASSIGN_OR_RETURN(Plan p, plan::plan_figures(model, c, machine, options));
+        out.tried.push_back({layout_text(c, p), p.step_seconds, over_text(p)});
+        configs.push_back(std::move(c));
+        plans.push_back(std::move(p));
+      }
     }
   }
   if (configs.empty()) return invalid_argument("suggest: no layout the engine accepts for this config");
-  // The fastest that fits, the first tried (least lossy, least offloaded) among those within kTie of
-  // it; when none fits, the least over.
+  // The fastest that fits, the first tried (least lossy, least offloaded, the config's swap buffers)
+  // among those within kTie of it; when none fits, the least over.
   double fastest = -1;
   for (size_t i = 0; i < plans.size(); ++i)
     if (out.tried[i].over.empty() && (fastest < 0 || plans[i].step_seconds < fastest)) fastest = plans[i].step_seconds;
