@@ -267,6 +267,9 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
     if (check.name == "nvme")
       line += "\n  - add NVMe devices: more --nvme paths (a nvme_path list stripes across them)";
     if (line.size() == bare) line += " no single key brings it under; use more GPUs (--gpus) or a smaller model";
+    if (layout_check)
+      line += "\n  - let tierzero estimate --suggest choose the whole layout (offload devices, state dtypes, records in "
+              "memory) for --gpu-memory, --host-memory and the NVMe space; --write-config FILE writes it";
     problems.push_back(line);
   }
   return problems;

@@ -30,7 +30,7 @@ std::vector<TierCheck> checks(const std::vector<MemoryItem>& items, const DsConf
       {"host", host * static_cast<uint64_t>(world), machine.host_memory_bytes,
        source(machine.host_memory_bytes, machine.host_memory_source.c_str())},
       {"nvme", peak_bytes(items, {Tier::kNvme}) * static_cast<uint64_t>(world), machine.nvme_bytes,
-       source(machine.nvme_bytes, "free space on the NVMe paths")},
+       source(machine.nvme_bytes, machine.nvme_source.c_str())},
   };
 }
 

@@ -118,6 +118,7 @@ struct Machine {
   std::string gpu_memory_source = "--gpu-memory";
   std::string host_memory_source = "--host-memory";
   uint64_t nvme_bytes = 0;          // free bytes on the NVMe paths
+  std::string nvme_source = "free space on the NVMe paths";  // where nvme_bytes came from ("--nvme-space")
   std::string gpu_name;             // e.g. "NVIDIA H200" (from bench pcie, or --gpu)
   MachineFigure gpu_tflops;         // dense 16-bit matmul TFLOPS
   double compute_efficiency = 0.39;  // fraction of gpu_tflops a training step sustains: 306-307 of 790
@@ -253,6 +254,35 @@ Result<uint64_t> nvme_free_bytes(const std::vector<std::string>& paths, const st
 // divide).
 Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,
                            const PlanOptions& options = {});
+
+// `tierzero estimate --suggest`: the layout with the smallest predicted step that fits every budget
+// of `machine` (GPU, host, NVMe). Tried, each as stage 3 from `base` (its batch, optimizer, aio and
+// the rest kept): the offload devices (optimizer none / cpu / nvme; the parameters none / cpu / nvme
+// beside an offloaded optimizer) x the state layouts, least lossy first (fp32; the compact master;
+// + bf16 moments; + bf16 host gradients; int8 moments instead; the last two with an fp32 master),
+// those check_engine_settings refuses left out. On NVMe, sub_group_size at most 1e8, `nvme_paths`
+// where `base` names no nvme_path (neither: no NVMe layout is tried), and offload_optimizer.buffer_count
+// as `base` has it and 2 (the read-ahead depth it gives up is not in the time terms). The host budget is spent as the bytes each byte held saves a
+// step: tierzero.pinned_memory_limit is what the host leaves beside the pageable peak, the weights
+// take it first (offload_param.max_in_cpu: a weight held saves reading it twice and writing it once)
+// and the optimizer's records the rest (optimizer_records_in_memory "auto": a record byte held saves
+// one read and one write). Chosen: the fastest that fits; of those within 1% of it, the first tried
+// (least lossy, then least offloaded, then the config's buffer_count); when none fits, the least over (peak / budget), whose plan
+// then has problems. kInvalidArgument as plan_training, or when the engine accepts no layout.
+struct SuggestionTried {
+  std::string layout;  // "optimizer nvme, parameters cpu; compact master, int8 m, v, bf16 host gradients; 5 of 148 records in memory"
+  double step_seconds = 0.0;
+  std::string over;  // the checks over ("host 70.10 GiB > 64.00 GiB"); "" when it fits
+};
+struct Suggestion {
+  DsConfig config;  // the chosen layout: `base` with its keys set (to_json writes it as a ds_config)
+  Plan plan;        // plan_training of it
+  std::vector<SuggestionTried> tried;  // every layout planned, in the order tried
+  size_t chosen = 0;                   // its index in `tried`
+  std::vector<std::string> notes;      // what was not tried and why
+};
+Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, const Machine& machine,
+                                  const PlanOptions& options, const std::vector<std::string>& nvme_paths);
 
 // The plan as the estimate command prints it: a '#' header, the state layout's bytes per parameter
 // per tier, the table of items (tier, what, when, bytes, formula), the tier checks (peak, budget, OK/OVER), the time terms, and a footer with the

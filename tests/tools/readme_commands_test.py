@@ -68,6 +68,17 @@ COMMANDS = {
     "--gpu-memory 24GB --host-memory 128GB":
         ("run", None, None),
 }
+# docs/configs.md's table of what `estimate --suggest` picks (scripts/configs_table.sh writes it): each
+# row's command runs; where nothing fits, estimate exits 1 by design.
+SUGGEST_ROW = ("build/tools/tierzero estimate --model benchmarks/models/qwen2.5_{model}.json --config "
+               "benchmarks/configs/zero3_14b_compact_64gb.json --suggest --gpu-memory 24GB --host-memory {host}GiB "
+               "--nvme-space 1TB --nvme-read 2.0 --nvme-write 3.0")
+SUGGEST_NOTHING_FITS = {(32, "14b"), (32, "32b"), (64, "32b")}
+for _host in (32, 64, 128, 256):
+    for _model in ("7b", "14b", "32b"):
+        COMMANDS[SUGGEST_ROW.format(model=_model, host=_host)] = (
+            ("skip", "nothing fits that host: estimate exits 1, as the table says")
+            if (_host, _model) in SUGGEST_NOTHING_FITS else ("run", None, None))
 
 
 def document_commands(path):

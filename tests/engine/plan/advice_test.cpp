@@ -44,6 +44,7 @@ TEST(PlanAdvice, HostOverNamesNvme) {
   EXPECT_TRUE(has(problem, "set tierzero.master_weights \"compact\" + ")) << problem;
   EXPECT_TRUE(has(problem, "(one layout, together)")) << problem;
   EXPECT_TRUE(has(problem, "fits every host and NVMe budget")) << problem;
+  EXPECT_TRUE(has(problem, "let tierzero estimate --suggest choose the whole layout")) << problem;
 }
 
 TEST(PlanAdvice, PinnedLimitFromTheConfig) {

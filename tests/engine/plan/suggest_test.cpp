@@ -1,0 +1,169 @@
+// suggest_layout (`tierzero estimate --suggest`): the fastest layout that fits, the host budget spent
+// on the optimizer's records, checked against plans computed by hand from the documented bytes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "plan_fixture.h"
+#include "tests/support/status_matchers.h"
+
+namespace tierzero::engine {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+const char* kBase = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+    "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}, "tierzero": {"data": {"seq_len": 2048}}})";
+
+Machine machine_with(uint64_t gpu, uint64_t host, uint64_t nvme) {
+  Machine m = testing::round_machine();
+  m.gpu_memory_bytes = gpu;
+  m.host_memory_bytes = host;
+  m.nvme_bytes = nvme;
+  return m;
+}
+
+std::string tried_text(const Suggestion& s) {
+  std::string text;
+  for (const SuggestionTried& t : s.tried) text += t.layout + " " + std::to_string(t.step_seconds) + " " + t.over + "\n";
+  return text;
+}
+
+double term(const Plan& plan, const std::string& what) {
+  for (const TimeTerm& t : plan.time_terms)
+    if (t.what == what) return t.seconds;
+  return -1;
+}
+
+// The 1.35B (P = 1,345,423,360 elements, one rank: the partition is P) on a 12 GiB host, a 24 GB GPU
+// and NVMe: only the compact master with int8 moments on NVMe leaves the host room, so it is chosen,
+// its records of 1e8 elements kept in memory as the host allows, with 2 swap buffers rather than the
+// config's 4 (each buffer and its gradient staging slot freed holds more of a record). By hand:
+//   pageable peak  2 GiB runtime + the largest parameter redrawn in fp32, 4 B x 65,536,000
+//   pinned limit   12 GiB - that = 10,475,274,240 B (a whole number of MiB)
+//   a record       1e8 x 4 B + 2 x 4 B x 1e8 / 256 = 403,125,000 B
+//   pinned besides 16-bit weights 2P + bf16 gradients 2P + N staging slots of 64 MiB + N swap buffers
+//                  of a record: N = 4: 7,262,628,896 B, 7 records in memory, 4 kept by the buffers, 3
+//                  moved; N = 2: 6,322,161,168 B, floor(4,153,113,072 / 403,125,000) = 10 records in
+//                  memory, 2 kept, 2 moved: record 12 and the last of 45,423,360 elements (4 B each +
+//                  8 B per 256) = 586,237,920 B each way.
+TEST(SuggestLayout, SpendsTheHostOnRecordsAsComputedByHand) {
+  const DsConfig base = testing::config_from(kBase);
+  const Machine machine = machine_with(24'000'000'000, 12 * kGiB, 100'000'000'000);
+  Result<Suggestion> s = suggest_layout(testing::llama_1_35b(), base, machine, {}, {"/nvme"});
+  ASSERT_OK(s);
+  const DsConfig& c = s->config;
+  EXPECT_EQ(c.zero.stage, 3);
+  EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::kNvme) << tried_text(*s);
+  EXPECT_EQ(c.zero.offload_optimizer.nvme_paths, std::vector<std::string>{"/nvme"});
+  EXPECT_EQ(c.zero.sub_group_size, 100'000'000u);
+  EXPECT_EQ(c.tierzero.master_weights, MasterWeights::kCompact);
+  EXPECT_EQ(c.tierzero.optimizer_state_dtype, OptimizerStateDtype::kInt8);
+  EXPECT_EQ(c.tierzero.offload_grad_dtype, OffloadGradDtype::kBf16);
+  EXPECT_EQ(c.tierzero.optimizer_records_in_memory, kOptimizerRecordsAuto);
+
+  constexpr uint64_t kPageable = (2ull << 30) + 4ull * 65'536'000;
+  constexpr uint64_t kLimit = 12 * kGiB - kPageable;
+  EXPECT_EQ(c.tierzero.pinned_memory_limit, kLimit);
+  constexpr int64_t P = testing::kLlama135bParams;
+  constexpr int64_t kRecord = 100'000'000 * 4 + 2 * 4 * ((100'000'000 + 255) / 256);
+  constexpr int64_t kBesides = 2 * P + 2 * P + 2 * (64 << 20) + 2 * kRecord;
+  EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 2) << tried_text(*s);
+  EXPECT_EQ(s->plan.optimizer_records, 14);
+  EXPECT_EQ(s->plan.optimizer_records_in_memory, (static_cast<int64_t>(kLimit) - kBesides) / kRecord);
+  EXPECT_EQ(s->plan.optimizer_records_in_memory, 10);
+  constexpr int64_t kLast = P - 13 * 100'000'000;
+  constexpr double kMoved = 1.0 * kRecord + 4.0 * kLast + 8.0 * ((kLast + 255) / 256);
+  EXPECT_EQ(kMoved, 586'237'920.0);
+  EXPECT_DOUBLE_EQ(term(s->plan, "nvme"), kMoved / 1e9 + kMoved / 2e9);  // round_machine: 1 GB/s read, 2 write
+  EXPECT_TRUE(s->plan.feasible()) << format_plan(s->plan, {});
+  EXPECT_LE(testing::check(s->plan, "host").peak_bytes, 12 * kGiB);
+
+  // The rule: nothing that fits is faster (by more than the 1% that counts as equal).
+  const SuggestionTried& chosen = s->tried[s->chosen];
+  EXPECT_TRUE(chosen.over.empty());
+  EXPECT_DOUBLE_EQ(chosen.step_seconds, s->plan.step_seconds);
+  for (const SuggestionTried& t : s->tried) {
+    if (t.over.empty()) {
+      EXPECT_GE(t.step_seconds * 1.01, chosen.step_seconds) << t.layout;
+    }
+  }
+}
+
+// On an 8 GiB host the weights cannot stay beside the bf16 gradients (the compact layouts on NVMe need
+// 6,322,161,168 B pinned even with 2 swap buffers, over the 6,180,306,944 B left beside the pageable
+// peak), so they go to NVMe with an fp32 master (the engine refuses the compact one there), and the
+// host left is spent on weights first: offload_param.max_in_cpu = (left - the other pinned buffers) /
+// 2 B, by hand: bf16 gradients 2P + 2 staging slots of 64 MiB + 2 swap buffers of a record (1e8 x
+// (4 + 1 + 1) B + 8 B x 390,625 scales = 603,125,000 B) + 5 parameter read buffers of 1e8 x 2 B
+// (rounded up to 4096, + 2 x 4096: 200,011,776 B) + 2 parameter write windows of a sub-group (2 x 2e8
+// B) = 5,431,373,328 B (4 swap buffers: 6,771,841,056 B, over).
+TEST(SuggestLayout, WeightsOnNvmeTakeTheHostFirst) {
+  const DsConfig base = testing::config_from(kBase);
+  const Machine machine = machine_with(24'000'000'000, 8 * kGiB, 100'000'000'000);
+  Result<Suggestion> s = suggest_layout(testing::llama_1_35b(), base, machine, {}, {"/nvme"});
+  ASSERT_OK(s);
+  const DsConfig& c = s->config;
+  EXPECT_EQ(c.zero.offload_param.device, OffloadDevice::kNvme) << tried_text(*s);
+  EXPECT_EQ(c.zero.offload_param.nvme_paths, std::vector<std::string>{"/nvme"});
+  EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::kNvme);
+  EXPECT_EQ(c.tierzero.master_weights, MasterWeights::kFp32);
+  EXPECT_EQ(c.tierzero.optimizer_state_dtype, OptimizerStateDtype::kInt8);
+  constexpr int64_t P = testing::kLlama135bParams;
+  constexpr int64_t kLeft = 8 * int64_t{1 << 30} - ((int64_t{2} << 30) + 4 * 65'536'000);
+  constexpr int64_t kOthers = 2 * P + 2 * (64 << 20) + 2 * int64_t{603'125'000} + 5 * 200'011'776 + 2 * 200'000'000;
+  EXPECT_EQ(kOthers, 5'431'373'328);
+  EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 2);
+  // Within the pools' page rounding (a few KiB).
+  EXPECT_NEAR(double(c.zero.offload_param.max_in_cpu), double(kLeft - kOthers) / 2, 16384.0);
+  EXPECT_EQ(s->plan.optimizer_records_in_memory, 0);  // what the weights leave holds no record
+  EXPECT_TRUE(s->plan.feasible()) << format_plan(s->plan, {});
+}
+
+// With room everywhere the GPU holds it all: the first layout tried (nothing offloaded, fp32 state).
+TEST(SuggestLayout, NothingOffloadedWhenTheGpuHoldsIt) {
+  const Machine machine = machine_with(141'000'000'000, 512 * kGiB, 0);
+  Result<Suggestion> s = suggest_layout(testing::llama_1_35b(), testing::config_from(kBase), machine, {}, {});
+  ASSERT_OK(s);
+  EXPECT_EQ(s->chosen, 0u) << tried_text(*s);
+  EXPECT_EQ(s->config.zero.offload_optimizer.device, OffloadDevice::kNone);
+  EXPECT_EQ(s->config.zero.offload_param.device, OffloadDevice::kNone);
+  EXPECT_TRUE(s->plan.feasible());
+}
+
+// A 24 GB GPU cannot hold the 1.35B's 20 B/param; on a large host every CPU layout steps alike (CPU
+// Adam's time does not depend on the state's dtype), so the least lossy is chosen: fp32 state.
+TEST(SuggestLayout, LeastLossyOfEqualSteps) {
+  const Machine machine = machine_with(24'000'000'000, 512 * kGiB, 0);
+  Result<Suggestion> s = suggest_layout(testing::llama_1_35b(), testing::config_from(kBase), machine, {}, {});
+  ASSERT_OK(s);
+  EXPECT_FALSE(s->tried[0].over.empty()) << tried_text(*s);  // the GPU-only layout is over the GPU
+  EXPECT_EQ(s->config.zero.offload_optimizer.device, OffloadDevice::kCpu) << tried_text(*s);
+  EXPECT_EQ(s->config.tierzero.master_weights, MasterWeights::kFp32);
+  EXPECT_EQ(s->config.tierzero.optimizer_state_dtype, OptimizerStateDtype::kFp32);
+  EXPECT_EQ(s->config.tierzero.offload_grad_dtype, OffloadGradDtype::kFp32);
+  EXPECT_TRUE(s->plan.feasible());
+}
+
+// Without an NVMe directory no NVMe layout is tried (and a note says so); on an 8 GiB host none of
+// the others fits, so the least over (the largest peak / budget the smallest) is returned with its
+// problems: the GPU-only layout, its 28.03 GiB over the 22.35 GiB GPU by 25%, where the most compact
+// CPU layout is over the host's pinned room by 79% (10.31 GiB of 5.76: 8 GiB less the 2.24 GiB
+// pageable peak).
+TEST(SuggestLayout, WithoutNvmeNothingFitsAndTheLeastOverIsReturned) {
+  const Machine machine = machine_with(24'000'000'000, 8 * kGiB, 0);
+  Result<Suggestion> s = suggest_layout(testing::llama_1_35b(), testing::config_from(kBase), machine, {}, {});
+  ASSERT_OK(s);
+  for (const SuggestionTried& t : s->tried) EXPECT_EQ(t.layout.find("nvme"), std::string::npos) << t.layout;
+  ASSERT_EQ(s->notes.size(), 1u);
+  EXPECT_NE(s->notes[0].find("--nvme DIR"), std::string::npos) << s->notes[0];
+  EXPECT_FALSE(s->plan.feasible());
+  EXPECT_FALSE(s->plan.problems.empty());
+  EXPECT_EQ(s->chosen, 0u) << tried_text(*s);
+  EXPECT_EQ(s->config.zero.offload_optimizer.device, OffloadDevice::kNone);
+  const TierCheck& gpu = testing::check(s->plan, "gpu");
+  EXPECT_NEAR(double(gpu.peak_bytes) / double(gpu.budget_bytes), 1.25, 0.01);
+}
+
+}  // namespace
+}  // namespace tierzero::engine
