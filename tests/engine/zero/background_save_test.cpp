@@ -59,6 +59,13 @@ OffloadEngineSpec spec_of(const Case& c, const std::string& nvme_dir) {
           .width = 8};
 }
 
+// The extras of a save at `iteration` (the rest empty).
+CheckpointExtras at_step(int64_t iteration) {
+  CheckpointExtras extras;
+  extras.iteration = iteration;
+  return extras;
+}
+
 // Every file of checkpoint DIR/TAG by name, with its bytes.
 std::map<std::string, std::string> checkpoint_files(const std::string& dir) {
   std::map<std::string, std::string> files;
@@ -72,12 +79,12 @@ TEST(BackgroundSave, IsTheSynchronousSaveAndResumesTheUnbrokenRun) {
     ScratchDir nvme_a, nvme_b, nvme_c, sync_dir, async_dir;
     OffloadEngine synced(spec_of(c, nvme_a.path()));
     for (int step = 0; step < kSavedAt; ++step) synced.train_step(step);
-    ASSERT_OK(save_engine_checkpoint(sync_dir.path(), *synced.engine, {.iteration = kSavedAt}, kLevel));
+    ASSERT_OK(save_engine_checkpoint(sync_dir.path(), *synced.engine, at_step(kSavedAt), kLevel));
 
     OffloadEngine unbroken(spec_of(c, nvme_b.path()));
     for (int step = 0; step < kSavedAt; ++step) unbroken.train_step(step);
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
-                         BackgroundSave::start(async_dir.path(), *unbroken.engine, {.iteration = kSavedAt}, kLevel));
+                         BackgroundSave::start(async_dir.path(), *unbroken.engine, at_step(kSavedAt), kLevel));
     std::vector<double> losses;
     for (int step = kSavedAt; step < kSavedAt + kStepsAfter; ++step) losses.push_back(unbroken.train_step(step));
     ASSERT_OK(save->finish());
@@ -124,13 +131,13 @@ TEST(BackgroundSave, AFailedWriteIsReturnedByFinishAndKeepsThePreviousCheckpoint
   ScratchDir dir;
   OffloadEngine e(spec_of({"compact_int8", at::kChar, MasterLayout::kCompact, false}, ""));
   e.train_step(0);
-  ASSERT_OK(save_engine_checkpoint(dir.path(), *e.engine, {.iteration = 1}));
+  ASSERT_OK(save_engine_checkpoint(dir.path(), *e.engine, at_step(1)));
   e.train_step(1);
   Status finished;
   {
     const FileSizeLimit limit(4096);  // the rank file is larger
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
-                         BackgroundSave::start(dir.path(), *e.engine, {.iteration = 2}));
+                         BackgroundSave::start(dir.path(), *e.engine, at_step(2)));
     e.train_step(2);  // the step runs beside the failing save, and is not held by it
     finished = save->finish();
   }
