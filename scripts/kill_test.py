@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Real SIGKILLs of tierzero's writing operations, and what each kill left.
 
-For each operation (training with periodic saves, the save at the end of a run, save_16bit_model
-beside `latest`, --export, convert of an engine and of a DeepSpeed checkpoint, checkpoint reshard)
+For each operation (training with periodic saves, periodic saves in flight beside the next step with
+the optimizer offloaded (state in host memory and on NVMe; every trial killed while a save's staging
+directory lives), the save at the end of a run, save_16bit_model beside `latest`, --export, convert
+of an engine and of a DeepSpeed checkpoint, checkpoint reshard)
 on the tiny configs/ model, CPU: run it cleanly twice (its outputs are the reference, its mean
 duration the kill range), then start it again and again in fresh directories and SIGKILL it at a
 random instant, uniform over that duration, or (--commit-fraction of the trials) a random delay
@@ -12,6 +14,7 @@ the clean run's (partial accepted = 0). See kill_campaign/operations.py for each
 
   scripts/kill_test.py --tierzero build/tools/tierzero               200 kills per operation
   scripts/kill_test.py --tierzero build/tools/tierzero --quick       a few per operation (CI, < 60 s)
+  scripts/kill_test.py --tierzero build/tools/tierzero --only "in flight"   the saves in flight only
 Exit status 0 when nothing was lost or wrongly accepted and every operation got its kills.
 """
 import argparse

@@ -92,6 +92,7 @@ Result<TrainSummary> TrainingSession::run() {
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step_; step < last_step_; ++step) {
     TZ_ASSIGN_OR_RETURN(StepRecord record, run_step(step));
+    TZ_RETURN_IF_ERROR(finish_save());  // the save the step ran beside, if any: durable from here
     if (summary.steps == 0) summary.first_loss = record.loss;
     summary.last_loss = record.loss;
     summary.losses.push_back(record.loss);
@@ -104,7 +105,8 @@ Result<TrainSummary> TrainingSession::run() {
     if (eval_due(record.step)) TZ_RETURN_IF_ERROR(evaluate(record.step, summary));
     if (save_due(record.step)) TZ_RETURN_IF_ERROR(save(record.step));
   }
-  engine_->finish_step();  // the last step's optimizer may still run (and fail): its time counts too
+  TZ_RETURN_IF_ERROR(finish_save());  // none is left in flight (a save is never due at the last step)
+  engine_->finish_step();             // the last step's optimizer may still run (and fail): its time counts too
   if (evaluator_ && (summary.evals.empty() || summary.evals.back().step != last_step_))
     TZ_RETURN_IF_ERROR(evaluate(last_step_, summary));
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count() -

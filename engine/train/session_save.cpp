@@ -148,8 +148,15 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
   // (checkpoints are immutable). Only a move of `latest` a kill stopped halfway is finished.
   const bool saved_already =
       iteration == first_step_ && same_directory(args_.resume_dir, dir) && checkpoint::is_engine_checkpoint(dir);
+  const bool with_model = lora_ != nullptr || config_.config.zero.gather_16bit_weights_on_model_save;
   if (saved_already) {
     if (printer()) TZ_RETURN_IF_ERROR(checkpoint::complete_latest(dir));
+  } else if (iteration < last_step_ && !with_model) {
+    // A periodic save streams out while the next step runs; finish_save() commits it after that step.
+    TZ_ASSIGN_OR_RETURN(pending_save_, BackgroundSave::start(dir, *engine_, extras(iteration),
+                                                             checkpoint_compression_level(config_.config)));
+    pending_iteration_ = iteration;
+    return Status();
   } else {
     TZ_RETURN_IF_ERROR(
         save_engine_checkpoint(dir, *engine_, extras(iteration), checkpoint_compression_level(config_.config)));
@@ -159,7 +166,26 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
   } else if (config_.config.zero.gather_16bit_weights_on_model_save) {
     TZ_RETURN_IF_ERROR(save_16bit_model(*engine_, model_.config_json, dir, {.companion_dirs = {args_.model_dir}}));
   }
-  if (printer() && iteration < last_step_) print_line("  saved " + dir + "/global_step" + std::to_string(iteration));
+  return saved_checkpoint(iteration, "");
+}
+
+Status TrainingSession::finish_save() {
+  if (pending_save_ == nullptr) return Status();
+  const std::unique_ptr<BackgroundSave> save = std::move(pending_save_);
+  Status status = save->finish();
+  if (status.ok()) {
+    char note[96];
+    std::snprintf(note, sizeof(note), " (written during step %lld; its optimizer waited %.3f s for it)",
+                  static_cast<long long>(pending_iteration_ + 1), save->held_seconds());
+    status = saved_checkpoint(pending_iteration_, note);
+  }
+  return status.ok() ? status : after_failed_save(pending_iteration_, status);
+}
+
+Status TrainingSession::saved_checkpoint(int64_t iteration, const std::string& note) {
+  const std::string& dir = args_.save_dir;
+  if (printer() && iteration < last_step_)
+    print_line("  saved " + dir + "/global_step" + std::to_string(iteration) + note);
   if (!printer() || keep_last_ <= 0) return Status();
   // The new checkpoint is durable on every rank (the save agreed); a failed clean-up loses no state.
   Status removed = remove_old_checkpoints(dir, keep_last_);

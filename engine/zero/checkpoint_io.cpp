@@ -1,14 +1,20 @@
+#include "engine/zero/background_save.h"
 #include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/deepspeed/deepspeed_source.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
+#include "engine/zero/internal/save_progress.h"
 
 namespace tierzero::engine {
 namespace {
@@ -106,8 +112,102 @@ Status agree_across_ranks(Comm& comm, const Status& status, const std::string& w
   return Status();
 }
 
-Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras,
-                              int compression_level) {
+namespace {
+
+// The save of a BackgroundSave: the rank's files written by `write` (on a thread of its own, or
+// before start() returns), then the commit.
+class EngineSave final : public BackgroundSave {
+ public:
+  EngineSave(Comm& comm, std::string dir, std::string tag, checkpoint::CheckpointManifest manifest,
+             checkpoint::CheckpointOptions options, std::shared_ptr<SaveProgress> progress)
+      : comm_(comm),
+        dir_(std::move(dir)),
+        tag_(std::move(tag)),
+        manifest_(std::move(manifest)),
+        options_(options),
+        progress_(std::move(progress)) {}
+  ~EngineSave() override {
+    if (writer_.joinable()) writer_.join();
+  }
+
+  // Writes this rank's files from `data`: on a thread of its own with `in_background`, else now.
+  void write(checkpoint::RankData data, bool in_background) {
+    if (!in_background) {
+      written_ = write_rank(data);
+      return;
+    }
+    writer_ = std::thread([this, data = std::move(data)]() mutable {
+      {
+        const checkpoint::RankData fills = std::move(data);  // gone (records let go) before the end
+        written_ = write_rank(fills);
+      }
+      progress_->end();  // the optimizer holds for nothing more, whatever became of the save
+    });
+  }
+
+  Status finish() override {
+    if (writer_.joinable()) writer_.join();
+    const std::string path = dir_ + "/" + tag_;
+    Status status = agree_across_ranks(comm_, written_, "writing rank files of " + path);
+    TZ_RETURN_IF_ERROR(status);
+    status = comm_.rank() == 0 ? checkpoint::commit_checkpoint(dir_, tag_, manifest_, options_) : Status();
+    return agree_across_ranks(comm_, status, "committing checkpoint " + path);
+  }
+
+  double held_seconds() const override { return progress_->held_seconds(); }
+
+ private:
+  Status write_rank(const checkpoint::RankData& data) {
+    try {
+      return checkpoint::write_checkpoint_rank(dir_, tag_, manifest_, static_cast<uint32_t>(comm_.rank()), data,
+                                               options_);
+    } catch (const Error& e) {
+      return e.status();
+    } catch (const std::exception& e) {
+      return internal_error("writing checkpoint " + dir_ + "/" + tag_ + ": " + e.what());
+    }
+  }
+
+  Comm& comm_;
+  const std::string dir_, tag_;
+  const checkpoint::CheckpointManifest manifest_;
+  const checkpoint::CheckpointOptions options_;
+  std::shared_ptr<SaveProgress> progress_;
+  std::thread writer_;
+  Status written_;  // the rank files' write, once the writer is done
+};
+
+// `fills`, the sections of a partition of `numel` elements in manifest group `group`'s state_parts()
+// order, each announcing what it has copied out; `progress` hears the prefix of the partition that
+// every section has passed (a scales section passes the elements of each whole block it has read).
+void report_reads(std::vector<StateReader>& fills, const checkpoint::FlatGroup& group, int64_t numel,
+                  const std::shared_ptr<SaveProgress>& progress) {
+  auto ends = std::make_shared<std::vector<int64_t>>(fills.size(), 0);
+  auto guard = std::make_shared<std::mutex>();
+  size_t section = 0;
+  for (const checkpoint::StateSpec& state : group.states) {
+    for (const checkpoint::StatePart& part : checkpoint::state_parts(state)) {
+      const uint64_t bits = element_bits(part.dtype);
+      const uint64_t per_item = part.per_block ? checkpoint::kStateBlock : 1;
+      StateReader& slot = fills.at(section);
+      slot = [fill = std::move(slot), section, bits, per_item, numel, ends, guard, progress,
+              bytes = uint64_t{0}](std::span<std::byte> out) mutable -> Status {
+        TZ_RETURN_IF_ERROR(fill(out));
+        bytes += out.size();
+        const auto end = static_cast<int64_t>(std::min<uint64_t>(bytes * 8 / bits * per_item, numel));
+        std::lock_guard<std::mutex> lock(*guard);
+        (*ends)[section] = end;
+        progress->advance(*std::min_element(ends->begin(), ends->end()));
+        return Status();
+      };
+      ++section;
+    }
+  }
+}
+
+Result<std::unique_ptr<EngineSave>> start_save(const std::string& dir, ZeroEngine& engine,
+                                               const CheckpointExtras& extras, int compression_level,
+                                               bool in_background) {
   Comm& comm = engine.comm();
   const auto rank = static_cast<uint32_t>(comm.rank());
   const std::string tag = "global_step" + std::to_string(extras.iteration);
@@ -121,25 +221,47 @@ Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const 
   // Each state streams from the optimizer into its section (from NVMe: a sub-group at a time); an
   // encoded state as it lives, record by record (each record read once for all its parts).
   checkpoint::RankData data;
+  auto progress = std::make_shared<SaveProgress>();
   if (checkpoint::rank_stores_groups(manifest.zero_stage, rank)) {
     PartitionOptimizer& optimizer = engine.optimizer();
     const StoredLayout layout = optimizer.stored_layout();
+    std::vector<StateReader> fills;
     if (layout.encoded()) {
-      data.group_state_fills.push_back(optimizer.stored_readers());
+      fills = optimizer.stored_readers();
       const auto block = static_cast<int64_t>(checkpoint::kStateBlock);  // a lone record may end inside a block
       data.piece_elements = static_cast<uint64_t>(
           layout.moments_8bit() ? (layout.record_numel + block - 1) / block * block : layout.record_numel);
     } else {
-      data.group_state_fills.push_back(
-          {optimizer.state_reader(0), optimizer.state_reader(1), optimizer.state_reader(2)});
+      fills = {optimizer.state_reader(0), optimizer.state_reader(1), optimizer.state_reader(2)};
     }
+    // The steps after start() update only what the save has read; an optimizer that cannot wait
+    // for it is saved now.
+    auto* holder = dynamic_cast<HoldsForSave*>(&optimizer);
+    in_background = in_background && holder != nullptr;
+    if (in_background) {
+      report_reads(fills, manifest.groups[0], engine.partitioner().partition_numel(), progress);
+      holder->hold_for_save(progress);
+    }
+    data.group_state_fills.push_back(std::move(fills));
   }
   data.rank_state = {{"iteration", extras.iteration}, {"data", extras.data}};
-  status = checkpoint::write_checkpoint_rank(dir, tag, manifest, rank, data, options);
-  TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "writing rank files of " + dir + "/" + tag));
+  auto save = std::make_unique<EngineSave>(comm, dir, tag, std::move(manifest), options, progress);
+  save->write(std::move(data), in_background);
+  return save;
+}
 
-  status = rank == 0 ? checkpoint::commit_checkpoint(dir, tag, manifest, options) : Status();
-  return agree_across_ranks(comm, status, "committing checkpoint " + dir + "/" + tag);
+}  // namespace
+
+Result<std::unique_ptr<BackgroundSave>> BackgroundSave::start(const std::string& dir, ZeroEngine& engine,
+                                                              const CheckpointExtras& extras, int compression_level) {
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<EngineSave> save, start_save(dir, engine, extras, compression_level, true));
+  return std::unique_ptr<BackgroundSave>(std::move(save));
+}
+
+Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras,
+                              int compression_level) {
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<EngineSave> save, start_save(dir, engine, extras, compression_level, false));
+  return save->finish();
 }
 
 Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngine& engine) {

@@ -25,7 +25,10 @@
 namespace tierzero::engine {
 namespace {
 
-class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, private StoredRecords {
+class CpuOffloadAdam final : public PartitionOptimizer,
+                             public HoldsForSave,
+                             private StateStore,
+                             private StoredRecords {
  public:
   explicit CpuOffloadAdam(CpuOffloadAdamSetup setup)
       : setup_(std::move(setup)),
@@ -139,6 +142,8 @@ class CpuOffloadAdam final : public PartitionOptimizer, private StateStore, priv
     return {.record = record_layout(setup_.exp_avg.scalar_type(), setup_.common.compact.compact_master),
             .record_numel = std::min(setup_.common.sub_group_numel, numel_)};
   }
+
+  void hold_for_save(std::shared_ptr<SaveProgress> save) override { step_.hold_for_save(std::move(save)); }
 
   std::vector<StateReader> stored_readers() override {
     write_back_materialised();

@@ -25,7 +25,7 @@
 namespace tierzero::engine {
 namespace {
 
-class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private StoredRecords {
+class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private StateStore, private StoredRecords {
  public:
   explicit NvmeAdam(NvmeOffloadAdamSetup setup)
       : setup_(std::move(setup)),
@@ -83,7 +83,8 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
-    step_.wait_copies();  // the last step's: params16 is rewritten
+    step_.wait_for_save(numel_);  // a save in flight reads through the cache: the step waits for it whole
+    step_.wait_copies();          // the last step's: params16 is rewritten
     written_mark_ = cache_->written_bytes();
     write_back_materialised();
     step_.run(*this, state_.step + 1, grad, grad_multiplier, lr, compute_partition, progress, grads_final);
@@ -260,6 +261,8 @@ class NvmeAdam final : public NvmeOffloadAdam, private StateStore, private Store
 
   // A compact save: record by record, each read once (the next one read ahead), the bf16 weights
   // from host memory.
+  void hold_for_save(std::shared_ptr<SaveProgress> save) override { step_.hold_for_save(std::move(save)); }
+
   std::vector<StateReader> stored_readers() override {
     write_back_materialised();        // a state() copy changed in place is what is saved
     throw_if_error(cache_->flush());  // the buffers' records clean: a read of them is their file's

@@ -27,6 +27,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
   bool publish_at_end = false;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const StepPiece& piece = pieces[i];
+    wait_for_save(piece.begin + piece.count);  // pieces run front to back, or back to front: a prefix
     const StateSpans state = store.acquire(i, piece);
     if (grads_final != nullptr) grads_final->wait_from(piece.begin);
     const size_t queued = pending_.size();
@@ -38,6 +39,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     publish_at_end = publish_at_end || !piece.publish;
     store.release(i, piece, std::move(reader));
   }
+  save_.reset();  // read whole: every piece waited for it
   if (progress != nullptr && publish_at_end) progress->publish(numel_, pending_);
   store.finish();
   last_copy_seconds_ = 0.0;

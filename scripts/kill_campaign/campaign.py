@@ -80,7 +80,7 @@ def run_operation(op, root, kills_wanted, commit_fraction, rng, deadline, keep_f
         os.makedirs(trial)
         op.prepare(trial)
         log = os.path.join(trial, "run.log")
-        aimed = bool(lifetimes) and rng.random() < commit_fraction
+        aimed = bool(lifetimes) and rng.random() < (commit_fraction if op.commit_fraction is None else op.commit_fraction)
         if aimed:  # a delay within the k-th staging name's lifetime in the clean run
             k = rng.randint(1, len(lifetimes))
             done, _ = process.run_watching(op.argv(trial), trial, log, op.watch_dirs(trial), k, rng,

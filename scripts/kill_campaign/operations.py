@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from . import process, trees
 
 TAG = re.compile(r"global_step(\d+)")
-SAVED_LINE = re.compile(r"^\s*saved .*/global_step(\d+)\s*$", re.M)
+SAVED_LINE = re.compile(r"^\s*saved .*/global_step(\d+)(?: \(.*\))?\s*$", re.M)  # (note): a save that overlapped
 DONE_LINE = re.compile(r"^done: ", re.M)
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json")
 POINTER_FILES = ("latest", "latest.xxh3")
@@ -108,9 +108,14 @@ class TrainWithSaves:
     """`tierzero train --resume CK --save CK` from a 2-step checkpoint: periodic saves (and the save
     at the end), optionally gathering the 16-bit model beside `latest` on every save."""
 
-    def __init__(self, name, ws, config, base, steps, save_every=0, keep_last=0, gathers_16bit=False):
+    def __init__(self, name, ws, config, base, steps, save_every=0, keep_last=0, gathers_16bit=False,
+                 commit_fraction=None):
         self.name, self.ws, self.config, self.base = name, ws, config, base
         self.steps, self.save_every, self.keep_last, self.gathers_16bit = steps, save_every, keep_last, gathers_16bit
+        # Share of trials aimed at a staging name's lifetime (None: the campaign's --commit-fraction).
+        # With an offloaded optimizer a periodic save's GLOBAL_STEP.partial lives while the save streams
+        # out beside the next step: 1.0 kills every trial during a save in flight (or its commit).
+        self.commit_fraction = commit_fraction
         self.base_step = 2
         self.output_dir = "ck"
         self.starts_torch = True
@@ -205,6 +210,7 @@ class WritesNewDirectory:
         self.name, self.ws, self.source, self.make_argv, self.pointer = name, ws, source, make_argv, pointer
         self.output_dir = "out"
         self.starts_torch = starts_torch
+        self.commit_fraction = None  # the campaign's
         self.source_snapshot = trees.snapshot(source)
         self.reference = {}
         self.reference_tags = {}
@@ -257,6 +263,10 @@ def all_operations(ws):
         TrainWithSaves("train --save-every 2 --keep-last 2", ws, ws.tiny_config, ws.base, steps=10, save_every=2,
                        keep_last=2),
         TrainWithSaves("train --save (at the end)", ws, ws.tiny_config, ws.base, steps=4),
+        TrainWithSaves("train --save-every 1, saves in flight (host)", ws, ws.overlap_config, ws.base_overlap,
+                       steps=6, save_every=1, keep_last=2, commit_fraction=1.0),
+        TrainWithSaves("train --save-every 1, saves in flight (nvme)", ws, ws.overlap_nvme_config,
+                       ws.base_overlap_nvme, steps=6, save_every=1, keep_last=2, commit_fraction=1.0),
         TrainWithSaves("train, save_16bit_model", ws, ws.zero3_config, ws.base_zero3, steps=8, save_every=2,
                        keep_last=2, gathers_16bit=True),
         WritesNewDirectory("train --export", ws, ws.base,

@@ -11,7 +11,9 @@
 //                                     (output_preflight.h)
 //   save()        session_save.cpp    an engine checkpoint (+ the 16-bit model when asked), older
 //                                     checkpoints removed once it is durable; a failed one cleaned up
-//                                     and, when periodic, survived (--on-save-error); the export
+//                                     and, when periodic, survived (--on-save-error); a periodic one
+//                                     streams out during the next step and is committed after it
+//                                     (finish_save()); the export
 //   print_*()     session_report.cpp  rank 0's header and lines (format in step_report.h), and the
 //                                     metrics JSONL (--metrics, metrics_log.h)
 //   plan_epochs() session_eval.cpp    --epochs: the steps the data's size gives (epochs.h)
@@ -44,6 +46,7 @@
 #include "engine/train/internal/run_setup.h"
 #include "engine/train/internal/step_report.h"
 #include "engine/train/trainer.h"
+#include "engine/zero/background_save.h"
 #include "engine/zero/zero_engine.h"
 
 namespace tierzero::engine::trainer {
@@ -75,6 +78,11 @@ class TrainingSession {
   bool save_due(int64_t iteration) const;
   Status save(int64_t iteration);
   Status write_checkpoint(int64_t iteration);
+  // The periodic save streaming out since the last step began (if any): waited for and committed, then
+  // saved_checkpoint(); a failure goes through after_failed_save.
+  Status finish_save();
+  // What follows a durable checkpoint of `iteration`: the "saved" line, older checkpoints removed.
+  Status saved_checkpoint(int64_t iteration, const std::string& note);
   Status after_failed_save(int64_t iteration, const Status& failure);
   Status export_model();
   // tierzero.lora (session_lora.cpp): network_ becomes a LoraModel over the frozen base and
@@ -106,6 +114,8 @@ class TrainingSession {
   std::optional<LrSchedule> schedule_;
   std::optional<LossScaler> scaler_;
   std::unique_ptr<ZeroEngine> engine_;
+  std::unique_ptr<BackgroundSave> pending_save_;  // a periodic save the next step runs beside (reads engine_)
+  int64_t pending_iteration_ = 0;                 // its iteration
   MetricsLog metrics_;
   int64_t first_step_ = 0;  // steps done before this run (resume)
   int64_t last_step_ = 0;   // the step the run ends after

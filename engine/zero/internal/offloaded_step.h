@@ -16,6 +16,7 @@
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/partition_optimizer.h"
+#include "engine/zero/internal/save_progress.h"
 
 namespace tierzero::engine {
 
@@ -65,6 +66,13 @@ class OffloadedStep {
   void run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
            const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final);
 
+  // The next run() holds each piece until `save` has read it (HoldsForSave).
+  void hold_for_save(std::shared_ptr<SaveProgress> save) { save_ = std::move(save); }
+  // Returns once the save being held for (if any) has read elements [0, end).
+  void wait_for_save(int64_t end) {
+    if (save_ != nullptr) save_->wait_read(end);
+  }
+
   double last_copy_seconds() const { return last_copy_seconds_; }
   // The last step's copies to the device.
   const std::vector<PartitionWrite>& copies() const { return pending_; }
@@ -80,6 +88,7 @@ class OffloadedStep {
   const char* who_;
   int64_t numel_;
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
+  std::shared_ptr<SaveProgress> save_;   // the save in flight the next run() holds for, if any
   double last_copy_seconds_ = 0.0;
 };
 

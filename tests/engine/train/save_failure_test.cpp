@@ -3,9 +3,10 @@
 // the losses are the undisturbed run's, bit for bit — and no earlier checkpoint; the failed save's
 // partial output is removed, the next save succeeds. --on-save-error stop ends the run instead; a
 // failed final save is an error naming the checkpoint kept; leftover *.partial of an earlier run are
-// removed at start and named on stderr.
+// removed at start and named on stderr. The same for a save in flight beside the next step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -91,6 +92,45 @@ TEST_F(SaveFailure, FailedFinalSaveIsAnErrorNamingTheCheckpointKept) {
   EXPECT_ERROR(run.summary, ErrorCode::kOutOfSpace, "Kept: " + args_.save_dir + "/global_step4");
   EXPECT_EQ(trainer::latest_tag(args_.save_dir), "global_step4");
   EXPECT_OK(checkpoint::verify_checkpoint(args_.save_dir));
+  EXPECT_TRUE(partials_in(args_.save_dir).empty());
+}
+
+// With the optimizer offloaded (compact master, 8-bit moments) the periodic saves stream out beside
+// the next step and are committed after it (the "saved" line says so). The one whose rank file
+// fails is reported then, as a synchronous one is, and the run goes on bit for bit; with
+// --on-save-error stop it ends after that step, keeping the last good checkpoint.
+TEST_F(SaveFailure, DiskFullDuringASaveInFlightIsReportedAfterTheStepItRanBeside) {
+  args_.config_path = write_config(
+      dir_, small_config({{"bf16", {{"enabled", true}}},
+                          {"zero_optimization",
+                           {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                          {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}}),
+      "offloaded.json");
+  TrainArgs undisturbed = args_;
+  undisturbed.save_dir = dir_ / "undisturbed";
+  const TrainRun reference = run_train(undisturbed);
+  ASSERT_OK(reference.summary);
+  const std::string overlapped = "  saved " + undisturbed.save_dir + "/global_step2 (written during step 3; ";
+  EXPECT_TRUE(std::any_of(reference.lines.begin(), reference.lines.end(),
+                          [&](const std::string& line) { return line.rfind(overlapped, 0) == 0; }))
+      << "no line starting '" << overlapped << "'";
+
+  const TrainRun run = run_with_full_disk_at("global_step4.partial/rank");
+  ASSERT_OK(run.summary);
+  EXPECT_EQ(run.summary->losses, reference.summary->losses) << "every step ran, bit for bit as without the fault";
+  for (const std::string& part :
+       std::vector<std::string>{"warning: the save of step 4 into " + args_.save_dir + " failed",
+                                "No space left on device", "is kept as it was", "the final save at step 6 follows"})
+    EXPECT_NE(stderr_.find(part), std::string::npos) << "'" << part << "' missing from stderr:\n" << stderr_;
+  EXPECT_EQ(trainer::saved_iterations(args_.save_dir), (std::vector<int64_t>{2, 6}));
+  EXPECT_OK(checkpoint::verify_checkpoint(args_.save_dir, "global_step2"));
+  EXPECT_TRUE(partials_in(args_.save_dir).empty());
+
+  args_.on_save_error = SaveErrorPolicy::kStop;
+  args_.save_dir = dir_ / "stopped";
+  const TrainRun stopped = run_with_full_disk_at("global_step4.partial/rank");
+  EXPECT_ERROR(stopped.summary, ErrorCode::kOutOfSpace, "the periodic save of step 4 into " + args_.save_dir);
+  EXPECT_EQ(trainer::latest_tag(args_.save_dir), "global_step2");
   EXPECT_TRUE(partials_in(args_.save_dir).empty());
 }
 

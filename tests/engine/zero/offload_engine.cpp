@@ -10,9 +10,21 @@
 
 namespace tierzero::engine::testing {
 
+namespace {
+
+ModelConfig model_config(const OffloadEngineSpec& spec) {
+  ModelConfig config = test_model_config(true);
+  config.hidden_size *= spec.width;
+  config.intermediate_size *= spec.width;
+  config.head_dim *= spec.width;
+  return config;
+}
+
+}  // namespace
+
 OffloadEngine::OffloadEngine(const OffloadEngineSpec& spec)
     : comm(Comm::single(spec.cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU))),
-      model(make_causal_lm(test_model_config(true))) {
+      model(make_causal_lm(model_config(spec))) {
   ZeroEngineOptions options;
   options.partition.stage = spec.stage;
   options.partition.compute_dtype = spec.compute;
@@ -31,7 +43,7 @@ OffloadEngine::OffloadEngine(const OffloadEngineSpec& spec)
   if (!spec.nvme_dir.empty())
     options.nvme_optimizer = {
         .paths = {spec.nvme_dir}, .buffer_count = 3, .pipeline_read = true, .pipeline_write = true, .io = {}};
-  engine = std::make_unique<ZeroEngine>(*model, init_parameters(test_model_config(true), 42, at::kFloat, at::kCPU),
+  engine = std::make_unique<ZeroEngine>(*model, init_parameters(model_config(spec), 42, at::kFloat, at::kCPU),
                                         options, *comm);
 }
 

@@ -27,6 +27,7 @@ struct OffloadEngineSpec {
   int64_t records_in_memory = 0;              // ZeroEngineOptions::optimizer_records_in_memory
   uint64_t pinned_limit = 0;                  // ZeroEngineOptions::pinned_memory_limit_bytes
   at::ScalarType grads = at::kFloat;          // ZeroEngineOptions::offload_grad_dtype
+  int64_t width = 1;                          // the tiny Llama's hidden, intermediate and head sizes times this
 };
 
 struct OffloadEngine {

@@ -1,0 +1,153 @@
+// Saves that overlap training (BackgroundSave): a save started at step 3 while the engine goes on
+// to step 6 writes the checkpoint a synchronous save at step 3 writes, byte for byte, and a resume
+// from it is the unbroken run bit for bit (losses and weights) — the state in host memory and on
+// NVMe, compact master + int8 moments and fp32. The model is the tiny Llama 8 times wider (1.1M
+// parameters) and the saves are zstd level 9, so the writer is far slower than a forward and
+// backward: an optimizer that did not hold its update of what the save has not read yet would
+// change the saved bytes (checked to fail so with the hold removed).
+// A save whose write fails (the file size limit standing in for a full disk) returns the error
+// from finish(), the steps meanwhile are unharmed, and DIR/latest still names the previous one.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/engine_format/engine_checkpoint.h"
+#include "engine/zero/background_save.h"
+#include "engine/zero/zero_engine.h"
+#include "offload_engine.h"
+#include "scenario.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/status_matchers.h"
+
+namespace tierzero::engine::testing {
+namespace {
+
+::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new OneCpuThread);
+
+using test_support::ScratchDir;
+
+constexpr int64_t kSubGroup = 65536;  // a multiple of 256: the stage 3 shard in 17 records
+constexpr int kSavedAt = 3;          // steps before the save
+constexpr int kStepsAfter = 3;       // steps while (and after) it streams out
+constexpr int kLevel = 9;            // zstd: a slow writer
+
+struct Case {
+  const char* name;
+  at::ScalarType state;
+  MasterLayout master;
+  bool nvme;
+};
+constexpr Case kCases[] = {{"compact_int8 host", at::kChar, MasterLayout::kCompact, false},
+                           {"compact_int8 nvme", at::kChar, MasterLayout::kCompact, true},
+                           {"fp32 host", at::kFloat, MasterLayout::kFp32, false},
+                           {"fp32 nvme", at::kFloat, MasterLayout::kFp32, true}};
+
+OffloadEngineSpec spec_of(const Case& c, const std::string& nvme_dir) {
+  return {.stage = 3,
+          .compute = at::kBFloat16,
+          .state = c.state,
+          .nvme_dir = c.nvme ? nvme_dir : "",
+          .master = c.master,
+          .sub_group = kSubGroup,
+          .width = 8};
+}
+
+// The extras of a save at `iteration` (the rest empty).
+CheckpointExtras at_step(int64_t iteration) {
+  CheckpointExtras extras;
+  extras.iteration = iteration;
+  return extras;
+}
+
+// Every file of checkpoint DIR/TAG by name, with its bytes.
+std::map<std::string, std::string> checkpoint_files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/global_step" + std::to_string(kSavedAt)))
+    files[entry.path().filename().string()] = file_bytes(entry.path().string());
+  return files;
+}
+
+TEST(BackgroundSave, IsTheSynchronousSaveAndResumesTheUnbrokenRun) {
+  for (const Case& c : kCases) {
+    ScratchDir nvme_a, nvme_b, nvme_c, sync_dir, async_dir;
+    OffloadEngine synced(spec_of(c, nvme_a.path()));
+    for (int step = 0; step < kSavedAt; ++step) synced.train_step(step);
+    ASSERT_OK(save_engine_checkpoint(sync_dir.path(), *synced.engine, at_step(kSavedAt), kLevel));
+
+    OffloadEngine unbroken(spec_of(c, nvme_b.path()));
+    for (int step = 0; step < kSavedAt; ++step) unbroken.train_step(step);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
+                         BackgroundSave::start(async_dir.path(), *unbroken.engine, at_step(kSavedAt), kLevel));
+    std::vector<double> losses;
+    for (int step = kSavedAt; step < kSavedAt + kStepsAfter; ++step) losses.push_back(unbroken.train_step(step));
+    ASSERT_OK(save->finish());
+    std::printf("%s: the steps waited %.3f s for the save\n", c.name, save->held_seconds());
+
+    const std::map<std::string, std::string> expected = checkpoint_files(sync_dir.path());
+    const std::map<std::string, std::string> got = checkpoint_files(async_dir.path());
+    ASSERT_EQ(got.size(), expected.size()) << c.name;
+    for (const auto& [name, bytes] : expected) EXPECT_TRUE(got.at(name) == bytes) << c.name << ": " << name;
+
+    OffloadEngine resumed(spec_of(c, nvme_c.path()));
+    ASSERT_OK_AND_ASSIGN(CheckpointExtras extras, load_engine_checkpoint(async_dir.path(), *resumed.engine));
+    EXPECT_EQ(extras.iteration, kSavedAt);
+    for (int step = kSavedAt; step < kSavedAt + kStepsAfter; ++step)
+      EXPECT_EQ(resumed.train_step(step), losses[static_cast<size_t>(step - kSavedAt)]) << c.name << " step " << step;
+    const std::map<std::string, at::Tensor> want = unbroken.engine->master_params();
+    for (const auto& [name, weights] : resumed.engine->master_params())
+      EXPECT_TRUE(at::equal(weights, want.at(name))) << c.name << ": " << name;
+  }
+}
+
+// RLIMIT_FSIZE for this process while alive (writes past it fail with EFBIG, SIGXFSZ ignored).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit limit = old_;
+    limit.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+// The state in host memory (an NVMe one's swap files would meet the limit too).
+TEST(BackgroundSave, AFailedWriteIsReturnedByFinishAndKeepsThePreviousCheckpoint) {
+  ScratchDir dir;
+  OffloadEngine e(spec_of({"compact_int8", at::kChar, MasterLayout::kCompact, false}, ""));
+  e.train_step(0);
+  ASSERT_OK(save_engine_checkpoint(dir.path(), *e.engine, at_step(1)));
+  e.train_step(1);
+  Status finished;
+  {
+    const FileSizeLimit limit(4096);  // the rank file is larger
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
+                         BackgroundSave::start(dir.path(), *e.engine, at_step(2)));
+    e.train_step(2);  // the step runs beside the failing save, and is not held by it
+    finished = save->finish();
+  }
+  EXPECT_FALSE(finished.ok());
+  EXPECT_NE(finished.message().find(dir.path() + "/global_step2"), std::string::npos) << finished.message();
+  e.train_step(3);  // training goes on
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::CheckpointReader> reader,
+                       checkpoint::CheckpointReader::open(dir.path()));
+  EXPECT_EQ(reader->tag(), "global_step1");
+}
+
+}  // namespace
+}  // namespace tierzero::engine::testing
