@@ -201,7 +201,9 @@ struct AccumulatorChoice {
   bool on_device = false;
   AccumulatorReason why = AccumulatorReason::kAsked;
 };
-constexpr uint64_t accumulator_bytes(int64_t partition) { return partition > 0 ? 4 * static_cast<uint64_t>(partition) : 0; }
+constexpr uint64_t accumulator_bytes(int64_t partition) {
+  return partition > 0 ? 4 * static_cast<uint64_t>(partition) : 0;
+}
 // The choice for `requested` with `accumulation_steps` micro-batches a step, a partition of
 // `partition` elements and `room`. kDevice is honoured as asked, with one micro-batch or no GPU too.
 constexpr AccumulatorChoice grad_accumulator(GradAccumulator requested, int64_t accumulation_steps, int64_t partition,

@@ -28,7 +28,8 @@ void ForwardWindow::decide(int64_t micro_batches, int64_t tokens) {
   // summed in fp32.
   const uint64_t extra = window_pass_extra_bytes(model_, micro_batches, tokens, compute_dtype_);
   const std::string unit_by_unit = "unit by unit across " + std::to_string(micro_batches) + " micro-batches (+" +
-                                   format_bytes(extra) + " of kept unit inputs, output gradients and one unit's fp32 gradient sums";
+                                   format_bytes(extra) +
+                                   " of kept unit inputs, output gradients and one unit's fp32 gradient sums";
   if (micro_batches < 2) {
     unit_by_unit_ = false;
     choice_ = "micro-batch by micro-batch (one micro-batch per step)";
@@ -42,10 +43,12 @@ void ForwardWindow::decide(int64_t micro_batches, int64_t tokens) {
   unit_by_unit_ = room_.fits(accumulator_bytes_ + extra);
   const std::string why =
       room_.planned_peak > 0
-          ? ": planned peak " + format_bytes(room_.planned_peak) + " + accumulator " + format_bytes(accumulator_bytes_) +
-                " + window " + (unit_by_unit_ ? "fits " : "exceeds ") + budget_text_ + ")"
+          ? ": planned peak " + format_bytes(room_.planned_peak) + " + accumulator " +
+                format_bytes(accumulator_bytes_) + " + window " + (unit_by_unit_ ? "fits " : "exceeds ") +
+                budget_text_ + ")"
           : std::string(unit_by_unit_ ? " within" : " past") + " a quarter of " + budget_text_ + "; no planned peak)";
-  choice_ = unit_by_unit_ ? unit_by_unit + why : "micro-batch by micro-batch (the window's " + format_bytes(extra) + why;
+  choice_ =
+      unit_by_unit_ ? unit_by_unit + why : "micro-batch by micro-batch (the window's " + format_bytes(extra) + why;
 }
 
 }  // namespace tierzero::engine

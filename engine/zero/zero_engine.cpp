@@ -353,7 +353,8 @@ void ZeroEngine::choose_step_modes() {
       partitioner_->can_follow_step() && (followed_step_ != nullptr || options_.partition.offload_params),
       grad_accumulation_on_device() ? state_layout::accumulator_bytes(partitioner_->partition_numel()) : 0, room,
       budget_text(options_, room, comm_.device()));
-  if (options_.micro_batch_tokens > 0) window_->decide(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
+  if (options_.micro_batch_tokens > 0)
+    window_->decide(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
 }
 
 void ZeroEngine::step_in_backward_if_possible() {
