@@ -173,6 +173,47 @@ int64_t param_read_buffer_bytes(int64_t buffer_numel, int element_bytes);
 // records of `record_numel` from the front).
 int64_t param_records_in_memory(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel);
 
+// ---- What the engine adds on the GPU where it finds room ---------------------------------------
+// The device gradient accumulator and the forward window (engine/zero's offloaded_grads.h,
+// forward_window.h) are decided with these; the planner (`tierzero estimate`) reports what they decide.
+
+// The room: on a GPU, the budget (tierzero.gpu_memory_limit, else the GPU's memory; 0: not known —
+// the planner without a GPU figure — and anything fits) beside the planned allocated peak without
+// them (0: not known — then `extra` must fit a quarter of the budget). Off the GPU anything fits.
+struct GpuRoom {
+  bool on_gpu = false;
+  uint64_t budget = 0;
+  uint64_t planned_peak = 0;
+
+  constexpr bool fits(uint64_t extra) const {
+    if (!on_gpu || budget == 0) return true;
+    return planned_peak > 0 ? planned_peak + extra <= budget : extra <= budget / 4;
+  }
+};
+
+// Where an offloaded step accumulates micro-batches (tierzero.offload_grad_accumulator): kHost lands
+// every micro-batch's buckets; kDevice sums micro-batches 1..A-1 in an fp32 accumulator of the
+// partition on the compute device (accumulator_bytes) and lands the last; kAuto: kDevice on a GPU
+// with several micro-batches a step when the accumulator fits the room.
+enum class GradAccumulator : uint8_t { kHost, kDevice, kAuto };
+enum class AccumulatorReason : uint8_t { kAsked, kOneMicroBatch, kNoGpu, kRoom };  // why, for kAuto's three
+struct AccumulatorChoice {
+  bool on_device = false;
+  AccumulatorReason why = AccumulatorReason::kAsked;
+};
+constexpr uint64_t accumulator_bytes(int64_t partition) {
+  return partition > 0 ? 4 * static_cast<uint64_t>(partition) : 0;
+}
+// The choice for `requested` with `accumulation_steps` micro-batches a step, a partition of
+// `partition` elements and `room`. kDevice is honoured as asked, with one micro-batch or no GPU too.
+constexpr AccumulatorChoice grad_accumulator(GradAccumulator requested, int64_t accumulation_steps, int64_t partition,
+                                             const GpuRoom& room) {
+  if (requested != GradAccumulator::kAuto) return {requested == GradAccumulator::kDevice, AccumulatorReason::kAsked};
+  if (accumulation_steps <= 1) return {false, AccumulatorReason::kOneMicroBatch};
+  if (!room.on_gpu) return {false, AccumulatorReason::kNoGpu};
+  return {room.fits(accumulator_bytes(partition)), AccumulatorReason::kRoom};
+}
+
 // Every pinned buffer of the offloaded step, with the state on NVMe the first `records_in_memory`
 // sub-group records in one block. Buffers of 0 bytes are listed (the engine looks them up).
 std::vector<offload::PinnedBufferSpec> pinned_buffers(const HostShape& shape, int64_t records_in_memory);

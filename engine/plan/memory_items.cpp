@@ -306,27 +306,31 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.steps_in_backward = false;
   s.device_accumulator = false;
   s.window_bytes = 0;
-  if (s.accum < 2) return out.take();
-  const uint64_t budget = s.compute_on_cpu                     ? 0
-                          : config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
-                                                                 : machine.gpu_memory_bytes;
-  const auto fits = [&](double extra) { return s.compute_on_cpu || budget == 0 || planned_gpu_peak + extra <= budget; };
-  double accumulator = 0;
-  const OffloadGradAccumulator choice = config.tierzero.offload_grad_accumulator;
-  if (s.optimizer_offloaded() && !s.compute_on_cpu && (choice == OffloadGradAccumulator::kDevice ||
-                            (choice == OffloadGradAccumulator::kAuto && fits(4.0 * s.partition)))) {
-    accumulator = 4.0 * s.partition;
+  // The engine's room and its accumulator choice (engine/layout): the same functions.
+  const state_layout::GpuRoom room{.on_gpu = !s.compute_on_cpu,
+                                   .budget = config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
+                                                                                  : machine.gpu_memory_bytes,
+                                   .planned_peak = planned_gpu_peak};
+  using state_layout::GradAccumulator;
+  const OffloadGradAccumulator asked = config.tierzero.offload_grad_accumulator;
+  const GradAccumulator requested = asked == OffloadGradAccumulator::kDevice ? GradAccumulator::kDevice
+                                    : asked == OffloadGradAccumulator::kHost ? GradAccumulator::kHost
+                                                                             : GradAccumulator::kAuto;
+  uint64_t accumulator = 0;
+  if (s.optimizer_offloaded() && state_layout::grad_accumulator(requested, s.accum, s.partition, room).on_device) {
+    accumulator = state_layout::accumulator_bytes(s.partition);
     s.device_accumulator = true;
     out.elements(Tier::kGpu, "gradient accumulator (fp32, the partition)", Phase::kResident, 4, s.partition,
-                 "(tierzero.offload_grad_accumulator: it fits)");
+                 "(tierzero.offload_grad_accumulator: asked for, or it fits)");
   }
+  if (s.accum < 2) return out.take();
   // The window's bytes as the engine counts them (the same function): the other micro-batches' inputs
   // of every body unit and their output gradients, and one unit's fp32 gradient sums.
   const auto window = static_cast<double>(plan::window_bytes(s.accum, s.micro * s.seq, model.hidden_size,
                                                              model.num_hidden_layers + 2, s.largest_unit,
                                                              s.compute_bytes));
   s.window_bytes = s.window_possible ? window : 0.0;
-  if (s.window_possible && fits(accumulator + window)) {
+  if (s.window_possible && room.fits(accumulator + static_cast<uint64_t>(window))) {
     s.forward_window = true;
     // The step followed, and the engine's own test (engine/layout).
     s.steps_in_backward = s.follows_step && state_layout::step_in_backward_refusal(

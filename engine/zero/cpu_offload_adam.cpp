@@ -49,12 +49,6 @@ class CpuOffloadAdam final : public PartitionOptimizer,
          setup_.exp_avg_scales.numel() != static_cast<int64_t>(cpu_adam::moment_block_count(numel_)) ||
          setup_.exp_avg_sq_scales.numel() != setup_.exp_avg_scales.numel()))
       throw Error(internal_error("cpu optimizer: 8-bit moments need int8 / uint8 codes and a scale per block"));
-    if (compact.moments_8bit && setup_.common.sub_group_numel < numel_ &&
-        setup_.common.sub_group_numel % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
-                                   " must be a multiple of " + std::to_string(cpu_adam::kMomentBlock) +
-                                   " with tierzero.optimizer_state_dtype \"int8\" (8-bit moments are scaled in "
-                                   "blocks of that many elements); round it to a multiple"));
     if (!converted()) {
       state_.master = setup_.master;
       state_.exp_avg = setup_.exp_avg;

@@ -45,12 +45,6 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       throw Error(internal_error("nvme optimizer: moments must be fp32, bf16 or 8-bit"));
     if (setup_.common.compact.moments_8bit != (setup_.state_dtype == at::kChar))
       throw Error(internal_error("nvme optimizer: 8-bit moments and the state dtype disagree"));
-    if (setup_.common.compact.moments_8bit && slot_numel_ < numel_ &&
-        slot_numel_ % static_cast<int64_t>(cpu_adam::kMomentBlock) != 0)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
-                                   " must be a multiple of " + std::to_string(cpu_adam::kMomentBlock) +
-                                   " with tierzero.optimizer_state_dtype \"int8\" (8-bit moments are scaled in "
-                                   "blocks of that many elements); round it to a multiple"));
     if (setup_.common.compact.compact_master &&
         (!setup_.common.compact.hi.defined() || setup_.common.compact.hi.scalar_type() != at::kBFloat16 ||
          setup_.common.compact.hi.numel() != numel_))
@@ -503,10 +497,6 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 };
 
 }  // namespace
-
-int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype, bool compact_master) {
-  return static_cast<int64_t>(record_layout(state_dtype, compact_master).record_bytes(numel));
-}
 
 std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup) {
   return std::make_unique<NvmeAdam>(std::move(setup));

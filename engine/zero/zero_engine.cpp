@@ -14,9 +14,11 @@
 
 #include "engine/config/ds_config.h"
 #include "engine/layout/layout.h"
-#include "engine/zero/internal/offload_stack.h"
+#include "engine/zero/internal/followed_step.h"
+#include "engine/zero/internal/forward_window.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/host_grad_pipeline.h"
+#include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/offloaded_grads.h"
 #include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/unit_function.h"
@@ -57,24 +59,20 @@ struct PartitionSizes {
 
 PartitionSizes partition_sizes(const FunctionalModel& model, const PartitionOptions& options, int world_size) {
   const ParamNamesAndShapes table = param_names_and_shapes(model);
-  const int64_t bucket = options.reduce_bucket_numel;
-  PartitionSizes sizes;
+  int64_t partition = 0, slots = 0, largest = 0;  // slots: stage 3's, each padded by an element
   if (options.stage == 3) {
     const ShardedLayout layout = make_sharded_layout(table.names, table.shapes, world_size);
-    int64_t largest = 0;
     for (const ShardSlot& slot : layout.slots) largest = std::max(largest, slot.shard_numel);
-    sizes.partition_numel = layout.shard_numel;
-    sizes.landing_numel = state_layout::landing_numel(3, layout.shard_numel, bucket, world_size,
-                                                      static_cast<int64_t>(layout.slots.size()), largest);
+    partition = layout.shard_numel;
+    slots = static_cast<int64_t>(layout.slots.size());
   } else {
     const FlatGroupLayout layout = make_flat_group_layout(table.names, table.shapes, options.stage, world_size);
-    int64_t largest = 0;
     for (const FlatSlot& slot : layout.slots) largest = std::max(largest, slot.numel);
-    sizes.partition_numel = layout.partition_numel;
-    sizes.landing_numel = state_layout::landing_numel(options.stage, layout.partition_numel, bucket, world_size, 0,
-                                                      largest);
+    partition = layout.partition_numel;
   }
-  return sizes;
+  return {.partition_numel = partition,
+          .landing_numel = state_layout::landing_numel(options.stage, partition, options.reduce_bucket_numel,
+                                                       world_size, slots, largest)};
 }
 
 bool state_on_nvme(const ZeroEngineOptions& options) {
@@ -83,11 +81,6 @@ bool state_on_nvme(const ZeroEngineOptions& options) {
 
 bool params_on_nvme(const ZeroEngineOptions& options) {
   return options.partition.offload_params && !options.nvme_params.paths.empty();
-}
-
-// Elements of one optimizer sub-group of a partition of `partition_numel` (at least 1).
-int64_t sub_group_numel(const ZeroEngineOptions& options, int64_t partition_numel) {
-  return std::max<int64_t>(1, std::min(options.sub_group_size, partition_numel));
 }
 
 bool compact_master(const ZeroEngineOptions& options) { return options.master_layout == MasterLayout::kCompact; }
@@ -166,45 +159,44 @@ CompactState compact_state(const ZeroEngineOptions& options, const HostTier& hos
   return compact;
 }
 
-// Whether `extra` bytes more fit `device`'s budget (tierzero.gpu_memory_limit, else the device's
-// memory): beside the planner's peak when there is one, else within a quarter of the budget (three
-// quarters kept for everything else). `budget_text` names the budget for the caller's sentence.
-struct GpuRoom {
-  bool fits = false;
-  std::string budget_text;
-};
-GpuRoom gpu_room_for(const ZeroEngineOptions& options, at::Device device, uint64_t extra) {
-  const bool limited = options.gpu_memory_limit_bytes > 0;
-  const uint64_t budget = limited ? options.gpu_memory_limit_bytes : device_memory_bytes(device);
-  GpuRoom room;
-  room.budget_text =
-      format_bytes(budget) + (limited ? " (tierzero.gpu_memory_limit)" : " (" + device.str() + "'s memory)");
-  room.fits = options.planned_gpu_peak_bytes > 0 ? options.planned_gpu_peak_bytes + extra <= budget
-                                                 : extra <= budget / 4;
-  return room;
+// The GPU room the accumulator and the forward window are decided in (engine/layout, which the
+// planner decides with too), and the text naming its budget for the choice's sentence.
+state_layout::GpuRoom gpu_room(const ZeroEngineOptions& options, at::Device device) {
+  const uint64_t limit = options.gpu_memory_limit_bytes;
+  return {.on_gpu = device.is_cuda(),
+          .budget = !device.is_cuda() ? 0 : limit > 0 ? limit : device_memory_bytes(device),
+          .planned_peak = options.planned_gpu_peak_bytes};
+}
+std::string budget_text(const ZeroEngineOptions& options, const state_layout::GpuRoom& room, at::Device device) {
+  return format_bytes(room.budget) +
+         (options.gpu_memory_limit_bytes > 0 ? " (tierzero.gpu_memory_limit)" : " (" + device.str() + "'s memory)");
 }
 
-// Whether the offloaded step accumulates micro-batches on `device` (ZeroEngineOptions::
-// grad_accumulator), and the sentence saying why.
+// Whether the offloaded step accumulates micro-batches on `device` (engine/layout's choice), and the
+// sentence saying why.
 std::pair<bool, std::string> choose_grad_accumulator(const ZeroEngineOptions& options, int64_t partition_numel,
                                                      at::Device device) {
-  const uint64_t bytes = static_cast<uint64_t>(partition_numel) * sizeof(float);
+  using state_layout::AccumulatorReason;
+  const state_layout::GpuRoom room = gpu_room(options, device);
+  const state_layout::AccumulatorChoice choice = state_layout::grad_accumulator(
+      options.grad_accumulator, options.gradient_accumulation_steps, partition_numel, room);
+  const uint64_t bytes = state_layout::accumulator_bytes(partition_numel);
   const std::string held = format_bytes(bytes) + " fp32 on " + device.str();
-  switch (options.grad_accumulator) {
-    case GradAccumulator::kHost: return {false, "host (tierzero.offload_grad_accumulator \"host\")"};
-    case GradAccumulator::kDevice: return {true, "device (" + held + "; tierzero.offload_grad_accumulator \"device\")"};
-    case GradAccumulator::kAuto: break;
+  switch (choice.why) {
+    case AccumulatorReason::kAsked:
+      return {choice.on_device, choice.on_device ? "device (" + held + "; tierzero.offload_grad_accumulator \"device\")"
+                                                 : "host (tierzero.offload_grad_accumulator \"host\")"};
+    case AccumulatorReason::kOneMicroBatch: return {false, "host (one micro-batch per step: nothing to accumulate)"};
+    case AccumulatorReason::kNoGpu: return {false, "host (no GPU to accumulate on)"};
+    case AccumulatorReason::kRoom: break;
   }
-  if (options.gradient_accumulation_steps <= 1)
-    return {false, "host (one micro-batch per step: nothing to accumulate)"};
-  if (!device.is_cuda()) return {false, "host (no GPU to accumulate on)"};
-  const GpuRoom room = gpu_room_for(options, device, bytes);
-  const std::string where = room.fits ? "device (" : "host (";
-  if (options.planned_gpu_peak_bytes > 0)
-    return {room.fits, where + held + ": planned peak " + format_bytes(options.planned_gpu_peak_bytes) + " + " +
-                           format_bytes(bytes) + (room.fits ? " fits " : " exceeds ") + room.budget_text + ")"};
-  return {room.fits, where + held + (room.fits ? " is within" : " exceeds") + " a quarter of " + room.budget_text +
-                         "; no planned peak)"};
+  const bool fits = choice.on_device;
+  const std::string where = fits ? "device (" : "host (";
+  if (room.planned_peak > 0)
+    return {fits, where + held + ": planned peak " + format_bytes(room.planned_peak) + " + " + format_bytes(bytes) +
+                      (fits ? " fits " : " exceeds ") + budget_text(options, room, device) + ")"};
+  return {fits, where + held + (fits ? " is within" : " exceeds") + " a quarter of " +
+                    budget_text(options, room, device) + "; no planned peak)"};
 }
 
 }  // namespace
@@ -227,14 +219,13 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
 
   const PartitionSizes sizes = partition_sizes(model, options_.partition, comm.world_size());
   throw_if_error(check_engine_settings(settings_of(options_), sizes.partition_numel));
+  const state_layout::HostShape shape = host_shape(options_, sizes, comm.device());
   if (params_on_nvme(options_)) {  // before the pinned buffers and the swap files are made
     const ParamNamesAndShapes table = param_names_and_shapes(model);
     throw_if_error(check_read_buffers(make_sharded_layout(table.names, table.shapes, comm.world_size()),
                                       unit_param_indices(model), options_.partition.persistence_threshold,
-                                      sub_group_numel(options_, sizes.partition_numel), options_.nvme_params,
-                                      comm.rank()));
+                                      shape.records().group(), options_.nvme_params, comm.rank()));
   }
-  const state_layout::HostShape shape = host_shape(options_, sizes, comm.device());
   const int64_t records_in_memory =
       state_layout::records_in_memory(shape, options_.optimizer_records_in_memory, options_.pinned_memory_limit_bytes);
   const std::vector<offload::PinnedBufferSpec> buffers = state_layout::pinned_buffers(shape, records_in_memory);
@@ -246,7 +237,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     NvmeParamsSetup setup{.options = options.nvme_params,
                           .rank = comm.rank(),
                           .shard_numel = sizes.partition_numel,
-                          .record_numel = sub_group_numel(options, sizes.partition_numel),
+                          .record_numel = shape.records().group(),
                           .dtype = options.partition.compute_dtype,
                           .read_buffers = {},
                           .windows = {},
@@ -284,7 +275,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
         at::zeros({partitioner_->partition_numel()}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
     load_partition(params, model, *partitioner_, partition_rank, master);
     optimizer_ = make_device_adam(std::move(master), options.adam);
-    choose_window_at_start();
+    choose_step_modes();
     return;
   }
   const OffloadedAdamSetup common{.config = options.adam,
@@ -315,7 +306,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     optimizer_ = std::move(nvme);
     update_nvme_traffic();  // the swap files' size
     if (rounds_away(options)) sync_compute_params();  // the weights as the master's bf16 half rounds them
-    follow_steps_if_overlapped();
+    choose_step_modes();
     return;
   }
   CpuOffloadAdamSetup setup{.common = common,
@@ -345,22 +336,25 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   optimizer_ = make_cpu_offload_adam(std::move(setup));
   update_nvme_traffic();
   if (rounds_away(options)) sync_compute_params();  // the weights as the master's bf16 half rounds them
-  follow_steps_if_overlapped();
+  choose_step_modes();
 }
 
-void ZeroEngine::follow_steps_if_overlapped() {
-  follows_step_ = options_.overlap_offload && partitioner_->can_follow_step();
-  if (follows_step_) {
+void ZeroEngine::choose_step_modes() {
+  // Step timing: after the backward, or followed into the next forward and, where it can, inside the
+  // window's backward.
+  if (options_.offload_optimizer && options_.overlap_offload && partitioner_->can_follow_step()) {
     step_in_backward_if_possible();
-    partitioner_->follow_step(&progress_);
-    if (options_.time_breakdown) progress_.measure_idle(copies_.get());
+    followed_step_ = std::make_unique<FollowedStep>(*partitioner_, *optimizer_, *copies_, options_.time_breakdown);
   }
-  choose_window_at_start();
-}
-
-void ZeroEngine::choose_window_at_start() {
-  if (window_possible() && options_.micro_batch_tokens > 0)
-    choose_forward_window(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
+  // Forward shape: the window's size is known up front when the micro-batch's tokens are.
+  const state_layout::GpuRoom room = gpu_room(options_, comm_.device());
+  window_ = std::make_unique<ForwardWindow>(
+      model_, options_.partition.compute_dtype,
+      partitioner_->can_follow_step() && (followed_step_ != nullptr || options_.partition.offload_params),
+      grad_accumulation_on_device() ? state_layout::accumulator_bytes(partitioner_->partition_numel()) : 0, room,
+      budget_text(options_, room, comm_.device()));
+  if (options_.micro_batch_tokens > 0)
+    window_->decide(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
 }
 
 void ZeroEngine::step_in_backward_if_possible() {
@@ -380,9 +374,7 @@ void ZeroEngine::step_in_backward_if_possible() {
 
 void ZeroEngine::plan_step(double lr, double loss_scale) { planned_step_ = std::make_pair(lr, loss_scale); }
 
-ZeroEngine::~ZeroEngine() {
-  if (optimizer_thread_.joinable()) optimizer_thread_.join();  // its errors reach no one now
-}
+ZeroEngine::~ZeroEngine() = default;  // a step still in flight is joined; its errors reach no one now
 
 double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tensor& targets, double loss_multiplier) {
   return queue_forward_backward(input_ids, targets, loss_multiplier).item<double>();
@@ -406,7 +398,8 @@ at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const
 
 std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& batches, double loss_multiplier) {
   std::vector<at::Tensor> losses;
-  if (!forward_window(batches)) {
+  if (batches.empty() ||
+      !window_->unit_by_unit(static_cast<int64_t>(batches.size()), batches.front().input_ids.numel())) {
     for (const TokenBatch& batch : batches)
       losses.push_back(queue_forward_backward(batch.input_ids, batch.targets, loss_multiplier));
     return losses;
@@ -422,9 +415,7 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
   }
   WindowPassHooks hooks;
   hooks.before_backward = [&] {
-    finish_step();  // the backward lands gradients where the step reads them
-    micro_batches_ += static_cast<int64_t>(batches.size());
-    if (offloaded_grads_) offloaded_grads_->begin_micro_batch(micro_batches_ >= options_.gradient_accumulation_steps);
+    begin_backward(static_cast<int64_t>(batches.size()));
     if (backward_step_ != nullptr && planned_step_ && micro_batches_ >= options_.gradient_accumulation_steps) {
       // No device sync first: a sub-group is written only once its units' backward is done on the device.
       backward_step_->start(*optimizer_, partitioner_->grad_partition(), 1.0 / planned_step_->second,
@@ -465,8 +456,7 @@ at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Te
     sync_current_stream(device);
     times_.forward_s += seconds_since(start);
   }
-  finish_step();  // the backward lands gradients where the step reads them
-  if (offloaded_grads_) offloaded_grads_->begin_micro_batch(++micro_batches_ >= options_.gradient_accumulation_steps);
+  begin_backward(1);
   start = Clock::now();
   (loss * loss_multiplier).backward();
   if (timed) {
@@ -476,51 +466,15 @@ at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Te
   return loss.detach();
 }
 
-bool ZeroEngine::window_possible() const {
-  return partitioner_->can_follow_step() && (follows_step_ || options_.partition.offload_params);
-}
-
-bool ZeroEngine::forward_window(const std::vector<TokenBatch>& batches) {
-  if (!window_possible() || batches.size() < 2) return false;
-  if (forward_window_choice_.empty())
-    choose_forward_window(static_cast<int64_t>(batches.size()), batches.front().input_ids.numel());
-  return window_forward_;
-}
-
-void ZeroEngine::choose_forward_window(int64_t micro_batches, int64_t tokens) {
-  // The window (window_pass.h) keeps, for every micro-batch but one, the input of each unit but the
-  // last and an output gradient (hidden states in the compute dtype), and one unit's gradients
-  // summed in fp32.
-  const uint64_t extra = window_pass_extra_bytes(model_, micro_batches, tokens, options_.partition.compute_dtype);
-  const at::Device device = comm_.device();
-  const std::string unit_by_unit = "unit by unit across " + std::to_string(micro_batches) + " micro-batches (+" +
-                                   format_bytes(extra) + " of kept unit inputs, output gradients and one unit's fp32 gradient sums";
-  if (micro_batches < 2) {
-    window_forward_ = false;
-    forward_window_choice_ = "micro-batch by micro-batch (one micro-batch per step)";
-    return;
-  }
-  if (!device.is_cuda()) {
-    window_forward_ = true;
-    forward_window_choice_ = unit_by_unit + " in host memory)";
-    return;
-  }
-  const uint64_t accumulator =
-      grad_accumulation_on_device() ? static_cast<uint64_t>(partitioner_->partition_numel()) * sizeof(float) : 0;
-  const GpuRoom room = gpu_room_for(options_, device, accumulator + extra);
-  window_forward_ = room.fits;
-  const std::string why =
-      options_.planned_gpu_peak_bytes > 0
-          ? ": planned peak " + format_bytes(options_.planned_gpu_peak_bytes) + " + accumulator " +
-                format_bytes(accumulator) + " + window " + (room.fits ? "fits " : "exceeds ") + room.budget_text + ")"
-          : std::string(room.fits ? " within" : " past") + " a quarter of " + room.budget_text + "; no planned peak)";
-  forward_window_choice_ =
-      window_forward_ ? unit_by_unit + why : "micro-batch by micro-batch (the window's " + format_bytes(extra) + why;
+void ZeroEngine::begin_backward(int64_t micro_batches) {
+  finish_step();  // joins: the backward lands gradients into the partition the followed step reads
+  micro_batches_ += micro_batches;
+  if (offloaded_grads_) offloaded_grads_->begin_micro_batch(micro_batches_ >= options_.gradient_accumulation_steps);
 }
 
 StepOutcome ZeroEngine::step(double lr, double loss_scale) {
   const bool timed = options_.time_breakdown;
-  finish_step();  // a step without a micro-batch since the last one
+  finish_step();  // joins: a step without a micro-batch since the last one reads what that one wrote
   const Clock::time_point step_start = Clock::now();
   partitioner_->finish_reduction();
   at::Tensor grad = partitioner_->grad_partition();
@@ -532,11 +486,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     sq_norm = optimizer_->grad_sq_norm(grad);
   }
   Clock::time_point start = Clock::now();
-  if (partitioner_->partitioned()) {
-    at::Tensor total = at::full({1}, sq_norm, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
-    comm_.all_reduce_sum(total).wait();
-    sq_norm = total.item<double>();
-  }
+  if (partitioner_->partitioned()) sq_norm = sum_over_ranks(sq_norm);
   if (timed) times_.comm_s += seconds_since(start);
   StepOutcome outcome;
   outcome.grad_norm = std::sqrt(sq_norm) / loss_scale;
@@ -551,16 +501,11 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     start = Clock::now();
     if (step_started_in_backward_) {
       finish_backward_step(lr, combined_scale, outcome);
-    } else if (follows_step_) {
-      start_optimizer_step(grad, 1.0 / combined_scale, lr);
+    } else if (followed_step_ != nullptr) {
+      followed_step_->start(grad, 1.0 / combined_scale, lr);
     } else {
       optimizer_->step(grad, 1.0 / combined_scale, lr, partitioner_->compute_partition(), nullptr, nullptr);
-      partitioner_->defer_reads(optimizer_->device_writes());
-      update_nvme_traffic();
-      if (timed) {
-        times_.param_h2d_s += optimizer_->last_copy_seconds();
-        times_.cpu_optimizer_s += seconds_since(start) - optimizer_->last_copy_seconds();
-      }
+      step_done(optimizer_->device_writes(), seconds_since(start));
     }
   } else if (step_started_in_backward_) {
     finish_backward_step(lr, loss_scale, outcome);  // throws: the update is already applied
@@ -579,7 +524,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     }
     times_.gpu_idle_s += std::max(0.0, seconds_since(step_start) - times_.comm_s);
   }
-  if (!optimizer_thread_.joinable()) partitioner_->zero_grads();  // else once the step has read them
+  if (followed_step_ == nullptr || !followed_step_->running()) partitioner_->zero_grads();  // else once it read them
   micro_batches_ = 0;
   last_times_ = times_;
   times_ = StepTimes{};
@@ -589,12 +534,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
 void ZeroEngine::finish_backward_step(double lr, double loss_scale, const StepOutcome& outcome) {
   step_started_in_backward_ = false;
   const double step_seconds = backward_step_->finish();
-  partitioner_->defer_reads(optimizer_->device_writes());
-  update_nvme_traffic();
-  if (options_.time_breakdown) {
-    times_.cpu_optimizer_s += step_seconds - optimizer_->last_copy_seconds();
-    times_.param_h2d_s += optimizer_->last_copy_seconds();  // step() counts its wait as GPU idle
-  }
+  step_done(optimizer_->device_writes(), step_seconds);  // step() counts its wait as GPU idle
   if (lr != planned_step_->first || loss_scale != planned_step_->second)
     throw Error(internal_error("step(lr " + std::to_string(lr) + ", loss scale " + std::to_string(loss_scale) +
                                ") after plan_step(lr " + std::to_string(planned_step_->first) + ", loss scale " +
@@ -606,50 +546,29 @@ void ZeroEngine::finish_backward_step(double lr, double loss_scale, const StepOu
         "step then waits for the whole gradient and a non-finite one is skipped)"));
 }
 
-void ZeroEngine::start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr) {
-  const at::Tensor compute = partitioner_->compute_partition();  // no read of the old values is left
-  // The step's copies into a device partition run on the side stream, unordered with the current
-  // one: the reads queued on it so far must be done first.
-  if (compute.defined() && !compute.is_cpu()) sync_current_stream(compute.device());
-  progress_.start(partitioner_->partition_numel());
-  optimizer_thread_ = std::thread([this, grad, grad_multiplier, lr, compute] {
-    const Clock::time_point start = Clock::now();
-    try {
-      // The copies it queues are ordered after the side stream only, not after the forward's work.
-      copies_->after_device_copies(
-          [&] { optimizer_->step(grad, grad_multiplier, lr, compute, &progress_, nullptr); });
-    } catch (const Error& e) {
-      progress_.fail(e.status());
-    } catch (const std::exception& e) {
-      progress_.fail(internal_error(std::string("the offloaded optimizer step failed: ") + e.what()));
-    }
-    optimizer_seconds_ = seconds_since(start);
-  });
-}
-
 void ZeroEngine::finish_step() {
-  if (!optimizer_thread_.joinable()) return;
-  const Clock::time_point start = Clock::now();
-  optimizer_thread_.join();
-  const double joined = seconds_since(start);
-  // The copies no read has taken yet; throws the step's error.
-  partitioner_->defer_reads(progress_.wait_for(partitioner_->partition_numel()));
-  partitioner_->zero_grads();
-  update_nvme_traffic();
+  const std::optional<FollowedStep::Joined> joined = followed_step_ ? followed_step_->join() : std::nullopt;
+  if (!joined) return;
+  step_done({}, joined->step_s);  // its copies are deferred already
   if (options_.time_breakdown) {
     // The forward's phase ran from one stream sync to the next: its device time is the compute plus
     // the gaps its fetches left while they waited for the step.
-    const double idle = progress_.take_idle_seconds();
-    const double copies = optimizer_->last_copy_seconds();
-    times_.cpu_optimizer_s += optimizer_seconds_ - copies;
-    times_.param_h2d_s += copies;
-    times_.forward_s -= idle;
-    times_.gpu_idle_s += idle + joined;
+    times_.forward_s -= joined->idle_s;
+    times_.gpu_idle_s += joined->idle_s + joined->joined_s;
   }
 }
 
+void ZeroEngine::step_done(std::vector<PartitionWrite> writes, double step_seconds) {
+  partitioner_->defer_reads(std::move(writes));
+  update_nvme_traffic();
+  if (!options_.time_breakdown) return;
+  const double copies = optimizer_->last_copy_seconds();
+  times_.cpu_optimizer_s += step_seconds - copies;
+  times_.param_h2d_s += copies;
+}
+
 std::map<std::string, at::Tensor> ZeroEngine::master_params() {
-  finish_step();
+  finish_step();  // joins: reads the master the step writes
   if (!compact_master(options_)) return partitioner_->assemble(optimizer_->state().master);
   // A compact master joined into one fp32 copy of the partition (state() would decode the moments too).
   at::Tensor master = at::empty({partitioner_->partition_numel()}, at::kFloat);
@@ -658,7 +577,7 @@ std::map<std::string, at::Tensor> ZeroEngine::master_params() {
 }
 
 void ZeroEngine::sync_compute_params() {
-  finish_step();
+  finish_step();  // joins: reads the master and writes the weights the step writes
   at::Tensor compute = partitioner_->compute_partition();
   // bf16 weights rounded as the compact master's high half (ties away), or as Tensor::copy_ casts.
   const bool away = rounds_away(options_);
@@ -686,11 +605,16 @@ void ZeroEngine::sync_compute_params() {
 }
 
 double ZeroEngine::mean_over_ranks(double value) {
-  if (comm_.world_size() == 1) return value;
+  return comm_.world_size() == 1 ? value : sum_over_ranks(value) / comm_.world_size();
+}
+
+double ZeroEngine::sum_over_ranks(double value) {
   at::Tensor t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   comm_.all_reduce_sum(t).wait();
-  return t.item<double>() / comm_.world_size();
+  return t.item<double>();
 }
+
+const std::string& ZeroEngine::forward_window_choice() const { return window_->choice(); }
 
 bool ZeroEngine::grad_accumulation_on_device() const {
   return offloaded_grads_ && offloaded_grads_->accumulates_on_device();

@@ -25,39 +25,33 @@
 // host does not wait for them. Without overlap_offload the same kernels run in the same order
 // synchronously: losses and weights are the same bit for bit. Reduced buckets leave the device in
 // pieces of at most grad_staging_slot_bytes, so pinned staging is grad_staging_buffers x that.
-// With gradient accumulation the micro-batches before the window's last may instead be summed on the
-// device (grad_accumulator, offloaded_grads.h): only the last micro-batch's buckets leave it, each
-// carrying the window's sum, so a step copies and adds the partition once, not once per micro-batch.
-// The engine counts forward_backward calls against gradient_accumulation_steps to know the last.
 // Offloaded parameters (offload_param): a gather's pieces leave the pinned shard on the
 // host-to-device side stream, and only the unit that uses them waits for the copy, so a prefetch
 // does not hold up the compute queued before that unit. With offload_param "nvme" the shard lives in
 // swap files instead (nvme_params.h): a gather's pieces are read from there into pinned buffers ahead
 // of use, and the offloaded optimizer steps each sub-group's new weights into a pinned window that is
 // written back there.
-// The step that follows into the next forward (stage 3, offloaded optimizer — state in host memory
-// or on NVMe — with overlap_offload): step() takes the norm and clip factor, then starts the CPU Adam on a thread of
-// its own and returns. Adam writes the partition front to back, announcing each finished slice
-// (step_progress.h); the next forward's gathers wait only for the slices they read, so layer 0
-// computes while Adam steps the last layers. With gradient accumulation the window's forwards run
-// unit by unit across all its micro-batches (queue_window), so all of them, not just the first,
-// follow behind Adam; then, after Adam has finished (it reads the gradient partition the backward
-// lands into), the backwards run unit by unit across the micro-batches too (window_pass.h): each
-// unit is fetched once, recomputed and differentiated for every micro-batch, and its gradients,
-// summed over the micro-batches in fp32 on the device, are reduced and leave the GPU once. So the
-// parameters cross PCIe twice a step and the gradients once, whatever the accumulation. Nothing else
-// changes: the same kernels on the same values, summed in the order the device accumulator sums
-// them, so on one rank losses and weights are that path's bit for bit (up to the order of a tied
-// weight's sums; with more ranks, of the reductions). The window runs the same way at stage 3 when
-// the parameters are offloaded but the optimizer is not followed (on the GPU, or without
-// overlap_offload): what crosses PCIe per use (the offloaded parameters; a LoRA run's frozen base,
-// which its model keeps per unit: functional_model.h) then crosses twice a step, not twice per
-// micro-batch.
-// The step inside the backward (one rank, no gradient clipping, bf16 or fp32; the trainer announces
-// the step's lr with plan_step()): nothing then needs the whole gradient before Adam starts, so the
-// window's backward hands each unit's gradients over as soon as the unit is done and Adam steps the
-// sub-groups they complete, last to first, while the GPU goes on down the units (backward_step.h).
-// Adam then overlaps the backward instead of the forward; the results are the same bit for bit.
+//
+// The step's modes, chosen once at construction, each an object of its own:
+// - gradient landing (offloaded_grads.h): every micro-batch's buckets land on the host, or, with
+//   gradient accumulation, micro-batches 1..A-1 are summed on the device (grad_accumulator, decided
+//   by engine/layout) and only the last one's buckets leave it, so a step copies and adds the
+//   partition once. The engine counts forward_backward calls against gradient_accumulation_steps.
+// - step timing: after the backward (step() returns once the optimizer has stepped); followed into
+//   the next forward (stage 3, offloaded optimizer, overlap_offload: followed_step.h — Adam writes the
+//   partition front to back on a thread of its own and the next forward's gathers wait only for
+//   the slices they read, step_progress.h); inside the backward (one rank, no gradient clipping, bf16
+//   or fp32, the step announced with plan_step(): backward_step.h — Adam steps each sub-group once
+//   the window's backward has landed its gradients, last to first, overlapping the backward).
+// - forward shape (forward_window.h): micro-batch by micro-batch, or, at stage 3 with the step
+//   followed or the parameters offloaded, the window's micro-batches unit by unit both ways
+//   (queue_window, window_pass.h): each unit fetched once for all the forwards and once for all the
+//   backwards, its gradients summed over the micro-batches in fp32 on the device and reduced once.
+//   The parameters (and a LoRA run's frozen base, functional_model.h) then cross PCIe twice a step
+//   and the gradients once, whatever the accumulation; losses and weights are the micro-batch
+//   path's with the device accumulator, bit for bit (on one rank, up to the order of a tied
+//   weight's sums).
+// - parameter home: the device, pinned or pageable host memory, or NVMe (the partitioner, above).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -67,7 +61,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -76,12 +69,12 @@
 #include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/comm/comm.h"
+#include "engine/layout/layout.h"
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/backward_step.h"
 #include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "engine/zero/internal/partitioner.h"
-#include "engine/zero/internal/step_progress.h"
 
 namespace tierzero::offload {
 class DeviceCopies;
@@ -91,12 +84,13 @@ class HostTier;
 namespace tierzero::engine {
 
 // Where an offloaded step (offload_optimizer) accumulates the reduced gradients of a window of
-// micro-batches (offloaded_grads.h): kHost lands every micro-batch's buckets (D2H + a CPU pass each);
-// kDevice adds micro-batches 1..A-1 into an fp32 accumulator of this rank's partition on the
-// compute device (partition x 4 bytes) and lands only the last; kAuto picks kDevice on a GPU when
-// gradient_accumulation_steps > 1 and the accumulator fits the GPU budget. Results are the same bits
-// either way for world sizes that are powers of two.
-enum class GradAccumulator : uint8_t { kHost, kDevice, kAuto };
+// micro-batches (offloaded_grads.h; the choice is engine/layout's, which the planner reports): kHost
+// lands every micro-batch's buckets (D2H + a CPU pass each); kDevice adds micro-batches 1..A-1 into
+// an fp32 accumulator of this rank's partition on the compute device (partition x 4 bytes) and lands
+// only the last; kAuto picks kDevice on a GPU when gradient_accumulation_steps > 1 and the
+// accumulator fits the GPU budget. Results are the same bits either way for world sizes that are
+// powers of two.
+using state_layout::GradAccumulator;
 
 // How the offloaded optimizer holds the fp32 master weights (tierzero.master_weights): kFp32, 4 bytes an
 // element; kCompact, exact in 2: the 16-bit compute weights (bf16, rounded to nearest with ties away from
@@ -183,6 +177,8 @@ struct TokenBatch {
   at::Tensor targets;
 };
 
+class FollowedStep;
+class ForwardWindow;
 class HostGradPipeline;
 class OffloadedGrads;
 using offload::DeviceCopies;  // offload/torch/offload_torch.h
@@ -233,10 +229,12 @@ class ZeroEngine {
   // it is still running when this returns; everything that reads its results waits for it.
   StepOutcome step(double lr, double loss_scale);
 
-  // Waits for the optimizer step still running from step() (when it follows into the forward), then
-  // zeroes the gradients it read; nothing when none runs. Throws that step's error (a failed write
-  // of NVMe-resident state, say): call it after the last step() so that no error goes unreported.
-  // Everything that reads the step's results calls it first.
+  // Joins the optimizer step still running from step() (when it follows into the forward:
+  // followed_step.h), then zeroes the gradients it read; nothing when none runs. Throws that step's
+  // error (a failed write of NVMe-resident state, say): call it after the last step() so that no
+  // error goes unreported. The engine joins here, and only where the step's results are needed
+  // whole: a backward (it lands gradients into the partition the step reads), step(),
+  // master_params(), sync_compute_params(), partitioner() and optimizer().
   void finish_step();
 
   // The fp32 master weights, whole, on the CPU. A collective.
@@ -265,10 +263,10 @@ class ZeroEngine {
   const std::string& grad_accumulator_choice() const { return grad_accumulator_choice_; }
   // Whether the optimizer step runs on while the next forward starts, and whether queue_window runs
   // the window's forwards unit by unit, and why: "unit by unit across 4 micro-batches (...)" or
-  // "micro-batch by micro-batch (...)"; empty when the window cannot run (window_possible()) or its
+  // "micro-batch by micro-batch (...)"; empty when the window cannot run (forward_window.h) or its
   // size is not known yet.
-  bool follows_step() const { return follows_step_; }
-  const std::string& forward_window_choice() const { return forward_window_choice_; }
+  bool follows_step() const { return followed_step_ != nullptr; }
+  const std::string& forward_window_choice() const;
   // Whether the optimizer can step inside the window's backward, and why (or why not): empty when the
   // step does not follow into the forward at all.
   bool steps_in_backward() const { return backward_step_ != nullptr; }
@@ -282,7 +280,8 @@ class ZeroEngine {
 
   Comm& comm() { return comm_; }
   const FunctionalModel& model() const { return model_; }
-  // The partitioner and the optimizer, once the optimizer step in flight (if any) has finished.
+  // The partitioner and the optimizer, for what reads or writes their state (checkpoints, exports,
+  // evaluation): join the optimizer step in flight first (finish_step), so their values are final.
   Partitioner& partitioner() {
     finish_step();
     return *partitioner_;
@@ -298,28 +297,26 @@ class ZeroEngine {
   // flight, then backpropagates loss * loss_multiplier. Returns the loss (detached, on the device).
   at::Tensor head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets, const at::Tensor& anchor,
                                 double loss_multiplier);
-  // Follows every optimizer step into the next forward when the options and the partitioner allow
-  // (sets follows_step_, hands progress_ to the partitioner).
-  void follow_steps_if_overlapped();
-  // Starts the optimizer step on its own thread (follows_step_): see the header comment.
-  void start_optimizer_step(const at::Tensor& grad, double grad_multiplier, double lr);
+  // Chooses the step's modes once, at the end of construction: its timing (after the backward; or
+  // followed into the next forward, followed_step_, and where possible inside the backward,
+  // backward_step_) and the forward's shape (window_).
+  void choose_step_modes();
   // Sets backward_step_ (and backward_step_choice_) when the optimizer can step inside the backward.
   void step_in_backward_if_possible();
   // step()'s end for a step started inside the backward with `lr` and `loss_scale`: waits for it.
   // Throws when they are not what plan_step() announced, or when the gradient was not finite (the
   // update is already applied).
   void finish_backward_step(double lr, double loss_scale, const StepOutcome& outcome);
+  // After an optimizer step of `step_seconds`: defers `writes`, its device copies, to their first
+  // reads, updates the NVMe traffic and counts its time (CPU and copies) in times_.
+  void step_done(std::vector<PartitionWrite> writes, double step_seconds);
   // Sets nvme_traffic_ from the optimizer's traffic and the parameters' since the last call.
   void update_nvme_traffic();
-  // Whether the window may run unit by unit at all: stage 3 (per-unit gathers) with the optimizer
-  // step followed into the forward or the parameters offloaded.
-  bool window_possible() const;
-  // Decides forward_window_choice_ before the first step when the window may run and the
-  // micro-batch's tokens are known (ZeroEngineOptions::micro_batch_tokens).
-  void choose_window_at_start();
-  // Whether queue_window runs `batches` unit by unit (decides forward_window_choice_ once).
-  bool forward_window(const std::vector<TokenBatch>& batches);
-  void choose_forward_window(int64_t micro_batches, int64_t tokens);
+  // The sum of `value` over the ranks. A collective.
+  double sum_over_ranks(double value);
+  // Before a backward lands gradients into the partition: joins the followed step (it reads them),
+  // counts `micro_batches` more and tells the accumulator whether the window's last has come.
+  void begin_backward(int64_t micro_batches);
 
   const FunctionalModel& model_;
   Comm& comm_;
@@ -339,13 +336,10 @@ class ZeroEngine {
   int64_t micro_batches_ = 0;                        // forward_backward calls since the last step()
   StepTimes times_;                                  // the step being accumulated
   StepTimes last_times_;                             // the last finished step
-  // The optimizer step that follows into the next forward (declared last: joined first).
-  bool follows_step_ = false;
-  bool window_forward_ = false;
-  std::string forward_window_choice_;
-  StepProgress progress_;
-  double optimizer_seconds_ = 0.0;  // the step in flight's wall time, on its thread
-  std::thread optimizer_thread_;
+  // The step's modes (choose_step_modes): the forward's shape, and the optimizer step that follows
+  // into the next forward (null: it runs after the backward; declared late: joined first).
+  std::unique_ptr<ForwardWindow> window_;
+  std::unique_ptr<FollowedStep> followed_step_;
   // The optimizer step inside the backward (null when not possible), what plan_step() announced for
   // the next step, and whether the window in flight started it.
   std::unique_ptr<BackwardStep> backward_step_;

@@ -75,13 +75,13 @@ struct NvmeOffloadAdamSetup {
                                             // codes: int8 m, uint8 v, and their fp32 block scales)
   // Placement by budget (tierzero.optimizer_records_in_memory): sub-group records [0,
   // records_in_memory) live in `memory_records` (pinned bytes, records_in_memory records of
-  // nvme_record_bytes(min(sub_group_numel, partition numel)) each, back to back) and never touch the
-  // swap files, which hold only the others.
+  // min(sub_group_numel, partition numel) elements each, engine/layout's record bytes, back to back)
+  // and never touch the swap files, which hold only the others.
   int64_t records_in_memory = 0;
   at::Tensor memory_records;
   NvmeOptimizerOptions nvme;
   // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
-  // numel) elements each (nvme_record_bytes); outlive the optimizer.
+  // numel) elements each (engine/layout's record bytes); outlive the optimizer.
   std::vector<at::Tensor> buffers;
   // The initial master weights: partition `partition_rank` of `partitioner`'s layout, read from
   // `source` sub-group by sub-group (only for the constructor; never the whole partition at once).
@@ -96,11 +96,6 @@ class NvmeOffloadAdam : public PartitionOptimizer {
   // The traffic so far.
   virtual NvmeTraffic traffic() const = 0;
 };
-
-// Bytes of one swap record of `numel` elements: the fp32 master (or, `compact_master`, its int16
-// residual) and two moments of `state_dtype` (kChar: int8 m and uint8 v codes, then one fp32 scale
-// per cpu_adam::kMomentBlock elements for each).
-int64_t nvme_record_bytes(int64_t numel, at::ScalarType state_dtype, bool compact_master = false);
 
 // Creates the swap files and writes the initial state (master from `source`, zero moments) through
 // the buffers. Throws tierzero::Error: an option out of range naming its key; the swap's errors

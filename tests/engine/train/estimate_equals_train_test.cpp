@@ -4,7 +4,10 @@
 // (odd sizes: partitions padded over the ranks, the last optimizer sub-group short), a real engine is
 // built on the CPU (its pools in plain host memory, its swap files on disk), and what it allocates —
 // its host pool and the LoRA base's, each rank's swap files as they are on disk — equals what
-// `tierzero estimate`'s planner (plan_training) plans for one rank.
+// `tierzero estimate`'s planner (plan_training) plans for one rank. Where the offloaded step
+// accumulates micro-batches (tierzero.offload_grad_accumulator "auto" / "device" / "host", one and
+// several micro-batches a step) is the engine's choice, and the planner's device accumulator is the
+// one the engine allocates, to the byte.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <linux/fiemap.h>
@@ -50,6 +53,7 @@ struct Case {
   json zero;           // zero_optimization ("nvme_path": "OPT"/"OPT2"/"PAR" become scratch directories)
   json tierzero;       // the tierzero block (data.seq_len added)
   bool bf16 = false;   // bf16.enabled (else fp32 compute)
+  int64_t accumulation = 1;  // gradient_accumulation_steps
 };
 
 json offload(const char* device, json extra = json::object()) {
@@ -104,6 +108,13 @@ std::vector<Case> cases() {
       {"TwoRanksLoraBasePinned", 2, zero(3, cpu, offload("cpu", {{"pin_memory", true}})), {{"lora", kLora}}},
       {"TwoRanksLoraBaseOnNvme", 2, zero(3, nvme, offload("nvme", kNvmePar)), {{"lora", kLora}}},
       {"TwoRanksStage3TwoPathsParamsPageable", 2, zero(3, offload("nvme", kNvmeOpt2), offload("cpu")), bf16_state},
+      // The gradient accumulator: "device" is honoured as asked (one micro-batch, no GPU), "auto" without a GPU
+      // and "host" land on the host.
+      {"DeviceAccumulatorOneMicroBatch", 1, zero(3, cpu), {{"offload_grad_accumulator", "device"}}, false, 1},
+      {"DeviceAccumulatorFourMicroBatchesNvme", 1, zero(3, nvme), {{"offload_grad_accumulator", "device"}}, true, 4},
+      {"AutoAccumulatorFourMicroBatches", 1, zero(2, cpu), json::object(), false, 4},
+      {"TwoRanksHostAccumulatorTwoMicroBatches", 2, zero(1, cpu), {{"offload_grad_accumulator", "host"}}, false, 2},
+      {"TwoRanksDeviceAccumulatorTwoMicroBatches", 2, zero(2, cpu), {{"offload_grad_accumulator", "device"}}, true, 2},
   };
   return out;
 }
@@ -166,6 +177,7 @@ struct Allocated {
   uint64_t pool_used = 0;    // of it, the bytes its buffers take
   uint64_t frozen_pool = 0;  // the LoRA base's pool (its weights pinned, or its NVMe staging)
   uint64_t swap_files = 0;   // this rank's swap files on disk
+  uint64_t accumulator = 0;  // the device gradient accumulator: the partition in fp32, or 0 (host)
 };
 
 // The LoRA base's placement as `tierzero train` makes it (session_lora.cpp).
@@ -205,10 +217,12 @@ Allocated build_engine(const DsConfig& config, const std::string& model_json, Co
     params = init_parameters(model_config, 7, at::kFloat, at::kCPU);
   }
   ZeroEngine engine(*model, params, options, comm);
+  const int64_t partition = engine.partitioner().partition_numel();
   return {.pool = static_cast<uint64_t>(engine.host_pool_bytes()),
           .pool_used = static_cast<uint64_t>(engine.host_pool_used_bytes()),
           .frozen_pool = static_cast<uint64_t>(frozen_pool),
-          .swap_files = swap_file_bytes(dir, comm.rank())};
+          .swap_files = swap_file_bytes(dir, comm.rank()),
+          .accumulator = engine.grad_accumulation_on_device() ? 4 * static_cast<uint64_t>(partition) : 0};
 }
 
 class EstimateEqualsTrain : public ::testing::TestWithParam<Case> {};
@@ -218,7 +232,7 @@ TEST_P(EstimateEqualsTrain, PinnedAndNvmeBytesToTheByte) {
   for (const char* model_json : kModels) {
     test_support::ScratchDir dir;
     json ds = {{"train_micro_batch_size_per_gpu", 1},
-               {"gradient_accumulation_steps", 1},
+               {"gradient_accumulation_steps", c.accumulation},
                {"bf16", {{"enabled", c.bf16}}},
                {"zero_optimization", with_dirs(c.zero, dir.path())},
                {"tierzero", with_dirs(c.tierzero, dir.path())}};
@@ -228,10 +242,11 @@ TEST_P(EstimateEqualsTrain, PinnedAndNvmeBytesToTheByte) {
     const DsConfig config = value_or_throw(parse_ds_config_text(ds.dump(), hints));
     const ModelDims dims = value_or_throw(parse_model_dims(model_json, "test model"));
     const Plan plan = value_or_throw(plan_training(dims, config, Machine{}, {.seq_len = 8, .compute_on_cpu = true}));
-    uint64_t planned_pinned = 0, planned_nvme = 0;
+    uint64_t planned_pinned = 0, planned_nvme = 0, planned_accumulator = 0;
     for (const MemoryItem& item : plan.items) {
       if (item.tier == Tier::kPinned) planned_pinned += item.bytes;
       if (item.tier == Tier::kNvme) planned_nvme += item.bytes;
+      if (item.what == "gradient accumulator (fp32, the partition)") planned_accumulator += item.bytes;
     }
 
     std::vector<Allocated> allocated(static_cast<size_t>(c.world));
@@ -262,6 +277,7 @@ TEST_P(EstimateEqualsTrain, PinnedAndNvmeBytesToTheByte) {
       EXPECT_LE(a.pool_used, a.pool);
       EXPECT_LT(a.pool - a.pool_used, 4096u);
       EXPECT_EQ(a.swap_files, planned_nvme) << "rank " << r << " of " << model_json;
+      EXPECT_EQ(a.accumulator, planned_accumulator) << "rank " << r << " of " << model_json;
     }
   }
 }
