@@ -1,6 +1,7 @@
 // Parameter sources (functional_model.h): tensors in memory, and a Hugging Face safetensors
 // directory read range by range with pread.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -20,8 +22,8 @@
 namespace tierzero::engine {
 namespace {
 
-// Source bytes converted at a time: bounds the buffer a read() holds.
-constexpr uint64_t kPieceBytes = 16ull << 20;
+// Source bytes a thread reads and converts at a time: bounds the buffer each thread holds.
+constexpr uint64_t kPieceBytes = 2ull << 20;
 
 class MapParamSource final : public ParamSource {
  public:
@@ -135,19 +137,36 @@ class SafetensorsParamSource final : public ParamSource {
     const uint64_t element = c10::elementSize(t.dtype);
     const uint64_t offset = t.offset + static_cast<uint64_t>(first) * element;
     const int fd = files_[t.file].get();
-    if (t.dtype == at::kFloat) return pread_all(fd, out.data(), out.size_bytes(), offset, path);
+    // Pieces on every core: several reads in flight keep the disk busy, and each converts its own.
     const int64_t piece = static_cast<int64_t>(kPieceBytes / element);
-    buffer_.resize(static_cast<size_t>(std::min(count, piece) * static_cast<int64_t>(element)));
-    for (int64_t done = 0; done < count; done += piece) {
-      const int64_t n = std::min(piece, count - done);
-      TZ_RETURN_IF_ERROR(
-          pread_all(fd, buffer_.data(), n * element, offset + done * element, path).with_context("tensor " + name));
-      at::from_blob(out.data() + done, {n}, at::kFloat).copy_(at::from_blob(buffer_.data(), {n}, t.dtype));
-    }
-    return {};
+    std::mutex failed_mutex;
+    Status failed;
+    at::parallel_for(0, (count + piece - 1) / piece, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const int64_t done = k * piece, n = std::min(piece, count - done);
+        Status status = read_piece(fd, offset + done * element, t.dtype, {out.data() + done, static_cast<size_t>(n)},
+                                   path);
+        if (status.ok()) continue;
+        const std::lock_guard<std::mutex> lock(failed_mutex);
+        if (failed.ok()) failed = status.with_context("tensor " + name);
+      }
+    });
+    return failed;
   }
 
  private:
+  // Elements of dtype `dtype` at byte `offset` of `fd`, converted to fp32 into `out`.
+  static Status read_piece(int fd, uint64_t offset, at::ScalarType dtype, std::span<float> out,
+                           const std::string& path) {
+    if (dtype == at::kFloat) return pread_all(fd, out.data(), out.size_bytes(), offset, path);
+    thread_local std::vector<std::byte> buffer;  // one piece's source bytes
+    const auto n = static_cast<int64_t>(out.size());
+    buffer.resize(static_cast<size_t>(n) * c10::elementSize(dtype));
+    TZ_RETURN_IF_ERROR(pread_all(fd, buffer.data(), buffer.size(), offset, path));
+    at::from_blob(out.data(), {n}, at::kFloat).copy_(at::from_blob(buffer.data(), {n}, dtype));
+    return {};
+  }
+
   struct Tensor {
     size_t file = 0;
     at::ScalarType dtype = at::kFloat;
@@ -157,7 +176,6 @@ class SafetensorsParamSource final : public ParamSource {
   std::vector<Fd> files_;
   std::vector<std::string> paths_;
   std::map<std::string, Tensor> tensors_;
-  std::vector<std::byte> buffer_;
 };
 
 bool file_exists(const std::string& path) {
