@@ -142,10 +142,11 @@ class SafetensorsParamSource final : public ParamSource {
     std::mutex failed_mutex;
     Status failed;
     at::parallel_for(0, (count + piece - 1) / piece, 1, [&](int64_t begin, int64_t end) {
+      std::vector<std::byte> buffer;  // this thread's piece of source bytes
       for (int64_t k = begin; k < end; ++k) {
         const int64_t done = k * piece, n = std::min(piece, count - done);
         Status status = read_piece(fd, offset + done * element, t.dtype, {out.data() + done, static_cast<size_t>(n)},
-                                   path);
+                                   buffer, path);
         if (status.ok()) continue;
         const std::lock_guard<std::mutex> lock(failed_mutex);
         if (failed.ok()) failed = status.with_context("tensor " + name);
@@ -155,11 +156,11 @@ class SafetensorsParamSource final : public ParamSource {
   }
 
  private:
-  // Elements of dtype `dtype` at byte `offset` of `fd`, converted to fp32 into `out`.
+  // Elements of dtype `dtype` at byte `offset` of `fd`, converted to fp32 into `out` (through
+  // `buffer` unless fp32).
   static Status read_piece(int fd, uint64_t offset, at::ScalarType dtype, std::span<float> out,
-                           const std::string& path) {
+                           std::vector<std::byte>& buffer, const std::string& path) {
     if (dtype == at::kFloat) return pread_all(fd, out.data(), out.size_bytes(), offset, path);
-    thread_local std::vector<std::byte> buffer;  // one piece's source bytes
     const auto n = static_cast<int64_t>(out.size());
     buffer.resize(static_cast<size_t>(n) * c10::elementSize(dtype));
     TZ_RETURN_IF_ERROR(pread_all(fd, buffer.data(), buffer.size(), offset, path));
