@@ -162,8 +162,9 @@ std::unique_ptr<ParamSource> map_param_source(const std::map<std::string, at::Te
 // A source over a Hugging Face checkpoint directory (model.safetensors, or the shards listed in
 // model.safetensors.index.json): only the headers are read here; read() preads just the requested
 // byte range (bf16 / fp16 / fp32 / fp64 tensors), in 2 MiB pieces on LibTorch's intra-op threads
-// (several reads in flight, each thread converting its piece in a buffer of its own), so the page
-// cache, not the process, holds the file. Errors name the directory, file and tensor.
+// (several reads in flight, each thread converting its piece in a buffer of its own), with O_DIRECT
+// where the file system allows it (whole 4 KiB blocks around the range: the disk's rate, not the
+// page cache's), else with pread. Errors name the directory, file and tensor.
 Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& model_dir);
 
 // init_parameters(config, seed, kFloat, kCPU)'s values, bit for bit, without the whole model in
