@@ -161,15 +161,19 @@ std::unique_ptr<ParamSource> map_param_source(const std::map<std::string, at::Te
 
 // A source over a Hugging Face checkpoint directory (model.safetensors, or the shards listed in
 // model.safetensors.index.json): only the headers are read here; read() preads just the requested
-// byte range (bf16 / fp16 / fp32 / fp64 tensors, converted on the fly through a bounded buffer), so
-// the page cache, not the process, holds the file. Errors name the directory, file and tensor.
+// byte range (bf16 / fp16 / fp32 / fp64 tensors), in 2 MiB pieces on LibTorch's intra-op threads
+// (several reads in flight, each thread converting its piece in a buffer of its own), with O_DIRECT
+// where the file system allows it (whole 4 KiB blocks around the range: the disk's rate, not the
+// page cache's), else with pread. Errors name the directory, file and tensor.
 Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& model_dir);
 
 // init_parameters(config, seed, kFloat, kCPU)'s values, bit for bit, without the whole model in
-// memory: one generator draws the parameters in init_parameters' order as far as the reads need,
-// keeping only its state before each, so a read in that order draws each parameter once and a read
-// behind that frontier redraws from the kept state. It keeps the last parameter drawn: a source
-// read parameter by parameter holds the largest parameter in fp32 at most. Creating it draws nothing.
+// memory: the generator moves past the parameters in init_parameters' order as far as the reads
+// need, skipping each parameter's draws rather than drawing them and keeping the engine state at
+// the start of each 1 Mi-element chunk of it (2.5 KB a chunk), so a parameter is drawn whenever it
+// is read, its chunks on LibTorch's intra-op threads, with normal_'s bits (internal/init_value.h).
+// It keeps the last parameter drawn: a source read parameter by parameter holds the largest
+// parameter in fp32 at most, drawing each once a pass. Creating it draws nothing.
 std::unique_ptr<ParamSource> random_init_params(const ModelConfig& config, uint64_t seed);
 
 // check_params for a source: every parameter of `model` present with its shape.

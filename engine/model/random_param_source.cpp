@@ -1,5 +1,5 @@
 // The trainer's random initialisation as a parameter source: init_parameters' values without the
-// whole model in memory (functional_model.h: random_init_params).
+// whole model in memory (functional_model.h: random_init_params), each parameter drawn on every core.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -14,14 +14,23 @@
 namespace tierzero::engine {
 namespace {
 
+int64_t numel_of(const ParamSpec& spec) {
+  int64_t numel = 1;
+  for (int64_t d : spec.shape) numel *= d;
+  return numel;
+}
+
+// Whether init_value draws `spec` with one normal_ that fill_normal can split (>= 16 elements).
+bool draws_in_chunks(const ParamSpec& spec) { return init_value_draws(spec) && numel_of(spec) >= 16; }
+
 class RandomInitSource final : public ParamSource {
  public:
   RandomInitSource(const ModelConfig& config, uint64_t seed)
-      : config_(config), generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {
+      : config_(config), frontier_generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {
     const std::unique_ptr<FunctionalModel> model = make_causal_lm(config);
     for (const ParamSpec& spec : all_params(*model)) {
       index_.emplace(spec.name, entries_.size());
-      entries_.push_back(Entry{.spec = spec, .state = {}});
+      entries_.push_back(Entry{.spec = spec, .start = {}, .chunks = {}});
     }
   }
 
@@ -50,34 +59,48 @@ class RandomInitSource final : public ParamSource {
  private:
   struct Entry {
     ParamSpec spec;
-    at::Tensor state;  // the generator's state before the parameter's draws, once known; undefined for constants
+    at::Generator start;  // the generator before the parameter's draws, once the frontier passed it
+    NormalChunks chunks;  // for a parameter drawn in chunks: their engines
   };
 
-  // Parameter k's value. The parameters are drawn from one generator in all_params order, so k's
-  // start state is known once every parameter before it was drawn: the frontier moves forward only
-  // as far as a read needs (a read in order draws each parameter once), and a parameter behind it
-  // is drawn again from its recorded state.
+  // Parameter k's value. The parameters are drawn from one generator in all_params order; the
+  // frontier moves past a parameter by skipping its draws (drawing only a parameter too small to
+  // split), as far forward as a read needs, recording where each parameter's draws start. A
+  // parameter is then drawn from its record, in chunks on every core.
   at::Tensor draw(size_t k) {
-    for (; frontier_ < k; ++frontier_) advance_past(frontier_);
-    if (k == frontier_) {
-      ++frontier_;
-      return advance_past(k);
+    for (; frontier_ <= k; ++frontier_) advance_past(frontier_);
+    const Entry& entry = entries_[k];
+    if (!draws_in_chunks(entry.spec)) {
+      at::Generator generator = entry.start.clone();
+      return init_value(entry.spec, config_, generator);
     }
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
-    if (entries_[k].state.defined()) generator.set_state(entries_[k].state);
-    return init_value(entries_[k].spec, config_, generator);
+    at::Tensor value = at::empty(entry.spec.shape, at::kFloat);
+    fill_normal(entry.chunks, config_.initializer_range,
+                {value.data_ptr<float>(), static_cast<size_t>(value.numel())});
+    if (entry.spec.name == "model.embed_tokens.weight" && config_.pad_token_id && *config_.pad_token_id >= 0 &&
+        *config_.pad_token_id < config_.vocab_size)
+      value[*config_.pad_token_id].zero_();
+    return value;
   }
 
-  // Records parameter k's start state and draws it with the frontier's generator (k == frontier_).
-  at::Tensor advance_past(size_t k) {
-    if (init_value_draws(entries_[k].spec)) entries_[k].state = generator_.get_state();
-    return init_value(entries_[k].spec, config_, generator_);
+  // Records parameter k's start and moves the frontier's generator past its draws (k == frontier_).
+  void advance_past(size_t k) {
+    Entry& entry = entries_[k];
+    entry.start = frontier_generator_.clone();
+    if (!init_value_draws(entry.spec)) return;
+    auto* frontier = frontier_generator_.get<at::CPUGeneratorImpl>();
+    if (!draws_in_chunks(entry.spec)) {
+      (void)init_value(entry.spec, config_, frontier_generator_);
+      return;
+    }
+    entry.chunks = normal_chunks(frontier->engine(), numel_of(entry.spec));
+    frontier->set_engine(entry.chunks.end);  // its cached normal samples stay: normal_ in chunks uses none
   }
 
   ModelConfig config_;
   std::vector<Entry> entries_;  // all_params order
   std::map<std::string, size_t> index_;
-  at::Generator generator_;  // at the start of parameter frontier_'s draws
+  at::Generator frontier_generator_;  // at the start of parameter frontier_'s draws
   size_t frontier_ = 0;
   std::string cached_name_;
   at::Tensor cached_;  // the last parameter read, whole, fp32

@@ -1,6 +1,11 @@
 #include "engine/train/internal/session.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include "engine/plan/plan.h"
 #include "engine/train/internal/engine_options.h"
@@ -9,6 +14,48 @@
 
 namespace tierzero::engine::trainer {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Seconds since this process started (/proc/self/stat's starttime against /proc/uptime), or -1
+// where /proc does not say.
+double process_seconds() {
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string line;
+  double up = 0.0;
+  if (!std::getline(stat, line) || !(uptime >> up)) return -1.0;
+  const size_t comm_end = line.rfind(')');  // the command name may hold spaces
+  if (comm_end == std::string::npos) return -1.0;
+  std::istringstream fields(line.substr(comm_end + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)  // field 22: starttime, in clock ticks after boot
+    if (i == 22) return up - std::stod(field) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return -1.0;
+}
+
+// A source that counts the time its reads take and the fp32 bytes they give: the weights' share
+// of building the engine (the rest: its buffers, splitting the weights into them, first writes).
+class TimedSource final : public ParamSource {
+ public:
+  explicit TimedSource(ParamSource& source) : source_(source) {}
+  std::optional<std::vector<int64_t>> shape(const std::string& name) const override { return source_.shape(name); }
+  Status read(const std::string& name, int64_t first, std::span<float> out) override {
+    const Clock::time_point start = Clock::now();
+    Status status = source_.read(name, first, out);
+    seconds_ += seconds_since(start);
+    bytes_ += out.size_bytes();
+    return status;
+  }
+  double seconds() const { return seconds_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  ParamSource& source_;
+  double seconds_ = 0.0;
+  uint64_t bytes_ = 0;
+};
 
 // Steps between periodic saves: --save-every, else tierzero.checkpoint.save_every (0: none).
 Result<int64_t> save_period(const TrainArgs& args, const DsConfig& config) {
@@ -22,6 +69,7 @@ Result<int64_t> save_period(const TrainArgs& args, const DsConfig& config) {
 }  // namespace
 
 Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs& args, std::FILE* out) {
+  const Clock::time_point start = Clock::now();
   TZ_RETURN_IF_ERROR(check_loop_args(args));
   std::unique_ptr<TrainingSession> s(new TrainingSession(args, out));
   s->device_ = pick_device();
@@ -62,8 +110,11 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   init_random_weights(args, s->model_);
   if (config.tierzero.lora) TZ_RETURN_IF_ERROR(s->adapt_model());
 
-  s->engine_ = std::make_unique<ZeroEngine>(*s->network_, *s->model_.weights, s->options_, *s->comm_);
+  const double before_engine = seconds_since(start);
+  TimedSource weights(*s->model_.weights);
+  s->engine_ = std::make_unique<ZeroEngine>(*s->network_, weights, s->options_, *s->comm_);
   s->model_.weights.reset();
+  const double engine = seconds_since(start) - before_engine;
   s->initial_adapters_.clear();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
 
@@ -73,6 +124,11 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   s->flops_per_step_ = training_flops_per_token(s->model_.config, seq_len, /*weight_grads=*/s->lora_ == nullptr) *
                        static_cast<double>(s->tokens_per_step_);
   TZ_RETURN_IF_ERROR(s->open_metrics());
+  s->startup_ = fmt::format(
+      "start-up {:.1f} s since the process started: model, config and data {:.1f} s, engine {:.1f} s (weights {} "
+      "{:.1f} s, {:.2f} GB as fp32; buffers, splitting and first writes {:.1f} s)",
+      process_seconds(), before_engine, engine, s->model_.from_checkpoint ? "read" : "drawn", weights.seconds(),
+      static_cast<double>(weights.bytes()) / 1e9, engine - weights.seconds());
   return s;
 }
 

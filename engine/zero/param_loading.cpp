@@ -7,7 +7,7 @@
 namespace tierzero::engine {
 namespace {
 
-constexpr int64_t kPieceNumel = 4 << 20;
+constexpr int64_t kPieceNumel = 16 << 20;
 
 }  // namespace
 

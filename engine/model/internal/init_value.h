@@ -3,7 +3,11 @@
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/MT19937RNGEngine.h>
 #include <ATen/core/Tensor.h>
+
+#include <span>
+#include <vector>
 
 #include "engine/model/functional_model.h"
 
@@ -16,5 +20,34 @@ at::Tensor init_value(const ParamSpec& spec, const ModelConfig& config, at::Gene
 
 // Whether init_value draws `spec` from the generator (false for norms and biases, which are constant).
 bool init_value_draws(const ParamSpec& spec);
+
+// ---- One normal_ drawn in parallel, bit for bit ------------------------------------------------
+// LibTorch's CPU normal_ on n >= 16 contiguous floats takes one 32-bit output of the generator's
+// mt19937 per element (uniforms, then Box-Muller over aligned blocks of 16), and 16 more for the
+// last 16 values when n % 16 != 0. So normal_ on elements [a, b) of the tensor, a a multiple of 16,
+// from the engine advanced by a outputs, gives the whole draw's values there (b = n, or any multiple
+// of 16 with b <= n - 16 when n % 16 != 0): the chunks below are drawn on every core that way.
+
+// Elements of one chunk (a multiple of 16); the last chunk of a tensor also takes the remainder.
+inline constexpr int64_t kNormalChunk = int64_t{1} << 20;
+
+// The engine outputs normal_ takes for `numel` (>= 16) contiguous floats.
+uint64_t normal_draws(int64_t numel);
+
+// Advances `engine` as `outputs` calls of it would, twisting its state instead of tempering each
+// output (a few tenths of a nanosecond an output).
+void skip_draws(at::mt19937& engine, uint64_t outputs);
+
+// The engines at the start of each chunk of a normal_ over `numel` (>= 16) elements starting from
+// `start`, and the engine after the whole draw.
+struct NormalChunks {
+  std::vector<at::mt19937> starts;
+  at::mt19937 end;
+};
+NormalChunks normal_chunks(const at::mt19937& start, int64_t numel);
+
+// Writes normal(0, std) into `out` (chunks' numel elements) as one normal_(0, std) from chunks'
+// start engine would, chunk by chunk on LibTorch's intra-op threads.
+void fill_normal(const NormalChunks& chunks, double std, std::span<float> out);
 
 }  // namespace tierzero::engine

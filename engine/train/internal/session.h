@@ -123,6 +123,7 @@ class TrainingSession {
   int64_t keep_last_ = 0;   // checkpoints kept in args_.save_dir; 0: all
   int64_t tokens_per_step_ = 0;
   double flops_per_step_ = 0.0;
+  std::string startup_;  // the header's start-up line: where the time before the first step went
 };
 
 }  // namespace tierzero::engine::trainer

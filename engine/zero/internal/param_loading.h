@@ -15,7 +15,8 @@ namespace tierzero::engine {
 
 // Writes elements [first, first + dst.numel()) of parameter `name` into `dst` (flat, contiguous,
 // any float dtype, any device), cast from fp32 as Tensor::copy_ casts. An fp32 host `dst` is read
-// into directly; otherwise through a host buffer of at most 4 Mi elements. Throws tierzero::Error
+// into directly; otherwise through a host buffer of at most 16 Mi elements (a safetensors source
+// reads such a piece as 8 to 32 pieces of its own on as many threads). Throws tierzero::Error
 // with the source's error.
 void load_param_range(ParamSource& source, const std::string& name, int64_t first, const at::Tensor& dst);
 

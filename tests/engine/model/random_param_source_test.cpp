@@ -1,7 +1,9 @@
 // random_init_params against init_parameters: the same bits for every parameter, read in pieces and
 // out of order (the engine reads its shard's ranges, then the master's by sub-group), for a Llama with
-// a pad token and a Qwen2 with q/k/v biases; and its errors.
+// a pad token and embeddings of several chunks and a Qwen2 with q/k/v biases; its errors; and the
+// chunked normal_ it draws with against one LibTorch normal_ over the whole tensor.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "engine/model/functional_model.h"
+#include "engine/model/internal/init_value.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero::engine {
@@ -20,7 +23,10 @@ ModelConfig config_of(const std::string& model_type) {
   c.num_hidden_layers = 2;
   c.sliding_window_layers.assign(2, false);
   c.qkv_bias = model_type == "qwen2";
-  if (model_type == "llama") c.pad_token_id = 3;
+  if (model_type == "llama") {
+    c.pad_token_id = 3;
+    c.vocab_size = 2 * kNormalChunk / c.hidden_size + 500;  // embeddings and head of 2 chunks + a part
+  }
   return c;
 }
 
@@ -69,6 +75,34 @@ TEST(RandomInitParams, ErrorsNameTheParameter) {
   EXPECT_ERROR(source->read("no.such.weight", 0, out), ErrorCode::kNotFound, "no.such.weight");
   const int64_t numel = (*source->shape("model.norm.weight"))[0];
   EXPECT_ERROR(source->read("model.norm.weight", numel - 2, out), ErrorCode::kInvalidArgument, "model.norm.weight");
+}
+
+TEST(ParallelNormal, SkipDrawsEqualsDrawing) {
+  for (const uint64_t lead : {0, 1, 623, 700}) {
+    for (const uint64_t n : {0, 1, 622, 623, 624, 625, 1247, 1248, 5000}) {
+      at::mt19937 drawn(99), skipped(99);
+      for (uint64_t i = 0; i < lead; ++i) (void)drawn(), (void)skipped();
+      for (uint64_t i = 0; i < n; ++i) (void)drawn();
+      skip_draws(skipped, n);
+      for (int i = 0; i < 700; ++i) ASSERT_EQ(drawn(), skipped()) << "lead " << lead << " n " << n << " output " << i;
+    }
+  }
+}
+
+TEST(ParallelNormal, ChunksEqualOneNormalOverTheWholeTensor) {
+  for (const int64_t numel : {int64_t{16}, int64_t{17}, int64_t{1000}, kNormalChunk, kNormalChunk + 5,
+                              2 * kNormalChunk + 16, 3 * kNormalChunk - 1}) {
+    at::Generator whole_generator = at::make_generator<at::CPUGeneratorImpl>(5);
+    (void)at::empty({123}, at::kFloat).normal_(0.0, 1.0, whole_generator);  // a start inside the engine's block
+    const at::mt19937 start = whole_generator.get<at::CPUGeneratorImpl>()->engine();
+    const at::Tensor expected = at::empty({numel}, at::kFloat).normal_(0.0, 0.02, whole_generator);
+    const NormalChunks chunks = normal_chunks(start, numel);
+    at::Tensor got = at::empty({numel}, at::kFloat);
+    fill_normal(chunks, 0.02, {got.data_ptr<float>(), static_cast<size_t>(numel)});
+    EXPECT_TRUE(at::equal(got, expected)) << numel;
+    at::mt19937 after = whole_generator.get<at::CPUGeneratorImpl>()->engine(), end = chunks.end;
+    EXPECT_EQ(after(), end()) << "the engine after " << numel << " elements";
+  }
 }
 
 }  // namespace

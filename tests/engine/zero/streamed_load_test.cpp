@@ -2,8 +2,9 @@
 // gives the engine the map of whole tensors gives, bit for bit: the partitions right after
 // construction and the losses and weights of training, stages 0-3, optimizer on the device or the
 // CPU, 1 and 2 ranks (Gloo). The source itself: ranges of bf16 / fp16 / fp32 tensors, a sharded
-// checkpoint with an index, and its errors.
+// checkpoint with an index, a tensor of many pieces read on several threads, and its errors.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -98,6 +99,24 @@ TEST(ParamSource, Fp16AndFp32FilesAndASingleFile) {
     EXPECT_TRUE(at::equal(got, tensors["a"].reshape(-1).narrow(0, 9, 4).to(at::kFloat))) << c10::toString(dtype);
     remove_tree(dir);
   }
+}
+
+// A range of many 2 MiB pieces, read and converted on 4 threads, from an offset inside a piece.
+TEST(ParamSource, ManyPiecesOnThreads) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(4);
+  for (at::ScalarType dtype : {at::kBFloat16, at::kFloat}) {
+    const std::string dir = make_temp_dir();
+    const std::map<std::string, at::Tensor> tensors = {{"w", at::randn({3'000'001}).to(dtype)}};
+    write_safetensors(dir + "/model.safetensors", tensors);
+    std::unique_ptr<ParamSource> source = value_or_throw(open_safetensors_params(dir));
+    const int64_t first = 12'345, count = 3'000'001 - first - 7;
+    at::Tensor got = at::full({count}, -1.0f);
+    ASSERT_OK(source->read("w", first, {got.data_ptr<float>(), static_cast<size_t>(count)}));
+    EXPECT_TRUE(at::equal(got, tensors.at("w").narrow(0, first, count).to(at::kFloat))) << c10::toString(dtype);
+    remove_tree(dir);
+  }
+  at::set_num_threads(threads);
 }
 
 TEST_F(Checkpoint, SourceErrorsNameTheTensorAndTheFix) {
