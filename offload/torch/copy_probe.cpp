@@ -5,6 +5,7 @@
 #ifdef TIERZERO_OFFLOAD_CUDA
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -38,9 +39,6 @@ class CudaCopyProbe final : public CopyProbe {
  public:
   CudaCopyProbe(uint64_t bytes, at::Device device, std::string description)
       : bytes_(bytes), device_(device), description_(std::move(description)) {}
-  ~CudaCopyProbe() override {
-    for (cudaStream_t s : baseline_streams_) cudaStreamDestroy(s);
-  }
 
   void init() {
     c10::cuda::CUDAGuard guard(device_);
@@ -56,8 +54,6 @@ class CudaCopyProbe final : public CopyProbe {
     fill_pattern(bytes_of(pinned_src_), bytes_, 0x5eed);
     pageable_src_.copy_(pinned_src_);
     dev_out_.copy_(pinned_src_);
-    for (cudaStream_t& s : baseline_streams_)
-      throw_if_error(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
   }
 
   std::string device_description() const override { return description_; }
@@ -135,7 +131,7 @@ class CudaCopyProbe final : public CopyProbe {
         last = h2d ? copies_->to_device(piece, host_buf + off) : copies_->to_host(host_buf + off, piece);
         continue;
       }
-      cudaStream_t stream = baseline_streams_[h2d ? 0 : 1];
+      cudaStream_t stream = baseline_streams_[h2d ? 0 : 1].stream();
       std::byte* dev_at = bytes_of(dev) + off;
       throw_if_error(check(h2d ? cudaMemcpyAsync(dev_at, host_buf + off, n, cudaMemcpyHostToDevice, stream)
                                : cudaMemcpyAsync(host_buf + off, dev_at, n, cudaMemcpyDeviceToHost, stream),
@@ -152,7 +148,8 @@ class CudaCopyProbe final : public CopyProbe {
   at::Tensor dev_in_;   // H2D destination
   at::Tensor dev_out_;  // D2H source, holds the pattern
   at::Tensor pinned_src_, pinned_dst_, pageable_src_, pageable_dst_;
-  cudaStream_t baseline_streams_[2] = {nullptr, nullptr};
+  c10::cuda::CUDAStream baseline_streams_[2] = {c10::cuda::getStreamFromPool(false, device_.index()),
+                                                c10::cuda::getStreamFromPool(false, device_.index())};
 };
 
 }  // namespace

@@ -37,15 +37,18 @@ DeviceUpload new_like(const std::vector<const at::Tensor*>& src, at::Device devi
   return upload;
 }
 
-// A CPU "device": the copy ran when it was queued.
+// A copy the host did (a CPU "device": when it was queued) or waits for (`fence`, when not null).
 class HostDone final : public CopyDone {
  public:
-  explicit HostDone(double seconds) : seconds_(seconds) {}
-  void wait_host() override {}
-  void order_current_stream() override {}
+  HostDone(std::shared_ptr<ReaderFence> fence, double seconds) : fence_(std::move(fence)), seconds_(seconds) {}
+  void wait_host() override {
+    if (fence_) fence_->wait_host();
+  }
+  void order_current_stream() override { wait_host(); }  // what follows is the host's
   double seconds() override { return seconds_; }
 
  private:
+  std::shared_ptr<ReaderFence> fence_;
   double seconds_;
 };
 
@@ -83,7 +86,7 @@ class HostCopies final : public DeviceCopies {
     for (const Span& span : spans) std::memcpy(span.dst, span.src, span.bytes);
     const double seconds =
         timing_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
-    return std::make_unique<HostDone>(seconds);
+    return std::make_unique<HostDone>(nullptr, seconds);
   }
   bool timing_;
 };
@@ -111,7 +114,9 @@ class CudaDone final : public CopyDone {
 
 class CudaGap final : public IdleGap {
  public:
-  explicit CudaGap(at::Device device) : device_(device) { start_.record(c10::cuda::getCurrentCUDAStream(device.index())); }
+  explicit CudaGap(at::Device device) : device_(device) {
+    start_.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  }
   void end() override { end_.record(c10::cuda::getCurrentCUDAStream(device_.index())); }
   double seconds() override {
     end_.synchronize();
@@ -186,6 +191,10 @@ class CudaCopies final : public DeviceCopies {
 #endif  // TIERZERO_OFFLOAD_CUDA
 
 }  // namespace
+
+std::shared_ptr<CopyDone> host_done(std::shared_ptr<ReaderFence> fence) {
+  return std::make_shared<HostDone>(std::move(fence), 0.0);
+}
 
 std::unique_ptr<DeviceCopies> DeviceCopies::create(at::Device device, bool timing) {
 #ifdef TIERZERO_OFFLOAD_CUDA
