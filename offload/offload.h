@@ -53,9 +53,8 @@ enum class DeviceChoice : uint8_t {
   kHost,  // host memory, even where a GPU exists (tests)
 };
 
-// "NVIDIA H200 (PCIe gen 5 x16), CUDA 13.0" for CUDA device `cuda_device`. kUnsupported naming why
-// ("no CUDA GPU: cudaGetDeviceCount found no GPU", "... built without CUDA") where there is none;
-// kInvalidArgument for a device number past the GPUs found.
+// "NVIDIA H200 (device 0, 139.81 GiB, PCI 25), CUDA runtime 13.0" for CUDA device `cuda_device`;
+// kUnsupported naming why where there is none; kInvalidArgument for a device past the GPUs found.
 Result<std::string> describe_gpu(int cuda_device);
 
 // ---- Pinned host memory -------------------------------------------------------------------------
@@ -77,13 +76,11 @@ class PinnedHostPool {
   PinnedHostPool(const PinnedHostPool&) = delete;
   PinnedHostPool& operator=(const PinnedHostPool&) = delete;
 
-  // Bytes a block of `bytes` takes from the pool, alignment rounding included: a budget that sums
-  // this over its blocks (and keeps each under arena_bytes) is what create() must be given.
+  // Bytes a block of `bytes` takes from the pool, alignment rounding included (what budgets sum).
   static uint64_t footprint(uint64_t bytes);
 
-  // `bytes` (> 0) of pinned memory, aligned to ArenaPool's block alignment (4096 from 80 KiB up,
-  // at least 16), contents unspecified. Thread-safe. kOutOfSpace naming the bytes asked, used and
-  // the capacity when no arena has room.
+  // `bytes` (> 0) of pinned memory, aligned 4096 from 80 KiB up (at least 16), contents unspecified;
+  // thread-safe. kOutOfSpace naming the bytes asked, used and the capacity when no arena has room.
   Result<void*> allocate(uint64_t bytes);
   // Returns a block from allocate(). Thread-safe.
   void free(void* data);
@@ -106,23 +103,23 @@ class PinnedHostPool {
 // What the offloaded step keeps in pinned memory, buffer by buffer, typed by role: listed by
 // engine/layout, allocated by HostTier (offload_torch.h) and looked up there by role and index.
 enum class PinnedRole : uint8_t {
-  kOptimizerSwapBuffer,      // optimizer on NVMe: one sub-group record each (offload_optimizer.buffer_count)
-  kOptimizerRecords,         // optimizer on NVMe: the records kept in memory, back to back
-  kMaster,                   // optimizer in memory: fp32 master
-  kMasterResidual,           // optimizer in memory: the compact master's int16 low half
-  kExpAvg,                   // optimizer in memory: m
-  kExpAvgSq,                 // optimizer in memory: v
-  kExpAvgScales,             // optimizer in memory, 8-bit moments: m's fp32 block scales
-  kExpAvgSqScales,           // optimizer in memory, 8-bit moments: v's fp32 block scales
-  kGradients,                // the host gradient partition
-  kGradStaging,              // a gradient staging slot (offload_optimizer.buffer_count of them)
-  kWeights16,                // 16-bit weights bound for the device (a compact master's high half)
-  kParamReadBuffer,          // parameters on NVMe: a read buffer (offload_param.buffer_count of them)
-  kParamWindow,              // parameters on NVMe: a write window (two)
-  kParamRecords,             // parameters on NVMe: the records kept in memory (offload_param.max_in_cpu)
-  kParamShard,               // parameters offloaded to pinned host memory: the shard
-  kFrozenWeight,             // a LoRA run's frozen base weight, pinned (one per parameter)
-  kFrozenStaging,            // a LoRA run's frozen base on NVMe: a staging half (two)
+  kOptimizerSwapBuffer,  // optimizer on NVMe: one sub-group record each (offload_optimizer.buffer_count)
+  kOptimizerRecords,     // optimizer on NVMe: the records kept in memory, back to back
+  kMaster,               // optimizer in memory: fp32 master
+  kMasterResidual,       // optimizer in memory: the compact master's int16 low half
+  kExpAvg,               // optimizer in memory: m
+  kExpAvgSq,             // optimizer in memory: v
+  kExpAvgScales,         // optimizer in memory, 8-bit moments: m's fp32 block scales
+  kExpAvgSqScales,       // optimizer in memory, 8-bit moments: v's fp32 block scales
+  kGradients,            // the host gradient partition
+  kGradStaging,          // a gradient staging slot (offload_optimizer.buffer_count of them)
+  kWeights16,            // 16-bit weights bound for the device (a compact master's high half)
+  kParamReadBuffer,      // parameters on NVMe: a read buffer (offload_param.buffer_count of them)
+  kParamWindow,          // parameters on NVMe: a write window (two)
+  kParamRecords,         // parameters on NVMe: the records kept in memory (offload_param.max_in_cpu)
+  kParamShard,           // parameters offloaded to pinned host memory: the shard
+  kFrozenWeight,         // a LoRA run's frozen base weight, pinned (one per parameter)
+  kFrozenStaging,        // a LoRA run's frozen base on NVMe: a staging half (two)
 };
 // "gradient staging", "optimizer swap buffer", ...: the role in errors and listings.
 const char* pinned_role_name(PinnedRole role);
@@ -184,17 +181,15 @@ class SwapFiles {
   SwapFiles(const SwapFiles&) = delete;
   SwapFiles& operator=(const SwapFiles&) = delete;
 
-  // Queues a read (op kRead) or write of bytes [begin, end) of sub-group `sub_group`'s record (at
-  // most record_bytes; `begin` a multiple of 4096, kRecordAlignment, for O_DIRECT) into or from
-  // `data`, which holds them from its first byte and stays valid until wait() returned.
+  // Queues `op` of bytes [begin, end) of record `sub_group` (`begin` a multiple of kRecordAlignment)
+  // into or from `data`, which holds them from its first byte and stays valid until wait() returned.
   SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
   static constexpr uint64_t kRecordAlignment = 4096;
   // Bytes create() preallocates for `records` records of `record_bytes` over `paths` paths (each
   // path's share of a record rounded up to kRecordAlignment), summed over the paths.
   static uint64_t preallocated_bytes(size_t paths, int64_t records, uint64_t record_bytes);
-  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
-  // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
-  // free.
+  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file, the
+  // offset, the record and the fix; a full disk is kOutOfSpace with the bytes needed and free.
   Status wait(SwapTransfer& transfer);
 
   // `bytes` rounded down and up to kRecordAlignment (O_DIRECT offsets and lengths).
@@ -248,8 +243,7 @@ class RecordStaging {
   // creates the swap files when options.records > 0; the errors of each.
   static Result<std::unique_ptr<RecordStaging>> create(const std::vector<std::span<std::byte>>& buffers,
                                                        const RecordStagingOptions& options);
-  // Waits for every transfer still in flight (their errors are dropped: nothing may still use the
-  // buffers), unregisters the buffers and removes the files.
+  // Waits for the transfers in flight (errors dropped), unregisters the buffers, removes the files.
   ~RecordStaging();
   RecordStaging(const RecordStaging&) = delete;
   RecordStaging& operator=(const RecordStaging&) = delete;
@@ -263,11 +257,9 @@ class RecordStaging {
   void read(size_t b, int64_t record, uint64_t begin, uint64_t end);
   // The same, into buffer `b` from its first byte (a piece of a record in a smaller buffer).
   void read_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
-  // Queues the write of record `record`'s first `bytes` bytes from buffer `b`. The buffer's previous
-  // write must have been waited for (wait_write).
-  void write(size_t b, int64_t record, uint64_t bytes) { write_at(b, record, 0, bytes); }
-  // The same for record bytes [begin, end), from buffer `b`'s first byte on; `begin` aligned.
-  void write_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
+  // Queues the write of record `record`'s bytes [begin, end) from buffer `b`'s first byte on, whose
+  // previous write was waited for (wait_write); `begin` 4096-aligned.
+  void write(size_t b, int64_t record, uint64_t begin, uint64_t end);
   // Whether buffer `b`'s read has arrived (never blocks; true when none is queued).
   bool arrived(size_t b) const;
   // Waits for buffer `b`'s read (none, or no files: ok). The error names the file, the offset, the
@@ -276,11 +268,9 @@ class RecordStaging {
   // The same for its write; a full disk is kOutOfSpace with the bytes needed and free.
   Status wait_write(size_t b);
 
-  // Bytes the files take on disk; 0 without files.
+  // SwapFiles' file_bytes(), describe() and files(); without files 0, "no file" and none.
   uint64_t file_bytes() const { return swap_ ? swap_->file_bytes() : 0; }
-  // SwapFiles::describe(), or "no file" without files.
   std::string describe() const { return swap_ ? swap_->describe() : std::string("no file"); }
-  // SwapFiles::files(); empty without files.
   std::vector<std::string> files() const { return swap_ ? swap_->files() : std::vector<std::string>{}; }
 
  private:
@@ -341,11 +331,10 @@ struct RecordCacheOptions {
 
 class RecordCache {
  public:
-  // Records of `options.record_bytes`; `buffers` (one record of the largest size each; at least one
-  // when any record is on NVMe) and `memory` (the records kept in memory back to back, each at a
-  // stride of the largest record) are pinned memory the caller keeps valid for the cache's life. The
-  // swap files hold records [memory_records, records) only. RecordStaging::create's errors;
-  // kInternal for buffers or a block too small, or file_record_bytes not a multiple of 4096.
+  // Over `buffers` (the largest record each; one at least when a record is on NVMe) and `memory` (the
+  // records kept in memory, at a stride of the largest record), pinned memory the caller keeps valid.
+  // RecordStaging::create's errors; kInternal for buffers or a block too small, or file_record_bytes
+  // not a multiple of 4096.
   static Result<std::unique_ptr<RecordCache>> create(const std::vector<std::span<std::byte>>& buffers,
                                                      std::span<std::byte> memory, RecordCacheOptions options);
   RecordCache(const RecordCache&) = delete;
@@ -370,9 +359,8 @@ class RecordCache {
   size_t buffer_count() const { return slots_.size(); }
   uint64_t record_bytes(int64_t record) const { return bytes_[static_cast<size_t>(record)]; }
 
-  // Record `record`'s bytes, for reading (read unless its buffer holds it; waits for the read) or
-  // for overwriting (contents unspecified). Valid until release(). The read's error names the file,
-  // the offset and the record; the buffer then holds nothing.
+  // Record `record`'s bytes until release(), for reading (read unless its buffer holds them) or for
+  // overwriting (contents unspecified). A read's error names the file, the offset and the record.
   Result<std::span<std::byte>> acquire(int64_t record, Access access);
   // Bytes [begin, end) of record `record`, for reading; its buffer then holds that range only (read
   // from begin rounded down to SwapFiles::kRecordAlignment), unless it held them already.
@@ -383,9 +371,8 @@ class RecordCache {
   // record in memory needs none. The buffer's last record is written first when dirty.
   Status prefetch(int64_t record);
   Status prefetch_range(int64_t record, uint64_t begin, uint64_t end);
-  // prefetch() of the records at positions [position, position + depth] of `pass`: depth 0, or with
-  // read_ahead and two buffers or more max(1, buffer_count - 2), so each read takes a buffer whose
-  // write was queued at least two records before.
+  // prefetch() of `pass`'s records [position, position + depth]: depth max(1, buffer_count - 2) with
+  // read_ahead and two buffers or more (a buffer whose write was queued two records before), else 0.
   Status prefetch_ahead(std::span<const int64_t> pass, size_t position);
   // The file records in the order of `sweep`.
   std::vector<int64_t> pass(Sweep sweep) const;
@@ -456,9 +443,8 @@ class RecordRing {
   static uint64_t read_buffer_bytes(uint64_t piece_bytes) {
     return SwapFiles::align_up(piece_bytes) + 2 * SwapFiles::kRecordAlignment;
   }
-  // Over the swap files of `options` (records of options.record_bytes, the last `last_record_bytes`:
-  // reads stop there), with `reads` and `windows` (pinned memory the caller keeps valid, at least
-  // one each). RecordStaging::create's errors.
+  // Over the swap files of `options` (the last record `last_record_bytes` long: reads stop there),
+  // with `reads` and `windows` (pinned memory the caller keeps valid, one at least each).
   static Result<std::unique_ptr<RecordRing>> create(const std::vector<std::span<std::byte>>& reads,
                                                     const std::vector<std::span<std::byte>>& windows,
                                                     const RecordStagingOptions& options, uint64_t last_record_bytes);
@@ -478,9 +464,8 @@ class RecordRing {
   // Frees buffer `b` from its tag; `reader` (may be null) still reads it.
   void release(size_t b, std::shared_ptr<ReaderFence> reader);
 
-  // Lends the next window, its last write waited for, for record `record`'s bytes [begin, end)
-  // (`begin` a multiple of 4096): returns its index in `windows`, whose first end - begin bytes the
-  // caller fills. The last write's error; kInternal for an unaligned begin.
+  // Lends the next window (its last write waited for: that error) for record `record`'s bytes
+  // [begin, end), `begin` 4096-aligned (else kInternal): its index in `windows`, for the caller to fill.
   Result<size_t> lend(int64_t record, uint64_t begin, uint64_t end);
   // Queues the write of the window lent for exactly these bytes (else kInternal) and moves to the
   // next window. The write's wait_host() waits for it, throwing tierzero::Error with its error.

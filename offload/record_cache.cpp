@@ -78,7 +78,7 @@ Status RecordCache::claim(size_t b, int64_t record) {
 Status RecordCache::write(size_t b) {
   Slot& slot = slots_[b];
   slot.dirty = false;
-  staging_->write(b, first_file_[slot.record], slot.end);
+  staging_->write(b, first_file_[slot.record], 0, slot.end);
   written_bytes_ += slot.end;
   return write_behind_ ? Status() : staging_->wait_write(b);
 }

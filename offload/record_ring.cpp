@@ -96,7 +96,7 @@ Result<std::shared_ptr<ReaderFence>> RecordRing::write(int64_t record, uint64_t 
   if (window.record != record || window.begin != begin || window.end != end)
     return internal_error("record ring: a write of a range that was not lent");
   const size_t staged = reads_.size() + next_window_;
-  staging_->write_at(staged, record, begin, end);
+  staging_->write(staged, record, begin, end);
   window.write = std::make_shared<WriteFence>(*staging_, staged);
   window.record = -1;
   written_bytes_ += end - begin;

@@ -62,7 +62,7 @@ TEST(RecordStaging, RecordsRoundTripStripedAsDocumented) {
     const size_t buffer = static_cast<size_t>(k % 2);
     ASSERT_OK(staging->wait_write(buffer));
     for (uint64_t i = 0; i < kRecordBytes; ++i) buffers[buffer][i] = pattern(k, i);
-    staging->write(buffer, k, kRecordBytes);
+    staging->write(buffer, k, 0, kRecordBytes);
   }
   ASSERT_OK(staging->wait_write(0));
   ASSERT_OK(staging->wait_write(1));
