@@ -39,8 +39,8 @@ uint64_t ArenaPool::block_alignment(uint64_t bytes) {
   return std::clamp<uint64_t>(std::bit_floor(bytes / 32), 16, 256);
 }
 
-std::optional<Block> ArenaPool::allocate(uint64_t bytes, uint64_t align) {
-  align = std::max(align, block_alignment(bytes));
+std::optional<Block> ArenaPool::allocate(uint64_t bytes) {
+  const uint64_t align = block_alignment(bytes);
   const uint32_t n = static_cast<uint32_t>(arenas_.size());
   for (uint32_t k = 0; k < n; ++k) {
     // Large blocks fill the arenas from the first one's bottom, small ones from the last one's top.

@@ -9,12 +9,14 @@
 #include "offload/internal/device_memory.h"
 
 namespace tierzero::offload {
-namespace {
 
-Status cuda_status(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return {};
+Status cuda_status(int error, const std::string& what) {
+  if (error == cudaSuccess) return {};
+  const auto err = static_cast<cudaError_t>(error);
   return internal_error(what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
+
+namespace {
 
 class CudaDeviceMemory final : public DeviceMemory {
  public:
@@ -71,11 +73,8 @@ class CudaDeviceMemory final : public DeviceMemory {
 
 Result<int> cuda_device_count() {
   int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    return unsupported(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
-                       ")");
-  }
+  const Status status = cuda_status(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (!status.ok()) return unsupported(status.message());
   return count;
 }
 

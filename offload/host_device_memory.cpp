@@ -12,15 +12,6 @@
 namespace tierzero::offload {
 namespace {
 
-Result<void*> map_anonymous(uint64_t bytes, const char* what) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    return resource_exhausted(std::string("cannot map ") + format_bytes(bytes) + " of host memory for the " + what +
-                              ": " + std::strerror(errno) + "; lower the budget");
-  }
-  return p;
-}
-
 class HostDeviceMemory final : public DeviceMemory {
  public:
   explicit HostDeviceMemory(std::string reason) : reason_(std::move(reason)) {}
@@ -28,7 +19,10 @@ class HostDeviceMemory final : public DeviceMemory {
   bool is_gpu() const override { return false; }
   std::string description() const override { return "host memory (no GPU: " + reason_ + ")"; }
   Result<void*> allocate_pinned(uint64_t bytes, bool lock) override {
-    TZ_ASSIGN_OR_RETURN(void* p, map_anonymous(bytes, "pinned tier"));
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return resource_exhausted("cannot map " + format_bytes(bytes) +
+                                " of host memory for the pinned tier: " + std::strerror(errno) + "; lower the budget");
     // On transparent huge pages where the kernel has them, as the CUDA path's arenas: an NVMe request
     // into the tier (the optimizer's swap buffers) is then a few contiguous segments, not one per 4 KiB.
     (void)madvise(p, bytes, MADV_HUGEPAGE);

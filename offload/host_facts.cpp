@@ -24,8 +24,7 @@ bool has_cap_ipc_lock() {
   return false;
 }
 
-}  // namespace
-
+// MemAvailable from /proc/meminfo in bytes.
 Result<uint64_t> host_memory_available() {
   std::ifstream in("/proc/meminfo");
   std::string line;
@@ -38,6 +37,8 @@ Result<uint64_t> host_memory_available() {
   }
   return unsupported("MemAvailable not found in /proc/meminfo");
 }
+
+}  // namespace
 
 Result<HostFacts> read_host_facts() {
   HostFacts facts;

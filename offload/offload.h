@@ -1,53 +1,33 @@
-// tierzero offload/: the one offload stack, the one `tierzero train` runs on. Placement is by
-// budget: the engine decides, before the first step, which state lives in pinned host memory and
-// which on NVMe (engine/plan's placement, tierzero.pinned_memory_limit, optimizer_records_in_memory),
-// and offload/ holds and moves it. Nothing is cached or evicted behind the caller's back: every
-// buffer has one place for the whole run, and every copy is one the step schedules.
+// tierzero offload/: the one offload stack `tierzero train` runs on. The engine decides before the
+// first step which state lives in pinned host memory and which on NVMe (engine/plan's placement,
+// tierzero.pinned_memory_limit, optimizer_records_in_memory); offload/ holds and moves it. Nothing
+// is cached or evicted behind the caller's back: every buffer has one place for the whole run, and
+// every copy is one the step schedules. The pieces, lowest first:
+// - PinnedHostPool: exact-size blocks carved from pinned arenas (huge pages registered with CUDA
+//   when a GPU is present, else host memory), all allocated at creation: the budget is checked first.
+// - HostTier (offload/torch/offload_torch.h): the step's pinned buffers, listed as PinnedBufferSpecs
+//   typed by role, checked against tierzero.pinned_memory_limit and allocated from one pool.
+// - SwapFiles: state homed on NVMe in fixed-size records, one preallocated file per nvme_path per
+//   rank, each record striped over the paths in 4096-aligned shares (O_DIRECT), moved over nvme/'s
+//   IoEngine (io_uring, else libaio) with several requests in flight.
+// - RecordStaging: pinned staging buffers over SwapFiles, with the reads and writes in flight on each.
+// - RecordCache: the residency layer over a RecordStaging: records kept in a pinned block and records
+//   on NVMe behind one acquire/release interface, with write-back, read-ahead, write-behind, aligned
+//   range reads, the alternating sweep, traffic counters and reader fences (the optimizer's
+//   sub-groups; a LoRA run's frozen base on NVMe).
+// - RecordRing: the record cache's FIFO sibling: pieces of records read into buffers taken in turn,
+//   each held for a tag, and write windows taken in turn (the ZeRO-3 parameters on NVMe).
+// - StagingSlots: pinned buffers of one size lent and given back across threads (the offloaded
+//   gradients' staging slots).
+// - DeviceCopies (offload_torch.h): the side-stream copies between host memory and the GPU, ordered
+//   after the compute stream by events, never a device-wide sync; the stack's one CUDA copy path.
+//   PendingWrites orders the compute stream after a copy only just before a reader; CopyProbe is
+//   `tierzero bench pcie`'s timing of DeviceCopies against plain cudaMemcpy.
+// tierzero_offload is torch-free; tierzero_offload_torch adds the pieces over LibTorch tensors.
 //
-// The pieces, lowest first:
-// - PinnedHostPool (below; pinned_host_pool.cpp over arena_pool.h): exact-size blocks carved from
-//   pinned arenas (huge pages registered with CUDA when a GPU is present, else host memory, mlock'ed
-//   on request), all allocated at creation so the whole budget is checked before the first buffer.
-// - HostTier (offload/torch/offload_torch.h, LibTorch): the step's pinned buffers (fp32 master, moments, gradient
-//   landing and staging slots, 16-bit weights, NVMe staging buffers; a LoRA base's pinned weights in a
-//   tier of their own), listed first as PinnedBufferSpecs typed by role (below; engine/layout lists
-//   them, and `tierzero estimate` plans with the same list), checked against
-//   tierzero.pinned_memory_limit and allocated from one PinnedHostPool at once, as tensors.
-// - SwapFiles (below): state homed on NVMe in fixed-size records, one preallocated file per
-//   nvme_path per rank, every record striped over the paths (RAID-0 in equal shares, 4096-aligned
-//   for O_DIRECT); records are read and written over nvme/'s IoEngine (io_uring, else libaio),
-//   several requests in flight, into and out of pinned staging buffers.
-// - RecordStaging (below): pinned staging buffers over SwapFiles, one record each, with
-//   the reads and writes in flight on each.
-// - RecordCache (below): the residency layer over a RecordStaging: records kept in a pinned block
-//   and records on NVMe behind one acquire/release interface, with write-back (dirty records kept
-//   in their buffers between passes), read-ahead, write-behind, O_DIRECT-aligned range reads, the
-//   alternating sweep, traffic counters, and reader fences waited for before a buffer is reused
-//   (the optimizer's sub-group pipeline runs on it, and a LoRA run's frozen base on NVMe: each unit a
-//   record in consecutive file records, through two buffers, the next unit read ahead).
-// - RecordRing (below): the record cache's FIFO sibling over a RecordStaging: pieces of records
-//   read into buffers taken in turn, each held for the caller's tag and waited for its reader
-//   fence before reuse, and write windows taken in turn (the ZeRO-3 parameters on NVMe run on it).
-// - StagingSlots (below): pinned buffers of one size lent one at a time and given back, blocking
-//   while all are lent (the offloaded gradients' staging slots, filled by the backward thread and
-//   added into the host partition by the gradient worker).
-// - DeviceCopies (offload_torch.h, LibTorch): the side-stream copies between host memory and the
-//   GPU (the offloaded step's gradients, new weights and parameter pieces, a LoRA run's frozen base
-//   units copied ahead or from NVMe staging), ordered after the compute stream by events, never a
-//   device-wide sync; the one copy path of the stack that speaks CUDA. PendingWrites
-//   (offload_torch.h): the copies the compute stream has not been ordered after yet, ordered lazily
-//   just before a reader.
-// - CopyProbe (offload_torch.h): `tierzero bench pcie`'s measurements of DeviceCopies against plain
-//   cudaMemcpy.
-//
-// tierzero_offload is torch-free (pool, swap files, staging, record cache and ring, staging slots);
-// tierzero_offload_torch adds the pieces whose buffers are LibTorch tensors (host tier, device
-// copies, pending writes, copy probe).
-//
-// How big each piece is for a run (every pinned buffer, the records kept in memory, the swap files'
-// bytes) is computed once, by engine/layout, which both `train` and `tierzero estimate` call.
-// docs/design.md ("State on NVMe") draws one optimizer sub-group's bytes through these pieces, from
-// NVMe to the GPU and back.
+// Every size (each pinned buffer, the records kept in memory, the swap files' bytes) is computed once,
+// by engine/layout, which `train` and `tierzero estimate` both call. docs/design.md ("State on NVMe")
+// draws one optimizer sub-group's bytes through these pieces, from NVMe to the GPU and back.
 #pragma once
 
 #include <algorithm>
@@ -73,9 +53,8 @@ enum class DeviceChoice : uint8_t {
   kHost,  // host memory, even where a GPU exists (tests)
 };
 
-// "NVIDIA H200 (PCIe gen 5 x16), CUDA 13.0" for CUDA device `cuda_device`. kUnsupported naming why
-// ("no CUDA GPU: cudaGetDeviceCount found no GPU", "... built without CUDA") where there is none;
-// kInvalidArgument for a device number past the GPUs found.
+// "NVIDIA H200 (device 0, 139.81 GiB, PCI 25), CUDA runtime 13.0" for CUDA device `cuda_device`;
+// kUnsupported naming why where there is none; kInvalidArgument for a device past the GPUs found.
 Result<std::string> describe_gpu(int cuda_device);
 
 // ---- Pinned host memory -------------------------------------------------------------------------
@@ -97,13 +76,11 @@ class PinnedHostPool {
   PinnedHostPool(const PinnedHostPool&) = delete;
   PinnedHostPool& operator=(const PinnedHostPool&) = delete;
 
-  // Bytes a block of `bytes` takes from the pool, alignment rounding included: a budget that sums
-  // this over its blocks (and keeps each under arena_bytes) is what create() must be given.
+  // Bytes a block of `bytes` takes from the pool, alignment rounding included (what budgets sum).
   static uint64_t footprint(uint64_t bytes);
 
-  // `bytes` (> 0) of pinned memory, aligned to ArenaPool's block alignment (4096 from 80 KiB up,
-  // at least 16), contents unspecified. Thread-safe. kOutOfSpace naming the bytes asked, used and
-  // the capacity when no arena has room.
+  // `bytes` (> 0) of pinned memory, aligned 4096 from 80 KiB up (at least 16), contents unspecified;
+  // thread-safe. kOutOfSpace naming the bytes asked, used and the capacity when no arena has room.
   Result<void*> allocate(uint64_t bytes);
   // Returns a block from allocate(). Thread-safe.
   void free(void* data);
@@ -124,26 +101,25 @@ class PinnedHostPool {
 
 // ---- The pinned buffer list --------------------------------------------------------------------
 // What the offloaded step keeps in pinned memory, buffer by buffer, typed by role: listed by
-// engine/layout (the one place of its sizes, which `tierzero estimate` plans with too), allocated by
-// HostTier (offload_torch.h) and looked up there by role and index.
+// engine/layout, allocated by HostTier (offload_torch.h) and looked up there by role and index.
 enum class PinnedRole : uint8_t {
-  kOptimizerSwapBuffer,      // optimizer on NVMe: one sub-group record each (offload_optimizer.buffer_count)
-  kOptimizerRecords,         // optimizer on NVMe: the records kept in memory, back to back
-  kMaster,                   // optimizer in memory: fp32 master
-  kMasterResidual,           // optimizer in memory: the compact master's int16 low half
-  kExpAvg,                   // optimizer in memory: m
-  kExpAvgSq,                 // optimizer in memory: v
-  kExpAvgScales,             // optimizer in memory, 8-bit moments: m's fp32 block scales
-  kExpAvgSqScales,           // optimizer in memory, 8-bit moments: v's fp32 block scales
-  kGradients,                // the host gradient partition
-  kGradStaging,              // a gradient staging slot (offload_optimizer.buffer_count of them)
-  kWeights16,                // 16-bit weights bound for the device (a compact master's high half)
-  kParamReadBuffer,          // parameters on NVMe: a read buffer (offload_param.buffer_count of them)
-  kParamWindow,              // parameters on NVMe: a write window (two)
-  kParamRecords,             // parameters on NVMe: the records kept in memory (offload_param.max_in_cpu)
-  kParamShard,               // parameters offloaded to pinned host memory: the shard
-  kFrozenWeight,             // a LoRA run's frozen base weight, pinned (one per parameter)
-  kFrozenStaging,            // a LoRA run's frozen base on NVMe: a staging half (two)
+  kOptimizerSwapBuffer,  // optimizer on NVMe: one sub-group record each (offload_optimizer.buffer_count)
+  kOptimizerRecords,     // optimizer on NVMe: the records kept in memory, back to back
+  kMaster,               // optimizer in memory: fp32 master
+  kMasterResidual,       // optimizer in memory: the compact master's int16 low half
+  kExpAvg,               // optimizer in memory: m
+  kExpAvgSq,             // optimizer in memory: v
+  kExpAvgScales,         // optimizer in memory, 8-bit moments: m's fp32 block scales
+  kExpAvgSqScales,       // optimizer in memory, 8-bit moments: v's fp32 block scales
+  kGradients,            // the host gradient partition
+  kGradStaging,          // a gradient staging slot (offload_optimizer.buffer_count of them)
+  kWeights16,            // 16-bit weights bound for the device (a compact master's high half)
+  kParamReadBuffer,      // parameters on NVMe: a read buffer (offload_param.buffer_count of them)
+  kParamWindow,          // parameters on NVMe: a write window (two)
+  kParamRecords,         // parameters on NVMe: the records kept in memory (offload_param.max_in_cpu)
+  kParamShard,           // parameters offloaded to pinned host memory: the shard
+  kFrozenWeight,         // a LoRA run's frozen base weight, pinned (one per parameter)
+  kFrozenStaging,        // a LoRA run's frozen base on NVMe: a staging half (two)
 };
 // "gradient staging", "optimizer swap buffer", ...: the role in errors and listings.
 const char* pinned_role_name(PinnedRole role);
@@ -160,15 +136,11 @@ struct PinnedBufferSpec {
 uint64_t pinned_capacity(const std::vector<PinnedBufferSpec>& buffers);
 
 // ---- Swap files ---------------------------------------------------------------------------------
-// The swap files of state homed on NVMe, in fixed-size records: one file per nvme_path per rank,
-// <path>/tierzero-<role>-r<rank>.swap, preallocated at creation and removed when the swap goes. Three
-// roles use them: the optimizer (nvme_offload_adam.h: record k is sub-group k's fp32 master, exp_avg
-// and exp_avg_sq back to back), the parameters (nvme_params.h: record k is the 16-bit compute
-// weights of the same sub-group) and a LoRA run's frozen base (engine/model's frozen_disk.h: each
-// unit's weights in consecutive records). A record is striped over the paths: record bytes [p*P, (p+1)*P)
-// are in path p's file at offset k*P, P being the largest record split evenly over the paths and
-// rounded up to 4096 bytes — so every record keeps a stable place, every device carries an equal
-// share of every transfer, and offsets stay aligned for O_DIRECT.
+// State homed on NVMe in fixed-size records: one file per nvme_path per rank,
+// <path>/tierzero-<role>-r<rank>.swap (the SwapRoles below), preallocated at creation and removed
+// with the swap. Record k's bytes [p*P, (p+1)*P) are in path p's file at offset k*P, P being the
+// largest record split evenly over the paths and rounded up to 4096 bytes: every record keeps a
+// stable place, every device carries an equal share of every transfer, offsets stay O_DIRECT-aligned.
 
 // One record transfer in flight: its tickets (one per path it touches), waited for together.
 struct SwapTransfer {
@@ -196,14 +168,11 @@ inline constexpr SwapRole kFrozenSwap{"frozen", "zero_optimization.offload_param
 
 class SwapFiles {
  public:
-  // Opens and preallocates the files for `sub_groups` records of at most `record_bytes` over
-  // `paths`; errors name file record k as sub-group `first_named` + k (the optimizer's records kept in
-  // pinned memory have no place in the files, which start at the first streamed one). Over
-  // `paths` (directories, created when missing; at least one) for rank `rank`, through `io`
-  // (outlives the swap). Fails
-  // before writing anything: kInvalidArgument for no path; kOutOfSpace when a path's disk has less
-  // free than its file needs, naming the path, the bytes needed and free, and the fix; the open or
-  // preallocation error naming the file otherwise.
+  // Opens and preallocates the files of rank `rank` for `sub_groups` records of at most
+  // `record_bytes` in `paths` (directories, created when missing), through `io` (outlives the swap);
+  // errors name file record k as record `first_named` + k. Fails before writing anything:
+  // kInvalidArgument for no path; kOutOfSpace naming the path, the bytes needed and free, and the fix;
+  // else the open or preallocation error naming the file.
   static Result<std::unique_ptr<SwapFiles>> create(nvme::IoEngine& io, const std::vector<std::string>& paths, int rank,
                                                    int64_t sub_groups, uint64_t record_bytes,
                                                    const SwapRole& role = kOptimizerSwap, int64_t first_named = 0);
@@ -212,27 +181,20 @@ class SwapFiles {
   SwapFiles(const SwapFiles&) = delete;
   SwapFiles& operator=(const SwapFiles&) = delete;
 
-  // Queues a read (op kRead) or write of bytes [begin, end) of sub-group `sub_group`'s record (at
-  // most record_bytes; `begin` a multiple of 4096, kRecordAlignment, for O_DIRECT) into or from
-  // `data`, which holds them from its first byte and stays valid until wait() returned.
+  // Queues `op` of bytes [begin, end) of record `sub_group` (`begin` a multiple of kRecordAlignment)
+  // into or from `data`, which holds them from its first byte and stays valid until wait() returned.
   SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
   static constexpr uint64_t kRecordAlignment = 4096;
   // Bytes create() preallocates for `records` records of `record_bytes` over `paths` paths (each
   // path's share of a record rounded up to kRecordAlignment), summed over the paths.
   static uint64_t preallocated_bytes(size_t paths, int64_t records, uint64_t record_bytes);
-  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file,
-  // the offset, the sub-group and the fix; a full disk is kOutOfSpace with the bytes needed and
-  // free.
+  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file, the
+  // offset, the record and the fix; a full disk is kOutOfSpace with the bytes needed and free.
   Status wait(SwapTransfer& transfer);
 
   // `bytes` rounded down and up to kRecordAlignment (O_DIRECT offsets and lengths).
   static constexpr uint64_t align_down(uint64_t bytes) { return bytes / kRecordAlignment * kRecordAlignment; }
   static constexpr uint64_t align_up(uint64_t bytes) { return align_down(bytes + kRecordAlignment - 1); }
-  // The bytes [first, last) a read of record bytes [begin, end) takes for O_DIRECT: whole aligned
-  // blocks, but not past the record's `record_bytes` (the files end after the last record's bytes).
-  static constexpr std::pair<uint64_t, uint64_t> aligned_read(uint64_t begin, uint64_t end, uint64_t record_bytes) {
-    return {align_down(begin), std::min(align_up(end), record_bytes)};
-  }
 
   // Bytes the files take on disk (preallocated), summed over the paths.
   uint64_t file_bytes() const;
@@ -259,15 +221,12 @@ class SwapFiles {
 };
 
 // ---- Record staging -----------------------------------------------------------------------------
-// Pinned staging buffers over swap files (above): buffer b holds one record's image at a
-// time (or a run of consecutive records': bytes past record_bytes continue in the next record), moved
-// in and out by reads and writes over its own IoEngine (the "aio" block's backend), and carries the
-// read and the write in flight on it. The caller decides which record goes through which buffer and
-// when (the record cache and the record ring below); the staging owns the I/O: the engine, the
-// buffers' registration with it, the files, the tickets.
+// Pinned staging buffers over swap files: buffer b holds one record's image at a time (or a run of
+// consecutive records'), with the read and the write in flight on it. The caller (the record cache
+// and ring below) decides which record goes through which buffer and when; the staging owns the I/O:
+// its IoEngine (the "aio" block's backend), the buffers' registration, the files, the tickets.
 
-// Where a staging's records go: swap files of `records` records of `record_bytes` over `paths` for
-// rank `rank` (SwapFiles::create's arguments), through an IoEngine made from `io`.
+// Where a staging's records go (SwapFiles::create's arguments), through an IoEngine made from `io`.
 struct RecordStagingOptions {
   std::vector<std::string> paths;
   nvme::IoConfig io;
@@ -280,14 +239,11 @@ struct RecordStagingOptions {
 
 class RecordStaging {
  public:
-  // Makes the IoEngine, registers each of `buffers` (pinned memory the caller keeps valid for the
-  // staging's life) with it, and creates the swap files when options.records > 0. The errors of
-  // IoEngine::create, of the registration, and of SwapFiles::create (disk full with the bytes
-  // needed and free; a path that cannot be written).
+  // Makes the IoEngine, registers `buffers` (pinned memory the caller keeps valid) with it, and
+  // creates the swap files when options.records > 0; the errors of each.
   static Result<std::unique_ptr<RecordStaging>> create(const std::vector<std::span<std::byte>>& buffers,
                                                        const RecordStagingOptions& options);
-  // Waits for every transfer still in flight (their errors are dropped: nothing may still use the
-  // buffers), unregisters the buffers and removes the files.
+  // Waits for the transfers in flight (errors dropped), unregisters the buffers, removes the files.
   ~RecordStaging();
   RecordStaging(const RecordStaging&) = delete;
   RecordStaging& operator=(const RecordStaging&) = delete;
@@ -296,20 +252,14 @@ class RecordStaging {
   bool has_files() const { return swap_ != nullptr; }
   size_t buffer_count() const { return buffers_.size(); }
 
-  // Queues the read of record `record`'s bytes [begin, end) into the same bytes of buffer `b` (the
-  // record's image; past record_bytes, the next records' bytes, one transfer each); `begin` a
-  // multiple of SwapFiles::kRecordAlignment. The buffer's previous read must have been waited for
-  // (wait_read).
+  // Queues the read of record `record`'s bytes [begin, end) (past record_bytes, the next records')
+  // into the same bytes of buffer `b`, whose previous read was waited for; `begin` 4096-aligned.
   void read(size_t b, int64_t record, uint64_t begin, uint64_t end);
   // The same, into buffer `b` from its first byte (a piece of a record in a smaller buffer).
   void read_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
-  // Queues the write of record `record`'s first `bytes` bytes from buffer `b`. The buffer's previous
-  // write must have been waited for (wait_write).
-  void write(size_t b, int64_t record, uint64_t bytes) { write_at(b, record, 0, bytes); }
-  // The same for record bytes [begin, end), from buffer `b`'s first byte on; `begin` aligned.
-  void write_at(size_t b, int64_t record, uint64_t begin, uint64_t end);
-  // The (first) record whose read into buffer `b` is queued and not yet waited for; -1 when none.
-  int64_t reading(size_t b) const { return reads_[b].empty() ? -1 : reads_[b].front().sub_group; }
+  // Queues the write of record `record`'s bytes [begin, end) from buffer `b`'s first byte on, whose
+  // previous write was waited for (wait_write); `begin` 4096-aligned.
+  void write(size_t b, int64_t record, uint64_t begin, uint64_t end);
   // Whether buffer `b`'s read has arrived (never blocks; true when none is queued).
   bool arrived(size_t b) const;
   // Waits for buffer `b`'s read (none, or no files: ok). The error names the file, the offset, the
@@ -318,11 +268,9 @@ class RecordStaging {
   // The same for its write; a full disk is kOutOfSpace with the bytes needed and free.
   Status wait_write(size_t b);
 
-  // Bytes the files take on disk; 0 without files.
+  // SwapFiles' file_bytes(), describe() and files(); without files 0, "no file" and none.
   uint64_t file_bytes() const { return swap_ ? swap_->file_bytes() : 0; }
-  // SwapFiles::describe(), or "no file" without files.
   std::string describe() const { return swap_ ? swap_->describe() : std::string("no file"); }
-  // SwapFiles::files(); empty without files.
   std::vector<std::string> files() const { return swap_ ? swap_->files() : std::vector<std::string>{}; }
 
  private:
@@ -342,30 +290,22 @@ class RecordStaging {
 };
 
 // ---- Record cache --------------------------------------------------------------------------------
-// The residency layer over a RecordStaging: records [0, records) of a swap role behind one interface,
-// the first `memory_records` homed in a pinned block (never read or written: their home is memory),
-// the others on NVMe and held, one at a time each, in the staging buffers. The caller acquires a
-// record for reading (read into its buffer unless the buffer holds it) or for overwriting (no read),
-// or a byte range of one (read from the range's start rounded down to 4096 for O_DIRECT), and
-// releases it clean, dirty (newer than its file, kept in the buffer: written when the buffer is
-// taken or at flush) or written (queued at once: write behind). Nothing dirty is ever dropped.
+// The residency layer over a RecordStaging: records [0, records), the first `memory_records` homed in
+// a pinned block (never read or written), the others on NVMe, held in the staging buffers. A record
+// is acquired for reading or overwriting (no read), or a byte range of one for reading, and released
+// clean, dirty (kept in its buffer, written when the buffer is taken or at flush) or written (queued
+// at once: write-behind). Nothing dirty is ever dropped. A reader fence attached at release (a copy
+// to the device still reading the buffer) is waited for before the buffer takes other bytes.
 //
-// Placement is direct-mapped: file record r (r >= memory_records) always goes through buffer
-// (r - memory_records) mod buffer_count, so a read into a buffer waits for the write that last left
-// it, and any buffer count is correct. That rule is what makes the alternating sweep pay: a pass
-// that releases its last buffer_count records dirty leaves them in distinct buffers, and the next
-// pass, run the other way (pass(kAlternate)), starts on them; so with releases written except those
-// last buffer_count, a pass moves (file records - buffer_count) records each way, not all of them
-// (the optimizer's sub-group pipeline, engine/zero/nvme_offload_adam.cpp). An LRU rule would keep
-// the same records here; direct mapping also fixes which buffer each read-ahead may take.
+// Placement is direct-mapped: file record r always goes through buffer (r - memory_records) mod
+// buffer_count, so a read waits for the write that last left its buffer, any buffer count is
+// correct, and each read-ahead's buffer is fixed. It makes the alternating sweep pay: a pass that
+// leaves its last buffer_count records dirty leaves them in distinct buffers, and the next pass, run
+// the other way (pass(kAlternate)), starts on them: each pass moves buffer_count records fewer each
+// way (the optimizer's sub-group pipeline, engine/zero/nvme_offload_adam.cpp).
 //
-// A reader fence (a copy to the device still reading a buffer) is attached at release; the buffer
-// is not reused, read into or overwritten before it has been waited for.
-//
-// Records of widely different sizes (a LoRA run's frozen base, one record per unit, an embedding
-// several layers: engine/model's frozen_disk.h) take consecutive file records of
-// file_record_bytes each instead of one file record of the largest record's size, so the files
-// hold each record rounded up to whole file records only.
+// Records of widely different sizes (a LoRA run's frozen base, one record per unit) take consecutive
+// file records of file_record_bytes each, so the files hold each rounded up to file records only.
 
 // Something that may still read a buffer (a copy from it to the device): the record cache waits on it
 // before the buffer takes other bytes. offload_torch.h's CopyDone is one.
@@ -391,11 +331,10 @@ struct RecordCacheOptions {
 
 class RecordCache {
  public:
-  // Records of `options.record_bytes`; `buffers` (one record of the largest size each; at least one
-  // when any record is on NVMe) and `memory` (the records kept in memory back to back, each at a
-  // stride of the largest record) are pinned memory the caller keeps valid for the cache's life. The
-  // swap files hold records [memory_records, records) only. RecordStaging::create's errors;
-  // kInternal for buffers or a block too small, or file_record_bytes not a multiple of 4096.
+  // Over `buffers` (the largest record each; one at least when a record is on NVMe) and `memory` (the
+  // records kept in memory, at a stride of the largest record), pinned memory the caller keeps valid.
+  // RecordStaging::create's errors; kInternal for buffers or a block too small, or file_record_bytes
+  // not a multiple of 4096.
   static Result<std::unique_ptr<RecordCache>> create(const std::vector<std::span<std::byte>>& buffers,
                                                      std::span<std::byte> memory, RecordCacheOptions options);
   RecordCache(const RecordCache&) = delete;
@@ -417,13 +356,11 @@ class RecordCache {
   };
 
   int64_t records() const { return static_cast<int64_t>(bytes_.size()); }
-  int64_t memory_records() const { return memory_records_; }
   size_t buffer_count() const { return slots_.size(); }
   uint64_t record_bytes(int64_t record) const { return bytes_[static_cast<size_t>(record)]; }
 
-  // Record `record`'s bytes, for reading (read unless its buffer holds it; waits for the read) or
-  // for overwriting (contents unspecified). Valid until release(). The read's error names the file,
-  // the offset and the record; the buffer then holds nothing.
+  // Record `record`'s bytes until release(), for reading (read unless its buffer holds them) or for
+  // overwriting (contents unspecified). A read's error names the file, the offset and the record.
   Result<std::span<std::byte>> acquire(int64_t record, Access access);
   // Bytes [begin, end) of record `record`, for reading; its buffer then holds that range only (read
   // from begin rounded down to SwapFiles::kRecordAlignment), unless it held them already.
@@ -434,9 +371,8 @@ class RecordCache {
   // record in memory needs none. The buffer's last record is written first when dirty.
   Status prefetch(int64_t record);
   Status prefetch_range(int64_t record, uint64_t begin, uint64_t end);
-  // prefetch() of the records at positions [position, position + depth] of `pass`: depth 0, or with
-  // read_ahead and two buffers or more max(1, buffer_count - 2), so each read takes a buffer whose
-  // write was queued at least two records before.
+  // prefetch() of `pass`'s records [position, position + depth]: depth max(1, buffer_count - 2) with
+  // read_ahead and two buffers or more (a buffer whose write was queued two records before), else 0.
   Status prefetch_ahead(std::span<const int64_t> pass, size_t position);
   // The file records in the order of `sweep`.
   std::vector<int64_t> pass(Sweep sweep) const;
@@ -472,6 +408,8 @@ class RecordCache {
   bool holds(size_t b, int64_t record, uint64_t begin, uint64_t end) const;
   size_t buffer_of(int64_t record) const;
   Status claim(size_t b, int64_t record);
+  // prefetch() (whole: the whole record, counted in read_bytes) and prefetch_range()'s read.
+  Status fetch(int64_t record, uint64_t begin, uint64_t end, bool whole);
   Status write(size_t b);
   Status wait_read(size_t b);
 
@@ -490,11 +428,10 @@ class RecordCache {
 };
 
 // ---- Record ring ----------------------------------------------------------------------------------
-// The record cache's FIFO sibling over a RecordStaging, for records read in pieces (the ZeRO-3
-// parameters on NVMe, engine/zero/nvme_params.h): a piece, bytes [begin, end) of a record, is read
-// from begin rounded down to 4096 (O_DIRECT) into the next read buffer in turn, so one record's
-// pieces may sit in several; the buffer is held for the caller's tag until release(), and is read
-// into again only after the reader fence given there. Writes go through the windows in turn.
+// The record cache's FIFO sibling, for records read in pieces (the ZeRO-3 parameters on NVMe,
+// engine/zero/nvme_params.h): a piece is read from its start rounded down to 4096 into the next read
+// buffer in turn, held for the caller's tag until release(), and read into again only after the
+// reader fence given there. Writes go through the windows in turn.
 struct RingPiece {
   size_t buffer = 0;  // the read buffer holding it
   uint64_t skip = 0;  // bytes in the buffer before the piece's first byte
@@ -506,9 +443,8 @@ class RecordRing {
   static uint64_t read_buffer_bytes(uint64_t piece_bytes) {
     return SwapFiles::align_up(piece_bytes) + 2 * SwapFiles::kRecordAlignment;
   }
-  // Over the swap files of `options` (records of options.record_bytes, the last `last_record_bytes`:
-  // reads stop there), with `reads` and `windows` (pinned memory the caller keeps valid, at least
-  // one each). RecordStaging::create's errors.
+  // Over the swap files of `options` (the last record `last_record_bytes` long: reads stop there),
+  // with `reads` and `windows` (pinned memory the caller keeps valid, one at least each).
   static Result<std::unique_ptr<RecordRing>> create(const std::vector<std::span<std::byte>>& reads,
                                                     const std::vector<std::span<std::byte>>& windows,
                                                     const RecordStagingOptions& options, uint64_t last_record_bytes);
@@ -528,9 +464,8 @@ class RecordRing {
   // Frees buffer `b` from its tag; `reader` (may be null) still reads it.
   void release(size_t b, std::shared_ptr<ReaderFence> reader);
 
-  // Lends the next window, its last write waited for, for record `record`'s bytes [begin, end)
-  // (`begin` a multiple of 4096): returns its index in `windows`, whose first end - begin bytes the
-  // caller fills. The last write's error; kInternal for an unaligned begin.
+  // Lends the next window (its last write waited for: that error) for record `record`'s bytes
+  // [begin, end), `begin` 4096-aligned (else kInternal): its index in `windows`, for the caller to fill.
   Result<size_t> lend(int64_t record, uint64_t begin, uint64_t end);
   // Queues the write of the window lent for exactly these bytes (else kInternal) and moves to the
   // next window. The write's wait_host() waits for it, throwing tierzero::Error with its error.
@@ -570,11 +505,9 @@ class RecordRing {
 };
 
 // ---- Staging slots ------------------------------------------------------------------------------
-// Pinned buffers of one size lent to a producer one at a time and given back by a consumer, on
-// another thread or the same one (the offloaded gradients' staging slots, engine/zero's
-// host_grad_pipeline.h: the backward thread takes one per bucket piece and copies the piece into it,
-// the worker gives it back once it has added it). take() blocks while every slot is lent; the slot
-// given back last is lent first.
+// Pinned buffers of one size lent one at a time and given back, on any thread (the offloaded
+// gradients' staging slots, engine/zero/host_grad_pipeline.h: the backward thread fills one per
+// bucket piece, the worker gives it back once added). The slot given back last is lent first.
 class StagingSlots {
  public:
   // Over `slots` (pinned memory the caller keeps valid, all of one size).

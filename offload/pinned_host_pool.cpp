@@ -24,9 +24,7 @@ struct PinnedHostPool::Impl {
 
 PinnedHostPool::PinnedHostPool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-PinnedHostPool::~PinnedHostPool() {
-  if (impl_) impl_->pool.reset();
-}
+PinnedHostPool::~PinnedHostPool() = default;
 
 uint64_t PinnedHostPool::footprint(uint64_t bytes) {
   const uint64_t align = ArenaPool::block_alignment(bytes);
@@ -124,8 +122,8 @@ uint64_t PinnedHostPool::used() const {
 
 std::string PinnedHostPool::description() const {
   const size_t arenas = impl_->pool ? impl_->pool->arenas().size() : 0;
-  return format_bytes(capacity()) + " pinned (" + (gpu_pinned() ? "huge pages registered with CUDA" : "host memory") + ", " +
-         std::to_string(arenas) + " arena(s)) for " + impl_->device->description();
+  return format_bytes(capacity()) + " pinned (" + (gpu_pinned() ? "huge pages registered with CUDA" : "host memory") +
+         ", " + std::to_string(arenas) + " arena(s)) for " + impl_->device->description();
 }
 
 }  // namespace tierzero::offload

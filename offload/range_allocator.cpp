@@ -5,7 +5,7 @@
 
 namespace tierzero::offload {
 
-RangeAllocator::RangeAllocator(uint64_t capacity) : capacity_(capacity) {
+RangeAllocator::RangeAllocator(uint64_t capacity) {
   if (capacity > 0) free_.emplace(0, capacity);
 }
 
@@ -40,20 +40,6 @@ uint64_t RangeAllocator::take(std::map<uint64_t, uint64_t>::iterator range, uint
   return start;
 }
 
-bool RangeAllocator::claim(uint64_t offset, uint64_t bytes) {
-  auto it = free_.upper_bound(offset);
-  if (it == free_.begin()) return false;
-  --it;
-  const uint64_t range_start = it->first;
-  const uint64_t end = range_start + it->second;
-  if (offset + bytes > end) return false;
-  free_.erase(it);
-  if (offset > range_start) free_.emplace(range_start, offset - range_start);
-  if (offset + bytes < end) free_.emplace(offset + bytes, end - offset - bytes);
-  used_ += bytes;
-  return true;
-}
-
 void RangeAllocator::free(uint64_t offset, uint64_t bytes, uint64_t align) {
   const uint64_t size = round_up(std::max<uint64_t>(bytes, 1), align);
   assert(used_ >= size);
@@ -75,12 +61,6 @@ void RangeAllocator::insert_free(uint64_t offset, uint64_t bytes) {
     }
   }
   free_.emplace(offset, bytes);
-}
-
-uint64_t RangeAllocator::largest_free() const {
-  uint64_t best = 0;
-  for (auto& [offset, bytes] : free_) best = std::max(best, bytes);
-  return best;
 }
 
 }  // namespace tierzero::offload

@@ -78,7 +78,7 @@ Status RecordCache::claim(size_t b, int64_t record) {
 Status RecordCache::write(size_t b) {
   Slot& slot = slots_[b];
   slot.dirty = false;
-  staging_->write(b, first_file_[slot.record], slot.end);
+  staging_->write(b, first_file_[slot.record], 0, slot.end);
   written_bytes_ += slot.end;
   return write_behind_ ? Status() : staging_->wait_write(b);
 }
@@ -89,26 +89,21 @@ Status RecordCache::wait_read(size_t b) {
   return status;
 }
 
-Status RecordCache::prefetch(int64_t record) {
-  if (record < memory_records_) return Status();
-  const size_t b = buffer_of(record);
-  const uint64_t bytes = record_bytes(record);
-  if (holds(b, record, 0, bytes) && slots_[b].whole) return Status();
-  TZ_RETURN_IF_ERROR(claim(b, record));
-  staging_->read(b, first_file_[record], 0, bytes);
-  read_bytes_ += bytes;
-  slots_[b] = Slot{.record = record, .begin = 0, .end = bytes, .whole = true};
-  return Status();
-}
+Status RecordCache::prefetch(int64_t record) { return fetch(record, 0, record_bytes(record), true); }
 
 Status RecordCache::prefetch_range(int64_t record, uint64_t begin, uint64_t end) {
+  return fetch(record, begin, end, false);
+}
+
+Status RecordCache::fetch(int64_t record, uint64_t begin, uint64_t end, bool whole) {
   if (record < memory_records_) return Status();
   const size_t b = buffer_of(record);
-  if (holds(b, record, begin, end)) return Status();
+  if (holds(b, record, begin, end) && (slots_[b].whole || !whole)) return Status();
   const uint64_t aligned = SwapFiles::align_down(begin);  // O_DIRECT
   TZ_RETURN_IF_ERROR(claim(b, record));                   // a dirty record is whole: it held the range
   staging_->read(b, first_file_[record], aligned, end);
-  slots_[b] = Slot{.record = record, .begin = aligned, .end = end};
+  if (whole) read_bytes_ += end;
+  slots_[b] = Slot{.record = record, .begin = aligned, .end = end, .whole = whole};
   return Status();
 }
 

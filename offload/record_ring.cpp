@@ -66,8 +66,10 @@ Result<RingPiece> RecordRing::read(int64_t record, uint64_t begin, uint64_t end,
   if (buffer.reader) buffer.reader->wait_host();
   buffer.reader = nullptr;
   buffer.tag = tag;
-  const auto [aligned, read_end] =
-      SwapFiles::aligned_read(begin, end, record == last_record_ ? last_record_bytes_ : record_bytes_);
+  // Whole aligned blocks for O_DIRECT, but not past the record (the files end after the last one).
+  const uint64_t aligned = SwapFiles::align_down(begin);
+  const uint64_t read_end =
+      std::min(SwapFiles::align_up(end), record == last_record_ ? last_record_bytes_ : record_bytes_);
   staging_->read_at(b, record, aligned, read_end);
   read_bytes_ += read_end - aligned;
   next_read_ = (b + 1) % reads_.size();
@@ -94,7 +96,7 @@ Result<std::shared_ptr<ReaderFence>> RecordRing::write(int64_t record, uint64_t 
   if (window.record != record || window.begin != begin || window.end != end)
     return internal_error("record ring: a write of a range that was not lent");
   const size_t staged = reads_.size() + next_window_;
-  staging_->write_at(staged, record, begin, end);
+  staging_->write(staged, record, begin, end);
   window.write = std::make_shared<WriteFence>(*staging_, staged);
   window.record = -1;
   written_bytes_ += end - begin;

@@ -51,7 +51,7 @@ void RecordStaging::read_at(size_t b, int64_t record, uint64_t begin, uint64_t e
   reads_[b] = submit(nvme::Op::kRead, record, buffers_[b].data(), begin, end);
 }
 
-void RecordStaging::write_at(size_t b, int64_t record, uint64_t begin, uint64_t end) {
+void RecordStaging::write(size_t b, int64_t record, uint64_t begin, uint64_t end) {
   writes_[b] = submit(nvme::Op::kWrite, record, buffers_[b].data(), begin, end);
 }
 

@@ -12,8 +12,6 @@
 namespace tierzero::offload {
 namespace {
 
-constexpr uint64_t kAlign = 4096;
-
 std::string space_fix(const SwapRole& role) {
   return std::string("free space there, or give ") + role.key + " a directory on a larger drive";
 }
@@ -25,10 +23,9 @@ Result<uint64_t> free_bytes(const std::string& dir, const SwapRole& role) {
   return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
 }
 
-// A path's share of a record of `record_bytes` over `paths` paths, rounded up to kAlign.
+// A path's share of a record of `record_bytes` over `paths` paths, rounded up to kRecordAlignment.
 uint64_t part_bytes_of(size_t paths, uint64_t record_bytes) {
-  const uint64_t share = (record_bytes + paths - 1) / paths;
-  return std::max<uint64_t>(kAlign, (share + kAlign - 1) / kAlign * kAlign);
+  return std::max(SwapFiles::kRecordAlignment, SwapFiles::align_up((record_bytes + paths - 1) / paths));
 }
 
 std::string bytes_text(uint64_t bytes) { return format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)"; }
@@ -109,10 +106,9 @@ Status SwapFiles::failure(const SwapTransfer& transfer, size_t part, const Statu
   const uint64_t lo = std::max<uint64_t>(transfer.begin, part * part_bytes_);
   const uint64_t offset = static_cast<uint64_t>(transfer.sub_group) * part_bytes_ + (lo - part * part_bytes_);
   const uint64_t length = std::min<uint64_t>(transfer.end, (part + 1) * part_bytes_) - lo;
-  const std::string what = std::string(transfer.op == nvme::Op::kRead ? "reading " : "writing ") +
-                           role_.record_name + " " + std::to_string(transfer.sub_group + first_named_) + " (" +
-                           std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of " + where.path +
-                           ")";
+  const std::string what = std::string(transfer.op == nvme::Op::kRead ? "reading " : "writing ") + role_.record_name +
+                           " " + std::to_string(transfer.sub_group + first_named_) + " (" + std::to_string(length) +
+                           " bytes at offset " + std::to_string(offset) + " of " + where.path + ")";
   if (status.code() == ErrorCode::kOutOfSpace) {
     const std::string dir = where.path.substr(0, where.path.rfind('/'));
     Result<uint64_t> available = free_bytes(dir, role_);

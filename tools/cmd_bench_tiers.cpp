@@ -124,7 +124,8 @@ class BenchTiers {
   }
 
   std::byte* data(size_t b) const {
-    return static_cast<std::byte*>(host_->buffer(offload::PinnedRole::kOptimizerSwapBuffer, at::kByte, static_cast<int>(b)).data_ptr());
+    return static_cast<std::byte*>(
+        host_->buffer(offload::PinnedRole::kOptimizerSwapBuffer, at::kByte, static_cast<int>(b)).data_ptr());
   }
   size_t buffer_of(uint64_t k) const { return k % static_cast<size_t>(flags_.buffers); }
 
@@ -160,7 +161,7 @@ class BenchTiers {
       const size_t b = buffer_of(k);
       throw_if_error(staging_->wait_write(b));
       fill_record(data(b), record_, 1, k);
-      staging_->write(b, static_cast<int64_t>(k), record_);
+      staging_->write(b, static_cast<int64_t>(k), 0, record_);
       bar.advance(record_);
     }
     finish_writes();
@@ -227,7 +228,7 @@ class BenchTiers {
           throw_if_error(staging_->wait_write(b));
           copies_->to_host(data(b), ring_[k - first])->wait_host();
         }
-        staging_->write(b, static_cast<int64_t>(k), record_);
+        staging_->write(b, static_cast<int64_t>(k), 0, record_);
       }
       finish_writes();
       seconds += seconds_since(start);

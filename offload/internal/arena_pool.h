@@ -50,10 +50,9 @@ class ArenaPool {
   // clamped to [16, 256] (see the comment at the top).
   static uint64_t block_alignment(uint64_t bytes);
 
-  // A block of exactly `bytes` (plus alignment rounding), or nullopt when no arena has room.
-  // `align` 0 takes block_alignment(bytes); a larger one (e.g. 4096 for O_DIRECT staging
-  // buffers) is honoured, and places the block with the large ones.
-  std::optional<Block> allocate(uint64_t bytes, uint64_t align = 0);
+  // A block of exactly `bytes` at block_alignment(bytes) (its size rounded up to it), or nullopt
+  // when no arena has room.
+  std::optional<Block> allocate(uint64_t bytes);
   // Returns a block given by allocate().
   void free(const Block& block);
 

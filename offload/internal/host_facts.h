@@ -15,9 +15,6 @@ struct HostFacts {
   bool can_lock_unlimited = false;  // CAP_IPC_LOCK: the limit does not apply
 };
 
-// MemAvailable from /proc/meminfo in bytes, or an error.
-Result<uint64_t> host_memory_available();
-
 // Reads the facts above for this process.
 Result<HostFacts> read_host_facts();
 

@@ -1,6 +1,5 @@
 // First-fit allocator of offsets in [0, capacity): exact sizes rounded only to an alignment,
-// neighbouring free ranges coalesced on free. Used for pinned and GPU arenas and NVMe extents.
-// Not thread-safe; the owner locks.
+// neighbouring free ranges coalesced on free: an ArenaPool's arenas. Not thread-safe; the owner locks.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +19,10 @@ class RangeAllocator {
   // highest free range that can hold it as `align` allows. Used to keep small blocks packed at
   // the top of an arena, away from the large blocks placed first-fit from the bottom.
   std::optional<uint64_t> allocate_high(uint64_t bytes, uint64_t align);
-  // Marks [offset, offset + bytes) used; false when any part of it is not free. (Re-attaching
-  // recorded extents.)
-  bool claim(uint64_t offset, uint64_t bytes);
-  // Returns a range given by allocate() or claim() with the same `bytes` (and `align`).
-  void free(uint64_t offset, uint64_t bytes, uint64_t align = 1);
+  // Returns a range given by allocate() with the same `bytes` and `align`.
+  void free(uint64_t offset, uint64_t bytes, uint64_t align);
 
-  uint64_t capacity() const { return capacity_; }
   uint64_t used() const { return used_; }
-  // The largest free range.
-  uint64_t largest_free() const;
 
   // Rounds `bytes` up to a multiple of `align` (a power of two).
   static uint64_t round_up(uint64_t bytes, uint64_t align) { return (bytes + align - 1) & ~(align - 1); }
@@ -39,7 +32,6 @@ class RangeAllocator {
   // Takes [start, start + size) out of the free range at `range` and returns `start`.
   uint64_t take(std::map<uint64_t, uint64_t>::iterator range, uint64_t start, uint64_t size);
 
-  uint64_t capacity_;
   uint64_t used_ = 0;
   std::map<uint64_t, uint64_t> free_;  // offset -> length, disjoint and never adjacent
 };

@@ -5,25 +5,22 @@
 #ifdef TIERZERO_OFFLOAD_CUDA
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <thread>
+#include <future>
 
+#include "offload/internal/device_memory.h"
 #endif
 
 namespace tierzero::offload {
 
 #ifdef TIERZERO_OFFLOAD_CUDA
 namespace {
-
-Status check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return {};
-  return internal_error(std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
-}
 
 void fill_pattern(std::byte* p, uint64_t bytes, uint64_t seed) {
   for (uint64_t i = 0; i + 8 <= bytes; i += 8) {
@@ -38,9 +35,6 @@ class CudaCopyProbe final : public CopyProbe {
  public:
   CudaCopyProbe(uint64_t bytes, at::Device device, std::string description)
       : bytes_(bytes), device_(device), description_(std::move(description)) {}
-  ~CudaCopyProbe() override {
-    for (cudaStream_t s : baseline_streams_) cudaStreamDestroy(s);
-  }
 
   void init() {
     c10::cuda::CUDAGuard guard(device_);
@@ -49,15 +43,13 @@ class CudaCopyProbe final : public CopyProbe {
     const auto n = static_cast<int64_t>(bytes_);
     dev_in_ = at::zeros({n}, options.device(device_));
     dev_out_ = at::empty({n}, options.device(device_));
-    pinned_src_ = at::empty({n}, options.pinned_memory(true));
-    pinned_dst_ = at::zeros({n}, options.pinned_memory(true));
-    pageable_src_ = at::empty({n}, options);
-    pageable_dst_ = at::zeros({n}, options);
-    fill_pattern(bytes_of(pinned_src_), bytes_, 0x5eed);
-    pageable_src_.copy_(pinned_src_);
-    dev_out_.copy_(pinned_src_);
-    for (cudaStream_t& s : baseline_streams_)
-      throw_if_error(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    for (int k = 0; k < 2; ++k) {  // HostMemoryKind: pinned, pageable
+      src_[k] = at::empty({n}, options.pinned_memory(k == 0));
+      dst_[k] = at::zeros({n}, options.pinned_memory(k == 0));
+    }
+    fill_pattern(bytes_of(src_[0]), bytes_, 0x5eed);
+    src_[1].copy_(src_[0]);
+    dev_out_.copy_(src_[0]);
   }
 
   std::string device_description() const override { return description_; }
@@ -84,48 +76,33 @@ class CudaCopyProbe final : public CopyProbe {
   }
 
  private:
-  const at::Tensor& host_src(HostMemoryKind host) const {
-    return host == HostMemoryKind::kPinned ? pinned_src_ : pageable_src_;
-  }
-  const at::Tensor& host_dst(HostMemoryKind host) const {
-    return host == HostMemoryKind::kPinned ? pinned_dst_ : pageable_dst_;
-  }
-
   void clear_destinations(CopyDirection direction, HostMemoryKind host) {
     if (direction != CopyDirection::kD2H) dev_in_.zero_();
-    if (direction != CopyDirection::kH2D) std::memset(bytes_of(host_dst(host)), 0, bytes_);
-    throw_if_error(check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (outside the timed region)"));
+    if (direction != CopyDirection::kH2D) dst_[static_cast<int>(host)].zero_();
+    throw_if_error(cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize (outside the timed region)"));
   }
 
   bool verified(CopyDirection direction, HostMemoryKind host) const {
     bool ok = true;
-    if (direction != CopyDirection::kD2H) ok = ok && at::equal(dev_in_.cpu(), pinned_src_);
-    if (direction != CopyDirection::kH2D)
-      ok = ok && std::memcmp(bytes_of(host_dst(host)), bytes_of(pinned_src_), bytes_) == 0;
+    if (direction != CopyDirection::kD2H) ok = ok && at::equal(dev_in_.cpu(), src_[0]);
+    if (direction != CopyDirection::kH2D) ok = ok && at::equal(dst_[static_cast<int>(host)], src_[0]);
     return ok;
   }
 
   void pass(CopyDirection direction, HostMemoryKind host, CopyMethod method, uint64_t chunk) {
     if (direction != CopyDirection::kDuplex) return one_way(direction == CopyDirection::kH2D, host, method, chunk);
-    std::exception_ptr failed[2];  // d2h, h2d: each thread's, rethrown once both are done
-    auto run = [&](bool h2d) {
-      try {
-        c10::cuda::CUDAGuard guard(device_);
-        one_way(h2d, host, method, chunk);
-      } catch (...) {
-        failed[h2d ? 1 : 0] = std::current_exception();
-      }
-    };
-    std::thread d2h(run, false);
-    run(true);
-    d2h.join();
-    for (const std::exception_ptr& failure : failed)
-      if (failure) std::rethrow_exception(failure);
+    // Device to host on a second thread, whose future rethrows its error (and waits should h2d throw).
+    std::future<void> d2h = std::async(std::launch::async, [&] {
+      c10::cuda::CUDAGuard guard(device_);
+      one_way(false, host, method, chunk);
+    });
+    one_way(true, host, method, chunk);
+    d2h.get();
   }
 
   // One direction over the whole buffer, `chunk` bytes a copy.
   void one_way(bool h2d, HostMemoryKind host, CopyMethod method, uint64_t chunk) {
-    std::byte* host_buf = bytes_of(h2d ? host_src(host) : host_dst(host));
+    std::byte* host_buf = bytes_of((h2d ? src_ : dst_)[static_cast<int>(host)]);
     const at::Tensor& dev = h2d ? dev_in_ : dev_out_;
     std::unique_ptr<CopyDone> last;
     for (uint64_t off = 0; off < bytes_; off += chunk) {
@@ -135,12 +112,12 @@ class CudaCopyProbe final : public CopyProbe {
         last = h2d ? copies_->to_device(piece, host_buf + off) : copies_->to_host(host_buf + off, piece);
         continue;
       }
-      cudaStream_t stream = baseline_streams_[h2d ? 0 : 1];
+      cudaStream_t stream = baseline_streams_[h2d ? 0 : 1].stream();
       std::byte* dev_at = bytes_of(dev) + off;
-      throw_if_error(check(h2d ? cudaMemcpyAsync(dev_at, host_buf + off, n, cudaMemcpyHostToDevice, stream)
-                               : cudaMemcpyAsync(host_buf + off, dev_at, n, cudaMemcpyDeviceToHost, stream),
-                           "cudaMemcpyAsync"));
-      throw_if_error(check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
+      throw_if_error(cuda_status(h2d ? cudaMemcpyAsync(dev_at, host_buf + off, n, cudaMemcpyHostToDevice, stream)
+                                     : cudaMemcpyAsync(host_buf + off, dev_at, n, cudaMemcpyDeviceToHost, stream),
+                                 "cudaMemcpyAsync"));
+      throw_if_error(cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
     }
     if (last) last->wait_host();  // the side stream runs its copies in order
   }
@@ -149,10 +126,11 @@ class CudaCopyProbe final : public CopyProbe {
   at::Device device_;
   std::string description_;
   std::unique_ptr<DeviceCopies> copies_;
-  at::Tensor dev_in_;   // H2D destination
-  at::Tensor dev_out_;  // D2H source, holds the pattern
-  at::Tensor pinned_src_, pinned_dst_, pageable_src_, pageable_dst_;
-  cudaStream_t baseline_streams_[2] = {nullptr, nullptr};
+  at::Tensor dev_in_;           // H2D destination
+  at::Tensor dev_out_;          // D2H source, holds the pattern
+  at::Tensor src_[2], dst_[2];  // by HostMemoryKind: the pattern, and where it is copied back to
+  c10::cuda::CUDAStream baseline_streams_[2] = {c10::cuda::getStreamFromPool(false, device_.index()),
+                                                c10::cuda::getStreamFromPool(false, device_.index())};
 };
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+
+#include "offload/internal/device_memory.h"
 #endif
 
 namespace tierzero::offload {
@@ -26,26 +28,46 @@ struct Span {
   size_t bytes;
 };
 
-// New tensors like `src` on `device`, allocated in its current stream's order, and the spans that
-// copy `src` into them.
-DeviceUpload new_like(const std::vector<const at::Tensor*>& src, at::Device device, std::vector<Span>& spans) {
-  DeviceUpload upload;
-  for (const at::Tensor* host : src) {
-    upload.tensors.push_back(at::empty_like(*host, host->options().device(device).pinned_memory(false)));
-    spans.push_back({upload.tensors.back().data_ptr(), host->const_data_ptr(), host->nbytes()});
+// DeviceCopies' copies as lists of spans, queued by the device's copy().
+class SpanCopies : public DeviceCopies {
+ public:
+  explicit SpanCopies(at::Device device) : device_(device) {}
+  std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) override {
+    return copy({{dst, src.const_data_ptr(), src.nbytes()}}, /*h2d=*/false, {src});
   }
-  return upload;
-}
+  std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
+    return copy({{dst.data_ptr(), src, dst.nbytes()}}, /*h2d=*/true, {dst});
+  }
+  DeviceUpload upload(const std::vector<const at::Tensor*>& src) override {
+    DeviceUpload upload;  // new tensors, allocated in the current stream's order
+    std::vector<Span> spans;
+    for (const at::Tensor* host : src) {
+      upload.tensors.push_back(at::empty_like(*host, host->options().device(device_).pinned_memory(false)));
+      spans.push_back({upload.tensors.back().data_ptr(), host->const_data_ptr(), host->nbytes()});
+    }
+    upload.done = copy(spans, /*h2d=*/true, upload.tensors);
+    return upload;
+  }
 
-// A CPU "device": the copy ran when it was queued.
+ protected:
+  // Queues `spans` (host to device when `h2d`, else back), whose device side is `device_memory`'s.
+  virtual std::unique_ptr<CopyDone> copy(const std::vector<Span>& spans, bool h2d,
+                                         const std::vector<at::Tensor>& device_memory) = 0;
+  at::Device device_;
+};
+
+// A copy the host did (a CPU "device": when it was queued) or waits for (`fence`, when not null).
 class HostDone final : public CopyDone {
  public:
-  explicit HostDone(double seconds) : seconds_(seconds) {}
-  void wait_host() override {}
-  void order_current_stream() override {}
+  HostDone(std::shared_ptr<ReaderFence> fence, double seconds) : fence_(std::move(fence)), seconds_(seconds) {}
+  void wait_host() override {
+    if (fence_) fence_->wait_host();
+  }
+  void order_current_stream() override { wait_host(); }  // what follows is the host's
   double seconds() override { return seconds_; }
 
  private:
+  std::shared_ptr<ReaderFence> fence_;
   double seconds_;
 };
 
@@ -59,42 +81,24 @@ class HostGap final : public IdleGap {
   std::chrono::steady_clock::time_point end_ = start_;
 };
 
-class HostCopies final : public DeviceCopies {
+class HostCopies final : public SpanCopies {
  public:
-  explicit HostCopies(bool timing) : timing_(timing) {}
-  std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) override {
-    return copy({{dst, src.const_data_ptr(), src.nbytes()}});
-  }
-  std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
-    return copy({{dst.data_ptr(), src, dst.nbytes()}});
-  }
-  DeviceUpload upload(const std::vector<const at::Tensor*>& src) override {
-    std::vector<Span> spans;
-    DeviceUpload upload = new_like(src, at::kCPU, spans);
-    upload.done = copy(spans);
-    return upload;
-  }
+  explicit HostCopies(bool timing) : SpanCopies(at::kCPU), timing_(timing) {}
   void after_device_copies(const std::function<void()>& enqueue) override { enqueue(); }
   std::unique_ptr<IdleGap> open_idle_gap() override { return std::make_unique<HostGap>(); }
 
  private:
-  std::unique_ptr<CopyDone> copy(const std::vector<Span>& spans) const {
+  std::unique_ptr<CopyDone> copy(const std::vector<Span>& spans, bool, const std::vector<at::Tensor>&) override {
     const auto start = std::chrono::steady_clock::now();
     for (const Span& span : spans) std::memcpy(span.dst, span.src, span.bytes);
     const double seconds =
         timing_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
-    return std::make_unique<HostDone>(seconds);
+    return std::make_unique<HostDone>(nullptr, seconds);
   }
   bool timing_;
 };
 
 #ifdef TIERZERO_OFFLOAD_CUDA
-
-void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw Error(
-        internal_error(std::string(what) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")"));
-}
 
 class CudaDone final : public CopyDone {
  public:
@@ -111,7 +115,9 @@ class CudaDone final : public CopyDone {
 
 class CudaGap final : public IdleGap {
  public:
-  explicit CudaGap(at::Device device) : device_(device) { start_.record(c10::cuda::getCurrentCUDAStream(device.index())); }
+  explicit CudaGap(at::Device device) : device_(device) {
+    start_.record(c10::cuda::getCurrentCUDAStream(device.index()));
+  }
   void end() override { end_.record(c10::cuda::getCurrentCUDAStream(device_.index())); }
   double seconds() override {
     end_.synchronize();
@@ -124,30 +130,14 @@ class CudaGap final : public IdleGap {
   at::cuda::CUDAEvent end_{cudaEventDefault};
 };
 
-class CudaCopies final : public DeviceCopies {
+class CudaCopies final : public SpanCopies {
  public:
   CudaCopies(at::Device device, bool timing)
-      : device_(device),
+      : SpanCopies(device),
         timing_(timing),
         d2h_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())),
         h2d_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
 
-  std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) override {
-    c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), d2h_);
-    return copy(d2h_, {{dst, src.const_data_ptr(), src.nbytes()}}, cudaMemcpyDeviceToHost);
-  }
-  std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
-    c10::cuda::CUDACachingAllocator::recordStream(dst.storage().data_ptr(), h2d_);
-    return copy(h2d_, {{dst.data_ptr(), src, dst.nbytes()}}, cudaMemcpyHostToDevice);
-  }
-  DeviceUpload upload(const std::vector<const at::Tensor*>& src) override {
-    std::vector<Span> spans;
-    DeviceUpload upload = new_like(src, device_, spans);
-    for (const at::Tensor& tensor : upload.tensors)
-      c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), h2d_);
-    upload.done = copy(h2d_, spans, cudaMemcpyHostToDevice);
-    return upload;
-  }
   void after_device_copies(const std::function<void()>& enqueue) override {
     c10::cuda::CUDAStreamGuard guard(h2d_);
     enqueue();
@@ -158,8 +148,13 @@ class CudaCopies final : public DeviceCopies {
   }
 
  private:
-  std::unique_ptr<CopyDone> copy(const c10::cuda::CUDAStream& side, const std::vector<Span>& spans,
-                                 cudaMemcpyKind kind) {
+  // The device memory is not reused by LibTorch's allocator before the copy on `side` has run.
+  std::unique_ptr<CopyDone> copy(const std::vector<Span>& spans, bool h2d,
+                                 const std::vector<at::Tensor>& device_memory) override {
+    const c10::cuda::CUDAStream& side = h2d ? h2d_ : d2h_;
+    for (const at::Tensor& tensor : device_memory)
+      c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), side);
+    const cudaMemcpyKind kind = h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     c10::cuda::CUDAGuard guard(device_);
     at::cuda::CUDAEvent ready;
     ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
@@ -170,14 +165,13 @@ class CudaCopies final : public DeviceCopies {
       start->record(side);
     }
     for (const Span& span : spans)
-      check_cuda(cudaMemcpyAsync(span.dst, span.src, span.bytes, kind, side.stream()),
-                 "cudaMemcpyAsync (offloaded step)");
+      throw_if_error(cuda_status(cudaMemcpyAsync(span.dst, span.src, span.bytes, kind, side.stream()),
+                                 "cudaMemcpyAsync (offloaded step)"));
     at::cuda::CUDAEvent done(timing_ ? cudaEventDefault : cudaEventDisableTiming);
     done.record(side);
     return std::make_unique<CudaDone>(std::move(done), std::move(start));
   }
 
-  at::Device device_;
   bool timing_;
   c10::cuda::CUDAStream d2h_;
   c10::cuda::CUDAStream h2d_;
@@ -186,6 +180,10 @@ class CudaCopies final : public DeviceCopies {
 #endif  // TIERZERO_OFFLOAD_CUDA
 
 }  // namespace
+
+std::shared_ptr<CopyDone> host_done(std::shared_ptr<ReaderFence> fence) {
+  return std::make_shared<HostDone>(std::move(fence), 0.0);
+}
 
 std::unique_ptr<DeviceCopies> DeviceCopies::create(at::Device device, bool timing) {
 #ifdef TIERZERO_OFFLOAD_CUDA
@@ -199,9 +197,8 @@ std::unique_ptr<DeviceCopies> DeviceCopies::create(at::Device device, bool timin
 Status limit_device_memory(at::Device device, uint64_t bytes) {
   if (bytes == 0 || device.is_cpu()) return {};
 #ifdef TIERZERO_OFFLOAD_CUDA
-  size_t free = 0, total = 0;
   c10::cuda::CUDAGuard guard(device);
-  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  const uint64_t total = device_memory_bytes(device);
   if (bytes > total)
     return out_of_space("tierzero.gpu_memory_limit " + format_bytes(bytes) + " (" + std::to_string(bytes) +
                         " bytes) exceeds the " + format_bytes(total) + " of " + device.str() +
@@ -222,7 +219,7 @@ uint64_t device_memory_bytes(at::Device device) {
 #ifdef TIERZERO_OFFLOAD_CUDA
   size_t free = 0, total = 0;
   c10::cuda::CUDAGuard guard(device);
-  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  throw_if_error(cuda_status(cudaMemGetInfo(&free, &total), "cudaMemGetInfo"));
   return total;
 #else
   throw Error(unsupported("the memory of " + device.str() + ": this build has no CUDA"));

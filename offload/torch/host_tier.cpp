@@ -39,12 +39,11 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBufferSpec>& 
                              std::to_string(limit_bytes) +
                              " bytes); raise tierzero.pinned_memory_limit, lower "
                              "offload_optimizer.buffer_count (staging slots), or use more ranks"));
-  PinnedPoolOptions options{
-      .capacity_bytes = capacity,
-      .arena_bytes = 0,
-      .device = device.is_cuda() ? DeviceChoice::kAuto : DeviceChoice::kHost,
-      .cuda_device = device.is_cuda() ? device.index() : 0,
-      .lock_host_memory = false};
+  PinnedPoolOptions options{.capacity_bytes = capacity,
+                            .arena_bytes = 0,
+                            .device = device.is_cuda() ? DeviceChoice::kAuto : DeviceChoice::kHost,
+                            .cuda_device = device.is_cuda() ? device.index() : 0,
+                            .lock_host_memory = false};
   std::unique_ptr<HostTier> tier(new HostTier());
   Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(options);
   if (!pool.ok())
@@ -69,8 +68,6 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBufferSpec>& 
   }
   return tier;
 }
-
-HostTier::~HostTier() = default;  // the tensors handed out do not own their memory; the pool frees it
 
 at::Tensor HostTier::buffer(PinnedRole role, at::ScalarType dtype, int index) const {
   auto it = buffers_.find({role, index});

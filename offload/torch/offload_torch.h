@@ -1,8 +1,6 @@
-// The pieces of offload/'s stack whose buffers are LibTorch tensors (tierzero_offload_torch; what
-// the whole stack is and how it fits: offload/offload.h): the pinned host tier the ZeRO step keeps its
-// buffers in, the copies between host memory and the GPU on side streams, the copies the compute
-// stream is ordered after only just before it reads what they wrote, and bench pcie's measurement
-// of those copies.
+// The pieces of offload/'s stack over LibTorch tensors (tierzero_offload_torch; how the stack fits:
+// offload/offload.h): the pinned host tier, the side-stream copies between host memory and the GPU,
+// the pending writes, and bench pcie's measurement of those copies.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,22 +19,18 @@
 namespace tierzero::offload {
 
 // ---- Pinned host tier ---------------------------------------------------------------------------
-// The offloaded step's pinned host memory, all of it from offload/'s exact-size pool
-// (PinnedHostPool, pinned_host_pool.cpp): the engine lists every buffer first, typed by role
-// (PinnedBufferSpec, offload.h; the list and its sizes come from engine/layout, which `tierzero
-// estimate` plans with too); the total (pinned_capacity) is checked against
-// tierzero.pinned_memory_limit and allocated at once, before the first buffer is used. Buffers are
-// LibTorch CPU tensors over the pool's memory (from_blob): they must not outlive the HostTier.
+// The offloaded step's pinned host memory, all from one PinnedHostPool: every buffer listed first,
+// typed by role (PinnedBufferSpec, offload.h, the list from engine/layout), the total checked against
+// tierzero.pinned_memory_limit and allocated at once. Buffers are LibTorch CPU tensors over the
+// pool's memory (from_blob): they must not outlive the HostTier.
 class HostTier {
  public:
-  // Allocates every buffer of `buffers` ((role, index) unique; 0 bytes allowed) zero-filled, pinned for
-  // `device` when it is a CUDA device (huge pages + cudaHostRegister), plain host memory otherwise. `limit_bytes`
-  // (tierzero.pinned_memory_limit; 0 = none) caps pinned_capacity(buffers). Throws tierzero::Error naming
-  // tierzero.pinned_memory_limit, rank `rank`, the bytes asked (buffer by buffer) and the limit, or
-  // the pool's error (MemAvailable, cudaHostRegister).
+  // Allocates every buffer of `buffers` ((role, index) unique; 0 bytes allowed) zero-filled, pinned
+  // for a CUDA `device`, else host memory; `limit_bytes` (tierzero.pinned_memory_limit; 0 = none) caps
+  // pinned_capacity(buffers). Throws tierzero::Error naming the key, rank `rank`, the bytes asked
+  // buffer by buffer and the limit, or the pool's error.
   static std::unique_ptr<HostTier> create(const std::vector<PinnedBufferSpec>& buffers, uint64_t limit_bytes,
                                           at::Device device, int rank);
-  ~HostTier();
 
   // Buffer `index` of `role` as a flat tensor of `dtype` (its bytes a whole number of elements; an
   // empty tensor for a buffer of 0 bytes). Throws tierzero::Error (internal) when none was listed.
@@ -61,13 +55,11 @@ class HostTier {
 };
 
 // ---- Side-stream copies -------------------------------------------------------------------------
-// Copies between the compute device and pinned host memory on side streams: the offloaded step's
-// and a LoRA run's frozen base's, the stack's one copy path that speaks CUDA (compiled with
-// TIERZERO_OFFLOAD_CUDA), and the one `tierzero bench pcie` times. Each copy is ordered after
-// the work queued so far on LibTorch's current stream of the device, through an event (never the
-// legacy default stream, never a device-wide sync), and completes as a CopyDone that a host thread
-// waits on or the current stream is ordered after. For a CPU "device" a copy is a memcpy done at
-// once, so the same code runs, and is tested, on machines without a GPU.
+// Copies between the compute device and pinned host memory on side streams, every one training
+// makes (the stack's one CUDA copy path; `tierzero bench pcie` times it). Each is ordered after the
+// work queued so far on the device's current stream by an event (never a device-wide sync) and
+// completes as a CopyDone. On a CPU "device" a copy is a memcpy done at once, so the same code runs,
+// and is tested, without a GPU.
 
 // A queued copy; as a ReaderFence (offload.h), the copy that still reads its host buffer.
 class CopyDone : public ReaderFence {
@@ -81,10 +73,13 @@ class CopyDone : public ReaderFence {
   virtual double seconds() = 0;
 };
 
-// How long the device's current stream sat idle while the host was blocked: opened just before
-// the host blocks (a mark on the stream where its queued work ends), ended once the host resumes (a
-// mark where new work starts). The stream's time between the marks: ~0 when it still had work
-// queued when the host resumed, the gap otherwise.
+// A write the host waits for as a CopyDone: `fence` (a RecordRing window's NVMe write; null: done
+// already) is waited for by wait_host() and order_current_stream() alike; seconds() is 0.
+std::shared_ptr<CopyDone> host_done(std::shared_ptr<ReaderFence> fence);
+
+// How long the device's current stream sat idle while the host was blocked: a mark on the stream
+// where its queued work ends, opened just before the host blocks, and one where new work starts,
+// once it resumes; ~0 when the stream still had work queued then.
 class IdleGap {
  public:
   virtual ~IdleGap() = default;
@@ -113,16 +108,12 @@ class DeviceCopies {
   // The device memory of `src` is not reused by LibTorch's allocator before the copy has run.
   virtual std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) = 0;
   // Queues a copy of `src` (dst.nbytes() of pinned host memory, unchanged until the copy ran) into
-  // `dst` (contiguous, on the device), after the work queued so far on the current stream (which
-  // may still read dst's old contents). The device memory of `dst` is not reused by LibTorch's
-  // allocator before the copy has run.
+  // `dst` (contiguous, on the device), after the work queued so far on the current stream; `dst`'s
+  // memory is not reused by LibTorch's allocator before the copy has run.
   virtual std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) = 0;
-  // Queues copies of `src` (contiguous host tensors, unchanged until the copies ran; pinned, so the
-  // host does not wait) into new device tensors of the same shapes and dtypes, allocated in the
-  // current stream's order, after the work queued so far on the current stream (which may still
-  // use the memory they get). Their memory is not reused by LibTorch's allocator before the copies
-  // have run, however soon they are dropped; order the current stream after `done` before work
-  // reads them.
+  // Queues copies of `src` (contiguous pinned host tensors, unchanged until the copies ran) into new
+  // device tensors like them, allocated in the current stream's order, after the work queued so far;
+  // their memory is kept until the copies ran. Order the current stream after `done` before reading.
   virtual DeviceUpload upload(const std::vector<const at::Tensor*>& src) = 0;
   // Calls `enqueue` with the device's current stream set to the host-to-device side stream, so
   // what it queues (a collective over memory to_device() wrote) starts after the copies queued so
@@ -144,12 +135,9 @@ Status limit_device_memory(at::Device device, uint64_t bytes);
 uint64_t device_memory_bytes(at::Device device);
 
 // ---- Pending writes -----------------------------------------------------------------------------
-// The optimizer's copies into the compute partition that the device's compute stream has not been
-// ordered after yet. The offloaded step sends each sub-group's new 16-bit weights to the device on
-// a side stream; instead of making the compute stream wait for all of them before the next forward,
-// the partitioner orders it after a copy only just before it first reads an overlapping range (a
-// unit's parameters, a gather's input), so layer 0's forward can start while the last sub-groups
-// are still on their way.
+// The optimizer's copies of new 16-bit weights into the compute partition that the compute stream
+// has not been ordered after yet: the partitioner orders it after a copy only just before it first
+// reads an overlapping range, so layer 0's forward starts while the last sub-groups are on their way.
 
 // A copy queued into elements [begin, begin + count) of a compute partition.
 struct PartitionWrite {
@@ -157,11 +145,6 @@ struct PartitionWrite {
   int64_t count = 0;
   std::shared_ptr<CopyDone> done;
 };
-
-// A write the host waits for, as a CopyDone: `fence` (a RecordRing window's NVMe write; null: done
-// already, a record stepped in place) is waited for by wait_host() and by order_current_stream()
-// alike; seconds() is 0.
-std::shared_ptr<CopyDone> host_done(std::shared_ptr<ReaderFence> fence);
 
 class PendingWrites {
  public:

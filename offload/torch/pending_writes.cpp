@@ -5,26 +5,6 @@
 #include <utility>
 
 namespace tierzero::offload {
-namespace {
-
-class HostDone final : public CopyDone {
- public:
-  explicit HostDone(std::shared_ptr<ReaderFence> fence) : fence_(std::move(fence)) {}
-  void wait_host() override {
-    if (fence_) fence_->wait_host();
-  }
-  void order_current_stream() override { wait_host(); }  // what follows is the host's
-  double seconds() override { return 0.0; }
-
- private:
-  std::shared_ptr<ReaderFence> fence_;
-};
-
-}  // namespace
-
-std::shared_ptr<CopyDone> host_done(std::shared_ptr<ReaderFence> fence) {
-  return std::make_shared<HostDone>(std::move(fence));
-}
 
 void PendingWrites::add(std::vector<PartitionWrite> writes) {
   writes_.insert(writes_.end(), std::make_move_iterator(writes.begin()), std::make_move_iterator(writes.end()));

@@ -24,7 +24,7 @@ TEST(RangeAllocator, AllocatesAlignedAndCoalescesOnFree) {
   r.free(*a, 1000, 256);
   r.free(*b, 5000, 4096);
   EXPECT_EQ(r.used(), 0u);
-  EXPECT_EQ(r.largest_free(), 1u << 20);  // every gap merged back
+  EXPECT_EQ(r.allocate(1 << 20, 1), 0u);  // every gap merged back
 }
 
 TEST(RangeAllocator, FailsWhenNoRangeIsLargeEnough) {
@@ -50,18 +50,7 @@ TEST(RangeAllocator, AllocateHighPlacesTheHighestFit) {
   r.free(*high, 100, 16);
   r.free(*below, 1000, 256);
   r.free(*low, 4096, 4096);
-  EXPECT_EQ(r.largest_free(), 1u << 16);
-}
-
-TEST(RangeAllocator, ClaimMarksExactRangesAndRefusesOverlaps) {
-  RangeAllocator r(1 << 16);
-  EXPECT_TRUE(r.claim(4096, 8192));
-  EXPECT_FALSE(r.claim(8192, 4096));   // overlaps the claimed range
-  EXPECT_FALSE(r.claim(60000, 8192));  // runs past the end
-  EXPECT_TRUE(r.claim(0, 4096));
-  auto next = r.allocate(4096, 4096);
-  ASSERT_TRUE(next);
-  EXPECT_EQ(*next, 12288u);
+  EXPECT_EQ(r.allocate(1 << 16, 1), 0u);
 }
 
 TEST(RangeAllocator, RandomAllocFreeKeepsAccounting) {
@@ -82,7 +71,7 @@ TEST(RangeAllocator, RandomAllocFreeKeepsAccounting) {
   for (auto& [off, bytes] : live) expect += RangeAllocator::round_up(bytes, 256);
   EXPECT_EQ(r.used(), expect);
   for (auto& [off, bytes] : live) r.free(off, bytes, 256);
-  EXPECT_EQ(r.largest_free(), 1u << 22);
+  EXPECT_EQ(r.allocate(1 << 22, 1), 0u);
 }
 
 TEST(ArenaPool, ExactSizeBlocksStayWithinFivePercent) {

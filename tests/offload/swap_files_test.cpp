@@ -62,7 +62,7 @@ TEST(RecordStaging, RecordsRoundTripStripedAsDocumented) {
     const size_t buffer = static_cast<size_t>(k % 2);
     ASSERT_OK(staging->wait_write(buffer));
     for (uint64_t i = 0; i < kRecordBytes; ++i) buffers[buffer][i] = pattern(k, i);
-    staging->write(buffer, k, kRecordBytes);
+    staging->write(buffer, k, 0, kRecordBytes);
   }
   ASSERT_OK(staging->wait_write(0));
   ASSERT_OK(staging->wait_write(1));
@@ -79,9 +79,7 @@ TEST(RecordStaging, RecordsRoundTripStripedAsDocumented) {
     const size_t buffer = static_cast<size_t>((k + 1) % 2);
     std::memset(buffers[buffer].data(), 0, kRecordBytes);
     staging->read(buffer, k, 0, kRecordBytes);
-    EXPECT_EQ(staging->reading(buffer), k);
     ASSERT_OK(staging->wait_read(buffer));
-    EXPECT_EQ(staging->reading(buffer), -1);
     for (uint64_t i = 0; i < kRecordBytes; ++i) ASSERT_EQ(buffers[buffer][i], pattern(k, i)) << k << " byte " << i;
   }
 
