@@ -573,8 +573,9 @@ class RecordRing {
 // Pinned buffers of one size lent to a producer one at a time and given back by a consumer, on
 // another thread or the same one (the offloaded gradients' staging slots, engine/zero's
 // host_grad_pipeline.h: the backward thread takes one per bucket piece and copies the piece into it,
-// the worker gives it back once it has added it). take() blocks while every slot is lent; the slot
-// given back last is lent first.
+// the worker gives it back once it has added it; and the gradient ring's record-sized slots, taken
+// by a record's first landing and given back once the optimizer has read it). take() blocks while
+// every slot is lent; the slot given back last is lent first.
 class StagingSlots {
  public:
   // Over `slots` (pinned memory the caller keeps valid, all of one size).
