@@ -205,7 +205,8 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
     } else {
       pin("gradient partition" + grads16, {PinnedRole::kGradients},
           std::to_string(s.host_grad_bytes) + " B x " + count_text(static_cast<double>(s.partition)) +
-              (s.host_grad_bytes == 2 ? " (tierzero.offload_grad_dtype: summed in fp32 on the GPU, rounded once)" : ""));
+              (s.host_grad_bytes == 2 ? " (tierzero.offload_grad_dtype: summed in fp32 on the GPU, rounded once)"
+                                      : ""));
     }
     pin("gradient staging slots", {PinnedRole::kGradStaging},
         std::to_string(h.staging_slots) + " x min(4 B x " + count_text(static_cast<double>(s.landing)) +

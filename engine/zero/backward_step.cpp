@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <utility>
 #include <iterator>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "engine/zero/internal/partition_layout.h"
 
@@ -49,7 +49,8 @@ int64_t grad_ring_records_needed(const FunctionalModel& model, const Partitioner
     for (const ParamSpec& spec : model.unit_params(u))
       for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape)))
         if (run.rank == 0 && run.numel > 0)
-          for (int64_t r = run.partition_offset / record_numel; r <= (run.partition_offset + run.numel - 1) / record_numel; ++r)
+          for (int64_t r = run.partition_offset / record_numel;
+               r <= (run.partition_offset + run.numel - 1) / record_numel; ++r)
             touched.insert(r);
     // Final before unit u's gradients land: [final_from[u + 1], numel); a record is final once all of it is.
     const int64_t final_begin = u + 1 < model.num_units() ? final_from[u + 1] : partitioner.partition_numel();

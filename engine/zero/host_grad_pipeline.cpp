@@ -31,7 +31,9 @@ HostGradPipeline::HostGradPipeline(GradLanding landing, const std::vector<at::Te
                                    const cpu_adam::CpuAdam& adam, float scale, bool overlap)
     : partition_(std::move(landing.partition)),
       numel_(partition_.defined() ? partition_.numel() : landing.numel),
-      dtype_(partition_.defined() ? partition_.scalar_type() : landing.ring.empty() ? at::kFloat : landing.ring.front().scalar_type()),
+      dtype_(partition_.defined()   ? partition_.scalar_type()
+             : landing.ring.empty() ? at::kFloat
+                                    : landing.ring.front().scalar_type()),
       record_numel_(landing.record_numel),
       slots_(bytes_of(staging)),
       copies_(copies),
@@ -226,10 +228,10 @@ void HostGradPipeline::accumulate(Job& job) {
     const cpu_adam::ConstElements src{base + run.source_offset * element, static_cast<size_t>(run.numel), job.type};
     void* dst = landing_at(run.partition_offset);
     const cpu_adam::GradStats stats =
-        dtype_ == at::kFloat
-            ? value_or_throw(adam_.accumulate_scaled(std::span<float>(static_cast<float*>(dst), run.numel), src, scale_))
-            : value_or_throw(
-                  adam_.accumulate_scaled(std::span<uint16_t>(static_cast<uint16_t*>(dst), run.numel), src, scale_));
+        dtype_ == at::kFloat ? value_or_throw(adam_.accumulate_scaled(
+                                   std::span<float>(static_cast<float*>(dst), run.numel), src, scale_))
+                             : value_or_throw(adam_.accumulate_scaled(
+                                   std::span<uint16_t>(static_cast<uint16_t*>(dst), run.numel), src, scale_));
     std::lock_guard lock(norms_mutex_);
     run_norms_.record(run.partition_offset, run.numel, stats.sq_norm);
   }

@@ -66,9 +66,8 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
 
 std::shared_ptr<CopyDone> OffloadedStep::step_piece(const StepPiece& piece, const StateSpans& state, int64_t step,
                                                     const cpu_adam::AdamHyperParams& hp,
-                                                    const cpu_adam::ConstElements& grads,
-                                                    const SixteenBitOutput& out16, double grad_multiplier,
-                                                    const at::Tensor& compute_partition) {
+                                                    const cpu_adam::ConstElements& grads, const SixteenBitOutput& out16,
+                                                    double grad_multiplier, const at::Tensor& compute_partition) {
   const bool compact = setup_.compact.compact_master;
   const int64_t begin = piece.begin;
   const int64_t count = piece.count;

@@ -31,8 +31,9 @@ void RunNorms::settle(int64_t begin, int64_t end, cpu_adam::ConstElements range,
   const size_t element = element_size(range.type);
   for (auto it = runs_.lower_bound(begin); it != runs_.end() && it->first + it->second.numel <= end; ++it) {
     if (!it->second.resum) continue;
-    const cpu_adam::GradStats part = adam.grad_stats({static_cast<const std::byte*>(range.data) + (it->first - begin) * element,
-                                                      static_cast<size_t>(it->second.numel), range.type});
+    const cpu_adam::GradStats part =
+        adam.grad_stats({static_cast<const std::byte*>(range.data) + (it->first - begin) * element,
+                         static_cast<size_t>(it->second.numel), range.type});
     it->second.sq = part.finite ? part.sq_norm : std::numeric_limits<double>::infinity();
     it->second.resum = false;
   }

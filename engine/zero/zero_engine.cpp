@@ -265,13 +265,15 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
       staging.push_back(host_tier_->buffer(PinnedRole::kGradStaging, at::kByte, i));
     GradLanding landing;  // the whole partition, or the gradient ring (engine/layout lists either)
     for (int64_t i = 0; i < shape.grad_ring_records; ++i)
-      landing.ring.push_back(host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype, static_cast<int>(i)));
+      landing.ring.push_back(
+          host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype, static_cast<int>(i)));
     landing.record_numel = shape.records().group();
     landing.numel = sizes.partition_numel;
-    if (landing.ring.empty()) landing.partition = host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype);
-    grad_pipeline_ = std::make_unique<HostGradPipeline>(std::move(landing), std::move(staging), *copies_, *cpu_adam_,
-                                                        1.0f / static_cast<float>(comm.world_size()),
-                                                        options.overlap_offload);
+    if (landing.ring.empty())
+      landing.partition = host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype);
+    grad_pipeline_ =
+        std::make_unique<HostGradPipeline>(std::move(landing), std::move(staging), *copies_, *cpu_adam_,
+                                           1.0f / static_cast<float>(comm.world_size()), options.overlap_offload);
     bool on_device = false;
     std::tie(on_device, grad_accumulator_choice_) =
         choose_grad_accumulator(options, sizes.partition_numel, comm.device());
@@ -359,8 +361,9 @@ void ZeroEngine::check_grad_ring() const {
   const std::string key = "tierzero.grad_ring_records " + std::to_string(options_.grad_ring_records);
   if (backward_step_ == nullptr)
     throw Error(invalid_argument(
-        key + " needs the optimizer stepping inside the window's backward (overlap_comm, one rank at stage 3, no "
-              "gradient clipping, bf16 or fp32, the parameters not on NVMe); here it steps " +
+        key +
+        " needs the optimizer stepping inside the window's backward (overlap_comm, one rank at stage 3, no "
+        "gradient clipping, bf16 or fp32, the parameters not on NVMe); here it steps " +
         (backward_step_choice_.empty() ? std::string("after the backward") : backward_step_choice_) +
         ". Set it to 0 (the whole gradient partition)"));
   if (options_.gradient_accumulation_steps < 2)
@@ -370,7 +373,8 @@ void ZeroEngine::check_grad_ring() const {
   if (options_.grad_ring_records < needed)
     throw Error(invalid_argument(key + " is too few: the backward holds up to " + std::to_string(needed) +
                                  " records' gradients before the optimizer may read one (the records a unit spans "
-                                 "until it is final); set it to at least " + std::to_string(needed)));
+                                 "until it is final); set it to at least " +
+                                 std::to_string(needed)));
 }
 
 void ZeroEngine::refuse_unless_ring_fed(bool steps_in_backward, const char* what) const {
@@ -426,7 +430,8 @@ double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tenso
 at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets,
                                               double loss_multiplier) {
   const at::Device device = comm_.device();
-  refuse_unless_ring_fed(false, "a micro-batch's backward on its own (forward_backward, or a window run micro-batch by micro-batch)");
+  refuse_unless_ring_fed(
+      false, "a micro-batch's backward on its own (forward_backward, or a window run micro-batch by micro-batch)");
   const Clock::time_point start = Clock::now();
   if (options_.time_breakdown) sync_current_stream(device);
   const at::Tensor anchor = new_anchor(device);
@@ -467,7 +472,8 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
                             planned_step_->first, partitioner_->compute_partition());
       step_started_in_backward_ = true;
     }
-    refuse_unless_ring_fed(step_started_in_backward_, "a window without plan_step() or shorter than gradient_accumulation_steps");
+    refuse_unless_ring_fed(step_started_in_backward_,
+                           "a window without plan_step() or shorter than gradient_accumulation_steps");
     start = Clock::now();
   };
   hooks.unit_backward_done = [this](size_t unit) {

@@ -183,11 +183,11 @@ class HostGradPipeline : public GradLender {
   // land_final(). With mutex_ held.
   void release(const Job& job);
   void work();
-  at::Tensor partition_;          // undefined with the ring
-  int64_t numel_ = 0;             // the partition's elements
-  at::ScalarType dtype_;          // the landed gradients' (fp32 or bf16)
+  at::Tensor partition_;                         // undefined with the ring
+  int64_t numel_ = 0;                            // the partition's elements
+  at::ScalarType dtype_;                         // the landed gradients' (fp32 or bf16)
   std::unique_ptr<offload::StagingSlots> ring_;  // the ring's slots, or nullptr
-  int64_t record_numel_ = 0;      // the ring's records
+  int64_t record_numel_ = 0;                     // the ring's records
   offload::StagingSlots slots_;  // the staging tensors' bytes
   DeviceCopies& copies_;
   const cpu_adam::CpuAdam& adam_;
