@@ -505,9 +505,11 @@ class RecordRing {
 };
 
 // ---- Staging slots ------------------------------------------------------------------------------
-// Pinned buffers of one size lent one at a time and given back, on any thread (the offloaded
-// gradients' staging slots, engine/zero/host_grad_pipeline.h: the backward thread fills one per
-// bucket piece, the worker gives it back once added). The slot given back last is lent first.
+// Pinned buffers of one size lent one at a time and given back, on any thread: the offloaded
+// gradients' staging slots (engine/zero/host_grad_pipeline.h: the backward thread fills one per
+// bucket piece, the worker gives it back once added) and the gradient ring's record-sized slots
+// (taken at a record's first landing, given back once the optimizer has read it). take() blocks
+// while every slot is lent; the slot given back last is lent first.
 class StagingSlots {
  public:
   // Over `slots` (pinned memory the caller keeps valid, all of one size).

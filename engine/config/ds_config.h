@@ -74,6 +74,14 @@
 // |                              |                        |         | in fp32 on the GPU, rounded once a step  |
 // |                              |                        |         | as it crosses PCIe); needs an offloaded  |
 // |                              |                        |         | optimizer                                |
+// | tierzero.grad_ring_records   | integer >= 0           | 0       | the host gradients land in N record-     |
+// |                              |                        |         | sized slots (sub_group_size each), freed |
+// |                              |                        |         | as the optimizer reads each record inside|
+// |                              |                        |         | the window's backward, instead of the    |
+// |                              |                        |         | whole partition; needs that step (no     |
+// |                              |                        |         | clipping, one rank, stage 3) and N >= the|
+// |                              |                        |         | records a unit spans (the engine says);  |
+// |                              |                        |         | 0: the partition                         |
 // | tierzero.optimizer_records_in_memory | integer >= 0 | 0       | offload_optimizer "nvme" only: the first |
 // |                              | or "auto"              |         | N sub-group records stay in pinned       |
 // |                              |                        |         | memory (no NVMe traffic, no swap file);  |
@@ -295,6 +303,7 @@ struct TierzeroConfig {
   MasterWeights master_weights = MasterWeights::kFp32;
   OffloadGradDtype offload_grad_dtype = OffloadGradDtype::kFp32;
   int64_t optimizer_records_in_memory = 0;  // >= 0, or kOptimizerRecordsAuto
+  int64_t grad_ring_records = 0;            // >= 0; 0: the whole host gradient partition
   OffloadGradAccumulator offload_grad_accumulator = OffloadGradAccumulator::kAuto;
   CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
   int checkpoint_compression_level = 3;

@@ -149,6 +149,7 @@ Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfi
     return invalid_argument(t.path_of("optimizer_records_in_memory") + " must be an integer >= 0 or \"auto\", got " +
                             t.raw("optimizer_records_in_memory").dump());
   }
+  TZ_RETURN_IF_ERROR(t.read_int("grad_ring_records", &out->grad_ring_records, 0));
   std::string accumulator = "auto";
   TZ_RETURN_IF_ERROR(t.read_string("offload_grad_accumulator", &accumulator));
   if (accumulator == "auto") {
@@ -196,6 +197,10 @@ Status check_state_layout(const DsConfig& c) {
         "tierzero.offload_grad_dtype \"bf16\" sets the offloaded optimizer's host gradient partition: set "
         "zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\", or offload_grad_dtype \"fp32\" "
         "(tierzero.grad_accum_dtype sets the GPU's)");
+  if (t.grad_ring_records != 0 && !offloaded)
+    return invalid_argument(
+        "tierzero.grad_ring_records sets where the offloaded optimizer's host gradients land: set "
+        "zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\", or grad_ring_records 0");
   if (t.optimizer_records_in_memory != 0 && optimizer != OffloadDevice::kNvme)
     return invalid_argument(
         "tierzero.optimizer_records_in_memory keeps some of the optimizer's NVMe records in pinned memory: it needs "

@@ -75,6 +75,7 @@ json tierzero_json(const TierzeroConfig& t) {
       {"optimizer_state_dtype", optimizer_state_dtype_name(t.optimizer_state_dtype)},
       {"master_weights", master_weights_name(t.master_weights)},
       {"offload_grad_dtype", t.offload_grad_dtype == OffloadGradDtype::kFp32 ? "fp32" : "bf16"},
+      {"grad_ring_records", t.grad_ring_records},
       {"optimizer_records_in_memory",
        t.optimizer_records_in_memory == kOptimizerRecordsAuto ? json("auto") : json(t.optimizer_records_in_memory)},
       {"offload_grad_accumulator", offload_grad_accumulator_name(t.offload_grad_accumulator)},

@@ -277,6 +277,11 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.offload_grad_dtype", H, "",
      "the offloaded optimizer's host gradient partition: \"fp32\" 4 B/param; \"bf16\" 2 (summed in fp32 on the "
      "GPU over the micro-batches, rounded once as it crosses PCIe once a step); needs offload_optimizer"},
+    {"tierzero.grad_ring_records", H, "",
+     "the offloaded optimizer's host gradients land in N record-sized slots (sub_group_size each), each freed once "
+     "the optimizer has read its record inside the window's backward, instead of the whole partition; needs that "
+     "step (no gradient clipping, one rank, stage 3) and N >= the records a unit spans (the engine names it); 0: "
+     "the partition"},
     {"tierzero.optimizer_records_in_memory", H, "",
      "offload_optimizer \"nvme\" only: the first N sub-group records stay in pinned memory (no NVMe traffic, no "
      "swap file); \"auto\": as many as tierzero.pinned_memory_limit holds; 0: all on NVMe (DeepSpeed)"},

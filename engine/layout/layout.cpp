@@ -73,7 +73,12 @@ std::vector<PinnedBufferSpec> pinned_buffers(const HostShape& s, int64_t records
     } else {
       state_in_memory(s, out);
     }
-    out.push_back({PinnedRole::kGradients, 0, u(s.partition * s.host_grad_bytes)});
+    if (s.grad_ring_records > 0) {  // the gradient ring: a record's gradients a slot
+      for (int64_t i = 0; i < s.grad_ring_records; ++i)
+        out.push_back({PinnedRole::kGradients, static_cast<int>(i), u(records.group() * s.host_grad_bytes)});
+    } else {
+      out.push_back({PinnedRole::kGradients, 0, u(s.partition * s.host_grad_bytes)});
+    }
     for (int i = 0; i < s.staging_slots; ++i) out.push_back({PinnedRole::kGradStaging, i, u(staging_slot_bytes(s))});
     out.push_back({PinnedRole::kWeights16, 0, u(s.weights16_for_device ? 2 * s.partition : 0)});
   }

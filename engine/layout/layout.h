@@ -131,6 +131,9 @@ struct HostShape {
   int staging_slots = 0;             // gradient staging slots (offload_optimizer.buffer_count)
   uint64_t staging_slot_bytes = kStagingSlotBytes;  // ZeroEngineOptions::grad_staging_slot_bytes
   int host_grad_bytes = 4;  // tierzero.offload_grad_dtype: the host gradient partition's element
+  // tierzero.grad_ring_records: the host gradients land in this many record-sized slots instead of
+  // the whole partition (engine/zero's host_grad_pipeline.h); 0: the partition.
+  int64_t grad_ring_records = 0;
   int compute_bytes = 2;    // the compute dtype's element
   // 16-bit compute weights on a GPU with the parameters not offloaded: the optimizer writes them
   // into a pinned buffer bound for the device (a host compute partition is written in place).

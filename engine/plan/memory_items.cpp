@@ -196,10 +196,18 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
            PinnedRole::kExpAvgScales, PinnedRole::kExpAvgSqScales},
           per_element(h.layout) + " x " + count_text(static_cast<double>(s.partition)));
     }
-    pin(s.host_grad_bytes == 2 ? "gradient partition (bf16)" : "gradient partition (fp32 accumulation)",
-        {PinnedRole::kGradients},
-        std::to_string(s.host_grad_bytes) + " B x " + count_text(static_cast<double>(s.partition)) +
-            (s.host_grad_bytes == 2 ? " (tierzero.offload_grad_dtype: summed in fp32 on the GPU, rounded once)" : ""));
+    const std::string grads16 = s.host_grad_bytes == 2 ? " (bf16)" : " (fp32 accumulation)";
+    if (h.grad_ring_records > 0) {
+      pin("gradient ring" + grads16, {PinnedRole::kGradients},
+          std::to_string(h.grad_ring_records) + " x " + std::to_string(s.host_grad_bytes) + " B x " +
+              count_text(static_cast<double>(records.group())) +
+              " (tierzero.grad_ring_records slots of a record, freed as the optimizer reads it in the backward)");
+    } else {
+      pin("gradient partition" + grads16, {PinnedRole::kGradients},
+          std::to_string(s.host_grad_bytes) + " B x " + count_text(static_cast<double>(s.partition)) +
+              (s.host_grad_bytes == 2 ? " (tierzero.offload_grad_dtype: summed in fp32 on the GPU, rounded once)"
+                                      : ""));
+    }
     pin("gradient staging slots", {PinnedRole::kGradStaging},
         std::to_string(h.staging_slots) + " x min(4 B x " + count_text(static_cast<double>(s.landing)) +
             ", 64 MiB) (offload_optimizer.buffer_count slots of the largest bucket, landed in fp32)");

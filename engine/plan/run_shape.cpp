@@ -100,6 +100,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   h.optimizer_buffers = static_cast<int>(zero.offload_optimizer.buffer_count);
   h.staging_slots = static_cast<int>(zero.offload_optimizer.buffer_count);
   h.host_grad_bytes = s.host_grad_bytes;
+  h.grad_ring_records = s.optimizer_offloaded() ? config.tierzero.grad_ring_records : 0;
   h.compute_bytes = s.compute_bytes;
   h.weights16_for_device = s.compute_bytes == 2 && !s.params_offloaded() && !s.compute_on_cpu;
   h.params_nvme = s.params_nvme;

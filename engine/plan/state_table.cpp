@@ -44,7 +44,10 @@ std::vector<StateBytes> state_bytes_table(const RunShape& s, const DsConfig& con
         !s.optimizer_nvme ? 1.0 : (count > 0 ? static_cast<double>(s.records_in_memory) / count : 0.0);
     split(master, static_cast<double>(s.layout().master_bytes(g)) / g, in_memory);
     split(moments, static_cast<double>(s.layout().moment_bytes(g)) / g, in_memory);
-    grads.pinned = s.host_grad_bytes;
+    grads.pinned = s.host.grad_ring_records > 0  // the gradient ring: a few records' worth
+                       ? static_cast<double>(s.host.grad_ring_records * s.records().group() * s.host_grad_bytes) /
+                             static_cast<double>(std::max<int64_t>(s.partition, 1))
+                       : s.host_grad_bytes;
     if (s.device_accumulator) grads.gpu = 4;
   }
   StateBytes sum{.what = "total"};

@@ -85,6 +85,7 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
       config.tierzero.master_weights == MasterWeights::kCompact ? MasterLayout::kCompact : MasterLayout::kFp32;
   options.offload_grad_dtype =
       config.tierzero.offload_grad_dtype == OffloadGradDtype::kBf16 ? at::kBFloat16 : at::kFloat;
+  options.grad_ring_records = config.tierzero.grad_ring_records;
   options.optimizer_records_in_memory = config.tierzero.optimizer_records_in_memory == kOptimizerRecordsAuto
                                             ? kRecordsByBudget
                                             : config.tierzero.optimizer_records_in_memory;

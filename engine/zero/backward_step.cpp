@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <utility>
+#include <iterator>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "engine/zero/internal/partition_layout.h"
 
@@ -39,6 +41,25 @@ std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, cons
   return final_from;
 }
 
+int64_t grad_ring_records_needed(const FunctionalModel& model, const Partitioner& partitioner, int64_t record_numel) {
+  const std::vector<int64_t> final_from = grads_final_from_by_unit(model, partitioner, 0);
+  std::set<int64_t> touched;  // records units u..last land on
+  int64_t needed = 0;
+  for (size_t u = model.num_units(); u-- > 0;) {
+    for (const ParamSpec& spec : model.unit_params(u))
+      for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape)))
+        if (run.rank == 0 && run.numel > 0)
+          for (int64_t r = run.partition_offset / record_numel;
+               r <= (run.partition_offset + run.numel - 1) / record_numel; ++r)
+            touched.insert(r);
+    // Final before unit u's gradients land: [final_from[u + 1], numel); a record is final once all of it is.
+    const int64_t final_begin = u + 1 < model.num_units() ? final_from[u + 1] : partitioner.partition_numel();
+    const int64_t first_final = (final_begin + record_numel - 1) / record_numel;
+    needed = std::max<int64_t>(needed, std::distance(touched.begin(), touched.lower_bound(first_final)));
+  }
+  return needed;
+}
+
 BackwardStep::BackwardStep(const FunctionalModel& model, Partitioner& partitioner, HostGradPipeline& pipeline)
     : partitioner_(partitioner),
       pipeline_(pipeline),
@@ -53,7 +74,7 @@ BackwardStep::~BackwardStep() {
 void BackwardStep::start(PartitionOptimizer& optimizer, const at::Tensor& grad, double grad_multiplier, double lr,
                          const at::Tensor& compute_partition) {
   if (thread_.joinable()) throw Error(internal_error("BackwardStep::start: a step is still in flight"));
-  grads_final_.start(partitioner_.partition_numel());
+  grads_final_.start(partitioner_.partition_numel(), pipeline_.lands_in_ring() ? &pipeline_ : nullptr);
   error_ = nullptr;
   thread_ = std::thread([this, &optimizer, grad, grad_multiplier, lr, compute_partition] {
     const Clock::time_point start = Clock::now();
@@ -61,6 +82,7 @@ void BackwardStep::start(PartitionOptimizer& optimizer, const at::Tensor& grad, 
       optimizer.step(grad, grad_multiplier, lr, compute_partition, nullptr, &grads_final_);
     } catch (...) {
       error_ = std::current_exception();
+      if (pipeline_.lands_in_ring()) pipeline_.abandon_ring(error_);  // the backward waits for its slots
     }
     step_seconds_ = seconds_since(start);
   });

@@ -5,10 +5,11 @@
 
 namespace tierzero::engine {
 
-void GradsFinal::start(int64_t numel) {
+void GradsFinal::start(int64_t numel, GradLender* lender) {
   std::lock_guard lock(mutex_);
   from_ = numel;
   error_ = Status{};
+  lender_ = lender;
 }
 
 void GradsFinal::mark_from(int64_t from) {

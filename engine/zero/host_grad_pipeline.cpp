@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <span>
 
 #include "common/common.h"
@@ -26,18 +27,33 @@ std::vector<std::span<std::byte>> bytes_of(const std::vector<at::Tensor>& tensor
 
 }  // namespace
 
-HostGradPipeline::HostGradPipeline(at::Tensor partition, const std::vector<at::Tensor>& staging, DeviceCopies& copies,
+HostGradPipeline::HostGradPipeline(GradLanding landing, const std::vector<at::Tensor>& staging, DeviceCopies& copies,
                                    const cpu_adam::CpuAdam& adam, float scale, bool overlap)
-    : partition_(std::move(partition)),
+    : partition_(std::move(landing.partition)),
+      numel_(partition_.defined() ? partition_.numel() : landing.numel),
+      dtype_(partition_.defined()   ? partition_.scalar_type()
+             : landing.ring.empty() ? at::kFloat
+                                    : landing.ring.front().scalar_type()),
+      record_numel_(landing.record_numel),
       slots_(bytes_of(staging)),
       copies_(copies),
       adam_(adam),
       scale_(scale),
       overlap_(overlap) {
-  const bool dtype_ok = partition_.scalar_type() == at::kFloat || partition_.scalar_type() == at::kBFloat16;
-  if (!dtype_ok || !partition_.is_cpu() || !partition_.is_contiguous() || slots_.slot_bytes() < 8)
+  bool landing_ok = partition_.defined() ? partition_.is_cpu() && partition_.is_contiguous()
+                                         : !landing.ring.empty() && record_numel_ > 0 && numel_ >= 0;
+  for (const at::Tensor& slot : landing.ring)
+    landing_ok = landing_ok && slot.scalar_type() == dtype_ && slot.numel() == record_numel_ && slot.is_contiguous();
+  if (!landing_ok || (dtype_ != at::kFloat && dtype_ != at::kBFloat16) || slots_.slot_bytes() < 8)
     throw Error(internal_error(
-        "HostGradPipeline needs a contiguous fp32 or bf16 host partition and a staging slot of 8+ bytes"));
+        "HostGradPipeline needs a contiguous fp32 or bf16 host partition (or ring slots of a record each) and a "
+        "staging slot of 8+ bytes"));
+  if (!partition_.defined()) {
+    ring_ = std::make_unique<offload::StagingSlots>(bytes_of(landing.ring));
+    const int64_t records = (numel_ + record_numel_ - 1) / record_numel_;
+    ring_slot_.assign(static_cast<size_t>(records), -1);
+    consumed_.assign(static_cast<size_t>(records), 0);
+  }
   if (overlap_) worker_ = std::thread([this] { work(); });
 }
 
@@ -66,9 +82,57 @@ std::vector<std::pair<int64_t, std::vector<LandingRun>>> HostGradPipeline::cut_i
   return pieces;
 }
 
+std::vector<LandingRun> HostGradPipeline::cut_at_records(std::vector<LandingRun> runs) const {
+  if (ring_ == nullptr) return runs;
+  std::vector<LandingRun> cut;
+  for (const LandingRun& run : runs) {
+    for (int64_t done = 0; done < run.numel;) {
+      const int64_t offset = run.partition_offset + done;
+      const int64_t numel = std::min(run.numel - done, (offset / record_numel_ + 1) * record_numel_ - offset);
+      cut.push_back({offset, run.source_offset + done, numel});
+      done += numel;
+    }
+  }
+  return cut;
+}
+
+void HostGradPipeline::hold_records(const std::vector<LandingRun>& runs) {
+  if (ring_ == nullptr) return;
+  for (const LandingRun& run : runs) {
+    const auto record = static_cast<size_t>(run.partition_offset / record_numel_);
+    {
+      std::lock_guard lock(mutex_);
+      if (ring_slot_[record] >= 0) continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const auto slot = static_cast<int64_t>(ring_->take());  // only this thread lends slots
+    blocked_seconds_ += seconds_since(start);
+    std::lock_guard lock(mutex_);
+    if (error_) {  // the optimizer failed (abandon_ring): no slot will be freed again
+      ring_->give(static_cast<size_t>(slot));
+      std::rethrow_exception(error_);
+    }
+    ring_slot_[record] = slot;
+  }
+}
+
+std::byte* HostGradPipeline::landing_at(int64_t offset) {
+  const auto element = static_cast<int64_t>(c10::elementSize(dtype_));
+  if (ring_ == nullptr) return static_cast<std::byte*>(partition_.data_ptr()) + offset * element;
+  const int64_t record = offset / record_numel_;
+  int64_t slot = -1;
+  {
+    std::lock_guard lock(mutex_);
+    slot = ring_slot_[static_cast<size_t>(record)];
+  }
+  if (slot < 0) throw Error(internal_error("the gradient ring: record " + std::to_string(record) + " holds no slot"));
+  return ring_->bytes(static_cast<size_t>(slot)).data() + (offset - record * record_numel_) * element;
+}
+
 void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> runs) {
   if (!source.is_contiguous())
     throw Error(internal_error("offloaded gradients: a reduced bucket that is not contiguous"));
+  runs = cut_at_records(std::move(runs));
   for (auto& [first, part] : cut_into_pieces(source.numel(), runs))
     land_piece(source.narrow(0, first, std::min(piece_numel(), source.numel() - first)), std::move(part));
 }
@@ -79,7 +143,9 @@ void HostGradPipeline::land_final(const at::Tensor& source, std::vector<LandingR
   // Scaled in fp32, then rounded once (to nearest even) to a bf16 partition's dtype on the device,
   // so half the bytes cross PCIe.
   at::Tensor scaled = scale_ == 1.0f ? source : source * scale_;
-  if (partition_.scalar_type() != at::kFloat) scaled = scaled.to(partition_.scalar_type());
+  if (dtype_ != at::kFloat) scaled = scaled.to(dtype_);
+  runs = cut_at_records(std::move(runs));
+  hold_records(runs);
   Job job;
   job.kind = JobKind::kRecordNorms;
   {
@@ -88,11 +154,9 @@ void HostGradPipeline::land_final(const at::Tensor& source, std::vector<LandingR
     changed_.wait(lock, [&] { return !zeroing_ || error_; });  // the copies overwrite the partition
     if (error_) std::rethrow_exception(error_);
   }
-  auto* partition = static_cast<std::byte*>(partition_.data_ptr());
-  const int64_t element = partition_.element_size();
   for (const LandingRun& run : runs)
-    job.copies.push_back(copies_.to_host(partition + run.partition_offset * element,
-                                         scaled.narrow(0, run.source_offset, run.numel)));
+    job.copies.push_back(
+        copies_.to_host(landing_at(run.partition_offset), scaled.narrow(0, run.source_offset, run.numel)));
   for (auto& [first, part] : cut_into_pieces(source.numel(), runs))
     for (const LandingRun& run : part) job.runs.push_back(run);
   submit(std::move(job));
@@ -101,11 +165,12 @@ void HostGradPipeline::land_final(const at::Tensor& source, std::vector<LandingR
 void HostGradPipeline::land_piece(const at::Tensor& bucket_piece, std::vector<LandingRun> runs) {
   // A bf16 partition takes a wider piece rounded (to nearest even) on the device: half the bytes
   // cross PCIe, and the host adds bf16 into bf16.
-  const bool narrow = partition_.scalar_type() == at::kBFloat16 && bucket_piece.scalar_type() == at::kFloat;
+  const bool narrow = dtype_ == at::kBFloat16 && bucket_piece.scalar_type() == at::kFloat;
   const at::Tensor source = narrow ? bucket_piece.to(at::kBFloat16) : bucket_piece;
   Job job;
   job.type = float_element_type(source.scalar_type(), "offloaded gradients");
   job.runs = std::move(runs);
+  hold_records(job.runs);
   const auto start = std::chrono::steady_clock::now();
   job.slot = slots_.take();  // the worker gives every slot back, its job failed or not
   blocked_seconds_ += seconds_since(start);
@@ -136,6 +201,7 @@ void HostGradPipeline::submit(Job job) {
 
 void HostGradPipeline::release(const Job& job) {
   if (job.kind == JobKind::kAdd) slots_.give(job.slot);
+  if (job.kind == JobKind::kFreeRingSlot) ring_->give(job.slot);
   if (job.kind == JobKind::kZeroPartition) zeroing_ = false;
 }
 
@@ -145,6 +211,11 @@ void HostGradPipeline::run(Job& job) {
     case JobKind::kRecordNorms: record_norms(job); break;
     case JobKind::kZeroPartition: partition_.zero_(); break;
     case JobKind::kNotify: job.landed(); break;
+    case JobKind::kFreeRingSlot: {
+      const std::span<std::byte> slot = ring_->bytes(job.slot);
+      std::memset(slot.data(), 0, slot.size());
+      break;
+    }
   }
 }
 
@@ -155,13 +226,13 @@ void HostGradPipeline::accumulate(Job& job) {
   const size_t element = element_size(job.type);
   for (const LandingRun& run : job.runs) {
     const cpu_adam::ConstElements src{base + run.source_offset * element, static_cast<size_t>(run.numel), job.type};
+    void* dst = landing_at(run.partition_offset);
     const cpu_adam::GradStats stats =
-        partition_.scalar_type() == at::kFloat
-            ? value_or_throw(adam_.accumulate_scaled(
-                  std::span<float>(partition_.data_ptr<float>() + run.partition_offset, run.numel), src, scale_))
-            : value_or_throw(adam_.accumulate_scaled(
-                  std::span<uint16_t>(static_cast<uint16_t*>(partition_.data_ptr()) + run.partition_offset, run.numel),
-                  src, scale_));
+        dtype_ == at::kFloat ? value_or_throw(adam_.accumulate_scaled(
+                                   std::span<float>(static_cast<float*>(dst), run.numel), src, scale_))
+                             : value_or_throw(adam_.accumulate_scaled(
+                                   std::span<uint16_t>(static_cast<uint16_t*>(dst), run.numel), src, scale_));
+    std::lock_guard lock(norms_mutex_);
     run_norms_.record(run.partition_offset, run.numel, stats.sq_norm);
   }
 }
@@ -171,12 +242,12 @@ void HostGradPipeline::record_norms(Job& job) {
     copy->wait_host();
     copy_seconds_ += copy->seconds();
   }
-  const cpu_adam::ConstElements partition = partition_elements();
-  const size_t element = element_size(partition.type);
+  const ElementType type = float_element_type(dtype_, "offloaded gradients");
   for (const LandingRun& run : job.runs) {
-    const cpu_adam::ConstElements landed{static_cast<const std::byte*>(partition.data) + run.partition_offset * element,
-                                         static_cast<size_t>(run.numel), partition.type};
-    run_norms_.record(run.partition_offset, run.numel, adam_.grad_stats(landed).sq_norm);
+    const cpu_adam::ConstElements landed{landing_at(run.partition_offset), static_cast<size_t>(run.numel), type};
+    const double sq = adam_.grad_stats(landed).sq_norm;
+    std::lock_guard lock(norms_mutex_);
+    run_norms_.record(run.partition_offset, run.numel, sq);
   }
 }
 
@@ -217,19 +288,95 @@ void HostGradPipeline::drain() {
   if (error_) std::rethrow_exception(error_);
 }
 
-cpu_adam::GradStats HostGradPipeline::grad_stats() const {
-  return run_norms_.total(partition_elements(), adam_);
+cpu_adam::GradStats HostGradPipeline::grad_stats() {
+  const ElementType type = float_element_type(dtype_, "offloaded gradients");
+  if (ring_ == nullptr) {
+    std::lock_guard lock(norms_mutex_);
+    return run_norms_.total({partition_.const_data_ptr(), static_cast<size_t>(numel_), type}, adam_);
+  }
+  std::vector<std::pair<int64_t, int64_t>> held;  // (record, slot): the records not yet read
+  {
+    std::lock_guard lock(mutex_);
+    for (size_t record = 0; record < ring_slot_.size(); ++record)
+      if (ring_slot_[record] >= 0) held.emplace_back(static_cast<int64_t>(record), ring_slot_[record]);
+  }
+  for (const auto& [record, slot] : held) settle_norms(record, slot);  // a slot is freed only once settled
+  std::lock_guard lock(norms_mutex_);
+  return run_norms_.total({nullptr, 0, type}, adam_);
 }
 
-cpu_adam::ConstElements HostGradPipeline::partition_elements() const {
-  return {partition_.const_data_ptr(), static_cast<size_t>(partition_.numel()),
-          partition_.scalar_type() == at::kFloat ? ElementType::kF32 : ElementType::kBF16};
+void HostGradPipeline::settle_norms(int64_t record, int64_t slot) {
+  const int64_t begin = record * record_numel_, count = std::min(record_numel_, numel_ - begin);
+  const cpu_adam::ConstElements elements{ring_->bytes(static_cast<size_t>(slot)).data(), static_cast<size_t>(count),
+                                         float_element_type(dtype_, "offloaded gradients")};
+  std::lock_guard lock(norms_mutex_);
+  run_norms_.settle(begin, begin + count, elements, adam_);
+}
+
+cpu_adam::ConstElements HostGradPipeline::lend(int64_t begin, int64_t count) {
+  const ElementType type = float_element_type(dtype_, "offloaded gradients");
+  const int64_t record = begin / record_numel_;
+  if (ring_ == nullptr || count <= 0 || (begin + count - 1) / record_numel_ != record)
+    throw Error(internal_error("the gradient ring lends one record's elements at a time"));
+  {
+    std::lock_guard lock(mutex_);
+    if (ring_slot_[static_cast<size_t>(record)] < 0) return {nullptr, static_cast<size_t>(count), type};
+  }
+  return {landing_at(begin), static_cast<size_t>(count), type};
+}
+
+void HostGradPipeline::consumed(int64_t begin, int64_t count) {
+  const int64_t record = begin / record_numel_;
+  int64_t slot = -1;
+  {
+    std::lock_guard lock(mutex_);
+    int64_t& read = consumed_[static_cast<size_t>(record)];
+    read += count;
+    if (read < std::min(record_numel_, numel_ - record * record_numel_)) return;
+    read = 0;
+    slot = ring_slot_[static_cast<size_t>(record)];
+  }
+  if (slot < 0) return;  // nothing landed on it
+  settle_norms(record, slot);
+  {
+    std::lock_guard lock(mutex_);
+    ring_slot_[static_cast<size_t>(record)] = -1;
+  }
+  Job free;
+  free.kind = JobKind::kFreeRingSlot;
+  free.slot = static_cast<size_t>(slot);
+  submit(std::move(free));
+}
+
+void HostGradPipeline::free_held_slots() {
+  for (int64_t& slot : ring_slot_) {
+    if (slot < 0) continue;
+    const std::span<std::byte> bytes = ring_->bytes(static_cast<size_t>(slot));
+    std::memset(bytes.data(), 0, bytes.size());
+    ring_->give(static_cast<size_t>(std::exchange(slot, -1)));
+  }
+}
+
+void HostGradPipeline::abandon_ring(std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  if (!error_) error_ = std::move(error);
+  free_held_slots();
+  changed_.notify_all();
 }
 
 void HostGradPipeline::reset() {
-  run_norms_.clear();
+  {
+    std::lock_guard lock(norms_mutex_);
+    run_norms_.clear();
+  }
   copy_seconds_ = 0.0;
   blocked_seconds_ = 0.0;
+  if (ring_ != nullptr) {  // every record read frees its slot; those of a failed step are freed here
+    std::lock_guard lock(mutex_);
+    free_held_slots();
+    std::fill(consumed_.begin(), consumed_.end(), 0);
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     zeroing_ = true;

@@ -18,9 +18,9 @@ void OffloadedGrads::Ranges::insert(int64_t offset, int64_t numel) {
 OffloadedGrads::OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulator)
     : pipeline_(pipeline), accumulator_(std::move(accumulator)) {
   if (accumulator_.defined() && (accumulator_.scalar_type() != at::kFloat || !accumulator_.is_contiguous() ||
-                                 accumulator_.numel() != pipeline_.partition().numel()))
+                                 accumulator_.numel() != pipeline_.numel()))
     throw Error(internal_error("OffloadedGrads needs a contiguous fp32 accumulator of the partition's " +
-                               std::to_string(pipeline_.partition().numel()) + " elements"));
+                               std::to_string(pipeline_.numel()) + " elements"));
 }
 
 void OffloadedGrads::begin_micro_batch(bool last) { last_micro_batch_ = last; }

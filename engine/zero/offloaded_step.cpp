@@ -15,7 +15,9 @@ void OffloadedStep::wait_copies() {
 
 void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
                         const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final) {
-  const at::Tensor host_grad = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
+  GradLender* lender = grads_final != nullptr ? grads_final->lender() : nullptr;
+  const at::Tensor host_grad =
+      lender != nullptr || (grad.is_cpu() && grad.is_contiguous()) ? grad : grad.cpu().contiguous();
   const SixteenBitOutput out16 =
       sixteen_bit_output(compute_partition, setup_.params16, numel_, who_, setup_.sink);
   if (setup_.compact.compact_master && out16.in_place &&
@@ -31,8 +33,21 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     const StateSpans state = store.acquire(i, piece);
     if (grads_final != nullptr) grads_final->wait_from(piece.begin);
     const size_t queued = pending_.size();
+    at::Tensor zeros;  // a ring piece nothing landed on
+    cpu_adam::ConstElements grads;
+    if (lender != nullptr) {
+      grads = lender->lend(piece.begin, piece.count);
+      if (grads.data == nullptr) {
+        zeros = at::zeros({piece.count * static_cast<int64_t>(element_size(grads.type))}, at::kByte);
+        grads.data = zeros.const_data_ptr();
+      }
+    } else {
+      const cpu_adam::Elements whole = tensor_elements(host_grad, piece.begin, piece.count);
+      grads = {whole.data, whole.count, whole.type};
+    }
     std::shared_ptr<CopyDone> reader =
-        step_piece(piece, state, step, hp, host_grad, out16, grad_multiplier, compute_partition);
+        step_piece(piece, state, step, hp, grads, out16, grad_multiplier, compute_partition);
+    if (lender != nullptr) lender->consumed(piece.begin, piece.count);
     if (progress != nullptr && piece.publish)
       progress->publish(piece.begin + piece.count,
                         std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
@@ -52,14 +67,13 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
 }
 
 std::shared_ptr<CopyDone> OffloadedStep::step_piece(const StepPiece& piece, const StateSpans& state, int64_t step,
-                                                    const cpu_adam::AdamHyperParams& hp, const at::Tensor& host_grad,
-                                                    const SixteenBitOutput& out16, double grad_multiplier,
-                                                    const at::Tensor& compute_partition) {
+                                                    const cpu_adam::AdamHyperParams& hp,
+                                                    const cpu_adam::ConstElements& grads, const SixteenBitOutput& out16,
+                                                    double grad_multiplier, const at::Tensor& compute_partition) {
   const bool compact = setup_.compact.compact_master;
   const int64_t begin = piece.begin;
   const int64_t count = piece.count;
   const auto n = static_cast<size_t>(count);
-  const cpu_adam::Elements grads = tensor_elements(host_grad, begin, count);
   const at::Tensor window = out16.sink != nullptr ? out16.sink->lend(begin, count) : at::Tensor();
   cpu_adam::AdamBuffers buffers{.params = {},
                                 .grads = {grads.data, grads.count, grads.type},

@@ -27,6 +27,18 @@ void RunNorms::record(int64_t offset, int64_t numel, double sq) {
   runs_[offset] = Run{.numel = numel, .sq = sq};
 }
 
+void RunNorms::settle(int64_t begin, int64_t end, cpu_adam::ConstElements range, const cpu_adam::CpuAdam& adam) {
+  const size_t element = element_size(range.type);
+  for (auto it = runs_.lower_bound(begin); it != runs_.end() && it->first + it->second.numel <= end; ++it) {
+    if (!it->second.resum) continue;
+    const cpu_adam::GradStats part =
+        adam.grad_stats({static_cast<const std::byte*>(range.data) + (it->first - begin) * element,
+                         static_cast<size_t>(it->second.numel), range.type});
+    it->second.sq = part.finite ? part.sq_norm : std::numeric_limits<double>::infinity();
+    it->second.resum = false;
+  }
+}
+
 cpu_adam::GradStats RunNorms::total(cpu_adam::ConstElements partition, const cpu_adam::CpuAdam& adam) const {
   const size_t element = element_size(partition.type);
   cpu_adam::GradStats stats;

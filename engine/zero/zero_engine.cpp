@@ -108,6 +108,7 @@ state_layout::HostShape host_shape(const ZeroEngineOptions& options, const Parti
           .staging_slots = options.grad_staging_buffers,
           .staging_slot_bytes = options.grad_staging_slot_bytes,
           .host_grad_bytes = static_cast<int>(c10::elementSize(options.offload_grad_dtype)),
+          .grad_ring_records = options.offload_optimizer ? options.grad_ring_records : 0,
           .compute_bytes = static_cast<int>(c10::elementSize(partition.compute_dtype)),
           .weights16_for_device = is_16bit(partition.compute_dtype) && !device.is_cpu() && !partition.offload_params,
           .params_nvme = params_on_nvme(options),
@@ -253,9 +254,16 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     std::vector<at::Tensor> staging;
     for (int i = 0; i < options.grad_staging_buffers; ++i)
       staging.push_back(host_tier_->buffer(PinnedRole::kGradStaging, at::kByte, i));
+    GradLanding landing;  // the whole partition, or the gradient ring (engine/layout lists either)
+    for (int64_t i = 0; i < shape.grad_ring_records; ++i)
+      landing.ring.push_back(
+          host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype, static_cast<int>(i)));
+    landing.record_numel = shape.records().group();
+    landing.numel = sizes.partition_numel;
+    if (landing.ring.empty())
+      landing.partition = host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype);
     grad_pipeline_ =
-        std::make_unique<HostGradPipeline>(host_tier_->buffer(PinnedRole::kGradients, options.offload_grad_dtype),
-                                           std::move(staging), *copies_, *cpu_adam_,
+        std::make_unique<HostGradPipeline>(std::move(landing), std::move(staging), *copies_, *cpu_adam_,
                                            1.0f / static_cast<float>(comm.world_size()), options.overlap_offload);
     bool on_device = false;
     std::tie(on_device, grad_accumulator_choice_) =
@@ -339,6 +347,36 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   choose_step_modes();
 }
 
+void ZeroEngine::check_grad_ring() const {
+  if (!grad_pipeline_ || !grad_pipeline_->lands_in_ring()) return;
+  const std::string key = "tierzero.grad_ring_records " + std::to_string(options_.grad_ring_records);
+  if (backward_step_ == nullptr)
+    throw Error(invalid_argument(
+        key +
+        " needs the optimizer stepping inside the window's backward (overlap_comm, one rank at stage 3, no "
+        "gradient clipping, bf16 or fp32, the parameters not on NVMe); here it steps " +
+        (backward_step_choice_.empty() ? std::string("after the backward") : backward_step_choice_) +
+        ". Set it to 0 (the whole gradient partition)"));
+  if (options_.gradient_accumulation_steps < 2)
+    throw Error(invalid_argument(key + " needs gradient_accumulation_steps >= 2 (the window of micro-batches the "
+                                       "optimizer steps inside); set it to 0 (the whole gradient partition)"));
+  const int64_t needed = grad_ring_records_needed(model_, *partitioner_, grad_pipeline_->record_numel());
+  if (options_.grad_ring_records < needed)
+    throw Error(invalid_argument(key + " is too few: the backward holds up to " + std::to_string(needed) +
+                                 " records' gradients before the optimizer may read one (the records a unit spans "
+                                 "until it is final); set it to at least " +
+                                 std::to_string(needed)));
+}
+
+void ZeroEngine::refuse_unless_ring_fed(bool steps_in_backward, const char* what) const {
+  if (steps_in_backward || !grad_pipeline_ || !grad_pipeline_->lands_in_ring()) return;
+  throw Error(invalid_argument(
+      std::string(what) + " with tierzero.grad_ring_records " + std::to_string(options_.grad_ring_records) +
+      ": the gradient ring holds a few records, not the whole gradient, so every step must run as one window of "
+      "gradient_accumulation_steps micro-batches (queue_window, unit by unit) after plan_step, the optimizer "
+      "reading each record inside the backward. Set tierzero.grad_ring_records to 0 for this use"));
+}
+
 void ZeroEngine::choose_step_modes() {
   // Step timing: after the backward, or followed into the next forward and, where it can, inside the
   // window's backward.
@@ -355,6 +393,7 @@ void ZeroEngine::choose_step_modes() {
       budget_text(options_, room, comm_.device()));
   if (options_.micro_batch_tokens > 0)
     window_->decide(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
+  check_grad_ring();  // the last step of construction: the modes it needs are chosen
 }
 
 void ZeroEngine::step_in_backward_if_possible() {
@@ -383,6 +422,8 @@ double ZeroEngine::forward_backward(const at::Tensor& input_ids, const at::Tenso
 at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const at::Tensor& targets,
                                               double loss_multiplier) {
   const at::Device device = comm_.device();
+  refuse_unless_ring_fed(
+      false, "a micro-batch's backward on its own (forward_backward, or a window run micro-batch by micro-batch)");
   const Clock::time_point start = Clock::now();
   if (options_.time_breakdown) sync_current_stream(device);
   const at::Tensor anchor = new_anchor(device);
@@ -422,6 +463,8 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
                             planned_step_->first, partitioner_->compute_partition());
       step_started_in_backward_ = true;
     }
+    refuse_unless_ring_fed(step_started_in_backward_,
+                           "a window without plan_step() or shorter than gradient_accumulation_steps");
     start = Clock::now();
   };
   hooks.unit_backward_done = [this](size_t unit) {
@@ -475,6 +518,7 @@ void ZeroEngine::begin_backward(int64_t micro_batches) {
 StepOutcome ZeroEngine::step(double lr, double loss_scale) {
   const bool timed = options_.time_breakdown;
   finish_step();  // joins: a step without a micro-batch since the last one reads what that one wrote
+  refuse_unless_ring_fed(step_started_in_backward_, "step() after no planned window");
   const Clock::time_point step_start = Clock::now();
   partitioner_->finish_reduction();
   at::Tensor grad = partitioner_->grad_partition();

@@ -133,6 +133,10 @@ struct ZeroEngineOptions {
                                                       // bits and interchangeable
   at::ScalarType offload_grad_dtype = at::kFloat;     // tierzero.offload_grad_dtype: the offloaded optimizer's host
                                                       // gradient partition, kFloat or kBFloat16
+  int64_t grad_ring_records = 0;  // tierzero.grad_ring_records: with the optimizer stepping inside the window's
+                                  // backward, the host gradients land in this many record-sized slots, each
+                                  // freed once the optimizer has read its record (host_grad_pipeline.h),
+                                  // instead of the whole partition; 0: the partition
   int64_t optimizer_records_in_memory = 0;  // tierzero.optimizer_records_in_memory: with the state on NVMe, the
                                             // first N sub-group records stay in pinned memory and move no bytes;
                                             // kRecordsByBudget: as many as pinned_memory_limit_bytes holds
@@ -303,6 +307,12 @@ class ZeroEngine {
   void choose_step_modes();
   // Sets backward_step_ (and backward_step_choice_) when the optimizer can step inside the backward.
   void step_in_backward_if_possible();
+  // With the gradient ring (ZeroEngineOptions::grad_ring_records): throws unless the optimizer steps
+  // inside the window's backward and the ring holds every record the backward may hold at once.
+  void check_grad_ring() const;
+  // With the gradient ring, throws for `what` (a backward or step) unless `steps_in_backward`: the
+  // ring never holds the whole gradient a step after the backward would read.
+  void refuse_unless_ring_fed(bool steps_in_backward, const char* what) const;
   // step()'s end for a step started inside the backward with `lr` and `loss_scale`: waits for it.
   // Throws when they are not what plan_step() announced, or when the gradient was not finite (the
   // update is already applied).

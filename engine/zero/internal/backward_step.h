@@ -34,6 +34,10 @@ namespace tierzero::engine {
 // parameter that a unit below u also uses). Padding counts as final. Throws tierzero::Error when
 // `partitioner` does not know a parameter.
 std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, const Partitioner& partitioner, int rank);
+// The most records of `record_numel` elements of rank 0's partition that the window's backward
+// holds gradients for at once before the optimizer may read one: while unit u lands, the records
+// units u..last touched that are not yet final. The gradient ring needs at least that many slots.
+int64_t grad_ring_records_needed(const FunctionalModel& model, const Partitioner& partitioner, int64_t record_numel);
 
 class BackwardStep {
  public:

@@ -30,6 +30,15 @@
 // partition written), and backward never waits for a slot. The norms are recorded for the same
 // slot-sized pieces land() would cut, with grad_stats (the summation order of accumulate_scaled),
 // so the recorded sums, and the partition (0 + x*s == x*s), are the same bits as land()'s.
+//
+// The gradient ring (tierzero.grad_ring_records; only where the optimizer steps inside the window's
+// backward, backward_step.h): instead of the whole partition, a few record-sized slots (offload's
+// StagingSlots). Runs are cut at record boundaries; the backward thread lends a record a free slot
+// when a run first lands on it (blocking while every slot is held: the backward then keeps the
+// optimizer's pace), and the optimizer, reading each final record once through GradLender, gives it
+// back: its cut runs' norms are summed, the worker zeroes the slot and frees it. Each element holds
+// the bits it would hold in the partition, so Adam reads the same gradients; only the norm's runs
+// are cut at other places (the reported norm's last bits).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -46,6 +55,7 @@
 #include <vector>
 
 #include "cpu_adam/adam.h"
+#include "engine/zero/internal/grads_final.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/run_norms.h"
 
@@ -58,14 +68,21 @@ struct LandingRun {
   int64_t numel = 0;
 };
 
-class HostGradPipeline {
+// Where the pipeline lands the gradients: the whole partition, or the gradient ring.
+struct GradLanding {
+  at::Tensor partition;          // fp32 or bf16 (tierzero.offload_grad_dtype), contiguous, host memory
+  std::vector<at::Tensor> ring;  // or (partition undefined) slots of `record_numel` elements, fp32 or bf16
+  int64_t record_numel = 0;      // the ring's: the optimizer's sub-group
+  int64_t numel = 0;             // the ring's: the partition's elements
+};
+
+class HostGradPipeline : public GradLender {
  public:
-  // Adds into `partition` (fp32 or bf16 — tierzero.offload_grad_dtype —, contiguous, host memory;
-  // a bf16 partition holds each sum rounded to nearest even) through `staging` (byte tensors in pinned
-  // host memory, all of one size, at least 8 bytes; at least one slot), copying
+  // Adds into `landing` (a bf16 one holds each sum rounded to nearest even) through `staging` (byte
+  // tensors in pinned host memory, all of one size, at least 8 bytes; at least one slot), copying
   // with `copies` and adding with `adam`'s kernel (both outlive the pipeline); every landed
   // element is multiplied by `scale` (1 / world size: the average over ranks).
-  HostGradPipeline(at::Tensor partition, const std::vector<at::Tensor>& staging, DeviceCopies& copies,
+  HostGradPipeline(GradLanding landing, const std::vector<at::Tensor>& staging, DeviceCopies& copies,
                    const cpu_adam::CpuAdam& adam, float scale, bool overlap);
   ~HostGradPipeline();
   HostGradPipeline(const HostGradPipeline&) = delete;
@@ -75,8 +92,9 @@ class HostGradPipeline {
   // its reduction waited for, or ordered on the current stream) and adds source[run] * scale into
   // the partition for each run (disjoint ranges), a staging slot's worth of fp32 elements at a time
   // (an fp32 piece bound for a bf16 partition is rounded to bf16 on the device before it leaves).
-  // Blocks only while every staging slot is in use; `source` may be dropped by the caller once this
-  // returns. Throws tierzero::Error when `source` is not contiguous or an earlier bucket failed.
+  // Blocks only while every staging slot (ring: every ring slot) is in use; `source` may be dropped
+  // by the caller once this returns. Throws tierzero::Error when `source` is not contiguous or an
+  // earlier bucket failed.
   void land(const at::Tensor& source, std::vector<LandingRun> runs);
   // As land(), for a `source` in fp32 that holds all of its runs' gradient this step (nothing else
   // lands on those elements before the next reset()): source[run] * scale (rounded once to bf16 on
@@ -91,13 +109,27 @@ class HostGradPipeline {
   // Waits until every landed bucket is in the partition. Throws the worker's error, if any.
   void drain();
   // The squared L2 norm of the partition and whether it is finite, from the recorded runs; valid
-  // after drain(). Ranges never landed since reset() count as zero (the partition is zero there).
-  cpu_adam::GradStats grad_stats() const;
+  // after drain() (ring: while the optimizer still steps too). Ranges never landed since reset()
+  // count as zero (the partition is zero there).
+  cpu_adam::GradStats grad_stats();
   // Zeroes the partition and forgets the recorded runs; call after drain(). With overlap the worker
-  // zeroes it in the background, before the next landed bucket (drain() waits for it too).
+  // zeroes it in the background, before the next landed bucket (drain() waits for it too). Ring:
+  // frees the slots of records the optimizer did not read (a step that was abandoned).
   void reset();
 
+  // The optimizer stepping inside the backward failed with `error` (ring only): every held slot is
+  // freed, and landing throws `error` from now on instead of waiting for a slot no one will free.
+  void abandon_ring(std::exception_ptr error);
+
+  // GradLender (ring only): a final record's gradients, read by the optimizer inside the backward.
+  cpu_adam::ConstElements lend(int64_t begin, int64_t count) override;
+  void consumed(int64_t begin, int64_t count) override;
+
+  // The partition; undefined with the ring.
   at::Tensor partition() const { return partition_; }
+  int64_t numel() const { return numel_; }
+  int64_t record_numel() const { return record_numel_; }
+  bool lands_in_ring() const { return ring_ != nullptr; }
   // Seconds since the last reset(): the copies ran on the D2H stream (with timing on), and the
   // backward thread waited for a free staging slot.
   double copy_seconds() const { return copy_seconds_; }
@@ -109,6 +141,7 @@ class HostGradPipeline {
     kRecordNorms,    // land_final(): runs already copied into the partition; record their norms
     kZeroPartition,  // reset(): zero the partition (no slot, no copy)
     kNotify,         // notify_landed(): call `landed`
+    kFreeRingSlot,   // consumed(): zero ring slot `slot`, then free it
   };
   struct Job {
     JobKind kind = JobKind::kAdd;
@@ -128,6 +161,16 @@ class HostGradPipeline {
                                                                            const std::vector<LandingRun>& runs) const;
   // Lands `piece` (at most a slot) for `runs` (offsets relative to `piece`).
   void land_piece(const at::Tensor& bucket_piece, std::vector<LandingRun> runs);
+  // Ring: `runs` cut where records end; else `runs`.
+  std::vector<LandingRun> cut_at_records(std::vector<LandingRun> runs) const;
+  // Ring: lends a slot to each record `runs` land on that has none (blocking while none is free).
+  void hold_records(const std::vector<LandingRun>& runs);
+  // Where partition element `offset` lands (ring: in its record's slot, which it holds).
+  std::byte* landing_at(int64_t offset);
+  // Ring: zeroes and frees every held slot. With mutex_ held.
+  void free_held_slots();
+  // Ring: sums the cut norm runs of `record` from its slot `slot`.
+  void settle_norms(int64_t record, int64_t slot);
   // Runs one job on the calling thread: waits for its copies, then adds or records.
   void run(Job& job);
   // Waits for the job's copy, adds its runs, records their norms.
@@ -136,14 +179,15 @@ class HostGradPipeline {
   void record_norms(Job& job);
   // Hands `job` to the worker (overlap on) or runs it now.
   void submit(Job job);
-  // After `job` ran: its staging slot is given back, a finished zeroing no longer holds off
+  // After `job` ran: its staging (or ring) slot is given back, a finished zeroing no longer holds off
   // land_final(). With mutex_ held.
   void release(const Job& job);
   void work();
-  // The partition as cpu_adam elements (fp32 or bf16).
-  cpu_adam::ConstElements partition_elements() const;
-
-  at::Tensor partition_;
+  at::Tensor partition_;                         // undefined with the ring
+  int64_t numel_ = 0;                            // the partition's elements
+  at::ScalarType dtype_;                         // the landed gradients' (fp32 or bf16)
+  std::unique_ptr<offload::StagingSlots> ring_;  // the ring's slots, or nullptr
+  int64_t record_numel_ = 0;                     // the ring's records
   offload::StagingSlots slots_;  // the staging tensors' bytes
   DeviceCopies& copies_;
   const cpu_adam::CpuAdam& adam_;
@@ -158,8 +202,11 @@ class HostGradPipeline {
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread worker_;
+  std::vector<int64_t> ring_slot_;  // by record: the ring slot it holds, or -1 (with mutex_)
+  std::vector<int64_t> consumed_;   // by record: elements the optimizer has read this step (with mutex_)
 
-  RunNorms run_norms_;  // the accumulated partition's sum of squares, by run
+  std::mutex norms_mutex_;  // run_norms_: recorded by the worker, settled by the optimizer
+  RunNorms run_norms_;      // the accumulated partition's sum of squares, by run
   double copy_seconds_ = 0.0;
   double blocked_seconds_ = 0.0;
 };

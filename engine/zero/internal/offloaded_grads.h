@@ -59,7 +59,7 @@ class OffloadedGrads {
   // Zeroes the host partition for the next window (after drain()).
   void reset();
 
-  // The fp32 host partition gradients land in.
+  // The host partition gradients land in (fp32 or bf16); undefined with the gradient ring.
   at::Tensor partition() const { return pipeline_.partition(); }
 
  private:

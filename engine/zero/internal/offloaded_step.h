@@ -62,7 +62,8 @@ class OffloadedStep {
   // Waits for the last step's copies to the device (their sources are rewritten next) and forgets them.
   void wait_copies();
   // Step number `step` (1 first) over `store`'s pieces (PartitionOptimizer::step's other arguments); call
-  // wait_copies() first. Throws tierzero::Error.
+  // wait_copies() first. With `grads_final`'s lender (the gradient ring), each piece's gradients come
+  // from it and are given back once stepped; `grad` is then unused. Throws tierzero::Error.
   void run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
            const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final);
 
@@ -78,9 +79,10 @@ class OffloadedStep {
   const std::vector<PartitionWrite>& copies() const { return pending_; }
 
  private:
-  // Adam on one piece, then its compute weights on their way; the copy still reading the master, if any.
+  // Adam on one piece with its gradients `grads`, then its compute weights on their way; the copy
+  // still reading the master, if any.
   std::shared_ptr<CopyDone> step_piece(const StepPiece& piece, const StateSpans& state, int64_t step,
-                                       const cpu_adam::AdamHyperParams& hp, const at::Tensor& host_grad,
+                                       const cpu_adam::AdamHyperParams& hp, const cpu_adam::ConstElements& grads,
                                        const SixteenBitOutput& out16, double grad_multiplier,
                                        const at::Tensor& compute_partition);
 

@@ -25,6 +25,11 @@ class RunNorms {
   // finite is false when any sum is inf or NaN.
   cpu_adam::GradStats total(cpu_adam::ConstElements partition, const cpu_adam::CpuAdam& adam) const;
 
+  // Sums the parts of cut runs that lie in [begin, end) from `range` (those elements as they are
+  // now), so total() no longer reads them: the gradient ring lets a record's slot go once Adam has
+  // read it (its runs are cut at record boundaries, so none straddles one).
+  void settle(int64_t begin, int64_t end, cpu_adam::ConstElements range, const cpu_adam::CpuAdam& adam);
+
   // Forgets every run (a new step).
   void clear() { runs_.clear(); }
 

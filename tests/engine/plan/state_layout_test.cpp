@@ -102,6 +102,25 @@ TEST(StateLayoutHeader, PinnedListRecordsInMemoryAndSwapFiles) {
   EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 24576), 3);
   EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 12288), 0);
   EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 0), 0);
+  // The gradient ring: two record-sized slots (300 fp32 elements) instead of the 4000 B partition.
+  HostShape ring = shape;
+  ring.grad_ring_records = 2;
+  const std::vector<offload::PinnedBufferSpec> ring_buffers = pinned_buffers(ring, 0);
+  ASSERT_EQ(ring_buffers.size(), 7u);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(ring_buffers[3 + i].role, offload::PinnedRole::kGradients);
+    EXPECT_EQ(ring_buffers[3 + i].index, i);
+    EXPECT_EQ(ring_buffers[3 + i].bytes, 1200u);
+  }
+  // By budget, the room the ring frees holds more records: 6000 elements of fp32 gradients (24000 B)
+  // against 2 x 1200 B free 21600 B, at least four 3600-byte records after alignment and pages.
+  HostShape big = shape;
+  big.partition = 6000;
+  HostShape big_ring = big;
+  big_ring.grad_ring_records = 2;
+  const int64_t with_partition = records_in_memory(big, kRecordsInMemoryByBudget, 65536);
+  EXPECT_GT(with_partition, 0);
+  EXPECT_GE(records_in_memory(big_ring, kRecordsInMemoryByBudget, 65536), with_partition + 4);
   // Swap files: each streamed record's share of a path rounded up to 4096.
   EXPECT_EQ(swap_bytes(shape, 1, 1, 0).optimizer, 3u * 4096);
   EXPECT_EQ(swap_bytes(shape, 1, 2, 0).optimizer, 3u * 4096 * 2);

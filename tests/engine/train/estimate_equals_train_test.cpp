@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -72,6 +73,13 @@ json zero(int stage, json optimizer, json params = json()) {
   return z;
 }
 
+// Stage 3 with the overlap the optimizer needs to step inside the backward (the gradient ring).
+json ring_zero(json optimizer) {
+  json z = zero(3, std::move(optimizer));
+  z["overlap_comm"] = true;
+  return z;
+}
+
 std::vector<Case> cases() {
   const json none = offload("none"), cpu = offload("cpu"), nvme = offload("nvme", kNvmeOpt);
   const json compact_int8 = {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}};
@@ -98,6 +106,10 @@ std::vector<Case> cases() {
       {"LoraBaseOnNvme", 1, zero(3, cpu, offload("nvme", kNvmePar)), {{"lora", kLora}}},
       {"LoraBasePinnedOptimizerNvmeByBudget", 1, zero(3, nvme, offload("cpu", {{"pin_memory", true}})), {{"lora", kLora}, {"optimizer_records_in_memory", "auto"}, {"pinned_memory_limit", "1MB"}}},
       {"LoraBaseOnNvmeInt8", 1, zero(3, cpu, offload("nvme", kNvmePar)), {{"lora", kLora}, {"optimizer_state_dtype", "int8"}}, true},
+      // The gradient ring instead of the partition (the optimizer inside the window's backward: one rank,
+      // stage 3, no clipping, accumulation 2): records in memory by budget take the room it frees.
+      {"Stage3GradRingCpu", 1, ring_zero(cpu), {{"grad_ring_records", 40}}},
+      {"Stage3GradRingNvmeByBudget", 1, ring_zero(nvme), {{"grad_ring_records", 40}, {"offload_grad_dtype", "bf16"}, {"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}, {"optimizer_records_in_memory", "auto"}, {"pinned_memory_limit", "600KB"}}, true},
       {"TwoRanksStage1Cpu", 2, zero(1, cpu), json::object()},
       {"TwoRanksStage2NvmeTwoInMemory", 2, zero(2, nvme), {{"optimizer_records_in_memory", 2}}},
       {"TwoRanksStage2CpuBf16State", 2, zero(2, cpu), bf16_state},
@@ -231,8 +243,10 @@ TEST_P(EstimateEqualsTrain, PinnedAndNvmeBytesToTheByte) {
   const Case& c = GetParam();
   for (const char* model_json : kModels) {
     test_support::ScratchDir dir;
+    const bool ring = c.tierzero.contains("grad_ring_records");  // its step needs a window, and no clipping
     json ds = {{"train_micro_batch_size_per_gpu", 1},
-               {"gradient_accumulation_steps", c.accumulation},
+               {"gradient_accumulation_steps", ring ? std::max<int64_t>(2, c.accumulation) : c.accumulation},
+               {"gradient_clipping", ring ? 0.0 : 1.0},
                {"bf16", {{"enabled", c.bf16}}},
                {"zero_optimization", with_dirs(c.zero, dir.path())},
                {"tierzero", with_dirs(c.tierzero, dir.path())}};

@@ -98,6 +98,8 @@ std::vector<std::string> Scenario::to_args() const {
           "--state_dtype=" + state_dtype,
           "--round_away=" + std::to_string(round_away),
           "--records_in_memory=" + std::to_string(records_in_memory),
+          "--host_grads=" + host_grads,
+          "--grad_ring_records=" + std::to_string(grad_ring_records),
           "--plan_steps=" + std::to_string(plan_steps),
           "--compare_fp32_master=" + std::to_string(compare_fp32_master)};
 }
@@ -194,6 +196,10 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.round_away = value == "1";
     else if (key == "records_in_memory")
       s.records_in_memory = std::stoll(value);
+    else if (key == "host_grads")
+      s.host_grads = value;
+    else if (key == "grad_ring_records")
+      s.grad_ring_records = std::stoll(value);
     else if (key == "plan_steps")
       s.plan_steps = value == "1";
     else if (key == "compare_fp32_master")
@@ -225,6 +231,8 @@ std::string Scenario::name() const {
   if (state_dtype != defaults.state_dtype) knobs += "_state_" + state_dtype;
   if (round_away) knobs += "_round_away";
   if (records_in_memory != 0) knobs += "_records_in_memory" + std::to_string(records_in_memory);
+  if (host_grads != defaults.host_grads) knobs += "_host_grads_" + host_grads;
+  if (grad_ring_records != 0) knobs += "_grad_ring" + std::to_string(grad_ring_records);
   if (!plan_steps) knobs += "_unplanned";
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
@@ -272,6 +280,8 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.optimizer_state_dtype = s.state_dtype == "int8" ? at::kChar : dtype_of(s.state_dtype);
   if (s.round_away) options.params16_rounding = cpu_adam::Bf16Rounding::kNearestAway;
   options.optimizer_records_in_memory = s.records_in_memory;
+  options.offload_grad_dtype = dtype_of(s.host_grads);
+  options.grad_ring_records = s.grad_ring_records;
   if (!s.nvme_dir.empty())
     options.nvme_optimizer = {.paths = {s.nvme_dir},
                               .buffer_count = s.nvme_buffers,
