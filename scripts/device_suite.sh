@@ -8,6 +8,10 @@
 #                                      parity with transformers (needs transformers + peft importable, e.g.
 #                                      wheels carried in .whl), held-out evaluation plain and offloaded,
 #                                      estimate's GPU detection
+#   scripts/device.sh scripts/device_suite.sh layer OUTDIR     the offload layer's end-to-end checks on the GPU: the LoRA
+#                                      base on NVMe (RecordCache + DeviceCopies::upload) gives the pinned base's losses;
+#                                      the gradient ring (tierzero.grad_ring_records, first refused with one slot, naming
+#                                      the minimum) gives the whole partition's losses; bench pcie's rows verify
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
@@ -59,6 +63,31 @@ case "$what" in
       --eval-fraction 0.05 --eval-every 5 2>&1 | tee "$out/train_eval_offload.txt" | grep -E "eval|done"
     "$tz" estimate --model benchmarks/models/qwen2.5_14b.json --config benchmarks/configs/zero3_14b_compact_24gb.json \
       --nvme /tmp 2>&1 | tee "$out/estimate.txt" | grep -iE "gpu|ranks|host memory" ;;
+  layer)
+    # derive NAME BASE PY-EXPR: $out/NAME.json is configs/BASE.json with the edit applied to `c`.
+    derive() {
+      python3 -c 'import json,sys; c=json.load(open(sys.argv[2])); exec(sys.argv[3]); json.dump(c, open(sys.argv[1], "w"))' \
+        "$out/$1.json" "configs/$2.json" "$3"
+    }
+    losses() { python3 -c 'import json,sys; print(" ".join(repr(d["loss"]) for d in map(json.loads, open(sys.argv[1])) if "loss" in d))' "$1"; }
+    train() { timeout 200 "$tz" train --data configs/data/tiny_corpus.u16 --steps 6 "$@" 2>&1 | tail -3; }
+    rm -rf /tmp/tz_lora_nvme && mkdir -p /tmp/tz_lora_nvme
+    lora='c["gradient_accumulation_steps"] = 4; c["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}'
+    derive lora_pinned lora "$lora"
+    derive lora_nvme lora "$lora; c[\"zero_optimization\"][\"offload_param\"] = {\"device\": \"nvme\", \"nvme_path\": \"/tmp/tz_lora_nvme\"}"
+    for v in lora_pinned lora_nvme; do train --config "$out/$v.json" --metrics "$out/$v.jsonl"; done
+    a=$(losses "$out/lora_pinned.jsonl"); b=$(losses "$out/lora_nvme.jsonl")
+    echo "LoRA base on NVMe vs pinned, losses: $([[ -n $a && $a == "$b" ]] && echo "equal ($a)" || echo "DIFFER: $a | $b")"
+    ring='c["gradient_clipping"] = 0.0; c["gradient_accumulation_steps"] = 4; c["zero_optimization"]["sub_group_size"] = 1e5'
+    derive ring_off zero3_offload_cpu "$ring"
+    derive ring_one zero3_offload_cpu "$ring; c[\"tierzero\"][\"grad_ring_records\"] = 1"
+    need=$(train --config "$out/ring_one.json" | grep -o 'at least [0-9]*' | grep -o '[0-9]*$')
+    echo "gradient ring: $([[ -n $need ]] && echo "one slot refused, the engine asks for $need" || echo "one slot accepted")"
+    derive ring_on zero3_offload_cpu "$ring; c[\"tierzero\"][\"grad_ring_records\"] = ${need:-1}"
+    for v in ring_off ring_on; do train --config "$out/$v.json" --metrics "$out/$v.jsonl"; done
+    a=$(losses "$out/ring_off.jsonl"); b=$(losses "$out/ring_on.jsonl")
+    echo "gradient ring vs whole partition, losses: $([[ -n $a && $a == "$b" ]] && echo "equal ($a)" || echo "DIFFER: $a | $b")"
+    run pcie bench pcie ;;
   multigpu)
     [[ "$(nvidia-smi -L | wc -l)" -ge 2 ]] || { echo "multigpu: fewer than 2 GPUs"; exit 1; }
     rm -rf /tmp/tz_ck /tmp/tz_exp /tmp/tz_conv
@@ -112,5 +141,5 @@ case "$what" in
       cat "$out/train_$shape.measure.json"; echo
       [[ -n $nvme ]] && rm -rf "${nvme:?}"
     done ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
 esac

@@ -1,6 +1,8 @@
 // One rank's memory, item by item, as engine/zero and engine/model hold it (plan.h lists the rules).
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <thread>
 
 #include "engine/plan/internal/model_params.h"
 #include "engine/plan/internal/plan_core.h"
@@ -13,7 +15,8 @@ using offload::PinnedRole;
 
 constexpr uint64_t kCudaContextBytes = 500'000'000;  // CUDA context and kernels, outside the allocator
 constexpr uint64_t kHostRuntimeBytes = 2ull << 30;   // LibTorch, CUDA's host side, the process itself
-constexpr double kStreamPieceBytes = 16 << 20;       // param_source.cpp's kPieceBytes
+constexpr double kStreamPieceBytes = 64 << 20;       // param_loading.cpp's fp32 piece: 16 Mi elements
+constexpr double kReadBufferBytes = 2 << 20;         // param_source.cpp's kPieceBytes, one a reading thread
 constexpr int kLiveReduceBuckets = 3;                // the open bucket and two launched ones
 
 uint64_t u(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(v); }
@@ -283,8 +286,11 @@ void buffers(Items& out, const RunShape& s) {
   out.add(Tier::kPageable, "process runtime (LibTorch, CUDA host side)", Phase::kResident, kHostRuntimeBytes, "~2 GiB");
   // Each rank reads its shard's ranges from the trainer's weight source (functional_model.h).
   if (s.weights_from_checkpoint) {
-    out.add(Tier::kPageable, "weights read from safetensors at start-up", Phase::kStartup, kStreamPieceBytes,
-            "16 MiB pieces (param_source.cpp)");
+    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    out.add(Tier::kPageable, "weights read from safetensors at start-up", Phase::kStartup,
+            kStreamPieceBytes + threads * kReadBufferBytes,
+            "a 64 MiB fp32 piece (param_loading.cpp) + 2 MiB x " + std::to_string(threads) +
+                " reading threads (this machine's cores; param_source.cpp)");
   } else {
     out.add(Tier::kPageable, "random weights redrawn at start-up", Phase::kStartup, 4.0 * s.largest_param,
             "4 B x " + count_text(s.largest_param) + " (the largest parameter, fp32; random_init_params)");
