@@ -57,6 +57,10 @@ enum class DeviceChoice : uint8_t {
 // kUnsupported naming why where there is none; kInvalidArgument for a device past the GPUs found.
 Result<std::string> describe_gpu(int cuda_device);
 
+// Ok for cudaSuccess, else kInternal "`what`: <CUDA error name> (<its text>)" for CUDA runtime error
+// `error` (a cudaError_t; defined in builds with CUDA only, for the stack's CUDA-speaking files).
+Status cuda_status(int error, const std::string& what);
+
 // ---- Pinned host memory -------------------------------------------------------------------------
 // The exact-size pool (arena_pool.h) over pinned arenas that HostTier and the tools allocate from.
 struct PinnedPoolOptions {

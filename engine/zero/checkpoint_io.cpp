@@ -1,4 +1,3 @@
-#include "engine/zero/background_save.h"
 #include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>

@@ -35,10 +35,6 @@ Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, in
 // The host implementation; `reason` is shown in its description.
 std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason);
 
-// Ok for cudaSuccess, else kInternal "`what`: <CUDA error name> (<its text>)" for CUDA runtime error
-// `error` (a cudaError_t; defined in builds with CUDA only).
-Status cuda_status(int error, const std::string& what);
-
 #ifdef TIERZERO_HAVE_CUDA
 // Number of CUDA GPUs, or an error naming the CUDA error (no driver, no device).
 Result<int> cuda_device_count();

@@ -14,7 +14,6 @@
 #include <exception>
 #include <future>
 
-#include "offload/internal/device_memory.h"
 #endif
 
 namespace tierzero::offload {

@@ -15,7 +15,6 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
-#include "offload/internal/device_memory.h"
 #endif
 
 namespace tierzero::offload {

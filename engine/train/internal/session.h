@@ -46,7 +46,6 @@
 #include "engine/train/internal/run_setup.h"
 #include "engine/train/internal/step_report.h"
 #include "engine/train/trainer.h"
-#include "engine/zero/background_save.h"
 #include "engine/zero/zero_engine.h"
 
 namespace tierzero::engine::trainer {

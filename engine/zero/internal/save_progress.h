@@ -1,5 +1,5 @@
 // How far a save in flight has read the optimizer's state, for the steps that run while it streams
-// out (a BackgroundSave, background_save.h): the writer announces each prefix of the partition it
+// out (a BackgroundSave, zero_engine.h): the writer announces each prefix of the partition it
 // has copied out of every stored part, and the optimizer holds its update of an element until the
 // save is past it (or has ended), so the checkpoint holds the state as it was when the save began.
 #pragma once

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
-#include "engine/zero/background_save.h"
 #include "engine/zero/zero_engine.h"
 #include "offload_engine.h"
 #include "scenario.h"
@@ -141,8 +140,7 @@ TEST(BackgroundSave, AFailedWriteIsReturnedByFinishAndKeepsThePreviousCheckpoint
     e.train_step(2);  // the step runs beside the failing save, and is not held by it
     finished = save->finish();
   }
-  EXPECT_FALSE(finished.ok());
-  EXPECT_NE(finished.message().find(dir.path() + "/global_step2"), std::string::npos) << finished.message();
+  EXPECT_ERROR(finished, ErrorCode::kIo, dir.path() + "/global_step2");  // EFBIG: past the size limit
   e.train_step(3);  // training goes on
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::CheckpointReader> reader,
                        checkpoint::CheckpointReader::open(dir.path()));
