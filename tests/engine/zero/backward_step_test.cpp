@@ -117,14 +117,20 @@ TEST(BackwardStep, TrainingEqualsTheStepAfterTheBackwardBitForBit) {
   expect_same_inside_and_after_backward(s);
 }
 
-TEST(BackwardStep, NvmeOptimizerWithSomeRecordsInMemoryEqualsTheStepAfterTheBackward) {
-  const std::string dir = ::testing::TempDir() + "/backward_step_nvme";
+// A bf16 scenario with the optimizer's records on NVMe under TempDir()/`dir_name`, 3 swap buffers.
+Scenario nvme_scenario(const std::string& dir_name) {
+  const std::string dir = ::testing::TempDir() + "/" + dir_name;
   std::filesystem::create_directories(dir);
   Scenario s;
   s.dtype = "bf16";
   s.sub_group_numel = 1024;
   s.nvme_dir = dir;
   s.nvme_buffers = 3;
+  return s;
+}
+
+TEST(BackwardStep, NvmeOptimizerWithSomeRecordsInMemoryEqualsTheStepAfterTheBackward) {
+  Scenario s = nvme_scenario("backward_step_nvme");
   s.records_in_memory = 4;  // the first records in pinned memory, the rest streamed
   expect_same_inside_and_after_backward(s);
 }
@@ -182,14 +188,8 @@ TEST(GradRing, HostOptimizerEqualsTheWholePartitionBitForBit) {
 }
 
 TEST(GradRing, NvmeOptimizerEqualsTheWholePartitionBitForBit) {
-  const std::string dir = ::testing::TempDir() + "/grad_ring_nvme";
-  std::filesystem::create_directories(dir);
-  Scenario s;
-  s.dtype = "bf16";
+  Scenario s = nvme_scenario("grad_ring_nvme");
   s.host_grads = "bf16";
-  s.sub_group_numel = 1024;
-  s.nvme_dir = dir;
-  s.nvme_buffers = 3;
   expect_ring_equals_partition(s);
   s.records_in_memory = 4;  // the first records in pinned memory, the rest streamed
   expect_ring_equals_partition(s);
