@@ -109,11 +109,8 @@ def hf_model(model_dir, adapter_dir=None):
     import torch
     import transformers
     import make_hf_fixture
-    with open(os.path.join(model_dir, "config.json")) as f:
-        cls_name = {"gemma2": "Gemma2Config"}.get(json.load(f)["model_type"], "")
-    attn = "eager" if cls_name in make_hf_fixture.EAGER else "sdpa"
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
-                                                              attn_implementation=attn).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation=make_hf_fixture.attention_of(model_dir)).eval()
     if adapter_dir:
         import peft
         model = peft.PeftModel.from_pretrained(model, adapter_dir).eval()

@@ -100,6 +100,16 @@ MODELS = {
 }
 # Families whose modeling code has no sdpa path (Gemma 2's soft-capping): run transformers' eager one.
 EAGER = {"Gemma2Config"}
+EAGER_MODEL_TYPES = {"gemma2"}
+
+
+def attention_of(model_dir):
+    """The attn_implementation transformers must load MODEL_DIR with to compute what the model defines:
+    "eager" for EAGER families, "sdpa" otherwise. It must be named: transformers before 5.25 loaded
+    Gemma 2 with sdpa by default, which drops attn_logit_softcapping without a word."""
+    import json
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return "eager" if json.load(f)["model_type"] in EAGER_MODEL_TYPES else "sdpa"
 COMMON = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
               max_position_embeddings=64, rms_norm_eps=1e-6)
 BATCH, SEQ = 2, 9

@@ -51,8 +51,10 @@ def exported_loss(export_dir, ids):
     """transformers' loss on `ids` with the exported model; raises when weights are missing or extra."""
     import torch
     import transformers
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(export_dir, dtype=torch.float32,
-                                                                     output_loading_info=True)
+    import make_hf_fixture
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(
+        export_dir, dtype=torch.float32, attn_implementation=make_hf_fixture.attention_of(export_dir),
+        output_loading_info=True)
     problems = {key: value for key, value in info.items() if value}
     if problems:
         raise RuntimeError(f"{export_dir}: transformers reports {problems}")
@@ -71,7 +73,9 @@ def step1_loss(model, ids):
 def transformers_step1(model_dir, ids):
     import torch
     import transformers
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).train()
+    import make_hf_fixture
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation=make_hf_fixture.attention_of(model_dir)).train()
     loss = step1_loss(model, ids)
     loss.backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
