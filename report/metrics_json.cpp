@@ -35,6 +35,12 @@ class FieldReader {
     integer(key, wide, required);
     out = static_cast<int>(wide);
   }
+  void boolean(const char* key, bool& out) {
+    const json* v = find(key, true);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) return fail(key, *v, "true or false");
+    out = v->get<bool>();
+  }
   // A number, or null for a value that was not finite.
   void number(const char* key, double& out) {
     const json* v = find(key, true);
@@ -143,6 +149,17 @@ json eval_line(const EvalMetrics& e) {
   return j;
 }
 
+json save_line(const SaveMetrics& s) {
+  json j = {{"type", "save"},
+            {"step", s.step},
+            {"bytes", s.bytes},
+            {"durable_s", number_or_null(s.durable_s)},
+            {"background", s.background}};
+  if (s.write_s) j["write_s"] = number_or_null(*s.write_s);
+  if (s.held_s) j["held_s"] = number_or_null(*s.held_s);
+  return j;
+}
+
 Result<RunInfo> parse_run_line(const json& line) {
   RunInfo run;
   int64_t format = 0;
@@ -215,6 +232,19 @@ Result<EvalMetrics> parse_eval_line(const json& line) {
   r.optional_number("eval_time_s", e.eval_time_s);
   if (!r.status().ok()) return r.status();
   return e;
+}
+
+Result<SaveMetrics> parse_save_line(const json& line) {
+  SaveMetrics s;
+  FieldReader r(line);
+  r.integer("step", s.step, true);
+  r.integer("bytes", s.bytes, true);
+  r.number("durable_s", s.durable_s);
+  r.boolean("background", s.background);
+  r.optional_number("write_s", s.write_s);
+  r.optional_number("held_s", s.held_s);
+  if (!r.status().ok()) return r.status();
+  return s;
 }
 
 }  // namespace tierzero::report::internal

@@ -56,9 +56,19 @@ Result<RunMetrics> read_metrics_file(const std::string& path) {
       out.evals.push_back(std::move(eval).value());
       continue;
     }
+    if (type == "save") {
+      Result<SaveMetrics> save = internal::parse_save_line(line);
+      if (!save.ok()) return save.status().with_context(where.substr(0, where.size() - 2));
+      if (!out.saves.empty() && save->step <= out.saves.back().step) {
+        return corrupt(where + "the save of step " + std::to_string(save->step) + " follows the save of step " +
+                       std::to_string(out.saves.back().step) + "; saves must go forward (two runs appended to one file?)");
+      }
+      out.saves.push_back(std::move(save).value());
+      continue;
+    }
     if (type != "step") {
       return corrupt(where + "'type' is \"" + type +
-                     "\"; every line after the run line is a \"step\" or an \"eval\" line" + kSeeFormat);
+                     "\"; every line after the run line is a \"step\", \"eval\" or \"save\" line" + kSeeFormat);
     }
     Result<StepMetrics> step = internal::parse_step_line(line);
     if (!step.ok()) return step.status().with_context(where.substr(0, where.size() - 2));

@@ -28,6 +28,10 @@ Status MetricsWriter::write_eval(const EvalMetrics& eval) {
   return write_line(internal::eval_line(eval).dump(), "the evaluation after step " + std::to_string(eval.step));
 }
 
+Status MetricsWriter::write_save(const SaveMetrics& save) {
+  return write_line(internal::save_line(save).dump(), "the save of step " + std::to_string(save.step));
+}
+
 Status MetricsWriter::write_line(const std::string& line, const std::string& what) {
   if (!file_) return io_error("metrics file " + path_ + " is closed; cannot write " + what);
   if (std::fputs(line.c_str(), file_.get()) < 0 || std::fputc('\n', file_.get()) == EOF ||

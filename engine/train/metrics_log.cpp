@@ -57,4 +57,8 @@ Status MetricsLog::write_eval(const EvalResult& result) {
   return tensorboard_ ? tensorboard_->write_eval(eval) : Status();
 }
 
+Status MetricsLog::write_save(const report::SaveMetrics& save) {
+  return writer_ ? writer_->write_save(save) : Status();
+}
+
 }  // namespace tierzero::engine::trainer

@@ -1,9 +1,13 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
@@ -23,6 +27,20 @@ bool same_directory(const std::string& a, const std::string& b) {
   char real_a[PATH_MAX], real_b[PATH_MAX];
   return realpath(a.c_str(), real_a) != nullptr && realpath(b.c_str(), real_b) != nullptr &&
          std::strcmp(real_a, real_b) == 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Bytes of the regular files below `path` (0 where it cannot be read: the figure is a report).
+uint64_t directory_bytes(const std::string& path) {
+  std::error_code error;
+  uint64_t bytes = 0;
+  for (auto it = std::filesystem::recursive_directory_iterator(path, error);
+       !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error))
+    if (it->is_regular_file(error)) bytes += it->file_size(error);
+  return bytes;
 }
 
 }  // namespace
@@ -149,6 +167,8 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
   const bool saved_already =
       iteration == first_step_ && same_directory(args_.resume_dir, dir) && checkpoint::is_engine_checkpoint(dir);
   const bool with_model = lora_ != nullptr || config_.config.zero.gather_16bit_weights_on_model_save;
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<report::SaveMetrics> saved;
   if (saved_already) {
     if (printer()) TZ_RETURN_IF_ERROR(checkpoint::complete_latest(dir));
   } else if (iteration < last_step_ && !with_model) {
@@ -156,17 +176,21 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
     TZ_ASSIGN_OR_RETURN(pending_save_, BackgroundSave::start(dir, *engine_, extras(iteration),
                                                              checkpoint_compression_level(config_.config)));
     pending_iteration_ = iteration;
+    pending_start_ = start;
     return Status();
   } else {
     TZ_RETURN_IF_ERROR(
         save_engine_checkpoint(dir, *engine_, extras(iteration), checkpoint_compression_level(config_.config)));
+    saved.emplace();
+    saved->step = iteration;
+    saved->durable_s = seconds_since(start);
   }
   if (lora_ != nullptr) {
     TZ_RETURN_IF_ERROR(save_lora_adapter(dir));  // as the HF Trainer saves a PEFT model's checkpoint
   } else if (config_.config.zero.gather_16bit_weights_on_model_save) {
     TZ_RETURN_IF_ERROR(save_16bit_model(*engine_, model_.config_json, dir, {.companion_dirs = {args_.model_dir}}));
   }
-  return saved_checkpoint(iteration, "");
+  return saved_checkpoint(iteration, saved, "");
 }
 
 Status TrainingSession::finish_save() {
@@ -174,19 +198,43 @@ Status TrainingSession::finish_save() {
   const std::unique_ptr<BackgroundSave> save = std::move(pending_save_);
   Status status = save->finish();
   if (status.ok()) {
+    const report::SaveMetrics saved{.step = pending_iteration_,
+                                    .durable_s = seconds_since(pending_start_),
+                                    .background = true,
+                                    .write_s = save->write_seconds(),
+                                    .held_s = save->held_seconds()};
     char note[96];
     std::snprintf(note, sizeof(note), " (written during step %lld; its optimizer waited %.3f s for it)",
                   static_cast<long long>(pending_iteration_ + 1), save->held_seconds());
-    status = saved_checkpoint(pending_iteration_, note);
+    status = saved_checkpoint(pending_iteration_, saved, note);
   }
   return status.ok() ? status : after_failed_save(pending_iteration_, status);
 }
 
-Status TrainingSession::saved_checkpoint(int64_t iteration, const std::string& note) {
+Status TrainingSession::saved_checkpoint(int64_t iteration, std::optional<report::SaveMetrics> saved,
+                                         const std::string& note) {
   const std::string& dir = args_.save_dir;
-  if (printer() && iteration < last_step_)
-    print_line("  saved " + dir + "/global_step" + std::to_string(iteration) + note);
-  if (!printer() || keep_last_ <= 0) return Status();
+  const std::string path = dir + "/global_step" + std::to_string(iteration);
+  if (!printer()) return Status();
+  if (saved) {
+    saved->bytes = static_cast<int64_t>(directory_bytes(path));
+    // The rate is the save's own: a background save's files were done before the step it ran beside.
+    const double seconds = saved->write_s.value_or(saved->durable_s);
+    char figures[160];
+    std::snprintf(figures, sizeof(figures), ": %s, durable %.2f s after it began; written at %s",
+                  format_bytes(static_cast<uint64_t>(saved->bytes)).c_str(), saved->durable_s,
+                  format_rate(static_cast<double>(saved->bytes) / std::max(seconds, 1e-9)).c_str());
+    std::string line = "  saved " + path + note + figures;
+    if (saved->write_s) {
+      std::snprintf(figures, sizeof(figures), " (its files in %.2f s)", *saved->write_s);
+      line += figures;
+    }
+    print_line(line);
+    TZ_RETURN_IF_ERROR(metrics_.write_save(*saved));
+  } else if (iteration < last_step_) {
+    print_line("  saved " + path + note);
+  }
+  if (keep_last_ <= 0) return Status();
   // The new checkpoint is durable on every rank (the save agreed); a failed clean-up loses no state.
   Status removed = remove_old_checkpoints(dir, keep_last_);
   if (!removed.ok()) print_line("warning: keeping older checkpoints: " + removed.to_string());

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -132,13 +133,13 @@ class EngineSave final : public BackgroundSave {
   // Writes this rank's files from `data`: on a thread of its own with `in_background`, else now.
   void write(checkpoint::RankData data, bool in_background) {
     if (!in_background) {
-      written_ = write_rank(data);
+      write_now(data);
       return;
     }
     writer_ = std::thread([this, data = std::move(data)]() mutable {
       {
         const checkpoint::RankData fills = std::move(data);  // gone (records let go) before the end
-        written_ = write_rank(fills);
+        write_now(fills);
       }
       progress_->end();  // the optimizer holds for nothing more, whatever became of the save
     });
@@ -154,8 +155,14 @@ class EngineSave final : public BackgroundSave {
   }
 
   double held_seconds() const override { return progress_->held_seconds(); }
+  double write_seconds() const override { return write_seconds_; }
 
  private:
+  // Writes the rank's files: written_ its status, write_seconds_ the time since started_.
+  void write_now(const checkpoint::RankData& data) {
+    written_ = write_rank(data);
+    write_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
   Status write_rank(const checkpoint::RankData& data) {
     try {
       return checkpoint::write_checkpoint_rank(dir_, tag_, manifest_, static_cast<uint32_t>(comm_.rank()), data,
@@ -172,8 +179,10 @@ class EngineSave final : public BackgroundSave {
   const checkpoint::CheckpointManifest manifest_;
   const checkpoint::CheckpointOptions options_;
   std::shared_ptr<SaveProgress> progress_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::thread writer_;
-  Status written_;  // the rank files' write, once the writer is done
+  Status written_;             // the rank files' write, once the writer is done
+  double write_seconds_ = 0;   // from started_ to the end of that write
 };
 
 // `fills`, the sections of a partition of `numel` elements in manifest group `group`'s state_parts()

@@ -422,6 +422,9 @@ class BackgroundSave {
   virtual Status finish() = 0;
   // Seconds the optimizer's steps waited for the save to read the state they update.
   virtual double held_seconds() const = 0;
+  // Seconds from start() until this rank's files were written and synced (the save's own time;
+  // finish() may come later). Read after finish().
+  virtual double write_seconds() const = 0;
 };
 
 // Makes `status` the same on every rank of `comm`: a rank's own error when it failed, else an

@@ -2,7 +2,8 @@
 //
 // One JSON object per line (format described in report/METRICS.md): first a run line
 // {"type":"run","format":1,...} with the run's configuration, then one {"type":"step",...} line per
-// optimizer step, and one {"type":"eval",...} line after the step an evaluation followed. The trainer writes it with MetricsWriter; `tierzero report` reads it with
+// optimizer step, one {"type":"eval",...} line after the step an evaluation followed, and one
+// {"type":"save",...} line when a checkpoint became durable. The trainer writes it with MetricsWriter; `tierzero report` reads it with
 // read_metrics_file. No LibTorch, no CUDA: this library sits beside common/.
 #pragma once
 
@@ -81,12 +82,24 @@ struct EvalMetrics {
   std::optional<double> eval_time_s;
 };
 
+// One checkpoint made durable by `train --save` / `--save-every`, written when it is (after the step
+// a periodic save ran beside). Sizes and times are of the engine checkpoint, DIR/global_stepN.
+struct SaveMetrics {
+  int64_t step = 0;               // the optimizer step whose state it holds
+  int64_t bytes = 0;              // bytes of its files on disk, every rank's
+  double durable_s = 0;           // wall seconds from the save's start until it was committed (durable)
+  bool background = false;        // it streamed out while the next step ran (commit after that step)
+  std::optional<double> write_s;  // background: seconds until rank 0's files were written and synced
+  std::optional<double> held_s;   // background: seconds the optimizer waited for the save to read its state
+};
+
 // A whole metrics file as read.
 struct RunMetrics {
   std::string path;
   RunInfo run;  // run.name filled in from the path when the file left it empty
   std::vector<StepMetrics> steps;
   std::vector<EvalMetrics> evals;  // in file order (steps non-decreasing)
+  std::vector<SaveMetrics> saves;  // in file order (steps increasing)
 };
 
 // Writes a metrics file line by line. Rank 0 alone writes; every line is flushed as written, so
@@ -101,6 +114,8 @@ class MetricsWriter {
   Status write_step(const StepMetrics& step);
   // Appends one eval line and flushes it. Error (kIo) names the path and the step.
   Status write_eval(const EvalMetrics& eval);
+  // Appends one save line and flushes it. Error (kIo) names the path and the step.
+  Status write_save(const SaveMetrics& save);
 
   // Closes the file; further write_step calls fail. Error (kIo) when the final flush or close
   // fails. The destructor closes without reporting.
@@ -121,7 +136,8 @@ class MetricsWriter {
 
 // Reads a metrics file. Errors name the file and the 1-based line: not JSON, a missing or
 // mistyped field, a first line that is not the run line, a format newer than this reader, a step
-// number that does not increase (an eval line's step may repeat the step line's before it) (kCorrupt); a file that cannot be opened (kNotFound / kIo).
+// number that does not increase (an eval line's step may repeat the step line's before it; save
+// lines' steps increase among themselves) (kCorrupt); a file that cannot be opened (kNotFound / kIo).
 // Unknown fields are ignored, so newer writers may add some.
 Result<RunMetrics> read_metrics_file(const std::string& path);
 

@@ -14,6 +14,8 @@ nlohmann::json step_line(const StepMetrics& step);
 
 // {"type":"eval", ...} for `eval`.
 nlohmann::json eval_line(const EvalMetrics& eval);
+// {"type":"save", ...} for `save`.
+nlohmann::json save_line(const SaveMetrics& save);
 
 // The run line's fields; the error (kCorrupt) names the field and what it should be, without the
 // file and line, which the caller adds.
@@ -22,5 +24,7 @@ Result<RunInfo> parse_run_line(const nlohmann::json& line);
 Result<StepMetrics> parse_step_line(const nlohmann::json& line);
 // An eval line's fields. Errors as parse_run_line.
 Result<EvalMetrics> parse_eval_line(const nlohmann::json& line);
+// A save line's fields. Errors as parse_run_line.
+Result<SaveMetrics> parse_save_line(const nlohmann::json& line);
 
 }  // namespace tierzero::report::internal

@@ -174,6 +174,51 @@ TEST_F(MetricsFileTest, MalformedLineNamesFileAndLine) {
   EXPECT_ERROR(read_metrics_file(file), ErrorCode::kCorrupt, "partial last line");
 }
 
+TEST_F(MetricsFileTest, SaveLinesReadBackAndMustGoForward) {
+  const SaveMetrics periodic{
+      .step = 2, .bytes = 123456789, .durable_s = 1.5, .background = true, .write_s = 1.25, .held_s = 0.125};
+  SaveMetrics last;
+  last.step = 4;
+  last.bytes = 987654321;
+  last.durable_s = 2.5;
+  {
+    MetricsWriter writer = value_or_throw(MetricsWriter::open(path("save.jsonl"), run_info()));
+    for (int64_t s = 1; s <= 4; ++s) {
+      ASSERT_OK(writer.write_step(step(s)));
+      if (s == 3) {
+        ASSERT_OK(writer.write_save(periodic));  // committed after the step it ran beside
+      }
+    }
+    ASSERT_OK(writer.write_save(last));
+    ASSERT_OK(writer.close());
+  }
+  const RunMetrics read = value_or_throw(read_metrics_file(path("save.jsonl")));
+  EXPECT_EQ(read.steps.size(), 4u);
+  ASSERT_EQ(read.saves.size(), 2u);
+  EXPECT_EQ(read.saves[0].step, 2);
+  EXPECT_EQ(read.saves[0].bytes, 123456789);
+  EXPECT_DOUBLE_EQ(read.saves[0].durable_s, 1.5);
+  EXPECT_TRUE(read.saves[0].background);
+  EXPECT_DOUBLE_EQ(*read.saves[0].write_s, 1.25);
+  EXPECT_DOUBLE_EQ(*read.saves[0].held_s, 0.125);
+  EXPECT_EQ(read.saves[1].bytes, 987654321);
+  EXPECT_FALSE(read.saves[1].background);
+  EXPECT_FALSE(read.saves[1].write_s.has_value()) << "a synchronous save has no separate write time";
+
+  const std::string save4 = R"json({"type":"save","step":4,"bytes":10,"durable_s":1,"background":false})json";
+  const std::string save2 = R"json({"type":"save","step":2,"bytes":10,"durable_s":1,"background":true})json";
+  EXPECT_ERROR(read_metrics_file(write_text("back.jsonl", kRunLine + "\n" + save4 + "\n" + save2 + "\n")),
+               ErrorCode::kCorrupt, "back.jsonl:3: the save of step 2 follows the save of step 4");
+  std::string no_bytes = save4;
+  no_bytes.replace(no_bytes.find(R"("bytes":10,)"), 11, "");
+  EXPECT_ERROR(read_metrics_file(write_text("nobytes.jsonl", kRunLine + "\n" + no_bytes + "\n")),
+               ErrorCode::kCorrupt, "nobytes.jsonl:2: field 'bytes' is missing");
+  std::string text_flag = save4;
+  text_flag.replace(text_flag.find("false"), 5, "\"no\"");
+  EXPECT_ERROR(read_metrics_file(write_text("flag.jsonl", kRunLine + "\n" + text_flag + "\n")),
+               ErrorCode::kCorrupt, "flag.jsonl:2: field 'background' is string; expected true or false");
+}
+
 TEST_F(MetricsFileTest, MissingAndMistypedFieldsAreNamed) {
   std::string no_loss = kStepLine;
   no_loss.replace(no_loss.find("\"loss\":2.5,"), 11, "");
@@ -196,7 +241,7 @@ TEST_F(MetricsFileTest, RunLineFirstAndFormatKnown) {
                ErrorCode::kUnsupported, "b.jsonl:1: metrics format 9 is newer");
   EXPECT_ERROR(read_metrics_file(write_text("c.jsonl", "")), ErrorCode::kCorrupt, "c.jsonl: empty");
   EXPECT_ERROR(read_metrics_file(write_text("d.jsonl", kRunLine + "\n" + kRunLine + "\n")), ErrorCode::kCorrupt,
-               "d.jsonl:2: 'type' is \"run\"; every line after the run line is a \"step\" or an \"eval\" line");
+               "d.jsonl:2: 'type' is \"run\"; every line after the run line is a \"step\", \"eval\" or \"save\" line");
 }
 
 TEST_F(MetricsFileTest, StepsMustIncrease) {

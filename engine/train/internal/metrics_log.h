@@ -1,7 +1,8 @@
 // Private: `train --metrics FILE` — the metrics JSONL (format: report/METRICS.md), written by rank 0
 // through report::MetricsWriter: the run line first, then one line per optimizer step, each flushed;
 // and `train --tensorboard DIR` — the same steps as a TensorBoard event file (report::TensorBoardWriter).
-// Evaluations (evaluation.h) add an eval line / event after their step's.
+// Evaluations (evaluation.h) add an eval line / event after their step's; a durable checkpoint a
+// save line.
 #pragma once
 
 #include <optional>
@@ -28,6 +29,9 @@ class MetricsLog {
   Status write(const StepRecord& record, int64_t run_gpu_peak_bytes);
   // Appends an evaluation's eval line (and event). Nothing when the log writes nothing.
   Status write_eval(const EvalResult& result);
+  // Appends a durable checkpoint's save line (the JSONL only: TensorBoard has no such event).
+  // Nothing when the log writes nothing.
+  Status write_save(const report::SaveMetrics& save);
 
  private:
   std::optional<report::MetricsWriter> writer_;

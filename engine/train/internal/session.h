@@ -30,6 +30,7 @@
 
 #include <c10/core/Device.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -80,8 +81,9 @@ class TrainingSession {
   // The periodic save streaming out since the last step began (if any): waited for and committed, then
   // saved_checkpoint(); a failure goes through after_failed_save.
   Status finish_save();
-  // What follows a durable checkpoint of `iteration`: the "saved" line, older checkpoints removed.
-  Status saved_checkpoint(int64_t iteration, const std::string& note);
+  // What follows a durable checkpoint of `iteration`: the "saved" line and, for one this run wrote
+  // (`saved`: its times; its bytes are counted here), the metrics' save line; older checkpoints removed.
+  Status saved_checkpoint(int64_t iteration, std::optional<report::SaveMetrics> saved, const std::string& note);
   Status after_failed_save(int64_t iteration, const Status& failure);
   Status export_model();
   // tierzero.lora (session_lora.cpp): network_ becomes a LoraModel over the frozen base and
@@ -115,6 +117,7 @@ class TrainingSession {
   std::unique_ptr<ZeroEngine> engine_;
   std::unique_ptr<BackgroundSave> pending_save_;  // a periodic save the next step runs beside (reads engine_)
   int64_t pending_iteration_ = 0;                 // its iteration
+  std::chrono::steady_clock::time_point pending_start_;  // when it began
   MetricsLog metrics_;
   int64_t first_step_ = 0;  // steps done before this run (resume)
   int64_t last_step_ = 0;   // the step the run ends after

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "engine/train/internal/checkpoint_rotation.h"
+#include "report/report.h"
 #include "tests/support/status_matchers.h"
 #include "train_fixture.h"
 #include "worker_ranks.h"
@@ -122,6 +124,51 @@ TEST(Restart, SameCommandFinishesAPointerMoveAKillStopped) {
   args.resume_dir = args.save_dir;
   ASSERT_OK(run_train(args).summary);
   EXPECT_EQ(files_under(args.save_dir), saved);
+}
+
+uint64_t bytes_under(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  return bytes;
+}
+
+// Every save says what it wrote and when it was durable: the periodic ones, streamed beside the next
+// step, and the final synchronous one; the metrics file's save lines hold the same figures, their
+// bytes those of the files on disk.
+TEST(SaveReport, EachSaveLineHoldsItsBytesAndTimes) {
+  ScratchDir dir;
+  TrainArgs args = train_args(
+      write_config(dir, small_config({{"bf16", {{"enabled", true}}},
+                                      {"zero_optimization",
+                                       {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                                      {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}})),
+      6);
+  args.save_dir = dir / "ckpt";
+  args.save_every = 2;
+  args.metrics_path = dir / "metrics.jsonl";
+  const TrainRun run = run_train(args);
+  ASSERT_OK(run.summary);
+  const report::RunMetrics metrics = value_or_throw(report::read_metrics_file(args.metrics_path));
+  ASSERT_EQ(metrics.saves.size(), 3u);
+  for (size_t i = 0; i < metrics.saves.size(); ++i) {
+    const report::SaveMetrics& save = metrics.saves[i];
+    const std::string tag = "global_step" + std::to_string(2 * (i + 1));
+    EXPECT_EQ(save.step, static_cast<int64_t>(2 * (i + 1)));
+    EXPECT_EQ(static_cast<uint64_t>(save.bytes), bytes_under(args.save_dir + "/" + tag)) << tag;
+    EXPECT_GT(save.durable_s, 0.0) << tag;
+    const bool last = i + 1 == metrics.saves.size();
+    EXPECT_EQ(save.background, !last) << tag << ": the periodic saves stream beside the next step, the final one not";
+    EXPECT_EQ(save.write_s.has_value(), !last) << tag;
+    EXPECT_EQ(save.held_s.has_value(), !last) << tag;
+    if (save.write_s) {
+      EXPECT_LE(*save.write_s, save.durable_s) << tag << ": the files are written before the commit";
+    }
+    const std::string printed = "  saved " + args.save_dir + "/" + tag;
+    EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
+      return line.rfind(printed, 0) == 0 && line.find(format_bytes(save.bytes) + ", durable ") != std::string::npos;
+    })) << "no line '" << printed << "...: " << format_bytes(save.bytes) << ", durable ...'";
+  }
 }
 
 // A rotation killed while removing global_step0 left global_step0.removing; the next rotation
