@@ -273,8 +273,8 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
     out.notes.push_back("the gradient ring (tierzero.grad_ring_records " +
                         std::to_string(out.config.tierzero.grad_ring_records) +
                         ", the fewest slots the backward needs): the host gradients land in record slots the "
-                        "optimizer frees inside the backward, not the whole partition, so the host holds more "
-                        "records: " +
+                        "optimizer frees inside the backward, not the whole partition, which leaves the host room "
+                        "(for the optimizer's records, or a less lossy state): " +
                         seconds_text(out.plan.step_seconds) + " a step" +
                         (without < 0 ? " (no layout with the whole partition fits)"
                                      : " against " + seconds_text(without) + " with the whole partition"));
