@@ -249,7 +249,9 @@ Result<uint64_t> nvme_free_bytes(const std::vector<std::string>& paths, const st
 
 // Plans `config` (parsed with parse_ds_config for the world size and model it runs) for `model`
 // on `machine`. Budgets that cannot be met become Plan::problems, each naming the key to change
-// and what the change gives, re-planned; an infeasible plan is still a value. Errors
+// and what the change gives, re-planned; so does a gradient ring (tierzero.grad_ring_records, one
+// check_engine_settings accepts) whose window of micro-batches does not fit the GPU, as the engine
+// would refuse its first step. An infeasible plan is still a value. Errors
 // (kInvalidArgument) only for inputs no plan can be made from (a zero size, a model that does not
 // divide).
 Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,

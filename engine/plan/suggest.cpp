@@ -128,17 +128,6 @@ DsConfig candidate(const DsConfig& base, const Devices& d, const StateLayout& l,
   return c;
 }
 
-// Whether the optimizer steps inside the window's backward in `c`'s plan `p` (plan_figures' shape:
-// the window fits the GPU beside the planned peak), which the gradient ring needs: without it the
-// engine refuses the first step.
-Result<bool> steps_in_backward(const ModelDims& model, const DsConfig& c, const Machine& machine,
-                               const PlanOptions& options, const Plan& p) {
-  TZ_ASSIGN_OR_RETURN(plan::RunShape s, plan::run_shape(model, c, options));
-  (void)plan::memory_items(model, c, s);
-  (void)plan::engine_choice_items(model, c, machine, p.gpu_allocated_base_bytes, s);
-  return s.steps_in_backward;
-}
-
 // The gradient ring beside a layout (tierzero.grad_ring_records): the fewest slots the backward
 // needs (model_params.h), where that is fewer records than the partition has, with the optimizer
 // offloaded and the weights not on NVMe; 0 where no ring is tried (a LoRA run's gradients are the
@@ -228,7 +217,7 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
           continue;
         }
         TZ_ASSIGN_OR_RETURN(Plan q, plan::plan_figures(model, unclipped, machine, options));
-        TZ_ASSIGN_OR_RETURN(const bool in_backward, steps_in_backward(model, unclipped, machine, options, q));
+        TZ_ASSIGN_OR_RETURN(const bool in_backward, plan::steps_in_backward(model, unclipped, machine, options, q));
         if (!in_backward) {  // the engine would refuse the ring's first step
           if (ring_refused.empty())
             ring_refused =

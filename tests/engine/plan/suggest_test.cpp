@@ -267,5 +267,32 @@ TEST(SuggestLayout, WithClippingTheRingIsNotChosenAndANoteSaysWhy) {
   EXPECT_NE(note->find("gradient ring of 9 records"), std::string::npos) << *note;
 }
 
+// A gradient ring whose window does not fit the GPU would be refused by the engine at the first
+// step, after the weights are drawn: the plan (which `train` runs before) names it. The 14B's ring
+// (9 slots) with micro-batches of 1 x 2048 tokens fits beside 24 GB; with 2 per micro-batch the
+// window doubles to 7 x 50 units x 4096 tokens x 5120 x 2 B = 14.7 GB, which does not.
+TEST(SuggestLayout, APlannedRingWhoseWindowDoesNotFitIsAProblem) {
+  Qwen14bOn64GiB run = qwen14b_on_64gib();
+  run.base.tierzero.grad_ring_records = 9;
+  const auto ring_problem = [](const Plan& p) {
+    return std::any_of(p.problems.begin(), p.problems.end(), [](const std::string& problem) {
+      return problem.find(
+                 "tierzero.grad_ring_records 9 needs the optimizer stepping inside the backward of a "
+                 "window") != std::string::npos;
+    });
+  };
+  Result<Plan> fits = plan_training(run.model, run.base, run.machine);
+  ASSERT_OK(fits);
+  EXPECT_FALSE(ring_problem(*fits)) << format_plan(*fits, {});
+  run.base.batch.train_micro_batch_size_per_gpu = 2;
+  Result<Plan> over = plan_training(run.model, run.base, run.machine);
+  ASSERT_OK(over);
+  EXPECT_TRUE(ring_problem(*over)) << format_plan(*over, {});
+  run.base.gradient_clipping = 1.0;  // refused by check_engine_settings, which names it instead
+  Result<Plan> refused = plan_training(run.model, run.base, run.machine);
+  ASSERT_OK(refused);
+  EXPECT_FALSE(ring_problem(*refused));
+}
+
 }  // namespace
 }  // namespace tierzero::engine
