@@ -48,7 +48,8 @@ std::string number_text(double value) {
 // the config is parsed ("auto" gradient_clipping and gradient_accumulation_steps are filled from the
 // trainer's flags or refused by then). What waits for the engine: the slot count (the records a
 // unit spans until final: the model's parameters, backward_step.h) and whether the window fits the
-// GPU (the model's activations and the device's room; without it the first step is refused).
+// GPU (the model's activations and the device's room: the plan names it where the GPU budget is
+// known, before any weight is drawn; the engine refuses the first step otherwise).
 Status check_grad_ring(const EngineSettings& s) {
   const std::string ring = "tierzero.grad_ring_records " + std::to_string(s.grad_ring_records);
   const std::string or_zero = ", or set tierzero.grad_ring_records 0 (the whole gradient partition)";
