@@ -187,6 +187,8 @@ void run(const EstimateFlags& flags) {
   // ("auto") resolves to a count past any warm-up.
   hints.total_steps = kScheduleStepsForPlan;
   const engine::DsConfig config = value_or_throw(engine::load_ds_config(flags.config, hints));
+  // What the engine refuses, `train` refuses before anything is read: so does the estimate.
+  throw_if_error(engine::check_engine_settings(engine::engine_settings(config)));
   std::vector<std::string> gpu_notes;
   const Machine machine = machine_from(flags, local, config, gpu_notes);
   const bool from_checkpoint = holds_safetensors(flags.model_config);

@@ -412,12 +412,22 @@ struct EngineSettings {
   bool params16_round_away = false;              // ZeroEngineOptions::params16_rounding kNearestAway (no key)
   int64_t records_in_memory = 0;                 // tierzero.optimizer_records_in_memory (kOptimizerRecordsAuto)
   uint64_t pinned_memory_limit = 0;              // tierzero.pinned_memory_limit
+  // The gradient ring and what it needs: the optimizer stepping inside the window's backward.
+  int64_t grad_ring_records = 0;            // tierzero.grad_ring_records (0: the whole gradient partition)
+  int world_size = 1;                       // data-parallel ranks (the batch triad's, or the engine's Comm)
+  bool overlap_comm = false;                // zero_optimization.overlap_comm (ZeroEngineOptions::overlap_offload)
+  double gradient_clipping = 0.0;           // gradient_clipping (0: none)
+  int64_t gradient_accumulation_steps = 1;  // gradient_accumulation_steps
 };
 // The settings `config` asks of the engine (those engine/train's engine_options() hands it).
 EngineSettings engine_settings(const DsConfig& config);
 // Refuses settings the engine cannot honour: kInvalidArgument naming the key and the fix.
 // `partition_numel`: this rank's partition elements, 0 while not known (a ds_config alone; the int8
-// moments' sub-group check then waits for the engine, which knows it).
+// moments' sub-group check then waits for the engine, which knows it). The gradient ring is refused
+// here wherever the optimizer could not step inside the window's backward (the conditions of
+// engine/layout's step_in_backward_refusal, plus an offloaded optimizer, overlap_comm and a window
+// of >= 2 micro-batches), all decided by the config alone; its slot count waits for the engine,
+// which knows the records a unit spans (the model's parameters).
 Status check_engine_settings(const EngineSettings& settings, int64_t partition_numel = 0);
 
 }  // namespace tierzero::engine

@@ -1,5 +1,6 @@
 // EngineSettings (ds_config.h): what the ZeRO engine is asked to keep where, and the combinations it
 // cannot honour, refused before anything is read or allocated.
+#include <sstream>
 #include <string>
 
 #include "cpu_adam/adam.h"
@@ -27,8 +28,72 @@ EngineSettings engine_settings(const DsConfig& config) {
           .offload_grad = t.offload_grad_dtype == OffloadGradDtype::kBf16 ? ElementType::kBF16 : ElementType::kF32,
           .params16_round_away = false,
           .records_in_memory = t.optimizer_records_in_memory,
-          .pinned_memory_limit = t.pinned_memory_limit};
+          .pinned_memory_limit = t.pinned_memory_limit,
+          .grad_ring_records = t.grad_ring_records,
+          .world_size = config.batch.world_size,
+          .overlap_comm = config.zero.overlap_comm,
+          .gradient_clipping = config.gradient_clipping,
+          .gradient_accumulation_steps = config.batch.gradient_accumulation_steps};
 }
+
+namespace {
+
+std::string number_text(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// The gradient ring's refusals (ds_config.h, check_engine_settings). Every value here is final once
+// the config is parsed ("auto" gradient_clipping and gradient_accumulation_steps are filled from the
+// trainer's flags or refused by then). What waits for the engine: the slot count (the records a
+// unit spans until final: the model's parameters, backward_step.h) and whether the window fits the
+// GPU (the model's activations and the device's room: the plan names it where the GPU budget is
+// known, before any weight is drawn; the engine refuses the first step otherwise).
+Status check_grad_ring(const EngineSettings& s) {
+  const std::string ring = "tierzero.grad_ring_records " + std::to_string(s.grad_ring_records);
+  const std::string or_zero = ", or set tierzero.grad_ring_records 0 (the whole gradient partition)";
+  if (s.grad_ring_records < 0) return invalid_argument(ring + " must be a slot count >= 0" + or_zero);
+  if (!s.offload_optimizer)
+    return invalid_argument(ring +
+                            " holds the offloaded optimizer's host gradients: set "
+                            "zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\"" +
+                            or_zero);
+  // The optimizer steps inside the backward only where engine/layout's step_in_backward_refusal
+  // allows it (the planner and the engine decide with it), with the step followed (overlap_comm).
+  const std::string needs = ring + " needs the optimizer stepping inside the window's backward, which ";
+  if (s.stage != 3)
+    return invalid_argument(needs + "needs zero_optimization.stage 3 (it is " + std::to_string(s.stage) +
+                            "): set stage 3" + or_zero);
+  if (s.world_size != 1)
+    return invalid_argument(needs + "needs one rank (this run has " + std::to_string(s.world_size) +
+                            "): run on one GPU" + or_zero);
+  if (!s.overlap_comm)
+    return invalid_argument(needs + "needs zero_optimization.overlap_comm true (it is false): set it true" + or_zero);
+  if (s.params_on_nvme)
+    return invalid_argument(needs +
+                            "needs the parameters off NVMe (zero_optimization.offload_param.device "
+                            "\"nvme\" reads and writes them through the same buffers): use "
+                            "offload_param \"cpu\"" +
+                            or_zero);
+  if (s.gradient_clipping > 0.0)
+    return invalid_argument(needs + "needs gradient_clipping 0 (it is " + number_text(s.gradient_clipping) +
+                            ": clipping needs the whole gradient's norm before the first update): set "
+                            "gradient_clipping 0" +
+                            or_zero);
+  if (s.compute == ElementType::kF16)
+    return invalid_argument(needs +
+                            "needs bf16 or fp32 compute (fp16's overflow check needs the whole gradient "
+                            "before the first update): enable bf16 instead of fp16" +
+                            or_zero);
+  if (s.gradient_accumulation_steps < 2)
+    return invalid_argument(needs + "needs gradient_accumulation_steps >= 2 (it is " +
+                            std::to_string(s.gradient_accumulation_steps) +
+                            "; the window of micro-batches the optimizer steps inside): raise it" + or_zero);
+  return {};
+}
+
+}  // namespace
 
 Status check_engine_settings(const EngineSettings& s, int64_t partition_numel) {
   if (s.stage < 0 || s.stage > 3)
@@ -99,6 +164,7 @@ Status check_engine_settings(const EngineSettings& s, int64_t partition_numel) {
           "tierzero.optimizer_records_in_memory \"auto\" sizes the records kept in memory by "
           "tierzero.pinned_memory_limit, which is not set; set tierzero.pinned_memory_limit or give a record count");
   }
+  if (s.grad_ring_records != 0) return check_grad_ring(s);
   return {};
 }
 

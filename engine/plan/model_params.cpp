@@ -1,6 +1,8 @@
 #include "engine/plan/internal/model_params.h"
 
+#include <algorithm>
 #include <numeric>
+#include <utility>
 
 namespace tierzero::engine::plan {
 namespace {
@@ -55,6 +57,29 @@ std::vector<int64_t> unit_numels(const ModelDims& m) {
   for (const std::vector<int64_t>& unit : unit_param_numels(m))
     units.push_back(std::accumulate(unit.begin(), unit.end(), int64_t{0}));
   return units;
+}
+
+int64_t grad_ring_slots(const ModelDims& m, int64_t record_numel) {
+  const std::vector<std::vector<int64_t>> units = unit_param_numels(m);
+  const int64_t embedding = m.vocab_size * m.hidden_size;
+  const auto records_of = [record_numel](int64_t begin, int64_t end) {  // record indices [first, last + 1)
+    return std::make_pair(begin / record_numel, (end + record_numel - 1) / record_numel);
+  };
+  int64_t needed = 0, begin = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const bool tied_head = m.tie_word_embeddings && u + 1 == units.size();  // the LM head is the embedding
+    const int64_t end =
+        begin + std::accumulate(units[u].begin(), units[u].end(), int64_t{0}) - (tied_head ? embedding : 0);
+    const auto [first, last] = records_of(begin, end);
+    int64_t held = last - first;
+    if (m.tie_word_embeddings && u > 0) {  // the embedding's records, held since the head's landing
+      const auto [e_first, e_last] = records_of(0, embedding);
+      held += e_last - e_first - std::max<int64_t>(0, std::min(e_last, last) - std::max(e_first, first));
+    }
+    needed = std::max(needed, held);
+    begin = end;
+  }
+  return needed;
 }
 
 int64_t layer_matmul_params(const ModelDims& m) {

@@ -124,12 +124,34 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   return p;
 }
 
+Result<bool> steps_in_backward(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                               const PlanOptions& options, const Plan& p) {
+  TZ_ASSIGN_OR_RETURN(RunShape s, run_shape(model, config, options));
+  (void)memory_items(model, config, s);
+  (void)engine_choice_items(model, config, machine, p.gpu_allocated_base_bytes, s);
+  return s.steps_in_backward;
+}
+
 }  // namespace plan
 
 Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,
                            const PlanOptions& options) {
   TZ_ASSIGN_OR_RETURN(Plan p, plan::plan_figures(model, config, machine, options));
   p.problems = plan::budget_problems(model, config, machine, options, p);
+  // The gradient ring where the optimizer would not step inside the backward: the engine would
+  // refuse the first step, after the weights are drawn; `train` runs this plan before.
+  // (A ring the config itself refuses, check_engine_settings names.)
+  const int64_t ring = config.tierzero.grad_ring_records;
+  if (ring > 0 && check_engine_settings(engine_settings(config)).ok()) {
+    TZ_ASSIGN_OR_RETURN(const bool in_backward, plan::steps_in_backward(model, config, machine, options, p));
+    if (!in_backward)
+      p.problems.push_back("tierzero.grad_ring_records " + std::to_string(ring) +
+                           " needs the optimizer stepping inside the backward of a window of "
+                           "gradient_accumulation_steps micro-batches run unit by unit, and that window does not "
+                           "fit the GPU budget beside the planned peak (the engine would refuse the first step): "
+                           "lower train_micro_batch_size_per_gpu or the sequence length, raise "
+                           "tierzero.gpu_memory_limit, or set tierzero.grad_ring_records 0");
+  }
   return p;
 }
 

@@ -249,7 +249,9 @@ Result<uint64_t> nvme_free_bytes(const std::vector<std::string>& paths, const st
 
 // Plans `config` (parsed with parse_ds_config for the world size and model it runs) for `model`
 // on `machine`. Budgets that cannot be met become Plan::problems, each naming the key to change
-// and what the change gives, re-planned; an infeasible plan is still a value. Errors
+// and what the change gives, re-planned; so does a gradient ring (tierzero.grad_ring_records, one
+// check_engine_settings accepts) whose window of micro-batches does not fit the GPU, as the engine
+// would refuse its first step. An infeasible plan is still a value. Errors
 // (kInvalidArgument) only for inputs no plan can be made from (a zero size, a model that does not
 // divide).
 Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,
@@ -266,9 +268,17 @@ Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const
 // step: tierzero.pinned_memory_limit is what the host leaves beside the pageable peak, the weights
 // take it first (offload_param.max_in_cpu: a weight held saves reading it twice and writing it once)
 // and the optimizer's records the rest (optimizer_records_in_memory "auto": a record byte held saves
-// one read and one write). Chosen: the fastest that fits; of those within 1% of it, the first tried
-// (least lossy, then least offloaded, then the config's buffer_count); when none fits, the least over (peak / budget), whose plan
-// then has problems. kInvalidArgument as plan_training, or when the engine accepts no layout.
+// one read and one write). Each layout with the optimizer offloaded and the weights not on NVMe is
+// also tried right after itself with the gradient ring (tierzero.grad_ring_records: the fewest slots
+// the backward needs, when fewer than the partition's records), which leaves the host room to more
+// records, where the config allows it (check_engine_settings: no gradient clipping, one rank, bf16 or
+// fp32, overlap_comm, gradient_accumulation_steps >= 2) and the window it steps in fits the GPU; the
+// base's own grad_ring_records is not kept. A note says when the ring is chosen and the step it
+// saves, or why it was not tried; with clipping its only bar, what the fastest ring layout that fits
+// would predict with gradient_clipping 0. Chosen: the fastest that fits; of those within 1% of it,
+// the first tried (least lossy, then least offloaded, then the config's buffer_count, then without
+// the ring); when none fits, the least over (peak / budget), whose plan then has problems.
+// kInvalidArgument as plan_training, or when the engine accepts no layout.
 struct SuggestionTried {
   std::string layout;  // "optimizer nvme, parameters cpu; compact master, int8 m, v, bf16 host gradients; 5 of 148 records in memory"
   double step_seconds = 0.0;

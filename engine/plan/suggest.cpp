@@ -1,9 +1,13 @@
 // suggest_layout: every stage 3 layout (offload devices x state layout), its host budget spent on
-// weights first and optimizer records second, planned; the fastest that fits (plan.h).
+// weights first and optimizer records second, planned, each offloaded one also with the gradient ring
+// where the config allows it; the fastest that fits (plan.h).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 #include "common/common.h"
+#include "engine/plan/internal/model_params.h"
 #include "engine/plan/internal/plan_core.h"
 
 namespace tierzero::engine {
@@ -84,6 +88,19 @@ std::string layout_text(const DsConfig& c, const Plan& p) {
   if (c.zero.offload_param.device == OffloadDevice::kNvme)
     text += "; " + plan::count_text(double(std::min<uint64_t>(c.zero.offload_param.max_in_cpu, uint64_t(p.parameters)))) +
             " weights in memory (max_in_cpu)";
+  if (c.tierzero.grad_ring_records > 0)
+    text += "; gradient ring of " + std::to_string(c.tierzero.grad_ring_records) + " records";
+  return text;
+}
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", seconds);
+  return text;
+}
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
   return text;
 }
 
@@ -107,7 +124,19 @@ DsConfig candidate(const DsConfig& base, const Devices& d, const StateLayout& l,
   t.optimizer_state_dtype = l.moments;
   t.offload_grad_dtype = l.grads;
   t.optimizer_records_in_memory = d.optimizer == OffloadDevice::kNvme ? kOptimizerRecordsAuto : 0;
+  t.grad_ring_records = 0;  // the whole gradient partition; suggest_layout tries the ring beside it
   return c;
+}
+
+// The gradient ring beside a layout (tierzero.grad_ring_records): the fewest slots the backward
+// needs (model_params.h), where that is fewer records than the partition has, with the optimizer
+// offloaded and the weights not on NVMe; 0 where no ring is tried (a LoRA run's gradients are the
+// adapters', a few MiB).
+int64_t ring_slots(const ModelDims& model, const DsConfig& c) {
+  if (!offloaded(c) || c.zero.offload_param.device == OffloadDevice::kNvme || c.tierzero.lora) return 0;
+  const auto record = static_cast<int64_t>(c.zero.sub_group_size);
+  const int64_t slots = plan::grad_ring_slots(model, record);
+  return slots < (parameter_count(model) + record - 1) / record ? slots : 0;
 }
 
 // Spends the host budget of `machine` on `c`: tierzero.pinned_memory_limit what the host leaves
@@ -149,6 +178,15 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
     out.notes.push_back("no NVMe directory (--nvme DIR or the config's nvme_path): layouts on NVMe not tried");
   std::vector<DsConfig> configs;
   std::vector<Plan> plans;
+  const auto add = [&](DsConfig c, Plan p) {
+    out.tried.push_back({layout_text(c, p), p.step_seconds, over_text(p)});
+    configs.push_back(std::move(c));
+    plans.push_back(std::move(p));
+  };
+  // The gradient ring where the config refuses it: the first refusal for a reason besides clipping;
+  // where clipping is the only one, the fastest ring layout that would fit with gradient_clipping 0.
+  std::string ring_refused;
+  std::optional<std::pair<std::string, double>> ring_without_clipping;
   for (const StateLayout& layout : kLayouts) {
     const bool first_layout = &layout == &kLayouts[0];
     for (const Devices& devices : kDevices) {
@@ -166,9 +204,32 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
         TZ_ASSIGN_OR_RETURN(c, spend_host(std::move(c), model, machine, options));
         if (!check_engine_settings(engine_settings(c)).ok()) continue;  // a layout the engine refuses
         TZ_ASSIGN_OR_RETURN(Plan p, plan::plan_figures(model, c, machine, options));
-        out.tried.push_back({layout_text(c, p), p.step_seconds, over_text(p)});
-        configs.push_back(std::move(c));
-        plans.push_back(std::move(p));
+        add(c, std::move(p));
+        // Beside it, the host gradients in a ring of record slots: the room the partition leaves goes
+        // to the optimizer's records ("auto" by the same limit).
+        DsConfig ring = std::move(c);
+        ring.tierzero.grad_ring_records = ring_slots(model, ring);
+        if (ring.tierzero.grad_ring_records == 0) continue;
+        DsConfig unclipped = ring;
+        unclipped.gradient_clipping = 0.0;
+        if (const Status refused = check_engine_settings(engine_settings(unclipped)); !refused.ok()) {
+          if (ring_refused.empty()) ring_refused = refused.message();  // a reason besides clipping
+          continue;
+        }
+        TZ_ASSIGN_OR_RETURN(Plan q, plan::plan_figures(model, unclipped, machine, options));
+        TZ_ASSIGN_OR_RETURN(const bool in_backward, plan::steps_in_backward(model, unclipped, machine, options, q));
+        if (!in_backward) {  // the engine would refuse the ring's first step
+          if (ring_refused.empty())
+            ring_refused =
+                "tierzero.grad_ring_records needs the optimizer stepping inside the backward, and the "
+                "window of micro-batches it steps in does not fit the GPU beside the planned peak";
+          continue;
+        }
+        if (ring.gradient_clipping == 0.0) {
+          add(std::move(ring), std::move(q));
+        } else if (over_text(q).empty() && (!ring_without_clipping || q.step_seconds < ring_without_clipping->second)) {
+          ring_without_clipping = std::make_pair(layout_text(unclipped, q), q.step_seconds);
+        }
       }
     }
   }
@@ -190,6 +251,30 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
   out.chosen = chosen;
   out.config = configs[chosen];
   TZ_ASSIGN_OR_RETURN(out.plan, plan_training(model, out.config, machine, options));
+  // Why the ring was chosen, or not tried (where the chosen layout offloads the optimizer: the ring
+  // holds its host gradients).
+  if (out.config.tierzero.grad_ring_records > 0) {
+    double without = -1;  // the fastest that fits with the whole gradient partition
+    for (size_t i = 0; i < plans.size(); ++i)
+      if (configs[i].tierzero.grad_ring_records == 0 && out.tried[i].over.empty() &&
+          (without < 0 || plans[i].step_seconds < without))
+        without = plans[i].step_seconds;
+    out.notes.push_back("the gradient ring (tierzero.grad_ring_records " +
+                        std::to_string(out.config.tierzero.grad_ring_records) +
+                        ", the fewest slots the backward needs): the host gradients land in record slots the "
+                        "optimizer frees inside the backward, not the whole partition, which leaves the host room "
+                        "(for the optimizer's records, or a less lossy state): " +
+                        seconds_text(out.plan.step_seconds) + " a step" +
+                        (without < 0 ? " (no layout with the whole partition fits)"
+                                     : " against " + seconds_text(without) + " with the whole partition"));
+  } else if (offloaded(out.config) && ring_without_clipping) {
+    out.notes.push_back(
+        "the gradient ring would need gradient_clipping 0 (this config: " + number_text(out.config.gradient_clipping) +
+        "); with it, " + ring_without_clipping->first + " would predict " +
+        seconds_text(ring_without_clipping->second) + " a step (chosen: " + seconds_text(out.plan.step_seconds) + ")");
+  } else if (offloaded(out.config) && !ring_refused.empty()) {
+    out.notes.push_back("the gradient ring not tried: " + ring_refused);
+  }
   return out;
 }
 

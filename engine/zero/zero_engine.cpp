@@ -129,7 +129,7 @@ ElementType settings_type(at::ScalarType type, const char* key) {
   if (const std::optional<ElementType> element = to_element_type(type)) return *element;
   throw Error(invalid_argument(std::string(key) + " " + c10::toString(type) + " is not supported"));
 }
-EngineSettings settings_of(const ZeroEngineOptions& options) {
+EngineSettings settings_of(const ZeroEngineOptions& options, int world_size) {
   static_assert(kRecordsByBudget == kOptimizerRecordsAuto, "records_in_memory carries \"auto\" as is");
   return {.stage = options.partition.stage,
           .compute = settings_type(options.partition.compute_dtype, "PartitionOptions::compute_dtype"),
@@ -144,7 +144,12 @@ EngineSettings settings_of(const ZeroEngineOptions& options) {
           .offload_grad = settings_type(options.offload_grad_dtype, "tierzero.offload_grad_dtype"),
           .params16_round_away = options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway,
           .records_in_memory = options.optimizer_records_in_memory,
-          .pinned_memory_limit = options.pinned_memory_limit_bytes};
+          .pinned_memory_limit = options.pinned_memory_limit_bytes,
+          .grad_ring_records = options.grad_ring_records,
+          .world_size = world_size,
+          .overlap_comm = options.overlap_offload,
+          .gradient_clipping = options.gradient_clipping,
+          .gradient_accumulation_steps = options.gradient_accumulation_steps};
 }
 
 // The compact layouts the options ask for; a compact master's high half is the bf16 weights the
@@ -210,7 +215,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     : model_(model), comm_(comm), options_(options) {
   throw_if_error(check_params(model, params));
   // Refused before the device is touched; the check that needs the partition's size follows it.
-  throw_if_error(check_engine_settings(settings_of(options)));
+  throw_if_error(check_engine_settings(settings_of(options, comm.world_size())));
   throw_if_error(limit_device_memory(comm.device(), options.gpu_memory_limit_bytes));
   options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
   // The same buckets for both accumulators, which keeps them equal bit for bit.
@@ -219,7 +224,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                         comm.world_size(), options.grad_staging_slot_bytes);
 
   const PartitionSizes sizes = partition_sizes(model, options_.partition, comm.world_size());
-  throw_if_error(check_engine_settings(settings_of(options_), sizes.partition_numel));
+  throw_if_error(check_engine_settings(settings_of(options_, comm.world_size()), sizes.partition_numel));
   const state_layout::HostShape shape = host_shape(options_, sizes, comm.device());
   if (params_on_nvme(options_)) {  // before the pinned buffers and the swap files are made
     const ParamNamesAndShapes table = param_names_and_shapes(model);
@@ -350,16 +355,12 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
 void ZeroEngine::check_grad_ring() const {
   if (!grad_pipeline_ || !grad_pipeline_->lands_in_ring()) return;
   const std::string key = "tierzero.grad_ring_records " + std::to_string(options_.grad_ring_records);
+  // check_engine_settings refused, from the settings alone, every ring whose optimizer cannot step
+  // inside the backward; the slot count is what needs the model.
   if (backward_step_ == nullptr)
-    throw Error(invalid_argument(
-        key +
-        " needs the optimizer stepping inside the window's backward (overlap_comm, one rank at stage 3, no "
-        "gradient clipping, bf16 or fp32, the parameters not on NVMe); here it steps " +
-        (backward_step_choice_.empty() ? std::string("after the backward") : backward_step_choice_) +
-        ". Set it to 0 (the whole gradient partition)"));
-  if (options_.gradient_accumulation_steps < 2)
-    throw Error(invalid_argument(key + " needs gradient_accumulation_steps >= 2 (the window of micro-batches the "
-                                       "optimizer steps inside); set it to 0 (the whole gradient partition)"));
+    throw Error(internal_error(key + ": the optimizer steps " +
+                               (backward_step_choice_.empty() ? "after the backward" : backward_step_choice_) +
+                               ", which check_engine_settings should have refused"));
   const int64_t needed = grad_ring_records_needed(model_, *partitioner_, grad_pipeline_->record_numel());
   if (options_.grad_ring_records < needed)
     throw Error(invalid_argument(key + " is too few: the backward holds up to " + std::to_string(needed) +

@@ -307,8 +307,9 @@ class ZeroEngine {
   void choose_step_modes();
   // Sets backward_step_ (and backward_step_choice_) when the optimizer can step inside the backward.
   void step_in_backward_if_possible();
-  // With the gradient ring (ZeroEngineOptions::grad_ring_records): throws unless the optimizer steps
-  // inside the window's backward and the ring holds every record the backward may hold at once.
+  // With the gradient ring (ZeroEngineOptions::grad_ring_records): throws unless the ring holds every
+  // record the backward may hold at once (check_engine_settings refused, at construction's start,
+  // every ring whose optimizer cannot step inside the window's backward).
   void check_grad_ring() const;
   // With the gradient ring, throws for `what` (a backward or step) unless `steps_in_backward`: the
   // ring never holds the whole gradient a step after the backward would read.

@@ -13,6 +13,13 @@ namespace tierzero::engine::plan {
 std::vector<int64_t> distinct_param_numels(const ModelDims& model);
 // Element count of each unit's parameters, in unit_params order (a tied LM head in the last unit too).
 std::vector<std::vector<int64_t>> unit_param_numels(const ModelDims& model);
+// tierzero.grad_ring_records' fewest slots on one rank at stage 3, for records of `record_numel`
+// elements: the records the backward holds at once, as engine/zero's grad_ring_records_needed counts
+// them from the model. The partition lays the units' parameters out in order, so unit u's gradients
+// land on the records spanning its range, which stay held until u's backward is done (each unit's
+// parameters are final then); a tied embedding's records from the head's landing until unit 0's.
+// The most, over the units, of the records held while a unit's gradients land.
+int64_t grad_ring_slots(const ModelDims& model, int64_t record_numel);
 // tierzero.lora: the adapters' element counts (lora_A, then lora_B, per targeted projection) of
 // each unit, matched as engine/model's LoraModel matches them (lora_targets_module); none in the
 // embedding and LM head units. kInvalidArgument, naming a layer's projections, when no projection

@@ -116,6 +116,12 @@ double followed_step_seconds(const std::vector<TimeTerm>& terms);
 // forward, then the backward beside the optimizer: forward + max(backward, cpu adam, nvme).
 double in_backward_step_seconds(const std::vector<TimeTerm>& terms);
 
+// Whether the optimizer steps inside the window's backward in `config`'s plan `p` (RunShape::
+// steps_in_backward: the window fits the GPU beside the planned peak), which the gradient ring
+// (tierzero.grad_ring_records) needs: without it the engine refuses the first step.
+Result<bool> steps_in_backward(const ModelDims& model, const DsConfig& config, const Machine& machine,
+                               const PlanOptions& options, const Plan& p);
+
 // plan_training without the problems: sizes, items, checks against `machine` and `config`'s
 // limits, time terms, notes.
 Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const Machine& machine,

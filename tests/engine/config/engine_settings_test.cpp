@@ -2,7 +2,8 @@
 // ds_config the engine cannot honour is refused from its settings alone, with the engine's own
 // message, no model read and no engine built; engine_settings() reads what the engine is asked for
 // from a config; the int8 moments' sub-group check applies once the partition is known to span
-// several sub-groups; the options that have no ds_config key are refused naming the option.
+// several sub-groups; the options that have no ds_config key are refused naming the option; the
+// gradient ring is refused wherever the optimizer could not step inside the backward.
 #include <gtest/gtest.h>
 
 #include "engine/config/ds_config.h"
@@ -68,6 +69,63 @@ TEST(EngineSettings, OptionsWithoutAConfigKeyAreRefusedNamingTheOption) {
                ErrorCode::kInvalidArgument, "grad_staging_buffers=0 must be at least 1");
   EXPECT_ERROR(check_engine_settings({.stage = 2, .offload_optimizer = true, .state = ElementType::kI16}),
                ErrorCode::kInvalidArgument, "tierzero.optimizer_state_dtype i16 is not supported");
+}
+
+// The gradient ring needs the optimizer stepping inside the window's backward: every condition the
+// config alone decides is refused from it, naming the key, its value and the fix, before any weight
+// is drawn or read (the 14B's ring, benchmarks/configs/zero3_14b_compact_64gb_ring.json, with one
+// value changed at a time); only the slot count waits for the engine.
+TEST(EngineSettings, TheGradientRingIsRefusedFromTheConfigWhereTheOptimizerCannotStepInTheBackward) {
+  const auto settings = [](const std::string& top, const std::string& zero) {
+    const std::string text = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8, )" + top +
+                             R"(, "zero_optimization": {"offload_optimizer": {"device": "cpu"}, )" + zero +
+                             R"(}, "tierzero": {"grad_ring_records": 9}})";
+    Result<DsConfig> config = parse(text.c_str());
+    EXPECT_OK(config) << text;
+    return config.ok() ? engine_settings(*config) : EngineSettings{};
+  };
+  const std::string bf16 = R"("bf16": {"enabled": true}, "gradient_clipping": 0)";
+  const EngineSettings ring = settings(bf16, R"("stage": 3)");
+  EXPECT_EQ(ring.grad_ring_records, 9);
+  EXPECT_EQ(ring.world_size, 1);
+  EXPECT_TRUE(ring.overlap_comm) << "overlap_comm defaults to true at stage 3";
+  EXPECT_EQ(ring.gradient_clipping, 0.0);
+  EXPECT_EQ(ring.gradient_accumulation_steps, 8);
+  EXPECT_OK(check_engine_settings(ring));
+
+  const std::string needs =
+      "tierzero.grad_ring_records 9 needs the optimizer stepping inside the window's backward, "
+      "which needs ";
+  const std::string or_zero = ", or set tierzero.grad_ring_records 0 (the whole gradient partition)";
+  EXPECT_ERROR(
+      check_engine_settings(settings(R"("bf16": {"enabled": true}, "gradient_clipping": 1.0)", R"("stage": 3)")),
+      ErrorCode::kInvalidArgument,
+      needs +
+          "gradient_clipping 0 (it is 1: clipping needs the whole gradient's norm before the first "
+          "update): set gradient_clipping 0" +
+          or_zero);
+  EXPECT_ERROR(check_engine_settings(settings(bf16, R"("stage": 2)")), ErrorCode::kInvalidArgument,
+               needs + "zero_optimization.stage 3 (it is 2): set stage 3" + or_zero);
+  EXPECT_ERROR(check_engine_settings(settings(bf16, R"("stage": 3, "overlap_comm": false)")),
+               ErrorCode::kInvalidArgument,
+               needs + "zero_optimization.overlap_comm true (it is false): set it true" + or_zero);
+  EXPECT_ERROR(check_engine_settings(settings(R"("fp16": {"enabled": true}, "gradient_clipping": 0)", R"("stage": 3)")),
+               ErrorCode::kInvalidArgument, needs + "bf16 or fp32 compute");
+  EXPECT_ERROR(
+      check_engine_settings(settings(bf16, R"("stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/tmp"})")),
+      ErrorCode::kInvalidArgument, needs + "the parameters off NVMe");
+  EngineSettings one_micro_batch = ring;
+  one_micro_batch.gradient_accumulation_steps = 1;
+  EXPECT_ERROR(check_engine_settings(one_micro_batch), ErrorCode::kInvalidArgument,
+               needs + "gradient_accumulation_steps >= 2 (it is 1;");
+  EngineSettings two_ranks = ring;
+  two_ranks.world_size = 2;
+  EXPECT_ERROR(check_engine_settings(two_ranks), ErrorCode::kInvalidArgument,
+               needs + "one rank (this run has 2): run on one GPU" + or_zero);
+  EngineSettings on_gpu = ring;  // an engine's options (the ds_config's own check refuses it when parsed)
+  on_gpu.offload_optimizer = false;
+  EXPECT_ERROR(check_engine_settings(on_gpu), ErrorCode::kInvalidArgument,
+               "tierzero.grad_ring_records 9 holds the offloaded optimizer's host gradients");
 }
 
 }  // namespace

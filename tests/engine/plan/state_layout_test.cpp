@@ -303,5 +303,34 @@ TEST(PlanStateLayout, CompactBenchmarkConfigsFitTheirBox) {
   }
 }
 
+// check_engine_settings (engine/config) refuses the gradient ring from the config exactly where
+// engine/layout's step_in_backward_refusal, which the planner and the engine decide with, keeps the
+// optimizer from stepping inside the backward: over every stage 2 / 3, one or two ranks, the
+// parameters on NVMe or not, clipping or not, fp16 or bf16 (an offloaded optimizer, overlap_comm and
+// a window of micro-batches given).
+TEST(StateLayout, TheConfigRefusesTheGradientRingWhereTheOptimizerCannotStepInTheBackward) {
+  for (const int stage : {2, 3})
+    for (const int world : {1, 2})
+      for (const bool params_nvme : {false, true})
+        for (const double clipping : {0.0, 1.0})
+          for (const bool fp16 : {false, true}) {
+            const EngineSettings s{.stage = stage,
+                                   .compute = fp16 ? ElementType::kF16 : ElementType::kBF16,
+                                   .offload_optimizer = true,
+                                   .offload_params = params_nvme,
+                                   .params_on_nvme = params_nvme,
+                                   .grad_ring_records = 4,
+                                   .world_size = world,
+                                   .overlap_comm = true,
+                                   .gradient_clipping = clipping,
+                                   .gradient_accumulation_steps = 2};
+            const char* why_not =
+                state_layout::step_in_backward_refusal(stage == 3 && world == 1, params_nvme, clipping, fp16);
+            EXPECT_EQ(check_engine_settings(s).ok(), why_not == nullptr)
+                << "stage " << stage << ", world " << world << ", params on nvme " << params_nvme << ", clipping "
+                << clipping << ", fp16 " << fp16 << ": " << check_engine_settings(s).to_string();
+          }
+}
+
 }  // namespace
 }  // namespace tierzero::engine

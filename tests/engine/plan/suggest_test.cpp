@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
+#include "engine/plan/internal/model_params.h"
 #include "plan_fixture.h"
 #include "tests/support/status_matchers.h"
 
@@ -163,6 +167,131 @@ TEST(SuggestLayout, WithoutNvmeNothingFitsAndTheLeastOverIsReturned) {
   EXPECT_EQ(s->config.zero.offload_optimizer.device, OffloadDevice::kNone);
   const TierCheck& gpu = testing::check(s->plan, "gpu");
   EXPECT_NEAR(double(gpu.peak_bytes) / double(gpu.budget_bytes), 1.25, 0.01);
+}
+
+// The gradient ring's fewest slots on a model small enough to lay out by hand: vocab 10, hidden 4,
+// intermediate 8, one layer of one head (norm 4, q, k, v, o 16 each, norm 4, gate, up, down 32 each:
+// 168), records of 16 elements. Untied: the embedding [0, 40) on records 0-2, the layer [40, 208) on
+// 2-12 (11), the norm and head [208, 252) on 13-15: 11. Tied: the head is the embedding, whose
+// records 0-2 stay held from the head's landing until unit 0's, beside the layer's 2-12: 13.
+TEST(SuggestLayout, GradientRingSlotsAreTheRecordsTheBackwardHoldsAtOnce) {
+  ModelDims m{.vocab_size = 10,
+              .hidden_size = 4,
+              .intermediate_size = 8,
+              .num_hidden_layers = 1,
+              .num_attention_heads = 1,
+              .num_key_value_heads = 1,
+              .head_dim = 4};
+  EXPECT_EQ(plan::grad_ring_slots(m, 16), 11);
+  m.tie_word_embeddings = true;
+  EXPECT_EQ(plan::grad_ring_slots(m, 16), 13);
+  EXPECT_EQ(plan::grad_ring_slots(m, 1000), 1);  // one record holds it all
+}
+
+// benchmarks/configs/zero3_14b_compact_64gb.json (gradient_clipping 0) on the Qwen2.5-14B shape, a 24 GB
+// GPU, a 64 GiB host and 55 GiB of NVMe, the reference box's figures (what docs/configs.md's table runs).
+struct Qwen14bOn64GiB {
+  ModelDims model;
+  DsConfig base;
+  Machine machine = default_machine();
+};
+Qwen14bOn64GiB qwen14b_on_64gib() {
+  const char* root_env = std::getenv("TIERZERO_SOURCE_DIR");
+  const std::filesystem::path root(root_env ? root_env : ".");
+  Qwen14bOn64GiB out;
+  out.model = load_model_dims((root / "benchmarks/models/qwen2.5_14b.json").string()).value();
+  ResolveHints hints;
+  hints.model.hidden_size = out.model.hidden_size;
+  out.base = load_ds_config((root / "benchmarks/configs/zero3_14b_compact_64gb.json").string(), hints).value();
+  out.machine.gpu_memory_bytes = 24'000'000'000;
+  out.machine.host_memory_bytes = 64 * kGiB;
+  out.machine.nvme_bytes = 55 * kGiB;
+  return out;
+}
+
+bool has_ring(const SuggestionTried& t) { return t.layout.find("gradient ring") != std::string::npos; }
+
+// With clipping off the host need not hold the 27.5 GiB bf16 gradient partition: the ring's slots
+// free it for the optimizer's records, so the ring is chosen, faster than every layout that fits with
+// the whole partition, and a note says so. Its slots by hand: the LM head unit (the final norm, 5,120,
+// and the head, 152,064 x 5,120 = 778,567,680 elements) is the last of P = 14,770,033,664, elements
+// [13,991,460,864, P): records 139 to 147 of 1e8, 9 (a decoder layer, 275,268,608 elements, spans at most 4).
+TEST(SuggestLayout, The14bOnA64GiBHostTakesTheGradientRingWithoutClipping) {
+  const Qwen14bOn64GiB run = qwen14b_on_64gib();
+  ASSERT_EQ(run.base.gradient_clipping, 0.0);
+  Result<Suggestion> s = suggest_layout(run.model, run.base, run.machine, {}, {});
+  ASSERT_OK(s);
+  EXPECT_EQ(parameter_count(run.model), 14'770'033'664);
+  EXPECT_EQ(s->config.tierzero.grad_ring_records, 9) << tried_text(*s);
+  EXPECT_EQ(s->config.zero.offload_optimizer.device, OffloadDevice::kNvme);
+  EXPECT_EQ(s->config.zero.sub_group_size, 100'000'000u);
+  EXPECT_NE(s->tried[s->chosen].layout.find("; gradient ring of 9 records"), std::string::npos) << tried_text(*s);
+  EXPECT_TRUE(s->plan.feasible()) << format_plan(s->plan, {});
+  EXPECT_LE(testing::check(s->plan, "host").peak_bytes, 64 * kGiB);
+  double without = 0;  // the fastest that fits with the whole gradient partition
+  for (const SuggestionTried& t : s->tried)
+    if (!has_ring(t) && t.over.empty() && (without == 0 || t.step_seconds < without)) without = t.step_seconds;
+  ASSERT_GT(without, 0) << tried_text(*s);
+  EXPECT_LT(s->plan.step_seconds * 1.01, without) << tried_text(*s);
+  char figures[64];
+  std::snprintf(figures, sizeof figures, "%.1f s a step against %.1f s", s->plan.step_seconds, without);
+  const auto note = std::find_if(s->notes.begin(), s->notes.end(), [](const std::string& n) {
+    return n.find("the gradient ring (tierzero.grad_ring_records 9,") != std::string::npos;
+  });
+  ASSERT_NE(note, s->notes.end()) << "no note on the ring";
+  EXPECT_NE(note->find(figures), std::string::npos) << *note;
+  // The config it writes is one the engine accepts, and plans the same.
+  EXPECT_OK(check_engine_settings(engine_settings(s->config)));
+}
+
+// With clipping on the engine refuses the ring, so no ring layout is tried or chosen, and a note
+// says what it would need and what it would predict: the step chosen above, with clipping 0.
+TEST(SuggestLayout, WithClippingTheRingIsNotChosenAndANoteSaysWhy) {
+  Qwen14bOn64GiB run = qwen14b_on_64gib();
+  const Result<Suggestion> unclipped = suggest_layout(run.model, run.base, run.machine, {}, {});
+  ASSERT_OK(unclipped);
+  run.base.gradient_clipping = 1.0;
+  Result<Suggestion> s = suggest_layout(run.model, run.base, run.machine, {}, {});
+  ASSERT_OK(s);
+  EXPECT_EQ(s->config.tierzero.grad_ring_records, 0);
+  for (const SuggestionTried& t : s->tried) EXPECT_FALSE(has_ring(t)) << t.layout;
+  EXPECT_GT(s->plan.step_seconds, unclipped->plan.step_seconds * 1.01);
+  char figures[64];
+  std::snprintf(figures, sizeof figures, "would predict %.1f s a step (chosen: %.1f s)", unclipped->plan.step_seconds,
+                s->plan.step_seconds);
+  const auto note = std::find_if(s->notes.begin(), s->notes.end(), [](const std::string& n) {
+    return n.find("the gradient ring would need gradient_clipping 0 (this config: 1)") != std::string::npos;
+  });
+  ASSERT_NE(note, s->notes.end()) << "no note on the ring";
+  EXPECT_NE(note->find(figures), std::string::npos) << *note;
+  EXPECT_NE(note->find("gradient ring of 9 records"), std::string::npos) << *note;
+}
+
+// A gradient ring whose window does not fit the GPU would be refused by the engine at the first
+// step, after the weights are drawn: the plan (which `train` runs before) names it. The 14B's ring
+// (9 slots) with micro-batches of 1 x 2048 tokens fits beside 24 GB; with 2 per micro-batch the
+// window doubles to 7 x 50 units x 4096 tokens x 5120 x 2 B = 14.7 GB, which does not.
+TEST(SuggestLayout, APlannedRingWhoseWindowDoesNotFitIsAProblem) {
+  Qwen14bOn64GiB run = qwen14b_on_64gib();
+  run.base.tierzero.grad_ring_records = 9;
+  const auto ring_problem = [](const Plan& p) {
+    return std::any_of(p.problems.begin(), p.problems.end(), [](const std::string& problem) {
+      return problem.find(
+                 "tierzero.grad_ring_records 9 needs the optimizer stepping inside the backward of a "
+                 "window") != std::string::npos;
+    });
+  };
+  Result<Plan> fits = plan_training(run.model, run.base, run.machine);
+  ASSERT_OK(fits);
+  EXPECT_FALSE(ring_problem(*fits)) << format_plan(*fits, {});
+  run.base.batch.train_micro_batch_size_per_gpu = 2;
+  Result<Plan> over = plan_training(run.model, run.base, run.machine);
+  ASSERT_OK(over);
+  EXPECT_TRUE(ring_problem(*over)) << format_plan(*over, {});
+  run.base.gradient_clipping = 1.0;  // refused by check_engine_settings, which names it instead
+  Result<Plan> refused = plan_training(run.model, run.base, run.machine);
+  ASSERT_OK(refused);
+  EXPECT_FALSE(ring_problem(*refused));
 }
 
 }  // namespace
