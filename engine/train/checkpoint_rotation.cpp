@@ -101,6 +101,15 @@ std::vector<int64_t> saved_iterations(const std::string& dir) {
   return iterations;
 }
 
+int64_t checkpoints_added_at_once(int64_t existing, int64_t saves, int64_t keep_last) {
+  int64_t held = existing, peak = 0;
+  for (int64_t i = 0; i < saves; ++i) {
+    peak = std::max(peak, ++held - existing);  // the new one written beside all that is kept
+    if (keep_last > 0) held = std::min(held, keep_last);
+  }
+  return peak;
+}
+
 Status remove_old_checkpoints(const std::string& dir, int64_t keep_last) {
   TZ_RETURN_IF_ERROR(remove_interrupted_removals(dir));
   const std::vector<int64_t> iterations = saved_iterations(dir);

@@ -62,6 +62,19 @@ Status TrainingSession::check_outputs(const Plan& plan) {
   if (!args_.save_dir.empty()) {
     std::string what;
     uint64_t bytes = planned_checkpoint_bytes(plan, what);
+    // Periodic saves: the newest durable checkpoint stays while the next is written, so a run holds
+    // several at once (counted from step 0: a resumed run saves no more than that).
+    const int64_t periodic = save_every_ > 0 ? (last_step_ - 1) / save_every_ : 0;
+    const auto existing = static_cast<int64_t>(saved_iterations(args_.save_dir).size());
+    const int64_t at_once = checkpoints_added_at_once(existing, periodic + 1, keep_last_);
+    if (at_once > 1) {
+      bytes *= static_cast<uint64_t>(at_once);
+      what = std::to_string(at_once) + " checkpoints at once (--save-every " + std::to_string(save_every_) +
+             (keep_last_ > 0 ? ", --keep-last " + std::to_string(keep_last_) : ", all kept") +
+             ": the newest durable one stays while the next is written; fewer with --keep-last, or save at the "
+             "end only), each " +
+             what;
+    }
     if (config_.config.zero.gather_16bit_weights_on_model_save && !config_.config.tierzero.lora) {  // LoRA: adapters
       std::string model_what;
       bytes += planned_export_bytes(plan, num_parameters(model_.config), model_what);

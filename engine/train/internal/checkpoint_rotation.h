@@ -22,6 +22,12 @@ std::vector<int64_t> saved_iterations(const std::string& dir);
 // the directory.
 Status remove_old_checkpoints(const std::string& dir, int64_t keep_last);
 
+// The most checkpoints a run's `saves` new ones add at once to a directory holding `existing`: each
+// is written while the newest earlier ones stay, and with `keep_last` > 0 the rotation then trims the
+// directory to the newest keep_last (so a run with keep_last 1 needs room for 2 while it saves). With
+// keep_last <= 0 nothing is removed: every save stays.
+int64_t checkpoints_added_at_once(int64_t existing, int64_t saves, int64_t keep_last);
+
 // The tag DIR/latest names (the newest committed checkpoint), or "" when there is none.
 std::string latest_tag(const std::string& dir);
 

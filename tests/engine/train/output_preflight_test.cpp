@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/train/internal/checkpoint_rotation.h"
 #include "engine/train/internal/output_preflight.h"
 #include "fs/testing/default_override.h"
 #include "fs/testing/fault_injection_fs.h"
@@ -184,6 +185,35 @@ TEST_F(OnAMount, SaveOnATooSmallFileSystemIsRefusedWithBytesNeededAndFree) {
   expect_refused_before_training(
       run_train(args), ErrorCode::kOutOfSpace,
       {"--save " + args.save_dir, "needed", "free on the file system holding", "fp32 master + 2 fp32 Adam moments"});
+}
+
+// Periodic saves hold two checkpoints while the next is written (the newest durable one stays): a
+// file system with room for one (the tiny model's ~10 MiB in 16 MiB) takes a save at the end, and
+// refuses --save-every with --keep-last 1 before step 1, naming the count and the fixes.
+TEST_F(OnAMount, PeriodicSavesNeedRoomForTheCheckpointsTheyHoldAtOnce) {
+  const std::string small = mount_tmpfs("one", 0, "size=16m");
+  if (small.empty()) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  TrainArgs periodic = thirty_steps(dir_);
+  periodic.save_dir = small + "/periodic";
+  periodic.save_every = 10;
+  periodic.keep_last = 1;
+  expect_refused_before_training(run_train(periodic), ErrorCode::kOutOfSpace,
+                                 {"--save " + periodic.save_dir, "2 checkpoints at once (--save-every 10, --keep-last 1",
+                                  "save at the end only", "fp32 master + 2 fp32 Adam moments"});
+  TrainArgs at_end = train_args(write_config(dir_, small_config(), "end.json"), 2);
+  at_end.save_dir = small + "/at_end";
+  EXPECT_OK(run_train(at_end).summary);
+}
+
+TEST(CheckpointsAddedAtOnce, AreTheNewestKeptPlusTheOneBeingWritten) {
+  EXPECT_EQ(trainer::checkpoints_added_at_once(0, 1, 1), 1);  // a save at the end only
+  EXPECT_EQ(trainer::checkpoints_added_at_once(0, 4, 1), 2);  // the newest stays while the next is written
+  EXPECT_EQ(trainer::checkpoints_added_at_once(0, 4, 3), 4);  // 3 kept + 1 being written
+  EXPECT_EQ(trainer::checkpoints_added_at_once(0, 2, 3), 2);  // fewer saves than kept
+  EXPECT_EQ(trainer::checkpoints_added_at_once(0, 5, 0), 5);  // no rotation: every save stays
+  EXPECT_EQ(trainer::checkpoints_added_at_once(2, 4, 1), 1);  // a resumed directory's old ones go first
+  EXPECT_EQ(trainer::checkpoints_added_at_once(1, 3, 2), 2);  // 1 old + 1 new kept, then 1 more written
+  EXPECT_EQ(trainer::checkpoints_added_at_once(0, 0, 1), 0);
 }
 
 // The checkpoint bytes train plans before step 1 are docs/formats.md's per parameter (the state as
