@@ -12,6 +12,11 @@
 #                                      base on NVMe (RecordCache + DeviceCopies::upload) gives the pinned base's losses;
 #                                      the gradient ring (tierzero.grad_ring_records, first refused with one slot, naming
 #                                      the minimum) gives the whole partition's losses; bench pcie's rows verify
+#   scripts/device.sh scripts/device_suite.sh checkpoint OUTDIR  issue 35's checkpoint cycle of the 7.6B (compact master,
+#                                      int8 moments) on the box's disk: benchmarks/checkpoint_cycle.py (bytes/param,
+#                                      durable vs bench io's new-file write rate, resume bit for bit, convert = export);
+#                                      PHASES=saved,convert then PHASES=resumed,unbroken,io splits it over two calls
+#                                      (state kept in /tmp/tz-cycle while the machine stays warm); CKPT_CONFIG another config
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
@@ -141,5 +146,13 @@ case "$what" in
       cat "$out/train_$shape.measure.json"; echo
       [[ -n $nvme ]] && rm -rf "${nvme:?}"
     done ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
+  checkpoint)
+    cfg=${CKPT_CONFIG:-benchmarks/configs/zero3_7b_compact_24gb.json}
+    nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$cfg")
+    [[ -n $nvme ]] && mkdir -p "$nvme"
+    python3 benchmarks/checkpoint_cycle.py --tierzero "$tz" --model-config benchmarks/models/qwen2.5_7b.json --config "$cfg" \
+      --data configs/data/tiny_corpus.u16 --work /tmp/tz-cycle --phases "${PHASES:-saved,convert,resumed,unbroken,io}" \
+      --json "$out/checkpoint_cycle.json" 2>&1 | tee "$out/checkpoint_cycle.txt"
+    cp /tmp/tz-cycle/*.log /tmp/tz-cycle/*.jsonl /tmp/tz-cycle/*.json "$out/" 2>/dev/null ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | checkpoint | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
 esac
