@@ -53,6 +53,12 @@ class FieldReader {
       fail(key, *v, "a number or null");
     }
   }
+  void optional_integer(const char* key, std::optional<int64_t>& out) {
+    if (!status_.ok() || !line_.contains(key)) return;
+    int64_t v = 0;
+    integer(key, v, true);
+    out = v;
+  }
   void optional_number(const char* key, std::optional<double>& out) {
     if (!status_.ok() || !line_.contains(key)) return;
     double v = 0;
@@ -126,6 +132,8 @@ json step_line(const StepMetrics& s) {
   if (s.d2h_gbps) j["d2h_gbps"] = number_or_null(*s.d2h_gbps);
   if (s.nvme_read_gbps) j["nvme_read_gbps"] = number_or_null(*s.nvme_read_gbps);
   if (s.nvme_write_gbps) j["nvme_write_gbps"] = number_or_null(*s.nvme_write_gbps);
+  if (s.nvme_read_bytes) j["nvme_read_bytes"] = *s.nvme_read_bytes;
+  if (s.nvme_written_bytes) j["nvme_written_bytes"] = *s.nvme_written_bytes;
   if (s.epoch) j["epoch"] = number_or_null(*s.epoch);
   if (s.breakdown) {
     const StepBreakdown& b = *s.breakdown;
@@ -202,6 +210,8 @@ Result<StepMetrics> parse_step_line(const json& line) {
   r.optional_number("d2h_gbps", s.d2h_gbps);
   r.optional_number("nvme_read_gbps", s.nvme_read_gbps);
   r.optional_number("nvme_write_gbps", s.nvme_write_gbps);
+  r.optional_integer("nvme_read_bytes", s.nvme_read_bytes);
+  r.optional_integer("nvme_written_bytes", s.nvme_written_bytes);
   r.optional_number("epoch", s.epoch);
   if (const json* b = r.object("breakdown")) {
     StepBreakdown d;

@@ -30,6 +30,10 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
   step.pageable_bytes = record.memory.pageable_bytes;
   step.nvme_bytes = record.memory.nvme_bytes;
   step.epoch = record.epoch;
+  if (record.nvme_io) {
+    step.nvme_read_bytes = static_cast<int64_t>(record.nvme_io->step_read_bytes);
+    step.nvme_written_bytes = static_cast<int64_t>(record.nvme_io->step_written_bytes);
+  }
   if (record.times) {
     const StepTimes& t = *record.times;
     step.breakdown = report::StepBreakdown{.forward_s = t.forward_s,

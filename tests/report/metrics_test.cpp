@@ -65,6 +65,8 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   with_extras.breakdown = StepBreakdown{0.5, 1.0, 0.25, 2.0, 0.125, 0.0625, 0.03125};
   with_extras.h2d_gbps = 40.5;
   with_extras.nvme_write_gbps = 2.25;
+  with_extras.nvme_read_bytes = int64_t{30} << 30;
+  with_extras.nvme_written_bytes = 12345;
   StepMetrics skipped = step(3);
   skipped.loss = NAN;
   skipped.grad_norm = INFINITY;
@@ -98,6 +100,9 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   EXPECT_DOUBLE_EQ(*read.steps[1].h2d_gbps, 40.5);
   EXPECT_DOUBLE_EQ(*read.steps[1].nvme_write_gbps, 2.25);
   EXPECT_FALSE(read.steps[1].d2h_gbps.has_value());
+  EXPECT_EQ(*read.steps[1].nvme_read_bytes, int64_t{30} << 30);
+  EXPECT_EQ(*read.steps[1].nvme_written_bytes, 12345);
+  EXPECT_FALSE(read.steps[0].nvme_read_bytes.has_value()) << "absent: a run without state on NVMe";
   EXPECT_TRUE(std::isnan(read.steps[2].loss));
   EXPECT_TRUE(std::isnan(read.steps[2].grad_norm));  // not finite: written as null
 }

@@ -153,7 +153,9 @@ TEST(Train, ResumeContinuesBitForBit) {
 // returns the NVMe run's step lines (each parsed).
 std::vector<std::string> nvme_run_like_cpu(const ScratchDir& dir, const nlohmann::json& cpu, const nlohmann::json& nvme) {
   TrainRun on_cpu = run_train(train_args(write_config(dir, small_config(cpu), "cpu.json"), 3));
-  TrainRun on_nvme = run_train(train_args(write_config(dir, small_config(nvme), "nvme.json"), 3));
+  TrainArgs nvme_args = train_args(write_config(dir, small_config(nvme), "nvme.json"), 3);
+  nvme_args.metrics_path = dir / "nvme.jsonl";
+  TrainRun on_nvme = run_train(nvme_args);
   EXPECT_OK(on_cpu.summary);
   EXPECT_OK(on_nvme.summary);
   if (!on_cpu.summary.ok() || !on_nvme.summary.ok()) return {};
@@ -161,6 +163,20 @@ std::vector<std::string> nvme_run_like_cpu(const ScratchDir& dir, const nlohmann
   EXPECT_EQ(on_nvme.lines.back().find("| nvme 0 B"), std::string::npos) << on_nvme.lines.back();
   std::vector<std::string> steps;
   for (const std::smatch& match : step_lines(on_nvme.lines)) steps.push_back(match.str(0));
+  // The metrics file holds each step's traffic in bytes, the step line the same figure formatted.
+  const report::RunMetrics metrics = value_or_throw(report::read_metrics_file(nvme_args.metrics_path));
+  EXPECT_EQ(metrics.steps.size(), steps.size());
+  for (size_t i = 0; i < std::min(metrics.steps.size(), steps.size()); ++i) {
+    const report::StepMetrics& m = metrics.steps[i];
+    if (!m.nvme_read_bytes || !m.nvme_written_bytes) {
+      ADD_FAILURE() << "step " << m.step << " has no NVMe bytes in " << nvme_args.metrics_path;
+      continue;
+    }
+    EXPECT_NE(steps[i].find("[nvme-io read " + format_bytes(*m.nvme_read_bytes) + " written " +
+                            format_bytes(*m.nvme_written_bytes) + "]"),
+              std::string::npos)
+        << steps[i];
+  }
   return steps;
 }
 
