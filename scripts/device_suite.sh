@@ -17,6 +17,11 @@
 #                                      durable vs bench io's new-file write rate, resume bit for bit, convert = export);
 #                                      PHASES=saved,convert then PHASES=resumed,unbroken,io splits it over two calls
 #                                      (state kept in /tmp/tz-cycle while the machine stays warm); CKPT_CONFIG another config
+#   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed on the NVMe
+#                                      path, estimate with those rates, HOST64_STEPS (6) steps of
+#                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another), then
+#                                      benchmarks/disk_bound.py: the step against its disk bound, estimate's step and
+#                                      tier peaks within 15 %, RSS <= 64 GiB, NVMe <= 55 GiB, GPU <= 24 GB
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
@@ -146,6 +151,22 @@ case "$what" in
       cat "$out/train_$shape.measure.json"; echo
       [[ -n $nvme ]] && rm -rf "${nvme:?}"
     done ;;
+  host64)
+    cfg=${HOST64_CONFIG:-benchmarks/configs/zero3_14b_compact_64gb_ring.json}
+    model=benchmarks/models/qwen2.5_14b.json
+    nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"]["nvme_path"])' "$cfg")
+    rm -rf "${nvme:?}"; mkdir -p "$nvme"
+    run io_mixed bench io --nvme "$nvme" --size 4GiB --mixed
+    "$tz" estimate --model "$model" --config "$cfg" --bench-json "$out/io_mixed.json" --json "$out/estimate_host64.json" \
+      > "$out/estimate_host64.txt" 2>&1
+    grep -E 'predicted step|Result' "$out/estimate_host64.txt"
+    python3 benchmarks/train_bench_util.py measure --json "$out/train_host64.measure.json" --log "$out/train_host64.log" \
+      --timeout "${HOST64_TIMEOUT:-540}" -- "$tz" train --model-config "$model" --config "$cfg" \
+      --data configs/data/tiny_corpus.u16 --steps "${HOST64_STEPS:-6}" --metrics "$out/train_host64.jsonl" || true
+    grep -E 'start-up|^step|^done' "$out/train_host64.log" | cut -c1-400
+    python3 benchmarks/disk_bound.py --metrics "$out/train_host64.jsonl" --io "$out/io_mixed.json" \
+      --estimate "$out/estimate_host64.json" --measure "$out/train_host64.measure.json" --json "$out/disk_bound.json"
+    rm -rf "${nvme:?}" ;;
   checkpoint)
     cfg=${CKPT_CONFIG:-benchmarks/configs/zero3_7b_compact_24gb.json}
     nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$cfg")
@@ -154,5 +175,5 @@ case "$what" in
       --data configs/data/tiny_corpus.u16 --work /tmp/tz-cycle --phases "${PHASES:-saved,convert,resumed,unbroken,io}" \
       --json "$out/checkpoint_cycle.json" 2>&1 | tee "$out/checkpoint_cycle.txt"
     cp /tmp/tz-cycle/*.log /tmp/tz-cycle/*.jsonl /tmp/tz-cycle/*.json "$out/" 2>/dev/null ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | checkpoint | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | checkpoint | host64 | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
 esac
