@@ -62,10 +62,10 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
     halves.emplace_back(static_cast<std::byte*>(half.data_ptr()), half.nbytes());
   }
   TZ_ASSIGN_OR_RETURN(disk->cache_, offload::RecordCache::create(halves, {},
-                                                                 {.paths = placement.nvme_paths,
-                                                                  .io = placement.io,
-                                                                  .rank = placement.rank,
-                                                                  .role = offload::kFrozenSwap,
+                                                                 {.files = {.paths = placement.nvme_paths,
+                                                                            .io = placement.io,
+                                                                            .rank = placement.rank,
+                                                                            .role = offload::kFrozenSwap},
                                                                   .record_bytes = std::move(layout.unit_bytes),
                                                                   .memory_records = 0,
                                                                   .read_ahead = false,

@@ -61,10 +61,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     for (int64_t k = 0; k < groups_; ++k) sizes.push_back(record_bytes(count_of(k)));
     cache_ = value_or_throw(offload::RecordCache::create(
         buffers, in_memory_ > 0 ? byte_span(setup_.memory_records) : std::span<std::byte>(),
-        {.paths = nvme.paths,
-         .io = nvme.io,
-         .rank = setup_.rank,
-         .role = kOptimizerSwap,
+        {.files = {.paths = nvme.paths, .io = nvme.io, .rank = setup_.rank, .role = kOptimizerSwap},
          .record_bytes = std::move(sizes),
          .memory_records = in_memory_,
          .read_ahead = nvme.pipeline_read,

@@ -20,7 +20,5 @@ using offload::limit_device_memory;
 using offload::PartitionWrite;
 using offload::PendingWrites;
 using offload::PinnedRole;
-using offload::SwapFiles;
-using offload::SwapTransfer;
 
 }  // namespace tierzero::engine
