@@ -19,6 +19,8 @@
 //   each held for a tag, and write windows taken in turn (the ZeRO-3 parameters on NVMe).
 // - StagingSlots: pinned buffers of one size lent and given back across threads (the offloaded
 //   gradients' staging slots).
+// - RangeReader: a file read by range on any thread, O_DIRECT in whole blocks where allowed (the
+//   start-up read of a Hugging Face checkpoint's safetensors).
 // - DeviceCopies (offload_torch.h): the side-stream copies between host memory and the GPU, ordered
 //   after the compute stream by events, never a device-wide sync; the stack's one CUDA copy path.
 //   PendingWrites orders the compute stream after a copy only just before a reader; CopyProbe is
@@ -257,6 +259,37 @@ class RecordStaging {
   std::vector<Part> parts_;                   // one per path (none without files)
   std::vector<std::vector<Transfer>> reads_;  // per buffer: the transfers in flight
   std::vector<std::vector<Transfer>> writes_;
+};
+
+// ---- Range reads ---------------------------------------------------------------------------------
+// A file read by byte range on any thread, without staging or an IoEngine (start-up weight loading:
+// each thread reads and converts its own piece): with O_DIRECT in whole kRecordAlignment blocks
+// where the file system allows it, so the disk's read rate is not the page cache's, else with pread.
+class RangeReader {
+ public:
+  // Opens `path` read-only, and again with O_DIRECT where allowed; the error names the path.
+  static Result<std::unique_ptr<RangeReader>> open(const std::string& path);
+  ~RangeReader();
+  RangeReader(const RangeReader&) = delete;
+  RangeReader& operator=(const RangeReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The file's bytes (fstat); the error names the path.
+  Result<uint64_t> size() const;
+  // Bytes [offset, offset + bytes) into `out` with pread; kCorrupt when the file ends first.
+  Status read_exact(void* out, uint64_t bytes, uint64_t offset) const;
+  // Bytes of a buffer that read() of up to `bytes` needs: an alignment block of room on each side.
+  static constexpr uint64_t buffer_bytes(uint64_t bytes) { return bytes + 2 * RecordStaging::kRecordAlignment; }
+  // Bytes [offset, offset + bytes) read into `buffer` (nvme::allocate_aligned(buffer_bytes(bytes))),
+  // in whole blocks where the file is open with O_DIRECT; where they start in it. kCorrupt when the
+  // file ends first; errors name the path, the offset and the bytes.
+  Result<std::byte*> read(uint64_t offset, uint64_t bytes, std::byte* buffer) const;
+
+ private:
+  RangeReader(std::string path, int fd, int direct_fd) : path_(std::move(path)), fd_(fd), direct_fd_(direct_fd) {}
+  std::string path_;
+  int fd_;
+  int direct_fd_;  // the same file opened O_DIRECT, or -1 where refused (tmpfs)
 };
 
 // ---- Record cache --------------------------------------------------------------------------------
