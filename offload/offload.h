@@ -7,10 +7,10 @@
 //   when a GPU is present, else host memory), all allocated at creation: the budget is checked first.
 // - HostTier (offload/torch/offload_torch.h): the step's pinned buffers, listed as PinnedBufferSpecs
 //   typed by role, checked against tierzero.pinned_memory_limit and allocated from one pool.
-// - SwapFiles: state homed on NVMe in fixed-size records, one preallocated file per nvme_path per
-//   rank, each record striped over the paths in 4096-aligned shares (O_DIRECT), moved over nvme/'s
-//   IoEngine (io_uring, else libaio) with several requests in flight.
-// - RecordStaging: pinned staging buffers over SwapFiles, with the reads and writes in flight on each.
+// - RecordStaging: state homed on NVMe in fixed-size records, one preallocated swap file per
+//   nvme_path per rank, each record striped over the paths in 4096-aligned shares (O_DIRECT), moved
+//   through pinned staging buffers over nvme/'s IoEngine (io_uring, else libaio) with several
+//   requests in flight on each.
 // - RecordCache: the residency layer over a RecordStaging: records kept in a pinned block and records
 //   on NVMe behind one acquire/release interface, with write-back, read-ahead, write-behind, aligned
 //   range reads, the alternating sweep, traffic counters and reader fences (the optimizer's
@@ -19,6 +19,8 @@
 //   each held for a tag, and write windows taken in turn (the ZeRO-3 parameters on NVMe).
 // - StagingSlots: pinned buffers of one size lent and given back across threads (the offloaded
 //   gradients' staging slots).
+// - RangeReader: a file read by range on any thread, O_DIRECT in whole blocks where allowed (the
+//   start-up read of a Hugging Face checkpoint's safetensors).
 // - DeviceCopies (offload_torch.h): the side-stream copies between host memory and the GPU, ordered
 //   after the compute stream by events, never a device-wide sync; the stack's one CUDA copy path.
 //   PendingWrites orders the compute stream after a copy only just before a reader; CopyProbe is
@@ -139,22 +141,16 @@ struct PinnedBufferSpec {
 // up to a page): what HostTier allocates and checks against tierzero.pinned_memory_limit.
 uint64_t pinned_capacity(const std::vector<PinnedBufferSpec>& buffers);
 
-// ---- Swap files ---------------------------------------------------------------------------------
+// ---- Record staging over swap files --------------------------------------------------------------
 // State homed on NVMe in fixed-size records: one file per nvme_path per rank,
 // <path>/tierzero-<role>-r<rank>.swap (the SwapRoles below), preallocated at creation and removed
-// with the swap. Record k's bytes [p*P, (p+1)*P) are in path p's file at offset k*P, P being the
+// with the staging. Record k's bytes [p*P, (p+1)*P) are in path p's file at offset k*P, P being the
 // largest record split evenly over the paths and rounded up to 4096 bytes: every record keeps a
 // stable place, every device carries an equal share of every transfer, offsets stay O_DIRECT-aligned.
-
-// One record transfer in flight: its tickets (one per path it touches), waited for together.
-struct SwapTransfer {
-  nvme::Op op = nvme::Op::kRead;
-  int64_t sub_group = -1;  // -1: none in flight
-  uint64_t begin = 0;      // bytes [begin, end) of the record
-  uint64_t end = 0;
-  std::vector<nvme::IoTicket> tickets;
-  std::vector<size_t> parts;  // the path of each ticket
-};
+// Pinned staging buffers move the records: buffer b holds one record's image at a time (or a run of
+// consecutive records'), with the read and the write in flight on it. The caller (the record cache
+// and ring below) decides which record goes through which buffer and when; the staging owns the I/O:
+// its IoEngine (the "aio" block's backend), the buffers' registration, the files, the tickets.
 
 // What a swap holds, for its file names and its errors.
 struct SwapRole {
@@ -170,69 +166,9 @@ inline constexpr SwapRole kParameterSwap{"params", "zero_optimization.offload_pa
 inline constexpr SwapRole kFrozenSwap{"frozen", "zero_optimization.offload_param.nvme_path", "frozen base record",
                                       "frozen base weights"};
 
-class SwapFiles {
- public:
-  // Opens and preallocates the files of rank `rank` for `sub_groups` records of at most
-  // `record_bytes` in `paths` (directories, created when missing), through `io` (outlives the swap);
-  // errors name file record k as record `first_named` + k. Fails before writing anything:
-  // kInvalidArgument for no path; kOutOfSpace naming the path, the bytes needed and free, and the fix;
-  // else the open or preallocation error naming the file.
-  static Result<std::unique_ptr<SwapFiles>> create(nvme::IoEngine& io, const std::vector<std::string>& paths, int rank,
-                                                   int64_t sub_groups, uint64_t record_bytes,
-                                                   const SwapRole& role = kOptimizerSwap, int64_t first_named = 0);
-  // Removes the files.
-  ~SwapFiles();
-  SwapFiles(const SwapFiles&) = delete;
-  SwapFiles& operator=(const SwapFiles&) = delete;
-
-  // Queues `op` of bytes [begin, end) of record `sub_group` (`begin` a multiple of kRecordAlignment)
-  // into or from `data`, which holds them from its first byte and stays valid until wait() returned.
-  SwapTransfer submit_at(nvme::Op op, int64_t sub_group, void* data, uint64_t begin, uint64_t end);
-  static constexpr uint64_t kRecordAlignment = 4096;
-  // Bytes create() preallocates for `records` records of `record_bytes` over `paths` paths (each
-  // path's share of a record rounded up to kRecordAlignment), summed over the paths.
-  static uint64_t preallocated_bytes(size_t paths, int64_t records, uint64_t record_bytes);
-  // Waits for every ticket of `transfer` (none: ok) and marks it done. The error names the file, the
-  // offset, the record and the fix; a full disk is kOutOfSpace with the bytes needed and free.
-  Status wait(SwapTransfer& transfer);
-
-  // `bytes` rounded down and up to kRecordAlignment (O_DIRECT offsets and lengths).
-  static constexpr uint64_t align_down(uint64_t bytes) { return bytes / kRecordAlignment * kRecordAlignment; }
-  static constexpr uint64_t align_up(uint64_t bytes) { return align_down(bytes + kRecordAlignment - 1); }
-
-  // Bytes the files take on disk (preallocated), summed over the paths.
-  uint64_t file_bytes() const;
-  // "<n> file(s): path, ...", for banners and errors.
-  std::string describe() const;
-  // The files' paths, one per directory, in the order of `paths` at creation.
-  std::vector<std::string> files() const;
-
- private:
-  struct Part {
-    nvme::FileRef file;
-    std::string path;
-  };
-  SwapFiles(nvme::IoEngine& io, uint64_t part_bytes, int64_t sub_groups, const SwapRole& role, int64_t first_named)
-      : io_(io), part_bytes_(part_bytes), sub_groups_(sub_groups), role_(role), first_named_(first_named) {}
-  Status failure(const SwapTransfer& transfer, size_t part, const Status& status) const;
-
-  nvme::IoEngine& io_;
-  uint64_t part_bytes_;  // P: a record's share of each file
-  int64_t sub_groups_;
-  SwapRole role_;
-  int64_t first_named_;
-  std::vector<Part> parts_;  // one per path
-};
-
-// ---- Record staging -----------------------------------------------------------------------------
-// Pinned staging buffers over swap files: buffer b holds one record's image at a time (or a run of
-// consecutive records'), with the read and the write in flight on it. The caller (the record cache
-// and ring below) decides which record goes through which buffer and when; the staging owns the I/O:
-// its IoEngine (the "aio" block's backend), the buffers' registration, the files, the tickets.
-
-// Where a staging's records go (SwapFiles::create's arguments), through an IoEngine made from `io`.
+// Where a staging's records go, through an IoEngine made from `io`.
 struct RecordStagingOptions {
-  std::vector<std::string> paths;
+  std::vector<std::string> paths;  // the files' directories, created when missing
   nvme::IoConfig io;
   int rank = 0;
   int64_t records = 0;  // 0: no files; the buffers are then only memory
@@ -243,8 +179,10 @@ struct RecordStagingOptions {
 
 class RecordStaging {
  public:
-  // Makes the IoEngine, registers `buffers` (pinned memory the caller keeps valid) with it, and
-  // creates the swap files when options.records > 0; the errors of each.
+  // Makes the IoEngine, registers `buffers` (pinned memory the caller keeps valid) with it, and, when
+  // options.records > 0, opens and preallocates the files; the errors of each. The files fail before
+  // anything is written: kInvalidArgument for no path; kOutOfSpace naming the path, the bytes needed
+  // and free, and the fix; else the open or preallocation error naming the file.
   static Result<std::unique_ptr<RecordStaging>> create(const std::vector<std::span<std::byte>>& buffers,
                                                        const RecordStagingOptions& options);
   // Waits for the transfers in flight (errors dropped), unregisters the buffers, removes the files.
@@ -252,8 +190,16 @@ class RecordStaging {
   RecordStaging(const RecordStaging&) = delete;
   RecordStaging& operator=(const RecordStaging&) = delete;
 
+  static constexpr uint64_t kRecordAlignment = 4096;
+  // `bytes` rounded down and up to kRecordAlignment (O_DIRECT offsets and lengths).
+  static constexpr uint64_t align_down(uint64_t bytes) { return bytes / kRecordAlignment * kRecordAlignment; }
+  static constexpr uint64_t align_up(uint64_t bytes) { return align_down(bytes + kRecordAlignment - 1); }
+  // Bytes create() preallocates for `records` records of `record_bytes` over `paths` paths (each
+  // path's share of a record rounded up to kRecordAlignment), summed over the paths.
+  static uint64_t preallocated_bytes(size_t paths, int64_t records, uint64_t record_bytes);
+
   // Whether there are swap files (options.records > 0).
-  bool has_files() const { return swap_ != nullptr; }
+  bool has_files() const { return !parts_.empty(); }
   size_t buffer_count() const { return buffers_.size(); }
 
   // Queues the read of record `record`'s bytes [begin, end) (past record_bytes, the next records')
@@ -272,25 +218,78 @@ class RecordStaging {
   // The same for its write; a full disk is kOutOfSpace with the bytes needed and free.
   Status wait_write(size_t b);
 
-  // SwapFiles' file_bytes(), describe() and files(); without files 0, "no file" and none.
-  uint64_t file_bytes() const { return swap_ ? swap_->file_bytes() : 0; }
-  std::string describe() const { return swap_ ? swap_->describe() : std::string("no file"); }
-  std::vector<std::string> files() const { return swap_ ? swap_->files() : std::vector<std::string>{}; }
+  // Bytes the files take on disk (preallocated), summed over the paths; without files 0.
+  uint64_t file_bytes() const;
+  // "<n> file(s): path, ...", for banners and errors; without files "no file".
+  std::string describe() const;
+  // The files' paths, one per directory, in the order of options.paths.
+  std::vector<std::string> files() const;
 
  private:
+  // One record's transfer in flight: its tickets (one per path it touches), waited for together.
+  struct Transfer {
+    nvme::Op op = nvme::Op::kRead;
+    int64_t record = -1;
+    uint64_t begin = 0;  // bytes [begin, end) of the record
+    uint64_t end = 0;
+    std::vector<nvme::IoTicket> tickets;
+    std::vector<size_t> parts;  // the path of each ticket
+  };
+  struct Part {
+    nvme::FileRef file;
+    std::string path;
+  };
   RecordStaging() = default;
+  // Opens and preallocates the files (create's last step).
+  Status create_files(const RecordStagingOptions& options);
   // Queues `op` of bytes [begin, end) of the run of records from `record` on, into or from `data`:
-  // one transfer per record it touches.
-  std::vector<SwapTransfer> submit(nvme::Op op, int64_t record, std::byte* data, uint64_t begin, uint64_t end);
-  // Waits for every transfer of `transfers` and forgets them; the first error.
-  Status wait(std::vector<SwapTransfer>& transfers);
+  // one transfer per record it touches, its bytes split over the paths.
+  std::vector<Transfer> submit(nvme::Op op, int64_t record, std::byte* data, uint64_t begin, uint64_t end);
+  // Waits for every transfer of `transfers` and forgets them; the first error, named by failure().
+  Status wait(std::vector<Transfer>& transfers);
+  Status failure(const Transfer& transfer, size_t part, const Status& status) const;
 
   std::vector<std::span<std::byte>> buffers_;
   uint64_t record_bytes_ = 0;
+  int64_t records_ = 0;
+  uint64_t part_bytes_ = 0;  // P: a record's share of each file
+  SwapRole role_ = kOptimizerSwap;
+  int64_t first_named_ = 0;
   std::unique_ptr<nvme::IoEngine> io_;
-  std::unique_ptr<SwapFiles> swap_;
-  std::vector<std::vector<SwapTransfer>> reads_;  // per buffer: the transfers in flight
-  std::vector<std::vector<SwapTransfer>> writes_;
+  std::vector<Part> parts_;                   // one per path (none without files)
+  std::vector<std::vector<Transfer>> reads_;  // per buffer: the transfers in flight
+  std::vector<std::vector<Transfer>> writes_;
+};
+
+// ---- Range reads ---------------------------------------------------------------------------------
+// A file read by byte range on any thread, without staging or an IoEngine (start-up weight loading:
+// each thread reads and converts its own piece): with O_DIRECT in whole kRecordAlignment blocks
+// where the file system allows it, so the disk's read rate is not the page cache's, else with pread.
+class RangeReader {
+ public:
+  // Opens `path` read-only, and again with O_DIRECT where allowed; the error names the path.
+  static Result<std::unique_ptr<RangeReader>> open(const std::string& path);
+  ~RangeReader();
+  RangeReader(const RangeReader&) = delete;
+  RangeReader& operator=(const RangeReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The file's bytes (fstat); the error names the path.
+  Result<uint64_t> size() const;
+  // Bytes [offset, offset + bytes) into `out` with pread; kCorrupt when the file ends first.
+  Status read_exact(void* out, uint64_t bytes, uint64_t offset) const;
+  // Bytes of a buffer that read() of up to `bytes` needs: an alignment block of room on each side.
+  static constexpr uint64_t buffer_bytes(uint64_t bytes) { return bytes + 2 * RecordStaging::kRecordAlignment; }
+  // Bytes [offset, offset + bytes) read into `buffer` (nvme::allocate_aligned(buffer_bytes(bytes))),
+  // in whole blocks where the file is open with O_DIRECT; where they start in it. kCorrupt when the
+  // file ends first; errors name the path, the offset and the bytes.
+  Result<std::byte*> read(uint64_t offset, uint64_t bytes, std::byte* buffer) const;
+
+ private:
+  RangeReader(std::string path, int fd, int direct_fd) : path_(std::move(path)), fd_(fd), direct_fd_(direct_fd) {}
+  std::string path_;
+  int fd_;
+  int direct_fd_;  // the same file opened O_DIRECT, or -1 where refused (tmpfs)
 };
 
 // ---- Record cache --------------------------------------------------------------------------------
@@ -321,10 +320,7 @@ class ReaderFence {
 };
 
 struct RecordCacheOptions {
-  std::vector<std::string> paths;  // the swap files' directories (RecordStagingOptions)
-  nvme::IoConfig io;
-  int rank = 0;
-  SwapRole role = kOptimizerSwap;
+  RecordStagingOptions files;          // paths, io, rank and role (the cache sets the rest)
   std::vector<uint64_t> record_bytes;  // bytes of each record; records = its size
   int64_t memory_records = 0;          // records [0, memory_records) live in the pinned block
   bool read_ahead = false;             // prefetch_ahead() reads past the record asked (pipeline_read)
@@ -367,7 +363,7 @@ class RecordCache {
   // overwriting (contents unspecified). A read's error names the file, the offset and the record.
   Result<std::span<std::byte>> acquire(int64_t record, Access access);
   // Bytes [begin, end) of record `record`, for reading; its buffer then holds that range only (read
-  // from begin rounded down to SwapFiles::kRecordAlignment), unless it held them already.
+  // from begin rounded down to RecordStaging::kRecordAlignment), unless it held them already.
   Result<std::span<const std::byte>> acquire_range(int64_t record, uint64_t begin, uint64_t end);
   // Gives back an acquired record; `reader` (may be null) still reads its buffer.
   Status release(int64_t record, Release how, std::shared_ptr<ReaderFence> reader = nullptr);
@@ -445,7 +441,7 @@ class RecordRing {
  public:
   // Bytes of a read buffer for pieces of up to `piece_bytes`: room for the alignment on both sides.
   static uint64_t read_buffer_bytes(uint64_t piece_bytes) {
-    return SwapFiles::align_up(piece_bytes) + 2 * SwapFiles::kRecordAlignment;
+    return RecordStaging::align_up(piece_bytes) + 2 * RecordStaging::kRecordAlignment;
   }
   // Over the swap files of `options` (the last record `last_record_bytes` long: reads stop there),
   // with `reads` and `windows` (pinned memory the caller keeps valid, one at least each).

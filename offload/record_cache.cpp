@@ -25,7 +25,7 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
     cache->first_file_.push_back(on_files);
     if (r >= cache->memory_records_) on_files += chunk > 0 ? (cache->bytes_[r] + chunk - 1) / chunk : 1;
   }
-  if (chunk % SwapFiles::kRecordAlignment != 0)
+  if (chunk % RecordStaging::kRecordAlignment != 0)
     return internal_error("record cache: file records of " + std::to_string(chunk) + " bytes are not 4096-aligned");
   if (memory.size() < static_cast<uint64_t>(cache->memory_records_) * cache->stride_)
     return internal_error("record cache: the pinned block of the " + std::to_string(cache->memory_records_) +
@@ -35,13 +35,10 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
     if (buffer.size() < cache->stride_)
       return internal_error("record cache: a buffer of " + std::to_string(buffer.size()) + " bytes is smaller than a " +
                             std::to_string(cache->stride_) + "-byte record");
-  TZ_ASSIGN_OR_RETURN(cache->staging_, RecordStaging::create(buffers, {.paths = options.paths,
-                                                                       .io = options.io,
-                                                                       .rank = options.rank,
-                                                                       .records = on_files,
-                                                                       .record_bytes = file_record,
-                                                                       .role = options.role,
-                                                                       .first_named = cache->memory_records_}));
+  options.files.records = on_files;
+  options.files.record_bytes = file_record;
+  options.files.first_named = cache->memory_records_;
+  TZ_ASSIGN_OR_RETURN(cache->staging_, RecordStaging::create(buffers, options.files));
   return cache;
 }
 
@@ -99,8 +96,8 @@ Status RecordCache::fetch(int64_t record, uint64_t begin, uint64_t end, bool who
   if (record < memory_records_) return Status();
   const size_t b = buffer_of(record);
   if (holds(b, record, begin, end) && (slots_[b].whole || !whole)) return Status();
-  const uint64_t aligned = SwapFiles::align_down(begin);  // O_DIRECT
-  TZ_RETURN_IF_ERROR(claim(b, record));                   // a dirty record is whole: it held the range
+  const uint64_t aligned = RecordStaging::align_down(begin);  // O_DIRECT
+  TZ_RETURN_IF_ERROR(claim(b, record));                       // a dirty record is whole: it held the range
   staging_->read(b, first_file_[record], aligned, end);
   if (whole) read_bytes_ += end;
   slots_[b] = Slot{.record = record, .begin = aligned, .end = end, .whole = whole};

@@ -67,9 +67,9 @@ Result<RingPiece> RecordRing::read(int64_t record, uint64_t begin, uint64_t end,
   buffer.reader = nullptr;
   buffer.tag = tag;
   // Whole aligned blocks for O_DIRECT, but not past the record (the files end after the last one).
-  const uint64_t aligned = SwapFiles::align_down(begin);
+  const uint64_t aligned = RecordStaging::align_down(begin);
   const uint64_t read_end =
-      std::min(SwapFiles::align_up(end), record == last_record_ ? last_record_bytes_ : record_bytes_);
+      std::min(RecordStaging::align_up(end), record == last_record_ ? last_record_bytes_ : record_bytes_);
   staging_->read_at(b, record, aligned, read_end);
   read_bytes_ += read_end - aligned;
   next_read_ = (b + 1) % reads_.size();
@@ -82,7 +82,7 @@ void RecordRing::release(size_t b, std::shared_ptr<ReaderFence> reader) {
 }
 
 Result<size_t> RecordRing::lend(int64_t record, uint64_t begin, uint64_t end) {
-  if (begin != SwapFiles::align_down(begin))
+  if (begin != RecordStaging::align_down(begin))
     return internal_error("record ring: a window " + std::to_string(begin) + " bytes into its record is not " +
                           "4096-aligned");
   Window& window = windows_[next_window_];

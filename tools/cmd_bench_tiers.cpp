@@ -1,6 +1,6 @@
 // `tierzero bench tiers`: end-to-end streaming through the offload stack training runs on. A
-// multi-GB set of records lives in swap files striped over the NVMe paths (offload's SwapFiles); it
-// streams NVMe -> pinned staging (RecordStaging, the NVMe optimizer's record path) -> GPU on the
+// multi-GB set of records lives in swap files striped over the NVMe paths (offload's RecordStaging); it
+// streams NVMe -> pinned staging (the same RecordStaging, the NVMe optimizer's record path) -> GPU on the
 // side-stream copies (DeviceCopies, offload/torch/offload_torch.h), and GPU -> pinned -> NVMe,
 // against min(NVMe bandwidth, PCIe bandwidth) measured in the same run. The staging buffers are a
 // HostTier, pinned as training's. Without a GPU it streams NVMe -> pinned and back,
@@ -70,7 +70,7 @@ class BenchTiers {
   void run() {
     size_ = value_or_throw(parse_bytes(flags_.size));
     record_ = value_or_throw(parse_bytes(flags_.record));
-    if (record_ == 0 || record_ % offload::SwapFiles::kRecordAlignment != 0 || size_ < record_)
+    if (record_ == 0 || record_ % offload::RecordStaging::kRecordAlignment != 0 || size_ < record_)
       throw Error(invalid_argument("--record " + flags_.record +
                                    " must be a nonzero multiple of 4096 bytes and --size " + flags_.size +
                                    " at least one record"));

@@ -7,9 +7,9 @@ namespace {
 
 using offload::PinnedBufferSpec;
 using offload::PinnedRole;
-using offload::SwapFiles;
+using offload::RecordStaging;
 
-constexpr uint64_t kAlign = SwapFiles::kRecordAlignment;
+constexpr uint64_t kAlign = RecordStaging::kRecordAlignment;
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 uint64_t u(int64_t bytes) { return bytes > 0 ? static_cast<uint64_t>(bytes) : 0; }
@@ -117,11 +117,11 @@ SwapBytes swap_bytes(const HostShape& shape, int64_t records_in_memory, size_t o
   const Records records = shape.records();
   SwapBytes bytes;
   if (shape.optimizer_offloaded && shape.optimizer_nvme)
-    bytes.optimizer = SwapFiles::preallocated_bytes(optimizer_paths, records.count() - records_in_memory,
-                                                    u(shape.layout.record_bytes(records.group())));
+    bytes.optimizer = RecordStaging::preallocated_bytes(optimizer_paths, records.count() - records_in_memory,
+                                                        u(shape.layout.record_bytes(records.group())));
   if (shape.params_nvme)  // at least one record, even for an empty shard
-    bytes.params = SwapFiles::preallocated_bytes(param_paths, std::max<int64_t>(1, records.count()),
-                                                 u(records.group() * shape.compute_bytes));
+    bytes.params = RecordStaging::preallocated_bytes(param_paths, std::max<int64_t>(1, records.count()),
+                                                     u(records.group() * shape.compute_bytes));
   return bytes;
 }
 
@@ -159,7 +159,7 @@ std::vector<PinnedBufferSpec> frozen_staging_buffers(const FrozenDiskLayout& lay
 }
 
 uint64_t frozen_swap_bytes(const FrozenDiskLayout& layout, size_t paths) {
-  return SwapFiles::preallocated_bytes(paths, layout.records, layout.chunk_bytes);
+  return RecordStaging::preallocated_bytes(paths, layout.records, layout.chunk_bytes);
 }
 
 }  // namespace tierzero::engine::state_layout

@@ -169,7 +169,7 @@ const char* step_in_backward_refusal(bool one_rank_stage3, bool params_nvme, dou
 // lands a larger bucket piece by piece), a multiple of 8 bytes, at least 8.
 int64_t staging_slot_bytes(const HostShape& shape);
 // Bytes of one NVMe parameter read buffer of `buffer_numel` elements of `element_bytes`: the record
-// ring's (offload::RecordRing::read_buffer_bytes: rounded up to SwapFiles::kRecordAlignment, plus one
+// ring's (offload::RecordRing::read_buffer_bytes: rounded up to RecordStaging::kRecordAlignment, plus one
 // alignment unit at each end, as a read starts and ends on a 4096-byte boundary of the record).
 int64_t param_read_buffer_bytes(int64_t buffer_numel, int element_bytes);
 // Parameters on NVMe: the shard's records offload_param.max_in_cpu keeps in pinned memory (whole

@@ -24,11 +24,6 @@ at::Tensor view_in(const at::Tensor& record, uint64_t offset, const ParamSpec& s
   return record.narrow(0, static_cast<int64_t>(offset), bytes).view(dtype).view(spec.shape);
 }
 
-// `bytes` as a byte tensor over them.
-at::Tensor tensor_of(std::span<std::byte> bytes) {
-  return at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, at::kByte);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::vector<ParamSpec>>& units,
@@ -57,15 +52,13 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
     return e.status().with_context("the LoRA base's NVMe staging (offload_param \"nvme\")");
   }
   std::vector<std::span<std::byte>> halves;
-  for (int h = 0; h < 2; ++h) {
-    const at::Tensor half = disk->pool_->buffer(offload::PinnedRole::kFrozenStaging, at::kByte, h);
-    halves.emplace_back(static_cast<std::byte*>(half.data_ptr()), half.nbytes());
-  }
+  for (int h = 0; h < 2; ++h)
+    halves.push_back(offload::bytes_of(disk->pool_->buffer(offload::PinnedRole::kFrozenStaging, at::kByte, h)));
   TZ_ASSIGN_OR_RETURN(disk->cache_, offload::RecordCache::create(halves, {},
-                                                                 {.paths = placement.nvme_paths,
-                                                                  .io = placement.io,
-                                                                  .rank = placement.rank,
-                                                                  .role = offload::kFrozenSwap,
+                                                                 {.files = {.paths = placement.nvme_paths,
+                                                                            .io = placement.io,
+                                                                            .rank = placement.rank,
+                                                                            .role = offload::kFrozenSwap},
                                                                   .record_bytes = std::move(layout.unit_bytes),
                                                                   .memory_records = 0,
                                                                   .read_ahead = false,
@@ -75,7 +68,7 @@ Result<std::unique_ptr<FrozenDisk>> FrozenDisk::create(const std::vector<std::ve
   for (size_t u = 0; u < units.size(); ++u) {
     const auto record = static_cast<int64_t>(u);
     TZ_ASSIGN_OR_RETURN(std::span<std::byte> bytes, disk->cache_->acquire(record, Access::kOverwrite));
-    const at::Tensor staged = tensor_of(bytes);
+    const at::Tensor staged = offload::byte_tensor(bytes);
     for (size_t i = 0; i < units[u].size(); ++i) {
       at::Tensor view = view_in(staged, disk->offsets_[u][i], units[u][i], dtype);
       TZ_RETURN_IF_ERROR(read(units[u][i], view));
@@ -103,7 +96,7 @@ std::vector<at::Tensor> FrozenDisk::unit(size_t u, at::Device device) {
     // The whole record in one copy, its parameters views into it; the half is not read into again
     // before the copy has run.
     const auto record = static_cast<int64_t>(u);
-    const at::Tensor staged = tensor_of(value_or_throw(cache_->acquire(record, Access::kRead)));
+    const at::Tensor staged = offload::byte_tensor(value_or_throw(cache_->acquire(record, Access::kRead)));
     offload::DeviceUpload upload = copies_->upload({&staged});
     const std::shared_ptr<offload::CopyDone> done = std::move(upload.done);
     throw_if_error(cache_->release(record, Release::kClean, done));

@@ -1,15 +1,12 @@
 // Parameter sources (functional_model.h): tensors in memory, and a Hugging Face safetensors
-// directory read range by range with O_DIRECT (or pread) on every core.
+// directory read range by range on every core (offload::RangeReader: O_DIRECT where allowed, else pread).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -19,15 +16,13 @@
 #include "checkpoint/safetensors/safetensors.h"
 #include "engine/model/functional_model.h"
 #include "nvme/io_engine.h"
+#include "offload/offload.h"
 
 namespace tierzero::engine {
 namespace {
 
 // Source bytes a thread reads and converts at a time: bounds the buffer each thread holds.
 constexpr uint64_t kPieceBytes = 2ull << 20;
-// O_DIRECT's offset, length and memory alignment (the logical block size of any disk we meet).
-constexpr uint64_t kDirectAlign = 4096;
-
 class MapParamSource final : public ParamSource {
  public:
   explicit MapParamSource(const std::map<std::string, at::Tensor>& params) : params_(params) {}
@@ -54,56 +49,22 @@ class MapParamSource final : public ParamSource {
   const std::map<std::string, at::Tensor>& params_;
 };
 
-// An open file descriptor, closed on destruction.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-Status pread_all(int fd, void* dst, uint64_t bytes, uint64_t offset, const std::string& path) {
-  auto* out = static_cast<std::byte*>(dst);
-  while (bytes > 0) {
-    const ssize_t got = ::pread(fd, out, bytes, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return errno_status(errno, fmt::format("{}: pread of {} bytes at offset {}", path, bytes, offset));
-    if (got == 0) return corrupt(fmt::format("{}: ends before offset {} ({} bytes short)", path, offset, bytes));
-    out += got;
-    bytes -= static_cast<uint64_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-  return {};
-}
-
 class SafetensorsParamSource final : public ParamSource {
  public:
   // Opens `path` and indexes its tensors (header only).
   Status add_file(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno_status(errno, path + ": cannot open");
-    files_.emplace_back(fd);
-    direct_files_.emplace_back(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));  // -1 where refused (tmpfs)
-    paths_.push_back(path);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) return errno_status(errno, path + ": fstat");
-    const auto file_bytes = static_cast<uint64_t>(st.st_size);
+    TZ_ASSIGN_OR_RETURN(std::unique_ptr<offload::RangeReader> file, offload::RangeReader::open(path));
+    const offload::RangeReader& in = *files_.emplace_back(std::move(file));
+    TZ_ASSIGN_OR_RETURN(const uint64_t file_bytes, in.size());
     uint64_t header_bytes = 0;
     if (file_bytes < 8)
       return corrupt(fmt::format("{}: {} bytes is too short for a safetensors file", path, file_bytes));
-    TZ_RETURN_IF_ERROR(pread_all(fd, &header_bytes, 8, 0, path));  // little endian, as the host
+    TZ_RETURN_IF_ERROR(in.read_exact(&header_bytes, 8, 0));  // little endian, as the host
     if (header_bytes > checkpoint::kMaxSafetensorsHeaderBytes || header_bytes > file_bytes - 8)
       return corrupt(
           fmt::format("{}: header length {} does not fit the file of {} bytes", path, header_bytes, file_bytes));
     std::string json(header_bytes, '\0');
-    TZ_RETURN_IF_ERROR(pread_all(fd, json.data(), header_bytes, 8, path));
+    TZ_RETURN_IF_ERROR(in.read_exact(json.data(), header_bytes, 8));
     TZ_ASSIGN_OR_RETURN(checkpoint::SafetensorsHeader header,
                         checkpoint::parse_safetensors_header(json, file_bytes - 8 - header_bytes, path));
     for (checkpoint::SafetensorsTensorInfo& t : header.tensors) {
@@ -131,7 +92,7 @@ class SafetensorsParamSource final : public ParamSource {
     auto it = tensors_.find(name);
     if (it == tensors_.end()) return not_found("parameter " + name + " is in no safetensors file of the checkpoint");
     const Tensor& t = it->second;
-    const std::string& path = paths_[t.file];
+    const std::string& path = files_[t.file]->path();
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;
     const auto count = static_cast<int64_t>(out.size());
@@ -145,10 +106,11 @@ class SafetensorsParamSource final : public ParamSource {
     std::mutex failed_mutex;
     Status failed;
     at::parallel_for(0, (count + piece - 1) / piece, 1, [&](int64_t begin, int64_t end) {
-      const nvme::AlignedBuffer buffer = nvme::allocate_aligned(kPieceBytes + 2 * kDirectAlign);  // this thread's
+      const nvme::AlignedBuffer buffer =
+          nvme::allocate_aligned(offload::RangeReader::buffer_bytes(kPieceBytes));  // this thread's
       for (int64_t k = begin; k < end; ++k) {
         const int64_t done = k * piece, n = std::min(piece, count - done);
-        Result<std::byte*> bytes = read_bytes(t.file, offset + done * element, n * element, buffer.get());
+        Result<std::byte*> bytes = files_[t.file]->read(offset + done * element, n * element, buffer.get());
         if (bytes.ok()) {
           at::from_blob(out.data() + done, {n}, at::kFloat).copy_(at::from_blob(*bytes, {n}, t.dtype));
           continue;
@@ -161,42 +123,13 @@ class SafetensorsParamSource final : public ParamSource {
   }
 
  private:
-  // Bytes [offset, offset + bytes) of file `file` (bytes <= kPieceBytes), read into `buffer` (4 KiB
-  // aligned, kPieceBytes + 2 blocks): with O_DIRECT in whole 4 KiB blocks where the file system
-  // allows it, so the disk's read rate is not the page cache's, else with pread. Where they start.
-  Result<std::byte*> read_bytes(size_t file, uint64_t offset, uint64_t bytes, std::byte* buffer) const {
-    const int direct = direct_files_[file].get();
-    if (direct < 0) {
-      TZ_RETURN_IF_ERROR(pread_all(files_[file].get(), buffer, bytes, offset, paths_[file]));
-      return buffer;
-    }
-    const uint64_t begin = offset / kDirectAlign * kDirectAlign;
-    const uint64_t end = (offset + bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    uint64_t done = 0;
-    while (begin + done < end) {  // the last block may pass the file's end: the read stops there
-      const ssize_t got = ::pread(direct, buffer + done, end - begin - done, static_cast<off_t>(begin + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0)
-        return errno_status(errno, fmt::format("{}: O_DIRECT pread of {} bytes at offset {}", paths_[file],
-                                               end - begin - done, begin + done));
-      if (got == 0) break;
-      done += static_cast<uint64_t>(got);
-    }
-    if (begin + done < offset + bytes)
-      return corrupt(fmt::format("{}: ends before offset {} ({} bytes short)", paths_[file], offset + bytes,
-                                 offset + bytes - begin - done));
-    return buffer + (offset - begin);
-  }
-
   struct Tensor {
     size_t file = 0;
     at::ScalarType dtype = at::kFloat;
     std::vector<int64_t> shape;
     uint64_t offset = 0;  // of the first element in the file
   };
-  std::vector<Fd> files_;
-  std::vector<Fd> direct_files_;  // the same files opened O_DIRECT, or -1
-  std::vector<std::string> paths_;
+  std::vector<std::unique_ptr<offload::RangeReader>> files_;
   std::map<std::string, Tensor> tensors_;
 };
 

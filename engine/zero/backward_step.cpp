@@ -12,14 +12,6 @@
 #include "engine/zero/internal/partition_layout.h"
 
 namespace tierzero::engine {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-}  // namespace
-
 std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, const Partitioner& partitioner, int rank) {
   // The lowest unit using each parameter: its gradient is final once that unit's backward is done.
   std::map<std::string, size_t> lowest_use;
@@ -77,7 +69,7 @@ void BackwardStep::start(PartitionOptimizer& optimizer, const at::Tensor& grad, 
   grads_final_.start(partitioner_.partition_numel(), pipeline_.lands_in_ring() ? &pipeline_ : nullptr);
   error_ = nullptr;
   thread_ = std::thread([this, &optimizer, grad, grad_multiplier, lr, compute_partition] {
-    const Clock::time_point start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     try {
       optimizer.step(grad, grad_multiplier, lr, compute_partition, nullptr, &grads_final_);
     } catch (...) {

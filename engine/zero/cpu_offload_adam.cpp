@@ -35,9 +35,6 @@ class CpuOffloadAdam final : public PartitionOptimizer,
         step_(setup_.common, "cpu optimizer",
               setup_.common.compact.compact_master ? setup_.residual.numel() : setup_.master.numel()) {
     const CompactState& compact = setup_.common.compact;
-    if (setup_.common.sub_group_numel < 1)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
-                                   " must be at least 1"));
     numel_ = compact.compact_master ? setup_.residual.numel() : setup_.master.numel();
     if (compact.compact_master &&
         (setup_.master.defined() || setup_.residual.scalar_type() != at::kShort || !compact.hi.defined() ||
@@ -88,7 +85,7 @@ class CpuOffloadAdam final : public PartitionOptimizer,
     for (int s = 0; s < 3; ++s) {
       if (!converts(s)) continue;
       at::Tensor& t = s == 0 ? state_.master : s == 1 ? state_.exp_avg : state_.exp_avg_sq;
-      throw_if_error(produce(s, 0, numel_, {static_cast<std::byte*>(t.data_ptr()), static_cast<size_t>(t.nbytes())}));
+      throw_if_error(produce(s, 0, numel_, bytes_of(t)));
     }
     materialised_ = true;
     return state_;

@@ -6,14 +6,6 @@
 #include <string>
 
 namespace tierzero::engine {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-}  // namespace
-
 FollowedStep::FollowedStep(Partitioner& partitioner, PartitionOptimizer& optimizer, DeviceCopies& copies,
                            bool measure_idle)
     : partitioner_(partitioner), optimizer_(optimizer), copies_(copies), measure_idle_(measure_idle) {
@@ -33,7 +25,7 @@ void FollowedStep::start(const at::Tensor& grad, double grad_multiplier, double 
     c10::impl::getDeviceGuardImpl(compute.device().type())->getStream(compute.device()).synchronize();
   progress_.start(partitioner_.partition_numel());
   thread_ = std::thread([this, grad, grad_multiplier, lr, compute] {
-    const Clock::time_point start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     try {
       // The copies it queues are ordered after the side stream only, not after the forward's work.
       copies_.after_device_copies([&] { optimizer_.step(grad, grad_multiplier, lr, compute, &progress_, nullptr); });
@@ -48,7 +40,7 @@ void FollowedStep::start(const at::Tensor& grad, double grad_multiplier, double 
 
 std::optional<FollowedStep::Joined> FollowedStep::join() {
   if (!thread_.joinable()) return std::nullopt;
-  const Clock::time_point start = Clock::now();
+  const auto start = std::chrono::steady_clock::now();
   thread_.join();
   Joined joined{.step_s = step_seconds_, .joined_s = seconds_since(start), .idle_s = 0.0};
   // The copies no read has taken yet; throws the step's error.

@@ -12,21 +12,6 @@
 #include "engine/zero/internal/host_elements.h"
 
 namespace tierzero::engine {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::vector<std::span<std::byte>> bytes_of(const std::vector<at::Tensor>& tensors) {
-  std::vector<std::span<std::byte>> spans;
-  for (const at::Tensor& tensor : tensors)
-    spans.emplace_back(static_cast<std::byte*>(tensor.data_ptr()), tensor.nbytes());
-  return spans;
-}
-
-}  // namespace
-
 HostGradPipeline::HostGradPipeline(GradLanding landing, const std::vector<at::Tensor>& staging, DeviceCopies& copies,
                                    const cpu_adam::CpuAdam& adam, float scale, bool overlap)
     : partition_(std::move(landing.partition)),

@@ -32,9 +32,6 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         layout_(record_layout(setup_.state_dtype, setup_.common.compact.compact_master)),
         step_(setup_.common, "nvme optimizer", setup_.partitioner->partition_numel()) {
     const NvmeOptimizerOptions& nvme = setup_.nvme;
-    if (setup_.common.sub_group_numel < 1)
-      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.common.sub_group_numel) +
-                                   " must be at least 1"));
     if (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count))
       throw Error(invalid_argument("zero_optimization.offload_optimizer.buffer_count=" +
                                    std::to_string(nvme.buffer_count) + " must be at least 1"));
@@ -55,16 +52,11 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         throw Error(internal_error("nvme optimizer: a pinned buffer is not one record of " +
                                    std::to_string(slot_numel_) + " elements (" +
                                    std::to_string(record_bytes(slot_numel_)) + " bytes)"));
-    std::vector<std::span<std::byte>> buffers;
-    for (const at::Tensor& buffer : setup_.buffers) buffers.push_back(byte_span(buffer));
     std::vector<uint64_t> sizes;
     for (int64_t k = 0; k < groups_; ++k) sizes.push_back(record_bytes(count_of(k)));
     cache_ = value_or_throw(offload::RecordCache::create(
-        buffers, in_memory_ > 0 ? byte_span(setup_.memory_records) : std::span<std::byte>(),
-        {.paths = nvme.paths,
-         .io = nvme.io,
-         .rank = setup_.rank,
-         .role = kOptimizerSwap,
+        bytes_of(setup_.buffers), in_memory_ > 0 ? bytes_of(setup_.memory_records) : std::span<std::byte>(),
+        {.files = {.paths = nvme.paths, .io = nvme.io, .rank = setup_.rank, .role = kOptimizerSwap},
          .record_bytes = std::move(sizes),
          .memory_records = in_memory_,
          .read_ahead = nvme.pipeline_read,
@@ -118,7 +110,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   StateSpans acquire(size_t i, const StepPiece& piece) override {
     const int64_t k = order_[i];
     if (k >= in_memory_) throw_if_error(cache_->prefetch_ahead(pass_, i - pass_start_));
-    const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
+    const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
     const at::Tensor master = record_part(record, 0, piece.count);
     return {.master = setup_.common.compact.compact_master ? nullptr : master.data_ptr<float>(),
             .residual = setup_.common.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
@@ -163,10 +155,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     at::Tensor* states[] = {&state_.master, &state_.exp_avg, &state_.exp_avg_sq};
     for (int s = 0; s < 3; ++s) *states[s] = at::empty({numel_}, at::TensorOptions().dtype(checkpoint_dtype(s)));
     for (int64_t k = 0; k < groups_; ++k) {
-      const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
+      const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
       for (int s = 0; s < 3; ++s) {
         at::Tensor out = states[s]->narrow(0, k * slot_numel_, count_of(k));
-        throw_if_error(convert_out(record, k, s, 0, count_of(k), byte_span(out)));
+        throw_if_error(convert_out(record, k, s, 0, count_of(k), bytes_of(out)));
       }
       throw_if_error(cache_->release(k, Release::kClean));
     }
@@ -220,7 +212,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         const int64_t offset = e - k * slot_numel_;
         const auto n =
             static_cast<size_t>(std::min<int64_t>(count_of(k) - offset, static_cast<int64_t>(out.size() - done)));
-        TZ_RETURN_IF_ERROR(convert_out(bytes_tensor(master), k, 0, offset, static_cast<int64_t>(n),
+        TZ_RETURN_IF_ERROR(convert_out(byte_tensor(master), k, 0, offset, static_cast<int64_t>(n),
                                        std::as_writable_bytes(out.subspan(done, n))));
         TZ_RETURN_IF_ERROR(cache_->release(k, Release::kClean));
         done += n;
@@ -237,7 +229,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
           Status status;
           std::vector<std::byte> scratch;
           for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
-            const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
+            const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
             const int64_t count = count_of(k);
             for (int s = 0; s < 3 && status.ok(); ++s) {
               scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
@@ -314,13 +306,6 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   using Access = offload::RecordCache::Access;
   using Release = offload::RecordCache::Release;
 
-  static std::span<std::byte> byte_span(const at::Tensor& t) {
-    return {static_cast<std::byte*>(t.data_ptr()), static_cast<size_t>(t.nbytes())};
-  }
-  // Pinned bytes the cache lent, as a byte tensor over them (not owning them).
-  static at::Tensor bytes_tensor(std::span<const std::byte> bytes) {
-    return at::from_blob(const_cast<std::byte*>(bytes.data()), {static_cast<int64_t>(bytes.size())}, at::kByte);
-  }
   // The dtype of part s of a record (RecordPart s): 0 the fp32 master (compact: the int16 residual),
   // 1 exp_avg, 2 exp_avg_sq (the state dtype; 8-bit: int8 and uint8 codes), 3 and 4 their fp32 block
   // scales (8-bit only, else empty).
@@ -437,7 +422,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         }
     at::Tensor scratch = setup_.common.compact.compact_master ? at::empty({slot_numel_}, at::kFloat) : at::Tensor();
     for (int64_t k = 0; k < groups_; ++k) {
-      const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
+      const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
       record.zero_();
       const int64_t begin = k * slot_numel_;
       const int64_t end = begin + count_of(k);
@@ -451,8 +436,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
                          master.narrow(0, lo - begin, hi - lo));
       }
       if (setup_.common.compact.compact_master)
-        convert_in(record, k, 0, 0, end - begin,
-                   {static_cast<const std::byte*>(master.const_data_ptr()), static_cast<size_t>(master.nbytes())});
+        convert_in(record, k, 0, 0, end - begin, bytes_of(master));
       throw_if_error(cache_->release(k, Release::kWrite));
     }
     throw_if_error(cache_->wait_writes());
@@ -463,12 +447,11 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     if (!materialised_) return;
     const at::Tensor* states[] = {&state_.master, &state_.exp_avg, &state_.exp_avg_sq};
     for (int64_t k = 0; k < groups_; ++k) {
-      const at::Tensor record = bytes_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
+      const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
       const int64_t count = count_of(k);
       for (int s = 0; s < 3; ++s) {
         const at::Tensor in = states[s]->narrow(0, k * slot_numel_, count);
-        convert_in(record, k, s, 0, count,
-                   {static_cast<const std::byte*>(in.const_data_ptr()), static_cast<size_t>(in.nbytes())});
+        convert_in(record, k, s, 0, count, bytes_of(in));
       }
       throw_if_error(cache_->release(k, Release::kWrite));
     }

@@ -46,12 +46,12 @@ std::unique_ptr<NvmeParams> NvmeParams::create(NvmeParamsSetup setup) {
   for (const at::Tensor& buffer : s.read_buffers) {
     if (buffer.nbytes() != static_cast<size_t>(read_buffer_bytes(s.options.buffer_numel, s.dtype)))
       throw Error(internal_error("nvme parameters: a read buffer is not read_buffer_bytes()"));
-    reads.push_back({static_cast<std::byte*>(buffer.data_ptr()), buffer.nbytes()});
+    reads.push_back(bytes_of(buffer));
   }
   for (const at::Tensor& window : s.windows) {
     if (window.nbytes() != static_cast<size_t>(window_bytes(s.record_numel, s.dtype)))
       throw Error(internal_error("nvme parameters: a write window is not window_bytes()"));
-    windows.push_back({static_cast<std::byte*>(window.data_ptr()), window.nbytes()});
+    windows.push_back(bytes_of(window));
   }
   const int64_t host_records = host_record_count(s.options.max_in_cpu, s.shard_numel, s.record_numel);
   params->host_numel_ = std::min(s.shard_numel, host_records * s.record_numel);

@@ -53,7 +53,7 @@ Status PartitionOptimizer::load_state(const StateFill& fill, int64_t step) {
     at::Tensor host = target.is_cpu() && target.is_contiguous()
                           ? target
                           : at::empty_like(target, at::TensorOptions().device(at::kCPU));
-    TZ_RETURN_IF_ERROR(fill(s, 0, {static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(host.nbytes())}));
+    TZ_RETURN_IF_ERROR(fill(s, 0, bytes_of(host)));
     if (!host.is_same(target)) target.copy_(host);
   }
   st.step = step;

@@ -29,8 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // Waits until the device's current stream has run everything queued on it (timing only).
 void sync_current_stream(at::Device device) {
   if (device.is_cpu()) return;

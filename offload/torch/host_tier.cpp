@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "common/common.h"
@@ -89,5 +90,19 @@ int64_t HostTier::bytes() const { return static_cast<int64_t>(pool_->capacity())
 int64_t HostTier::used_bytes() const { return static_cast<int64_t>(pool_->used()); }
 
 std::string HostTier::description() const { return pool_->description(); }
+
+std::span<std::byte> bytes_of(const at::Tensor& tensor) {
+  return {static_cast<std::byte*>(tensor.data_ptr()), static_cast<size_t>(tensor.nbytes())};
+}
+
+std::vector<std::span<std::byte>> bytes_of(const std::vector<at::Tensor>& tensors) {
+  std::vector<std::span<std::byte>> spans;
+  for (const at::Tensor& tensor : tensors) spans.push_back(bytes_of(tensor));
+  return spans;
+}
+
+at::Tensor byte_tensor(std::span<const std::byte> bytes) {
+  return at::from_blob(const_cast<std::byte*>(bytes.data()), {static_cast<int64_t>(bytes.size())}, at::kByte);
+}
 
 }  // namespace tierzero::offload

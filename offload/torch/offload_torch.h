@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,13 @@ class HostTier {
   std::unique_ptr<PinnedHostPool> pool_;
   std::map<std::pair<PinnedRole, int>, Held> buffers_;
 };
+
+// The bytes of `tensor` (contiguous), or of each of `tensors`: the spans the record cache, ring and
+// staging slots take.
+std::span<std::byte> bytes_of(const at::Tensor& tensor);
+std::vector<std::span<std::byte>> bytes_of(const std::vector<at::Tensor>& tensors);
+// `bytes` (host memory) as a flat byte tensor over them, not owning them.
+at::Tensor byte_tensor(std::span<const std::byte> bytes);
 
 // ---- Side-stream copies -------------------------------------------------------------------------
 // Copies between the compute device and pinned host memory on side streams, every one training

@@ -53,10 +53,7 @@ struct Fixture {
     for (uint64_t bytes : sizes) reference.emplace_back(bytes);
     std::vector<std::string> dirs;
     for (int p = 0; p < paths; ++p) dirs.push_back(paths == 1 ? dir.path() : dir.path() + "/path" + std::to_string(p));
-    RecordCacheOptions options{.paths = dirs,
-                               .io = {},
-                               .rank = 0,
-                               .role = kTestSwap,
+    RecordCacheOptions options{.files = {.paths = dirs, .io = {}, .rank = 0, .role = kTestSwap},
                                .record_bytes = std::move(sizes),
                                .memory_records = memory_records,
                                .read_ahead = pipelined,

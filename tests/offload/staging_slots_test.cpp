@@ -34,7 +34,7 @@ TEST(StagingSlots, LendsTheSlotGivenBackLastFirst) {
   EXPECT_EQ(f.slots->slot_bytes(), 64u);
   std::vector<size_t> free = {2, 1, 0};  // the reference: the back is lent next
   std::vector<size_t> lent;
-  for (int op : {1, 1, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0}) {  // 1: take, 0: give the oldest lent back
+  for (int op : {1, 1, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0}) {  // 1: take, 0: give the oldest lent back
     if (op == 1) {
       const size_t slot = f.slots->take();
       ASSERT_EQ(slot, free.back());
@@ -42,6 +42,7 @@ TEST(StagingSlots, LendsTheSlotGivenBackLastFirst) {
       lent.push_back(slot);
       EXPECT_EQ(f.slots->bytes(slot).data(), f.memory.data() + slot * 64);
     } else {
+      ASSERT_FALSE(lent.empty()) << "the sequence gives back a slot it did not take";
       f.slots->give(lent.front());
       free.push_back(lent.front());
       lent.erase(lent.begin());

@@ -1,4 +1,4 @@
-// The swap files and the record staging over them (offload/offload.h): records
+// The record staging and its swap files (offload/offload.h): records
 // round-trip byte for byte through pinned staging buffers, striped over two paths exactly as the
 // header documents (record bytes [p*P, (p+1)*P) in path p's file at offset k*P, P the record split
 // evenly and rounded up to 4096), read back in part from an aligned start, and the files go with the
@@ -84,10 +84,10 @@ TEST(RecordStaging, RecordsRoundTripStripedAsDocumented) {
   }
 
   std::memset(buffers[0].data(), 0, kRecordBytes);  // a part from an aligned start lands at its place
-  staging->read(0, 1, SwapFiles::kRecordAlignment, kRecordBytes);
+  staging->read(0, 1, RecordStaging::kRecordAlignment, kRecordBytes);
   ASSERT_OK(staging->wait_read(0));
   for (uint64_t i = 0; i < kRecordBytes; ++i)
-    ASSERT_EQ(buffers[0][i], i < SwapFiles::kRecordAlignment ? std::byte{0} : pattern(1, i)) << "byte " << i;
+    ASSERT_EQ(buffers[0][i], i < RecordStaging::kRecordAlignment ? std::byte{0} : pattern(1, i)) << "byte " << i;
 
   staging.reset();
   EXPECT_FALSE(std::filesystem::exists(a.path() + file));
@@ -110,11 +110,14 @@ TEST(RecordStaging, WithoutRecordsThereAreNoFiles) {
 }
 
 // A swap larger than the disk is refused before anything is written, with the bytes needed and free.
-TEST(SwapFiles, SwapLargerThanTheDiskIsRefusedUpFront) {
+TEST(RecordStaging, SwapLargerThanTheDiskIsRefusedUpFront) {
   ScratchDir nvme;
-  std::unique_ptr<nvme::IoEngine> io = value_or_throw(nvme::IoEngine::create({}));
-  Result<std::unique_ptr<SwapFiles>> swap =
-      SwapFiles::create(*io, {nvme.path()}, 3, int64_t{1} << 30, uint64_t{1} << 30);  // 2^60 bytes
+  RecordStagingOptions options;
+  options.paths = {nvme.path()};
+  options.rank = 3;
+  options.records = int64_t{1} << 30;
+  options.record_bytes = uint64_t{1} << 30;  // 2^60 bytes
+  Result<std::unique_ptr<RecordStaging>> swap = RecordStaging::create({}, options);
   EXPECT_ERROR(swap, ErrorCode::kOutOfSpace,
                "NVMe disk full: rank 3's optimizer state needs 1024.00 PiB (1152921504606846976 bytes) in " +
                    nvme.path() + "/tierzero-optimizer-r3.swap");
@@ -122,9 +125,11 @@ TEST(SwapFiles, SwapLargerThanTheDiskIsRefusedUpFront) {
   EXPECT_FALSE(std::filesystem::exists(nvme.path() + "/tierzero-optimizer-r3.swap"));
 }
 
-TEST(SwapFiles, NoPathIsRefusedNamingTheKey) {
-  std::unique_ptr<nvme::IoEngine> io = value_or_throw(nvme::IoEngine::create({}));
-  EXPECT_ERROR(SwapFiles::create(*io, {}, 0, 1, 4096), ErrorCode::kInvalidArgument,
+TEST(RecordStaging, NoPathIsRefusedNamingTheKey) {
+  RecordStagingOptions options;
+  options.records = 1;
+  options.record_bytes = 4096;
+  EXPECT_ERROR(RecordStaging::create({}, options), ErrorCode::kInvalidArgument,
                "zero_optimization.offload_optimizer.nvme_path is empty");
 }
 

@@ -44,7 +44,7 @@ class FrozenDisk {
   // unit when smaller; the layout is engine/layout's frozen_disk_layout), staged through two halves
   // of a pool of their own, pinned for `device` when it is a CUDA device and checked against
   // placement.pinned_limit_bytes, and copied to `device`. Errors: the pool's (over the limit),
-  // SwapFiles::create's (a path that is not a writable directory, a disk without room for the files:
+  // RecordStaging::create's (a path that is not a writable directory, a disk without room for the files:
   // kOutOfSpace with the bytes needed and free), the writes', and `read`'s.
   static Result<std::unique_ptr<FrozenDisk>> create(const std::vector<std::vector<ParamSpec>>& units,
                                                     at::ScalarType dtype, const FrozenPlacement& placement,

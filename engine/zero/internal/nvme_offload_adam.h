@@ -1,7 +1,7 @@
 // Adam with this rank's optimizer state on NVMe (zero_optimization.offload_optimizer.device
 // "nvme"): the fp32 master weights, exp_avg and exp_avg_sq (fp32, or bf16 with
-// tierzero.optimizer_state_dtype) live in swap files (offload/'s SwapFiles, moved through its
-// RecordStaging), one record per sub-group of sub_group_size elements (12 or 8 bytes an element;
+// tierzero.optimizer_state_dtype) live in swap files (offload/'s RecordStaging, moved through its
+// pinned buffers), one record per sub-group of sub_group_size elements (12 or 8 bytes an element;
 // with the compact layouts of partition_optimizer.h's CompactState as little as 4 + 8/256: the
 // int16 residual of a compact master, whose bf16 half stays in host memory as the 16-bit weights,
 // and 8-bit moments with their block scales), and pass through `buffer_count` pinned host buffers.

@@ -4,11 +4,15 @@
 // (offload/offload.h, which also says how the pieces fit together).
 #pragma once
 
+#include <chrono>
+
 #include "offload/offload.h"
 #include "offload/torch/offload_torch.h"
 
 namespace tierzero::engine {
 
+using offload::byte_tensor;
+using offload::bytes_of;
 using offload::CopyDone;
 using offload::device_memory_bytes;
 using offload::DeviceCopies;
@@ -20,7 +24,10 @@ using offload::limit_device_memory;
 using offload::PartitionWrite;
 using offload::PendingWrites;
 using offload::PinnedRole;
-using offload::SwapFiles;
-using offload::SwapTransfer;
+
+// Seconds from `start` to now on the steady clock (the step's phase and wait timings).
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace tierzero::engine

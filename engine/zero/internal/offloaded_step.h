@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cpu_adam/adam.h"
@@ -55,9 +56,13 @@ class StateStore {
 class OffloadedStep {
  public:
   // The loop of the optimizer `who` ("cpu optimizer": names it in errors) over a partition of
-  // `numel` elements.
+  // `numel` elements. Throws tierzero::Error (kInvalidArgument) for a sub_group_size below 1.
   OffloadedStep(OffloadedAdamSetup setup, const char* who, int64_t numel)
-      : setup_(std::move(setup)), who_(who), numel_(numel) {}
+      : setup_(std::move(setup)), who_(who), numel_(numel) {
+    if (setup_.sub_group_numel < 1)
+      throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
+                                   " must be at least 1"));
+  }
 
   // Waits for the last step's copies to the device (their sources are rewritten next) and forgets them.
   void wait_copies();
