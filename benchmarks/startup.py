@@ -13,7 +13,9 @@ the weights). Columns ("-" for a binary that prints no start-up line): first_lin
 startup_s (to the run header: everything before step 1), engine_s (building the engine), weights_s
 (of which inside the weights' reads or draws), rest_s (buffers, splitting, first writes), file_GBps
 (the safetensors bytes a read pass takes over weights_s; the engine may read them more than once),
-vs_io (file_GBps / bench io's sequential O_DIRECT read GB/s on the model's directory, with --model).
+vs_io (file_GBps / bench io's sequential O_DIRECT read GB/s on the model's directory, with --model),
+fp32_GBps (the fp32 bytes the reads or draws gave, over weights_s, every pass counted) and per_core
+(fp32_GBps over this machine's allowed cores).
 Standard library only.
 """
 import argparse
@@ -92,8 +94,10 @@ def main():
     what = args.model or args.model_config
     print(f"# start-up: tierzero train --steps 1, {what} ({'HF directory, ' + ('warm' if args.warm else 'cold') + ' page cache' if args.model else 'random init'}), "
           f"{args.config}; median of {args.repeat}" + (f"; bench io read {io_gbps:.2f} GB/s on {args.model}" if io_gbps else ""))
+    cores = len(os.sched_getaffinity(0))
     header = (f"{'binary':<10}{'first_line_s':>13}{'startup_s':>10}{'engine_s':>9}{'weights_s':>10}{'rest_s':>8}"
-              f"{'file_GBps':>10}{'vs_io':>7}  {'step-1 loss / grad-norm':<26}{'correct':>8}")
+              f"{'file_GBps':>10}{'vs_io':>7}{'fp32_GBps':>10}{'per_core':>9}  {'step-1 loss / grad-norm':<26}"
+              f"{'correct':>8}")
     print(header)
     rows, reference = [], None
     for name, binary in binaries:
@@ -106,6 +110,7 @@ def main():
         row["file_gbps"] = (row["weights_fp32_gb"] * 1e9 / fp32_bytes * one_pass_gb / row["weights_s"]
                             if file_bytes and row["weights_s"] else None)
         row["vs_io"] = row["file_gbps"] / io_gbps if row["file_gbps"] and io_gbps else None
+        row["fp32_gbps"] = row["weights_fp32_gb"] / row["weights_s"] if row.get("weights_s") else None
         if reference is None:
             reference = (row["loss"], row["grad_norm"])
         row["correct"] = all((r["loss"], r["grad_norm"]) == reference for r in runs)
@@ -115,9 +120,10 @@ def main():
         ratio = f"{row['vs_io']:.2f}" if row["vs_io"] else "-"
         phases = "".join(f"{'-' if row[k] is None else f'{row[k]:.1f}':>{w}}"
                          for k, w in (("startup_s", 10), ("engine_s", 9), ("weights_s", 10), ("rest_s", 8)))
-        print(f"{name:<10}{row['first_line_s']:>13.1f}{phases}{gbps:>10}{ratio:>7}  "
+        fp32 = (f"{row['fp32_gbps']:>10.2f}{row['fp32_gbps'] / cores:>9.3f}" if row["fp32_gbps"] else f"{'-':>10}{'-':>9}")
+        print(f"{name:<10}{row['first_line_s']:>13.1f}{phases}{gbps:>10}{ratio:>7}{fp32}  "
               f"{row['loss'] + ' / ' + row['grad_norm']:<26}{'yes' if row['correct'] else 'NO':>8}")
-    print(f"# {len(rows)} binaries, {file_bytes / 1e9:.2f} GB of safetensors; correct: step-1 loss and grad-norm "
+    print(f"# {len(rows)} binaries, {cores} cores, {file_bytes / 1e9:.2f} GB of safetensors; correct: step-1 loss and grad-norm "
           f"equal to {binaries[0][0]}'s" + ("" if all(r["correct"] for r in rows) else "; SOME DIFFER"))
     if args.json:
         with open(args.json, "w") as f:

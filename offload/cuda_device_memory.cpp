@@ -40,7 +40,8 @@ class CudaDeviceMemory final : public DeviceMemory {
   // rather than cudaHostAlloc'ed: the same DMA for copies, and an NVMe request into it is a few
   // physically contiguous segments instead of one per 4 KiB page (nvme::allocate_aligned; a 1 MiB
   // request on 4 KiB pages is split at the disk's max_segments). Where THP is off the memory stays on
-  // 4 KiB pages and works the same.
+  // 4 KiB pages and works the same. The pages are faulted in on every core first (touch_in_parallel):
+  // cudaHostRegister would fault them one by one on this thread, and then only pins them.
   Result<void*> allocate_pinned(uint64_t bytes, bool) override {
     cudaSetDevice(device_);
     std::byte* p = nullptr;
@@ -50,6 +51,7 @@ class CudaDeviceMemory final : public DeviceMemory {
       return resource_exhausted("cannot allocate a " + format_bytes(bytes) +
                                 " pinned arena: out of host memory; lower pinned_bytes or free host memory");
     }
+    touch_in_parallel(p, bytes);
     const cudaError_t err = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
     if (err != cudaSuccess) {
       nvme::AlignedFree{}(p);

@@ -3,8 +3,9 @@
 // tierzero.pinned_memory_limit, optimizer_records_in_memory); offload/ holds and moves it. Nothing
 // is cached or evicted behind the caller's back: every buffer has one place for the whole run, and
 // every copy is one the step schedules. The pieces, lowest first:
-// - PinnedHostPool: exact-size blocks carved from pinned arenas (huge pages registered with CUDA
-//   when a GPU is present, else host memory), all allocated at creation: the budget is checked first.
+// - PinnedHostPool: exact-size blocks carved from pinned arenas (huge pages faulted in on every core,
+//   then registered with CUDA, when a GPU is present; else host memory), all allocated at creation:
+//   the budget is checked first.
 // - HostTier (offload/torch/offload_torch.h): the step's pinned buffers, listed as PinnedBufferSpecs
 //   typed by role, checked against tierzero.pinned_memory_limit and allocated from one pool.
 // - RecordStaging: state homed on NVMe in fixed-size records, one preallocated swap file per

@@ -1,9 +1,10 @@
 // The trainer's random initialisation as a parameter source: init_parameters' values without the
-// whole model in memory (functional_model.h: random_init_params), each parameter drawn on every core.
+// whole model in memory (functional_model.h: random_init_params), each read drawn on every core.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -40,19 +41,28 @@ class RandomInitSource final : public ParamSource {
     return entries_[it->second].spec.shape;
   }
 
+  // Elements [first, first + out.size()) of parameter `name`. The parameters are drawn from one
+  // generator in all_params order; the frontier moves past a parameter by skipping its draws (drawing
+  // only a parameter too small to split), as far forward as a read needs, recording where each
+  // parameter's draws start. A read then draws its range from that record straight into `out`, in
+  // slices on every core.
   Status read(const std::string& name, int64_t first, std::span<float> out) override {
     auto it = index_.find(name);
     if (it == index_.end()) return not_found("parameter " + name + " is not one of the model's");
-    if (cached_name_ != name) {
-      cached_ = at::Tensor();  // one parameter held at a time
-      cached_ = draw(it->second).reshape(-1);
-      cached_name_ = name;
-    }
-    const auto count = static_cast<int64_t>(out.size());
-    if (first < 0 || first + count > cached_.numel())
+    const Entry& entry = entries_[it->second];
+    const int64_t numel = numel_of(entry.spec), count = static_cast<int64_t>(out.size());
+    if (first < 0 || first + count > numel)
       return invalid_argument(
-          fmt::format("parameter {}: elements [{}, {}) are past its {}", name, first, first + count, cached_.numel()));
-    std::memcpy(out.data(), cached_.const_data_ptr<float>() + first, out.size_bytes());
+          fmt::format("parameter {}: elements [{}, {}) are past its {}", name, first, first + count, numel));
+    for (; frontier_ <= it->second; ++frontier_) advance_past(frontier_);
+    if (!draws_in_chunks(entry.spec)) {  // a constant or a handful of values: drawn whole
+      at::Generator generator = entry.start.clone();
+      const at::Tensor value = init_value(entry.spec, config_, generator).reshape(-1);
+      std::memcpy(out.data(), value.const_data_ptr<float>() + first, out.size_bytes());
+      return {};
+    }
+    fill_normal(entry.chunks, config_.initializer_range, numel, first, out);
+    zero_pad_row(entry.spec, first, out);
     return {};
   }
 
@@ -63,24 +73,13 @@ class RandomInitSource final : public ParamSource {
     NormalChunks chunks;  // for a parameter drawn in chunks: their engines
   };
 
-  // Parameter k's value. The parameters are drawn from one generator in all_params order; the
-  // frontier moves past a parameter by skipping its draws (drawing only a parameter too small to
-  // split), as far forward as a read needs, recording where each parameter's draws start. A
-  // parameter is then drawn from its record, in chunks on every core.
-  at::Tensor draw(size_t k) {
-    for (; frontier_ <= k; ++frontier_) advance_past(frontier_);
-    const Entry& entry = entries_[k];
-    if (!draws_in_chunks(entry.spec)) {
-      at::Generator generator = entry.start.clone();
-      return init_value(entry.spec, config_, generator);
-    }
-    at::Tensor value = at::empty(entry.spec.shape, at::kFloat);
-    fill_normal(entry.chunks, config_.initializer_range,
-                {value.data_ptr<float>(), static_cast<size_t>(value.numel())});
-    if (entry.spec.name == "model.embed_tokens.weight" && config_.pad_token_id && *config_.pad_token_id >= 0 &&
-        *config_.pad_token_id < config_.vocab_size)
-      value[*config_.pad_token_id].zero_();
-    return value;
+  // init_value's zero pad_token_id row of the embeddings, where it falls in [first, first + out.size()).
+  void zero_pad_row(const ParamSpec& spec, int64_t first, std::span<float> out) const {
+    const std::optional<int64_t>& pad = config_.pad_token_id;
+    if (spec.name != "model.embed_tokens.weight" || !pad || *pad < 0 || *pad >= config_.vocab_size) return;
+    const int64_t row = spec.shape.back(), end = first + static_cast<int64_t>(out.size());
+    const int64_t lo = std::max(first, *pad * row), hi = std::min(end, (*pad + 1) * row);
+    if (lo < hi) std::fill(out.begin() + (lo - first), out.begin() + (hi - first), 0.0f);
   }
 
   // Records parameter k's start and moves the frontier's generator past its draws (k == frontier_).
@@ -102,8 +101,6 @@ class RandomInitSource final : public ParamSource {
   std::map<std::string, size_t> index_;
   at::Generator frontier_generator_;  // at the start of parameter frontier_'s draws
   size_t frontier_ = 0;
-  std::string cached_name_;
-  at::Tensor cached_;  // the last parameter read, whole, fp32
 };
 
 }  // namespace

@@ -32,6 +32,11 @@ class DeviceMemory {
 // description says why.
 Result<std::unique_ptr<DeviceMemory>> make_device_memory(DeviceChoice choice, int cuda_device);
 
+// Writes zeros over [data, data + bytes) on every allowed core, a slice each: the first touch of
+// freshly mapped memory (the kernel zeroing its pages, huge pages where THP gives them) in parallel
+// rather than page by page inside one thread, as cudaHostRegister would fault it in.
+void touch_in_parallel(void* data, uint64_t bytes);
+
 // The host implementation; `reason` is shown in its description.
 std::unique_ptr<DeviceMemory> make_host_device_memory(std::string reason);
 

@@ -1,14 +1,17 @@
 // PinnedHostPool (offload/offload.h): exact-size blocks, the capacity checks at creation (their
 // errors naming MemAvailable and RLIMIT_MEMLOCK), and reuse of freed blocks. Host-backed arenas
-// (DeviceChoice::kHost), so the suite runs without a GPU.
+// (DeviceChoice::kHost), so the suite runs without a GPU; and the parallel first touch the CUDA
+// arenas get before cudaHostRegister.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "offload/internal/device_memory.h"
 #include "offload/internal/host_facts.h"
 #include "offload/offload.h"
 #include "tests/support/status_matchers.h"
@@ -124,6 +127,16 @@ TEST(PinnedHostPool, LockedCapacityAboveMemlockLimitIsRefused) {
       ErrorCode::kResourceExhausted, "RLIMIT_MEMLOCK");
   // Not locking, the same capacity is fine.
   EXPECT_NE(host_pool(1 << 20), nullptr);
+}
+
+TEST(TouchInParallel, ZeroesExactlyTheRangeOnSeveralThreads) {
+  // Two 256 MiB slices and a ragged rest (threads split at 2 MiB), between guard bytes.
+  const uint64_t bytes = (514ull << 20) + 12345, guard = 4096;
+  std::vector<unsigned char> memory(bytes + 2 * guard, 0xab);
+  touch_in_parallel(memory.data() + guard, bytes);
+  EXPECT_TRUE(std::all_of(memory.begin() + guard, memory.end() - guard, [](unsigned char b) { return b == 0; }));
+  EXPECT_TRUE(std::all_of(memory.begin(), memory.begin() + guard, [](unsigned char b) { return b == 0xab; }));
+  EXPECT_TRUE(std::all_of(memory.end() - guard, memory.end(), [](unsigned char b) { return b == 0xab; }));
 }
 
 }  // namespace

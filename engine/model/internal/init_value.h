@@ -46,8 +46,9 @@ struct NormalChunks {
 };
 NormalChunks normal_chunks(const at::mt19937& start, int64_t numel);
 
-// Writes normal(0, std) into `out` (chunks' numel elements) as one normal_(0, std) from chunks'
-// start engine would, chunk by chunk on LibTorch's intra-op threads.
-void fill_normal(const NormalChunks& chunks, double std, std::span<float> out);
+// Writes elements [first, first + out.size()) of one normal_(0, std) over `numel` elements from
+// chunks' start engine into `out`, as that draw gives them: the range split into a slice per intra-op
+// thread of LibTorch, each drawn chunk by chunk straight into `out`.
+void fill_normal(const NormalChunks& chunks, double std, int64_t numel, int64_t first, std::span<float> out);
 
 }  // namespace tierzero::engine

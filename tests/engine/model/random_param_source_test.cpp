@@ -4,6 +4,7 @@
 // chunked normal_ it draws with against one LibTorch normal_ over the whole tensor.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,11 +99,42 @@ TEST(ParallelNormal, ChunksEqualOneNormalOverTheWholeTensor) {
     const at::Tensor expected = at::empty({numel}, at::kFloat).normal_(0.0, 0.02, whole_generator);
     const NormalChunks chunks = normal_chunks(start, numel);
     at::Tensor got = at::empty({numel}, at::kFloat);
-    fill_normal(chunks, 0.02, {got.data_ptr<float>(), static_cast<size_t>(numel)});
+    fill_normal(chunks, 0.02, numel, 0, {got.data_ptr<float>(), static_cast<size_t>(numel)});
     EXPECT_TRUE(at::equal(got, expected)) << numel;
     at::mt19937 after = whole_generator.get<at::CPUGeneratorImpl>()->engine(), end = chunks.end;
     EXPECT_EQ(after(), end()) << "the engine after " << numel << " elements";
   }
+}
+
+// Every range of the draw, read alone, on one thread and on several (a slice each, starting inside
+// chunks): ragged starts and ends, the last 16 values a ragged tensor redraws, ranges across chunks.
+TEST(ParallelNormal, RangesEqualTheWholeDrawsValues) {
+  const int threads_before = at::get_num_threads();
+  for (const int threads : {1, 4}) {
+    at::set_num_threads(threads);
+    for (const int64_t numel : {int64_t{17}, int64_t{1000}, kNormalChunk + 5, 3 * kNormalChunk + 37}) {
+      at::Generator whole_generator = at::make_generator<at::CPUGeneratorImpl>(11);
+      (void)at::empty({77}, at::kFloat).normal_(0.0, 1.0, whole_generator);
+      const NormalChunks chunks = normal_chunks(whole_generator.get<at::CPUGeneratorImpl>()->engine(), numel);
+      const at::Tensor expected = at::empty({numel}, at::kFloat).normal_(0.0, 0.02, whole_generator);
+      std::vector<std::pair<int64_t, int64_t>> ranges = {
+          {0, numel}, {5, numel - 3}, {numel - 17, numel}, {numel - 40, numel - 16}, {3, 9}, {0, 16}, {1, 2}};
+      if (numel >= kNormalChunk + 9) ranges.emplace_back(kNormalChunk - 7, kNormalChunk + 9);  // across chunks
+      std::mt19937_64 pick(numel);
+      for (int i = 0; i < 12; ++i) {
+        const auto a = static_cast<int64_t>(pick() % static_cast<uint64_t>(numel));
+        ranges.emplace_back(a, a + 1 + static_cast<int64_t>(pick() % static_cast<uint64_t>(numel - a)));
+      }
+      for (const auto& [first, end] : ranges) {
+        if (first < 0 || end <= first) continue;  // {numel - 40, ...} of a short tensor
+        at::Tensor got = at::full({end - first}, 7.0f, at::kFloat);
+        fill_normal(chunks, 0.02, numel, first, {got.data_ptr<float>(), static_cast<size_t>(end - first)});
+        EXPECT_TRUE(at::equal(got, expected.slice(0, first, end)))
+            << "elements [" << first << ", " << end << ") of " << numel << " on " << threads << " threads";
+      }
+    }
+  }
+  at::set_num_threads(threads_before);
 }
 
 }  // namespace
