@@ -284,7 +284,9 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
 void buffers(Items& out, const RunShape& s) {
   out.add(Tier::kGpu, "CUDA context (not in the allocator's peak)", Phase::kResident, kCudaContextBytes, "~500 MB");
   out.add(Tier::kPageable, "process runtime (LibTorch, CUDA host side)", Phase::kResident, kHostRuntimeBytes, "~2 GiB");
-  // Each rank reads its shard's ranges from the trainer's weight source (functional_model.h).
+  // Each rank reads its shard's ranges from the trainer's weight source (functional_model.h) into a
+  // 64 MiB fp32 piece; a checkpoint's reading threads hold a buffer each, a random draw writes each
+  // range straight into the piece (random_param_source.cpp).
   if (s.weights_from_checkpoint) {
     const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
     out.add(Tier::kPageable, "weights read from safetensors at start-up", Phase::kStartup,
@@ -292,8 +294,8 @@ void buffers(Items& out, const RunShape& s) {
             "a 64 MiB fp32 piece (param_loading.cpp) + 2 MiB x " + std::to_string(threads) +
                 " reading threads (this machine's cores; param_source.cpp)");
   } else {
-    out.add(Tier::kPageable, "random weights redrawn at start-up", Phase::kStartup, 4.0 * s.largest_param,
-            "4 B x " + count_text(s.largest_param) + " (the largest parameter, fp32; random_init_params)");
+    out.add(Tier::kPageable, "random weights drawn at start-up", Phase::kStartup, kStreamPieceBytes,
+            "a 64 MiB fp32 piece (param_loading.cpp), each range drawn straight into it");
   }
 }
 

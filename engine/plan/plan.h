@@ -27,8 +27,8 @@
 //                attention and MLP intermediates, or the LM head's fp32 logits [micro_batch * seq,
 //                vocab] with the loss's log-softmax and both gradients).
 //   buffers      the CUDA context (~500 MB, outside the allocator's counter), LibTorch's host
-//                runtime, what the trainer's weight source holds at start-up (one parameter
-//                redrawn in fp32, or a 16 MiB piece of a checkpoint's safetensors).
+//                runtime, what the trainer's weight source holds at start-up (a 64 MiB fp32
+//                piece, and a checkpoint's 2 MiB read buffer a core).
 // Every pinned buffer and swap file of the offloaded step (and of a LoRA base pinned or on NVMe) is
 // sized by engine/layout/layout.h, the functions the engine allocates with: the pools' block
 // alignment and page rounding and the swap files' 4096-byte rounding included, so the pinned and

@@ -52,24 +52,25 @@ TEST(PlanMemory, Stage3OptimizerOnCpu) {
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "persistent small parameters, whole"), 2u * kNorms * 2048);
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 0u);
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "gradient partition"), 0u);
-  // Host peak: pinned + the runtime + start-up's largest parameter redrawn in fp32 (the embedding).
-  EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (2ull << 30) + 4ull * 32000 * 2048);
+  // Host peak: pinned + the runtime + start-up's 64 MiB fp32 piece of the weights.
+  EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (2ull << 30) + (64ull << 20));
 }
 
-// The trainer's weight source at start-up: a random initialisation holds the largest parameter
-// (redrawn in fp32), a checkpoint's safetensors a 16 Mi-element fp32 piece and a 2 MiB read buffer
-// a core; never the whole model.
-TEST(PlanMemory, StartUpHoldsOneParameterOrOnePiece) {
+// What the weight source holds at start-up (param_loading.cpp, random_param_source.cpp,
+// param_source.cpp): a 64 MiB fp32 piece, into which a random draw writes each range and a
+// checkpoint's reads convert, plus a 2 MiB read buffer a core for the checkpoint; never a whole
+// parameter, never the whole model.
+TEST(PlanMemory, StartUpHoldsOnePieceAndTheReadBuffers) {
   const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
       "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
       "tierzero": {"data": {"seq_len": 16}}})";
   const Plan random = plan_of(json);
   const Plan from_checkpoint = plan_of(json, 1, PlanOptions{.weights_from_checkpoint = true});
-  const uint64_t largest = 32000ull * 2048;  // the embedding (and the LM head)
-  EXPECT_EQ(item_bytes(random, Tier::kPageable, "random weights redrawn at start-up"), 4 * largest);
-  const uint64_t read = (64ull << 20) + std::max(1u, std::thread::hardware_concurrency()) * (2ull << 20);
+  const uint64_t piece = 64ull << 20;
+  EXPECT_EQ(item_bytes(random, Tier::kPageable, "random weights drawn at start-up"), piece);
+  const uint64_t read = piece + std::max(1u, std::thread::hardware_concurrency()) * (2ull << 20);
   EXPECT_EQ(item_bytes(from_checkpoint, Tier::kPageable, "weights read from safetensors at start-up"), read);
-  EXPECT_EQ(check(from_checkpoint, "host").peak_bytes, check(random, "host").peak_bytes - 4 * largest + read);
+  EXPECT_EQ(check(from_checkpoint, "host").peak_bytes, check(random, "host").peak_bytes - piece + read);
   EXPECT_EQ(check(from_checkpoint, "pinned").peak_bytes, check(random, "pinned").peak_bytes);
 }
 

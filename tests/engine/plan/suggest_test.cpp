@@ -41,16 +41,16 @@ double term(const Plan& plan, const std::string& what) {
 
 // The 1.35B (P = 1,345,423,360 elements, one rank: the partition is P) on a 12 GiB host, a 24 GB GPU
 // and NVMe: only the compact master with int8 moments on NVMe leaves the host room, so it is chosen,
-// its records of 1e8 elements kept in memory as the host allows, with 2 swap buffers rather than the
-// config's 4 (each buffer and its gradient staging slot freed holds more of a record). By hand:
-//   pageable peak  2 GiB runtime + the largest parameter redrawn in fp32, 4 B x 65,536,000
-//   pinned limit   12 GiB - that = 10,475,274,240 B (a whole number of MiB)
+// its records of 1e8 elements kept in memory as the host allows. By hand:
+//   pageable peak  2 GiB runtime + the 64 MiB fp32 piece the weights are drawn into at start-up
+//   pinned limit   12 GiB - that = 10,670,309,376 B (a whole number of MiB)
 //   a record       1e8 x 4 B + 2 x 4 B x 1e8 / 256 = 403,125,000 B
 //   pinned besides 16-bit weights 2P + bf16 gradients 2P + N staging slots of 64 MiB + N swap buffers
-//                  of a record: N = 4: 7,262,628,896 B, 7 records in memory, 4 kept by the buffers, 3
-//                  moved; N = 2: 6,322,161,168 B, floor(4,153,113,072 / 403,125,000) = 10 records in
-//                  memory, 2 kept, 2 moved: record 12 and the last of 45,423,360 elements (4 B each +
-//                  8 B per 256) = 586,237,920 B each way.
+//                  of a record: N = 4 (the config's): 7,262,628,896 B, floor(3,407,680,480 /
+//                  403,125,000) = 8 records in memory, 4 kept by the buffers, 2 moved; N = 2:
+//                  6,322,161,168 B, 10 records in memory, 2 kept, 2 moved: the same traffic, so the
+//                  config's count stays. Moved: record 12 and the last of 45,423,360 elements (4 B
+//                  each + 8 B per 256) = 586,237,920 B each way.
 TEST(SuggestLayout, SpendsTheHostOnRecordsAsComputedByHand) {
   const DsConfig base = testing::config_from(kBase);
   const Machine machine = machine_with(24'000'000'000, 12 * kGiB, 100'000'000'000);
@@ -66,16 +66,16 @@ TEST(SuggestLayout, SpendsTheHostOnRecordsAsComputedByHand) {
   EXPECT_EQ(c.tierzero.offload_grad_dtype, OffloadGradDtype::kBf16);
   EXPECT_EQ(c.tierzero.optimizer_records_in_memory, kOptimizerRecordsAuto);
 
-  constexpr uint64_t kPageable = (2ull << 30) + 4ull * 65'536'000;
+  constexpr uint64_t kPageable = (2ull << 30) + (64ull << 20);
   constexpr uint64_t kLimit = 12 * kGiB - kPageable;
   EXPECT_EQ(c.tierzero.pinned_memory_limit, kLimit);
   constexpr int64_t P = testing::kLlama135bParams;
   constexpr int64_t kRecord = 100'000'000 * 4 + 2 * 4 * ((100'000'000 + 255) / 256);
-  constexpr int64_t kBesides = 2 * P + 2 * P + 2 * (64 << 20) + 2 * kRecord;
-  EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 2) << tried_text(*s);
+  constexpr int64_t kBesides = 2 * P + 2 * P + 4 * (64 << 20) + 4 * kRecord;
+  EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 4) << tried_text(*s);
   EXPECT_EQ(s->plan.optimizer_records, 14);
   EXPECT_EQ(s->plan.optimizer_records_in_memory, (static_cast<int64_t>(kLimit) - kBesides) / kRecord);
-  EXPECT_EQ(s->plan.optimizer_records_in_memory, 10);
+  EXPECT_EQ(s->plan.optimizer_records_in_memory, 8);
   constexpr int64_t kLast = P - 13 * 100'000'000;
   constexpr double kMoved = 1.0 * kRecord + 4.0 * kLast + 8.0 * ((kLast + 255) / 256);
   EXPECT_EQ(kMoved, 586'237'920.0);
@@ -94,9 +94,9 @@ TEST(SuggestLayout, SpendsTheHostOnRecordsAsComputedByHand) {
   }
 }
 
-// On an 8 GiB host the weights cannot stay beside the bf16 gradients (the compact layouts on NVMe need
-// 6,322,161,168 B pinned even with 2 swap buffers, over the 6,180,306,944 B left beside the pageable
-// peak), so they go to NVMe with an fp32 master (the engine refuses the compact one there), and the
+// On a 7.75 GiB host the weights cannot stay beside the bf16 gradients (the compact layouts on NVMe
+// need 6,322,161,168 B pinned even with 2 swap buffers, over the 6,106,906,624 B left beside the
+// pageable peak of 2 GiB + 64 MiB), so they go to NVMe with an fp32 master (the engine refuses the compact one there), and the
 // host left is spent on weights first: offload_param.max_in_cpu = (left - the other pinned buffers) /
 // 2 B, by hand: bf16 gradients 2P + 2 staging slots of 64 MiB + 2 swap buffers of a record (1e8 x
 // (4 + 1 + 1) B + 8 B x 390,625 scales = 603,125,000 B) + 5 parameter read buffers of 1e8 x 2 B
@@ -104,7 +104,7 @@ TEST(SuggestLayout, SpendsTheHostOnRecordsAsComputedByHand) {
 // B) = 5,431,373,328 B (4 swap buffers: 6,771,841,056 B, over).
 TEST(SuggestLayout, WeightsOnNvmeTakeTheHostFirst) {
   const DsConfig base = testing::config_from(kBase);
-  const Machine machine = machine_with(24'000'000'000, 8 * kGiB, 100'000'000'000);
+  const Machine machine = machine_with(24'000'000'000, 31 * kGiB / 4, 100'000'000'000);
   Result<Suggestion> s = suggest_layout(testing::llama_1_35b(), base, machine, {}, {"/nvme"});
   ASSERT_OK(s);
   const DsConfig& c = s->config;
@@ -114,7 +114,8 @@ TEST(SuggestLayout, WeightsOnNvmeTakeTheHostFirst) {
   EXPECT_EQ(c.tierzero.master_weights, MasterWeights::kFp32);
   EXPECT_EQ(c.tierzero.optimizer_state_dtype, OptimizerStateDtype::kInt8);
   constexpr int64_t P = testing::kLlama135bParams;
-  constexpr int64_t kLeft = 8 * int64_t{1 << 30} - ((int64_t{2} << 30) + 4 * 65'536'000);
+  constexpr int64_t kLeft = 31 * (int64_t{1} << 30) / 4 - ((int64_t{2} << 30) + (int64_t{64} << 20));
+  EXPECT_EQ(kLeft, 6'106'906'624);
   constexpr int64_t kOthers = 2 * P + 2 * (64 << 20) + 2 * int64_t{603'125'000} + 5 * 200'011'776 + 2 * 200'000'000;
   EXPECT_EQ(kOthers, 5'431'373'328);
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 2);
@@ -152,7 +153,7 @@ TEST(SuggestLayout, LeastLossyOfEqualSteps) {
 // Without an NVMe directory no NVMe layout is tried (and a note says so); on an 8 GiB host none of
 // the others fits, so the least over (the largest peak / budget the smallest) is returned with its
 // problems: the GPU-only layout, its 28.03 GiB over the 22.35 GiB GPU by 25%, where the most compact
-// CPU layout is over the host's pinned room by 79% (10.31 GiB of 5.76: 8 GiB less the 2.24 GiB
+// CPU layout is over the host's pinned room by 74% (10.31 GiB of 5.94: 8 GiB less the 2.06 GiB
 // pageable peak).
 TEST(SuggestLayout, WithoutNvmeNothingFitsAndTheLeastOverIsReturned) {
   const Machine machine = machine_with(24'000'000'000, 8 * kGiB, 0);
