@@ -24,10 +24,14 @@ import hashlib
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+from check_rows import CheckRows  # noqa: E402
+from compare_safetensors import tensor_entries  # noqa: E402
 
 PHASES = ("saved", "convert", "resumed", "unbroken", "io")
 
@@ -68,25 +72,17 @@ def metrics(args, name):
 
 
 def tensor_hashes(model_dir):
-    """{tensor name: sha256 of its bytes} over the directory's safetensors files (the format: an 8-byte
-    little-endian header length, the JSON header, then the data; offsets relative to the data)."""
+    """{tensor name: (dtype, shape, sha256 of its bytes)} of the directory's safetensors files."""
     hashes = {}
-    for name in sorted(n for n in os.listdir(model_dir) if n.endswith(".safetensors")):
-        with open(os.path.join(model_dir, name), "rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(length))
-            base = 8 + length
-            for tensor, info in header.items():
-                if tensor == "__metadata__":
-                    continue
-                begin, end = info["data_offsets"]
-                f.seek(base + begin)
-                digest, left = hashlib.sha256(), end - begin
-                while left:
-                    piece = f.read(min(left, 64 << 20))
-                    digest.update(piece)
-                    left -= len(piece)
-                hashes[tensor] = (info["dtype"], tuple(info["shape"]), digest.hexdigest())
+    for name, dtype, shape, path, offset, left in tensor_entries(model_dir):
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            f.seek(offset)
+            while left:
+                piece = f.read(min(left, 64 << 20))
+                digest.update(piece)
+                left -= len(piece)
+        hashes[name] = (dtype, tuple(shape), digest.hexdigest())
     return hashes
 
 
@@ -128,11 +124,8 @@ def report(args):
                 params = int(line.split(" parameters (")[0].split()[-1])
                 break
     save = saves[-1] if saves else None
-    rows = []
-
-    def row(what, figure, reference, correct):
-        rows.append({"check": what, "figure": figure, "reference": reference, "correct": correct})
-
+    checks = CheckRows()
+    row = checks.add
     if save:
         row("checkpoint bytes / parameter", f"{save['bytes'] / params:.3f}" if params else "-",
             f"{save['bytes']} B / {params} params", None)
@@ -151,19 +144,13 @@ def report(args):
         row("convert of the checkpoint", f"{len(converted)} tensors", f"export of the same state, {len(export)} tensors",
             converted == export)
 
-    print(f"# checkpoint cycle: {args.model_config or 'the built-in tiny model'}, {args.config}, {args.steps} steps, saved at step {args.save_at}, "
-          f"in {args.work}")
-    print(f"{'check':<30}{'figure':>14}  {'reference':<52}{'correct':>8}")
-    for r in rows:
-        mark = "-" if r["correct"] is None else "yes" if r["correct"] else "NO"
-        print(f"{r['check']:<30}{r['figure']:>14}  {r['reference']:<52}{mark:>8}")
-    failed = [r["check"] for r in rows if r["correct"] is False]
-    print(f"# {len(rows)} checks; " + ("all hold" if not failed else "FAILED: " + ", ".join(failed)))
+    checks.print(f"checkpoint cycle: {args.model_config or 'the built-in tiny model'}, {args.config}, {args.steps} "
+                 f"steps, saved at step {args.save_at}, in {args.work}", 14, 52)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"steps": args.steps, "save_at": args.save_at, "save": save, "bench_io_write_gbps": write_gbps,
-                       "rows": rows}, f, indent=1)
-    return 1 if failed else 0
+                       "rows": checks.rows}, f, indent=1)
+    return 1 if checks.failed() else 0
 
 
 def main():

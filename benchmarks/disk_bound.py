@@ -21,6 +21,8 @@ import re
 import statistics
 import sys
 
+from check_rows import CheckRows
+
 UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
          "TIB": 2**40}
 
@@ -74,10 +76,8 @@ def main():
     written_gb = statistics.median(s["nvme_written_bytes"] for s in timed) / 1e9
     peak = {k: max(s[k] for s in steps) for k in ("gpu_peak_bytes", "pinned_bytes", "pageable_bytes", "nvme_bytes")}
     planned = {c["name"]: c["peak_bytes"] for c in estimate.get("checks", [])}
-    rows = []
-
-    def row(check, figure, reference, correct):
-        rows.append({"check": check, "figure": figure, "reference": reference, "correct": correct})
+    checks = CheckRows()
+    row = checks.add
 
     row("median step (s)", f"{step_s:.2f}", f"disk bound {serial:.2f} s serial: {read_gb:.1f} GB read at {io['read']:.2f}"
         f" + {written_gb:.1f} GB written at {io['write']:.2f} GB/s; x 1.15 = {1.15 * serial:.2f}", step_s <= 1.15 * serial)
@@ -104,19 +104,13 @@ def main():
     row("NVMe used", f"{peak['nvme_bytes'] / 2**30:.2f} GiB", f"<= {args.nvme_limit}",
         peak["nvme_bytes"] <= parse_bytes(args.nvme_limit))
 
-    print(f"# disk bound: {args.metrics}, {len(timed)} steps after step {args.skip}; bench io {args.io}; "
-          f"estimate {args.estimate}")
-    print(f"{'check':<30}{'figure':>12}  {'reference':<90}{'correct':>8}")
-    for r in rows:
-        mark = "-" if r["correct"] is None else "yes" if r["correct"] else "NO"
-        print(f"{r['check']:<30}{r['figure']:>12}  {r['reference']:<90}{mark:>8}")
-    failed = [r["check"] for r in rows if r["correct"] is False]
-    print(f"# {len(rows)} checks; " + ("all hold" if not failed else "FAILED: " + ", ".join(failed)))
+    checks.print(f"disk bound: {args.metrics}, {len(timed)} steps after step {args.skip}; bench io {args.io}; "
+                 f"estimate {args.estimate}", 12, 90)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"step_s": step_s, "disk_bound_s": serial, "overlap_bound_s": overlap, "rates": io,
-                       "peaks": peak, "peak_rss_bytes": rss, "rows": rows}, f, indent=1)
-    return 1 if failed else 0
+                       "peaks": peak, "peak_rss_bytes": rss, "rows": checks.rows}, f, indent=1)
+    return 1 if checks.failed() else 0
 
 
 if __name__ == "__main__":

@@ -23,20 +23,28 @@ def shard_files(directory):
     return ["model.safetensors"]
 
 
+def tensor_entries(directory):
+    """(name, dtype, shape, file path, byte offset in the file, byte count) of every tensor in
+    `directory`, file by file in header order."""
+    for name in shard_files(directory):
+        path = os.path.join(directory, name)
+        with open(path, "rb") as f:
+            (header_size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(header_size))
+        for key, entry in header.items():
+            if key == "__metadata__":
+                continue
+            begin, end = entry["data_offsets"]
+            yield key, entry["dtype"], entry["shape"], path, 8 + header_size + begin, end - begin
+
+
 def tensors(directory):
     """name -> (dtype, shape, bytes) of every tensor in `directory`."""
     found = {}
-    for name in shard_files(directory):
-        with open(os.path.join(directory, name), "rb") as f:
-            (header_size,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(header_size))
-            base = 8 + header_size
-            for key, entry in header.items():
-                if key == "__metadata__":
-                    continue
-                begin, end = entry["data_offsets"]
-                f.seek(base + begin)
-                found[key] = (entry["dtype"], entry["shape"], f.read(end - begin))
+    for key, dtype, shape, path, offset, length in tensor_entries(directory):
+        with open(path, "rb") as f:
+            f.seek(offset)
+            found[key] = (dtype, shape, f.read(length))
     return found
 
 
