@@ -7,6 +7,10 @@ model at a time (the GPU box: a 7.6B's int8 checkpoint is 46 GB of ~62 GiB free)
     benchmarks/checkpoint_cycle.py --tierzero BIN [--model-config M.json] --config C.json --data F \\
         --work DIR [--steps 4] [--save-at 2] [--phases saved,convert,resumed,unbroken,io] [--json FILE]
 
+Every `tierzero train` runs with --full-determinism: without it, two runs on a GPU differ in the last
+bits of the attention backward's gradients (flash attention's dq sums with atomics), so neither the
+saved nor the resumed run could equal the unbroken one.
+
 Phases (each `tierzero train` logs to WORK/NAME.log and writes WORK/NAME.jsonl; state stays in WORK,
 so phases may run in separate calls, e.g. `--phases saved,convert` then `--phases resumed,unbroken,io`):
   saved     train --steps K --save WORK/ckpt --export WORK/export: the final save's bytes and durable
@@ -55,7 +59,8 @@ def run(cmd, log_path):
 def train(args, name, *flags):
     jsonl = os.path.join(args.work, name + ".jsonl")
     model = ["--model-config", args.model_config] if args.model_config else []
-    run([args.tierzero, "train", *model, "--config", args.config, "--data", args.data, "--metrics", jsonl, *flags],
+    run([args.tierzero, "train", *model, "--config", args.config, "--data", args.data, "--metrics", jsonl,
+         "--full-determinism", *flags],
         os.path.join(args.work, name + ".log"))
 
 

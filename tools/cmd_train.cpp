@@ -179,6 +179,10 @@ void add_train_command(CLI::App& app) {
                    "seed of the random initialisation (without --model), of LoRA's initial adapters and of its "
                    "dropout draws")
       ->check(whole_number_in(0, 4'294'967'295));
+  train->add_flag("--full-determinism", args->full_determinism,
+                  "the same bits run to run on a GPU (HF full_determinism): LibTorch's deterministic algorithms "
+                  "(flash attention's backward without atomics), cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG=:4096:8; "
+                  "what a resumed run needs to match an unbroken one bit for bit (the CPU is deterministic anyway)");
   auto hf = std::make_shared<HfTrainerFlags>();
   add_trainer_flags(train, hf.get());
   CLI::Option* bf16 = train->add_flag("--bf16", args->trainer_flags.bf16,

@@ -34,6 +34,13 @@ at::Device pick_device() {
   return at::Device(at::kCUDA, index);
 }
 
+void use_full_determinism() {
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
+
 void choose_cpu_threads(at::Device device, int64_t parameters) {
   constexpr int64_t kSmallModel = 50'000'000;
   const char* omp = std::getenv("OMP_NUM_THREADS");

@@ -72,6 +72,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   const Clock::time_point start = Clock::now();
   TZ_RETURN_IF_ERROR(check_loop_args(args));
   std::unique_ptr<TrainingSession> s(new TrainingSession(args, out));
+  if (args.full_determinism) use_full_determinism();
   s->device_ = pick_device();
   TZ_ASSIGN_OR_RETURN(s->comm_, Comm::from_env(s->device_));
   if (!args.export_dir.empty()) TZ_RETURN_IF_ERROR(check_export_dir(args.export_dir));

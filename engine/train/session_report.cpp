@@ -1,5 +1,7 @@
 #include <ATen/Parallel.h>
 
+#include <cstdlib>
+
 #include "engine/train/internal/engine_options.h"
 #include "engine/train/internal/session.h"
 
@@ -42,6 +44,9 @@ void TrainingSession::print_header() const {
                threads > 1 ? "s" : "", static_cast<long long>(micro_batch * accumulation * world),
                static_cast<long long>(micro_batch), static_cast<long long>(accumulation), world);
   std::fprintf(out_, "  %s\n", optimizer_summary(config).c_str());
+  if (args_.full_determinism)
+    std::fprintf(out_, "  full determinism: deterministic algorithms (an op without one is an error), cuDNN "
+                       "deterministic, CUBLAS_WORKSPACE_CONFIG=%s\n", std::getenv("CUBLAS_WORKSPACE_CONFIG"));
   if (lora_ != nullptr) std::fprintf(out_, "  %s\n", lora_summary().c_str());
   const std::string state = engine_->optimizer().state_placement();
   if (!state.empty()) std::fprintf(out_, "  optimizer state: %s\n", state.c_str());

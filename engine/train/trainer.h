@@ -48,6 +48,7 @@ struct TrainArgs {
   std::string metrics_path;       // one JSON line per step here (report/METRICS.md), rank 0; empty: none
   std::string tensorboard_dir;    // TensorBoard event file written here, rank 0; empty: none
   uint64_t init_seed = 1234;      // random initialisation (without model_dir)
+  bool full_determinism = false;  // --full-determinism: the same bits run to run on a GPU (use_full_determinism)
   TrainerFlags trainer_flags;     // --micro-batch, --lr, --bf16, ...: what the ds_config's "auto" takes
 };
 

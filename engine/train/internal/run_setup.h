@@ -26,6 +26,15 @@ std::string resolve_path(const std::string& path);
 // The compute device: CUDA device LOCAL_RANK when CUDA is available (made current), else the CPU.
 at::Device pick_device();
 
+// --full-determinism (the HF Trainer's full_determinism), called before any CUDA work: LibTorch's
+// deterministic algorithms on, an op without one an error rather than a warning (flash attention's
+// backward then sums dq without atomics), cuDNN deterministic and not autotuned, and cuBLAS's
+// workspace fixed (CUBLAS_WORKSPACE_CONFIG=:4096:8 unless the environment sets it). Two runs on one
+// GPU then give the same bits, so a resumed run can be compared with an unbroken one; without it the
+// attention backward's gradients differ in their last bits from run to run. The CPU path is
+// deterministic either way.
+void use_full_determinism();
+
 // Intra-op CPU threads for a model of `parameters` on `device`: OMP_NUM_THREADS when set; else one
 // for small models on the CPU (their matmuls are too small to split, and OpenMP's spinning threads
 // made the tiny default run 15x slower on a busy 2-core machine); else LibTorch's default.

@@ -145,6 +145,33 @@ TEST(Train, ResumeContinuesBitForBit) {
   EXPECT_EQ(rest.summary->losses[1], whole.summary->losses[3]) << "bit for bit";
 }
 
+// --full-determinism: LibTorch's deterministic algorithms enforced for the run (an op without one
+// would fail it), the header says so, and two runs give the same losses bit for bit — on the GPU where
+// there is one (the attention backward is where runs differ without it), on the CPU equal to a run
+// without the flag too.
+TEST(Train, FullDeterminismGivesTheSameBitsTwice) {
+  ScratchDir dir;
+  const std::string config = write_config(dir, small_config({{"zero_optimization", {{"stage", 3}}}}));
+  TrainArgs args = train_args(config, 3);
+  args.full_determinism = true;
+  TrainRun first = run_train(args);
+  ASSERT_OK(first.summary);
+  EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithmsWarnOnly());
+  EXPECT_TRUE(std::any_of(first.lines.begin(), first.lines.end(), [](const std::string& line) {
+    return line.find("full determinism: ") != std::string::npos && line.find("CUBLAS_WORKSPACE_CONFIG=:") != std::string::npos;
+  }));
+  TrainRun second = run_train(args);
+  ASSERT_OK(second.summary);
+  EXPECT_EQ(second.summary->losses, first.summary->losses) << "bit for bit";
+  if (!at::hasCUDA()) {
+    at::globalContext().setDeterministicAlgorithms(false, false);  // the setting is the process's
+    TrainRun plain = run_train(train_args(config, 3));
+    ASSERT_OK(plain.summary);
+    EXPECT_EQ(plain.summary->losses, first.summary->losses) << "the CPU path is deterministic without the flag";
+  }
+}
+
 // offload_optimizer.device "nvme": the losses of the same run with the state in host memory, bit for
 // bit, the swap file's bytes on the done line and the last finished optimizer step's NVMe traffic on
 // each step line.
