@@ -53,7 +53,7 @@ TEST(PlanMemory, Stage3OptimizerOnCpu) {
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "optimizer state (fp32 master, m, v)"), 0u);
   EXPECT_EQ(item_bytes(p, Tier::kGpu, "gradient partition"), 0u);
   // Host peak: pinned + the runtime + start-up's 64 MiB fp32 piece of the weights.
-  EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (2ull << 30) + (64ull << 20));
+  EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (1ull << 30) + (64ull << 20));
 }
 
 // What the weight source holds at start-up (param_loading.cpp, random_param_source.cpp,
