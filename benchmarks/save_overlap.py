@@ -1,88 +1,169 @@
 #!/usr/bin/env python3
-"""What a periodic save costs the run when it streams out beside the next step (docs/design.md,
-"Saves that overlap training"), on the CPU: the same training run twice, with `--save-every E` and
-without periodic saves, every step printed. Reports the steps that ran beside a save against the
-median step of the run without saves, the optimizer's wait the `saved` lines print, and what a
-synchronous save of the same state costs (the final save: from the last step's line to `done:`).
+"""What periodic saves cost a training run (issue 35; docs/design.md, "Saves that overlap training"):
+the same run twice, without periodic saves and with `--save-every E --keep-last K`, both ending with
+the same synchronous final save. The cost of one periodic save is the wall time the saving run took
+beyond the plain one (first step line to `done:`), divided by its periodic saves. It is held to the
+issue's bound: 0.25 of the plain run's median step plus the time to write, at `tierzero bench io`'s
+new-file write rate, the part of a checkpoint the host could not hold a copy of (a checkpoint's
+bytes beyond the memory the plain run left free: MemTotal minus its peak RSS, by getrusage).
 
-  benchmarks/save_overlap.py --tierzero build/tools/tierzero --config C.json --model-config M.json \\
-      --steps 9 --save-every 2
+    benchmarks/save_overlap.py --tierzero BIN --config C.json [--model-config M.json] --data F --work DIR \\
+        [--steps 9] [--save-every 2] [--keep-last 1] [--io-json BENCH_IO.json] [--json FILE]
+
+WORK is on the disk under test (the checkpoints and, without --io-json, `bench io --nvme WORK
+--new-file --end-fsync`'s file go there). Rows: each periodic save's durable seconds against 1.2 x
+its bytes at the write rate, the optimizer's wait for it, the cost per save against the bound, and
+the losses of both runs equal bit for bit (a save changes nothing the run computes; both run with
+--full-determinism, so this holds on a GPU too). Standard library only.
 """
 import argparse
 import json
 import os
-import re
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-STEP = re.compile(r"^step\s+(\d+)/\d+ .*\s([\d.]+)s\s+epoch")
-SAVED = re.compile(r"^\s*saved .*/global_step(\d+) \(written during step (\d+); its optimizer waited ([\d.]+) s")
+from check_rows import CheckRows
 
 
-def run(argv):
-    """Runs argv; returns [(seconds since start, line)] of its output."""
+def progress(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run(cmd, log_path):
+    """Runs cmd with its output in log_path; returns (wall seconds from its first step line to its
+    done line, peak RSS of the child in bytes). Exits naming the log when it fails."""
+    progress(" ".join(cmd))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.monotonic()
-    env = dict(os.environ, TIERZERO_NO_PROGRESS="1")
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    lines = [(time.monotonic() - start, line.rstrip("\n")) for line in process.stdout]
-    if process.wait() != 0:
-        sys.exit("failed: " + " ".join(argv) + "\n" + "\n".join(line for _, line in lines[-20:]))
-    return lines
+    first_step = done = None
+    with open(log_path, "w") as log:
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=dict(os.environ, TIERZERO_NO_PROGRESS="1"))
+        for line in child.stdout:
+            log.write(line)
+            now = time.monotonic() - start
+            if line.startswith("step ") and first_step is None:
+                first_step = now
+            elif line.startswith("done:"):
+                done = now
+    if child.wait() != 0 or first_step is None or done is None:
+        tail = open(log_path).readlines()[-15:]
+        sys.exit(f"save_overlap: {' '.join(cmd)} failed (exit {child.returncode}); {log_path}:\n{''.join(tail)}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return done - first_step, max(before, after) * 1024
+
+
+def metrics(path):
+    """(step lines, save lines) of a --metrics file."""
+    lines = [json.loads(line) for line in open(path)]
+    return [m for m in lines if m.get("type") == "step"], [m for m in lines if m.get("type") == "save"]
+
+
+def write_rate(args):
+    """bench io's new-file write rate in GB/s: from --io-json, else measured on WORK now."""
+    path = args.io_json
+    if path is None:
+        path = os.path.join(args.work, "io.json")
+        run_io = [args.tierzero, "bench", "io", "--nvme", args.work, "--size", "4GiB", "--new-file", "--end-fsync",
+                  "--json", path]
+        progress(" ".join(run_io))
+        subprocess.run(run_io, check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, TIERZERO_NO_PROGRESS="1"))
+    rates = [r["GB/s"] for r in json.load(open(path)).get("rows", []) if r.get("op") == "write"]
+    if not rates:
+        sys.exit(f"save_overlap: {path} has no write row (tierzero bench io --json)")
+    return max(rates), path
+
+
+def mem_total_bytes():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    sys.exit("save_overlap: /proc/meminfo has no MemTotal")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tierzero", required=True)
     parser.add_argument("--config", required=True)
-    parser.add_argument("--model-config", required=True)
+    parser.add_argument("--model-config", help="the model's config.json (default: the built-in tiny model)")
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--work", required=True, help="a directory on the disk under test (emptied)")
     parser.add_argument("--steps", type=int, default=9)
     parser.add_argument("--save-every", type=int, default=2)
+    parser.add_argument("--keep-last", type=int, default=1)
+    parser.add_argument("--io-json", help="tierzero bench io --new-file --end-fsync --json of WORK's disk")
+    parser.add_argument("--json")
     args = parser.parse_args()
+    if not 0 < args.save_every < args.steps - 1:
+        sys.exit("save_overlap: --save-every must leave a periodic save before the last step (1 .. --steps - 2)")
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
     with open(args.config) as f:
         config = json.load(f)
     config["steps_per_print"] = 1
-    scratch = tempfile.mkdtemp(prefix="tierzero-save-overlap-")
-    config_path = os.path.join(scratch, "config.json")
+    # A save that also writes the 16-bit model is synchronous (session_save.cpp): measure the state's.
+    config.setdefault("zero_optimization", {})["stage3_gather_16bit_weights_on_model_save"] = False
+    config_path = os.path.join(args.work, "config.json")
     with open(config_path, "w") as f:
         json.dump(config, f)
-    base = [args.tierzero, "train", "--config", config_path, "--model-config", args.model_config, "--steps",
-            str(args.steps)]
-    try:
-        plain = run(base + ["--save", os.path.join(scratch, "plain")])
-        saving = run(base + ["--save", os.path.join(scratch, "saving"), "--save-every", str(args.save_every)])
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    model = ["--model-config", args.model_config] if args.model_config else []
 
-    def steps(lines):
-        return {int(m.group(1)): float(m.group(2)) for m in (STEP.match(line) for _, line in lines) if m}
+    def train(name, *flags):
+        cmd = [args.tierzero, "train", *model, "--config", config_path, "--data", args.data, "--steps",
+               str(args.steps), "--metrics", os.path.join(args.work, name + ".jsonl"), "--full-determinism", *flags]
+        return run(cmd, os.path.join(args.work, name + ".log"))
 
-    def final_save_seconds(lines):
-        last = max(t for t, line in lines if STEP.match(line))
-        return next(t for t, line in lines if line.startswith("done:")) - last
+    plain_wall, plain_rss = train("plain", "--save", os.path.join(args.work, "plain"))
+    shutil.rmtree(os.path.join(args.work, "plain"))
+    saving_wall, _ = train("saving", "--save", os.path.join(args.work, "saving"), "--save-every", str(args.save_every),
+                           "--keep-last", str(args.keep_last))
+    shutil.rmtree(os.path.join(args.work, "saving"))
+    gbps, io_path = write_rate(args)
 
-    plain_steps, saving_steps = steps(plain), steps(saving)
-    saves = [(int(m.group(1)), int(m.group(2)), float(m.group(3)))
-             for m in (SAVED.match(line) for _, line in saving) if m]
-    beside = {during for _, during, _ in saves}
-    median = statistics.median(s for step, s in plain_steps.items() if step > 1)
-    print(f"steps {args.steps}, --save-every {args.save_every}; median step without saves {median:.3f} s")
-    print("step  without  with-saves")
-    for step in sorted(plain_steps):
-        mark = "  (beside a save)" if step in beside else ""
-        print(f"{step:4d}  {plain_steps[step]:7.3f}  {saving_steps.get(step, float('nan')):10.3f}{mark}")
-    extra = [saving_steps[step] - median for step in sorted(beside) if step in saving_steps]
-    for saved, during, waited in saves:
-        print(f"save of step {saved}: written during step {during} ({saving_steps.get(during, float('nan')):.3f} s); "
-              f"the optimizer waited {waited:.3f} s")
-    if extra:
-        print(f"steps beside a save: mean {statistics.mean(extra):+.3f} s vs the median step without saves")
-    print(f"a synchronous save of the same state (the final one): {final_save_seconds(saving):.3f} s "
-          f"(without periodic saves: {final_save_seconds(plain):.3f} s)")
+    plain_steps, _ = metrics(os.path.join(args.work, "plain.jsonl"))
+    saving_steps, saves = metrics(os.path.join(args.work, "saving.jsonl"))
+    periodic = [s for s in saves if s.get("background")]
+    median = statistics.median(s["step_time_s"] for s in plain_steps if s["step"] > 1)
+    spare = max(0, mem_total_bytes() - plain_rss)
+
+    checks = CheckRows()
+    row = checks.add
+    row("median step without saves", f"{median:.3f} s", f"steps 2-{args.steps} of the plain run", None)
+    for s in periodic:
+        bound = 1.2 * s["bytes"] / (gbps * 1e9)
+        row(f"save of step {s['step']} written", f"{s['write_s']:.2f} s",
+            f"{s['bytes']} B; 1.2 x bytes / {gbps:.2f} GB/s = {bound:.2f} s (durable {s['durable_s']:.2f} s: "
+            "committed after the step beside it)", s["write_s"] <= bound)
+        row(f"save of step {s['step']}: optimizer held", f"{s.get('held_s', 0):.2f} s", "its wait for the save", None)
+    if periodic:
+        per_save = (saving_wall - plain_wall) / len(periodic)
+        checkpoint = max(s["bytes"] for s in periodic)
+        unheld = max(0, checkpoint - spare)
+        bound = 0.25 * median + unheld / (gbps * 1e9)
+        row("extra wall time per save", f"{per_save:+.2f} s",
+            f"({saving_wall:.1f} - {plain_wall:.1f} s) / {len(periodic)} saves <= 0.25 x {median:.2f} s + "
+            f"{unheld / 1e9:.1f} GB the host ({spare / 2**30:.1f} GiB free) cannot copy / {gbps:.2f} GB/s = {bound:.2f} s",
+            per_save <= bound)
+    else:
+        row("periodic saves", "0", f"--save-every {args.save_every} made none in the background", False)
+    same = [s["loss"] for s in plain_steps] == [s["loss"] for s in saving_steps]
+    row("losses with saves", f"{len(saving_steps)} steps", "the plain run's, bit for bit", same)
+
+    checks.print(f"save overlap: {args.model_config or 'the built-in tiny model'}, {args.config}, {args.steps} steps, "
+                 f"--save-every {args.save_every} --keep-last {args.keep_last}, in {args.work}; write rate {io_path}",
+                 12, 110)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"median_step_s": median, "plain_wall_s": plain_wall, "saving_wall_s": saving_wall,
+                       "plain_peak_rss_bytes": plain_rss, "write_gbps": gbps, "saves": saves, "rows": checks.rows}, f,
+                      indent=1)
+    return 1 if checks.failed() else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

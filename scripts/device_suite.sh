@@ -17,6 +17,11 @@
 #                                      durable vs bench io's new-file write rate, resume bit for bit, convert = export);
 #                                      PHASES=saved,convert then PHASES=resumed,unbroken,io splits it over two calls
 #                                      (state kept in /tmp/tz-cycle while the machine stays warm); CKPT_CONFIG another config
+#   scripts/device.sh scripts/device_suite.sh save_overlap OUTDIR  issue 35's cost of periodic saves beside training:
+#                                      benchmarks/save_overlap.py, SAVE_MODEL (llama_3b) with SAVE_CONFIG
+#                                      (zero3_7b_compact_24gb.json), --save-every 2 --keep-last 1 over SAVE_STEPS (9)
+#                                      steps vs the same run without, on the box's disk (two 3B checkpoints fit; two
+#                                      7.6B ones, 92 GB, do not)
 #   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed on the NVMe
 #                                      path, estimate with those rates, HOST64_STEPS (6) steps of
 #                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another), then
@@ -167,6 +172,13 @@ case "$what" in
     python3 benchmarks/disk_bound.py --metrics "$out/train_host64.jsonl" --io "$out/io_mixed.json" \
       --estimate "$out/estimate_host64.json" --measure "$out/train_host64.measure.json" --json "$out/disk_bound.json"
     rm -rf "${nvme:?}" ;;
+  save_overlap)
+    python3 benchmarks/save_overlap.py --tierzero "$tz" --model-config "${SAVE_MODEL:-benchmarks/models/llama_3b.json}" \
+      --config "${SAVE_CONFIG:-benchmarks/configs/zero3_7b_compact_24gb.json}" --data configs/data/tiny_corpus.u16 \
+      --work /tmp/tz-save-overlap --steps "${SAVE_STEPS:-9}" --save-every 2 --keep-last 1 \
+      --json "$out/save_overlap.json" 2>&1 | tee "$out/save_overlap.txt"
+    cp /tmp/tz-save-overlap/*.log /tmp/tz-save-overlap/*.jsonl "$out/" 2>/dev/null
+    rm -rf /tmp/tz-save-overlap ;;
   checkpoint)
     cfg=${CKPT_CONFIG:-benchmarks/configs/zero3_7b_compact_24gb.json}
     nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$cfg")
@@ -175,5 +187,5 @@ case "$what" in
       --data configs/data/tiny_corpus.u16 --work /tmp/tz-cycle --phases "${PHASES:-saved,convert,resumed,unbroken,io}" \
       --json "$out/checkpoint_cycle.json" 2>&1 | tee "$out/checkpoint_cycle.txt"
     cp /tmp/tz-cycle/*.log /tmp/tz-cycle/*.jsonl /tmp/tz-cycle/*.json "$out/" 2>/dev/null ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | checkpoint | host64 | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | checkpoint | save_overlap | host64 | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
 esac
