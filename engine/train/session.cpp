@@ -105,12 +105,13 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   const EngineStartup& phases = s->engine_->startup();
   s->startup_ = fmt::format(
       "start-up {:.1f} s since the process started: model, config and data {:.1f} s, engine {:.1f} s (weights {} "
-      "{:.1f} s, {:.2f} GB as fp32, {:.2f} GB/s; besides them: pinned buffers {:.1f} s, set-up {:.1f} s, 16-bit "
-      "parameters {:.1f} s, optimizer state {:.1f} s)",
+      "{:.1f} s, {:.2f} GB as fp32, {:.2f} GB/s on {:.1f} cores busy; besides them: pinned buffers {:.1f} s, set-up "
+      "{:.1f} s, 16-bit parameters {:.1f} s, optimizer state {:.1f} s)",
       process_seconds(), before_engine, engine, s->model_.from_checkpoint ? "read" : "drawn", phases.weights_s,
       static_cast<double>(phases.weight_bytes) / 1e9,
-      static_cast<double>(phases.weight_bytes) / 1e9 / std::max(phases.weights_s, 1e-9), phases.pinned_s,
-      phases.setup_s, phases.params_s, phases.optimizer_s);
+      static_cast<double>(phases.weight_bytes) / 1e9 / std::max(phases.weights_s, 1e-9),
+      phases.weights_cpu_s / std::max(phases.weights_s, 1e-9), phases.pinned_s, phases.setup_s, phases.params_s,
+      phases.optimizer_s);
   return s;
 }
 

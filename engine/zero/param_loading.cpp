@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 namespace tierzero::engine {
 namespace {
@@ -12,10 +13,23 @@ constexpr int64_t kPieceNumel = 16 << 20;
 
 }  // namespace
 
+namespace {
+
+// CPU seconds every thread of the process has run.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
 Status TimedParamSource::read(const std::string& name, int64_t first, std::span<float> out) {
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_seconds();
   Status status = source_.read(name, first, out);
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  cpu_seconds_ += process_cpu_seconds() - cpu_start;
   bytes_ += out.size_bytes();
   return status;
 }

@@ -217,6 +217,7 @@ class StartupPhases {
     const double reads = reads_.seconds() - reads_before_;
     out_.*phase += std::chrono::duration<double>(now - start_).count() - reads;
     out_.weights_s += reads;
+    out_.weights_cpu_s = reads_.cpu_seconds();
     out_.weight_bytes = reads_.bytes();
     reads_before_ = reads_.seconds();
     start_ = now;

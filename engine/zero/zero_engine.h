@@ -173,6 +173,7 @@ struct StepTimes {
 // exclude their reads of the weights, which weights_s sums.
 struct EngineStartup {
   double weights_s = 0.0;     // inside the ParamSource's reads (a file's reads, or random init's draws)
+  double weights_cpu_s = 0.0; // the process's CPU seconds meanwhile (weights_cpu_s / weights_s: cores busy)
   uint64_t weight_bytes = 0;  // the fp32 bytes those reads gave, every pass counted
   double pinned_s = 0.0;      // the pinned host buffers: allocated, faulted in, registered with CUDA, zeroed
   double setup_s = 0.0;       // the rest before the parameters: checks, device, copy streams, CPU Adam, NVMe files

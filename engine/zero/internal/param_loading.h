@@ -16,19 +16,22 @@
 
 namespace tierzero::engine {
 
-// A source passing reads to `source` (which must outlive it), counting their seconds and fp32 bytes:
-// the engine's start-up breakdown (ZeroEngine::startup).
+// A source passing reads to `source` (which must outlive it), counting their wall seconds, the
+// process's CPU seconds meanwhile (every thread's) and the fp32 bytes they gave: the engine's
+// start-up breakdown (ZeroEngine::startup).
 class TimedParamSource final : public ParamSource {
  public:
   explicit TimedParamSource(ParamSource& source) : source_(source) {}
   std::optional<std::vector<int64_t>> shape(const std::string& name) const override { return source_.shape(name); }
   Status read(const std::string& name, int64_t first, std::span<float> out) override;
   double seconds() const { return seconds_; }
+  double cpu_seconds() const { return cpu_seconds_; }
   uint64_t bytes() const { return bytes_; }
 
  private:
   ParamSource& source_;
   double seconds_ = 0.0;
+  double cpu_seconds_ = 0.0;
   uint64_t bytes_ = 0;
 };
 
