@@ -11,7 +11,11 @@ reported), after evicting --model's files from the page cache (benchmarks/page_c
 loss and gradient norm are the reference's, bit for bit as printed (the start-up must not change
 the weights). Columns ("-" for a binary that prints no start-up line): first_line_s (process start to the first step line, the issue's figure),
 startup_s (to the run header: everything before step 1), engine_s (building the engine), weights_s
-(of which inside the weights' reads or draws), rest_s (buffers, splitting, first writes), file_GBps
+(of which inside the weights' reads or draws), busy (the cores busy meanwhile: the process's CPU
+seconds over weights_s; about 1 says the draws or reads ran on one core), rest_s (buffers, splitting, first writes), of which
+pinned_s (the pinned buffers: allocated, faulted in, registered with CUDA), params_s (the 16-bit
+parameters cast from the reads, first NVMe parameter writes) and optim_s (the optimizer's state: the
+master split, first record writes; "-" for a binary before this breakdown), file_GBps
 (the safetensors bytes a read pass takes over weights_s; the engine may read them more than once),
 vs_io (file_GBps / bench io's sequential O_DIRECT read GB/s on the model's directory, with --model),
 fp32_GBps (the fp32 bytes the reads or draws gave, over weights_s, every pass counted) and per_core
@@ -30,8 +34,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STARTUP = re.compile(r"start-up ([\d.-]+) s since the process started: model, config and data ([\d.]+) s, "
-                     r"engine ([\d.]+) s \(weights (read|drawn) ([\d.]+) s, ([\d.]+) GB as fp32; "
-                     r"buffers, splitting and first writes ([\d.-]+) s\)")
+                     r"engine ([\d.]+) s \(weights (read|drawn) ([\d.]+) s, ([\d.]+) GB as fp32[,;] (.*)\)")
+# The engine's time besides the weights: phase by phase, or (a binary before them) in one figure.
+PHASES = re.compile(r"[\d.]+ GB/s on ([\d.]+) cores busy; besides them: pinned buffers ([\d.-]+) s, set-up ([\d.-]+) s, "
+                    r"16-bit parameters ([\d.-]+) s, optimizer state ([\d.-]+) s")
+REST = re.compile(r"buffers, splitting and first writes ([\d.-]+) s")
 STEP = re.compile(r"^step\s+1/\d+\s+loss (\S+)\s.*grad-norm (\S+)")
 PARAMS = re.compile(r"(\d+) parameters")
 
@@ -66,7 +73,13 @@ def run_once(binary, args, extra):
         log.append(line)
         if (m := STARTUP.search(line)):
             row.update(startup_s=float(m[1]), before_engine_s=float(m[2]), engine_s=float(m[3]), weights=m[4],
-                       weights_s=float(m[5]), weights_fp32_gb=float(m[6]), rest_s=float(m[7]))
+                       weights_s=float(m[5]), weights_fp32_gb=float(m[6]))
+            if (p := PHASES.search(m[7])):
+                row.update(cores_busy=float(p[1]), pinned_s=float(p[2]), setup_s=float(p[3]), params_s=float(p[4]),
+                           optimizer_s=float(p[5]))
+                row["rest_s"] = sum(float(p[i]) for i in range(2, 6))
+            elif (r := REST.search(m[7])):
+                row["rest_s"] = float(r[1])
         elif (m := PARAMS.search(line)) and "params" not in row:
             row["params"] = int(m[1])
         elif (m := STEP.match(line)) and row["first_line_s"] is None:
@@ -95,15 +108,16 @@ def main():
     print(f"# start-up: tierzero train --steps 1, {what} ({'HF directory, ' + ('warm' if args.warm else 'cold') + ' page cache' if args.model else 'random init'}), "
           f"{args.config}; median of {args.repeat}" + (f"; bench io read {io_gbps:.2f} GB/s on {args.model}" if io_gbps else ""))
     cores = len(os.sched_getaffinity(0))
-    header = (f"{'binary':<10}{'first_line_s':>13}{'startup_s':>10}{'engine_s':>9}{'weights_s':>10}{'rest_s':>8}"
-              f"{'file_GBps':>10}{'vs_io':>7}{'fp32_GBps':>10}{'per_core':>9}  {'step-1 loss / grad-norm':<26}"
+    header = (f"{'binary':<10}{'first_line_s':>13}{'startup_s':>10}{'engine_s':>9}{'weights_s':>10}{'busy':>6}{'rest_s':>8}"
+              f"{'pinned_s':>9}{'params_s':>9}{'optim_s':>8}{'file_GBps':>10}{'vs_io':>7}{'fp32_GBps':>10}{'per_core':>9}  {'step-1 loss / grad-norm':<26}"
               f"{'correct':>8}")
     print(header)
     rows, reference = [], None
     for name, binary in binaries:
         runs = [run_once(binary, args, extra) for _ in range(args.repeat)]
         row = dict(runs[0])
-        for key in ("first_line_s", "startup_s", "before_engine_s", "engine_s", "weights_s", "rest_s"):
+        for key in ("first_line_s", "startup_s", "before_engine_s", "engine_s", "weights_s", "cores_busy", "rest_s",
+                    "pinned_s", "setup_s", "params_s", "optimizer_s"):
             row[key] = statistics.median(r[key] for r in runs) if key in row else None  # a binary before the line
         fp32_bytes = row["params"] * 4
         one_pass_gb = file_bytes / 1e9
@@ -119,7 +133,8 @@ def main():
         gbps = f"{row['file_gbps']:.2f}" if row["file_gbps"] else "-"
         ratio = f"{row['vs_io']:.2f}" if row["vs_io"] else "-"
         phases = "".join(f"{'-' if row[k] is None else f'{row[k]:.1f}':>{w}}"
-                         for k, w in (("startup_s", 10), ("engine_s", 9), ("weights_s", 10), ("rest_s", 8)))
+                         for k, w in (("startup_s", 10), ("engine_s", 9), ("weights_s", 10), ("cores_busy", 6), ("rest_s", 8),
+                                      ("pinned_s", 9), ("params_s", 9), ("optimizer_s", 8)))
         fp32 = (f"{row['fp32_gbps']:>10.2f}{row['fp32_gbps'] / cores:>9.3f}" if row["fp32_gbps"] else f"{'-':>10}{'-':>9}")
         print(f"{name:<10}{row['first_line_s']:>13.1f}{phases}{gbps:>10}{ratio:>7}{fp32}  "
               f"{row['loss'] + ' / ' + row['grad_norm']:<26}{'yes' if row['correct'] else 'NO':>8}")

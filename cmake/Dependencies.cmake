@@ -66,8 +66,21 @@ if(NOT TIERZERO_WITH_TORCH STREQUAL "OFF")
     endif()
     find_package(Torch REQUIRED)
     set(TIERZERO_HAVE_TORCH ON)
+    # The OpenMP runtime LibTorch's intra-op threads run on (tierzero_intra_op_parallel).
+    find_library(TIERZERO_TORCH_GOMP NAMES libgomp.so.1 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
   elseif(TIERZERO_WITH_TORCH STREQUAL "ON")
     message(FATAL_ERROR "TIERZERO_WITH_TORCH=ON but python3 cannot import torch: run scripts/setup.sh")
   endif()
 endif()
 message(STATUS "tierzero: LibTorch ${TIERZERO_HAVE_TORCH}")
+
+# at::parallel_for is inline: a TU compiled without -fopenmp (_OPENMP undefined) runs the whole range
+# on the calling thread. tierzero_intra_op_parallel(target source...) compiles those sources of
+# `target` with -fopenmp and links the libgomp.so.1 LibTorch loads, so their at::parallel_for runs
+# on LibTorch's intra-op threads (without that library: on the calling thread, as before).
+function(tierzero_intra_op_parallel target)
+  if(TIERZERO_TORCH_GOMP)
+    set_source_files_properties(${ARGN} PROPERTIES COMPILE_OPTIONS -fopenmp SKIP_PRECOMPILE_HEADERS ON)
+    target_link_libraries(${target} PUBLIC ${TIERZERO_TORCH_GOMP})
+  endif()
+endfunction()

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 
 #include <algorithm>
 #include <array>
@@ -27,6 +28,59 @@ void next_state(std::array<uint32_t, kStateWords>& s) {
   s[kStateWords - 1] = s[kShift - 1] ^ twist(s[kStateWords - 1], s[0]);
 }
 
+// Advances `d` as `outputs` calls of at::mt19937's operator() would, handing each run of state words
+// they read, untempered, to use(words, count). operator() decrements left_ and twists when it
+// reaches 0, then reads state_[next_++].
+template <typename Use>
+void advance(at::mt19937_data_pod& d, uint64_t outputs, Use use) {
+  while (outputs > 0) {
+    const uint64_t before_twist = std::min<uint64_t>(outputs, static_cast<uint64_t>(d.left_ - 1));
+    use(d.state_.data() + d.next_, static_cast<int64_t>(before_twist));
+    d.left_ -= static_cast<int>(before_twist);
+    d.next_ += static_cast<uint32_t>(before_twist);
+    outputs -= before_twist;
+    if (outputs == 0) break;
+    next_state(d.state_);
+    d.left_ = kStateWords;
+    d.next_ = 1;
+    --outputs;
+    use(d.state_.data(), 1);
+  }
+}
+
+// The engine's next `m` outputs as LibTorch's uniform_real_distribution<float>(0, 1) makes them: the
+// output tempered as operator() does, its low 24 bits times 2^-24.
+void fill_uniform(at::mt19937_data_pod& d, int64_t m, float* out) {
+  advance(d, static_cast<uint64_t>(m), [&out](const uint32_t* words, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      uint32_t y = words[i];
+      y ^= y >> 11;
+      y ^= (y << 7) & 0x9d2c5680u;
+      y ^= (y << 15) & 0xefc60000u;
+      y ^= y >> 18;
+      out[i] = static_cast<float>(y & 0xffffffu) * 0x1p-24f;
+    }
+    out += count;
+  });
+}
+
+// Whether LibTorch's normal_ on >= 16 contiguous floats runs its AVX2 normal_fill here (its AVX512
+// dispatch takes the AVX2 kernel too; random_param_source_test compares the two bit for bit).
+bool torch_normal_is_avx2() {
+#if defined(__x86_64__)
+  static const bool avx2 = [] {
+    const std::string capability = at::get_cpu_capability();
+    return capability == "AVX2" || capability == "AVX512";
+  }();
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+// Floats drawn and transformed while they stay in the L1 cache (a multiple of 16).
+constexpr int64_t kTile = 2048;
+
 // Chunk j of a tensor of `numel` elements: [j * kNormalChunk, its end), the last one to numel.
 int64_t chunk_count(int64_t numel) { return std::max<int64_t>(1, numel / kNormalChunk); }
 int64_t chunk_numel(int64_t numel, int64_t j) {
@@ -41,7 +95,24 @@ int64_t round_down16(int64_t i) { return i / 16 * 16; }
 int64_t round_up16(int64_t i) { return (i + 15) / 16 * 16; }
 
 // normal_(0, std) on `m` floats at `out` from `engine` (m >= 16: one engine output per element, Box-Muller in blocks).
+// Where LibTorch's is its AVX2 normal_fill, the same steps without its generator: the uniforms
+// tempered in bulk, a tile at a time: 1.55 ns an element on one core, LibTorch's normal_ 3.5 to 5.4.
 void draw_normal(const at::mt19937& engine, double std, int64_t m, float* out) {
+  if (torch_normal_is_avx2()) {
+    at::mt19937_data_pod d = engine.data();
+    const int64_t whole = m / 16 * 16;
+    for (int64_t i = 0; i < whole; i += kTile) {
+      const int64_t n = std::min(kTile, whole - i);
+      fill_uniform(d, n, out + i);
+      box_muller_avx2(out + i, n / 16, static_cast<float>(std));
+    }
+    if (m % 16 != 0) {  // the remainder's uniforms, then the last 16 values drawn again
+      fill_uniform(d, m % 16, out + whole);
+      fill_uniform(d, 16, out + m - 16);
+      box_muller_avx2(out + m - 16, 1, static_cast<float>(std));
+    }
+    return;
+  }
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>();
   generator.get<at::CPUGeneratorImpl>()->set_engine(engine);
   at::from_blob(out, {m}, at::kFloat).normal_(0.0, std, generator);
@@ -86,18 +157,7 @@ uint64_t normal_draws(int64_t numel) {
 
 void skip_draws(at::mt19937& engine, uint64_t outputs) {
   at::mt19937_data_pod d = engine.data();
-  while (outputs > 0) {
-    // operator() decrements left_ and twists when it reaches 0, then reads state_[next_++].
-    const uint64_t before_twist = std::min<uint64_t>(outputs, static_cast<uint64_t>(d.left_ - 1));
-    d.left_ -= static_cast<int>(before_twist);
-    d.next_ += static_cast<uint32_t>(before_twist);
-    outputs -= before_twist;
-    if (outputs == 0) break;
-    next_state(d.state_);
-    d.left_ = kStateWords;
-    d.next_ = 1;
-    --outputs;
-  }
+  advance(d, outputs, [](const uint32_t*, int64_t) {});
   engine.set_data(d);
 }
 

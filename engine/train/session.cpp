@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -34,28 +35,6 @@ double process_seconds() {
     if (i == 22) return up - std::stod(field) / static_cast<double>(::sysconf(_SC_CLK_TCK));
   return -1.0;
 }
-
-// A source that counts the time its reads take and the fp32 bytes they give: the weights' share
-// of building the engine (the rest: its buffers, splitting the weights into them, first writes).
-class TimedSource final : public ParamSource {
- public:
-  explicit TimedSource(ParamSource& source) : source_(source) {}
-  std::optional<std::vector<int64_t>> shape(const std::string& name) const override { return source_.shape(name); }
-  Status read(const std::string& name, int64_t first, std::span<float> out) override {
-    const Clock::time_point start = Clock::now();
-    Status status = source_.read(name, first, out);
-    seconds_ += seconds_since(start);
-    bytes_ += out.size_bytes();
-    return status;
-  }
-  double seconds() const { return seconds_; }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  ParamSource& source_;
-  double seconds_ = 0.0;
-  uint64_t bytes_ = 0;
-};
 
 // Steps between periodic saves: --save-every, else tierzero.checkpoint.save_every (0: none).
 Result<int64_t> save_period(const TrainArgs& args, const DsConfig& config) {
@@ -112,8 +91,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   if (config.tierzero.lora) TZ_RETURN_IF_ERROR(s->adapt_model());
 
   const double before_engine = seconds_since(start);
-  TimedSource weights(*s->model_.weights);
-  s->engine_ = std::make_unique<ZeroEngine>(*s->network_, weights, s->options_, *s->comm_);
+  s->engine_ = std::make_unique<ZeroEngine>(*s->network_, *s->model_.weights, s->options_, *s->comm_);
   s->model_.weights.reset();
   const double engine = seconds_since(start) - before_engine;
   s->initial_adapters_.clear();
@@ -125,11 +103,16 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   s->flops_per_step_ = training_flops_per_token(s->model_.config, seq_len, /*weight_grads=*/s->lora_ == nullptr) *
                        static_cast<double>(s->tokens_per_step_);
   TZ_RETURN_IF_ERROR(s->open_metrics());
+  const EngineStartup& phases = s->engine_->startup();
   s->startup_ = fmt::format(
       "start-up {:.1f} s since the process started: model, config and data {:.1f} s, engine {:.1f} s (weights {} "
-      "{:.1f} s, {:.2f} GB as fp32; buffers, splitting and first writes {:.1f} s)",
-      process_seconds(), before_engine, engine, s->model_.from_checkpoint ? "read" : "drawn", weights.seconds(),
-      static_cast<double>(weights.bytes()) / 1e9, engine - weights.seconds());
+      "{:.1f} s, {:.2f} GB as fp32, {:.2f} GB/s on {:.1f} cores busy; besides them: pinned buffers {:.1f} s, set-up "
+      "{:.1f} s, 16-bit parameters {:.1f} s, optimizer state {:.1f} s)",
+      process_seconds(), before_engine, engine, s->model_.from_checkpoint ? "read" : "drawn", phases.weights_s,
+      static_cast<double>(phases.weight_bytes) / 1e9,
+      static_cast<double>(phases.weight_bytes) / 1e9 / std::max(phases.weights_s, 1e-9),
+      phases.weights_cpu_s / std::max(phases.weights_s, 1e-9), phases.pinned_s, phases.setup_s, phases.params_s,
+      phases.optimizer_s);
   return s;
 }
 

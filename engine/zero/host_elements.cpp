@@ -1,6 +1,7 @@
 #include "engine/zero/internal/host_elements.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstring>
@@ -40,11 +41,25 @@ std::span<float> moment_scales(const at::Tensor& scales, int64_t begin, int64_t 
           cpu_adam::moment_block_count(static_cast<size_t>(count))};
 }
 
+namespace {
+
+constexpr int64_t kSplitGrain = int64_t{1} << 20;
+
+}  // namespace
+
+void split_master_parallel(std::span<const float> master, std::span<uint16_t> hi, std::span<int16_t> residual) {
+  if (hi.size() != master.size() || residual.size() != master.size())
+    throw_if_error(cpu_adam::split_master(master, hi, residual));  // refused whole: its error names the sizes
+  at::parallel_for(0, static_cast<int64_t>(master.size()), kSplitGrain, [&](int64_t begin, int64_t end) {
+    const auto from = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
+    throw_if_error(cpu_adam::split_master(master.subspan(from, n), hi.subspan(from, n), residual.subspan(from, n)));
+  });
+}
+
 void split_master_range(std::span<const float> master, const at::Tensor& hi, const at::Tensor& residual,
                         int64_t begin) {
-  throw_if_error(cpu_adam::split_master(
-      master, {static_cast<uint16_t*>(hi.data_ptr()) + begin, master.size()},
-      {static_cast<int16_t*>(residual.data_ptr()) + begin, master.size()}));
+  split_master_parallel(master, {static_cast<uint16_t*>(hi.data_ptr()) + begin, master.size()},
+                        {static_cast<int16_t*>(residual.data_ptr()) + begin, master.size()});
 }
 
 void join_master_range(const at::Tensor& hi, const at::Tensor& residual, int64_t begin, std::span<float> master) {

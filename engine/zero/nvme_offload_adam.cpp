@@ -377,10 +377,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       std::memcpy(static_cast<std::byte*>(part.data_ptr()) + offset * part.element_size(), in.data(),
                   static_cast<size_t>(n * part.element_size()));
     } else if (s == 0) {
-      throw_if_error(cpu_adam::split_master(
+      split_master_parallel(
           values,
           {static_cast<uint16_t*>(setup_.common.compact.hi.data_ptr()) + k * slot_numel_ + offset, static_cast<size_t>(n)},
-          {part.data_ptr<int16_t>() + offset, static_cast<size_t>(n)}));
+          {part.data_ptr<int16_t>() + offset, static_cast<size_t>(n)});
     } else {
       if (offset != 0) throw Error(internal_error("nvme optimizer: 8-bit moments written from inside a block"));
       encode_moment_range(values, part, record_part(record, s + 2, count), 0);

@@ -203,14 +203,43 @@ std::pair<bool, std::string> choose_grad_accumulator(const ZeroEngineOptions& op
                     budget_text(options, room, device) + "; no planned peak)"};
 }
 
+// Splits the constructor's time into EngineStartup's phases: end(phase) adds the wall time since the
+// previous end, less the weights' reads in it (added to weights_s), to `phase`; the destructor ends
+// the last one, optimizer_s, wherever the constructor returns.
+class StartupPhases {
+ public:
+  StartupPhases(const TimedParamSource& reads, EngineStartup& out) : reads_(reads), out_(out) {}
+  StartupPhases(const StartupPhases&) = delete;
+  StartupPhases& operator=(const StartupPhases&) = delete;
+  ~StartupPhases() { end(&EngineStartup::optimizer_s); }
+  void end(double EngineStartup::*phase) {
+    const auto now = std::chrono::steady_clock::now();
+    const double reads = reads_.seconds() - reads_before_;
+    out_.*phase += std::chrono::duration<double>(now - start_).count() - reads;
+    out_.weights_s += reads;
+    out_.weights_cpu_s = reads_.cpu_seconds();
+    out_.weight_bytes = reads_.bytes();
+    reads_before_ = reads_.seconds();
+    start_ = now;
+  }
+
+ private:
+  const TimedParamSource& reads_;
+  EngineStartup& out_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double reads_before_ = 0.0;
+};
+
 }  // namespace
 
 ZeroEngine::ZeroEngine(const FunctionalModel& model, const std::map<std::string, at::Tensor>& params,
                        const ZeroEngineOptions& options, Comm& comm)
     : ZeroEngine(model, *map_param_source(params), options, comm) {}
 
-ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const ZeroEngineOptions& options, Comm& comm)
+ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const ZeroEngineOptions& options, Comm& comm)
     : model_(model), comm_(comm), options_(options) {
+  TimedParamSource params(source);
+  StartupPhases phases(params, startup_);  // the last phase, optimizer_s, ends with the constructor
   throw_if_error(check_params(model, params));
   // Refused before the device is touched; the check that needs the partition's size follows it.
   throw_if_error(check_engine_settings(settings_of(options, comm.world_size())));
@@ -233,8 +262,10 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   const int64_t records_in_memory =
       state_layout::records_in_memory(shape, options_.optimizer_records_in_memory, options_.pinned_memory_limit_bytes);
   const std::vector<offload::PinnedBufferSpec> buffers = state_layout::pinned_buffers(shape, records_in_memory);
+  phases.end(&EngineStartup::setup_s);
   if (!buffers.empty())
     host_tier_ = HostTier::create(buffers, options.pinned_memory_limit_bytes, comm.device(), comm.rank());
+  phases.end(&EngineStartup::pinned_s);
   if (options.offload_optimizer || options.partition.offload_params)
     copies_ = DeviceCopies::create(comm.device(), options.time_breakdown);
   if (params_on_nvme(options)) {
@@ -276,9 +307,11 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
       accumulator = at::zeros({sizes.partition_numel}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
     offloaded_grads_ = std::make_unique<OffloadedGrads>(*grad_pipeline_, std::move(accumulator));
   }
+  phases.end(&EngineStartup::setup_s);
   partitioner_ =
       make_partitioner(model, params, options_.partition, comm,
                        OffloadedHost{offloaded_grads_.get(), host_tier_.get(), copies_.get(), nvme_params_.get()});
+  phases.end(&EngineStartup::params_s);
   if (nvme_params_ != nullptr) (void)nvme_params_->take_traffic();  // the initial writes are not a step's
   const int partition_rank = partitioner_->partitioned() ? comm.rank() : 0;
   if (!options.offload_optimizer) {
@@ -298,6 +331,17 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
                                   .sink = nvme_params_.get(),
                                   .compact = compact_state(options, *host_tier_, *partitioner_),
                                   .params16_rounding = options.params16_rounding};
+  // The weights as the master's bf16 half rounds them: copied from the master, unless that half is
+  // the compute partition itself (offloaded parameters in host memory), which the master's first
+  // split wrote; its persistent parameters are gathered from it either way.
+  const auto round_weights_away = [&] {
+    if (!rounds_away(options)) return;
+    const at::Tensor compute = partitioner_->compute_partition();
+    if (common.compact.compact_master && compute.defined() && common.compact.hi.data_ptr() == compute.data_ptr())
+      partitioner_->publish_compute_partition();
+    else
+      sync_compute_params();
+  };
   if (state_on_nvme(options)) {
     NvmeOffloadAdamSetup setup{.common = common,
                                .rank = comm.rank(),
@@ -316,7 +360,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
     nvme_optimizer_ = nvme.get();
     optimizer_ = std::move(nvme);
     update_nvme_traffic();  // the swap files' size
-    if (rounds_away(options)) sync_compute_params();  // the weights as the master's bf16 half rounds them
+    round_weights_away();
     choose_step_modes();
     return;
   }
@@ -346,7 +390,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& params, const 
   }
   optimizer_ = make_cpu_offload_adam(std::move(setup));
   update_nvme_traffic();
-  if (rounds_away(options)) sync_compute_params();  // the weights as the master's bf16 half rounds them
+  round_weights_away();
   choose_step_modes();
 }
 

@@ -169,6 +169,18 @@ struct StepTimes {
                                  // the host blocked on a followed optimizer step (forward_s excludes it)
 };
 
+// Where building the engine went, in seconds (the trainer's start-up line). The phases' wall times
+// exclude their reads of the weights, which weights_s sums.
+struct EngineStartup {
+  double weights_s = 0.0;     // inside the ParamSource's reads (a file's reads, or random init's draws)
+  double weights_cpu_s = 0.0; // the process's CPU seconds meanwhile (weights_cpu_s / weights_s: cores busy)
+  uint64_t weight_bytes = 0;  // the fp32 bytes those reads gave, every pass counted
+  double pinned_s = 0.0;      // the pinned host buffers: allocated, faulted in, registered with CUDA, zeroed
+  double setup_s = 0.0;       // the rest before the parameters: checks, device, copy streams, CPU Adam, NVMe files
+  double params_s = 0.0;      // the partitioner: compute weights cast from the reads, first NVMe parameter writes
+  double optimizer_s = 0.0;   // the rest: the optimizer's state (master split, first record writes), step modes
+};
+
 // What step() did.
 struct StepOutcome {
   bool overflow = false;   // inf/NaN in the gradients: the step was skipped, gradients dropped
@@ -295,6 +307,7 @@ class ZeroEngine {
     return *optimizer_;
   }
   const ZeroEngineOptions& options() const { return options_; }
+  const EngineStartup& startup() const { return startup_; }
 
  private:
   // Runs the last unit (norm + LM head) and the loss on `hidden`, waits for the optimizer step in
@@ -332,6 +345,7 @@ class ZeroEngine {
   const FunctionalModel& model_;
   Comm& comm_;
   ZeroEngineOptions options_;
+  EngineStartup startup_;
   // The offloaded step's host side (null unless offloaded), declared before what uses it.
   std::unique_ptr<HostTier> host_tier_;
   std::unique_ptr<cpu_adam::CpuAdam> cpu_adam_;

@@ -46,6 +46,10 @@ struct NormalChunks {
 };
 NormalChunks normal_chunks(const at::mt19937& start, int64_t numel);
 
+// LibTorch's AVX2 normal_ kernel's Box-Muller in place on `blocks` blocks of 16 uniforms at `data`
+// (normal_avx2.cpp; a CPU with AVX2 and FMA only), giving normal(0, std) values.
+void box_muller_avx2(float* data, int64_t blocks, float std);
+
 // Writes elements [first, first + out.size()) of one normal_(0, std) over `numel` elements from
 // chunks' start engine into `out`, as that draw gives them: the range split into a slice per intra-op
 // thread of LibTorch, each drawn chunk by chunk straight into `out`.

@@ -30,9 +30,14 @@ cpu_adam::Elements moment_elements(const at::Tensor& t, int64_t begin, int64_t c
 // (`begin` a multiple of cpu_adam::kMomentBlock); empty when `scales` is undefined.
 std::span<float> moment_scales(const at::Tensor& scales, int64_t begin, int64_t count);
 
-// Compact master conversions over host tensors (cpu_adam::split_master / join_master): elements
-// [begin, begin + n) of `hi` (bf16) and `residual` (int16) from / into `master` (n fp32). Throw
-// tierzero::Error on a size mismatch.
+// cpu_adam::split_master on LibTorch's intra-op threads, a slice of at least 1 Mi elements each
+// (element by element: one call's bits), for the start-up and loads, which run beside no step.
+// Throws tierzero::Error on a size mismatch.
+void split_master_parallel(std::span<const float> master, std::span<uint16_t> hi, std::span<int16_t> residual);
+
+// Compact master conversions over host tensors (split_master_parallel / cpu_adam::join_master):
+// elements [begin, begin + n) of `hi` (bf16) and `residual` (int16) from / into `master` (n fp32).
+// Throw tierzero::Error on a size mismatch.
 void split_master_range(std::span<const float> master, const at::Tensor& hi, const at::Tensor& residual,
                         int64_t begin);
 void join_master_range(const at::Tensor& hi, const at::Tensor& residual, int64_t begin, std::span<float> master);

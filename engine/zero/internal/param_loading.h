@@ -6,19 +6,42 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/partitioner.h"
 
 namespace tierzero::engine {
 
+// A source passing reads to `source` (which must outlive it), counting their wall seconds, the
+// process's CPU seconds meanwhile (every thread's) and the fp32 bytes they gave: the engine's
+// start-up breakdown (ZeroEngine::startup).
+class TimedParamSource final : public ParamSource {
+ public:
+  explicit TimedParamSource(ParamSource& source) : source_(source) {}
+  std::optional<std::vector<int64_t>> shape(const std::string& name) const override { return source_.shape(name); }
+  Status read(const std::string& name, int64_t first, std::span<float> out) override;
+  double seconds() const { return seconds_; }
+  double cpu_seconds() const { return cpu_seconds_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  ParamSource& source_;
+  double seconds_ = 0.0;
+  double cpu_seconds_ = 0.0;
+  uint64_t bytes_ = 0;
+};
+
 // Writes elements [first, first + dst.numel()) of parameter `name` into `dst` (flat, contiguous,
 // any float dtype, any device), cast from fp32 as Tensor::copy_ casts. An fp32 host `dst` is read
 // into directly; otherwise through a host buffer of at most 16 Mi elements (a safetensors source
-// reads such a piece as 8 to 32 pieces of its own on as many threads). Throws tierzero::Error
-// with the source's error.
-void load_param_range(ParamSource& source, const std::string& name, int64_t first, const at::Tensor& dst);
+// reads such a piece as 8 to 32 pieces of its own on as many threads), kept in `piece` (made or
+// grown there) for the caller's next calls: a fresh 64 MiB buffer a call is 16 Ki page faults. Throws tierzero::Error with the source's error.
+void load_param_range(ParamSource& source, const std::string& name, int64_t first, const at::Tensor& dst,
+                      at::Tensor* piece = nullptr);
 
 // Fills `dst` (flat, partitioner.partition_numel() elements, any float dtype and device; its padding
 // is left as it is, zero for a fresh buffer) with partition `rank`'s elements of every parameter of
