@@ -17,8 +17,9 @@
 #                                      durable vs bench io's new-file write rate, resume bit for bit, convert = export);
 #                                      PHASES=saved,convert then PHASES=resumed,unbroken,io splits it over two calls
 #                                      (state kept in /tmp/tz-cycle while the machine stays warm); CKPT_CONFIG another config
-#   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed on the NVMe
-#                                      path, estimate with those rates, HOST64_STEPS (6) steps of
+#   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed
+#                                      --pipeline on the NVMe path (the optimizer's record pipeline too),
+#                                      estimate with those rates, HOST64_STEPS (6) steps of
 #                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another), then
 #                                      benchmarks/disk_bound.py: the step against its disk bound, estimate's step and
 #                                      tier peaks within 15 %, RSS <= 64 GiB, NVMe <= 55 GiB, GPU <= 24 GB
@@ -156,7 +157,7 @@ case "$what" in
     model=benchmarks/models/qwen2.5_14b.json
     nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"]["nvme_path"])' "$cfg")
     rm -rf "${nvme:?}"; mkdir -p "$nvme"
-    run io_mixed bench io --nvme "$nvme" --size 4GiB --mixed
+    run io_mixed bench io --nvme "$nvme" --size 4GiB --mixed --pipeline --record-ms 30
     "$tz" estimate --model "$model" --config "$cfg" --bench-json "$out/io_mixed.json" --json "$out/estimate_host64.json" \
       > "$out/estimate_host64.txt" 2>&1
     grep -E 'predicted step|Result' "$out/estimate_host64.txt"
