@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -399,6 +400,9 @@ class RecordCache {
   // Bytes of whole records read and written since creation (range reads are not counted).
   uint64_t read_bytes() const { return read_bytes_; }
   uint64_t written_bytes() const { return written_bytes_; }
+  // Seconds callers were blocked on the disk since creation: a read not yet arrived, a buffer whose
+  // read or write was still in flight.
+  double wait_seconds() const { return wait_seconds_; }
   // The staging's files (RecordStaging).
   bool has_files() const { return staging_->has_files(); }
   uint64_t file_bytes() const { return staging_->file_bytes(); }
@@ -425,6 +429,14 @@ class RecordCache {
   Status fetch(int64_t record, uint64_t begin, uint64_t end, bool whole);
   Status write(size_t b);
   Status wait_read(size_t b);
+  // `wait`'s status, its time added to wait_seconds_.
+  template <typename Wait>
+  Status timed(Wait wait) {
+    const auto start = std::chrono::steady_clock::now();
+    Status status = wait();
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return status;
+  }
 
   std::vector<uint64_t> bytes_;
   std::vector<int64_t> first_file_;      // each record's first file record (a record in memory: none)
@@ -440,6 +452,7 @@ class RecordCache {
   std::unique_ptr<RecordStaging> staging_;
   uint64_t read_bytes_ = 0;
   uint64_t written_bytes_ = 0;
+  double wait_seconds_ = 0;
 };
 
 // ---- Record ring ----------------------------------------------------------------------------------

@@ -81,8 +81,10 @@ Status RecordCache::claim(size_t b, int64_t record) {
     return internal_error("record cache: record " + std::to_string(slot.record) + "'s buffer is taken for record " +
                           std::to_string(record) + " before its release");
   if (slot.dirty && slot.record != record) TZ_RETURN_IF_ERROR(write(b));  // evicted: written first
-  TZ_RETURN_IF_ERROR(staging_->wait_read(b));
-  TZ_RETURN_IF_ERROR(staging_->wait_write(b));
+  TZ_RETURN_IF_ERROR(timed([&] {
+    Status read = staging_->wait_read(b);
+    return read.ok() ? staging_->wait_write(b) : read;
+  }));
   if (slot.reader) slot.reader->wait_host();
   slot.reader = nullptr;
   if (slot.record != record) slot = Slot{.record = record};
@@ -94,11 +96,11 @@ Status RecordCache::write(size_t b) {
   slot.dirty = false;
   staging_->write(b, first_file_[slot.record], 0, slot.end);
   written_bytes_ += slot.end;
-  return write_behind_ ? Status() : staging_->wait_write(b);
+  return write_behind_ ? Status() : timed([&] { return staging_->wait_write(b); });
 }
 
 Status RecordCache::wait_read(size_t b) {
-  Status status = staging_->wait_read(b);
+  Status status = timed([&] { return staging_->wait_read(b); });
   if (!status.ok()) slots_[b] = Slot{};  // its bytes are not the record's
   return status;
 }

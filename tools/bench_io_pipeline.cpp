@@ -61,6 +61,7 @@ Result<PipelineResult> run_pipeline(const std::string& dir, const nvme::IoConfig
   cache->discard();  // written: every timed pass reads every streamed record, as a step does
   PipelineResult result{.verified = true};
   const uint64_t read = cache->read_bytes(), written = cache->written_bytes();
+  const double waited = cache->wait_seconds();
   const auto start = std::chrono::steady_clock::now();
   for (int pass = 1; pass <= shape.passes; ++pass) {
     const std::vector<int64_t> streamed = cache->pass(offload::RecordCache::Sweep::kBackToFront);
@@ -82,6 +83,7 @@ Result<PipelineResult> run_pipeline(const std::string& dir, const nvme::IoConfig
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.read_bytes = cache->read_bytes() - read;
   result.written_bytes = cache->written_bytes() - written;
+  result.wait_seconds = cache->wait_seconds() - waited;
   return result;
 }
 

@@ -26,6 +26,7 @@ struct PipelineResult {
   double seconds = 0;  // of the timed passes
   uint64_t read_bytes = 0;
   uint64_t written_bytes = 0;
+  double wait_seconds = 0;  // blocked on the disk (RecordCache::wait_seconds)
   bool verified = false;  // every record read back held what the pass before wrote into it
   double gbps() const { return seconds > 0 ? (read_bytes + written_bytes) / seconds / 1e9 : 0; }
 };

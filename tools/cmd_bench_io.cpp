@@ -256,10 +256,11 @@ class BenchIo {
       const int passes = flags_.pipeline_passes();
       char text[240];
       std::snprintf(text, sizeof text,
-                    "%.4f s a pass (%llu bytes read, %llu written), %.2fx its disk bound %.4f s (read / read GB/s + "
-                    "written / write GB/s, this point's rows)",
+                    "%.4f s a pass (%llu bytes read, %llu written; %.4f s blocked on the disk), %.2fx its disk bound "
+                    "%.4f s (read / read GB/s + written / write GB/s, this point's rows)",
                     pipe->seconds / passes, static_cast<unsigned long long>(pipe->read_bytes / passes),
-                    static_cast<unsigned long long>(pipe->written_bytes / passes), pipe->seconds / bound, bound / passes);
+                    static_cast<unsigned long long>(pipe->written_bytes / passes), pipe->wait_seconds / passes,
+                    pipe->seconds / bound, bound / passes);
       report_.summary(std::string("pipeline, records in memory ") + name, text);
     }
     results_.push_back(r);

@@ -74,7 +74,9 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     step_.wait_copies();          // the last step's: params16 is rewritten
     written_mark_ = cache_->written_bytes();
     write_back_materialised();
+    const double waited = cache_->wait_seconds();
     step_.run(*this, state_.step + 1, grad, grad_multiplier, lr, compute_partition, progress, grads_final);
+    step_wait_s_ = cache_->wait_seconds() - waited;
     ++state_.step;
     step_read_bytes_ = cache_->read_bytes() - read_mark_;
     read_mark_ = cache_->read_bytes();
@@ -298,6 +300,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   NvmeTraffic traffic() const override {
     return {.step_read_bytes = step_read_bytes_,
             .step_written_bytes = cache_->written_bytes() - written_mark_,
+            .step_wait_s = step_wait_s_,
             .resident_bytes = cache_->file_bytes()};
   }
 
@@ -474,6 +477,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::vector<int64_t> order_;            // every record of the step running, in order
   std::vector<size_t> pass_position_;     // order_[i]'s place in pass_ (a record in memory: the next's)
   uint64_t step_read_bytes_ = 0;  // read by the last step and the state() before it
+  double step_wait_s_ = 0;        // the last step blocked on the disk
   uint64_t read_mark_ = 0;        // the cache's counters where the step's traffic starts
   uint64_t written_mark_ = 0;
 };

@@ -32,10 +32,12 @@ def main():
         record = (16 << 20) // 16
         for row, name in zip(rows[2:], ("first", "spread")):
             line = re.search(rf"# pipeline, records in memory {name}: ([\d.]+) s a pass \((\d+) bytes read, (\d+) "
-                             rf"written\), ([\d.]+)x its disk bound ([\d.]+) s", r.stdout)
+                             rf"written; ([\d.]+) s blocked on the disk\), ([\d.]+)x its disk bound ([\d.]+) s", r.stdout)
             if not line:
                 fail(f"no summary line for records in memory {name}", r)
-            seconds, ratio, bound = float(line[1]), float(line[4]), float(line[5])
+            seconds, blocked, ratio, bound = float(line[1]), float(line[4]), float(line[5]), float(line[6])
+            if not 0 <= blocked <= seconds:
+                fail(f"{name}: {blocked} s blocked on the disk in a pass of {seconds} s", r)
             read, written = int(line[2]), int(line[3])
             # Every streamed record (16 of 1 MiB) read and written once a pass, the kept ones included.
             if read != 16 * record or written != 16 * record:

@@ -64,6 +64,7 @@ struct NvmeOptimizerOptions {
 struct NvmeTraffic {
   uint64_t step_read_bytes = 0;     // read by the last step() (and the state() it followed, if any)
   uint64_t step_written_bytes = 0;  // written by the last step() (records kept in the buffers are not)
+  double step_wait_s = 0;           // the last step() blocked on the disk (reads, buffers' writes)
   uint64_t resident_bytes = 0;      // the swap files on disk
 };
 
