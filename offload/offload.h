@@ -12,10 +12,11 @@
 //   nvme_path per rank, each record striped over the paths in 4096-aligned shares (O_DIRECT), moved
 //   through pinned staging buffers over nvme/'s IoEngine (io_uring, else libaio) with several
 //   requests in flight on each.
-// - RecordCache: the residency layer over a RecordStaging: records kept in a pinned block and records
-//   on NVMe behind one acquire/release interface, with write-back, read-ahead, write-behind, aligned
-//   range reads, the alternating sweep, traffic counters and reader fences (the optimizer's
-//   sub-groups; a LoRA run's frozen base on NVMe).
+// - RecordCache: the residency layer over a RecordStaging: records kept in a pinned block (the first,
+//   or spread among the streamed) and records on NVMe behind one acquire/release interface, with
+//   write-back, read-ahead, write-behind, aligned range reads, the alternating sweep, traffic and
+//   disk-wait counters and reader fences (the optimizer's sub-groups; a LoRA run's frozen base on
+//   NVMe).
 // - RecordRing: the record cache's FIFO sibling: pieces of records read into buffers taken in turn,
 //   each held for a tag, and write windows taken in turn (the ZeRO-3 parameters on NVMe).
 // - StagingSlots: pinned buffers of one size lent and given back across threads (the offloaded
