@@ -13,7 +13,8 @@ bench io, so both use the same rates); MEASURE.json: benchmarks/train_bench_util
 (peak_rss_bytes: getrusage of the child). The disk bound of a step: read bytes / read GB/s +
 written bytes / write GB/s (serial); its overlap model: (read + written) / the mixed pass's GB/s (the
 engine reads ahead and writes behind at once); with bench io --pipeline's rows, the step against the
-record pipeline's own rate as well. Steps before --skip + 1 are left out (start-up).
+record pipeline's own rate as well, and each step's nvme_wait_s (the optimizer blocked on the disk).
+Steps before --skip + 1 are left out (start-up).
 Standard library only.
 """
 import argparse
@@ -92,6 +93,10 @@ def main():
         row("median step / record pipeline", f"{step_s / pipeline:.2f}x",
             f"(read + written) / bench io --pipeline's spread rate {io['pipe/spread']:.2f} GB/s = {pipeline:.2f} s "
             "(the optimizer's records through RecordCache on this disk, without the GPU)", None)
+    if all("nvme_wait_s" in s for s in timed):
+        wait = statistics.median(s["nvme_wait_s"] for s in timed)
+        row("optimizer blocked on the disk (s)", f"{wait:.2f}",
+            f"median nvme_wait_s of the median step's {step_s:.2f} s (the rest the disk did not pace)", None)
     est = estimate["step_seconds"]
     row("estimate's step (s)", f"{est:.2f}", f"measured {step_s:.2f} s, within 15 %", abs(est / step_s - 1) <= 0.15)
     for tier, measured_key in (("gpu allocated", "gpu_peak_bytes"), ("pinned", "pinned_bytes"),
