@@ -12,7 +12,9 @@ ESTIMATE.json: `tierzero estimate --json` of the same model and config (with --b
 bench io, so both use the same rates); MEASURE.json: benchmarks/train_bench_util.py measure's
 (peak_rss_bytes: getrusage of the child). The disk bound of a step: read bytes / read GB/s +
 written bytes / write GB/s (serial); its overlap model: (read + written) / the mixed pass's GB/s (the
-engine reads ahead and writes behind at once). Steps before --skip + 1 are left out (start-up).
+engine reads ahead and writes behind at once); with bench io --pipeline's rows, the step against the
+record pipeline's own rate as well, and each step's nvme_wait_s (the optimizer blocked on the disk).
+Steps before --skip + 1 are left out (start-up).
 Standard library only.
 """
 import argparse
@@ -36,7 +38,8 @@ def parse_bytes(text):
 
 def rates(io_path):
     rows = json.load(open(io_path)).get("rows", [])
-    best = {op: max((r["GB/s"] for r in rows if r.get("op") == op), default=None) for op in ("read", "write", "mixed")}
+    best = {op: max((r["GB/s"] for r in rows if r.get("op") == op), default=None)
+            for op in ("read", "write", "mixed", "pipe/spread")}
     if best["read"] is None or best["write"] is None:
         sys.exit(f"disk_bound: {io_path} lacks a read or write row (run bench io --mixed --json)")
     return best
@@ -84,6 +87,16 @@ def main():
     if overlap is not None:
         row("median step / overlap model", f"{step_s / overlap:.2f}x",
             f"(read + written) / mixed {io['mixed']:.2f} GB/s = {overlap:.2f} s", None)
+    if io["pipe/spread"]:
+        pipeline = statistics.median((s["nvme_read_bytes"] + s["nvme_written_bytes"]) / (io["pipe/spread"] * 1e9)
+                                     for s in timed)
+        row("median step / record pipeline", f"{step_s / pipeline:.2f}x",
+            f"(read + written) / bench io --pipeline's spread rate {io['pipe/spread']:.2f} GB/s = {pipeline:.2f} s "
+            "(the optimizer's records through RecordCache on this disk, without the GPU)", None)
+    if all("nvme_wait_s" in s for s in timed):
+        wait = statistics.median(s["nvme_wait_s"] for s in timed)
+        row("optimizer blocked on the disk (s)", f"{wait:.2f}",
+            f"median nvme_wait_s of the median step's {step_s:.2f} s (the rest the disk did not pace)", None)
     est = estimate["step_seconds"]
     row("estimate's step (s)", f"{est:.2f}", f"measured {step_s:.2f} s, within 15 %", abs(est / step_s - 1) <= 0.15)
     for tier, measured_key in (("gpu allocated", "gpu_peak_bytes"), ("pinned", "pinned_bytes"),

@@ -12,10 +12,11 @@
 //   nvme_path per rank, each record striped over the paths in 4096-aligned shares (O_DIRECT), moved
 //   through pinned staging buffers over nvme/'s IoEngine (io_uring, else libaio) with several
 //   requests in flight on each.
-// - RecordCache: the residency layer over a RecordStaging: records kept in a pinned block and records
-//   on NVMe behind one acquire/release interface, with write-back, read-ahead, write-behind, aligned
-//   range reads, the alternating sweep, traffic counters and reader fences (the optimizer's
-//   sub-groups; a LoRA run's frozen base on NVMe).
+// - RecordCache: the residency layer over a RecordStaging: records kept in a pinned block (the first,
+//   or spread among the streamed) and records on NVMe behind one acquire/release interface, with
+//   write-back, read-ahead, write-behind, aligned range reads, the alternating sweep, traffic and
+//   disk-wait counters and reader fences (the optimizer's sub-groups; a LoRA run's frozen base on
+//   NVMe).
 // - RecordRing: the record cache's FIFO sibling: pieces of records read into buffers taken in turn,
 //   each held for a tag, and write windows taken in turn (the ZeRO-3 parameters on NVMe).
 // - StagingSlots: pinned buffers of one size lent and given back across threads (the offloaded
@@ -35,6 +36,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -183,9 +185,11 @@ class RecordStaging {
   // Makes the IoEngine, registers `buffers` (pinned memory the caller keeps valid) with it, and, when
   // options.records > 0, opens and preallocates the files; the errors of each. The files fail before
   // anything is written: kInvalidArgument for no path; kOutOfSpace naming the path, the bytes needed
-  // and free, and the fix; else the open or preallocation error naming the file.
+  // and free, and the fix; else the open or preallocation error naming the file. `names`: errors
+  // name file record k as record names[k] where given (else first_named + k).
   static Result<std::unique_ptr<RecordStaging>> create(const std::vector<std::span<std::byte>>& buffers,
-                                                       const RecordStagingOptions& options);
+                                                       const RecordStagingOptions& options,
+                                                       std::vector<int64_t> names = {});
   // Waits for the transfers in flight (errors dropped), unregisters the buffers, removes the files.
   ~RecordStaging();
   RecordStaging(const RecordStaging&) = delete;
@@ -256,6 +260,7 @@ class RecordStaging {
   uint64_t part_bytes_ = 0;  // P: a record's share of each file
   SwapRole role_ = kOptimizerSwap;
   int64_t first_named_ = 0;
+  std::vector<int64_t> names_;
   std::unique_ptr<nvme::IoEngine> io_;
   std::vector<Part> parts_;                   // one per path (none without files)
   std::vector<std::vector<Transfer>> reads_;  // per buffer: the transfers in flight
@@ -294,19 +299,24 @@ class RangeReader {
 };
 
 // ---- Record cache --------------------------------------------------------------------------------
-// The residency layer over a RecordStaging: records [0, records), the first `memory_records` homed in
+// The residency layer over a RecordStaging: records [0, records), `memory_records` of them homed in
 // a pinned block (never read or written), the others on NVMe, held in the staging buffers. A record
 // is acquired for reading or overwriting (no read), or a byte range of one for reading, and released
 // clean, dirty (kept in its buffer, written when the buffer is taken or at flush) or written (queued
 // at once: write-behind). Nothing dirty is ever dropped. A reader fence attached at release (a copy
 // to the device still reading the buffer) is waited for before the buffer takes other bytes.
 //
-// Placement is direct-mapped: file record r always goes through buffer (r - memory_records) mod
+// Placement is direct-mapped: the i-th streamed record always goes through buffer i mod
 // buffer_count, so a read waits for the write that last left its buffer, any buffer count is
 // correct, and each read-ahead's buffer is fixed. It makes the alternating sweep pay: a pass that
 // leaves its last buffer_count records dirty leaves them in distinct buffers, and the next pass, run
 // the other way (pass(kAlternate)), starts on them: each pass moves buffer_count records fewer each
 // way (the optimizer's sub-group pipeline, engine/zero/nvme_offload_adam.cpp).
+//
+// The records in memory are the first memory_records, or, with spread_memory, spread evenly over the
+// records with the last one streamed: a pass in record order then meets a streamed record every
+// records / streamed, so the disk, read ahead and written behind, keeps working through the records
+// in memory (the optimizer stepping inside the backward, in the gradients' order, last to first).
 //
 // Records of widely different sizes (a LoRA run's frozen base, one record per unit) take consecutive
 // file records of file_record_bytes each, so the files hold each rounded up to file records only.
@@ -328,6 +338,7 @@ struct RecordCacheOptions {
   bool write_behind = false;           // release(kWrite) returns with the write queued (pipeline_write)
   uint64_t file_record_bytes = 0;      // 0: a record is one file record; else consecutive ones of this
                                        // many bytes (a multiple of 4096)
+  bool spread_memory = false;          // the records in memory spread over [0, records) instead
 };
 
 class RecordCache {
@@ -357,6 +368,8 @@ class RecordCache {
   };
 
   int64_t records() const { return static_cast<int64_t>(bytes_.size()); }
+  // Whether record `record` lives in the pinned block (never read or written).
+  bool in_memory(int64_t record) const { return memory_slot_[static_cast<size_t>(record)] >= 0; }
   size_t buffer_count() const { return slots_.size(); }
   uint64_t record_bytes(int64_t record) const { return bytes_[static_cast<size_t>(record)]; }
 
@@ -375,7 +388,7 @@ class RecordCache {
   // prefetch() of `pass`'s records [position, position + depth]: depth max(1, buffer_count - 2) with
   // read_ahead and two buffers or more (a buffer whose write was queued two records before), else 0.
   Status prefetch_ahead(std::span<const int64_t> pass, size_t position);
-  // The file records in the order of `sweep`.
+  // The streamed records in the order of `sweep`.
   std::vector<int64_t> pass(Sweep sweep) const;
 
   // Writes every dirty record and waits for every write; the buffers keep their records.
@@ -388,6 +401,9 @@ class RecordCache {
   // Bytes of whole records read and written since creation (range reads are not counted).
   uint64_t read_bytes() const { return read_bytes_; }
   uint64_t written_bytes() const { return written_bytes_; }
+  // Seconds callers were blocked on the disk since creation: a read not yet arrived, a buffer whose
+  // read or write was still in flight.
+  double wait_seconds() const { return wait_seconds_; }
   // The staging's files (RecordStaging).
   bool has_files() const { return staging_->has_files(); }
   uint64_t file_bytes() const { return staging_->file_bytes(); }
@@ -408,15 +424,26 @@ class RecordCache {
   RecordCache() = default;
   bool holds(size_t b, int64_t record, uint64_t begin, uint64_t end) const;
   size_t buffer_of(int64_t record) const;
+  size_t memory_offset(int64_t record) const;
   Status claim(size_t b, int64_t record);
   // prefetch() (whole: the whole record, counted in read_bytes) and prefetch_range()'s read.
   Status fetch(int64_t record, uint64_t begin, uint64_t end, bool whole);
   Status write(size_t b);
   Status wait_read(size_t b);
+  // `wait`'s status, its time added to wait_seconds_.
+  template <typename Wait>
+  Status timed(Wait wait) {
+    const auto start = std::chrono::steady_clock::now();
+    Status status = wait();
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return status;
+  }
 
   std::vector<uint64_t> bytes_;
-  std::vector<int64_t> first_file_;  // each record's first file record (a record in memory: none, 0)
-  int64_t memory_records_ = 0;
+  std::vector<int64_t> first_file_;      // each record's first file record (a record in memory: none)
+  std::vector<int64_t> memory_slot_;     // each record's place in the pinned block (-1: streamed)
+  std::vector<int64_t> streamed_index_;  // each record's place among the streamed ones (-1: in memory)
+  std::vector<int64_t> streamed_;        // the streamed records, in order
   uint64_t stride_ = 0;  // the largest record
   bool read_ahead_ = false;
   bool write_behind_ = false;
@@ -426,6 +453,7 @@ class RecordCache {
   std::unique_ptr<RecordStaging> staging_;
   uint64_t read_bytes_ = 0;
   uint64_t written_bytes_ = 0;
+  double wait_seconds_ = 0;
 };
 
 // ---- Record ring ----------------------------------------------------------------------------------

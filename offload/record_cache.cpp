@@ -11,7 +11,8 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
                                                          std::span<std::byte> memory, RecordCacheOptions options) {
   std::unique_ptr<RecordCache> cache(new RecordCache());
   cache->bytes_ = std::move(options.record_bytes);
-  cache->memory_records_ = std::clamp<int64_t>(options.memory_records, 0, cache->records());
+  const int64_t records = cache->records();
+  const int64_t memory_records = std::clamp<int64_t>(options.memory_records, 0, records);
   for (uint64_t bytes : cache->bytes_) cache->stride_ = std::max(cache->stride_, bytes);
   cache->read_ahead_ = options.read_ahead;
   cache->write_behind_ = options.write_behind;
@@ -20,15 +21,27 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
   cache->slots_.resize(buffers.size());
   const uint64_t chunk = options.file_record_bytes;  // 0: one file record per record
   const uint64_t file_record = chunk > 0 ? chunk : cache->stride_;
-  int64_t on_files = 0;  // file records
-  for (int64_t r = 0; r < cache->records(); ++r) {
+  const int64_t streamed = records - memory_records;
+  int64_t on_files = 0;        // file records
+  std::vector<int64_t> names;  // spread: the record each file record is a part of
+  for (int64_t r = 0; r < records; ++r) {
+    // Spread: record r is streamed where the count of streamed records up to it, r * streamed /
+    // records rounded down, steps up (the last record always).
+    const bool on_nvme = options.spread_memory ? (r + 1) * streamed / records > r * streamed / records
+                                               : r >= memory_records;
     cache->first_file_.push_back(on_files);
-    if (r >= cache->memory_records_) on_files += chunk > 0 ? (cache->bytes_[r] + chunk - 1) / chunk : 1;
+    cache->memory_slot_.push_back(on_nvme ? -1 : r - static_cast<int64_t>(cache->streamed_.size()));
+    cache->streamed_index_.push_back(on_nvme ? static_cast<int64_t>(cache->streamed_.size()) : -1);
+    if (!on_nvme) continue;
+    cache->streamed_.push_back(r);
+    const int64_t files = chunk > 0 ? static_cast<int64_t>((cache->bytes_[r] + chunk - 1) / chunk) : 1;
+    on_files += files;
+    if (options.spread_memory) names.insert(names.end(), files, r);
   }
   if (chunk % RecordStaging::kRecordAlignment != 0)
     return internal_error("record cache: file records of " + std::to_string(chunk) + " bytes are not 4096-aligned");
-  if (memory.size() < static_cast<uint64_t>(cache->memory_records_) * cache->stride_)
-    return internal_error("record cache: the pinned block of the " + std::to_string(cache->memory_records_) +
+  if (memory.size() < static_cast<uint64_t>(memory_records) * cache->stride_)
+    return internal_error("record cache: the pinned block of the " + std::to_string(memory_records) +
                           " records kept in memory is too small");
   if (on_files > 0 && buffers.empty()) return internal_error("record cache: records on NVMe need a buffer");
   for (const std::span<std::byte>& buffer : buffers)
@@ -37,8 +50,8 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
                             std::to_string(cache->stride_) + "-byte record");
   options.files.records = on_files;
   options.files.record_bytes = file_record;
-  options.files.first_named = cache->memory_records_;
-  TZ_ASSIGN_OR_RETURN(cache->staging_, RecordStaging::create(buffers, options.files));
+  options.files.first_named = memory_records;
+  TZ_ASSIGN_OR_RETURN(cache->staging_, RecordStaging::create(buffers, options.files, std::move(names)));
   return cache;
 }
 
@@ -48,7 +61,11 @@ RecordCache::~RecordCache() {
 }  // the staging then waits for its transfers
 
 size_t RecordCache::buffer_of(int64_t record) const {
-  return static_cast<size_t>((record - memory_records_) % static_cast<int64_t>(slots_.size()));
+  return static_cast<size_t>(streamed_index_[static_cast<size_t>(record)] % static_cast<int64_t>(slots_.size()));
+}
+
+size_t RecordCache::memory_offset(int64_t record) const {
+  return static_cast<size_t>(memory_slot_[static_cast<size_t>(record)]) * stride_;
 }
 
 bool RecordCache::holds(size_t b, int64_t record, uint64_t begin, uint64_t end) const {
@@ -64,8 +81,10 @@ Status RecordCache::claim(size_t b, int64_t record) {
     return internal_error("record cache: record " + std::to_string(slot.record) + "'s buffer is taken for record " +
                           std::to_string(record) + " before its release");
   if (slot.dirty && slot.record != record) TZ_RETURN_IF_ERROR(write(b));  // evicted: written first
-  TZ_RETURN_IF_ERROR(staging_->wait_read(b));
-  TZ_RETURN_IF_ERROR(staging_->wait_write(b));
+  TZ_RETURN_IF_ERROR(timed([&] {
+    Status read = staging_->wait_read(b);
+    return read.ok() ? staging_->wait_write(b) : read;
+  }));
   if (slot.reader) slot.reader->wait_host();
   slot.reader = nullptr;
   if (slot.record != record) slot = Slot{.record = record};
@@ -77,11 +96,11 @@ Status RecordCache::write(size_t b) {
   slot.dirty = false;
   staging_->write(b, first_file_[slot.record], 0, slot.end);
   written_bytes_ += slot.end;
-  return write_behind_ ? Status() : staging_->wait_write(b);
+  return write_behind_ ? Status() : timed([&] { return staging_->wait_write(b); });
 }
 
 Status RecordCache::wait_read(size_t b) {
-  Status status = staging_->wait_read(b);
+  Status status = timed([&] { return staging_->wait_read(b); });
   if (!status.ok()) slots_[b] = Slot{};  // its bytes are not the record's
   return status;
 }
@@ -93,7 +112,7 @@ Status RecordCache::prefetch_range(int64_t record, uint64_t begin, uint64_t end)
 }
 
 Status RecordCache::fetch(int64_t record, uint64_t begin, uint64_t end, bool whole) {
-  if (record < memory_records_) return Status();
+  if (in_memory(record)) return Status();
   const size_t b = buffer_of(record);
   if (holds(b, record, begin, end) && (slots_[b].whole || !whole)) return Status();
   const uint64_t aligned = RecordStaging::align_down(begin);  // O_DIRECT
@@ -117,17 +136,16 @@ std::vector<int64_t> RecordCache::pass(Sweep sweep) const {
     int64_t lowest = records();
     for (const Slot& slot : slots_)
       if (slot.whole) lowest = std::min(lowest, slot.record);
-    backward = lowest < records() && lowest > memory_records_;
+    backward = lowest < records() && lowest > streamed_.front();
   }
-  std::vector<int64_t> order;
-  for (int64_t r = memory_records_; r < records(); ++r) order.push_back(r);
+  std::vector<int64_t> order = streamed_;
   if (backward) std::reverse(order.begin(), order.end());
   return order;
 }
 
 Result<std::span<std::byte>> RecordCache::acquire(int64_t record, Access access) {
   const uint64_t bytes = record_bytes(record);
-  if (record < memory_records_) return memory_.subspan(static_cast<size_t>(record) * stride_, bytes);
+  if (in_memory(record)) return memory_.subspan(memory_offset(record), bytes);
   const size_t b = buffer_of(record);
   if (access == Access::kOverwrite) {
     TZ_RETURN_IF_ERROR(claim(b, record));
@@ -143,8 +161,7 @@ Result<std::span<std::byte>> RecordCache::acquire(int64_t record, Access access)
 }
 
 Result<std::span<const std::byte>> RecordCache::acquire_range(int64_t record, uint64_t begin, uint64_t end) {
-  if (record < memory_records_)
-    return std::span<const std::byte>(memory_.subspan(static_cast<size_t>(record) * stride_ + begin, end - begin));
+  if (in_memory(record)) return std::span<const std::byte>(memory_.subspan(memory_offset(record) + begin, end - begin));
   const size_t b = buffer_of(record);
   TZ_RETURN_IF_ERROR(prefetch_range(record, begin, end));
   TZ_RETURN_IF_ERROR(wait_read(b));
@@ -153,7 +170,7 @@ Result<std::span<const std::byte>> RecordCache::acquire_range(int64_t record, ui
 }
 
 Status RecordCache::release(int64_t record, Release how, std::shared_ptr<ReaderFence> reader) {
-  if (record < memory_records_) return Status();
+  if (in_memory(record)) return Status();
   const size_t b = buffer_of(record);
   Slot& slot = slots_[b];
   if (slot.record != record || !slot.acquired)

@@ -35,8 +35,10 @@ std::string bytes_text(uint64_t bytes) { return format_bytes(bytes) + " (" + std
 }  // namespace
 
 Result<std::unique_ptr<RecordStaging>> RecordStaging::create(const std::vector<std::span<std::byte>>& buffers,
-                                                             const RecordStagingOptions& options) {
+                                                             const RecordStagingOptions& options,
+                                                             std::vector<int64_t> names) {
   std::unique_ptr<RecordStaging> staging(new RecordStaging());
+  staging->names_ = std::move(names);
   staging->record_bytes_ = options.record_bytes;
   staging->reads_.resize(buffers.size());  // sized first: the destructor walks them
   staging->writes_.resize(buffers.size());
@@ -165,9 +167,11 @@ Status RecordStaging::failure(const Transfer& transfer, size_t part, const Statu
   const uint64_t lo = std::max<uint64_t>(transfer.begin, part * part_bytes_);
   const uint64_t offset = static_cast<uint64_t>(transfer.record) * part_bytes_ + (lo - part * part_bytes_);
   const uint64_t length = std::min<uint64_t>(transfer.end, (part + 1) * part_bytes_) - lo;
+  const auto k = static_cast<size_t>(transfer.record);
+  const int64_t named = k < names_.size() ? names_[k] : transfer.record + first_named_;
   const std::string what = std::string(transfer.op == nvme::Op::kRead ? "reading " : "writing ") + role_.record_name +
-                           " " + std::to_string(transfer.record + first_named_) + " (" + std::to_string(length) +
-                           " bytes at offset " + std::to_string(offset) + " of " + where.path + ")";
+                           " " + std::to_string(named) + " (" + std::to_string(length) + " bytes at offset " +
+                           std::to_string(offset) + " of " + where.path + ")";
   if (status.code() == ErrorCode::kOutOfSpace) {
     const std::string dir = where.path.substr(0, where.path.rfind('/'));
     Result<uint64_t> available = free_bytes(dir, role_);

@@ -134,6 +134,7 @@ json step_line(const StepMetrics& s) {
   if (s.nvme_write_gbps) j["nvme_write_gbps"] = number_or_null(*s.nvme_write_gbps);
   if (s.nvme_read_bytes) j["nvme_read_bytes"] = *s.nvme_read_bytes;
   if (s.nvme_written_bytes) j["nvme_written_bytes"] = *s.nvme_written_bytes;
+  if (s.nvme_wait_s) j["nvme_wait_s"] = number_or_null(*s.nvme_wait_s);
   if (s.epoch) j["epoch"] = number_or_null(*s.epoch);
   if (s.breakdown) {
     const StepBreakdown& b = *s.breakdown;
@@ -212,6 +213,7 @@ Result<StepMetrics> parse_step_line(const json& line) {
   r.optional_number("nvme_write_gbps", s.nvme_write_gbps);
   r.optional_integer("nvme_read_bytes", s.nvme_read_bytes);
   r.optional_integer("nvme_written_bytes", s.nvme_written_bytes);
+  r.optional_number("nvme_wait_s", s.nvme_wait_s);
   r.optional_number("epoch", s.epoch);
   if (const json* b = r.object("breakdown")) {
     StepBreakdown d;

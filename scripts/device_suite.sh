@@ -22,8 +22,9 @@
 #                                      (zero3_7b_compact_24gb.json), --save-every 2 --keep-last 1 over SAVE_STEPS (9)
 #                                      steps vs the same run without, on the box's disk (two 3B checkpoints fit; two
 #                                      7.6B ones, 92 GB, do not)
-#   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed on the NVMe
-#                                      path, estimate with those rates, HOST64_STEPS (6) steps of
+#   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed
+#                                      --pipeline on the NVMe path (the optimizer's record pipeline too),
+#                                      estimate with those rates, HOST64_STEPS (6) steps of
 #                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another), then
 #                                      benchmarks/disk_bound.py: the step against its disk bound, estimate's step and
 #                                      tier peaks within 15 %, RSS <= 64 GiB, NVMe <= 55 GiB, GPU <= 24 GB
@@ -161,7 +162,7 @@ case "$what" in
     model=benchmarks/models/qwen2.5_14b.json
     nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"]["nvme_path"])' "$cfg")
     rm -rf "${nvme:?}"; mkdir -p "$nvme"
-    run io_mixed bench io --nvme "$nvme" --size 4GiB --mixed
+    run io_mixed bench io --nvme "$nvme" --size 4GiB --mixed --pipeline --record-ms 30
     "$tz" estimate --model "$model" --config "$cfg" --bench-json "$out/io_mixed.json" --json "$out/estimate_host64.json" \
       > "$out/estimate_host64.txt" 2>&1
     grep -E 'predicted step|Result' "$out/estimate_host64.txt"

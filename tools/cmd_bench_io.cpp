@@ -14,6 +14,7 @@
 #include "tools/bench_io_config.h"
 #include "tools/bench_io_fio.h"
 #include "tools/bench_io_pass.h"
+#include "tools/bench_io_pipeline.h"
 #include "tools/bench_io_points.h"
 #include "tools/bench_io_target.h"
 #include "tools/cli_checks.h"
@@ -38,10 +39,13 @@ struct BenchIoFlags {
   bool end_fsync = false;
   bool new_file = false;
   bool mixed = false;
+  bool pipeline = false;
+  double record_ms = 20;
   std::string json;
   std::string update_config;  // with --tune: the ds_config whose aio block is replaced
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
+  int pipeline_passes() const { return 3; }
 };
 
 // The kernel's transparent huge page mode ("always", "madvise", "never"), or "unknown".
@@ -58,6 +62,7 @@ struct PointResult {
   nvme::IoConfig config;  // backend resolved
   PassResult write, read;
   std::optional<PassResult> mixed;  // --mixed
+  std::optional<PipelineResult> first, spread;  // --pipeline: the records in memory first, or spread
   std::optional<FioResult> fio_write, fio_read;
 };
 
@@ -76,6 +81,7 @@ class BenchIo {
                                                                        : "1GiB"));
     if (size_ == 0) throw Error(invalid_argument("--size must be at least one byte"));
     const std::string dir = value_or_throw(choose_bench_dir(flags_.path, size_));
+    dir_ = dir;
     file_ = std::make_unique<ScopedPath>(dir + "/tierzero-bench-io-" + std::to_string(getpid()) + ".dat");
     if (flags_.vs_fio) fio_ = find_fio();
 
@@ -131,6 +137,12 @@ class BenchIo {
       report_.param("mixed", "reads of the file's first half and writes of its second half, one request of each in "
                              "turn (the NVMe optimizer's read-ahead beside its write-behind); GB/s of both; no fio peer");
     }
+    if (flags_.pipeline) {
+      report_.param("pipeline", "the NVMe optimizer's records inside the backward (offload's RecordCache, every pass "
+                                "back to front, read ahead and written behind): " +
+                                    pipeline_text() + "; GB/s of the bytes read and written; verified: each record "
+                                                      "read back held the last pass's stamp");
+    }
     report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
     report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
     report_.param("repeats", std::to_string(repeats()) +
@@ -183,7 +195,7 @@ class BenchIo {
     const std::string tag = std::string(nvme::backend_name(config.backend)) + " bs=" + short_size(config.block_size) +
                             " qd=" + std::to_string(config.queue_depth) +
                             " t=" + std::to_string(config.intra_op_parallelism);
-    PointResult r{config, {}, {}, {}, {}, {}};
+    PointResult r{config, {}, {}, {}, {}, {}, {}, {}};
     // Alternating with fio, each run's figure is the median of `repeats`; tierzero writes last so
     // the verify pass checks its data.
     std::vector<PassResult> writes, reads;
@@ -219,6 +231,10 @@ class BenchIo {
         mixes.push_back(value_or_throw(run_pass(*engine, file, buffers, size_, PassData::kMixed, "mixed " + tag)));
       r.mixed = median(mixes);
     }
+    if (flags_.pipeline) {
+      r.first = value_or_throw(run_pipeline(dir_, config, pipeline_shape(false)));
+      r.spread = value_or_throw(run_pipeline(dir_, config, pipeline_shape(true)));
+    }
     if (!fio_writes.empty()) r.fio_write = median(fio_writes);
     if (!fio_reads.empty()) r.fio_read = median(fio_reads);
     Result<PassResult> verify = run_pass(*engine, file, buffers, size_, PassData::kVerify, "verify " + tag);
@@ -230,7 +246,43 @@ class BenchIo {
     add_row("write", r, r.write, r.fio_write, verified);
     add_row("read", r, r.read, r.fio_read, verified);
     if (r.mixed) add_row("mixed", r, *r.mixed, std::nullopt, verified);
+    for (const auto& [name, pipe] : {std::pair{"first", r.first}, std::pair{"spread", r.spread}}) {
+      if (!pipe) continue;
+      all_verified_ = all_verified_ && pipe->verified;
+      add_row((std::string("pipe/") + name).c_str(), r,
+              PassResult{.seconds = pipe->seconds, .bytes = pipe->read_bytes + pipe->written_bytes}, std::nullopt,
+              pipe->verified);
+      const double bound = pipe->read_bytes / (r.read.gbps() * 1e9) + pipe->written_bytes / (r.write.gbps() * 1e9);
+      const int passes = flags_.pipeline_passes();
+      char text[240];
+      std::snprintf(text, sizeof text,
+                    "%.4f s a pass (%llu bytes read, %llu written; %.4f s blocked on the disk), %.2fx its disk bound "
+                    "%.4f s (read / read GB/s + written / write GB/s, this point's rows)",
+                    pipe->seconds / passes, static_cast<unsigned long long>(pipe->read_bytes / passes),
+                    static_cast<unsigned long long>(pipe->written_bytes / passes), pipe->wait_seconds / passes,
+                    pipe->seconds / bound, bound / passes);
+      report_.summary(std::string("pipeline, records in memory ") + name, text);
+    }
     results_.push_back(r);
+  }
+
+  // --pipeline's shape: --size over 16 streamed records of 32, 4 buffers, --record-ms each.
+  PipelineShape pipeline_shape(bool spread) const {
+    return {.records = 32,
+            .memory_records = 16,
+            .record_bytes = std::max<uint64_t>(4096, size_ / 16 / 4096 * 4096),
+            .buffers = 4,
+            .spread = spread,
+            .per_record = std::chrono::microseconds(static_cast<int64_t>(flags_.record_ms * 1000)),
+            .passes = flags_.pipeline_passes()};
+  }
+  std::string pipeline_text() const {
+    const PipelineShape shape = pipeline_shape(false);
+    return std::to_string(shape.records) + " records of " + format_bytes(shape.record_bytes) + ", " +
+           std::to_string(shape.memory_records) + " kept in memory (the first, or spread among the streamed), " +
+           std::to_string(shape.buffers) + " buffers, " + std::to_string(shape.passes) + " timed passes, " +
+           std::to_string(flags_.record_ms).substr(0, std::to_string(flags_.record_ms).find('.') + 2) +
+           " ms a record standing in for CPU Adam";
   }
 
   uint32_t repeats() const { return flags_.repeat > 0 ? flags_.repeat : compare_fio() ? 3 : 1; }
@@ -351,6 +403,7 @@ class BenchIo {
   std::string fio_;
   std::string fio_command_;
   std::string direct_text_;
+  std::string dir_;
   std::vector<PointResult> results_;
   std::vector<std::string> skipped_;
   std::optional<double> worst_target_ratio_;
@@ -395,6 +448,11 @@ void add_bench_io_command(CLI::App& bench) {
   cmd->add_flag("--end-fsync", flags->end_fsync, "Time an fdatasync at the end of each write pass (fio's end_fsync=1)");
   cmd->add_flag("--mixed", flags->mixed,
                 "Also time reads and writes in turn (the NVMe optimizer's traffic): `tierzero estimate` takes its GB/s");
+  cmd->add_flag("--pipeline", flags->pipeline,
+                "Also time the NVMe optimizer's record pipeline inside the backward (32 records of --size / 16, half "
+                "kept in memory: the first half, then spread among the streamed) against the disk bound");
+  cmd->add_option("--record-ms", flags->record_ms, "With --pipeline: milliseconds of CPU work per record (default 20)")
+      ->check(CLI::Range(0.0, 10000.0));
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchIo(*flags).run(); });
 }

@@ -112,7 +112,9 @@ struct Records {
 
 // Bytes a step reads from NVMe, and as many it writes: the streamed records beyond the
 // `buffer_count` the swap buffers keep between passes (a front-to-back pass; the back-to-front one
-// moves as many records, the short last one replaced by a whole one).
+// moves as many records, the short last one replaced by a whole one). A step inside the backward
+// runs every pass back to front (the gradients' order), so the records a pass leaves in the buffers
+// are evicted before the next one comes back to them: it moves every streamed record (buffer_count 0).
 constexpr int64_t streamed_bytes_per_step(const Layout& layout, const Records& records, int64_t in_memory,
                                           int64_t buffer_count) {
   return records.bytes(layout, in_memory + std::max<int64_t>(buffer_count, 0), records.count());

@@ -354,6 +354,8 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
     s.steps_in_backward = s.follows_step && state_layout::step_in_backward_refusal(
                                                 s.world == 1, s.params_nvme, config.gradient_clipping,
                                                 config.precision() == Precision::kFp16) == nullptr;
+    if (s.steps_in_backward && s.optimizer_nvme)  // every pass back to front: the buffers keep nothing for the next
+      s.nvme_state_moved_bytes = state_layout::streamed_bytes_per_step(s.layout(), s.records(), s.records_in_memory, 0);
     if (!s.compute_on_cpu)
       out.add(Tier::kGpu, "window: other micro-batches' unit inputs, grads", Phase::kBackward, window,
               std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 2) + " x [" +

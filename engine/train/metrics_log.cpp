@@ -33,6 +33,7 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
   if (record.nvme_io) {
     step.nvme_read_bytes = static_cast<int64_t>(record.nvme_io->step_read_bytes);
     step.nvme_written_bytes = static_cast<int64_t>(record.nvme_io->step_written_bytes);
+    step.nvme_wait_s = record.nvme_io->step_wait_s;
   }
   if (record.times) {
     const StepTimes& t = *record.times;

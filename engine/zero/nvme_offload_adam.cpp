@@ -60,7 +60,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
          .record_bytes = std::move(sizes),
          .memory_records = in_memory_,
          .read_ahead = nvme.pipeline_read,
-         .write_behind = nvme.pipeline_write}));
+         .write_behind = nvme.pipeline_write,
+         .spread_memory = setup_.spread_records}));
     write_initial_state();
     mark_traffic();  // a step's traffic, not the set-up's
   }
@@ -73,43 +74,43 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     step_.wait_copies();          // the last step's: params16 is rewritten
     written_mark_ = cache_->written_bytes();
     write_back_materialised();
+    const double waited = cache_->wait_seconds();
     step_.run(*this, state_.step + 1, grad, grad_multiplier, lr, compute_partition, progress, grads_final);
+    step_wait_s_ = cache_->wait_seconds() - waited;
     ++state_.step;
     step_read_bytes_ = cache_->read_bytes() - read_mark_;
     read_mark_ = cache_->read_bytes();
   }
 
-  // The pass of nvme_offload_adam.h: the records kept in memory, then the streamed ones in the
-  // cache's alternating sweep (starting on the records the buffers kept from the last pass; its first
-  // reads queued here). Front to back, each sub-group is published as it finishes; back to front,
-  // the partition is published at the end (the readers following behind need it front first).
-  // Inside the backward the pass runs back to front, streamed records first, then the records kept
-  // in memory.
+  // The pass of nvme_offload_adam.h: the records kept in memory ahead of the first streamed one,
+  // then the others in the cache's alternating sweep (starting on the records the buffers kept from
+  // the last pass; its first reads queued here), those in memory among them in the same order. Front
+  // to back, each sub-group is published as it finishes; back to front, the partition is published
+  // at the end (the readers following behind need it front first). Inside the backward every record
+  // runs back to front, the gradients' order.
   std::vector<StepPiece> pieces(bool inside_backward) override {
     using Sweep = offload::RecordCache::Sweep;
     pass_ = cache_->pass(inside_backward ? Sweep::kBackToFront : Sweep::kAlternate);
     const bool backward = inside_backward || (pass_.size() > 1 && pass_.front() > pass_.back());
-    order_.resize(static_cast<size_t>(in_memory_));  // the records kept in memory ...
+    const int64_t first_streamed = pass_.empty() ? groups_ : std::min(pass_.front(), pass_.back());
+    const int64_t ahead = inside_backward ? 0 : first_streamed;
+    order_.resize(static_cast<size_t>(groups_));
     std::iota(order_.begin(), order_.end(), 0);
-    if (inside_backward) {  // ... last, back to front, inside the backward; else first
-      std::reverse(order_.begin(), order_.end());
-      order_.insert(order_.begin(), pass_.begin(), pass_.end());
-    } else {
-      order_.insert(order_.end(), pass_.begin(), pass_.end());
-    }
-    pass_start_ = inside_backward ? 0 : static_cast<size_t>(in_memory_);
+    if (backward) std::reverse(order_.begin() + ahead, order_.end());
+    pass_position_.clear();
+    for (size_t i = 0, p = 0; i < order_.size(); ++i) pass_position_.push_back(cache_->in_memory(order_[i]) ? p : p++);
     throw_if_error(cache_->prefetch_ahead(pass_, 0));
     std::vector<StepPiece> pieces;
     for (const int64_t k : order_)
       pieces.push_back({.begin = k * slot_numel_,
                         .count = count_of(k),
-                        .publish = !inside_backward && (k < in_memory_ || !backward)});
+                        .publish = !inside_backward && (k < first_streamed || !backward)});
     return pieces;
   }
 
   StateSpans acquire(size_t i, const StepPiece& piece) override {
     const int64_t k = order_[i];
-    if (k >= in_memory_) throw_if_error(cache_->prefetch_ahead(pass_, i - pass_start_));
+    if (!cache_->in_memory(k)) throw_if_error(cache_->prefetch_ahead(pass_, pass_position_[i]));
     const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
     const at::Tensor master = record_part(record, 0, piece.count);
     return {.master = setup_.common.compact.compact_master ? nullptr : master.data_ptr<float>(),
@@ -123,7 +124,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   // The last buffer_count records of the pass stay dirty in their buffers (the next pass starts
   // there); the others are written behind.
   void release(size_t i, const StepPiece&, std::shared_ptr<CopyDone> reader) override {
-    const bool kept = order_[i] >= in_memory_ && i - pass_start_ + cache_->buffer_count() >= pass_.size();
+    const bool kept = !cache_->in_memory(order_[i]) && pass_position_[i] + cache_->buffer_count() >= pass_.size();
     throw_if_error(cache_->release(order_[i], kept ? Release::kDirty : Release::kWrite, std::move(reader)));
   }
 
@@ -280,7 +281,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   std::string state_placement() const override {
     uint64_t in_memory = 0, total = 0;
-    for (int64_t k = 0; k < groups_; ++k) (k < in_memory_ ? in_memory : total) += record_bytes(count_of(k));
+    for (int64_t k = 0; k < groups_; ++k) (cache_->in_memory(k) ? in_memory : total) += record_bytes(count_of(k));
     total += in_memory;
     char per_param[32];
     std::snprintf(per_param, sizeof(per_param), "%.2f",
@@ -299,6 +300,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   NvmeTraffic traffic() const override {
     return {.step_read_bytes = step_read_bytes_,
             .step_written_bytes = cache_->written_bytes() - written_mark_,
+            .step_wait_s = step_wait_s_,
             .resident_bytes = cache_->file_bytes()};
   }
 
@@ -466,15 +468,16 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   int64_t numel_ = 0;       // this rank's partition
   int64_t slot_numel_ = 0;  // elements of a full sub-group
   int64_t groups_ = 0;
-  int64_t in_memory_ = 0;                        // records [0, in_memory_) live in setup_.memory_records
+  int64_t in_memory_ = 0;                        // records living in setup_.memory_records (cache_ places them)
   std::unique_ptr<offload::RecordCache> cache_;  // the records (setup_.buffers and memory_records outlive it)
   std::span<std::byte> held_;                    // the record a compact checkpoint holds (StoredRecords)
   AdamPartitionState state_;                     // step always; the tensors only while materialised_
   bool materialised_ = false;
-  std::vector<int64_t> pass_;     // the streamed records of the step running, in order
-  std::vector<int64_t> order_;    // every record of the step running, in order
-  size_t pass_start_ = 0;         // where pass_ starts in order_
+  std::vector<int64_t> pass_;             // the streamed records of the step running, in order
+  std::vector<int64_t> order_;            // every record of the step running, in order
+  std::vector<size_t> pass_position_;     // order_[i]'s place in pass_ (a record in memory: the next's)
   uint64_t step_read_bytes_ = 0;  // read by the last step and the state() before it
+  double step_wait_s_ = 0;        // the last step blocked on the disk
   uint64_t read_mark_ = 0;        // the cache's counters where the step's traffic starts
   uint64_t written_mark_ = 0;
 };

@@ -348,6 +348,12 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
                                .state_dtype = options.optimizer_state_dtype,
                                .records_in_memory = records_in_memory,
                                .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
+                               // where the step may run inside the backward (choose_step_modes)
+                               .spread_records = options.overlap_offload && partitioner_->can_follow_step() &&
+                                                 state_layout::step_in_backward_refusal(
+                                                     partitioner_->can_hand_over_grads(), params_on_nvme(options),
+                                                     options.gradient_clipping,
+                                                     options.partition.compute_dtype == at::kHalf) == nullptr,
                                .nvme = options.nvme_optimizer,
                                .buffers = {},
                                .source = &params,

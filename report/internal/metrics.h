@@ -68,6 +68,7 @@ struct StepMetrics {
   std::optional<double> nvme_write_gbps;  // host -> NVMe
   std::optional<int64_t> nvme_read_bytes;     // bytes the step read from NVMe (runs with state on NVMe)
   std::optional<int64_t> nvme_written_bytes;  // bytes the step wrote to NVMe
+  std::optional<double> nvme_wait_s;          // seconds the NVMe optimizer's step waited for the disk
   std::optional<StepBreakdown> breakdown;
   std::optional<double> epoch;  // epochs of the training data done after the step (1.37); absent: not known
 };

@@ -67,6 +67,7 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   with_extras.nvme_write_gbps = 2.25;
   with_extras.nvme_read_bytes = int64_t{30} << 30;
   with_extras.nvme_written_bytes = 12345;
+  with_extras.nvme_wait_s = 1.75;
   StepMetrics skipped = step(3);
   skipped.loss = NAN;
   skipped.grad_norm = INFINITY;
@@ -102,7 +103,9 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   EXPECT_FALSE(read.steps[1].d2h_gbps.has_value());
   EXPECT_EQ(*read.steps[1].nvme_read_bytes, int64_t{30} << 30);
   EXPECT_EQ(*read.steps[1].nvme_written_bytes, 12345);
+  EXPECT_DOUBLE_EQ(*read.steps[1].nvme_wait_s, 1.75);
   EXPECT_FALSE(read.steps[0].nvme_read_bytes.has_value()) << "absent: a run without state on NVMe";
+  EXPECT_FALSE(read.steps[0].nvme_wait_s.has_value());
   EXPECT_TRUE(std::isnan(read.steps[2].loss));
   EXPECT_TRUE(std::isnan(read.steps[2].grad_norm));  // not finite: written as null
 }

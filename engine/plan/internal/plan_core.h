@@ -34,7 +34,8 @@ struct RunShape {
   int64_t kept_gathered = 0;  // stage 3: parameters kept whole between forward and backward
   // Optimizer on NVMe, set by memory_items (engine/layout's records_in_memory): the records kept in
   // pinned memory, and the bytes a step reads and writes each way, those of the streamed records
-  // beyond the buffer_count the swap buffers keep from one pass to the next.
+  // beyond the buffer_count the swap buffers keep from one pass to the next (none when the step runs
+  // inside the backward: engine_choice_items sets that).
   int64_t records_in_memory = 0;
   int64_t nvme_state_moved_bytes = 0;
   const state_layout::Layout& layout() const { return host.layout; }

@@ -5,9 +5,11 @@
 // with the compact layouts of partition_optimizer.h's CompactState as little as 4 + 8/256: the
 // int16 residual of a compact master, whose bf16 half stays in host memory as the 16-bit weights,
 // and 8-bit moments with their block scales), and pass through `buffer_count` pinned host buffers.
-// With records_in_memory = N (placement by budget) the first N records live in a pinned block
-// instead: stepped there first, front to back, never read or written, and the swap files hold only
-// records N.. (the passes below run over those). The records live in offload/'s RecordCache (the
+// With records_in_memory = N (placement by budget) N records live in a pinned block instead: stepped
+// there first, front to back, never read or written, and the swap files hold only the others (the
+// passes below run over those). They are the first N, or, with spread_records (the step runs inside
+// the backward, in the gradients' order, last to first), N spread over the partition, so that the
+// disk keeps reading ahead and writing behind while they are stepped (offload.h's RecordCache). The records live in offload/'s RecordCache (the
 // pinned block and the buffers behind one interface) and the byte layout of a record is
 // engine/layout's state_layout::Layout (which the planner sizes records with too); the step is the
 // CPU-offloaded optimizer's own loop (offloaded_step.h: the same kernel, gradients and 16-bit
@@ -62,6 +64,7 @@ struct NvmeOptimizerOptions {
 struct NvmeTraffic {
   uint64_t step_read_bytes = 0;     // read by the last step() (and the state() it followed, if any)
   uint64_t step_written_bytes = 0;  // written by the last step() (records kept in the buffers are not)
+  double step_wait_s = 0;           // the last step() blocked on the disk (reads, buffers' writes)
   uint64_t resident_bytes = 0;      // the swap files on disk
 };
 
@@ -73,12 +76,13 @@ struct NvmeOffloadAdamSetup {
   int rank = 0;                             // names the swap files
   at::ScalarType state_dtype = at::kFloat;  // exp_avg and exp_avg_sq: kFloat, kBFloat16, or kChar (8-bit
                                             // codes: int8 m, uint8 v, and their fp32 block scales)
-  // Placement by budget (tierzero.optimizer_records_in_memory): sub-group records [0,
-  // records_in_memory) live in `memory_records` (pinned bytes, records_in_memory records of
+  // Placement by budget (tierzero.optimizer_records_in_memory): records_in_memory sub-group records
+  // (the first ones unless spread_records) live in `memory_records` (pinned bytes, records_in_memory records of
   // min(sub_group_numel, partition numel) elements each, engine/layout's record bytes, back to back)
   // and never touch the swap files, which hold only the others.
   int64_t records_in_memory = 0;
   at::Tensor memory_records;
+  bool spread_records = false;  // those records spread over the partition, the last one streamed
   NvmeOptimizerOptions nvme;
   // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
   // numel) elements each (engine/layout's record bytes); outlive the optimizer.

@@ -62,6 +62,28 @@ TEST(PlanTime, OptimizerOnNvmeReadsAndWritesTheStateTheBuffersDoNotKeep) {
   EXPECT_DOUBLE_EQ(p->step_seconds, std::max(0.25 * gpu, state / 1e9 + state / 2e9) + 0.75 * gpu);
 }
 
+// Stepping inside the backward (no clipping, a window of micro-batches), every pass runs back to
+// front, so the buffers keep nothing for the next: every streamed record is read and written; with
+// clipping the step follows the backward, alternates, and keeps buffer_count records.
+TEST(PlanTime, OptimizerOnNvmeInsideTheBackwardMovesEveryStreamedRecord) {
+  const std::string config = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 1e8,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "buffer_count": 4}},
+      "tierzero": {"data": {"seq_len": 16}}, "gradient_clipping": )";
+  const double n = static_cast<double>(kLlama135bParams);
+  Result<Plan> inside = plan_training(testing::llama_1_35b(), testing::config_from(config + "0.0}"),
+                                      testing::round_machine());
+  ASSERT_OK(inside);
+  EXPECT_DOUBLE_EQ(term(*inside, "nvme").seconds, 12 * n / 1e9 + 12 * n / 2e9);
+  const double gpu = term(*inside, "gpu compute").seconds;  // the forward, then the backward beside the step
+  EXPECT_DOUBLE_EQ(inside->step_seconds, 0.25 * gpu + std::max(0.75 * gpu, 12 * n / 1e9 + 12 * n / 2e9));
+  Result<Plan> after = plan_training(testing::llama_1_35b(), testing::config_from(config + "1.0}"),
+                                     testing::round_machine());
+  ASSERT_OK(after);
+  const double state = 12.0 * (n - 4e8);
+  EXPECT_DOUBLE_EQ(term(*after, "nvme").seconds, state / 1e9 + state / 2e9);
+}
+
 // Parameters on NVMe (ZeRO-Infinity): with the optimizer step running into a window of 4 forwards
 // run unit by unit (and so do the backwards: window_pass.h), a step reads the shard once for the
 // forwards and once for the backwards, less the
