@@ -43,7 +43,8 @@
 #                                      BIG_VARIANT=_noclip takes zero3_SHAPE_compact_24gb_noclip.json (no
 #                                      gradient clipping: the optimizer steps inside the backward);
 #                                      BIG_MODEL / BIG_CONFIG replace the model and config (e.g. the Qwen3-14B
-#                                      LoRA run: benchmarks/models/qwen3_14b.json, lora_qwen3_14b_24gb.json)
+#                                      LoRA run: benchmarks/models/qwen3_14b.json, lora_qwen3_14b_24gb.json);
+#                                      BIG_PROFILE=N writes step N's timeline (train --profile) to trace_SHAPE.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=$1
@@ -152,7 +153,8 @@ case "$what" in
       grep -E 'B/param|step time|FAIL|fits|pinned|NVMe|GPU' "$out/estimate_$shape.txt" | head -30
       python3 benchmarks/train_bench_util.py measure --json "$out/train_$shape.measure.json" --log "$out/train_$shape.log" \
         --timeout "${BIG_TIMEOUT:-540}" -- "$tz" train --model-config "$model" --config "$cfg" \
-        --data configs/data/tiny_corpus.u16 --steps "${BIG_STEPS:-10}" --metrics "$out/train_$shape.jsonl" || true
+        --data configs/data/tiny_corpus.u16 --steps "${BIG_STEPS:-10}" --metrics "$out/train_$shape.jsonl" \
+        ${BIG_PROFILE:+--profile "$out/trace_$shape.json" --profile-step "$BIG_PROFILE"} || true
       grep -vE '^\s*$' "$out/train_$shape.log" | tail -"${BIG_TAIL:-24}"
       cat "$out/train_$shape.measure.json"; echo
       [[ -n $nvme ]] && rm -rf "${nvme:?}"

@@ -183,6 +183,13 @@ void add_train_command(CLI::App& app) {
                   "the same bits run to run on a GPU (HF full_determinism): LibTorch's deterministic algorithms "
                   "(flash attention's backward without atomics), cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG=:4096:8; "
                   "what a resumed run needs to match an unbroken one bit for bit (the CPU is deterministic anyway)");
+  train->add_option("--profile", args->profile_path,
+                    "write a Chrome trace of one step here (chrome://tracing, ui.perfetto.dev): LibTorch's profiler "
+                    "(Kineto), the training thread's ATen ops and, on a GPU, every kernel and copy on every stream");
+  train
+      ->add_option("--profile-step", args->profile_step,
+                   "the step --profile traces, as the step lines number it (default: the second step the run takes)")
+      ->check(whole_number_in(1, kMaxSteps));
   auto hf = std::make_shared<HfTrainerFlags>();
   add_trainer_flags(train, hf.get());
   CLI::Option* bf16 = train->add_flag("--bf16", args->trainer_flags.bf16,

@@ -96,6 +96,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   const double engine = seconds_since(start) - before_engine;
   s->initial_adapters_.clear();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
+  TZ_RETURN_IF_ERROR(s->open_trace());
 
   const int64_t seq_len = s->data_.samples->seq_len();
   s->tokens_per_step_ = config.batch.train_micro_batch_size_per_gpu * config.batch.gradient_accumulation_steps *
@@ -116,6 +117,16 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   return s;
 }
 
+Status TrainingSession::open_trace() {
+  if (args_.profile_path.empty() || !printer()) return Status();
+  const int64_t step = args_.profile_step > 0 ? args_.profile_step : std::min(first_step_ + 2, last_step_);
+  if (step <= first_step_ || step > last_step_)
+    return invalid_argument(fmt::format("--profile-step {}: this run takes steps {} to {}; pass one of them", step,
+                                        first_step_ + 1, last_step_));
+  trace_ = std::make_unique<StepTrace>(args_.profile_path, step, device_);
+  return Status();
+}
+
 Status TrainingSession::resume() {
   TZ_ASSIGN_OR_RETURN(CheckpointExtras saved, load_engine_checkpoint(args_.resume_dir, *engine_));
   first_step_ = saved.iteration;
@@ -131,7 +142,9 @@ Result<TrainSummary> TrainingSession::run() {
   RunTotals totals;
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step_; step < last_step_; ++step) {
+    if (trace_) trace_->before(step + 1);
     TZ_ASSIGN_OR_RETURN(StepRecord record, run_step(step));
+    if (trace_) TZ_RETURN_IF_ERROR(trace_->after(record.step));
     TZ_RETURN_IF_ERROR(finish_save());  // the save the step ran beside, if any: durable from here
     if (summary.steps == 0) summary.first_loss = record.loss;
     summary.last_loss = record.loss;
@@ -141,6 +154,9 @@ Result<TrainSummary> TrainingSession::run() {
     totals.peak = summary.steps == 1 ? record.memory : max_of(totals.peak, record.memory);
     if (should_print(record.step, first_step_, last_step_, config_.config.steps_per_print))
       print_line(format_step_line(record));
+    if (trace_ && record.step == trace_->step())
+      print_line(fmt::format("  profile: step {} traced into {} (open it in ui.perfetto.dev or chrome://tracing)",
+                             record.step, trace_->path()));
     TZ_RETURN_IF_ERROR(metrics_.write(record, totals.peak.gpu_peak_bytes));
     if (eval_due(record.step)) TZ_RETURN_IF_ERROR(evaluate(record.step, summary));
     if (save_due(record.step)) TZ_RETURN_IF_ERROR(save(record.step));

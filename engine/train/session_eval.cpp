@@ -21,6 +21,9 @@ Status TrainingSession::check_loop_args(const TrainArgs& args) {
     return invalid_argument(fmt::format("--eval-every {} has nothing to evaluate: pass --eval-data FILE or "
                                         "--eval-fraction F (e.g. 0.05 of the training data)",
                                         args.eval_every));
+  if (args.profile_step < 0 || (args.profile_step > 0 && args.profile_path.empty()))
+    return invalid_argument(fmt::format("--profile-step {} needs --profile FILE (the trace's path) and a step >= 1",
+                                        args.profile_step));
   return Status();
 }
 

@@ -21,6 +21,7 @@ namespace tierzero::engine::trainer {
 namespace {
 
 constexpr uint64_t kMetricsLineBytes = 2048;  // a step's metrics line (or TensorBoard event), rounded up
+constexpr uint64_t kTraceBytes = 256ull << 20;  // --profile: one step's events (a 14B step: ~100k events)
 
 // True when paths `a` and `b` name the same existing directory.
 bool same_directory(const std::string& a, const std::string& b) {
@@ -101,6 +102,13 @@ Status TrainingSession::check_outputs(const Plan& plan) {
                                         .kind = OutputKind::kFile,
                                         .planned_bytes = static_cast<uint64_t>(last_step_ + 1) * kMetricsLineBytes,
                                         .planned_what = "a JSON line per step"});
+  }
+  if (printer() && !args_.profile_path.empty()) {
+    outputs.push_back(OutputDestination{.path = args_.profile_path,
+                                        .what = "--profile",
+                                        .kind = OutputKind::kFile,
+                                        .planned_bytes = kTraceBytes,
+                                        .planned_what = "a Chrome trace of one step"});
   }
   if (printer() && !args_.tensorboard_dir.empty()) {
     outputs.push_back(OutputDestination{.path = args_.tensorboard_dir,

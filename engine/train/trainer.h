@@ -49,6 +49,8 @@ struct TrainArgs {
   std::string tensorboard_dir;    // TensorBoard event file written here, rank 0; empty: none
   uint64_t init_seed = 1234;      // random initialisation (without model_dir)
   bool full_determinism = false;  // --full-determinism: the same bits run to run on a GPU (use_full_determinism)
+  std::string profile_path;       // --profile: a Chrome trace of one step here (internal/step_trace.h); empty: none
+  int64_t profile_step = 0;       // --profile-step: the step traced (as step lines number it); 0: the second one run
   TrainerFlags trainer_flags;     // --micro-batch, --lr, --bf16, ...: what the ds_config's "auto" takes
 };
 

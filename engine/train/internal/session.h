@@ -46,6 +46,7 @@
 #include "engine/train/internal/metrics_log.h"
 #include "engine/train/internal/run_setup.h"
 #include "engine/train/internal/step_report.h"
+#include "engine/train/internal/step_trace.h"
 #include "engine/train/trainer.h"
 #include "engine/zero/zero_engine.h"
 
@@ -63,6 +64,9 @@ class TrainingSession {
  private:
   TrainingSession(const TrainArgs& args, std::FILE* out) : args_(args), out_(out) {}
   Status resume();
+  // --profile: trace_ for --profile-step (default the second step this run takes), rank 0; a step
+  // outside this run's is kInvalidArgument naming them.
+  Status open_trace();
   // kInvalidArgument for --epochs, --eval-data, --eval-fraction and --eval-every values or
   // combinations that cannot run (before anything is loaded).
   static Status check_loop_args(const TrainArgs& args);
@@ -123,6 +127,7 @@ class TrainingSession {
   int64_t last_step_ = 0;   // the step the run ends after
   int64_t save_every_ = 0;  // 0: save at the end only
   int64_t keep_last_ = 0;   // checkpoints kept in args_.save_dir; 0: all
+  std::unique_ptr<StepTrace> trace_;  // --profile, rank 0
   int64_t tokens_per_step_ = 0;
   double flops_per_step_ = 0.0;
   std::string startup_;  // the header's start-up line: where the time before the first step went

@@ -172,6 +172,36 @@ TEST(Train, FullDeterminismGivesTheSameBitsTwice) {
   }
 }
 
+// --profile: a Chrome trace of the chosen step, with the ATen ops the step ran (a GPU adds its
+// kernels and copies); the same losses as without it; a step outside the run, or --profile-step
+// without --profile, refused before training.
+TEST(Train, ProfileWritesAChromeTraceOfOneStep) {
+  ScratchDir dir;
+  const std::string config = write_config(dir, small_config({{"zero_optimization", {{"stage", 2}}}}));
+  TrainArgs args = train_args(config, 3);
+  args.profile_path = dir / "trace.json";
+  args.profile_step = 2;
+  TrainRun traced = run_train(args);
+  ASSERT_OK(traced.summary);
+  std::ifstream in(args.profile_path);
+  ASSERT_TRUE(in.good()) << args.profile_path;
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  int64_t matmuls = 0;
+  for (const nlohmann::json& event : trace["traceEvents"])
+    matmuls += event.value("name", "").find("mm") != std::string::npos && event.value("ph", "") == "X";
+  EXPECT_GT(matmuls, 0) << "no matmul in the step's trace";
+  TrainRun plain = run_train(train_args(config, 3));
+  ASSERT_OK(plain.summary);
+  EXPECT_EQ(traced.summary->losses, plain.summary->losses);
+
+  args.profile_step = 4;
+  EXPECT_ERROR(run_train(args).summary, ErrorCode::kInvalidArgument, "--profile-step 4");
+  TrainArgs no_path = train_args(config, 3);
+  no_path.profile_step = 2;
+  EXPECT_ERROR(run_train(no_path).summary, ErrorCode::kInvalidArgument, "--profile FILE");
+}
+
 // offload_optimizer.device "nvme": the losses of the same run with the state in host memory, bit for
 // bit, the swap file's bytes on the done line and the last finished optimizer step's NVMe traffic on
 // each step line.
