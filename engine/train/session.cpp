@@ -70,6 +70,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
     s->last_step_ = planned_steps(args, config);
   }
   TZ_RETURN_IF_ERROR(s->open_evaluation());
+  TZ_RETURN_IF_ERROR(s->open_trace());  // a step past the run's refused before the weights; again after a resume
   TZ_ASSIGN_OR_RETURN(s->options_, engine_options(config));
   TZ_ASSIGN_OR_RETURN(s->save_every_, save_period(args, config));
   s->keep_last_ = args.keep_last >= 0 ? args.keep_last : config.tierzero.checkpoint_keep_last;
@@ -96,7 +97,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   const double engine = seconds_since(start) - before_engine;
   s->initial_adapters_.clear();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
-  TZ_RETURN_IF_ERROR(s->open_trace());
+  if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->open_trace());
 
   const int64_t seq_len = s->data_.samples->seq_len();
   s->tokens_per_step_ = config.batch.train_micro_batch_size_per_gpu * config.batch.gradient_accumulation_steps *

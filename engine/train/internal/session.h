@@ -65,7 +65,8 @@ class TrainingSession {
   TrainingSession(const TrainArgs& args, std::FILE* out) : args_(args), out_(out) {}
   Status resume();
   // --profile: trace_ for --profile-step (default the second step this run takes), rank 0; a step
-  // outside this run's is kInvalidArgument naming them.
+  // outside this run's is kInvalidArgument naming them. Called once the last step is known and again
+  // after a resume (which moves the first).
   Status open_trace();
   // kInvalidArgument for --epochs, --eval-data, --eval-fraction and --eval-every values or
   // combinations that cannot run (before anything is loaded).
