@@ -6,23 +6,16 @@
 
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/partitioner.h"
+#include "offload/torch/offload_torch.h"
 
 namespace tierzero::engine {
-namespace {
-
-at::Tensor on_device(const at::Tensor& tokens, at::Device device) {
-  return device.is_cpu() ? tokens : tokens.to(device, /*non_blocking=*/false);
-}
-
-}  // namespace
-
 at::Tensor queue_eval_loss_sum(ZeroEngine& engine, const at::Tensor& input_ids, const at::Tensor& targets) {
   Partitioner& partitioner = engine.partitioner();  // waits for the optimizer step in flight
   const FunctionalModel& model = engine.model();
   const at::Device device = engine.comm().device();
   const NoDropoutScope no_dropout;
   at::NoGradGuard no_grad;
-  at::Tensor hidden = on_device(input_ids, device);
+  at::Tensor hidden = offload::inputs_to_device(input_ids, device);
   for (size_t unit = 0; unit < model.num_units(); ++unit) {
     std::vector<at::Tensor> params = partitioner.fetch(unit);
     hidden = model.forward_unit(unit, hidden, params);
@@ -31,9 +24,9 @@ at::Tensor queue_eval_loss_sum(ZeroEngine& engine, const at::Tensor& input_ids, 
   }
   partitioner.end_forward_pass();
   const at::Tensor logits = hidden.to(at::kFloat);
-  const at::Tensor loss_sum =
-      at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), on_device(targets, device).reshape(-1),
-                             /*weight=*/{}, at::Reduction::Sum, /*ignore_index=*/-100);
+  const at::Tensor loss_sum = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                                     offload::inputs_to_device(targets, device).reshape(-1),
+                                                     /*weight=*/{}, at::Reduction::Sum, /*ignore_index=*/-100);
   return loss_sum.to(at::kDouble);
 }
 

@@ -35,13 +35,6 @@ void sync_current_stream(at::Device device) {
   c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
 }
 
-// `tokens` on `device` without making the host wait: copied asynchronously from pinned memory (from
-// pageable memory CUDA first waits for the stream, i.e. for the work queued so far).
-at::Tensor tokens_to(const at::Tensor& tokens, at::Device device) {
-  if (device.is_cpu()) return tokens;
-  return tokens.pin_memory().to(device, /*non_blocking=*/true);
-}
-
 bool is_16bit(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
 // A scalar that requires grad, for run_unit: it puts unit 0 in the micro-batch's graph.
@@ -476,7 +469,7 @@ at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const
   const Clock::time_point start = Clock::now();
   if (options_.time_breakdown) sync_current_stream(device);
   const at::Tensor anchor = new_anchor(device);
-  at::Tensor hidden = tokens_to(input_ids, device);
+  at::Tensor hidden = offload::inputs_to_device(input_ids, device);
   for (size_t unit = 0; unit + 1 < model_.num_units(); ++unit)
     hidden = run_unit(model_, *partitioner_, unit, hidden, anchor);
   if (options_.time_breakdown) {
@@ -500,8 +493,8 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
   if (timed) sync_current_stream(device);
   std::vector<at::Tensor> input_ids, targets;
   for (const TokenBatch& batch : batches) {
-    input_ids.push_back(tokens_to(batch.input_ids, device));
-    targets.push_back(tokens_to(batch.targets, device));
+    input_ids.push_back(offload::inputs_to_device(batch.input_ids, device));
+    targets.push_back(offload::inputs_to_device(batch.targets, device));
   }
   WindowPassHooks hooks;
   hooks.before_backward = [&] {
@@ -542,7 +535,7 @@ at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Te
   Clock::time_point start = Clock::now();
   const at::Tensor logits = run_unit(model_, *partitioner_, model_.num_units() - 1, hidden, anchor).to(at::kFloat);
   const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
-                                                 tokens_to(targets, device).reshape(-1),
+                                                 offload::inputs_to_device(targets, device).reshape(-1),
                                                  /*weight=*/{}, at::Reduction::Mean, /*ignore_index=*/-100);
   if (timed) {
     sync_current_stream(device);

@@ -193,6 +193,11 @@ std::unique_ptr<DeviceCopies> DeviceCopies::create(at::Device device, bool timin
   return std::make_unique<HostCopies>(timing);
 }
 
+at::Tensor inputs_to_device(const at::Tensor& host, at::Device device) {
+  if (device.is_cpu()) return host;
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
 Status limit_device_memory(at::Device device, uint64_t bytes) {
   if (bytes == 0 || device.is_cpu()) return {};
 #ifdef TIERZERO_OFFLOAD_CUDA

@@ -132,6 +132,12 @@ class DeviceCopies {
   virtual std::unique_ptr<IdleGap> open_idle_gap() = 0;
 };
 
+// `host` (a CPU tensor: a batch's token ids or targets) on `device`, queued on the device's current
+// stream without the host waiting for the work queued there so far: staged through LibTorch's cached
+// pinned host memory (from pageable memory CUDA would first wait for the stream). `host` itself for
+// a CPU device.
+at::Tensor inputs_to_device(const at::Tensor& host, at::Device device);
+
 // Caps what LibTorch's caching allocator may hold on `device` at `bytes` (tierzero.gpu_memory_limit;
 // 0 = no cap): an allocation past it fails with CUDA's out-of-memory error. kOutOfSpace naming the
 // key, the bytes asked and the device's total when `bytes` exceeds the device; ok and nothing done
