@@ -41,6 +41,7 @@ struct BenchIoFlags {
   bool mixed = false;
   bool pipeline = false;
   double record_ms = 20;
+  int pipeline_buffers = 4;  // offload_optimizer.buffer_count of the --pipeline passes
   std::string json;
   std::string update_config;  // with --tune: the ds_config whose aio block is replaced
   CLI::App* cmd = nullptr;
@@ -61,7 +62,7 @@ std::string thp_mode() {
 struct PointResult {
   nvme::IoConfig config;  // backend resolved
   PassResult write, read;
-  std::optional<PassResult> mixed;  // --mixed
+  std::optional<PassResult> mixed;              // --mixed
   std::optional<PipelineResult> first, spread;  // --pipeline: the records in memory first, or spread
   std::optional<FioResult> fio_write, fio_read;
 };
@@ -134,14 +135,17 @@ class BenchIo {
     }
     if (flags_.end_fsync) report_.param("durability", "each write pass ends with fdatasync, timed (fio: end_fsync=1)");
     if (flags_.mixed) {
-      report_.param("mixed", "reads of the file's first half and writes of its second half, one request of each in "
-                             "turn (the NVMe optimizer's read-ahead beside its write-behind); GB/s of both; no fio peer");
+      report_.param("mixed",
+                    "reads of the file's first half and writes of its second half, one request of each in "
+                    "turn (the NVMe optimizer's read-ahead beside its write-behind); GB/s of both; no fio peer");
     }
     if (flags_.pipeline) {
-      report_.param("pipeline", "the NVMe optimizer's records inside the backward (offload's RecordCache, every pass "
-                                "back to front, read ahead and written behind): " +
-                                    pipeline_text() + "; GB/s of the bytes read and written; verified: each record "
-                                                      "read back held the last pass's stamp");
+      report_.param("pipeline",
+                    "the NVMe optimizer's records inside the backward (offload's RecordCache, every pass "
+                    "back to front, read ahead and written behind): " +
+                        pipeline_text() +
+                        "; GB/s of the bytes read and written; verified: each record "
+                        "read back held the last pass's stamp");
     }
     report_.param("points", std::to_string(points) + (flags_.tune ? " (tuning)" : flags_.sweep ? " (sweep)" : ""));
     report_.param("latency", "per request (one block), submit to completion; CPU % = process CPU time / wall time");
@@ -266,12 +270,12 @@ class BenchIo {
     results_.push_back(r);
   }
 
-  // --pipeline's shape: --size over 16 streamed records of 32, 4 buffers, --record-ms each.
+  // --pipeline's shape: --size over 16 streamed records of 32, --pipeline-buffers buffers, --record-ms each.
   PipelineShape pipeline_shape(bool spread) const {
     return {.records = 32,
             .memory_records = 16,
             .record_bytes = std::max<uint64_t>(4096, size_ / 16 / 4096 * 4096),
-            .buffers = 4,
+            .buffers = flags_.pipeline_buffers,
             .spread = spread,
             .per_record = std::chrono::microseconds(static_cast<int64_t>(flags_.record_ms * 1000)),
             .passes = flags_.pipeline_passes()};
@@ -446,13 +450,20 @@ void add_bench_io_command(CLI::App& bench) {
       "--new-file", flags->new_file,
       "Write passes go to a new preallocated file each time (block allocation included), not over the laid-out one");
   cmd->add_flag("--end-fsync", flags->end_fsync, "Time an fdatasync at the end of each write pass (fio's end_fsync=1)");
-  cmd->add_flag("--mixed", flags->mixed,
-                "Also time reads and writes in turn (the NVMe optimizer's traffic): `tierzero estimate` takes its GB/s");
-  cmd->add_flag("--pipeline", flags->pipeline,
-                "Also time the NVMe optimizer's record pipeline inside the backward (32 records of --size / 16, half "
-                "kept in memory: the first half, then spread among the streamed) against the disk bound");
+  cmd->add_flag(
+      "--mixed", flags->mixed,
+      "Also time reads and writes in turn (the NVMe optimizer's traffic): `tierzero estimate` takes its GB/s");
+  CLI::Option* pipeline =
+      cmd->add_flag("--pipeline", flags->pipeline,
+                    "Also time the NVMe optimizer's record pipeline inside the backward (32 records of --size / 16, "
+                    "half kept in memory: the first half, then spread among the streamed) against the disk bound");
   cmd->add_option("--record-ms", flags->record_ms, "With --pipeline: milliseconds of CPU work per record (default 20)")
-      ->check(CLI::Range(0.0, 10000.0));
+      ->check(CLI::Range(0.0, 10000.0))
+      ->needs(pipeline);
+  cmd->add_option("--pipeline-buffers", flags->pipeline_buffers,
+                  "With --pipeline: the record buffers (offload_optimizer.buffer_count; default 4)")
+      ->check(CLI::Range(1, 64))
+      ->needs(pipeline);
   cmd->add_option("--json", flags->json, "Also write the results as JSON to this file");
   cmd->callback([flags] { BenchIo(*flags).run(); });
 }
