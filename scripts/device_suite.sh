@@ -45,6 +45,7 @@
 #                                      BIG_MODEL / BIG_CONFIG replace the model and config (e.g. the Qwen3-14B
 #                                      LoRA run: benchmarks/models/qwen3_14b.json, lora_qwen3_14b_24gb.json);
 #                                      BIG_PROFILE=N writes step N's timeline (train --profile) to trace_SHAPE.json
+#                                      and its table (benchmarks/timeline.py) to timeline_SHAPE.txt/.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=$1
@@ -157,6 +158,8 @@ case "$what" in
         ${BIG_PROFILE:+--profile "$out/trace_$shape.json" --profile-step "$BIG_PROFILE"} || true
       grep -vE '^\s*$' "$out/train_$shape.log" | tail -"${BIG_TAIL:-24}"
       cat "$out/train_$shape.measure.json"; echo
+      [[ -n ${BIG_PROFILE:-} && -f $out/trace_$shape.json ]] &&
+        python3 benchmarks/timeline.py "$out/trace_$shape.json" --json "$out/timeline_$shape.json" | tee "$out/timeline_$shape.txt"
       [[ -n $nvme ]] && rm -rf "${nvme:?}"
     done ;;
   host64)

@@ -82,9 +82,9 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
   // The planner's check, before the weights and the engine's buffers are allocated. Its GPU peak
   // without a device gradient accumulator or forward window is what the engine's automatic choices add to.
-  TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, config,
-                                                           s->data_.samples->seq_len(), s->device_,
-                                                           s->model_.from_checkpoint));
+  TZ_ASSIGN_OR_RETURN(const Plan plan,
+                      plan_within_budgets(s->model_.config_json, s->model_.description, config,
+                                          s->data_.samples->seq_len(), s->device_, s->model_.from_checkpoint));
   TZ_RETURN_IF_ERROR(s->check_outputs(plan));
   if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_base_bytes;
   s->options_.micro_batch_tokens = config.batch.train_micro_batch_size_per_gpu * s->data_.samples->seq_len();
@@ -145,6 +145,7 @@ Result<TrainSummary> TrainingSession::run() {
   for (int64_t step = first_step_; step < last_step_; ++step) {
     if (trace_) trace_->before(step + 1);
     TZ_ASSIGN_OR_RETURN(StepRecord record, run_step(step));
+    if (trace_ && record.step == trace_->step()) engine_->finish_step();  // the trace holds its optimizer whole
     if (trace_) TZ_RETURN_IF_ERROR(trace_->after(record.step));
     TZ_RETURN_IF_ERROR(finish_save());  // the save the step ran beside, if any: durable from here
     if (summary.steps == 0) summary.first_loss = record.loss;

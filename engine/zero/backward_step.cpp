@@ -1,5 +1,7 @@
 #include "engine/zero/internal/backward_step.h"
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -10,6 +12,7 @@
 #include <utility>
 
 #include "engine/zero/internal/partition_layout.h"
+#include "engine/zero/internal/traced_thread.h"
 
 namespace tierzero::engine {
 std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, const Partitioner& partitioner, int rank) {
@@ -53,9 +56,7 @@ int64_t grad_ring_records_needed(const FunctionalModel& model, const Partitioner
 }
 
 BackwardStep::BackwardStep(const FunctionalModel& model, Partitioner& partitioner, HostGradPipeline& pipeline)
-    : partitioner_(partitioner),
-      pipeline_(pipeline),
-      final_from_(grads_final_from_by_unit(model, partitioner, 0)) {}
+    : partitioner_(partitioner), pipeline_(pipeline), final_from_(grads_final_from_by_unit(model, partitioner, 0)) {}
 
 BackwardStep::~BackwardStep() {
   if (!thread_.joinable()) return;
@@ -68,7 +69,10 @@ void BackwardStep::start(PartitionOptimizer& optimizer, const at::Tensor& grad, 
   if (thread_.joinable()) throw Error(internal_error("BackwardStep::start: a step is still in flight"));
   grads_final_.start(partitioner_.partition_numel(), pipeline_.lands_in_ring() ? &pipeline_ : nullptr);
   error_ = nullptr;
-  thread_ = std::thread([this, &optimizer, grad, grad_multiplier, lr, compute_partition] {
+  thread_ = std::thread([this, &optimizer, grad, grad_multiplier, lr, compute_partition, traced = TracedFrom()] {
+    name_this_thread("tz-optimizer");
+    const TracedFrom::Scope scope(traced);
+    RECORD_USER_SCOPE("tierzero::optimizer_step");
     const auto start = std::chrono::steady_clock::now();
     try {
       optimizer.step(grad, grad_multiplier, lr, compute_partition, nullptr, &grads_final_);
@@ -89,7 +93,10 @@ void BackwardStep::abandon(Status error) { grads_final_.fail(std::move(error)); 
 
 double BackwardStep::finish() {
   grads_final_.mark_from(0);
-  thread_.join();
+  {
+    RECORD_USER_SCOPE("tierzero::join_optimizer");
+    thread_.join();
+  }
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   return step_seconds_;
 }

@@ -1,9 +1,12 @@
 #include "engine/zero/internal/followed_step.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <chrono>
 #include <string>
+
+#include "engine/zero/internal/traced_thread.h"
 
 namespace tierzero::engine {
 FollowedStep::FollowedStep(Partitioner& partitioner, PartitionOptimizer& optimizer, DeviceCopies& copies,
@@ -24,7 +27,10 @@ void FollowedStep::start(const at::Tensor& grad, double grad_multiplier, double 
   if (compute.defined() && !compute.is_cpu())
     c10::impl::getDeviceGuardImpl(compute.device().type())->getStream(compute.device()).synchronize();
   progress_.start(partitioner_.partition_numel());
-  thread_ = std::thread([this, grad, grad_multiplier, lr, compute] {
+  thread_ = std::thread([this, grad, grad_multiplier, lr, compute, traced = TracedFrom()] {
+    name_this_thread("tz-optimizer");
+    const TracedFrom::Scope scope(traced);
+    RECORD_USER_SCOPE("tierzero::optimizer_step");
     const auto start = std::chrono::steady_clock::now();
     try {
       // The copies it queues are ordered after the side stream only, not after the forward's work.
@@ -41,7 +47,10 @@ void FollowedStep::start(const at::Tensor& grad, double grad_multiplier, double 
 std::optional<FollowedStep::Joined> FollowedStep::join() {
   if (!thread_.joinable()) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
-  thread_.join();
+  {
+    RECORD_USER_SCOPE("tierzero::join_optimizer");
+    thread_.join();
+  }
   Joined joined{.step_s = step_seconds_, .joined_s = seconds_since(start), .idle_s = 0.0};
   // The copies no read has taken yet; throws the step's error.
   partitioner_.defer_reads(progress_.wait_for(partitioner_.partition_numel()));

@@ -1,6 +1,7 @@
 #include "engine/zero/internal/host_grad_pipeline.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,7 +40,11 @@ HostGradPipeline::HostGradPipeline(GradLanding landing, const std::vector<at::Te
     ring_slot_.assign(static_cast<size_t>(records), -1);
     consumed_.assign(static_cast<size_t>(records), 0);
   }
-  if (overlap_) worker_ = std::thread([this] { work(); });
+  if (overlap_)
+    worker_ = std::thread([this] {
+      name_this_thread("tz-grad-landing");
+      work();
+    });
 }
 
 HostGradPipeline::~HostGradPipeline() {
@@ -90,7 +95,10 @@ void HostGradPipeline::hold_records(const std::vector<LandingRun>& runs) {
       if (ring_slot_[record] >= 0) continue;
     }
     const auto start = std::chrono::steady_clock::now();
-    const auto slot = static_cast<int64_t>(ring_->take());  // only this thread lends slots
+    const auto slot = [&] {
+      RECORD_USER_SCOPE("tierzero::wait_ring_slot");
+      return static_cast<int64_t>(ring_->take());  // only this thread lends slots
+    }();
     blocked_seconds_ += seconds_since(start);
     std::lock_guard lock(mutex_);
     if (error_) {  // the optimizer failed (abandon_ring): no slot will be freed again
@@ -157,7 +165,10 @@ void HostGradPipeline::land_piece(const at::Tensor& bucket_piece, std::vector<La
   job.runs = std::move(runs);
   hold_records(job.runs);
   const auto start = std::chrono::steady_clock::now();
-  job.slot = slots_.take();  // the worker gives every slot back, its job failed or not
+  job.slot = [&] {
+    RECORD_USER_SCOPE("tierzero::wait_grad_slot");
+    return slots_.take();  // the worker gives every slot back, its job failed or not
+  }();
   blocked_seconds_ += seconds_since(start);
   {
     std::lock_guard lock(mutex_);
@@ -191,6 +202,11 @@ void HostGradPipeline::release(const Job& job) {
 }
 
 void HostGradPipeline::run(Job& job) {
+  RECORD_USER_SCOPE(job.kind == JobKind::kAdd             ? "tierzero::grad_add"
+                    : job.kind == JobKind::kRecordNorms   ? "tierzero::grad_norms"
+                    : job.kind == JobKind::kZeroPartition ? "tierzero::grad_zero"
+                    : job.kind == JobKind::kNotify        ? "tierzero::grad_notify"
+                                                          : "tierzero::grad_free_ring_slot");
   switch (job.kind) {
     case JobKind::kAdd: accumulate(job); break;
     case JobKind::kRecordNorms: record_norms(job); break;
@@ -247,6 +263,7 @@ void HostGradPipeline::work() {
     lock.unlock();
     std::exception_ptr error;
     try {
+      const TracedFrom::Scope traced(job.traced);
       run(job);
     } catch (...) {
       error = std::current_exception();
@@ -268,6 +285,7 @@ void HostGradPipeline::notify_landed(std::function<void()> landed) {
 }
 
 void HostGradPipeline::drain() {
+  RECORD_USER_SCOPE("tierzero::wait_grad_landing");
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return (queue_.empty() && busy_ == 0) || error_; });
   if (error_) std::rethrow_exception(error_);

@@ -2,6 +2,7 @@
 #include "engine/zero/internal/offloaded_step.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,20 +19,27 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
   GradLender* lender = grads_final != nullptr ? grads_final->lender() : nullptr;
   const at::Tensor host_grad =
       lender != nullptr || (grad.is_cpu() && grad.is_contiguous()) ? grad : grad.cpu().contiguous();
-  const SixteenBitOutput out16 =
-      sixteen_bit_output(compute_partition, setup_.params16, numel_, who_, setup_.sink);
+  const SixteenBitOutput out16 = sixteen_bit_output(compute_partition, setup_.params16, numel_, who_, setup_.sink);
   if (setup_.compact.compact_master && out16.in_place &&
       out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
-    throw Error(
-        internal_error(std::string(who_) + ": the compact master's bf16 half is not the compute partition"));
+    throw Error(internal_error(std::string(who_) + ": the compact master's bf16 half is not the compute partition"));
   const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
   const std::vector<StepPiece> pieces = store.pieces(grads_final != nullptr);
   bool publish_at_end = false;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const StepPiece& piece = pieces[i];
-    wait_for_save(piece.begin + piece.count);  // pieces run front to back, or back to front: a prefix
-    const StateSpans state = store.acquire(i, piece);
-    if (grads_final != nullptr) grads_final->wait_from(piece.begin);
+    if (save_ != nullptr) {
+      RECORD_USER_SCOPE("tierzero::wait_save");
+      wait_for_save(piece.begin + piece.count);  // pieces run front to back, or back to front: a prefix
+    }
+    const StateSpans state = [&] {
+      RECORD_USER_SCOPE("tierzero::state_acquire");  // an NVMe record: its read
+      return store.acquire(i, piece);
+    }();
+    if (grads_final != nullptr) {
+      RECORD_USER_SCOPE("tierzero::wait_grads");
+      grads_final->wait_from(piece.begin);
+    }
     const size_t queued = pending_.size();
     at::Tensor zeros;  // a ring piece nothing landed on
     cpu_adam::ConstElements grads;
@@ -45,20 +53,27 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
       const cpu_adam::Elements whole = tensor_elements(host_grad, piece.begin, piece.count);
       grads = {whole.data, whole.count, whole.type};
     }
-    std::shared_ptr<CopyDone> reader =
-        step_piece(piece, state, step, hp, grads, out16, grad_multiplier, compute_partition);
+    std::shared_ptr<CopyDone> reader = [&] {
+      RECORD_USER_SCOPE("tierzero::adam");
+      return step_piece(piece, state, step, hp, grads, out16, grad_multiplier, compute_partition);
+    }();
     if (lender != nullptr) lender->consumed(piece.begin, piece.count);
     if (progress != nullptr && piece.publish)
       progress->publish(piece.begin + piece.count,
                         std::vector<PartitionWrite>(pending_.begin() + queued, pending_.end()));
     publish_at_end = publish_at_end || !piece.publish;
+    RECORD_USER_SCOPE("tierzero::state_release");  // an NVMe record: its write queued
     store.release(i, piece, std::move(reader));
   }
   save_.reset();  // read whole: every piece waited for it
   if (progress != nullptr && publish_at_end) progress->publish(numel_, pending_);
-  store.finish();
+  {
+    RECORD_USER_SCOPE("tierzero::state_finish");  // the step's NVMe writes waited for
+    store.finish();
+  }
   last_copy_seconds_ = 0.0;
   if (setup_.time_copies) {
+    RECORD_USER_SCOPE("tierzero::wait_copies");
     for (PartitionWrite& write : pending_) {
       write.done->wait_host();
       last_copy_seconds_ += write.done->seconds();

@@ -1,5 +1,7 @@
 #include "engine/zero/internal/step_progress.h"
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <iterator>
 #include <utility>
@@ -35,6 +37,7 @@ std::vector<PartitionWrite> StepProgress::wait_for(int64_t end) {
   std::unique_lock lock(mutex_);
   end = std::min(end, total_);
   if (ready_ < end && error_.ok()) {
+    RECORD_USER_SCOPE("tierzero::wait_optimizer");
     std::unique_ptr<IdleGap> gap = copies_ != nullptr ? copies_->open_idle_gap() : nullptr;
     advanced_.wait(lock, [&] { return ready_ >= end || !error_.ok(); });
     if (gap) {

@@ -58,6 +58,7 @@
 #include "engine/zero/internal/grads_final.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/run_norms.h"
+#include "engine/zero/internal/traced_thread.h"
 
 namespace tierzero::engine {
 
@@ -150,6 +151,7 @@ class HostGradPipeline : public GradLender {
     std::vector<LandingRun> runs;  // kRecordNorms: source_offset unused, one run per slot-sized piece
     std::vector<std::unique_ptr<CopyDone>> copies;
     std::function<void()> landed;  // kNotify
+    TracedFrom traced;             // the profiler state of the thread that queued it (train --profile)
   };
   // Elements of a slot-sized piece: a slot's worth of fp32 elements, whatever the source's dtype (an
   // fp32 bucket and a 16-bit one of the same shape are cut at the same elements; offloaded_grads.h
