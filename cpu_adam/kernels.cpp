@@ -34,46 +34,42 @@ constexpr ElementType kBF16Away = ElementType::kU16;
 // Bytes of one element of a tile buffer of `type` (kCompact: the hi; kBF16Away: the bf16).
 constexpr size_t ElemBytes(ElementType type) { return type == ElementType::kF32 ? 4 : 2; }
 
-// f32 -> bf16 bits rounded to nearest with ties away from zero on the sign-magnitude bits, and the
-// int16 residual that makes the pair exact (AdamBuffers::master_residual); NaN: quiet NaN, sign kept,
-// residual 0. Both as 32-bit lanes: hi in [0, 0xffff], residual in [-32768, 32767].
+// f32 -> bf16 bits rounded to nearest with ties away from zero on the sign-magnitude bits, as 32-bit
+// lanes in [0, 0xffff]; NaN (`is_nan`): a quiet NaN with its sign. Below NaN, the magnitude plus
+// 0x8000 never carries into the sign bit, so the rounding adds 0x8000 to the whole bits.
 template <class DF>
-HWY_INLINE void SplitBits(DF df, hn::Vec<DF> v, hn::Vec<hn::RebindToSigned<DF>>& hi,
-                          hn::Vec<hn::RebindToSigned<DF>>& residual) {
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> AwayHiBits(DF df, hn::Vec<DF> v, hn::Mask<DF> is_nan) {
   const hn::RebindToUnsigned<DF> du32;
-  const hn::RebindToSigned<DF> di32;
   const auto bits = hn::BitCast(du32, v);
-  const auto mag = hn::And(bits, hn::Set(du32, 0x7FFFFFFFu));
-  const auto hi_mag = hn::ShiftRight<16>(hn::Add(mag, hn::Set(du32, 0x8000u)));
-  const auto is_nan = hn::Gt(hn::BitCast(di32, mag), hn::Set(di32, 0x7F800000));
-  const auto quiet_nan = hn::Or(hn::ShiftRight<16>(mag), hn::Set(du32, 0x40u));
-  const auto sign = hn::ShiftRight<16>(hn::And(bits, hn::Set(du32, 0x80000000u)));
-  hi = hn::BitCast(di32, hn::Or(hn::IfThenElse(hn::RebindMask(du32, is_nan), quiet_nan, hi_mag), sign));
-  residual = hn::IfThenZeroElse(is_nan, hn::BitCast(di32, hn::Sub(mag, hn::ShiftLeft<16>(hi_mag))));
+  const auto nan = hn::RebindMask(du32, is_nan);
+  const auto hi = hn::ShiftRight<16>(hn::Add(bits, hn::IfThenZeroElse(nan, hn::Set(du32, 0x8000u))));
+  return hn::Or(hi, hn::IfThenElseZero(nan, hn::Set(du32, 0x40u)));
 }
 
-// The fp32 master from Lanes(df) bf16 hi bits and int16 residuals.
+// The fp32 master from Lanes(df) bf16 hi bits and int16 residuals:
+// mag = ((hi & 0x7fff) << 16) + r (32-bit wrap-around, then the top bit cleared), the sign from hi.
 template <class DF>
 HWY_INLINE hn::Vec<DF> JoinMaster(DF df, const uint16_t* HWY_RESTRICT hi, const int16_t* HWY_RESTRICT residual) {
   const hn::RebindToUnsigned<DF> du32;
   const hn::RebindToSigned<DF> di32;
   const hn::Rebind<uint16_t, DF> du16;
   const hn::Rebind<int16_t, DF> di16;
-  const auto h = hn::PromoteTo(du32, hn::LoadU(du16, hi));
+  const auto h = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, hi)));
   const auto r = hn::BitCast(du32, hn::PromoteTo(di32, hn::LoadU(di16, residual)));
-  const auto mag =
-      hn::And(hn::Add(hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x7FFFu))), r), hn::Set(du32, 0x7FFFFFFFu));
-  return hn::BitCast(df, hn::Or(mag, hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x8000u)))));
+  const auto sum = hn::Add(hn::And(h, hn::Set(du32, 0x7FFF0000u)), r);
+  return hn::BitCast(df, hn::OrAnd(hn::And(sum, hn::Set(du32, 0x7FFFFFFFu)), h, hn::Set(du32, 0x80000000u)));
 }
 
+// The fp32 master split into the bf16 hi (AwayHiBits) and the int16 residual r = mag - (hi_mag << 16):
+// r lies in [-32768, 32767] and equals mag modulo 2^16, so it is the low 16 bits of v; 0 for NaN.
 template <class DF>
 HWY_INLINE void SplitMaster(DF df, hn::Vec<DF> v, uint16_t* HWY_RESTRICT hi, int16_t* HWY_RESTRICT residual) {
+  const hn::RebindToUnsigned<DF> du32;
   const hn::Rebind<uint16_t, DF> du16;
-  const hn::Rebind<int16_t, DF> di16;
-  hn::Vec<hn::RebindToSigned<DF>> h, r;
-  SplitBits(df, v, h, r);
-  hn::StoreU(hn::DemoteTo(du16, h), du16, hi);
-  hn::StoreU(hn::DemoteTo(di16, r), di16, residual);
+  const auto is_nan = hn::IsNaN(v);
+  hn::StoreU(hn::TruncateTo(du16, AwayHiBits(df, v, is_nan)), du16, hi);
+  const auto low_bits = hn::IfThenZeroElse(hn::RebindMask(du32, is_nan), hn::BitCast(du32, v));
+  hn::StoreU(hn::TruncateTo(du16, low_bits), du16, reinterpret_cast<uint16_t*>(residual));
 }
 
 // The params of a tile as f32 (the compact master rebuilt).
@@ -112,9 +108,7 @@ HWY_INLINE void Put(DF df, hn::Vec<DF> v, void* HWY_RESTRICT base, size_t i) {
     hn::Stream(v, df, static_cast<float*>(base) + i);
   } else if constexpr (kType == kBF16Away) {
     const hn::Rebind<uint16_t, DF> du16;
-    hn::Vec<hn::RebindToSigned<DF>> hi, residual;
-    SplitBits(df, v, hi, residual);
-    hn::StoreU(hn::DemoteTo(du16, hi), du16, static_cast<uint16_t*>(base) + i);
+    hn::StoreU(hn::TruncateTo(du16, AwayHiBits(df, v, hn::IsNaN(v))), du16, static_cast<uint16_t*>(base) + i);
   } else {
     StoreFromF32<kType>(df, v, base, i);
   }
@@ -279,7 +273,9 @@ struct MomentCode {
   // f * 2^(1 - kMaxExponent - kMantissaBits): the subnormal step, and its inverse.
   static_assert(kMantissaBits == 3);
   static constexpr float kStep = kSigned ? 0x1p-17f : 0x1p-33f;
-  static constexpr float kInvStep = kSigned ? 0x1p17f : 0x1p33f;
+  // A float whose ulp is kStep: q + kRounder rounds q to a multiple of kStep (to nearest even, as a
+  // conversion to integer would round q / kStep), for 0 <= q < 2^22 kStep.
+  static constexpr float kRounder = kSigned ? 0x1p6f : 0x1p-10f;
 };
 
 // Lanes(df) codes at `codes` -> f32 values times `scale`.
@@ -296,19 +292,20 @@ HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const uint8_t* HWY_RESTRICT codes, hn:
   const auto is_sub = hn::Lt(hn::BitCast(di32, mag), hn::Set(di32, 1 << Code::kMantissaBits));
   auto value = hn::IfThenElse(hn::RebindMask(df, is_sub), sub, normal);
   if constexpr (kSigned) {
-    value = hn::BitCast(df, hn::Or(hn::BitCast(du32, value), hn::ShiftLeft<24>(hn::And(c, hn::Set(du32, 0x80u)))));
+    value = hn::BitCast(df, hn::OrAnd(hn::BitCast(du32, value), hn::ShiftLeft<24>(c), hn::Set(du32, 0x80000000u)));
   }
   return hn::Mul(value, scale);
 }
 
 // Lanes(df) values -> codes relative to the block's absmax (> 0), rounded to nearest: q = |x| times
 // `inv_absmax` (1 / absmax rounded to float; q may exceed 1 by an ulp, clamped below), or, with
-// kDivide (an absmax whose reciprocal overflows), |x| / absmax.
+// kDivide (an absmax whose reciprocal overflows), |x| / absmax. A q that is NaN (an inf x in a block
+// whose absmax is inf) gives code 0.
 template <bool kSigned, bool kDivide, class DF>
-HWY_INLINE void EncodeCodes(DF df, hn::Vec<DF> x, hn::Vec<DF> absmax_or_inv, hn::Vec<DF> inv_step,
-                            uint8_t* HWY_RESTRICT codes) {
+HWY_INLINE void EncodeCodes(DF df, hn::Vec<DF> x, hn::Vec<DF> absmax_or_inv, uint8_t* HWY_RESTRICT codes) {
   using Code = MomentCode<kSigned>;
   const hn::RebindToSigned<DF> di32;
+  const hn::RebindToUnsigned<DF> du32;
   const hn::Rebind<uint8_t, DF> du8;
   const auto magnitude = kSigned ? hn::Abs(x) : hn::Max(x, hn::Zero(df));
   const auto q = kDivide ? hn::Div(magnitude, absmax_or_inv) : hn::Mul(magnitude, absmax_or_inv);  // ~[0, 1]
@@ -316,18 +313,20 @@ HWY_INLINE void EncodeCodes(DF df, hn::Vec<DF> x, hn::Vec<DF> absmax_or_inv, hn:
   // e > 0: rebias the exponent, round the mantissa to 3 bits (half up), carry into the exponent.
   const auto normal = hn::ShiftRight<Code::kShift>(hn::Add(
       hn::Sub(bits, hn::Set(di32, static_cast<int32_t>(Code::kRebias << 23))), hn::Set(di32, 1 << (Code::kShift - 1))));
-  // 0 .. 2^kMantissaBits (the last: the smallest normal code)
-  const auto sub = hn::NearestInt(hn::Mul(q, inv_step));
+  // 0 .. 2^kMantissaBits (the last: the smallest normal code); negative for a NaN q.
+  const auto rounder = hn::Set(df, Code::kRounder);
+  const auto sub = hn::Sub(hn::BitCast(di32, hn::Add(q, rounder)), hn::BitCast(di32, rounder));
   auto code = hn::IfThenElse(hn::Lt(bits, hn::Set(di32, static_cast<int32_t>((Code::kRebias + 1) << 23))), sub, normal);
   code = hn::Min(code, hn::Set(di32, Code::kTop));
   if constexpr (kSigned) {
+    code = hn::Max(code, hn::Zero(di32));
     const auto negative = hn::And(hn::Lt(hn::BitCast(di32, x), hn::Zero(di32)), hn::Gt(code, hn::Zero(di32)));
-    code = hn::Or(code, hn::IfThenElseZero(negative, hn::Set(di32, 0x80)));
+    code = hn::IfThenElse(negative, hn::Or(code, hn::Set(di32, 0x80)), code);
   } else {
     // A positive v never becomes 0 (m / eps): at least the smallest code.
     code = hn::Max(code, hn::IfThenElseZero(hn::Gt(bits, hn::Zero(di32)), hn::Set(di32, 1)));
   }
-  hn::StoreU(hn::DemoteTo(du8, code), du8, codes);
+  hn::StoreU(hn::TruncateTo(du8, hn::BitCast(du32, code)), du8, codes);  // code in [0, 255]
 }
 
 // Decodes `count` (<= kMomentBlock) codes of one block into `values`.
@@ -344,8 +343,9 @@ void DecodeBlock(const uint8_t* HWY_RESTRICT codes, float scale, float* HWY_REST
 template <bool kSigned, bool kDivide>
 void EncodeValues(const float* HWY_RESTRICT values, size_t count, float absmax_or_inv, uint8_t* HWY_RESTRICT codes) {
   ForEachVector(count, [=](auto d, auto) {
-    return [d, scale = hn::Set(d, absmax_or_inv), inv_step = hn::Set(d, MomentCode<kSigned>::kInvStep), values, codes](
-               size_t i) { EncodeCodes<kSigned, kDivide>(d, hn::LoadU(d, values + i), scale, inv_step, codes + i); };
+    return [d, scale = hn::Set(d, absmax_or_inv), values, codes](size_t i) {
+      EncodeCodes<kSigned, kDivide>(d, hn::LoadU(d, values + i), scale, codes + i);
+    };
   });
 }
 
