@@ -178,84 +178,6 @@ HWY_INLINE double SumOfSquaresOf(size_t count, const MakeValue& make_value) {
   return sum;
 }
 
-// Updates Lanes(df) elements at offset i; every operation mirrors at::_fused_adam(w)_ on fp32 (for
-// 16-bit params: on the param widened to fp32, rounded back to nearest even, as torch's bf16 path).
-// Adam: g += p * weight_decay (l2_decay 0 for AdamW); AdamW: p *= 1 - lr * wd (1 for Adam).
-// kShapeOnly: the same loads, conversions and stores with p, m, v each plus g instead of Adam's
-// arithmetic (CpuAdam::memory_pass).
-template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
-          bool kLerpFromGrad, bool kStream, bool kShapeOnly, class DF>
-HWY_INLINE void UpdateVector(DF df, const StepVectors<DF>& c, const TileBuffers& t, size_t i) {
-  auto p = LoadParam<kParam>(df, t, i);
-  if constexpr (kShapeOnly) {
-    const auto g = LoadAsF32<kGrad>(df, t.grads, i);
-    p = hn::Add(p, g);
-    PutParam<kStream, kParam>(df, p, t, i);
-    Put<kStream, kState>(df, hn::Add(LoadAsF32<kState>(df, t.exp_avg, i), g), t.exp_avg, i);
-    Put<kStream, kState>(df, hn::Add(LoadAsF32<kState>(df, t.exp_avg_sq, i), g), t.exp_avg_sq, i);
-    if constexpr (kWriteOut) Put<kStream, kOut>(df, p, t.params16, i);
-    return;
-  }
-  auto g = hn::Mul(LoadAsF32<kGrad>(df, t.grads, i), c.grad_multiplier);
-  g = hn::MulAdd(p, c.l2_decay, g);
-  p = hn::Mul(p, c.param_decay);
-
-  auto m = LoadAsF32<kState>(df, t.exp_avg, i);
-  const auto lerp_base = kLerpFromGrad ? g : m;
-  m = hn::MulAdd(c.lerp_coeff, hn::Sub(g, m), lerp_base);
-  auto v = LoadAsF32<kState>(df, t.exp_avg_sq, i);
-  v = hn::MulAdd(hn::Mul(c.one_minus_beta2, g), g, hn::Mul(v, c.beta2));
-
-  const auto denom = hn::Add(hn::Div(hn::Sqrt(v), c.bias_correction2_sqrt), c.eps);
-  p = hn::Add(p, hn::Div(hn::Mul(c.neg_step_size, m), denom));
-
-  PutParam<kStream, kParam>(df, p, t, i);
-  Put<kStream, kState>(df, m, t.exp_avg, i);
-  Put<kStream, kState>(df, v, t.exp_avg_sq, i);
-  if constexpr (kWriteOut) Put<kStream, kOut>(df, p, t.params16, i);
-}
-
-// kStream: the vector loop streams its fp32 stores (every written pointer vector-aligned); the
-// scalar tail stores normally, and the tile ends with a fence so the next reader sees the data.
-template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
-          bool kLerpFromGrad, bool kStream, bool kShapeOnly>
-void UpdateTile(const StepScalars& s, const TileBuffers& t) {
-  ForEachVector(t.count, [&]<class D, bool kTail>(D d, std::bool_constant<kTail>) {
-    return [d, c = StepVectors<D>(d, s), &t](size_t i) {
-      UpdateVector<kParam, kGrad, kState, kOut, kWriteOut, kLerpFromGrad, kStream && !kTail, kShapeOnly>(d, c, t, i);
-    };
-  });
-  if constexpr (kStream) hwy::FlushStream();
-}
-
-// The shape-only pass has no lerp to choose.
-template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kShapeOnly>
-void UpdateTileLerp(const StepScalars& s, const TileBuffers& t) {
-  if (kShapeOnly || !s.lerp_base_is_grad) {
-    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, true, kShapeOnly>(s, t);
-    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, false, kShapeOnly>(s, t);
-  } else {
-    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, true, false>(s, t);
-    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, false, false>(s, t);
-  }
-}
-
-// 16-bit params are their own 16-bit copy: only fp32 params may write one.
-template <ElementType kParam, ElementType kGrad, ElementType kState, bool kShapeOnly>
-void UpdateTileOut(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
-  if constexpr (kParam != ElementType::kF32) {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false, kShapeOnly>(s, t);
-  } else if (t.params16 == nullptr) {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false, kShapeOnly>(s, t);
-  } else if (types.params16 == ElementType::kBF16 && types.params16_away) {
-    UpdateTileLerp<kParam, kGrad, kState, kBF16Away, true, kShapeOnly>(s, t);
-  } else if (types.params16 == ElementType::kBF16) {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kBF16, true, kShapeOnly>(s, t);
-  } else {
-    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF16, true, kShapeOnly>(s, t);
-  }
-}
-
 // The 8-bit moment codes (adam.h, kMomentBlock): a magnitude code of E exponent bits and 3 mantissa
 // bits relative to the block's absmax (exponent field e > 0: 2^(e - (2^E - 1)) * (1 + f/8); e == 0: f
 // times the subnormal step), plus a sign bit (bit 7) for the signed m code.
@@ -280,7 +202,7 @@ struct MomentCode {
 
 // Lanes(df) codes at `codes` -> f32 values times `scale`.
 template <bool kSigned, class DF>
-HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const uint8_t* HWY_RESTRICT codes, hn::Vec<DF> scale, hn::Vec<DF> step) {
+HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const uint8_t* HWY_RESTRICT codes, hn::Vec<DF> scale) {
   using Code = MomentCode<kSigned>;
   const hn::RebindToUnsigned<DF> du32;
   const hn::RebindToSigned<DF> di32;
@@ -288,7 +210,7 @@ HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const uint8_t* HWY_RESTRICT codes, hn:
   const auto c = hn::PromoteTo(du32, hn::LoadU(du8, codes));
   const auto mag = kSigned ? hn::And(c, hn::Set(du32, 0x7Fu)) : c;
   const auto normal = hn::BitCast(df, hn::Add(hn::ShiftLeft<Code::kShift>(mag), hn::Set(du32, Code::kRebias << 23)));
-  const auto sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(di32, mag)), step);
+  const auto sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(di32, mag)), hn::Set(df, Code::kStep));
   const auto is_sub = hn::Lt(hn::BitCast(di32, mag), hn::Set(di32, 1 << Code::kMantissaBits));
   auto value = hn::IfThenElse(hn::RebindMask(df, is_sub), sub, normal);
   if constexpr (kSigned) {
@@ -333,8 +255,8 @@ HWY_INLINE void EncodeCodes(DF df, hn::Vec<DF> x, hn::Vec<DF> absmax_or_inv, uin
 template <bool kSigned>
 void DecodeBlock(const uint8_t* HWY_RESTRICT codes, float scale, float* HWY_RESTRICT values, size_t count) {
   ForEachVector(count, [=](auto d, auto) {
-    return [d, vscale = hn::Set(d, scale), step = hn::Set(d, MomentCode<kSigned>::kStep), codes, values](size_t i) {
-      hn::StoreU(DecodeCodes<kSigned>(d, codes + i, vscale, step), d, values + i);
+    return [d, vscale = hn::Set(d, scale), codes, values](size_t i) {
+      hn::StoreU(DecodeCodes<kSigned>(d, codes + i, vscale), d, values + i);
     };
   });
 }
@@ -347,6 +269,32 @@ void EncodeValues(const float* HWY_RESTRICT values, size_t count, float absmax_o
       EncodeCodes<kSigned, kDivide>(d, hn::LoadU(d, values + i), scale, codes + i);
     };
   });
+}
+
+// Encodes `count` (<= kMomentBlock) values of one block whose largest magnitude is `absmax`; returns
+// the block's scale (absmax; 0 with all codes 0 when absmax is not positive).
+template <bool kSigned>
+float EncodeWithAbsmax(const float* HWY_RESTRICT values, size_t count, float absmax, uint8_t* HWY_RESTRICT codes) {
+  if (!(absmax > 0.0f)) {
+    std::fill(codes, codes + count, uint8_t{0});
+    return 0.0f;
+  }
+  if (absmax >= 0x1p-126f) {
+    EncodeValues<kSigned, false>(values, count, 1.0f / absmax, codes);
+  } else {
+    EncodeValues<kSigned, true>(values, count, absmax, codes);
+  }
+  return absmax;
+}
+
+// The largest magnitude of a block's values from the vector maxima of its first whole vectors
+// (`vector_max`: Max over Abs(x) for m, x for v) and its scalar tail values[tail_begin, count).
+template <bool kSigned, class DF>
+HWY_INLINE float BlockAbsmax(DF df, hn::Vec<DF> vector_max, const float* HWY_RESTRICT values, size_t tail_begin,
+                             size_t count) {
+  float absmax = hn::GetLane(hn::MaxOfLanes(df, vector_max));
+  for (size_t j = tail_begin; j < count; ++j) absmax = std::max(absmax, kSigned ? std::fabs(values[j]) : values[j]);
+  return absmax;
 }
 
 // Encodes `count` (<= kMomentBlock) values of one block; returns the scale (the absmax).
@@ -362,48 +310,139 @@ float EncodeBlock(const float* HWY_RESTRICT values, size_t count, uint8_t* HWY_R
       vmax = hn::Max(vmax, kSigned ? hn::Abs(x) : x);
     }
   }
-  float absmax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-  for (size_t j = i; j < count; ++j) absmax = std::max(absmax, kSigned ? std::fabs(values[j]) : values[j]);
-  if (!(absmax > 0.0f)) {
-    std::fill(codes, codes + count, uint8_t{0});
-    return 0.0f;
-  }
-  if (absmax >= 0x1p-126f) {
-    EncodeValues<kSigned, false>(values, count, 1.0f / absmax, codes);
-  } else {
-    EncodeValues<kSigned, true>(values, count, absmax, codes);
-  }
-  return absmax;
+  return EncodeWithAbsmax<kSigned>(values, count, BlockAbsmax<kSigned>(df, vmax, values, i, count), codes);
 }
 
-// 8-bit moments: block by block, decode m and v into fp32, run the fp32-state update on the block,
-// encode them back with the block's new absmax. The tile starts on a block boundary.
-template <ElementType kParam, ElementType kGrad, bool kShapeOnly>
-void UpdateTile8(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
-  HWY_ALIGN float m[kMomentBlock];
-  HWY_ALIGN float v[kMomentBlock];
+// Steps Lanes(df) elements at offset i of the tile whose moments m and v are given (as f32) and
+// returned updated: loads the params and gradient, stores the new params and 16-bit copy. Every
+// operation mirrors at::_fused_adam(w)_ on fp32 (for 16-bit params: on the param widened to fp32,
+// rounded back to nearest even, as torch's bf16 path). Adam: g += p * weight_decay (l2_decay 0 for
+// AdamW); AdamW: p *= 1 - lr * wd (1 for Adam). kShapeOnly: p, m, v each plus g instead of Adam's
+// arithmetic (CpuAdam::memory_pass).
+template <ElementType kParam, ElementType kGrad, ElementType kOut, bool kWriteOut, bool kLerpFromGrad, bool kStream,
+          bool kShapeOnly, class DF>
+HWY_INLINE void StepVector(DF df, const StepVectors<DF>& c, const TileBuffers& t, size_t i, hn::Vec<DF>& m,
+                           hn::Vec<DF>& v) {
+  auto p = LoadParam<kParam>(df, t, i);
+  const auto grad = LoadAsF32<kGrad>(df, t.grads, i);
+  if constexpr (kShapeOnly) {
+    p = hn::Add(p, grad);
+    m = hn::Add(m, grad);
+    v = hn::Add(v, grad);
+  } else {
+    auto g = hn::Mul(grad, c.grad_multiplier);
+    g = hn::MulAdd(p, c.l2_decay, g);
+    p = hn::Mul(p, c.param_decay);
+
+    const auto lerp_base = kLerpFromGrad ? g : m;
+    m = hn::MulAdd(c.lerp_coeff, hn::Sub(g, m), lerp_base);
+    v = hn::MulAdd(hn::Mul(c.one_minus_beta2, g), g, hn::Mul(v, c.beta2));
+
+    const auto denom = hn::Add(hn::Div(hn::Sqrt(v), c.bias_correction2_sqrt), c.eps);
+    p = hn::Add(p, hn::Div(hn::Mul(c.neg_step_size, m), denom));
+  }
+  PutParam<kStream, kParam>(df, p, t, i);
+  if constexpr (kWriteOut) Put<kStream, kOut>(df, p, t.params16, i);
+}
+
+// fp32 or bf16 moments: loads m and v, steps, stores them. kStream: the vector loop streams its fp32
+// stores (every written pointer vector-aligned); the scalar tail stores normally, and the tile ends
+// with a fence so the next reader sees the data.
+template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut,
+          bool kLerpFromGrad, bool kStream, bool kShapeOnly>
+void UpdateTile(const StepScalars& s, const TileBuffers& t) {
+  ForEachVector(t.count, [&]<class D, bool kTail>(D d, std::bool_constant<kTail>) {
+    return [d, c = StepVectors<D>(d, s), &t](size_t i) {
+      auto m = LoadAsF32<kState>(d, t.exp_avg, i);
+      auto v = LoadAsF32<kState>(d, t.exp_avg_sq, i);
+      StepVector<kParam, kGrad, kOut, kWriteOut, kLerpFromGrad, kStream && !kTail, kShapeOnly>(d, c, t, i, m, v);
+      Put<kStream && !kTail, kState>(d, m, t.exp_avg, i);
+      Put<kStream && !kTail, kState>(d, v, t.exp_avg_sq, i);
+    };
+  });
+  if constexpr (kStream) hwy::FlushStream();
+}
+
+// 8-bit moments, one block at a time in one pass: each vector's m and v codes are decoded, stepped,
+// and kept as f32 in the block's scratch (in L1) while the running maxima of |m| and v grow; then the
+// block is encoded with its new absmax. The tile starts on a block boundary. The vectors, the scalar
+// tail and the order of every maximum are those of DecodeBlock, UpdateTile and EncodeBlock.
+template <ElementType kParam, ElementType kGrad, ElementType kOut, bool kWriteOut, bool kLerpFromGrad, bool kShapeOnly>
+void UpdateTile8(const StepScalars& s, const TileBuffers& t) {
+  using DF = hn::ScalableTag<float>;
+  using D1 = hn::CappedTag<float, 1>;
+  const DF df;
+  const D1 d1;
+  const size_t lanes = hn::Lanes(df);
+  const StepVectors<DF> c(df, s);
+  const StepVectors<D1> c1(d1, s);
   auto* m_codes = static_cast<uint8_t*>(t.exp_avg);
   auto* v_codes = static_cast<uint8_t*>(t.exp_avg_sq);
-  const size_t out_bytes = ElemBytes(types.params16);
+  HWY_ALIGN float m_new[kMomentBlock];
+  HWY_ALIGN float v_new[kMomentBlock];
+  // The new m and v of the elements at tile offset begin + j, decoded with the block's scales.
+  const auto step = [&](auto d, const auto& cd, size_t begin, size_t j, float m_scale, float v_scale) {
+    auto m = DecodeCodes<true>(d, m_codes + begin + j, hn::Set(d, m_scale));
+    auto v = DecodeCodes<false>(d, v_codes + begin + j, hn::Set(d, v_scale));
+    StepVector<kParam, kGrad, kOut, kWriteOut, kLerpFromGrad, false, kShapeOnly>(d, cd, t, begin + j, m, v);
+    hn::Store(m, d, m_new + j);
+    hn::Store(v, d, v_new + j);
+    return std::make_pair(m, v);
+  };
   for (size_t begin = 0, b = 0; begin < t.count; begin += kMomentBlock, ++b) {
     const size_t n = std::min(kMomentBlock, t.count - begin);
-    DecodeBlock<true>(m_codes + begin, t.exp_avg_scales[b], m, n);
-    DecodeBlock<false>(v_codes + begin, t.exp_avg_sq_scales[b], v, n);
-    TileBuffers block = t;
-    block.params = static_cast<char*>(t.params) + begin * ElemBytes(kParam);
-    block.grads = static_cast<const char*>(t.grads) + begin * ElemBytes(kGrad);
-    block.exp_avg = m;
-    block.exp_avg_sq = v;
-    block.params16 = t.params16 == nullptr ? nullptr : static_cast<char*>(t.params16) + begin * out_bytes;
-    block.residual = t.residual == nullptr ? nullptr : t.residual + begin;
-    block.count = n;
-    block.stream = false;
-    UpdateTileOut<kParam, kGrad, ElementType::kF32, kShapeOnly>(s, types, block);
-    t.exp_avg_scales[b] = EncodeBlock<true>(m, n, m_codes + begin);
-    t.exp_avg_sq_scales[b] = EncodeBlock<false>(v, n, v_codes + begin);
+    const float m_scale = t.exp_avg_scales[b];
+    const float v_scale = t.exp_avg_sq_scales[b];
+    auto m_max = hn::Zero(df);
+    auto v_max = hn::Zero(df);
+    size_t j = 0;
+    if (n >= lanes) {
+      for (; j <= n - lanes; j += lanes) {
+        const auto [m, v] = step(df, c, begin, j, m_scale, v_scale);
+        m_max = hn::Max(m_max, hn::Abs(m));
+        v_max = hn::Max(v_max, v);
+      }
+    }
+    for (size_t k = j; k < n; ++k) step(d1, c1, begin, k, m_scale, v_scale);
+    t.exp_avg_scales[b] = EncodeWithAbsmax<true>(m_new, n, BlockAbsmax<true>(df, m_max, m_new, j, n), m_codes + begin);
+    t.exp_avg_sq_scales[b] =
+        EncodeWithAbsmax<false>(v_new, n, BlockAbsmax<false>(df, v_max, v_new, j, n), v_codes + begin);
   }
 }
 
+// The shape-only pass has no lerp to choose; 8-bit moments never stream (CpuAdam::step).
+template <ElementType kParam, ElementType kGrad, ElementType kState, ElementType kOut, bool kWriteOut, bool kShapeOnly>
+void UpdateTileLerp(const StepScalars& s, const TileBuffers& t) {
+  const bool lerp_from_grad = !kShapeOnly && s.lerp_base_is_grad;
+  if constexpr (kState == ElementType::kI8) {
+    if (lerp_from_grad) return UpdateTile8<kParam, kGrad, kOut, kWriteOut, true, false>(s, t);
+    UpdateTile8<kParam, kGrad, kOut, kWriteOut, false, kShapeOnly>(s, t);
+  } else if (!lerp_from_grad) {
+    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, true, kShapeOnly>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, false, false, kShapeOnly>(s, t);
+  } else {
+    if (t.stream) return UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, true, false>(s, t);
+    UpdateTile<kParam, kGrad, kState, kOut, kWriteOut, true, false, false>(s, t);
+  }
+}
+
+// 16-bit params are their own 16-bit copy: only fp32 params may write one.
+template <ElementType kParam, ElementType kGrad, ElementType kState, bool kShapeOnly>
+void UpdateTileOut(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
+  if constexpr (kParam != ElementType::kF32) {
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false, kShapeOnly>(s, t);
+  } else if (t.params16 == nullptr) {
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF32, false, kShapeOnly>(s, t);
+  } else if (types.params16 == ElementType::kBF16 && types.params16_away) {
+    UpdateTileLerp<kParam, kGrad, kState, kBF16Away, true, kShapeOnly>(s, t);
+  } else if (types.params16 == ElementType::kBF16) {
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kBF16, true, kShapeOnly>(s, t);
+  } else {
+    UpdateTileLerp<kParam, kGrad, kState, ElementType::kF16, true, kShapeOnly>(s, t);
+  }
+}
+
+// types.state kI8: 8-bit moments (m kI8, v kU8).
 template <ElementType kParam, ElementType kGrad, bool kShapeOnly>
 void UpdateTileState(const StepScalars& s, const detail::TileTypes& types, const TileBuffers& t) {
   if (types.state == ElementType::kF32) {
@@ -411,7 +450,7 @@ void UpdateTileState(const StepScalars& s, const detail::TileTypes& types, const
   } else if (types.state == ElementType::kBF16) {
     UpdateTileOut<kParam, kGrad, ElementType::kBF16, kShapeOnly>(s, types, t);
   } else {
-    UpdateTile8<kParam, kGrad, kShapeOnly>(s, types, t);
+    UpdateTileOut<kParam, kGrad, ElementType::kI8, kShapeOnly>(s, types, t);
   }
 }
 
