@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "common/common-inl.h"
 #include "cpu_adam/internal/kernels.h"
@@ -30,9 +31,6 @@ using tierzero::HWY_NAMESPACE::StoreFromF32;
 // is bf16 rounded to nearest with ties away from zero.
 constexpr ElementType kCompact = ElementType::kI16;
 constexpr ElementType kBF16Away = ElementType::kU16;
-
-// Bytes of one element of a tile buffer of `type` (kCompact: the hi; kBF16Away: the bf16).
-constexpr size_t ElemBytes(ElementType type) { return type == ElementType::kF32 ? 4 : 2; }
 
 // f32 -> bf16 bits rounded to nearest with ties away from zero on the sign-magnitude bits, as 32-bit
 // lanes in [0, 0xffff]; NaN (`is_nan`): a quiet NaN with its sign. Below NaN, the magnitude plus
