@@ -383,8 +383,8 @@ void UpdateTile8(const StepScalars& s, const TileBuffers& t) {
     auto m = DecodeCodes<true>(d, m_codes + begin + j, hn::Set(d, m_scale));
     auto v = DecodeCodes<false>(d, v_codes + begin + j, hn::Set(d, v_scale));
     StepVector<kParam, kGrad, kOut, kWriteOut, kLerpFromGrad, false, kShapeOnly>(d, cd, t, begin + j, m, v);
-    hn::Store(m, d, m_new + j);
-    hn::Store(v, d, v_new + j);
+    hn::StoreU(m, d, m_new + j);
+    hn::StoreU(v, d, v_new + j);
     return std::make_pair(m, v);
   };
   for (size_t begin = 0, b = 0; begin < t.count; begin += kMomentBlock, ++b) {
