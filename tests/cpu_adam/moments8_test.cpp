@@ -221,6 +221,108 @@ TEST_P(Moments8Test, StepIsDecodeFp32StepEncode) {
   EXPECT_EQ(vs, vs2);
 }
 
+// The 8-bit step runs each block in one pass (decode, step, the block's maxima), then encodes it.
+// Checked against its definition for every variant the pass is compiled in: fp32 and compact
+// masters, bf16 gradients with a ties-away bf16 copy, AdamW and Adam (L2) with beta1 < 0.5 (torch's
+// lerp from the gradient side), the memory pass, and counts whose last block is whole, partial,
+// or shorter than one vector (its elements all in the scalar tail): the params equal the fp32-moment
+// step on the decoded moments, and the codes and scales encode_moment_blocks of its m and v.
+TEST_P(Moments8Test, OnePassBlocksEqualDecodeFp32StepEncode) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto bf16_bits = [](float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    return static_cast<uint16_t>(bits >> 16);
+  };
+  for (size_t n : {size_t{2 * kMomentBlock}, size_t{3 * kMomentBlock + 5}, size_t{7}, size_t{kMomentBlock + 19}}) {
+    std::vector<float> init(n), m(n), v(n);
+    std::vector<uint16_t> grads(n);
+    for (size_t i = 0; i < n; ++i) {
+      init[i] = normal(rng), grads[i] = bf16_bits(normal(rng) * (i % 37 == 0 ? 1e3f : 1.0f));
+      m[i] = 0.1f * normal(rng) * (i % 11 == 0 ? 1e-6f : 1.0f), v[i] = 0.01f * std::fabs(normal(rng));
+    }
+    const ConstElements g{grads.data(), n, ElementType::kBF16};
+    for (bool compact : {false, true}) {
+      for (bool shape_only : {false, true}) {
+        for (AdamMode mode : {AdamMode::kAdamW, AdamMode::kAdam}) {
+          SCOPED_TRACE(testing::Message() << "n " << n << (compact ? " compact" : " fp32 master")
+                                          << (shape_only ? " memory pass" : "")
+                                          << (mode == AdamMode::kAdam ? " Adam" : " AdamW"));
+          AdamHyperParams hp;
+          hp.mode = mode;
+          hp.beta1 = mode == AdamMode::kAdam ? 0.3 : 0.9;
+          hp.weight_decay = 0.01;
+          std::vector<uint8_t> mc(n), vc(n);
+          std::vector<float> ms(moment_block_count(n)), vs(moment_block_count(n));
+          ASSERT_OK(encode_moment_blocks(m, Elements{mc.data(), n, ElementType::kI8}, ms));
+          ASSERT_OK(encode_moment_blocks(v, Elements{vc.data(), n, ElementType::kU8}, vs));
+          std::vector<float> md(n), vd(n);
+          ASSERT_OK(decode_moment_blocks(ConstElements{mc.data(), n, ElementType::kI8}, ms, md));
+          ASSERT_OK(decode_moment_blocks(ConstElements{vc.data(), n, ElementType::kU8}, vs, vd));
+
+          const CpuAdam adam({.threads = 2, .tile_elements = kMomentBlock});
+          std::vector<float> params = init, ref_params = init;
+          std::vector<uint16_t> copy(n), ref_copy(n), hi(n);
+          std::vector<int16_t> residual(n);
+          ASSERT_OK(split_master(params, hi, residual));
+          AdamBuffers eight{compact ? std::span<float>() : std::span<float>(params),
+                            g,
+                            Elements{mc.data(), n, ElementType::kI8},
+                            Elements{vc.data(), n, ElementType::kU8},
+                            compact ? Elements{} : elements(std::span<uint16_t>(copy), ElementType::kBF16),
+                            compact ? elements(std::span<uint16_t>(hi), ElementType::kBF16) : Elements{}};
+          if (compact) eight.master_residual = residual;
+          eight.params16_rounding = compact ? Bf16Rounding::kNearestEven : Bf16Rounding::kNearestAway;
+          eight.exp_avg_scales = ms;
+          eight.exp_avg_sq_scales = vs;
+          AdamBuffers reference{ref_params, g, elements(md), elements(vd),
+                                elements(std::span<uint16_t>(ref_copy), ElementType::kBF16), {}};
+          reference.params16_rounding = Bf16Rounding::kNearestAway;
+          if (shape_only) {
+            ASSERT_OK(adam.memory_pass(eight));
+            ASSERT_OK(adam.memory_pass(reference));
+          } else {
+            ASSERT_OK(adam.step(hp, 4, 0.5f, eight));
+            ASSERT_OK(adam.step(hp, 4, 0.5f, reference));
+          }
+          if (compact) {
+            ASSERT_OK(join_master(hi, residual, params));
+            copy = hi;
+          }
+          EXPECT_EQ(params, ref_params);
+          EXPECT_EQ(copy, ref_copy);
+          std::vector<uint8_t> ref_mc(n), ref_vc(n);
+          std::vector<float> ref_ms(ms.size()), ref_vs(vs.size());
+          ASSERT_OK(encode_moment_blocks(md, Elements{ref_mc.data(), n, ElementType::kI8}, ref_ms));
+          ASSERT_OK(encode_moment_blocks(vd, Elements{ref_vc.data(), n, ElementType::kU8}, ref_vs));
+          EXPECT_EQ(mc, ref_mc);
+          EXPECT_EQ(vc, ref_vc);
+          EXPECT_EQ(ms, ref_ms);
+          EXPECT_EQ(vs, ref_vs);
+        }
+      }
+    }
+  }
+}
+
+// Values halfway between two subnormal codes round to the even code (adam.h), both moments.
+TEST_P(Moments8Test, SubnormalCodeTiesRoundToEven) {
+  for (bool is_signed : {true, false}) {
+    const int step_exponent = is_signed ? -17 : -33;
+    std::vector<float> values(kMomentBlock, 0.0f);
+    values[0] = 1.0f;  // the absmax
+    for (int k = 0; k < 8; ++k) values[1 + k] = std::ldexp(k + 0.5f, step_exponent);
+    std::vector<uint8_t> codes(kMomentBlock);
+    std::vector<float> scales(1);
+    ASSERT_OK(encode_moment_blocks(values, Elements{codes.data(), kMomentBlock, is_signed ? ElementType::kI8 : ElementType::kU8}, scales));
+    for (int k = 0; k < 8; ++k) {
+      const int even = (k % 2 == 0) ? k : k + 1;
+      EXPECT_EQ(codes[1 + k], is_signed || even > 0 ? even : 1) << (is_signed ? "m" : "v") << " tie " << k << ".5";
+    }
+  }
+}
+
 // The same bits for any thread count and tile size (tiles are rounded up to whole blocks), with
 // fp32 and compact masters.
 TEST_P(Moments8Test, ThreadCountIndependent) {
