@@ -31,7 +31,7 @@
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
-#                                      streaming stores, mixed, bf16 params) and DeepSpeed's cpu_adam
+#                                      streaming stores, mixed, bf16 params, compact master + int8 moments) and DeepSpeed's cpu_adam
 #   scripts/device.sh scripts/device_suite.sh convert OUTDIR   convert's write rate vs bench io
 #   scripts/device.sh scripts/device_suite.sh corpus OUTDIR    DeepSpeed writes its checkpoint corpus on the
 #                                      GPU (make_corpus.py --device cuda); convert is checked against it
@@ -125,6 +125,7 @@ case "$what" in
       run fp32_streaming_$round "${a[@]}" --grad-dtype fp32 --params16-dtype none --streaming-stores
       run mixed_$round "${a[@]}"
       run bf16_params_$round "${a[@]}" --param-dtype bf16 --grad-dtype bf16
+      run compact_int8_$round "${a[@]}" --master compact --moments int8  # the 14B's optimizer state
     done
     timeout 400 python3 benchmarks/adam_vs_deepspeed.py --tierzero "$tz" --threads "$threads" --params 134217728 \
       --steps 10 --repeats "${ADAM_ROUNDS:-2}" --json "$out/vs_deepspeed.json" 2>&1 | tee "$out/vs_deepspeed.txt" | grep -v Warning | tail -14 ;;
