@@ -212,6 +212,13 @@ class BenchAdam {
   // roofline buffers in [1, 2).
   void initialise(int threads) {
     BenchBuffers& b = *buffers_;
+    // Zeroed first: a compact master's split below writes the residual.
+    for (HostArray* zero : {&b.residual, &b.exp_avg_scales, &b.exp_avg_sq_scales, &b.roof_residual,
+                            &b.roof_exp_avg_scales, &b.roof_exp_avg_sq_scales}) {
+      parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
+        std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
+      });
+    }
     if (layout_.compact) {
       // The same fp32 master for both: drawn in fp32, split into hi and residual for tierzero.
       fill_uniform(threads, b.torch_params.data(), ElementType::kF32, n_, 1, -1.0f, 1.0f);
@@ -224,12 +231,6 @@ class BenchAdam {
       fill_uniform(threads, b.params.data(), layout_.params, n_, 1, -1.0f, 1.0f);
       fill_uniform(threads, layout_.params_16bit() ? b.torch_params16.data() : b.torch_params.data(), layout_.params,
                    n_, 1, -1.0f, 1.0f);
-    }
-    for (HostArray* zero : {&b.residual, &b.exp_avg_scales, &b.exp_avg_sq_scales, &b.roof_residual,
-                            &b.roof_exp_avg_scales, &b.roof_exp_avg_sq_scales}) {
-      parallel_ranges(threads, zero->bytes(), [&](size_t begin, size_t end) {
-        std::fill(zero->as<char>() + begin, zero->as<char>() + end, 0);
-      });
     }
     fill_uniform(threads, b.grads.data(), layout_.grads, n_, 2, -1.0f, 1.0f);
     for (HostArray* zero :
