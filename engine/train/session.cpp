@@ -98,6 +98,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   s->initial_adapters_.clear();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->open_trace());
+  if (s->save_every_ > 0 && !args.save_dir.empty()) TZ_RETURN_IF_ERROR(s->allocate_save_buffers(plan));
 
   const int64_t seq_len = s->data_.samples->seq_len();
   s->tokens_per_step_ = config.batch.train_micro_batch_size_per_gpu * config.batch.gradient_accumulation_steps *
@@ -146,7 +147,7 @@ Result<TrainSummary> TrainingSession::run() {
     if (trace_) trace_->before(step + 1);
     TZ_ASSIGN_OR_RETURN(StepRecord record, run_step(step));
     if (trace_) TZ_RETURN_IF_ERROR(trace_->after(record.step));
-    TZ_RETURN_IF_ERROR(finish_save());  // the save the step ran beside, if any: durable from here
+    TZ_RETURN_IF_ERROR(commit_written_save(record.step));  // the save the steps ran beside, if written: durable
     if (summary.steps == 0) summary.first_loss = record.loss;
     summary.last_loss = record.loss;
     summary.losses.push_back(record.loss);
@@ -160,9 +161,12 @@ Result<TrainSummary> TrainingSession::run() {
                              record.step, trace_->path()));
     TZ_RETURN_IF_ERROR(metrics_.write(record, totals.peak.gpu_peak_bytes));
     if (eval_due(record.step)) TZ_RETURN_IF_ERROR(evaluate(record.step, summary));
-    if (save_due(record.step)) TZ_RETURN_IF_ERROR(save(record.step));
+    if (save_due(record.step)) {
+      TZ_RETURN_IF_ERROR(finish_save(record.step));  // one save at a time: the last one's write ends first
+      TZ_RETURN_IF_ERROR(save(record.step));
+    }
   }
-  TZ_RETURN_IF_ERROR(finish_save());  // none is left in flight (a save is never due at the last step)
+  TZ_RETURN_IF_ERROR(finish_save(last_step_));  // none is left in flight (a save is never due at the last step)
   engine_->finish_step();             // the last step's optimizer may still run (and fail): its time counts too
   if (evaluator_ && (summary.evals.empty() || summary.evals.back().step != last_step_))
     TZ_RETURN_IF_ERROR(evaluate(last_step_, summary));

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/train/internal/checkpoint_rotation.h"
 #include "report/report.h"
 #include "tests/support/status_matchers.h"
@@ -169,6 +170,62 @@ TEST(SaveReport, EachSaveLineHoldsItsBytesAndTimes) {
       return line.rfind(printed, 0) == 0 && line.find(format_bytes(save.bytes) + ", durable ") != std::string::npos;
     })) << "no line '" << printed << "...: " << format_bytes(save.bytes) << ", durable ...'";
   }
+}
+
+// tierzero.checkpoint.write_behind: the header says what it allocated and why; every periodic save,
+// with write-behind 0 (read at the disk's rate) or "auto", leaves the losses of a run without
+// periodic saves bit for bit, is committed at the end of a step after its own (its line names the
+// steps it was written during) and verifies; a bad value is refused before any step, naming the key.
+TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
+  ScratchDir dir;
+  const auto offloaded = [&](const nlohmann::json& write_behind, const std::string& name) {
+    nlohmann::json tierzero = {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}};
+    if (!write_behind.is_null()) tierzero["checkpoint"] = {{"write_behind", write_behind}};
+    return train_args(
+        write_config(dir,
+                     small_config({{"bf16", {{"enabled", true}}},
+                                   {"zero_optimization",
+                                    {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                                   {"tierzero", tierzero}}),
+                     name + ".json"),
+        7);
+  };
+  TrainArgs plain = offloaded(nullptr, "plain");
+  plain.save_dir = dir / "plain";
+  const TrainRun reference = run_train(plain);
+  ASSERT_OK(reference.summary);
+  for (const auto& [value, why] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {0, "64.00 MiB per rank (tierzero.checkpoint.write_behind)"}, {"auto", "per rank (auto: "}}) {
+    TrainArgs args = offloaded(value, "periodic");
+    args.save_dir = dir / ("periodic_" + value.dump());
+    args.save_every = 2;
+    const TrainRun run = run_train(args);
+    ASSERT_OK(run.summary) << value;
+    EXPECT_EQ(run.summary->losses, reference.summary->losses) << value << ": bit for bit as without periodic saves";
+    EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
+      return line.find("periodic saves: write-behind ") != std::string::npos && line.find(why) != std::string::npos;
+    })) << value << ": no header line with '" << why << "'";
+    for (const int64_t saved : {2, 4, 6}) {
+      const std::string path = args.save_dir + "/global_step" + std::to_string(saved);
+      EXPECT_OK(checkpoint::verify_checkpoint(args.save_dir, "global_step" + std::to_string(saved))) << path;
+      const std::string during = "  saved " + path + " (written during step";
+      EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
+        const std::string steps = line.substr(std::min(line.size(), during.size()));
+        return line.rfind(during, 0) == 0 &&
+               (steps.rfind(" " + std::to_string(saved + 1) + ";", 0) == 0 ||
+                steps.rfind("s " + std::to_string(saved + 1) + " to ", 0) == 0);
+      })) << "no line '" << during << " " << saved + 1 << "...'";
+    }
+  }
+
+  TrainArgs bad = offloaded("lots", "bad");
+  bad.save_dir = dir / "bad";
+  bad.save_every = 2;
+  const TrainRun refused = run_train(bad);
+  EXPECT_ERROR(refused.summary, ErrorCode::kInvalidArgument, "tierzero.checkpoint.write_behind must be a byte size");
+  EXPECT_TRUE(std::none_of(refused.lines.begin(), refused.lines.end(),
+                           [](const std::string& line) { return line.rfind("step ", 0) == 0; }))
+      << "refused before the first step";
 }
 
 // A rotation killed while removing global_step0 left global_step0.removing; the next rotation
