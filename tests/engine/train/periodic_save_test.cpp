@@ -194,8 +194,10 @@ TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
   plain.save_dir = dir / "plain";
   const TrainRun reference = run_train(plain);
   ASSERT_OK(reference.summary);
-  for (const auto& [value, why] : std::vector<std::pair<nlohmann::json, std::string>>{
+  for (const auto& choice : std::vector<std::pair<nlohmann::json, std::string>>{
            {0, "64.00 MiB per rank (tierzero.checkpoint.write_behind)"}, {"auto", "per rank (auto: "}}) {
+    const nlohmann::json& value = choice.first;
+    const std::string& why = choice.second;
     TrainArgs args = offloaded(value, "periodic");
     args.save_dir = dir / ("periodic_" + value.dump());
     args.save_every = 2;
