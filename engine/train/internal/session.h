@@ -131,11 +131,13 @@ class TrainingSession {
   std::optional<LrSchedule> schedule_;
   std::optional<LossScaler> scaler_;
   std::unique_ptr<ZeroEngine> engine_;
-  std::unique_ptr<BackgroundSave> pending_save_;  // a periodic save the next step runs beside (reads engine_)
+  // The saves' staging buffers (null: no periodic saves); declared before pending_save_, whose writer
+  // uses them until it is destroyed.
+  std::unique_ptr<checkpoint::WriteBuffers> save_buffers_;
+  std::string save_buffers_line_;                 // the header's line about them
+  std::unique_ptr<BackgroundSave> pending_save_;  // a periodic save the next steps run beside (reads engine_)
   int64_t pending_iteration_ = 0;                 // its iteration
   std::chrono::steady_clock::time_point pending_start_;  // when it began
-  std::unique_ptr<checkpoint::WriteBuffers> save_buffers_;  // the saves' staging buffers (null: no periodic saves)
-  std::string save_buffers_line_;                           // the header's line about them
   MetricsLog metrics_;
   int64_t first_step_ = 0;  // steps done before this run (resume)
   int64_t last_step_ = 0;   // the step the run ends after
