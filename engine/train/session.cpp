@@ -82,7 +82,10 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
   // The planner's check, before the weights and the engine's buffers are allocated. Its GPU peak
   // without a device gradient accumulator or forward window is what the engine's automatic choices add to.
-  TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, config,
+  // It counts the periodic saves' write-behind buffers when the run saves periodically (--save-every too).
+  DsConfig planned = config;
+  planned.tierzero.checkpoint_save_every = args.save_dir.empty() ? 0 : s->save_every_;
+  TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, planned,
                                                            s->data_.samples->seq_len(), s->device_,
                                                            s->model_.from_checkpoint));
   TZ_RETURN_IF_ERROR(s->check_outputs(plan));
