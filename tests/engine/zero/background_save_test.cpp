@@ -11,13 +11,19 @@
 // more than the rank file) the files are the synchronous save's too, the save read whole while it
 // may still be writing (written() false is allowed, then true once the disk is done), and a write
 // that fails after every read (the rank file's fdatasync, as a full disk reports delayed
-// allocation) is returned by finish(), the previous checkpoint kept.
+// allocation) is returned by finish(), the previous checkpoint kept. Against a disk held shut (the
+// I/O engine's completions gated): write-behind lets the next step end before any byte is written,
+// hold makes it wait; ENOSPC while the buffers drain is returned by finish().
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -28,6 +34,7 @@
 #include "checkpoint/storage/storage.h"
 #include "fs/testing/default_override.h"
 #include "fs/testing/fault_injection_fs.h"
+#include "nvme/testing/fault_injection.h"
 #include "engine/zero/zero_engine.h"
 #include "offload_engine.h"
 #include "scenario.h"
@@ -190,6 +197,92 @@ TEST(BackgroundSave, AWriteBehindSaveWhoseSyncFailsIsReturnedByFinishAndKeepsThe
   }
   EXPECT_ERROR(finished, ErrorCode::kIo, "rank_00000.bin");
   e.train_step(3);  // training goes on
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::CheckpointReader> reader,
+                       checkpoint::CheckpointReader::open(dir.path()));
+  EXPECT_EQ(reader->tag(), "global_step1");
+}
+
+// A disk that completes no write of a rank file until opened: every such completion waits for it
+// (on the I/O engine's thread), so the writes stay in flight; `full` fails them with ENOSPC instead.
+class GatedDisk {
+ public:
+  GatedDisk()
+      : faults_([this](const nvme::testing::PieceCompletion& piece, int64_t result) -> int64_t {
+          if (piece.op != nvme::Op::kWrite || !piece.path.ends_with("/rank_00000.bin")) return result;
+          if (full) return -ENOSPC;
+          while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return result;
+        }) {}
+  std::atomic<bool> open = false;
+  std::atomic<bool> full = false;
+
+ private:
+  nvme::testing::ScopedFaultInjector faults_;
+};
+
+// The point of write-behind: with buffers for the whole rank file the step after the save runs to
+// its end while not one byte of the save has reached the disk, and the save is not written() until
+// it has; held (write_behind 0: 4 buffers, less than the state) the same step waits for the disk.
+TEST(BackgroundSave, WriteBehindReleasesTheOptimizerBeforeTheDiskHoldDoesNot) {
+  ScratchDir dir;
+  OffloadEngine e(spec_of(kCases[0], ""));
+  e.train_step(0);
+  ASSERT_OK(save_engine_checkpoint(dir.path(), *e.engine, at_step(1)));
+  const uint64_t rank_file = std::filesystem::file_size(dir.path() + "/global_step1/rank_00000.bin");
+  ASSERT_GT(rank_file, 4 * kSmallBuffer);
+  int step = 2;  // saved at 2 and 3, each beside the step after it
+  e.train_step(1);
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::WriteBuffers> behind,
+                         checkpoint::WriteBuffers::create(rank_file, kSmallBuffer));
+    GatedDisk disk;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
+                         BackgroundSave::start(dir.path(), *e.engine, at_step(step), 0, behind.get()));
+    e.train_step(step++);  // would never end if its optimizer waited for the disk
+    EXPECT_FALSE(save->written()) << "the disk has completed no write yet";
+    disk.open = true;
+    ASSERT_OK(save->finish());
+    EXPECT_TRUE(save->written());
+    EXPECT_LT(save->held_seconds(), 0.25);
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::WriteBuffers> held, checkpoint::WriteBuffers::create(0, kSmallBuffer));
+    GatedDisk disk;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
+                         BackgroundSave::start(dir.path(), *e.engine, at_step(step), 0, held.get()));
+    std::thread opener([&disk] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      disk.open = true;
+    });
+    e.train_step(step++);
+    opener.join();
+    ASSERT_OK(save->finish());
+    EXPECT_GE(save->held_seconds(), 0.3) << "held at the disk's rate: the step waited for the gate";
+  }
+  EXPECT_OK(checkpoint::verify_checkpoint(dir.path(), "global_step" + std::to_string(step - 1)));
+}
+
+// A disk that fills while a write-behind save drains (every read done, the optimizer released): the
+// error is returned by finish() naming the file, and DIR/latest still names the previous checkpoint.
+TEST(BackgroundSave, ADiskFullWhileWriteBehindDrainsIsReturnedByFinish) {
+  ScratchDir dir;
+  OffloadEngine e(spec_of(kCases[0], ""));
+  e.train_step(0);
+  ASSERT_OK(save_engine_checkpoint(dir.path(), *e.engine, at_step(1)));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::WriteBuffers> buffers,
+                       checkpoint::WriteBuffers::create(64ull << 20, kSmallBuffer));  // the whole state, and more
+  Status finished;
+  {
+    GatedDisk disk;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
+                         BackgroundSave::start(dir.path(), *e.engine, at_step(2), 0, buffers.get()));
+    e.train_step(1);  // every read is done by its end; the writes are still held
+    disk.full = true;
+    disk.open = true;
+    finished = save->finish();
+  }
+  EXPECT_ERROR(finished, ErrorCode::kOutOfSpace, "rank_00000.bin");
+  e.train_step(2);  // training goes on
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::CheckpointReader> reader,
                        checkpoint::CheckpointReader::open(dir.path()));
   EXPECT_EQ(reader->tag(), "global_step1");
