@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/train/internal/checkpoint_rotation.h"
+#include "nvme/testing/fault_injection.h"
 #include "report/report.h"
 #include "tests/support/status_matchers.h"
 #include "train_fixture.h"
@@ -228,6 +230,44 @@ TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
   EXPECT_TRUE(std::none_of(refused.lines.begin(), refused.lines.end(),
                            [](const std::string& line) { return line.rfind("step ", 0) == 0; }))
       << "refused before the first step";
+}
+
+// A save whose disk is slower than the steps (its rank file's write completions held back for
+// 0.5 s) spans several steps: the run goes on, commits it at the end of a later step (or at the
+// end of the run, waiting for it) and says so; the losses are a run's without periodic saves.
+TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
+  ScratchDir dir;
+  TrainArgs args = train_args(
+      write_config(dir, small_config({{"bf16", {{"enabled", true}}},
+                                      {"zero_optimization",
+                                       {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                                      {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}})),
+      12);
+  args.save_dir = dir / "plain";
+  const TrainRun reference = run_train(args);
+  ASSERT_OK(reference.summary);
+
+  args.save_dir = dir / "slow";
+  args.save_every = 6;
+  std::atomic<bool> open = false;
+  nvme::testing::ScopedFaultInjector slow_disk([&open](const nvme::testing::PieceCompletion& piece, int64_t result) {
+    if (piece.op == nvme::Op::kWrite && piece.path.find("global_step6.partial/") != std::string::npos)
+      while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return result;
+  });
+  std::thread opener([&open] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    open = true;
+  });
+  const TrainRun run = run_train(args);
+  opener.join();
+  ASSERT_OK(run.summary);
+  EXPECT_EQ(run.summary->losses, reference.summary->losses) << "bit for bit as without periodic saves";
+  const std::string later = "  saved " + args.save_dir + "/global_step6 (written during steps 7 to ";
+  EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(),
+                          [&](const std::string& line) { return line.rfind(later, 0) == 0; }))
+      << "no line starting '" << later << "'";
+  EXPECT_OK(checkpoint::verify_checkpoint(args.save_dir, "global_step6"));
 }
 
 // A rotation killed while removing global_step0 left global_step0.removing; the next rotation
