@@ -33,7 +33,10 @@ StreamWriter::~StreamWriter() {
 Result<std::unique_ptr<StreamWriter>> StreamWriter::create(fs::FileSystem& fs, nvme::IoEngine& engine,
                                                            const std::string& path, uint64_t preallocate_bytes,
                                                            const Options& options) {
-  if ((options.borrowed == nullptr && options.buffer_count < 2) || options.buffer_bytes == 0 || options.buffer_bytes % 4096 != 0) {
+  const bool own_buffers_bad =
+      options.borrowed == nullptr &&
+      (options.buffer_count < 2 || options.buffer_bytes == 0 || options.buffer_bytes % 4096 != 0);
+  if (own_buffers_bad) {
     return invalid_argument(
         fmt::format("writing {}: needs >= 2 buffers of a nonzero multiple of 4096 bytes "
                     "(got {} of {})",
