@@ -20,7 +20,8 @@
 #   scripts/device.sh scripts/device_suite.sh save_overlap OUTDIR  issue 35's cost of periodic saves beside training:
 #                                      benchmarks/save_overlap.py, SAVE_MODEL (llama_3b) with SAVE_CONFIG
 #                                      (zero3_7b_compact_24gb.json), --save-every 2 --keep-last 1 over SAVE_STEPS (9)
-#                                      steps vs the same run without, on the box's disk (two 3B checkpoints fit; two
+#                                      steps, held (write_behind 0) and write-behind (SAVE_WRITE_BEHIND, default auto),
+#                                      vs the same run without, on the box's disk (two 3B checkpoints fit; two
 #                                      7.6B ones, 92 GB, do not)
 #   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed
 #                                      --pipeline on the NVMe path (the optimizer's record pipeline too),
@@ -183,6 +184,7 @@ case "$what" in
     python3 benchmarks/save_overlap.py --tierzero "$tz" --model-config "${SAVE_MODEL:-benchmarks/models/llama_3b.json}" \
       --config "${SAVE_CONFIG:-benchmarks/configs/zero3_7b_compact_24gb.json}" --data configs/data/tiny_corpus.u16 \
       --work /tmp/tz-save-overlap --steps "${SAVE_STEPS:-9}" --save-every 2 --keep-last 1 \
+      --write-behind "${SAVE_WRITE_BEHIND:-auto}" \
       --json "$out/save_overlap.json" 2>&1 | tee "$out/save_overlap.txt"
     cp /tmp/tz-save-overlap/*.log /tmp/tz-save-overlap/*.jsonl "$out/" 2>/dev/null
     rm -rf /tmp/tz-save-overlap ;;

@@ -3,8 +3,9 @@
 
 For each operation (training with periodic saves, periodic saves in flight beside the next step with
 the optimizer offloaded (state in host memory and on NVMe; every trial killed while a save's staging
-directory lives), the save at the end of a run, save_16bit_model beside `latest`, --export, convert
-of an engine and of a DeepSpeed checkpoint, checkpoint reshard)
+directory lives; write-behind saves that drain over several steps), the save at the end of a run,
+save_16bit_model beside `latest`, --export, convert of an engine and of a DeepSpeed checkpoint,
+checkpoint reshard)
 on the tiny configs/ model, CPU: run it cleanly twice (its outputs are the reference, its mean
 duration the kill range), then start it again and again in fresh directories and SIGKILL it at a
 random instant, uniform over that duration, or (--commit-fraction of the trials) a random delay

@@ -48,6 +48,8 @@
 
 namespace tierzero::checkpoint {
 
+class WriteBuffers;  // checkpoint/storage/storage.h
+
 // ---- Layout ---------------------------------------------------------------------------------
 
 // How a state's partition is stored.
@@ -146,6 +148,9 @@ struct CheckpointOptions {
   // docs/formats.md gives the measured ratios).
   int compression_level = 0;
   uint32_t compression_threads = 0;  // zstd worker threads (0: compress on the calling thread)
+  // The rank file's staging buffers, borrowed (storage.h): their count is how far the state's reads
+  // run ahead of the disk. nullptr: the stream's own 4 of 16 MiB. Used by one save at a time.
+  const WriteBuffers* write_buffers = nullptr;
 };
 
 // The bytes of one section produced in order instead of held whole: each call fills `out` with the

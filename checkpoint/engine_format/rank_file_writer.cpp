@@ -25,7 +25,8 @@ Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(fs::FileSystem& f
                                                                const std::string& path, uint64_t raw_bytes,
                                                                const CheckpointOptions& options) {
   const uint64_t reserve = options.compression_level > 0 ? 0 : raw_bytes;
-  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(fs, engine, path, reserve, StreamWriter::Options{}));
+  TZ_ASSIGN_OR_RETURN(auto stream,
+                      StreamWriter::create(fs, engine, path, reserve, {.borrowed = options.write_buffers}));
   return std::unique_ptr<RankFileWriter>(new RankFileWriter(std::move(stream), options));
 }
 

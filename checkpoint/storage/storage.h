@@ -1,6 +1,8 @@
 // tierzero checkpoint/storage: durable writing, shared by checkpoint save, convert and export.
 //   StreamWriter       a file written front to back through nvme::IoEngine (O_DIRECT where the
 //                      file system allows it), fdatasynced at finish
+//   WriteBuffers       staging buffers a StreamWriter borrows, allocated once for a run's saves: as
+//                      many as its write-behind budget, so the fill runs that far ahead of the disk
 //   CommitTransaction  the one commit protocol: a directory staged as DIR/NAME.partial, then
 //                      published as DIR/NAME complete or not at all (commit_transaction.cpp
 //                      tells it step by step)
@@ -24,13 +26,42 @@
 
 namespace tierzero::checkpoint {
 
-// Bytes are staged in `buffer_count` aligned buffers of `buffer_bytes`; a full buffer is submitted
-// at once and the next one fills while it is written.
+// Aligned staging buffers kept across saves (a run's periodic saves borrow the same ones, one save at
+// a time): allocated and pre-faulted once, so no save pays their page faults.
+class WriteBuffers {
+ public:
+  static constexpr uint64_t kBufferBytes = 16ull << 20;
+  static constexpr uint32_t kMinBuffers = 4;  // what a StreamWriter holds of its own
+  // ceil(write_behind_bytes / buffer_bytes) buffers of `buffer_bytes` (a nonzero multiple of 4096),
+  // at least kMinBuffers: a stream borrowing them runs up to that many bytes ahead of its disk
+  // writes (write_behind_bytes 0: the 4 buffers of a plain StreamWriter, the fill at the disk's
+  // rate). Every page is touched here. kResourceExhausted names the bytes asked for when the host
+  // cannot allocate them; kInvalidArgument a bad buffer size.
+  static Result<std::unique_ptr<WriteBuffers>> create(uint64_t write_behind_bytes,
+                                                      uint64_t buffer_bytes = kBufferBytes);
+  uint32_t count() const { return static_cast<uint32_t>(buffers_.size()); }
+  uint64_t buffer_bytes() const { return buffer_bytes_; }
+  // Host bytes held: count() x buffer_bytes().
+  uint64_t bytes() const { return count() * buffer_bytes_; }
+  std::byte* buffer(size_t i) const { return buffers_[i].get(); }
+
+ private:
+  uint64_t buffer_bytes_ = 0;
+  std::vector<nvme::AlignedBuffer> buffers_;
+};
+
+// Bytes are staged in aligned buffers of `buffer_bytes` used in turn; a full buffer is submitted at
+// once (the I/O engine bounds the pieces in flight, the rest queue behind them) and the next one
+// fills while the earlier ones are written: the fill waits only for the write of the buffer it
+// reuses, so it runs up to count - 1 buffers ahead of the disk.
 class StreamWriter {
  public:
   struct Options {
     uint64_t buffer_bytes = 16ull << 20;  // a nonzero multiple of 4096
     uint32_t buffer_count = 4;            // >= 2
+    // Borrowed instead (their count and size replace the two above); they
+    // must outlive the writer, and no other writer may use them meanwhile. nullptr: the writer's own.
+    const WriteBuffers* borrowed = nullptr;
   };
   // Creates (truncates) `path` on `fs` for writing through `engine`; `preallocate_bytes` (0: none)
   // are reserved up front and become the file's size until finish() trims it to the bytes
@@ -65,7 +96,8 @@ class StreamWriter {
   nvme::IoEngine& engine_;
   std::unique_ptr<fs::WritableFile> file_;
   Options options_;
-  std::vector<nvme::AlignedBuffer> buffers_;
+  std::vector<nvme::AlignedBuffer> owned_;  // empty when borrowed
+  std::vector<std::byte*> buffers_;
   std::vector<nvme::IoTicket> in_flight_;
   size_t current_ = 0;
   uint64_t filled_ = 0;        // bytes staged in buffers_[current_]

@@ -11,8 +11,16 @@ namespace tierzero::checkpoint {
 
 StreamWriter::StreamWriter(nvme::IoEngine& engine, std::unique_ptr<fs::WritableFile> file, const Options& options)
     : engine_(engine), file_(std::move(file)), options_(options) {
-  for (uint32_t i = 0; i < options_.buffer_count; ++i)
-    buffers_.push_back(nvme::allocate_aligned(options_.buffer_bytes));
+  if (options_.borrowed != nullptr) {
+    options_.buffer_bytes = options_.borrowed->buffer_bytes();
+    options_.buffer_count = options_.borrowed->count();
+    for (uint32_t i = 0; i < options_.buffer_count; ++i) buffers_.push_back(options_.borrowed->buffer(i));
+  } else {
+    for (uint32_t i = 0; i < options_.buffer_count; ++i) {
+      owned_.push_back(nvme::allocate_aligned(options_.buffer_bytes));
+      buffers_.push_back(owned_.back().get());
+    }
+  }
   in_flight_.resize(options_.buffer_count);
 }
 
@@ -25,7 +33,10 @@ StreamWriter::~StreamWriter() {
 Result<std::unique_ptr<StreamWriter>> StreamWriter::create(fs::FileSystem& fs, nvme::IoEngine& engine,
                                                            const std::string& path, uint64_t preallocate_bytes,
                                                            const Options& options) {
-  if (options.buffer_count < 2 || options.buffer_bytes == 0 || options.buffer_bytes % 4096 != 0) {
+  const bool own_buffers_bad =
+      options.borrowed == nullptr &&
+      (options.buffer_count < 2 || options.buffer_bytes == 0 || options.buffer_bytes % 4096 != 0);
+  if (own_buffers_bad) {
     return invalid_argument(
         fmt::format("writing {}: needs >= 2 buffers of a nonzero multiple of 4096 bytes "
                     "(got {} of {})",
@@ -57,7 +68,7 @@ Status StreamWriter::append(std::span<const std::byte> bytes) {
 
 Result<std::span<std::byte>> StreamWriter::reserve() {
   if (filled_ == options_.buffer_bytes) TZ_RETURN_IF_ERROR(flush_current());
-  return std::span(buffers_[current_].get() + filled_, options_.buffer_bytes - filled_);
+  return std::span(buffers_[current_] + filled_, options_.buffer_bytes - filled_);
 }
 
 Status StreamWriter::commit(uint64_t bytes) {
@@ -75,7 +86,7 @@ Status StreamWriter::flush_current() {
     request.file = file_->io_file();
     request.op = nvme::Op::kWrite;
     request.offset = flushed_;
-    request.buffer = buffers_[current_].get();
+    request.buffer = buffers_[current_];
     request.length = filled_;
     in_flight_[current_] = engine_.submit(std::move(request));
     flushed_ += filled_;

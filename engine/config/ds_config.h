@@ -95,6 +95,12 @@
 // | tierzero.checkpoint.level    | integer 1..22          | 3       | zstd level                               |
 // | tierzero.checkpoint.save_every | integer >= 0         | 0       | save every N steps; 0 = at the end only  |
 // | tierzero.checkpoint.keep_last | integer >= 0          | 0       | checkpoints periodic saves keep; 0 = all |
+// | tierzero.checkpoint.write_behind | bytes or "auto"    | "auto"  | host memory a periodic save's state is   |
+// |                              |                        |         | copied into ahead of the disk, so the    |
+// |                              |                        |         | optimizer waits at memory speed; "auto": |
+// |                              |                        |         | the rank's checkpoint bytes, at most     |
+// |                              |                        |         | half of MemAvailable once the engine is  |
+// |                              |                        |         | built; 0: read at the disk's rate        |
 // | tierzero.data.path           | string                 | ""      | token file or JSONL (token_data.h);      |
 // |                              |                        |         | relative to the working directory        |
 // | tierzero.data.seq_len        | integer > 0            | 256     | tokens a sample predicts                 |
@@ -263,6 +269,8 @@ enum class OffloadGradDtype : uint8_t { kFp32, kBf16 };
 // tierzero.optimizer_records_in_memory "auto": as many records as tierzero.pinned_memory_limit holds
 // (ZeroEngineOptions' kRecordsByBudget).
 inline constexpr int64_t kOptimizerRecordsAuto = -1;
+// tierzero.checkpoint.write_behind "auto" (engine/train's write_behind.h resolves it).
+inline constexpr int64_t kWriteBehindAuto = -1;
 // Where an offloaded optimizer's step sums the micro-batches of a window (GPU or host memory).
 enum class OffloadGradAccumulator : uint8_t { kAuto, kDevice, kHost };
 // "auto", "device" or "host".
@@ -309,6 +317,7 @@ struct TierzeroConfig {
   int checkpoint_compression_level = 3;
   int64_t checkpoint_save_every = 0;
   int64_t checkpoint_keep_last = 0;
+  int64_t checkpoint_write_behind = kWriteBehindAuto;  // bytes >= 0, or kWriteBehindAuto
   std::string data_path;
   int64_t data_seq_len = 256;
   uint64_t data_seed = 1234;

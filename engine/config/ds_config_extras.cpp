@@ -37,6 +37,16 @@ Status parse_checkpoint(JsonFields& t, TierzeroConfig* out, Warnings* warnings) 
   TZ_RETURN_IF_ERROR(c.read_int("level", &out->checkpoint_compression_level, 1, 22));
   TZ_RETURN_IF_ERROR(c.read_int("save_every", &out->checkpoint_save_every, 0));
   TZ_RETURN_IF_ERROR(c.read_int("keep_last", &out->checkpoint_keep_last, 0));
+  uint64_t write_behind = 0;
+  if (c.is_auto("write_behind")) {
+    out->checkpoint_write_behind = kWriteBehindAuto;
+  } else if (Status read = c.read_bytes("write_behind", &write_behind); !read.ok()) {
+    return invalid_argument(c.path_of("write_behind") +
+                            " must be a byte size (e.g. 4GiB; 0: the state is read at the disk's rate) or \"auto\", "
+                            "got " + c.raw("write_behind").dump());
+  } else if (c.has("write_behind")) {
+    out->checkpoint_write_behind = static_cast<int64_t>(write_behind);
+  }
   TZ_RETURN_IF_ERROR(c.check_unused(warnings));
   return {};
 }

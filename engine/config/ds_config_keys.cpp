@@ -294,6 +294,10 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.checkpoint.level", H, "", "zstd level"},
     {"tierzero.checkpoint.save_every", H, "", "save every N steps (needs --save); 0 = at the end only"},
     {"tierzero.checkpoint.keep_last", H, "", "checkpoints kept by periodic saves; 0 = all"},
+    {"tierzero.checkpoint.write_behind", H, "",
+     "host memory a periodic save copies the state into ahead of the disk (the optimizer waits for the copy, not "
+     "the write); \"auto\": the rank's checkpoint bytes, at most half of MemAvailable once the engine is built; 0: "
+     "the state read at the disk's rate"},
     {"tierzero.data.path", H, "", ""},
     {"tierzero.data.seq_len", H, "", ""},
     {"tierzero.data.seed", H, "", ""},

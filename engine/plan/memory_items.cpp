@@ -301,6 +301,27 @@ void buffers(Items& out, const RunShape& s) {
   }
 }
 
+// Periodic saves (tierzero.checkpoint.save_every): the rank file's write-behind buffers, allocated
+// once for the run (checkpoint/storage's WriteBuffers: 16 MiB each, at least 4, as many as
+// tierzero.checkpoint.write_behind asks; "auto" the rank's checkpoint, which the run caps at half of
+// MemAvailable when the host has less to spare).
+void checkpoint_buffers(Items& out, const RunShape& s, const DsConfig& config) {
+  constexpr int64_t kBuffer = int64_t{16} << 20, kMinBuffers = 4;
+  if (config.tierzero.checkpoint_save_every <= 0) return;
+  const state_layout::Layout& layout = s.layout();
+  const int64_t checkpoint =
+      s.partition * (4 + 2 * layout.moment_element_bytes()) + 8 * layout.scale_blocks(s.partition);
+  const bool automatic = config.tierzero.checkpoint_write_behind == kWriteBehindAuto;
+  const int64_t asked = automatic ? checkpoint : config.tierzero.checkpoint_write_behind;
+  const int64_t buffers = std::max(kMinBuffers, (asked + kBuffer - 1) / kBuffer);
+  out.add(Tier::kPageable, "checkpoint write-behind buffers (periodic saves)", Phase::kResident,
+          static_cast<double>(buffers * kBuffer),
+          std::to_string(buffers) + " x 16 MiB: " +
+              (automatic ? "write_behind \"auto\", the rank's checkpoint " +
+                               count_text(static_cast<double>(checkpoint)) + " B (at most half of MemAvailable at run time)"
+                         : "tierzero.checkpoint.write_behind " + std::to_string(asked) + " B, at least 64 MiB"));
+}
+
 }  // namespace
 
 std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& config, RunShape& shape) {
@@ -314,6 +335,7 @@ std::vector<MemoryItem> memory_items(const ModelDims& model, const DsConfig& con
   host_buffers(out, shape, config);
   activations(out, model, shape);
   buffers(out, shape);
+  checkpoint_buffers(out, shape, config);
   return out.take();
 }
 

@@ -82,9 +82,12 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_ASSIGN_OR_RETURN(s->scaler_, LossScaler::create(config.loss_scaler_config()));
   // The planner's check, before the weights and the engine's buffers are allocated. Its GPU peak
   // without a device gradient accumulator or forward window is what the engine's automatic choices add to.
-  TZ_ASSIGN_OR_RETURN(const Plan plan,
-                      plan_within_budgets(s->model_.config_json, s->model_.description, config,
-                                          s->data_.samples->seq_len(), s->device_, s->model_.from_checkpoint));
+  // It counts the periodic saves' write-behind buffers when the run saves periodically (--save-every too).
+  DsConfig planned = config;
+  planned.tierzero.checkpoint_save_every = args.save_dir.empty() ? 0 : s->save_every_;
+  TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, planned,
+                                                           s->data_.samples->seq_len(), s->device_,
+                                                           s->model_.from_checkpoint));
   TZ_RETURN_IF_ERROR(s->check_outputs(plan));
   if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_base_bytes;
   s->options_.micro_batch_tokens = config.batch.train_micro_batch_size_per_gpu * s->data_.samples->seq_len();
@@ -98,6 +101,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   s->initial_adapters_.clear();
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->resume());
   if (!args.resume_dir.empty()) TZ_RETURN_IF_ERROR(s->open_trace());
+  if (s->save_every_ > 0 && !args.save_dir.empty()) TZ_RETURN_IF_ERROR(s->allocate_save_buffers(plan));
 
   const int64_t seq_len = s->data_.samples->seq_len();
   s->tokens_per_step_ = config.batch.train_micro_batch_size_per_gpu * config.batch.gradient_accumulation_steps *
@@ -147,7 +151,7 @@ Result<TrainSummary> TrainingSession::run() {
     TZ_ASSIGN_OR_RETURN(StepRecord record, run_step(step));
     if (trace_ && record.step == trace_->step()) engine_->finish_step();  // the trace holds its optimizer whole
     if (trace_) TZ_RETURN_IF_ERROR(trace_->after(record.step));
-    TZ_RETURN_IF_ERROR(finish_save());  // the save the step ran beside, if any: durable from here
+    TZ_RETURN_IF_ERROR(commit_written_save(record.step));  // the save the steps ran beside, if written: durable
     if (summary.steps == 0) summary.first_loss = record.loss;
     summary.last_loss = record.loss;
     summary.losses.push_back(record.loss);
@@ -161,9 +165,12 @@ Result<TrainSummary> TrainingSession::run() {
                              record.step, trace_->path()));
     TZ_RETURN_IF_ERROR(metrics_.write(record, totals.peak.gpu_peak_bytes));
     if (eval_due(record.step)) TZ_RETURN_IF_ERROR(evaluate(record.step, summary));
-    if (save_due(record.step)) TZ_RETURN_IF_ERROR(save(record.step));
+    if (save_due(record.step)) {
+      TZ_RETURN_IF_ERROR(finish_save(record.step));  // one save at a time: the last one's write ends first
+      TZ_RETURN_IF_ERROR(save(record.step));
+    }
   }
-  TZ_RETURN_IF_ERROR(finish_save());  // none is left in flight (a save is never due at the last step)
+  TZ_RETURN_IF_ERROR(finish_save(last_step_));  // none is left in flight (a save is never due at the last step)
   engine_->finish_step();             // the last step's optimizer may still run (and fail): its time counts too
   if (evaluator_ && (summary.evals.empty() || summary.evals.back().step != last_step_))
     TZ_RETURN_IF_ERROR(evaluate(last_step_, summary));

@@ -51,6 +51,7 @@ void TrainingSession::print_header() const {
   const std::string state = engine_->optimizer().state_placement();
   if (!state.empty()) std::fprintf(out_, "  optimizer state: %s\n", state.c_str());
   std::fprintf(out_, "  %s\n", startup_.c_str());
+  if (!save_buffers_line_.empty()) std::fprintf(out_, "  %s\n", save_buffers_line_.c_str());
   if (!engine_->grad_accumulator_choice().empty())
     std::fprintf(out_, "  offloaded gradients accumulate on the %s\n", engine_->grad_accumulator_choice().c_str());
   if (engine_->follows_step()) {

@@ -9,12 +9,15 @@
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/train/internal/checkpoint_rotation.h"
 #include "engine/train/internal/engine_options.h"
 #include "engine/train/internal/output_preflight.h"
 #include "engine/train/internal/session.h"
+#include "engine/train/internal/write_behind.h"
 #include "fs/file_system.h"
 
 namespace tierzero::engine::trainer {
@@ -146,6 +149,25 @@ Status TrainingSession::check_outputs(const Plan& plan) {
   return agree_across_ranks(*comm_, status, "checking the output destinations");
 }
 
+Status TrainingSession::allocate_save_buffers(const Plan& plan) {
+  std::string what;
+  const uint64_t checkpoint = planned_checkpoint_bytes(plan, what);
+  const int world = comm_->world_size();
+  // Stage 0: rank 0 stores the whole state.
+  const uint64_t rank_bytes = plan.stage == 0 ? checkpoint : checkpoint / static_cast<uint64_t>(world);
+  const WriteBehind choice =
+      choose_write_behind(config_.config.tierzero.checkpoint_write_behind, rank_bytes, mem_available_bytes(), world);
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<checkpoint::WriteBuffers>> buffers = checkpoint::WriteBuffers::create(choice.bytes);
+  TZ_RETURN_IF_ERROR(agree_across_ranks(*comm_, buffers.status(), "allocating the checkpoint write-behind buffers"));
+  save_buffers_ = std::move(*buffers);
+  save_buffers_line_ = fmt::format(
+      "periodic saves: write-behind {} per rank ({}), the state copied that far ahead of the disk; allocated in "
+      "{:.2f} s",
+      format_bytes(save_buffers_->bytes()), choice.why, seconds_since(start));
+  return Status();
+}
+
 Status TrainingSession::save(int64_t iteration) {
   const Status status = write_checkpoint(iteration);
   return status.ok() ? status : after_failed_save(iteration, status);
@@ -193,15 +215,16 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
   if (saved_already) {
     if (printer()) TZ_RETURN_IF_ERROR(checkpoint::complete_latest(dir));
   } else if (iteration < last_step_ && !with_model) {
-    // A periodic save streams out while the next step runs; finish_save() commits it after that step.
+    // A periodic save streams out while the next steps run; committed once written (commit_written_save).
     TZ_ASSIGN_OR_RETURN(pending_save_, BackgroundSave::start(dir, *engine_, extras(iteration),
-                                                             checkpoint_compression_level(config_.config)));
+                                                             checkpoint_compression_level(config_.config),
+                                                             save_buffers_.get()));
     pending_iteration_ = iteration;
     pending_start_ = start;
     return Status();
   } else {
-    TZ_RETURN_IF_ERROR(
-        save_engine_checkpoint(dir, *engine_, extras(iteration), checkpoint_compression_level(config_.config)));
+    TZ_RETURN_IF_ERROR(save_engine_checkpoint(dir, *engine_, extras(iteration),
+                                              checkpoint_compression_level(config_.config), save_buffers_.get()));
     saved.emplace();
     saved->step = iteration;
     saved->durable_s = seconds_since(start);
@@ -214,9 +237,15 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
   return saved_checkpoint(iteration, saved, "");
 }
 
-Status TrainingSession::finish_save() {
+Status TrainingSession::commit_written_save(int64_t step) {
+  if (pending_save_ == nullptr || !pending_save_->written()) return Status();
+  return finish_save(step, /*waited=*/false);
+}
+
+Status TrainingSession::finish_save(int64_t through_step, bool waited) {
   if (pending_save_ == nullptr) return Status();
   const std::unique_ptr<BackgroundSave> save = std::move(pending_save_);
+  const auto finish_start = std::chrono::steady_clock::now();
   Status status = save->finish();
   if (status.ok()) {
     const report::SaveMetrics saved{.step = pending_iteration_,
@@ -224,10 +253,13 @@ Status TrainingSession::finish_save() {
                                     .background = true,
                                     .write_s = save->write_seconds(),
                                     .held_s = save->held_seconds()};
-    char note[96];
-    std::snprintf(note, sizeof(note), " (written during step %lld; its optimizer waited %.3f s for it)",
-                  static_cast<long long>(pending_iteration_ + 1), save->held_seconds());
-    status = saved_checkpoint(pending_iteration_, saved, note);
+    const int64_t first = pending_iteration_ + 1;
+    std::string note = first == through_step ? fmt::format(" (written during step {}", first)
+                                             : fmt::format(" (written during steps {} to {}", first, through_step);
+    note += fmt::format("; its optimizer waited {:.3f} s for it", save->held_seconds());
+    if (waited)
+      note += fmt::format("; the run waited {:.3f} s for its write and commit", seconds_since(finish_start));
+    status = saved_checkpoint(pending_iteration_, saved, note + ")");
   }
   return status.ok() ? status : after_failed_save(pending_iteration_, status);
 }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -145,6 +146,14 @@ class EngineSave final : public BackgroundSave {
     });
   }
 
+  bool written() override {
+    if (comm_.world_size() == 1) return ended_.load(std::memory_order_acquire);  // nothing to agree on
+    at::Tensor writing = at::full({1}, ended_.load(std::memory_order_acquire) ? 0.0 : 1.0,
+                                  at::TensorOptions().dtype(at::kFloat).device(comm_.device()));
+    comm_.all_reduce_sum(writing).wait();
+    return writing.item<float>() == 0;
+  }
+
   Status finish() override {
     if (writer_.joinable()) writer_.join();
     const std::string path = dir_ + "/" + tag_;
@@ -162,6 +171,7 @@ class EngineSave final : public BackgroundSave {
   void write_now(const checkpoint::RankData& data) {
     written_ = write_rank(data);
     write_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    ended_.store(true, std::memory_order_release);
   }
   Status write_rank(const checkpoint::RankData& data) {
     try {
@@ -182,6 +192,7 @@ class EngineSave final : public BackgroundSave {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::thread writer_;
   Status written_;             // the rank files' write, once the writer is done
+  std::atomic<bool> ended_{false};  // written_ and write_seconds_ are final
   double write_seconds_ = 0;   // from started_ to the end of that write
 };
 
@@ -215,13 +226,14 @@ void report_reads(std::vector<StateReader>& fills, const checkpoint::FlatGroup& 
 
 Result<std::unique_ptr<EngineSave>> start_save(const std::string& dir, ZeroEngine& engine,
                                                const CheckpointExtras& extras, int compression_level,
-                                               bool in_background) {
+                                               const checkpoint::WriteBuffers* write_buffers, bool in_background) {
   Comm& comm = engine.comm();
   const auto rank = static_cast<uint32_t>(comm.rank());
   const std::string tag = "global_step" + std::to_string(extras.iteration);
   checkpoint::CheckpointManifest manifest = make_manifest(engine, extras);
   checkpoint::CheckpointOptions options;
   options.compression_level = compression_level;
+  options.write_buffers = write_buffers;
 
   Status status = rank == 0 ? checkpoint::begin_checkpoint(dir, tag, manifest, options) : Status();
   TZ_RETURN_IF_ERROR(agree_across_ranks(comm, status, "starting checkpoint " + dir + "/" + tag));
@@ -261,14 +273,17 @@ Result<std::unique_ptr<EngineSave>> start_save(const std::string& dir, ZeroEngin
 }  // namespace
 
 Result<std::unique_ptr<BackgroundSave>> BackgroundSave::start(const std::string& dir, ZeroEngine& engine,
-                                                              const CheckpointExtras& extras, int compression_level) {
-  TZ_ASSIGN_OR_RETURN(std::unique_ptr<EngineSave> save, start_save(dir, engine, extras, compression_level, true));
+                                                              const CheckpointExtras& extras, int compression_level,
+                                                              const checkpoint::WriteBuffers* write_buffers) {
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<EngineSave> save,
+                      start_save(dir, engine, extras, compression_level, write_buffers, true));
   return std::unique_ptr<BackgroundSave>(std::move(save));
 }
 
 Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras,
-                              int compression_level) {
-  TZ_ASSIGN_OR_RETURN(std::unique_ptr<EngineSave> save, start_save(dir, engine, extras, compression_level, false));
+                              int compression_level, const checkpoint::WriteBuffers* write_buffers) {
+  TZ_ASSIGN_OR_RETURN(std::unique_ptr<EngineSave> save,
+                      start_save(dir, engine, extras, compression_level, write_buffers, false));
   return save->finish();
 }
 

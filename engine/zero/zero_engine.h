@@ -76,6 +76,10 @@
 #include "engine/zero/internal/partition_optimizer.h"
 #include "engine/zero/internal/partitioner.h"
 
+namespace tierzero::checkpoint {
+class WriteBuffers;  // checkpoint/storage/storage.h
+}  // namespace tierzero::checkpoint
+
 namespace tierzero::offload {
 class DeviceCopies;
 class HostTier;
@@ -403,8 +407,10 @@ struct CheckpointExtras {
 // record by record: ~6.03 bytes/param with int8 moments, 8 with bf16 ones, vs 12 for fp32), and
 // load_engine_checkpoint loads such a checkpoint straight back (bit for bit) when the run has the
 // same layout and world size, else through the decoded fp32 values.
+// `write_buffers` (nullptr: the writer's own 4 of 16 MiB) are the rank file's staging buffers,
+// borrowed for the save (checkpoint::CheckpointOptions::write_buffers).
 Status save_engine_checkpoint(const std::string& dir, ZeroEngine& engine, const CheckpointExtras& extras,
-                              int compression_level = 0);
+                              int compression_level = 0, const checkpoint::WriteBuffers* write_buffers = nullptr);
 
 // Loads the checkpoint DIR/latest names into `engine` (master weights, moments, Adam step count,
 // compute weights) and returns the extras, `data` being this rank's saved position when the
@@ -420,19 +426,26 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
 // "global_step<iteration>" and returns with the state being written by a thread of its own; the steps
 // after it run meanwhile, the offloaded optimizer holding its update of each element until the save
 // has copied it out (internal/save_progress.h), so the files are those save_engine_checkpoint would
-// have written at start(), byte for byte. finish() waits for the last byte and commits: the
+// have written at start(), byte for byte. With write-behind buffers (start()'s `write_buffers`,
+// more of them than the disk has in flight) the state's reads, and so the optimizer's waits, run
+// ahead of the disk by up to their bytes; the disk drains behind, possibly over several steps.
+// written() tells whether the write has ended; finish() waits for the last byte and commits: the
 // checkpoint is durable, and DIR/latest names it, only when finish() returns ok; until then the
-// previous one stays DIR/latest. A write error (a full disk) is returned by finish(). Both are
+// previous one stays DIR/latest. A write error (a full disk) is returned by finish(). All three are
 // collectives. An optimizer that cannot hold its steps (on the device) is saved before start()
 // returns.
 class BackgroundSave {
  public:
-  // Begins the save (save_engine_checkpoint's arguments); `engine` outlives it.
+  // Begins the save (save_engine_checkpoint's arguments); `engine` and `write_buffers` outlive it.
   static Result<std::unique_ptr<BackgroundSave>> start(const std::string& dir, ZeroEngine& engine,
-                                                       const CheckpointExtras& extras, int compression_level = 0);
+                                                       const CheckpointExtras& extras, int compression_level = 0,
+                                                       const checkpoint::WriteBuffers* write_buffers = nullptr);
   // Not finished: waits for the writer and commits nothing (what it staged, DIR/TAG.partial, is
   // removed by the next save or the next run's start).
   virtual ~BackgroundSave() = default;
+  // True when every rank's write has ended (its files synced, or stopped by an error): finish() then
+  // waits for nothing but the commit. Does not wait; call it on every rank at the same point.
+  virtual bool written() = 0;
   // Waits for the write, then commits. Call once.
   virtual Status finish() = 0;
   // Seconds the optimizer's steps waited for the save to read the state they update.

@@ -267,6 +267,12 @@ def all_operations(ws):
                        steps=6, save_every=1, keep_last=2, commit_fraction=1.0),
         TrainWithSaves("train --save-every 1, saves in flight (nvme)", ws, ws.overlap_nvme_config,
                        ws.base_overlap_nvme, steps=6, save_every=1, keep_last=2, commit_fraction=1.0),
+        # Write-behind (tierzero.checkpoint.write_behind "auto", the default) with steps shorter than a save's
+        # write: its reads end with the step after it, the write drains over the next ones (the saved lines
+        # say "written during steps k+1 to j"), committed at the end of the step it ended in.
+        TrainWithSaves("train --save-every 3, write-behind saves in flight over several steps (host)", ws,
+                       ws.overlap_fast_config, ws.base_overlap_fast, steps=12, save_every=3, keep_last=2,
+                       commit_fraction=1.0),
         TrainWithSaves("train, save_16bit_model", ws, ws.zero3_config, ws.base_zero3, steps=8, save_every=2,
                        keep_last=2, gathers_16bit=True),
         WritesNewDirectory("train --export", ws, ws.base,

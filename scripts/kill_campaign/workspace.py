@@ -25,6 +25,8 @@ class Workspace:
     overlap_nvme_config: str  # the same with the optimizer's state on NVMe (swap files under root/swap)
     base_overlap: str         # engine checkpoint of overlap_config at step 2
     base_overlap_nvme: str    # and of overlap_nvme_config
+    overlap_fast_config: str  # overlap_config with 16-token micro-batches of 1: steps shorter than a save's write
+    base_overlap_fast: str    # and its checkpoint at step 2
     deepspeed: str     # a DeepSpeed ZeRO-3 checkpoint from tests/data/deepspeed
 
     def train_argv(self, config, *args):
@@ -59,22 +61,29 @@ def make_workspace(tierzero, repo, root):
     overlap_nvme["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": os.path.join(root, "swap"),
                                                               "buffer_count": 2}
     overlap_nvme["tierzero"]["optimizer_records_in_memory"] = 0  # every record read from its swap file
+    overlap_fast = json.loads(json.dumps(overlap))
+    overlap_fast["train_micro_batch_size_per_gpu"] = 1
+    overlap_fast["tierzero"]["data"]["seq_len"] = 16
     ws = Workspace(tierzero=tierzero, repo=repo, root=root, tiny_config=os.path.join(root, "tiny.json"),
                    zero3_config=os.path.join(root, "zero3_gather.json"), base=os.path.join(root, "base"),
                    base_zero3=os.path.join(root, "base_zero3"), overlap_config=os.path.join(root, "overlap.json"),
                    overlap_nvme_config=os.path.join(root, "overlap_nvme.json"),
                    base_overlap=os.path.join(root, "base_overlap"),
-                   base_overlap_nvme=os.path.join(root, "base_overlap_nvme"), deepspeed=os.path.join(root, "deepspeed"))
+                   base_overlap_nvme=os.path.join(root, "base_overlap_nvme"),
+                   overlap_fast_config=os.path.join(root, "overlap_fast.json"),
+                   base_overlap_fast=os.path.join(root, "base_overlap_fast"), deepspeed=os.path.join(root, "deepspeed"))
     os.makedirs(root)
     os.makedirs(os.path.join(root, "swap"))
     _write_config(ws.tiny_config, tiny)
     _write_config(ws.zero3_config, zero3)
     _write_config(ws.overlap_config, overlap)
     _write_config(ws.overlap_nvme_config, overlap_nvme)
+    _write_config(ws.overlap_fast_config, overlap_fast)
     log = os.path.join(root, "setup.log")
     _clean_run(ws.train_argv(ws.tiny_config, "--steps", "2", "--save", ws.base), root, log)
     _clean_run(ws.train_argv(ws.zero3_config, "--steps", "2", "--save", ws.base_zero3), root, log)
     _clean_run(ws.train_argv(ws.overlap_config, "--steps", "2", "--save", ws.base_overlap), root, log)
     _clean_run(ws.train_argv(ws.overlap_nvme_config, "--steps", "2", "--save", ws.base_overlap_nvme), root, log)
+    _clean_run(ws.train_argv(ws.overlap_fast_config, "--steps", "2", "--save", ws.base_overlap_fast), root, log)
     trees.copy_tree(os.path.join(repo, "tests", "data", "deepspeed", DEEPSPEED_CASE), ws.deepspeed)
     return ws

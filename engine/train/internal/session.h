@@ -12,8 +12,10 @@
 //   save()        session_save.cpp    an engine checkpoint (+ the 16-bit model when asked), older
 //                                     checkpoints removed once it is durable; a failed one cleaned up
 //                                     and, when periodic, survived (--on-save-error); a periodic one
-//                                     streams out during the next step and is committed after it
-//                                     (finish_save()); the export
+//                                     streams out during the next steps (ahead of the disk into the
+//                                     write-behind buffers, write_behind.h) and is committed at the end
+//                                     of the first step its write has ended by on every rank
+//                                     (commit_written_save(), finish_save()); the export
 //   print_*()     session_report.cpp  rank 0's header and lines (format in step_report.h), and the
 //                                     metrics JSONL (--metrics, metrics_log.h)
 //   plan_epochs() session_eval.cpp    --epochs: the steps the data's size gives (epochs.h)
@@ -37,6 +39,7 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/storage/storage.h"
 #include "common/common.h"
 #include "engine/comm/comm.h"
 #include "engine/model/functional_model.h"
@@ -83,9 +86,17 @@ class TrainingSession {
   bool save_due(int64_t iteration) const;
   Status save(int64_t iteration);
   Status write_checkpoint(int64_t iteration);
-  // The periodic save streaming out since the last step began (if any): waited for and committed, then
-  // saved_checkpoint(); a failure goes through after_failed_save.
-  Status finish_save();
+  // Periodic saves' write-behind buffers (tierzero.checkpoint.write_behind, resolved against the
+  // planner's checkpoint bytes and MemAvailable now), allocated once for the run; a line for the
+  // header. A collective; an allocation that fails on any rank is an error naming the key.
+  Status allocate_save_buffers(const Plan& plan);
+  // After step `step`: commits the pending save when every rank's write has ended (a collective
+  // check that does not wait for the disk).
+  Status commit_written_save(int64_t step);
+  // The periodic save streaming out (if any), written during the steps up to `through_step`: waited
+  // for and committed, then saved_checkpoint(); a failure goes through after_failed_save. `waited`:
+  // the write had not ended when called (the line says how long the run waited for it).
+  Status finish_save(int64_t through_step, bool waited = true);
   // What follows a durable checkpoint of `iteration`: the "saved" line and, for one this run wrote
   // (`saved`: its times; its bytes are counted here), the metrics' save line; older checkpoints removed.
   Status saved_checkpoint(int64_t iteration, std::optional<report::SaveMetrics> saved, const std::string& note);
@@ -120,7 +131,11 @@ class TrainingSession {
   std::optional<LrSchedule> schedule_;
   std::optional<LossScaler> scaler_;
   std::unique_ptr<ZeroEngine> engine_;
-  std::unique_ptr<BackgroundSave> pending_save_;  // a periodic save the next step runs beside (reads engine_)
+  // The saves' staging buffers (null: no periodic saves); declared before pending_save_, whose writer
+  // uses them until it is destroyed.
+  std::unique_ptr<checkpoint::WriteBuffers> save_buffers_;
+  std::string save_buffers_line_;                 // the header's line about them
+  std::unique_ptr<BackgroundSave> pending_save_;  // a periodic save the next steps run beside (reads engine_)
   int64_t pending_iteration_ = 0;                 // its iteration
   std::chrono::steady_clock::time_point pending_start_;  // when it began
   MetricsLog metrics_;

@@ -56,6 +56,28 @@ TEST(PlanMemory, Stage3OptimizerOnCpu) {
   EXPECT_EQ(check(p, "host").peak_bytes, 18u * N + staging + (1ull << 30) + (64ull << 20));
 }
 
+// Periodic saves: the write-behind buffers (checkpoint/storage's WriteBuffers, 16 MiB each, at least
+// 4) as tierzero.checkpoint.write_behind asks; "auto" the rank's checkpoint (fp32 master + m + v:
+// 12 B x the partition, here the whole model); none without tierzero.checkpoint.save_every.
+TEST(PlanMemory, CheckpointWriteBehindBuffers) {
+  const auto with = [](const std::string& checkpoint) {
+    return plan_of(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+        "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+        "tierzero": {"data": {"seq_len": 16}, "checkpoint": )" + checkpoint + "}}");
+  };
+  const std::string what = "checkpoint write-behind buffers (periodic saves)";
+  constexpr uint64_t kBuffer = 16u << 20;
+  EXPECT_EQ(item_bytes(with(R"({})"), Tier::kPageable, what), 0u);
+  EXPECT_EQ(item_bytes(with(R"({"save_every": 2, "write_behind": 0})"), Tier::kPageable, what), 4 * kBuffer);
+  EXPECT_EQ(item_bytes(with(R"({"save_every": 2, "write_behind": "1GiB"})"), Tier::kPageable, what), 64 * kBuffer);
+  EXPECT_EQ(item_bytes(with(R"({"save_every": 2, "write_behind": 1073741825})"), Tier::kPageable, what),
+            65 * kBuffer);
+  const Plan automatic = with(R"({"save_every": 2})");
+  EXPECT_EQ(item_bytes(automatic, Tier::kPageable, what), (12u * N + kBuffer - 1) / kBuffer * kBuffer);
+  EXPECT_EQ(check(automatic, "host").peak_bytes,
+            check(with(R"({})"), "host").peak_bytes + item_bytes(automatic, Tier::kPageable, what));
+}
+
 // What the weight source holds at start-up (param_loading.cpp, random_param_source.cpp,
 // param_source.cpp): a 64 MiB fp32 piece, into which a random draw writes each range and a
 // checkpoint's reads convert, plus a 2 MiB read buffer a core for the checkpoint; never a whole

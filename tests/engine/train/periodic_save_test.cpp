@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +18,9 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/engine_format/engine_checkpoint.h"
 #include "engine/train/internal/checkpoint_rotation.h"
+#include "nvme/testing/fault_injection.h"
 #include "report/report.h"
 #include "tests/support/status_matchers.h"
 #include "train_fixture.h"
@@ -169,6 +172,102 @@ TEST(SaveReport, EachSaveLineHoldsItsBytesAndTimes) {
       return line.rfind(printed, 0) == 0 && line.find(format_bytes(save.bytes) + ", durable ") != std::string::npos;
     })) << "no line '" << printed << "...: " << format_bytes(save.bytes) << ", durable ...'";
   }
+}
+
+// tierzero.checkpoint.write_behind: the header says what it allocated and why; every periodic save,
+// with write-behind 0 (read at the disk's rate) or "auto", leaves the losses of a run without
+// periodic saves bit for bit, is committed at the end of a step after its own (its line names the
+// steps it was written during) and verifies; a bad value is refused before any step, naming the key.
+TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
+  ScratchDir dir;
+  const auto offloaded = [&](const nlohmann::json& write_behind, const std::string& name) {
+    nlohmann::json tierzero = {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}};
+    if (!write_behind.is_null()) tierzero["checkpoint"] = {{"write_behind", write_behind}};
+    return train_args(
+        write_config(dir,
+                     small_config({{"bf16", {{"enabled", true}}},
+                                   {"zero_optimization",
+                                    {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                                   {"tierzero", tierzero}}),
+                     name + ".json"),
+        7);
+  };
+  TrainArgs plain = offloaded(nullptr, "plain");
+  plain.save_dir = dir / "plain";
+  const TrainRun reference = run_train(plain);
+  ASSERT_OK(reference.summary);
+  for (const auto& choice : std::vector<std::pair<nlohmann::json, std::string>>{
+           {0, "64.00 MiB per rank (tierzero.checkpoint.write_behind)"}, {"auto", "per rank (auto: "}}) {
+    const nlohmann::json& value = choice.first;
+    const std::string& why = choice.second;
+    TrainArgs args = offloaded(value, "periodic");
+    args.save_dir = dir / ("periodic_" + value.dump());
+    args.save_every = 2;
+    const TrainRun run = run_train(args);
+    ASSERT_OK(run.summary) << value;
+    EXPECT_EQ(run.summary->losses, reference.summary->losses) << value << ": bit for bit as without periodic saves";
+    EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
+      return line.find("periodic saves: write-behind ") != std::string::npos && line.find(why) != std::string::npos;
+    })) << value << ": no header line with '" << why << "'";
+    for (const int64_t saved : {2, 4, 6}) {
+      const std::string path = args.save_dir + "/global_step" + std::to_string(saved);
+      EXPECT_OK(checkpoint::verify_checkpoint(args.save_dir, "global_step" + std::to_string(saved))) << path;
+      const std::string during = "  saved " + path + " (written during step";
+      EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
+        const std::string steps = line.substr(std::min(line.size(), during.size()));
+        return line.rfind(during, 0) == 0 &&
+               (steps.rfind(" " + std::to_string(saved + 1) + ";", 0) == 0 ||
+                steps.rfind("s " + std::to_string(saved + 1) + " to ", 0) == 0);
+      })) << "no line '" << during << " " << saved + 1 << "...'";
+    }
+  }
+
+  TrainArgs bad = offloaded("lots", "bad");
+  bad.save_dir = dir / "bad";
+  bad.save_every = 2;
+  const TrainRun refused = run_train(bad);
+  EXPECT_ERROR(refused.summary, ErrorCode::kInvalidArgument, "tierzero.checkpoint.write_behind must be a byte size");
+  EXPECT_TRUE(std::none_of(refused.lines.begin(), refused.lines.end(),
+                           [](const std::string& line) { return line.rfind("step ", 0) == 0; }))
+      << "refused before the first step";
+}
+
+// A save whose disk is slower than the steps (its rank file's write completions held back for
+// 0.5 s) spans several steps: the run goes on, commits it at the end of a later step (or at the
+// end of the run, waiting for it) and says so; the losses are a run's without periodic saves.
+TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
+  ScratchDir dir;
+  TrainArgs args = train_args(
+      write_config(dir, small_config({{"bf16", {{"enabled", true}}},
+                                      {"zero_optimization",
+                                       {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                                      {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}})),
+      12);
+  args.save_dir = dir / "plain";
+  const TrainRun reference = run_train(args);
+  ASSERT_OK(reference.summary);
+
+  args.save_dir = dir / "slow";
+  args.save_every = 6;
+  std::atomic<bool> open = false;
+  nvme::testing::ScopedFaultInjector slow_disk([&open](const nvme::testing::PieceCompletion& piece, int64_t result) {
+    if (piece.op == nvme::Op::kWrite && piece.path.find("global_step6.partial/") != std::string::npos)
+      while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return result;
+  });
+  std::thread opener([&open] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    open = true;
+  });
+  const TrainRun run = run_train(args);
+  opener.join();
+  ASSERT_OK(run.summary);
+  EXPECT_EQ(run.summary->losses, reference.summary->losses) << "bit for bit as without periodic saves";
+  const std::string later = "  saved " + args.save_dir + "/global_step6 (written during steps 7 to ";
+  EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(),
+                          [&](const std::string& line) { return line.rfind(later, 0) == 0; }))
+      << "no line starting '" << later << "'";
+  EXPECT_OK(checkpoint::verify_checkpoint(args.save_dir, "global_step6"));
 }
 
 // A rotation killed while removing global_step0 left global_step0.removing; the next rotation
