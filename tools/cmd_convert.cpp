@@ -8,6 +8,8 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/dcp/dcp_source.h"
@@ -42,7 +44,17 @@ struct ConvertFlags {
   std::string model_dir;           // HF model directory: config.json (when the checkpoint has none), tokenizer
   std::string model_config;        // HF config.json written to OUT, whatever the checkpoint holds
   bool adapter = false;            // a LoRA checkpoint: write a PEFT adapter directory, not the merged model
+  std::vector<CLI::Option*> safetensors_only;  // refused with --to deepspeed (--no-progress: no bar there, fine)
+  std::vector<CLI::Option*> deepspeed_only;    // --world-size, --ds-config: refused without --to deepspeed
 };
+
+// The names of the flags among `options` given on the command line, e.g. "--dtype, --prefix".
+std::string given_names(const std::vector<CLI::Option*>& options) {
+  std::string names;
+  for (const CLI::Option* option : options)
+    if (option->count() > 0) names += (names.empty() ? "" : ", ") + option->get_name();
+  return names;
+}
 
 // The text of a file named by a flag; errors name the flag, the file and the fix.
 std::string read_flag_file(const std::string& flag, const std::string& path) {
@@ -208,10 +220,10 @@ void write_adapter(const ConvertFlags& flags, checkpoint::ConsolidationSource& a
 
 void run_convert(const ConvertFlags& flags) {
   if (flags.to == "deepspeed") {
-    if (!flags.model_dir.empty() || !flags.model_config.empty() || flags.adapter) {
-      throw Error(
-          invalid_argument("--model, --model-config and --adapter apply to safetensors output, not --to deepspeed"));
-    }
+    const std::string ignored = given_names(flags.safetensors_only);
+    if (!ignored.empty())
+      throw Error(invalid_argument("--to deepspeed does not read " + ignored + " (safetensors output only): leave " +
+                                   ignored + " out, or convert to safetensors"));
 #ifdef TIERZERO_CONVERT_TO_DEEPSPEED
     return run_convert_to_deepspeed(flags);
 #else
@@ -220,6 +232,10 @@ void run_convert(const ConvertFlags& flags) {
   }
   if (flags.to != "safetensors")
     throw Error(invalid_argument("--to must be safetensors or deepspeed, not " + flags.to));
+  const std::string deepspeed_only = given_names(flags.deepspeed_only);
+  if (!deepspeed_only.empty())
+    throw Error(invalid_argument("--to safetensors (the default) does not read " + deepspeed_only +
+                                 " (--to deepspeed only): add --to deepspeed, or leave " + deepspeed_only + " out"));
   checkpoint::ConvertOptions options;
   options.dtype = value_or_throw(checkpoint::parse_output_dtype(flags.dtype));
   options.max_shard_bytes = value_or_throw(parse_bytes(flags.max_shard_size));
@@ -278,33 +294,46 @@ void add_convert_command(CLI::App& app) {
       "safetensors");
   cmd->add_option("SRC", flags->source, "Checkpoint directory (the one holding `latest`)")->required();
   cmd->add_option("OUT", flags->out, "Output directory; must not exist or be empty")->required();
-  cmd->add_option("--dtype", flags->dtype, "bf16 | fp16 | fp32 (default bf16; round to nearest even)");
-  cmd->add_option("--max-shard-size", flags->max_shard_size, "Tensor bytes per output file (default 5GB)");
+  CLI::Option* dtype =
+      cmd->add_option("--dtype", flags->dtype, "bf16 | fp16 | fp32 (default bf16; round to nearest even)");
+  CLI::Option* max_shard_size =
+      cmd->add_option("--max-shard-size", flags->max_shard_size, "Tensor bytes per output file (default 5GB)");
   cmd->add_option("--tag", flags->tag, "Checkpoint tag to convert (default: the one in SRC/latest)");
-  cmd->add_option("--prefix", flags->prefix,
-                  "PyTorch DCP: convert only the tensors named PREFIX... and drop PREFIX (e.g. 'model.')");
-  cmd->add_option("--aio-backend", flags->backend, "Output I/O: auto | io_uring | libaio | sync (default auto)");
-  cmd->add_option("--aio-block-size", flags->block_size, "Output I/O: bytes per write (default 1MiB)");
-  cmd->add_option("--aio-queue-depth", flags->queue_depth, "Output I/O: writes in flight (default 32)")
-      ->check(whole_number_in(1, 4096));
+  CLI::Option* prefix =
+      cmd->add_option("--prefix", flags->prefix,
+                      "PyTorch DCP: convert only the tensors named PREFIX... and drop PREFIX (e.g. 'model.')");
+  CLI::Option* backend =
+      cmd->add_option("--aio-backend", flags->backend, "Output I/O: auto | io_uring | libaio | sync (default auto)");
+  CLI::Option* block_size =
+      cmd->add_option("--aio-block-size", flags->block_size, "Output I/O: bytes per write (default 1MiB)");
+  CLI::Option* queue_depth =
+      cmd->add_option("--aio-queue-depth", flags->queue_depth, "Output I/O: writes in flight (default 32)")
+          ->check(whole_number_in(1, 4096));
   cmd->add_flag("--no-progress", flags->no_progress, "No progress bar");
-  cmd->add_option("--model", flags->model_dir,
-                  "Hugging Face model directory the checkpoint was trained from: its tokenizer files and "
-                  "generation_config.json are copied into OUT, its config.json too when the checkpoint has none; "
-                  "for a LoRA run's checkpoint, the base the adapters are merged into (required)");
-  cmd->add_flag("--adapter", flags->adapter,
-                "A LoRA run's checkpoint: write its adapters as a PEFT adapter directory (adapter_config.json, "
-                "fp32 adapter_model.safetensors) instead of the merged model");
-  cmd->add_option("--model-config", flags->model_config,
-                  "Hugging Face config.json written to OUT (instead of the checkpoint's or --model's)");
+  CLI::Option* model =
+      cmd->add_option("--model", flags->model_dir,
+                      "Hugging Face model directory the checkpoint was trained from: its tokenizer files and "
+                      "generation_config.json are copied into OUT, its config.json too when the checkpoint has none; "
+                      "for a LoRA run's checkpoint, the base the adapters are merged into (required)");
+  CLI::Option* adapter =
+      cmd->add_flag("--adapter", flags->adapter,
+                    "A LoRA run's checkpoint: write its adapters as a PEFT adapter directory (adapter_config.json, "
+                    "fp32 adapter_model.safetensors) instead of the merged model");
+  CLI::Option* model_config =
+      cmd->add_option("--model-config", flags->model_config,
+                      "Hugging Face config.json written to OUT (instead of the checkpoint's or --model's)");
   cmd->add_option("--to", flags->to,
                   "safetensors (default) | deepspeed: write a tierzero checkpoint as a DeepSpeed ZeRO checkpoint "
                   "(same stage) that DeepSpeed's load_checkpoint resumes from");
-  cmd->add_option("--world-size", flags->world_size,
-                  "--to deepspeed: the DeepSpeed run's data-parallel world size (default: the saved one)")
-      ->check(whole_number_in(1, 1'000'000));
-  cmd->add_option("--ds-config", flags->ds_config,
-                  "--to deepspeed: the ds_config of the DeepSpeed run (optimizer, scheduler, fp16/bf16, clipping)");
+  flags->safetensors_only = {dtype,       max_shard_size, prefix,  backend,     block_size,
+                             queue_depth, model,          adapter, model_config};
+  flags->deepspeed_only = {
+      cmd->add_option("--world-size", flags->world_size,
+                      "--to deepspeed: the DeepSpeed run's data-parallel world size (default: the saved one)")
+          ->check(whole_number_in(1, 1'000'000)),
+      cmd->add_option(
+          "--ds-config", flags->ds_config,
+          "--to deepspeed: the ds_config of the DeepSpeed run (optimizer, scheduler, fp16/bf16, clipping)")};
   cmd->callback([flags] { run_convert(*flags); });
 }
 

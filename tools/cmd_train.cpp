@@ -141,7 +141,7 @@ void add_train_command(CLI::App& app) {
                    "\"auto\" (or absent) scheduler.params.total_num_steps, so the schedule ends with the run")
       ->check(whole_number_in(1, kMaxSteps));
   add_loop_flags(train, args.get());
-  train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
+  CLI::Option* save = train->add_option("--save", args->save_dir, "write an engine checkpoint here at the end");
   train->add_option("--export", args->export_dir,
                     "write the trained model here at the end: a Hugging Face directory of 16-bit safetensors "
                     "(the training's bf16/fp16; fp32 when training in fp32) + config.json, generation_config.json and "
@@ -156,7 +156,8 @@ void add_train_command(CLI::App& app) {
       ->add_option("--keep-last", args->keep_last,
                    "keep only the newest K checkpoints in --save, older ones removed once the new one is durable "
                    "(default: tierzero.checkpoint.keep_last; 0 = keep all)")
-      ->check(whole_number_in(0, kMaxSteps));
+      ->check(whole_number_in(0, kMaxSteps))
+      ->needs(save);
   train
       ->add_option_function<std::string>(
           "--on-save-error",
@@ -167,7 +168,8 @@ void add_train_command(CLI::App& app) {
           "a periodic save that fails (disk full, I/O error): `continue` (default) keeps training and the last "
           "good checkpoint, removes the failed save's partial files and tries again at the next save; "
           "`stop` ends the run. A failed final save always exits non-zero")
-      ->check(CLI::IsMember({"continue", "stop"}));
+      ->check(CLI::IsMember({"continue", "stop"}))
+      ->needs(save);
   train->add_option("--metrics", args->metrics_path,
                     "write one JSON line per step here (loss, lr, tokens/s, memory per tier, time breakdown; "
                     "format report/METRICS.md, drawn by `tierzero report`)");

@@ -11,7 +11,9 @@ meant; numeric flags refused with a readable range; estimate planning for this m
 2. The model directory is --model in train, data prepare / show, estimate and convert.
 3. --rows 0, --seed -1, --threads -3, --gpus 0 ...: "must be a whole number from A to B, got X";
    train --resume of a directory whose `latest` is bad offers a fix train has (it has no --tag).
-4. estimate without --host-memory / --gpu-memory plans for this machine: its host budget is
+4. A flag that only acts with another flag or mode, given without it, is refused naming both
+   (train --keep-last without --save, convert --world-size without --to deepspeed ...).
+5. estimate without --host-memory / --gpu-memory plans for this machine: its host budget is
    /proc/meminfo's MemAvailable (read here), it says so, and a run that needs more is refused (the
    README's 14B command on a machine with less RAM than it needs).
 """
@@ -142,6 +144,30 @@ def ranges(tz, tmp):
         check(re.search(r"\d{30}", r.stderr) is None, f"{flag}: a 300-digit bound", r)
 
 
+def flag_pairs(tz, tmp):
+    """Each flag that acts only with another flag (or --to mode), given without it: refused before any
+    work (SRC does not exist, so a run that got further would say so instead), naming both."""
+    for args, wanted in [
+        (["train", "--keep-last", "2"], r"--keep-last requires --save"),
+        (["train", "--on-save-error", "stop"], r"--on-save-error requires --save"),
+        (["convert", "a", "b", "--world-size", "2"],
+         r"--to safetensors \(the default\) does not read --world-size \(--to deepspeed only\)"),
+        (["convert", "a", "b", "--ds-config", "ds.json"],
+         r"--to safetensors \(the default\) does not read --ds-config \(--to deepspeed only\)"),
+    ] + [(["convert", "a", "b", "--to", "deepspeed", flag] + value, rf"--to deepspeed does not read {flag} "
+          r"\(safetensors output only\)") for flag, value in [
+        ("--dtype", ["fp32"]), ("--max-shard-size", ["1MB"]), ("--prefix", ["model."]), ("--aio-backend", ["sync"]),
+        ("--aio-block-size", ["1MiB"]), ("--aio-queue-depth", ["4"]), ("--model", [tmp]), ("--adapter", []),
+        ("--model-config", ["config.json"])]]:
+        refused(tz, args, wanted, " ".join(args))
+    # Where the mode is the one the flag acts in, the run goes on to the missing SRC (--no-progress is
+    # no bar requested: fine where there is none).
+    for args in (["convert", "a", "b", "--to", "deepspeed", "--world-size", "2", "--ds-config", "ds.json",
+                  "--no-progress"], ["convert", "a", "b", "--dtype", "fp32", "--no-progress"]):
+        r = refused(tz, args, r"\ba\b.*(not one|is not a tierzero checkpoint)", " ".join(args))
+        check("does not read" not in r.stderr, f"{args}: a flag its mode reads is refused", r)
+
+
 def resume_hint(tz, tmp):
     """train --resume of a directory whose `latest` names no tag: the fix offered is one train has
     (train has no --tag)."""
@@ -201,12 +227,13 @@ def main():
         unknown_flags(tz, tmp)
         model_flag(tz)
         ranges(tz, tmp)
+        flag_pairs(tz, tmp)
         resume_hint(tz, tmp)
         estimate_defaults(tz, tmp)
     if failures:
         sys.exit("FAIL:\n" + "\n\n".join(failures))
     print("OK: unknown flags answered with the flag meant in every command; --model everywhere; readable ranges; "
-          "estimate plans for this machine")
+          "flags that need another refused without it; estimate plans for this machine")
 
 
 if __name__ == "__main__":
