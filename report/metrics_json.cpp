@@ -163,7 +163,8 @@ json save_line(const SaveMetrics& s) {
             {"step", s.step},
             {"bytes", s.bytes},
             {"durable_s", number_or_null(s.durable_s)},
-            {"background", s.background}};
+            {"background", s.background},
+            {"committed_after_step", s.committed_after_step}};
   if (s.write_s) j["write_s"] = number_or_null(*s.write_s);
   if (s.held_s) j["held_s"] = number_or_null(*s.held_s);
   return j;
@@ -253,6 +254,7 @@ Result<SaveMetrics> parse_save_line(const json& line) {
   r.integer("bytes", s.bytes, true);
   r.number("durable_s", s.durable_s);
   r.boolean("background", s.background);
+  r.integer("committed_after_step", s.committed_after_step, false);
   r.optional_number("write_s", s.write_s);
   r.optional_number("held_s", s.held_s);
   if (!r.status().ok()) return r.status();

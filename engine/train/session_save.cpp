@@ -228,6 +228,7 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
     saved.emplace();
     saved->step = iteration;
     saved->durable_s = seconds_since(start);
+    saved->committed_after_step = iteration;
   }
   if (lora_ != nullptr) {
     TZ_RETURN_IF_ERROR(save_lora_adapter(dir));  // as the HF Trainer saves a PEFT model's checkpoint
@@ -251,6 +252,7 @@ Status TrainingSession::finish_save(int64_t through_step, bool waited) {
     const report::SaveMetrics saved{.step = pending_iteration_,
                                     .durable_s = seconds_since(pending_start_),
                                     .background = true,
+                                    .committed_after_step = through_step,
                                     .write_s = save->write_seconds(),
                                     .held_s = save->held_seconds()};
     const int64_t first = pending_iteration_ + 1;

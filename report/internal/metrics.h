@@ -91,7 +91,9 @@ struct SaveMetrics {
   int64_t step = 0;               // the optimizer step whose state it holds
   int64_t bytes = 0;              // bytes of its files on disk, every rank's
   double durable_s = 0;           // wall seconds from the save's start until it was committed (durable)
-  bool background = false;        // it streamed out while the next step ran (commit after that step)
+  bool background = false;        // it streamed out while the next steps ran (commit after the last of them)
+  int64_t committed_after_step = 0;  // the step at whose end it was committed: `step` when synchronous (0: a
+                                     // file written before this field)
   std::optional<double> write_s;  // background: seconds until rank 0's files were written and synced
   std::optional<double> held_s;   // background: seconds the optimizer waited for the save to read its state
 };

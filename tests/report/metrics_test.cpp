@@ -183,12 +183,18 @@ TEST_F(MetricsFileTest, MalformedLineNamesFileAndLine) {
 }
 
 TEST_F(MetricsFileTest, SaveLinesReadBackAndMustGoForward) {
-  const SaveMetrics periodic{
-      .step = 2, .bytes = 123456789, .durable_s = 1.5, .background = true, .write_s = 1.25, .held_s = 0.125};
+  const SaveMetrics periodic{.step = 2,
+                             .bytes = 123456789,
+                             .durable_s = 1.5,
+                             .background = true,
+                             .committed_after_step = 3,
+                             .write_s = 1.25,
+                             .held_s = 0.125};
   SaveMetrics last;
   last.step = 4;
   last.bytes = 987654321;
   last.durable_s = 2.5;
+  last.committed_after_step = 4;
   {
     MetricsWriter writer = value_or_throw(MetricsWriter::open(path("save.jsonl"), run_info()));
     for (int64_t s = 1; s <= 4; ++s) {
@@ -209,12 +215,17 @@ TEST_F(MetricsFileTest, SaveLinesReadBackAndMustGoForward) {
   EXPECT_TRUE(read.saves[0].background);
   EXPECT_DOUBLE_EQ(*read.saves[0].write_s, 1.25);
   EXPECT_DOUBLE_EQ(*read.saves[0].held_s, 0.125);
+  EXPECT_EQ(read.saves[0].committed_after_step, 3);
+  EXPECT_EQ(read.saves[1].committed_after_step, 4);
   EXPECT_EQ(read.saves[1].bytes, 987654321);
   EXPECT_FALSE(read.saves[1].background);
   EXPECT_FALSE(read.saves[1].write_s.has_value()) << "a synchronous save has no separate write time";
 
   const std::string save4 = R"json({"type":"save","step":4,"bytes":10,"durable_s":1,"background":false})json";
   const std::string save2 = R"json({"type":"save","step":2,"bytes":10,"durable_s":1,"background":true})json";
+  const RunMetrics older = value_or_throw(read_metrics_file(write_text("older.jsonl", kRunLine + "\n" + save4 + "\n")));
+  ASSERT_EQ(older.saves.size(), 1u);
+  EXPECT_EQ(older.saves[0].committed_after_step, 0) << "a file from before the field reads as 0";
   EXPECT_ERROR(read_metrics_file(write_text("back.jsonl", kRunLine + "\n" + save4 + "\n" + save2 + "\n")),
                ErrorCode::kCorrupt, "back.jsonl:3: the save of step 2 follows the save of step 4");
   std::string no_bytes = save4;
@@ -225,6 +236,10 @@ TEST_F(MetricsFileTest, SaveLinesReadBackAndMustGoForward) {
   text_flag.replace(text_flag.find("false"), 5, "\"no\"");
   EXPECT_ERROR(read_metrics_file(write_text("flag.jsonl", kRunLine + "\n" + text_flag + "\n")),
                ErrorCode::kCorrupt, "flag.jsonl:2: field 'background' is string; expected true or false");
+  std::string text_step = save4;
+  text_step.insert(text_step.size() - 1, R"json(,"committed_after_step":"5")json");
+  EXPECT_ERROR(read_metrics_file(write_text("commit.jsonl", kRunLine + "\n" + text_step + "\n")), ErrorCode::kCorrupt,
+               "commit.jsonl:2: field 'committed_after_step'");
 }
 
 TEST_F(MetricsFileTest, MissingAndMistypedFieldsAreNamed) {

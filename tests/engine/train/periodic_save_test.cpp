@@ -167,7 +167,20 @@ TEST(SaveReport, EachSaveLineHoldsItsBytesAndTimes) {
     if (save.write_s) {
       EXPECT_LE(*save.write_s, save.durable_s) << tag << ": the files are written before the commit";
     }
-    const std::string printed = "  saved " + args.save_dir + "/" + tag;
+    // Committed at the end of its own step when synchronous; else of a later one, no later than the
+    // next save's step (one save at a time), the last step the printed line says it was written during.
+    std::string during;
+    if (last) {
+      EXPECT_EQ(save.committed_after_step, save.step) << tag;
+    } else {
+      EXPECT_GT(save.committed_after_step, save.step) << tag;
+      EXPECT_LE(save.committed_after_step, metrics.saves[i + 1].step) << tag;
+      during = save.committed_after_step == save.step + 1
+                   ? " (written during step " + std::to_string(save.committed_after_step) + ";"
+                   : " (written during steps " + std::to_string(save.step + 1) + " to " +
+                         std::to_string(save.committed_after_step) + ";";
+    }
+    const std::string printed = "  saved " + args.save_dir + "/" + tag + during;
     EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
       return line.rfind(printed, 0) == 0 && line.find(format_bytes(save.bytes) + ", durable ") != std::string::npos;
     })) << "no line '" << printed << "...: " << format_bytes(save.bytes) << ", durable ...'";
@@ -249,6 +262,7 @@ TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
 
   args.save_dir = dir / "slow";
   args.save_every = 6;
+  args.metrics_path = dir / "slow.jsonl";
   std::atomic<bool> open = false;
   nvme::testing::ScopedFaultInjector slow_disk([&open](const nvme::testing::PieceCompletion& piece, int64_t result) {
     if (piece.op == nvme::Op::kWrite && piece.path.find("global_step6.partial/") != std::string::npos)
@@ -263,7 +277,16 @@ TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
   opener.join();
   ASSERT_OK(run.summary);
   EXPECT_EQ(run.summary->losses, reference.summary->losses) << "bit for bit as without periodic saves";
-  const std::string later = "  saved " + args.save_dir + "/global_step6 (written during steps 7 to ";
+  // The metrics' save line says the step it was committed after: the last one the printed line names.
+  const report::RunMetrics metrics = value_or_throw(report::read_metrics_file(args.metrics_path));
+  ASSERT_EQ(metrics.saves.size(), 2u);
+  const int64_t committed = metrics.saves[0].committed_after_step;
+  EXPECT_EQ(metrics.saves[0].step, 6);
+  EXPECT_GE(committed, 8) << "held until after step 7's end";
+  EXPECT_LE(committed, 12);
+  EXPECT_EQ(metrics.saves[1].committed_after_step, 12) << "the final save, committed after the last step";
+  const std::string later =
+      "  saved " + args.save_dir + "/global_step6 (written during steps 7 to " + std::to_string(committed) + ";";
   EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(),
                           [&](const std::string& line) { return line.rfind(later, 0) == 0; }))
       << "no line starting '" << later << "'";
