@@ -255,9 +255,11 @@ void add_estimate_command(CLI::App& app) {
   cmd->add_option("--gpus", flags->gpus, "data-parallel ranks on this host (default: this machine's GPUs, else 1)")
       ->check(whole_number_in(1, 65536));
   cmd->add_option("--bench-json", flags->bench_json, "tierzero bench pcie|io|adam|tiers --json files of this machine");
-  cmd->add_option("--gpu", flags->gpu, "GPU name for the TFLOPS table (default: bench pcie's device, else H200)");
+  CLI::Option* gpu =
+      cmd->add_option("--gpu", flags->gpu, "GPU name for the TFLOPS table (default: bench pcie's device, else H200)");
   cmd->add_option("--gpu-tflops", flags->gpu_tflops, "dense 16-bit matmul TFLOPS (overrides the table)")
-      ->check(number_in(0.001, 1e6));
+      ->check(number_in(0.001, 1e6))
+      ->excludes(gpu);
   cmd->add_option("--gpu-efficiency", flags->gpu_efficiency, "fraction of those TFLOPS a step sustains (default 0.39)")
       ->check(number_in(0.001, 1.0));
   cmd->add_option("--seq-len", flags->seq_len, "tokens per sample (default: tierzero.data.seq_len)")

@@ -151,7 +151,8 @@ void add_train_command(CLI::App& app) {
   train
       ->add_option("--save-every", args->save_every,
                    "also save a checkpoint into --save every N steps (default: tierzero.checkpoint.save_every)")
-      ->check(whole_number_in(1, kMaxSteps));
+      ->check(whole_number_in(1, kMaxSteps))
+      ->needs(save);
   train
       ->add_option("--keep-last", args->keep_last,
                    "keep only the newest K checkpoints in --save, older ones removed once the new one is durable "

@@ -148,8 +148,11 @@ def flag_pairs(tz, tmp):
     """Each flag that acts only with another flag (or --to mode), given without it: refused before any
     work (SRC does not exist, so a run that got further would say so instead), naming both."""
     for args, wanted in [
+        (["train", "--save-every", "2"], r"--save-every requires --save"),
         (["train", "--keep-last", "2"], r"--keep-last requires --save"),
         (["train", "--on-save-error", "stop"], r"--on-save-error requires --save"),
+        (["estimate", "--model", "m", "--config", "c", "--gpu", "H100", "--gpu-tflops", "500"],
+         r"--gpu(-tflops)? excludes --gpu(-tflops)?"),
         (["convert", "a", "b", "--world-size", "2"],
          r"--to safetensors \(the default\) does not read --world-size \(--to deepspeed only\)"),
         (["convert", "a", "b", "--ds-config", "ds.json"],
