@@ -108,6 +108,9 @@ std::unique_ptr<checkpoint::ConsolidationSource> open_source(const ConvertFlags&
     return value_or_throw(checkpoint::open_engine_checkpoint_source(flags.source, flags.tag));
   }
   if (checkpoint::is_dcp_checkpoint(flags.source)) {
+    if (!flags.tag.empty())
+      throw Error(invalid_argument("--tag " + flags.tag + ": SRC " + flags.source +
+                                   " is a PyTorch DCP checkpoint, one step with no tags: leave --tag out"));
     kind = "PyTorch DCP";
     return value_or_throw(checkpoint::open_dcp_checkpoint(flags.source, flags.prefix));
   }

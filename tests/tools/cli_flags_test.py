@@ -163,6 +163,15 @@ def flag_pairs(tz, tmp):
         ("--aio-block-size", ["1MiB"]), ("--aio-queue-depth", ["4"]), ("--model", [tmp]), ("--adapter", []),
         ("--model-config", ["config.json"])]]:
         refused(tz, args, wanted, " ".join(args))
+    # --tag picks a checkpoint under DIR/latest's directory; a PyTorch DCP folder (.metadata + *.distcp)
+    # is one checkpoint without tags.
+    dcp = os.path.join(tmp, "dcp")
+    os.makedirs(dcp)
+    for name in (".metadata", "__0_0.distcp"):
+        open(os.path.join(dcp, name), "wb").close()
+    refused(tz, ["convert", dcp, os.path.join(tmp, "out"), "--tag", "step5"],
+            r"--tag step5: SRC .*dcp is a PyTorch DCP checkpoint, one step with no tags: leave --tag out",
+            "convert --tag of a DCP checkpoint")
     # Where the mode is the one the flag acts in, the run goes on to the missing SRC (--no-progress is
     # no bar requested: fine where there is none).
     for args in (["convert", "a", "b", "--to", "deepspeed", "--world-size", "2", "--ds-config", "ds.json",
