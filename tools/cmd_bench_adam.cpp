@@ -171,6 +171,10 @@ class BenchAdam {
     if (layout_.state == ElementType::kF16) {
       throw Error(invalid_argument("--moments / --state-dtype must be fp32, bf16 or int8"));
     }
+    if (layout_.eight && flags_.streaming_stores) {
+      throw Error(invalid_argument("--streaming-stores with --moments int8: cpu_adam writes 8-bit moments with ordinary "
+                                   "stores (it streams fp32 and 16-bit state only); drop --streaming-stores"));
+    }
     if (flags_.master != "fp32" && flags_.master != "compact") {
       throw Error(invalid_argument("--master must be fp32 or compact, got '" + flags_.master + "'"));
     }

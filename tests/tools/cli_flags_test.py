@@ -151,6 +151,8 @@ def flag_pairs(tz, tmp):
         (["train", "--save-every", "2"], r"--save-every requires --save"),
         (["train", "--keep-last", "2"], r"--keep-last requires --save"),
         (["train", "--on-save-error", "stop"], r"--on-save-error requires --save"),
+        (["bench", "adam", "--moments", "int8", "--streaming-stores"],
+         r"--streaming-stores with --moments int8: .* drop --streaming-stores"),
         (["estimate", "--model", "m", "--config", "c", "--gpu", "H100", "--gpu-tflops", "500"],
          r"--gpu(-tflops)? excludes --gpu(-tflops)?"),
         (["convert", "a", "b", "--world-size", "2"],
