@@ -58,10 +58,15 @@ def load(path):
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         sys.exit(f"timeline: {path} has no traceEvents list; pass the file `train --profile` wrote")
-    names = {}
+    # A thread may be named twice (Kineto records its name before and after the engine renamed it):
+    # the name whose command part is the rarest across threads is the one the program gave it.
+    given = collections.defaultdict(set)
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
-            names[(e.get("pid"), e.get("tid"))] = e.get("args", {}).get("name", "")
+            given[(e.get("pid"), e.get("tid"))].add(e.get("args", {}).get("name", ""))
+    comm = collections.Counter(name.rsplit("(", 1)[-1] for options in given.values() for name in options)
+    names = {key: min(sorted(options), key=lambda name: comm[name.rsplit("(", 1)[-1]])
+             for key, options in given.items()}
     spans = [e for e in events if e.get("ph") == "X" and "dur" in e and e.get("cat") not in (None, "Trace")
              and e.get("cat") != "gpu_user_annotation"]
     if not spans:

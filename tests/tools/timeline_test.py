@@ -2,7 +2,8 @@
 """benchmarks/timeline.py over `train --profile`'s traces: a CPU run with the optimizer offloaded
 holds tierzero's spans on the engine's own threads (the optimizer's pieces on tz-optimizer, the
 gradients' landing on tz-grad-landing) beside the training thread's ops; a hand-made GPU trace gives
-the busy time, copy rate and idle gaps worked out by hand; a file that is no trace is refused.
+the busy time, copy rate and idle gaps worked out by hand, and a thread Kineto named twice takes the
+name the engine gave it; a file that is no trace is refused.
 
     timeline_test.py --tierzero PATH
 """
@@ -63,6 +64,10 @@ def check_gpu_trace(tmp):
 
     events = [
         {"ph": "M", "name": "thread_name", "pid": 7, "tid": 1, "args": {"name": "thread 1 (tierzero)"}},
+        # Named twice, as Kineto does for a thread the engine renamed: the program's name wins.
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": 2, "args": {"name": "thread 2 (tz-optimizer)"}},
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": 2, "args": {"name": "thread 2 (tierzero)"}},
+        x("user_annotation", "tierzero::adam", 7, 2, 30, 40),
         x("kernel", "gemm", 0, 7, 0, 10), x("kernel", "gemm", 0, 7, 5, 20), x("kernel", "flash", 0, 8, 50, 60),
         x("gpu_memset", "Memset", 0, 7, 70, 75),
         x("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 0, 9, 20, 40, bytes=2_000_000_000),
@@ -85,6 +90,9 @@ def check_gpu_trace(tmp):
         fail(f"idle gaps {gaps}, expected [20,50], [75,100], [60,70] longest first", t)
     if not r["idle_gaps"][0]["during"].startswith("tierzero::wait_optimizer") or "26.0 ms" not in r["idle_gaps"][0]["during"]:
         fail(f"the longest gap's spans: {r['idle_gaps'][0]['during']}", t)
+    adam = [x["thread"] for x in r["spans"] if x["span"] == "tierzero::adam"]
+    if adam != ["thread 2 (tz-optimizer)"]:
+        fail(f"tierzero::adam on {adam}: a thread named twice takes the name the program gave it", t)
     h2d = [c for c in r["copies"] if c["direction"] == "H2D"]
     if len(h2d) != 1 or abs(h2d[0]["GBps"] - 100.0) > 1e-6 or h2d[0]["bytes"] != 2_000_000_000:
         fail(f"copies {r['copies']}: 2e9 bytes in 20 ms is 100 GB/s", t)
