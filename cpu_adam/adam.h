@@ -268,13 +268,13 @@ enum class MulAddRounding : uint8_t { kFused, kSeparate };
 // The MulAdd rounding of the SIMD target CpuAdam::step dispatches to now.
 MulAddRounding simd_target_mul_add();
 
-// The exact twin of CpuAdam::step for the compact master with 8-bit moments (master_residual set,
-// exp_avg kI8, exp_avg_sq kU8, no params16; grads fp32, bf16 or fp16): one element at a time on the
-// calling thread, from the arithmetic the GPU kernel compiles too (cpu_adam/internal/step_arithmetic.h).
-// With `mul_add` == simd_target_mul_add() it writes exactly the bytes CpuAdam::step writes, for every
-// input whose new params, m and v are finite (adam.h gives non-finite moments no code, and x86's and
+// The exact twin of CpuAdam::step for the compact master (master_residual set, no params16; grads fp32,
+// bf16 or fp16; moments fp32, bf16, or 8-bit: kI8 m with kU8 v): one element at a time on the calling
+// thread, from the arithmetic the GPU kernel compiles too (cpu_adam/internal/step_arithmetic.h). With
+// `mul_add` == simd_target_mul_add() it writes exactly the bytes CpuAdam::step writes, for every input
+// whose new params, m and v are finite (adam.h gives non-finite 8-bit moments no code, and x86's and
 // CUDA's generated NaNs differ in sign). kInvalidArgument, writing nothing, for whatever CpuAdam::step
-// refuses and for any other layout.
+// refuses and for fp32 or 16-bit params without a residual.
 Status step_portable(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier, const AdamBuffers& buffers,
                      MulAddRounding mul_add = MulAddRounding::kFused);
 

@@ -1,5 +1,5 @@
-// The exact compact master + 8-bit moments step on a CUDA device: step_arithmetic.h's operations, one
-// thread per element and one CUDA block per moment block. Built with -fmad=false -ftz=false
+// The exact compact master step on a CUDA device: step_arithmetic.h's operations, one thread per
+// element; with 8-bit moments one CUDA block per moment block. Built with -fmad=false -ftz=false
 // -prec-div=true -prec-sqrt=true (cpu_adam/CMakeLists.txt); the operations are explicit
 // round-to-nearest intrinsics anyway, so the bits are those of step_portable with kFused.
 #include <cuda_runtime.h>
@@ -24,7 +24,7 @@ __device__ float block_max(float x, float* warp_maxima) {
 }
 
 template <GradType kGrad>
-__global__ void __launch_bounds__(kGpuBlockThreads) step_compact8(StepScalars s, Compact8State t) {
+__global__ void __launch_bounds__(kGpuBlockThreads) step_compact8(StepScalars s, CompactState t) {
   __shared__ float m_maxima[kWarps];
   __shared__ float v_maxima[kWarps];
   const size_t block = blockIdx.x;
@@ -36,8 +36,8 @@ __global__ void __launch_bounds__(kGpuBlockThreads) step_compact8(StepScalars s,
   const exact::BlockEncoding m_encoding = exact::block_encoding(block_max(exact::magnitude(m), m_maxima));
   const exact::BlockEncoding v_encoding = exact::block_encoding(block_max(v, v_maxima));
   if (live) {
-    t.m_codes[i] = exact::encode_moment<true>(m, m_encoding);
-    t.v_codes[i] = exact::encode_moment<false>(v, v_encoding);
+    static_cast<uint8_t*>(t.m)[i] = exact::encode_moment<true>(m, m_encoding);
+    static_cast<uint8_t*>(t.v)[i] = exact::encode_moment<false>(v, v_encoding);
   }
   if (threadIdx.x == 0) {
     t.m_scales[block] = m_encoding.scale;
@@ -45,17 +45,35 @@ __global__ void __launch_bounds__(kGpuBlockThreads) step_compact8(StepScalars s,
   }
 }
 
+// fp32 or bf16 moments: every element on its own.
+template <GradType kGrad, MomentType kMoment>
+__global__ void __launch_bounds__(kGpuBlockThreads) step_compact(StepScalars s, CompactState t) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * kGpuBlockThreads + threadIdx.x;
+  if (i < t.count) exact::step_compact_element<true, kGrad, kMoment>(s, t, i);
+}
+
+template <GradType kGrad>
+void launch_for_moments(const StepScalars& s, const CompactState& t, MomentType moment, unsigned blocks,
+                        cudaStream_t stream) {
+  switch (moment) {
+    case MomentType::kF32: step_compact<kGrad, MomentType::kF32><<<blocks, kGpuBlockThreads, 0, stream>>>(s, t); break;
+    case MomentType::kBF16:
+      step_compact<kGrad, MomentType::kBF16><<<blocks, kGpuBlockThreads, 0, stream>>>(s, t);
+      break;
+    case MomentType::kInt8: step_compact8<kGrad><<<blocks, kGpuBlockThreads, 0, stream>>>(s, t); break;
+  }
+}
+
 }  // namespace
 
-int launch_compact8_step(const StepScalars& scalars, const Compact8State& state, GradType grad, void* cuda_stream) {
+int launch_compact_step(const StepScalars& scalars, const CompactState& state, GradType grad, MomentType moment,
+                        void* cuda_stream) {
   const unsigned blocks = static_cast<unsigned>((state.count + kGpuBlockThreads - 1) / kGpuBlockThreads);
   const auto stream = static_cast<cudaStream_t>(cuda_stream);
   switch (grad) {
-    case GradType::kF32: step_compact8<GradType::kF32><<<blocks, kGpuBlockThreads, 0, stream>>>(scalars, state); break;
-    case GradType::kBF16:
-      step_compact8<GradType::kBF16><<<blocks, kGpuBlockThreads, 0, stream>>>(scalars, state);
-      break;
-    case GradType::kF16: step_compact8<GradType::kF16><<<blocks, kGpuBlockThreads, 0, stream>>>(scalars, state); break;
+    case GradType::kF32: launch_for_moments<GradType::kF32>(scalars, state, moment, blocks, stream); break;
+    case GradType::kBF16: launch_for_moments<GradType::kBF16>(scalars, state, moment, blocks, stream); break;
+    case GradType::kF16: launch_for_moments<GradType::kF16>(scalars, state, moment, blocks, stream); break;
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -27,8 +27,8 @@ int cuda_device_count() {
 
 Status step_on_gpu(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
                    const AdamBuffers& device_buffers, void* cuda_stream) {
-  TZ_ASSIGN_OR_RETURN(const detail::Compact8State state,
-                      detail::checked_compact8_state("step_on_gpu", hp, step_number, grad_multiplier, device_buffers));
+  TZ_ASSIGN_OR_RETURN(const detail::CompactState state,
+                      detail::checked_compact_state("step_on_gpu", hp, step_number, grad_multiplier, device_buffers));
   if (state.count == 0) return {};
   constexpr size_t kMaxBlocks = 0x7FFFFFFF;  // CUDA's grid x limit
   if (moment_block_count(state.count) > kMaxBlocks) {
@@ -36,8 +36,9 @@ Status step_on_gpu(const AdamHyperParams& hp, int64_t step_number, float grad_mu
                             std::to_string(kMaxBlocks) + " blocks of " + std::to_string(kMomentBlock) +
                             "); step them in parts that start on a block boundary");
   }
-  const int error = detail::launch_compact8_step(detail::step_scalars(hp, step_number, grad_multiplier), state,
-                                                 detail::grad_type_of(device_buffers.grads.type), cuda_stream);
+  const int error = detail::launch_compact_step(detail::step_scalars(hp, step_number, grad_multiplier), state,
+                                                detail::grad_type_of(device_buffers.grads.type),
+                                                detail::moment_type_of(device_buffers.exp_avg.type), cuda_stream);
   if (error != cudaSuccess) {
     const auto e = static_cast<cudaError_t>(error);
     return internal_error(std::string("step_on_gpu: kernel launch failed: ") + cudaGetErrorName(e) + " (" +
@@ -51,7 +52,7 @@ int cuda_device_count() { return 0; }
 Status step_on_gpu(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
                    const AdamBuffers& device_buffers, void* cuda_stream) {
   TZ_RETURN_IF_ERROR(
-      detail::checked_compact8_state("step_on_gpu", hp, step_number, grad_multiplier, device_buffers).status());
+      detail::checked_compact_state("step_on_gpu", hp, step_number, grad_multiplier, device_buffers).status());
   return unsupported(
       "step_on_gpu: this build has no CUDA; configure with -DTIERZERO_WITH_CUDA=ON on a machine with nvcc");
 }

@@ -1,8 +1,8 @@
-// The per-element and per-block arithmetic of the compact master + 8-bit moments step, written once for
-// the host (portable_step.cpp) and for CUDA (gpu_kernel.cu): every operation of kernels.cpp's
-// StepVector / UpdateTile8 / JoinMaster / SplitMaster / DecodeCodes / EncodeCodes, in the same order,
-// each rounding once. Host code including this header must be built with -ffp-contract=off (only
-// mul_add may fuse); on the device every float operation is an explicit round-to-nearest intrinsic
+// The per-element and per-block arithmetic of the compact master step (8-bit, bf16 or fp32 moments),
+// written once for the host (portable_step.cpp) and for CUDA (gpu_kernel.cu): every operation of
+// kernels.cpp's StepVector / UpdateTile / UpdateTile8 / JoinMaster / SplitMaster / DecodeCodes / EncodeCodes, in the
+// same order, each rounding once. Host code including this header must be built with -ffp-contract=off (only mul_add
+// may fuse); on the device every float operation is an explicit round-to-nearest intrinsic
 // (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn, __fmaf_rn), which nvcc never contracts or approximates.
 // No standard-library or project header beyond <cstdint> / <cstring> / <cmath>, so nvcc compiles it.
 #pragma once
@@ -36,15 +36,18 @@ struct StepScalars {
 // The gradient element types the exact step reads.
 enum class GradType : uint8_t { kF32, kBF16, kF16 };
 
-// One stretch of compact master + 8-bit moment state (host or device pointers): `count` elements from a
-// moment block boundary, so block b of the stretch has scales m_scales[b], v_scales[b].
-struct Compact8State {
+// The moment layouts it steps: fp32, bf16 (rounded to nearest even), or 8-bit codes with block scales.
+enum class MomentType : uint8_t { kF32, kBF16, kInt8 };
+
+// One stretch of compact master state (host or device pointers): `count` elements from a moment block
+// boundary, so block b of the stretch has scales m_scales[b], v_scales[b] (8-bit moments only).
+struct CompactState {
   uint16_t* hi;       // bf16 params (ties away), the master's top half
   int16_t* residual;  // the master's residual
   const void* grads;  // GradType elements
-  uint8_t* m_codes;   // kI8 codes (sign-magnitude bytes)
-  uint8_t* v_codes;   // kU8 codes
-  float* m_scales;    // one per kMomentBlock elements
+  void* m;            // MomentType elements; kInt8: kI8 codes (sign-magnitude bytes)
+  void* v;            // MomentType elements; kInt8: kU8 codes
+  float* m_scales;    // kInt8: one per kMomentBlock elements; else null
   float* v_scales;
   size_t count;
 };
@@ -250,16 +253,58 @@ TZ_HOST_DEVICE inline void step_element(const StepScalars& s, float grad, float&
   p = add(p, div(mul(s.neg_step_size, m), denom));
 }
 
-// Element i of block b of `t`: decodes m and v with the block's old scales, steps, writes the new
-// compact master, and returns the new m and v (encoded later with the block's new scales).
+// f32 -> bf16 bits rounded to nearest even, NaN a quiet NaN with its sign (common-inl.h F32ToBF16Bits).
+TZ_HOST_DEVICE inline uint16_t bf16_nearest_even(float x) {
+  const uint32_t bits = bits_of(x);
+  if (is_nan(x)) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Element i of fp32 or bf16 moments (kernels.cpp UpdateTile's LoadAsF32 / Put).
+template <MomentType kMoment>
+TZ_HOST_DEVICE inline float load_moment(const void* moments, size_t i) {
+  static_assert(kMoment != MomentType::kInt8, "8-bit moments are decoded per block");
+  if constexpr (kMoment == MomentType::kF32) return static_cast<const float*>(moments)[i];
+  return float_of(static_cast<uint32_t>(static_cast<const uint16_t*>(moments)[i]) << 16);
+}
+
+template <MomentType kMoment>
+TZ_HOST_DEVICE inline void store_moment(void* moments, size_t i, float x) {
+  static_assert(kMoment != MomentType::kInt8, "8-bit moments are encoded per block");
+  if constexpr (kMoment == MomentType::kF32) {
+    static_cast<float*>(moments)[i] = x;
+  } else {
+    static_cast<uint16_t*>(moments)[i] = bf16_nearest_even(x);
+  }
+}
+
+// The compact master of element i of `t` rebuilt, stepped with `grad`, `m` and `v`, and split back.
 template <bool kFused, GradType kGrad>
-TZ_HOST_DEVICE inline void step_compact8_element(const StepScalars& s, const Compact8State& t, size_t b, size_t i,
-                                                 float& m, float& v) {
-  m = decode_moment<true>(t.m_codes[i], t.m_scales[b]);
-  v = decode_moment<false>(t.v_codes[i], t.v_scales[b]);
+TZ_HOST_DEVICE inline void step_master_element(const StepScalars& s, const CompactState& t, size_t i, float& m,
+                                               float& v) {
   float p = join_master(t.hi[i], t.residual[i]);
   step_element<kFused>(s, load_grad<kGrad>(t.grads, i), p, m, v);
   split_master(p, t.hi[i], t.residual[i]);
+}
+
+// Element i of block b of 8-bit `t`: decodes m and v with the block's old scales, steps, writes the new
+// compact master, and returns the new m and v (encoded later with the block's new scales).
+template <bool kFused, GradType kGrad>
+TZ_HOST_DEVICE inline void step_compact8_element(const StepScalars& s, const CompactState& t, size_t b, size_t i,
+                                                 float& m, float& v) {
+  m = decode_moment<true>(static_cast<const uint8_t*>(t.m)[i], t.m_scales[b]);
+  v = decode_moment<false>(static_cast<const uint8_t*>(t.v)[i], t.v_scales[b]);
+  step_master_element<kFused, kGrad>(s, t, i, m, v);
+}
+
+// Element i of `t` with fp32 or bf16 moments, all of its state written (kernels.cpp UpdateTile).
+template <bool kFused, GradType kGrad, MomentType kMoment>
+TZ_HOST_DEVICE inline void step_compact_element(const StepScalars& s, const CompactState& t, size_t i) {
+  float m = load_moment<kMoment>(t.m, i);
+  float v = load_moment<kMoment>(t.v, i);
+  step_master_element<kFused, kGrad>(s, t, i, m, v);
+  store_moment<kMoment>(t.m, i, m);
+  store_moment<kMoment>(t.v, i, v);
 }
 
 }  // namespace exact

@@ -23,12 +23,16 @@ Status check_step(const AdamHyperParams& hp, int64_t step_number, float grad_mul
 // double, then rounded to float where torch rounds them.
 StepScalars step_scalars(const AdamHyperParams& hp, int64_t step, float grad_multiplier);
 
-// check_step, then the layout step_portable and step_on_gpu take (compact master, kI8 m with kU8 v, no
-// params16; grads fp32, bf16 or fp16), as raw pointers; kInvalidArgument naming `who` for another layout.
-Result<Compact8State> checked_compact8_state(const char* who, const AdamHyperParams& hp, int64_t step_number,
-                                             float grad_multiplier, const AdamBuffers& b);
+// check_step, then the layout step_portable and step_on_gpu take (compact master, no params16; grads
+// fp32, bf16 or fp16; moments fp32, bf16, or kI8 m with kU8 v), as raw pointers; kInvalidArgument
+// naming `who` for another layout.
+Result<CompactState> checked_compact_state(const char* who, const AdamHyperParams& hp, int64_t step_number,
+                                           float grad_multiplier, const AdamBuffers& b);
 
 // The GradType of a checked gradient buffer's element type (fp32, bf16 or fp16).
 GradType grad_type_of(ElementType type);
+
+// The MomentType of a checked exp_avg buffer's element type (fp32, bf16 or kI8).
+MomentType moment_type_of(ElementType type);
 
 }  // namespace tierzero::cpu_adam::detail

@@ -1,12 +1,12 @@
-// step_on_gpu (the CUDA kernel) against step_portable with fused multiply-adds, byte for byte, over
-// the inputs of portable_step_test.cpp; where the CPU's SIMD target fuses, also against CpuAdam::step.
-// Skips without a CUDA device (and in builds without CUDA).
+// step_on_gpu (the CUDA kernels) against step_portable with fused multiply-adds, byte for byte, over
+// the inputs of portable_step_test.cpp (8-bit, bf16 and fp32 moments); where the CPU's SIMD target fuses, also against
+// CpuAdam::step. Skips without a CUDA device (and in builds without CUDA).
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "cpu_adam/adam.h"
-#include "tests/cpu_adam/compact8_cases.h"
+#include "tests/cpu_adam/compact_cases.h"
 #include "tests/support/status_matchers.h"
 
 #ifdef TIERZERO_HAVE_CUDA
@@ -16,19 +16,18 @@
 namespace tierzero::cpu_adam {
 namespace {
 
-using cases::Compact8Case;
-using cases::Compact8Values;
+using cases::CompactCase;
+using cases::CompactValues;
 
 TEST(PortableStepGpu, RefusesOtherLayoutsBeforeAnyLaunch) {
-  Compact8Values state = cases::compact8_cases().front().initial;
+  CompactValues state = cases::compact_cases().front().initial;
   reference::TypedBuffer grads(ElementType::kF32, state.size());
   AdamBuffers b = state.buffers(grads.const_view());
-  std::vector<float> m(state.size()), v(state.size());
-  b.exp_avg = elements(std::span<float>(m));
-  b.exp_avg_sq = elements(std::span<float>(v));
-  b.exp_avg_scales = {};
-  b.exp_avg_sq_scales = {};
-  EXPECT_ERROR(step_on_gpu(AdamHyperParams{}, 1, 1.0f, b, nullptr), ErrorCode::kInvalidArgument, "8-bit moments");
+  std::vector<float> master(state.size());
+  b.params = master;
+  b.params_16bit = {};
+  b.master_residual = {};
+  EXPECT_ERROR(step_on_gpu(AdamHyperParams{}, 1, 1.0f, b, nullptr), ErrorCode::kInvalidArgument, "compact master");
 }
 
 #ifdef TIERZERO_HAVE_CUDA
@@ -59,26 +58,29 @@ class DeviceVector {
 
 // Every step of `c` on the GPU and with step_portable(kFused) (and CpuAdam::step when `with_simd`);
 // returns the first difference after any step, "" when all bytes agree.
-std::string first_gpu_difference(const Compact8Case& c, bool with_simd) {
+std::string first_gpu_difference(const CompactCase& c, bool with_simd) {
   const size_t n = c.initial.size();
-  Compact8Values gpu = c.initial, portable = c.initial, simd = c.initial;
+  CompactValues gpu = c.initial, portable = c.initial, simd = c.initial;
   DeviceVector<uint16_t> hi(gpu.hi);
   DeviceVector<int16_t> residual(gpu.residual);
   DeviceVector<uint8_t> m(gpu.m), v(gpu.v);
   DeviceVector<float> m_scales(gpu.m_scales), v_scales(gpu.v_scales);
   DeviceVector<uint8_t> grads(std::vector<uint8_t>(c.steps.front().grads.bytes().size()));
   const CpuAdam adam({.threads = 2, .tile_elements = kMomentBlock});
-  for (const cases::Compact8Step& s : c.steps) {
+  const bool eight = gpu.moments == ElementType::kI8;
+  for (const cases::CompactStep& s : c.steps) {
     grads.upload(s.grads.bytes());
     AdamBuffers device{{},
                        ConstElements{grads.data(), n, s.grads.type()},
-                       Elements{m.data(), n, ElementType::kI8},
-                       Elements{v.data(), n, ElementType::kU8},
+                       Elements{m.data(), n, gpu.moments},
+                       Elements{v.data(), n, eight ? ElementType::kU8 : gpu.moments},
                        {},
                        Elements{hi.data(), n, ElementType::kBF16}};
     device.master_residual = std::span<int16_t>(residual.data(), n);
-    device.exp_avg_scales = std::span<float>(m_scales.data(), gpu.m_scales.size());
-    device.exp_avg_sq_scales = std::span<float>(v_scales.data(), gpu.v_scales.size());
+    if (eight) {
+      device.exp_avg_scales = std::span<float>(m_scales.data(), gpu.m_scales.size());
+      device.exp_avg_sq_scales = std::span<float>(v_scales.data(), gpu.v_scales.size());
+    }
     EXPECT_OK(step_on_gpu(s.hp, s.number, s.grad_multiplier, device, nullptr));
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     hi.download(gpu.hi), residual.download(gpu.residual), m.download(gpu.m), v.download(gpu.v);
@@ -102,7 +104,7 @@ TEST(PortableStepGpu, EqualsPortableFusedAndCpuAdamOnFmaTargetsByteForByte) {
 #ifdef TIERZERO_HAVE_CUDA
   const bool with_simd = simd_target_mul_add() == MulAddRounding::kFused;
   SCOPED_TRACE("CPU target " + simd_target_name() + (with_simd ? " (fused: compared too)" : " (not fused)"));
-  for (const Compact8Case& c : cases::compact8_cases()) EXPECT_EQ(first_gpu_difference(c, with_simd), "") << c.name;
+  for (const CompactCase& c : cases::compact_cases()) EXPECT_EQ(first_gpu_difference(c, with_simd), "") << c.name;
 #endif
 }
 

@@ -1,4 +1,4 @@
-#include "tests/cpu_adam/compact8_cases.h"
+#include "tests/cpu_adam/compact_cases.h"
 
 #include <algorithm>
 #include <array>
@@ -12,17 +12,20 @@
 
 namespace tierzero::cpu_adam::cases {
 
-AdamBuffers Compact8Values::buffers(ConstElements grads) {
+AdamBuffers CompactValues::buffers(ConstElements grads) {
   const size_t n = size();
+  const bool eight = moments == ElementType::kI8;
   AdamBuffers b{{},
                 grads,
-                Elements{m.data(), n, ElementType::kI8},
-                Elements{v.data(), n, ElementType::kU8},
+                Elements{m.data(), n, moments},
+                Elements{v.data(), n, eight ? ElementType::kU8 : moments},
                 {},
                 elements(std::span<uint16_t>(hi), ElementType::kBF16)};
   b.master_residual = residual;
-  b.exp_avg_scales = m_scales;
-  b.exp_avg_sq_scales = v_scales;
+  if (eight) {
+    b.exp_avg_scales = m_scales;
+    b.exp_avg_sq_scales = v_scales;
+  }
   return b;
 }
 
@@ -42,7 +45,7 @@ std::string difference_in(const char* what, const std::vector<T>& a, const std::
 
 }  // namespace
 
-std::string first_difference(const Compact8Values& a, const Compact8Values& b) {
+std::string first_difference(const CompactValues& a, const CompactValues& b) {
   for (const std::string& d :
        {difference_in("hi", a.hi, b.hi), difference_in("residual", a.residual, b.residual),
         difference_in("m", a.m, b.m), difference_in("v", a.v, b.v), difference_in("m_scales", a.m_scales, b.m_scales),
@@ -62,15 +65,23 @@ struct Values {
 // Gradient i of step k, before it is rounded to the case's gradient type.
 using GradOf = std::function<float(size_t i, int k)>;
 
-Compact8Values encode(const Values& values) {
+// `values` as `type` (fp32, or bf16 rounded to nearest even), as bytes.
+std::vector<uint8_t> moment_bytes(const std::vector<float>& values, ElementType type) {
+  reference::TypedBuffer out(type, values.size());
+  for (size_t i = 0; i < values.size(); ++i) out.set(i, values[i]);
+  return out.bytes();
+}
+
+CompactValues encode(const Values& values, ElementType moments) {
   const size_t n = values.master.size();
-  Compact8Values s{std::vector<uint16_t>(n),
-                   std::vector<int16_t>(n),
-                   std::vector<uint8_t>(n),
-                   std::vector<uint8_t>(n),
-                   std::vector<float>(moment_block_count(n)),
-                   std::vector<float>(moment_block_count(n))};
+  CompactValues s{moments, std::vector<uint16_t>(n), std::vector<int16_t>(n), {}, {}, {}, {}};
   EXPECT_OK(split_master(values.master, s.hi, s.residual));
+  if (moments != ElementType::kI8) {
+    s.m = moment_bytes(values.m, moments);
+    s.v = moment_bytes(values.v, moments);
+    return s;
+  }
+  s.m.resize(n), s.v.resize(n), s.m_scales.resize(moment_block_count(n)), s.v_scales.resize(moment_block_count(n));
   EXPECT_OK(encode_moment_blocks(values.m, Elements{s.m.data(), n, ElementType::kI8}, s.m_scales));
   EXPECT_OK(encode_moment_blocks(values.v, Elements{s.v.data(), n, ElementType::kU8}, s.v_scales));
   return s;
@@ -100,13 +111,16 @@ struct CaseSpec {
   std::vector<float> multipliers = {1.0f, 0.37f, 1.0f / 65536, 1.0f, 2.5f, 0.01f};
 };
 
-Compact8Case make_case(const CaseSpec& spec, ElementType grad_type) {
-  Compact8Case c{spec.name + " " + element_type_name(grad_type), encode(spec.values), {}};
+CompactCase make_case(const CaseSpec& spec, ElementType grad_type, ElementType moments) {
+  CompactCase c{spec.name + ", " + element_type_name(grad_type) + " grads, " +
+                    (moments == ElementType::kI8 ? std::string("8-bit") : element_type_name(moments)) + " moments",
+                encode(spec.values, moments),
+                {}};
   const size_t n = spec.values.master.size();
   for (int k = 0; k < spec.steps; ++k) {
-    Compact8Step step{varied(k, spec.decay), spec.first_step + k,
-                      spec.multipliers[static_cast<size_t>(k) % spec.multipliers.size()],
-                      reference::TypedBuffer(grad_type, n)};
+    CompactStep step{varied(k, spec.decay), spec.first_step + k,
+                     spec.multipliers[static_cast<size_t>(k) % spec.multipliers.size()],
+                     reference::TypedBuffer(grad_type, n)};
     for (size_t i = 0; i < n; ++i) {
       const float g = spec.grad(i, k);
       step.grads.set(i, grad_type == ElementType::kF16 ? std::clamp(g, -6e4f, 6e4f) : g);  // fp16 stays finite
@@ -232,11 +246,13 @@ std::vector<CaseSpec> specs() {
 
 }  // namespace
 
-std::vector<Compact8Case> compact8_cases() {
-  std::vector<Compact8Case> cases;
+std::vector<CompactCase> compact_cases() {
+  std::vector<CompactCase> cases;
   for (const CaseSpec& spec : specs()) {
-    for (ElementType type : {ElementType::kF32, ElementType::kBF16, ElementType::kF16}) {
-      cases.push_back(make_case(spec, type));
+    for (ElementType moments : {ElementType::kI8, ElementType::kBF16, ElementType::kF32}) {
+      for (ElementType type : {ElementType::kF32, ElementType::kBF16, ElementType::kF16}) {
+        cases.push_back(make_case(spec, type, moments));
+      }
     }
   }
   return cases;
