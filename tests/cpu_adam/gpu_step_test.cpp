@@ -100,7 +100,7 @@ std::string first_gpu_difference(const CompactCase& c, bool with_simd) {
 #endif
 
 TEST(PortableStepGpu, EqualsPortableFusedAndCpuAdamOnFmaTargetsByteForByte) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
 #ifdef TIERZERO_HAVE_CUDA
   const bool with_simd = simd_target_mul_add() == MulAddRounding::kFused;
   SCOPED_TRACE("CPU target " + simd_target_name() + (with_simd ? " (fused: compared too)" : " (not fused)"));
