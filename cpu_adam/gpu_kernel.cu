@@ -23,6 +23,8 @@ __device__ float block_max(float x, float* warp_maxima) {
   return result;
 }
 
+// 8-bit moments: CUDA block b steps moment block b, thread j its element j, then encodes the block with the
+// maxima of the new |m| and v (UpdateTile8's encoding, the same bytes).
 template <GradType kGrad>
 __global__ void __launch_bounds__(kGpuBlockThreads) step_compact8(StepScalars s, CompactState t) {
   __shared__ float m_maxima[kWarps];
