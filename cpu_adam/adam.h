@@ -260,6 +260,37 @@ Status join_master(std::span<const uint16_t> hi, std::span<const int16_t> residu
 Status encode_moment_blocks(std::span<const float> values, Elements codes, std::span<float> scales);
 Status decode_moment_blocks(ConstElements codes, std::span<const float> scales, std::span<float> values);
 
+// The rounding of Highway's MulAdd (a * b + c) a SIMD target has: kFused, one rounding (the targets with
+// FMA: AVX2, AVX-512, NEON on Arm64, SVE; and CUDA's __fmaf_rn), or kSeparate, a rounded product then a
+// rounded sum (SSE4, SSSE3, scalar). It is the only way CpuAdam::step's bytes depend on the target.
+enum class MulAddRounding : uint8_t { kFused, kSeparate };
+
+// The MulAdd rounding of the SIMD target CpuAdam::step dispatches to now.
+MulAddRounding simd_target_mul_add();
+
+// The exact twin of CpuAdam::step for the compact master (master_residual set, no params16; grads fp32,
+// bf16 or fp16; moments fp32, bf16, or 8-bit: kI8 m with kU8 v): one element at a time on the calling
+// thread, from the arithmetic the GPU kernel compiles too (cpu_adam/internal/step_arithmetic.h). With
+// `mul_add` == simd_target_mul_add() it writes exactly the bytes CpuAdam::step writes, for every input
+// whose new params, m and v are finite (adam.h gives non-finite 8-bit moments no code, and x86's and
+// CUDA's generated NaNs differ in sign). kInvalidArgument, writing nothing, for whatever CpuAdam::step
+// refuses and for fp32 or 16-bit params without a residual.
+Status step_portable(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier, const AdamBuffers& buffers,
+                     MulAddRounding mul_add = MulAddRounding::kFused);
+
+// The number of CUDA devices step_on_gpu can use: 0 when built without CUDA (TIERZERO_WITH_CUDA=OFF or
+// no nvcc), or without a driver or a device.
+int cuda_device_count();
+
+// step_portable with kFused, computed on the current CUDA device: every buffer of `device_buffers` is
+// device memory (its counts, types and spans as CpuAdam::step takes them; the host never reads
+// through them). The step is enqueued on `cuda_stream` (a cudaStream_t; nullptr: the legacy default
+// stream) and not waited for. The bytes equal step_portable's with kFused, hence CpuAdam::step's on an
+// FMA target. kInvalidArgument as step_portable; kUnsupported when built without CUDA; kInternal naming
+// the CUDA error when the launch fails.
+Status step_on_gpu(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
+                   const AdamBuffers& device_buffers, void* cuda_stream);
+
 // Name of the SIMD target the kernels dispatch to now ("AVX3", "AVX2", "SSE4", "NEON", ...).
 std::string simd_target_name();
 

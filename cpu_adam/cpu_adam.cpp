@@ -14,6 +14,7 @@
 
 #include "cpu_adam/adam.h"
 #include "cpu_adam/internal/kernels.h"
+#include "cpu_adam/internal/step_setup.h"
 #include "cpu_adam/internal/thread_pinning.h"
 
 namespace tierzero::cpu_adam {
@@ -122,6 +123,10 @@ Status check_kernel_type(const char* buffer, ElementType type) {
                           " elements: the Adam kernels take fp32, bf16 or fp16");
 }
 
+}  // namespace
+
+namespace detail {
+
 Status check_buffers(const AdamBuffers& b) {
   TZ_RETURN_IF_ERROR(check_kernel_type("grads", b.grads.type));
   if (!eight_bit(b.exp_avg.type)) TZ_RETURN_IF_ERROR(check_kernel_type("exp_avg", b.exp_avg.type));
@@ -169,14 +174,14 @@ Status check_hyper_params(const AdamHyperParams& hp, int64_t step) {
 }
 
 // The scalars of at::_fused_adam(w)_: bias corrections in double, then rounded to float.
-detail::StepScalars step_scalars(const AdamHyperParams& hp, int64_t step, float grad_multiplier) {
+StepScalars step_scalars(const AdamHyperParams& hp, int64_t step, float grad_multiplier) {
   const double steps = static_cast<double>(step);
   const double bias_correction1 = hp.bias_correction ? 1.0 - std::pow(hp.beta1, steps) : 1.0;
   const double bias_correction2 = hp.bias_correction ? 1.0 - std::pow(hp.beta2, steps) : 1.0;
   const float lerp_weight = static_cast<float>(1.0 - hp.beta1);
   const bool lerp_base_is_grad = !(std::abs(lerp_weight) < 0.5f);
   const bool adamw = hp.mode == AdamMode::kAdamW;
-  return detail::StepScalars{
+  return StepScalars{
       .grad_multiplier = grad_multiplier,
       .l2_decay = adamw ? 0.0f : static_cast<float>(hp.weight_decay),
       .param_decay = adamw ? static_cast<float>(1.0 - hp.lr * hp.weight_decay) : 1.0f,
@@ -189,6 +194,17 @@ detail::StepScalars step_scalars(const AdamHyperParams& hp, int64_t step, float 
       .neg_step_size = static_cast<float>(-(hp.lr / bias_correction1)),
   };
 }
+
+Status check_step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier, const AdamBuffers& b) {
+  TZ_RETURN_IF_ERROR(check_buffers(b));
+  TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
+  if (!std::isfinite(grad_multiplier)) return invalid_argument("grad_multiplier must be finite");
+  return {};
+}
+
+}  // namespace detail
+
+namespace {
 
 template <class T>
 T* offset(T* base, ElementType type, size_t index) {
@@ -296,10 +312,8 @@ Result<GradStats> CpuAdam::accumulate_scaled(std::span<uint16_t> dst, ConstEleme
 
 Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_multiplier,
                      const AdamBuffers& b) const {
-  TZ_RETURN_IF_ERROR(check_buffers(b));
-  TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
-  if (!std::isfinite(grad_multiplier)) return invalid_argument("grad_multiplier must be finite");
-  const detail::StepScalars scalars = step_scalars(hp, step_number, grad_multiplier);
+  TZ_RETURN_IF_ERROR(detail::check_step(hp, step_number, grad_multiplier, b));
+  const detail::StepScalars scalars = detail::step_scalars(hp, step_number, grad_multiplier);
   const auto update = [&](const detail::TileTypes& types, const detail::TileBuffers& tile) {
     detail::adam_update_tile(scalars, types, tile);
   };
@@ -308,7 +322,7 @@ Status CpuAdam::step(const AdamHyperParams& hp, int64_t step_number, float grad_
 }
 
 Status CpuAdam::memory_pass(const AdamBuffers& b) const {
-  TZ_RETURN_IF_ERROR(check_buffers(b));
+  TZ_RETURN_IF_ERROR(detail::check_buffers(b));
   for_each_step_tile(arena_->arena, tile_elements_, streaming_stores_, b, detail::memory_pass_tile);
   return {};
 }
@@ -316,8 +330,8 @@ Status CpuAdam::memory_pass(const AdamBuffers& b) const {
 Result<ClippedStepOutcome> CpuAdam::step_with_clipping(const AdamHyperParams& hp, int64_t step_number,
                                                        double loss_scale, double max_grad_norm,
                                                        const AdamBuffers& b) const {
-  TZ_RETURN_IF_ERROR(check_buffers(b));
-  TZ_RETURN_IF_ERROR(check_hyper_params(hp, step_number));
+  TZ_RETURN_IF_ERROR(detail::check_buffers(b));
+  TZ_RETURN_IF_ERROR(detail::check_hyper_params(hp, step_number));
   if (!(loss_scale > 0.0) || !std::isfinite(loss_scale)) return invalid_argument("loss_scale must be finite and > 0");
   const GradStats stats = grad_stats(b.grads);
   ClippedStepOutcome outcome;

@@ -572,6 +572,8 @@ void DecodeMomentBlocksN(const void* codes, bool is_signed, const float* scales,
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+bool TargetFuses() { return HWY_NATIVE_FMA != 0; }
+
 }  // namespace tierzero::cpu_adam::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -583,6 +585,7 @@ HWY_EXPORT(MemoryPassTile);
 HWY_EXPORT(GradSqNormTile);
 HWY_EXPORT(AccumulateScaledTile);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(TargetFuses);
 HWY_EXPORT(AccumulateScaledBF16Tile);
 HWY_EXPORT(SplitMasterN);
 HWY_EXPORT(JoinMasterN);
@@ -626,6 +629,8 @@ double accumulate_scaled_tile(float* dst, const void* src, ElementType type, siz
 }
 
 const char* dispatched_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+bool dispatched_target_fuses() { return HWY_DYNAMIC_DISPATCH(TargetFuses)(); }
 
 }  // namespace tierzero::cpu_adam::detail
 #endif  // HWY_ONCE

@@ -17,6 +17,7 @@
 
 #include "common/common.h"
 #include "cpu_adam/adam.h"
+#include "tools/bench_adam_gpu.h"
 #include "tools/bench_adam_memory.h"
 #include "tools/bench_adam_stream.h"
 #include "tools/bench_adam_torch.h"
@@ -158,6 +159,7 @@ class BenchAdam {
     begin_report(max_threads);
     bool all_correct = true;
     for (int threads : thread_counts(max_threads)) all_correct &= measure(threads);
+    if (layout_.compact && layout_.eight) all_correct &= measure_gpu();
     if (!flags_.save_params.empty()) save_params();
     finish(all_correct);
   }
@@ -172,8 +174,9 @@ class BenchAdam {
       throw Error(invalid_argument("--moments / --state-dtype must be fp32, bf16 or int8"));
     }
     if (layout_.eight && flags_.streaming_stores) {
-      throw Error(invalid_argument("--streaming-stores with --moments int8: cpu_adam writes 8-bit moments with ordinary "
-                                   "stores (it streams fp32 and 16-bit state only); drop --streaming-stores"));
+      throw Error(
+          invalid_argument("--streaming-stores with --moments int8: cpu_adam writes 8-bit moments with ordinary "
+                           "stores (it streams fp32 and 16-bit state only); drop --streaming-stores"));
     }
     if (flags_.master != "fp32" && flags_.master != "compact") {
       throw Error(invalid_argument("--master must be fp32 or compact, got '" + flags_.master + "'"));
@@ -545,6 +548,22 @@ class BenchAdam {
     last_ = {threads,   gparams,  gbps, torch_gparams, torch_gbps, peer_ ? median(round_ratios) : NAN,
              copy_gbps, roof_gbps};
     return ok;
+  }
+
+  // The GPU line of the compact master with 8-bit moments (step_on_gpu on a copy of the state after the
+  // sweep): "none (why)" without CUDA or a device; false when its bytes differ from step_portable's.
+  bool measure_gpu() {
+    const Result<GpuAdamRates> gpu = measure_gpu_adam(tierzero_buffers(), hyper_params(), flags_.steps);
+    if (!gpu.ok()) {
+      report_.summary("gpu", "none (" + gpu.status().message() + ")");
+      return gpu.status().code() == ErrorCode::kUnsupported;
+    }
+    report_.summary("gpu", gpu->device + ": kernel " + fixed(gpu->kernel_gparams, 2) + " Gparam/s on resident state; " +
+                               fixed(gpu->pcie_gparams, 2) + " Gparam/s with the state and grads up (" +
+                               fixed(gpu->h2d_bytes_per_param, 2) + " B/param) and the state down (" +
+                               fixed(gpu->d2h_bytes_per_param, 2) + " B/param) from pinned memory; bytes " +
+                               (gpu->exact ? "equal step_portable's (exact)" : "DIFFER from step_portable's"));
+    return gpu->exact;
   }
 
   static std::string fmt_diff(double d) {

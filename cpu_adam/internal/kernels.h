@@ -5,22 +5,9 @@
 #include <cstddef>
 
 #include "cpu_adam/adam.h"
+#include "cpu_adam/internal/step_arithmetic.h"
 
 namespace tierzero::cpu_adam::detail {
-
-// Per-step scalars, rounded to float exactly where torch's fused CPU kernel rounds them.
-struct StepScalars {
-  float grad_multiplier;   // clip_coef / loss_scale
-  float l2_decay;          // Adam: weight_decay; AdamW: 0 (g + p*0 == g)
-  float param_decay;       // AdamW: 1 - lr*weight_decay; Adam: 1 (p*1 == p)
-  float lerp_coeff;        // m = lerp_base + lerp_coeff * (g - m)
-  bool lerp_base_is_grad;  // torch's lerp: base m with weight w < 0.5, else base g, weight w-1
-  float beta2;
-  float one_minus_beta2;
-  float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
-  float eps;
-  float neg_step_size;  // -lr / (1 - beta1^step)
-};
 
 // One tile: `count` elements from the start of each buffer. params16 may be null. With a compact
 // master, `params` holds the bf16 hi and `residual` the int16 residuals; with 8-bit moments the
@@ -78,5 +65,9 @@ void decode_moment_blocks_n(const void* codes, bool is_signed, const float* scal
 
 // Name of the target the functions above dispatch to now.
 const char* dispatched_target_name();
+
+// Whether that target's MulAdd is one fused multiply-add (HWY_NATIVE_FMA: AVX2, AVX-512, NEON, SVE) rather
+// than a rounded product and a rounded sum (SSE4, SSSE3, scalar).
+bool dispatched_target_fuses();
 
 }  // namespace tierzero::cpu_adam::detail

@@ -3,7 +3,8 @@
 master within a few ulp; the compact master (bf16 weights + int16 residual) with fp32 moments equal
 to it bit for bit (the exact master: max |dp| 0) and its self-check exact; bf16 and 8-bit moments
 within their stated tolerances. A compact run whose residual was lost at start-up differs by half a
-bf16 ulp (~2e-3) and fails here.
+bf16 ulp (~2e-3) and fails here. The compact + 8-bit run's gpu line is "none (why)" without a CUDA
+device, else its bytes equal step_portable's ("(exact)").
 
     bench_adam_test.py --tierzero PATH
 """
@@ -37,6 +38,11 @@ def main():
                 fail(f"bench adam {' '.join(flags)}: max |dp| {dp} against torch (allowed {limit}), ok {row['ok']}", r)
             if row["self_check"] != self_check:
                 fail(f"bench adam {' '.join(flags)}: self_check {row['self_check']}, expected {self_check}", r)
+            gpu = json.load(open(report))["summary"].get("gpu")
+            if "int8" in flags and not (gpu.startswith("none (") or gpu.endswith("(exact)")):
+                fail(f"bench adam {' '.join(flags)}: gpu line '{gpu}': neither none nor exact", r)
+            if "int8" not in flags and gpu is not None:
+                fail(f"bench adam {' '.join(flags)}: a gpu line '{gpu}' for a layout step_on_gpu does not take", r)
     print("OK: bench adam's correctness column")
 
 
