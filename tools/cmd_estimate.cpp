@@ -217,6 +217,9 @@ void run(const EstimateFlags& flags) {
           figure_text(machine.nvme_write_gbps, "GB/s") +
           (machine.nvme_mixed_gbps.value > 0 ? ", mixed " + figure_text(machine.nvme_mixed_gbps, "GB/s")
                                              : ", mixed not measured (bench io --mixed)") +
+          (machine.nvme_pipeline_gbps.value > 0
+               ? ", record pipeline " + figure_text(machine.nvme_pipeline_gbps, "GB/s") + " (the step's rate)"
+               : ", record pipeline not measured (bench io --pipeline)") +
           (flags.nvme_space.empty() ? "" : "; space " + format_bytes(machine.nvme_bytes) + " (--nvme-space)"),
       "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
       from_checkpoint ? "weights: read from " + flags.model_config + "'s safetensors a piece at a time (train --model)"

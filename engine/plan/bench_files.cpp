@@ -43,8 +43,12 @@ Status apply_pcie(const json& rows, const json& params, const std::string& path,
 Status apply_io(const json& rows, const std::string& path, Machine& m) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string op = text_at(rows[i], "op");
-    if (op != "read" && op != "write" && op != "mixed") continue;
+    if (op != "read" && op != "write" && op != "mixed" && op != "pipe/spread") continue;
     TZ_ASSIGN_OR_RETURN(double gbps, number_at(rows[i], i, "GB/s", path));
+    if (op == "pipe/spread") {
+      take_best(m.nvme_pipeline_gbps, gbps, "bench io --pipeline " + path);
+      continue;
+    }
     if (op == "mixed") {
       take_best(m.nvme_mixed_gbps, gbps, "bench io --mixed " + path);
       continue;

@@ -129,6 +129,10 @@ struct Machine {
   MachineFigure nvme_read_gbps;
   MachineFigure nvme_write_gbps;
   MachineFigure nvme_mixed_gbps;  // reads and writes in turn, both counted (bench io --mixed); 0: unmeasured
+  // The NVMe optimizer's records through offload's RecordCache, read ahead and written behind with
+  // CPU work between them, both counted (bench io --pipeline's "pipe/spread" row: the engine's
+  // placement of the records kept in memory); the training path's own rate; 0: unmeasured.
+  MachineFigure nvme_pipeline_gbps;
   MachineFigure adam_gparams;  // CPU Adam, 1e9 parameters per second
 };
 

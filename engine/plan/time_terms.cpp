@@ -74,10 +74,16 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
     read += e * gathered * on_disk;
     write += e * p * on_disk;
   }
-  // With a measured mixed figure the reads and writes share the disk at that rate (the optimizer
-  // reads ahead while it writes behind); else each at its own rate, one after the other.
+  // With the record pipeline measured (the optimizer's own traffic through RecordCache) its rate is
+  // the disk's; else with a mixed figure the reads and writes share the disk at that rate (the
+  // optimizer reads ahead while it writes behind); else each at its own rate, one after the other.
+  const double pipeline = machine.nvme_pipeline_gbps.value;
   const double mixed = machine.nvme_mixed_gbps.value;
-  if (mixed > 0) {
+  if (pipeline > 0) {
+    std::snprintf(detail, sizeof detail, "(read %s + write %s) / %.2f GB/s record pipeline", count_text(read).c_str(),
+                  count_text(write).c_str(), pipeline);
+    terms.push_back({"nvme", seconds(read + write, pipeline * 1e9), detail});
+  } else if (mixed > 0) {
     std::snprintf(detail, sizeof detail, "(read %s + write %s) / %.2f GB/s mixed", count_text(read).c_str(),
                   count_text(write).c_str(), mixed);
     terms.push_back({"nvme", seconds(read + write, mixed * 1e9), detail});

@@ -50,6 +50,19 @@ TEST(PlanBenchFiles, IoMixedRow) {
   EXPECT_NEAR(m.nvme_write_gbps.value, 3.6355, 1e-3);
 }
 
+// bench io --mixed --pipeline (the H100 box's file, 2026-12-06): the "pipe/spread" row — the
+// engine's placement — is the record pipeline's figure; "pipe/first" is no figure of the engine's.
+TEST(PlanBenchFiles, IoPipelineSpreadRow) {
+  Machine m = default_machine();
+  EXPECT_EQ(m.nvme_pipeline_gbps.value, 0.0);  // no default: only a measurement gives one
+  ASSERT_OK(apply_bench_file(source_dir() + "/tests/report/data/bench_io_pipeline.json", m));
+  EXPECT_NEAR(m.nvme_pipeline_gbps.value, 2.8669, 1e-3);
+  EXPECT_EQ(m.nvme_pipeline_gbps.source.rfind("bench io --pipeline", 0), 0u) << m.nvme_pipeline_gbps.source;
+  EXPECT_NEAR(m.nvme_mixed_gbps.value, 3.2946, 1e-3);
+  EXPECT_NEAR(m.nvme_read_gbps.value, 2.3902, 1e-3);
+  EXPECT_NEAR(m.nvme_write_gbps.value, 4.5136, 1e-3);
+}
+
 TEST(PlanBenchFiles, PcieBestPinnedAndDevice) {
   const std::string path = write_temp("pcie.json", R"J({"title": "tierzero bench pcie",
       "params": {"device": "NVIDIA H200 (sm_90)"}, "rows": [
