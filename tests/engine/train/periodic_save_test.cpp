@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -245,9 +246,10 @@ TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
       << "refused before the first step";
 }
 
-// A save whose disk is slower than the steps (its rank file's write completions held back for
-// 0.5 s) spans several steps: the run goes on, commits it at the end of a later step (or at the
-// end of the run, waiting for it) and says so; the losses are a run's without periodic saves.
+// A save whose disk is slower than the steps (its rank file's write completions held back until the
+// metrics file shows step 8, so however fast the steps run) spans several steps: the run goes on,
+// commits it at the end of a later step (or at the end of the run, waiting for it) and says so;
+// the losses are a run's without periodic saves.
 TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
   ScratchDir dir;
   TrainArgs args = train_args(
@@ -269,11 +271,21 @@ TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
       while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return result;
   });
-  std::thread opener([&open] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::atomic<bool> finished = false;
+  std::thread opener([&open, &finished, metrics_path = args.metrics_path] {
+    // Step 8's metrics line is written once step 8 has ended (keys sorted: "step":8,). A run that
+    // ends first (an error) opens the disk too.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!finished && std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(metrics_path);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text.find("\"step\":8,") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     open = true;
   });
   const TrainRun run = run_train(args);
+  finished = true;
   opener.join();
   ASSERT_OK(run.summary);
   EXPECT_EQ(run.summary->losses, reference.summary->losses) << "bit for bit as without periodic saves";
@@ -282,7 +294,7 @@ TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
   ASSERT_EQ(metrics.saves.size(), 2u);
   const int64_t committed = metrics.saves[0].committed_after_step;
   EXPECT_EQ(metrics.saves[0].step, 6);
-  EXPECT_GE(committed, 8) << "held until after step 7's end";
+  EXPECT_GE(committed, 8) << "held until step 8 had ended";
   EXPECT_LE(committed, 12);
   EXPECT_EQ(metrics.saves[1].committed_after_step, 12) << "the final save, committed after the last step";
   const std::string later =
