@@ -39,28 +39,28 @@ TEST(PlanBenchFiles, IoAdamTiersFixtures) {
   EXPECT_EQ(m.h2d_gbps.source.rfind("default", 0), 0u);  // nothing measured it
 }
 
-// bench io --mixed (the CI box's file): the mixed row is its own figure, read and write stay theirs.
-TEST(PlanBenchFiles, IoMixedRow) {
-  Machine m = default_machine();
-  EXPECT_EQ(m.nvme_mixed_gbps.value, 0.0);  // no default: only a measurement gives one
-  ASSERT_OK(apply_bench_file(source_dir() + "/tests/report/data/bench_io_mixed.json", m));
-  EXPECT_NEAR(m.nvme_mixed_gbps.value, 2.8588, 1e-3);
-  EXPECT_EQ(m.nvme_mixed_gbps.source.rfind("bench io --mixed", 0), 0u) << m.nvme_mixed_gbps.source;
-  EXPECT_NEAR(m.nvme_read_gbps.value, 2.5518, 1e-3);
-  EXPECT_NEAR(m.nvme_write_gbps.value, 3.6355, 1e-3);
-}
-
-// bench io --mixed --pipeline (the H100 box's file, 2026-12-06): the "pipe/spread" row — the
-// engine's placement — is the record pipeline's figure; "pipe/first" is no figure of the engine's.
-TEST(PlanBenchFiles, IoPipelineSpreadRow) {
-  Machine m = default_machine();
-  EXPECT_EQ(m.nvme_pipeline_gbps.value, 0.0);  // no default: only a measurement gives one
-  ASSERT_OK(apply_bench_file(source_dir() + "/tests/report/data/bench_io_pipeline.json", m));
-  EXPECT_NEAR(m.nvme_pipeline_gbps.value, 2.8669, 1e-3);
-  EXPECT_EQ(m.nvme_pipeline_gbps.source.rfind("bench io --pipeline", 0), 0u) << m.nvme_pipeline_gbps.source;
-  EXPECT_NEAR(m.nvme_mixed_gbps.value, 3.2946, 1e-3);
-  EXPECT_NEAR(m.nvme_read_gbps.value, 2.3902, 1e-3);
-  EXPECT_NEAR(m.nvme_write_gbps.value, 4.5136, 1e-3);
+// bench io's disk rows, each its own figure: --mixed's (the CI box's file) and --pipeline's
+// "pipe/spread" row — the engine's placement; "pipe/first" is none of the engine's — (the H100
+// box's file, 2026-12-06); read and write stay theirs. Neither has a default: only a measurement.
+TEST(PlanBenchFiles, IoMixedAndPipelineRows) {
+  struct Case {
+    std::string file;
+    double mixed, pipeline, read, write;  // GB/s; 0: no such row
+  };
+  for (const Case& c : {Case{"bench_io_mixed.json", 2.8588, 0.0, 2.5518, 3.6355},
+                        Case{"bench_io_pipeline.json", 3.2946, 2.8669, 2.3902, 4.5136}}) {
+    SCOPED_TRACE(c.file);
+    Machine m = default_machine();
+    ASSERT_EQ(m.nvme_mixed_gbps.value + m.nvme_pipeline_gbps.value, 0.0);
+    ASSERT_OK(apply_bench_file(source_dir() + "/tests/report/data/" + c.file, m));
+    EXPECT_NEAR(m.nvme_mixed_gbps.value, c.mixed, 1e-3);
+    EXPECT_EQ(m.nvme_mixed_gbps.source.rfind("bench io --mixed", 0), 0u) << m.nvme_mixed_gbps.source;
+    EXPECT_NEAR(m.nvme_pipeline_gbps.value, c.pipeline, 1e-3);
+    if (c.pipeline > 0)
+      EXPECT_EQ(m.nvme_pipeline_gbps.source.rfind("bench io --pipeline", 0), 0u) << m.nvme_pipeline_gbps.source;
+    EXPECT_NEAR(m.nvme_read_gbps.value, c.read, 1e-3);
+    EXPECT_NEAR(m.nvme_write_gbps.value, c.write, 1e-3);
+  }
 }
 
 TEST(PlanBenchFiles, PcieBestPinnedAndDevice) {
