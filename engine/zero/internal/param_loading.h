@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/internal/progress.h"
+#include "common/common.h"
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/partitioner.h"
 
