@@ -26,6 +26,7 @@ class HostDeviceMemory final : public DeviceMemory {
     // On transparent huge pages where the kernel has them, as the CUDA path's arenas: an NVMe request
     // into the tier (the optimizer's swap buffers) is then a few contiguous segments, not one per 4 KiB.
     (void)madvise(p, bytes, MADV_HUGEPAGE);
+    touch_in_parallel(p, bytes);  // before mlock, which would fault the pages in on this thread
     if (lock && mlock(p, bytes) != 0) {
       const int err = errno;
       munmap(p, bytes);

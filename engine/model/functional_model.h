@@ -168,12 +168,12 @@ std::unique_ptr<ParamSource> map_param_source(const std::map<std::string, at::Te
 Result<std::unique_ptr<ParamSource>> open_safetensors_params(const std::string& model_dir);
 
 // init_parameters(config, seed, kFloat, kCPU)'s values, bit for bit, without the whole model in
-// memory: the generator moves past the parameters in init_parameters' order as far as the reads
-// need, skipping each parameter's draws rather than drawing them and keeping the engine state at
-// the start of each 1 Mi-element chunk of it (2.5 KB a chunk), so a parameter is drawn whenever it
-// is read, its chunks on LibTorch's intra-op threads, with normal_'s bits (internal/init_value.h).
-// It keeps the last parameter drawn: a source read parameter by parameter holds the largest
-// parameter in fp32 at most, drawing each once a pass. Creating it draws nothing.
+// memory: from creation on, a thread of the source's own moves the generator past the parameters in
+// init_parameters' order, skipping each parameter's draws rather than drawing them (a serial ~0.25
+// ns an element, so it runs while the engine allocates its buffers) and keeping the engine state at
+// the start of each 1 Mi-element chunk of it (2.5 KB a chunk); a parameter is drawn whenever it is
+// read (once the thread has passed it), its chunks on LibTorch's intra-op threads, with normal_'s
+// bits (internal/init_value.h). It holds no drawn values: a read draws straight into its output.
 std::unique_ptr<ParamSource> random_init_params(const ModelConfig& config, uint64_t seed);
 
 // check_params for a source: every parameter of `model` present with its shape.

@@ -11,10 +11,6 @@ namespace {
 
 constexpr int64_t kPieceNumel = 16 << 20;
 
-}  // namespace
-
-namespace {
-
 // CPU seconds every thread of the process has run.
 double process_cpu_seconds() {
   timespec t{};
@@ -31,7 +27,20 @@ Status TimedParamSource::read(const std::string& name, int64_t first, std::span<
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   cpu_seconds_ += process_cpu_seconds() - cpu_start;
   bytes_ += out.size_bytes();
+  if (bar_) bar_->advance(out.size_bytes());
   return status;
+}
+
+void TimedParamSource::show_progress(const std::string& label, uint64_t total_bytes) {
+  bar_ = std::make_unique<ProgressBar>(label, total_bytes);
+}
+
+int64_t partition_param_numel(const FunctionalModel& model, const Partitioner& partitioner, int rank) {
+  int64_t numel = 0;
+  for (const ParamSpec& spec : all_params(model))
+    for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape)))
+      if (run.rank == rank) numel += run.numel;
+  return numel;
 }
 
 void load_param_range(ParamSource& source, const std::string& name, int64_t first, const at::Tensor& dst,

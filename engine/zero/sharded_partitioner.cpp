@@ -49,7 +49,9 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
     shard_params_ =
         at::zeros({layout_.shard_numel}, compute.device(options.offload_params ? at::Device(at::kCPU) : comm.device()));
   }
-  if (nvme_ == nullptr) load_partition(params, model, *this, comm.rank(), shard_params_);
+  if (host.shard_from_master && (nvme_ != nullptr || !shard_params_.is_cpu()))
+    throw Error(internal_error("a parameter shard written by the master's split must be in host memory"));
+  if (nvme_ == nullptr && !host.shard_from_master) load_partition(params, model, *this, comm.rank(), shard_params_);
   side_stream_inputs_ = nvme_ == nullptr && options.offload_params && host.copies != nullptr &&
                         (shard_params_.is_pinned() || comm.device().is_cpu());
   for (const ShardSlot& slot : layout_.slots) {
@@ -110,8 +112,8 @@ ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vect
   order_reads(slots);
   GatherInput input;
   if (nvme_ != nullptr) {
-    input.mine = at::empty({numel_of_shards(slots)},
-                           at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
+    input.mine =
+        at::empty({numel_of_shards(slots)}, at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
     input.copied = read_now(shard_ranges(layout_, slots), input.mine);
     return input;
   }
@@ -160,8 +162,8 @@ void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
   if (!pieces.empty() && pieces.size() <= static_cast<size_t>(nvme_->buffer_count())) {  // read now, land later
     order_reads(slots);
     for (uint64_t holder : nvme_->holders_of_next(pieces)) land(holder);
-    gather.mine = at::empty({numel_of_shards(slots)},
-                            at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
+    gather.mine =
+        at::empty({numel_of_shards(slots)}, at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
     gather.read = nvme_->start_read(std::move(pieces), gather.id);
     if (layout_.world_size == 1) gather.gathered = gather.mine;
   } else {
@@ -204,8 +206,9 @@ std::shared_ptr<CopyDone> ShardedPartitioner::read_now(const std::vector<std::pa
   const auto batch = static_cast<size_t>(nvme_->buffer_count());
   std::shared_ptr<CopyDone> last;
   for (size_t first = 0; first < pieces.size(); first += batch) {
-    std::vector<ParamReadPiece> some(pieces.begin() + static_cast<std::ptrdiff_t>(first),
-                                     pieces.begin() + static_cast<std::ptrdiff_t>(std::min(pieces.size(), first + batch)));
+    std::vector<ParamReadPiece> some(
+        pieces.begin() + static_cast<std::ptrdiff_t>(first),
+        pieces.begin() + static_cast<std::ptrdiff_t>(std::min(pieces.size(), first + batch)));
     for (uint64_t holder : nvme_->holders_of_next(some)) land(holder);
     ParamRead read = nvme_->start_read(std::move(some), next_gather_id_++);
     last = nvme_->land(read, dst, *host_.copies);
@@ -412,7 +415,7 @@ at::Tensor ShardedPartitioner::compute_partition() {
     if (nvme_ != nullptr) land(gather);
     if (gather.input) gather.input->wait_host();
   }
-  if (nvme_ != nullptr) return at::Tensor();  // the optimizer writes through nvme_
+  if (nvme_ != nullptr) return at::Tensor();       // the optimizer writes through nvme_
   if (shard_params_.device() != comm_.device()) {  // offloaded: the gathers' copies read it
     const c10::Stream stream = c10::impl::getDeviceGuardImpl(comm_.device().type())->getStream(comm_.device());
     stream.synchronize();
@@ -421,7 +424,8 @@ at::Tensor ShardedPartitioner::compute_partition() {
 }
 
 int64_t ShardedPartitioner::pinned_bytes() const {
-  return shard_params_.defined() && shard_params_.is_pinned() ? shard_params_.numel() * shard_params_.element_size() : 0;
+  return shard_params_.defined() && shard_params_.is_pinned() ? shard_params_.numel() * shard_params_.element_size()
+                                                              : 0;
 }
 
 void ShardedPartitioner::drop_whole_params() {

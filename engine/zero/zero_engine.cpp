@@ -29,6 +29,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The fp32 bytes of master weights from which the start-up shows their reads on a progress bar
+// (about a second's draws or reads on a few cores).
+constexpr uint64_t kStartupBarBytes = uint64_t{2} << 30;
+
 // Waits until the device's current stream has run everything queued on it (timing only).
 void sync_current_stream(at::Device device) {
   if (device.is_cpu()) return;
@@ -114,6 +118,14 @@ at::Tensor weights16(const ZeroEngineOptions& options, const HostTier& host_tier
   return host_tier.buffer(PinnedRole::kWeights16, options.partition.compute_dtype);
 }
 
+// Whether the compact master's high half is the offloaded parameter shard itself (compact_state's
+// choice: no 16-bit weights bound for the device), which the optimizer's first split writes whole,
+// so the partitioner need not read the weights into it first (OffloadedHost::shard_from_master).
+bool shard_is_master_half(const ZeroEngineOptions& options, const HostTier* host_tier) {
+  return options.offload_optimizer && compact_master(options) && options.partition.stage == 3 &&
+         !params_on_nvme(options) && host_tier != nullptr && weights16(options, *host_tier).numel() == 0;
+}
+
 // `options` as engine/config's settings, which check_engine_settings() checks (the options may be
 // set without a ds_config). kInvalidArgument naming `key` for a dtype tierzero has no name for.
 ElementType settings_type(at::ScalarType type, const char* key) {
@@ -147,7 +159,8 @@ EngineSettings settings_of(const ZeroEngineOptions& options, int world_size) {
 // optimizer writes: bound for the device ("16-bit weights"), or the host compute partition itself.
 CompactState compact_state(const ZeroEngineOptions& options, const HostTier& host_tier, Partitioner& partitioner) {
   CompactState compact{.compact_master = compact_master(options), .moments_8bit = moments_8bit(options), .hi = {}};
-  if (compact.compact_master) {  // the bf16 weights the optimizer writes: in place in host memory, or bound for the device
+  if (compact
+          .compact_master) {  // the bf16 weights the optimizer writes: in place in host memory, or bound for the device
     const at::Tensor staged = weights16(options, host_tier);
     compact.hi = staged.numel() > 0 ? staged : partitioner.compute_partition();
     if (!compact.hi.is_cpu() || !compact.hi.is_contiguous() || compact.hi.scalar_type() != at::kBFloat16)
@@ -161,7 +174,9 @@ CompactState compact_state(const ZeroEngineOptions& options, const HostTier& hos
 state_layout::GpuRoom gpu_room(const ZeroEngineOptions& options, at::Device device) {
   const uint64_t limit = options.gpu_memory_limit_bytes;
   return {.on_gpu = device.is_cuda(),
-          .budget = !device.is_cuda() ? 0 : limit > 0 ? limit : device_memory_bytes(device),
+          .budget = !device.is_cuda() ? 0
+                    : limit > 0       ? limit
+                                      : device_memory_bytes(device),
           .planned_peak = options.planned_gpu_peak_bytes};
 }
 std::string budget_text(const ZeroEngineOptions& options, const state_layout::GpuRoom& room, at::Device device) {
@@ -301,12 +316,19 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
     offloaded_grads_ = std::make_unique<OffloadedGrads>(*grad_pipeline_, std::move(accumulator));
   }
   phases.end(&EngineStartup::setup_s);
-  partitioner_ =
-      make_partitioner(model, params, options_.partition, comm,
-                       OffloadedHost{offloaded_grads_.get(), host_tier_.get(), copies_.get(), nvme_params_.get()});
+  partitioner_ = make_partitioner(model, params, options_.partition, comm,
+                                  OffloadedHost{.grads = offloaded_grads_.get(),
+                                                .tier = host_tier_.get(),
+                                                .copies = copies_.get(),
+                                                .nvme_params = nvme_params_.get(),
+                                                .shard_from_master = shard_is_master_half(options_, host_tier_.get())});
   phases.end(&EngineStartup::params_s);
   if (nvme_params_ != nullptr) (void)nvme_params_->take_traffic();  // the initial writes are not a step's
   const int partition_rank = partitioner_->partitioned() ? comm.rank() : 0;
+  // The master's reads on a bar where they may take seconds (rank 0's; the others read as much).
+  const uint64_t master_bytes = sizeof(float) * partition_param_numel(model, *partitioner_, partition_rank);
+  if (comm.rank() == 0 && master_bytes >= kStartupBarBytes)
+    params.show_progress("start-up: master weights", master_bytes);
   if (!options.offload_optimizer) {
     at::Tensor master =
         at::zeros({partitioner_->partition_numel()}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
@@ -336,23 +358,23 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
       sync_compute_params();
   };
   if (state_on_nvme(options)) {
-    NvmeOffloadAdamSetup setup{.common = common,
-                               .rank = comm.rank(),
-                               .state_dtype = options.optimizer_state_dtype,
-                               .records_in_memory = records_in_memory,
-                               .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
-                               // where the step may run inside the backward (choose_step_modes)
-                               .spread_records = options.overlap_offload && partitioner_->can_follow_step() &&
-                                                 state_layout::step_in_backward_refusal(
-                                                     partitioner_->can_hand_over_grads(), params_on_nvme(options),
-                                                     options.gradient_clipping,
-                                                     options.partition.compute_dtype == at::kHalf) == nullptr,
-                               .nvme = options.nvme_optimizer,
-                               .buffers = {},
-                               .source = &params,
-                               .model = &model,
-                               .partitioner = partitioner_.get(),
-                               .partition_rank = partition_rank};
+    NvmeOffloadAdamSetup setup{
+        .common = common,
+        .rank = comm.rank(),
+        .state_dtype = options.optimizer_state_dtype,
+        .records_in_memory = records_in_memory,
+        .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
+        // where the step may run inside the backward (choose_step_modes)
+        .spread_records = options.overlap_offload && partitioner_->can_follow_step() &&
+                          state_layout::step_in_backward_refusal(
+                              partitioner_->can_hand_over_grads(), params_on_nvme(options), options.gradient_clipping,
+                              options.partition.compute_dtype == at::kHalf) == nullptr,
+        .nvme = options.nvme_optimizer,
+        .buffers = {},
+        .source = &params,
+        .model = &model,
+        .partitioner = partitioner_.get(),
+        .partition_rank = partition_rank};
     for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
       setup.buffers.push_back(host_tier_->buffer(PinnedRole::kOptimizerSwapBuffer, at::kByte, i));
     std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
@@ -363,23 +385,18 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
     choose_step_modes();
     return;
   }
-  CpuOffloadAdamSetup setup{.common = common,
-                            .master = compact_master(options) ? at::Tensor()
-                                                              : host_tier_->buffer(PinnedRole::kMaster, at::kFloat),
-                            .exp_avg = host_tier_->buffer(PinnedRole::kExpAvg, options.optimizer_state_dtype),
-                            .exp_avg_sq = host_tier_->buffer(PinnedRole::kExpAvgSq, moments_8bit(options)
-                                                                                      ? at::kByte
-                                                                                      : options.optimizer_state_dtype),
-                            .residual = compact_master(options)
-                                            ? host_tier_->buffer(PinnedRole::kMasterResidual, at::kShort)
-                                            : at::Tensor(),
-                            .exp_avg_scales = moments_8bit(options)
-                                                  ? host_tier_->buffer(PinnedRole::kExpAvgScales, at::kFloat)
-                                                  : at::Tensor(),
-                            .exp_avg_sq_scales = moments_8bit(options)
-                                                     ? host_tier_->buffer(PinnedRole::kExpAvgSqScales, at::kFloat)
-                                                     : at::Tensor(),
-                            .load_master = {}};
+  CpuOffloadAdamSetup setup{
+      .common = common,
+      .master = compact_master(options) ? at::Tensor() : host_tier_->buffer(PinnedRole::kMaster, at::kFloat),
+      .exp_avg = host_tier_->buffer(PinnedRole::kExpAvg, options.optimizer_state_dtype),
+      .exp_avg_sq =
+          host_tier_->buffer(PinnedRole::kExpAvgSq, moments_8bit(options) ? at::kByte : options.optimizer_state_dtype),
+      .residual = compact_master(options) ? host_tier_->buffer(PinnedRole::kMasterResidual, at::kShort) : at::Tensor(),
+      .exp_avg_scales =
+          moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgScales, at::kFloat) : at::Tensor(),
+      .exp_avg_sq_scales =
+          moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgSqScales, at::kFloat) : at::Tensor(),
+      .load_master = {}};
   if (compact_master(options)) {  // read and split a piece at a time, never the fp32 master whole
     setup.load_master = [&](int64_t begin, const at::Tensor& out) {
       load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
@@ -523,13 +540,14 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
     if (step_started_in_backward_) backward_step_->abandon(e.status());
     throw;
   } catch (const std::exception& e) {
-    if (step_started_in_backward_) backward_step_->abandon(internal_error(std::string("the backward failed: ") + e.what()));
+    if (step_started_in_backward_)
+      backward_step_->abandon(internal_error(std::string("the backward failed: ") + e.what()));
     throw;
   }
 }
 
-at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets,
-                                          const at::Tensor& anchor, double loss_multiplier) {
+at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Tensor& targets, const at::Tensor& anchor,
+                                          double loss_multiplier) {
   const at::Device device = comm_.device();
   const bool timed = options_.time_breakdown;
   Clock::time_point start = Clock::now();
@@ -676,7 +694,8 @@ void ZeroEngine::sync_compute_params() {
     const auto copy_master = [&](int64_t begin, const at::Tensor& dst) {
       for (int64_t done = 0; done < dst.numel(); done += kPiece) {
         at::Tensor host = piece.narrow(0, 0, std::min(kPiece, dst.numel() - done));
-        throw_if_error(optimizer_->read_master(begin + done, {host.data_ptr<float>(), static_cast<size_t>(host.numel())}));
+        throw_if_error(
+            optimizer_->read_master(begin + done, {host.data_ptr<float>(), static_cast<size_t>(host.numel())}));
         copy_rounded(dst.narrow(0, done, host.numel()), host, away);
       }
     };

@@ -22,7 +22,7 @@ class DeviceMemory {
   // "NVIDIA H200, 139.81 GiB, CUDA 13.0" or "host memory (no GPU: <reason>)".
   virtual std::string description() const = 0;
   // Page-locked host memory (2 MiB-aligned THP memory + cudaHostRegister; host emulation: mmap + mlock
-  // when `lock`).
+  // when `lock`), zero-filled and faulted in on every core (touch_in_parallel) before it returns.
   virtual Result<void*> allocate_pinned(uint64_t bytes, bool lock) = 0;
   virtual void free_pinned(void* ptr, uint64_t bytes) = 0;
 };

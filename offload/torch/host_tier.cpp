@@ -1,28 +1,14 @@
 #include "offload/torch/offload_torch.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cstring>
 #include <span>
 #include <vector>
 
 #include "common/common.h"
 
 namespace tierzero::offload {
-namespace {
-
-// memset on every core of LibTorch's intra-op pool: first touching tens of GB on one thread is the
-// slow part of a large engine's start-up.
-void zero_fill(void* data, uint64_t bytes) {
-  constexpr int64_t kGrain = 64 << 20;
-  at::parallel_for(0, static_cast<int64_t>(bytes), kGrain, [data](int64_t begin, int64_t end) {
-    std::memset(static_cast<std::byte*>(data) + begin, 0, static_cast<size_t>(end - begin));
-  });
-}
-
-}  // namespace
 
 std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBufferSpec>& buffers, uint64_t limit_bytes,
                                            at::Device device, int rank) {
@@ -64,8 +50,7 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBufferSpec>& 
                                  std::to_string(buffer->index) + " listed twice"));
     held.bytes = buffer->bytes;
     if (buffer->bytes == 0) continue;
-    held.data = value_or_throw(tier->pool_->allocate(buffer->bytes));
-    zero_fill(held.data, buffer->bytes);
+    held.data = value_or_throw(tier->pool_->allocate(buffer->bytes));  // zero: a fresh pool's, faulted in
   }
   return tier;
 }

@@ -6,11 +6,13 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/common.h"
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/partitioner.h"
 
@@ -18,7 +20,8 @@ namespace tierzero::engine {
 
 // A source passing reads to `source` (which must outlive it), counting their wall seconds, the
 // process's CPU seconds meanwhile (every thread's) and the fp32 bytes they gave: the engine's
-// start-up breakdown (ZeroEngine::startup).
+// start-up breakdown (ZeroEngine::startup); and, between show_progress() and end_progress(), those
+// bytes on a progress bar.
 class TimedParamSource final : public ParamSource {
  public:
   explicit TimedParamSource(ParamSource& source) : source_(source) {}
@@ -27,19 +30,29 @@ class TimedParamSource final : public ParamSource {
   double seconds() const { return seconds_; }
   double cpu_seconds() const { return cpu_seconds_; }
   uint64_t bytes() const { return bytes_; }
+  // From here on, the reads' fp32 bytes advance a bar "`label`" of `total_bytes` on stderr
+  // (ProgressBar: quiet with TIERZERO_NO_PROGRESS) until end_progress(), which draws its last line.
+  void show_progress(const std::string& label, uint64_t total_bytes);
+  void end_progress() { bar_.reset(); }
 
  private:
   ParamSource& source_;
   double seconds_ = 0.0;
   double cpu_seconds_ = 0.0;
   uint64_t bytes_ = 0;
+  std::unique_ptr<ProgressBar> bar_;
 };
+
+// The elements of every parameter of `model` that partition `rank` holds (what load_partition reads
+// into it; its padding excluded).
+int64_t partition_param_numel(const FunctionalModel& model, const Partitioner& partitioner, int rank);
 
 // Writes elements [first, first + dst.numel()) of parameter `name` into `dst` (flat, contiguous,
 // any float dtype, any device), cast from fp32 as Tensor::copy_ casts. An fp32 host `dst` is read
 // into directly; otherwise through a host buffer of at most 16 Mi elements (a safetensors source
 // reads such a piece as 8 to 32 pieces of its own on as many threads), kept in `piece` (made or
-// grown there) for the caller's next calls: a fresh 64 MiB buffer a call is 16 Ki page faults. Throws tierzero::Error with the source's error.
+// grown there) for the caller's next calls: a fresh 64 MiB buffer a call is 16 Ki page faults. Throws tierzero::Error
+// with the source's error.
 void load_param_range(ParamSource& source, const std::string& name, int64_t first, const at::Tensor& dst,
                       at::Tensor* piece = nullptr);
 

@@ -138,12 +138,17 @@ class Partitioner : public ParamGateway {
 // device for a gather on its side stream, so prefetches do not hold up the compute stream;
 // `nvme_params` homes the shard on NVMe instead (offload_param "nvme"; stage 3, with `copies`): its
 // initial weights are written there, gathers read their pieces from there, and the optimizer sends
-// the new weights there (compute_partition() is then undefined).
+// the new weights there (compute_partition() is then undefined). `shard_from_master`: the stage 3
+// shard (in host memory, no `nvme_params`) is the high half of a compact master, which the
+// optimizer's first split writes whole: the partitioner leaves it zero instead of reading the
+// weights into it a first time; publish_compute_partition() after that split gathers its
+// persistent parameters from it.
 struct OffloadedHost {
   OffloadedGrads* grads = nullptr;
   HostTier* tier = nullptr;
   DeviceCopies* copies = nullptr;
   NvmeParams* nvme_params = nullptr;
+  bool shard_from_master = false;
 };
 
 // Builds the partitioner for `options.stage` over `model`'s parameters (all_params order), its
