@@ -159,8 +159,8 @@ EngineSettings settings_of(const ZeroEngineOptions& options, int world_size) {
 // optimizer writes: bound for the device ("16-bit weights"), or the host compute partition itself.
 CompactState compact_state(const ZeroEngineOptions& options, const HostTier& host_tier, Partitioner& partitioner) {
   CompactState compact{.compact_master = compact_master(options), .moments_8bit = moments_8bit(options), .hi = {}};
-  if (compact
-          .compact_master) {  // the bf16 weights the optimizer writes: in place in host memory, or bound for the device
+  // The bf16 weights the optimizer writes: in place in host memory, or bound for the device.
+  if (compact.compact_master) {
     const at::Tensor staged = weights16(options, host_tier);
     compact.hi = staged.numel() > 0 ? staged : partitioner.compute_partition();
     if (!compact.hi.is_cpu() || !compact.hi.is_contiguous() || compact.hi.scalar_type() != at::kBFloat16)

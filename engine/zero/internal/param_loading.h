@@ -31,9 +31,8 @@ class TimedParamSource final : public ParamSource {
   double cpu_seconds() const { return cpu_seconds_; }
   uint64_t bytes() const { return bytes_; }
   // From here on, the reads' fp32 bytes advance a bar "`label`" of `total_bytes` on stderr
-  // (ProgressBar: quiet with TIERZERO_NO_PROGRESS) until end_progress(), which draws its last line.
+  // (ProgressBar: quiet with TIERZERO_NO_PROGRESS), whose last line is drawn when this source goes.
   void show_progress(const std::string& label, uint64_t total_bytes);
-  void end_progress() { bar_.reset(); }
 
  private:
   ParamSource& source_;
