@@ -23,10 +23,14 @@ OffloadedGrads::OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulato
                                std::to_string(pipeline_.numel()) + " elements"));
 }
 
-void OffloadedGrads::begin_micro_batch(bool last) { last_micro_batch_ = last; }
+void OffloadedGrads::begin_micro_batch(bool last) {
+  only_window_ = !began_;
+  began_ = true;
+  last_micro_batch_ = last;
+}
 
 void OffloadedGrads::take(const at::Tensor& source, std::vector<LandingRun> runs, bool lands) {
-  if (!accumulates_on_device()) {
+  if (!accumulates_on_device() && !lands_final()) {
     pipeline_.land(source, std::move(runs));
     return;
   }
@@ -36,13 +40,15 @@ void OffloadedGrads::take(const at::Tensor& source, std::vector<LandingRun> runs
     accumulated_ = accumulated_ || !runs.empty();
     return;
   }
-  // The bucket in fp32 plus what earlier micro-batches left for its runs, which then hold nothing.
-  at::Tensor sum = source.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
-  for (const LandingRun& run : runs) {
-    at::Tensor held = accumulator_.narrow(0, run.partition_offset, run.numel);
-    sum.narrow(0, run.source_offset, run.numel).add_(held);
-    held.zero_();
-  }
+  // The bucket in fp32 (device mode: plus what earlier micro-batches left for its runs, which then
+  // hold nothing).
+  at::Tensor sum = source.to(at::kFloat, /*non_blocking=*/false, /*copy=*/accumulates_on_device());
+  if (accumulates_on_device())
+    for (const LandingRun& run : runs) {
+      at::Tensor held = accumulator_.narrow(0, run.partition_offset, run.numel);
+      sum.narrow(0, run.source_offset, run.numel).add_(held);
+      held.zero_();
+    }
   // A range that already landed this window (a parameter used twice, as tied embeddings in stage
   // 3: two reduced buckets per micro-batch) is added to, not overwritten.
   bool again = false;
@@ -66,6 +72,8 @@ void OffloadedGrads::drain() {
 void OffloadedGrads::reset() {
   landed_.clear();
   last_micro_batch_ = false;
+  began_ = false;
+  only_window_ = false;
   accumulated_ = false;
   pipeline_.reset();
 }

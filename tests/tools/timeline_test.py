@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """benchmarks/timeline.py over `train --profile`'s traces: a CPU run with the optimizer offloaded
 (on the GPU where there is one) holds tierzero's spans on the engine's own threads (the optimizer's pieces on tz-optimizer, the
-gradients' landing on tz-grad-landing) beside the training thread's ops; a hand-made GPU trace gives
+norms of the gradients that landed straight in the partition on tz-grad-landing: one micro-batch a step) beside the training thread's ops; a hand-made GPU trace gives
 the busy time, copy rate and idle gaps worked out by hand, and a thread Kineto named twice takes the
 name the engine gave it; a file that is no trace is refused.
 
@@ -38,7 +38,7 @@ def check_cpu_run(tz, tmp):
     spans = {(s["thread"].split(" (")[-1].rstrip(")"), s["span"]): s for s in r["spans"]}
     # Kineto names a thread "thread N (COMM)": COMM is the name the engine gave it.
     for thread, span in (("tz-optimizer", "tierzero::adam"), ("tz-optimizer", "tierzero::optimizer_step"),
-                         ("tz-grad-landing", "tierzero::grad_add")):
+                         ("tz-grad-landing", "tierzero::grad_norms")):
         if (thread, span) not in spans or spans[(thread, span)]["total_s"] <= 0:
             fail(f"no {span} on {thread} in the trace's spans {sorted(spans)}", t)
     step = spans[("tz-optimizer", "tierzero::optimizer_step")]["total_s"]

@@ -2,7 +2,13 @@
 //
 //   host    every bucket of every micro-batch lands at once: the host gradient pipeline
 //           (host_grad_pipeline.h) copies it D2H and adds it, times 1/W, into the fp32 host
-//           partition. A step with A micro-batches copies and adds the partition A times.
+//           partition. A step with A micro-batches copies and adds the partition A times. A window
+//           that is the step's only one and its last (the window pass, window_pass.h, which hands
+//           each unit's gradients summed over every micro-batch once; or one micro-batch a step)
+//           holds each range's whole gradient: its buckets land as the device mode's last
+//           micro-batch does (land_final: straight into the partition, no staging slot, no host
+//           addition; a range landing twice is added, as below). The host then reads 2-4 bytes
+//           an element for the norm instead of 6-12, and the backward never waits for a slot.
 //   device  with gradient accumulation, a bucket launched before the window's last micro-batch is
 //           added (fp32, in its reduction's stream order) into an accumulator of this rank's
 //           partition on the compute device; a bucket launched in the last micro-batch hands the
@@ -43,11 +49,15 @@ class OffloadedGrads {
   OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulator);
 
   bool accumulates_on_device() const { return accumulator_.defined(); }
-  // Starts a micro-batch; `last`: it ends the accumulation window, so buckets launched from now on
-  // until the next reset() land.
+  // Starts a micro-batch (or a window pass of several); `last`: it ends the accumulation window, so
+  // buckets launched from now on until the next reset() land. In host mode a `last` one that is the
+  // first since reset() holds every range's whole gradient: its buckets land final.
   void begin_micro_batch(bool last);
   // Whether a bucket launched now is to land (always in host mode).
   bool lands_now() const { return !accumulates_on_device() || last_micro_batch_; }
+  // Whether buckets taken now land final (the partition overwritten, not added to): device mode's
+  // last micro-batch, or host mode's only window.
+  bool lands_final() const { return last_micro_batch_ && (accumulates_on_device() || only_window_); }
 
   // Takes a reduced bucket `source` (as HostGradPipeline::land: flat, contiguous, on the compute
   // device, its reduction ordered on the current stream) for `runs`; `lands` is what lands_now()
@@ -80,6 +90,8 @@ class OffloadedGrads {
   at::Tensor accumulator_;
   Ranges landed_;  // copied straight into the host partition since the last reset()
   bool last_micro_batch_ = false;
+  bool began_ = false;        // a micro-batch began since the last reset()
+  bool only_window_ = false;  // host mode: the micro-batch that began is the first since reset()
   bool accumulated_ = false;  // something was added to the accumulator since the last reset()
 };
 
