@@ -378,8 +378,11 @@ void HostGradPipeline::reset() {
     std::lock_guard lock(mutex_);
     free_held_slots();
     std::fill(consumed_.begin(), consumed_.end(), 0);
-    return;
   }
+}
+
+void HostGradPipeline::zero_partition() {
+  if (ring_ != nullptr) return;
   {
     std::lock_guard lock(mutex_);
     zeroing_ = true;

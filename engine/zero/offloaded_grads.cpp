@@ -2,17 +2,29 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "common/common.h"
 
 namespace tierzero::engine {
 
-bool OffloadedGrads::Ranges::overlaps(int64_t offset, int64_t numel) const {
-  auto it = ends_.upper_bound(offset);  // the first range ending after offset
-  return it != ends_.end() && it->second < offset + numel;
-}
-
 void OffloadedGrads::Ranges::insert(int64_t offset, int64_t numel) {
   if (numel > 0) ends_[offset + numel] = offset;
+}
+
+std::vector<OffloadedGrads::Ranges::Piece> OffloadedGrads::Ranges::cut(int64_t offset, int64_t numel) const {
+  std::vector<Piece> pieces;
+  const int64_t end = offset + numel;
+  int64_t at = offset;
+  for (auto it = ends_.upper_bound(offset); at < end && it != ends_.end() && it->second < end; ++it) {
+    if (it->second > at) pieces.push_back({at, it->second - at, false});
+    const int64_t held_end = std::min(end, it->first);
+    at = std::max(at, it->second);
+    pieces.push_back({at, held_end - at, true});
+    at = held_end;
+  }
+  if (at < end) pieces.push_back({at, end - at, false});
+  return pieces;
 }
 
 OffloadedGrads::OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulator)
@@ -24,9 +36,24 @@ OffloadedGrads::OffloadedGrads(HostGradPipeline& pipeline, at::Tensor accumulato
 }
 
 void OffloadedGrads::begin_micro_batch(bool last) {
-  only_window_ = !began_;
+  const bool first = !began_;
+  only_window_ = first;
   began_ = true;
   last_micro_batch_ = last;
+  if (accumulates_on_device() || lands_final() || zeroed_) return;
+  // Host mode adds from now on: every element this window's buckets do not overwrite must be zero.
+  if (first)
+    pipeline_.zero_partition();
+  else
+    zero_unlanded();  // after a window that landed final (step() after more micro-batches than configured)
+  zeroed_ = true;
+}
+
+void OffloadedGrads::zero_unlanded() {
+  const at::Tensor partition = pipeline_.partition();
+  if (!partition.defined()) return;
+  for (const Ranges::Piece& piece : landed_.cut(0, partition.numel()))
+    if (!piece.inserted) partition.narrow(0, piece.offset, piece.numel).zero_();
 }
 
 void OffloadedGrads::take(const at::Tensor& source, std::vector<LandingRun> runs, bool lands) {
@@ -51,26 +78,32 @@ void OffloadedGrads::take(const at::Tensor& source, std::vector<LandingRun> runs
     }
   // A range that already landed this window (a parameter used twice, as tied embeddings in stage
   // 3: two reduced buckets per micro-batch) is added to, not overwritten.
-  bool again = false;
-  for (const LandingRun& run : runs) again = again || landed_.overlaps(run.partition_offset, run.numel);
-  if (again) {
-    pipeline_.land(sum, std::move(runs));
-    return;
-  }
-  for (const LandingRun& run : runs) landed_.insert(run.partition_offset, run.numel);
-  pipeline_.land_final(sum, std::move(runs));
+  std::vector<LandingRun> fresh, again;
+  for (const LandingRun& run : runs)
+    for (const Ranges::Piece& piece : landed_.cut(run.partition_offset, run.numel))
+      (piece.inserted ? again : fresh)
+          .push_back({piece.offset, run.source_offset + (piece.offset - run.partition_offset), piece.numel});
+  for (const LandingRun& run : fresh) landed_.insert(run.partition_offset, run.numel);
+  if (!again.empty()) pipeline_.land(sum, std::move(again));
+  if (!fresh.empty()) pipeline_.land_final(sum, std::move(fresh));
 }
 
 void OffloadedGrads::drain() {
   const bool held = accumulated_ && !last_micro_batch_;  // the window ended early: all of it is still here
-  if (held) pipeline_.land_final(accumulator_, {{0, 0, accumulator_.numel()}});
+  if (held) {  // nothing landed before: the window's micro-batches all accumulated on the device
+    landed_.insert(0, accumulator_.numel());
+    pipeline_.land_final(accumulator_, {{0, 0, accumulator_.numel()}});
+  }
   pipeline_.drain();
   if (held) accumulator_.zero_();  // its copies have run
+  if (!zeroed_) zero_unlanded();
+  zeroed_ = true;
   accumulated_ = false;
 }
 
 void OffloadedGrads::reset() {
   landed_.clear();
+  zeroed_ = false;
   last_micro_batch_ = false;
   began_ = false;
   only_window_ = false;

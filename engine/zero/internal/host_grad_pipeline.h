@@ -100,8 +100,8 @@ class HostGradPipeline : public GradLender {
   // As land(), for a `source` in fp32 that holds all of its runs' gradient this step (nothing else
   // lands on those elements before the next reset()): source[run] * scale (rounded once to bf16 on
   // the device for a bf16 partition) is copied D2H straight into the partition, overwriting it,
-  // after the work queued on the current stream. Never waits
-  // for a staging slot; waits only for the worker to finish zeroing the partition after reset().
+  // after the work queued on the current stream. Never waits for a staging slot; waits only for
+  // the worker to finish zeroing the partition after zero_partition().
   // Throws tierzero::Error when `source` is not a contiguous fp32 tensor or an earlier bucket failed.
   void land_final(const at::Tensor& source, std::vector<LandingRun> runs);
   // Calls `landed` (on the worker's thread, or before returning without overlap) once every bucket
@@ -111,12 +111,16 @@ class HostGradPipeline : public GradLender {
   void drain();
   // The squared L2 norm of the partition and whether it is finite, from the recorded runs; valid
   // after drain() (ring: while the optimizer still steps too). Ranges never landed since reset()
-  // count as zero (the partition is zero there).
+  // count as zero (the caller keeps the partition zero there: offloaded_grads.h).
   cpu_adam::GradStats grad_stats();
-  // Zeroes the partition and forgets the recorded runs; call after drain(). With overlap the worker
-  // zeroes it in the background, before the next landed bucket (drain() waits for it too). Ring:
-  // frees the slots of records the optimizer did not read (a step that was abandoned).
+  // Forgets the recorded runs; call after drain(). Ring: frees the slots of records the optimizer did
+  // not read (a step that was abandoned). The partition keeps its values: zero_partition() or
+  // land_final() over every element makes the next step's.
   void reset();
+  // Zeroes the partition (no-op with the ring: a slot is zeroed when freed), before any bucket
+  // landed after this call; with overlap the worker zeroes it in the background (land_final() and
+  // drain() wait for it).
+  void zero_partition();
 
   // The optimizer stepping inside the backward failed with `error` (ring only): every held slot is
   // freed, and landing throws `error` from now on instead of waiting for a slot no one will free.
@@ -140,7 +144,7 @@ class HostGradPipeline : public GradLender {
   enum class JobKind {
     kAdd,            // a slot's piece: add its runs into the partition
     kRecordNorms,    // land_final(): runs already copied into the partition; record their norms
-    kZeroPartition,  // reset(): zero the partition (no slot, no copy)
+    kZeroPartition,  // zero_partition(): zero the partition (no slot, no copy)
     kNotify,         // notify_landed(): call `landed`
     kFreeRingSlot,   // consumed(): zero ring slot `slot`, then free it
   };

@@ -1,7 +1,8 @@
 // OffloadedGrads in host mode (offloaded_grads.h), on the CPU: a window that is the step's only one
 // (the window pass, or one micro-batch a step) lands its buckets final, straight into the partition,
 // and gives the partition and the squared norm the add path gives bit for bit (0 + x * s == x * s);
-// a range that lands twice in that window is added to; two micro-batches add. References are
+// a range that lands twice in that window is added to, and what it never landed is zeroed (the
+// partition is not zeroed before it); micro-batches add onto a zeroed partition. References are
 // LibTorch's own fp32 arithmetic and round-to-nearest-even casts.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -85,35 +86,74 @@ TEST_P(OffloadedGradsHost, TheOnlyWindowLandsFinalWithTheAddPathsBits) {
   EXPECT_NEAR(only_norm, sq_norm_of(expected), 1e-9 * sq_norm_of(expected));
 }
 
-TEST_P(OffloadedGradsHost, ARangeLandingTwiceInTheOnlyWindowIsAddedTo) {
-  const at::Tensor x = bucket_values(2), y = bucket_values(3);
-  Landing tied(GetParam());
-  tied.grads->begin_micro_batch(/*last=*/true);
-  tied.take(x, kRuns);
-  tied.take(y, {{600, 0, 400}});  // partition [600, 1000) again: added, not overwritten
-  tied.grads->drain();
+// The host adds a landing onto the partition: its value plus the bucket rounded to the partition's
+// dtype (on the device, before it leaves) times kScale, in fp32, then rounded.
+at::Tensor added(const at::Tensor& partition_values, const at::Tensor& bucket_values, at::ScalarType dtype) {
+  return (partition_values.to(at::kFloat) + bucket_values.to(dtype).to(at::kFloat) * kScale).to(dtype);
+}
 
-  // The second landing is added on the host: the partition's value plus y rounded to the
-  // partition's dtype (on the device, before it leaves) times kScale, in fp32, then rounded.
-  const at::Tensor first = placed(x).to(GetParam());
-  const at::Tensor second_y = y.narrow(0, 0, 400).to(GetParam()).to(at::kFloat) * kScale;
-  const at::Tensor tail = (first.narrow(0, 600, 400).to(at::kFloat) + second_y).to(GetParam());
-  const at::Tensor expected = at::cat({first.narrow(0, 0, 600), tail});
+TEST_P(OffloadedGradsHost, ARangeLandingTwiceInTheOnlyWindowIsAddedToAndTheRestIsZeroed) {
+  const at::ScalarType dtype = GetParam();
+  const at::Tensor x = bucket_values(2), y = bucket_values(3);
+  Landing tied(dtype);
+  tied.pipeline->partition().fill_(7.0);  // the last step's gradient: a final window does not zero first
+  tied.grads->begin_micro_batch(/*last=*/true);
+  tied.take(x, {kRuns[0]});       // partition [0, 600)
+  tied.take(y, {{500, 0, 300}});  // [500, 600) again: added; [600, 800) first: overwritten
+  tied.grads->drain();            // [800, 1000) never landed: zeroed
+
+  const at::Tensor first = (x.narrow(0, 400, 600) * kScale).to(dtype);
+  const at::Tensor expected =
+      at::cat({first.narrow(0, 0, 500), added(first.narrow(0, 500, 100), y.narrow(0, 0, 100), dtype),
+               (y.narrow(0, 100, 200) * kScale).to(dtype), at::zeros({200}, dtype)});
   EXPECT_TRUE(at::equal(tied.pipeline->partition(), expected));
+}
+
+TEST_P(OffloadedGradsHost, AWindowAfterTheOnlyOneAddsOntoWhatItLandedAndZeroesTheRest) {
+  const at::ScalarType dtype = GetParam();
+  const at::Tensor x = bucket_values(4), y = bucket_values(5);
+  Landing landing(dtype);
+  landing.pipeline->partition().fill_(7.0);
+  landing.grads->begin_micro_batch(/*last=*/true);
+  landing.take(x, {kRuns[0]});                      // final: [0, 600)
+  landing.grads->begin_micro_batch(/*last=*/true);  // step() after more micro-batches than configured
+  EXPECT_FALSE(landing.grads->lands_final());
+  landing.take(y, kRuns);  // added everywhere, onto [0, 600)'s x and [600, 1000)'s zeros
+  landing.grads->drain();
+
+  const at::Tensor first = (x.narrow(0, 400, 600) * kScale).to(dtype);
+  const at::Tensor expected =
+      at::cat({added(first, y.narrow(0, 400, 600), dtype), added(at::zeros({400}, dtype), y.narrow(0, 0, 400), dtype)});
+  EXPECT_TRUE(at::equal(landing.pipeline->partition(), expected));
 }
 
 TEST_P(OffloadedGradsHost, ResetStartsAnotherOnlyWindowOverwritingTheLast) {
   Landing landing(GetParam());
   landing.grads->begin_micro_batch(/*last=*/true);
-  landing.take(bucket_values(4), kRuns);
+  landing.take(bucket_values(6), kRuns);
   landing.grads->drain();
   landing.grads->reset();
-  const at::Tensor x = bucket_values(5);
+  const at::Tensor x = bucket_values(7);
   landing.grads->begin_micro_batch(/*last=*/true);
   EXPECT_TRUE(landing.grads->lands_final());
   landing.take(x, kRuns);
   landing.grads->drain();
   EXPECT_TRUE(at::equal(landing.pipeline->partition(), placed(x).to(GetParam())));
+}
+
+TEST_P(OffloadedGradsHost, MicroBatchesAfterAResetAddOntoAZeroedPartition) {
+  const at::ScalarType dtype = GetParam();
+  const at::Tensor x = bucket_values(8), y = bucket_values(9);
+  Landing landing(dtype);
+  landing.pipeline->partition().fill_(7.0);
+  landing.grads->begin_micro_batch(/*last=*/false);
+  landing.take(x, kRuns);
+  landing.grads->begin_micro_batch(/*last=*/true);
+  landing.take(y, kRuns);
+  landing.grads->drain();
+  const at::Tensor expected =
+      added(added(at::zeros({kNumel}, dtype), placed(x) / kScale, dtype), placed(y) / kScale, dtype);
+  EXPECT_TRUE(at::equal(landing.pipeline->partition(), expected));
 }
 
 INSTANTIATE_TEST_SUITE_P(PartitionDtypes, OffloadedGradsHost, ::testing::Values(at::kFloat, at::kBFloat16),
