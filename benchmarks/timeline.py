@@ -3,7 +3,7 @@
 where the step's time went on each track, how busy the GPU was, what the host was doing while the
 GPU sat idle (issue 36's "measure first").
 
-    benchmarks/timeline.py TRACE.json [--gap-ms 1] [--gaps 8] [--json FILE]
+    benchmarks/timeline.py TRACE.json [--gap-ms 1] [--gaps 8] [--metrics TRAIN.jsonl] [--json FILE]
 
 The window is the traced step: from its first recorded event to the end of its last (the training
 thread's ops, tierzero's own threads, and on a GPU every kernel and copy). Tracks: each CPU thread
@@ -13,11 +13,16 @@ GPU busy: the union of every kernel and memset on the device, over the window (i
 >= 75 %). Idle gaps: the stretches longer than --gap-ms with no kernel running, each with the
 tierzero spans that overlap it most (what the GPU waited for). Spans: every tierzero span by thread,
 its count and total seconds. Copies: bytes each direction over the union of its copies.
+The traced step joins its own optimizer before the trace ends (so the trace holds it whole), where
+an untraced step lets it run on into the next forward: with --metrics (train's --metrics file of
+the same run) the GPU busy time is also given over the run's median step (steps after the first),
+the step's share of GPU work in steady state.
 Standard library only.
 """
 import argparse
 import collections
 import json
+import statistics
 import sys
 
 GPU_CATS = {"kernel", "gpu_memset"}
@@ -136,12 +141,25 @@ def analyse(spans, names, gap_us, gap_count):
     }
 
 
+def median_step_s(path):
+    """The median step_time_s of the steps after the first in train's --metrics file `path`."""
+    with open(path) as f:
+        steps = [r["step_time_s"] for r in map(json.loads, f) if r.get("type") == "step" and r.get("step", 0) > 1]
+    if not steps:
+        sys.exit(f"timeline: {path} holds no step after the first; pass train's --metrics file of a run of 2+ steps")
+    return statistics.median(steps)
+
+
 def report(path, r, gap_ms):
     print(f"# tierzero timeline — {path}")
     print(f"# window: {r['window_s']:.4f} s, the traced step's first event to the end of its last")
     busy = "-" if r["gpu_busy_fraction"] is None else f"{100 * r['gpu_busy_fraction']:.1f} %"
     print(f"# GPU busy (any kernel or memset running): {r['gpu_busy_s']:.4f} s = {busy} of the window; "
           f"idle gaps over {gap_ms:g} ms: {r['idle_gaps_total_s']:.4f} s")
+    if r.get("median_step_s") is not None and r["gpu_busy_fraction"] is not None:
+        print(f"# GPU busy over the run's median step (--metrics, steps after the first): {r['gpu_busy_s']:.4f} s / "
+              f"{r['median_step_s']:.4f} s = {100 * r['gpu_busy_of_median_step']:.1f} % (the window also holds "
+              f"the step's own optimizer, joined for the trace)")
     ok_all = True
     print(f"{'kind':<5}{'track':<44}{'events':>8}{'busy_s':>10}{'busy_%':>8}{'ok':>5}")
     for t in r["tracks"]:
@@ -183,12 +201,16 @@ def main():
     parser.add_argument("trace")
     parser.add_argument("--gap-ms", type=float, default=1.0, help="GPU idle stretches longer than this (default 1)")
     parser.add_argument("--gaps", type=int, default=8, help="how many of the longest gaps to list (default 8)")
+    parser.add_argument("--metrics", help="train's --metrics file of the traced run: GPU busy over its median step")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     if args.gap_ms < 0 or args.gaps < 0:
         sys.exit("timeline: --gap-ms and --gaps must be >= 0")
     spans, names = load(args.trace)
     r = analyse(spans, names, args.gap_ms * 1e3, args.gaps)
+    if args.metrics:
+        r["median_step_s"] = median_step_s(args.metrics)
+        r["gpu_busy_of_median_step"] = r["gpu_busy_s"] / r["median_step_s"] if r["gpu_busy_fraction"] is not None else None
     ok = report(args.trace, r, args.gap_ms)
     if args.json:
         json.dump(r, open(args.json, "w"), indent=1)

@@ -161,7 +161,7 @@ case "$what" in
       grep -vE '^\s*$' "$out/train_$shape.log" | tail -"${BIG_TAIL:-24}"
       cat "$out/train_$shape.measure.json"; echo
       [[ -n ${BIG_PROFILE:-} && -f $out/trace_$shape.json ]] &&
-        python3 benchmarks/timeline.py "$out/trace_$shape.json" --json "$out/timeline_$shape.json" | tee "$out/timeline_$shape.txt"
+        python3 benchmarks/timeline.py "$out/trace_$shape.json" --metrics "$out/train_$shape.jsonl" --json "$out/timeline_$shape.json" | tee "$out/timeline_$shape.txt"
       [[ -n $nvme ]] && rm -rf "${nvme:?}"
     done ;;
   host64)

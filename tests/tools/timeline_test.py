@@ -2,7 +2,8 @@
 """benchmarks/timeline.py over `train --profile`'s traces: a CPU run with the optimizer offloaded
 (on the GPU where there is one) holds tierzero's spans on the engine's own threads (the optimizer's pieces on tz-optimizer, the
 norms of the gradients that landed straight in the partition on tz-grad-landing: one micro-batch a step) beside the training thread's ops; a hand-made GPU trace gives
-the busy time, copy rate and idle gaps worked out by hand, and a thread Kineto named twice takes the
+the busy time (over the window and over the run's median step from a metrics file), copy rate and idle
+gaps worked out by hand, and a thread Kineto named twice takes the
 name the engine gave it; a file that is no trace is refused.
 
     timeline_test.py --tierzero PATH
@@ -81,12 +82,19 @@ def check_gpu_trace(tmp):
     ]
     path = os.path.join(tmp, "gpu_trace.json")
     json.dump({"traceEvents": events}, open(path, "w"))
+    # The run's metrics: step 1 (start-up's, left out) and three steps whose median is 50 ms.
+    metrics = os.path.join(tmp, "train.jsonl")
+    with open(metrics, "w") as f:
+        f.write(json.dumps({"type": "run", "stage": 3}) + "\n")
+        for step, seconds in ((1, 9.0), (2, 0.06), (3, 0.04), (4, 0.05)):
+            f.write(json.dumps({"type": "step", "step": step, "step_time_s": seconds}) + "\n")
     figures = os.path.join(tmp, "gpu_timeline.json")
-    t = run(sys.executable, TIMELINE, path, "--json", figures)
+    t = run(sys.executable, TIMELINE, path, "--metrics", metrics, "--json", figures)
     if t.returncode != 0:
         fail("timeline.py on the hand-made GPU trace", t)
     r = json.load(open(figures))
-    expect = {"window_s": 0.100, "gpu_busy_s": 0.035, "gpu_busy_fraction": 0.35, "idle_gaps_total_s": 0.065}
+    expect = {"window_s": 0.100, "gpu_busy_s": 0.035, "gpu_busy_fraction": 0.35, "idle_gaps_total_s": 0.065,
+              "median_step_s": 0.05, "gpu_busy_of_median_step": 0.7}
     for key, value in expect.items():
         if abs(r[key] - value) > 1e-9:
             fail(f"{key} {r[key]}, worked out by hand {value}", t)
@@ -109,6 +117,11 @@ def check_refused(tmp):
     t = run(sys.executable, TIMELINE, path)
     if t.returncode == 0 or path not in t.stderr:
         fail("a JSON file without traceEvents was not refused naming it", t)
+    metrics = os.path.join(tmp, "one_step.jsonl")
+    open(metrics, "w").write(json.dumps({"type": "step", "step": 1, "step_time_s": 2.0}) + "\n")
+    t = run(sys.executable, TIMELINE, os.path.join(tmp, "gpu_trace.json"), "--metrics", metrics)
+    if t.returncode == 0 or metrics not in t.stderr or "2+ steps" not in t.stderr:
+        fail("a metrics file without a step after the first was not refused naming it and the fix", t)
 
 
 def main():
