@@ -19,10 +19,14 @@
 #                                      (state kept in /tmp/tz-cycle while the machine stays warm); CKPT_CONFIG another config
 #   scripts/device.sh scripts/device_suite.sh save_overlap OUTDIR  issue 35's cost of periodic saves beside training:
 #                                      benchmarks/save_overlap.py, SAVE_MODEL (llama_3b) with SAVE_CONFIG
-#                                      (zero3_7b_compact_24gb.json), --save-every 2 --keep-last 1 over SAVE_STEPS (9)
-#                                      steps, held (write_behind 0) and write-behind (SAVE_WRITE_BEHIND, default auto),
+#                                      (zero3_7b_compact_24gb.json), --save-every SAVE_EVERY (4) --keep-last 1 over
+#                                      SAVE_STEPS (13) steps (every 4: a save's ~6.5 s write fits in the steps before
+#                                      the next, one save being written at a time; SAVE_EVERY=2 SAVE_STEPS=9 is the
+#                                      2026-12-06 lease's, where the writes queue behind each other),
+#                                      held (write_behind 0) and write-behind (SAVE_WRITE_BEHIND, default auto),
 #                                      vs the same run without, on the box's disk (two 3B checkpoints fit; two
-#                                      7.6B ones, 92 GB, do not)
+#                                      7.6B ones, 92 GB, do not); first `bench save` (SAVE_COPY_SIZE, 4GiB): the
+#                                      save's copy into its buffers, GB/s by threads
 #   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed
 #                                      --pipeline on the NVMe path (the optimizer's record pipeline too),
 #                                      estimate with those rates, HOST64_STEPS (6) steps of
@@ -181,9 +185,11 @@ case "$what" in
       --estimate "$out/estimate_host64.json" --measure "$out/train_host64.measure.json" --json "$out/disk_bound.json"
     rm -rf "${nvme:?}" ;;
   save_overlap)
+    # The save's copy into its write-behind buffers by thread count (the GB/s the optimizer's lead needs).
+    "$tz" bench save --dir /tmp --size "${SAVE_COPY_SIZE:-4GiB}" --json "$out/bench_save.json" 2>&1 | tee "$out/bench_save.txt"
     python3 benchmarks/save_overlap.py --tierzero "$tz" --model-config "${SAVE_MODEL:-benchmarks/models/llama_3b.json}" \
       --config "${SAVE_CONFIG:-benchmarks/configs/zero3_7b_compact_24gb.json}" --data configs/data/tiny_corpus.u16 \
-      --work /tmp/tz-save-overlap --steps "${SAVE_STEPS:-9}" --save-every 2 --keep-last 1 \
+      --work /tmp/tz-save-overlap --steps "${SAVE_STEPS:-13}" --save-every "${SAVE_EVERY:-4}" --keep-last 1 \
       --write-behind "${SAVE_WRITE_BEHIND:-auto}" \
       --json "$out/save_overlap.json" 2>&1 | tee "$out/save_overlap.txt"
     cp /tmp/tz-save-overlap/*.log /tmp/tz-save-overlap/*.jsonl "$out/" 2>/dev/null

@@ -14,6 +14,8 @@ struct ExitCode {
 
 // `tierzero bench io`: the nvme/ engine's sequential GB/s, latency and CPU; --sweep, --tune, --vs-fio.
 void add_bench_io_command(CLI::App& bench);
+// `tierzero bench save`: a periodic save's copy into its write-behind buffers, GB/s by threads.
+void add_bench_save_command(CLI::App& bench);
 // `tierzero bench adam`: cpu_adam Gparam/s and GB/s vs STREAM bandwidth and PyTorch fused AdamW.
 void add_bench_adam_command(CLI::App& bench);
 // `tierzero convert SRC OUT`: a tierzero or DeepSpeed checkpoint to Hugging Face safetensors.

@@ -18,9 +18,10 @@ int main(int argc, char** argv) {
       "A flag a command does not have is refused with the flag meant: the nearest one, the hyphenated spelling "
       "(--warmup_steps: --warmup-steps), or tierzero's flag for a DeepSpeed / Hugging Face Trainer one "
       "(--deepspeed: --config, --max_steps: --steps, --learning_rate: --lr, --model_name_or_path: --model).");
-  CLI::App* bench = app.add_subcommand("bench", "Measure this machine: io, adam, pcie, tiers");
+  CLI::App* bench = app.add_subcommand("bench", "Measure this machine: io, save, adam, pcie, tiers");
   bench->require_subcommand(1);
   tierzero::tools::add_bench_io_command(*bench);
+  tierzero::tools::add_bench_save_command(*bench);
 #ifdef TIERZERO_HAVE_BENCH_TIERS
   tierzero::tools::add_bench_pcie_command(*bench);
   tierzero::tools::add_bench_tiers_command(*bench);

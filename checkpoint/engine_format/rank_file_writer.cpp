@@ -9,42 +9,25 @@
 namespace tierzero::checkpoint {
 
 RankFileWriter::RankFileWriter(std::unique_ptr<StreamWriter> stream, const CheckpointOptions& options)
-    : stream_(std::move(stream)),
-      level_(options.compression_level),
-      threads_(options.compression_threads),
-      file_hash_(XXH3_createState()) {
-  XXH3_64bits_reset(file_hash_);
-}
+    : stream_(std::move(stream)), level_(options.compression_level), threads_(options.compression_threads) {}
 
-RankFileWriter::~RankFileWriter() {
-  XXH3_freeState(file_hash_);
-  ZSTD_freeCCtx(cctx_);
-}
+RankFileWriter::~RankFileWriter() { ZSTD_freeCCtx(cctx_); }
 
 Result<std::unique_ptr<RankFileWriter>> RankFileWriter::create(fs::FileSystem& fs, nvme::IoEngine& engine,
                                                                const std::string& path, uint64_t raw_bytes,
                                                                const CheckpointOptions& options) {
   const uint64_t reserve = options.compression_level > 0 ? 0 : raw_bytes;
-  TZ_ASSIGN_OR_RETURN(auto stream,
-                      StreamWriter::create(fs, engine, path, reserve, {.borrowed = options.write_buffers}));
+  TZ_ASSIGN_OR_RETURN(auto stream, StreamWriter::create(fs, engine, path, reserve,
+                                                        {.borrowed = options.write_buffers, .hashed = true}));
   return std::unique_ptr<RankFileWriter>(new RankFileWriter(std::move(stream), options));
 }
 
-// The raw bytes, hashed for the section and the file chunk by chunk while each chunk is in cache
-// (one pass over memory for both digests and the copy into the stream).
-Status RankFileWriter::store(std::span<const std::byte> bytes, uint64_t& section_hash) {
-  constexpr size_t kChunk = 1 << 20;
-  XXH3_state_t* section = XXH3_createState();
-  XXH3_64bits_reset(section);
-  Status status;
-  for (size_t done = 0; done < bytes.size() && status.ok(); done += kChunk) {
-    const std::span<const std::byte> chunk = bytes.subspan(done, std::min(kChunk, bytes.size() - done));
-    XXH3_64bits_update(section, chunk.data(), chunk.size());
-    XXH3_64bits_update(file_hash_, chunk.data(), chunk.size());
-    status = stream_->append(chunk);
-  }
-  section_hash = XXH3_64bits_digest(section);
-  XXH3_freeState(section);
+// The raw bytes, their section's digest taken by the stream as it drains (raw_ranges_).
+Status RankFileWriter::store(std::span<const std::byte> bytes) {
+  const size_t range = stream_->begin_range();
+  const Status status = stream_->append(bytes);
+  stream_->end_range(range);
+  raw_ranges_.push_back({sections_.size(), range});
   return status;
 }
 
@@ -72,7 +55,6 @@ Status RankFileWriter::compress_piece(std::span<const std::byte> bytes, bool las
       return internal_error(
           fmt::format("zstd compression of {} failed: {}", stream_->path(), ZSTD_getErrorName(remaining)));
     }
-    XXH3_64bits_update(file_hash_, free.data(), out.pos);
     TZ_RETURN_IF_ERROR(stream_->commit(out.pos));
   } while (last ? remaining != 0 : in.pos < in.size);
   return {};
@@ -92,7 +74,7 @@ Status RankFileWriter::add_section(SectionRecord section, std::span<const std::b
     section.xxh3 = XXH3_64bits(bytes.data(), bytes.size());
     TZ_RETURN_IF_ERROR(compress(bytes));
   } else {
-    TZ_RETURN_IF_ERROR(store(bytes, section.xxh3));
+    TZ_RETURN_IF_ERROR(store(bytes));
   }
   section.stored_bytes = stream_->size() - section.offset;
   sections_.push_back(section);
@@ -101,43 +83,59 @@ Status RankFileWriter::add_section(SectionRecord section, std::span<const std::b
 
 Status RankFileWriter::add_section(SectionRecord section, uint64_t raw_bytes, const SectionFill& fill,
                                    bool compressible) {
-  constexpr uint64_t kPiece = 4 << 20;  // compressed sections: the scratch piece fill() writes into
   section.offset = stream_->size();
   section.raw_bytes = raw_bytes;
   section.compressed = level_ > 0 && compressible;
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
-  XXH3_64bits_reset(hash.get());
-  std::vector<std::byte> scratch(section.compressed ? std::min(raw_bytes, kPiece) : 0);
-  if (section.compressed) begin_frame(raw_bytes);
-  uint64_t done = 0;
-  do {  // once for an empty section: its frame still ends
-    std::span<std::byte> piece;
-    if (section.compressed) {
-      piece = std::span<std::byte>(scratch).first(std::min<uint64_t>(scratch.size(), raw_bytes - done));
-    } else {
-      TZ_ASSIGN_OR_RETURN(std::span<std::byte> free, stream_->reserve());
-      piece = free.first(std::min<uint64_t>(free.size(), raw_bytes - done));
-    }
-    if (!piece.empty()) TZ_RETURN_IF_ERROR(fill(piece));
-    XXH3_64bits_update(hash.get(), piece.data(), piece.size());
-    done += piece.size();
-    if (section.compressed) {
-      TZ_RETURN_IF_ERROR(compress_piece(piece, /*last=*/done == raw_bytes));
-    } else {
-      XXH3_64bits_update(file_hash_, piece.data(), piece.size());
-      TZ_RETURN_IF_ERROR(stream_->commit(piece.size()));
-    }
-  } while (done < raw_bytes);
-  section.xxh3 = XXH3_64bits_digest(hash.get());
+  TZ_RETURN_IF_ERROR(section.compressed ? fill_compressed(section, fill) : fill_raw(fill, raw_bytes));
   section.stored_bytes = stream_->size() - section.offset;
   sections_.push_back(section);
   return {};
 }
 
+// Straight into the stream's staging buffers; the stream takes the section's digest as it drains.
+Status RankFileWriter::fill_raw(const SectionFill& fill, uint64_t raw_bytes) {
+  const size_t range = stream_->begin_range();
+  Status status;
+  for (uint64_t done = 0; done < raw_bytes && status.ok();) {
+    Result<std::span<std::byte>> free = stream_->reserve();
+    status = free.status();
+    if (!status.ok()) break;
+    const std::span<std::byte> piece = free->first(std::min<uint64_t>(free->size(), raw_bytes - done));
+    status = fill(piece);
+    if (status.ok()) status = stream_->commit(piece.size());
+    done += piece.size();
+  }
+  stream_->end_range(range);
+  raw_ranges_.push_back({sections_.size(), range});
+  return status;
+}
+
+// One zstd frame through a scratch piece, the raw bytes hashed here (the digest is of raw bytes).
+Status RankFileWriter::fill_compressed(SectionRecord& section, const SectionFill& fill) {
+  constexpr uint64_t kPiece = 4 << 20;  // the scratch piece fill() writes into
+  const uint64_t raw_bytes = section.raw_bytes;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(hash.get());
+  std::vector<std::byte> scratch(std::min(raw_bytes, kPiece));
+  begin_frame(raw_bytes);
+  uint64_t done = 0;
+  do {  // once for an empty section: its frame still ends
+    const std::span<std::byte> piece =
+        std::span<std::byte>(scratch).first(std::min<uint64_t>(scratch.size(), raw_bytes - done));
+    if (!piece.empty()) TZ_RETURN_IF_ERROR(fill(piece));
+    XXH3_64bits_update(hash.get(), piece.data(), piece.size());
+    done += piece.size();
+    TZ_RETURN_IF_ERROR(compress_piece(piece, /*last=*/done == raw_bytes));
+  } while (done < raw_bytes);
+  section.xxh3 = XXH3_64bits_digest(hash.get());
+  return {};
+}
+
 Status RankFileWriter::finish(RankFileRecord& record) {
   TZ_RETURN_IF_ERROR(stream_->finish());
+  for (const auto& [section, range] : raw_ranges_) sections_[section].xxh3 = stream_->range_digest(range);
   record.bytes = stream_->size();
-  record.xxh3 = XXH3_64bits_digest(file_hash_);
+  record.xxh3 = stream_->file_digest();
   record.sections = sections_;
   return {};
 }

@@ -3,6 +3,7 @@
 //                      file system allows it), fdatasynced at finish
 //   WriteBuffers       staging buffers a StreamWriter borrows, allocated once for a run's saves: as
 //                      many as its write-behind budget, so the fill runs that far ahead of the disk
+//   copy_in_parallel   the write path's copy of state into staging buffers, on the arena's threads
 //   CommitTransaction  the one commit protocol: a directory staged as DIR/NAME.partial, then
 //                      published as DIR/NAME complete or not at all (commit_transaction.cpp
 //                      tells it step by step)
@@ -25,6 +26,14 @@
 #include "nvme/io_engine.h"
 
 namespace tierzero::checkpoint {
+
+class StreamDigest;  // internal/stream_digest.h
+
+// Copies `src` into the front of `dst` (at least as long) in slices of kCopySlice bytes on the threads of the
+// calling thread's TBB arena (the global one, or a task_arena the caller runs in: its thread count
+// is the copy's); below two slices, on the calling thread.
+inline constexpr size_t kCopySlice = 1 << 20;
+void copy_in_parallel(std::span<std::byte> dst, std::span<const std::byte> src);
 
 // Aligned staging buffers kept across saves (a run's periodic saves borrow the same ones, one save at
 // a time): allocated and pre-faulted once, so no save pays their page faults.
@@ -62,6 +71,10 @@ class StreamWriter {
     // Borrowed instead (their count and size replace the two above); they
     // must outlive the writer, and no other writer may use them meanwhile. nullptr: the writer's own.
     const WriteBuffers* borrowed = nullptr;
+    // The XXH3 of the file and of ranges marked with begin_range()/end_range(), taken from each
+    // staging buffer on a thread of the writer's own after the buffer is submitted (a buffer is
+    // reused once written and hashed): the fill never hashes.
+    bool hashed = false;
   };
   // Creates (truncates) `path` on `fs` for writing through `engine`; `preallocate_bytes` (0: none)
   // are reserved up front and become the file's size until finish() trims it to the bytes
@@ -88,10 +101,19 @@ class StreamWriter {
   // Bytes appended so far (the file's size once finished).
   uint64_t size() const { return flushed_ + filled_; }
   const std::string& path() const { return file_->path(); }
+  // Options::hashed only. A range of the file starts at size() (ranges one after another, never
+  // overlapping); returns its id for end_range() and range_digest().
+  size_t begin_range();
+  // Range `id` ends at size().
+  void end_range(size_t id);
+  // After finish() returned ok: the XXH3 of the whole file / of range `id`'s bytes.
+  uint64_t file_digest() const;
+  uint64_t range_digest(size_t id) const;
 
  private:
   StreamWriter(nvme::IoEngine& engine, std::unique_ptr<fs::WritableFile> file, const Options& options);
-  // Submits the staging buffer and moves to the next one, waiting for that one's previous write.
+  // Submits the staging buffer (and hands it to the digest) and moves to the next one, waiting for
+  // that one's previous write (and its digest).
   Status flush_current();
   nvme::IoEngine& engine_;
   std::unique_ptr<fs::WritableFile> file_;
@@ -100,9 +122,11 @@ class StreamWriter {
   std::vector<std::byte*> buffers_;
   std::vector<nvme::IoTicket> in_flight_;
   size_t current_ = 0;
-  uint64_t filled_ = 0;        // bytes staged in buffers_[current_]
-  uint64_t flushed_ = 0;       // file offset of buffers_[current_]'s first byte
-  uint64_t preallocated_ = 0;  // the size the file was given at create()
+  uint64_t filled_ = 0;                   // bytes staged in buffers_[current_]
+  uint64_t flushed_ = 0;                  // file offset of buffers_[current_]'s first byte
+  uint64_t preallocated_ = 0;             // the size the file was given at create()
+  std::unique_ptr<StreamDigest> digest_;  // Options::hashed
+  std::vector<uint64_t> digest_ends_;     // per buffer: the file offset its last bytes handed over end at
 };
 
 // Publishing DIR/NAME: files are written into DIR/NAME.partial, which becomes DIR/NAME in one

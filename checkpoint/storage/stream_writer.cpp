@@ -1,3 +1,4 @@
+#include "checkpoint/storage/internal/stream_digest.h"
 #include "checkpoint/storage/internal/sync_sites.h"
 #include "checkpoint/storage/storage.h"
 
@@ -22,9 +23,14 @@ StreamWriter::StreamWriter(nvme::IoEngine& engine, std::unique_ptr<fs::WritableF
     }
   }
   in_flight_.resize(options_.buffer_count);
+  if (options_.hashed) {
+    digest_ = std::make_unique<StreamDigest>();
+    digest_ends_.resize(options_.buffer_count, 0);
+  }
 }
 
 StreamWriter::~StreamWriter() {
+  digest_.reset();  // its thread stopped: it reads the buffers no more
   for (const nvme::IoTicket& t : in_flight_) {
     if (t.valid()) (void)t.wait();  // buffers must outlive their writes
   }
@@ -33,9 +39,8 @@ StreamWriter::~StreamWriter() {
 Result<std::unique_ptr<StreamWriter>> StreamWriter::create(fs::FileSystem& fs, nvme::IoEngine& engine,
                                                            const std::string& path, uint64_t preallocate_bytes,
                                                            const Options& options) {
-  const bool own_buffers_bad =
-      options.borrowed == nullptr &&
-      (options.buffer_count < 2 || options.buffer_bytes == 0 || options.buffer_bytes % 4096 != 0);
+  const bool own_buffers_bad = options.borrowed == nullptr && (options.buffer_count < 2 || options.buffer_bytes == 0 ||
+                                                               options.buffer_bytes % 4096 != 0);
   if (own_buffers_bad) {
     return invalid_argument(
         fmt::format("writing {}: needs >= 2 buffers of a nonzero multiple of 4096 bytes "
@@ -89,19 +94,33 @@ Status StreamWriter::flush_current() {
     request.buffer = buffers_[current_];
     request.length = filled_;
     in_flight_[current_] = engine_.submit(std::move(request));
+    if (digest_ != nullptr) {
+      digest_->hash(flushed_, {buffers_[current_], filled_});
+      digest_ends_[current_] = flushed_ + filled_;
+    }
     flushed_ += filled_;
     filled_ = 0;
   }
   current_ = (current_ + 1) % buffers_.size();
   nvme::IoTicket previous = std::exchange(in_flight_[current_], nvme::IoTicket());
+  if (digest_ != nullptr) digest_->hashed_through(digest_ends_[current_]);
   return previous.valid() ? previous.wait() : Status();
 }
+
+size_t StreamWriter::begin_range() { return digest_->open_range(size()); }
+
+void StreamWriter::end_range(size_t id) { digest_->close_range(id, size()); }
+
+uint64_t StreamWriter::file_digest() const { return digest_->file_digest(); }
+
+uint64_t StreamWriter::range_digest(size_t id) const { return digest_->range_digest(id); }
 
 Status StreamWriter::finish() {
   TZ_RETURN_IF_ERROR(flush_current());
   for (nvme::IoTicket& ticket : in_flight_) {
     if (ticket.valid()) TZ_RETURN_IF_ERROR(std::exchange(ticket, nvme::IoTicket()).wait());
   }
+  if (digest_ != nullptr) digest_->hashed_through(size());
   if (size() < preallocated_) TZ_RETURN_IF_ERROR(file_->truncate(size()));
   if (sync_enabled(SyncSite::kStreamedFile)) TZ_RETURN_IF_ERROR(file_->sync());
   return file_->close();

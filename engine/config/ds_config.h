@@ -57,7 +57,7 @@
 // |------------------------------|------------------------|---------|-----------------------------------------|
 // | tierzero.gpu_memory_limit    | bytes ("24GB")         | 0       | GPU pool budget; 0 = the whole device    |
 // | tierzero.pinned_memory_limit | bytes                  | 0       | pinned host budget; 0 = no limit set     |
-// | tierzero.cpu_threads         | integer >= 0           | 0       | CPU optimizer threads; 0 = all cores     |
+// | tierzero.cpu_threads         | integer >= 0           | 0       | CPU Adam and save-copy threads; 0 = all  |
 // | tierzero.grad_accum_dtype    | "fp32" or "bf16"       | "fp32"  | dtype gradients accumulate in            |
 // | tierzero.optimizer_state_dtype | "fp32", "bf16" or  | "fp32"  | the offloaded optimizer's m, v: fp32 8   |
 // |                              | "int8"                 |         | B/param, bf16 4, int8 2 (8-bit blockwise:|

@@ -61,17 +61,6 @@ std::vector<std::string> entries_where(const std::string& dir, Predicate matches
   return paths;
 }
 
-// Removes every global_stepN.removing under `dir`: checkpoints an earlier run was removing when it
-// was killed (renamed away from their published name first, so nothing reads them).
-Status remove_interrupted_removals(const std::string& dir) {
-  for (const std::string& path : entries_where(dir, [](std::string_view name) {
-         return name.ends_with(kRemovingSuffix) &&
-                iteration_of(name.substr(0, name.size() - kRemovingSuffix.size())) >= 0;
-       }))
-    TZ_RETURN_IF_ERROR(remove_tree(path));
-  return Status();
-}
-
 }  // namespace
 
 std::string latest_tag(const std::string& dir) {
@@ -110,8 +99,7 @@ int64_t checkpoints_added_at_once(int64_t existing, int64_t saves, int64_t keep_
   return peak;
 }
 
-Status remove_old_checkpoints(const std::string& dir, int64_t keep_last) {
-  TZ_RETURN_IF_ERROR(remove_interrupted_removals(dir));
+Status retire_old_checkpoints(const std::string& dir, int64_t keep_last) {
   const std::vector<int64_t> iterations = saved_iterations(dir);
   if (keep_last <= 0 || static_cast<int64_t>(iterations.size()) <= keep_last) return Status();
   const std::string latest = latest_tag(dir);
@@ -123,8 +111,16 @@ Status remove_old_checkpoints(const std::string& dir, int64_t keep_last) {
     if (::rename(path.c_str(), removing.c_str()) != 0)
       return io_error("cannot rename " + path + " to " + removing + ": " + std::strerror(errno));
     TZ_RETURN_IF_ERROR(sync_dir(dir));
-    TZ_RETURN_IF_ERROR(remove_tree(removing));
   }
+  return Status();
+}
+
+Status remove_retired_checkpoints(const std::string& dir) {
+  for (const std::string& path : entries_where(dir, [](std::string_view name) {
+         return name.ends_with(kRemovingSuffix) &&
+                iteration_of(name.substr(0, name.size() - kRemovingSuffix.size())) >= 0;
+       }))
+    TZ_RETURN_IF_ERROR(remove_tree(path));
   return Status();
 }
 

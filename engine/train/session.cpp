@@ -85,9 +85,9 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   // It counts the periodic saves' write-behind buffers when the run saves periodically (--save-every too).
   DsConfig planned = config;
   planned.tierzero.checkpoint_save_every = args.save_dir.empty() ? 0 : s->save_every_;
-  TZ_ASSIGN_OR_RETURN(const Plan plan, plan_within_budgets(s->model_.config_json, s->model_.description, planned,
-                                                           s->data_.samples->seq_len(), s->device_,
-                                                           s->model_.from_checkpoint));
+  TZ_ASSIGN_OR_RETURN(const Plan plan,
+                      plan_within_budgets(s->model_.config_json, s->model_.description, planned,
+                                          s->data_.samples->seq_len(), s->device_, s->model_.from_checkpoint));
   TZ_RETURN_IF_ERROR(s->check_outputs(plan));
   if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_base_bytes;
   s->options_.micro_batch_tokens = config.batch.train_micro_batch_size_per_gpu * s->data_.samples->seq_len();
@@ -171,7 +171,7 @@ Result<TrainSummary> TrainingSession::run() {
     }
   }
   TZ_RETURN_IF_ERROR(finish_save(last_step_));  // none is left in flight (a save is never due at the last step)
-  engine_->finish_step();             // the last step's optimizer may still run (and fail): its time counts too
+  engine_->finish_step();  // the last step's optimizer may still run (and fail): its time counts too
   if (evaluator_ && (summary.evals.empty() || summary.evals.back().step != last_step_))
     TZ_RETURN_IF_ERROR(evaluate(last_step_, summary));
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count() -
@@ -185,6 +185,7 @@ Result<TrainSummary> TrainingSession::run() {
 
   if (!args_.save_dir.empty()) {
     TZ_RETURN_IF_ERROR(save(last_step_));
+    wait_for_removal();
     totals.saved_to = args_.save_dir;
   }
   if (!args_.export_dir.empty()) {

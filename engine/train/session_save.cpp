@@ -23,7 +23,7 @@
 namespace tierzero::engine::trainer {
 namespace {
 
-constexpr uint64_t kMetricsLineBytes = 2048;  // a step's metrics line (or TensorBoard event), rounded up
+constexpr uint64_t kMetricsLineBytes = 2048;    // a step's metrics line (or TensorBoard event), rounded up
 constexpr uint64_t kTraceBytes = 256ull << 20;  // --profile: one step's events (a 14B step: ~100k events)
 
 // True when paths `a` and `b` name the same existing directory.
@@ -204,6 +204,7 @@ Status TrainingSession::after_failed_save(int64_t iteration, const Status& failu
 
 Status TrainingSession::write_checkpoint(int64_t iteration) {
   const std::string& dir = args_.save_dir;
+  wait_for_removal();
   // Resumed from this directory's latest tierzero checkpoint with no step since (a run restarted
   // after its last save): that checkpoint is this state, and re-saving its tag is refused
   // (checkpoints are immutable). Only a move of `latest` a kill stopped halfway is finished.
@@ -216,9 +217,9 @@ Status TrainingSession::write_checkpoint(int64_t iteration) {
     if (printer()) TZ_RETURN_IF_ERROR(checkpoint::complete_latest(dir));
   } else if (iteration < last_step_ && !with_model) {
     // A periodic save streams out while the next steps run; committed once written (commit_written_save).
-    TZ_ASSIGN_OR_RETURN(pending_save_, BackgroundSave::start(dir, *engine_, extras(iteration),
-                                                             checkpoint_compression_level(config_.config),
-                                                             save_buffers_.get()));
+    TZ_ASSIGN_OR_RETURN(pending_save_,
+                        BackgroundSave::start(dir, *engine_, extras(iteration),
+                                              checkpoint_compression_level(config_.config), save_buffers_.get()));
     pending_iteration_ = iteration;
     pending_start_ = start;
     return Status();
@@ -259,8 +260,7 @@ Status TrainingSession::finish_save(int64_t through_step, bool waited) {
     std::string note = first == through_step ? fmt::format(" (written during step {}", first)
                                              : fmt::format(" (written during steps {} to {}", first, through_step);
     note += fmt::format("; its optimizer waited {:.3f} s for it", save->held_seconds());
-    if (waited)
-      note += fmt::format("; the run waited {:.3f} s for its write and commit", seconds_since(finish_start));
+    if (waited) note += fmt::format("; the run waited {:.3f} s for its write and commit", seconds_since(finish_start));
     status = saved_checkpoint(pending_iteration_, saved, note + ")");
   }
   return status.ok() ? status : after_failed_save(pending_iteration_, status);
@@ -291,9 +291,21 @@ Status TrainingSession::saved_checkpoint(int64_t iteration, std::optional<report
   }
   if (keep_last_ <= 0) return Status();
   // The new checkpoint is durable on every rank (the save agreed); a failed clean-up loses no state.
-  Status removed = remove_old_checkpoints(dir, keep_last_);
-  if (!removed.ok()) print_line("warning: keeping older checkpoints: " + removed.to_string());
+  wait_for_removal();
+  const Status retired = retire_old_checkpoints(dir, keep_last_);
+  if (!retired.ok()) {
+    print_line("warning: keeping older checkpoints: " + retired.to_string());
+    return Status();
+  }
+  // Unlinking a checkpoint's GBs takes seconds where the file system discards as it frees: beside the steps.
+  removal_ = std::async(std::launch::async, [dir] { return remove_retired_checkpoints(dir); });
   return Status();
+}
+
+void TrainingSession::wait_for_removal() {
+  if (!removal_.valid()) return;
+  const Status removed = removal_.get();
+  if (!removed.ok()) print_line("warning: an older checkpoint is left to remove: " + removed.to_string());
 }
 
 Status TrainingSession::export_model() {

@@ -1,6 +1,7 @@
 #include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,7 +30,8 @@ std::vector<checkpoint::StateSpec> saved_states(ZeroEngine& engine) {
   const StoredLayout layout = engine.optimizer().stored_layout();
   const ElementType moments = *to_element_type(checkpoint_moment_dtype(engine.options().optimizer_state_dtype));
   std::vector<checkpoint::StateSpec> states;
-  states.push_back({"fp32", ElementType::kF32, layout.record.compact_master ? StateCodec::kCompactMaster : StateCodec::kRaw});
+  states.push_back(
+      {"fp32", ElementType::kF32, layout.record.compact_master ? StateCodec::kCompactMaster : StateCodec::kRaw});
   for (const char* name : {"exp_avg", "exp_avg_sq"}) {
     if (layout.moments_8bit())
       states.push_back({name, ElementType::kF32, StateCodec::kBlockwise8,
@@ -116,17 +118,20 @@ Status agree_across_ranks(Comm& comm, const Status& status, const std::string& w
 namespace {
 
 // The save of a BackgroundSave: the rank's files written by `write` (on a thread of its own, or
-// before start() returns), then the commit.
+// before start() returns), then the commit. The write runs in a TBB arena of `copy_threads` threads
+// (0: every core), the threads the fills copy the state into the staging buffers on
+// (checkpoint::copy_in_parallel).
 class EngineSave final : public BackgroundSave {
  public:
   EngineSave(Comm& comm, std::string dir, std::string tag, checkpoint::CheckpointManifest manifest,
-             checkpoint::CheckpointOptions options, std::shared_ptr<SaveProgress> progress)
+             checkpoint::CheckpointOptions options, std::shared_ptr<SaveProgress> progress, int copy_threads)
       : comm_(comm),
         dir_(std::move(dir)),
         tag_(std::move(tag)),
         manifest_(std::move(manifest)),
         options_(options),
-        progress_(std::move(progress)) {}
+        progress_(std::move(progress)),
+        copy_threads_(copy_threads) {}
   ~EngineSave() override {
     if (writer_.joinable()) writer_.join();
   }
@@ -169,7 +174,8 @@ class EngineSave final : public BackgroundSave {
  private:
   // Writes the rank's files: written_ its status, write_seconds_ the time since started_.
   void write_now(const checkpoint::RankData& data) {
-    written_ = write_rank(data);
+    tbb::task_arena arena(copy_threads_ > 0 ? copy_threads_ : tbb::task_arena::automatic);
+    arena.execute([&] { written_ = write_rank(data); });
     write_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     ended_.store(true, std::memory_order_release);
   }
@@ -189,11 +195,12 @@ class EngineSave final : public BackgroundSave {
   const checkpoint::CheckpointManifest manifest_;
   const checkpoint::CheckpointOptions options_;
   std::shared_ptr<SaveProgress> progress_;
+  const int copy_threads_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::thread writer_;
-  Status written_;             // the rank files' write, once the writer is done
+  Status written_;                  // the rank files' write, once the writer is done
   std::atomic<bool> ended_{false};  // written_ and write_seconds_ are final
-  double write_seconds_ = 0;   // from started_ to the end of that write
+  double write_seconds_ = 0;        // from started_ to the end of that write
 };
 
 // `fills`, the sections of a partition of `numel` elements in manifest group `group`'s state_parts()
@@ -265,7 +272,8 @@ Result<std::unique_ptr<EngineSave>> start_save(const std::string& dir, ZeroEngin
     data.group_state_fills.push_back(std::move(fills));
   }
   data.rank_state = {{"iteration", extras.iteration}, {"data", extras.data}};
-  auto save = std::make_unique<EngineSave>(comm, dir, tag, std::move(manifest), options, progress);
+  auto save = std::make_unique<EngineSave>(comm, dir, tag, std::move(manifest), options, progress,
+                                           engine.options().cpu_threads);
   save->write(std::move(data), in_background);
   return save;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/storage/storage.h"
 #include "common/common.h"
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
@@ -185,7 +186,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
           TZ_RETURN_IF_ERROR(
               cache_->prefetch_range(k + 1, part_offset(s, count_of(k + 1)), part_offset(s + 1, count_of(k + 1))));
         const uint64_t n = std::min<uint64_t>(part.size() - offset, out.size() - filled);
-        std::memcpy(out.data() + filled, part.data() + offset, n);
+        checkpoint::copy_in_parallel(out.subspan(filled, n), part.subspan(offset, n));
         TZ_RETURN_IF_ERROR(cache_->release(k, Release::kClean));
         filled += n;
         offset += n;
@@ -262,7 +263,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   }
 
   int64_t pinned_bytes() const override {
-    int64_t bytes = setup_.common.params16.defined() && setup_.common.params16.is_pinned() ? setup_.common.params16.nbytes() : 0;
+    int64_t bytes =
+        setup_.common.params16.defined() && setup_.common.params16.is_pinned() ? setup_.common.params16.nbytes() : 0;
     if (in_memory_ > 0 && setup_.memory_records.is_pinned()) bytes += setup_.memory_records.nbytes();
     for (const at::Tensor& buffer : setup_.buffers)
       if (buffer.is_pinned()) bytes += buffer.nbytes();
@@ -290,10 +292,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
            format_bytes(in_memory) + "), " + std::to_string(groups_ - in_memory_) + " on NVMe (" +
            format_bytes(total - in_memory) + "); " +
            (setup_.common.compact.compact_master ? "compact master (int16 residual; its bf16 half the 16-bit weights)"
-                                          : "fp32 master") +
+                                                 : "fp32 master") +
            ", " +
            (setup_.common.compact.moments_8bit ? std::string("8-bit moments")
-                                        : std::string(c10::toString(setup_.state_dtype)) + " moments") +
+                                               : std::string(c10::toString(setup_.state_dtype)) + " moments") +
            ": " + per_param + " bytes/param";
   }
 
@@ -323,7 +325,9 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   at::ScalarType checkpoint_dtype(int s) const {
     return s == 0 ? at::kFloat : checkpoint_moment_dtype(setup_.state_dtype);
   }
-  bool converts(int s) const { return s == 0 ? setup_.common.compact.compact_master : setup_.common.compact.moments_8bit; }
+  bool converts(int s) const {
+    return s == 0 ? setup_.common.compact.compact_master : setup_.common.compact.moments_8bit;
+  }
   uint64_t record_bytes(int64_t count) const { return static_cast<uint64_t>(layout_.record_bytes(count)); }
   // Byte offset of part s (RecordPart) in a record of `count` elements.
   uint64_t part_offset(int s, int64_t count) const {
@@ -379,10 +383,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       std::memcpy(static_cast<std::byte*>(part.data_ptr()) + offset * part.element_size(), in.data(),
                   static_cast<size_t>(n * part.element_size()));
     } else if (s == 0) {
-      split_master_parallel(
-          values,
-          {static_cast<uint16_t*>(setup_.common.compact.hi.data_ptr()) + k * slot_numel_ + offset, static_cast<size_t>(n)},
-          {part.data_ptr<int16_t>() + offset, static_cast<size_t>(n)});
+      split_master_parallel(values,
+                            {static_cast<uint16_t*>(setup_.common.compact.hi.data_ptr()) + k * slot_numel_ + offset,
+                             static_cast<size_t>(n)},
+                            {part.data_ptr<int16_t>() + offset, static_cast<size_t>(n)});
     } else {
       if (offset != 0) throw Error(internal_error("nvme optimizer: 8-bit moments written from inside a block"));
       encode_moment_range(values, part, record_part(record, s + 2, count), 0);
@@ -429,7 +433,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       const int64_t begin = k * slot_numel_;
       const int64_t end = begin + count_of(k);
       const at::Tensor master = setup_.common.compact.compact_master ? scratch.narrow(0, 0, end - begin).zero_()
-                                                              : record_part(record, 0, end - begin);
+                                                                     : record_part(record, 0, end - begin);
       for (size_t r = 0; r < runs.size(); ++r) {
         const int64_t lo = std::max(begin, runs[r].partition_offset);
         const int64_t hi = std::min(end, runs[r].partition_offset + runs[r].numel);
@@ -437,8 +441,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         load_param_range(*setup_.source, *names[r], runs[r].param_offset + (lo - runs[r].partition_offset),
                          master.narrow(0, lo - begin, hi - lo));
       }
-      if (setup_.common.compact.compact_master)
-        convert_in(record, k, 0, 0, end - begin, bytes_of(master));
+      if (setup_.common.compact.compact_master) convert_in(record, k, 0, 0, end - begin, bytes_of(master));
       throw_if_error(cache_->release(k, Release::kWrite));
     }
     throw_if_error(cache_->wait_writes());
@@ -473,12 +476,12 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::span<std::byte> held_;                    // the record a compact checkpoint holds (StoredRecords)
   AdamPartitionState state_;                     // step always; the tensors only while materialised_
   bool materialised_ = false;
-  std::vector<int64_t> pass_;             // the streamed records of the step running, in order
-  std::vector<int64_t> order_;            // every record of the step running, in order
-  std::vector<size_t> pass_position_;     // order_[i]'s place in pass_ (a record in memory: the next's)
-  uint64_t step_read_bytes_ = 0;  // read by the last step and the state() before it
-  double step_wait_s_ = 0;        // the last step blocked on the disk
-  uint64_t read_mark_ = 0;        // the cache's counters where the step's traffic starts
+  std::vector<int64_t> pass_;          // the streamed records of the step running, in order
+  std::vector<int64_t> order_;         // every record of the step running, in order
+  std::vector<size_t> pass_position_;  // order_[i]'s place in pass_ (a record in memory: the next's)
+  uint64_t step_read_bytes_ = 0;       // read by the last step and the state() before it
+  double step_wait_s_ = 0;             // the last step blocked on the disk
+  uint64_t read_mark_ = 0;             // the cache's counters where the step's traffic starts
   uint64_t written_mark_ = 0;
 };
 

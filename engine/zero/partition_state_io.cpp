@@ -2,9 +2,9 @@
 // (in host memory, or on the device through one host copy of a state at a time), and read_master.
 #include <ATen/ATen.h>
 
-#include <cstring>
 #include <string>
 
+#include "checkpoint/storage/storage.h"
 #include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {
@@ -23,7 +23,7 @@ StateReader PartitionOptimizer::state_reader(int s) {
     if (offset + out.size() > static_cast<uint64_t>(host.nbytes()))
       return internal_error("optimizer state " + std::to_string(s) + " read past its end (" +
                             std::to_string(host.nbytes()) + " bytes)");
-    std::memcpy(out.data(), static_cast<const std::byte*>(host.const_data_ptr()) + offset, out.size());
+    checkpoint::copy_in_parallel(out, {static_cast<const std::byte*>(host.const_data_ptr()) + offset, out.size()});
     offset += out.size();
     if (offset == static_cast<uint64_t>(host.nbytes())) host = at::Tensor();  // read whole: let it go
     return Status();

@@ -2,8 +2,9 @@
 #include "engine/zero/internal/stored_records.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
+
+#include "checkpoint/storage/storage.h"
 
 namespace tierzero::engine {
 namespace {
@@ -50,7 +51,8 @@ std::vector<StoredPart> stored_parts(const StoredLayout& layout) {
   for (int s = 1; s <= 2; ++s) {
     parts.push_back({.state = s, .part = 0, .where = s == 1 ? RecordPart::kExpAvg : RecordPart::kExpAvgSq});
     if (layout.moments_8bit())
-      parts.push_back({.state = s, .part = 1, .where = s == 1 ? RecordPart::kExpAvgScales : RecordPart::kExpAvgSqScales});
+      parts.push_back(
+          {.state = s, .part = 1, .where = s == 1 ? RecordPart::kExpAvgScales : RecordPart::kExpAvgSqScales});
   }
   return parts;
 }
@@ -72,12 +74,12 @@ std::vector<StateReader> stored_readers(StoredRecords& records, const StoredLayo
                        offset = uint64_t{0}](std::span<std::byte> out) mutable -> Status {
       for (size_t filled = 0; filled < out.size();) {
         if (k >= groups)
-          return internal_error("optimizer state " + std::to_string(part.state) + " part " +
-                                std::to_string(part.part) + " read past the partition's end");
+          return internal_error("optimizer state " + std::to_string(part.state) + " part " + std::to_string(part.part) +
+                                " read past the partition's end");
         TZ_RETURN_IF_ERROR(cursor->hold(k));
         const std::span<std::byte> bytes = cursor->records().part(k, part);
         const size_t n = std::min<size_t>(bytes.size() - offset, out.size() - filled);
-        std::memcpy(out.data() + filled, bytes.data() + offset, n);
+        checkpoint::copy_in_parallel(out.subspan(filled, n), bytes.subspan(offset, n));
         filled += n;
         offset += n;
         if (offset == stored_part_bytes(layout, part, std::min(record, numel - k * record))) {

@@ -109,7 +109,7 @@ struct ZeroEngineOptions {
   PartitionOptions partition;  // stage, dtypes, bucket sizes (grad_device is set by the engine)
   AdamConfig adam;
   bool offload_optimizer = false;                  // optimizer state and step on the CPU (cpu_adam)
-  int cpu_threads = 0;                             // CPU optimizer threads; 0 = all cores
+  int cpu_threads = 0;                             // CPU optimizer and background-save copy threads; 0 = all cores
   double gradient_clipping = 0.0;                  // max global gradient norm; 0 = none
   int64_t sub_group_size = 1'000'000'000;          // zero_optimization.sub_group_size: elements of this rank's
                                                    // partition the CPU optimizer steps (and sends back) at a time

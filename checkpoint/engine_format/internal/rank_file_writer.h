@@ -1,11 +1,13 @@
 // Private: writes one rank file section by section (raw or one zstd frame each) through a
-// StreamWriter (nvme::IoEngine, O_DIRECT where allowed), hashing the raw bytes per section and the
-// stored bytes, as they are streamed, for the whole file.
+// StreamWriter (nvme::IoEngine, O_DIRECT where allowed). The digests: the whole file's and each raw
+// section's are the stream's (Options::hashed: taken from the staging buffers as they drain, off the
+// fill's path); a compressed section's, of its raw bytes, is taken here as they are compressed.
 #pragma once
 
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <zstd.h>
@@ -38,8 +40,12 @@ class RankFileWriter {
 
  private:
   RankFileWriter(std::unique_ptr<StreamWriter> stream, const CheckpointOptions& options);
-  // Appends `bytes` uncompressed; sets `section_hash` to their XXH3.
-  Status store(std::span<const std::byte> bytes, uint64_t& section_hash);
+  // Appends `bytes` uncompressed as the next section (its digest the stream's range).
+  Status store(std::span<const std::byte> bytes);
+  // The next section's `raw_bytes` from `fill`, uncompressed (its digest the stream's range).
+  Status fill_raw(const SectionFill& fill, uint64_t raw_bytes);
+  // `section`'s raw bytes from `fill` as one zstd frame; sets section.xxh3.
+  Status fill_compressed(SectionRecord& section, const SectionFill& fill);
   Status compress(std::span<const std::byte> bytes);
   // Starts a zstd frame of `raw_bytes` (compress_piece() then feeds it, the last piece ending it).
   void begin_frame(uint64_t raw_bytes);
@@ -47,9 +53,10 @@ class RankFileWriter {
   std::unique_ptr<StreamWriter> stream_;
   int level_;
   uint32_t threads_;
-  XXH3_state_t* file_hash_;
   ZSTD_CCtx* cctx_ = nullptr;
   std::vector<SectionRecord> sections_;
+  // (index into sections_, the stream's range id) of each raw section: its digest, read at finish().
+  std::vector<std::pair<size_t, size_t>> raw_ranges_;
 };
 
 }  // namespace tierzero::checkpoint

@@ -14,13 +14,18 @@ namespace tierzero::engine::trainer {
 // suffix), ascending.
 std::vector<int64_t> saved_iterations(const std::string& dir);
 
-// Removes every global_stepN under `dir` but the newest `keep_last` and the one DIR/latest names.
-// Call it only after the newest checkpoint is durable (save_engine_checkpoint returned ok). A
-// checkpoint being removed is first renamed to global_stepN.removing (and the directory synced),
-// so a crash midway never leaves a partial directory under a checkpoint's name; such leftovers
-// (global_stepN.removing) are removed first, so a killed rotation leaks no disk space. Errors name
-// the directory.
-Status remove_old_checkpoints(const std::string& dir, int64_t keep_last);
+// Retires every global_stepN under `dir` but the newest `keep_last` and the one DIR/latest names:
+// each is renamed to global_stepN.removing and the directory synced, so from here on it is no
+// checkpoint, and a crash never leaves a partial directory under a checkpoint's name. Fast (no file
+// is removed); remove_retired_checkpoints then removes their files. Call it only after the newest
+// checkpoint is durable (save_engine_checkpoint returned ok). Errors name the directory.
+Status retire_old_checkpoints(const std::string& dir, int64_t keep_last);
+
+// Removes every global_stepN.removing under `dir`: what retire_old_checkpoints renamed, or what a
+// rotation killed midway left (so a killed rotation leaks no disk space). Slow where the file
+// system discards freed blocks as it unlinks (ext4 `-o discard`: ~0.5 s a GiB on the CPU box), so
+// the trainer runs it beside the steps. Errors name the path.
+Status remove_retired_checkpoints(const std::string& dir);
 
 // The most checkpoints a run's `saves` new ones add at once to a directory holding `existing`: each
 // is written while the newest earlier ones stay, and with `keep_last` > 0 the rotation then trims the

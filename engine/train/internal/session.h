@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,8 +99,13 @@ class TrainingSession {
   // the write had not ended when called (the line says how long the run waited for it).
   Status finish_save(int64_t through_step, bool waited = true);
   // What follows a durable checkpoint of `iteration`: the "saved" line and, for one this run wrote
-  // (`saved`: its times; its bytes are counted here), the metrics' save line; older checkpoints removed.
+  // (`saved`: its times; its bytes are counted here), the metrics' save line; older checkpoints
+  // retired (renamed away) now and their files removed beside the next steps (removal_).
   Status saved_checkpoint(int64_t iteration, std::optional<report::SaveMetrics> saved, const std::string& note);
+  // Waits for the retired checkpoints' removal, if one runs; a failure is a warning (a leftover
+  // global_stepN.removing, removed by the next rotation). Before a save writes (the disk holds no
+  // more checkpoints at once than check_outputs planned) and at the run's end.
+  void wait_for_removal();
   Status after_failed_save(int64_t iteration, const Status& failure);
   Status export_model();
   // tierzero.lora (session_lora.cpp): network_ becomes a LoraModel over the frozen base and
@@ -121,8 +127,8 @@ class TrainingSession {
   std::unique_ptr<Comm> comm_;
   ModelAndWeights model_;
   std::unique_ptr<FunctionalModel> network_;
-  LoraModel* lora_ = nullptr;                              // network_ when tierzero.lora is set
-  std::map<std::string, at::Tensor> initial_adapters_;     // what model_.weights reads for a LoRA run
+  LoraModel* lora_ = nullptr;                           // network_ when tierzero.lora is set
+  std::map<std::string, at::Tensor> initial_adapters_;  // what model_.weights reads for a LoRA run
   LoadedConfig config_;
   ZeroEngineOptions options_;
   TrainingData data_;
@@ -134,15 +140,16 @@ class TrainingSession {
   // The saves' staging buffers (null: no periodic saves); declared before pending_save_, whose writer
   // uses them until it is destroyed.
   std::unique_ptr<checkpoint::WriteBuffers> save_buffers_;
-  std::string save_buffers_line_;                 // the header's line about them
-  std::unique_ptr<BackgroundSave> pending_save_;  // a periodic save the next steps run beside (reads engine_)
-  int64_t pending_iteration_ = 0;                 // its iteration
+  std::string save_buffers_line_;                        // the header's line about them
+  std::unique_ptr<BackgroundSave> pending_save_;         // a periodic save the next steps run beside (reads engine_)
+  int64_t pending_iteration_ = 0;                        // its iteration
   std::chrono::steady_clock::time_point pending_start_;  // when it began
+  std::future<Status> removal_;                          // rank 0: the retired checkpoints' files being removed, if any
   MetricsLog metrics_;
-  int64_t first_step_ = 0;  // steps done before this run (resume)
-  int64_t last_step_ = 0;   // the step the run ends after
-  int64_t save_every_ = 0;  // 0: save at the end only
-  int64_t keep_last_ = 0;   // checkpoints kept in args_.save_dir; 0: all
+  int64_t first_step_ = 0;            // steps done before this run (resume)
+  int64_t last_step_ = 0;             // the step the run ends after
+  int64_t save_every_ = 0;            // 0: save at the end only
+  int64_t keep_last_ = 0;             // checkpoints kept in args_.save_dir; 0: all
   std::unique_ptr<StepTrace> trace_;  // --profile, rank 0
   int64_t tokens_per_step_ = 0;
   double flops_per_step_ = 0.0;

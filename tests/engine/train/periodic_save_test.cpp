@@ -13,8 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -143,10 +143,11 @@ uint64_t bytes_under(const std::string& dir) {
 TEST(SaveReport, EachSaveLineHoldsItsBytesAndTimes) {
   ScratchDir dir;
   TrainArgs args = train_args(
-      write_config(dir, small_config({{"bf16", {{"enabled", true}}},
-                                      {"zero_optimization",
-                                       {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
-                                      {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}})),
+      write_config(dir,
+                   small_config({{"bf16", {{"enabled", true}}},
+                                 {"zero_optimization",
+                                  {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                                 {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}})),
       6);
   args.save_dir = dir / "ckpt";
   args.save_every = 2;
@@ -182,9 +183,12 @@ TEST(SaveReport, EachSaveLineHoldsItsBytesAndTimes) {
                          std::to_string(save.committed_after_step) + ";";
     }
     const std::string printed = "  saved " + args.save_dir + "/" + tag + during;
-    EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
-      return line.rfind(printed, 0) == 0 && line.find(format_bytes(save.bytes) + ", durable ") != std::string::npos;
-    })) << "no line '" << printed << "...: " << format_bytes(save.bytes) << ", durable ...'";
+    EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(),
+                            [&](const std::string& line) {
+                              return line.rfind(printed, 0) == 0 &&
+                                     line.find(format_bytes(save.bytes) + ", durable ") != std::string::npos;
+                            }))
+        << "no line '" << printed << "...: " << format_bytes(save.bytes) << ", durable ...'";
   }
 }
 
@@ -198,12 +202,13 @@ TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
     nlohmann::json tierzero = {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}};
     if (!write_behind.is_null()) tierzero["checkpoint"] = {{"write_behind", write_behind}};
     return train_args(
-        write_config(dir,
-                     small_config({{"bf16", {{"enabled", true}}},
-                                   {"zero_optimization",
-                                    {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
-                                   {"tierzero", tierzero}}),
-                     name + ".json"),
+        write_config(
+            dir,
+            small_config({{"bf16", {{"enabled", true}}},
+                          {"zero_optimization",
+                           {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                          {"tierzero", tierzero}}),
+            name + ".json"),
         7);
   };
   TrainArgs plain = offloaded(nullptr, "plain");
@@ -220,19 +225,24 @@ TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
     const TrainRun run = run_train(args);
     ASSERT_OK(run.summary) << value;
     EXPECT_EQ(run.summary->losses, reference.summary->losses) << value << ": bit for bit as without periodic saves";
-    EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
-      return line.find("periodic saves: write-behind ") != std::string::npos && line.find(why) != std::string::npos;
-    })) << value << ": no header line with '" << why << "'";
+    EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(),
+                            [&](const std::string& line) {
+                              return line.find("periodic saves: write-behind ") != std::string::npos &&
+                                     line.find(why) != std::string::npos;
+                            }))
+        << value << ": no header line with '" << why << "'";
     for (const int64_t saved : {2, 4, 6}) {
       const std::string path = args.save_dir + "/global_step" + std::to_string(saved);
       EXPECT_OK(checkpoint::verify_checkpoint(args.save_dir, "global_step" + std::to_string(saved))) << path;
       const std::string during = "  saved " + path + " (written during step";
-      EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(), [&](const std::string& line) {
-        const std::string steps = line.substr(std::min(line.size(), during.size()));
-        return line.rfind(during, 0) == 0 &&
-               (steps.rfind(" " + std::to_string(saved + 1) + ";", 0) == 0 ||
-                steps.rfind("s " + std::to_string(saved + 1) + " to ", 0) == 0);
-      })) << "no line '" << during << " " << saved + 1 << "...'";
+      EXPECT_TRUE(std::any_of(run.lines.begin(), run.lines.end(),
+                              [&](const std::string& line) {
+                                const std::string steps = line.substr(std::min(line.size(), during.size()));
+                                return line.rfind(during, 0) == 0 &&
+                                       (steps.rfind(" " + std::to_string(saved + 1) + ";", 0) == 0 ||
+                                        steps.rfind("s " + std::to_string(saved + 1) + " to ", 0) == 0);
+                              }))
+          << "no line '" << during << " " << saved + 1 << "...'";
     }
   }
 
@@ -241,9 +251,9 @@ TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
   bad.save_every = 2;
   const TrainRun refused = run_train(bad);
   EXPECT_ERROR(refused.summary, ErrorCode::kInvalidArgument, "tierzero.checkpoint.write_behind must be a byte size");
-  EXPECT_TRUE(std::none_of(refused.lines.begin(), refused.lines.end(),
-                           [](const std::string& line) { return line.rfind("step ", 0) == 0; }))
-      << "refused before the first step";
+  EXPECT_TRUE(std::none_of(refused.lines.begin(), refused.lines.end(), [](const std::string& line) {
+    return line.rfind("step ", 0) == 0;
+  })) << "refused before the first step";
 }
 
 // A save whose disk is slower than the steps (its rank file's write completions held back until the
@@ -253,10 +263,11 @@ TEST(WriteBehind, PeriodicSavesChangeNoLossAndSayWhenTheyWereWritten) {
 TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
   ScratchDir dir;
   TrainArgs args = train_args(
-      write_config(dir, small_config({{"bf16", {{"enabled", true}}},
-                                      {"zero_optimization",
-                                       {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
-                                      {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}})),
+      write_config(dir,
+                   small_config({{"bf16", {{"enabled", true}}},
+                                 {"zero_optimization",
+                                  {{"stage", 2}, {"sub_group_size", 4096}, {"offload_optimizer", {{"device", "cpu"}}}}},
+                                 {"tierzero", {{"master_weights", "compact"}, {"optimizer_state_dtype", "int8"}}}})),
       12);
   args.save_dir = dir / "plain";
   const TrainRun reference = run_train(args);
@@ -306,7 +317,8 @@ TEST(WriteBehind, ASaveSlowerThanTheStepsIsCommittedStepsLater) {
 }
 
 // A rotation killed while removing global_step0 left global_step0.removing; the next rotation
-// removes it (and nothing that is not a rotated-away checkpoint).
+// retires global_step2 (renamed away, its files kept until removed), then removes both (and nothing
+// that is not a rotated-away checkpoint).
 TEST(CheckpointRotation, RemovesWhatAKilledRotationLeft) {
   ScratchDir dir;
   for (const std::string name :
@@ -315,8 +327,10 @@ TEST(CheckpointRotation, RemovesWhatAKilledRotationLeft) {
     std::ofstream(dir / (name + "/data")) << name;
   }
   std::ofstream(dir / "latest") << "global_step6";
-  ASSERT_OK(trainer::remove_old_checkpoints(dir.path(), 2));
-  EXPECT_EQ(trainer::saved_iterations(dir.path()), (std::vector<int64_t>{4, 6}));
+  ASSERT_OK(trainer::retire_old_checkpoints(dir.path(), 2));
+  EXPECT_EQ(trainer::saved_iterations(dir.path()), (std::vector<int64_t>{4, 6})) << "retired: no longer checkpoints";
+  EXPECT_TRUE(std::filesystem::exists(dir / "global_step2.removing/data"));
+  ASSERT_OK(trainer::remove_retired_checkpoints(dir.path()));
   EXPECT_FALSE(std::filesystem::exists(dir / "global_step0.removing"));
   EXPECT_FALSE(std::filesystem::exists(dir / "global_step2.removing"));
   EXPECT_TRUE(std::filesystem::exists(dir / "notes.removing/data"));

@@ -13,7 +13,10 @@
 // that fails after every read (the rank file's fdatasync, as a full disk reports delayed
 // allocation) is returned by finish(), the previous checkpoint kept. Against a disk held shut (the
 // I/O engine's completions gated): write-behind lets the next step end before any byte is written,
-// hold makes it wait; ENOSPC while the buffers drain is returned by finish().
+// hold makes it wait; ENOSPC while the buffers drain is returned by finish(). The copies into the
+// buffers run on every core (copy_in_parallel; records of 2^20 elements span several slices), and
+// a disk failing mid-copy stops the save, frees the step and leaves the previous checkpoint loading
+// the state it saved.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -23,19 +26,19 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <thread>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/engine_format/engine_checkpoint.h"
 #include "checkpoint/storage/storage.h"
+#include "engine/zero/zero_engine.h"
 #include "fs/testing/default_override.h"
 #include "fs/testing/fault_injection_fs.h"
 #include "nvme/testing/fault_injection.h"
-#include "engine/zero/zero_engine.h"
 #include "offload_engine.h"
 #include "scenario.h"
 #include "tests/support/scratch_dir.h"
@@ -49,20 +52,24 @@ namespace {
 using test_support::ScratchDir;
 
 constexpr int64_t kSubGroup = 65536;  // a multiple of 256: the stage 3 shard in 17 records
-constexpr int kSavedAt = 3;          // steps before the save
-constexpr int kStepsAfter = 3;       // steps while (and after) it streams out
-constexpr int kLevel = 9;            // zstd: a slow writer
+constexpr int kSavedAt = 3;           // steps before the save
+constexpr int kStepsAfter = 3;        // steps while (and after) it streams out
+constexpr int kLevel = 9;             // zstd: a slow writer
 
 struct Case {
   const char* name;
   at::ScalarType state;
   MasterLayout master;
   bool nvme;
+  int64_t sub_group = kSubGroup;
 };
+// The last: records of 2^20 elements, so each copy into a staging buffer spans several of
+// copy_in_parallel's slices and runs on every core (the others' record parts are under one slice).
 constexpr Case kCases[] = {{"compact_int8 host", at::kChar, MasterLayout::kCompact, false},
                            {"compact_int8 nvme", at::kChar, MasterLayout::kCompact, true},
                            {"fp32 host", at::kFloat, MasterLayout::kFp32, false},
-                           {"fp32 nvme", at::kFloat, MasterLayout::kFp32, true}};
+                           {"fp32 nvme", at::kFloat, MasterLayout::kFp32, true},
+                           {"compact_int8 host, parallel copies", at::kChar, MasterLayout::kCompact, false, 1 << 20}};
 
 OffloadEngineSpec spec_of(const Case& c, const std::string& nvme_dir) {
   return {.stage = 3,
@@ -70,7 +77,7 @@ OffloadEngineSpec spec_of(const Case& c, const std::string& nvme_dir) {
           .state = c.state,
           .nvme_dir = c.nvme ? nvme_dir : "",
           .master = c.master,
-          .sub_group = kSubGroup,
+          .sub_group = c.sub_group,
           .width = 8};
 }
 
@@ -142,9 +149,9 @@ TEST(BackgroundSave, WriteBehindSmallerEqualOrLargerThanTheStateIsTheSynchronous
                            checkpoint::WriteBuffers::create(write_behind, kSmallBuffer));
       // The engine has moved on since the synchronous save: only its first save is compared by bytes.
       const bool compared = write_behind == rank_file / 4;
-      ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
-                           BackgroundSave::start(async_dir.path(), *unbroken.engine, at_step(kSavedAt), 0,
-                                                 buffers.get()));
+      ASSERT_OK_AND_ASSIGN(
+          std::unique_ptr<BackgroundSave> save,
+          BackgroundSave::start(async_dir.path(), *unbroken.engine, at_step(kSavedAt), 0, buffers.get()));
       int steps_beside = 0;
       for (; steps_beside < kStepsAfter && (steps_beside == 0 || !save->written()); ++steps_beside)
         unbroken.train_step(step++);
@@ -246,7 +253,8 @@ TEST(BackgroundSave, WriteBehindReleasesTheOptimizerBeforeTheDiskHoldDoesNot) {
     EXPECT_LT(save->held_seconds(), 0.25);
   }
   {
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::WriteBuffers> held, checkpoint::WriteBuffers::create(0, kSmallBuffer));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::WriteBuffers> held,
+                         checkpoint::WriteBuffers::create(0, kSmallBuffer));
     GatedDisk disk;
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
                          BackgroundSave::start(dir.path(), *e.engine, at_step(step), 0, held.get()));
@@ -288,6 +296,53 @@ TEST(BackgroundSave, ADiskFullWhileWriteBehindDrainsIsReturnedByFinish) {
   EXPECT_EQ(reader->tag(), "global_step1");
 }
 
+// A disk whose rank-file writes fail with EIO from the `ok_writes`-th on (the earlier ones complete).
+class FailingDisk {
+ public:
+  explicit FailingDisk(int ok_writes)
+      : faults_([this, ok_writes](const nvme::testing::PieceCompletion& piece, int64_t result) -> int64_t {
+          if (piece.op != nvme::Op::kWrite || !piece.path.ends_with("/rank_00000.bin")) return result;
+          return writes_.fetch_add(1) < ok_writes ? result : -EIO;
+        }) {}
+
+ private:
+  std::atomic<int> writes_ = 0;
+  nvme::testing::ScopedFaultInjector faults_;
+};
+
+// The disk fails while the copy is mid-way (write-behind of 4 small buffers, far less than the
+// state: the copy waits for the disk): the copy stops, the step beside it runs to its end (not held
+// for the rest), finish() returns the error, and the previous checkpoint loads, its state the one
+// it saved.
+TEST(BackgroundSave, ADiskFailingMidCopyStopsTheSaveAndThePreviousCheckpointLoads) {
+  const Case& c = kCases[4];  // copies on every core
+  ScratchDir dir;
+  OffloadEngine e(spec_of(c, ""));
+  e.train_step(0);
+  ASSERT_OK(save_engine_checkpoint(dir.path(), *e.engine, at_step(1)));
+  std::map<std::string, at::Tensor> saved;
+  for (const auto& [name, weights] : e.engine->master_params()) saved[name] = weights.clone();
+  e.train_step(1);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::WriteBuffers> held,
+                       checkpoint::WriteBuffers::create(0, kSmallBuffer));
+  Status finished;
+  {
+    FailingDisk disk(8);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackgroundSave> save,
+                         BackgroundSave::start(dir.path(), *e.engine, at_step(2), 0, held.get()));
+    e.train_step(2);  // would never end if the failed save kept holding its optimizer
+    finished = save->finish();
+  }
+  EXPECT_ERROR(finished, ErrorCode::kIo, "rank_00000.bin");
+  e.train_step(3);  // training goes on
+
+  OffloadEngine resumed(spec_of(c, ""));
+  ASSERT_OK_AND_ASSIGN(CheckpointExtras extras, load_engine_checkpoint(dir.path(), *resumed.engine));
+  EXPECT_EQ(extras.iteration, 1);
+  for (const auto& [name, weights] : resumed.engine->master_params())
+    EXPECT_TRUE(at::equal(weights, saved.at(name))) << name;
+}
+
 // RLIMIT_FSIZE for this process while alive (writes past it fail with EFBIG, SIGXFSZ ignored).
 class FileSizeLimit {
  public:
@@ -324,7 +379,7 @@ TEST(BackgroundSave, AFailedWriteIsReturnedByFinishAndKeepsThePreviousCheckpoint
     finished = save->finish();
   }
   EXPECT_ERROR(finished, ErrorCode::kIo, dir.path() + "/global_step2");  // EFBIG: past the size limit
-  e.train_step(3);  // training goes on
+  e.train_step(3);                                                       // training goes on
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<checkpoint::CheckpointReader> reader,
                        checkpoint::CheckpointReader::open(dir.path()));
   EXPECT_EQ(reader->tag(), "global_step1");
