@@ -79,7 +79,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     on_device = device_pieces(counts, holdable, setup_.device_share->share());
   }
   device_stats_ = {};
-  const auto started = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point first_queued;  // the first device piece's
   InOrderAnnouncer announcer(pieces, progress);
   std::deque<DevicePiece> in_flight;  // in the order queued
   // Finishes the device's pieces whose downloads landed, front first (all of them, waiting, with `wait`).
@@ -87,7 +87,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     while (!in_flight.empty() && (wait || in_flight.front().done.ran())) {
       DevicePiece& d = in_flight.front();
       d.done.wait();
-      device_stats_.seconds = seconds_since(started);
+      device_stats_.seconds = seconds_since(first_queued);
       const StepPiece& piece = pieces[d.i];
       const size_t queued = pending_.size();
       // A sink's window is lent and sent in pairs: lent now (a compact master's weights are copied into it).
@@ -133,6 +133,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     publish_at_end = publish_at_end || !piece.publish;
     if (on_device[i]) {
       RECORD_USER_SCOPE("tierzero::adam_device_queued");
+      if (in_flight.empty() && device_stats_.elements == 0) first_queued = std::chrono::steady_clock::now();
       in_flight.push_back(
           {.i = i,
            .state = state,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/layout/layout.h"
 #include "engine/zero/internal/device_share.h"
 #include "offload_engine.h"
 #include "scenario.h"
@@ -42,6 +43,32 @@ TEST(DevicePieces, KeepTheDevicesElementsNearestTheShare) {
   // farther than 86 short).
   EXPECT_EQ(device_pieces(std::vector<int64_t>{10, 100, 10, 200}, std::vector<bool>(4, true), 0.3),
             (std::vector<bool>{false, false, true, false}));
+}
+
+TEST(DeviceShareSlots, AreWhatThePlannerCounts) {
+  // A 14B-like partition in sub-groups of 2e8 (chunks of 16 Mi), 8-bit moments, bf16 gradients: the
+  // engine's allocation and engine/layout's figure the planner lists (two slots of 16 Mi elements:
+  // 2 + 2 + 2 + 1 + 1 bytes and two 4-byte scales per 256, each part rounded to 256 bytes).
+  const state_layout::HostShape shape{
+      .partition = 14'770'000'000,
+      .sub_group_size = 200'000'000,
+      .layout = {.compact_master = true, .moments = state_layout::Moments::kInt8Blockwise},
+      .optimizer_offloaded = true,
+      .host_grad_bytes = 2,
+      .gpu_optimizer_share = 0.25};
+  const int64_t chunk = state_layout::gpu_share_chunk(shape.records());
+  ASSERT_EQ(chunk, int64_t{1} << 24);
+  const DeviceShare share({.share = 0.25,
+                           .device = at::kCPU,
+                           .layout = shape.layout,
+                           .grads = ElementType::kBF16,
+                           .chunk = chunk,
+                           .kernel = {}});
+  const int64_t per_slot = (2 + 2 + 2 + 1 + 1) * chunk + 2 * 4 * (chunk / 256);
+  EXPECT_EQ(share.device_bytes(), 2 * per_slot);
+  EXPECT_EQ(static_cast<uint64_t>(share.device_bytes()), state_layout::gpu_share_device_bytes(shape));
+  // A partition of one short sub-group: its slot is the sub-group rounded up to whole blocks.
+  EXPECT_EQ(state_layout::gpu_share_chunk({.partition = 1000, .sub_group = 2560}), 1024);
 }
 
 // A compact-master stage 3 run of `steps` steps: its losses, and its master weights and moments
