@@ -112,8 +112,10 @@ DevicePieceDone DeviceShare::submit(const cpu_adam::AdamHyperParams& hp, int64_t
                                        .params16_rounding = host.params16_rounding,
                                        .exp_avg_scales = {reinterpret_cast<float*>(part[3]), block_count},
                                        .exp_avg_sq_scales = {reinterpret_cast<float*>(part[4]), block_count}};
-    throw_if_error(
-        queue.launch([&](void* stream) { return setup_.kernel(hp, step_number, grad_multiplier, device, stream); }));
+    // By value: a CPU "device" runs it later, on its queue's thread.
+    throw_if_error(queue.launch([kernel = setup_.kernel, hp, step_number, grad_multiplier, device](void* stream) {
+      return kernel(hp, step_number, grad_multiplier, device, stream);
+    }));
     for (const Span& s : state)
       if (s.bytes > 0) queue.to_host(s.host, s.device, s.bytes);
   }
