@@ -138,7 +138,7 @@ std::string per_element(const state_layout::Layout& l) {
 void optimizer(Items& out, const RunShape& s) {
   if (s.optimizer_offloaded()) {
     const int64_t chunk = state_layout::gpu_share_chunk(s.records());
-    out.add(Tier::kGpu, "optimizer GPU share: device slots (tierzero.gpu_optimizer_share)", Phase::kResident,
+    out.add(Tier::kGpu, "optimizer GPU share: device slots", Phase::kResident,
             static_cast<double>(state_layout::gpu_share_device_bytes(s.host)),
             std::to_string(state_layout::kGpuShareQueues) + " x " +
                 format_bytes(

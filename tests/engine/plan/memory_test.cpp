@@ -167,7 +167,7 @@ TEST(PlanMemory, TheGpuShareHoldsTwoSlotsOnTheGpu) {
   const uint64_t chunk = 1u << 24;  // below the 1e8 sub-group
   // Per slot: bf16 gradients, bf16 weights, int16 residual, int8 m, uint8 v, two fp32 scales per 256.
   const uint64_t slots = 2 * ((2 + 2 + 2 + 1 + 1) * chunk + 2 * 4 * (chunk / 256));
-  const char* const what = "optimizer GPU share: device slots (tierzero.gpu_optimizer_share)";
+  const char* const what = "optimizer GPU share: device slots";
   EXPECT_EQ(item_bytes(shared, Tier::kGpu, what), slots);
   DsConfig none = config_from(json);
   none.tierzero.gpu_optimizer_share = 0.0;
