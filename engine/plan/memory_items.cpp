@@ -143,8 +143,8 @@ void optimizer(Items& out, const RunShape& s) {
             std::to_string(state_layout::kGpuShareQueues) + " x " +
                 format_bytes(
                     static_cast<uint64_t>(state_layout::gpu_share_slot(s.layout(), s.host_grad_bytes, chunk).bytes)) +
-                " (a chunk of " + count_text(static_cast<double>(chunk)) +
-                " elements: gradients, bf16 weights, state)");
+                " (tierzero.gpu_optimizer_share: a chunk of " + count_text(static_cast<double>(chunk)) +
+                " elements' gradients, bf16 weights, state each)");
     return;
   }
   out.elements(Tier::kGpu, state_name(s), Phase::kResident, 12, s.partition);
