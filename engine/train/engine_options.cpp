@@ -1,5 +1,7 @@
 #include "engine/train/internal/engine_options.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
 #include "cpu_adam/adam.h"
@@ -23,7 +25,7 @@ Status refuse_what_the_engine_cannot_do(const ZeroConfig& zero) {
 // The GPU share needs a GPU to step on (its layout check_engine_settings holds).
 Status refuse_a_share_without_a_gpu(double share) {
   if (share > 0.0 && cpu_adam::cuda_device_count() == 0)
-    return invalid_argument("tierzero.gpu_optimizer_share " + std::to_string(share) +
+    return invalid_argument(fmt::format("tierzero.gpu_optimizer_share {}", share) +
                             " steps a share of the optimizer on a CUDA device, and none is found here (no driver, no "
                             "device, or a build without CUDA): set it to 0");
   return Status();
