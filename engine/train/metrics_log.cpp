@@ -40,6 +40,7 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
     if (t.gpu_optimizer_elements > 0) {
       step.gpu_optimizer_elements = t.gpu_optimizer_elements;
       step.gpu_optimizer_s = t.gpu_optimizer_s;
+      step.gpu_optimizer_wait_s = t.gpu_optimizer_wait_s;
     }
     step.breakdown = report::StepBreakdown{.forward_s = t.forward_s,
                                            .backward_s = t.backward_s,

@@ -704,6 +704,7 @@ void ZeroEngine::step_done(std::vector<PartitionWrite> writes, double step_secon
   const DeviceShareStats share = optimizer_->last_device_share();
   times_.gpu_optimizer_s += share.seconds;
   times_.gpu_optimizer_elements += share.elements;
+  times_.gpu_optimizer_wait_s += share.wait_s;
 }
 
 std::map<std::string, at::Tensor> ZeroEngine::master_params() {

@@ -154,10 +154,9 @@ struct ZeroEngineOptions {
                                            // window up front; 0 = from the first window's tensors
   uint64_t pinned_memory_limit_bytes = 0;  // tierzero.pinned_memory_limit; 0 = none
   uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
-  bool time_breakdown =
-      false;  // fill last_step_times() (wall_clock_breakdown); syncs the
-              // current stream at phase boundaries, so only when asked  // tierzero.gpu_optimizer_share: the share
-              // (0..<1) of the offloaded optimizer's elements stepped on the
+  bool time_breakdown = false;             // fill last_step_times() (wall_clock_breakdown); syncs the
+                                           // current stream at phase boundaries, so only when asked
+  // tierzero.gpu_optimizer_share: the share (0..<1) of the offloaded optimizer's elements stepped on the
   // GPU (device_share.h) after the backward, while the CPU steps the others; needs a compact master,
   // a bf16 compute device, and a CPU whose SIMD target fuses multiply-adds (the bytes are then the CPU's).
   double gpu_optimizer_share = 0.0;
@@ -180,6 +179,7 @@ struct StepTimes {
   double gpu_optimizer_s = 0.0;  // tierzero.gpu_optimizer_share: the device's pieces in flight (within
                                  // cpu_optimizer_s), from the first queued to the last seen landed
   int64_t gpu_optimizer_elements = 0;  // the elements the device stepped
+  double gpu_optimizer_wait_s = 0.0;   // the optimizer's thread waited for the device, its own pieces done
   double gpu_idle_s = 0.0;       // the compute stream had nothing to do but wait for the host: step()'s
                                  // time less comm_s, plus backward blocked on full staging slots, plus
                                  // the host blocked on a followed optimizer step (forward_s excludes it)

@@ -87,9 +87,10 @@ struct StoredLayout {
 // checkpoint's state_parts() of StoredLayout's states), for a resume at the same layout.
 using StoredFill = std::function<Status(int s, int part, uint64_t offset, std::span<std::byte> out)>;
 
-// What the last step's GPU share did (tierzero.gpu_optimizer_share): `elements` stepped on the device; `seconds` from
-// the first piece queued to the last one seen landed by the optimizer's thread (which looks after each piece it steps,
-// and waits at the end); `wait_s` that thread blocked at the end, the CPU's pieces done.
+// What the last step's GPU share did (tierzero.gpu_optimizer_share): `elements` stepped on the
+// device; `seconds` from the first piece queued to the last one seen landed by the optimizer's thread
+// (which looks after each piece it steps, and waits at the end); `wait_s` that thread blocked at the
+// end, the CPU's pieces done (> 0: the GPU set the step's pace).
 struct DeviceShareStats {
   int64_t elements = 0;
   double seconds = 0.0;
@@ -219,9 +220,8 @@ struct OffloadedAdamSetup {
   CompactState compact;
   // The rounding of the bf16 16-bit weights the fp32-master path writes (ZeroEngineOptions::
   // params16_rounding); the compact path always rounds ties away.
-  cpu_adam::Bf16Rounding params16_rounding =
-      cpu_adam::Bf16Rounding::kNearestEven;  // The GPU share (tierzero.gpu_optimizer_share, device_share.h): the pieces
-                                             // it takes are stepped on
+  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
+  // The GPU share (tierzero.gpu_optimizer_share, device_share.h): the pieces it takes are stepped on
   // the device instead of by `adam` (null: none); outlives the optimizer.
   DeviceShare* device_share = nullptr;
 };
