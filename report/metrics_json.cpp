@@ -135,6 +135,9 @@ json step_line(const StepMetrics& s) {
   if (s.nvme_read_bytes) j["nvme_read_bytes"] = *s.nvme_read_bytes;
   if (s.nvme_written_bytes) j["nvme_written_bytes"] = *s.nvme_written_bytes;
   if (s.nvme_wait_s) j["nvme_wait_s"] = number_or_null(*s.nvme_wait_s);
+  if (s.gpu_optimizer_elements) j["gpu_optimizer_elements"] = *s.gpu_optimizer_elements;
+  if (s.gpu_optimizer_s) j["gpu_optimizer_s"] = number_or_null(*s.gpu_optimizer_s);
+  if (s.gpu_optimizer_wait_s) j["gpu_optimizer_wait_s"] = number_or_null(*s.gpu_optimizer_wait_s);
   if (s.epoch) j["epoch"] = number_or_null(*s.epoch);
   if (s.breakdown) {
     const StepBreakdown& b = *s.breakdown;
@@ -215,6 +218,9 @@ Result<StepMetrics> parse_step_line(const json& line) {
   r.optional_integer("nvme_read_bytes", s.nvme_read_bytes);
   r.optional_integer("nvme_written_bytes", s.nvme_written_bytes);
   r.optional_number("nvme_wait_s", s.nvme_wait_s);
+  r.optional_integer("gpu_optimizer_elements", s.gpu_optimizer_elements);
+  r.optional_number("gpu_optimizer_s", s.gpu_optimizer_s);
+  r.optional_number("gpu_optimizer_wait_s", s.gpu_optimizer_wait_s);
   r.optional_number("epoch", s.epoch);
   if (const json* b = r.object("breakdown")) {
     StepBreakdown d;

@@ -89,6 +89,11 @@
 // |                              |                        |         | holds (needs it); 0: all on NVMe, the    |
 // |                              |                        |         | buffer_count swap buffers keeping the    |
 // |                              |                        |         | turn's records (DeepSpeed's behaviour)   |
+// | tierzero.gpu_optimizer_share | number in [0, 1)      | 0       | the offloaded optimizer's elements the   |
+// |                              |                        |         | GPU steps after the backward while the   |
+// |                              |                        |         | CPU steps the rest, bit for bit the CPU's|
+// |                              |                        |         | (device_share.h); needs a CUDA device and|
+// |                              |                        |         | tierzero.master_weights "compact"        |
 // | tierzero.offload_grad_accumulator | "auto", "device",  | "auto"  | where an offloaded optimizer's step sums |
 // |                              | or "host"              |         | micro-batches (zero_engine.h)            |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
@@ -312,6 +317,7 @@ struct TierzeroConfig {
   OffloadGradDtype offload_grad_dtype = OffloadGradDtype::kFp32;
   int64_t optimizer_records_in_memory = 0;  // >= 0, or kOptimizerRecordsAuto
   int64_t grad_ring_records = 0;            // >= 0; 0: the whole host gradient partition
+  double gpu_optimizer_share = 0.0;         // [0, 1): the offloaded optimizer's elements stepped on the GPU
   OffloadGradAccumulator offload_grad_accumulator = OffloadGradAccumulator::kAuto;
   CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
   int checkpoint_compression_level = 3;
@@ -420,6 +426,7 @@ struct EngineSettings {
   ElementType offload_grad = ElementType::kF32;  // tierzero.offload_grad_dtype
   bool params16_round_away = false;              // ZeroEngineOptions::params16_rounding kNearestAway (no key)
   int64_t records_in_memory = 0;                 // tierzero.optimizer_records_in_memory (kOptimizerRecordsAuto)
+  double gpu_optimizer_share = 0.0;              // tierzero.gpu_optimizer_share ([0, 1))
   uint64_t pinned_memory_limit = 0;              // tierzero.pinned_memory_limit
   // The gradient ring and what it needs: the optimizer stepping inside the window's backward.
   int64_t grad_ring_records = 0;            // tierzero.grad_ring_records (0: the whole gradient partition)

@@ -160,6 +160,10 @@ Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfi
                             t.raw("optimizer_records_in_memory").dump());
   }
   TZ_RETURN_IF_ERROR(t.read_int("grad_ring_records", &out->grad_ring_records, 0));
+  TZ_RETURN_IF_ERROR(t.read_double("gpu_optimizer_share", &out->gpu_optimizer_share, 0.0, 1.0));
+  if (out->gpu_optimizer_share >= 1.0)
+    return invalid_argument(t.path_of("gpu_optimizer_share") +
+                            " must be below 1 (the CPU keeps a share of the step; 0: it steps them all), got 1");
   std::string accumulator = "auto";
   TZ_RETURN_IF_ERROR(t.read_string("offload_grad_accumulator", &accumulator));
   if (accumulator == "auto") {
@@ -211,6 +215,13 @@ Status check_state_layout(const DsConfig& c) {
     return invalid_argument(
         "tierzero.grad_ring_records sets where the offloaded optimizer's host gradients land: set "
         "zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\", or grad_ring_records 0");
+  if (t.gpu_optimizer_share > 0.0 && (t.master_weights != MasterWeights::kCompact || !offloaded))
+    return invalid_argument(
+        "tierzero.gpu_optimizer_share steps a share of the offloaded optimizer's compact master on the GPU (bit for "
+        "bit the CPU kernel): it needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" and "
+        "tierzero.master_weights \"compact\" (this config has offload_optimizer \"" +
+        std::string(offload_device_name(optimizer)) + "\" and master_weights \"" +
+        master_weights_name(t.master_weights) + "\"); set those, or tierzero.gpu_optimizer_share 0");
   if (t.optimizer_records_in_memory != 0 && optimizer != OffloadDevice::kNvme)
     return invalid_argument(
         "tierzero.optimizer_records_in_memory keeps some of the optimizer's NVMe records in pinned memory: it needs "

@@ -78,6 +78,7 @@ json tierzero_json(const TierzeroConfig& t) {
       {"grad_ring_records", t.grad_ring_records},
       {"optimizer_records_in_memory",
        t.optimizer_records_in_memory == kOptimizerRecordsAuto ? json("auto") : json(t.optimizer_records_in_memory)},
+      {"gpu_optimizer_share", t.gpu_optimizer_share},
       {"offload_grad_accumulator", offload_grad_accumulator_name(t.offload_grad_accumulator)},
       {"checkpoint",
        {{"compression", t.checkpoint_compression == CheckpointCompression::kNone ? "none" : "zstd"},

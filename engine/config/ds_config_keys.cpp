@@ -140,7 +140,8 @@ constexpr ConfigKey kKeys[] = {
     {"zero_optimization.offload_optimizer.ratio", R, "1",
      "partial optimizer offload is not implemented: offload all of it (1) or none"},
     {"zero_optimization.offload_optimizer.fast_init", W, "false", kNotImplemented},
-    {"zero_optimization.offload_optimizer.cpuadam_cores_perc", W, "0.8", "tierzero.cpu_threads sets the CPU Adam's threads"},
+    {"zero_optimization.offload_optimizer.cpuadam_cores_perc", W, "0.8",
+     "tierzero.cpu_threads sets the CPU Adam's threads"},
     {"zero_optimization.offload_optimizer.super_offload", W, "false", kNotImplemented},
     {"aio.backend", H, "", kAioNote},
     {"aio.block_size", H, "", kAioNote},
@@ -182,7 +183,8 @@ constexpr ConfigKey kKeys[] = {
     {"sparse_gradients", W, "false", kNotImplemented},
     {"zero_allow_untested_optimizer", W, "false", "tierzero runs its own Adam / AdamW only"},
     {"zero_force_ds_cpu_optimizer", W, "true", "the offloaded optimizer is always tierzero's CPU Adam"},
-    {"communication_data_type", W, "null", "gradients are reduced in the training dtype (fp32 with grad_accum_dtype fp32)"},
+    {"communication_data_type", W, "null",
+     "gradients are reduced in the training dtype (fp32 with grad_accum_dtype fp32)"},
     {"seq_parallel_communication_data_type", W, "null", kNotImplemented},
     {"memory_breakdown", W, "false", "the step line always carries memory per tier"},
     {"dump_state", W, "false", kNotImplemented},
@@ -285,6 +287,11 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.optimizer_records_in_memory", H, "",
      "offload_optimizer \"nvme\" only: the first N sub-group records stay in pinned memory (no NVMe traffic, no "
      "swap file); \"auto\": as many as tierzero.pinned_memory_limit holds; 0: all on NVMe (DeepSpeed)"},
+    {"tierzero.gpu_optimizer_share", H, "",
+     "a number in [0, 1): that share of the offloaded optimizer's elements (whole sub-groups, spread over the "
+     "partition) is stepped on the GPU after the backward, while the CPU steps the rest: the gradient and compact "
+     "state go up, step there and come back, bit for bit the CPU kernel's bytes; needs a CUDA device, "
+     "tierzero.master_weights \"compact\" and a CPU whose SIMD target fuses multiply-adds; 0: the CPU steps all"},
     {"tierzero.offload_grad_accumulator", H, "",
      "where an offloaded optimizer's step sums the micro-batches of a window: \"device\" in an fp32 accumulator on "
      "the GPU (4 B/param of this rank's partition), landing once per step; \"host\" lands every micro-batch (a D2H "
@@ -302,7 +309,8 @@ constexpr ConfigKey kKeys[] = {
     {"tierzero.data.seq_len", H, "", ""},
     {"tierzero.data.seed", H, "", ""},
     {"tierzero.data.dtype", H, "", ""},
-    {"tierzero.lora.r", H, "", "LoRA rank (PEFT LoraConfig.r); the block's presence trains adapters over a frozen base"},
+    {"tierzero.lora.r", H, "",
+     "LoRA rank (PEFT LoraConfig.r); the block's presence trains adapters over a frozen base"},
     {"tierzero.lora.lora_alpha", H, "", "scaling = lora_alpha / r (lora_alpha / sqrt(r) with use_rslora)"},
     {"tierzero.lora.lora_dropout", H, "", "in [0, 1); the recomputation in backward replays the forward's masks"},
     {"tierzero.lora.target_modules", H, "",

@@ -28,6 +28,7 @@ EngineSettings engine_settings(const DsConfig& config) {
           .offload_grad = t.offload_grad_dtype == OffloadGradDtype::kBf16 ? ElementType::kBF16 : ElementType::kF32,
           .params16_round_away = false,
           .records_in_memory = t.optimizer_records_in_memory,
+          .gpu_optimizer_share = t.gpu_optimizer_share,
           .pinned_memory_limit = t.pinned_memory_limit,
           .grad_ring_records = t.grad_ring_records,
           .world_size = config.batch.world_size,
@@ -163,6 +164,21 @@ Status check_engine_settings(const EngineSettings& s, int64_t partition_numel) {
       return invalid_argument(
           "tierzero.optimizer_records_in_memory \"auto\" sizes the records kept in memory by "
           "tierzero.pinned_memory_limit, which is not set; set tierzero.pinned_memory_limit or give a record count");
+  }
+  if (s.gpu_optimizer_share != 0.0) {
+    const std::string share = "tierzero.gpu_optimizer_share " + number_text(s.gpu_optimizer_share);
+    if (!(s.gpu_optimizer_share > 0.0 && s.gpu_optimizer_share < 1.0))
+      return invalid_argument(share +
+                              " must be in [0, 1) (the share of the optimizer's elements the GPU steps; 0: "
+                              "the CPU steps them all)");
+    if (!s.offload_optimizer)
+      return invalid_argument(share +
+                              " shares the offloaded optimizer's step with the GPU: set "
+                              "zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\", or the share 0");
+    if (!s.compact_master)
+      return invalid_argument(share +
+                              " needs tierzero.master_weights \"compact\" (the GPU steps the compact master, "
+                              "bit for bit the CPU kernel; an fp32 master it does not step): set it, or the share 0");
   }
   if (s.grad_ring_records != 0) return check_grad_ring(s);
   return {};

@@ -145,6 +145,7 @@ struct HostShape {
   int64_t param_buffer_numel = 0;  // offload_param.buffer_size
   int64_t params_max_in_cpu = 0;   // offload_param.max_in_cpu
   bool params_pinned = false;      // offload_param "cpu" with pin_memory: the shard pinned
+  double gpu_optimizer_share = 0.0;  // tierzero.gpu_optimizer_share: the elements the device steps
 
   Records records() const { return {.partition = partition, .sub_group = sub_group_size}; }
 };
@@ -177,6 +178,52 @@ int64_t param_read_buffer_bytes(int64_t buffer_numel, int element_bytes);
 // Parameters on NVMe: the shard's records offload_param.max_in_cpu keeps in pinned memory (whole
 // records of `record_numel` from the front).
 int64_t param_records_in_memory(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel);
+
+// ---- The optimizer's GPU share (tierzero.gpu_optimizer_share; engine/zero's device_share.h) ------
+// The device steps its pieces a chunk at a time through kGpuShareQueues slots of device memory (one
+// per queue: a chunk's upload runs beside another's download), each holding a chunk's gradients, bf16
+// weights and record parts, every part at a multiple of kGpuShareAlignment bytes.
+inline constexpr int kGpuShareQueues = 2;
+inline constexpr int64_t kGpuShareChunk = int64_t{1} << 24;  // elements of a full chunk (64 moment blocks x 1024)
+inline constexpr int64_t kGpuShareAlignment = 256;
+
+// A slot's byte offsets: the gradients, the bf16 weights, then the record's parts (RecordPart order);
+// `bytes` in all.
+struct GpuShareSlot {
+  int64_t grads = 0;
+  int64_t weights = 0;
+  int64_t parts[static_cast<int>(RecordPart::kEnd)] = {};
+  int64_t bytes = 0;
+};
+// The slot of `numel` elements of `layout` with gradients of `grad_bytes` each.
+constexpr GpuShareSlot gpu_share_slot(const Layout& layout, int grad_bytes, int64_t numel) {
+  const auto aligned = [](int64_t bytes) {
+    return (bytes + kGpuShareAlignment - 1) / kGpuShareAlignment * kGpuShareAlignment;
+  };
+  GpuShareSlot slot;
+  slot.grads = 0;
+  slot.weights = aligned(grad_bytes * numel);
+  int64_t at = slot.weights + aligned(2 * numel);
+  for (int p = 0; p < static_cast<int>(RecordPart::kEnd); ++p) {
+    slot.parts[p] = at;
+    at += aligned(layout.part_bytes(static_cast<RecordPart>(p), numel));
+  }
+  slot.bytes = at;
+  return slot;
+}
+// Elements of a slot for a partition in `records`: kGpuShareChunk, or a sub-group rounded up to whole
+// moment blocks when that is smaller.
+constexpr int64_t gpu_share_chunk(const Records& records) {
+  const int64_t group = (records.group() + kMomentBlock - 1) / kMomentBlock * kMomentBlock;
+  return std::min(kGpuShareChunk, group);
+}
+// Bytes of device memory the GPU share holds all run (0 without one: share 0 or no offloaded optimizer).
+constexpr uint64_t gpu_share_device_bytes(const HostShape& shape) {
+  if (shape.gpu_optimizer_share <= 0 || !shape.optimizer_offloaded) return 0;
+  return static_cast<uint64_t>(kGpuShareQueues) *
+         static_cast<uint64_t>(
+             gpu_share_slot(shape.layout, shape.host_grad_bytes, gpu_share_chunk(shape.records())).bytes);
+}
 
 // ---- What the engine adds on the GPU where it finds room ---------------------------------------
 // The device gradient accumulator and the forward window (engine/zero's offloaded_grads.h,

@@ -134,9 +134,19 @@ std::string per_element(const state_layout::Layout& l) {
          (scales ? " + " + std::to_string(scales) + " B per " + std::to_string(state_layout::kMomentBlock) : "");
 }
 
-// The optimizer on the GPU (offloaded: host_buffers).
+// The optimizer on the GPU (offloaded: host_buffers, and the GPU share's device slots, engine/layout's).
 void optimizer(Items& out, const RunShape& s) {
-  if (s.optimizer_offloaded()) return;
+  if (s.optimizer_offloaded()) {
+    const int64_t chunk = state_layout::gpu_share_chunk(s.records());
+    out.add(Tier::kGpu, "optimizer GPU share: device slots", Phase::kResident,
+            static_cast<double>(state_layout::gpu_share_device_bytes(s.host)),
+            std::to_string(state_layout::kGpuShareQueues) + " x " +
+                format_bytes(
+                    static_cast<uint64_t>(state_layout::gpu_share_slot(s.layout(), s.host_grad_bytes, chunk).bytes)) +
+                " (tierzero.gpu_optimizer_share: a chunk of " + count_text(static_cast<double>(chunk)) +
+                " elements' gradients, bf16 weights, state each)");
+    return;
+  }
   out.elements(Tier::kGpu, state_name(s), Phase::kResident, 12, s.partition);
   out.elements(Tier::kGpu, "optimizer step temporaries (fp32 gradient)", Phase::kStep, 4, s.partition);
 }

@@ -108,6 +108,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   h.param_buffer_numel = static_cast<int64_t>(zero.offload_param.buffer_size);
   h.params_max_in_cpu = static_cast<int64_t>(zero.offload_param.max_in_cpu);
   h.params_pinned = s.params_cpu && zero.offload_param.pin_memory;
+  h.gpu_optimizer_share = s.optimizer_offloaded() && !s.compute_on_cpu ? config.tierzero.gpu_optimizer_share : 0.0;
   if (s.params_nvme) {
     const int64_t group = h.records().group();
     s.params_in_cpu = std::min(

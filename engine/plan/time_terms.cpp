@@ -16,6 +16,16 @@ std::string bytes_over(double bytes, const MachineFigure& rate, const char* unit
 
 double seconds(double amount, double per_second) { return per_second > 0 ? amount / per_second : 0.0; }
 
+// tierzero.gpu_optimizer_share: the elements the GPU steps (after the backward only; of the records
+// with a home in pinned memory: all with the state in host memory, records_in_memory on NVMe).
+double gpu_share_elements(const RunShape& s) {
+  if (s.host.gpu_optimizer_share <= 0 || !s.optimizer_offloaded() || s.steps_in_backward) return 0.0;
+  const double p = static_cast<double>(s.partition);
+  const double homed =
+      s.optimizer_nvme ? std::min(p, static_cast<double>(s.records_in_memory * s.records().group())) : p;
+  return std::min(homed, s.host.gpu_optimizer_share * p);
+}
+
 }  // namespace
 
 std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, const Machine& machine) {
@@ -37,10 +47,15 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // each way, or with the window (window_pass.h) once for all the forwards and once for all the
   // backwards.
   const double e = s.compute_bytes, p = static_cast<double>(s.partition);
+  // The GPU share's pieces cross each way: up their gradients, bf16 weights and record (compact
+  // residual, moments, scales); down the weights and the record.
+  const double shared = gpu_share_elements(s);
+  const double shared_record = static_cast<double>(s.layout().record_bytes(static_cast<int64_t>(shared)));
   const double passes = s.forward_window ? 1.0 : static_cast<double>(s.accum);
   const double gathered = std::max(0.0, 2.0 * passes * p - passes * static_cast<double>(s.kept_gathered) / s.world);
   double h2d = s.optimizer_offloaded() ? e * p : 0.0;
   if (s.params_offloaded()) h2d += e * gathered;
+  h2d += shared * (s.host_grad_bytes + 2) + shared_record;
   // tierzero.lora's base in host memory: every unit copied for each forward pass and its
   // recomputation in the backward: once per micro-batch, or once per step with the window (a unit
   // asked for again in a row is not copied again: frozen_prefetch.h).
@@ -55,11 +70,12 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
     const double bytes = s.host_grad_bytes == 2 ? 2.0 : (once && s.accum > 1 ? 4.0 : s.grad_bytes);
     d2h = (once ? 1.0 : static_cast<double>(s.accum)) * bytes * p;
   }
+  d2h += shared * 2 + shared_record;
   terms.push_back({"pcie d2h", seconds(d2h, machine.d2h_gbps.value * 1e9), bytes_over(d2h, machine.d2h_gbps, "GB/s")});
 
-  const double adam = s.optimizer_offloaded() ? p : 0.0;
-  std::snprintf(detail, sizeof detail, "%s params / %.2f Gparam/s", count_text(adam).c_str(),
-                machine.adam_gparams.value);
+  const double adam = s.optimizer_offloaded() ? p - shared : 0.0;
+  std::snprintf(detail, sizeof detail, "%s params / %.2f Gparam/s%s", count_text(adam).c_str(),
+                machine.adam_gparams.value, shared > 0 ? " (the rest on the GPU: tierzero.gpu_optimizer_share)" : "");
   terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
 
   // NVMe: the optimizer records neither in memory nor kept by the swap buffers, read and written

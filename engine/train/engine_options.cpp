@@ -1,5 +1,11 @@
 #include "engine/train/internal/engine_options.h"
 
+#include <fmt/format.h>
+
+#include <string>
+
+#include "cpu_adam/adam.h"
+
 namespace tierzero::engine::trainer {
 namespace {
 
@@ -13,6 +19,15 @@ Status refuse_what_the_engine_cannot_do(const ZeroConfig& zero) {
     return unsupported("zero_optimization.offload_optimizer.ratio=" + std::to_string(zero.offload_optimizer.ratio) +
                        " (partial optimizer offload) is not supported: set it to 1 (all of the optimizer on the "
                        "CPU) or remove offload_optimizer");
+  return Status();
+}
+
+// The GPU share needs a GPU to step on (its layout check_engine_settings holds).
+Status refuse_a_share_without_a_gpu(double share) {
+  if (share > 0.0 && cpu_adam::cuda_device_count() == 0)
+    return invalid_argument(fmt::format("tierzero.gpu_optimizer_share {}", share) +
+                            " steps a share of the optimizer on a CUDA device, and none is found here (no driver, no "
+                            "device, or a build without CUDA): set it to 0");
   return Status();
 }
 
@@ -45,6 +60,7 @@ int checkpoint_compression_level(const DsConfig& config) {
 Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   TZ_RETURN_IF_ERROR(refuse_what_the_engine_cannot_do(config.zero));
   TZ_RETURN_IF_ERROR(check_engine_settings(engine_settings(config)));
+  TZ_RETURN_IF_ERROR(refuse_a_share_without_a_gpu(config.tierzero.gpu_optimizer_share));
   ZeroEngineOptions options;
   PartitionOptions& partition = options.partition;
   partition.stage = config.zero.stage;
@@ -86,6 +102,7 @@ Result<ZeroEngineOptions> engine_options(const DsConfig& config) {
   options.offload_grad_dtype =
       config.tierzero.offload_grad_dtype == OffloadGradDtype::kBf16 ? at::kBFloat16 : at::kFloat;
   options.grad_ring_records = config.tierzero.grad_ring_records;
+  options.gpu_optimizer_share = config.tierzero.gpu_optimizer_share;
   options.optimizer_records_in_memory = config.tierzero.optimizer_records_in_memory == kOptimizerRecordsAuto
                                             ? kRecordsByBudget
                                             : config.tierzero.optimizer_records_in_memory;

@@ -37,6 +37,11 @@ Status MetricsLog::write(const StepRecord& record, int64_t run_gpu_peak_bytes) {
   }
   if (record.times) {
     const StepTimes& t = *record.times;
+    if (t.gpu_optimizer_elements > 0) {
+      step.gpu_optimizer_elements = t.gpu_optimizer_elements;
+      step.gpu_optimizer_s = t.gpu_optimizer_s;
+      step.gpu_optimizer_wait_s = t.gpu_optimizer_wait_s;
+    }
     step.breakdown = report::StepBreakdown{.forward_s = t.forward_s,
                                            .backward_s = t.backward_s,
                                            .grad_d2h_s = t.grad_d2h_s,

@@ -26,6 +26,9 @@ std::string format_step_line(const StepRecord& r) {
         "  [time forward {:.3f}s backward {:.3f}s grad-d2h {:.3f}s cpu-optimizer {:.3f}s param-h2d {:.3f}s "
         "comm {:.3f}s gpu-idle {:.3f}s]",
         t.forward_s, t.backward_s, t.grad_d2h_s, t.cpu_optimizer_s, t.param_h2d_s, t.comm_s, t.gpu_idle_s);
+    if (t.gpu_optimizer_elements > 0)  // tierzero.gpu_optimizer_share: the GPU's pieces, within cpu-optimizer
+      line += fmt::format("  [gpu-optimizer {:.3f}s {:.3g} elements, waited for {:.3f}s]", t.gpu_optimizer_s,
+                          static_cast<double>(t.gpu_optimizer_elements), t.gpu_optimizer_wait_s);
   }
   if (r.nvme_io) {
     line += fmt::format("  [nvme-io read {} written {}]", format_bytes(r.nvme_io->step_read_bytes),

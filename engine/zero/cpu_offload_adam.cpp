@@ -173,6 +173,7 @@ class CpuOffloadAdam final : public PartitionOptimizer,
   }
 
   double last_copy_seconds() const override { return step_.last_copy_seconds(); }
+  DeviceShareStats last_device_share() const override { return step_.last_device_share(); }
 
   std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 
@@ -210,6 +211,7 @@ class CpuOffloadAdam final : public PartitionOptimizer,
   }
   void release(size_t, const StepPiece&, std::shared_ptr<CopyDone>) override {}
   void finish() override {}
+  bool holdable(size_t) const override { return true; }  // every piece's state has its home in the tier
 
   // The stored records: the tensors themselves, cut at the sub-group bounds.
   Status acquire(int64_t, bool) override { return Status(); }

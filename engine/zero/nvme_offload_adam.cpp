@@ -131,6 +131,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   void finish() override { throw_if_error(cache_->wait_writes()); }
 
+  // A record in the pinned block has a home of its own; a streamed one holds a swap buffer the pass
+  // takes again buffer_count records on.
+  bool holdable(size_t i) const override { return cache_->in_memory(order_[i]); }
+
   // The stored records: the cache's, read whole (the next one queued behind it); the bf16 weights of
   // a compact master from host memory.
   Status acquire(int64_t k, bool overwrite) override {
@@ -272,6 +276,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   }
 
   double last_copy_seconds() const override { return step_.last_copy_seconds(); }
+
+  DeviceShareStats last_device_share() const override { return step_.last_device_share(); }
 
   std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 

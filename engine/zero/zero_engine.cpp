@@ -110,7 +110,8 @@ state_layout::HostShape host_shape(const ZeroEngineOptions& options, const Parti
           .param_buffers = options.nvme_params.buffer_count,
           .param_buffer_numel = options.nvme_params.buffer_numel,
           .params_max_in_cpu = options.nvme_params.max_in_cpu,
-          .params_pinned = partition.offload_params && partition.pin_offloaded_params};
+          .params_pinned = partition.offload_params && partition.pin_offloaded_params,
+          .gpu_optimizer_share = options.offload_optimizer ? options.gpu_optimizer_share : 0.0};
 }
 
 // The 16-bit weights bound for the device (empty when the compute partition is in host memory).
@@ -147,12 +148,41 @@ EngineSettings settings_of(const ZeroEngineOptions& options, int world_size) {
           .offload_grad = settings_type(options.offload_grad_dtype, "tierzero.offload_grad_dtype"),
           .params16_round_away = options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway,
           .records_in_memory = options.optimizer_records_in_memory,
+          .gpu_optimizer_share = options.gpu_optimizer_share,
           .pinned_memory_limit = options.pinned_memory_limit_bytes,
           .grad_ring_records = options.grad_ring_records,
           .world_size = world_size,
           .overlap_comm = options.overlap_offload,
           .gradient_clipping = options.gradient_clipping,
           .gradient_accumulation_steps = options.gradient_accumulation_steps};
+}
+
+// The optimizer's GPU share (tierzero.gpu_optimizer_share), or null for share 0: its device slots
+// (engine/layout's, which the planner counts) allocated now, before step 1. Throws tierzero::Error
+// (kInvalidArgument naming the key and the fix) for a CPU device without options.gpu_share_kernel,
+// and for a CPU whose SIMD target rounds multiply-adds apart: its bytes would not be the device's.
+std::unique_ptr<DeviceShare> make_device_share(const ZeroEngineOptions& options, const state_layout::HostShape& shape,
+                                               at::Device device) {
+  if (shape.gpu_optimizer_share <= 0) return nullptr;
+  DeviceKernel kernel = options.gpu_share_kernel;
+  if (!kernel) {
+    if (!device.is_cuda() || cpu_adam::cuda_device_count() == 0)
+      throw Error(
+          invalid_argument("tierzero.gpu_optimizer_share needs a CUDA device to step on (this run computes on " +
+                           device.str() + "); set it to 0"));
+    if (cpu_adam::simd_target_mul_add() != cpu_adam::MulAddRounding::kFused)
+      throw Error(invalid_argument(
+          "tierzero.gpu_optimizer_share: this CPU's SIMD target (" + cpu_adam::simd_target_name() +
+          ") rounds a multiply-add twice and the GPU once, so the two would not step the same bits; set it to 0"));
+    kernel = cpu_adam::step_on_gpu;
+  }
+  return std::make_unique<DeviceShare>(
+      DeviceShareSetup{.share = shape.gpu_optimizer_share,
+                       .device = device,
+                       .layout = shape.layout,
+                       .grads = settings_type(options.offload_grad_dtype, "tierzero.offload_grad_dtype"),
+                       .chunk = state_layout::gpu_share_chunk(shape.records()),
+                       .kernel = std::move(kernel)});
 }
 
 // The compact layouts the options ask for; a compact master's high half is the bf16 weights the
@@ -293,6 +323,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
   }
   if (options.offload_optimizer) {
     cpu_adam_ = std::make_unique<cpu_adam::CpuAdam>(cpu_adam::CpuAdamOptions{.threads = options.cpu_threads});
+    device_share_ = make_device_share(options_, shape, comm.device());
     std::vector<at::Tensor> staging;
     for (int i = 0; i < options.grad_staging_buffers; ++i)
       staging.push_back(host_tier_->buffer(PinnedRole::kGradStaging, at::kByte, i));
@@ -345,7 +376,8 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
                                   .params16 = weights16(options, *host_tier_),
                                   .sink = nvme_params_.get(),
                                   .compact = compact_state(options, *host_tier_, *partitioner_),
-                                  .params16_rounding = options.params16_rounding};
+                                  .params16_rounding = options.params16_rounding,
+                                  .device_share = device_share_.get()};
   // The weights as the master's bf16 half rounds them: copied from the master, unless that half is
   // the compute partition itself (offloaded parameters in host memory), which the master's first
   // split wrote; its persistent parameters are gathered from it either way.
@@ -669,6 +701,10 @@ void ZeroEngine::step_done(std::vector<PartitionWrite> writes, double step_secon
   const double copies = optimizer_->last_copy_seconds();
   times_.cpu_optimizer_s += step_seconds - copies;
   times_.param_h2d_s += copies;
+  const DeviceShareStats share = optimizer_->last_device_share();
+  times_.gpu_optimizer_s += share.seconds;
+  times_.gpu_optimizer_elements += share.elements;
+  times_.gpu_optimizer_wait_s += share.wait_s;
 }
 
 std::map<std::string, at::Tensor> ZeroEngine::master_params() {

@@ -72,6 +72,7 @@
 #include "engine/layout/layout.h"
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/backward_step.h"
+#include "engine/zero/internal/device_share.h"
 #include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "engine/zero/internal/partitioner.h"
@@ -155,6 +156,13 @@ struct ZeroEngineOptions {
   uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
   bool time_breakdown = false;             // fill last_step_times() (wall_clock_breakdown); syncs the
                                            // current stream at phase boundaries, so only when asked
+  // tierzero.gpu_optimizer_share: the share (0..<1) of the offloaded optimizer's elements stepped on the
+  // GPU (device_share.h) after the backward, while the CPU steps the others; needs a compact master,
+  // a bf16 compute device, and a CPU whose SIMD target fuses multiply-adds (the bytes are then the CPU's).
+  double gpu_optimizer_share = 0.0;
+  // The kernel the share runs (device_share.h's DeviceKernel): empty, cpu_adam::step_on_gpu on a CUDA
+  // device. A CPU engine's share needs one (tests give cpu_adam::step_portable).
+  DeviceKernel gpu_share_kernel;
 };
 
 // Where the last step's time went, in seconds (ZeroEngineOptions::time_breakdown; zero otherwise).
@@ -168,6 +176,10 @@ struct StepTimes {
                                  // it follows into the next forward, the one that ran during this step's
   double param_h2d_s = 0.0;      // updated weights' copies to the device, as they ran on the H2D stream
   double comm_s = 0.0;           // step(): the norm's all-reduce and the parameters' all-gather
+  double gpu_optimizer_s = 0.0;  // tierzero.gpu_optimizer_share: the device's pieces in flight (within
+                                 // cpu_optimizer_s), from the first queued to the last seen landed
+  int64_t gpu_optimizer_elements = 0;  // the elements the device stepped
+  double gpu_optimizer_wait_s = 0.0;   // the optimizer's thread waited for the device, its own pieces done
   double gpu_idle_s = 0.0;       // the compute stream had nothing to do but wait for the host: step()'s
                                  // time less comm_s, plus backward blocked on full staging slots, plus
                                  // the host blocked on a followed optimizer step (forward_s excludes it)
@@ -354,6 +366,7 @@ class ZeroEngine {
   std::unique_ptr<HostTier> host_tier_;
   std::unique_ptr<cpu_adam::CpuAdam> cpu_adam_;
   std::unique_ptr<DeviceCopies> copies_;
+  std::unique_ptr<DeviceShare> device_share_;  // the optimizer's GPU share, or null (outlives optimizer_)
   std::unique_ptr<NvmeParams> nvme_params_;  // the parameter shard's home on NVMe, or null
   std::unique_ptr<HostGradPipeline> grad_pipeline_;
   std::unique_ptr<OffloadedGrads> offloaded_grads_;

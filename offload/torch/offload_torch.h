@@ -132,6 +132,43 @@ class DeviceCopies {
   virtual std::unique_ptr<IdleGap> open_idle_gap() = 0;
 };
 
+// ---- Device queues -------------------------------------------------------------------------------
+// A stream of its own on the device for work the host queues in order and never waits on while
+// queuing: copies between pinned host memory and device memory, and kernels. The offloaded
+// optimizer's GPU share (engine/zero's device_share.h) uploads a sub-group's state, steps it there
+// and downloads it on one while the CPU steps the others. Nothing on a queue is ordered with the
+// compute stream or the DeviceCopies side streams. On a CPU "device" a thread of the queue's own does
+// the work in order (memcpy; the kernel's enqueue gets a null stream), so the same code runs, and is
+// tested, without a GPU, overlapping the host's as it would a GPU's.
+
+// A point in a DeviceQueue: everything queued on it before the mark (seconds() is 0). Its waits
+// throw tierzero::Error with the queue's error (CUDA's, or a CPU "device"'s kernel's).
+class QueueMark : public CopyDone {
+ public:
+  // Whether everything queued before the mark has run; never blocks.
+  virtual bool ran() = 0;
+};
+
+class DeviceQueue {
+ public:
+  // A queue on `device` (CUDA: a non-blocking stream created for it, destroyed with it; CPU: none).
+  // Throws tierzero::Error for a CUDA device in a build without CUDA, or CUDA's error.
+  static std::unique_ptr<DeviceQueue> create(at::Device device);
+  virtual ~DeviceQueue() = default;
+  // Queues a copy of `bytes` from host memory `src` (pinned, else CUDA copies it synchronously;
+  // unchanged until the copy ran) to device memory `dst`. Throws tierzero::Error with CUDA's error.
+  virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
+  // Queues a copy of `bytes` from device memory `src` to host memory `dst` (not read before the copy
+  // ran). Throws tierzero::Error with CUDA's error.
+  virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Queues a kernel after what is queued: CUDA calls `enqueue` now with the queue's stream (a
+  // cudaStream_t, its device current) and returns its status; a CPU "device" calls a copy of it on the
+  // queue's thread, in turn, with nullptr, and returns ok (its error is thrown by the marks' waits).
+  virtual Status launch(const std::function<Status(void* stream)>& enqueue) = 0;
+  // A mark after everything queued so far.
+  virtual std::unique_ptr<QueueMark> mark() = 0;
+};
+
 // `host` (a CPU tensor: a batch's token ids or targets) on `device`, queued on the device's current
 // stream without the host waiting for the work queued there so far: staged through LibTorch's cached
 // pinned host memory (from pageable memory CUDA would first wait for the stream). `host` itself for

@@ -69,6 +69,9 @@ struct StepMetrics {
   std::optional<int64_t> nvme_read_bytes;     // bytes the step read from NVMe (runs with state on NVMe)
   std::optional<int64_t> nvme_written_bytes;  // bytes the step wrote to NVMe
   std::optional<double> nvme_wait_s;          // seconds the NVMe optimizer's step waited for the disk
+  std::optional<int64_t> gpu_optimizer_elements;  // tierzero.gpu_optimizer_share: the elements the GPU stepped
+  std::optional<double> gpu_optimizer_s;          // and its pieces' seconds in flight (within cpu_optimizer_s)
+  std::optional<double> gpu_optimizer_wait_s;     // and the CPU's wait for them once its own pieces were done
   std::optional<StepBreakdown> breakdown;
   std::optional<double> epoch;  // epochs of the training data done after the step (1.37); absent: not known
 };

@@ -68,6 +68,9 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   with_extras.nvme_read_bytes = int64_t{30} << 30;
   with_extras.nvme_written_bytes = 12345;
   with_extras.nvme_wait_s = 1.75;
+  with_extras.gpu_optimizer_elements = int64_t{3} << 32;
+  with_extras.gpu_optimizer_s = 0.625;
+  with_extras.gpu_optimizer_wait_s = 0.125;
   StepMetrics skipped = step(3);
   skipped.loss = NAN;
   skipped.grad_norm = INFINITY;
@@ -106,6 +109,12 @@ TEST_F(MetricsFileTest, WhatIsWrittenReadsBack) {
   EXPECT_DOUBLE_EQ(*read.steps[1].nvme_wait_s, 1.75);
   EXPECT_FALSE(read.steps[0].nvme_read_bytes.has_value()) << "absent: a run without state on NVMe";
   EXPECT_FALSE(read.steps[0].nvme_wait_s.has_value());
+  EXPECT_EQ(*read.steps[1].gpu_optimizer_elements, int64_t{3} << 32);
+  EXPECT_DOUBLE_EQ(*read.steps[1].gpu_optimizer_s, 0.625);
+  EXPECT_DOUBLE_EQ(*read.steps[1].gpu_optimizer_wait_s, 0.125);
+  EXPECT_FALSE(read.steps[0].gpu_optimizer_elements.has_value()) << "absent: no GPU share";
+  EXPECT_FALSE(read.steps[0].gpu_optimizer_s.has_value());
+  EXPECT_FALSE(read.steps[0].gpu_optimizer_wait_s.has_value());
   EXPECT_TRUE(std::isnan(read.steps[2].loss));
   EXPECT_TRUE(std::isnan(read.steps[2].grad_norm));  // not finite: written as null
 }

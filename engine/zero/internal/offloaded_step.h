@@ -4,6 +4,10 @@
 // on their way as it finishes (into the host compute partition, to the device on a side stream, or
 // through the NVMe parameters' sink), it is announced to the reader following behind, and the
 // copies are timed at the step's end. Both optimizers' weights are therefore the same bit for bit.
+// With a GPU share (device_share.h) outside the backward, the pieces it takes are queued on the
+// device as they come and finish later, out of order: each is finished (compute weights sent,
+// released) once its download has landed, and the pieces are announced in the step's order, a prefix
+// at a time.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -51,6 +55,10 @@ class StateStore {
   virtual void release(size_t i, const StepPiece& piece, std::shared_ptr<CopyDone> reader) = 0;
   // After the last piece: every write the step queued waited for.
   virtual void finish() = 0;
+  // Whether the i-th piece's state may stay acquired while the pieces after it are acquired and
+  // released (a GPU share steps it meanwhile): state with a home of its own in memory, not a staging
+  // buffer the next pieces take.
+  virtual bool holdable(size_t i) const = 0;
 };
 
 class OffloadedStep {
@@ -80,16 +88,20 @@ class OffloadedStep {
   }
 
   double last_copy_seconds() const { return last_copy_seconds_; }
+  const DeviceShareStats& last_device_share() const { return device_stats_; }
   // The last step's copies to the device.
   const std::vector<PartitionWrite>& copies() const { return pending_; }
 
  private:
-  // Adam on one piece with its gradients `grads`, then its compute weights on their way; the copy
-  // still reading the master, if any.
-  std::shared_ptr<CopyDone> step_piece(const StepPiece& piece, const StateSpans& state, int64_t step,
-                                       const cpu_adam::AdamHyperParams& hp, const cpu_adam::ConstElements& grads,
-                                       const SixteenBitOutput& out16, double grad_multiplier,
-                                       const at::Tensor& compute_partition);
+  // The buffers cpu_adam (or the GPU share) steps for `piece`, with its gradients `grads`; `window`:
+  // the sink's window lent for it, if any.
+  cpu_adam::AdamBuffers piece_buffers(const StepPiece& piece, const StateSpans& state,
+                                      const cpu_adam::ConstElements& grads, const SixteenBitOutput& out16,
+                                      const at::Tensor& window) const;
+  // `piece`'s new compute weights on their way (its state stepped); the copy still reading the
+  // master, if any.
+  std::shared_ptr<CopyDone> send_weights(const StepPiece& piece, const StateSpans& state, const SixteenBitOutput& out16,
+                                         const at::Tensor& window, const at::Tensor& compute_partition);
 
   OffloadedAdamSetup setup_;
   const char* who_;
@@ -97,6 +109,7 @@ class OffloadedStep {
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
   std::shared_ptr<SaveProgress> save_;   // the save in flight the next run() holds for, if any
   double last_copy_seconds_ = 0.0;
+  DeviceShareStats device_stats_;
 };
 
 }  // namespace tierzero::engine

@@ -27,6 +27,8 @@
 
 namespace tierzero::engine {
 
+class DeviceShare;
+
 struct AdamConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -84,6 +86,16 @@ struct StoredLayout {
 // Fills `out` with bytes [offset, offset + out.size()) of part `part` of state `s` as stored (the
 // checkpoint's state_parts() of StoredLayout's states), for a resume at the same layout.
 using StoredFill = std::function<Status(int s, int part, uint64_t offset, std::span<std::byte> out)>;
+
+// What the last step's GPU share did (tierzero.gpu_optimizer_share): `elements` stepped on the
+// device; `seconds` from the first piece queued to the last one seen landed by the optimizer's thread
+// (which looks after each piece it steps, and waits at the end); `wait_s` that thread blocked at the
+// end, the CPU's pieces done (> 0: the GPU set the step's pace).
+struct DeviceShareStats {
+  int64_t elements = 0;
+  double seconds = 0.0;
+  double wait_s = 0.0;
+};
 
 class PartitionOptimizer {
  public:
@@ -146,6 +158,8 @@ class PartitionOptimizer {
   virtual int64_t pinned_bytes() const = 0;
   // Seconds the last step's parameter copies to the device ran (0 unless measured).
   virtual double last_copy_seconds() const { return 0.0; }
+  // What the last step's GPU share stepped, and when (zeros without one).
+  virtual DeviceShareStats last_device_share() const { return {}; }
   // The copies the last step queued into the compute partition and did not order the device's
   // current stream after (Partitioner::defer_reads takes them); empty when step() wrote in place.
   virtual std::vector<PartitionWrite> device_writes() const { return {}; }
@@ -207,6 +221,9 @@ struct OffloadedAdamSetup {
   // The rounding of the bf16 16-bit weights the fp32-master path writes (ZeroEngineOptions::
   // params16_rounding); the compact path always rounds ties away.
   cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
+  // The GPU share (tierzero.gpu_optimizer_share, device_share.h): the pieces it takes are stepped on
+  // the device instead of by `adam` (null: none); outlives the optimizer.
+  DeviceShare* device_share = nullptr;
 };
 
 struct CpuOffloadAdamSetup {

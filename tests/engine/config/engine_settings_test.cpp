@@ -3,7 +3,8 @@
 // message, no model read and no engine built; engine_settings() reads what the engine is asked for
 // from a config; the int8 moments' sub-group check applies once the partition is known to span
 // several sub-groups; the options that have no ds_config key are refused naming the option; the
-// gradient ring is refused wherever the optimizer could not step inside the backward.
+// gradient ring is refused wherever the optimizer could not step inside the backward; the GPU share
+// outside [0, 1), without an offloaded optimizer or without a compact master.
 #include <gtest/gtest.h>
 
 #include "engine/config/ds_config.h"
@@ -48,6 +49,32 @@ TEST(EngineSettings, ReadsWhatTheConfigAsksOfTheEngine) {
   EXPECT_EQ(s.records_in_memory, kOptimizerRecordsAuto);
   EXPECT_EQ(s.pinned_memory_limit, 1'000'000'000u);
   EXPECT_OK(check_engine_settings(s, 1 << 20));
+}
+
+TEST(EngineSettings, TheGpuShareNeedsAnOffloadedCompactMasterAndAFractionBelowOne) {
+  EngineSettings s{.stage = 3,
+                   .compute = ElementType::kBF16,
+                   .offload_optimizer = true,
+                   .compact_master = true,
+                   .gpu_optimizer_share = 0.3};
+  EXPECT_OK(check_engine_settings(s));
+  s.gpu_optimizer_share = 1.0;
+  EXPECT_ERROR(check_engine_settings(s), ErrorCode::kInvalidArgument,
+               "tierzero.gpu_optimizer_share 1 must be in [0, 1)");
+  s.gpu_optimizer_share = -0.5;
+  EXPECT_ERROR(check_engine_settings(s), ErrorCode::kInvalidArgument,
+               "tierzero.gpu_optimizer_share -0.5 must be in [0, 1)");
+  s.gpu_optimizer_share = 0.3;
+  s.compact_master = false;
+  EXPECT_ERROR(check_engine_settings(s), ErrorCode::kInvalidArgument,
+               "tierzero.gpu_optimizer_share 0.3 needs tierzero.master_weights \"compact\"");
+  s.offload_optimizer = false;
+  EXPECT_ERROR(check_engine_settings(s), ErrorCode::kInvalidArgument,
+               "tierzero.gpu_optimizer_share 0.3 shares the offloaded optimizer's step with the GPU");
+  ASSERT_OK_AND_ASSIGN(const DsConfig config, parse(R"({"train_batch_size": 1, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"master_weights": "compact", "gpu_optimizer_share": 0.25}})"));
+  EXPECT_EQ(engine_settings(config).gpu_optimizer_share, 0.25);
 }
 
 TEST(EngineSettings, Int8SubGroupsMustBeWholeBlocksOnceThePartitionSpansSeveral) {

@@ -156,6 +156,27 @@ TEST(PlanMemory, OffloadedParametersLeaveTheGpu) {
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "16-bit weights bound for the GPU"), 0u);  // written in place
 }
 
+// tierzero.gpu_optimizer_share: two device slots of a chunk (the sub-group, at most 16 Mi elements,
+// whole moment blocks), resident, in the GPU's peak; none with share 0.
+TEST(PlanMemory, TheGpuShareHoldsTwoSlotsOnTheGpu) {
+  const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 1e8,
+      "offload_optimizer": {"device": "cpu"}}, "tierzero": {"master_weights": "compact",
+      "optimizer_state_dtype": "int8", "offload_grad_dtype": "bf16", "gpu_optimizer_share": 0.3}})";
+  const Plan shared = plan_of(json);
+  const uint64_t chunk = 1u << 24;  // below the 1e8 sub-group
+  // Per slot: bf16 gradients, bf16 weights, int16 residual, int8 m, uint8 v, two fp32 scales per 256.
+  const uint64_t slots = 2 * ((2 + 2 + 2 + 1 + 1) * chunk + 2 * 4 * (chunk / 256));
+  const char* const what = "optimizer GPU share: device slots";
+  EXPECT_EQ(item_bytes(shared, Tier::kGpu, what), slots);
+  DsConfig none = config_from(json);
+  none.tierzero.gpu_optimizer_share = 0.0;
+  Result<Plan> p = plan_training(testing::llama_1_35b(), none, testing::round_machine());
+  ASSERT_OK(p);
+  EXPECT_EQ(item_bytes(*p, Tier::kGpu, what), 0u);
+  EXPECT_EQ(shared.gpu_allocated_base_bytes, p->gpu_allocated_base_bytes + slots);
+}
+
 // What the engine adds on the GPU where it finds room (zero_engine.cpp): the fp32 gradient
 // accumulator of the partition and, the optimizer step running into the forward, the window
 // (window_pass_extra_bytes): the other micro-batches' inputs of every body unit and their output

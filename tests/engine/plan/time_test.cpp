@@ -44,6 +44,25 @@ TEST(PlanTime, Stage3OptimizerOnCpu) {
   EXPECT_EQ(p->tokens_per_step, 128);
 }
 
+// tierzero.gpu_optimizer_share 0.25 after a clipped backward: the CPU steps three quarters, and the
+// GPU's quarter crosses PCIe each way (up: bf16 gradients, bf16 weights, the compact record of int16
+// residual, int8 m, v and their fp32 block scales; down: the weights and the record).
+TEST(PlanTime, TheGpuShareMovesItsStateOverPcieAndOffTheCpu) {
+  const DsConfig config = testing::config_from(R"({"train_micro_batch_size_per_gpu": 2,
+      "gradient_accumulation_steps": 4, "bf16": {"enabled": true}, "gradient_clipping": 1.0,
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"master_weights": "compact", "optimizer_state_dtype": "int8", "offload_grad_dtype": "bf16",
+                   "gpu_optimizer_share": 0.25, "data": {"seq_len": 16}}})");
+  Result<Plan> p = plan_training(testing::llama_1_35b(), config, testing::round_machine());
+  ASSERT_OK(p);
+  const double n = static_cast<double>(kLlama135bParams);
+  const auto shared = static_cast<int64_t>(0.25 * n);
+  const double record = 4.0 * shared + 8.0 * static_cast<double>((shared + 255) / 256);
+  EXPECT_DOUBLE_EQ(term(*p, "cpu adam").seconds, (n - static_cast<double>(shared)) / 1e9);
+  EXPECT_DOUBLE_EQ(term(*p, "pcie h2d").seconds, (2 * n + 4.0 * shared + record) / 10e9);
+  EXPECT_DOUBLE_EQ(term(*p, "pcie d2h").seconds, (2 * n + 2.0 * shared + record) / 10e9);
+}
+
 // 1.35B at stage 3 with the optimizer on NVMe in sub-groups of `sub_group` and `buffers` buffers.
 DsConfig nvme_optimizer_config(const char* sub_group, int buffers) {
   return testing::config_from(std::string(R"({"train_micro_batch_size_per_gpu": 1,

@@ -38,6 +38,12 @@ OffloadEngine::OffloadEngine(const OffloadEngineSpec& spec)
   options.optimizer_records_in_memory = spec.records_in_memory;
   options.pinned_memory_limit_bytes = spec.pinned_limit;
   options.offload_grad_dtype = spec.grads;
+  options.gpu_optimizer_share = spec.gpu_share;
+  if (spec.share_on_host)
+    options.gpu_share_kernel = [](const cpu_adam::AdamHyperParams& hp, int64_t step, float grad_multiplier,
+                                  const cpu_adam::AdamBuffers& buffers, void*) {
+      return cpu_adam::step_portable(hp, step, grad_multiplier, buffers, cpu_adam::simd_target_mul_add());
+    };
   options.gradient_clipping = 0.5;
   options.adam.weight_decay = 0.01;
   if (!spec.nvme_dir.empty())

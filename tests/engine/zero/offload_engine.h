@@ -28,6 +28,10 @@ struct OffloadEngineSpec {
   uint64_t pinned_limit = 0;                  // ZeroEngineOptions::pinned_memory_limit_bytes
   at::ScalarType grads = at::kFloat;          // ZeroEngineOptions::offload_grad_dtype
   int64_t width = 1;                          // the tiny Llama's hidden, intermediate and head sizes times this
+  double gpu_share = 0.0;                     // ZeroEngineOptions::gpu_optimizer_share
+  // The share's kernel: cpu_adam::step_portable with the CPU's multiply-add rounding (a CPU engine's
+  // share, on the host queue); false: step_on_gpu on the CUDA device.
+  bool share_on_host = false;
 };
 
 struct OffloadEngine {
