@@ -33,6 +33,13 @@
 #                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another), then
 #                                      benchmarks/disk_bound.py: the step against its disk bound, estimate's step and
 #                                      tier peaks within 15 %, RSS <= 64 GiB, NVMe <= 55 GiB, GPU <= 24 GB
+#   scripts/device.sh scripts/device_suite.sh kernels OUTDIR   benchmarks/layer_kernels.py: one decoder layer of each
+#                                      KERNEL_MODELS (qwen2.5_14b llama_1.35b) as the window pass runs it, against the
+#                                      fused RMSNorm and the window's groups, with its kernel table (needs no build)
+#   scripts/device.sh scripts/device_suite.sh hf_startup OUTDIR  issue 36's start-up from a Hugging Face directory: the
+#                                      directory written by `train --export` after one step of STARTUP_MODEL
+#                                      (qwen2.5_14b) with STARTUP_CONFIG (zero3_14b_compact_24gb.json), then
+#                                      benchmarks/startup.py from a cold page cache: process start to the first step line
 #   scripts/device.sh scripts/device_suite.sh multigpu OUTDIR  ZeRO-3 on 2 GPUs (torchrun): save,
 #                                                              export, verify, convert, export = convert
 #   scripts/device.sh scripts/device_suite.sh adam OUTDIR      bench adam, ADAM_ROUNDS times (fp32 with/without
@@ -143,6 +150,22 @@ case "$what" in
       tee "$out/corpus.txt" | grep -vi warn | tail -30
     TIERZERO_DEEPSPEED_CORPUS=/tmp/ds-gpu timeout 120 build-gpu/tests/checkpoint/tierzero_deepspeed_corpus_tests \
       --gtest_brief=1 2>&1 | tee "$out/corpus_tests.txt" | tail -8 ;;
+  kernels)
+    for m in ${KERNEL_MODELS:-qwen2.5_14b llama_1.35b}; do
+      timeout 200 python3 benchmarks/layer_kernels.py --model-config "benchmarks/models/$m.json" --json "$out/kernels_$m.json" \
+        2>&1 | grep -v -i warn | tee "$out/kernels_$m.txt"
+    done ;;
+  hf_startup)
+    model=${STARTUP_MODEL:-benchmarks/models/qwen2.5_14b.json}
+    cfg=${STARTUP_CONFIG:-benchmarks/configs/zero3_14b_compact_24gb.json}
+    dir=/tmp/tz-hf-startup
+    rm -rf "$dir"
+    timeout 300 "$tz" train --model-config "$model" --config "$cfg" --data configs/data/tiny_corpus.u16 --steps 1 \
+      --export "$dir" > "$out/hf_export.log" 2>&1 || { tail -5 "$out/hf_export.log"; exit 1; }
+    grep -E '^done|export' "$out/hf_export.log" | cut -c1-300; du -sh "$dir"
+    timeout 280 python3 benchmarks/startup.py --bin tierzero="$tz" --model "$dir" --config "$cfg" --repeat 1 \
+      --json "$out/startup_hf.json" -- --data configs/data/tiny_corpus.u16 2>&1 | tee "$out/startup_hf.txt"
+    rm -rf "$dir" ;;
   vs_deepspeed)
     TIERZERO_BIN=$tz timeout 560 benchmarks/train_vs_deepspeed.sh --out "$out/vs_deepspeed" "${@:3}" 2>&1 |
       tee "$out/vs_deepspeed.txt" | grep -vE 'Warning|warn\(' | tail -40 ;;
@@ -202,5 +225,5 @@ case "$what" in
       --data configs/data/tiny_corpus.u16 --work /tmp/tz-cycle --phases "${PHASES:-saved,convert,resumed,unbroken,io}" \
       --json "$out/checkpoint_cycle.json" 2>&1 | tee "$out/checkpoint_cycle.txt"
     cp /tmp/tz-cycle/*.log /tmp/tz-cycle/*.jsonl /tmp/tz-cycle/*.json "$out/" 2>/dev/null ;;
-  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | checkpoint | save_overlap | host64 | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
+  *) echo "device_suite.sh: unknown suite '$what' (tests | bench | train | layer | checkpoint | save_overlap | host64 | kernels | hf_startup | multigpu | adam | convert | corpus | vs_deepspeed | big)"; exit 2 ;;
 esac

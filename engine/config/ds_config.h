@@ -94,6 +94,11 @@
 // |                              |                        |         | CPU steps the rest, bit for bit the CPU's|
 // |                              |                        |         | (device_share.h); needs a CUDA device and|
 // |                              |                        |         | tierzero.master_weights "compact"        |
+// | tierzero.window_group        | integer >= 1 or "auto" | "auto"  | micro-batches the window (window_pass.h) |
+// |                              |                        |         | runs as one batch through each decoder   |
+// |                              |                        |         | layer; a divisor of the accumulation     |
+// |                              |                        |         | steps; "auto": on a GPU the largest that |
+// |                              |                        |         | fits its budget, 1 without a GPU         |
 // | tierzero.offload_grad_accumulator | "auto", "device",  | "auto"  | where an offloaded optimizer's step sums |
 // |                              | or "host"              |         | micro-batches (zero_engine.h)            |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
@@ -274,6 +279,8 @@ enum class OffloadGradDtype : uint8_t { kFp32, kBf16 };
 // tierzero.optimizer_records_in_memory "auto": as many records as tierzero.pinned_memory_limit holds
 // (ZeroEngineOptions' kRecordsByBudget).
 inline constexpr int64_t kOptimizerRecordsAuto = -1;
+// tierzero.window_group "auto": the planner picks the largest group that fits (engine/plan).
+inline constexpr int64_t kWindowGroupAuto = 0;
 // tierzero.checkpoint.write_behind "auto" (engine/train's write_behind.h resolves it).
 inline constexpr int64_t kWriteBehindAuto = -1;
 // Where an offloaded optimizer's step sums the micro-batches of a window (GPU or host memory).
@@ -318,6 +325,7 @@ struct TierzeroConfig {
   int64_t optimizer_records_in_memory = 0;  // >= 0, or kOptimizerRecordsAuto
   int64_t grad_ring_records = 0;            // >= 0; 0: the whole host gradient partition
   double gpu_optimizer_share = 0.0;         // [0, 1): the offloaded optimizer's elements stepped on the GPU
+  int64_t window_group = kWindowGroupAuto;  // >= 1, or kWindowGroupAuto: micro-batches a window runs at once
   OffloadGradAccumulator offload_grad_accumulator = OffloadGradAccumulator::kAuto;
   CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
   int checkpoint_compression_level = 3;

@@ -160,6 +160,12 @@ Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfi
                             t.raw("optimizer_records_in_memory").dump());
   }
   TZ_RETURN_IF_ERROR(t.read_int("grad_ring_records", &out->grad_ring_records, 0));
+  if (t.is_auto("window_group")) {
+    out->window_group = kWindowGroupAuto;
+  } else if (Status read = t.read_int("window_group", &out->window_group, 1); !read.ok()) {
+    return invalid_argument(t.path_of("window_group") + " must be an integer >= 1 or \"auto\", got " +
+                            t.raw("window_group").dump());
+  }
   TZ_RETURN_IF_ERROR(t.read_double("gpu_optimizer_share", &out->gpu_optimizer_share, 0.0, 1.0));
   if (out->gpu_optimizer_share >= 1.0)
     return invalid_argument(t.path_of("gpu_optimizer_share") +
@@ -231,6 +237,14 @@ Status check_state_layout(const DsConfig& c) {
     return invalid_argument(
         "tierzero.optimizer_records_in_memory \"auto\" keeps as many records as tierzero.pinned_memory_limit "
         "holds: set tierzero.pinned_memory_limit (e.g. \"100GB\"), or give a record count");
+  const int64_t accum = c.batch.gradient_accumulation_steps;
+  if (t.window_group > 1 && (c.zero.stage != 3 || accum % t.window_group != 0))
+    return invalid_argument(
+        "tierzero.window_group " + std::to_string(t.window_group) +
+        " runs that many micro-batches of a step's window as one batch: it needs zero_optimization.stage 3 and "
+        "must divide gradient_accumulation_steps (this config has stage " +
+        std::to_string(c.zero.stage) + " and " + std::to_string(accum) +
+        " accumulation steps); choose a divisor, or \"auto\"");
   return {};
 }
 

@@ -292,6 +292,11 @@ constexpr ConfigKey kKeys[] = {
      "partition) is stepped on the GPU after the backward, while the CPU steps the rest: the gradient and compact "
      "state go up, step there and come back, bit for bit the CPU kernel's bytes; needs a CUDA device, "
      "tierzero.master_weights \"compact\" and a CPU whose SIMD target fuses multiply-adds; 0: the CPU steps all"},
+    {"tierzero.window_group", H, "",
+     "micro-batches the window (each unit fetched once a step for all the micro-batches) runs as one batch "
+     "through each decoder layer: larger matrix products, the group's weight gradients summed inside them; an "
+     "integer dividing gradient_accumulation_steps, or \"auto\" (default): on a GPU the largest that fits its "
+     "budget, 1 without one; 1 gives the bits of the micro-batch-by-micro-batch path"},
     {"tierzero.offload_grad_accumulator", H, "",
      "where an offloaded optimizer's step sums the micro-batches of a window: \"device\" in an fp32 accumulator on "
      "the GPU (4 B/param of this rank's partition), landing once per step; \"host\" lands every micro-batch (a D2H "

@@ -67,6 +67,8 @@ std::optional<int64_t> layer_window(const ModelConfig& c, int64_t layer) {
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const bool half = x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf;
+  if (x.is_cuda() && half && weight.scalar_type() == x.scalar_type()) return at::rms_norm(x, {x.size(-1)}, weight, eps);
   const at::ScalarType compute = at::promote_types(x.scalar_type(), at::kFloat);
   at::Tensor h = x.to(compute);
   at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);

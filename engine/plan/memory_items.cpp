@@ -273,6 +273,38 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
                 " (each unit's weights 64-byte aligned, the unit rounded up to 4096)");
 }
 
+// What one micro-batch's recomputation holds at the backward's peak: a decoder layer's intermediates
+// (LoRA dropout's copies and masks included) and the LM head's logits, loss and their gradients.
+struct RecomputeBytes {
+  double layer = 0;
+  double logits = 0;
+};
+RecomputeBytes recompute_bytes(const ModelDims& m, const RunShape& s) {
+  const double tokens = static_cast<double>(s.micro) * s.seq;
+  const double dropout_per_token = static_cast<double>(s.lora_dropout_features) * (s.compute_bytes + 1);
+  return {.layer = tokens * (layer_bytes_per_token(m, s.compute_bytes, s.seq) + dropout_per_token),
+          .logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * s.compute_bytes)};
+}
+
+// What a window group of `group` micro-batches adds to the backward's peak: its decoder layer
+// recomputed over all of them, past the one-micro-batch recomputation the peak already holds (the
+// layer's or the LM head's, whichever is larger; the head still runs one micro-batch at a time).
+double window_group_bytes(int64_t group, const RecomputeBytes& r) {
+  return std::max(0.0, static_cast<double>(group) * r.layer - std::max(r.layer, r.logits));
+}
+
+// tierzero.window_group resolved: the group asked for, or "auto": on a GPU the largest divisor of the
+// accumulation steps whose group fits the room beside `held` (the window's other bytes and the
+// accumulator); 1 without a GPU.
+int64_t window_group(int64_t asked, const RunShape& s, const RecomputeBytes& r, const state_layout::GpuRoom& room,
+                     uint64_t held) {
+  if (asked != kWindowGroupAuto) return asked;
+  if (s.compute_on_cpu) return 1;
+  for (int64_t g = s.accum; g > 1; --g)
+    if (s.accum % g == 0 && room.fits(held + static_cast<uint64_t>(window_group_bytes(g, r)))) return g;
+  return 1;
+}
+
 void activations(Items& out, const ModelDims& m, const RunShape& s) {
   const double tokens = static_cast<double>(s.micro) * s.seq;
   const int e = s.compute_bytes;
@@ -282,8 +314,7 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
               " x " + std::to_string(m.hidden_size) + "] x " + std::to_string(e) + " B + token ids");
   // LoRA dropout: each adapted projection's dropped input (e bytes) and its mask (1 byte) per feature.
   const double dropout_per_token = static_cast<double>(s.lora_dropout_features) * (e + 1);
-  const double layer = tokens * (layer_bytes_per_token(m, e, s.seq) + dropout_per_token);
-  const double logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * e);
+  const auto [layer, logits] = recompute_bytes(m, s);
   char formula[200];
   std::snprintf(formula, sizeof formula, "max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
                 count_text(layer_bytes_per_token(m, e, s.seq) + dropout_per_token).c_str(), static_cast<long long>(s.micro * s.seq),
@@ -356,6 +387,7 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.steps_in_backward = false;
   s.device_accumulator = false;
   s.window_bytes = 0;
+  s.window_group = 1;
   // The engine's room and its accumulator choice (engine/layout): the same functions.
   const state_layout::GpuRoom room{.on_gpu = !s.compute_on_cpu,
                                    .budget = config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
@@ -382,6 +414,15 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.window_bytes = s.window_possible ? window : 0.0;
   if (s.window_possible && room.fits(accumulator + static_cast<uint64_t>(window))) {
     s.forward_window = true;
+    const RecomputeBytes recompute = recompute_bytes(model, s);
+    s.window_group =
+        window_group(config.tierzero.window_group, s, recompute, room, accumulator + static_cast<uint64_t>(window));
+    if (s.window_group > 1 && !s.compute_on_cpu)
+      out.add(Tier::kGpu, "window: a group's decoder layer recomputed", Phase::kBackward,
+              window_group_bytes(s.window_group, recompute),
+              std::to_string(s.window_group) + " x layer " + count_text(recompute.layer) + " B - max(layer, logits " +
+                  count_text(recompute.logits) + " B) (tierzero.window_group: " + std::to_string(s.window_group) +
+                  " micro-batches a batch through each decoder layer; window_pass.h)");
     // The step followed, and the engine's own test (engine/layout).
     s.steps_in_backward = s.follows_step && state_layout::step_in_backward_refusal(
                                                 s.world == 1, s.params_nvme, config.gradient_clipping,

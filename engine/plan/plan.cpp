@@ -93,6 +93,7 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   p.gpu_allocated_base_bytes = peak_bytes(without_cuda_context(p.items), {Tier::kGpu});
   for (MemoryItem& item : engine_choice_items(model, config, machine, p.gpu_allocated_base_bytes, s))
     p.items.push_back(std::move(item));
+  p.window_group = s.window_group;
   if (s.optimizer_nvme) {
     p.optimizer_records = s.records().count();
     p.optimizer_records_in_memory = s.records_in_memory;

@@ -212,6 +212,7 @@ struct Plan {
   int64_t seq_len = 0;
   int64_t gradient_accumulation_steps = 0;
   int64_t tokens_per_step = 0;  // per rank
+  int64_t window_group = 1;     // micro-batches the window runs as one batch (tierzero.window_group resolved)
 
   std::vector<MemoryItem> items;
   std::vector<StateBytes> state_bytes;  // the state layout per tier: weights, master, m + v, gradients, total

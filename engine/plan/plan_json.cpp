@@ -61,6 +61,7 @@ json plan_to_json(const Plan& p) {
           {"seq_len", p.seq_len},
           {"gradient_accumulation_steps", p.gradient_accumulation_steps},
           {"tokens_per_step", p.tokens_per_step},
+          {"window_group", p.window_group},
           {"items", items},
           {"checks", checks},
           {"gpu_allocated_peak_bytes", p.gpu_allocated_peak_bytes},
@@ -92,6 +93,7 @@ Result<Plan> plan_from_json(const json& j) {
   TZ_RETURN_IF_ERROR(field(j, "seq_len", p.seq_len, top));
   TZ_RETURN_IF_ERROR(field(j, "gradient_accumulation_steps", p.gradient_accumulation_steps, top));
   TZ_RETURN_IF_ERROR(field(j, "tokens_per_step", p.tokens_per_step, top));
+  TZ_RETURN_IF_ERROR(field(j, "window_group", p.window_group, top));
   TZ_RETURN_IF_ERROR(field(j, "gpu_allocated_peak_bytes", p.gpu_allocated_peak_bytes, top));
   TZ_RETURN_IF_ERROR(field(j, "gpu_allocated_base_bytes", p.gpu_allocated_base_bytes, top));
   TZ_RETURN_IF_ERROR(field(j, "step_seconds", p.step_seconds, top));

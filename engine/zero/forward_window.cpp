@@ -7,13 +7,15 @@
 namespace tierzero::engine {
 
 ForwardWindow::ForwardWindow(const FunctionalModel& model, at::ScalarType compute_dtype, bool possible,
-                             uint64_t accumulator_bytes, state_layout::GpuRoom room, std::string budget_text)
+                             uint64_t accumulator_bytes, state_layout::GpuRoom room, std::string budget_text,
+                             int64_t group)
     : model_(model),
       compute_dtype_(compute_dtype),
       possible_(possible),
       accumulator_bytes_(accumulator_bytes),
       room_(room),
-      budget_text_(std::move(budget_text)) {}
+      budget_text_(std::move(budget_text)),
+      group_(group) {}
 
 bool ForwardWindow::unit_by_unit(int64_t micro_batches, int64_t tokens) {
   if (!possible_ || micro_batches < 2) return false;
@@ -27,8 +29,12 @@ void ForwardWindow::decide(int64_t micro_batches, int64_t tokens) {
   // last and an output gradient (hidden states in the compute dtype), and one unit's gradients
   // summed in fp32.
   const uint64_t extra = window_pass_extra_bytes(model_, micro_batches, tokens, compute_dtype_);
-  const std::string unit_by_unit = "unit by unit across " + std::to_string(micro_batches) + " micro-batches (+" +
-                                   format_bytes(extra) +
+  const std::string grouped =
+      group_ > 1 && micro_batches % group_ == 0
+          ? ", decoder layers " + std::to_string(group_) + " micro-batches at a time (tierzero.window_group)"
+          : "";
+  const std::string unit_by_unit = "unit by unit across " + std::to_string(micro_batches) + " micro-batches" + grouped +
+                                   " (+" + format_bytes(extra) +
                                    " of kept unit inputs, output gradients and one unit's fp32 gradient sums";
   if (micro_batches < 2) {
     unit_by_unit_ = false;

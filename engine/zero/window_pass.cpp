@@ -40,30 +40,51 @@ void phase(const WindowPassHooks& hooks, const char* name) {
   if (hooks.phase_done) hooks.phase_done(name);
 }
 
+// Whether every micro-batch has the same shape, so groups of them can run as one batch.
+bool same_shapes(const std::vector<at::Tensor>& batches) {
+  return std::all_of(batches.begin(), batches.end(),
+                     [&](const at::Tensor& b) { return b.sizes() == batches.front().sizes(); });
+}
+
+// `batches` in groups of `group` consecutive micro-batches, each group one tensor (batch dimension
+// concatenated); a group of one is the micro-batch itself.
+std::vector<at::Tensor> grouped(const std::vector<at::Tensor>& batches, size_t group) {
+  if (group == 1) return batches;
+  std::vector<at::Tensor> groups;
+  for (size_t first = 0; first < batches.size(); first += group)
+    groups.push_back(at::cat(at::TensorList(batches.data() + first, group), 0));
+  return groups;
+}
+
 }  // namespace
 
 std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGateway& gateway,
                                         const std::vector<at::Tensor>& input_ids,
                                         const std::vector<at::Tensor>& targets, double loss_multiplier,
-                                        const WindowPassHooks& hooks) {
+                                        const WindowPassHooks& hooks, int64_t group) {
   const size_t batches = input_ids.size();
   const size_t head = model.num_units() - 1;
-  // inputs[u][i]: unit u's input for micro-batch i (u = 0: the token ids).
+  // Micro-batches of one shape run the body units `per` at a time; the head runs one at a time.
+  const size_t per =
+      group > 1 && batches % static_cast<size_t>(group) == 0 && same_shapes(input_ids) ? static_cast<size_t>(group) : 1;
+  const size_t groups = batches / per;
+  const int64_t rows = input_ids.front().size(0);  // a micro-batch's sequences: its rows in a group
+  // inputs[u][g]: unit u's input for group g (u = 0: the token ids).
   std::vector<std::vector<at::Tensor>> inputs(model.num_units());
-  // rng[u][i]: the generator state unit u's forward on micro-batch i started from (models with a
-  // random forward only); its recomputation replays it. The head runs only once, from the state the
+  // rng[u][g]: the generator state unit u's forward on group g started from (models with a random
+  // forward only); its recomputation replays it. The head runs only once, from the state the
   // forwards left.
-  std::vector<std::vector<RngSnapshot>> rng(model.num_units(), std::vector<RngSnapshot>(batches));
+  std::vector<std::vector<RngSnapshot>> rng(model.num_units(), std::vector<RngSnapshot>(groups));
   const bool random = model.forward_is_random();
-  inputs[0] = input_ids;
+  inputs[0] = grouped(input_ids, per);
   for (size_t unit = 0; unit < head; ++unit) {
     std::vector<at::Tensor> params = gateway.fetch(unit);
-    inputs[unit + 1].resize(batches);
+    inputs[unit + 1].resize(groups);
     {
       at::NoGradGuard no_grad;
-      for (size_t i = 0; i < batches; ++i) {
-        rng[unit][i] = RngSnapshot::capture_if(random, inputs[unit][i].device());
-        inputs[unit + 1][i] = model.forward_unit(unit, inputs[unit][i], params);
+      for (size_t g = 0; g < groups; ++g) {
+        rng[unit][g] = RngSnapshot::capture_if(random, inputs[unit][g].device());
+        inputs[unit + 1][g] = model.forward_unit(unit, inputs[unit][g], params);
       }
     }
     params.clear();
@@ -73,41 +94,44 @@ std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGatew
   if (hooks.before_backward) hooks.before_backward();
 
   std::vector<at::Tensor> losses(batches);
-  std::vector<at::Tensor> output_grads(batches);  // d(loss * multiplier) / d(unit output), per micro-batch
+  std::vector<at::Tensor> output_grads(groups);  // d(loss * multiplier) / d(unit output), per group
   for (size_t unit = head + 1; unit-- > 0;) {
     std::vector<at::Tensor> params = gateway.fetch(unit);
     const size_t count = params.size();
     std::vector<at::Tensor> sums(count);
-    for (size_t i = 0; i < batches; ++i) {
+    const size_t runs = unit == head ? batches : groups;  // the head: micro-batch by micro-batch
+    std::vector<at::Tensor> input_grads(runs);
+    for (size_t r = 0; r < runs; ++r) {
+      const size_t g = unit == head ? r / per : r;
+      const at::Tensor& kept = inputs[unit][g];
+      const at::Tensor x = unit == head && per > 1 ? kept.narrow(0, static_cast<int64_t>(r % per) * rows, rows) : kept;
       std::vector<at::Tensor> leaves = grad_leaves(params);
-      const bool input_has_grad = at::isFloatingType(inputs[unit][i].scalar_type());
-      const at::Tensor input = inputs[unit][i].detach().requires_grad_(input_has_grad);
+      const bool input_has_grad = at::isFloatingType(x.scalar_type());
+      const at::Tensor input = x.detach().requires_grad_(input_has_grad);
       if (input_has_grad) leaves.push_back(input);
-      if (leaves.empty()) {  // nothing to differentiate: a frozen unit on token ids (LoRA's embedding)
-        inputs[unit][i] = at::Tensor();
-        continue;
-      }
+      if (unit != head || r % per == per - 1) inputs[unit][g] = at::Tensor();  // its last recomputation
+      if (leaves.empty()) continue;  // nothing to differentiate: a frozen unit on token ids (LoRA's embedding)
       torch::autograd::variable_list grads;
       {
         at::AutoGradMode grad_mode(true);
-        const RngReplay replay(rng[unit][i]);
+        const RngReplay replay(rng[unit][g]);
         const at::Tensor output = model.forward_unit(unit, input, at::TensorList(leaves.data(), count));
         if (unit == head) {
           const at::Tensor logits = output.to(at::kFloat);
-          const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets[i].reshape(-1),
+          const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets[r].reshape(-1),
                                                          /*weight=*/{}, at::Reduction::Mean, /*ignore_index=*/-100);
-          losses[i] = loss.detach();
+          losses[r] = loss.detach();
           grads = torch::autograd::grad({loss * loss_multiplier}, leaves, {}, /*retain_graph=*/false,
                                         /*create_graph=*/false, /*allow_unused=*/true);
         } else {
-          grads = torch::autograd::grad({output}, leaves, {output_grads[i]}, /*retain_graph=*/false,
+          grads = torch::autograd::grad({output}, leaves, {output_grads[g]}, /*retain_graph=*/false,
                                         /*create_graph=*/false, /*allow_unused=*/true);
         }
       }
-      output_grads[i] = input_has_grad ? grads.back() : at::Tensor();
-      inputs[unit][i] = at::Tensor();  // its recomputation is done
+      if (input_has_grad) input_grads[r] = grads.back();
       add_grads(sums, grads, count);
     }
+    output_grads = unit == head ? grouped(input_grads, per) : std::move(input_grads);
     params.clear();
     gateway.reduce_grads(unit, std::move(sums));
     if (hooks.unit_backward_done) hooks.unit_backward_done(unit);

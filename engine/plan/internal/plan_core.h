@@ -62,6 +62,9 @@ struct RunShape {
   // partition on the GPU, landing once per step.
   bool device_accumulator = false;
   double window_bytes = 0;  // what the window would add on the GPU (set by engine_choice_items)
+  // Micro-batches the window runs as one batch through each decoder layer (tierzero.window_group,
+  // resolved by engine_choice_items; 1 when the window does not run).
+  int64_t window_group = 1;
   // tierzero.lora: the engine's parameters above (parameters, partition, units ...) are the
   // adapters; the frozen base's elements and its largest unit are these (functional_model.h, LoRA).
   bool lora = false;

@@ -18,9 +18,10 @@ class ForwardWindow {
  public:
   // For `model` (outlives this) in `compute_dtype`; `possible`: the window may run at all;
   // `accumulator_bytes`: the device gradient accumulator (0: none); `room`: the GPU's, which
-  // `budget_text` names for the choice's sentence.
+  // `budget_text` names for the choice's sentence; `group`: micro-batches the window runs as one batch
+  // through each body unit (ZeroEngineOptions::window_group), named in the sentence.
   ForwardWindow(const FunctionalModel& model, at::ScalarType compute_dtype, bool possible, uint64_t accumulator_bytes,
-                state_layout::GpuRoom room, std::string budget_text);
+                state_layout::GpuRoom room, std::string budget_text, int64_t group);
 
   // Whether windows of `micro_batches` micro-batches of `tokens` tokens each run unit by unit:
   // false when the window cannot run or there is one micro-batch; else decides once, at the first
@@ -39,6 +40,7 @@ class ForwardWindow {
   uint64_t accumulator_bytes_;
   state_layout::GpuRoom room_;
   std::string budget_text_;
+  int64_t group_;
   bool unit_by_unit_ = false;
   std::string choice_;
 };

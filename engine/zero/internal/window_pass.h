@@ -12,6 +12,14 @@
 //              are summed over the micro-batches in fp32 on the device (micro-batch order) and handed
 //              to the gateway once, then the unit is released.
 //
+// Groups: with `group` G > 1 (tierzero.window_group; the micro-batches all of one shape, G dividing
+// their count), the body units run G consecutive micro-batches as one batch both ways — one forward
+// and one recomputation + backward per group, larger matrix products and G times fewer fp32
+// additions; the head (norm + LM head, whose fp32 logits dominate its memory) still runs micro-batch
+// by micro-batch. A group's parameter gradient is summed over its micro-batches inside the matrix
+// product (fp32 accumulation, one rounding to the compute dtype) instead of rounded per micro-batch
+// and added in fp32: other bits than G = 1's, as close to the exact sum. G = 1 is the path below.
+//
 // The per-micro-batch gradients are the ones the micro-batch-major path computes (the same
 // recomputation, the same kernels), and their fp32 sum in micro-batch order is the sum the device
 // gradient accumulator forms (offloaded_grads.h), so on one rank a run is the same bits as that
@@ -51,11 +59,13 @@ struct WindowPassHooks {
 // already shifted, -100 ignored) are micro-batch i. Backpropagates each micro-batch's mean
 // cross-entropy times `loss_multiplier` into the gateway's gradients. Returns each micro-batch's
 // loss (fp32 scalar on the device, unscaled, detached). `model` and `gateway` are used only during
-// the call. Throws tierzero::Error from the gateway or the model.
+// the call. The body units run `group` micro-batches at a time (above) when `group` divides their
+// count and they share one shape; else one at a time. Throws tierzero::Error from the gateway or
+// the model.
 std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGateway& gateway,
                                         const std::vector<at::Tensor>& input_ids,
                                         const std::vector<at::Tensor>& targets, double loss_multiplier,
-                                        const WindowPassHooks& hooks);
+                                        const WindowPassHooks& hooks, int64_t group = 1);
 
 // Device bytes a window pass of `micro_batches` micro-batches of `tokens` tokens each holds beyond
 // what one micro-batch run micro-batch-major holds: (A - 1) more inputs of every body unit and output

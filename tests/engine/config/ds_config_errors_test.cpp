@@ -165,6 +165,17 @@ const ErrorCase kCases[] = {
     {"gpu_share_needs_offload", R"({"train_batch_size": 1, "bf16": {"enabled": true},
        "tierzero": {"gpu_optimizer_share": 0.3}})",
      "tierzero.gpu_optimizer_share steps a share of the offloaded optimizer's compact master on the GPU"},
+    {"window_group_zero", R"({"train_batch_size": 4, "tierzero": {"window_group": 0}})", "tierzero.window_group"},
+    {"window_group_text", R"({"train_batch_size": 4, "tierzero": {"window_group": "all"}})",
+     "tierzero.window_group must be an integer >= 1 or \"auto\", got \"all\""},
+    {"window_group_not_dividing", R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+       "zero_optimization": {"stage": 3}, "tierzero": {"window_group": 3}})",
+     "must divide gradient_accumulation_steps (this config has stage 3 and 4 accumulation steps); choose a "
+     "divisor, or \"auto\""},
+    {"window_group_needs_stage3", R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+       "zero_optimization": {"stage": 2}, "tierzero": {"window_group": 2}})",
+     "tierzero.window_group 2 runs that many micro-batches of a step's window as one batch: it needs "
+     "zero_optimization.stage 3"},
     {"int8_needs_offload", R"({"train_batch_size": 1, "tierzero": {"optimizer_state_dtype": "int8"}})",
      "tierzero.optimizer_state_dtype \"int8\" (8-bit blockwise moments) is kept by the offloaded optimizer only"},
     {"offload_grad_dtype_value", R"({"train_batch_size": 1, "tierzero": {"offload_grad_dtype": "fp16"}})",

@@ -192,7 +192,11 @@ TEST(PlanMemory, EngineChoicesAddTheAccumulatorAndTheWindowWhereTheyFit) {
   const uint64_t window = 3ull * 26 * 16 * 2048 * 2 + 4ull * (2048 + 32000 * 2048);
   EXPECT_EQ(item_bytes(roomy, Tier::kGpu, "gradient accumulator (fp32, the partition)"), 4u * N);
   EXPECT_EQ(item_bytes(roomy, Tier::kGpu, "window: other micro-batches' unit inputs, grads"), window);
-  EXPECT_EQ(roomy.gpu_allocated_peak_bytes, roomy.gpu_allocated_base_bytes + 4u * N + window);
+  // "auto" groups the 4 micro-batches (the next test): their layer's recomputation beyond the head's.
+  EXPECT_EQ(roomy.window_group, 4);
+  EXPECT_EQ(roomy.gpu_allocated_peak_bytes,
+            roomy.gpu_allocated_base_bytes + 4u * N + window +
+                item_bytes(roomy, Tier::kGpu, "window: a group's decoder layer recomputed"));
   DsConfig tight = config_from(json);
   tight.tierzero.gpu_memory_limit = roomy.gpu_allocated_base_bytes + 4u * N - 1;  // the accumulator misses
   Result<Plan> p = plan_training(testing::llama_1_35b(), tight, testing::round_machine());
@@ -204,6 +208,41 @@ TEST(PlanMemory, EngineChoicesAddTheAccumulatorAndTheWindowWhereTheyFit) {
   // as it is launched; a larger parameter (the embedding) is its own bucket, its gradient uncopied:
   // one open bucket of 16 Mi fp32 elements.
   EXPECT_EQ(item_bytes(roomy, Tier::kGpu, "reduce buckets"), 64u << 20);
+}
+
+// tierzero.window_group (window_pass.h): "auto" takes the largest divisor of the accumulation steps
+// whose group fits the GPU budget; a group recomputes its decoder layer over all its micro-batches,
+// which the peak holds past the LM head's logits (the head stays one micro-batch at a time).
+TEST(PlanMemory, TheWindowGroupIsTheLargestThatFitsAndAddsItsLayerPastTheHead) {
+  const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"data": {"seq_len": 2048}}})";
+  const char* const what = "window: a group's decoder layer recomputed";
+  const Plan roomy = plan_of(json);
+  EXPECT_EQ(roomy.window_group, 4);
+  const uint64_t group = item_bytes(roomy, Tier::kGpu, what);
+  EXPECT_GT(group, 0u);
+  EXPECT_EQ(roomy.gpu_allocated_peak_bytes,
+            roomy.gpu_allocated_base_bytes + 4u * N +
+                item_bytes(roomy, Tier::kGpu, "window: other micro-batches' unit inputs, grads") + group);
+  // A byte short of that peak: the group of 4 misses, 2 (its layers under the head's logits) fits.
+  DsConfig tight = config_from(json);
+  tight.tierzero.gpu_memory_limit = roomy.gpu_allocated_peak_bytes - 1;
+  Result<Plan> p = plan_training(testing::llama_1_35b(), tight, testing::round_machine());
+  ASSERT_OK(p);
+  EXPECT_EQ(p->window_group, 2);
+  EXPECT_EQ(item_bytes(*p, Tier::kGpu, what), 0u);
+  // Asked for: taken as it is (the config refuses a group that does not divide the accumulation).
+  DsConfig asked = config_from(json);
+  asked.tierzero.window_group = 2;
+  p = plan_training(testing::llama_1_35b(), asked, testing::round_machine());
+  ASSERT_OK(p);
+  EXPECT_EQ(p->window_group, 2);
+  // Without a GPU "auto" is 1: the micro-batch path's bits.
+  p = plan_training(testing::llama_1_35b(), config_from(json), testing::round_machine(),
+                    PlanOptions{.compute_on_cpu = true});
+  ASSERT_OK(p);
+  EXPECT_EQ(p->window_group, 1);
 }
 
 TEST(PlanMemory, CpuRunHasNoCopyBoundForAGpuNorAGpuBudget) {

@@ -3,6 +3,8 @@
 // those of plain autograd over the same forward (one graph, masks drawn once, nothing recomputed)
 // from the same generator state. Both paths: a unit at a time (run_unit) and the window pass
 // (unit-major over the micro-batches). In double, on the CPU and, where there is one, on a CUDA device.
+// The window's groups (window_pass.h) run here too: without dropout, each group's gradients are the
+// reference's sum.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
@@ -175,6 +177,44 @@ TEST(RngReplay, EachUnitsRecomputationReplaysItsForwardsDropoutMasks) {
     // The window sums each unit's micro-batch gradients in fp32 (window_pass.h): fp32 rounding, where
     // another mask moves the gradients by more than 1e-3 (the next test).
     EXPECT_LT(difference_from_reference(f, device, window_grads, /*unit_major=*/true), 1e-6) << device;
+  }
+}
+
+// `inner` whose forward_unit records each unit's batch rows (input.size(0)), in call order.
+class RowsSeen : public FunctionalModel {
+ public:
+  explicit RowsSeen(const FunctionalModel& inner) : inner_(inner) {}
+  size_t num_units() const override { return inner_.num_units(); }
+  const std::vector<ParamSpec>& unit_params(size_t u) const override { return inner_.unit_params(u); }
+  at::Tensor forward_unit_with(size_t u, const at::Tensor& input, at::TensorList params,
+                               const Projector& projector) const override {
+    rows[u].push_back(input.size(0));
+    return inner_.forward_unit_with(u, input, params, projector);
+  }
+  const ModelConfig& config() const override { return inner_.config(); }
+  bool forward_is_random() const override { return inner_.forward_is_random(); }
+  mutable std::map<size_t, std::vector<int64_t>> rows;
+
+ private:
+  const FunctionalModel& inner_;
+};
+
+TEST(WindowGroup, BodyUnitsRunEachGroupAsOneBatchAndSumItsGradients) {
+  for (const at::Device device : devices()) {
+    const LoraFixture f = make_fixture(0.0, device, 4);
+    for (int64_t group : {1, 2, 4}) {
+      RowsSeen model(*f.model);
+      AdapterGateway gateway(f.adapters);
+      run_window_pass(model, gateway, f.ids, f.targets, 1.0, WindowPassHooks{}, group);
+      const size_t head = model.num_units() - 1;
+      // Body units: 4 / group forwards and as many recomputations, each of group micro-batches' rows;
+      // the head: one recomputation per micro-batch.
+      EXPECT_EQ(model.rows.at(1), std::vector<int64_t>(2 * 4 / group, kBatch * group)) << device << group;
+      EXPECT_EQ(model.rows.at(head - 1), std::vector<int64_t>(2 * 4 / group, kBatch * group)) << device << group;
+      EXPECT_EQ(model.rows.at(head), std::vector<int64_t>(4, kBatch)) << device << group;
+      // The sums over the micro-batches, in fp32 (the window's sums): within fp32 rounding of double autograd.
+      EXPECT_LT(relative_difference(gateway.grads(), reference_grads(f, /*unit_major=*/true)), 1e-6) << device << group;
+    }
   }
 }
 

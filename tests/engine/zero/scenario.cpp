@@ -100,6 +100,7 @@ std::vector<std::string> Scenario::to_args() const {
           "--records_in_memory=" + std::to_string(records_in_memory),
           "--host_grads=" + host_grads,
           "--grad_ring_records=" + std::to_string(grad_ring_records),
+          "--window_group=" + std::to_string(window_group),
           "--plan_steps=" + std::to_string(plan_steps),
           "--compare_fp32_master=" + std::to_string(compare_fp32_master)};
 }
@@ -200,6 +201,8 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.host_grads = value;
     else if (key == "grad_ring_records")
       s.grad_ring_records = std::stoll(value);
+    else if (key == "window_group")
+      s.window_group = std::stoll(value);
     else if (key == "plan_steps")
       s.plan_steps = value == "1";
     else if (key == "compare_fp32_master")
@@ -233,6 +236,7 @@ std::string Scenario::name() const {
   if (records_in_memory != 0) knobs += "_records_in_memory" + std::to_string(records_in_memory);
   if (host_grads != defaults.host_grads) knobs += "_host_grads_" + host_grads;
   if (grad_ring_records != 0) knobs += "_grad_ring" + std::to_string(grad_ring_records);
+  if (window_group != 1) knobs += "_window_group" + std::to_string(window_group);
   if (!plan_steps) knobs += "_unplanned";
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
@@ -282,6 +286,7 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.optimizer_records_in_memory = s.records_in_memory;
   options.offload_grad_dtype = dtype_of(s.host_grads);
   options.grad_ring_records = s.grad_ring_records;
+  options.window_group = s.window_group;
   if (!s.nvme_dir.empty())
     options.nvme_optimizer = {.paths = {s.nvme_dir},
                               .buffer_count = s.nvme_buffers,

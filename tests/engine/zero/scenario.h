@@ -70,6 +70,7 @@ struct Scenario {
   int64_t records_in_memory = 0;               // ZeroEngineOptions::optimizer_records_in_memory
   std::string host_grads = "fp32";             // with offload: ZeroEngineOptions::offload_grad_dtype, fp32 | bf16
   int64_t grad_ring_records = 0;               // ZeroEngineOptions::grad_ring_records (0: the whole partition)
+  int64_t window_group = 1;                    // ZeroEngineOptions::window_group
   bool plan_steps = true;                      // ZeroEngine::plan_step before each window, as the trainer does: the
                                                // optimizer steps inside the backward where it can (the run checks
                                                // steps_in_backward() is what the scenario implies)
