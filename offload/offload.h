@@ -387,7 +387,18 @@ class RecordCache {
   Status prefetch_range(int64_t record, uint64_t begin, uint64_t end);
   // prefetch() of `pass`'s records [position, position + depth]: depth max(1, buffer_count - 2) with
   // read_ahead and two buffers or more (a buffer whose write was queued two records before), else 0.
-  Status prefetch_ahead(std::span<const int64_t> pass, size_t position);
+  // With `again` (the next pass runs the same records in the same order: the sweep inside the
+  // backward, step after step), the positions past the pass's end are the next pass's first ones,
+  // read into buffers that no record of this pass from `position` on goes through and that nothing
+  // holds acquired (others are left to the next pass): the disk reads them while this pass's last
+  // records are stepped, instead of idling then and reading them at the next pass's start.
+  Status prefetch_ahead(std::span<const int64_t> pass, size_t position, bool again = false);
+  // How the caller releases the record at `position` of `pass` once changed: kDirty for the last
+  // buffer_count records of a pass the next one starts on (kept: the next pass, run the other way,
+  // takes them from the buffers); kWrite (written behind) for the others, and for every record with
+  // `again`, whose next pass starts at the other end: a record kept there would only be written when
+  // the next pass takes its buffer, the disk idle meanwhile and the pass's first read waiting on it.
+  Release changed(std::span<const int64_t> pass, size_t position, bool again) const;
   // The streamed records in the order of `sweep`.
   std::vector<int64_t> pass(Sweep sweep) const;
 
@@ -426,6 +437,8 @@ class RecordCache {
   size_t buffer_of(int64_t record) const;
   size_t memory_offset(int64_t record) const;
   Status claim(size_t b, int64_t record);
+  // Whether a record of `pass` at `position` or later goes through buffer b.
+  bool needed(std::span<const int64_t> pass, size_t position, size_t b) const;
   // prefetch() (whole: the whole record, counted in read_bytes) and prefetch_range()'s read.
   Status fetch(int64_t record, uint64_t begin, uint64_t end, bool whole);
   Status write(size_t b);
@@ -444,7 +457,7 @@ class RecordCache {
   std::vector<int64_t> memory_slot_;     // each record's place in the pinned block (-1: streamed)
   std::vector<int64_t> streamed_index_;  // each record's place among the streamed ones (-1: in memory)
   std::vector<int64_t> streamed_;        // the streamed records, in order
-  uint64_t stride_ = 0;  // the largest record
+  uint64_t stride_ = 0;                  // the largest record
   bool read_ahead_ = false;
   bool write_behind_ = false;
   std::span<std::byte> memory_;

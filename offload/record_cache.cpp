@@ -27,8 +27,8 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
   for (int64_t r = 0; r < records; ++r) {
     // Spread: record r is streamed where the count of streamed records up to it, r * streamed /
     // records rounded down, steps up (the last record always).
-    const bool on_nvme = options.spread_memory ? (r + 1) * streamed / records > r * streamed / records
-                                               : r >= memory_records;
+    const bool on_nvme =
+        options.spread_memory ? (r + 1) * streamed / records > r * streamed / records : r >= memory_records;
     cache->first_file_.push_back(on_files);
     cache->memory_slot_.push_back(on_nvme ? -1 : r - static_cast<int64_t>(cache->streamed_.size()));
     cache->streamed_index_.push_back(on_nvme ? static_cast<int64_t>(cache->streamed_.size()) : -1);
@@ -123,11 +123,30 @@ Status RecordCache::fetch(int64_t record, uint64_t begin, uint64_t end, bool who
   return Status();
 }
 
-Status RecordCache::prefetch_ahead(std::span<const int64_t> pass, size_t position) {
+bool RecordCache::needed(std::span<const int64_t> pass, size_t position, size_t b) const {
+  for (size_t p = position; p < pass.size(); ++p)
+    if (buffer_of(pass[p]) == b) return true;
+  return false;
+}
+
+Status RecordCache::prefetch_ahead(std::span<const int64_t> pass, size_t position, bool again) {
   const auto buffers = static_cast<int64_t>(slots_.size());
   const size_t depth = read_ahead_ && buffers >= 2 ? static_cast<size_t>(std::max<int64_t>(1, buffers - 2)) : 0;
-  for (size_t p = position; p < pass.size() && p <= position + depth; ++p) TZ_RETURN_IF_ERROR(prefetch(pass[p]));
+  for (size_t p = position; p <= position + depth; ++p) {
+    if (p < pass.size()) {
+      TZ_RETURN_IF_ERROR(prefetch(pass[p]));
+      continue;
+    }
+    if (!again || p - pass.size() >= pass.size()) break;
+    const int64_t next = pass[p - pass.size()];  // the next pass's
+    const size_t b = buffer_of(next);
+    if (!slots_[b].acquired && !needed(pass, position, b)) TZ_RETURN_IF_ERROR(prefetch(next));
+  }
   return Status();
+}
+
+RecordCache::Release RecordCache::changed(std::span<const int64_t> pass, size_t position, bool again) const {
+  return !again && position + slots_.size() >= pass.size() ? Release::kDirty : Release::kWrite;
 }
 
 std::vector<int64_t> RecordCache::pass(Sweep sweep) const {

@@ -40,16 +40,17 @@ Result<PipelineResult> run_pipeline(const std::string& dir, const nvme::IoConfig
   const uint64_t block_bytes = static_cast<uint64_t>(shape.memory_records) * shape.record_bytes;
   memory.push_back(nvme::allocate_aligned(std::max<uint64_t>(block_bytes, 1)));
   const std::span<std::byte> block(memory.back().get(), block_bytes);
-  TZ_ASSIGN_OR_RETURN(std::unique_ptr<offload::RecordCache> cache,
-                      offload::RecordCache::create(
-                          buffers, block,
-                          {.files = {.paths = {dir}, .io = io, .rank = 0, .role = kPipelineSwap},
-                           .record_bytes = std::vector<uint64_t>(static_cast<size_t>(shape.records), shape.record_bytes),
-                           .memory_records = shape.memory_records,
-                           .read_ahead = true,
-                           .write_behind = true,
-                           .file_record_bytes = 0,
-                           .spread_memory = shape.spread}));
+  TZ_ASSIGN_OR_RETURN(
+      std::unique_ptr<offload::RecordCache> cache,
+      offload::RecordCache::create(
+          buffers, block,
+          {.files = {.paths = {dir}, .io = io, .rank = 0, .role = kPipelineSwap},
+           .record_bytes = std::vector<uint64_t>(static_cast<size_t>(shape.records), shape.record_bytes),
+           .memory_records = shape.memory_records,
+           .read_ahead = true,
+           .write_behind = true,
+           .file_record_bytes = 0,
+           .spread_memory = shape.spread}));
   using Access = offload::RecordCache::Access;
   using Release = offload::RecordCache::Release;
   for (int64_t r = 0; r < shape.records; ++r) {  // the first write, untimed
@@ -66,16 +67,16 @@ Result<PipelineResult> run_pipeline(const std::string& dir, const nvme::IoConfig
   for (int pass = 1; pass <= shape.passes; ++pass) {
     const std::vector<int64_t> streamed = cache->pass(offload::RecordCache::Sweep::kBackToFront);
     TZ_RETURN_IF_ERROR(cache->prefetch_ahead(streamed, 0));
-    size_t position = 0;  // in `streamed`
+    size_t position = 0;                     // in `streamed`
+    const bool again = pass < shape.passes;  // as inside the backward, step after step
     for (int64_t r = shape.records - 1; r >= 0; --r) {
       const bool on_nvme = !cache->in_memory(r);
-      if (on_nvme) TZ_RETURN_IF_ERROR(cache->prefetch_ahead(streamed, position));
+      if (on_nvme) TZ_RETURN_IF_ERROR(cache->prefetch_ahead(streamed, position, again));
       TZ_ASSIGN_OR_RETURN(std::span<std::byte> bytes, cache->acquire(r, Access::kRead));
       result.verified = result.verified && has_stamp(bytes, stamp(r, pass - 1));
       std::this_thread::sleep_for(shape.per_record);
       put_stamp(bytes, stamp(r, pass));
-      const bool kept = on_nvme && position + cache->buffer_count() >= streamed.size();  // as the optimizer does
-      TZ_RETURN_IF_ERROR(cache->release(r, kept ? Release::kDirty : Release::kWrite));
+      TZ_RETURN_IF_ERROR(cache->release(r, on_nvme ? cache->changed(streamed, position, again) : Release::kWrite));
       if (on_nvme) ++position;
     }
   }

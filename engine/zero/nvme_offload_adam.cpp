@@ -92,6 +92,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::vector<StepPiece> pieces(bool inside_backward) override {
     using Sweep = offload::RecordCache::Sweep;
     pass_ = cache_->pass(inside_backward ? Sweep::kBackToFront : Sweep::kAlternate);
+    again_ = inside_backward;  // the next step's pass is this one again
     const bool backward = inside_backward || (pass_.size() > 1 && pass_.front() > pass_.back());
     const int64_t first_streamed = pass_.empty() ? groups_ : std::min(pass_.front(), pass_.back());
     const int64_t ahead = inside_backward ? 0 : first_streamed;
@@ -111,7 +112,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   StateSpans acquire(size_t i, const StepPiece& piece) override {
     const int64_t k = order_[i];
-    if (!cache_->in_memory(k)) throw_if_error(cache_->prefetch_ahead(pass_, pass_position_[i]));
+    if (!cache_->in_memory(k)) throw_if_error(cache_->prefetch_ahead(pass_, pass_position_[i], again_));
     const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
     const at::Tensor master = record_part(record, 0, piece.count);
     return {.master = setup_.common.compact.compact_master ? nullptr : master.data_ptr<float>(),
@@ -122,11 +123,12 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
             .exp_avg_sq_scales = moment_scales(record_part(record, 4, piece.count), 0, piece.count)};
   }
 
-  // The last buffer_count records of the pass stay dirty in their buffers (the next pass starts
-  // there); the others are written behind.
+  // Written behind, but for the last buffer_count records of an alternating pass, kept dirty in their
+  // buffers (the next pass starts there): RecordCache::changed.
   void release(size_t i, const StepPiece&, std::shared_ptr<CopyDone> reader) override {
-    const bool kept = !cache_->in_memory(order_[i]) && pass_position_[i] + cache_->buffer_count() >= pass_.size();
-    throw_if_error(cache_->release(order_[i], kept ? Release::kDirty : Release::kWrite, std::move(reader)));
+    const Release how =
+        cache_->in_memory(order_[i]) ? Release::kWrite : cache_->changed(pass_, pass_position_[i], again_);
+    throw_if_error(cache_->release(order_[i], how, std::move(reader)));
   }
 
   void finish() override { throw_if_error(cache_->wait_writes()); }
@@ -485,6 +487,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::vector<int64_t> pass_;          // the streamed records of the step running, in order
   std::vector<int64_t> order_;         // every record of the step running, in order
   std::vector<size_t> pass_position_;  // order_[i]'s place in pass_ (a record in memory: the next's)
+  bool again_ = false;                 // pass_ runs inside the backward: the next step's is the same
   uint64_t step_read_bytes_ = 0;       // read by the last step and the state() before it
   double step_wait_s_ = 0;             // the last step blocked on the disk
   uint64_t read_mark_ = 0;             // the cache's counters where the step's traffic starts

@@ -4,7 +4,9 @@
 // written first; read errors name the record; prefetches are in flight while the caller runs on;
 // a buffer is not reused before its reader is done; records of different sizes in consecutive file
 // records take only their own rounded-up bytes of the files and round-trip like any other; records
-// in memory spread over the records leave the streamed ones evenly between them.
+// in memory spread over the records leave the streamed ones evenly between them; passes run again
+// in the same order read the next pass's first records ahead, each record once a pass, and leave
+// none of the pass's records kept dirty.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -246,8 +248,9 @@ TEST(RecordCache, SpreadRecordsInMemoryLeaveTheStreamedOnesBetweenThem) {
   for (int64_t r : in_memory) EXPECT_TRUE(f.matches(r)) << r;
   EXPECT_EQ(f.cache->read_bytes(), 5 * 8192u + 5000) << "records in memory are never read";
   f.cache->discard();
-  nvme::testing::ScopedFaultInjector faults(
-      [](const nvme::testing::PieceCompletion& piece, int64_t result) { return piece.op == nvme::Op::kRead ? -EIO : result; });
+  nvme::testing::ScopedFaultInjector faults([](const nvme::testing::PieceCompletion& piece, int64_t result) {
+    return piece.op == nvme::Op::kRead ? -EIO : result;
+  });
   Result<std::span<std::byte>> got = f.cache->acquire(8, Access::kRead);
   EXPECT_ERROR(got, ErrorCode::kIo, "reading test record 8");  // the files' fifth record
   EXPECT_ERROR(got, ErrorCode::kIo, "offset 32768 of " + f.dir.path() + "/tierzero-test-r0.swap");
@@ -325,6 +328,81 @@ TEST(RecordCache, PrefetchedReadsAreInFlightWhileTheCallerRuns) {
   for (int64_t r = 0; r < 4; ++r) EXPECT_TRUE(f.matches(r)) << r;
   EXPECT_EQ(f.cache->read_bytes(), 4 * 4096u);  // the prefetched three were not read again
   EXPECT_GE(completed.load(), 4);
+}
+
+// Passes back to front, run again (the optimizer inside the backward, step after step): each pass
+// changes every record; before a pass's last record is acquired, the next pass's first record is
+// read (its buffer is not the last record's), each pass reads each record once (the next pass finds
+// the one read ahead held), every record is written behind (none kept dirty: changed()), and the
+// files hold the reference bytes after the passes.
+TEST(RecordCache, PassesRunAgainReadTheNextPassAhead) {
+  constexpr uint64_t kBytes = 8192;
+  constexpr int64_t kRecords = 6;
+  constexpr int kPasses = 3;
+  Fixture f(std::vector<uint64_t>(kRecords, kBytes), 0, 2, /*pipelined=*/true);
+  for (int64_t r = 0; r < kRecords; ++r) f.overwrite(r, 0, Release::kWrite);
+  ASSERT_OK(f.cache->wait_writes());
+  f.cache->discard();
+  const std::vector<int64_t> pass = f.cache->pass(Sweep::kBackToFront);
+  for (int version = 1; version <= kPasses; ++version) {
+    const bool again = version < kPasses;
+    for (size_t p = 0; p < pass.size(); ++p) {
+      ASSERT_OK(f.cache->prefetch_ahead(pass, p, again));
+      if (p + 1 == pass.size()) {  // read: this pass's records and, run again, the next pass's first
+        EXPECT_EQ(f.cache->read_bytes(), ((version - 1) * kRecords + kRecords + (again ? 1 : 0)) * kBytes) << version;
+      }
+      const Release how = f.cache->changed(pass, p, again);
+      EXPECT_EQ(how, !again && p + 2 >= pass.size() ? Release::kDirty : Release::kWrite) << p;
+      std::span<std::byte> bytes = value_or_throw(f.cache->acquire(pass[p], Access::kRead));
+      ASSERT_EQ(std::memcmp(bytes.data(), f.reference[pass[p]].data(), kBytes), 0) << version << " " << pass[p];
+      for (uint64_t i = 0; i < kBytes; ++i) bytes[i] = f.reference[pass[p]][i] = pattern(pass[p], i, version);
+      ASSERT_OK(f.cache->release(pass[p], how));
+    }
+  }
+  EXPECT_EQ(f.cache->read_bytes(), kPasses * kRecords * kBytes) << "each record read once a pass";
+  ASSERT_OK(f.cache->flush());
+  EXPECT_EQ(f.cache->written_bytes(), (kPasses + 1) * kRecords * kBytes);
+  f.cache->discard();
+  for (int64_t r = 0; r < kRecords; ++r) EXPECT_TRUE(f.matches(r)) << r;
+}
+
+// The next pass's first records are read ahead only into buffers the rest of the pass does not
+// need and nothing holds acquired: five records over two buffers put the next pass's first (record
+// 4) in the buffer of this pass's last (record 0), so nothing is read ahead; a record still
+// acquired (a GPU share stepping it) keeps its buffer, with no error.
+TEST(RecordCache, ReadAheadIntoTheNextPassLeavesBuffersStillNeeded) {
+  constexpr uint64_t kBytes = 4096;
+  Fixture odd(std::vector<uint64_t>(5, kBytes), 0, 2, /*pipelined=*/true);
+  for (int64_t r = 0; r < 5; ++r) odd.overwrite(r, 1, Release::kWrite);
+  ASSERT_OK(odd.cache->wait_writes());
+  odd.cache->discard();
+  const std::vector<int64_t> pass = odd.cache->pass(Sweep::kBackToFront);
+  for (size_t p = 0; p < pass.size(); ++p) {
+    ASSERT_OK(odd.cache->prefetch_ahead(pass, p, true));
+    EXPECT_TRUE(odd.matches(pass[p])) << pass[p];
+  }
+  EXPECT_EQ(odd.cache->read_bytes(), 5 * kBytes) << "record 4 shares record 0's buffer: not read ahead";
+
+  Fixture even(std::vector<uint64_t>(4, kBytes), 0, 2, /*pipelined=*/true);
+  for (int64_t r = 0; r < 4; ++r) even.overwrite(r, 1, Release::kWrite);
+  ASSERT_OK(even.cache->wait_writes());
+  even.cache->discard();
+  const std::vector<int64_t> order = even.cache->pass(Sweep::kBackToFront);  // 3 2 1 0
+  for (size_t p = 0; p + 2 < order.size(); ++p) {
+    ASSERT_OK(even.cache->prefetch_ahead(order, p, true));
+    EXPECT_TRUE(even.matches(order[p])) << order[p];
+  }
+  ASSERT_OK(even.cache->prefetch_ahead(order, 2, true));
+  ASSERT_OK(even.cache->acquire(1, Access::kRead));       // held while record 0 is stepped
+  ASSERT_OK(even.cache->prefetch_ahead(order, 3, true));  // record 3 would take record 1's buffer
+  EXPECT_EQ(even.cache->read_bytes(), 4 * kBytes);
+  ASSERT_OK(even.cache->release(1, Release::kClean));
+  EXPECT_TRUE(even.matches(0));
+  ASSERT_OK(even.cache->prefetch_ahead(order, 4, true));  // after the pass: the next pass's first two
+  EXPECT_EQ(even.cache->read_bytes(), 6 * kBytes);
+  EXPECT_TRUE(even.matches(3));
+  EXPECT_TRUE(even.matches(2));
+  EXPECT_EQ(even.cache->read_bytes(), 6 * kBytes) << "read ahead: held";
 }
 
 }  // namespace
