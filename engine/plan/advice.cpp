@@ -15,10 +15,6 @@ struct Fix {
   std::function<void(DsConfig&, PlanOptions&)> apply;
 };
 
-const TierCheck& check_named(const Plan& plan, const std::string& name) {
-  return *std::find_if(plan.checks.begin(), plan.checks.end(), [&](const TierCheck& c) { return c.name == name; });
-}
-
 // The largest items of the tiers `check` covers, as "what SIZE" (at most three).
 std::string largest_items(const Plan& plan, const std::string& check) {
   std::vector<const MemoryItem*> items;
