@@ -4,7 +4,7 @@
 
 #include <fstream>
 #include <limits>
-#include <sstream>
+#include <string>
 
 #include "common/common.h"
 
@@ -13,40 +13,25 @@ namespace {
 
 constexpr int kCapIpcLock = 14;
 
-bool has_cap_ipc_lock() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("CapEff:", 0) != 0) continue;
-    const uint64_t caps = std::stoull(line.substr(7), nullptr, 16);
-    return (caps >> kCapIpcLock) & 1;
-  }
-  return false;
-}
-
-// MemAvailable from /proc/meminfo in bytes.
-Result<uint64_t> host_memory_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    std::istringstream fields(line.substr(13));
-    uint64_t kib = 0;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return unsupported("MemAvailable not found in /proc/meminfo");
+// The text after `key` on the first line of `path` that starts with it; kUnsupported when none does.
+Result<std::string> proc_field(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) return line.substr(key.size());
+  return unsupported(key + " not found in " + path);
 }
 
 }  // namespace
 
 Result<HostFacts> read_host_facts() {
   HostFacts facts;
-  TZ_ASSIGN_OR_RETURN(facts.mem_available, host_memory_available());
+  TZ_ASSIGN_OR_RETURN(const std::string available, proc_field("/proc/meminfo", "MemAvailable:"));
+  facts.mem_available = std::stoull(available) * 1024;  // kB
   rlimit limit{};
   if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) return errno_status(errno, "getrlimit(RLIMIT_MEMLOCK)");
   facts.memlock_limit = limit.rlim_cur == RLIM_INFINITY ? std::numeric_limits<uint64_t>::max() : limit.rlim_cur;
-  facts.can_lock_unlimited = has_cap_ipc_lock();
+  const Result<std::string> caps = proc_field("/proc/self/status", "CapEff:");
+  facts.can_lock_unlimited = caps.ok() && ((std::stoull(*caps, nullptr, 16) >> kCapIpcLock) & 1);
   return facts;
 }
 

@@ -23,10 +23,10 @@
 //   gradients' staging slots).
 // - RangeReader: a file read by range on any thread, O_DIRECT in whole blocks where allowed (the
 //   start-up read of a Hugging Face checkpoint's safetensors).
-// - DeviceCopies (offload_torch.h): the side-stream copies between host memory and the GPU, ordered
-//   after the compute stream by events, never a device-wide sync; the stack's one CUDA copy path.
-//   PendingWrites orders the compute stream after a copy only just before a reader; CopyProbe is
-//   `tierzero bench pcie`'s timing of DeviceCopies against plain cudaMemcpy.
+// - DeviceCopies (offload_torch.h), the stack's one CUDA copy path: side-stream copies ordered after
+//   the compute stream by events (never a device-wide sync) and queues on streams of their own (the
+//   optimizer's GPU share). PendingWrites orders the compute stream after a copy just before a
+//   reader; CopyProbe is `tierzero bench pcie`'s timing of DeviceCopies against plain cudaMemcpy.
 // tierzero_offload is torch-free; tierzero_offload_torch adds the pieces over LibTorch tensors.
 //
 // Every size (each pinned buffer, the records kept in memory, the swap files' bytes) is computed once,

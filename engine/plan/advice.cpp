@@ -12,12 +12,8 @@ namespace {
 // A change to try: the key as the user writes it and what it does to a copy of the inputs.
 struct Fix {
   std::string key;
-  std::function<void(DsConfig&, PlanOptions&)> apply;
+  std::function<void(DsConfig&)> apply;
 };
-
-const TierCheck& check_named(const Plan& plan, const std::string& name) {
-  return *std::find_if(plan.checks.begin(), plan.checks.end(), [&](const TierCheck& c) { return c.name == name; });
-}
 
 // The largest items of the tiers `check` covers, as "what SIZE" (at most three).
 std::string largest_items(const Plan& plan, const std::string& check) {
@@ -40,7 +36,7 @@ bool bf16_state(const DsConfig& config) { return config.tierzero.optimizer_state
 
 Fix bf16_state_fix() {
   return {"tierzero.optimizer_state_dtype \"bf16\"",
-          [](DsConfig& c, PlanOptions&) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16; }};
+          [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16; }};
 }
 
 void set_micro_batch(DsConfig& c, int64_t micro) {
@@ -56,37 +52,36 @@ std::vector<Fix> gpu_fixes(const DsConfig& config) {
   std::vector<Fix> fixes;
   if (z.offload_optimizer.device == OffloadDevice::kNone) {
     if (z.stage == 0) {
-      fixes.push_back(
-          {"zero_optimization.stage 2 with offload_optimizer.device \"cpu\"", [](DsConfig& c, PlanOptions&) {
-             c.zero.stage = 2;
-             c.zero.offload_optimizer.device = OffloadDevice::kCpu;
-           }});
+      fixes.push_back({"zero_optimization.stage 2 with offload_optimizer.device \"cpu\"", [](DsConfig& c) {
+                         c.zero.stage = 2;
+                         c.zero.offload_optimizer.device = OffloadDevice::kCpu;
+                       }});
     } else {
       fixes.push_back({"zero_optimization.offload_optimizer.device \"cpu\"",
-                       [](DsConfig& c, PlanOptions&) { c.zero.offload_optimizer.device = OffloadDevice::kCpu; }});
+                       [](DsConfig& c) { c.zero.offload_optimizer.device = OffloadDevice::kCpu; }});
     }
   }
   if (z.stage < 3) {
-    fixes.push_back({"zero_optimization.stage 3 with offload_optimizer and offload_param.device \"cpu\"",
-                     [](DsConfig& c, PlanOptions&) {
-                       c.zero.stage = 3;
-                       if (c.zero.offload_optimizer.device == OffloadDevice::kNone)
-                         c.zero.offload_optimizer.device = OffloadDevice::kCpu;
-                       c.zero.offload_param.device = OffloadDevice::kCpu;
-                     }});
+    fixes.push_back(
+        {"zero_optimization.stage 3 with offload_optimizer and offload_param.device \"cpu\"", [](DsConfig& c) {
+           c.zero.stage = 3;
+           if (c.zero.offload_optimizer.device == OffloadDevice::kNone)
+             c.zero.offload_optimizer.device = OffloadDevice::kCpu;
+           c.zero.offload_param.device = OffloadDevice::kCpu;
+         }});
   } else if (z.offload_param.device == OffloadDevice::kNone) {
     fixes.push_back({"zero_optimization.offload_param.device \"cpu\"",
-                     [](DsConfig& c, PlanOptions&) { c.zero.offload_param.device = OffloadDevice::kCpu; }});
+                     [](DsConfig& c) { c.zero.offload_param.device = OffloadDevice::kCpu; }});
   }
   if (z.reduce_bucket_size > 50'000'000)
-    fixes.push_back({"zero_optimization.reduce_bucket_size 5e7",
-                     [](DsConfig& c, PlanOptions&) { c.zero.reduce_bucket_size = 50'000'000; }});
+    fixes.push_back(
+        {"zero_optimization.reduce_bucket_size 5e7", [](DsConfig& c) { c.zero.reduce_bucket_size = 50'000'000; }});
   if (z.stage == 3 && (z.max_live_parameters > 100'000'000 || z.max_reuse_distance > 100'000'000))
-    fixes.push_back({"zero_optimization.stage3_max_live_parameters 1e8 and stage3_max_reuse_distance 1e8",
-                     [](DsConfig& c, PlanOptions&) {
-                       c.zero.max_live_parameters = std::min<uint64_t>(c.zero.max_live_parameters, 100'000'000);
-                       c.zero.max_reuse_distance = std::min<uint64_t>(c.zero.max_reuse_distance, 100'000'000);
-                     }});
+    fixes.push_back(
+        {"zero_optimization.stage3_max_live_parameters 1e8 and stage3_max_reuse_distance 1e8", [](DsConfig& c) {
+           c.zero.max_live_parameters = std::min<uint64_t>(c.zero.max_live_parameters, 100'000'000);
+           c.zero.max_reuse_distance = std::min<uint64_t>(c.zero.max_reuse_distance, 100'000'000);
+         }});
   return fixes;
 }
 
@@ -97,23 +92,23 @@ std::vector<Fix> host_fixes(const DsConfig& config, bool pinned_only, bool state
     fixes.push_back(
         {"zero_optimization.offload_optimizer.device \"nvme\" (with nvme_path) and sub_group_size 1e8 "
          "(its swap buffers hold buffer_count sub-groups)",
-         [](DsConfig& c, PlanOptions&) {
+         [](DsConfig& c) {
            c.zero.offload_optimizer.device = OffloadDevice::kNvme;
            c.zero.sub_group_size = std::min<uint64_t>(c.zero.sub_group_size, 100'000'000);
          }});
   if (z.stage == 3 && z.offload_param.device == OffloadDevice::kCpu) {
     fixes.push_back({"zero_optimization.offload_param.device \"nvme\" (with nvme_path)",
-                     [](DsConfig& c, PlanOptions&) { c.zero.offload_param.device = OffloadDevice::kNvme; }});
+                     [](DsConfig& c) { c.zero.offload_param.device = OffloadDevice::kNvme; }});
     if (pinned_only && z.offload_param.pin_memory)
       fixes.push_back({"zero_optimization.offload_param.pin_memory false",
-                       [](DsConfig& c, PlanOptions&) { c.zero.offload_param.pin_memory = false; }});
+                       [](DsConfig& c) { c.zero.offload_param.pin_memory = false; }});
   }
-  if (state_keys && z.offload_optimizer.device != OffloadDevice::kNone && config.tierzero.optimizer_state_dtype ==
-                                                                                OptimizerStateDtype::kFp32)
+  if (state_keys && z.offload_optimizer.device != OffloadDevice::kNone &&
+      config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kFp32)
     fixes.push_back(bf16_state_fix());
   if (z.offload_optimizer.device != OffloadDevice::kNone && z.reduce_bucket_size > 50'000'000)
-    fixes.push_back({"zero_optimization.reduce_bucket_size 5e7",
-                     [](DsConfig& c, PlanOptions&) { c.zero.reduce_bucket_size = 50'000'000; }});
+    fixes.push_back(
+        {"zero_optimization.reduce_bucket_size 5e7", [](DsConfig& c) { c.zero.reduce_bucket_size = 50'000'000; }});
   return fixes;
 }
 
@@ -121,9 +116,8 @@ std::vector<Fix> host_fixes(const DsConfig& config, bool pinned_only, bool state
 std::string tried(const ModelDims& model, const DsConfig& config, const Machine& machine, const PlanOptions& options,
                   const std::string& check, uint64_t before, const Fix& fix) {
   DsConfig changed = config;
-  PlanOptions changed_options = options;
-  fix.apply(changed, changed_options);
-  Result<Plan> p = plan_figures(model, changed, machine, changed_options);
+  fix.apply(changed);
+  Result<Plan> p = plan_figures(model, changed, machine, options);
   if (!p.ok()) return "";
   const TierCheck& after = check_named(*p, check);
   if (after.peak_bytes >= before - before / 100) return "";
@@ -164,7 +158,7 @@ std::vector<Fix> layout_candidates(const DsConfig& config, const Machine& machin
     steps.push_back(std::move(step));
     std::string text;
     for (const std::string& k : keys) text += (text.empty() ? "" : " + ") + k;
-    out.push_back({text, [steps](DsConfig& c, PlanOptions&) {
+    out.push_back({text, [steps](DsConfig& c) {
                      for (const auto& apply : steps) apply(c);
                    }});
   };
@@ -184,12 +178,14 @@ std::vector<Fix> layout_candidates(const DsConfig& config, const Machine& machin
       });
   }
   if (t.master_weights == MasterWeights::kFp32 && config.precision() == Precision::kBf16)
-    add("tierzero.master_weights \"compact\"", [](DsConfig& c) { c.tierzero.master_weights = MasterWeights::kCompact; });
+    add("tierzero.master_weights \"compact\"",
+        [](DsConfig& c) { c.tierzero.master_weights = MasterWeights::kCompact; });
   if (t.optimizer_state_dtype == OptimizerStateDtype::kFp32)
     add("tierzero.optimizer_state_dtype \"bf16\"",
         [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16; });
   if (t.offload_grad_dtype == OffloadGradDtype::kFp32)
-    add("tierzero.offload_grad_dtype \"bf16\"", [](DsConfig& c) { c.tierzero.offload_grad_dtype = OffloadGradDtype::kBf16; });
+    add("tierzero.offload_grad_dtype \"bf16\"",
+        [](DsConfig& c) { c.tierzero.offload_grad_dtype = OffloadGradDtype::kBf16; });
   if (t.optimizer_state_dtype != OptimizerStateDtype::kInt8) {
     std::erase(keys, std::string("tierzero.optimizer_state_dtype \"bf16\""));  // int8 replaces it (applied after)
     add("tierzero.optimizer_state_dtype \"int8\"",
@@ -208,9 +204,8 @@ std::string layout_suggestion(const ModelDims& model, const DsConfig& config, co
   const std::vector<Fix> candidates = layout_candidates(config, machine, plan);
   for (size_t i = 0; i < candidates.size(); ++i) {
     DsConfig changed = config;
-    PlanOptions changed_options = options;
-    candidates[i].apply(changed, changed_options);
-    Result<Plan> p = plan_figures(model, changed, machine, changed_options);
+    candidates[i].apply(changed);
+    Result<Plan> p = plan_figures(model, changed, machine, options);
     if (!p.ok()) continue;
     const bool all = std::none_of(p->checks.begin(), p->checks.end(),
                                   [](const TierCheck& c) { return c.over() && c.name.rfind("gpu", 0) != 0; });
@@ -268,8 +263,9 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
       line += "\n  - add NVMe devices: more --nvme paths (a nvme_path list stripes across them)";
     if (line.size() == bare) line += " no single key brings it under; use more GPUs (--gpus) or a smaller model";
     if (layout_check)
-      line += "\n  - let tierzero estimate --suggest choose the whole layout (offload devices, state dtypes, records in "
-              "memory) for --gpu-memory, --host-memory and the NVMe space; --write-config FILE writes it";
+      line +=
+          "\n  - let tierzero estimate --suggest choose the whole layout (offload devices, state dtypes, records in "
+          "memory) for --gpu-memory, --host-memory and the NVMe space; --write-config FILE writes it";
     problems.push_back(line);
   }
   return problems;

@@ -133,6 +133,10 @@ Result<bool> steps_in_backward(const ModelDims& model, const DsConfig& config, c
   return s.steps_in_backward;
 }
 
+const TierCheck& check_named(const Plan& plan, const std::string& name) {
+  return *std::find_if(plan.checks.begin(), plan.checks.end(), [&](const TierCheck& c) { return c.name == name; });
+}
+
 }  // namespace plan
 
 Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,

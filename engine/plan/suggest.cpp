@@ -52,12 +52,6 @@ constexpr StateLayout kLayouts[] = {
 
 bool offloaded(const DsConfig& c) { return c.zero.offload_optimizer.device != OffloadDevice::kNone; }
 
-const TierCheck* check_named(const Plan& plan, const char* name) {
-  for (const TierCheck& c : plan.checks)
-    if (c.name == name) return &c;
-  return nullptr;
-}
-
 // "host 70.10 GiB > 64.00 GiB, nvme ..." for the checks over; "" when every budget holds.
 std::string over_text(const Plan& plan) {
   std::string text;
@@ -156,12 +150,12 @@ Result<DsConfig> spend_host(DsConfig c, const ModelDims& model, const Machine& m
   if (params_nvme) c.zero.offload_param.max_in_cpu = 0;
   TZ_ASSIGN_OR_RETURN(const Plan bare, plan::plan_figures(model, c, machine, options));
   const uint64_t per_rank = machine.host_memory_bytes / static_cast<uint64_t>(std::max(bare.world_size, 1));
-  const uint64_t pageable = check_named(bare, "pageable")->peak_bytes;
+  const uint64_t pageable = plan::check_named(bare, "pageable").peak_bytes;
   const uint64_t left = per_rank > pageable ? (per_rank - pageable) / kMiB * kMiB : 0;
   c.tierzero.pinned_memory_limit = std::max<uint64_t>(left, kMiB);
   c.tierzero.optimizer_records_in_memory = records;
   if (params_nvme) {
-    const uint64_t pinned = check_named(bare, "pinned")->peak_bytes;
+    const uint64_t pinned = plan::check_named(bare, "pinned").peak_bytes;
     const uint64_t element = c.precision() == Precision::kFp32 ? 4 : 2;
     c.zero.offload_param.max_in_cpu = left > pinned ? (left - pinned) / element : 0;
   }

@@ -93,16 +93,12 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // With the record pipeline measured (the optimizer's own traffic through RecordCache) its rate is
   // the disk's; else with a mixed figure the reads and writes share the disk at that rate (the
   // optimizer reads ahead while it writes behind); else each at its own rate, one after the other.
-  const double pipeline = machine.nvme_pipeline_gbps.value;
-  const double mixed = machine.nvme_mixed_gbps.value;
-  if (pipeline > 0) {
-    std::snprintf(detail, sizeof detail, "(read %s + write %s) / %.2f GB/s record pipeline", count_text(read).c_str(),
-                  count_text(write).c_str(), pipeline);
-    terms.push_back({"nvme", seconds(read + write, pipeline * 1e9), detail});
-  } else if (mixed > 0) {
-    std::snprintf(detail, sizeof detail, "(read %s + write %s) / %.2f GB/s mixed", count_text(read).c_str(),
-                  count_text(write).c_str(), mixed);
-    terms.push_back({"nvme", seconds(read + write, mixed * 1e9), detail});
+  const bool pipelined = machine.nvme_pipeline_gbps.value > 0;
+  const double shared_rate = pipelined ? machine.nvme_pipeline_gbps.value : machine.nvme_mixed_gbps.value;
+  if (shared_rate > 0) {
+    std::snprintf(detail, sizeof detail, "(read %s + write %s) / %.2f GB/s %s", count_text(read).c_str(),
+                  count_text(write).c_str(), shared_rate, pipelined ? "record pipeline" : "mixed");
+    terms.push_back({"nvme", seconds(read + write, shared_rate * 1e9), detail});
   } else {
     std::snprintf(detail, sizeof detail, "read %s / %.2f GB/s + write %s / %.2f GB/s", count_text(read).c_str(),
                   machine.nvme_read_gbps.value, count_text(write).c_str(), machine.nvme_write_gbps.value);

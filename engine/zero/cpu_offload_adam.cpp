@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,10 +24,7 @@
 namespace tierzero::engine {
 namespace {
 
-class CpuOffloadAdam final : public PartitionOptimizer,
-                             public HoldsForSave,
-                             private StateStore,
-                             private StoredRecords {
+class CpuOffloadAdam final : public PartitionOptimizer, public HoldsForSave, private StateStore, private StoredRecords {
  public:
   explicit CpuOffloadAdam(CpuOffloadAdamSetup setup)
       : setup_(std::move(setup)),
@@ -85,7 +81,7 @@ class CpuOffloadAdam final : public PartitionOptimizer,
     for (int s = 0; s < 3; ++s) {
       if (!converts(s)) continue;
       at::Tensor& t = s == 0 ? state_.master : s == 1 ? state_.exp_avg : state_.exp_avg_sq;
-      throw_if_error(produce(s, 0, numel_, bytes_of(t)));
+      read_state(home(s), 0, bytes_of(t));
     }
     materialised_ = true;
     return state_;
@@ -99,7 +95,12 @@ class CpuOffloadAdam final : public PartitionOptimizer,
     if (begin < 0 || begin + count > numel_)
       return internal_error("master weights [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
                             ") read past the partition's " + std::to_string(numel_));
-    return produce(0, begin, count, std::as_writable_bytes(out));
+    try {
+      read_state(home(0), begin, std::as_writable_bytes(out));
+      return Status();
+    } catch (const Error& e) {
+      return e.status();
+    }
   }
 
   Status load_state(const StateFill& fill, int64_t step) override {
@@ -119,7 +120,7 @@ class CpuOffloadAdam final : public PartitionOptimizer,
           }
           scratch.resize(static_cast<size_t>(count));
           TZ_RETURN_IF_ERROR(fill(s, begin, std::as_writable_bytes(std::span<float>(scratch))));
-          consume(s, begin, scratch);
+          write_state(home(s), begin, std::as_bytes(std::span<const float>(scratch)));
         }
       }
       state_.step = step;
@@ -152,8 +153,8 @@ class CpuOffloadAdam final : public PartitionOptimizer,
   int64_t pinned_bytes() const override {
     if (!setup_.exp_avg.is_pinned()) return 0;
     int64_t bytes = setup_.exp_avg.nbytes() + setup_.exp_avg_sq.nbytes();
-    for (const at::Tensor* t : {&setup_.master, &setup_.residual, &setup_.exp_avg_scales, &setup_.exp_avg_sq_scales,
-                                &setup_.common.params16})
+    for (const at::Tensor* t :
+         {&setup_.master, &setup_.residual, &setup_.exp_avg_scales, &setup_.exp_avg_sq_scales, &setup_.common.params16})
       if (t->defined()) bytes += t->nbytes();
     return bytes;
   }
@@ -165,9 +166,11 @@ class CpuOffloadAdam final : public PartitionOptimizer,
     char per_param[32];
     std::snprintf(per_param, sizeof(per_param), "%.2f", numel_ > 0 ? static_cast<double>(bytes) / numel_ : 0.0);
     return std::string("host memory: ") +
-           (setup_.common.compact.compact_master ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " +
-           (setup_.common.compact.moments_8bit ? std::string("8-bit moments")
-                                        : std::string(c10::toString(setup_.exp_avg.scalar_type())) + " moments") +
+           (setup_.common.compact.compact_master ? "compact master (bf16 weights + int16 residual)" : "fp32 master") +
+           ", " +
+           (setup_.common.compact.moments_8bit
+                ? std::string("8-bit moments")
+                : std::string(c10::toString(setup_.exp_avg.scalar_type())) + " moments") +
            "; " + per_param + " bytes/param, " + format_bytes(static_cast<uint64_t>(bytes)) +
            (setup_.common.compact.compact_master ? " (+ the 16-bit weights it shares)" : "");
   }
@@ -217,13 +220,13 @@ class CpuOffloadAdam final : public PartitionOptimizer,
   Status acquire(int64_t, bool) override { return Status(); }
   Status release(int64_t, bool) override { return Status(); }
   std::span<std::byte> part(int64_t k, const StoredPart& part) override {
-    const at::Tensor& t = part.where == RecordPart::kEnd             ? setup_.common.compact.hi
-                          : part.where == RecordPart::kMaster        ? (setup_.common.compact.compact_master ? setup_.residual
-                                                                                                      : setup_.master)
-                          : part.where == RecordPart::kExpAvg        ? setup_.exp_avg
-                          : part.where == RecordPart::kExpAvgSq      ? setup_.exp_avg_sq
-                          : part.where == RecordPart::kExpAvgScales  ? setup_.exp_avg_scales
-                                                                     : setup_.exp_avg_sq_scales;
+    const at::Tensor& t = part.where == RecordPart::kEnd ? setup_.common.compact.hi
+                          : part.where == RecordPart::kMaster
+                              ? (setup_.common.compact.compact_master ? setup_.residual : setup_.master)
+                          : part.where == RecordPart::kExpAvg       ? setup_.exp_avg
+                          : part.where == RecordPart::kExpAvgSq     ? setup_.exp_avg_sq
+                          : part.where == RecordPart::kExpAvgScales ? setup_.exp_avg_scales
+                                                                    : setup_.exp_avg_sq_scales;
     const StoredLayout layout = stored_layout();
     const int64_t begin = k * layout.record_numel;
     return {static_cast<std::byte*>(t.data_ptr()) + stored_part_bytes(layout, part, begin),
@@ -232,37 +235,21 @@ class CpuOffloadAdam final : public PartitionOptimizer,
 
   // Whether a state is held in another form than its checkpoint's: the compact master (0), 8-bit
   // moments (1, 2).
-  bool converts(int s) const { return s == 0 ? setup_.common.compact.compact_master : setup_.common.compact.moments_8bit; }
+  bool converts(int s) const {
+    return s == 0 ? setup_.common.compact.compact_master : setup_.common.compact.moments_8bit;
+  }
   bool converted() const { return setup_.common.compact.compact_master || setup_.common.compact.moments_8bit; }
 
-  // Elements [begin, begin + count) of state s in its checkpoint dtype into `out`.
-  Status produce(int s, int64_t begin, int64_t count, std::span<std::byte> out) {
-    try {
-      const auto values = [&] { return std::span<float>(reinterpret_cast<float*>(out.data()), count); };
-      if (s == 0 && setup_.common.compact.compact_master) {
-        join_master_range(setup_.common.compact.hi, setup_.residual, begin, values());
-      } else if (s > 0 && setup_.common.compact.moments_8bit) {
-        decode_moment_range(s == 1 ? setup_.exp_avg : setup_.exp_avg_sq,
-                            s == 1 ? setup_.exp_avg_scales : setup_.exp_avg_sq_scales, begin, values());
-      } else {
-        const at::Tensor& t = s == 0 ? setup_.master : s == 1 ? setup_.exp_avg : setup_.exp_avg_sq;
-        std::memcpy(out.data(), static_cast<const std::byte*>(t.const_data_ptr()) + begin * t.element_size(),
-                    static_cast<size_t>(count * t.element_size()));
-      }
-      return Status();
-    } catch (const Error& e) {
-      return e.status();
-    }
-  }
-
-  // Elements [begin, begin + values.size()) of converted state s from fp32 `values`.
-  void consume(int s, int64_t begin, std::span<const float> values) {
-    if (s == 0) {
-      split_master_range(values, setup_.common.compact.hi, setup_.residual, begin);
-    } else {
-      encode_moment_range(values, s == 1 ? setup_.exp_avg : setup_.exp_avg_sq,
-                          s == 1 ? setup_.exp_avg_scales : setup_.exp_avg_sq_scales, begin);
-    }
+  // Where state s lives.
+  StateHome home(int s) const {
+    const CompactState& compact = setup_.common.compact;
+    return {.s = s,
+            .converted = converts(s),
+            .part = s == 0   ? (compact.compact_master ? setup_.residual : setup_.master)
+                    : s == 1 ? setup_.exp_avg
+                             : setup_.exp_avg_sq,
+            .scales = s == 1 ? setup_.exp_avg_scales : setup_.exp_avg_sq_scales,
+            .hi = compact.hi};
   }
 
   // After state(): the (possibly changed) fp32 copies go back into the compact buffers and are freed.
@@ -271,7 +258,7 @@ class CpuOffloadAdam final : public PartitionOptimizer,
     for (int s = 0; s < 3; ++s) {
       if (!converts(s)) continue;
       const at::Tensor& t = s == 0 ? state_.master : s == 1 ? state_.exp_avg : state_.exp_avg_sq;
-      consume(s, 0, {t.const_data_ptr<float>(), static_cast<size_t>(numel_)});
+      write_state(home(s), 0, bytes_of(t));
     }
     state_.master = state_.exp_avg = state_.exp_avg_sq = at::Tensor();
     materialised_ = false;

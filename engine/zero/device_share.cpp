@@ -47,14 +47,14 @@ DeviceShare::DeviceShare(DeviceShareSetup setup) : setup_(std::move(setup)) {
   slot_ = state_layout::gpu_share_slot(setup_.layout, static_cast<int>(element_size(setup_.grads)), setup_.chunk);
   for (int q = 0; q < state_layout::kGpuShareQueues; ++q) {
     try {
-      slots_.push_back(at::empty({slot_.bytes}, at::TensorOptions().dtype(at::kByte).device(setup_.device)));
+      slots_.push_back(at::empty({slot_.bytes}, at::TensorOptions().dtype(at::kByte).device(setup_.copies->device())));
     } catch (const c10::Error& e) {
       throw Error(out_of_space(
           "tierzero.gpu_optimizer_share: its " + std::to_string(state_layout::kGpuShareQueues) + " device slots of " +
-          format_bytes(static_cast<uint64_t>(slot_.bytes)) + " do not fit on " + setup_.device.str() +
+          format_bytes(static_cast<uint64_t>(slot_.bytes)) + " do not fit on " + setup_.copies->device().str() +
           " (raise tierzero.gpu_memory_limit or set tierzero.gpu_optimizer_share 0): " + e.what_without_backtrace()));
     }
-    queues_.push_back(offload::DeviceQueue::create(setup_.device));
+    queues_.push_back(setup_.copies->queue());
   }
 }
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "common/common.h"
 #include "engine/model/functional_model.h"
@@ -79,6 +79,28 @@ void decode_moment_range(const at::Tensor& codes, const at::Tensor& scales, int6
   const auto n = static_cast<int64_t>(values.size());
   const cpu_adam::Elements c = moment_elements(codes, begin, n);
   throw_if_error(cpu_adam::decode_moment_blocks({c.data, c.count, c.type}, moment_scales(scales, begin, n), values));
+}
+
+void read_state(const StateHome& home, int64_t begin, std::span<std::byte> out) {
+  const std::span<float> values(reinterpret_cast<float*>(out.data()), out.size() / sizeof(float));
+  if (!home.converted)
+    std::memcpy(out.data(),
+                static_cast<const std::byte*>(home.part.const_data_ptr()) + begin * home.part.element_size(),
+                out.size());
+  else if (home.s == 0)
+    join_master_range(home.hi, home.part, begin, values);
+  else
+    decode_moment_range(home.part, home.scales, begin, values);
+}
+
+void write_state(const StateHome& home, int64_t begin, std::span<const std::byte> in) {
+  const std::span<const float> values(reinterpret_cast<const float*>(in.data()), in.size() / sizeof(float));
+  if (!home.converted)
+    std::memcpy(static_cast<std::byte*>(home.part.data_ptr()) + begin * home.part.element_size(), in.data(), in.size());
+  else if (home.s == 0)
+    split_master_range(values, home.hi, home.part, begin);
+  else
+    encode_moment_range(values, home.part, home.scales, begin);
 }
 
 void copy_rounded(const at::Tensor& dst, const at::Tensor& src, bool away) {

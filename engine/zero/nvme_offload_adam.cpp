@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <numeric>
 #include <span>
@@ -166,7 +165,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
       for (int s = 0; s < 3; ++s) {
         at::Tensor out = states[s]->narrow(0, k * slot_numel_, count_of(k));
-        throw_if_error(convert_out(record, k, s, 0, count_of(k), bytes_of(out)));
+        read_state(home(record, k, s), 0, bytes_of(out));
       }
       throw_if_error(cache_->release(k, Release::kClean));
     }
@@ -220,8 +219,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         const int64_t offset = e - k * slot_numel_;
         const auto n =
             static_cast<size_t>(std::min<int64_t>(count_of(k) - offset, static_cast<int64_t>(out.size() - done)));
-        TZ_RETURN_IF_ERROR(convert_out(byte_tensor(master), k, 0, offset, static_cast<int64_t>(n),
-                                       std::as_writable_bytes(out.subspan(done, n))));
+        read_state(home(byte_tensor(master), k, 0), offset, std::as_writable_bytes(out.subspan(done, n)));
         TZ_RETURN_IF_ERROR(cache_->release(k, Release::kClean));
         done += n;
       }
@@ -242,7 +240,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
             for (int s = 0; s < 3 && status.ok(); ++s) {
               scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
               status = fill(s, k * slot_numel_, scratch);
-              if (status.ok()) convert_in(record, k, s, 0, count, scratch);
+              if (status.ok()) write_state(home(record, k, s), 0, scratch);
             }
             throw_if_error(cache_->release(k, status.ok() ? Release::kWrite : Release::kClean));
           }
@@ -354,51 +352,15 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     read_mark_ = cache_->read_bytes();
     written_mark_ = cache_->written_bytes();
   }
-  // Elements [offset, offset + n) of sub-group k's state s, from its record `record`, into `out` in
-  // the checkpoint dtype (a compact master joined with its bf16 half, 8-bit moments decoded — then
-  // offset must be 0).
-  Status convert_out(const at::Tensor& record, int64_t k, int s, int64_t offset, int64_t n, std::span<std::byte> out) {
-    try {
-      const int64_t count = count_of(k);
-      const at::Tensor part = record_part(record, s, count);
-      if (!converts(s)) {
-        std::memcpy(out.data(), static_cast<const std::byte*>(part.const_data_ptr()) + offset * part.element_size(),
-                    static_cast<size_t>(n * part.element_size()));
-      } else if (s == 0) {
-        throw_if_error(cpu_adam::join_master(
-            {static_cast<const uint16_t*>(setup_.common.compact.hi.const_data_ptr()) + k * slot_numel_ + offset,
-             static_cast<size_t>(n)},
-            {part.const_data_ptr<int16_t>() + offset, static_cast<size_t>(n)},
-            {reinterpret_cast<float*>(out.data()), static_cast<size_t>(n)}));
-      } else {
-        if (offset != 0) return internal_error("nvme optimizer: 8-bit moments read from inside a block");
-        decode_moment_range(part, record_part(record, s + 2, count), 0,
-                            {reinterpret_cast<float*>(out.data()), static_cast<size_t>(n)});
-      }
-      return Status();
-    } catch (const Error& e) {
-      return e.status();
-    }
-  }
-
-  // The inverse: `in` (checkpoint dtype) into elements [offset, offset + n) of sub-group k's state s.
-  void convert_in(const at::Tensor& record, int64_t k, int s, int64_t offset, int64_t n,
-                  std::span<const std::byte> in) {
+  // Where sub-group k's state s lives in its record `record` (the bytes from the record's start).
+  StateHome home(const at::Tensor& record, int64_t k, int s) const {
     const int64_t count = count_of(k);
-    const at::Tensor part = record_part(record, s, count);
-    const std::span<const float> values(reinterpret_cast<const float*>(in.data()), static_cast<size_t>(n));
-    if (!converts(s)) {
-      std::memcpy(static_cast<std::byte*>(part.data_ptr()) + offset * part.element_size(), in.data(),
-                  static_cast<size_t>(n * part.element_size()));
-    } else if (s == 0) {
-      split_master_parallel(values,
-                            {static_cast<uint16_t*>(setup_.common.compact.hi.data_ptr()) + k * slot_numel_ + offset,
-                             static_cast<size_t>(n)},
-                            {part.data_ptr<int16_t>() + offset, static_cast<size_t>(n)});
-    } else {
-      if (offset != 0) throw Error(internal_error("nvme optimizer: 8-bit moments written from inside a block"));
-      encode_moment_range(values, part, record_part(record, s + 2, count), 0);
-    }
+    const CompactState& compact = setup_.common.compact;
+    return {.s = s,
+            .converted = converts(s),
+            .part = record_part(record, s, count),
+            .scales = s > 0 && converts(s) ? record_part(record, s + 2, count) : at::Tensor(),
+            .hi = compact.compact_master ? compact.hi.narrow(0, k * slot_numel_, count) : at::Tensor()};
   }
 
   // A load: every record replaced by `fill` (a state() copy and what the buffers kept dropped
@@ -449,7 +411,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         load_param_range(*setup_.source, *names[r], runs[r].param_offset + (lo - runs[r].partition_offset),
                          master.narrow(0, lo - begin, hi - lo));
       }
-      if (setup_.common.compact.compact_master) convert_in(record, k, 0, 0, end - begin, bytes_of(master));
+      if (setup_.common.compact.compact_master) write_state(home(record, k, 0), 0, bytes_of(master));
       throw_if_error(cache_->release(k, Release::kWrite));
     }
     throw_if_error(cache_->wait_writes());
@@ -464,7 +426,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       const int64_t count = count_of(k);
       for (int s = 0; s < 3; ++s) {
         const at::Tensor in = states[s]->narrow(0, k * slot_numel_, count);
-        convert_in(record, k, s, 0, count, bytes_of(in));
+        write_state(home(record, k, s), 0, bytes_of(in));
       }
       throw_if_error(cache_->release(k, Release::kWrite));
     }

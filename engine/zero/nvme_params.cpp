@@ -15,18 +15,6 @@
 
 namespace tierzero::engine {
 
-int64_t NvmeParams::read_buffer_bytes(int64_t buffer_numel, at::ScalarType dtype) {
-  return state_layout::param_read_buffer_bytes(buffer_numel, static_cast<int>(c10::elementSize(dtype)));
-}
-
-int64_t NvmeParams::window_bytes(int64_t record_numel, at::ScalarType dtype) {
-  return record_numel * static_cast<int64_t>(c10::elementSize(dtype));
-}
-
-int64_t NvmeParams::host_record_count(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel) {
-  return state_layout::param_records_in_memory(max_in_cpu, shard_numel, record_numel);
-}
-
 int64_t NvmeParams::element_bytes() const { return static_cast<int64_t>(c10::elementSize(setup_.dtype)); }
 
 std::unique_ptr<NvmeParams> NvmeParams::create(NvmeParamsSetup setup) {
@@ -44,20 +32,22 @@ std::unique_ptr<NvmeParams> NvmeParams::create(NvmeParamsSetup setup) {
   const int64_t records = (s.shard_numel + s.record_numel - 1) / s.record_numel;
   std::vector<std::span<std::byte>> reads, windows;
   for (const at::Tensor& buffer : s.read_buffers) {
-    if (buffer.nbytes() != static_cast<size_t>(read_buffer_bytes(s.options.buffer_numel, s.dtype)))
-      throw Error(internal_error("nvme parameters: a read buffer is not read_buffer_bytes()"));
+    if (buffer.nbytes() != static_cast<size_t>(state_layout::param_read_buffer_bytes(
+                               s.options.buffer_numel, static_cast<int>(params->element_bytes()))))
+      throw Error(internal_error("nvme parameters: a read buffer is not param_read_buffer_bytes()"));
     reads.push_back(bytes_of(buffer));
   }
   for (const at::Tensor& window : s.windows) {
-    if (window.nbytes() != static_cast<size_t>(window_bytes(s.record_numel, s.dtype)))
-      throw Error(internal_error("nvme parameters: a write window is not window_bytes()"));
+    if (window.nbytes() != static_cast<size_t>(s.record_numel * params->element_bytes()))
+      throw Error(internal_error("nvme parameters: a write window is not a record"));
     windows.push_back(bytes_of(window));
   }
-  const int64_t host_records = host_record_count(s.options.max_in_cpu, s.shard_numel, s.record_numel);
+  const int64_t host_records =
+      state_layout::param_records_in_memory(s.options.max_in_cpu, s.shard_numel, s.record_numel);
   params->host_numel_ = std::min(s.shard_numel, host_records * s.record_numel);
   if (s.host_records.numel() != host_records * s.record_numel ||
       (host_records > 0 && s.host_records.scalar_type() != s.dtype))
-    throw Error(internal_error("nvme parameters: the host records are not host_record_count() records"));
+    throw Error(internal_error("nvme parameters: the host records are not param_records_in_memory() records"));
   const int64_t last_numel = s.shard_numel - (records - 1) * s.record_numel;
   params->ring_ = value_or_throw(
       offload::RecordRing::create(reads, windows,

@@ -162,7 +162,8 @@ EngineSettings settings_of(const ZeroEngineOptions& options, int world_size) {
 // (kInvalidArgument naming the key and the fix) for a CPU device without options.gpu_share_kernel,
 // and for a CPU whose SIMD target rounds multiply-adds apart: its bytes would not be the device's.
 std::unique_ptr<DeviceShare> make_device_share(const ZeroEngineOptions& options, const state_layout::HostShape& shape,
-                                               at::Device device) {
+                                               DeviceCopies& copies) {
+  const at::Device device = copies.device();
   if (shape.gpu_optimizer_share <= 0) return nullptr;
   DeviceKernel kernel = options.gpu_share_kernel;
   if (!kernel) {
@@ -178,7 +179,7 @@ std::unique_ptr<DeviceShare> make_device_share(const ZeroEngineOptions& options,
   }
   return std::make_unique<DeviceShare>(
       DeviceShareSetup{.share = shape.gpu_optimizer_share,
-                       .device = device,
+                       .copies = &copies,
                        .layout = shape.layout,
                        .grads = settings_type(options.offload_grad_dtype, "tierzero.offload_grad_dtype"),
                        .chunk = state_layout::gpu_share_chunk(shape.records()),
@@ -323,7 +324,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
   }
   if (options.offload_optimizer) {
     cpu_adam_ = std::make_unique<cpu_adam::CpuAdam>(cpu_adam::CpuAdamOptions{.threads = options.cpu_threads});
-    device_share_ = make_device_share(options_, shape, comm.device());
+    device_share_ = make_device_share(options_, shape, *copies_);
     std::vector<at::Tensor> staging;
     for (int i = 0; i < options.grad_staging_buffers; ++i)
       staging.push_back(host_tier_->buffer(PinnedRole::kGradStaging, at::kByte, i));

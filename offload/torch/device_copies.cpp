@@ -1,20 +1,27 @@
-#include "offload/torch/offload_torch.h"
-
+// DeviceCopies and their DeviceQueues (offload_torch.h): CUDA streams and events, or on a CPU
+// "device" memcpy, at once or on a queue's thread.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "offload/torch/offload_torch.h"
 
 #include "common/common.h"
 
 #ifdef TIERZERO_OFFLOAD_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
-
 #endif
 
 namespace tierzero::offload {
@@ -37,6 +44,7 @@ class SpanCopies : public DeviceCopies {
   std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) override {
     return copy({{dst.data_ptr(), src, dst.nbytes()}}, /*h2d=*/true, {dst});
   }
+  at::Device device() const override { return device_; }
   DeviceUpload upload(const std::vector<const at::Tensor*>& src) override {
     DeviceUpload upload;  // new tensors, allocated in the current stream's order
     std::vector<Span> spans;
@@ -80,11 +88,112 @@ class HostGap final : public IdleGap {
   std::chrono::steady_clock::time_point end_ = start_;
 };
 
+// A CPU "device"'s queue: a thread of its own runs the work in the order queued, as a stream would
+// (so the host's code overlaps it as it overlaps a GPU's). The first error stops the work after it and
+// is thrown by every wait from then on.
+class HostWork {
+ public:
+  HostWork() : thread_([this] { run(); }) {}
+  ~HostWork() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();  // after the work queued: nothing outlives the buffers the caller frees next
+  }
+  HostWork(const HostWork&) = delete;
+  HostWork& operator=(const HostWork&) = delete;
+
+  void queue(std::function<Status()> work) {
+    {
+      std::lock_guard lock(mutex_);
+      work_.push_back(std::move(work));
+      ++queued_;
+    }
+    changed_.notify_all();
+  }
+  uint64_t queued() {
+    std::lock_guard lock(mutex_);
+    return queued_;
+  }
+  bool ran(uint64_t count) {
+    std::lock_guard lock(mutex_);
+    throw_if_error(error_);
+    return done_ >= count;
+  }
+  void wait(uint64_t count) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return done_ >= count || !error_.ok(); });
+    throw_if_error(error_);
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [&] { return stopping_ || !work_.empty(); });
+      if (work_.empty()) return;  // stopping, everything done
+      std::function<Status()> work = std::move(work_.front());
+      work_.pop_front();
+      lock.unlock();
+      Status status = error_.ok() ? work() : Status();
+      lock.lock();
+      if (error_.ok() && !status.ok()) error_ = std::move(status);
+      ++done_;
+      changed_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<Status()>> work_;
+  uint64_t queued_ = 0;
+  uint64_t done_ = 0;
+  Status error_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+class HostMark final : public QueueMark {
+ public:
+  HostMark(std::shared_ptr<HostWork> work, uint64_t count) : work_(std::move(work)), count_(count) {}
+  void wait_host() override { work_->wait(count_); }
+  void order_current_stream() override { wait_host(); }  // what follows is the host's
+  double seconds() override { return 0.0; }
+  bool ran() override { return work_->ran(count_); }
+
+ private:
+  std::shared_ptr<HostWork> work_;
+  uint64_t count_;  // the work queued before the mark
+};
+
+class HostQueue final : public DeviceQueue {
+ public:
+  void to_device(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  Status launch(const std::function<Status(void* stream)>& enqueue) override {
+    work_->queue([enqueue] { return enqueue(nullptr); });
+    return Status();
+  }
+  std::unique_ptr<QueueMark> mark() override { return std::make_unique<HostMark>(work_, work_->queued()); }
+
+ private:
+  void copy(void* dst, const void* src, size_t bytes) {
+    work_->queue([=] {
+      std::memcpy(dst, src, bytes);
+      return Status();
+    });
+  }
+  std::shared_ptr<HostWork> work_ = std::make_shared<HostWork>();
+};
+
 class HostCopies final : public SpanCopies {
  public:
   explicit HostCopies(bool timing) : SpanCopies(at::kCPU), timing_(timing) {}
   void after_device_copies(const std::function<void()>& enqueue) override { enqueue(); }
   std::unique_ptr<IdleGap> open_idle_gap() override { return std::make_unique<HostGap>(); }
+  std::unique_ptr<DeviceQueue> queue() override { return std::make_unique<HostQueue>(); }
 
  private:
   std::unique_ptr<CopyDone> copy(const std::vector<Span>& spans, bool, const std::vector<at::Tensor>&) override {
@@ -99,17 +208,72 @@ class HostCopies final : public SpanCopies {
 
 #ifdef TIERZERO_OFFLOAD_CUDA
 
-class CudaDone final : public CopyDone {
+// Queues `spans` (host to device when `h2d`, else back) on `stream`, its device current.
+void copy_spans(const std::vector<Span>& spans, bool h2d, cudaStream_t stream) {
+  const cudaMemcpyKind kind = h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  for (const Span& span : spans)
+    throw_if_error(cuda_status(cudaMemcpyAsync(span.dst, span.src, span.bytes, kind, stream), "cudaMemcpyAsync"));
+}
+
+// What is queued on a stream so far: a side stream's copies (timed from `start` when not null) or a
+// queue's work.
+class CudaDone final : public QueueMark {
  public:
-  CudaDone(at::cuda::CUDAEvent done, std::unique_ptr<at::cuda::CUDAEvent> start)
-      : done_(std::move(done)), start_(std::move(start)) {}
-  void wait_host() override { done_.synchronize(); }
+  CudaDone(const c10::cuda::CUDAStream& stream, std::unique_ptr<at::cuda::CUDAEvent> start)
+      : done_(start ? cudaEventDefault : cudaEventDisableTiming), start_(std::move(start)) {
+    done_.record(stream);
+  }
+  void wait_host() override {
+    throw_if_error(cuda_status(cudaEventSynchronize(done_.event()), "cudaEventSynchronize"));
+  }
   void order_current_stream() override { done_.block(c10::cuda::getCurrentCUDAStream(done_.device_index())); }
   double seconds() override { return start_ ? start_->elapsed_time(done_) / 1e3 : 0.0; }
+  bool ran() override {
+    const cudaError_t state = cudaEventQuery(done_.event());
+    if (state == cudaErrorNotReady) {
+      cudaGetLastError();  // not an error: clear it
+      return false;
+    }
+    throw_if_error(cuda_status(state, "cudaEventQuery"));
+    return true;
+  }
 
  private:
   at::cuda::CUDAEvent done_;
   std::unique_ptr<at::cuda::CUDAEvent> start_;
+};
+
+class CudaQueue final : public DeviceQueue {
+ public:
+  explicit CudaQueue(at::DeviceIndex device) : stream_(create_stream(device)) {}
+  ~CudaQueue() override {
+    cudaStreamSynchronize(stream_.stream());  // nothing queued outlives the buffers the caller frees next
+    cudaStreamDestroy(stream_.stream());
+  }
+  CudaQueue(const CudaQueue&) = delete;
+  CudaQueue& operator=(const CudaQueue&) = delete;
+
+  void to_device(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes, /*h2d=*/true); }
+  void to_host(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes, /*h2d=*/false); }
+  Status launch(const std::function<Status(void* stream)>& enqueue) override {
+    c10::cuda::CUDAGuard guard(stream_.device_index());
+    return enqueue(stream_.stream());
+  }
+  std::unique_ptr<QueueMark> mark() override { return std::make_unique<CudaDone>(stream_, nullptr); }
+
+ private:
+  static c10::cuda::CUDAStream create_stream(at::DeviceIndex device) {
+    c10::cuda::CUDAGuard guard(device);
+    cudaStream_t stream = nullptr;
+    throw_if_error(cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+    return c10::cuda::getStreamFromExternal(stream, device);
+  }
+  void copy(void* dst, const void* src, size_t bytes, bool h2d) {
+    c10::cuda::CUDAGuard guard(stream_.device_index());
+    copy_spans({{dst, src, bytes}}, h2d, stream_.stream());
+  }
+
+  c10::cuda::CUDAStream stream_;
 };
 
 class CudaGap final : public IdleGap {
@@ -145,6 +309,9 @@ class CudaCopies final : public SpanCopies {
     c10::cuda::CUDAGuard guard(device_);
     return std::make_unique<CudaGap>(device_);
   }
+  std::unique_ptr<DeviceQueue> queue() override {
+    return std::make_unique<CudaQueue>(device_.has_index() ? device_.index() : c10::cuda::current_device());
+  }
 
  private:
   // The device memory is not reused by LibTorch's allocator before the copy on `side` has run.
@@ -153,7 +320,6 @@ class CudaCopies final : public SpanCopies {
     const c10::cuda::CUDAStream& side = h2d ? h2d_ : d2h_;
     for (const at::Tensor& tensor : device_memory)
       c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), side);
-    const cudaMemcpyKind kind = h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     c10::cuda::CUDAGuard guard(device_);
     at::cuda::CUDAEvent ready;
     ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
@@ -163,12 +329,8 @@ class CudaCopies final : public SpanCopies {
       start = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
       start->record(side);
     }
-    for (const Span& span : spans)
-      throw_if_error(cuda_status(cudaMemcpyAsync(span.dst, span.src, span.bytes, kind, side.stream()),
-                                 "cudaMemcpyAsync (offloaded step)"));
-    at::cuda::CUDAEvent done(timing_ ? cudaEventDefault : cudaEventDisableTiming);
-    done.record(side);
-    return std::make_unique<CudaDone>(std::move(done), std::move(start));
+    copy_spans(spans, h2d, side.stream());
+    return std::make_unique<CudaDone>(side, std::move(start));
   }
 
   bool timing_;

@@ -63,11 +63,11 @@ std::vector<std::span<std::byte>> bytes_of(const std::vector<at::Tensor>& tensor
 at::Tensor byte_tensor(std::span<const std::byte> bytes);
 
 // ---- Side-stream copies -------------------------------------------------------------------------
-// Copies between the compute device and pinned host memory on side streams, every one training
-// makes (the stack's one CUDA copy path; `tierzero bench pcie` times it). Each is ordered after the
-// work queued so far on the device's current stream by an event (never a device-wide sync) and
-// completes as a CopyDone. On a CPU "device" a copy is a memcpy done at once, so the same code runs,
-// and is tested, without a GPU.
+// Copies between the compute device and pinned host memory, every one training makes (the stack's
+// one CUDA copy path; `tierzero bench pcie` times it): on side streams, each ordered after the work
+// queued so far on the device's current stream by an event (never a device-wide sync) and completing
+// as a CopyDone, or on a DeviceQueue of their own. On a CPU "device" a side-stream copy is a memcpy
+// done at once, so the same code runs, and is tested, without a GPU.
 
 // A queued copy; as a ReaderFence (offload.h), the copy that still reads its host buffer.
 class CopyDone : public ReaderFence {
@@ -103,6 +103,39 @@ struct DeviceUpload {
   std::unique_ptr<CopyDone> done;
 };
 
+// A point in a DeviceQueue: everything queued on it before the mark (seconds() is 0). Its waits
+// throw tierzero::Error with the queue's error (CUDA's, or a CPU "device"'s kernel's).
+class QueueMark : public CopyDone {
+ public:
+  // Whether everything queued before the mark has run; never blocks.
+  virtual bool ran() = 0;
+};
+
+// A stream of its own on the device for work the host queues in order and never waits on while
+// queuing: copies between host memory and device memory, and kernels (DeviceCopies::queue). The
+// offloaded optimizer's GPU share (engine/zero's device_share.h) uploads a sub-group's state, steps it
+// there and downloads it on one while the CPU steps the others. Nothing on a queue is ordered with the
+// compute stream or the side streams. On a CPU "device" a thread of the queue's own does the work in
+// order (memcpy; the kernel's enqueue gets a null stream), so the same code runs, and is tested,
+// without a GPU, overlapping the host's as it would a GPU's. Its calls throw tierzero::Error with
+// CUDA's error.
+class DeviceQueue {
+ public:
+  virtual ~DeviceQueue() = default;
+  // Queues a copy of `bytes` from host memory `src` (pinned, else CUDA copies it synchronously;
+  // unchanged until the copy ran) to device memory `dst`.
+  virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
+  // Queues a copy of `bytes` from device memory `src` to host memory `dst` (not read before the copy
+  // ran).
+  virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Queues a kernel after what is queued: CUDA calls `enqueue` now with the queue's stream (a
+  // cudaStream_t, its device current) and returns its status; a CPU "device" calls a copy of it on the
+  // queue's thread, in turn, with nullptr, and returns ok (its error is thrown by the marks' waits).
+  virtual Status launch(const std::function<Status(void* stream)>& enqueue) = 0;
+  // A mark after everything queued so far.
+  virtual std::unique_ptr<QueueMark> mark() = 0;
+};
+
 class DeviceCopies {
  public:
   // Side streams on `device` (CUDA: one device-to-host and one host-to-device stream from
@@ -110,6 +143,8 @@ class DeviceCopies {
   // tierzero::Error for a CUDA device in a build without CUDA.
   static std::unique_ptr<DeviceCopies> create(at::Device device, bool timing);
   virtual ~DeviceCopies() = default;
+  // The device the copies reach.
+  virtual at::Device device() const = 0;
 
   // Queues a copy of `src` (contiguous, on the device) into `dst` (src.nbytes() of pinned host
   // memory), after the work queued so far on the current stream (the reduction that wrote src).
@@ -130,43 +165,10 @@ class DeviceCopies {
   // Opens an IdleGap on the device's current stream (for the time breakdown; CUDA events with
   // timing). A CPU "device" runs its work when queued: its gap is the host's wall time.
   virtual std::unique_ptr<IdleGap> open_idle_gap() = 0;
-};
-
-// ---- Device queues -------------------------------------------------------------------------------
-// A stream of its own on the device for work the host queues in order and never waits on while
-// queuing: copies between pinned host memory and device memory, and kernels. The offloaded
-// optimizer's GPU share (engine/zero's device_share.h) uploads a sub-group's state, steps it there
-// and downloads it on one while the CPU steps the others. Nothing on a queue is ordered with the
-// compute stream or the DeviceCopies side streams. On a CPU "device" a thread of the queue's own does
-// the work in order (memcpy; the kernel's enqueue gets a null stream), so the same code runs, and is
-// tested, without a GPU, overlapping the host's as it would a GPU's.
-
-// A point in a DeviceQueue: everything queued on it before the mark (seconds() is 0). Its waits
-// throw tierzero::Error with the queue's error (CUDA's, or a CPU "device"'s kernel's).
-class QueueMark : public CopyDone {
- public:
-  // Whether everything queued before the mark has run; never blocks.
-  virtual bool ran() = 0;
-};
-
-class DeviceQueue {
- public:
-  // A queue on `device` (CUDA: a non-blocking stream created for it, destroyed with it; CPU: none).
-  // Throws tierzero::Error for a CUDA device in a build without CUDA, or CUDA's error.
-  static std::unique_ptr<DeviceQueue> create(at::Device device);
-  virtual ~DeviceQueue() = default;
-  // Queues a copy of `bytes` from host memory `src` (pinned, else CUDA copies it synchronously;
-  // unchanged until the copy ran) to device memory `dst`. Throws tierzero::Error with CUDA's error.
-  virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
-  // Queues a copy of `bytes` from device memory `src` to host memory `dst` (not read before the copy
-  // ran). Throws tierzero::Error with CUDA's error.
-  virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
-  // Queues a kernel after what is queued: CUDA calls `enqueue` now with the queue's stream (a
-  // cudaStream_t, its device current) and returns its status; a CPU "device" calls a copy of it on the
-  // queue's thread, in turn, with nullptr, and returns ok (its error is thrown by the marks' waits).
-  virtual Status launch(const std::function<Status(void* stream)>& enqueue) = 0;
-  // A mark after everything queued so far.
-  virtual std::unique_ptr<QueueMark> mark() = 0;
+  // A new DeviceQueue on the device (CUDA: a non-blocking stream created for it, destroyed with it,
+  // which waits for what is queued on it; CPU: a thread). It may outlive the DeviceCopies. Throws
+  // tierzero::Error with CUDA's error.
+  virtual std::unique_ptr<DeviceQueue> queue() = 0;
 };
 
 // `host` (a CPU tensor: a batch's token ids or targets) on `device`, queued on the device's current

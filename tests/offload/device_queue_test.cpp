@@ -1,9 +1,8 @@
-// DeviceQueue (offload/torch/offload_torch.h): work queued in order on a queue of its own. On the CPU
-// "device" (a thread of the queue's): a copy to the "device", a kernel over it and the copy back run
-// in the order queued, after the host returned from queuing them (a mark's ran() turns true, its wait
-// returns), the source untouched; a kernel's error stops the work queued after it and is thrown by
-// every wait from then on. On a CUDA device (DeviceQueueGpu, skipped without one): the copies there
-// and back, the kernel called with the queue's stream.
+// DeviceQueue (DeviceCopies::queue, offload/torch/offload_torch.h): work queued in order on a queue of its own. On the
+// CPU "device" (a thread of the queue's): a copy to the "device", a kernel over it and the copy back run in the order
+// queued, after the host returned from queuing them (a mark's ran() turns true, its wait returns), the source
+// untouched; a kernel's error stops the work queued after it and is thrown by every wait from then on. On a CUDA device
+// (DeviceQueueGpu, skipped without one): the copies there and back, the kernel called with the queue's stream.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
@@ -22,7 +21,7 @@ namespace tierzero::offload {
 namespace {
 
 TEST(DeviceQueue, RunsCopiesAndKernelsInTheOrderQueued) {
-  const std::unique_ptr<DeviceQueue> queue = DeviceQueue::create(at::kCPU);
+  const std::unique_ptr<DeviceQueue> queue = DeviceCopies::create(at::kCPU, /*timing=*/false)->queue();
   std::vector<int> source(1000), device(1000, -1), back(1000, -1);
   for (int i = 0; i < 1000; ++i) source[i] = 3 * i - 7;
   std::atomic<bool> release{false};
@@ -47,7 +46,7 @@ TEST(DeviceQueue, RunsCopiesAndKernelsInTheOrderQueued) {
 }
 
 TEST(DeviceQueue, AKernelsErrorStopsTheRestAndIsThrownByTheWaits) {
-  const std::unique_ptr<DeviceQueue> queue = DeviceQueue::create(at::kCPU);
+  const std::unique_ptr<DeviceQueue> queue = DeviceCopies::create(at::kCPU, /*timing=*/false)->queue();
   int device = 5, back = -1;
   ASSERT_OK(queue->launch([](void*) { return invalid_argument("the kernel refused its buffers"); }));
   queue->to_host(&back, &device, sizeof device);
@@ -66,7 +65,7 @@ TEST(DeviceQueue, AKernelsErrorStopsTheRestAndIsThrownByTheWaits) {
 TEST(DeviceQueueGpu, CopiesThereAndBackAroundAKernelOnItsStream) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   const at::Device device(at::kCUDA, 0);
-  const std::unique_ptr<DeviceQueue> queue = DeviceQueue::create(device);
+  const std::unique_ptr<DeviceQueue> queue = DeviceCopies::create(device, /*timing=*/false)->queue();
   const at::Tensor source = at::arange(1 << 20, at::kInt).pin_memory();
   const at::Tensor back = at::full({1 << 20}, -1, at::kInt).pin_memory();
   const at::Tensor on_device = at::empty({1 << 20}, at::TensorOptions().dtype(at::kInt).device(device));

@@ -105,6 +105,9 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
 // The peak of `tiers` over `items`: resident bytes plus the largest phase.
 uint64_t peak_bytes(const std::vector<MemoryItem>& items, const std::vector<Tier>& tiers);
 
+// The check of `plan` named `name` (a plan has every check plan_figures makes: "pinned", "pageable", ...).
+const TierCheck& check_named(const Plan& plan, const std::string& name);
+
 // Each resource's busy time for one optimizer step of one rank.
 std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& shape, const Machine& machine);
 

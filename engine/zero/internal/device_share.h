@@ -2,10 +2,10 @@
 // stepped on the device, with the compact master step of cpu_adam (step_on_gpu: the same bytes as the
 // CPU kernel on an FMA target), while cpu_adam steps the others. A device piece's gradient and compact
 // state (bf16 weights, int16 residual, the moments and their block scales) are uploaded from its host
-// buffers through offload/'s DeviceQueues into device slots, stepped there and downloaded into the
-// same host buffers, a chunk of at most engine/layout's gpu_share_chunk elements at a time, the
-// chunks taking the queues in turn (one chunk's upload beside another's download). The device
-// buffers are engine/layout's (gpu_share_slot), which the planner counts too.
+// buffers through DeviceQueues (offload/'s DeviceCopies::queue) into device slots, stepped there and downloaded into
+// the same host buffers, a chunk of at most engine/layout's gpu_share_chunk elements at a time, the chunks taking the
+// queues in turn (one chunk's upload beside another's download). The device buffers are engine/layout's
+// (gpu_share_slot), which the planner counts too.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -51,12 +51,12 @@ class DevicePieceDone {
 };
 
 struct DeviceShareSetup {
-  double share = 0.0;                     // tierzero.gpu_optimizer_share, in (0, 1)
-  at::Device device = at::kCPU;           // the compute device (a CPU "device" in tests)
-  state_layout::Layout layout;            // the state's layout (compact master)
-  ElementType grads = ElementType::kF32;  // the host gradient partition's element
-  int64_t chunk = 0;                      // elements of a slot (state_layout::gpu_share_chunk)
-  DeviceKernel kernel;                    // cpu_adam::step_on_gpu, or a test's host kernel
+  double share = 0.0;                       // tierzero.gpu_optimizer_share, in (0, 1)
+  offload::DeviceCopies* copies = nullptr;  // the compute device's copies (a CPU "device" in tests)
+  state_layout::Layout layout;              // the state's layout (compact master)
+  ElementType grads = ElementType::kF32;    // the host gradient partition's element
+  int64_t chunk = 0;                        // elements of a slot (state_layout::gpu_share_chunk)
+  DeviceKernel kernel;                      // cpu_adam::step_on_gpu, or a test's host kernel
 };
 
 class DeviceShare {

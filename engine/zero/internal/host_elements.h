@@ -38,14 +38,28 @@ void split_master_parallel(std::span<const float> master, std::span<uint16_t> hi
 // Compact master conversions over host tensors (split_master_parallel / cpu_adam::join_master):
 // elements [begin, begin + n) of `hi` (bf16) and `residual` (int16) from / into `master` (n fp32).
 // Throw tierzero::Error on a size mismatch.
-void split_master_range(std::span<const float> master, const at::Tensor& hi, const at::Tensor& residual,
-                        int64_t begin);
+void split_master_range(std::span<const float> master, const at::Tensor& hi, const at::Tensor& residual, int64_t begin);
 void join_master_range(const at::Tensor& hi, const at::Tensor& residual, int64_t begin, std::span<float> master);
 // 8-bit moments: `values` (fp32) encoded into / decoded from elements [begin, begin + n) of `codes`
 // (kChar / kByte) and their scales (`begin` a multiple of cpu_adam::kMomentBlock).
 void encode_moment_range(std::span<const float> values, const at::Tensor& codes, const at::Tensor& scales,
                          int64_t begin);
 void decode_moment_range(const at::Tensor& codes, const at::Tensor& scales, int64_t begin, std::span<float> values);
+
+// Where optimizer state `s` (0 the master, 1 exp_avg, 2 exp_avg_sq) of a run of elements lives:
+// `part`, the fp32 master or a compact master's int16 residual, the moment or its 8-bit codes;
+// `scales`, 8-bit moments' block scales; `hi`, a compact master's bf16 half (indexed as `part`).
+// `converted`: held in another form than its checkpoint's (a compact master, 8-bit moments).
+struct StateHome {
+  int s = 0;
+  bool converted = false;
+  at::Tensor part, scales, hi;
+};
+// Elements [begin, begin + n) of `home`'s state in its checkpoint dtype into `out` (n elements of
+// it) / from `in`: copied, joined / split (compact master) or decoded / encoded (8-bit moments,
+// `begin` on a block). Throw tierzero::Error.
+void read_state(const StateHome& home, int64_t begin, std::span<std::byte> out);
+void write_state(const StateHome& home, int64_t begin, std::span<const std::byte> in);
 
 // `src` (fp32, host) into `dst` (any float dtype and device, same numel): bf16 rounded to nearest
 // with ties away from zero when `away` (the compact master's high half), else as Tensor::copy_ casts.

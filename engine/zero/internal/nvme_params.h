@@ -47,9 +47,9 @@ struct NvmeParamsSetup {
   int64_t shard_numel = 0;               // this rank's shard (padding included)
   int64_t record_numel = 0;              // the optimizer's sub-group: min(sub_group_size, shard_numel)
   at::ScalarType dtype = at::kBFloat16;  // the compute dtype
-  std::vector<at::Tensor> read_buffers;  // buffer_count pinned byte buffers of read_buffer_bytes()
-  std::vector<at::Tensor> windows;       // 2 pinned byte buffers of window_bytes()
-  at::Tensor host_records;               // host_record_count() records (dtype), pinned; may be empty
+  std::vector<at::Tensor> read_buffers;  // buffer_count pinned byte buffers (state_layout::param_read_buffer_bytes)
+  std::vector<at::Tensor> windows;       // 2 pinned byte buffers of a record (record_numel elements)
+  at::Tensor host_records;               // state_layout::param_records_in_memory records (dtype), pinned; may be empty
 };
 
 // One piece of a read: shard elements [begin, begin + count), bound for element `dst_offset` of the
@@ -88,15 +88,6 @@ Status check_read_buffers(const ShardedLayout& layout, const std::vector<std::ve
 
 class NvmeParams final : public ComputeWeightsSink {
  public:
-  // Bytes of one pinned read buffer for `buffer_numel` elements of `dtype` (room for a piece's
-  // alignment on both sides).
-  static int64_t read_buffer_bytes(int64_t buffer_numel, at::ScalarType dtype);
-  // Bytes of one write window for `record_numel` elements of `dtype`.
-  static int64_t window_bytes(int64_t record_numel, at::ScalarType dtype);
-  // Records kept in host memory for max_in_cpu elements of a shard of `shard_numel` elements in
-  // records of `record_numel`.
-  static int64_t host_record_count(int64_t max_in_cpu, int64_t shard_numel, int64_t record_numel);
-
   // Creates the swap files (zero-filled records are not written: write_all() fills them). Throws
   // tierzero::Error: buffer_count or buffer_size out of range naming the key; the swap's errors
   // (disk full with the bytes needed and free; a path that cannot be written).

@@ -58,8 +58,9 @@ TEST(DeviceShareSlots, AreWhatThePlannerCounts) {
       .gpu_optimizer_share = 0.25};
   const int64_t chunk = state_layout::gpu_share_chunk(shape.records());
   ASSERT_EQ(chunk, int64_t{1} << 24);
+  const std::unique_ptr<offload::DeviceCopies> copies = offload::DeviceCopies::create(at::kCPU, /*timing=*/false);
   const DeviceShare share({.share = 0.25,
-                           .device = at::kCPU,
+                           .copies = copies.get(),
                            .layout = shape.layout,
                            .grads = ElementType::kBF16,
                            .chunk = chunk,
