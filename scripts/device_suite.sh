@@ -30,7 +30,8 @@
 #   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed
 #                                      --pipeline on the NVMe path (the optimizer's record pipeline too),
 #                                      estimate with those rates, HOST64_STEPS (6) steps of
-#                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another), then
+#                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another; the disk's time idle,
+#                                      reading, writing or both meanwhile: benchmarks/disk_inflight.py), then
 #                                      benchmarks/disk_bound.py: the step against its disk bound, estimate's step and
 #                                      tier peaks within 15 %, RSS <= 64 GiB, NVMe <= 55 GiB, GPU <= 24 GB
 #   scripts/device.sh scripts/device_suite.sh kernels OUTDIR   benchmarks/layer_kernels.py: one decoder layer of each
@@ -200,7 +201,8 @@ case "$what" in
     "$tz" estimate --model "$model" --config "$cfg" --bench-json "$out/io_mixed.json" --json "$out/estimate_host64.json" \
       > "$out/estimate_host64.txt" 2>&1
     grep -E 'predicted step|Result' "$out/estimate_host64.txt"
-    python3 benchmarks/train_bench_util.py measure --json "$out/train_host64.measure.json" --log "$out/train_host64.log" \
+    python3 benchmarks/disk_inflight.py --path "$nvme" --json "$out/inflight_host64.json" -- \
+      python3 benchmarks/train_bench_util.py measure --json "$out/train_host64.measure.json" --log "$out/train_host64.log" \
       --timeout "${HOST64_TIMEOUT:-540}" -- "$tz" train --model-config "$model" --config "$cfg" \
       --data configs/data/tiny_corpus.u16 --steps "${HOST64_STEPS:-6}" --metrics "$out/train_host64.jsonl" || true
     grep -E 'start-up|^step|^done' "$out/train_host64.log" | cut -c1-400

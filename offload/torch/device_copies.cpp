@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #ifdef TIERZERO_OFFLOAD_CUDA
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -369,6 +371,8 @@ Status limit_device_memory(at::Device device, uint64_t bytes) {
     return out_of_space("tierzero.gpu_memory_limit " + format_bytes(bytes) + " (" + std::to_string(bytes) +
                         " bytes) exceeds the " + format_bytes(total) + " of " + device.str() +
                         "; lower tierzero.gpu_memory_limit or remove it");
+  if (std::getenv("PYTORCH_CUDA_ALLOC_CONF") == nullptr && std::getenv("PYTORCH_ALLOC_CONF") == nullptr)
+    c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
   // Before a process's first CUDA tensor LibTorch's caching allocator is not set up yet, and the
   // fraction would be refused ("Allocator not initialized for device"): set it up first.
   at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);

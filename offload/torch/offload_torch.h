@@ -178,7 +178,11 @@ class DeviceCopies {
 at::Tensor inputs_to_device(const at::Tensor& host, at::Device device);
 
 // Caps what LibTorch's caching allocator may hold on `device` at `bytes` (tierzero.gpu_memory_limit;
-// 0 = no cap): an allocation past it fails with CUDA's out-of-memory error. kOutOfSpace naming the
+// 0 = no cap): an allocation past it fails with CUDA's out-of-memory error. Under a cap the
+// allocator grows its segments in place (expandable segments) unless PYTORCH_CUDA_ALLOC_CONF or
+// PYTORCH_ALLOC_CONF says otherwise: the window's grouped layers and the head's one-micro-batch
+// logits free blocks of other sizes, which fixed segments could not reuse under the cap (an H100
+// run of the 7.6B at 22.35 GiB failed with 12 GiB reserved and unallocated). kOutOfSpace naming the
 // key, the bytes asked and the device's total when `bytes` exceeds the device; ok and nothing done
 // for a CPU device.
 Status limit_device_memory(at::Device device, uint64_t bytes);
