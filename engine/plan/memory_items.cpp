@@ -281,6 +281,7 @@ struct RecomputeBytes {
 };
 RecomputeBytes recompute_bytes(const ModelDims& m, const RunShape& s) {
   const double tokens = static_cast<double>(s.micro) * s.seq;
+  // LoRA dropout: each adapted projection's dropped input (e bytes) and its mask (1 byte) per feature.
   const double dropout_per_token = static_cast<double>(s.lora_dropout_features) * (s.compute_bytes + 1);
   return {.layer = tokens * (layer_bytes_per_token(m, s.compute_bytes, s.seq) + dropout_per_token),
           .logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * s.compute_bytes)};
@@ -312,12 +313,10 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
           tokens * (static_cast<double>(m.num_hidden_layers + 1) * m.hidden_size * e + 8),
           std::to_string(m.num_hidden_layers + 1) + " x [" + std::to_string(s.micro) + " x " + std::to_string(s.seq) +
               " x " + std::to_string(m.hidden_size) + "] x " + std::to_string(e) + " B + token ids");
-  // LoRA dropout: each adapted projection's dropped input (e bytes) and its mask (1 byte) per feature.
-  const double dropout_per_token = static_cast<double>(s.lora_dropout_features) * (e + 1);
   const auto [layer, logits] = recompute_bytes(m, s);
   char formula[200];
   std::snprintf(formula, sizeof formula, "max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
-                count_text(layer_bytes_per_token(m, e, s.seq) + dropout_per_token).c_str(), static_cast<long long>(s.micro * s.seq),
+                count_text(layer / tokens).c_str(), static_cast<long long>(s.micro * s.seq),
                 static_cast<long long>(m.vocab_size), count_text(tokens).c_str());
   out.add(Tier::kGpu,
           logits >= layer ? "activations: LM head recomputed (logits, loss)" : "activations: one layer recomputed",
