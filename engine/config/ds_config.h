@@ -99,6 +99,11 @@
 // |                              |                        |         | layer; a divisor of the accumulation     |
 // |                              |                        |         | steps; "auto": on a GPU the largest that |
 // |                              |                        |         | fits its budget, 1 without a GPU         |
+// | tierzero.kept_activations    | integer >= 0 or "auto" | 0       | decoder layers, the last ones, whose     |
+// |                              |                        |         | forward graphs the window keeps for the  |
+// |                              |                        |         | backward instead of recomputing them     |
+// |                              |                        |         | (window_pass.h); "auto": on a GPU as many|
+// |                              |                        |         | as fit its budget, 0 without a GPU       |
 // | tierzero.offload_grad_accumulator | "auto", "device",  | "auto"  | where an offloaded optimizer's step sums |
 // |                              | or "host"              |         | micro-batches (zero_engine.h)            |
 // | tierzero.checkpoint.compression | "none" or "zstd"    | "none"  | engine checkpoint compression            |
@@ -281,6 +286,8 @@ enum class OffloadGradDtype : uint8_t { kFp32, kBf16 };
 inline constexpr int64_t kOptimizerRecordsAuto = -1;
 // tierzero.window_group "auto": the planner picks the largest group that fits (engine/plan).
 inline constexpr int64_t kWindowGroupAuto = 0;
+// tierzero.kept_activations "auto": the planner keeps as many layers' graphs as fit (engine/plan).
+inline constexpr int64_t kKeptActivationsAuto = -1;
 // tierzero.checkpoint.write_behind "auto" (engine/train's write_behind.h resolves it).
 inline constexpr int64_t kWriteBehindAuto = -1;
 // Where an offloaded optimizer's step sums the micro-batches of a window (GPU or host memory).
@@ -326,6 +333,7 @@ struct TierzeroConfig {
   int64_t grad_ring_records = 0;            // >= 0; 0: the whole host gradient partition
   double gpu_optimizer_share = 0.0;         // [0, 1): the offloaded optimizer's elements stepped on the GPU
   int64_t window_group = kWindowGroupAuto;  // >= 1, or kWindowGroupAuto: micro-batches a window runs at once
+  int64_t kept_activations = 0;             // >= 0, or kKeptActivationsAuto: decoder layers not recomputed
   OffloadGradAccumulator offload_grad_accumulator = OffloadGradAccumulator::kAuto;
   CheckpointCompression checkpoint_compression = CheckpointCompression::kNone;
   int checkpoint_compression_level = 3;

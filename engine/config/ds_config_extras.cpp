@@ -166,6 +166,12 @@ Status parse_tierzero(JsonFields& root, const TrainerFlags& flags, TierzeroConfi
     return invalid_argument(t.path_of("window_group") + " must be an integer >= 1 or \"auto\", got " +
                             t.raw("window_group").dump());
   }
+  if (t.is_auto("kept_activations")) {
+    out->kept_activations = kKeptActivationsAuto;
+  } else if (Status read = t.read_int("kept_activations", &out->kept_activations, 0); !read.ok()) {
+    return invalid_argument(t.path_of("kept_activations") + " must be an integer >= 0 or \"auto\", got " +
+                            t.raw("kept_activations").dump());
+  }
   TZ_RETURN_IF_ERROR(t.read_double("gpu_optimizer_share", &out->gpu_optimizer_share, 0.0, 1.0));
   if (out->gpu_optimizer_share >= 1.0)
     return invalid_argument(t.path_of("gpu_optimizer_share") +
@@ -245,6 +251,12 @@ Status check_state_layout(const DsConfig& c) {
         "must divide gradient_accumulation_steps (this config has stage " +
         std::to_string(c.zero.stage) + " and " + std::to_string(accum) +
         " accumulation steps); choose a divisor, or \"auto\"");
+  if (t.kept_activations > 0 && (c.zero.stage != 3 || accum < 2))
+    return invalid_argument("tierzero.kept_activations " + std::to_string(t.kept_activations) +
+                            " keeps decoder layers' graphs in the window of a step's micro-batches: it needs "
+                            "zero_optimization.stage 3 and gradient_accumulation_steps >= 2 (this config has stage " +
+                            std::to_string(c.zero.stage) + " and " + std::to_string(accum) +
+                            " accumulation steps); set those, or 0 / \"auto\"");
   return {};
 }
 

@@ -80,6 +80,7 @@ json tierzero_json(const TierzeroConfig& t) {
        t.optimizer_records_in_memory == kOptimizerRecordsAuto ? json("auto") : json(t.optimizer_records_in_memory)},
       {"gpu_optimizer_share", t.gpu_optimizer_share},
       {"window_group", t.window_group == kWindowGroupAuto ? json("auto") : json(t.window_group)},
+      {"kept_activations", t.kept_activations == kKeptActivationsAuto ? json("auto") : json(t.kept_activations)},
       {"offload_grad_accumulator", offload_grad_accumulator_name(t.offload_grad_accumulator)},
       {"checkpoint",
        {{"compression", t.checkpoint_compression == CheckpointCompression::kNone ? "none" : "zstd"},

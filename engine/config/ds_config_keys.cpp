@@ -26,8 +26,8 @@ constexpr const char* kAttribute =
     "not a key DeepSpeed reads: the name of an attribute of its config object, which DeepSpeed prints as its "
     "configuration and ignores as a key";
 constexpr const char* kRecompute =
-    "tierzero recomputes every layer in backward regardless (activation "
-    "checkpointing per layer is built in)";
+    "tierzero recomputes each layer in backward (activation checkpointing per layer is built in; "
+    "tierzero.kept_activations keeps the last layers' graphs instead)";
 
 constexpr ConfigKey kKeys[] = {
     {"train_batch_size", H, "", "DeepSpeed's derivation and checks"},
@@ -297,6 +297,11 @@ constexpr ConfigKey kKeys[] = {
      "through each decoder layer: larger matrix products, the group's weight gradients summed inside them; an "
      "integer dividing gradient_accumulation_steps, or \"auto\" (default): on a GPU the largest that fits its "
      "budget, 1 without one; 1 gives the bits of the micro-batch-by-micro-batch path"},
+    {"tierzero.kept_activations", H, "",
+     "decoder layers, the last ones, whose forward graphs (their activations) the window keeps on the GPU for "
+     "the backward instead of recomputing the layer there: less compute, more GPU memory; an integer >= 0 "
+     "(default 0: every layer recomputed), or \"auto\": on a GPU as many as fit its budget beside the rest of "
+     "the plan, 0 without one"},
     {"tierzero.offload_grad_accumulator", H, "",
      "where an offloaded optimizer's step sums the micro-batches of a window: \"device\" in an fp32 accumulator on "
      "the GPU (4 B/param of this rank's partition), landing once per step; \"host\" lands every micro-batch (a D2H "

@@ -46,7 +46,9 @@ class Items {
 // norms' fp32 ones). Gemma's two extra norms and the q/k norms' inputs count too; Gemma 2's eager
 // attention keeps its [heads, seq_len] scores per token (scores, capped, masked in e bytes; the
 // softmax in fp32 and cast back).
-double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
+// The saved intermediates alone (what a layer's graph holds from its forward to its backward:
+// tierzero.kept_activations) and with the gradients in flight (its recomputation's peak).
+double layer_saved_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
   const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
@@ -56,8 +58,12 @@ double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
   if (m.eager_attention) {
     saved += static_cast<double>(m.num_attention_heads) * static_cast<double>(seq_len) * (4 * e + 4);
   }
+  return saved;
+}
+double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
+  const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
   const double in_flight = e * (h + 2 * i) + 8 * h;
-  return saved + in_flight;
+  return layer_saved_bytes_per_token(m, e, seq_len) + in_flight;
 }
 
 // The parameters' copies outside the pinned list (host_buffers lists the pinned ones and the swap files).
@@ -275,16 +281,20 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
 
 // What one micro-batch's recomputation holds at the backward's peak: a decoder layer's intermediates
 // (LoRA dropout's copies and masks included) and the LM head's logits, loss and their gradients.
+// `kept`: what one micro-batch's graph of a decoder layer holds from its forward to its backward when
+// the window keeps it (tierzero.kept_activations): the saved intermediates alone.
 struct RecomputeBytes {
   double layer = 0;
   double logits = 0;
+  double kept = 0;
 };
 RecomputeBytes recompute_bytes(const ModelDims& m, const RunShape& s) {
   const double tokens = static_cast<double>(s.micro) * s.seq;
   // LoRA dropout: each adapted projection's dropped input (e bytes) and its mask (1 byte) per feature.
   const double dropout_per_token = static_cast<double>(s.lora_dropout_features) * (s.compute_bytes + 1);
   return {.layer = tokens * (layer_bytes_per_token(m, s.compute_bytes, s.seq) + dropout_per_token),
-          .logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * s.compute_bytes)};
+          .logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * s.compute_bytes),
+          .kept = tokens * (layer_saved_bytes_per_token(m, s.compute_bytes, s.seq) + dropout_per_token)};
 }
 
 // What a window group of `group` micro-batches adds to the backward's peak: its decoder layer
@@ -306,6 +316,30 @@ int64_t window_group(int64_t asked, const RunShape& s, const RecomputeBytes& r, 
   return 1;
 }
 
+// One kept decoder layer (window_pass.h): every micro-batch's graph of it, and its matmul weights,
+// which the graphs hold from the forward to the backward (the frozen base's with tierzero.lora).
+double kept_layer_bytes(const ModelDims& m, const RunShape& s, const RecomputeBytes& r) {
+  return static_cast<double>(s.accum) * r.kept + static_cast<double>(layer_matmul_params(m)) * s.compute_bytes;
+}
+
+// tierzero.kept_activations resolved: the layers asked for (at most the model's), or "auto": on a GPU
+// the most whose graphs fit the room beside `held` (the window's other bytes), counting a group's
+// recomputation only while some layer is still recomputed, within 90 % of the budget (the graphs'
+// many tensors of every size fragment the allocator's segments; the rest of the plan is counted to
+// the byte); 0 without a GPU.
+int64_t kept_layers(int64_t asked, const ModelDims& m, const RunShape& s, const RecomputeBytes& r,
+                    state_layout::GpuRoom room, uint64_t held, double group_bytes) {
+  const int64_t layers = m.num_hidden_layers;
+  if (asked != kKeptActivationsAuto) return std::min(asked, layers);
+  if (s.compute_on_cpu) return 0;
+  room.budget = room.budget / 10 * 9;
+  for (int64_t k = layers; k > 0; --k) {
+    const double recomputed = k < layers ? group_bytes : 0.0;
+    if (room.fits(held + u(static_cast<double>(k) * kept_layer_bytes(m, s, r) + recomputed))) return k;
+  }
+  return 0;
+}
+
 void activations(Items& out, const ModelDims& m, const RunShape& s) {
   const double tokens = static_cast<double>(s.micro) * s.seq;
   const int e = s.compute_bytes;
@@ -313,7 +347,8 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
           tokens * (static_cast<double>(m.num_hidden_layers + 1) * m.hidden_size * e + 8),
           std::to_string(m.num_hidden_layers + 1) + " x [" + std::to_string(s.micro) + " x " + std::to_string(s.seq) +
               " x " + std::to_string(m.hidden_size) + "] x " + std::to_string(e) + " B + token ids");
-  const auto [layer, logits] = recompute_bytes(m, s);
+  const RecomputeBytes recompute = recompute_bytes(m, s);
+  const double layer = recompute.layer, logits = recompute.logits;
   char formula[200];
   std::snprintf(formula, sizeof formula, "max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
                 count_text(layer / tokens).c_str(), static_cast<long long>(s.micro * s.seq),
@@ -387,6 +422,7 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
   s.device_accumulator = false;
   s.window_bytes = 0;
   s.window_group = 1;
+  s.kept_layers = 0;
   // The engine's room and its accumulator choice (engine/layout): the same functions.
   const state_layout::GpuRoom room{.on_gpu = !s.compute_on_cpu,
                                    .budget = config.tierzero.gpu_memory_limit > 0 ? config.tierzero.gpu_memory_limit
@@ -416,9 +452,18 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
     const RecomputeBytes recompute = recompute_bytes(model, s);
     s.window_group =
         window_group(config.tierzero.window_group, s, recompute, room, accumulator + static_cast<uint64_t>(window));
-    if (s.window_group > 1 && !s.compute_on_cpu)
-      out.add(Tier::kGpu, "window: a group's decoder layer recomputed", Phase::kBackward,
-              window_group_bytes(s.window_group, recompute),
+    const double group_bytes = window_group_bytes(s.window_group, recompute);
+    s.kept_layers = kept_layers(config.tierzero.kept_activations, model, s, recompute, room,
+                                accumulator + static_cast<uint64_t>(window), group_bytes);
+    if (s.kept_layers > 0 && !s.compute_on_cpu)
+      out.add(Tier::kGpu, "window: kept decoder layers' graphs", Phase::kBackward,
+              static_cast<double>(s.kept_layers) * kept_layer_bytes(model, s, recompute),
+              std::to_string(s.kept_layers) + " x (" + std::to_string(s.accum) + " x " + count_text(recompute.kept) +
+                  " B + " + std::to_string(s.compute_bytes) + " B x " +
+                  count_text(static_cast<double>(layer_matmul_params(model))) +
+                  " weights) (tierzero.kept_activations: the last layers' graphs, not recomputed; window_pass.h)");
+    if (s.window_group > 1 && !s.compute_on_cpu && s.kept_layers < model.num_hidden_layers)
+      out.add(Tier::kGpu, "window: a group's decoder layer recomputed", Phase::kBackward, group_bytes,
               std::to_string(s.window_group) + " x layer " + count_text(recompute.layer) + " B - max(layer, logits " +
                   count_text(recompute.logits) + " B) (tierzero.window_group: " + std::to_string(s.window_group) +
                   " micro-batches a batch through each decoder layer; window_pass.h)");

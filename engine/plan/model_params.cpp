@@ -95,12 +95,15 @@ uint64_t window_bytes(int64_t micro_batches, int64_t tokens, int64_t hidden_size
          static_cast<uint64_t>(largest_unit) * sizeof(float);
 }
 
-double flops_per_token(const ModelDims& m, int64_t seq_len, bool weight_grads) {
-  const double matmul = static_cast<double>(m.num_hidden_layers) * static_cast<double>(layer_matmul_params(m)) +
-                        static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
-  const double attention = 16.0 * static_cast<double>(m.num_hidden_layers) *
-                           static_cast<double>(m.num_attention_heads * m.head_dim) * static_cast<double>(seq_len);
-  return (weight_grads ? 8.0 : 6.0) * matmul + attention;
+double flops_per_token(const ModelDims& m, int64_t seq_len, bool weight_grads, int64_t kept_layers) {
+  const double layer = static_cast<double>(layer_matmul_params(m));
+  const double matmul =
+      static_cast<double>(m.num_hidden_layers) * layer + static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
+  const double attention_forward =
+      4.0 * static_cast<double>(m.num_attention_heads * m.head_dim) * static_cast<double>(seq_len);
+  const double recomputation_saved = static_cast<double>(kept_layers) * (2.0 * layer + attention_forward);
+  return (weight_grads ? 8.0 : 6.0) * matmul + 4.0 * static_cast<double>(m.num_hidden_layers) * attention_forward -
+         recomputation_saved;
 }
 
 }  // namespace tierzero::engine::plan

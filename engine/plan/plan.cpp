@@ -94,6 +94,7 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   for (MemoryItem& item : engine_choice_items(model, config, machine, p.gpu_allocated_base_bytes, s))
     p.items.push_back(std::move(item));
   p.window_group = s.window_group;
+  p.kept_layers = s.kept_layers;
   if (s.optimizer_nvme) {
     p.optimizer_records = s.records().count();
     p.optimizer_records_in_memory = s.records_in_memory;

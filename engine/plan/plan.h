@@ -213,6 +213,7 @@ struct Plan {
   int64_t gradient_accumulation_steps = 0;
   int64_t tokens_per_step = 0;  // per rank
   int64_t window_group = 1;     // micro-batches the window runs as one batch (tierzero.window_group resolved)
+  int64_t kept_layers = 0;      // decoder layers the window does not recompute (tierzero.kept_activations resolved)
 
   std::vector<MemoryItem> items;
   std::vector<StateBytes> state_bytes;  // the state layout per tier: weights, master, m + v, gradients, total

@@ -43,6 +43,7 @@ void each_scalar(P& p, F&& f) {
   f("gradient_accumulation_steps", p.gradient_accumulation_steps);
   f("tokens_per_step", p.tokens_per_step);
   f("window_group", p.window_group);
+  f("kept_layers", p.kept_layers);
   f("gpu_allocated_peak_bytes", p.gpu_allocated_peak_bytes);
   f("gpu_allocated_base_bytes", p.gpu_allocated_base_bytes);
   f("step_seconds", p.step_seconds);

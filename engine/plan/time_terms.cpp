@@ -1,6 +1,7 @@
 // Each resource's busy time for one optimizer step of one rank (plan.h: the overlap model).
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "engine/plan/internal/model_params.h"
 #include "engine/plan/internal/plan_core.h"
@@ -32,14 +33,16 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   std::vector<TimeTerm> terms;
   const double tokens = static_cast<double>(s.micro) * s.seq * s.accum;
   // tierzero.lora: the base's weights take no gradients (the adapters' are negligible).
-  const double per_token = flops_per_token(model, s.seq, /*weight_grads=*/!s.lora);
+  const double per_token = flops_per_token(model, s.seq, /*weight_grads=*/!s.lora, s.kept_layers);
   const double flops = tokens * per_token;
   const double rate = machine.gpu_tflops.value * 1e12 * machine.compute_efficiency;
-  char detail[200];
+  char detail[240];
+  const std::string kept =
+      s.kept_layers > 0 ? ", " + std::to_string(s.kept_layers) + " layers not recomputed (tierzero.kept_activations)" : "";
   std::snprintf(detail, sizeof detail,
-                "%s tokens x %s FLOP/token (%d x matmul params + attention) / (%.0f TFLOPS x %.2f)",
-                count_text(tokens).c_str(), count_text(per_token).c_str(), s.lora ? 6 : 8, machine.gpu_tflops.value,
-                machine.compute_efficiency);
+                "%s tokens x %s FLOP/token (%d x matmul params + attention%s) / (%.0f TFLOPS x %.2f)",
+                count_text(tokens).c_str(), count_text(per_token).c_str(), s.lora ? 6 : 8, kept.c_str(),
+                machine.gpu_tflops.value, machine.compute_efficiency);
   terms.push_back({"gpu compute", seconds(flops, rate), detail});
 
   // H2D: updated weights after the step (offloaded optimizer); stage 3 offloaded parameters for

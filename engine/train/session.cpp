@@ -91,6 +91,7 @@ Result<std::unique_ptr<TrainingSession>> TrainingSession::create(const TrainArgs
   TZ_RETURN_IF_ERROR(s->check_outputs(plan));
   if (s->options_.offload_optimizer) s->options_.planned_gpu_peak_bytes = plan.gpu_allocated_base_bytes;
   s->options_.window_group = plan.window_group;
+  s->options_.kept_layers = plan.kept_layers;
   s->options_.micro_batch_tokens = config.batch.train_micro_batch_size_per_gpu * s->data_.samples->seq_len();
   init_random_weights(args, s->model_);
   if (config.tierzero.lora) TZ_RETURN_IF_ERROR(s->adapt_model());

@@ -8,14 +8,15 @@ namespace tierzero::engine {
 
 ForwardWindow::ForwardWindow(const FunctionalModel& model, at::ScalarType compute_dtype, bool possible,
                              uint64_t accumulator_bytes, state_layout::GpuRoom room, std::string budget_text,
-                             int64_t group)
+                             int64_t group, int64_t kept)
     : model_(model),
       compute_dtype_(compute_dtype),
       possible_(possible),
       accumulator_bytes_(accumulator_bytes),
       room_(room),
       budget_text_(std::move(budget_text)),
-      group_(group) {}
+      group_(group),
+      kept_(kept) {}
 
 bool ForwardWindow::unit_by_unit(int64_t micro_batches, int64_t tokens) {
   if (!possible_ || micro_batches < 2) return false;
@@ -33,7 +34,11 @@ void ForwardWindow::decide(int64_t micro_batches, int64_t tokens) {
       group_ > 1 && micro_batches % group_ == 0
           ? ", decoder layers " + std::to_string(group_) + " micro-batches at a time (tierzero.window_group)"
           : "";
+  const std::string kept =
+      kept_ > 0 ? ", the last " + std::to_string(kept_) + " decoder layers not recomputed (tierzero.kept_activations)"
+                : "";
   const std::string unit_by_unit = "unit by unit across " + std::to_string(micro_batches) + " micro-batches" + grouped +
+                                   kept +
                                    " (+" + format_bytes(extra) +
                                    " of kept unit inputs, output gradients and one unit's fp32 gradient sums";
   if (micro_batches < 2) {

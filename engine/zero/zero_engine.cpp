@@ -482,7 +482,7 @@ void ZeroEngine::choose_step_modes() {
       model_, options_.partition.compute_dtype,
       partitioner_->can_follow_step() && (followed_step_ != nullptr || options_.partition.offload_params),
       grad_accumulation_on_device() ? state_layout::accumulator_bytes(partitioner_->partition_numel()) : 0, room,
-      budget_text(options_, room, comm_.device()), options_.window_group);
+      budget_text(options_, room, comm_.device()), options_.window_group, options_.kept_layers);
   if (options_.micro_batch_tokens > 0)
     window_->decide(options_.gradient_accumulation_steps, options_.micro_batch_tokens);
   check_grad_ring();  // the last step of construction: the modes it needs are chosen
@@ -568,7 +568,8 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
     (std::string(phase) == "forward" ? times_.forward_s : times_.backward_s) += seconds_since(start);
   };
   try {
-    return run_window_pass(model_, *partitioner_, input_ids, targets, loss_multiplier, hooks, options_.window_group);
+    return run_window_pass(model_, *partitioner_, input_ids, targets, loss_multiplier, hooks,
+                           {.group = options_.window_group, .kept_layers = options_.kept_layers});
   } catch (const Error& e) {
     if (step_started_in_backward_) backward_step_->abandon(e.status());
     throw;

@@ -154,6 +154,8 @@ struct ZeroEngineOptions {
                                            // window up front; 0 = from the first window's tensors
   int64_t window_group = 1;                // micro-batches the window runs as one batch through each body unit
                                            // (tierzero.window_group as the planner resolved it; window_pass.h)
+  int64_t kept_layers = 0;                 // decoder layers, the last ones, whose graphs the window keeps instead
+                                           // of recomputing (tierzero.kept_activations as the planner resolved it)
   uint64_t pinned_memory_limit_bytes = 0;  // tierzero.pinned_memory_limit; 0 = none
   uint64_t gpu_memory_limit_bytes = 0;     // tierzero.gpu_memory_limit (LibTorch's caching allocator); 0 = none
   bool time_breakdown = false;             // fill last_step_times() (wall_clock_breakdown); syncs the

@@ -31,7 +31,9 @@ int64_t layer_matmul_params(const ModelDims& model);
 // (forward 2, backward 4, recomputation 2; the LM head counted, the embedding lookup not) plus
 // attention's 16 x layers x heads x head_dim x seq_len (12 for forward + backward, as PaLM counts,
 // and 4 more for the recomputation). Without `weight_grads` (a LoRA run's frozen base) the backward
-// computes only the inputs' gradients: 6 x the matmul weights.
-double flops_per_token(const ModelDims& model, int64_t seq_len, bool weight_grads = true);
+// computes only the inputs' gradients: 6 x the matmul weights. `kept_layers` decoder layers are not
+// recomputed (tierzero.kept_activations): each saves its forward's 2 x matmul weights + 4 x heads x
+// head_dim x seq_len.
+double flops_per_token(const ModelDims& model, int64_t seq_len, bool weight_grads = true, int64_t kept_layers = 0);
 
 }  // namespace tierzero::engine::plan

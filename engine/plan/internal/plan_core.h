@@ -65,6 +65,9 @@ struct RunShape {
   // Micro-batches the window runs as one batch through each decoder layer (tierzero.window_group,
   // resolved by engine_choice_items; 1 when the window does not run).
   int64_t window_group = 1;
+  // Decoder layers, the last ones, whose graphs the window keeps instead of recomputing them
+  // (tierzero.kept_activations, resolved by engine_choice_items; 0 when the window does not run).
+  int64_t kept_layers = 0;
   // tierzero.lora: the engine's parameters above (parameters, partition, units ...) are the
   // adapters; the frozen base's elements and its largest unit are these (functional_model.h, LoRA).
   bool lora = false;

@@ -19,9 +19,10 @@ class ForwardWindow {
   // For `model` (outlives this) in `compute_dtype`; `possible`: the window may run at all;
   // `accumulator_bytes`: the device gradient accumulator (0: none); `room`: the GPU's, which
   // `budget_text` names for the choice's sentence; `group`: micro-batches the window runs as one batch
-  // through each body unit (ZeroEngineOptions::window_group), named in the sentence.
+  // through each body unit (ZeroEngineOptions::window_group) and `kept`: decoder layers whose graphs it
+  // keeps (ZeroEngineOptions::kept_layers), both named in the sentence.
   ForwardWindow(const FunctionalModel& model, at::ScalarType compute_dtype, bool possible, uint64_t accumulator_bytes,
-                state_layout::GpuRoom room, std::string budget_text, int64_t group);
+                state_layout::GpuRoom room, std::string budget_text, int64_t group, int64_t kept);
 
   // Whether windows of `micro_batches` micro-batches of `tokens` tokens each run unit by unit:
   // false when the window cannot run or there is one micro-batch; else decides once, at the first
@@ -41,6 +42,7 @@ class ForwardWindow {
   state_layout::GpuRoom room_;
   std::string budget_text_;
   int64_t group_;
+  int64_t kept_;
   bool unit_by_unit_ = false;
   std::string choice_;
 };

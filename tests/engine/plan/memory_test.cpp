@@ -245,6 +245,60 @@ TEST(PlanMemory, TheWindowGroupIsTheLargestThatFitsAndAddsItsLayerPastTheHead) {
   EXPECT_EQ(p->window_group, 1);
 }
 
+double gpu_compute_seconds(const Plan& p) {
+  for (const TimeTerm& term : p.time_terms)
+    if (term.what == "gpu compute") return term.seconds;
+  return -1;
+}
+
+// tierzero.kept_activations (window_pass.h): "auto" keeps the last layers' graphs that fit the GPU
+// budget beside the rest of the plan; each holds every micro-batch's saved intermediates and the
+// layer's weights, and saves its recomputation's FLOPs.
+TEST(PlanMemory, KeptActivationsHoldTheLastLayersGraphsThatFitAndSaveTheirRecomputation) {
+  const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+      "tierzero": {"data": {"seq_len": 2048}, "window_group": 1, "kept_activations": "auto"}})";
+  const char* const what = "window: kept decoder layers' graphs";
+  // By hand, a Llama-1.35B layer per token in bf16: two norms' fp32 inputs and bf16 outputs, q/k/v
+  // with RoPE's copies (5 q + 4 kv), the MLP's gate, silu, up and product, attention's output and the
+  // residual; 4 micro-batches of 2048 tokens; the layer's matmul weights (q, k, v, o 2048 x 2048; gate,
+  // up, down 2048 x 5504) in bf16.
+  const uint64_t per_token = 2 * 6 * 2048 + 2 * (5 * 2048 + 4 * 2048) + 4 * 2 * 5504 + 2 * 2 * 2048;
+  const uint64_t weights = 4ull * 2048 * 2048 + 3ull * 2048 * 5504;
+  const uint64_t layer = 4 * 2048 * per_token + 2 * weights;
+  const Plan roomy = plan_of(json);  // no GPU budget: every layer
+  EXPECT_EQ(roomy.kept_layers, 24);
+  EXPECT_EQ(item_bytes(roomy, Tier::kGpu, what), 24 * layer);
+  // A budget whose 90 % (auto's share: the allocator's fragmentation) is a byte short of that peak:
+  // one layer fewer.
+  DsConfig tight = config_from(json);
+  tight.tierzero.gpu_memory_limit = (roomy.gpu_allocated_peak_bytes - 1) / 9 * 10 + 9;
+  Result<Plan> p = plan_training(testing::llama_1_35b(), tight, testing::round_machine());
+  ASSERT_OK(p);
+  EXPECT_EQ(p->kept_layers, 23);
+  EXPECT_EQ(item_bytes(*p, Tier::kGpu, what), 23 * layer);
+  // Each kept layer saves its forward's FLOPs: 2 x its matmul weights + 4 x 2048 (heads x head_dim) x
+  // 2048 (seq) per token, over 4 x 2048 tokens at 100 TFLOPS.
+  DsConfig none = config_from(json);
+  none.tierzero.kept_activations = 0;
+  p = plan_training(testing::llama_1_35b(), none, testing::round_machine());
+  ASSERT_OK(p);
+  EXPECT_EQ(p->kept_layers, 0);
+  EXPECT_EQ(item_bytes(*p, Tier::kGpu, what), 0u);
+  const double saved = 24.0 * 4 * 2048 * (2.0 * static_cast<double>(weights) + 4.0 * 2048 * 2048) / 100e12;
+  EXPECT_NEAR(gpu_compute_seconds(*p) - gpu_compute_seconds(roomy), saved, 1e-9);
+  // Asked for: at most the model's layers; without a GPU "auto" keeps none.
+  DsConfig asked = config_from(json);
+  asked.tierzero.kept_activations = 30;
+  p = plan_training(testing::llama_1_35b(), asked, testing::round_machine());
+  ASSERT_OK(p);
+  EXPECT_EQ(p->kept_layers, 24);
+  p = plan_training(testing::llama_1_35b(), config_from(json), testing::round_machine(),
+                    PlanOptions{.compute_on_cpu = true});
+  ASSERT_OK(p);
+  EXPECT_EQ(p->kept_layers, 0);
+}
+
 TEST(PlanMemory, CpuRunHasNoCopyBoundForAGpuNorAGpuBudget) {
   const std::string json = R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
       "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},

@@ -205,7 +205,7 @@ TEST(WindowGroup, BodyUnitsRunEachGroupAsOneBatchAndSumItsGradients) {
     for (int64_t group : {1, 2, 4}) {
       RowsSeen model(*f.model);
       AdapterGateway gateway(f.adapters);
-      run_window_pass(model, gateway, f.ids, f.targets, 1.0, WindowPassHooks{}, group);
+      run_window_pass(model, gateway, f.ids, f.targets, 1.0, WindowPassHooks{}, {.group = group});
       const size_t head = model.num_units() - 1;
       // Body units: 4 / group forwards and as many recomputations, each of group micro-batches' rows;
       // the head: one recomputation per micro-batch.
@@ -214,6 +214,32 @@ TEST(WindowGroup, BodyUnitsRunEachGroupAsOneBatchAndSumItsGradients) {
       EXPECT_EQ(model.rows.at(head), std::vector<int64_t>(4, kBatch)) << device << group;
       // The sums over the micro-batches, in fp32 (the window's sums): within fp32 rounding of double autograd.
       EXPECT_LT(relative_difference(gateway.grads(), reference_grads(f, /*unit_major=*/true)), 1e-6) << device << group;
+    }
+  }
+}
+
+// Kept layers (window_pass.h): the last layers run once, with grad, and their graphs serve the
+// backward; with dropout their masks are the forward's own draws, as plain autograd's are. (A group
+// draws one mask for its micro-batches together, other draws than the reference's per micro-batch:
+// groups run here without dropout.)
+TEST(KeptLayers, TheLastLayersRunOnceAndTheirGraphsGiveAutogradsGradients) {
+  for (const at::Device device : devices()) {
+    for (int64_t group : {1, 2}) {
+      const LoraFixture f = make_fixture(group == 1 ? kDropout : 0.0, device, 4);
+      for (int64_t kept : {1, 2}) {  // the model's 2 layers: units 1 and 2, the head 3
+        RowsSeen model(*f.model);
+        AdapterGateway gateway(f.adapters);
+        seed_device_generator(device, 77);
+        run_window_pass(model, gateway, f.ids, f.targets, 1.0, WindowPassHooks{},
+                        {.group = group, .kept_layers = kept});
+        const size_t head = model.num_units() - 1;
+        const size_t groups = static_cast<size_t>(4 / group);
+        EXPECT_EQ(model.rows.at(head - 1), std::vector<int64_t>(groups, kBatch * group)) << device << group << kept;
+        EXPECT_EQ(model.rows.at(1).size(), (kept == 2 ? 1 : 2) * groups) << device << group << kept;
+        seed_device_generator(device, 77);
+        EXPECT_LT(relative_difference(gateway.grads(), reference_grads(f, /*unit_major=*/true)), 1e-6)
+            << device << group << kept;
+      }
     }
   }
 }

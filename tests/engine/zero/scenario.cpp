@@ -101,6 +101,7 @@ std::vector<std::string> Scenario::to_args() const {
           "--host_grads=" + host_grads,
           "--grad_ring_records=" + std::to_string(grad_ring_records),
           "--window_group=" + std::to_string(window_group),
+          "--kept_layers=" + std::to_string(kept_layers),
           "--plan_steps=" + std::to_string(plan_steps),
           "--compare_fp32_master=" + std::to_string(compare_fp32_master)};
 }
@@ -203,6 +204,8 @@ Scenario Scenario::from_args(const std::vector<std::string>& args) {
       s.grad_ring_records = std::stoll(value);
     else if (key == "window_group")
       s.window_group = std::stoll(value);
+    else if (key == "kept_layers")
+      s.kept_layers = std::stoll(value);
     else if (key == "plan_steps")
       s.plan_steps = value == "1";
     else if (key == "compare_fp32_master")
@@ -237,6 +240,7 @@ std::string Scenario::name() const {
   if (host_grads != defaults.host_grads) knobs += "_host_grads_" + host_grads;
   if (grad_ring_records != 0) knobs += "_grad_ring" + std::to_string(grad_ring_records);
   if (window_group != 1) knobs += "_window_group" + std::to_string(window_group);
+  if (kept_layers != 0) knobs += "_kept" + std::to_string(kept_layers);
   if (!plan_steps) knobs += "_unplanned";
   return "stage" + std::to_string(stage) + (offload ? "_offload" : "") + (offload_params ? "_params" : "") + "_w" +
          std::to_string(world_size) + "_acc" + std::to_string(accumulation) + "_" + dtype + "_" + device + knobs;
@@ -287,6 +291,7 @@ TrainTrace train_with_engine(const Scenario& s, Comm& comm) {
   options.offload_grad_dtype = dtype_of(s.host_grads);
   options.grad_ring_records = s.grad_ring_records;
   options.window_group = s.window_group;
+  options.kept_layers = s.kept_layers;
   if (!s.nvme_dir.empty())
     options.nvme_optimizer = {.paths = {s.nvme_dir},
                               .buffer_count = s.nvme_buffers,

@@ -71,6 +71,7 @@ struct Scenario {
   std::string host_grads = "fp32";             // with offload: ZeroEngineOptions::offload_grad_dtype, fp32 | bf16
   int64_t grad_ring_records = 0;               // ZeroEngineOptions::grad_ring_records (0: the whole partition)
   int64_t window_group = 1;                    // ZeroEngineOptions::window_group
+  int64_t kept_layers = 0;                     // ZeroEngineOptions::kept_layers
   bool plan_steps = true;                      // ZeroEngine::plan_step before each window, as the trainer does: the
                                                // optimizer steps inside the backward where it can (the run checks
                                                // steps_in_backward() is what the scenario implies)

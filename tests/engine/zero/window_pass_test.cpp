@@ -4,7 +4,7 @@
 // the parameters offloaded the window runs too (nothing follows the step), equal bit for bit to the
 // same run with the parameters on the device (micro-batch by micro-batch). With groups
 // (tierzero.window_group) the body units take several micro-batches at once: the same sums in
-// another fp32 order.
+// another fp32 order. Kept layers (tierzero.kept_activations) are not recomputed: the same bits.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -83,6 +83,25 @@ TEST(WindowPass, GroupsOfMicroBatchesGiveTheSameStepsUpToFp32Rounding) {
     // The groups ran: a group's weight gradient is summed inside its matrix product, in another
     // order than the micro-batches' fp32 additions, so the bits differ.
     EXPECT_NE(compare_exactly(grouped, one), "") << group;
+  }
+}
+
+TEST(WindowPass, KeptLayersAreGatheredOnceAStepAndGiveTheSameBits) {
+  Scenario s = window_scenario(4);
+  s.tied = false;
+  const TrainTrace recomputed = train_one_rank(s);
+  for (int64_t group : {1, 2}) {
+    s.window_group = group;
+    const TrainTrace reference = group == 1 ? recomputed : train_one_rank(s);
+    for (int64_t kept : {1, 2, 5}) {  // the last layer, both layers, more than the model has
+      s.kept_layers = kept;
+      const TrainTrace run = train_one_rank(s);
+      // Layer 0 is kept from 2 on: its graph serves the backward, which fetches it no more.
+      EXPECT_EQ(run.gathers.at(kLayer0Weight), (kept >= 2 ? 1 : 2) * s.steps) << group << " " << kept;
+      // The backward differentiates the forward's own graph: the operations a recomputation would run.
+      EXPECT_EQ(compare_exactly(run, reference), "") << group << " " << kept;
+    }
+    s.kept_layers = 0;
   }
 }
 
