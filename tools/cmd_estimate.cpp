@@ -215,11 +215,6 @@ void run(const EstimateFlags& flags) {
       "pcie pinned: h2d " + figure_text(machine.h2d_gbps, "GB/s") + ", d2h " + figure_text(machine.d2h_gbps, "GB/s"),
       "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " +
           figure_text(machine.nvme_write_gbps, "GB/s") +
-          (machine.nvme_mixed_gbps.value > 0 ? ", mixed " + figure_text(machine.nvme_mixed_gbps, "GB/s")
-                                             : ", mixed not measured (bench io --mixed)") +
-          (machine.nvme_pipeline_gbps.value > 0
-               ? ", record pipeline " + figure_text(machine.nvme_pipeline_gbps, "GB/s") + " (the step's rate)"
-               : ", record pipeline not measured (bench io --pipeline)") +
           (flags.nvme_space.empty() ? "" : "; space " + format_bytes(machine.nvme_bytes) + " (--nvme-space)"),
       "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
       from_checkpoint ? "weights: read from " + flags.model_config + "'s safetensors a piece at a time (train --model)"

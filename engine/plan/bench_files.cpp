@@ -40,19 +40,14 @@ Status apply_pcie(const json& rows, const json& params, const std::string& path,
   return {};
 }
 
+// The read and write rows. The mixed and pipe/ rows (bench io --mixed, --pipeline) are left out:
+// the step's NVMe time is its reads at the read rate plus its writes at the write rate
+// (time_terms.cpp says why).
 Status apply_io(const json& rows, const std::string& path, Machine& m) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string op = text_at(rows[i], "op");
-    if (op != "read" && op != "write" && op != "mixed" && op != "pipe/spread") continue;
+    if (op != "read" && op != "write") continue;
     TZ_ASSIGN_OR_RETURN(double gbps, number_at(rows[i], i, "GB/s", path));
-    if (op == "pipe/spread") {
-      take_best(m.nvme_pipeline_gbps, gbps, "bench io --pipeline " + path);
-      continue;
-    }
-    if (op == "mixed") {
-      take_best(m.nvme_mixed_gbps, gbps, "bench io --mixed " + path);
-      continue;
-    }
     MachineFigure& figure = op == "read" ? m.nvme_read_gbps : m.nvme_write_gbps;
     if (figure.source.rfind("bench tiers", 0) == 0) continue;  // tiers measured the training path
     take_best(figure, gbps, "bench io " + path);

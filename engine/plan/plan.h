@@ -36,7 +36,8 @@
 // A tier's peak is its resident bytes plus the largest phase (backward, optimizer step, start-up).
 //
 // Step time: each resource's busy time for one optimizer step per rank (GPU compute with
-// recomputation, PCIe each way, CPU Adam, NVMe reads + writes). Gradients leave the GPU once per
+// recomputation, PCIe each way, CPU Adam, NVMe reads at the read rate plus writes at the write rate:
+// the disk serves the step one direction at a time, time_terms.cpp). Gradients leave the GPU once per
 // micro-batch, or once per step with the device accumulator or the window (window_pass.h: the
 // forwards and the backwards run unit by unit across the micro-batches, so stage 3 gathers each
 // unit twice a step); in fp32 when summed on the GPU, bf16 with tierzero.offload_grad_dtype. The predicted step is the slowest
@@ -126,13 +127,8 @@ struct Machine {
                                      // benchmarks/estimate_vs_measured.sh prints a run's own
   MachineFigure h2d_gbps;           // pinned host -> GPU, GB/s (1e9 B/s)
   MachineFigure d2h_gbps;           // GPU -> pinned host
-  MachineFigure nvme_read_gbps;
+  MachineFigure nvme_read_gbps;   // sequential, one direction (bench io's read row, bench tiers' stream)
   MachineFigure nvme_write_gbps;
-  MachineFigure nvme_mixed_gbps;  // reads and writes in turn, both counted (bench io --mixed); 0: unmeasured
-  // The NVMe optimizer's records through offload's RecordCache, read ahead and written behind with
-  // CPU work between them, both counted (bench io --pipeline's "pipe/spread" row: the engine's
-  // placement of the records kept in memory); the training path's own rate; 0: unmeasured.
-  MachineFigure nvme_pipeline_gbps;
   MachineFigure adam_gparams;  // CPU Adam, 1e9 parameters per second
 };
 
@@ -146,7 +142,7 @@ Result<double> gpu_tflops_for(std::string_view gpu_name);
 
 // Takes the figures a `tierzero bench pcie|io|adam|tiers --json` file measured into `machine`:
 // pcie: the best pinned h2d / d2h tierzero_GB/s, and the GPU's name; io: the best read / write
-// GB/s; adam: the best Gparam/s; tiers: tierzero's NVMe read / write streams (preferred over io's,
+// GB/s (its mixed and pipe/ rows are not rates the planner prices: time_terms.cpp); adam: the best Gparam/s; tiers: tierzero's NVMe read / write streams (preferred over io's,
 // as they go through offload/ as training does). A file that measured nothing (bench pcie without
 // a GPU) changes nothing. Errors name the file: unreadable, not JSON, not a tierzero bench file,
 // a row without the column its title needs.

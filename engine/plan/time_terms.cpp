@@ -93,22 +93,23 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
     read += e * gathered * on_disk;
     write += e * p * on_disk;
   }
-  // With the record pipeline measured (the optimizer's own traffic through RecordCache) its rate is
-  // the disk's; else with a mixed figure the reads and writes share the disk at that rate (the
-  // optimizer reads ahead while it writes behind); else each at its own rate, one after the other.
-  const bool pipelined = machine.nvme_pipeline_gbps.value > 0;
-  const double shared_rate = pipelined ? machine.nvme_pipeline_gbps.value : machine.nvme_mixed_gbps.value;
-  if (shared_rate > 0) {
-    std::snprintf(detail, sizeof detail, "(read %s + write %s) / %.2f GB/s %s", count_text(read).c_str(),
-                  count_text(write).c_str(), shared_rate, pipelined ? "record pipeline" : "mixed");
-    terms.push_back({"nvme", seconds(read + write, shared_rate * 1e9), detail});
-  } else {
-    std::snprintf(detail, sizeof detail, "read %s / %.2f GB/s + write %s / %.2f GB/s", count_text(read).c_str(),
-                  machine.nvme_read_gbps.value, count_text(write).c_str(), machine.nvme_write_gbps.value);
-    terms.push_back(
-        {"nvme", seconds(read, machine.nvme_read_gbps.value * 1e9) + seconds(write, machine.nvme_write_gbps.value * 1e9),
-         detail});
-  }
+  // The disk serves the step one direction at a time, so reads and writes add up: each at bench io's
+  // (or bench tiers') rate for that direction. The optimizer's records are read ahead and written
+  // behind a record at a time, so the disk switches direction per record rather than per request,
+  // and what it does in a step is whole runs of reads and of writes: on the GPU box 3.6 % of the busy
+  // time had both in flight (benchmarks/disk_inflight.py; RESULTS.md, the fifth lease of
+  // 2026-12-06). bench io --mixed's row (one request of each in turn) times a pattern the engine does
+  // not make, and bench io --pipeline's spread pass, the same calls as the step's, ran at 1.09x,
+  // 1.29x and 1.45x its own serial bound on three leases of one box, the last one's steps at 1.145x
+  // the serial bound: one short pass is not a rate, so neither prices the step. Not in the term: the
+  // disk running slower under a step's sustained traffic than in bench io's short rows (design.md,
+  // "The planner": 1.10x to 1.31x on those leases).
+  std::snprintf(detail, sizeof detail, "read %s / %.2f GB/s + write %s / %.2f GB/s (one direction at a time)",
+                count_text(read).c_str(), machine.nvme_read_gbps.value, count_text(write).c_str(),
+                machine.nvme_write_gbps.value);
+  terms.push_back(
+      {"nvme", seconds(read, machine.nvme_read_gbps.value * 1e9) + seconds(write, machine.nvme_write_gbps.value * 1e9),
+       detail});
   return terms;
 }
 

@@ -132,29 +132,6 @@ TEST(PlanTime, ParametersOnNvmeAreReadOnceForTheWindowsForwardsAndOnceForItsBack
   EXPECT_DOUBLE_EQ(term(*r, "pcie d2h").seconds, 4 * 4 * n / 10e9);  // fp32 buckets, every micro-batch
 }
 
-// With bench io --mixed's figure the reads and writes share the disk at that one rate.
-TEST(PlanTime, NvmeWithAMixedFigureSharesItsRate) {
-  Machine machine = testing::round_machine();
-  machine.nvme_mixed_gbps = {4.0, "test"};
-  Result<Plan> p = plan_training(testing::llama_1_35b(), nvme_optimizer_config("1e8", 4), machine);
-  ASSERT_OK(p);
-  const double state = 12.0 * (kLlama135bParams - 4e8);
-  EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 2 * state / 4e9);
-}
-
-// With bench io --pipeline's figure (the optimizer's records through RecordCache) that rate is the
-// disk's, before the mixed one.
-TEST(PlanTime, NvmeWithAPipelineFigureTakesItBeforeTheMixedOne) {
-  Machine machine = testing::round_machine();
-  machine.nvme_mixed_gbps = {4.0, "test"};
-  machine.nvme_pipeline_gbps = {2.5, "test"};
-  Result<Plan> p = plan_training(testing::llama_1_35b(), nvme_optimizer_config("1e8", 4), machine);
-  ASSERT_OK(p);
-  const double state = 12.0 * (kLlama135bParams - 4e8);
-  EXPECT_DOUBLE_EQ(term(*p, "nvme").seconds, 2 * state / 2.5e9);
-  EXPECT_NE(term(*p, "nvme").detail.find("2.50 GB/s record pipeline"), std::string::npos) << term(*p, "nvme").detail;
-}
-
 // Buffers for every sub-group keep the whole state: nothing moves after the first write.
 TEST(PlanTime, OptimizerOnNvmeWithABufferPerSubGroupMovesNothing) {
   Result<Plan> p = plan_training(testing::llama_1_35b(), nvme_optimizer_config("1e9", 2), testing::round_machine());
