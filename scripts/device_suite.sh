@@ -28,8 +28,9 @@
 #                                      7.6B ones, 92 GB, do not); first `bench save` (SAVE_COPY_SIZE, 4GiB): the
 #                                      save's copy into its buffers, GB/s by threads
 #   scripts/device.sh scripts/device_suite.sh host64 OUTDIR    issue 35's 14B on a 64 GB host: bench io --mixed
-#                                      --pipeline on the NVMe path over HOST64_IO_SIZE (28GiB: the swap file's
-#                                      bytes, the disk's sustained rates; the optimizer's record pipeline too),
+#                                      --pipeline on the NVMe path (4 GiB; the optimizer's record pipeline too), and
+#                                      bench io over HOST64_IO_SIZE (28GiB: the swap file's bytes, the disk's
+#                                      sustained rates, which estimate prices the step at),
 #                                      estimate with those rates, HOST64_STEPS (6) steps of
 #                                      zero3_14b_compact_64gb_ring.json (HOST64_CONFIG another; the disk's time idle,
 #                                      reading, writing or both meanwhile: benchmarks/disk_inflight.py), then
@@ -198,10 +199,11 @@ case "$what" in
     model=benchmarks/models/qwen2.5_14b.json
     nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"]["nvme_path"])' "$cfg")
     rm -rf "${nvme:?}"; mkdir -p "$nvme"
+    run io_mixed bench io --nvme "$nvme" --size 4GiB --mixed --pipeline --record-ms 30
     # The disk's rates over as many bytes as the step moves each way (the swap file's ~28 GiB): a
-    # virtio disk's short runs are faster than its sustained ones, and estimate prices the step at these.
-    run io_mixed bench io --nvme "$nvme" --size "${HOST64_IO_SIZE:-28GiB}" --mixed --pipeline --record-ms 30
-    "$tz" estimate --model "$model" --config "$cfg" --bench-json "$out/io_mixed.json" --json "$out/estimate_host64.json" \
+    # virtio disk's short runs are faster than its sustained ones; estimate prices the step at these.
+    run io_sustained bench io --nvme "$nvme" --size "${HOST64_IO_SIZE:-28GiB}"
+    "$tz" estimate --model "$model" --config "$cfg" --bench-json "$out/io_sustained.json" --json "$out/estimate_host64.json" \
       > "$out/estimate_host64.txt" 2>&1
     grep -E 'predicted step|Result' "$out/estimate_host64.txt"
     python3 benchmarks/disk_inflight.py --path "$nvme" --json "$out/inflight_host64.json" -- \
@@ -211,6 +213,8 @@ case "$what" in
     grep -E 'start-up|^step|^done' "$out/train_host64.log" | cut -c1-400
     python3 benchmarks/disk_bound.py --metrics "$out/train_host64.jsonl" --io "$out/io_mixed.json" \
       --estimate "$out/estimate_host64.json" --measure "$out/train_host64.measure.json" --json "$out/disk_bound.json"
+    python3 benchmarks/disk_bound.py --metrics "$out/train_host64.jsonl" --io "$out/io_sustained.json" \
+      --estimate "$out/estimate_host64.json" --measure "$out/train_host64.measure.json" --json "$out/disk_bound_sustained.json"
     rm -rf "${nvme:?}" ;;
   save_overlap)
     # The save's copy into its write-behind buffers by thread count (the GB/s the optimizer's lead needs).
