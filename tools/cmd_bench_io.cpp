@@ -451,13 +451,13 @@ void add_bench_io_command(CLI::App& bench) {
       "Write passes go to a new preallocated file each time (block allocation included), not over the laid-out one");
   cmd->add_flag("--end-fsync", flags->end_fsync, "Time an fdatasync at the end of each write pass (fio's end_fsync=1)");
   cmd->add_flag("--mixed", flags->mixed,
-                "Also time reads and writes in turn (the NVMe optimizer's traffic): `tierzero estimate` takes its GB/s "
-                "unless --pipeline measured the records' own");
+                "Also time reads and writes in turn, interleaved request by request (a pattern to compare with; "
+                "`tierzero estimate` prices the disk at the read and write rows, since the optimizer's records move "
+                "one direction at a time)");
   CLI::Option* pipeline =
       cmd->add_flag("--pipeline", flags->pipeline,
                     "Also time the NVMe optimizer's record pipeline inside the backward (32 records of --size / 16, "
-                    "half kept in memory: the first half, then spread among the streamed) against the disk bound; "
-                    "`tierzero estimate` takes the spread row's GB/s as the disk's");
+                    "half kept in memory: the first half, then spread among the streamed) against the disk bound");
   cmd->add_option("--record-ms", flags->record_ms, "With --pipeline: milliseconds of CPU work per record (default 20)")
       ->check(CLI::Range(0.0, 10000.0))
       ->needs(pipeline);
