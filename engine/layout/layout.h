@@ -99,6 +99,8 @@ struct Records {
   constexpr int64_t count() const { return partition <= 0 ? 0 : (partition + group() - 1) / group(); }
   // Elements of record k (the last one may be short).
   constexpr int64_t numel(int64_t k) const { return std::min(group(), partition - k * group()); }
+  // Elements of the first `n` records (those kept in memory).
+  constexpr int64_t first_numel(int64_t n) const { return std::min(partition, n * group()); }
   // Bytes of records [first, last) under `layout` (clamped to the records there are).
   constexpr int64_t bytes(const Layout& layout, int64_t first, int64_t last) const {
     first = std::clamp<int64_t>(first, 0, count());

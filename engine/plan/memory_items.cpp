@@ -206,11 +206,10 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
       pin("optimizer swap buffers", {PinnedRole::kOptimizerSwapBuffer},
           per_element(h.layout) + " x " + count_text(static_cast<double>(buffers * records.group())) +
               " (offload_optimizer.buffer_count x sub_group_size)");
-      const double kept_numel = static_cast<double>(std::min(s.partition, kept * records.group()));
       pin("optimizer records kept in memory", {PinnedRole::kOptimizerRecords},
-          per_element(h.layout) + " x " + count_text(kept_numel) + " (optimizer_records_in_memory: " +
-              std::to_string(kept) + " of " + std::to_string(records.count()) + " records" +
-              (requested < 0 ? ", by tierzero.pinned_memory_limit)" : ")"));
+          per_element(h.layout) + " x " + count_text(static_cast<double>(records.first_numel(kept))) +
+              " (optimizer_records_in_memory: " + std::to_string(kept) + " of " + std::to_string(records.count()) +
+              " records" + (requested < 0 ? ", by tierzero.pinned_memory_limit)" : ")"));
     } else {
       pin(state,
           {PinnedRole::kMaster, PinnedRole::kMasterResidual, PinnedRole::kExpAvg, PinnedRole::kExpAvgSq,
@@ -379,13 +378,12 @@ void buffers(Items& out, const RunShape& s) {
 // Periodic saves (tierzero.checkpoint.save_every): the rank file's write-behind buffers, allocated
 // once for the run (checkpoint/storage's WriteBuffers: 16 MiB each, at least 4, as many as
 // tierzero.checkpoint.write_behind asks; "auto" the rank's checkpoint, which the run caps at half of
-// MemAvailable when the host has less to spare).
+// MemAvailable when the host has less to spare). The checkpoint: the partition as one record of the
+// state's moments with a 4-byte master (a compact one's two halves).
 void checkpoint_buffers(Items& out, const RunShape& s, const DsConfig& config) {
   constexpr int64_t kBuffer = int64_t{16} << 20, kMinBuffers = 4;
   if (config.tierzero.checkpoint_save_every <= 0) return;
-  const state_layout::Layout& layout = s.layout();
-  const int64_t checkpoint =
-      s.partition * (4 + 2 * layout.moment_element_bytes()) + 8 * layout.scale_blocks(s.partition);
+  const int64_t checkpoint = state_layout::Layout{.moments = s.layout().moments}.record_bytes(s.partition);
   const bool automatic = config.tierzero.checkpoint_write_behind == kWriteBehindAuto;
   const int64_t asked = automatic ? checkpoint : config.tierzero.checkpoint_write_behind;
   const int64_t buffers = std::max(kMinBuffers, (asked + kBuffer - 1) / kBuffer);

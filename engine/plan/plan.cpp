@@ -50,11 +50,11 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
   if (!s.optimizer_offloaded())
     out.push_back("the optimizer step on the GPU is not in the time terms (HBM-bound, small)");
   if (s.optimizer_offloaded() && s.accum > 1 && !s.grads_land_once()) {
-    std::string why = s.window_bytes > 0 ? "neither the window (+" + format_bytes(static_cast<uint64_t>(s.window_bytes)) +
-                                               ") nor the fp32 gradient accumulator (+" +
-                                               format_bytes(4ull * static_cast<uint64_t>(s.partition)) + ") fits"
-                                         : "the fp32 gradient accumulator (+" +
-                                               format_bytes(4ull * static_cast<uint64_t>(s.partition)) + ") does not fit";
+    const std::string accumulator = format_bytes(state_layout::accumulator_bytes(s.partition));
+    std::string why = s.window_bytes > 0
+                          ? "neither the window (+" + format_bytes(static_cast<uint64_t>(s.window_bytes)) +
+                                ") nor the fp32 gradient accumulator (+" + accumulator + ") fits"
+                          : "the fp32 gradient accumulator (+" + accumulator + ") does not fit";
     out.push_back("gradient accumulation micro-batch by micro-batch: " + why +
                   " the GPU budget, so the gradients cross PCIe " + std::to_string(s.accum) +
                   " times a step" + (s.host_grad_bytes == 2 ? " (in bf16: tierzero.offload_grad_dtype)" : "") +

@@ -2,15 +2,11 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/common.h"
 #include "engine/plan/internal/model_params.h"
 #include "engine/plan/internal/plan_core.h"
 
 namespace tierzero::engine::plan {
-namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const PlanOptions& options) {
   RunShape s;
@@ -73,11 +69,13 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
       1, state_layout::reduce_bucket_numel(static_cast<int64_t>(zero.reduce_bucket_size), s.optimizer_offloaded(),
                                            s.world, state_layout::kStagingSlotBytes));
   s.reduce_bucket = bucket;
+  // The partition as the engine's partition_layout.h sizes it (common/internal/partition.h).
+  const auto world = static_cast<uint32_t>(s.world);
   if (zero.stage == 3) {
-    // partition_layout.h: every parameter padded to a multiple of W, rank r holding its r-th piece.
     for (int64_t n : params) {
-      s.partition += ceil_div(n, s.world);
-      s.largest_shard = std::max(s.largest_shard, ceil_div(n, s.world));
+      const auto piece = static_cast<int64_t>(partitioning::stage3_piece_numel(static_cast<uint64_t>(n), world));
+      s.partition += piece;
+      s.largest_shard = std::max(s.largest_shard, piece);
       (n <= static_cast<int64_t>(zero.param_persistence_threshold) ? s.persistent : s.nonpersistent) += n;
     }
     s.landing = state_layout::landing_numel(3, s.partition, bucket, s.world, s.slots, s.largest_shard);
@@ -85,10 +83,10 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
     // units closest to the turn from forward to backward, about half that distance of them.
     s.kept_gathered = std::min<int64_t>(s.nonpersistent, static_cast<int64_t>(zero.max_reuse_distance / 2));
   } else {
-    // DeepSpeed's stage 1/2 group: flattened, padded to a multiple of 2 * W, split evenly.
-    const int64_t align = zero.stage == 0 ? 1 : 2 * s.world;
-    s.padded = ceil_div(s.parameters, align) * align;
-    s.partition = zero.stage == 0 ? s.padded : s.padded / s.world;
+    s.partition = zero.stage == 0 ? s.parameters
+                                  : static_cast<int64_t>(partitioning::flat_partition_numel(
+                                        static_cast<uint64_t>(s.parameters), world, partitioning::kDeepSpeedAlignment));
+    s.padded = zero.stage == 0 ? s.partition : s.partition * s.world;
     s.landing = state_layout::landing_numel(zero.stage, s.partition, bucket, s.world, 0, s.largest_param);
   }
   state_layout::HostShape& h = s.host;
@@ -109,11 +107,9 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   h.params_max_in_cpu = static_cast<int64_t>(zero.offload_param.max_in_cpu);
   h.params_pinned = s.params_cpu && zero.offload_param.pin_memory;
   h.gpu_optimizer_share = s.optimizer_offloaded() && !s.compute_on_cpu ? config.tierzero.gpu_optimizer_share : 0.0;
-  if (s.params_nvme) {
-    const int64_t group = h.records().group();
-    s.params_in_cpu = std::min(
-        s.partition, state_layout::param_records_in_memory(h.params_max_in_cpu, s.partition, group) * group);
-  }
+  if (s.params_nvme)
+    s.params_in_cpu = h.records().first_numel(
+        state_layout::param_records_in_memory(h.params_max_in_cpu, s.partition, h.records().group()));
   return s;
 }
 

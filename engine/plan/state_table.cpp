@@ -35,7 +35,7 @@ std::vector<StateBytes> state_bytes_table(const RunShape& s, const DsConfig& con
     moments.gpu = 8;
     grads.gpu = s.grad_bytes;
   } else {
-    if (s.compute_bytes == 2 && !s.params_offloaded() && !s.compute_on_cpu) weights.pinned += 2;  // bound for the GPU
+    if (s.host.weights16_for_device) weights.pinned += 2;  // bound for the GPU
     // Per element of the layout (engine/layout/layout.h): of the whole partition in host memory, or of a
     // record on NVMe, the records in memory a share of them.
     const int64_t g = s.optimizer_nvme ? s.records().group() : std::max<int64_t>(s.partition, 1);

@@ -22,8 +22,7 @@ double seconds(double amount, double per_second) { return per_second > 0 ? amoun
 double gpu_share_elements(const RunShape& s) {
   if (s.host.gpu_optimizer_share <= 0 || !s.optimizer_offloaded() || s.steps_in_backward) return 0.0;
   const double p = static_cast<double>(s.partition);
-  const double homed =
-      s.optimizer_nvme ? std::min(p, static_cast<double>(s.records_in_memory * s.records().group())) : p;
+  const double homed = s.optimizer_nvme ? static_cast<double>(s.records().first_numel(s.records_in_memory)) : p;
   return std::min(homed, s.host.gpu_optimizer_share * p);
 }
 

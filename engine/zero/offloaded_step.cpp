@@ -59,8 +59,8 @@ struct DevicePiece {
 void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
                         const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final) {
   GradLender* lender = grads_final != nullptr ? grads_final->lender() : nullptr;
-  const at::Tensor host_grad =
-      lender != nullptr || (grad.is_cpu() && grad.is_contiguous()) ? grad : grad.cpu().contiguous();
+  if (lender == nullptr && !(grad.is_cpu() && grad.is_contiguous()))
+    throw Error(internal_error(std::string(who_) + ": the gradient partition is not contiguous in host memory"));
   const SixteenBitOutput out16 = sixteen_bit_output(compute_partition, setup_.params16, numel_, who_, setup_.sink);
   if (setup_.compact.compact_master && out16.in_place &&
       out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
@@ -123,7 +123,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
         grads.data = zeros.const_data_ptr();
       }
     } else {
-      const cpu_adam::Elements whole = tensor_elements(host_grad, piece.begin, piece.count);
+      const cpu_adam::Elements whole = tensor_elements(grad, piece.begin, piece.count);
       grads = {whole.data, whole.count, whole.type};
     }
     // The device's pieces are compact masters, which write no sink window while stepped.

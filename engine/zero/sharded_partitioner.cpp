@@ -35,9 +35,10 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
       uses_(layout_.slots.size()),
       position_of_unit_(model.num_units(), kNone) {
   at::TensorOptions compute = at::TensorOptions().dtype(options.compute_dtype).device(comm.device());
+  if (options.offload_params && host.copies == nullptr)
+    throw Error(internal_error("offloaded parameters without device copies"));
   if (host.nvme_params != nullptr) {
-    if (!options.offload_params || host.copies == nullptr)
-      throw Error(internal_error("parameters on NVMe without offload_params or device copies"));
+    if (!options.offload_params) throw Error(internal_error("parameters on NVMe without offload_params"));
     nvme_ = host.nvme_params;
     nvme_->write_all([&](int64_t begin, const at::Tensor& window) {
       window.zero_();  // the padding
@@ -52,8 +53,6 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
   if (host.shard_from_master && (nvme_ != nullptr || !shard_params_.is_cpu()))
     throw Error(internal_error("a parameter shard written by the master's split must be in host memory"));
   if (nvme_ == nullptr && !host.shard_from_master) load_partition(params, model, *this, comm.rank(), shard_params_);
-  side_stream_inputs_ = nvme_ == nullptr && options.offload_params && host.copies != nullptr &&
-                        (shard_params_.is_pinned() || comm.device().is_cpu());
   for (const ShardSlot& slot : layout_.slots) {
     bool persistent = slot.numel <= options.persistence_threshold;
     persistent_.push_back(persistent);
@@ -124,21 +123,13 @@ ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vect
     pieces.push_back(shard_params_.narrow(0, param.shard_offset, param.shard_numel));
     numel += param.shard_numel;
   }
-  if (shard_params_.device() == comm_.device() && !side_stream_inputs_) {
+  if (!options_.offload_params) {
     input.mine = at::cat(pieces);  // one kernel
     return input;
   }
+  // Offloaded (pinned or pageable): on the side stream, pieces that follow each other in the shard in
+  // one copy; in stream order, the last copy's completion is all of theirs.
   input.mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
-  if (!side_stream_inputs_) {
-    int64_t filled = 0;
-    for (const at::Tensor& piece : pieces) {  // host -> device, asynchronous from pinned memory
-      input.mine.narrow(0, filled, piece.numel()).copy_(piece, /*non_blocking=*/true);
-      filled += piece.numel();
-    }
-    return input;
-  }
-  // On the side stream, pieces that follow each other in the shard in one copy; in stream order, the
-  // last copy's completion is all of theirs.
   int64_t filled = 0;
   for (size_t first = 0; first < pieces.size();) {
     size_t end = first + 1;

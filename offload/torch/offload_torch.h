@@ -150,13 +150,13 @@ class DeviceCopies {
   // memory), after the work queued so far on the current stream (the reduction that wrote src).
   // The device memory of `src` is not reused by LibTorch's allocator before the copy has run.
   virtual std::unique_ptr<CopyDone> to_host(void* dst, const at::Tensor& src) = 0;
-  // Queues a copy of `src` (dst.nbytes() of pinned host memory, unchanged until the copy ran) into
-  // `dst` (contiguous, on the device), after the work queued so far on the current stream; `dst`'s
-  // memory is not reused by LibTorch's allocator before the copy has run.
+  // Queues a copy of `src` (dst.nbytes() of host memory: pinned, else CUDA copies it synchronously;
+  // unchanged until the copy ran) into `dst` (contiguous, on the device), after the work queued so far
+  // on the current stream; `dst`'s memory is not reused by LibTorch's allocator before the copy has run.
   virtual std::unique_ptr<CopyDone> to_device(const at::Tensor& dst, const void* src) = 0;
-  // Queues copies of `src` (contiguous pinned host tensors, unchanged until the copies ran) into new
-  // device tensors like them, allocated in the current stream's order, after the work queued so far;
-  // their memory is kept until the copies ran. Order the current stream after `done` before reading.
+  // Queues copies of `src` (contiguous host tensors, as to_device's `src`) into new device tensors
+  // like them, allocated in the current stream's order, after the work queued so far; their memory
+  // is kept until the copies ran. Order the current stream after `done` before reading.
   virtual DeviceUpload upload(const std::vector<const at::Tensor*>& src) = 0;
   // Calls `enqueue` with the device's current stream set to the host-to-device side stream, so
   // what it queues (a collective over memory to_device() wrote) starts after the copies queued so

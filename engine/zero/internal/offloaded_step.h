@@ -75,8 +75,8 @@ class OffloadedStep {
   // Waits for the last step's copies to the device (their sources are rewritten next) and forgets them.
   void wait_copies();
   // Step number `step` (1 first) over `store`'s pieces (PartitionOptimizer::step's other arguments); call
-  // wait_copies() first. With `grads_final`'s lender (the gradient ring), each piece's gradients come
-  // from it and are given back once stepped; `grad` is then unused. Throws tierzero::Error.
+  // wait_copies() first. `grad`: the engine's contiguous host gradient partition; unused with `grads_final`'s
+  // lender (the gradient ring), whose pieces' gradients are given back once stepped. Throws tierzero::Error.
   void run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
            const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final);
 

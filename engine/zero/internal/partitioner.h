@@ -134,8 +134,8 @@ class Partitioner : public ParamGateway {
 // Host memory of an offloaded step, given to the partitioner by the engine (any may be null):
 // `grads` lands the gradient partition in host memory (offloaded optimizer; its partition is the
 // gradient partition, options.grad_device ignored); `tier` holds the offloaded parameter shard
-// (offload_params) as its buffer "parameter shard"; `copies` moves that pinned shard's pieces to the
-// device for a gather on its side stream, so prefetches do not hold up the compute stream;
+// (offload_params) as its buffer "parameter shard"; `copies` (needed with offload_params) moves the
+// shard's pieces to the device for a gather on its side stream, so prefetches do not hold up the compute stream;
 // `nvme_params` homes the shard on NVMe instead (offload_param "nvme"; stage 3, with `copies`): its
 // initial weights are written there, gathers read their pieces from there, and the optimizer sends
 // the new weights there (compute_partition() is then undefined). `shard_from_master`: the stage 3

@@ -127,8 +127,8 @@ class ShardedPartitioner final : public Partitioner {
   int64_t numel_of_shards(const std::vector<size_t>& slots) const;
   bool uses(size_t unit, size_t slot) const;
   // This rank's pieces of `slots`, concatenated on the comm device: a copy, since the optimizer may
-  // rewrite the shard under a stale prefetch (from a pinned offloaded shard, asynchronous copies on
-  // the side stream when side_stream_inputs_, else on the current stream).
+  // rewrite the shard under a stale prefetch (from an offloaded shard, host_.copies' copies on the
+  // side stream).
   GatherInput gather_input(const std::vector<size_t>& slots);
   // Waits until the step being followed has written `slots`' shard elements, and orders the reads
   // that follow after its writes into them.
@@ -184,7 +184,6 @@ class ShardedPartitioner final : public Partitioner {
                                                   // (comm device, or host memory when offloaded)
   OffloadedHost host_;
   NvmeParams* nvme_ = nullptr;       // the shard's home when on NVMe (shard_params_ undefined)
-  bool side_stream_inputs_ = false;  // gather inputs copied from the pinned shard by host_.copies
   at::Tensor grad_shard_;            // [shard_numel] grad dtype, grad device (or the
                                      // landing pipeline's fp32 host partition)
   ShardedGradReducer reducer_;
