@@ -46,9 +46,7 @@ class Items {
 // norms' fp32 ones). Gemma's two extra norms and the q/k norms' inputs count too; Gemma 2's eager
 // attention keeps its [heads, seq_len] scores per token (scores, capped, masked in e bytes; the
 // softmax in fp32 and cast back).
-// The saved intermediates alone (what a layer's graph holds from its forward to its backward:
-// tierzero.kept_activations) and with the gradients in flight (its recomputation's peak).
-double layer_saved_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
+double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
   const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
@@ -58,12 +56,27 @@ double layer_saved_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
   if (m.eager_attention) {
     saved += static_cast<double>(m.num_attention_heads) * static_cast<double>(seq_len) * (4 * e + 4);
   }
-  return saved;
-}
-double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
-  const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
   const double in_flight = e * (h + 2 * i) + 8 * h;
-  return layer_saved_bytes_per_token(m, e, seq_len) + in_flight;
+  return saved + in_flight;
+}
+
+// Bytes a decoder layer's graph holds per token from its forward to its backward when the window
+// keeps it (tierzero.kept_activations): what autograd saves, nothing in flight. Each RMSNorm its input
+// and its output (fused on a GPU in 16 bits: e bytes each and a 4-byte inverse RMS; else the fp32
+// input), q, k, v after RoPE and attention's output with its fp32 log-sum-exp per head, the MLP's
+// gate, silu, up and their product; the q/k norms and eager attention's scores as above. On the H100
+// a Llama-1.35B layer's 24 graphs held 2.28 GiB each at 32,768 tokens with their weights; this counts
+// 2.44 GiB (benchmarks/RESULTS.md, 2026-12-06, session 10).
+double kept_bytes_per_token(const ModelDims& m, int e, int64_t seq_len, bool fused_norm) {
+  const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
+  const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
+  const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
+  const double heads = static_cast<double>(m.num_attention_heads);
+  const double norms = m.sandwich_norms ? 4 : 2;
+  double saved = norms * (fused_norm ? 2 * e * h + 4 : (4 + e) * h) + e * (2 * q + 2 * kv) + 4 * heads + 4 * e * i;
+  if (m.qk_norm) saved += (4 + e) * (q + kv);
+  if (m.eager_attention) saved += heads * static_cast<double>(seq_len) * (4 * e + 4);
+  return saved;
 }
 
 // The parameters' copies outside the pinned list (host_buffers lists the pinned ones and the swap files).
@@ -293,7 +306,8 @@ RecomputeBytes recompute_bytes(const ModelDims& m, const RunShape& s) {
   const double dropout_per_token = static_cast<double>(s.lora_dropout_features) * (s.compute_bytes + 1);
   return {.layer = tokens * (layer_bytes_per_token(m, s.compute_bytes, s.seq) + dropout_per_token),
           .logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * s.compute_bytes),
-          .kept = tokens * (layer_saved_bytes_per_token(m, s.compute_bytes, s.seq) + dropout_per_token)};
+          .kept = tokens * (kept_bytes_per_token(m, s.compute_bytes, s.seq, !s.compute_on_cpu && s.compute_bytes == 2) +
+                            dropout_per_token)};
 }
 
 // What a window group of `group` micro-batches adds to the backward's peak: its decoder layer

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "engine/plan/plan.h"
+#include "offload/torch/offload_torch.h"
 
 namespace tierzero::engine::trainer {
 namespace {
@@ -27,6 +28,13 @@ Result<Plan> plan_within_budgets(const std::string& model_config_json, const std
                                  bool weights_from_checkpoint) {
   TZ_ASSIGN_OR_RETURN(ModelDims model, parse_model_dims(model_config_json, model_origin));
   Machine machine = default_machine();  // no --gpu-memory / --host-memory here: the config's budgets
+  // On a GPU without tierzero.gpu_memory_limit, the device's memory: the budget the engine's own room
+  // takes and `estimate` on this machine checks, which the plan's "auto" choices (window groups, kept
+  // layers) must fit.
+  if (device.is_cuda() && config.tierzero.gpu_memory_limit == 0) {
+    machine.gpu_memory_bytes = offload::device_memory_bytes(device);
+    machine.gpu_memory_source = device.str() + "'s memory";
+  }
   if (!config_nvme_paths(config).empty()) {
     TZ_ASSIGN_OR_RETURN(machine.nvme_bytes, nvme_budget(config));
   }

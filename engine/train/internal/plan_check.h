@@ -15,7 +15,7 @@
 namespace tierzero::engine::trainer {
 
 // Checks the budgets this run sets against the planner's peaks: tierzero.gpu_memory_limit (on a
-// GPU; the engine ignores it on the CPU), tierzero.pinned_memory_limit and, with NVMe offload, the
+// GPU, else the GPU's memory; the engine ignores it on the CPU), tierzero.pinned_memory_limit and, with NVMe offload, the
 // free space on the nvme_path directories (all ranks of the host), which must exist. The model is
 // its HF config.json text (`model_config_json`, named `model_origin` in errors);
 // `weights_from_checkpoint` when its weights come from a model directory's safetensors rather than a

@@ -259,11 +259,11 @@ TEST(PlanMemory, KeptActivationsHoldTheLastLayersGraphsThatFitAndSaveTheirRecomp
       "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
       "tierzero": {"data": {"seq_len": 2048}, "window_group": 1, "kept_activations": "auto"}})";
   const char* const what = "window: kept decoder layers' graphs";
-  // By hand, a Llama-1.35B layer per token in bf16: two norms' fp32 inputs and bf16 outputs, q/k/v
-  // with RoPE's copies (5 q + 4 kv), the MLP's gate, silu, up and product, attention's output and the
-  // residual; 4 micro-batches of 2048 tokens; the layer's matmul weights (q, k, v, o 2048 x 2048; gate,
-  // up, down 2048 x 5504) in bf16.
-  const uint64_t per_token = 2 * 6 * 2048 + 2 * (5 * 2048 + 4 * 2048) + 4 * 2 * 5504 + 2 * 2 * 2048;
+  // By hand, a Llama-1.35B layer per token in bf16 on a GPU: two fused norms' inputs and outputs and
+  // their fp32 inverse RMS, q, k, v after RoPE and attention's output, 16 heads' fp32 log-sum-exp, the
+  // MLP's gate, silu, up and product; 4 micro-batches of 2048 tokens; the layer's matmul weights (q,
+  // k, v, o 2048 x 2048; gate, up, down 2048 x 5504) in bf16.
+  const uint64_t per_token = 2 * (2 * 2 * 2048 + 4) + 2 * 4 * 2048 + 4 * 16 + 4 * 2 * 5504;
   const uint64_t weights = 4ull * 2048 * 2048 + 3ull * 2048 * 5504;
   const uint64_t layer = 4 * 2048 * per_token + 2 * weights;
   const Plan roomy = plan_of(json);  // no GPU budget: every layer
