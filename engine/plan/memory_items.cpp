@@ -46,16 +46,23 @@ class Items {
 // norms' fp32 ones). Gemma's two extra norms and the q/k norms' inputs count too; Gemma 2's eager
 // attention keeps its [heads, seq_len] scores per token (scores, capped, masked in e bytes; the
 // softmax in fp32 and cast back).
+// What the q/k norms' inputs and eager attention's scores add per token (the models that have them).
+double model_specific_saved_bytes(const ModelDims& m, int e, int64_t seq_len) {
+  const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
+  const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
+  double saved = 0;
+  if (m.qk_norm) saved += (4 + e) * (q + kv);
+  if (m.eager_attention) saved += static_cast<double>(m.num_attention_heads) * static_cast<double>(seq_len) * (4 * e + 4);
+  return saved;
+}
+
 double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
   const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
   const double norms = m.sandwich_norms ? 4 : 2;
-  double saved = norms * (4 + e) * h + e * (5 * q + 4 * kv) + 4 * e * i + 2 * e * h;
-  if (m.qk_norm) saved += (4 + e) * (q + kv);
-  if (m.eager_attention) {
-    saved += static_cast<double>(m.num_attention_heads) * static_cast<double>(seq_len) * (4 * e + 4);
-  }
+  const double saved =
+      norms * (4 + e) * h + e * (5 * q + 4 * kv) + 4 * e * i + 2 * e * h + model_specific_saved_bytes(m, e, seq_len);
   const double in_flight = e * (h + 2 * i) + 8 * h;
   return saved + in_flight;
 }
@@ -73,10 +80,8 @@ double kept_bytes_per_token(const ModelDims& m, int e, int64_t seq_len, bool fus
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
   const double heads = static_cast<double>(m.num_attention_heads);
   const double norms = m.sandwich_norms ? 4 : 2;
-  double saved = norms * (fused_norm ? 2 * e * h + 4 : (4 + e) * h) + e * (2 * q + 2 * kv) + 4 * heads + 4 * e * i;
-  if (m.qk_norm) saved += (4 + e) * (q + kv);
-  if (m.eager_attention) saved += heads * static_cast<double>(seq_len) * (4 * e + 4);
-  return saved;
+  return norms * (fused_norm ? 2 * e * h + 4 : (4 + e) * h) + e * (2 * q + 2 * kv) + 4 * heads + 4 * e * i +
+         model_specific_saved_bytes(m, e, seq_len);
 }
 
 // The parameters' copies outside the pinned list (host_buffers lists the pinned ones and the swap files).

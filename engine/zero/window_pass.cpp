@@ -77,9 +77,9 @@ std::vector<at::Tensor> run_window_pass(const FunctionalModel& model, ParamGatew
                          : 1;
   const size_t groups = batches / per;
   const int64_t rows = input_ids.front().size(0);  // a micro-batch's sequences: its rows in a group
-  // Units first_kept .. head - 1 keep their graphs (never unit 0, whose input is the token ids).
-  const size_t first_kept = head - std::min(static_cast<size_t>(std::max<int64_t>(shape.kept_layers, 0)),
-                                            head > 0 ? head - 1 : 0);
+  // Units first_kept .. head - 1 keep their graphs (never unit 0, whose input is the token ids; a model
+  // has at least that unit and the head).
+  const size_t first_kept = head - std::min(static_cast<size_t>(std::max<int64_t>(shape.kept_layers, 0)), head - 1);
   const auto is_kept = [&](size_t unit) { return unit >= first_kept && unit < head; };
   // inputs[u][g]: unit u's input for group g (u = 0: the token ids); graphs[u][g]: a kept unit's.
   std::vector<std::vector<at::Tensor>> inputs(model.num_units());
