@@ -122,10 +122,14 @@ uint64_t FrozenWeights::take_nvme_read_bytes() const { return disk_ != nullptr ?
 std::vector<at::Tensor> FrozenWeights::unit(size_t u, at::Device device) const {
   if (disk_ != nullptr) return disk_->unit(u, device);
   if (prefetch_ != nullptr && device == prefetch_->device()) return prefetch_->unit(u);
+  // No copy here: a CUDA run's host-resident weights come through the prefetcher (DeviceCopies).
   std::vector<at::Tensor> out;
   out.reserve(units_.at(u).size());
   for (const at::Tensor* weight : units_[u]) {
-    out.push_back(weight->device() == device ? *weight : weight->to(device, /*non_blocking=*/weight->is_pinned()));
+    if (weight->device() != device)
+      throw Error(internal_error(fmt::format("the LoRA base weights of unit {} live on {} ({}), asked for on {}", u,
+                                             weight->device().str(), where(), device.str())));
+    out.push_back(*weight);
   }
   return out;
 }

@@ -30,9 +30,9 @@ class FrozenWeights {
   ~FrozenWeights();
 
   // Unit u's parameters in model.unit_params(u) order, on `device`: the stored tensors themselves
-  // when they are already there; copies otherwise, for the CUDA device given to load() kept and
-  // copied ahead on a side stream (frozen_prefetch.h), else a copy per call (non-blocking from pinned
-  // memory); on NVMe, read through frozen_disk.h. Throws tierzero::Error when a read fails.
+  // when they are already there; for the CUDA device given to load(), host-resident weights copied
+  // ahead through DeviceCopies (frozen_prefetch.h) and NVMe-resident ones read through frozen_disk.h.
+  // Throws tierzero::Error when a read fails, or (an internal error) for a device load() was not given.
   std::vector<at::Tensor> unit(size_t u, at::Device device) const;
   // Bytes stored.
   int64_t bytes() const { return bytes_; }
