@@ -216,7 +216,7 @@ void run(const EstimateFlags& flags) {
       "nvme: read " + figure_text(machine.nvme_read_gbps, "GB/s") + ", write " +
           figure_text(machine.nvme_write_gbps, "GB/s") +
           (flags.nvme_space.empty() ? "" : "; space " + format_bytes(machine.nvme_bytes) + " (--nvme-space)"),
-      "cpu adam: " + figure_text(machine.adam_gparams, "Gparam/s"),
+      "cpu adam: " + figure_text(machine.adam_gbps, "GB/s") + " of host memory",
       from_checkpoint ? "weights: read from " + flags.model_config + "'s safetensors a piece at a time (train --model)"
                       : "weights: random init, redrawn a parameter at a time (train --model-config)",
   };

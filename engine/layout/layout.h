@@ -61,6 +61,16 @@ struct Layout {
            : part <= RecordPart::kExpAvgSq ? moment_element_bytes()
                                            : 4;
   }
+  // Bytes the CPU Adam reads and writes for one parameter, each once: the master (fp32 4; compact:
+  // the bf16 weight and its int16 residual, 4), a gradient of `grad_bytes`, m and v (8-bit: a code
+  // and its share of the block's fp32 scale), and beside an fp32 master the bf16 weight it writes.
+  // Read master, gradient, m, v; write master, m, v (+ the bf16 weight): compact + int8 + bf16
+  // gradients 14.02, fp32 + fp32 + fp32 gradients 30.
+  constexpr double cpu_step_bytes(int grad_bytes) const {
+    const double moment =
+        static_cast<double>(moment_element_bytes()) + (moments == Moments::kInt8Blockwise ? 4.0 / kMomentBlock : 0.0);
+    return (4.0 + grad_bytes + 2 * moment) + (4.0 + 2 * moment) + (compact_master ? 0.0 : 2.0);
+  }
   // 8-bit moments: the fp32 scale blocks of `numel` elements (for each of m and v); else 0.
   constexpr int64_t scale_blocks(int64_t numel) const {
     return moments == Moments::kInt8Blockwise ? (numel + kMomentBlock - 1) / kMomentBlock : 0;

@@ -57,8 +57,8 @@ Status apply_io(const json& rows, const std::string& path, Machine& m) {
 
 Status apply_adam(const json& rows, const std::string& path, Machine& m) {
   for (size_t i = 0; i < rows.size(); ++i) {
-    TZ_ASSIGN_OR_RETURN(double gparams, number_at(rows[i], i, "Gparam/s", path));
-    take_best(m.adam_gparams, gparams, "bench adam " + path);
+    TZ_ASSIGN_OR_RETURN(double gbps, number_at(rows[i], i, "GB/s", path));
+    take_best(m.adam_gbps, gbps, "bench adam " + path);
   }
   return {};
 }

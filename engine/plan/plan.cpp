@@ -40,7 +40,7 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
   const std::pair<const char*, const MachineFigure*> figures[] = {
       {"gpu tflops", &machine.gpu_tflops},      {"pcie h2d", &machine.h2d_gbps},
       {"pcie d2h", &machine.d2h_gbps},          {"nvme read", &machine.nvme_read_gbps},
-      {"nvme write", &machine.nvme_write_gbps}, {"cpu adam", &machine.adam_gparams}};
+      {"nvme write", &machine.nvme_write_gbps}, {"cpu adam", &machine.adam_gbps}};
   for (const auto& [name, figure] : figures)
     if (figure->source.rfind("default", 0) == 0) defaults += (defaults.empty() ? "" : ", ") + std::string(name);
   if (!defaults.empty())

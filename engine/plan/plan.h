@@ -129,11 +129,13 @@ struct Machine {
   MachineFigure d2h_gbps;           // GPU -> pinned host
   MachineFigure nvme_read_gbps;   // sequential, one direction (bench io's read row, bench tiers' stream)
   MachineFigure nvme_write_gbps;
-  MachineFigure adam_gparams;  // CPU Adam, 1e9 parameters per second
+  MachineFigure adam_gbps;  // CPU Adam: GB/s of host memory its step reads and writes, whatever the
+                            // state's layout (parameters a second: this / Layout::cpu_step_bytes)
 };
 
 // The figures of the reference GPU box (H200 790 TFLOPS, pinned PCIe Gen5 45 / 50 GB/s, virtio disk
-// 2.0 / 3.0 GB/s, cpu_adam 4.0 Gparam/s on 16 cores), each sourced "default: ...". No budgets.
+// 2.0 / 3.0 GB/s) and the CPU Adam of the H100 box (106 GB/s on 16 cores), each sourced
+// "default: ...". No budgets.
 Machine default_machine();
 
 // Dense 16-bit matmul TFLOPS of a GPU named `gpu_name` (a substring match, case-insensitive:

@@ -75,10 +75,14 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   d2h += shared * 2 + shared_record;
   terms.push_back({"pcie d2h", seconds(d2h, machine.d2h_gbps.value * 1e9), bytes_over(d2h, machine.d2h_gbps, "GB/s")});
 
+  // The CPU Adam moves each of its parameters' bytes once (Layout::cpu_step_bytes) at the host
+  // memory rate bench adam measured.
   const double adam = s.optimizer_offloaded() ? p - shared : 0.0;
-  std::snprintf(detail, sizeof detail, "%s params / %.2f Gparam/s%s", count_text(adam).c_str(),
-                machine.adam_gparams.value, shared > 0 ? " (the rest on the GPU: tierzero.gpu_optimizer_share)" : "");
-  terms.push_back({"cpu adam", seconds(adam, machine.adam_gparams.value * 1e9), detail});
+  const double step_bytes = s.layout().cpu_step_bytes(s.host_grad_bytes);
+  std::snprintf(detail, sizeof detail, "%s params x %.2f B / %.1f GB/s (%.2f Gparam/s)%s", count_text(adam).c_str(),
+                step_bytes, machine.adam_gbps.value, machine.adam_gbps.value / step_bytes,
+                shared > 0 ? " (the rest on the GPU: tierzero.gpu_optimizer_share)" : "");
+  terms.push_back({"cpu adam", seconds(adam * step_bytes, machine.adam_gbps.value * 1e9), detail});
 
   // NVMe: the optimizer records neither in memory nor kept by the swap buffers, read and written
   // once per step (engine/layout/layout.h); parameters

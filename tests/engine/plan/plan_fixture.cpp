@@ -36,7 +36,7 @@ Machine round_machine() {
   m.d2h_gbps = {10, "test"};
   m.nvme_read_gbps = {1, "test"};
   m.nvme_write_gbps = {2, "test"};
-  m.adam_gparams = {1, "test"};
+  m.adam_gbps = {10, "test"};
   return m;
 }
 
