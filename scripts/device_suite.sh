@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, after scripts/device.sh has built build-gpu/: the runs whose figures go into
-# benchmarks/RESULTS.md, each writing a table (.txt) and JSON into OUTDIR.
+# benchmarks/RESULTS.md, each writing a table (.txt) and JSON into OUTDIR. The run's copy-back brings
+# a few files: end the command with `scripts/device_bundle.sh OUTDIR` to bring all of OUTDIR's small ones.
 #   scripts/device.sh scripts/device_suite.sh tests OUTDIR     every test, GPU-labelled ones included
 #   scripts/device.sh scripts/device_suite.sh bench OUTDIR     bench adam, pcie, io (vs fio), tiers
 #   scripts/device.sh scripts/device_suite.sh train OUTDIR     the default `tierzero train` on the GPU
