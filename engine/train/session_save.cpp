@@ -1,5 +1,3 @@
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -143,7 +141,7 @@ Status TrainingSession::check_outputs(const Plan& plan) {
                    path.c_str());
   }
   if (status.ok()) {
-    const std::string probe_tag = "rank" + std::to_string(comm_->rank()) + ".pid" + std::to_string(getpid());
+    const std::string probe_tag = "rank" + std::to_string(comm_->rank());
     status = check_output_destinations(outputs, probe_tag, fs::default_file_system());
   }
   return agree_across_ranks(*comm_, status, "checking the output destinations");

@@ -38,8 +38,10 @@ struct OutputDestination {
 // Checks every destination through `fs` as the header says, in order; the first problem is the
 // error (kInvalidArgument: not a directory / a directory where a file goes; kIo: cannot create or
 // write; kOutOfSpace: too little free space), naming the destination's flag and path and the fix.
-// `probe_tag` makes the probe files' names unique among processes checking the same directory
-// (e.g. "rank0.pid1234"). The directories created stay; the probe files are removed.
+// `probe_tag` names the probe files (e.g. "rank0"): the same name in every run of that rank, so that
+// a probe a killed run left is replaced and removed by the next run's; processes probing the same
+// directory at once may remove each other's (a probe found gone counts as removed). The directories
+// created stay; the probe files are removed.
 Status check_output_destinations(const std::vector<OutputDestination>& destinations, const std::string& probe_tag,
                                  fs::FileSystem& fs);
 

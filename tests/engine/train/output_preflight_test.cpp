@@ -92,6 +92,19 @@ TEST(OutputPreflight, MissingDirectoriesAreCreatedAndNoProbeIsLeft) {
     EXPECT_EQ(entry.path().filename().string().find(".tierzero_write_probe"), std::string::npos) << entry.path();
 }
 
+// A run killed between writing its probe and removing it (the kill campaign found one) leaves the
+// probe; the next run of that rank probes under the same name and removes it.
+TEST(OutputPreflight, AProbeAKilledRunLeftIsGoneAfterTheNextRun) {
+  ScratchDir dir;
+  TrainArgs args = train_args(write_config(dir, small_config()), 1);
+  args.save_dir = dir / "ckpt";
+  std::filesystem::create_directories(args.save_dir);
+  std::ofstream(args.save_dir + "/.tierzero_write_probe.rank0") << "left by a killed run\n";
+  ASSERT_OK(run_train(args).summary);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".tierzero_write_probe"), std::string::npos) << entry.path();
+}
+
 // A directory the file system refuses files in (what a read-only mount does), on any machine: the
 // probe's create fails.
 TEST(OutputPreflight, UnwritableSaveDirectoryIsRefusedNamingIt) {
