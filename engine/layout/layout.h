@@ -65,7 +65,7 @@ struct Layout {
   // the bf16 weight and its int16 residual, 4), a gradient of `grad_bytes`, m and v (8-bit: a code
   // and its share of the block's fp32 scale), and beside an fp32 master the bf16 weight it writes.
   // Read master, gradient, m, v; write master, m, v (+ the bf16 weight): compact + int8 + bf16
-  // gradients 14.02, fp32 + fp32 + fp32 gradients 30.
+  // gradients 14.0625, fp32 + fp32 + fp32 gradients 30.
   constexpr double cpu_step_bytes(int grad_bytes) const {
     const double moment =
         static_cast<double>(moment_element_bytes()) + (moments == Moments::kInt8Blockwise ? 4.0 / kMomentBlock : 0.0);
