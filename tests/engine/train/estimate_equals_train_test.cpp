@@ -15,11 +15,9 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <algorithm>
 #include <filesystem>
-#include <thread>
 
 #include "engine/comm/comm.h"
 #include "engine/layout/layout.h"
@@ -27,6 +25,7 @@
 #include "engine/plan/plan.h"
 #include "engine/train/internal/engine_options.h"
 #include "engine/zero/zero_engine.h"
+#include "tests/engine/zero/thread_ranks.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/status_matchers.h"
 
@@ -34,6 +33,7 @@ namespace tierzero::engine {
 namespace {
 
 using nlohmann::json;
+using testing::run_thread_ranks;
 
 // Three Hugging Face config.json files: tied and untied heads, GQA, Qwen2's biases, sizes that pad.
 const char* const kModels[] = {
@@ -268,21 +268,9 @@ TEST_P(EstimateEqualsTrain, PinnedAndNvmeBytesToTheByte) {
       const std::unique_ptr<Comm> comm = Comm::single(at::Device(at::kCPU));
       allocated[0] = build_engine(config, model_json, *comm, dir.path());
     } else {
-      auto store = c10::make_intrusive<c10d::HashStore>();
-      std::vector<std::thread> ranks;
-      std::vector<std::string> errors(static_cast<size_t>(c.world));
-      for (int r = 0; r < c.world; ++r) {
-        ranks.emplace_back([&, r] {
-          try {
-            const std::unique_ptr<Comm> comm = value_or_throw(Comm::create(store, r, c.world, at::Device(at::kCPU)));
-            allocated[static_cast<size_t>(r)] = build_engine(config, model_json, *comm, dir.path());
-          } catch (const std::exception& e) {
-            errors[static_cast<size_t>(r)] = e.what();
-          }
-        });
-      }
-      for (std::thread& rank : ranks) rank.join();
-      for (const std::string& error : errors) ASSERT_EQ(error, "") << model_json;
+      run_thread_ranks(c.world, [&](Comm& comm) {
+        allocated[static_cast<size_t>(comm.rank())] = build_engine(config, model_json, comm, dir.path());
+      });
     }
     for (int r = 0; r < c.world; ++r) {
       const Allocated& a = allocated[static_cast<size_t>(r)];

@@ -9,14 +9,10 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <csignal>
-#include <exception>
 #include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "checkpoint/convert/consolidate.h"
 #include "checkpoint/engine_format/engine_checkpoint.h"
@@ -24,6 +20,7 @@
 #include "engine/zero/zero_engine.h"
 #include "rank_launcher.h"
 #include "scenario.h"
+#include "thread_ranks.h"
 #include "tests/support/python.h"
 #include "tests/support/status_matchers.h"
 
@@ -32,6 +29,7 @@ namespace {
 
 using testing::make_temp_dir;
 using testing::remove_tree;
+using testing::run_thread_ranks;
 using testing::test_model_config;
 
 // ---- to_hf_json ---------------------------------------------------------------------------------
@@ -77,33 +75,6 @@ TEST(ModelConfigJson, RoundTripsParsedConfigsOfEveryFamily) {
 // ---- Two ranks ----------------------------------------------------------------------------------
 
 ::testing::Environment* const kOneCpuThread = ::testing::AddGlobalTestEnvironment(new testing::OneCpuThread);
-
-// Two process groups in one process: c10d's FlightRecorder (one per process) inserts each group's
-// first entry into a std::map before taking its lock, so two groups' first collectives on two
-// threads can corrupt the map (a segfault in _Rb_tree_insert_and_rebalance, about 1 run in 3 here).
-// A real run has one group per process. Recording off (its buffer size 0), set before the recorder
-// is first created.
-const bool kFlightRecorderOff = ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1) == 0;
-
-// Runs `body(comm)` for ranks 0 and 1 of a Gloo group on two threads; rethrows the first failure.
-void run_two_ranks(const std::function<void(Comm&)>& body) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::exception_ptr failure[2];
-  std::thread ranks[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks[rank] = std::thread([&, rank] {
-      try {
-        std::unique_ptr<Comm> comm = value_or_throw(Comm::create(store, rank, 2, at::kCPU));
-        body(*comm);
-      } catch (...) {
-        failure[rank] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& t : ranks) t.join();
-  for (const std::exception_ptr& f : failure)
-    if (f) std::rethrow_exception(f);
-}
 
 // The engine tests' model (scenario.h) as a `family` ("llama" | "qwen2") model.
 ModelConfig small_config(const std::string& family, bool tied) {
@@ -196,7 +167,7 @@ TEST(ZeroExport, WritesMasterWeightsRoundedToTheTrainingDtype) {
     const std::string out = tmp + "/stage" + std::to_string(c.stage);
     const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config(c.family, c.tied));
     std::map<std::string, at::Tensor> master;
-    run_two_ranks([&](Comm& comm) {
+    run_thread_ranks(2, [&](Comm& comm) {
       std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, c.stage, c.dtype, comm);
       // 16 KB shards: the model (~35 KB in 2 bytes) spreads over several files and an index.
       throw_if_error(export_16bit_model(*engine, config_text(*model), out,
@@ -219,7 +190,7 @@ TEST(ZeroExport, ExportingIntoANonEmptyDirectoryFailsOnEveryRank) {
   EXPECT_OK(check_export_dir(tmp + "/new"));
   const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config("llama", true));
   Status status[2];
-  run_two_ranks([&](Comm& comm) {
+  run_thread_ranks(2, [&](Comm& comm) {
     std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, 3, at::kFloat, comm);
     status[comm.rank()] = export_16bit_model(*engine, config_text(*model), tmp);
   });
@@ -246,7 +217,7 @@ TEST(ZeroExport, AWriteFailingMidwayFailsOnEveryRankWithoutHanging) {
   const std::string tmp = make_temp_dir(), out = tmp + "/model";
   const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config("llama", true));
   Status status[2];
-  run_two_ranks([&](Comm& comm) {
+  run_thread_ranks(2, [&](Comm& comm) {
     std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, 3, at::kFloat, comm);
     comm.barrier();
     rlimit saved{};
@@ -277,7 +248,7 @@ TEST(ZeroCheckpointConfig, ConvertWritesTheModelsConfigAndSavedModelLoads) {
   const std::string tmp = make_temp_dir(), save = tmp + "/ckpt", converted = tmp + "/converted";
   const std::unique_ptr<FunctionalModel> model = make_causal_lm(small_config("qwen2", true));
   std::map<std::string, at::Tensor> master;
-  run_two_ranks([&](Comm& comm) {
+  run_thread_ranks(2, [&](Comm& comm) {
     std::unique_ptr<ZeroEngine> engine = train_two_steps(*model, 3, at::kBFloat16, comm);
     CheckpointExtras extras;
     extras.iteration = 2;
