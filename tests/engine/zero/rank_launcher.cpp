@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -17,8 +18,26 @@
 extern char** environ;
 
 namespace tierzero::engine::testing {
-std::string run_ranks(const Scenario& scenario, double loss_rtol, double param_atol, int timeout_seconds) {
-  std::string dir = make_temp_dir();
+namespace {
+
+constexpr int kLaunchAttempts = 3;
+// What Comm::create says when Gloo could not connect the ranks (a loopback connect once failed so
+// on the CI box: "Connection closed by peer" inside connectFullMesh).
+constexpr const char* kFormationFailed = "cannot form the process group";
+
+std::string read_log(const std::string& path) {
+  std::ifstream log(path);
+  std::stringstream text;
+  text << log.rdbuf();
+  return text.str();
+}
+
+// One launch of the scenario's ranks over a FileStore in `dir`: empty when every rank exited 0,
+// else each failing rank's exit status and log. Sets `formation_failed` (and kills the other ranks
+// at once, which would wait for it) when a rank failed to form the process group.
+std::string launch_once(const Scenario& scenario, const std::string& dir, double loss_rtol, double param_atol,
+                        int timeout_seconds, bool& formation_failed) {
+  formation_failed = false;
   std::vector<std::string> args = scenario.to_args();
   args.insert(args.begin(), TIERZERO_ZERO_WORKER);
 
@@ -62,8 +81,12 @@ std::string run_ranks(const Scenario& scenario, double loss_rtol, double param_a
         --running;
       }
     }
-    if (running > 0 && std::chrono::steady_clock::now() > deadline && !timed_out) {
-      timed_out = true;
+    for (size_t r = 0; r < pids.size() && !formation_failed; ++r)
+      formation_failed =
+          statuses[r] != -1 && statuses[r] != 0 &&
+          read_log(dir + "/rank" + std::to_string(r) + ".log").find(kFormationFailed) != std::string::npos;
+    if (running > 0 && (formation_failed || std::chrono::steady_clock::now() > deadline) && !timed_out) {
+      timed_out = !formation_failed;
       for (size_t r = 0; r < pids.size(); ++r)
         if (statuses[r] == -1) kill(pids[r], SIGKILL);
     }
@@ -74,14 +97,29 @@ std::string run_ranks(const Scenario& scenario, double loss_rtol, double param_a
   for (size_t r = 0; r < pids.size(); ++r) {
     int status = statuses[r];
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-    std::ifstream log(dir + "/rank" + std::to_string(r) + ".log");
-    std::stringstream text;
-    text << log.rdbuf();
     report << "rank " << r << (timed_out ? " (killed at the deadline)" : "") << " exit status " << status << ":\n"
-           << text.str() << "\n";
+           << read_log(dir + "/rank" + std::to_string(r) + ".log") << "\n";
   }
-  if (report.str().empty()) remove_tree(dir);
   return report.str();
+}
+
+}  // namespace
+
+std::string run_ranks(const Scenario& scenario, double loss_rtol, double param_atol, int timeout_seconds) {
+  std::string report;
+  for (int attempt = 1; attempt <= kLaunchAttempts; ++attempt) {
+    const std::string dir = make_temp_dir();
+    bool formation_failed = false;
+    report = launch_once(scenario, dir, loss_rtol, param_atol, timeout_seconds, formation_failed);
+    if (report.empty()) {
+      remove_tree(dir);
+      return report;
+    }
+    if (!formation_failed) return report;
+    std::fprintf(stderr, "run_ranks: the ranks could not form their group (attempt %d of %d):\n%s", attempt,
+                 kLaunchAttempts, report.c_str());
+  }
+  return report;
 }
 
 }  // namespace tierzero::engine::testing

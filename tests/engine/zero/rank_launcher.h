@@ -15,7 +15,9 @@ inline std::string make_temp_dir() { return test_support::make_scratch_dir("tier
 // Removes `path` and everything below it (test_support::remove_tree).
 inline void remove_tree(const std::string& path) { test_support::remove_tree(path); }
 
-// Empty when every rank exited 0; otherwise each failing rank's exit status and stderr.
+// Empty when every rank exited 0; otherwise each failing rank's exit status and stderr. When a rank
+// fails to form the process group (Comm::create's "cannot form the process group"), the other ranks
+// are killed and all launched again over a fresh store, up to 3 times, each failure on stderr.
 std::string run_ranks(const Scenario& scenario, double loss_rtol, double param_atol, int timeout_seconds = 240);
 
 }  // namespace tierzero::engine::testing
