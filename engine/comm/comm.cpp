@@ -120,8 +120,14 @@ Result<std::unique_ptr<Comm>> Comm::create(c10::intrusive_ptr<c10d::Store> store
       backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
     }
   } catch (const std::exception& e) {
+    const char* check =
+        device.is_cuda()
+            ? "NCCL_DEBUG=INFO prints what NCCL tried; NCCL_SOCKET_IFNAME names the interface it uses"
+            : "a peer may have exited or failed as the group formed (see its output), or the ranks cannot reach "
+              "each other on the interface Gloo took from this host's name: set GLOO_SOCKET_IFNAME to one every "
+              "rank reaches (lo when all run on this machine)";
     return io_error("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
-                    ": cannot form the process group: " + e.what());
+                    ": cannot form the process group: " + comm_internal::first_line(e.what()) + "; " + check);
   }
   return std::unique_ptr<Comm>(new Comm(std::move(backend), rank, world_size, device));
 }

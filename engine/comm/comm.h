@@ -52,7 +52,8 @@ class Comm {
   // missing ranks, MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and what to check).
   static Result<std::unique_ptr<Comm>> from_env(at::Device device);
   // Joins a group of `world_size` ranks that meet in `store`; builds the backend even for one rank
-  // (tests exercise Gloo / NCCL that way).
+  // (tests exercise Gloo / NCCL that way). kIo when the backend cannot form the group: "cannot form
+  // the process group", the backend's first line (no LibTorch stack) and what to check.
   static Result<std::unique_ptr<Comm>> create(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
                                               at::Device device);
   // A group of one: collectives do nothing.

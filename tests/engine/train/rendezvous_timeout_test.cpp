@@ -2,8 +2,9 @@
 // makes train() fail within TIERZERO_RENDEZVOUS_TIMEOUT, naming the missing rank, the launch
 // variables and what to check — instead of hanging. Here the timeout is 1.5 s: the one process
 // started of a 2-rank run (as rank 0, which hosts the store, and as rank 1, whose rank 0 never
-// comes); and 3 s for Comm::from_env alone, timed.
+// comes); and 3 s for Comm::from_env alone, timed. A group Gloo cannot form says what to check.
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <chrono>
 
@@ -92,6 +93,21 @@ TEST(Rendezvous, RankWithoutRankZeroGivesUpWithinTheTimeoutWithoutStackFrames) {
     EXPECT_EQ(text.find("frame #"), std::string::npos) << "LibTorch stack frames: " << text;
     EXPECT_EQ(text.find("Exception raised from"), std::string::npos) << "c10's stack trace: " << text;
   }
+}
+
+// A group Gloo cannot form (here: GLOO_SOCKET_IFNAME names no interface) is kIo naming the rank,
+// Gloo's own first line and what to check, without LibTorch's stack.
+TEST(Rendezvous, GroupThatCannotFormSaysWhatToCheckWithoutStackFrames) {
+  ScopedEnv interface("GLOO_SOCKET_IFNAME", "tierzero-no-such-if");
+  const Result<std::unique_ptr<Comm>> comm = Comm::create(c10::make_intrusive<c10d::HashStore>(), 0, 1, at::kCPU);
+  const Status status = comm.status();
+  ASSERT_EQ(status.code(), ErrorCode::kIo) << status.to_string();
+  const std::string message = status.message();
+  for (const std::string& part : {"rank 0 of 1: cannot form the process group: ", "tierzero-no-such-if",
+                                  "set GLOO_SOCKET_IFNAME to one every rank reaches"})
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' missing from: " << message;
+  EXPECT_EQ(message.find("frame #"), std::string::npos) << "LibTorch stack frames: " << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "more than one line: " << message;
 }
 
 TEST(Rendezvous, TimeoutComesFromTheEnvironmentOrIs300Seconds) {
