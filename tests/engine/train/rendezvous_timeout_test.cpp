@@ -103,8 +103,8 @@ TEST(Rendezvous, GroupThatCannotFormSaysWhatToCheckWithoutStackFrames) {
   const Status status = comm.status();
   ASSERT_EQ(status.code(), ErrorCode::kIo) << status.to_string();
   const std::string message = status.message();
-  for (const std::string& part : {"rank 0 of 1: cannot form the process group: ", "tierzero-no-such-if",
-                                  "set GLOO_SOCKET_IFNAME to one every rank reaches"})
+  for (const char* part : {"rank 0 of 1: cannot form the process group: ", "tierzero-no-such-if",
+                           "set GLOO_SOCKET_IFNAME to one every rank reaches"})
     EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' missing from: " << message;
   EXPECT_EQ(message.find("frame #"), std::string::npos) << "LibTorch stack frames: " << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << "more than one line: " << message;
