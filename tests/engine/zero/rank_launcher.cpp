@@ -71,7 +71,7 @@ std::string launch_once(const Scenario& scenario, const std::string& dir, double
   std::vector<int> statuses(pids.size(), -1);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   size_t running = pids.size();
-  bool timed_out = false;
+  bool timed_out = false, killed = false;
   while (running > 0) {
     for (size_t r = 0; r < pids.size(); ++r) {
       if (statuses[r] != -1) continue;
@@ -79,13 +79,15 @@ std::string launch_once(const Scenario& scenario, const std::string& dir, double
       if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
         statuses[r] = status;
         --running;
+        // Read once, as the rank exits: a failure to form the group leaves the others waiting.
+        formation_failed =
+            formation_failed ||
+            (status != 0 &&
+             read_log(dir + "/rank" + std::to_string(r) + ".log").find(kFormationFailed) != std::string::npos);
       }
     }
-    for (size_t r = 0; r < pids.size() && !formation_failed; ++r)
-      formation_failed =
-          statuses[r] != -1 && statuses[r] != 0 &&
-          read_log(dir + "/rank" + std::to_string(r) + ".log").find(kFormationFailed) != std::string::npos;
-    if (running > 0 && (formation_failed || std::chrono::steady_clock::now() > deadline) && !timed_out) {
+    if (running > 0 && !killed && (formation_failed || std::chrono::steady_clock::now() > deadline)) {
+      killed = true;
       timed_out = !formation_failed;
       for (size_t r = 0; r < pids.size(); ++r)
         if (statuses[r] == -1) kill(pids[r], SIGKILL);
