@@ -258,7 +258,9 @@ void add_estimate_command(CLI::App& app) {
   cmd->add_option("--gpu-tflops", flags->gpu_tflops, "dense 16-bit matmul TFLOPS (overrides the table)")
       ->check(number_in(0.001, 1e6))
       ->excludes(gpu);
-  cmd->add_option("--gpu-efficiency", flags->gpu_efficiency, "fraction of those TFLOPS a step sustains (default 0.60)")
+  cmd->add_option("--gpu-efficiency", flags->gpu_efficiency,
+                  "fraction of those TFLOPS a step sustains (default " +
+                      std::to_string(Machine{}.compute_efficiency).substr(0, 4) + ")")
       ->check(number_in(0.001, 1.0));
   cmd->add_option("--seq-len", flags->seq_len, "tokens per sample (default: tierzero.data.seq_len)")
       ->check(whole_number_in(1, int64_t{1} << 24));

@@ -126,8 +126,8 @@ Result<std::unique_ptr<Comm>> Comm::create(c10::intrusive_ptr<c10d::Store> store
             : "a peer may have exited or failed as the group formed (see its output), or the ranks cannot reach "
               "each other on the interface Gloo took from this host's name: set GLOO_SOCKET_IFNAME to one every "
               "rank reaches (lo when all run on this machine)";
-    return io_error("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
-                    ": cannot form the process group: " + comm_internal::first_line(e.what()) + "; " + check);
+    return io_error("rank " + std::to_string(rank) + " of " + std::to_string(world_size) + ": " +
+                    std::string(kGroupNotFormed) + ": " + comm_internal::first_line(e.what()) + "; " + check);
   }
   return std::unique_ptr<Comm>(new Comm(std::move(backend), rank, world_size, device));
 }

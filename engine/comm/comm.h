@@ -21,10 +21,15 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/common.h"
 
 namespace tierzero::engine {
+
+// The words Comm::create's error holds when the backend cannot form the group: the test helpers that
+// launch ranks look for them before launching again.
+inline constexpr std::string_view kGroupNotFormed = "cannot form the process group";
 
 // A pending collective; an empty one (no backend) is already done.
 class CommOp {

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/comm.h"
 #include "train_fixture.h"
 
 extern char** environ;
@@ -26,9 +27,9 @@ namespace tierzero::engine::testing {
 inline constexpr int kWorld = 2;
 
 // kWorld workers with `args`, each rank's output in DIR/NAME.rankR.log. A launch whose group could
-// not form (a rank's log says Comm::create's "cannot form the process group": a loopback connect
-// once failed so on the CI box) is launched again on a fresh port, up to kLaunchAttempts times,
-// each failure on stderr: that is not what these tests check, and no training ran.
+// not form (a rank's log holds Comm::create's kGroupNotFormed: a loopback connect once failed so on
+// the CI box) is launched again on a fresh port, up to kLaunchAttempts times, each failure on
+// stderr: that is not what these tests check, and no training ran.
 class Ranks {
  public:
   static constexpr int kLaunchAttempts = 3;
@@ -113,7 +114,7 @@ class Ranks {
   // Whether a rank that failed says its group could not form.
   bool group_failed() const {
     for (int r = 0; r < kWorld; ++r)
-      if (!exited_ok(r) && log_text(r).find("cannot form the process group") != std::string::npos) return true;
+      if (!exited_ok(r) && log_text(r).find(kGroupNotFormed) != std::string::npos) return true;
     return false;
   }
   // The exit status and log of each rank that failed, or "".

@@ -15,15 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/comm.h"
+
 extern char** environ;
 
 namespace tierzero::engine::testing {
 namespace {
 
 constexpr int kLaunchAttempts = 3;
-// What Comm::create says when Gloo could not connect the ranks (a loopback connect once failed so
-// on the CI box: "Connection closed by peer" inside connectFullMesh).
-constexpr const char* kFormationFailed = "cannot form the process group";
 
 std::string read_log(const std::string& path) {
   std::ifstream log(path);
@@ -80,10 +79,9 @@ std::string launch_once(const Scenario& scenario, const std::string& dir, double
         statuses[r] = status;
         --running;
         // Read once, as the rank exits: a failure to form the group leaves the others waiting.
-        formation_failed =
-            formation_failed ||
-            (status != 0 &&
-             read_log(dir + "/rank" + std::to_string(r) + ".log").find(kFormationFailed) != std::string::npos);
+        formation_failed = formation_failed ||
+                           (status != 0 && read_log(dir + "/rank" + std::to_string(r) + ".log").find(kGroupNotFormed) !=
+                                               std::string::npos);
       }
     }
     if (running > 0 && !killed && (formation_failed || std::chrono::steady_clock::now() > deadline)) {
