@@ -1,5 +1,6 @@
-// The support library itself: the status checks print the error, ScratchDir cleans up, and Python
-// scripts run with their output kept and their fixtures made once.
+// The support library itself: the status checks print the error, ScratchDir cleans up, Python
+// scripts run with their output kept and their fixtures made once, and SpawnedRanks launches again
+// only the launches that failed as asked.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include "tests/support/python.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/spawned_ranks.h"
 #include "tests/support/status_matchers.h"
 
 namespace tierzero {
@@ -131,6 +133,67 @@ TEST(Python, FailingFixtureScriptIsATestFailureOnce) {
                           "failed with status 2:\nbad row 3");
   EXPECT_EQ(skip, "fixture generation failed");
   EXPECT_EQ(test_support::python_fixture_dir(broken, dir.file("broken"), skip), "") << "no second failure";
+}
+
+// Two /bin/sh ranks whose launch `fail_in` fails: each rank says `say` on stderr and exits 3 there;
+// in the other launches it prints its rank and attempt and exits 0.
+test_support::RankLaunch sh_ranks(const test_support::ScratchDir& dir, int fail_in, const std::string& say) {
+  const std::string script = "if [ \"$ATTEMPT\" = " + std::to_string(fail_in) + " ]; then echo '" + say +
+                             "' >&2; exit 3; fi; echo rank $RANK attempt $ATTEMPT";
+  return {.argv = {"/bin/sh", "-c", script},
+          .world = 2,
+          .env =
+              [](int rank, int attempt) {
+                return std::vector<std::string>{test_support::env_var("RANK", std::to_string(rank)),
+                                                test_support::env_var("ATTEMPT", std::to_string(attempt))};
+              },
+          .log = [&dir](int rank) { return dir.file("rank" + std::to_string(rank) + ".log"); },
+          .retry_when = "cannot form the process group"};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(SpawnedRanks, ALaunchThatFailedAsAskedIsLaunchedAgain) {
+  test_support::ScratchDir dir("support-test");
+  test_support::SpawnedRanks ranks(sh_ranks(dir, 1, "rank 0: cannot form the process group"));
+  EXPECT_EQ(ranks.wait(30), "");
+  EXPECT_EQ(read_text(dir.file("rank0.log")), "rank 0 attempt 2\n");
+  EXPECT_EQ(read_text(dir.file("rank1.log")), "rank 1 attempt 2\n");
+}
+
+TEST(SpawnedRanks, OtherFailuresAreReportedWithEachRanksLogAndNotLaunchedAgain) {
+  test_support::ScratchDir dir("support-test");
+  test_support::SpawnedRanks ranks(sh_ranks(dir, 1, "loss diverged"));
+  const std::string failures = ranks.wait(30);
+  EXPECT_NE(failures.find("rank 0 status 768:\nloss diverged"), std::string::npos) << failures;
+  EXPECT_NE(failures.find("rank 1 status 768:\nloss diverged"), std::string::npos) << failures;
+}
+
+TEST(SpawnedRanks, GivesUpAfterTheLastAttempt) {
+  test_support::ScratchDir dir("support-test");
+  test_support::RankLaunch launch = sh_ranks(dir, 0, "cannot form the process group");
+  launch.env = [](int rank, int) {
+    return std::vector<std::string>{test_support::env_var("RANK", std::to_string(rank)), "ATTEMPT=0"};
+  };
+  test_support::SpawnedRanks ranks(std::move(launch));
+  const std::string failures = ranks.wait(30);
+  EXPECT_NE(failures.find("rank 0 status 768:\ncannot form the process group"), std::string::npos) << failures;
+  EXPECT_EQ(failures.find("killed at the deadline"), std::string::npos) << failures;
+}
+
+TEST(SpawnedRanks, RanksStillRunningAtTheDeadlineAreKilledAndSaidSo) {
+  test_support::ScratchDir dir("support-test");
+  test_support::SpawnedRanks ranks({.argv = {"/bin/sh", "-c", "sleep 30"},
+                                    .world = 2,
+                                    .env = {},
+                                    .log = [&dir](int rank) { return dir.file("r" + std::to_string(rank)); },
+                                    .retry_when = ""});
+  EXPECT_NE(ranks.wait(1).find("rank 1 (killed at the deadline) status 9"), std::string::npos);
 }
 
 }  // namespace
