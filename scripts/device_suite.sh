@@ -76,6 +76,10 @@ run() {
   timeout 240 "$tz" "$@" --json "$out/$name.json" 2>&1 | tee "$out/$name.txt" |
     grep -vE '^#  |^# (host|timing|stream|peer|max_abs|note)'
 }
+# config_nvme CFG: the optimizer's nvme_path in CFG ("" without one).
+config_nvme() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$1"
+}
 case "$what" in
   tests)
     timeout 240 ctest --test-dir build-gpu -j "$(nproc)" --timeout 200 2>&1 | tee "$out/ctest.txt" | grep -vE '^ +Start|Passed' ;;
@@ -164,12 +168,15 @@ case "$what" in
     cfg=${STARTUP_CONFIG:-benchmarks/configs/zero3_14b_compact_24gb.json}
     dir=/tmp/tz-hf-startup
     rm -rf "$dir"
+    nvme=$(config_nvme "$cfg")  # made here: a `big` run before this one removes its own
+    [[ -n $nvme ]] && { rm -rf "${nvme:?}"; mkdir -p "$nvme"; }
     timeout 300 "$tz" train --model-config "$model" --config "$cfg" --data configs/data/tiny_corpus.u16 --steps 1 \
       --export "$dir" > "$out/hf_export.log" 2>&1 || { tail -5 "$out/hf_export.log"; exit 1; }
     grep -E '^done|export' "$out/hf_export.log" | cut -c1-300; du -sh "$dir"
     timeout 280 python3 benchmarks/startup.py --bin tierzero="$tz" --model "$dir" --config "$cfg" --repeat 1 \
       --json "$out/startup_hf.json" -- --data configs/data/tiny_corpus.u16 2>&1 | tee "$out/startup_hf.txt"
-    rm -rf "$dir" ;;
+    rm -rf "$dir"
+    [[ -n $nvme ]] && rm -rf "${nvme:?}" ;;
   vs_deepspeed)
     TIERZERO_BIN=$tz timeout 560 benchmarks/train_vs_deepspeed.sh --out "$out/vs_deepspeed" "${@:3}" 2>&1 |
       tee "$out/vs_deepspeed.txt" | grep -vE 'Warning|warn\(' | tail -40 ;;
@@ -180,7 +187,7 @@ case "$what" in
       model=${BIG_MODEL:-benchmarks/models/qwen2.5_$shape.json}
       cfg=${BIG_CONFIG:-benchmarks/configs/zero3_${shape}_compact_24gb${BIG_VARIANT:-}.json}
       shape=$shape${BIG_VARIANT:-}  # the output files' names
-      nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$cfg")
+      nvme=$(config_nvme "$cfg")
       [[ -n $nvme ]] && { rm -rf "${nvme:?}"; mkdir -p "$nvme"; }
       echo "== $shape: estimate, then train $model with $cfg ($(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -BG --output=avail /tmp | tail -1) free on /tmp)"
       "$tz" estimate --model-config "$model" --config "$cfg" ${nvme:+--nvme "$nvme"} > "$out/estimate_$shape.txt" 2>&1
@@ -198,7 +205,7 @@ case "$what" in
   host64)
     cfg=${HOST64_CONFIG:-benchmarks/configs/zero3_14b_compact_64gb_ring.json}
     model=benchmarks/models/qwen2.5_14b.json
-    nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"]["offload_optimizer"]["nvme_path"])' "$cfg")
+    nvme=$(config_nvme "$cfg")
     rm -rf "${nvme:?}"; mkdir -p "$nvme"
     run io_mixed bench io --nvme "$nvme" --size 4GiB --mixed --pipeline --record-ms 30
     # The disk's rates over as many bytes as the step moves each way (the swap file's ~28 GiB): a
@@ -229,7 +236,7 @@ case "$what" in
     rm -rf /tmp/tz-save-overlap ;;
   checkpoint)
     cfg=${CKPT_CONFIG:-benchmarks/configs/zero3_7b_compact_24gb.json}
-    nvme=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["zero_optimization"].get("offload_optimizer", {}).get("nvme_path", ""))' "$cfg")
+    nvme=$(config_nvme "$cfg")
     [[ -n $nvme ]] && mkdir -p "$nvme"
     python3 benchmarks/checkpoint_cycle.py --tierzero "$tz" --model-config benchmarks/models/qwen2.5_7b.json --config "$cfg" \
       --data configs/data/tiny_corpus.u16 --work /tmp/tz-cycle --phases "${PHASES:-saved,convert,resumed,unbroken,io}" \
