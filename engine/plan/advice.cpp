@@ -1,6 +1,5 @@
 // What to change when a budget is not met: each candidate key re-planned, its figure reported.
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 
 #include "common/common.h"
@@ -14,6 +13,25 @@ struct Fix {
   std::string key;
   std::function<void(DsConfig&)> apply;
 };
+
+// The inputs of the plan advised on, re-planned with one change at a time.
+struct Replan {
+  const ModelDims& model;
+  const DsConfig& config;
+  const Machine& machine;
+  const PlanOptions& options;
+  // plan_figures of a copy of `config` that `change` has changed.
+  Result<Plan> with(const std::function<void(DsConfig&)>& change) const {
+    DsConfig changed = config;
+    change(changed);
+    return plan_figures(model, changed, machine, options);
+  }
+};
+
+// "CHECK X, fits" (or ", still over"): a check of a re-planned config.
+std::string check_after(const TierCheck& after) {
+  return after.name + " " + format_bytes(after.peak_bytes) + (after.over() ? ", still over" : ", fits");
+}
 
 // The largest items of the tiers `check` covers, as "what SIZE" (at most three).
 std::string largest_items(const Plan& plan, const std::string& check) {
@@ -32,11 +50,13 @@ std::string largest_items(const Plan& plan, const std::string& check) {
   return text;
 }
 
-bool bf16_state(const DsConfig& config) { return config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kBf16; }
-
 Fix bf16_state_fix() {
   return {"tierzero.optimizer_state_dtype \"bf16\"",
           [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16; }};
+}
+
+Fix smaller_reduce_bucket_fix() {
+  return {"zero_optimization.reduce_bucket_size 5e7", [](DsConfig& c) { c.zero.reduce_bucket_size = 50'000'000; }};
 }
 
 void set_micro_batch(DsConfig& c, int64_t micro) {
@@ -73,9 +93,7 @@ std::vector<Fix> gpu_fixes(const DsConfig& config) {
     fixes.push_back({"zero_optimization.offload_param.device \"cpu\"",
                      [](DsConfig& c) { c.zero.offload_param.device = OffloadDevice::kCpu; }});
   }
-  if (z.reduce_bucket_size > 50'000'000)
-    fixes.push_back(
-        {"zero_optimization.reduce_bucket_size 5e7", [](DsConfig& c) { c.zero.reduce_bucket_size = 50'000'000; }});
+  if (z.reduce_bucket_size > 50'000'000) fixes.push_back(smaller_reduce_bucket_fix());
   if (z.stage == 3 && (z.max_live_parameters > 100'000'000 || z.max_reuse_distance > 100'000'000))
     fixes.push_back(
         {"zero_optimization.stage3_max_live_parameters 1e8 and stage3_max_reuse_distance 1e8", [](DsConfig& c) {
@@ -107,38 +125,28 @@ std::vector<Fix> host_fixes(const DsConfig& config, bool pinned_only, bool state
       config.tierzero.optimizer_state_dtype == OptimizerStateDtype::kFp32)
     fixes.push_back(bf16_state_fix());
   if (z.offload_optimizer.device != OffloadDevice::kNone && z.reduce_bucket_size > 50'000'000)
-    fixes.push_back(
-        {"zero_optimization.reduce_bucket_size 5e7", [](DsConfig& c) { c.zero.reduce_bucket_size = 50'000'000; }});
+    fixes.push_back(smaller_reduce_bucket_fix());
   return fixes;
 }
 
-// "  - KEY: NAME X, fits" for a fix that lowers `check` by at least 1%.
-std::string tried(const ModelDims& model, const DsConfig& config, const Machine& machine, const PlanOptions& options,
-                  const std::string& check, uint64_t before, const Fix& fix) {
-  DsConfig changed = config;
-  fix.apply(changed);
-  Result<Plan> p = plan_figures(model, changed, machine, options);
+// "  - set KEY: CHECK X, fits" for a fix that lowers `check` by at least 1%.
+std::string tried(const Replan& replan, const std::string& check, uint64_t before, const Fix& fix) {
+  Result<Plan> p = replan.with(fix.apply);
   if (!p.ok()) return "";
   const TierCheck& after = check_named(*p, check);
   if (after.peak_bytes >= before - before / 100) return "";
-  return "\n  - set " + fix.key + ": " + check + " " + format_bytes(after.peak_bytes) +
-         (after.over() ? ", still over" : ", fits");
+  return "\n  - set " + fix.key + ": " + check_after(after);
 }
 
 // The largest micro-batch below the current one that fits `check`, as a fix line; "" if none helps.
-std::string smaller_micro_batch(const ModelDims& model, const DsConfig& config, const Machine& machine,
-                                const PlanOptions& options, const std::string& check) {
-  const int64_t micro = config.batch.train_micro_batch_size_per_gpu;
-  for (int64_t m = micro - 1; m >= 1; --m) {
-    DsConfig changed = config;
-    set_micro_batch(changed, m);
-    Result<Plan> p = plan_figures(model, changed, machine, options);
+std::string smaller_micro_batch(const Replan& replan, const std::string& check) {
+  for (int64_t m = replan.config.batch.train_micro_batch_size_per_gpu - 1; m >= 1; --m) {
+    Result<Plan> p = replan.with([m](DsConfig& c) { set_micro_batch(c, m); });
     if (!p.ok()) return "";
     const TierCheck& after = check_named(*p, check);
     if (!after.over() || m == 1)
       return "\n  - lower train_micro_batch_size_per_gpu to " + std::to_string(m) + " (gradient_accumulation_steps " +
-             std::to_string(changed.batch.gradient_accumulation_steps) + " keeps the batch): " + check + " " +
-             format_bytes(after.peak_bytes) + (after.over() ? ", still over" : ", fits");
+             std::to_string(p->gradient_accumulation_steps) + " keeps the batch): " + check_after(after);
   }
   return "";
 }
@@ -153,9 +161,9 @@ std::vector<Fix> layout_candidates(const DsConfig& config, const Machine& machin
   if (config.zero.offload_optimizer.device == OffloadDevice::kNone) return out;
   std::vector<std::string> keys;
   std::vector<std::function<void(DsConfig&)>> steps;
-  auto add = [&](std::string key, std::function<void(DsConfig&)> step) {
-    keys.push_back(std::move(key));
-    steps.push_back(std::move(step));
+  auto add = [&](Fix fix) {
+    keys.push_back(std::move(fix.key));
+    steps.push_back(std::move(fix.apply));
     std::string text;
     for (const std::string& k : keys) text += (text.empty() ? "" : " + ") + k;
     out.push_back({text, [steps](DsConfig& c) {
@@ -172,24 +180,22 @@ std::vector<Fix> layout_candidates(const DsConfig& config, const Machine& machin
       key = "tierzero.pinned_memory_limit \"" + std::to_string(limit / 1'000'000'000) + "GB\" + " + key;
     }
     if (limit > 0)
-      add(key, [limit](DsConfig& c) {
-        c.tierzero.pinned_memory_limit = limit;
-        c.tierzero.optimizer_records_in_memory = kOptimizerRecordsAuto;
-      });
+      add({key, [limit](DsConfig& c) {
+             c.tierzero.pinned_memory_limit = limit;
+             c.tierzero.optimizer_records_in_memory = kOptimizerRecordsAuto;
+           }});
   }
   if (t.master_weights == MasterWeights::kFp32 && config.precision() == Precision::kBf16)
-    add("tierzero.master_weights \"compact\"",
-        [](DsConfig& c) { c.tierzero.master_weights = MasterWeights::kCompact; });
-  if (t.optimizer_state_dtype == OptimizerStateDtype::kFp32)
-    add("tierzero.optimizer_state_dtype \"bf16\"",
-        [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kBf16; });
+    add({"tierzero.master_weights \"compact\"",
+         [](DsConfig& c) { c.tierzero.master_weights = MasterWeights::kCompact; }});
+  if (t.optimizer_state_dtype == OptimizerStateDtype::kFp32) add(bf16_state_fix());
   if (t.offload_grad_dtype == OffloadGradDtype::kFp32)
-    add("tierzero.offload_grad_dtype \"bf16\"",
-        [](DsConfig& c) { c.tierzero.offload_grad_dtype = OffloadGradDtype::kBf16; });
+    add({"tierzero.offload_grad_dtype \"bf16\"",
+         [](DsConfig& c) { c.tierzero.offload_grad_dtype = OffloadGradDtype::kBf16; }});
   if (t.optimizer_state_dtype != OptimizerStateDtype::kInt8) {
-    std::erase(keys, std::string("tierzero.optimizer_state_dtype \"bf16\""));  // int8 replaces it (applied after)
-    add("tierzero.optimizer_state_dtype \"int8\"",
-        [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kInt8; });
+    std::erase(keys, bf16_state_fix().key);  // int8 replaces it (applied after)
+    add({"tierzero.optimizer_state_dtype \"int8\"",
+         [](DsConfig& c) { c.tierzero.optimizer_state_dtype = OptimizerStateDtype::kInt8; }});
   }
   return out;
 }
@@ -198,29 +204,25 @@ std::vector<Fix> layout_candidates(const DsConfig& config, const Machine& machin
 // holds (the layout does not change the GPU's), as "  - set K1 + K2 + ... (one layout, together):
 // CHECK X, ..., fits every host and NVMe budget (state B/param ...)"; without one, the most compact,
 // "still over". "" when the config's layout is already the most compact.
-std::string layout_suggestion(const ModelDims& model, const DsConfig& config, const Machine& machine,
-                              const PlanOptions& options, const Plan& plan, const std::string& check, bool* fits) {
+std::string layout_suggestion(const Replan& replan, const Plan& plan, const std::string& check, bool* fits) {
   *fits = false;
-  const std::vector<Fix> candidates = layout_candidates(config, machine, plan);
+  const std::vector<Fix> candidates = layout_candidates(replan.config, replan.machine, plan);
   for (size_t i = 0; i < candidates.size(); ++i) {
-    DsConfig changed = config;
-    candidates[i].apply(changed);
-    Result<Plan> p = plan_figures(model, changed, machine, options);
+    Result<Plan> p = replan.with(candidates[i].apply);
     if (!p.ok()) continue;
     const bool all = std::none_of(p->checks.begin(), p->checks.end(),
                                   [](const TierCheck& c) { return c.over() && c.name.rfind("gpu", 0) != 0; });
     if (!all && i + 1 < candidates.size()) continue;
     *fits = all;
     const StateBytes& total = p->state_bytes.back();
-    char per_param[160];
-    std::snprintf(per_param, sizeof per_param, "state %.2f B/param on the GPU, %.2f pinned, %.2f pageable, %.2f NVMe",
-                  total.gpu, total.pinned, total.pageable, total.nvme);
     std::string line = "\n  - set " + candidates[i].key + " (one layout, together): " + check + " " +
                        format_bytes(check_named(*p, check).peak_bytes);
     for (const TierCheck& c : p->checks)
       if (c.name != check && (c.name == "host" || c.name == "nvme" || c.name == "pinned") && c.budget_bytes > 0)
         line += ", " + c.name + " " + format_bytes(c.peak_bytes);
-    return line + (all ? ", fits every host and NVMe budget" : ", still over") + " (" + per_param + ")";
+    return line + (all ? ", fits every host and NVMe budget" : ", still over") +
+           printed(" (state %.2f B/param on the GPU, %.2f pinned, %.2f pageable, %.2f NVMe)", total.gpu, total.pinned,
+                   total.pageable, total.nvme);
   }
   return "";
 }
@@ -229,6 +231,7 @@ std::string layout_suggestion(const ModelDims& model, const DsConfig& config, co
 
 std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig& config, const Machine& machine,
                                          const PlanOptions& options, const Plan& plan) {
+  const Replan replan{model, config, machine, options};
   std::vector<std::string> problems;
   bool layout_said = false;  // the combined layout goes with the first host or NVMe check over
   for (const TierCheck& check : plan.checks) {
@@ -242,7 +245,7 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
     const size_t bare = line.size();
     std::vector<Fix> fixes;
     if (check.name.rfind("gpu", 0) == 0) {
-      line += smaller_micro_batch(model, config, machine, options, check.name);
+      line += smaller_micro_batch(replan, check.name);
       fixes = gpu_fixes(config);
     }
     // The state layout: one combined setting of its keys (the least lossy that fits every budget)
@@ -250,15 +253,16 @@ std::vector<std::string> budget_problems(const ModelDims& model, const DsConfig&
     bool layout_fits = false;
     const bool layout_check = check.name == "pinned" || check.name == "host" || check.name == "nvme";
     if (layout_check && !layout_said) {
-      line += layout_suggestion(model, config, machine, options, plan, check.name, &layout_fits);
+      line += layout_suggestion(replan, plan, check.name, &layout_fits);
       layout_said = true;
     }
     if (check.name == "pinned" || check.name == "host") {
       fixes = host_fixes(config, check.name == "pinned", !layout_fits);
-    } else if (check.name == "nvme" && !bf16_state(config) && !layout_fits) {
+    } else if (check.name == "nvme" && config.tierzero.optimizer_state_dtype != OptimizerStateDtype::kBf16 &&
+               !layout_fits) {
       fixes.push_back(bf16_state_fix());
     }
-    for (const Fix& fix : fixes) line += tried(model, config, machine, options, check.name, check.peak_bytes, fix);
+    for (const Fix& fix : fixes) line += tried(replan, check.name, check.peak_bytes, fix);
     if (check.name == "nvme")
       line += "\n  - add NVMe devices: more --nvme paths (a nvme_path list stripes across them)";
     if (line.size() == bare) line += " no single key brings it under; use more GPUs (--gpus) or a smaller model";

@@ -1,6 +1,7 @@
 // The machine the planner assumes when nothing was measured, and GPU compute by name.
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 
 #include "engine/plan/plan.h"
 
@@ -54,23 +55,13 @@ Result<double> gpu_tflops_for(std::string_view gpu_name) {
 }
 
 const char* tier_name(Tier tier) {
-  switch (tier) {
-    case Tier::kGpu: return "gpu";
-    case Tier::kPinned: return "pinned";
-    case Tier::kPageable: return "pageable";
-    case Tier::kNvme: return "nvme";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"gpu", "pinned", "pageable", "nvme"};  // in Tier's order
+  return static_cast<size_t>(tier) < std::size(kNames) ? kNames[static_cast<size_t>(tier)] : "?";
 }
 
 const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kResident: return "resident";
-    case Phase::kBackward: return "backward";
-    case Phase::kStep: return "step";
-    case Phase::kStartup: return "start-up";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"resident", "backward", "step", "start-up"};  // in Phase's order
+  return static_cast<size_t>(phase) < std::size(kNames) ? kNames[static_cast<size_t>(phase)] : "?";
 }
 
 }  // namespace tierzero::engine

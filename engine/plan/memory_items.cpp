@@ -1,5 +1,6 @@
 // One rank's memory, item by item, as engine/zero and engine/model hold it (plan.h lists the rules).
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -39,49 +40,37 @@ class Items {
   std::vector<MemoryItem> items_;
 };
 
-// Bytes a decoder layer's recomputation holds per token while its backward runs: the saved
-// intermediates (two RMSNorms' fp32 input and 16-bit output; q, k before and after RoPE and its
-// rotated half; v; attention's output and its reshaped copy; the residual; gate, silu, up and their
-// product; the output) and the gradients in flight (the output's, the MLP's widest pair, the
-// norms' fp32 ones). Gemma's two extra norms and the q/k norms' inputs count too; Gemma 2's eager
-// attention keeps its [heads, seq_len] scores per token (scores, capped, masked in e bytes; the
-// softmax in fp32 and cast back).
-// What the q/k norms' inputs and eager attention's scores add per token (the models that have them).
-double model_specific_saved_bytes(const ModelDims& m, int e, int64_t seq_len) {
-  const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
-  const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
-  double saved = 0;
-  if (m.qk_norm) saved += (4 + e) * (q + kv);
-  if (m.eager_attention) saved += static_cast<double>(m.num_attention_heads) * static_cast<double>(seq_len) * (4 * e + 4);
-  return saved;
-}
-
-double layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len) {
-  const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
-  const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
-  const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
-  const double norms = m.sandwich_norms ? 4 : 2;
-  const double saved =
-      norms * (4 + e) * h + e * (5 * q + 4 * kv) + 4 * e * i + 2 * e * h + model_specific_saved_bytes(m, e, seq_len);
-  const double in_flight = e * (h + 2 * i) + 8 * h;
-  return saved + in_flight;
-}
-
-// Bytes a decoder layer's graph holds per token from its forward to its backward when the window
-// keeps it (tierzero.kept_activations): what autograd saves, nothing in flight. Each RMSNorm its input
-// and its output (fused on a GPU in 16 bits: e bytes each and a 4-byte inverse RMS; else the fp32
-// input), q, k, v after RoPE and attention's output with its fp32 log-sum-exp per head, the MLP's
-// gate, silu, up and their product; the q/k norms and eager attention's scores as above. On the H100
-// a Llama-1.35B layer's 24 graphs held 2.28 GiB each at 32,768 tokens with their weights; this counts
-// 2.44 GiB (benchmarks/RESULTS.md, 2026-12-06, session 10).
-double kept_bytes_per_token(const ModelDims& m, int e, int64_t seq_len, bool fused_norm) {
+// Bytes a decoder layer holds per token. `recomputed`: while its recomputation's backward runs, the
+// saved intermediates (two RMSNorms' fp32 input and 16-bit output; q, k before and after RoPE and
+// its rotated half; v; attention's output and its reshaped copy; the residual; gate, silu, up and
+// their product; the output) and the gradients in flight (the output's, the MLP's widest pair, the
+// norms' fp32 ones). `kept`: its graph from its forward to its backward when the window keeps it
+// (tierzero.kept_activations): what autograd saves, nothing in flight. Each RMSNorm its input and its
+// output (fused on a GPU in 16 bits: e bytes each and a 4-byte inverse RMS; else the fp32 input), q,
+// k, v after RoPE and attention's output with its fp32 log-sum-exp per head, the MLP's gate, silu, up
+// and their product. On the H100 a Llama-1.35B layer's 24 graphs held 2.28 GiB each at 32,768 tokens
+// with their weights; this counts 2.44 GiB (benchmarks/RESULTS.md, 2026-12-06, session 10). Both:
+// Gemma's two extra norms and the q/k norms' inputs count too; Gemma 2's eager attention keeps its
+// [heads, seq_len] scores per token (scores, capped, masked in e bytes; the softmax in fp32 and cast
+// back).
+struct LayerBytes {
+  double recomputed = 0;
+  double kept = 0;
+};
+LayerBytes layer_bytes_per_token(const ModelDims& m, int e, int64_t seq_len, bool fused_norm) {
   const double h = static_cast<double>(m.hidden_size), i = static_cast<double>(m.intermediate_size);
   const double q = static_cast<double>(m.num_attention_heads * m.head_dim);
   const double kv = static_cast<double>(m.num_key_value_heads * m.head_dim);
   const double heads = static_cast<double>(m.num_attention_heads);
   const double norms = m.sandwich_norms ? 4 : 2;
-  return norms * (fused_norm ? 2 * e * h + 4 : (4 + e) * h) + e * (2 * q + 2 * kv) + 4 * heads + 4 * e * i +
-         model_specific_saved_bytes(m, e, seq_len);
+  double specific = 0;  // the q/k norms' inputs and eager attention's scores (the models that have them)
+  if (m.qk_norm) specific += (4 + e) * (q + kv);
+  if (m.eager_attention) specific += heads * static_cast<double>(seq_len) * (4 * e + 4);
+  const double saved = norms * (4 + e) * h + e * (5 * q + 4 * kv) + 4 * e * i + 2 * e * h + specific;
+  const double in_flight = e * (h + 2 * i) + 8 * h;
+  return {.recomputed = saved + in_flight,
+          .kept = norms * (fused_norm ? 2 * e * h + 4 : (4 + e) * h) + e * (2 * q + 2 * kv) + 4 * heads + 4 * e * i +
+                  specific};
 }
 
 // The parameters' copies outside the pinned list (host_buffers lists the pinned ones and the swap files).
@@ -309,10 +298,10 @@ RecomputeBytes recompute_bytes(const ModelDims& m, const RunShape& s) {
   const double tokens = static_cast<double>(s.micro) * s.seq;
   // LoRA dropout: each adapted projection's dropped input (e bytes) and its mask (1 byte) per feature.
   const double dropout_per_token = static_cast<double>(s.lora_dropout_features) * (s.compute_bytes + 1);
-  return {.layer = tokens * (layer_bytes_per_token(m, s.compute_bytes, s.seq) + dropout_per_token),
+  const LayerBytes layer = layer_bytes_per_token(m, s.compute_bytes, s.seq, !s.compute_on_cpu && s.compute_bytes == 2);
+  return {.layer = tokens * (layer.recomputed + dropout_per_token),
           .logits = tokens * static_cast<double>(m.vocab_size) * std::max(16, 12 + 2 * s.compute_bytes),
-          .kept = tokens * (kept_bytes_per_token(m, s.compute_bytes, s.seq, !s.compute_on_cpu && s.compute_bytes == 2) +
-                            dropout_per_token)};
+          .kept = tokens * (layer.kept + dropout_per_token)};
 }
 
 // What a window group of `group` micro-batches adds to the backward's peak: its decoder layer
@@ -367,13 +356,12 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
               " x " + std::to_string(m.hidden_size) + "] x " + std::to_string(e) + " B + token ids");
   const RecomputeBytes recompute = recompute_bytes(m, s);
   const double layer = recompute.layer, logits = recompute.logits;
-  char formula[200];
-  std::snprintf(formula, sizeof formula, "max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
-                count_text(layer / tokens).c_str(), static_cast<long long>(s.micro * s.seq),
-                static_cast<long long>(m.vocab_size), count_text(tokens).c_str());
   out.add(Tier::kGpu,
           logits >= layer ? "activations: LM head recomputed (logits, loss)" : "activations: one layer recomputed",
-          Phase::kBackward, std::max(layer, logits), formula);
+          Phase::kBackward, std::max(layer, logits),
+          printed("max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
+                  count_text(layer / tokens).c_str(), static_cast<long long>(s.micro * s.seq),
+                  static_cast<long long>(m.vocab_size), count_text(tokens).c_str()));
 }
 
 void buffers(Items& out, const RunShape& s) {
@@ -464,14 +452,13 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
                                                              model.num_hidden_layers + 2, s.largest_unit,
                                                              s.compute_bytes));
   s.window_bytes = s.window_possible ? window : 0.0;
-  if (s.window_possible && room.fits(accumulator + static_cast<uint64_t>(window))) {
+  const uint64_t held = accumulator + static_cast<uint64_t>(window);  // what the window's choices fit beside
+  if (s.window_possible && room.fits(held)) {
     s.forward_window = true;
     const RecomputeBytes recompute = recompute_bytes(model, s);
-    s.window_group =
-        window_group(config.tierzero.window_group, s, recompute, room, accumulator + static_cast<uint64_t>(window));
+    s.window_group = window_group(config.tierzero.window_group, s, recompute, room, held);
     const double group_bytes = window_group_bytes(s.window_group, recompute);
-    s.kept_layers = kept_layers(config.tierzero.kept_activations, model, s, recompute, room,
-                                accumulator + static_cast<uint64_t>(window), group_bytes);
+    s.kept_layers = kept_layers(config.tierzero.kept_activations, model, s, recompute, room, held, group_bytes);
     if (s.kept_layers > 0 && !s.compute_on_cpu)
       out.add(Tier::kGpu, "window: kept decoder layers' graphs", Phase::kBackward,
               static_cast<double>(s.kept_layers) * kept_layer_bytes(model, s, recompute),
@@ -509,13 +496,14 @@ uint64_t peak_bytes(const std::vector<MemoryItem>& items, const std::vector<Tier
   return resident + *std::max_element(std::begin(phases), std::end(phases));
 }
 
-std::string count_text(double count) {
-  char text[32];
-  if (count < 1e4) {
-    std::snprintf(text, sizeof text, "%.0f", count);
-  } else {
-    std::snprintf(text, sizeof text, "%.4g", count);
-  }
+std::string count_text(double count) { return printed(count < 1e4 ? "%.0f" : "%.4g", count); }
+
+std::string printed(const char* format, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
   return text;
 }
 

@@ -36,20 +36,18 @@ std::vector<int64_t> layer_params(const ModelDims& m) {
 
 }  // namespace
 
-std::vector<int64_t> distinct_param_numels(const ModelDims& m) {
-  std::vector<int64_t> all = {m.vocab_size * m.hidden_size};
-  const std::vector<int64_t> layer = layer_params(m);
-  for (int64_t l = 0; l < m.num_hidden_layers; ++l) all.insert(all.end(), layer.begin(), layer.end());
-  all.push_back(m.hidden_size);
-  if (!m.tie_word_embeddings) all.push_back(m.vocab_size * m.hidden_size);
-  return all;
-}
-
 std::vector<std::vector<int64_t>> unit_param_numels(const ModelDims& m) {
   std::vector<std::vector<int64_t>> units = {{m.vocab_size * m.hidden_size}};
   units.insert(units.end(), static_cast<size_t>(m.num_hidden_layers), layer_params(m));
   units.push_back({m.hidden_size, m.vocab_size * m.hidden_size});
   return units;
+}
+
+std::vector<int64_t> distinct_param_numels(const ModelDims& m) {
+  std::vector<int64_t> all;
+  for (const std::vector<int64_t>& unit : unit_param_numels(m)) all.insert(all.end(), unit.begin(), unit.end());
+  if (m.tie_word_embeddings) all.pop_back();  // the LM head is the embedding
+  return all;
 }
 
 std::vector<int64_t> unit_numels(const ModelDims& m) {
@@ -60,7 +58,7 @@ std::vector<int64_t> unit_numels(const ModelDims& m) {
 }
 
 int64_t grad_ring_slots(const ModelDims& m, int64_t record_numel) {
-  const std::vector<std::vector<int64_t>> units = unit_param_numels(m);
+  const std::vector<int64_t> units = unit_numels(m);
   const int64_t embedding = m.vocab_size * m.hidden_size;
   const auto records_of = [record_numel](int64_t begin, int64_t end) {  // record indices [first, last + 1)
     return std::make_pair(begin / record_numel, (end + record_numel - 1) / record_numel);
@@ -68,8 +66,7 @@ int64_t grad_ring_slots(const ModelDims& m, int64_t record_numel) {
   int64_t needed = 0, begin = 0;
   for (size_t u = 0; u < units.size(); ++u) {
     const bool tied_head = m.tie_word_embeddings && u + 1 == units.size();  // the LM head is the embedding
-    const int64_t end =
-        begin + std::accumulate(units[u].begin(), units[u].end(), int64_t{0}) - (tied_head ? embedding : 0);
+    const int64_t end = begin + units[u] - (tied_head ? embedding : 0);
     const auto [first, last] = records_of(begin, end);
     int64_t held = last - first;
     if (m.tie_word_embeddings && u > 0) {  // the embedding's records, held since the head's landing

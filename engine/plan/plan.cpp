@@ -1,5 +1,6 @@
 // plan_training: the sizes, the items, the checks, the time terms, then the advice.
 #include <algorithm>
+#include <utility>
 
 #include "common/common.h"
 #include "engine/plan/internal/plan_core.h"
@@ -70,7 +71,7 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
 }  // namespace
 
 Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const Machine& machine,
-                          const PlanOptions& options) {
+                          const PlanOptions& options, bool* steps_in_backward) {
   TZ_ASSIGN_OR_RETURN(RunShape s, run_shape(model, config, options));
   Plan p;
   p.parameters = s.parameters;
@@ -109,29 +110,22 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
       p.bottleneck = t.what;
     }
   }
-  if (s.steps_in_backward) {  // the optimizer steps beside the backward
-    const double overlapped = in_backward_step_seconds(p.time_terms);
-    if (overlapped > p.step_seconds) {
-      p.step_seconds = overlapped;
-      p.bottleneck = "the forward, then the backward beside the optimizer (forward + max(backward, cpu adam, nvme))";
-    }
-  } else if (s.follows_step) {  // the forward follows the optimizer step; the backward waits for all of it
-    const double followed = followed_step_seconds(p.time_terms);
-    if (followed > p.step_seconds) {
-      p.step_seconds = followed;
-      p.bottleneck = "optimizer step, then the backward (max(forward, cpu adam, nvme) + backward)";
-    }
+  // The optimizer steps beside the backward, or the forward follows the optimizer step and the backward
+  // waits for all of it: that order, when longer than the slowest term.
+  const auto [ordered, order] =
+      s.steps_in_backward
+          ? std::pair(in_backward_step_seconds(p.time_terms),
+                      "the forward, then the backward beside the optimizer (forward + max(backward, cpu adam, nvme))")
+      : s.follows_step ? std::pair(followed_step_seconds(p.time_terms),
+                                   "optimizer step, then the backward (max(forward, cpu adam, nvme) + backward)")
+                       : std::pair(0.0, "");
+  if (ordered > p.step_seconds) {
+    p.step_seconds = ordered;
+    p.bottleneck = order;
   }
   p.notes = notes(machine, s, config);
+  if (steps_in_backward) *steps_in_backward = s.steps_in_backward;
   return p;
-}
-
-Result<bool> steps_in_backward(const ModelDims& model, const DsConfig& config, const Machine& machine,
-                               const PlanOptions& options, const Plan& p) {
-  TZ_ASSIGN_OR_RETURN(RunShape s, run_shape(model, config, options));
-  (void)memory_items(model, config, s);
-  (void)engine_choice_items(model, config, machine, p.gpu_allocated_base_bytes, s);
-  return s.steps_in_backward;
 }
 
 const TierCheck& check_named(const Plan& plan, const std::string& name) {
@@ -142,22 +136,20 @@ const TierCheck& check_named(const Plan& plan, const std::string& name) {
 
 Result<Plan> plan_training(const ModelDims& model, const DsConfig& config, const Machine& machine,
                            const PlanOptions& options) {
-  TZ_ASSIGN_OR_RETURN(Plan p, plan::plan_figures(model, config, machine, options));
+  bool in_backward = false;
+  TZ_ASSIGN_OR_RETURN(Plan p, plan::plan_figures(model, config, machine, options, &in_backward));
   p.problems = plan::budget_problems(model, config, machine, options, p);
   // The gradient ring where the optimizer would not step inside the backward: the engine would
   // refuse the first step, after the weights are drawn; `train` runs this plan before.
   // (A ring the config itself refuses, check_engine_settings names.)
   const int64_t ring = config.tierzero.grad_ring_records;
-  if (ring > 0 && check_engine_settings(engine_settings(config)).ok()) {
-    TZ_ASSIGN_OR_RETURN(const bool in_backward, plan::steps_in_backward(model, config, machine, options, p));
-    if (!in_backward)
-      p.problems.push_back("tierzero.grad_ring_records " + std::to_string(ring) +
-                           " needs the optimizer stepping inside the backward of a window of "
-                           "gradient_accumulation_steps micro-batches run unit by unit, and that window does not "
-                           "fit the GPU budget beside the planned peak (the engine would refuse the first step): "
-                           "lower train_micro_batch_size_per_gpu or the sequence length, raise "
-                           "tierzero.gpu_memory_limit, or set tierzero.grad_ring_records 0");
-  }
+  if (ring > 0 && check_engine_settings(engine_settings(config)).ok() && !in_backward)
+    p.problems.push_back("tierzero.grad_ring_records " + std::to_string(ring) +
+                         " needs the optimizer stepping inside the backward of a window of "
+                         "gradient_accumulation_steps micro-batches run unit by unit, and that window does not "
+                         "fit the GPU budget beside the planned peak (the engine would refuse the first step): "
+                         "lower train_micro_batch_size_per_gpu or the sequence length, raise "
+                         "tierzero.gpu_memory_limit, or set tierzero.grad_ring_records 0");
   return p;
 }
 

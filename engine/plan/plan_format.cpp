@@ -1,17 +1,11 @@
 // The estimate command's text: '#' header, items table, tier checks, time terms, verdict.
-#include <cstdio>
-
 #include "common/common.h"
-#include "engine/plan/plan.h"
+#include "engine/plan/internal/plan_core.h"
 
 namespace tierzero::engine {
 namespace {
 
-std::string line(const char* format, auto... args) {
-  char text[512];
-  std::snprintf(text, sizeof text, format, args...);
-  return std::string(text) + "\n";
-}
+std::string line(const char* format, auto... args) { return plan::printed(format, args...) + "\n"; }
 
 }  // namespace
 

@@ -22,9 +22,7 @@ std::vector<StateBytes> state_bytes_table(const RunShape& s, const DsConfig& con
   if (zero.stage < 3) {
     weights.gpu = e * static_cast<double>(s.padded) / p;  // the whole model
   } else if (s.params_nvme) {
-    const double in_cpu = static_cast<double>(s.params_in_cpu) / p;
-    weights.pinned = e * in_cpu;
-    weights.nvme = e * (1.0 - in_cpu);
+    split(weights, e, static_cast<double>(s.params_in_cpu) / p);
   } else if (s.params_cpu) {
     (zero.offload_param.pin_memory ? weights.pinned : weights.pageable) = e;
   } else {
@@ -45,8 +43,7 @@ std::vector<StateBytes> state_bytes_table(const RunShape& s, const DsConfig& con
     split(master, static_cast<double>(s.layout().master_bytes(g)) / g, in_memory);
     split(moments, static_cast<double>(s.layout().moment_bytes(g)) / g, in_memory);
     grads.pinned = s.host.grad_ring_records > 0  // the gradient ring: a few records' worth
-                       ? static_cast<double>(s.host.grad_ring_records * s.records().group() * s.host_grad_bytes) /
-                             static_cast<double>(std::max<int64_t>(s.partition, 1))
+                       ? static_cast<double>(s.host.grad_ring_records * s.records().group() * s.host_grad_bytes) / p
                        : s.host_grad_bytes;
     if (s.device_accumulator) grads.gpu = 4;
   }

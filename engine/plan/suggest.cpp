@@ -2,7 +2,6 @@
 // weights first and optimizer records second, planned, each offloaded one also with the gradient ring
 // where the config allows it; the fastest that fits (plan.h).
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <utility>
 
@@ -87,16 +86,7 @@ std::string layout_text(const DsConfig& c, const Plan& p) {
   return text;
 }
 
-std::string seconds_text(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", seconds);
-  return text;
-}
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
+std::string seconds_text(double seconds) { return plan::printed("%.1f s", seconds); }
 
 // `base` with the devices and the state layout set (the NVMe paths filled from `nvme_paths` where
 // the base has none); the host budget not yet spent (suggest_layout does that).
@@ -210,8 +200,8 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
           if (ring_refused.empty()) ring_refused = refused.message();  // a reason besides clipping
           continue;
         }
-        TZ_ASSIGN_OR_RETURN(Plan q, plan::plan_figures(model, unclipped, machine, options));
-        TZ_ASSIGN_OR_RETURN(const bool in_backward, plan::steps_in_backward(model, unclipped, machine, options, q));
+        bool in_backward = false;
+        TZ_ASSIGN_OR_RETURN(Plan q, plan::plan_figures(model, unclipped, machine, options, &in_backward));
         if (!in_backward) {  // the engine would refuse the ring's first step
           if (ring_refused.empty())
             ring_refused =
@@ -262,10 +252,10 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
                         (without < 0 ? " (no layout with the whole partition fits)"
                                      : " against " + seconds_text(without) + " with the whole partition"));
   } else if (offloaded(out.config) && ring_without_clipping) {
-    out.notes.push_back(
-        "the gradient ring would need gradient_clipping 0 (this config: " + number_text(out.config.gradient_clipping) +
-        "); with it, " + ring_without_clipping->first + " would predict " +
-        seconds_text(ring_without_clipping->second) + " a step (chosen: " + seconds_text(out.plan.step_seconds) + ")");
+    out.notes.push_back("the gradient ring would need gradient_clipping 0 (this config: " +
+                        plan::printed("%g", out.config.gradient_clipping) + "); with it, " +
+                        ring_without_clipping->first + " would predict " + seconds_text(ring_without_clipping->second) +
+                        " a step (chosen: " + seconds_text(out.plan.step_seconds) + ")");
   } else if (offloaded(out.config) && !ring_refused.empty()) {
     out.notes.push_back("the gradient ring not tried: " + ring_refused);
   }

@@ -1,6 +1,5 @@
 // Each resource's busy time for one optimizer step of one rank (plan.h: the overlap model).
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "engine/plan/internal/model_params.h"
@@ -9,10 +8,9 @@
 namespace tierzero::engine::plan {
 namespace {
 
-std::string bytes_over(double bytes, const MachineFigure& rate, const char* unit) {
-  char text[160];
-  std::snprintf(text, sizeof text, "%s B / %.2f %s", count_text(bytes).c_str(), rate.value, unit);
-  return text;
+// "BYTES B / RATE GB/s".
+std::string bytes_over(double bytes, const MachineFigure& rate) {
+  return printed("%s B / %.2f GB/s", count_text(bytes).c_str(), rate.value);
 }
 
 double seconds(double amount, double per_second) { return per_second > 0 ? amount / per_second : 0.0; }
@@ -35,14 +33,12 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   const double per_token = flops_per_token(model, s.seq, /*weight_grads=*/!s.lora, s.kept_layers);
   const double flops = tokens * per_token;
   const double rate = machine.gpu_tflops.value * 1e12 * machine.compute_efficiency;
-  char detail[240];
   const std::string kept =
       s.kept_layers > 0 ? ", " + std::to_string(s.kept_layers) + " layers not recomputed (tierzero.kept_activations)" : "";
-  std::snprintf(detail, sizeof detail,
-                "%s tokens x %s FLOP/token (%d x matmul params + attention%s) / (%.0f TFLOPS x %.2f)",
-                count_text(tokens).c_str(), count_text(per_token).c_str(), s.lora ? 6 : 8, kept.c_str(),
-                machine.gpu_tflops.value, machine.compute_efficiency);
-  terms.push_back({"gpu compute", seconds(flops, rate), detail});
+  terms.push_back({"gpu compute", seconds(flops, rate),
+                   printed("%s tokens x %s FLOP/token (%d x matmul params + attention%s) / (%.0f TFLOPS x %.2f)",
+                           count_text(tokens).c_str(), count_text(per_token).c_str(), s.lora ? 6 : 8, kept.c_str(),
+                           machine.gpu_tflops.value, machine.compute_efficiency)});
 
   // H2D: updated weights after the step (offloaded optimizer); stage 3 offloaded parameters for
   // every gather, forward and backward, less those kept whole between them: once per micro-batch
@@ -62,7 +58,7 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // recomputation in the backward: once per micro-batch, or once per step with the window (a unit
   // asked for again in a row is not copied again: frozen_prefetch.h).
   if (s.lora && s.params_cpu) h2d += e * 2.0 * passes * static_cast<double>(s.frozen_parameters);
-  terms.push_back({"pcie h2d", seconds(h2d, machine.h2d_gbps.value * 1e9), bytes_over(h2d, machine.h2d_gbps, "GB/s")});
+  terms.push_back({"pcie h2d", seconds(h2d, machine.h2d_gbps.value * 1e9), bytes_over(h2d, machine.h2d_gbps)});
   // D2H: the reduced gradient partition lands in host memory: each micro-batch's in the grad dtype,
   // or once per step (the device accumulator, the window) as fp32 sums; bf16 with
   // tierzero.offload_grad_dtype, rounded as it crosses.
@@ -73,16 +69,16 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
     d2h = (once ? 1.0 : static_cast<double>(s.accum)) * bytes * p;
   }
   d2h += shared * 2 + shared_record;
-  terms.push_back({"pcie d2h", seconds(d2h, machine.d2h_gbps.value * 1e9), bytes_over(d2h, machine.d2h_gbps, "GB/s")});
+  terms.push_back({"pcie d2h", seconds(d2h, machine.d2h_gbps.value * 1e9), bytes_over(d2h, machine.d2h_gbps)});
 
   // The CPU Adam moves each of its parameters' bytes once (Layout::cpu_step_bytes) at the host
   // memory rate bench adam measured.
   const double adam = s.optimizer_offloaded() ? p - shared : 0.0;
   const double step_bytes = s.layout().cpu_step_bytes(s.host_grad_bytes);
-  std::snprintf(detail, sizeof detail, "%s params x %.2f B / %.1f GB/s (%.2f Gparam/s)%s", count_text(adam).c_str(),
-                step_bytes, machine.adam_gbps.value, machine.adam_gbps.value / step_bytes,
-                shared > 0 ? " (the rest on the GPU: tierzero.gpu_optimizer_share)" : "");
-  terms.push_back({"cpu adam", seconds(adam * step_bytes, machine.adam_gbps.value * 1e9), detail});
+  terms.push_back({"cpu adam", seconds(adam * step_bytes, machine.adam_gbps.value * 1e9),
+                   printed("%s params x %.2f B / %.1f GB/s (%.2f Gparam/s)%s", count_text(adam).c_str(), step_bytes,
+                           machine.adam_gbps.value, machine.adam_gbps.value / step_bytes,
+                           shared > 0 ? " (the rest on the GPU: tierzero.gpu_optimizer_share)" : "")});
 
   // NVMe: the optimizer records neither in memory nor kept by the swap buffers, read and written
   // once per step (engine/layout/layout.h); parameters
@@ -107,12 +103,10 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // the serial bound: one short pass is not a rate, so neither prices the step. Not in the term: the
   // disk running slower under a step's sustained traffic than in bench io's short rows (design.md,
   // "The planner": 1.10x to 1.31x on those leases).
-  std::snprintf(detail, sizeof detail, "read %s / %.2f GB/s + write %s / %.2f GB/s (one direction at a time)",
-                count_text(read).c_str(), machine.nvme_read_gbps.value, count_text(write).c_str(),
-                machine.nvme_write_gbps.value);
   terms.push_back(
       {"nvme", seconds(read, machine.nvme_read_gbps.value * 1e9) + seconds(write, machine.nvme_write_gbps.value * 1e9),
-       detail});
+       printed("read %s / %.2f GB/s + write %s / %.2f GB/s (one direction at a time)", count_text(read).c_str(),
+               machine.nvme_read_gbps.value, count_text(write).c_str(), machine.nvme_write_gbps.value)});
   return terms;
 }
 

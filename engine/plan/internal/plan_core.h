@@ -126,16 +126,13 @@ double followed_step_seconds(const std::vector<TimeTerm>& terms);
 // forward, then the backward beside the optimizer: forward + max(backward, cpu adam, nvme).
 double in_backward_step_seconds(const std::vector<TimeTerm>& terms);
 
-// Whether the optimizer steps inside the window's backward in `config`'s plan `p` (RunShape::
-// steps_in_backward: the window fits the GPU beside the planned peak), which the gradient ring
-// (tierzero.grad_ring_records) needs: without it the engine refuses the first step.
-Result<bool> steps_in_backward(const ModelDims& model, const DsConfig& config, const Machine& machine,
-                               const PlanOptions& options, const Plan& p);
-
 // plan_training without the problems: sizes, items, checks against `machine` and `config`'s
-// limits, time terms, notes.
+// limits, time terms, notes. Sets `*steps_in_backward`, when given, to whether the optimizer steps
+// inside the window's backward (RunShape::steps_in_backward: the window fits the GPU beside the
+// planned peak), which the gradient ring (tierzero.grad_ring_records) needs: without it the engine
+// refuses the first step.
 Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const Machine& machine,
-                          const PlanOptions& options);
+                          const PlanOptions& options, bool* steps_in_backward = nullptr);
 
 // One line per check of `plan` that is over: what, by how much, the largest items, and each key
 // that would help, with the figure a re-plan of the changed config gives.
@@ -147,5 +144,8 @@ std::vector<StateBytes> state_bytes_table(const RunShape& shape, const DsConfig&
 
 // "1.35e9"-style counts and "12.00 GiB (12884901888 B)"-free short byte text for formulas.
 std::string count_text(double count);
+
+// printf's `format` of the arguments as a string, at most 511 characters.
+[[gnu::format(printf, 1, 2)]] std::string printed(const char* format, ...);
 
 }  // namespace tierzero::engine::plan
