@@ -18,11 +18,9 @@ class ComputeWeightsSink {
 
   // The compute dtype of the windows (bf16 / fp16, or fp32).
   virtual at::ScalarType dtype() const = 0;
-  // Elements one window holds: the optimizer's sub-group (sub_group_size, at most the partition). A
-  // lent range lies inside one sub-group and starts at its first element or 2^25 elements on.
-  virtual int64_t window_numel() const = 0;
   // A host window (contiguous, dtype()) for the new weights of elements [begin, begin + count) of
-  // the partition, count <= window_numel(); blocks until the window's last send has completed.
+  // the partition, a range inside one of the optimizer's sub-groups (sub_group_size, at most the
+  // partition: a window's size); blocks until the window's last send has completed.
   // Valid until send(begin, count).
   virtual at::Tensor lend(int64_t begin, int64_t count) = 0;
   // The window lent for [begin, begin + count) holds the final values: queues them home and returns

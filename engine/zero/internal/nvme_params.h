@@ -119,7 +119,6 @@ class NvmeParams final : public ComputeWeightsSink {
 
   // ComputeWeightsSink.
   at::ScalarType dtype() const override { return setup_.dtype; }
-  int64_t window_numel() const override { return setup_.record_numel; }
   at::Tensor lend(int64_t begin, int64_t count) override;
   PartitionWrite send(int64_t begin, int64_t count) override;
 
