@@ -1,6 +1,7 @@
 // Machine figures from `tierzero bench pcie|io|adam|tiers --json` files (common/internal/bench_report.h:
 // {title, params, columns, rows: [{column: value}], summary, ok}).
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "engine/plan/plan.h"
@@ -22,59 +23,23 @@ std::string text_at(const json& row, const char* column) {
   return row.is_object() && row.contains(column) && row[column].is_string() ? row[column].get<std::string>() : "";
 }
 
-// Raises `figure` to `value` when higher (or unset from a file yet), recording `source`.
-void take_best(MachineFigure& figure, double value, const std::string& source) {
-  if (figure.source.rfind("bench", 0) != 0 || value > figure.value) figure = {value, source};
+// How far a figure from `source` is trusted: bench tiers' (tierzero's own training path) over the
+// other bench files', those over the defaults.
+int trust(const std::string& source) {
+  return source.rfind("bench tiers", 0) == 0 ? 2 : source.rfind("bench", 0) == 0 ? 1 : 0;
 }
 
-Status apply_pcie(const json& rows, const json& params, const std::string& path, Machine& m) {
+// For each row of `rows` that `figure_of(row)` names a figure for (nullptr: a row not priced), the
+// number in its `column`, taken into that figure from `source` when more trusted than what it holds,
+// or as trusted and higher. kInvalidArgument as number_at.
+Status take_rows(const json& rows, const char* column, const std::string& source, const std::string& path,
+                 const std::function<MachineFigure*(const json&)>& figure_of) {
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (text_at(rows[i], "host") != "pinned") continue;
-    const std::string dir = text_at(rows[i], "dir");
-    if (dir != "h2d" && dir != "d2h") continue;
-    TZ_ASSIGN_OR_RETURN(double gbps, number_at(rows[i], i, "tierzero_GB/s", path));
-    take_best(dir == "h2d" ? m.h2d_gbps : m.d2h_gbps, gbps, "bench pcie " + path);
-  }
-  if (!rows.empty() && params.contains("device") && params["device"].is_string())
-    m.gpu_name = params["device"].get<std::string>();
-  return {};
-}
-
-// The read and write rows. The mixed and pipe/ rows (bench io --mixed, --pipeline) are left out:
-// the step's NVMe time is its reads at the read rate plus its writes at the write rate
-// (time_terms.cpp says why).
-Status apply_io(const json& rows, const std::string& path, Machine& m) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string op = text_at(rows[i], "op");
-    if (op != "read" && op != "write") continue;
-    TZ_ASSIGN_OR_RETURN(double gbps, number_at(rows[i], i, "GB/s", path));
-    MachineFigure& figure = op == "read" ? m.nvme_read_gbps : m.nvme_write_gbps;
-    if (figure.source.rfind("bench tiers", 0) == 0) continue;  // tiers measured the training path
-    take_best(figure, gbps, "bench io " + path);
-  }
-  return {};
-}
-
-Status apply_adam(const json& rows, const std::string& path, Machine& m) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    TZ_ASSIGN_OR_RETURN(double gbps, number_at(rows[i], i, "GB/s", path));
-    take_best(m.adam_gbps, gbps, "bench adam " + path);
-  }
-  return {};
-}
-
-// tierzero's own streams: "nvme -> gpu (tierzero)" / "nvme -> pinned (tz)" and the reverse.
-Status apply_tiers(const json& rows, const std::string& path, Machine& m) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string what = text_at(rows[i], "what");
-    if (what.find("(raw)") != std::string::npos) continue;
-    const bool read = what.rfind("nvme ->", 0) == 0;
-    const bool write = what.find("-> nvme") != std::string::npos;
-    if (!read && !write) continue;
-    TZ_ASSIGN_OR_RETURN(double gbps, number_at(rows[i], i, "GB/s", path));
-    MachineFigure& figure = read ? m.nvme_read_gbps : m.nvme_write_gbps;
-    if (figure.source.rfind("bench tiers", 0) != 0) figure = {};  // replaces bench io's figure
-    take_best(figure, gbps, "bench tiers " + path);
+    MachineFigure* figure = figure_of(rows[i]);
+    if (figure == nullptr) continue;
+    TZ_ASSIGN_OR_RETURN(double value, number_at(rows[i], i, column, path));
+    const int held = trust(figure->source), taken = trust(source);
+    if (taken > held || (taken == held && value > figure->value)) *figure = {value, source};
   }
   return {};
 }
@@ -93,10 +58,34 @@ Status apply_bench_file(const std::string& path, Machine& machine) {
   const std::string title = j.contains("title") && j["title"].is_string() ? j["title"].get<std::string>() : "";
   const json rows = j.contains("rows") && j["rows"].is_array() ? j["rows"] : json::array();
   const json params = j.contains("params") && j["params"].is_object() ? j["params"] : json::object();
-  if (title == "tierzero bench pcie") return apply_pcie(rows, params, path, machine);
-  if (title == "tierzero bench io") return apply_io(rows, path, machine);
-  if (title == "tierzero bench adam") return apply_adam(rows, path, machine);
-  if (title == "tierzero bench tiers") return apply_tiers(rows, path, machine);
+  if (title == "tierzero bench pcie") {
+    TZ_RETURN_IF_ERROR(take_rows(rows, "tierzero_GB/s", "bench pcie " + path, path, [&](const json& row) {
+      const std::string dir = text_at(row, "host") == "pinned" ? text_at(row, "dir") : "";
+      return dir == "h2d" ? &machine.h2d_gbps : dir == "d2h" ? &machine.d2h_gbps : nullptr;
+    }));
+    if (!rows.empty() && params.contains("device") && params["device"].is_string())
+      machine.gpu_name = params["device"].get<std::string>();
+    return {};
+  }
+  // io: the read and write rows. The mixed and pipe/ rows (bench io --mixed, --pipeline) are left
+  // out: the step's NVMe time is its reads at the read rate plus its writes at the write rate
+  // (time_terms.cpp says why).
+  if (title == "tierzero bench io")
+    return take_rows(rows, "GB/s", "bench io " + path, path, [&](const json& row) {
+      const std::string op = text_at(row, "op");
+      return op == "read" ? &machine.nvme_read_gbps : op == "write" ? &machine.nvme_write_gbps : nullptr;
+    });
+  if (title == "tierzero bench adam")
+    return take_rows(rows, "GB/s", "bench adam " + path, path, [&](const json&) { return &machine.adam_gbps; });
+  // tiers: tierzero's own streams, "nvme -> gpu (tierzero)" / "nvme -> pinned (tz)" and the reverse.
+  if (title == "tierzero bench tiers")
+    return take_rows(rows, "GB/s", "bench tiers " + path, path, [&](const json& row) -> MachineFigure* {
+      const std::string what = text_at(row, "what");
+      if (what.find("(raw)") != std::string::npos) return nullptr;
+      return what.rfind("nvme ->", 0) == 0               ? &machine.nvme_read_gbps
+             : what.find("-> nvme") != std::string::npos ? &machine.nvme_write_gbps
+                                                         : nullptr;
+    });
   return invalid_argument(path + ": title \"" + title +
                           "\" is not tierzero bench pcie, io, adam or tiers; pass those files to --bench-json");
 }

@@ -16,7 +16,6 @@ std::vector<MemoryItem> without_cuda_context(std::vector<MemoryItem> items) {
 
 std::vector<TierCheck> checks(const std::vector<MemoryItem>& items, const DsConfig& config, const Machine& machine,
                               const RunShape& s, uint64_t& gpu_allocated) {
-  const int world = s.world;
   const uint64_t gpu_limit = s.compute_on_cpu ? 0 : config.tierzero.gpu_memory_limit;
   gpu_allocated = peak_bytes(without_cuda_context(items), {Tier::kGpu});
   const uint64_t host = peak_bytes(items, {Tier::kPinned, Tier::kPageable});
@@ -28,9 +27,9 @@ std::vector<TierCheck> checks(const std::vector<MemoryItem>& items, const DsConf
       {"pinned", peak_bytes(items, {Tier::kPinned}), config.tierzero.pinned_memory_limit,
        source(config.tierzero.pinned_memory_limit, "tierzero.pinned_memory_limit")},
       {"pageable", peak_bytes(items, {Tier::kPageable}), 0, ""},
-      {"host", host * static_cast<uint64_t>(world), machine.host_memory_bytes,
+      {"host", host * static_cast<uint64_t>(s.world), machine.host_memory_bytes,
        source(machine.host_memory_bytes, machine.host_memory_source.c_str())},
-      {"nvme", peak_bytes(items, {Tier::kNvme}) * static_cast<uint64_t>(world), machine.nvme_bytes,
+      {"nvme", peak_bytes(items, {Tier::kNvme}) * static_cast<uint64_t>(s.world), machine.nvme_bytes,
        source(machine.nvme_bytes, machine.nvme_source.c_str())},
   };
 }

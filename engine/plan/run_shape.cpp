@@ -65,10 +65,9 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.follows_step = zero.stage == 3 && s.optimizer_offloaded() && zero.overlap_comm;
   s.window_possible = zero.stage == 3 && (s.follows_step || s.params_offloaded());
   // The buckets as the engine cuts them (the same function).
-  const int64_t bucket = std::max<int64_t>(
+  s.reduce_bucket = std::max<int64_t>(
       1, state_layout::reduce_bucket_numel(static_cast<int64_t>(zero.reduce_bucket_size), s.optimizer_offloaded(),
                                            s.world, state_layout::kStagingSlotBytes));
-  s.reduce_bucket = bucket;
   // The partition as the engine's partition_layout.h sizes it (common/internal/partition.h).
   const auto world = static_cast<uint32_t>(s.world);
   if (zero.stage == 3) {
@@ -78,7 +77,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
       s.largest_shard = std::max(s.largest_shard, piece);
       (n <= static_cast<int64_t>(zero.param_persistence_threshold) ? s.persistent : s.nonpersistent) += n;
     }
-    s.landing = state_layout::landing_numel(3, s.partition, bucket, s.world, s.slots, s.largest_shard);
+    s.landing = state_layout::landing_numel(3, s.partition, s.reduce_bucket, s.world, s.slots, s.largest_shard);
     // Released parameters stay whole when reused within stage3_max_reuse_distance elements: the
     // units closest to the turn from forward to backward, about half that distance of them.
     s.kept_gathered = std::min<int64_t>(s.nonpersistent, static_cast<int64_t>(zero.max_reuse_distance / 2));
@@ -87,7 +86,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
                                   : static_cast<int64_t>(partitioning::flat_partition_numel(
                                         static_cast<uint64_t>(s.parameters), world, partitioning::kDeepSpeedAlignment));
     s.padded = zero.stage == 0 ? s.partition : s.partition * s.world;
-    s.landing = state_layout::landing_numel(zero.stage, s.partition, bucket, s.world, 0, s.largest_param);
+    s.landing = state_layout::landing_numel(zero.stage, s.partition, s.reduce_bucket, s.world, 0, s.largest_param);
   }
   state_layout::HostShape& h = s.host;
   h.partition = s.partition;
