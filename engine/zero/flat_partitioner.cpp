@@ -7,15 +7,6 @@
 #include "engine/zero/internal/param_loading.h"
 
 namespace tierzero::engine {
-namespace {
-
-// Buckets reduced but not yet added to the partition, so their collectives overlap backward; bounds
-// the memory backward holds. One rank has no collective to wait for: its buckets are added (or
-// landed) at once.
-constexpr size_t kMaxBucketsInFlight = 2;
-size_t max_in_flight(int world_size) { return world_size > 1 ? kMaxBucketsInFlight : 0; }
-
-}  // namespace
 
 FlatPartitioner::FlatPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options,
                                  Comm& comm, OffloadedGrads* landing)
@@ -30,14 +21,11 @@ FlatPartitioner::FlatPartitioner(const FunctionalModel& model, ParamSource& para
     load_param_range(params, slot.name, 0, flat);
     param_views_.push_back(flat.view(slot.shape));
   }
-  grad_partition_ = landing != nullptr
-                        ? landing->partition()
-                        : at::zeros({layout_.partition_numel},
-                                    at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device));
-  make_buckets(unit_params_);
+  grad_partition_ = make_grad_partition(landing, layout_.partition_numel, options);
+  make_buckets();
 }
 
-void FlatPartitioner::make_buckets(const std::vector<std::vector<size_t>>& unit_params) {
+void FlatPartitioner::make_buckets() {
   bucket_of_slot_.assign(layout_.slots.size(), 0);
   for (size_t i = layout_.slots.size(); i-- > 0;) {
     const FlatSlot& slot = layout_.slots[i];
@@ -50,16 +38,16 @@ void FlatPartitioner::make_buckets(const std::vector<std::vector<size_t>>& unit_
     buckets_.back().begin = slot.offset;
     bucket_of_slot_[i] = buckets_.size() - 1;
   }
-  for (const std::vector<size_t>& slots : unit_params)
+  for (const std::vector<size_t>& slots : unit_params_)
     for (size_t slot : slots) ++buckets_[bucket_of_slot_[slot]].expected_arrivals;
 }
 
 std::vector<at::Tensor> FlatPartitioner::fetch(size_t unit) {
-  const int64_t own_begin = layout_.partition_begin(layout_.partition_count > 1 ? comm_.rank() : 0);
+  const int64_t begin = own_begin();
   std::vector<at::Tensor> params;
   for (size_t slot : unit_params_[unit]) {
     const FlatSlot& param = layout_.slots[slot];
-    pending_writes_.order_range(param.offset - own_begin, param.offset + param.numel - own_begin);
+    pending_writes_.order_range(param.offset - begin, param.offset + param.numel - begin);
     params.push_back(param_views_[slot]);
   }
   return params;
@@ -99,7 +87,7 @@ void FlatPartitioner::launch(size_t b) {
   bucket.in_flight = true;
   bucket.lands = landing_ == nullptr || landing_->lands_now();
   in_flight_.push_back(b);
-  while (in_flight_.size() > max_in_flight(comm_.world_size())) {
+  while (in_flight_.size() > max_buckets_in_flight(comm_.world_size())) {
     complete(in_flight_.front());
     in_flight_.pop_front();
   }
@@ -109,27 +97,18 @@ void FlatPartitioner::complete(size_t b) {
   Bucket& bucket = buckets_[b];
   for (CommOp& op : bucket.ops) op.wait();
   bucket.ops.clear();
-  int rank = layout_.partition_count > 1 ? comm_.rank() : 0;
-  int64_t own_begin = layout_.partition_begin(rank);
-  int64_t lo = std::max(bucket.begin, own_begin);
-  int64_t hi = std::min(bucket.end, own_begin + layout_.partition_numel);
+  const int64_t begin = own_begin();
+  int64_t lo = std::max(bucket.begin, begin);
+  int64_t hi = std::min(bucket.end, begin + layout_.partition_numel);
   if (lo < hi && landing_ != nullptr) {
-    landing_->take(bucket.sum.narrow(0, lo - bucket.begin, hi - lo), {{lo - own_begin, 0, hi - lo}}, bucket.lands);
+    landing_->take(bucket.sum.narrow(0, lo - bucket.begin, hi - lo), {{lo - begin, 0, hi - lo}}, bucket.lands);
   } else if (lo < hi) {
     at::Tensor mine = bucket.sum.narrow(0, lo - bucket.begin, hi - lo).to(options_.grad_device);
-    grad_partition_.narrow(0, lo - own_begin, hi - lo).add_(mine, 1.0 / comm_.world_size());
+    grad_partition_.narrow(0, lo - begin, hi - lo).add_(mine, 1.0 / comm_.world_size());
   }
   bucket.sum = at::Tensor();
   bucket.arrivals = 0;
   bucket.in_flight = false;
-}
-
-void FlatPartitioner::zero_grads() {
-  if (landing_ != nullptr) {
-    landing_->reset();
-  } else {
-    grad_partition_.zero_();
-  }
 }
 
 void FlatPartitioner::finish_reduction() {
@@ -146,8 +125,7 @@ void FlatPartitioner::finish_reduction() {
 
 at::Tensor FlatPartitioner::compute_partition() {
   pending_writes_.order_all();
-  int rank = layout_.partition_count > 1 ? comm_.rank() : 0;
-  return flat_params_.narrow(0, layout_.partition_begin(rank), layout_.partition_numel);
+  return flat_params_.narrow(0, own_begin(), layout_.partition_numel);
 }
 
 void FlatPartitioner::publish_compute_partition() {
@@ -157,13 +135,7 @@ void FlatPartitioner::publish_compute_partition() {
 }
 
 std::map<std::string, at::Tensor> FlatPartitioner::assemble(const at::Tensor& partition) {
-  at::Tensor mine = partition.to(comm_.device(), at::kFloat).contiguous();
-  at::Tensor flat = mine;
-  if (layout_.partition_count > 1) {
-    flat = at::empty({layout_.padded_numel}, mine.options());
-    comm_.all_gather(flat, mine).wait();
-  }
-  flat = flat.cpu();
+  const at::Tensor flat = gather_fp32_to_host(partition, comm_);
   std::map<std::string, at::Tensor> full;
   for (const FlatSlot& slot : layout_.slots)
     full[slot.name] = flat.narrow(0, slot.offset, slot.numel).view(slot.shape).clone();

@@ -1,5 +1,7 @@
 #include "engine/zero/internal/partitioner.h"
 
+#include <ATen/ATen.h>
+
 #include <unordered_map>
 
 #include "engine/zero/internal/flat_partitioner.h"
@@ -24,6 +26,31 @@ ParamNamesAndShapes param_names_and_shapes(const FunctionalModel& model) {
     table.shapes.push_back(spec.shape);
   }
   return table;
+}
+
+at::Tensor Partitioner::gather_fp32_to_host(const at::Tensor& partition, Comm& comm) const {
+  at::Tensor mine = partition.to(comm.device(), at::kFloat).contiguous();
+  return (partitioned() ? gather_from_ranks(comm, mine) : mine).cpu();
+}
+
+at::Tensor gather_from_ranks(Comm& comm, at::Tensor mine) {
+  if (comm.world_size() == 1) return mine;
+  at::Tensor gathered = at::empty({comm.world_size() * mine.numel()}, mine.options());
+  comm.all_gather(gathered, mine).wait();
+  return gathered;
+}
+
+at::Tensor make_grad_partition(OffloadedGrads* landing, int64_t numel, const PartitionOptions& options) {
+  if (landing != nullptr) return landing->partition();
+  return at::zeros({numel}, at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device));
+}
+
+void zero_grad_partition(OffloadedGrads* landing, at::Tensor& grads) {
+  if (landing != nullptr) {
+    landing->reset();
+  } else {
+    grads.zero_();
+  }
 }
 
 std::unique_ptr<Partitioner> make_partitioner(const FunctionalModel& model, ParamSource& params,

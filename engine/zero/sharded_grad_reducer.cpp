@@ -2,16 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/zero/internal/partitioner.h"
+
 namespace tierzero::engine {
-namespace {
-
-// Buckets launched and not yet added to the shard, so their collectives overlap backward; bounds the
-// memory backward holds. One rank has no collective to wait for: its buckets are added (or landed)
-// at once.
-constexpr size_t kMaxLaunched = 2;
-size_t max_launched(int world_size) { return world_size > 1 ? kMaxLaunched : 0; }
-
-}  // namespace
 
 ShardedGradReducer::ShardedGradReducer(const ShardedLayout& layout, int64_t bucket_numel, at::ScalarType grad_dtype,
                                        Comm& comm, at::Tensor grad_shard, OffloadedGrads* landing)
@@ -67,7 +60,7 @@ void ShardedGradReducer::launch() {
   launched.lands = landing_ == nullptr || landing_->lands_now();
   ++reduce_scatters_;
   launched_.push_back(std::move(launched));
-  while (launched_.size() > max_launched(layout_.world_size)) {
+  while (launched_.size() > max_buckets_in_flight(layout_.world_size)) {
     complete(launched_.front());
     launched_.pop_front();
   }
@@ -75,25 +68,21 @@ void ShardedGradReducer::launch() {
 
 void ShardedGradReducer::complete(Launched& launched) {
   launched.op.wait();
+  std::vector<LandingRun> runs;  // each slot's shard: its column of the output, its place in the shard
+  int64_t column = 0;
+  for (size_t slot : launched.slots) {
+    const ShardSlot& param = layout_.slots[slot];
+    runs.push_back({param.shard_offset, column, param.shard_numel});
+    column += param.shard_numel;
+  }
   if (landing_ != nullptr) {
-    std::vector<LandingRun> runs;
-    int64_t column = 0;
-    for (size_t slot : launched.slots) {
-      const ShardSlot& param = layout_.slots[slot];
-      runs.push_back({param.shard_offset, column, param.shard_numel});
-      column += param.shard_numel;
-    }
     landing_->take(launched.output, std::move(runs), launched.lands);
     return;
   }
   at::Tensor summed = launched.output.to(grad_shard_.device());
-  int64_t column = 0;
-  for (size_t slot : launched.slots) {
-    const ShardSlot& param = layout_.slots[slot];
-    grad_shard_.narrow(0, param.shard_offset, param.shard_numel)
-        .add_(summed.narrow(0, column, param.shard_numel), 1.0 / layout_.world_size);
-    column += param.shard_numel;
-  }
+  for (const LandingRun& run : runs)
+    grad_shard_.narrow(0, run.partition_offset, run.numel)
+        .add_(summed.narrow(0, run.source_offset, run.numel), 1.0 / layout_.world_size);
 }
 
 void ShardedGradReducer::finish() {

@@ -17,6 +17,13 @@ ShardedLayout layout_of(const FunctionalModel& model, int world_size) {
   return make_sharded_layout(table.names, table.shapes, world_size);
 }
 
+// Parameter `param`, flat and without its padding, out of `by_rank` ([W, row]: row r holds rank r's
+// pieces, `param`'s from `column` on). Rank r's piece is elements [r * shard_numel, ...) of the
+// padded parameter.
+at::Tensor unpadded_whole(const at::Tensor& by_rank, const ShardSlot& param, int64_t column) {
+  return by_rank.narrow(1, column, param.shard_numel).reshape(-1).narrow(0, 0, param.numel);
+}
+
 }  // namespace
 
 ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource& params,
@@ -26,10 +33,7 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
       layout_(layout_of(model, comm.world_size())),
       unit_params_(unit_param_indices(model)),
       host_(host),
-      grad_shard_(host.grads != nullptr
-                      ? host.grads->partition()
-                      : at::zeros({layout_.shard_numel},
-                                  at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device))),
+      grad_shard_(make_grad_partition(host.grads, layout_.shard_numel, options)),
       reducer_(layout_, options.reduce_bucket_numel, options.grad_dtype, comm, grad_shard_, host.grads),
       slots_(layout_.slots.size()),
       uses_(layout_.slots.size()),
@@ -89,10 +93,10 @@ int64_t ShardedPartitioner::numel_of(const std::vector<size_t>& slots) const {
   return numel;
 }
 
-int64_t ShardedPartitioner::numel_of_shards(const std::vector<size_t>& slots) const {
+at::Tensor ShardedPartitioner::empty_row(const std::vector<size_t>& slots) const {
   int64_t numel = 0;
   for (size_t slot : slots) numel += layout_.slots[slot].shard_numel;
-  return numel;
+  return at::empty({numel}, at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
 }
 
 bool ShardedPartitioner::uses(size_t unit, size_t slot) const {
@@ -111,17 +115,14 @@ ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vect
   order_reads(slots);
   GatherInput input;
   if (nvme_ != nullptr) {
-    input.mine =
-        at::empty({numel_of_shards(slots)}, at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
+    input.mine = empty_row(slots);
     input.copied = read_now(shard_ranges(layout_, slots), input.mine);
     return input;
   }
   std::vector<at::Tensor> pieces;
-  int64_t numel = 0;
   for (size_t slot : slots) {
     const ShardSlot& param = layout_.slots[slot];
     pieces.push_back(shard_params_.narrow(0, param.shard_offset, param.shard_numel));
-    numel += param.shard_numel;
   }
   if (!options_.offload_params) {
     input.mine = at::cat(pieces);  // one kernel
@@ -129,7 +130,7 @@ ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vect
   }
   // Offloaded (pinned or pageable): on the side stream, pieces that follow each other in the shard in
   // one copy; in stream order, the last copy's completion is all of theirs.
-  input.mine = at::empty({numel}, at::TensorOptions().dtype(shard_params_.scalar_type()).device(comm_.device()));
+  input.mine = empty_row(slots);  // shard_params_ holds the compute dtype
   int64_t filled = 0;
   for (size_t first = 0; first < pieces.size();) {
     size_t end = first + 1;
@@ -153,8 +154,7 @@ void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
   if (!pieces.empty() && pieces.size() <= static_cast<size_t>(nvme_->buffer_count())) {  // read now, land later
     order_reads(slots);
     for (uint64_t holder : nvme_->holders_of_next(pieces)) land(holder);
-    gather.mine =
-        at::empty({numel_of_shards(slots)}, at::TensorOptions().dtype(options_.compute_dtype).device(comm_.device()));
+    gather.mine = empty_row(slots);
     gather.read = nvme_->start_read(std::move(pieces), gather.id);
     if (layout_.world_size == 1) gather.gathered = gather.mine;
   } else {
@@ -238,9 +238,7 @@ void ShardedPartitioner::unpack(uint64_t gather_id) {
   int64_t column = 0;
   for (size_t slot : it->slots) {
     const ShardSlot& param = layout_.slots[slot];
-    // Rank r's piece is elements [r * shard_numel, ...) of the padded parameter.
-    at::Tensor padded = by_rank.narrow(1, column, param.shard_numel).reshape(-1);
-    slots_[slot].whole = padded.narrow(0, 0, param.numel).view(param.shape);
+    slots_[slot].whole = unpadded_whole(by_rank, param, column).view(param.shape);
     slots_[slot].residency = Residency::kWhole;
     column += param.shard_numel;
   }
@@ -392,14 +390,6 @@ void ShardedPartitioner::finish_reduction() {
   if (host_.grads != nullptr) host_.grads->drain();
 }
 
-void ShardedPartitioner::zero_grads() {
-  if (host_.grads != nullptr) {
-    host_.grads->reset();
-  } else {
-    grad_shard_.zero_();
-  }
-}
-
 at::Tensor ShardedPartitioner::compute_partition() {
   pending_writes_.order_all();
   for (Gather& gather : gathers_) {  // prefetched from the shard, not yet used
@@ -412,11 +402,6 @@ at::Tensor ShardedPartitioner::compute_partition() {
     stream.synchronize();
   }
   return shard_params_;
-}
-
-int64_t ShardedPartitioner::pinned_bytes() const {
-  return shard_params_.defined() && shard_params_.is_pinned() ? shard_params_.numel() * shard_params_.element_size()
-                                                              : 0;
 }
 
 void ShardedPartitioner::drop_whole_params() {
@@ -434,15 +419,15 @@ void ShardedPartitioner::drop_whole_params() {
     if (state.residency == Residency::kWhole) free_slot(slot);
     state.prefetched_use = 0;
   }
+  cursor_ = 0;
+  prefetch_cursor_ = 0;
+  std::fill(prefetched_numel_.begin(), prefetched_numel_.end(), 0);
 }
 
 void ShardedPartitioner::end_forward_pass() {
   drop_whole_params();
   if (recording_) trace_.clear();  // no step has ended yet: the pass is not the step the trace records
   following_ = !recording_;
-  cursor_ = 0;
-  prefetch_cursor_ = 0;
-  std::fill(prefetched_numel_.begin(), prefetched_numel_.end(), 0);
 }
 
 void ShardedPartitioner::publish_compute_partition() {
@@ -452,9 +437,6 @@ void ShardedPartitioner::publish_compute_partition() {
     index_trace();
   }
   following_ = !recording_;
-  cursor_ = 0;
-  prefetch_cursor_ = 0;
-  std::fill(prefetched_numel_.begin(), prefetched_numel_.end(), 0);
   std::vector<size_t> slots;
   for (size_t s = 0; s < layout_.slots.size(); ++s)
     if (persistent_[s]) slots.push_back(s);
@@ -485,33 +467,20 @@ void ShardedPartitioner::regather_persistent(const std::vector<size_t>& slots) {
   if (slots.empty()) return;
   GatherInput input = gather_input(slots);
   if (input.copied) input.copied->order_current_stream();
-  at::Tensor gathered = input.mine;
-  if (layout_.world_size > 1) {
-    gathered = at::empty({layout_.world_size * input.mine.numel()}, input.mine.options());
-    comm_.all_gather(gathered, input.mine).wait();
-  }
-  at::Tensor by_rank = gathered.view({layout_.world_size, -1});
+  at::Tensor by_rank = gather_from_ranks(comm_, input.mine).view({layout_.world_size, -1});
   int64_t column = 0;
   for (size_t slot : slots) {
     const ShardSlot& param = layout_.slots[slot];
-    at::Tensor whole = by_rank.narrow(1, column, param.shard_numel).reshape(-1).narrow(0, 0, param.numel);
-    persistent_params_[slot].view(-1).copy_(whole);
+    persistent_params_[slot].view(-1).copy_(unpadded_whole(by_rank, param, column));
     column += param.shard_numel;
   }
 }
 
 std::map<std::string, at::Tensor> ShardedPartitioner::assemble(const at::Tensor& partition) {
-  at::Tensor mine = partition.to(comm_.device(), at::kFloat).contiguous();
-  at::Tensor gathered = at::empty({layout_.world_size * layout_.shard_numel}, mine.options());
-  comm_.all_gather(gathered, mine).wait();
-  at::Tensor by_rank = gathered.cpu().view({layout_.world_size, layout_.shard_numel});
+  at::Tensor by_rank = gather_fp32_to_host(partition, comm_).view({layout_.world_size, layout_.shard_numel});
   std::map<std::string, at::Tensor> full;
   for (const ShardSlot& slot : layout_.slots)
-    full[slot.name] = by_rank.narrow(1, slot.shard_offset, slot.shard_numel)
-                          .reshape(-1)
-                          .narrow(0, 0, slot.numel)
-                          .view(slot.shape)
-                          .clone();
+    full[slot.name] = unpadded_whole(by_rank, slot, slot.shard_offset).view(slot.shape).clone();
   return full;
 }
 

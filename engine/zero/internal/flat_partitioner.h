@@ -21,7 +21,7 @@ class FlatPartitioner final : public Partitioner {
  public:
   // See make_partitioner(); options.stage is 0, 1 or 2.
   FlatPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options, Comm& comm,
-                  OffloadedGrads* landing = nullptr);
+                  OffloadedGrads* landing);
 
   std::vector<at::Tensor> fetch(size_t unit) override;
   void release(size_t unit) override {}
@@ -33,11 +33,9 @@ class FlatPartitioner final : public Partitioner {
   std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const override;
   void finish_reduction() override;
   at::Tensor grad_partition() override { return grad_partition_; }
-  void zero_grads() override;
+  void zero_grads() override { zero_grad_partition(landing_, grad_partition_); }
   at::Tensor compute_partition() override;
   void publish_compute_partition() override;
-
-  const FlatGroupLayout& layout() const { return layout_; }
 
  private:
   // A contiguous flat range of whole parameters whose gradients are reduced together.
@@ -51,9 +49,11 @@ class FlatPartitioner final : public Partitioner {
     at::Tensor sum;          // [end - begin] grad dtype, while filling or in flight
     std::vector<CommOp> ops;
   };
-  void make_buckets(const std::vector<std::vector<size_t>>& unit_params);
+  void make_buckets();
   void launch(size_t bucket);
   void complete(size_t bucket);
+  // First flat element of this rank's partition (of the only one when not partitioned()).
+  int64_t own_begin() const { return layout_.partition_begin(partitioned() ? comm_.rank() : 0); }
 
   PartitionOptions options_;
   Comm& comm_;

@@ -83,8 +83,6 @@ class Partitioner : public ParamGateway {
   // gather, so the caller may overwrite them. Undefined when the parameters are on NVMe (the
   // optimizer writes through their ComputeWeightsSink; every read from there has landed first).
   virtual at::Tensor compute_partition() = 0;
-  // Bytes of pinned host memory the partitioner holds (the offloaded parameter shard).
-  virtual int64_t pinned_bytes() const { return 0; }
   // Makes every rank's updated compute partition visible in the parameters fetch() returns
   // (stages 1-3: an all-gather). A collective.
   virtual void publish_compute_partition() = 0;
@@ -127,9 +125,28 @@ class Partitioner : public ParamGateway {
     if (progress_ != nullptr) pending_writes_.add(progress_->wait_for(end));
   }
 
+  // Every rank's `partition` as fp32, concatenated in rank order on the host: an all-gather when
+  // partitioned(), else this rank's own. What assemble() slices the parameters from.
+  at::Tensor gather_fp32_to_host(const at::Tensor& partition, Comm& comm) const;
+
   PendingWrites pending_writes_;
   StepProgress* progress_ = nullptr;
 };
+
+// Every rank's `mine` (same size on each) concatenated in rank order: an all-gather on comm.device(),
+// waited for; `mine` itself on one rank. A collective.
+at::Tensor gather_from_ranks(Comm& comm, at::Tensor mine);
+
+// Gradient buckets launched and not yet added to the partition (both partitioners), so their
+// collectives overlap backward; bounds the memory backward holds. One rank has no collective to wait
+// for: its buckets are added (or landed) at once.
+inline size_t max_buckets_in_flight(int world_size) { return world_size > 1 ? 2 : 0; }
+
+// The gradient partition of `numel` elements: `landing`'s host partition when offloaded, else zeros
+// in options.grad_dtype on options.grad_device.
+at::Tensor make_grad_partition(OffloadedGrads* landing, int64_t numel, const PartitionOptions& options);
+// Zeroes the gradient partition `grads` for the next step (through `landing` when not null).
+void zero_grad_partition(OffloadedGrads* landing, at::Tensor& grads);
 
 // Host memory of an offloaded step, given to the partitioner by the engine (any may be null):
 // `grads` lands the gradient partition in host memory (offloaded optimizer; its partition is the

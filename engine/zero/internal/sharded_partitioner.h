@@ -57,9 +57,8 @@ class ShardedPartitioner final : public Partitioner {
   std::vector<PartitionRun> locate(const std::string& name, int64_t first, int64_t count) const override;
   void finish_reduction() override;
   at::Tensor grad_partition() override { return grad_shard_; }
-  void zero_grads() override;
+  void zero_grads() override { zero_grad_partition(host_.grads, grad_shard_); }
   at::Tensor compute_partition() override;
-  int64_t pinned_bytes() const override;
   // Also ends the step: drops every gathered parameter (they hold the old values) and, after the
   // first step, stops recording the trace. Following a step (follow_step), the persistent
   // parameters are regathered by the first fetch of each unit that uses them, not here.
@@ -116,15 +115,16 @@ class ShardedPartitioner final : public Partitioner {
   };
   static constexpr size_t kNone = static_cast<size_t>(-1);
 
-  // Frees every gathered parameter (issued gathers landed first) and forgets what the prefetcher
-  // passed; publish_compute_partition() and end_forward_pass() both end a pass with it.
+  // Frees every gathered parameter (issued gathers landed first), forgets what the prefetcher
+  // passed and puts the trace's cursors back to its start; publish_compute_partition() and
+  // end_forward_pass() both end a pass with it.
   void drop_whole_params();
 
   // The unit's non-persistent parameters that are neither whole nor on their way, each once.
   std::vector<size_t> missing_slots(size_t unit) const;
   int64_t numel_of(const std::vector<size_t>& slots) const;
-  // This rank's shard elements of `slots` (a gather's row).
-  int64_t numel_of_shards(const std::vector<size_t>& slots) const;
+  // An uninitialized row on the comm device, in the compute dtype, for this rank's pieces of `slots`.
+  at::Tensor empty_row(const std::vector<size_t>& slots) const;
   bool uses(size_t unit, size_t slot) const;
   // This rank's pieces of `slots`, concatenated on the comm device: a copy, since the optimizer may
   // rewrite the shard under a stale prefetch (from an offloaded shard, host_.copies' copies on the
