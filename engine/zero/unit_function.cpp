@@ -57,9 +57,7 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
       return {at::Tensor(), at::Tensor(), at::Tensor()};
     }
     std::vector<at::Tensor> params = ref.gateway->fetch(ref.unit);
-    std::vector<at::Tensor> leaves;
-    leaves.reserve(params.size() + 1);
-    for (at::Tensor& p : params) leaves.push_back(p.detach().requires_grad_(true));
+    std::vector<at::Tensor> leaves = grad_leaves(params);
     at::Tensor recompute_input = input.detach().requires_grad_(input_has_grad);
     if (input_has_grad) leaves.push_back(recompute_input);
 
@@ -85,6 +83,13 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
 };
 
 }  // namespace
+
+std::vector<at::Tensor> grad_leaves(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> leaves;
+  leaves.reserve(params.size() + 1);
+  for (const at::Tensor& p : params) leaves.push_back(p.detach().requires_grad_(true));
+  return leaves;
+}
 
 at::Tensor run_unit(const FunctionalModel& model, ParamGateway& gateway, size_t unit, const at::Tensor& input,
                     const at::Tensor& anchor) {

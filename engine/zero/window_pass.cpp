@@ -9,7 +9,9 @@
 #include <utility>
 
 #include "engine/plan/plan.h"
+#include "engine/zero/internal/partition_layout.h"
 #include "engine/zero/internal/rng_replay.h"
+#include "engine/zero/internal/unit_function.h"
 
 namespace tierzero::engine {
 namespace {
@@ -26,14 +28,6 @@ void add_grads(std::vector<at::Tensor>& sums, const torch::autograd::variable_li
       sums[j].add_(g);
     }
   }
-}
-
-// Leaves that require grad over a unit's fetched parameters.
-std::vector<at::Tensor> grad_leaves(const std::vector<at::Tensor>& params) {
-  std::vector<at::Tensor> leaves;
-  leaves.reserve(params.size() + 1);
-  for (const at::Tensor& p : params) leaves.push_back(p.detach().requires_grad_(true));
-  return leaves;
 }
 
 void phase(const WindowPassHooks& hooks, const char* name) {
@@ -177,11 +171,7 @@ uint64_t window_pass_extra_bytes(const FunctionalModel& model, int64_t micro_bat
   int64_t largest_unit = 0;
   for (size_t u = 0; u < model.num_units(); ++u) {
     int64_t numel = 0;
-    for (const ParamSpec& p : model.unit_params(u)) {
-      int64_t n = 1;
-      for (int64_t d : p.shape) n *= d;
-      numel += n;
-    }
+    for (const ParamSpec& p : model.unit_params(u)) numel += shape_numel(p.shape);
     largest_unit = std::max(largest_unit, numel);
   }
   return plan::window_bytes(micro_batches, tokens, model.config().hidden_size,

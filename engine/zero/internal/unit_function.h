@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <vector>
 
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/param_gateway.h"
@@ -22,5 +23,9 @@ namespace tierzero::engine {
 // `gateway` must outlive the backward pass.
 at::Tensor run_unit(const FunctionalModel& model, ParamGateway& gateway, size_t unit, const at::Tensor& input,
                     const at::Tensor& anchor);
+
+// Leaves that require grad over a unit's fetched parameters, for its recomputation (room reserved for
+// the input's leaf after them).
+std::vector<at::Tensor> grad_leaves(const std::vector<at::Tensor>& params);
 
 }  // namespace tierzero::engine
