@@ -10,10 +10,13 @@ namespace {
 
 enum RequestKind : int64_t { kDone = 0, kRange = 1 };
 
-// A status for an exception thrown by a collective or a tensor operation.
-Status status_of(std::exception_ptr failure, const std::string& what) {
+// Runs `body`, turning an exception thrown by a collective or a tensor operation into a status
+// (an Error's own, else an internal error: "`what`: ...").
+template <class Body>
+Status guarded(const std::string& what, Body&& body) {
   try {
-    std::rethrow_exception(failure);
+    body();
+    return Status();
   } catch (const Error& e) {
     return e.status();
   } catch (const std::exception& e) {
@@ -60,38 +63,28 @@ void MasterWeightsSource::move_range(size_t index, int64_t first, int64_t count,
 }
 
 Status MasterWeightsSource::fill_fp32(size_t index, uint64_t first, std::span<float> out) {
-  try {
+  return guarded("reading master weights of '" + specs_.at(index).name + "'", [&] {
     const c10::DeviceGuard on_device(engine_.comm().device());  // the writer's thread, not the engine's
     const auto begin = static_cast<int64_t>(first), count = static_cast<int64_t>(out.size());
     if (exchanges()) exchange_request({kRange, static_cast<int64_t>(index), begin, count});
     move_range(index, begin, count, at::from_blob(out.data(), {count}, at::kFloat));
-    return Status();
-  } catch (...) {
-    return status_of(std::current_exception(), "reading master weights of '" + specs_.at(index).name + "'");
-  }
+  });
 }
 
 Status MasterWeightsSource::serve() {
   if (!exchanges()) return Status();
-  try {
+  return guarded("serving master weights to rank 0", [&] {
     for (;;) {
       const std::vector<int64_t> request = exchange_request({kDone, 0, 0, 0});
-      if (request[0] == kDone) return Status();
+      if (request[0] == kDone) return;
       move_range(static_cast<size_t>(request[1]), request[2], request[3], at::Tensor());
     }
-  } catch (...) {
-    return status_of(std::current_exception(), "serving master weights to rank 0");
-  }
+  });
 }
 
 Status MasterWeightsSource::finish() {
   if (!exchanges()) return Status();
-  try {
-    exchange_request({kDone, 0, 0, 0});
-    return Status();
-  } catch (...) {
-    return status_of(std::current_exception(), "ending the master weights exchange");
-  }
+  return guarded("ending the master weights exchange", [&] { exchange_request({kDone, 0, 0, 0}); });
 }
 
 }  // namespace tierzero::engine

@@ -43,10 +43,7 @@ ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
   ShardedLayout layout;
   layout.world_size = world_size;
   for (size_t i = 0; i < names.size(); ++i) {
-    ShardSlot slot;
-    slot.name = names[i];
-    slot.shape = shapes[i];
-    slot.numel = shape_numel(shapes[i]);
+    ShardSlot slot{names[i], shapes[i], shape_numel(shapes[i])};
     slot.shard_numel = static_cast<int64_t>(
         partitioning::stage3_piece_numel(static_cast<uint64_t>(slot.numel), static_cast<uint32_t>(world_size)));
     slot.shard_offset = layout.shard_numel;
