@@ -433,7 +433,6 @@ class RecordCache {
     std::shared_ptr<ReaderFence> reader = nullptr;
   };
   RecordCache() = default;
-  bool holds(size_t b, int64_t record, uint64_t begin, uint64_t end) const;
   size_t buffer_of(int64_t record) const;
   size_t memory_offset(int64_t record) const;
   Status claim(size_t b, int64_t record);

@@ -27,8 +27,7 @@ PinnedHostPool::PinnedHostPool(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 PinnedHostPool::~PinnedHostPool() = default;
 
 uint64_t PinnedHostPool::footprint(uint64_t bytes) {
-  const uint64_t align = ArenaPool::block_alignment(bytes);
-  return (bytes + align - 1) / align * align;
+  return RangeAllocator::round_up(bytes, ArenaPool::block_alignment(bytes));
 }
 
 uint64_t pinned_capacity(const std::vector<PinnedBufferSpec>& buffers) {

@@ -68,11 +68,6 @@ size_t RecordCache::memory_offset(int64_t record) const {
   return static_cast<size_t>(memory_slot_[static_cast<size_t>(record)]) * stride_;
 }
 
-bool RecordCache::holds(size_t b, int64_t record, uint64_t begin, uint64_t end) const {
-  const Slot& slot = slots_[b];
-  return slot.record == record && slot.begin <= begin && slot.end >= end;
-}
-
 // Makes buffer b free for `record`: its dirty record (another one) written, its transfers done, its
 // reader finished. Holds nothing afterwards unless it held `record` (then dirty stays as it was).
 Status RecordCache::claim(size_t b, int64_t record) {
@@ -114,7 +109,8 @@ Status RecordCache::prefetch_range(int64_t record, uint64_t begin, uint64_t end)
 Status RecordCache::fetch(int64_t record, uint64_t begin, uint64_t end, bool whole) {
   if (in_memory(record)) return Status();
   const size_t b = buffer_of(record);
-  if (holds(b, record, begin, end) && (slots_[b].whole || !whole)) return Status();
+  const Slot& held = slots_[b];
+  if (held.record == record && held.begin <= begin && held.end >= end && (held.whole || !whole)) return Status();
   const uint64_t aligned = RecordStaging::align_down(begin);  // O_DIRECT
   TZ_RETURN_IF_ERROR(claim(b, record));                       // a dirty record is whole: it held the range
   staging_->read(b, first_file_[record], aligned, end);
