@@ -51,7 +51,7 @@ Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel
                         FrozenDisk::create(
                             units, dtype, placement,
                             [&source](const ParamSpec& spec, at::Tensor& out) { return read_into(source, spec, out); },
-                            FrozenDisk::kMaxRecordBytes, device));
+                            state_layout::kFrozenMaxRecordBytes, device));
     frozen->bytes_ = frozen->disk_->bytes();
     return frozen;
   }
@@ -105,15 +105,11 @@ std::string FrozenWeights::where() const {
   return "";
 }
 
-int64_t FrozenWeights::pinned_bytes() const {
-  if (disk_ != nullptr) return disk_->pinned_staging_bytes();
-  return pool_ != nullptr ? pool_->pinned_bytes() : 0;
-}
+const offload::HostTier* FrozenWeights::pool() const { return disk_ != nullptr ? &disk_->staging_pool() : pool_.get(); }
 
-int64_t FrozenWeights::pool_bytes() const {
-  if (disk_ != nullptr) return disk_->staging_pool_bytes();
-  return pool_ != nullptr ? pool_->bytes() : 0;
-}
+int64_t FrozenWeights::pinned_bytes() const { return pool() != nullptr ? pool()->pinned_bytes() : 0; }
+
+int64_t FrozenWeights::pool_bytes() const { return pool() != nullptr ? pool()->bytes() : 0; }
 
 int64_t FrozenWeights::nvme_bytes() const { return disk_ != nullptr ? static_cast<int64_t>(disk_->file_bytes()) : 0; }
 

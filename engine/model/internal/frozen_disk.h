@@ -1,12 +1,13 @@
 // Private to engine/model: the frozen base of a LoRA run homed on NVMe (offload_param "nvme"). Unit
 // u's weights, in the compute dtype, are record u of offload/'s RecordCache (offload/offload.h): in
 // swap files over the offload_param.nvme_path directories (one file per directory per rank, removed
-// with the run), each unit in consecutive file records of up to 32 MiB (kMaxRecordBytes), written
-// once at load and read back for each use through two pinned staging halves, each the size of the
-// largest unit: the unit asked for, and the one expected next (the direction the requests last
-// moved, turning at either end), read ahead while the current unit computes. The unit in use is
-// copied to the device through DeviceCopies::upload and stays there, so the window's runs of one
-// unit (every micro-batch through it) read and copy it once.
+// with the run), each unit in consecutive file records of up to 32 MiB
+// (state_layout::kFrozenMaxRecordBytes), written once at load and read back for each use through
+// two pinned staging halves, each the size of the largest unit: the unit asked for, and the one
+// expected next (the direction the requests last moved, turning at either end), read ahead while
+// the current unit computes. The unit in use is copied to the device through DeviceCopies::upload
+// and stays there, so the window's runs of one unit (every micro-batch through it) read and copy it
+// once.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -34,10 +35,6 @@ class FrozenDisk {
   // parameter `spec`'s values.
   using ReadParam = std::function<Status(const ParamSpec& spec, at::Tensor& out)>;
 
-  // A swap-file record: every record of a swap file takes the same room and units differ in size
-  // (an embedding is several layers), so a unit spans consecutive records of at most this many bytes.
-  static constexpr uint64_t kMaxRecordBytes = state_layout::kFrozenMaxRecordBytes;
-
   // Writes every unit of `units` (each unit's parameters in the model's order; a parameter of two
   // units is stored in both) in `dtype` through `read` into swap files per `placement` (its
   // nvme_paths, io and rank), in records of `max_record_bytes` (rounded up to 4096; the largest
@@ -48,7 +45,8 @@ class FrozenDisk {
   // kOutOfSpace with the bytes needed and free), the writes', and `read`'s.
   static Result<std::unique_ptr<FrozenDisk>> create(const std::vector<std::vector<ParamSpec>>& units,
                                                     at::ScalarType dtype, const FrozenPlacement& placement,
-                                                    const ReadParam& read, uint64_t max_record_bytes = kMaxRecordBytes,
+                                                    const ReadParam& read,
+                                                    uint64_t max_record_bytes = state_layout::kFrozenMaxRecordBytes,
                                                     at::Device device = at::kCPU);
   ~FrozenDisk();
   FrozenDisk(const FrozenDisk&) = delete;
@@ -67,10 +65,9 @@ class FrozenDisk {
   uint64_t file_bytes() const { return cache_->file_bytes(); }
   // Bytes read from the files since the last call. Thread-safe.
   uint64_t take_read_bytes();
-  // Bytes of the two staging halves' pool (engine/layout's frozen_staging_buffers), and of them
-  // pinned (a CUDA `device` given to create()).
-  int64_t staging_pool_bytes() const { return pool_->bytes(); }
-  int64_t pinned_staging_bytes() const { return pool_->pinned_bytes(); }
+  // The two staging halves' pool (engine/layout's frozen_staging_buffers), pinned for a CUDA
+  // `device` given to create().
+  const offload::HostTier& staging_pool() const { return *pool_; }
   std::string describe() const { return cache_->describe(); }
 
  private:

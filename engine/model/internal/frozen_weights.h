@@ -51,6 +51,8 @@ class FrozenWeights {
 
  private:
   FrozenWeights(FrozenHome home) : home_(home) {}
+  // The base's pool: the weights' (kPinnedHost) or the NVMe staging halves' (kNvme); else null.
+  const offload::HostTier* pool() const;
   FrozenHome home_;
   std::unique_ptr<offload::HostTier> pool_;  // kPinnedHost: the weights' memory; outlives by_name_
   std::map<std::string, at::Tensor> by_name_;
