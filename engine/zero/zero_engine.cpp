@@ -39,6 +39,14 @@ void sync_current_stream(at::Device device) {
   c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
 }
 
+// With the time breakdown on (`timed`): waits for the device's current stream, then adds the wall
+// time since `start` to `phase`.
+void add_device_time(bool timed, at::Device device, double& phase, Clock::time_point start) {
+  if (!timed) return;
+  sync_current_stream(device);
+  phase += seconds_since(start);
+}
+
 bool is_16bit(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
 // A scalar that requires grad, for run_unit: it puts unit 0 in the micro-batch's graph.
@@ -379,17 +387,6 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
                                   .compact = compact_state(options, *host_tier_, *partitioner_),
                                   .params16_rounding = options.params16_rounding,
                                   .device_share = device_share_.get()};
-  // The weights as the master's bf16 half rounds them: copied from the master, unless that half is
-  // the compute partition itself (offloaded parameters in host memory), which the master's first
-  // split wrote; its persistent parameters are gathered from it either way.
-  const auto round_weights_away = [&] {
-    if (!rounds_away(options)) return;
-    const at::Tensor compute = partitioner_->compute_partition();
-    if (common.compact.compact_master && compute.defined() && common.compact.hi.data_ptr() == compute.data_ptr())
-      partitioner_->publish_compute_partition();
-    else
-      sync_compute_params();
-  };
   if (state_on_nvme(options)) {
     NvmeOffloadAdamSetup setup{
         .common = common,
@@ -413,33 +410,40 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
     std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
     nvme_optimizer_ = nvme.get();
     optimizer_ = std::move(nvme);
-    update_nvme_traffic();  // the swap files' size
-    round_weights_away();
-    choose_step_modes();
-    return;
-  }
-  CpuOffloadAdamSetup setup{
-      .common = common,
-      .master = compact_master(options) ? at::Tensor() : host_tier_->buffer(PinnedRole::kMaster, at::kFloat),
-      .exp_avg = host_tier_->buffer(PinnedRole::kExpAvg, options.optimizer_state_dtype),
-      .exp_avg_sq =
-          host_tier_->buffer(PinnedRole::kExpAvgSq, moments_8bit(options) ? at::kByte : options.optimizer_state_dtype),
-      .residual = compact_master(options) ? host_tier_->buffer(PinnedRole::kMasterResidual, at::kShort) : at::Tensor(),
-      .exp_avg_scales =
-          moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgScales, at::kFloat) : at::Tensor(),
-      .exp_avg_sq_scales =
-          moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgSqScales, at::kFloat) : at::Tensor(),
-      .load_master = {}};
-  if (compact_master(options)) {  // read and split a piece at a time, never the fp32 master whole
-    setup.load_master = [&](int64_t begin, const at::Tensor& out) {
-      load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
-    };
   } else {
-    load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
+    CpuOffloadAdamSetup setup{
+        .common = common,
+        .master = compact_master(options) ? at::Tensor() : host_tier_->buffer(PinnedRole::kMaster, at::kFloat),
+        .exp_avg = host_tier_->buffer(PinnedRole::kExpAvg, options.optimizer_state_dtype),
+        .exp_avg_sq = host_tier_->buffer(PinnedRole::kExpAvgSq,
+                                         moments_8bit(options) ? at::kByte : options.optimizer_state_dtype),
+        .residual =
+            compact_master(options) ? host_tier_->buffer(PinnedRole::kMasterResidual, at::kShort) : at::Tensor(),
+        .exp_avg_scales =
+            moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgScales, at::kFloat) : at::Tensor(),
+        .exp_avg_sq_scales =
+            moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgSqScales, at::kFloat) : at::Tensor(),
+        .load_master = {}};
+    if (compact_master(options)) {  // read and split a piece at a time, never the fp32 master whole
+      setup.load_master = [&](int64_t begin, const at::Tensor& out) {
+        load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
+      };
+    } else {
+      load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
+    }
+    optimizer_ = make_cpu_offload_adam(std::move(setup));
   }
-  optimizer_ = make_cpu_offload_adam(std::move(setup));
-  update_nvme_traffic();
-  round_weights_away();
+  update_nvme_traffic();  // the swap files' size
+  // The weights as the master's bf16 half rounds them: copied from the master, unless that half is
+  // the compute partition itself (offloaded parameters in host memory), which the master's first
+  // split wrote; its persistent parameters are gathered from it either way.
+  if (rounds_away(options)) {
+    const at::Tensor compute = partitioner_->compute_partition();
+    if (common.compact.compact_master && compute.defined() && common.compact.hi.data_ptr() == compute.data_ptr())
+      partitioner_->publish_compute_partition();
+    else
+      sync_compute_params();
+  }
   choose_step_modes();
 }
 
@@ -522,10 +526,7 @@ at::Tensor ZeroEngine::queue_forward_backward(const at::Tensor& input_ids, const
   at::Tensor hidden = offload::inputs_to_device(input_ids, device);
   for (size_t unit = 0; unit + 1 < model_.num_units(); ++unit)
     hidden = run_unit(model_, *partitioner_, unit, hidden, anchor);
-  if (options_.time_breakdown) {
-    sync_current_stream(device);
-    times_.forward_s += seconds_since(start);
-  }
+  add_device_time(options_.time_breakdown, device, times_.forward_s, start);
   return head_loss_backward(hidden, targets, anchor, loss_multiplier);
 }
 
@@ -563,9 +564,7 @@ std::vector<at::Tensor> ZeroEngine::queue_window(const std::vector<TokenBatch>& 
     if (step_started_in_backward_) backward_step_->unit_done(unit);
   };
   hooks.phase_done = [&](const char* phase) {
-    if (!timed) return;
-    sync_current_stream(device);
-    (std::string(phase) == "forward" ? times_.forward_s : times_.backward_s) += seconds_since(start);
+    add_device_time(timed, device, std::string(phase) == "forward" ? times_.forward_s : times_.backward_s, start);
   };
   try {
     return run_window_pass(model_, *partitioner_, input_ids, targets, loss_multiplier, hooks,
@@ -589,17 +588,11 @@ at::Tensor ZeroEngine::head_loss_backward(const at::Tensor& hidden, const at::Te
   const at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
                                                  offload::inputs_to_device(targets, device).reshape(-1),
                                                  /*weight=*/{}, at::Reduction::Mean, /*ignore_index=*/-100);
-  if (timed) {
-    sync_current_stream(device);
-    times_.forward_s += seconds_since(start);
-  }
+  add_device_time(timed, device, times_.forward_s, start);
   begin_backward(1);
   start = Clock::now();
   (loss * loss_multiplier).backward();
-  if (timed) {
-    sync_current_stream(device);
-    times_.backward_s += seconds_since(start);
-  }
+  add_device_time(timed, device, times_.backward_s, start);
   return loss.detach();
 }
 
@@ -651,10 +644,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
   planned_step_.reset();
   start = Clock::now();
   partitioner_->publish_compute_partition();
-  if (timed) {
-    sync_current_stream(comm_.device());
-    times_.comm_s += seconds_since(start);
-  }
+  add_device_time(timed, comm_.device(), times_.comm_s, start);
   if (timed) {
     if (grad_pipeline_) {
       times_.grad_d2h_s += grad_pipeline_->copy_seconds();
