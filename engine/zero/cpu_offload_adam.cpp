@@ -28,10 +28,9 @@ class CpuOffloadAdam final : public PartitionOptimizer, public HoldsForSave, pri
  public:
   explicit CpuOffloadAdam(CpuOffloadAdamSetup setup)
       : setup_(std::move(setup)),
-        step_(setup_.common, "cpu optimizer",
-              setup_.common.compact.compact_master ? setup_.residual.numel() : setup_.master.numel()) {
+        numel_(setup_.common.compact.compact_master ? setup_.residual.numel() : setup_.master.numel()),
+        step_(setup_.common, "cpu optimizer", numel_) {
     const CompactState& compact = setup_.common.compact;
-    numel_ = compact.compact_master ? setup_.residual.numel() : setup_.master.numel();
     if (compact.compact_master &&
         (setup_.master.defined() || setup_.residual.scalar_type() != at::kShort || !compact.hi.defined() ||
          compact.hi.scalar_type() != at::kBFloat16 || compact.hi.numel() != numel_ || !compact.hi.is_contiguous()))
@@ -268,8 +267,8 @@ class CpuOffloadAdam final : public PartitionOptimizer, public HoldsForSave, pri
   static constexpr int64_t kConvertPiece = int64_t{1} << 22;
 
   CpuOffloadAdamSetup setup_;
-  OffloadedStep step_;
   int64_t numel_ = 0;
+  OffloadedStep step_;
   AdamPartitionState state_;  // step always; the tensors while materialised_ (or always, unconverted)
   bool materialised_ = false;
 };

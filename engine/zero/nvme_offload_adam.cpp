@@ -30,12 +30,12 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   explicit NvmeAdam(NvmeOffloadAdamSetup setup)
       : setup_(std::move(setup)),
         layout_(record_layout(setup_.state_dtype, setup_.common.compact.compact_master)),
-        step_(setup_.common, "nvme optimizer", setup_.partitioner->partition_numel()) {
+        numel_(setup_.partitioner->partition_numel()),
+        step_(setup_.common, "nvme optimizer", numel_) {
     const NvmeOptimizerOptions& nvme = setup_.nvme;
     if (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count))
       throw Error(invalid_argument("zero_optimization.offload_optimizer.buffer_count=" +
                                    std::to_string(nvme.buffer_count) + " must be at least 1"));
-    numel_ = setup_.partitioner->partition_numel();
     slot_numel_ = std::max<int64_t>(1, std::min(setup_.common.sub_group_numel, numel_));
     groups_ = (numel_ + slot_numel_ - 1) / slot_numel_;
     if (setup_.state_dtype != at::kFloat && setup_.state_dtype != at::kBFloat16 && setup_.state_dtype != at::kChar)
@@ -437,8 +437,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   NvmeOffloadAdamSetup setup_;
   state_layout::Layout layout_;
+  int64_t numel_ = 0;  // this rank's partition
   OffloadedStep step_;
-  int64_t numel_ = 0;       // this rank's partition
   int64_t slot_numel_ = 0;  // elements of a full sub-group
   int64_t groups_ = 0;
   int64_t in_memory_ = 0;                        // records living in setup_.memory_records (cache_ places them)
