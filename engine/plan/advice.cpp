@@ -1,4 +1,6 @@
 // What to change when a budget is not met: each candidate key re-planned, its figure reported.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 
@@ -221,8 +223,8 @@ std::string layout_suggestion(const Replan& replan, const Plan& plan, const std:
       if (c.name != check && (c.name == "host" || c.name == "nvme" || c.name == "pinned") && c.budget_bytes > 0)
         line += ", " + c.name + " " + format_bytes(c.peak_bytes);
     return line + (all ? ", fits every host and NVMe budget" : ", still over") +
-           printed(" (state %.2f B/param on the GPU, %.2f pinned, %.2f pageable, %.2f NVMe)", total.gpu, total.pinned,
-                   total.pageable, total.nvme);
+           fmt::format(" (state {:.2f} B/param on the GPU, {:.2f} pinned, {:.2f} pageable, {:.2f} NVMe)", total.gpu,
+                       total.pinned, total.pageable, total.nvme);
   }
   return "";
 }

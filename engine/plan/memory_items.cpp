@@ -1,7 +1,7 @@
 // One rank's memory, item by item, as engine/zero and engine/model hold it (plan.h lists the rules).
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <cstdarg>
-#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -359,9 +359,8 @@ void activations(Items& out, const ModelDims& m, const RunShape& s) {
   out.add(Tier::kGpu,
           logits >= layer ? "activations: LM head recomputed (logits, loss)" : "activations: one layer recomputed",
           Phase::kBackward, std::max(layer, logits),
-          printed("max(layer %s B/token, logits [%lld x %lld] fp32 x 4) x %s tokens",
-                  count_text(layer / tokens).c_str(), static_cast<long long>(s.micro * s.seq),
-                  static_cast<long long>(m.vocab_size), count_text(tokens).c_str()));
+          fmt::format("max(layer {} B/token, logits [{} x {}] fp32 x 4) x {} tokens", count_text(layer / tokens),
+                      s.micro * s.seq, m.vocab_size, count_text(tokens)));
 }
 
 void buffers(Items& out, const RunShape& s) {
@@ -496,15 +495,8 @@ uint64_t peak_bytes(const std::vector<MemoryItem>& items, const std::vector<Tier
   return resident + *std::max_element(std::begin(phases), std::end(phases));
 }
 
-std::string count_text(double count) { return printed(count < 1e4 ? "%.0f" : "%.4g", count); }
-
-std::string printed(const char* format, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  return text;
+std::string count_text(double count) {
+  return count < 1e4 ? fmt::format("{:.0f}", count) : fmt::format("{:.4g}", count);
 }
 
 }  // namespace tierzero::engine::plan

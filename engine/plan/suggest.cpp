@@ -1,6 +1,8 @@
 // suggest_layout: every stage 3 layout (offload devices x state layout), its host budget spent on
 // weights first and optimizer records second, planned, each offloaded one also with the gradient ring
 // where the config allows it; the fastest that fits (plan.h).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -86,7 +88,7 @@ std::string layout_text(const DsConfig& c, const Plan& p) {
   return text;
 }
 
-std::string seconds_text(double seconds) { return plan::printed("%.1f s", seconds); }
+std::string seconds_text(double seconds) { return fmt::format("{:.1f} s", seconds); }
 
 // `base` with the devices and the state layout set (the NVMe paths filled from `nvme_paths` where
 // the base has none); the host budget not yet spent (suggest_layout does that).
@@ -253,7 +255,7 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
                                      : " against " + seconds_text(without) + " with the whole partition"));
   } else if (offloaded(out.config) && ring_without_clipping) {
     out.notes.push_back("the gradient ring would need gradient_clipping 0 (this config: " +
-                        plan::printed("%g", out.config.gradient_clipping) + "); with it, " +
+                        fmt::format("{:g}", out.config.gradient_clipping) + "); with it, " +
                         ring_without_clipping->first + " would predict " + seconds_text(ring_without_clipping->second) +
                         " a step (chosen: " + seconds_text(out.plan.step_seconds) + ")");
   } else if (offloaded(out.config) && !ring_refused.empty()) {

@@ -1,4 +1,6 @@
 // Each resource's busy time for one optimizer step of one rank (plan.h: the overlap model).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
@@ -10,7 +12,7 @@ namespace {
 
 // "BYTES B / RATE GB/s".
 std::string bytes_over(double bytes, const MachineFigure& rate) {
-  return printed("%s B / %.2f GB/s", count_text(bytes).c_str(), rate.value);
+  return fmt::format("{} B / {:.2f} GB/s", count_text(bytes), rate.value);
 }
 
 double seconds(double amount, double per_second) { return per_second > 0 ? amount / per_second : 0.0; }
@@ -35,10 +37,11 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   const double rate = machine.gpu_tflops.value * 1e12 * machine.compute_efficiency;
   const std::string kept =
       s.kept_layers > 0 ? ", " + std::to_string(s.kept_layers) + " layers not recomputed (tierzero.kept_activations)" : "";
-  terms.push_back({"gpu compute", seconds(flops, rate),
-                   printed("%s tokens x %s FLOP/token (%d x matmul params + attention%s) / (%.0f TFLOPS x %.2f)",
-                           count_text(tokens).c_str(), count_text(per_token).c_str(), s.lora ? 6 : 8, kept.c_str(),
-                           machine.gpu_tflops.value, machine.compute_efficiency)});
+  terms.push_back(
+      {"gpu compute", seconds(flops, rate),
+       fmt::format("{} tokens x {} FLOP/token ({} x matmul params + attention{}) / ({:.0f} TFLOPS x {:.2f})",
+                   count_text(tokens), count_text(per_token), s.lora ? 6 : 8, kept, machine.gpu_tflops.value,
+                   machine.compute_efficiency)});
 
   // H2D: updated weights after the step (offloaded optimizer); stage 3 offloaded parameters for
   // every gather, forward and backward, less those kept whole between them: once per micro-batch
@@ -76,9 +79,9 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   const double adam = s.optimizer_offloaded() ? p - shared : 0.0;
   const double step_bytes = s.layout().cpu_step_bytes(s.host_grad_bytes);
   terms.push_back({"cpu adam", seconds(adam * step_bytes, machine.adam_gbps.value * 1e9),
-                   printed("%s params x %.2f B / %.1f GB/s (%.2f Gparam/s)%s", count_text(adam).c_str(), step_bytes,
-                           machine.adam_gbps.value, machine.adam_gbps.value / step_bytes,
-                           shared > 0 ? " (the rest on the GPU: tierzero.gpu_optimizer_share)" : "")});
+                   fmt::format("{} params x {:.2f} B / {:.1f} GB/s ({:.2f} Gparam/s){}", count_text(adam), step_bytes,
+                               machine.adam_gbps.value, machine.adam_gbps.value / step_bytes,
+                               shared > 0 ? " (the rest on the GPU: tierzero.gpu_optimizer_share)" : "")});
 
   // NVMe: the optimizer records neither in memory nor kept by the swap buffers, read and written
   // once per step (engine/layout/layout.h); parameters
@@ -105,8 +108,8 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // "The planner": 1.10x to 1.31x on those leases).
   terms.push_back(
       {"nvme", seconds(read, machine.nvme_read_gbps.value * 1e9) + seconds(write, machine.nvme_write_gbps.value * 1e9),
-       printed("read %s / %.2f GB/s + write %s / %.2f GB/s (one direction at a time)", count_text(read).c_str(),
-               machine.nvme_read_gbps.value, count_text(write).c_str(), machine.nvme_write_gbps.value)});
+       fmt::format("read {} / {:.2f} GB/s + write {} / {:.2f} GB/s (one direction at a time)", count_text(read),
+                   machine.nvme_read_gbps.value, count_text(write), machine.nvme_write_gbps.value)});
   return terms;
 }
 

@@ -145,7 +145,4 @@ std::vector<StateBytes> state_bytes_table(const RunShape& shape, const DsConfig&
 // "1.35e9"-style counts and "12.00 GiB (12884901888 B)"-free short byte text for formulas.
 std::string count_text(double count);
 
-// printf's `format` of the arguments as a string, at most 511 characters.
-[[gnu::format(printf, 1, 2)]] std::string printed(const char* format, ...);
-
 }  // namespace tierzero::engine::plan
