@@ -20,7 +20,7 @@
 // - RecordRing: the record cache's FIFO sibling: pieces of records read into buffers taken in turn,
 //   each held for a tag, and write windows taken in turn (the ZeRO-3 parameters on NVMe).
 // - StagingSlots: pinned buffers of one size lent and given back across threads (the offloaded
-//   gradients' staging slots).
+//   gradients' staging slots); RecordSlots lends them to records, one each (the gradient ring).
 // - RangeReader: a file read by range on any thread, O_DIRECT in whole blocks where allowed (the
 //   start-up read of a Hugging Face checkpoint's safetensors).
 // - DeviceCopies (offload_torch.h), the stack's one CUDA copy path: side-stream copies ordered after
@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -548,9 +549,11 @@ class RecordRing {
 // ---- Staging slots ------------------------------------------------------------------------------
 // Pinned buffers of one size lent one at a time and given back, on any thread: the offloaded
 // gradients' staging slots (engine/zero/host_grad_pipeline.h: the backward thread fills one per
-// bucket piece, the worker gives it back once added) and the gradient ring's record-sized slots
-// (taken at a record's first landing, given back once the optimizer has read it). take() blocks
-// while every slot is lent; the slot given back last is lent first.
+// bucket piece, the worker gives it back once added). take() blocks while every slot is lent; the
+// slot given back last is lent first.
+// RecordSlots lends such slots to records, one each at most: the gradient ring's record-sized slots,
+// held by a record from its first landing until the optimizer has read it. A free slot is all zero:
+// each is zeroed before it is lent again (free(), abandon()), so the first landing adds into zeros.
 class StagingSlots {
  public:
   // Over `slots` (pinned memory the caller keeps valid, all of one size).
@@ -568,6 +571,32 @@ class StagingSlots {
   std::mutex mutex_;
   std::condition_variable given_;
   std::vector<size_t> free_;  // the slot given back last at the back
+};
+
+class RecordSlots {
+ public:
+  // Over `slots` (pinned memory the caller keeps valid, all of one size, all zero) for records
+  // 0 .. records - 1, none holding a slot.
+  RecordSlots(std::vector<std::span<std::byte>> slots, int64_t records);
+  // The slot record `record` holds, after lending it a free one when it holds none (blocking while
+  // every slot is lent). Thread-safe.
+  std::span<std::byte> hold(int64_t record);
+  // The slot record `record` holds; empty when it holds none. Thread-safe.
+  std::span<std::byte> slot_of(int64_t record) const;
+  // Every record holding a slot, with that slot, smallest record first. Thread-safe.
+  std::vector<std::pair<int64_t, std::span<std::byte>>> held() const;
+  // Takes record `record`'s slot from it (the record then holds none) and returns the slot's index,
+  // still lent: free() zeroes it and makes it free. std::nullopt when the record held none. Thread-safe.
+  std::optional<size_t> release(int64_t record);
+  // Zeroes slot `slot`, from release(), and makes it free. Thread-safe.
+  void free(size_t slot);
+  // Zeroes every held slot and makes it free (the records then hold none). Thread-safe.
+  void abandon();
+
+ private:
+  StagingSlots slots_;
+  mutable std::mutex mutex_;
+  std::vector<int64_t> slot_;  // by record: the slot it holds, or -1
 };
 
 }  // namespace tierzero::offload

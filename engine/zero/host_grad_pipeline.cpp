@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <cstring>
+#include <optional>
 #include <span>
 
 #include "common/common.h"
@@ -35,9 +35,8 @@ HostGradPipeline::HostGradPipeline(GradLanding landing, const std::vector<at::Te
         "HostGradPipeline needs a contiguous fp32 or bf16 host partition (or ring slots of a record each) and a "
         "staging slot of 8+ bytes"));
   if (!partition_.defined()) {
-    ring_ = std::make_unique<offload::StagingSlots>(bytes_of(landing.ring));
     const int64_t records = (numel_ + record_numel_ - 1) / record_numel_;
-    ring_slot_.assign(static_cast<size_t>(records), -1);
+    ring_ = std::make_unique<offload::RecordSlots>(bytes_of(landing.ring), records);
     consumed_.assign(static_cast<size_t>(records), 0);
   }
   if (overlap_)
@@ -89,23 +88,19 @@ std::vector<LandingRun> HostGradPipeline::cut_at_records(std::vector<LandingRun>
 void HostGradPipeline::hold_records(const std::vector<LandingRun>& runs) {
   if (ring_ == nullptr) return;
   for (const LandingRun& run : runs) {
-    const auto record = static_cast<size_t>(run.partition_offset / record_numel_);
-    {
-      std::lock_guard lock(mutex_);
-      if (ring_slot_[record] >= 0) continue;
-    }
+    const int64_t record = run.partition_offset / record_numel_;
+    if (!ring_->slot_of(record).empty()) continue;  // only this thread lends slots
     const auto start = std::chrono::steady_clock::now();
-    const auto slot = [&] {
+    {
       RECORD_USER_SCOPE("tierzero::wait_ring_slot");
-      return static_cast<int64_t>(ring_->take());  // only this thread lends slots
-    }();
+      ring_->hold(record);
+    }
     blocked_seconds_ += seconds_since(start);
     std::lock_guard lock(mutex_);
     if (error_) {  // the optimizer failed (abandon_ring): no slot will be freed again
-      ring_->give(static_cast<size_t>(slot));
+      if (const std::optional<size_t> slot = ring_->release(record)) ring_->free(*slot);
       std::rethrow_exception(error_);
     }
-    ring_slot_[record] = slot;
   }
 }
 
@@ -113,13 +108,10 @@ std::byte* HostGradPipeline::landing_at(int64_t offset) {
   const auto element = static_cast<int64_t>(c10::elementSize(dtype_));
   if (ring_ == nullptr) return static_cast<std::byte*>(partition_.data_ptr()) + offset * element;
   const int64_t record = offset / record_numel_;
-  int64_t slot = -1;
-  {
-    std::lock_guard lock(mutex_);
-    slot = ring_slot_[static_cast<size_t>(record)];
-  }
-  if (slot < 0) throw Error(internal_error("the gradient ring: record " + std::to_string(record) + " holds no slot"));
-  return ring_->bytes(static_cast<size_t>(slot)).data() + (offset - record * record_numel_) * element;
+  const std::span<std::byte> slot = ring_->slot_of(record);
+  if (slot.empty())
+    throw Error(internal_error("the gradient ring: record " + std::to_string(record) + " holds no slot"));
+  return slot.data() + (offset - record * record_numel_) * element;
 }
 
 void HostGradPipeline::land(const at::Tensor& source, std::vector<LandingRun> runs) {
@@ -197,7 +189,6 @@ void HostGradPipeline::submit(Job job) {
 
 void HostGradPipeline::release(const Job& job) {
   if (job.kind == JobKind::kAdd) slots_.give(job.slot);
-  if (job.kind == JobKind::kFreeRingSlot) ring_->give(job.slot);
   if (job.kind == JobKind::kZeroPartition) zeroing_ = false;
 }
 
@@ -212,11 +203,7 @@ void HostGradPipeline::run(Job& job) {
     case JobKind::kRecordNorms: record_norms(job); break;
     case JobKind::kZeroPartition: partition_.zero_(); break;
     case JobKind::kNotify: job.landed(); break;
-    case JobKind::kFreeRingSlot: {
-      const std::span<std::byte> slot = ring_->bytes(job.slot);
-      std::memset(slot.data(), 0, slot.size());
-      break;
-    }
+    case JobKind::kFreeRingSlot: ring_->free(job.slot); break;
   }
 }
 
@@ -297,20 +284,15 @@ cpu_adam::GradStats HostGradPipeline::grad_stats() {
     std::lock_guard lock(norms_mutex_);
     return run_norms_.total({partition_.const_data_ptr(), static_cast<size_t>(numel_), type}, adam_);
   }
-  std::vector<std::pair<int64_t, int64_t>> held;  // (record, slot): the records not yet read
-  {
-    std::lock_guard lock(mutex_);
-    for (size_t record = 0; record < ring_slot_.size(); ++record)
-      if (ring_slot_[record] >= 0) held.emplace_back(static_cast<int64_t>(record), ring_slot_[record]);
-  }
-  for (const auto& [record, slot] : held) settle_norms(record, slot);  // a slot is freed only once settled
+  // The records not yet read; a slot is freed only once settled.
+  for (const auto& [record, slot] : ring_->held()) settle_norms(record, slot);
   std::lock_guard lock(norms_mutex_);
   return run_norms_.total({nullptr, 0, type}, adam_);
 }
 
-void HostGradPipeline::settle_norms(int64_t record, int64_t slot) {
+void HostGradPipeline::settle_norms(int64_t record, std::span<const std::byte> slot) {
   const int64_t begin = record * record_numel_, count = std::min(record_numel_, numel_ - begin);
-  const cpu_adam::ConstElements elements{ring_->bytes(static_cast<size_t>(slot)).data(), static_cast<size_t>(count),
+  const cpu_adam::ConstElements elements{slot.data(), static_cast<size_t>(count),
                                          float_element_type(dtype_, "offloaded gradients")};
   std::lock_guard lock(norms_mutex_);
   run_norms_.settle(begin, begin + count, elements, adam_);
@@ -321,49 +303,34 @@ cpu_adam::ConstElements HostGradPipeline::lend(int64_t begin, int64_t count) {
   const int64_t record = begin / record_numel_;
   if (ring_ == nullptr || count <= 0 || (begin + count - 1) / record_numel_ != record)
     throw Error(internal_error("the gradient ring lends one record's elements at a time"));
-  {
-    std::lock_guard lock(mutex_);
-    if (ring_slot_[static_cast<size_t>(record)] < 0) return {nullptr, static_cast<size_t>(count), type};
-  }
+  if (ring_->slot_of(record).empty()) return {nullptr, static_cast<size_t>(count), type};
   return {landing_at(begin), static_cast<size_t>(count), type};
 }
 
 void HostGradPipeline::consumed(int64_t begin, int64_t count) {
   const int64_t record = begin / record_numel_;
-  int64_t slot = -1;
   {
     std::lock_guard lock(mutex_);
     int64_t& read = consumed_[static_cast<size_t>(record)];
     read += count;
     if (read < std::min(record_numel_, numel_ - record * record_numel_)) return;
     read = 0;
-    slot = ring_slot_[static_cast<size_t>(record)];
   }
-  if (slot < 0) return;  // nothing landed on it
+  const std::span<std::byte> slot = ring_->slot_of(record);
+  if (slot.empty()) return;  // nothing landed on it
   settle_norms(record, slot);
-  {
-    std::lock_guard lock(mutex_);
-    ring_slot_[static_cast<size_t>(record)] = -1;
-  }
-  Job free;
-  free.kind = JobKind::kFreeRingSlot;
-  free.slot = static_cast<size_t>(slot);
-  submit(std::move(free));
-}
-
-void HostGradPipeline::free_held_slots() {
-  for (int64_t& slot : ring_slot_) {
-    if (slot < 0) continue;
-    const std::span<std::byte> bytes = ring_->bytes(static_cast<size_t>(slot));
-    std::memset(bytes.data(), 0, bytes.size());
-    ring_->give(static_cast<size_t>(std::exchange(slot, -1)));
+  if (const std::optional<size_t> released = ring_->release(record)) {  // the worker zeroes and frees it
+    Job free;
+    free.kind = JobKind::kFreeRingSlot;
+    free.slot = *released;
+    submit(std::move(free));
   }
 }
 
 void HostGradPipeline::abandon_ring(std::exception_ptr error) {
   std::lock_guard lock(mutex_);
   if (!error_) error_ = std::move(error);
-  free_held_slots();
+  ring_->abandon();
   changed_.notify_all();
 }
 
@@ -376,7 +343,7 @@ void HostGradPipeline::reset() {
   blocked_seconds_ = 0.0;
   if (ring_ != nullptr) {  // every record read frees its slot; those of a failed step are freed here
     std::lock_guard lock(mutex_);
-    free_held_slots();
+    ring_->abandon();
     std::fill(consumed_.begin(), consumed_.end(), 0);
   }
 }

@@ -32,11 +32,12 @@
 // so the recorded sums, and the partition (0 + x*s == x*s), are the same bits as land()'s.
 //
 // The gradient ring (tierzero.grad_ring_records; only where the optimizer steps inside the window's
-// backward, backward_step.h): instead of the whole partition, a few record-sized slots (offload's
-// StagingSlots). Runs are cut at record boundaries; the backward thread lends a record a free slot
-// when a run first lands on it (blocking while every slot is held: the backward then keeps the
-// optimizer's pace), and the optimizer, reading each final record once through GradLender, gives it
-// back: its cut runs' norms are summed, the worker zeroes the slot and frees it. Each element holds
+// backward, backward_step.h): instead of the whole partition, a few record-sized slots lent to
+// records by offload's RecordSlots, which keeps which record holds which slot. Runs are cut at record
+// boundaries; the backward thread lends a record a free slot when a run first lands on it (blocking
+// while every slot is held: the backward then keeps the optimizer's pace), and the optimizer, reading
+// each final record once through GradLender, gives it back: its cut runs' norms are summed from the
+// slot, the record releases it, the worker zeroes the slot and frees it. Each element holds
 // the bits it would hold in the partition, so Adam reads the same gradients; only the norm's runs
 // are cut at other places (the reported norm's last bits).
 #pragma once
@@ -50,6 +51,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -146,7 +148,7 @@ class HostGradPipeline : public GradLender {
     kRecordNorms,    // land_final(): runs already copied into the partition; record their norms
     kZeroPartition,  // zero_partition(): zero the partition (no slot, no copy)
     kNotify,         // notify_landed(): call `landed`
-    kFreeRingSlot,   // consumed(): zero ring slot `slot`, then free it
+    kFreeRingSlot,   // consumed(): zero ring slot `slot`, released by its record, then free it
   };
   struct Job {
     JobKind kind = JobKind::kAdd;
@@ -170,13 +172,12 @@ class HostGradPipeline : public GradLender {
   // Ring: `runs` cut where records end; else `runs`.
   std::vector<LandingRun> cut_at_records(std::vector<LandingRun> runs) const;
   // Ring: lends a slot to each record `runs` land on that has none (blocking while none is free).
+  // Throws the pipeline's error, the slot just lent given back, once landing has failed.
   void hold_records(const std::vector<LandingRun>& runs);
   // Where partition element `offset` lands (ring: in its record's slot, which it holds).
   std::byte* landing_at(int64_t offset);
-  // Ring: zeroes and frees every held slot. With mutex_ held.
-  void free_held_slots();
-  // Ring: sums the cut norm runs of `record` from its slot `slot`.
-  void settle_norms(int64_t record, int64_t slot);
+  // Ring: sums the cut norm runs of `record` from its slot's bytes `slot`.
+  void settle_norms(int64_t record, std::span<const std::byte> slot);
   // Runs one job on the calling thread: waits for its copies, then adds or records.
   void run(Job& job);
   // Waits for the job's copy, adds its runs, records their norms.
@@ -185,16 +186,16 @@ class HostGradPipeline : public GradLender {
   void record_norms(Job& job);
   // Hands `job` to the worker (overlap on) or runs it now.
   void submit(Job job);
-  // After `job` ran: its staging (or ring) slot is given back, a finished zeroing no longer holds off
+  // After `job` ran: its staging slot is given back, a finished zeroing no longer holds off
   // land_final(). With mutex_ held.
   void release(const Job& job);
   void work();
   at::Tensor partition_;                         // undefined with the ring
   int64_t numel_ = 0;                            // the partition's elements
   at::ScalarType dtype_;                         // the landed gradients' (fp32 or bf16)
-  std::unique_ptr<offload::StagingSlots> ring_;  // the ring's slots, or nullptr
+  std::unique_ptr<offload::RecordSlots> ring_;   // the ring's slots and the records holding them, or nullptr
   int64_t record_numel_ = 0;                     // the ring's records
-  offload::StagingSlots slots_;  // the staging tensors' bytes
+  offload::StagingSlots slots_;                  // the staging tensors' bytes
   DeviceCopies& copies_;
   const cpu_adam::CpuAdam& adam_;
   float scale_;
@@ -208,8 +209,7 @@ class HostGradPipeline : public GradLender {
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread worker_;
-  std::vector<int64_t> ring_slot_;  // by record: the ring slot it holds, or -1 (with mutex_)
-  std::vector<int64_t> consumed_;   // by record: elements the optimizer has read this step (with mutex_)
+  std::vector<int64_t> consumed_;  // by record: elements the optimizer has read this step (with mutex_)
 
   std::mutex norms_mutex_;  // run_norms_: recorded by the worker, settled by the optimizer
   RunNorms run_norms_;      // the accumulated partition's sum of squares, by run
