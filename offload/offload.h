@@ -317,6 +317,8 @@ class RangeReader {
 // records with the last one streamed: a pass in record order then meets a streamed record every
 // records / streamed, so the disk, read ahead and written behind, keeps working through the records
 // in memory (the optimizer stepping inside the backward, in the gradients' order, last to first).
+// The block holds them packed in record order, each at the sum of the bytes of those before it: a
+// short last record (a partition's last sub-group) takes its own bytes, not the largest record's.
 //
 // Records of widely different sizes (a LoRA run's frozen base, one record per unit) take consecutive
 // file records of file_record_bytes each, so the files hold each rounded up to file records only.
@@ -333,7 +335,7 @@ class ReaderFence {
 struct RecordCacheOptions {
   RecordStagingOptions files;          // paths, io, rank and role (the cache sets the rest)
   std::vector<uint64_t> record_bytes;  // bytes of each record; records = its size
-  int64_t memory_records = 0;          // records [0, memory_records) live in the pinned block
+  int64_t memory_records = 0;          // records [0, memory_records) live in the pinned block, packed
   bool read_ahead = false;             // prefetch_ahead() reads past the record asked (pipeline_read)
   bool write_behind = false;           // release(kWrite) returns with the write queued (pipeline_write)
   uint64_t file_record_bytes = 0;      // 0: a record is one file record; else consecutive ones of this
@@ -344,7 +346,8 @@ struct RecordCacheOptions {
 class RecordCache {
  public:
   // Over `buffers` (the largest record each; one at least when a record is on NVMe) and `memory` (the
-  // records kept in memory, at a stride of the largest record), pinned memory the caller keeps valid.
+  // records kept in memory, packed in record order: each at the sum of the bytes of those before it,
+  // so a short record takes only its own bytes), pinned memory the caller keeps valid.
   // RecordStaging::create's errors; kInternal for buffers or a block too small, or file_record_bytes
   // not a multiple of 4096.
   static Result<std::unique_ptr<RecordCache>> create(const std::vector<std::span<std::byte>>& buffers,
@@ -369,7 +372,11 @@ class RecordCache {
 
   int64_t records() const { return static_cast<int64_t>(bytes_.size()); }
   // Whether record `record` lives in the pinned block (never read or written).
-  bool in_memory(int64_t record) const { return memory_slot_[static_cast<size_t>(record)] >= 0; }
+  bool in_memory(int64_t record) const { return memory_offset_[static_cast<size_t>(record)] >= 0; }
+  // Byte offset of record `record` (in memory) in the pinned block.
+  uint64_t memory_offset(int64_t record) const {
+    return static_cast<uint64_t>(memory_offset_[static_cast<size_t>(record)]);
+  }
   size_t buffer_count() const { return slots_.size(); }
   uint64_t record_bytes(int64_t record) const { return bytes_[static_cast<size_t>(record)]; }
 
@@ -434,7 +441,6 @@ class RecordCache {
   };
   RecordCache() = default;
   size_t buffer_of(int64_t record) const;
-  size_t memory_offset(int64_t record) const;
   Status claim(size_t b, int64_t record);
   // Whether a record of `pass` at `position` or later goes through buffer b.
   bool needed(std::span<const int64_t> pass, size_t position, size_t b) const;
@@ -453,7 +459,7 @@ class RecordCache {
 
   std::vector<uint64_t> bytes_;
   std::vector<int64_t> first_file_;      // each record's first file record (a record in memory: none)
-  std::vector<int64_t> memory_slot_;     // each record's place in the pinned block (-1: streamed)
+  std::vector<int64_t> memory_offset_;   // each record's byte offset in the pinned block (-1: streamed)
   std::vector<int64_t> streamed_index_;  // each record's place among the streamed ones (-1: in memory)
   std::vector<int64_t> streamed_;        // the streamed records, in order
   uint64_t stride_ = 0;                  // the largest record

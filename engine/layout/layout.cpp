@@ -69,7 +69,7 @@ std::vector<PinnedBufferSpec> pinned_buffers(const HostShape& s, int64_t records
     if (s.optimizer_nvme) {  // one sub-group's master (or residual), m and v per buffer
       const uint64_t record = u(s.layout.record_bytes(records.group()));
       for (int i = 0; i < s.optimizer_buffers; ++i) out.push_back({PinnedRole::kOptimizerSwapBuffer, i, record});
-      out.push_back({PinnedRole::kOptimizerRecords, 0, u(records_in_memory) * record});
+      out.push_back({PinnedRole::kOptimizerRecords, 0, u(records.bytes(s.layout, 0, records_in_memory))});
     } else {
       state_in_memory(s, out);
     }
@@ -102,8 +102,9 @@ int64_t records_in_memory(const HostShape& shape, int64_t requested, uint64_t pi
   const uint64_t others = offload::pinned_capacity(pinned_buffers(shape, 0));
   const uint64_t record = u(shape.layout.record_bytes(records.group()));
   if (others >= pinned_limit_bytes || record == 0) return 0;
+  // One more than whole records fit: the short last record may still fit.
   auto n = static_cast<int64_t>(
-      std::min<uint64_t>((pinned_limit_bytes - others) / record, static_cast<uint64_t>(records.count())));
+      std::min<uint64_t>((pinned_limit_bytes - others) / record + 1, static_cast<uint64_t>(records.count())));
   while (n > 0 && offload::pinned_capacity(pinned_buffers(shape, n)) > pinned_limit_bytes) --n;
   return n;
 }
