@@ -183,7 +183,8 @@ struct RecordStagingOptions {
 class RecordStaging {
  public:
   // Makes the IoEngine, registers `buffers` (pinned memory the caller keeps valid) with it, and, when
-  // options.records > 0, opens and preallocates the files; the errors of each. The files fail before
+  // options.records > 0, opens and preallocates the files; the errors of each. Without buffers and
+  // records it makes nothing (no IoEngine: options.io is not looked at). The files fail before
   // anything is written: kInvalidArgument for no path; kOutOfSpace naming the path, the bytes needed
   // and free, and the fix; else the open or preallocation error naming the file. `names`: errors
   // name file record k as record names[k] where given (else first_named + k).

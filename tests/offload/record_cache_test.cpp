@@ -6,7 +6,8 @@
 // records take only their own rounded-up bytes of the files and round-trip like any other; records
 // in memory spread over the records leave the streamed ones evenly between them; passes run again
 // in the same order read the next pass's first records ahead, each record once a pass, and leave
-// none of the pass's records kept dirty; the records in memory are packed at their own offsets.
+// none of the pass's records kept dirty; the records in memory are packed at their own offsets, and
+// with every record in memory nothing is staged (no IoEngine, no file).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -298,6 +300,26 @@ TEST(RecordCache, RecordsInMemoryArePackedAtTheirOwnOffsets) {
         ASSERT_EQ(block[offsets[static_cast<size_t>(r)] + i], pattern(r, i, 1)) << r << " byte " << i;
     EXPECT_EQ(cache->written_bytes(), 0u);
   }
+}
+
+// Every record in memory and no buffer: nothing to stage, so no IoEngine is made (an "aio" config it
+// would refuse is never looked at) and no file is created; one record streamed needs both.
+TEST(RecordCache, EveryRecordInMemoryMakesNoIoEngineAndNoFile) {
+  ScratchDir dir;
+  RecordCacheOptions options{.files = {.paths = {dir.path()}, .io = {.queue_depth = 0}, .rank = 0, .role = kTestSwap},
+                             .record_bytes = {8192, 100},
+                             .memory_records = 2};
+  std::vector<std::byte> block(8292);
+  std::unique_ptr<RecordCache> cache = value_or_throw(RecordCache::create({}, block, options));
+  EXPECT_FALSE(cache->has_files());
+  EXPECT_EQ(cache->buffer_count(), 0u);
+  EXPECT_EQ(cache->file_bytes(), 0u);
+  EXPECT_EQ(cache->describe(), "no file");
+  ASSERT_OK(cache->flush());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  options.memory_records = 1;
+  nvme::AlignedBuffer memory = nvme::allocate_aligned(8192);
+  EXPECT_ERROR(RecordCache::create({{memory.get(), 8192}}, block, options), ErrorCode::kInvalidArgument, "queue_depth");
 }
 
 // wait_seconds counts the time a caller is blocked on the disk: a read held back 100 ms in the
