@@ -18,7 +18,6 @@
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/offloaded_step.h"
-#include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/stored_records.h"
 #include "offload/offload.h"
 
@@ -30,12 +29,15 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   explicit NvmeAdam(NvmeOffloadAdamSetup setup)
       : setup_(std::move(setup)),
         layout_(record_layout(setup_.state_dtype, setup_.common.compact.compact_master)),
-        numel_(setup_.partitioner->partition_numel()),
+        numel_(setup_.numel),
         step_(setup_.common, "nvme optimizer", numel_) {
     const NvmeOptimizerOptions& nvme = setup_.nvme;
-    if (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count))
+    const bool files = !nvme.paths.empty();
+    if (files && (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count)))
       throw Error(invalid_argument("zero_optimization.offload_optimizer.buffer_count=" +
                                    std::to_string(nvme.buffer_count) + " must be at least 1"));
+    if (!files && !setup_.buffers.empty())
+      throw Error(internal_error("nvme optimizer: swap buffers without an nvme_path"));
     slot_numel_ = std::max<int64_t>(1, std::min(setup_.common.sub_group_numel, numel_));
     groups_ = (numel_ + slot_numel_ - 1) / slot_numel_;
     if (setup_.state_dtype != at::kFloat && setup_.state_dtype != at::kBFloat16 && setup_.state_dtype != at::kChar)
@@ -46,7 +48,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         (!setup_.common.compact.hi.defined() || setup_.common.compact.hi.scalar_type() != at::kBFloat16 ||
          setup_.common.compact.hi.numel() != numel_))
       throw Error(internal_error("nvme optimizer: a compact master needs the partition's bf16 weights in host memory"));
-    in_memory_ = std::clamp<int64_t>(setup_.records_in_memory, 0, groups_);
+    in_memory_ = files ? std::clamp<int64_t>(setup_.records_in_memory, 0, groups_) : groups_;
     for (const at::Tensor& buffer : setup_.buffers)
       if (buffer.scalar_type() != at::kByte || static_cast<uint64_t>(buffer.numel()) != record_bytes(slot_numel_))
         throw Error(internal_error("nvme optimizer: a pinned buffer is not one record of " +
@@ -315,6 +317,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
  private:
   using Access = offload::RecordCache::Access;
   using Release = offload::RecordCache::Release;
+  // Elements of the initial master loaded (and split) at a time.
+  static constexpr int64_t kConvertPiece = int64_t{1} << 22;
 
   // The dtype of part s of a record (RecordPart s): 0 the fp32 master (compact: the int16 residual),
   // 1 exp_avg, 2 exp_avg_sq (the state dtype; 8-bit: int8 and uint8 codes), 3 and 4 their fp32 block
@@ -385,33 +389,22 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     }
   }
 
-  // The first write: master weights from the source, zero moments.
+  // The first write: master weights from load_master (a compact one split) kConvertPiece elements at
+  // a time, zero moments.
   void write_initial_state() {
-    std::vector<PartitionRun> runs;  // this rank's, in partition order, with their parameter's index
-    std::vector<const std::string*> names;
-    const std::vector<ParamSpec> params = all_params(*setup_.model);
-    for (const ParamSpec& spec : params)
-      for (const PartitionRun& run : setup_.partitioner->locate(spec.name, 0, shape_numel(spec.shape)))
-        if (run.rank == setup_.partition_rank) {
-          runs.push_back(run);
-          names.push_back(&spec.name);
-        }
-    at::Tensor scratch = setup_.common.compact.compact_master ? at::empty({slot_numel_}, at::kFloat) : at::Tensor();
+    const bool compact = setup_.common.compact.compact_master;
+    at::Tensor scratch = compact ? at::empty({std::min(slot_numel_, kConvertPiece)}, at::kFloat) : at::Tensor();
     for (int64_t k = 0; k < groups_; ++k) {
       const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
       record.zero_();
-      const int64_t begin = k * slot_numel_;
-      const int64_t end = begin + count_of(k);
-      const at::Tensor master = setup_.common.compact.compact_master ? scratch.narrow(0, 0, end - begin).zero_()
-                                                                     : record_part(record, 0, end - begin);
-      for (size_t r = 0; r < runs.size(); ++r) {
-        const int64_t lo = std::max(begin, runs[r].partition_offset);
-        const int64_t hi = std::min(end, runs[r].partition_offset + runs[r].numel);
-        if (lo >= hi) continue;
-        load_param_range(*setup_.source, *names[r], runs[r].param_offset + (lo - runs[r].partition_offset),
-                         master.narrow(0, lo - begin, hi - lo));
+      const int64_t count = count_of(k);
+      for (int64_t begin = 0; begin < count; begin += kConvertPiece) {
+        const int64_t n = std::min(kConvertPiece, count - begin);
+        const at::Tensor master =
+            compact ? scratch.narrow(0, 0, n).zero_() : record_part(record, 0, count).narrow(0, begin, n);
+        setup_.load_master(k * slot_numel_ + begin, master);
+        if (compact) write_state(home(record, k, 0), begin, bytes_of(master));
       }
-      if (setup_.common.compact.compact_master) write_state(home(record, k, 0), 0, bytes_of(master));
       throw_if_error(cache_->release(k, Release::kWrite));
     }
     throw_if_error(cache_->wait_writes());

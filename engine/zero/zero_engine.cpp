@@ -401,10 +401,10 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
                               options.partition.compute_dtype == at::kHalf) == nullptr,
         .nvme = options.nvme_optimizer,
         .buffers = {},
-        .source = &params,
-        .model = &model,
-        .partitioner = partitioner_.get(),
-        .partition_rank = partition_rank};
+        .numel = partitioner_->partition_numel(),
+        .load_master = [&](int64_t begin, const at::Tensor& out) {
+          load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
+        }};
     for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
       setup.buffers.push_back(host_tier_->buffer(PinnedRole::kOptimizerSwapBuffer, at::kByte, i));
     std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));

@@ -38,13 +38,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/model/functional_model.h"
 #include "engine/zero/internal/partition_optimizer.h"
-#include "engine/zero/internal/partitioner.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::engine {
@@ -80,19 +79,20 @@ struct NvmeOffloadAdamSetup {
   // (the first ones unless spread_records) live in `memory_records` (pinned bytes, records_in_memory records of
   // min(sub_group_numel, partition numel) elements each, engine/layout's record bytes, back to back)
   // and never touch the swap files, which hold only the others.
+  // Without nvme.paths there is no swap file and no buffer: every record lives in memory_records
+  // (records_in_memory and the other nvme options are not looked at).
   int64_t records_in_memory = 0;
   at::Tensor memory_records;
   bool spread_records = false;  // those records spread over the partition, the last one streamed
   NvmeOptimizerOptions nvme;
   // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
-  // numel) elements each (engine/layout's record bytes); outlive the optimizer.
+  // numel) elements each (engine/layout's record bytes); outlive the optimizer. None without paths.
   std::vector<at::Tensor> buffers;
-  // The initial master weights: partition `partition_rank` of `partitioner`'s layout, read from
-  // `source` sub-group by sub-group (only for the constructor; never the whole partition at once).
-  ParamSource* source = nullptr;
-  const FunctionalModel* model = nullptr;
-  const Partitioner* partitioner = nullptr;
-  int partition_rank = 0;
+  int64_t numel = 0;  // this rank's partition
+  // The initial master weights: elements [begin, begin + out.numel()) of the partition into `out`
+  // (fp32, zero-filled: padding stays zero), called a piece at a time by the constructor only,
+  // never for the whole partition at once.
+  std::function<void(int64_t begin, const at::Tensor& out)> load_master;
 };
 
 class NvmeOffloadAdam : public PartitionOptimizer {
@@ -101,9 +101,9 @@ class NvmeOffloadAdam : public PartitionOptimizer {
   virtual NvmeTraffic traffic() const = 0;
 };
 
-// Creates the swap files and writes the initial state (master from `source`, zero moments) through
-// the buffers. Throws tierzero::Error: an option out of range naming its key; the swap's errors
-// (disk full with the bytes needed and free; a path that cannot be written, named with the fix).
+// Creates the swap files and writes the initial state (master from `load_master`, zero moments)
+// through the buffers (without paths: into the block). Throws tierzero::Error: an option out of range naming its key;
+// the swap's errors (disk full with the bytes needed and free; a path that cannot be written, named with the fix).
 std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup);
 
 }  // namespace tierzero::engine
