@@ -184,10 +184,6 @@ class CpuOffloadAdam final : public PartitionOptimizer, public HoldsForSave, pri
   }
 
  private:
-  // Elements stepped (and published) at a time inside a sub-group: Adam is elementwise, so where a
-  // sub-group is cut changes no bit; a finer cut lets the next forward follow closer behind.
-  static constexpr int64_t kPublishSlice = int64_t{1} << 25;
-
   // The step's pieces: slices of each sub-group, front to back; inside the backward, last to first
   // (the order the gradients become final in).
   std::vector<StepPiece> pieces(bool inside_backward) override {

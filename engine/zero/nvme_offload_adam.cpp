@@ -72,8 +72,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
-    step_.wait_for_save(numel_);  // a save in flight reads through the cache: the step waits for it whole
-    step_.wait_copies();          // the last step's: params16 is rewritten
+    // A save in flight reads through the buffers: the step waits for it whole. Without buffers it
+    // reads the block, and the step follows it piece by piece (OffloadedStep::run).
+    if (cache_->buffer_count() > 0) step_.wait_for_save(numel_);
+    step_.wait_copies();  // the last step's: params16 is rewritten
     written_mark_ = cache_->written_bytes();
     write_back_materialised();
     const double waited = cache_->wait_seconds();
@@ -86,10 +88,12 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   // The pass of nvme_offload_adam.h: the records kept in memory ahead of the first streamed one,
   // then the others in the cache's alternating sweep (starting on the records the buffers kept from
-  // the last pass; its first reads queued here), those in memory among them in the same order. Front
-  // to back, each sub-group is published as it finishes; back to front, the partition is published
-  // at the end (the readers following behind need it front first). Inside the backward every record
-  // runs back to front, the gradients' order.
+  // the last pass; its first reads queued here), those in memory among them in the same order. A
+  // record in memory is stepped in slices of at most kPublishSlice elements, in the record's
+  // direction; a streamed one whole (its buffer is acquired once). Front to back, each piece is
+  // published as it finishes; back to front, the partition is published at the end (the readers
+  // following behind need it front first). Inside the backward every record runs back to front, the
+  // gradients' order.
   std::vector<StepPiece> pieces(bool inside_backward) override {
     using Sweep = offload::RecordCache::Sweep;
     pass_ = cache_->pass(inside_backward ? Sweep::kBackToFront : Sweep::kAlternate);
@@ -97,17 +101,29 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     const bool backward = inside_backward || (pass_.size() > 1 && pass_.front() > pass_.back());
     const int64_t first_streamed = pass_.empty() ? groups_ : std::min(pass_.front(), pass_.back());
     const int64_t ahead = inside_backward ? 0 : first_streamed;
-    order_.resize(static_cast<size_t>(groups_));
-    std::iota(order_.begin(), order_.end(), 0);
-    if (backward) std::reverse(order_.begin() + ahead, order_.end());
+    std::vector<int64_t> records(static_cast<size_t>(groups_));
+    std::iota(records.begin(), records.end(), 0);
+    if (backward) std::reverse(records.begin() + ahead, records.end());
+    order_.clear();
     pass_position_.clear();
-    for (size_t i = 0, p = 0; i < order_.size(); ++i) pass_position_.push_back(cache_->in_memory(order_[i]) ? p : p++);
-    throw_if_error(cache_->prefetch_ahead(pass_, 0));
     std::vector<StepPiece> pieces;
-    for (const int64_t k : order_)
-      pieces.push_back({.begin = k * slot_numel_,
-                        .count = count_of(k),
-                        .publish = !inside_backward && (k < first_streamed || !backward)});
+    size_t position = 0;  // the next streamed record's place in pass_
+    for (size_t r = 0; r < records.size(); ++r) {
+      const int64_t k = records[r];
+      const bool publish = !inside_backward && (k < first_streamed || !backward);
+      const int64_t count = count_of(k);
+      const int64_t slice = cache_->in_memory(k) ? std::min(count, kPublishSlice) : count;
+      const size_t first = pieces.size();
+      for (int64_t begin = 0; begin < count; begin += slice) {
+        pieces.push_back(
+            {.begin = k * slot_numel_ + begin, .count = std::min(slice, count - begin), .publish = publish});
+        order_.push_back(k);
+        pass_position_.push_back(position);
+      }
+      if (backward && static_cast<int64_t>(r) >= ahead) std::reverse(pieces.begin() + first, pieces.end());
+      if (!cache_->in_memory(k)) ++position;
+    }
+    throw_if_error(cache_->prefetch_ahead(pass_, 0));
     return pieces;
   }
 
@@ -115,13 +131,15 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     const int64_t k = order_[i];
     if (!cache_->in_memory(k)) throw_if_error(cache_->prefetch_ahead(pass_, pass_position_[i], again_));
     const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
-    const at::Tensor master = record_part(record, 0, piece.count);
+    const int64_t count = count_of(k);
+    const int64_t at = piece.begin - k * slot_numel_;  // a slice's first element in its record
+    const at::Tensor master = record_part(record, 0, count).narrow(0, at, piece.count);
     return {.master = setup_.common.compact.compact_master ? nullptr : master.data_ptr<float>(),
             .residual = setup_.common.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
-            .exp_avg = moment_elements(record_part(record, 1, piece.count), 0, piece.count),
-            .exp_avg_sq = moment_elements(record_part(record, 2, piece.count), 0, piece.count),
-            .exp_avg_scales = moment_scales(record_part(record, 3, piece.count), 0, piece.count),
-            .exp_avg_sq_scales = moment_scales(record_part(record, 4, piece.count), 0, piece.count)};
+            .exp_avg = moment_elements(record_part(record, 1, count), at, piece.count),
+            .exp_avg_sq = moment_elements(record_part(record, 2, count), at, piece.count),
+            .exp_avg_scales = moment_scales(record_part(record, 3, count), at, piece.count),
+            .exp_avg_sq_scales = moment_scales(record_part(record, 4, count), at, piece.count)};
   }
 
   // Written behind, but for the last buffer_count records of an alternating pass, kept dirty in their
@@ -239,10 +257,13 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
           for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
             const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
             const int64_t count = count_of(k);
-            for (int s = 0; s < 3 && status.ok(); ++s) {
-              scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
-              status = fill(s, k * slot_numel_, scratch);
-              if (status.ok()) write_state(home(record, k, s), 0, scratch);
+            for (int64_t begin = 0; begin < count && status.ok(); begin += kConvertPiece) {
+              const int64_t n = std::min(kConvertPiece, count - begin);
+              for (int s = 0; s < 3 && status.ok(); ++s) {
+                scratch.resize(static_cast<size_t>(n) * c10::elementSize(checkpoint_dtype(s)));
+                status = fill(s, k * slot_numel_ + begin, scratch);
+                if (status.ok()) write_state(home(record, k, s), begin, scratch);
+              }
             }
             throw_if_error(cache_->release(k, status.ok() ? Release::kWrite : Release::kClean));
           }
@@ -284,6 +305,9 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 
   std::string placement() const override {
+    if (setup_.nvme.paths.empty())
+      return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) +
+             " threads)";
     return "nvme (" +
            (cache_->has_files() ? cache_->describe() : std::string("no file: every record in pinned memory")) +
            "; cpu " + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) + " threads)";
@@ -296,15 +320,19 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     char per_param[32];
     std::snprintf(per_param, sizeof(per_param), "%.2f",
                   numel_ > 0 ? static_cast<double>(total) / static_cast<double>(numel_) : 0.0);
+    const bool compact = setup_.common.compact.compact_master;
+    const std::string moments = setup_.common.compact.moments_8bit
+                                    ? std::string("8-bit moments")
+                                    : std::string(c10::toString(setup_.state_dtype)) + " moments";
+    if (setup_.nvme.paths.empty())  // every record in memory: the host-memory optimizer's words
+      return std::string("host memory: ") +
+             (compact ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " + moments + "; " +
+             per_param + " bytes/param, " + format_bytes(total) + (compact ? " (+ the 16-bit weights it shares)" : "");
+    const std::string master =
+        compact ? "compact master (int16 residual; its bf16 half the 16-bit weights)" : "fp32 master";
     return std::to_string(in_memory_) + " of " + std::to_string(groups_) + " sub-group records in pinned memory (" +
            format_bytes(in_memory) + "), " + std::to_string(groups_ - in_memory_) + " on NVMe (" +
-           format_bytes(total - in_memory) + "); " +
-           (setup_.common.compact.compact_master ? "compact master (int16 residual; its bf16 half the 16-bit weights)"
-                                                 : "fp32 master") +
-           ", " +
-           (setup_.common.compact.moments_8bit ? std::string("8-bit moments")
-                                               : std::string(c10::toString(setup_.state_dtype)) + " moments") +
-           ": " + per_param + " bytes/param";
+           format_bytes(total - in_memory) + "); " + master + ", " + moments + ": " + per_param + " bytes/param";
   }
 
   NvmeTraffic traffic() const override {
@@ -317,7 +345,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
  private:
   using Access = offload::RecordCache::Access;
   using Release = offload::RecordCache::Release;
-  // Elements of the initial master loaded (and split) at a time.
+  // Elements of the initial master or a load filled (and split or encoded) at a time.
   static constexpr int64_t kConvertPiece = int64_t{1} << 22;
 
   // The dtype of part s of a record (RecordPart s): 0 the fp32 master (compact: the int16 residual),
@@ -440,7 +468,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   AdamPartitionState state_;                     // step always; the tensors only while materialised_
   bool materialised_ = false;
   std::vector<int64_t> pass_;          // the streamed records of the step running, in order
-  std::vector<int64_t> order_;         // every record of the step running, in order
+  std::vector<int64_t> order_;         // the record of each piece of the step running, in order
   std::vector<size_t> pass_position_;  // order_[i]'s place in pass_ (a record in memory: the next's)
   bool again_ = false;                 // pass_ runs inside the backward: the next step's is the same
   uint64_t step_read_bytes_ = 0;       // read by the last step and the state() before it

@@ -42,6 +42,11 @@ struct StepPiece {
   bool publish = true;
 };
 
+// Elements stepped (and published) at a time inside a sub-group whose state is in memory: Adam is
+// elementwise, so where a sub-group is cut changes no bit; a finer cut lets the next forward follow
+// closer behind. A multiple of cpu_adam::kMomentBlock (8-bit moments' slices start on blocks).
+inline constexpr int64_t kPublishSlice = int64_t{1} << 25;
+
 // Where an offloaded optimizer's state lives, as the step visits it.
 class StateStore {
  public:

@@ -3,7 +3,7 @@
 // which it is to replace, bit for bit over several steps: the 16-bit weights after each step, then
 // the master and the moments, for the fp32 master with fp32 and bf16 moments and the compact master
 // with 8-bit moments, sub-groups splitting the partition with a short last one, and a record longer
-// than a publish slice (stepped a slice at a time).
+// than a publish slice (stepped a slice at a time); the run header's placement texts are the same.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -98,6 +98,8 @@ void expect_equal_runs(const Shape& shape, const Layout& layout, int steps) {
   std::unique_ptr<PartitionOptimizer> host = host_adam(adam, *copies, shape, layout, master, host_weights);
   std::unique_ptr<NvmeOffloadAdam> records = record_adam(adam, *copies, shape, layout, master, record_weights);
   EXPECT_EQ(records->traffic().resident_bytes, 0u) << "no swap file";
+  EXPECT_EQ(records->placement(), host->placement());  // the run header's words stay
+  EXPECT_EQ(records->state_placement(), host->state_placement());
   for (int step = 1; step <= steps; ++step) {
     const at::Tensor grad = at::randn({shape.numel}, gen);
     host->step(grad, 0.5, 1e-2, host_weights, nullptr, nullptr);
