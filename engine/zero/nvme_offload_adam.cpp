@@ -417,8 +417,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     }
   }
 
-  // The first write: master weights from load_master (a compact one split) kConvertPiece elements at
-  // a time, zero moments.
+  // The first write: master weights from load_master, zero moments: an fp32 master loaded into the
+  // record whole, a compact one kConvertPiece elements at a time through a scratch, split.
   void write_initial_state() {
     const bool compact = setup_.common.compact.compact_master;
     at::Tensor scratch = compact ? at::empty({std::min(slot_numel_, kConvertPiece)}, at::kFloat) : at::Tensor();
@@ -426,8 +426,9 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
       record.zero_();
       const int64_t count = count_of(k);
-      for (int64_t begin = 0; begin < count; begin += kConvertPiece) {
-        const int64_t n = std::min(kConvertPiece, count - begin);
+      const int64_t piece = compact ? kConvertPiece : count;
+      for (int64_t begin = 0; begin < count; begin += piece) {
+        const int64_t n = std::min(piece, count - begin);
         const at::Tensor master =
             compact ? scratch.narrow(0, 0, n).zero_() : record_part(record, 0, count).narrow(0, begin, n);
         setup_.load_master(k * slot_numel_ + begin, master);
