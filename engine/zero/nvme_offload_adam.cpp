@@ -324,7 +324,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     const std::string moments = setup_.common.compact.moments_8bit
                                     ? std::string("8-bit moments")
                                     : std::string(c10::toString(setup_.state_dtype)) + " moments";
-    if (setup_.nvme.paths.empty())  // every record in memory: the host-memory optimizer's words
+    if (setup_.nvme.paths.empty())  // every record in memory (device "cpu")
       return std::string("host memory: ") +
              (compact ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " + moments + "; " +
              per_param + " bytes/param, " + format_bytes(total) + (compact ? " (+ the 16-bit weights it shares)" : "");
