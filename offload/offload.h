@@ -113,13 +113,7 @@ class PinnedHostPool {
 // engine/layout, allocated by HostTier (offload_torch.h) and looked up there by role and index.
 enum class PinnedRole : uint8_t {
   kOptimizerSwapBuffer,  // optimizer on NVMe: one sub-group record each (offload_optimizer.buffer_count)
-  kOptimizerRecords,     // optimizer on NVMe: the records kept in memory, back to back
-  kMaster,               // optimizer in memory: fp32 master
-  kMasterResidual,       // optimizer in memory: the compact master's int16 low half
-  kExpAvg,               // optimizer in memory: m
-  kExpAvgSq,             // optimizer in memory: v
-  kExpAvgScales,         // optimizer in memory, 8-bit moments: m's fp32 block scales
-  kExpAvgSqScales,       // optimizer in memory, 8-bit moments: v's fp32 block scales
+  kOptimizerRecords,     // the optimizer's records kept in memory (with device "cpu" all), back to back
   kGradients,            // the host gradient partition
   kGradStaging,          // a gradient staging slot (offload_optimizer.buffer_count of them)
   kWeights16,            // 16-bit weights bound for the device (a compact master's high half)
