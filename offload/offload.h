@@ -114,13 +114,7 @@ class PinnedHostPool {
 // engine/layout, allocated by HostTier (offload_torch.h) and looked up there by role and index.
 enum class PinnedRole : uint8_t {
   kOptimizerSwapBuffer,  // optimizer on NVMe: one sub-group record each (offload_optimizer.buffer_count)
-  kOptimizerRecords,     // optimizer on NVMe: the records kept in memory, back to back
-  kMaster,               // optimizer in memory: fp32 master
-  kMasterResidual,       // optimizer in memory: the compact master's int16 low half
-  kExpAvg,               // optimizer in memory: m
-  kExpAvgSq,             // optimizer in memory: v
-  kExpAvgScales,         // optimizer in memory, 8-bit moments: m's fp32 block scales
-  kExpAvgSqScales,       // optimizer in memory, 8-bit moments: v's fp32 block scales
+  kOptimizerRecords,     // the optimizer's records kept in memory (with device "cpu" all), back to back
   kGradients,            // the host gradient partition
   kGradStaging,          // a gradient staging slot (offload_optimizer.buffer_count of them)
   kWeights16,            // 16-bit weights bound for the device (a compact master's high half)
@@ -184,7 +178,8 @@ struct RecordStagingOptions {
 class RecordStaging {
  public:
   // Makes the IoEngine, registers `buffers` (pinned memory the caller keeps valid) with it, and, when
-  // options.records > 0, opens and preallocates the files; the errors of each. The files fail before
+  // options.records > 0, opens and preallocates the files; the errors of each. Without buffers and
+  // records it makes nothing (no IoEngine: options.io is not looked at). The files fail before
   // anything is written: kInvalidArgument for no path; kOutOfSpace naming the path, the bytes needed
   // and free, and the fix; else the open or preallocation error naming the file. `names`: errors
   // name file record k as record names[k] where given (else first_named + k).
@@ -318,6 +313,8 @@ class RangeReader {
 // records with the last one streamed: a pass in record order then meets a streamed record every
 // records / streamed, so the disk, read ahead and written behind, keeps working through the records
 // in memory (the optimizer stepping inside the backward, in the gradients' order, last to first).
+// The block holds them packed in record order, each at the sum of the bytes of those before it: a
+// short last record (a partition's last sub-group) takes its own bytes, not the largest record's.
 //
 // Records of widely different sizes (a LoRA run's frozen base, one record per unit) take consecutive
 // file records of file_record_bytes each, so the files hold each rounded up to file records only.
@@ -334,7 +331,7 @@ class ReaderFence {
 struct RecordCacheOptions {
   RecordStagingOptions files;          // paths, io, rank and role (the cache sets the rest)
   std::vector<uint64_t> record_bytes;  // bytes of each record; records = its size
-  int64_t memory_records = 0;          // records [0, memory_records) live in the pinned block
+  int64_t memory_records = 0;          // records [0, memory_records) live in the pinned block, packed
   bool read_ahead = false;             // prefetch_ahead() reads past the record asked (pipeline_read)
   bool write_behind = false;           // release(kWrite) returns with the write queued (pipeline_write)
   uint64_t file_record_bytes = 0;      // 0: a record is one file record; else consecutive ones of this
@@ -345,7 +342,8 @@ struct RecordCacheOptions {
 class RecordCache {
  public:
   // Over `buffers` (the largest record each; one at least when a record is on NVMe) and `memory` (the
-  // records kept in memory, at a stride of the largest record), pinned memory the caller keeps valid.
+  // records kept in memory, packed in record order: each at the sum of the bytes of those before it,
+  // so a short record takes only its own bytes), pinned memory the caller keeps valid.
   // RecordStaging::create's errors; kInternal for buffers or a block too small, or file_record_bytes
   // not a multiple of 4096.
   static Result<std::unique_ptr<RecordCache>> create(const std::vector<std::span<std::byte>>& buffers,
@@ -370,7 +368,11 @@ class RecordCache {
 
   int64_t records() const { return static_cast<int64_t>(bytes_.size()); }
   // Whether record `record` lives in the pinned block (never read or written).
-  bool in_memory(int64_t record) const { return memory_slot_[static_cast<size_t>(record)] >= 0; }
+  bool in_memory(int64_t record) const { return memory_offset_[static_cast<size_t>(record)] >= 0; }
+  // Byte offset of record `record` (in memory) in the pinned block.
+  uint64_t memory_offset(int64_t record) const {
+    return static_cast<uint64_t>(memory_offset_[static_cast<size_t>(record)]);
+  }
   size_t buffer_count() const { return slots_.size(); }
   uint64_t record_bytes(int64_t record) const { return bytes_[static_cast<size_t>(record)]; }
 
@@ -435,7 +437,6 @@ class RecordCache {
   };
   RecordCache() = default;
   size_t buffer_of(int64_t record) const;
-  size_t memory_offset(int64_t record) const;
   Status claim(size_t b, int64_t record);
   // Whether a record of `pass` at `position` or later goes through buffer b.
   bool needed(std::span<const int64_t> pass, size_t position, size_t b) const;
@@ -454,7 +455,7 @@ class RecordCache {
 
   std::vector<uint64_t> bytes_;
   std::vector<int64_t> first_file_;      // each record's first file record (a record in memory: none)
-  std::vector<int64_t> memory_slot_;     // each record's place in the pinned block (-1: streamed)
+  std::vector<int64_t> memory_offset_;   // each record's byte offset in the pinned block (-1: streamed)
   std::vector<int64_t> streamed_index_;  // each record's place among the streamed ones (-1: in memory)
   std::vector<int64_t> streamed_;        // the streamed records, in order
   uint64_t stride_ = 0;                  // the largest record

@@ -42,12 +42,6 @@ const char* pinned_role_name(PinnedRole role) {
   switch (role) {
     case PinnedRole::kOptimizerSwapBuffer: return "nvme optimizer buffer";
     case PinnedRole::kOptimizerRecords: return "optimizer records kept in pinned memory";
-    case PinnedRole::kMaster: return "master";
-    case PinnedRole::kMasterResidual: return "master residual";
-    case PinnedRole::kExpAvg: return "exp_avg";
-    case PinnedRole::kExpAvgSq: return "exp_avg_sq";
-    case PinnedRole::kExpAvgScales: return "exp_avg scales";
-    case PinnedRole::kExpAvgSqScales: return "exp_avg_sq scales";
     case PinnedRole::kGradients: return "gradients";
     case PinnedRole::kGradStaging: return "gradient staging";
     case PinnedRole::kWeights16: return "16-bit weights";

@@ -23,6 +23,7 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
   const uint64_t file_record = chunk > 0 ? chunk : cache->stride_;
   const int64_t streamed = records - memory_records;
   int64_t on_files = 0;        // file records
+  uint64_t memory_bytes = 0;   // the block's records before record r
   std::vector<int64_t> names;  // spread: the record each file record is a part of
   for (int64_t r = 0; r < records; ++r) {
     // Spread: record r is streamed where the count of streamed records up to it, r * streamed /
@@ -30,9 +31,12 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
     const bool on_nvme =
         options.spread_memory ? (r + 1) * streamed / records > r * streamed / records : r >= memory_records;
     cache->first_file_.push_back(on_files);
-    cache->memory_slot_.push_back(on_nvme ? -1 : r - static_cast<int64_t>(cache->streamed_.size()));
+    cache->memory_offset_.push_back(on_nvme ? -1 : static_cast<int64_t>(memory_bytes));
     cache->streamed_index_.push_back(on_nvme ? static_cast<int64_t>(cache->streamed_.size()) : -1);
-    if (!on_nvme) continue;
+    if (!on_nvme) {
+      memory_bytes += cache->bytes_[r];
+      continue;
+    }
     cache->streamed_.push_back(r);
     const int64_t files = chunk > 0 ? static_cast<int64_t>((cache->bytes_[r] + chunk - 1) / chunk) : 1;
     on_files += files;
@@ -40,9 +44,10 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
   }
   if (chunk % RecordStaging::kRecordAlignment != 0)
     return internal_error("record cache: file records of " + std::to_string(chunk) + " bytes are not 4096-aligned");
-  if (memory.size() < static_cast<uint64_t>(memory_records) * cache->stride_)
+  if (memory.size() < memory_bytes)
     return internal_error("record cache: the pinned block of the " + std::to_string(memory_records) +
-                          " records kept in memory is too small");
+                          " records kept in memory is " + std::to_string(memory.size()) + " bytes, not " +
+                          std::to_string(memory_bytes));
   if (on_files > 0 && buffers.empty()) return internal_error("record cache: records on NVMe need a buffer");
   for (const std::span<std::byte>& buffer : buffers)
     if (buffer.size() < cache->stride_)
@@ -62,10 +67,6 @@ RecordCache::~RecordCache() {
 
 size_t RecordCache::buffer_of(int64_t record) const {
   return static_cast<size_t>(streamed_index_[static_cast<size_t>(record)] % static_cast<int64_t>(slots_.size()));
-}
-
-size_t RecordCache::memory_offset(int64_t record) const {
-  return static_cast<size_t>(memory_slot_[static_cast<size_t>(record)]) * stride_;
 }
 
 // Makes buffer b free for `record`: its dirty record (another one) written, its transfers done, its

@@ -42,6 +42,7 @@ Result<std::unique_ptr<RecordStaging>> RecordStaging::create(const std::vector<s
   staging->record_bytes_ = options.record_bytes;
   staging->reads_.resize(buffers.size());  // sized first: the destructor walks them
   staging->writes_.resize(buffers.size());
+  if (buffers.empty() && options.records == 0) return staging;  // nothing to stage: no IoEngine
   TZ_ASSIGN_OR_RETURN(staging->io_, nvme::IoEngine::create(options.io));
   for (const std::span<std::byte>& buffer : buffers) {
     TZ_RETURN_IF_ERROR(staging->io_->register_buffer(buffer.data(), buffer.size()));

@@ -14,19 +14,6 @@ constexpr uint64_t kAlign = RecordStaging::kRecordAlignment;
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 uint64_t u(int64_t bytes) { return bytes > 0 ? static_cast<uint64_t>(bytes) : 0; }
 
-// The optimizer's state with the whole partition in memory: master (or the compact residual), m, v
-// and the 8-bit moments' scales.
-void state_in_memory(const HostShape& s, std::vector<PinnedBufferSpec>& out) {
-  const int64_t p = s.partition;
-  const Layout& l = s.layout;
-  out.push_back({PinnedRole::kMaster, 0, u(l.compact_master ? 0 : 4 * p)});
-  out.push_back({PinnedRole::kMasterResidual, 0, u(l.compact_master ? 2 * p : 0)});
-  out.push_back({PinnedRole::kExpAvg, 0, u(l.moment_element_bytes() * p)});
-  out.push_back({PinnedRole::kExpAvgSq, 0, u(l.moment_element_bytes() * p)});
-  out.push_back({PinnedRole::kExpAvgScales, 0, u(4 * l.scale_blocks(p))});
-  out.push_back({PinnedRole::kExpAvgSqScales, 0, u(4 * l.scale_blocks(p))});
-}
-
 }  // namespace
 
 int64_t reduce_bucket_numel(int64_t requested, bool optimizer_offloaded, int world, uint64_t staging_slot_bytes) {
@@ -69,10 +56,10 @@ std::vector<PinnedBufferSpec> pinned_buffers(const HostShape& s, int64_t records
     if (s.optimizer_nvme) {  // one sub-group's master (or residual), m and v per buffer
       const uint64_t record = u(s.layout.record_bytes(records.group()));
       for (int i = 0; i < s.optimizer_buffers; ++i) out.push_back({PinnedRole::kOptimizerSwapBuffer, i, record});
-      out.push_back({PinnedRole::kOptimizerRecords, 0, u(records_in_memory) * record});
-    } else {
-      state_in_memory(s, out);
     }
+    // The records kept in memory; with the state in host memory ("cpu") every one.
+    const int64_t kept = s.optimizer_nvme ? records_in_memory : records.count();
+    out.push_back({PinnedRole::kOptimizerRecords, 0, u(records.bytes(s.layout, 0, kept))});
     if (s.grad_ring_records > 0) {  // the gradient ring: a record's gradients a slot
       for (int64_t i = 0; i < s.grad_ring_records; ++i)
         out.push_back({PinnedRole::kGradients, static_cast<int>(i), u(records.group() * s.host_grad_bytes)});
@@ -102,8 +89,9 @@ int64_t records_in_memory(const HostShape& shape, int64_t requested, uint64_t pi
   const uint64_t others = offload::pinned_capacity(pinned_buffers(shape, 0));
   const uint64_t record = u(shape.layout.record_bytes(records.group()));
   if (others >= pinned_limit_bytes || record == 0) return 0;
+  // One more than whole records fit: the short last record may still fit.
   auto n = static_cast<int64_t>(
-      std::min<uint64_t>((pinned_limit_bytes - others) / record, static_cast<uint64_t>(records.count())));
+      std::min<uint64_t>((pinned_limit_bytes - others) / record + 1, static_cast<uint64_t>(records.count())));
   while (n > 0 && offload::pinned_capacity(pinned_buffers(shape, n)) > pinned_limit_bytes) --n;
   return n;
 }

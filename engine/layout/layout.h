@@ -14,14 +14,14 @@
 // 1 + 1 with one fp32 scale per kMomentBlock elements of the record for each of them, the last block
 // possibly short).
 //
-// Records in memory: the first N sub-groups' records live in one pinned block (N whole records, back
-// to back) all the time and are neither read nor written on NVMe (no swap file holds them); the swap
-// files hold the others (each preallocated as a whole record); those are streamed through the
-// offload_optimizer.buffer_count swap buffers (DeepSpeed's meaning, N = 0): passes alternate
-// direction, the last buffer_count streamed records of a pass stay in the buffers, so a step reads
-// and writes the streamed records beyond those (the partial last sub-group counted as it is).
-// N = kRecordsInMemoryByBudget: as many records as the pinned budget has room for beside every
-// other pinned buffer.
+// Records in memory: the first N sub-groups' records live in one pinned block (back to back, each
+// its own bytes: the short last one too, when N covers it) all the time and are neither read nor
+// written on NVMe (no swap file holds them); the swap files hold the others (each preallocated as a
+// whole record); those are streamed through the offload_optimizer.buffer_count swap buffers
+// (DeepSpeed's meaning, N = 0): passes alternate direction, the last buffer_count streamed records of
+// a pass stay in the buffers, so a step reads and writes the streamed records beyond those (the
+// partial last sub-group counted as it is). N = kRecordsInMemoryByBudget: as many records as the
+// pinned budget has room for beside every other pinned buffer.
 #pragma once
 
 #include <algorithm>
@@ -279,7 +279,9 @@ constexpr AccumulatorChoice grad_accumulator(GradAccumulator requested, int64_t 
 }
 
 // Every pinned buffer of the offloaded step, with the state on NVMe the first `records_in_memory`
-// sub-group records in one block. Buffers of 0 bytes are listed (the engine looks them up).
+// sub-group records in one block (Records::bytes of them: a block spreading as many records over the
+// partition, the last one streamed, holds whole records only, as many bytes). Buffers of 0 bytes are
+// listed (the engine looks them up).
 std::vector<offload::PinnedBufferSpec> pinned_buffers(const HostShape& shape, int64_t records_in_memory);
 
 // The records kept in pinned memory for optimizer_records_in_memory = `requested` (>= 0, or

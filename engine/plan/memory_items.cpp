@@ -218,9 +218,7 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
               " (optimizer_records_in_memory: " + std::to_string(kept) + " of " + std::to_string(records.count()) +
               " records" + (requested < 0 ? ", by tierzero.pinned_memory_limit)" : ")"));
     } else {
-      pin(state,
-          {PinnedRole::kMaster, PinnedRole::kMasterResidual, PinnedRole::kExpAvg, PinnedRole::kExpAvgSq,
-           PinnedRole::kExpAvgScales, PinnedRole::kExpAvgSqScales},
+      pin(state, {PinnedRole::kOptimizerRecords},
           per_element(h.layout) + " x " + count_text(static_cast<double>(s.partition)));
     }
     const std::string grads16 = s.host_grad_bytes == 2 ? " (bf16)" : " (fp32 accumulation)";

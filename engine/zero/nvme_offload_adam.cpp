@@ -18,7 +18,6 @@
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/offloaded_step.h"
-#include "engine/zero/internal/param_loading.h"
 #include "engine/zero/internal/stored_records.h"
 #include "offload/offload.h"
 
@@ -30,12 +29,15 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   explicit NvmeAdam(NvmeOffloadAdamSetup setup)
       : setup_(std::move(setup)),
         layout_(record_layout(setup_.state_dtype, setup_.common.compact.compact_master)),
-        numel_(setup_.partitioner->partition_numel()),
+        numel_(setup_.numel),
         step_(setup_.common, "nvme optimizer", numel_) {
     const NvmeOptimizerOptions& nvme = setup_.nvme;
-    if (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count))
+    const bool files = !nvme.paths.empty();
+    if (files && (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count)))
       throw Error(invalid_argument("zero_optimization.offload_optimizer.buffer_count=" +
                                    std::to_string(nvme.buffer_count) + " must be at least 1"));
+    if (!files && !setup_.buffers.empty())
+      throw Error(internal_error("nvme optimizer: swap buffers without an nvme_path"));
     slot_numel_ = std::max<int64_t>(1, std::min(setup_.common.sub_group_numel, numel_));
     groups_ = (numel_ + slot_numel_ - 1) / slot_numel_;
     if (setup_.state_dtype != at::kFloat && setup_.state_dtype != at::kBFloat16 && setup_.state_dtype != at::kChar)
@@ -46,7 +48,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         (!setup_.common.compact.hi.defined() || setup_.common.compact.hi.scalar_type() != at::kBFloat16 ||
          setup_.common.compact.hi.numel() != numel_))
       throw Error(internal_error("nvme optimizer: a compact master needs the partition's bf16 weights in host memory"));
-    in_memory_ = std::clamp<int64_t>(setup_.records_in_memory, 0, groups_);
+    in_memory_ = files ? std::clamp<int64_t>(setup_.records_in_memory, 0, groups_) : groups_;
     for (const at::Tensor& buffer : setup_.buffers)
       if (buffer.scalar_type() != at::kByte || static_cast<uint64_t>(buffer.numel()) != record_bytes(slot_numel_))
         throw Error(internal_error("nvme optimizer: a pinned buffer is not one record of " +
@@ -70,8 +72,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
-    step_.wait_for_save(numel_);  // a save in flight reads through the cache: the step waits for it whole
-    step_.wait_copies();          // the last step's: params16 is rewritten
+    // A save in flight reads through the buffers: the step waits for it whole. Without buffers it
+    // reads the block, and the step follows it piece by piece (OffloadedStep::run).
+    if (cache_->buffer_count() > 0) step_.wait_for_save(numel_);
+    step_.wait_copies();  // the last step's: params16 is rewritten
     written_mark_ = cache_->written_bytes();
     write_back_materialised();
     const double waited = cache_->wait_seconds();
@@ -84,10 +88,12 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   // The pass of nvme_offload_adam.h: the records kept in memory ahead of the first streamed one,
   // then the others in the cache's alternating sweep (starting on the records the buffers kept from
-  // the last pass; its first reads queued here), those in memory among them in the same order. Front
-  // to back, each sub-group is published as it finishes; back to front, the partition is published
-  // at the end (the readers following behind need it front first). Inside the backward every record
-  // runs back to front, the gradients' order.
+  // the last pass; its first reads queued here), those in memory among them in the same order. A
+  // record in memory is stepped in slices of at most kPublishSlice elements, in the record's
+  // direction; a streamed one whole (its buffer is acquired once). Front to back, each piece is
+  // published as it finishes; back to front, the partition is published at the end (the readers
+  // following behind need it front first). Inside the backward every record runs back to front, the
+  // gradients' order.
   std::vector<StepPiece> pieces(bool inside_backward) override {
     using Sweep = offload::RecordCache::Sweep;
     pass_ = cache_->pass(inside_backward ? Sweep::kBackToFront : Sweep::kAlternate);
@@ -95,17 +101,29 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     const bool backward = inside_backward || (pass_.size() > 1 && pass_.front() > pass_.back());
     const int64_t first_streamed = pass_.empty() ? groups_ : std::min(pass_.front(), pass_.back());
     const int64_t ahead = inside_backward ? 0 : first_streamed;
-    order_.resize(static_cast<size_t>(groups_));
-    std::iota(order_.begin(), order_.end(), 0);
-    if (backward) std::reverse(order_.begin() + ahead, order_.end());
+    std::vector<int64_t> records(static_cast<size_t>(groups_));
+    std::iota(records.begin(), records.end(), 0);
+    if (backward) std::reverse(records.begin() + ahead, records.end());
+    order_.clear();
     pass_position_.clear();
-    for (size_t i = 0, p = 0; i < order_.size(); ++i) pass_position_.push_back(cache_->in_memory(order_[i]) ? p : p++);
-    throw_if_error(cache_->prefetch_ahead(pass_, 0));
     std::vector<StepPiece> pieces;
-    for (const int64_t k : order_)
-      pieces.push_back({.begin = k * slot_numel_,
-                        .count = count_of(k),
-                        .publish = !inside_backward && (k < first_streamed || !backward)});
+    size_t position = 0;  // the next streamed record's place in pass_
+    for (size_t r = 0; r < records.size(); ++r) {
+      const int64_t k = records[r];
+      const bool publish = !inside_backward && (k < first_streamed || !backward);
+      const int64_t count = count_of(k);
+      const int64_t slice = cache_->in_memory(k) ? std::min(count, kPublishSlice) : count;
+      const size_t first = pieces.size();
+      for (int64_t begin = 0; begin < count; begin += slice) {
+        pieces.push_back(
+            {.begin = k * slot_numel_ + begin, .count = std::min(slice, count - begin), .publish = publish});
+        order_.push_back(k);
+        pass_position_.push_back(position);
+      }
+      if (backward && static_cast<int64_t>(r) >= ahead) std::reverse(pieces.begin() + first, pieces.end());
+      if (!cache_->in_memory(k)) ++position;
+    }
+    throw_if_error(cache_->prefetch_ahead(pass_, 0));
     return pieces;
   }
 
@@ -113,13 +131,15 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     const int64_t k = order_[i];
     if (!cache_->in_memory(k)) throw_if_error(cache_->prefetch_ahead(pass_, pass_position_[i], again_));
     const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kRead)));
-    const at::Tensor master = record_part(record, 0, piece.count);
+    const int64_t count = count_of(k);
+    const int64_t at = piece.begin - k * slot_numel_;  // a slice's first element in its record
+    const at::Tensor master = record_part(record, 0, count).narrow(0, at, piece.count);
     return {.master = setup_.common.compact.compact_master ? nullptr : master.data_ptr<float>(),
             .residual = setup_.common.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
-            .exp_avg = moment_elements(record_part(record, 1, piece.count), 0, piece.count),
-            .exp_avg_sq = moment_elements(record_part(record, 2, piece.count), 0, piece.count),
-            .exp_avg_scales = moment_scales(record_part(record, 3, piece.count), 0, piece.count),
-            .exp_avg_sq_scales = moment_scales(record_part(record, 4, piece.count), 0, piece.count)};
+            .exp_avg = moment_elements(record_part(record, 1, count), at, piece.count),
+            .exp_avg_sq = moment_elements(record_part(record, 2, count), at, piece.count),
+            .exp_avg_scales = moment_scales(record_part(record, 3, count), at, piece.count),
+            .exp_avg_sq_scales = moment_scales(record_part(record, 4, count), at, piece.count)};
   }
 
   // Written behind, but for the last buffer_count records of an alternating pass, kept dirty in their
@@ -237,10 +257,13 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
           for (int64_t k = 0; k < groups_ && status.ok(); ++k) {
             const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
             const int64_t count = count_of(k);
-            for (int s = 0; s < 3 && status.ok(); ++s) {
-              scratch.resize(static_cast<size_t>(count) * c10::elementSize(checkpoint_dtype(s)));
-              status = fill(s, k * slot_numel_, scratch);
-              if (status.ok()) write_state(home(record, k, s), 0, scratch);
+            for (int64_t begin = 0; begin < count && status.ok(); begin += kConvertPiece) {
+              const int64_t n = std::min(kConvertPiece, count - begin);
+              for (int s = 0; s < 3 && status.ok(); ++s) {
+                scratch.resize(static_cast<size_t>(n) * c10::elementSize(checkpoint_dtype(s)));
+                status = fill(s, k * slot_numel_ + begin, scratch);
+                if (status.ok()) write_state(home(record, k, s), begin, scratch);
+              }
             }
             throw_if_error(cache_->release(k, status.ok() ? Release::kWrite : Release::kClean));
           }
@@ -282,6 +305,9 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 
   std::string placement() const override {
+    if (setup_.nvme.paths.empty())
+      return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) +
+             " threads)";
     return "nvme (" +
            (cache_->has_files() ? cache_->describe() : std::string("no file: every record in pinned memory")) +
            "; cpu " + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) + " threads)";
@@ -294,15 +320,19 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     char per_param[32];
     std::snprintf(per_param, sizeof(per_param), "%.2f",
                   numel_ > 0 ? static_cast<double>(total) / static_cast<double>(numel_) : 0.0);
+    const bool compact = setup_.common.compact.compact_master;
+    const std::string moments = setup_.common.compact.moments_8bit
+                                    ? std::string("8-bit moments")
+                                    : std::string(c10::toString(setup_.state_dtype)) + " moments";
+    if (setup_.nvme.paths.empty())  // every record in memory (device "cpu")
+      return std::string("host memory: ") +
+             (compact ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " + moments + "; " +
+             per_param + " bytes/param, " + format_bytes(total) + (compact ? " (+ the 16-bit weights it shares)" : "");
+    const std::string master =
+        compact ? "compact master (int16 residual; its bf16 half the 16-bit weights)" : "fp32 master";
     return std::to_string(in_memory_) + " of " + std::to_string(groups_) + " sub-group records in pinned memory (" +
            format_bytes(in_memory) + "), " + std::to_string(groups_ - in_memory_) + " on NVMe (" +
-           format_bytes(total - in_memory) + "); " +
-           (setup_.common.compact.compact_master ? "compact master (int16 residual; its bf16 half the 16-bit weights)"
-                                                 : "fp32 master") +
-           ", " +
-           (setup_.common.compact.moments_8bit ? std::string("8-bit moments")
-                                               : std::string(c10::toString(setup_.state_dtype)) + " moments") +
-           ": " + per_param + " bytes/param";
+           format_bytes(total - in_memory) + "); " + master + ", " + moments + ": " + per_param + " bytes/param";
   }
 
   NvmeTraffic traffic() const override {
@@ -315,6 +345,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
  private:
   using Access = offload::RecordCache::Access;
   using Release = offload::RecordCache::Release;
+  // Elements of the initial master or a load filled (and split or encoded) at a time.
+  static constexpr int64_t kConvertPiece = int64_t{1} << 22;
 
   // The dtype of part s of a record (RecordPart s): 0 the fp32 master (compact: the int16 residual),
   // 1 exp_avg, 2 exp_avg_sq (the state dtype; 8-bit: int8 and uint8 codes), 3 and 4 their fp32 block
@@ -385,33 +417,23 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     }
   }
 
-  // The first write: master weights from the source, zero moments.
+  // The first write: master weights from load_master, zero moments: an fp32 master loaded into the
+  // record whole, a compact one kConvertPiece elements at a time through a scratch, split.
   void write_initial_state() {
-    std::vector<PartitionRun> runs;  // this rank's, in partition order, with their parameter's index
-    std::vector<const std::string*> names;
-    const std::vector<ParamSpec> params = all_params(*setup_.model);
-    for (const ParamSpec& spec : params)
-      for (const PartitionRun& run : setup_.partitioner->locate(spec.name, 0, shape_numel(spec.shape)))
-        if (run.rank == setup_.partition_rank) {
-          runs.push_back(run);
-          names.push_back(&spec.name);
-        }
-    at::Tensor scratch = setup_.common.compact.compact_master ? at::empty({slot_numel_}, at::kFloat) : at::Tensor();
+    const bool compact = setup_.common.compact.compact_master;
+    at::Tensor scratch = compact ? at::empty({std::min(slot_numel_, kConvertPiece)}, at::kFloat) : at::Tensor();
     for (int64_t k = 0; k < groups_; ++k) {
       const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
       record.zero_();
-      const int64_t begin = k * slot_numel_;
-      const int64_t end = begin + count_of(k);
-      const at::Tensor master = setup_.common.compact.compact_master ? scratch.narrow(0, 0, end - begin).zero_()
-                                                                     : record_part(record, 0, end - begin);
-      for (size_t r = 0; r < runs.size(); ++r) {
-        const int64_t lo = std::max(begin, runs[r].partition_offset);
-        const int64_t hi = std::min(end, runs[r].partition_offset + runs[r].numel);
-        if (lo >= hi) continue;
-        load_param_range(*setup_.source, *names[r], runs[r].param_offset + (lo - runs[r].partition_offset),
-                         master.narrow(0, lo - begin, hi - lo));
+      const int64_t count = count_of(k);
+      const int64_t piece = compact ? kConvertPiece : count;
+      for (int64_t begin = 0; begin < count; begin += piece) {
+        const int64_t n = std::min(piece, count - begin);
+        const at::Tensor master =
+            compact ? scratch.narrow(0, 0, n).zero_() : record_part(record, 0, count).narrow(0, begin, n);
+        setup_.load_master(k * slot_numel_ + begin, master);
+        if (compact) write_state(home(record, k, 0), begin, bytes_of(master));
       }
-      if (setup_.common.compact.compact_master) write_state(home(record, k, 0), 0, bytes_of(master));
       throw_if_error(cache_->release(k, Release::kWrite));
     }
     throw_if_error(cache_->wait_writes());
@@ -447,7 +469,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   AdamPartitionState state_;                     // step always; the tensors only while materialised_
   bool materialised_ = false;
   std::vector<int64_t> pass_;          // the streamed records of the step running, in order
-  std::vector<int64_t> order_;         // every record of the step running, in order
+  std::vector<int64_t> order_;         // the record of each piece of the step running, in order
   std::vector<size_t> pass_position_;  // order_[i]'s place in pass_ (a record in memory: the next's)
   bool again_ = false;                 // pass_ runs inside the backward: the next step's is the same
   uint64_t step_read_bytes_ = 0;       // read by the last step and the state() before it

@@ -387,52 +387,30 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
                                   .compact = compact_state(options, *host_tier_, *partitioner_),
                                   .params16_rounding = options.params16_rounding,
                                   .device_share = device_share_.get()};
-  if (state_on_nvme(options)) {
-    NvmeOffloadAdamSetup setup{
-        .common = common,
-        .rank = comm.rank(),
-        .state_dtype = options.optimizer_state_dtype,
-        .records_in_memory = records_in_memory,
-        .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
-        // where the step may run inside the backward (choose_step_modes)
-        .spread_records = options.overlap_offload && partitioner_->can_follow_step() &&
-                          state_layout::step_in_backward_refusal(
-                              partitioner_->can_hand_over_grads(), params_on_nvme(options), options.gradient_clipping,
-                              options.partition.compute_dtype == at::kHalf) == nullptr,
-        .nvme = options.nvme_optimizer,
-        .buffers = {},
-        .source = &params,
-        .model = &model,
-        .partitioner = partitioner_.get(),
-        .partition_rank = partition_rank};
-    for (int i = 0; i < options.nvme_optimizer.buffer_count; ++i)
-      setup.buffers.push_back(host_tier_->buffer(PinnedRole::kOptimizerSwapBuffer, at::kByte, i));
-    std::unique_ptr<NvmeOffloadAdam> nvme = make_nvme_offload_adam(std::move(setup));
-    nvme_optimizer_ = nvme.get();
-    optimizer_ = std::move(nvme);
-  } else {
-    CpuOffloadAdamSetup setup{
-        .common = common,
-        .master = compact_master(options) ? at::Tensor() : host_tier_->buffer(PinnedRole::kMaster, at::kFloat),
-        .exp_avg = host_tier_->buffer(PinnedRole::kExpAvg, options.optimizer_state_dtype),
-        .exp_avg_sq = host_tier_->buffer(PinnedRole::kExpAvgSq,
-                                         moments_8bit(options) ? at::kByte : options.optimizer_state_dtype),
-        .residual =
-            compact_master(options) ? host_tier_->buffer(PinnedRole::kMasterResidual, at::kShort) : at::Tensor(),
-        .exp_avg_scales =
-            moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgScales, at::kFloat) : at::Tensor(),
-        .exp_avg_sq_scales =
-            moments_8bit(options) ? host_tier_->buffer(PinnedRole::kExpAvgSqScales, at::kFloat) : at::Tensor(),
-        .load_master = {}};
-    if (compact_master(options)) {  // read and split a piece at a time, never the fp32 master whole
-      setup.load_master = [&](int64_t begin, const at::Tensor& out) {
+  // The record optimizer: with device "nvme" its records on NVMe (some kept in memory), with "cpu"
+  // (no nvme_path) every record in memory and no swap file.
+  NvmeOffloadAdamSetup setup{
+      .common = common,
+      .rank = comm.rank(),
+      .state_dtype = options.optimizer_state_dtype,
+      .records_in_memory = records_in_memory,
+      .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
+      // where the step may run inside the backward (choose_step_modes)
+      .spread_records = options.overlap_offload && partitioner_->can_follow_step() &&
+                        state_layout::step_in_backward_refusal(partitioner_->can_hand_over_grads(),
+                                                               params_on_nvme(options), options.gradient_clipping,
+                                                               options.partition.compute_dtype == at::kHalf) == nullptr,
+      .nvme = options.nvme_optimizer,
+      .buffers = {},
+      .numel = partitioner_->partition_numel(),
+      .load_master = [&](int64_t begin, const at::Tensor& out) {
         load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
-      };
-    } else {
-      load_partition(params, model, *partitioner_, partition_rank, setup.master);  // pinned, zero-filled
-    }
-    optimizer_ = make_cpu_offload_adam(std::move(setup));
-  }
+      }};
+  for (int i = 0; state_on_nvme(options) && i < options.nvme_optimizer.buffer_count; ++i)
+    setup.buffers.push_back(host_tier_->buffer(PinnedRole::kOptimizerSwapBuffer, at::kByte, i));
+  std::unique_ptr<NvmeOffloadAdam> records = make_nvme_offload_adam(std::move(setup));
+  if (state_on_nvme(options)) nvme_optimizer_ = records.get();
+  optimizer_ = std::move(records);
   update_nvme_traffic();  // the swap files' size
   // The weights as the master's bf16 half rounds them: copied from the master, unless that half is
   // the compute partition itself (offloaded parameters in host memory), which the master's first
@@ -701,8 +679,8 @@ void ZeroEngine::step_done(std::vector<PartitionWrite> writes, double step_secon
 
 std::map<std::string, at::Tensor> ZeroEngine::master_params() {
   finish_step();  // joins: reads the master the step writes
-  if (!compact_master(options_)) return partitioner_->assemble(optimizer_->state().master);
-  // A compact master joined into one fp32 copy of the partition (state() would decode the moments too).
+  if (!options_.offload_optimizer) return partitioner_->assemble(optimizer_->state().master);
+  // The offloaded master read into one fp32 copy of the partition (state() would copy the moments too).
   at::Tensor master = at::empty({partitioner_->partition_numel()}, at::kFloat);
   throw_if_error(optimizer_->read_master(0, {master.data_ptr<float>(), static_cast<size_t>(master.numel())}));
   return partitioner_->assemble(master);
@@ -713,9 +691,9 @@ void ZeroEngine::sync_compute_params() {
   at::Tensor compute = partitioner_->compute_partition();
   // bf16 weights rounded as the compact master's high half (ties away), or as Tensor::copy_ casts.
   const bool away = rounds_away(options_);
-  if (nvme_optimizer_ == nullptr && nvme_params_ == nullptr && !compact_master(options_)) {
+  if (!options_.offload_optimizer) {
     copy_rounded(compute, optimizer_->state().master, away);
-  } else {  // the master a piece at a time, never whole in host memory (from NVMe, or to it)
+  } else {  // the offloaded master a piece at a time, never a whole copy in host memory
     constexpr int64_t kPiece = 16 << 20;
     at::Tensor piece = at::empty({std::min<int64_t>(kPiece, partitioner_->partition_numel())}, at::kFloat);
     // Master elements [begin, begin + dst.numel()) into `dst`, cast.

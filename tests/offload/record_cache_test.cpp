@@ -6,7 +6,8 @@
 // records take only their own rounded-up bytes of the files and round-trip like any other; records
 // in memory spread over the records leave the streamed ones evenly between them; passes run again
 // in the same order read the next pass's first records ahead, each record once a pass, and leave
-// none of the pass's records kept dirty.
+// none of the pass's records kept dirty; the records in memory are packed at their own offsets, and
+// with every record in memory nothing is staged (no IoEngine, no file).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -254,6 +256,70 @@ TEST(RecordCache, SpreadRecordsInMemoryLeaveTheStreamedOnesBetweenThem) {
   Result<std::span<std::byte>> got = f.cache->acquire(8, Access::kRead);
   EXPECT_ERROR(got, ErrorCode::kIo, "reading test record 8");  // the files' fifth record
   EXPECT_ERROR(got, ErrorCode::kIo, "offset 32768 of " + f.dir.path() + "/tierzero-test-r0.swap");
+}
+
+// The block packs the records in memory at their own offsets: every record in memory, the last one
+// short (a partition's last sub-group), takes 2 x 10000 + 3000 bytes, not 3 x 10000; records of
+// different sizes sit at the sum of those before them; a block one byte short is refused, naming
+// both sizes; none of it touches a file.
+TEST(RecordCache, RecordsInMemoryArePackedAtTheirOwnOffsets) {
+  using Case = std::tuple<std::vector<uint64_t>, int64_t, std::vector<uint64_t>>;  // sizes, kept, offsets
+  for (const auto& [sizes, kept, offsets] :
+       {Case{{10000, 10000, 3000}, 3, {0, 10000, 20000}}, Case{{5000, 3000, 8000, 4096}, 3, {0, 5000, 8000}},
+        Case{{4096, 4096, 100}, 2, {0, 4096}}}) {
+    uint64_t total = 0;
+    for (int64_t r = 0; r < kept; ++r) total += sizes[static_cast<size_t>(r)];
+    ScratchDir dir;
+    const RecordCacheOptions options{.files = {.paths = {dir.path()}, .io = {}, .rank = 0, .role = kTestSwap},
+                                     .record_bytes = sizes,
+                                     .memory_records = kept};
+    std::vector<std::byte> short_block(total - 1);
+    EXPECT_ERROR(RecordCache::create({}, short_block, options), ErrorCode::kInternal,
+                 "is " + std::to_string(total - 1) + " bytes, not " + std::to_string(total));
+    const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+    std::vector<nvme::AlignedBuffer> memory;
+    std::vector<std::span<std::byte>> buffers;
+    if (static_cast<size_t>(kept) < sizes.size()) {
+      memory.push_back(nvme::allocate_aligned(largest));
+      buffers.push_back({memory.back().get(), largest});
+    }
+    std::vector<std::byte> block(total);
+    std::unique_ptr<RecordCache> cache = value_or_throw(RecordCache::create(buffers, block, options));
+    EXPECT_EQ(cache->has_files(), static_cast<size_t>(kept) < sizes.size());
+    for (int64_t r = 0; r < kept; ++r) {
+      ASSERT_TRUE(cache->in_memory(r));
+      EXPECT_EQ(cache->memory_offset(r), offsets[static_cast<size_t>(r)]) << r;
+      std::span<std::byte> bytes = value_or_throw(cache->acquire(r, Access::kOverwrite));
+      EXPECT_EQ(bytes.data(), block.data() + offsets[static_cast<size_t>(r)]) << r;
+      ASSERT_EQ(bytes.size(), sizes[static_cast<size_t>(r)]);
+      for (uint64_t i = 0; i < bytes.size(); ++i) bytes[i] = pattern(r, i, 1);
+      ASSERT_OK(cache->release(r, Release::kWrite));
+    }
+    for (int64_t r = 0; r < kept; ++r)  // no record overwrote another
+      for (uint64_t i = 0; i < sizes[static_cast<size_t>(r)]; ++i)
+        ASSERT_EQ(block[offsets[static_cast<size_t>(r)] + i], pattern(r, i, 1)) << r << " byte " << i;
+    EXPECT_EQ(cache->written_bytes(), 0u);
+  }
+}
+
+// Every record in memory and no buffer: nothing to stage, so no IoEngine is made (an "aio" config it
+// would refuse is never looked at) and no file is created; one record streamed needs both.
+TEST(RecordCache, EveryRecordInMemoryMakesNoIoEngineAndNoFile) {
+  ScratchDir dir;
+  RecordCacheOptions options{.files = {.paths = {dir.path()}, .io = {.queue_depth = 0}, .rank = 0, .role = kTestSwap},
+                             .record_bytes = {8192, 100},
+                             .memory_records = 2};
+  std::vector<std::byte> block(8292);
+  std::unique_ptr<RecordCache> cache = value_or_throw(RecordCache::create({}, block, options));
+  EXPECT_FALSE(cache->has_files());
+  EXPECT_EQ(cache->buffer_count(), 0u);
+  EXPECT_EQ(cache->file_bytes(), 0u);
+  EXPECT_EQ(cache->describe(), "no file");
+  ASSERT_OK(cache->flush());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  options.memory_records = 1;
+  nvme::AlignedBuffer memory = nvme::allocate_aligned(8192);
+  EXPECT_ERROR(RecordCache::create({{memory.get(), 8192}}, block, options), ErrorCode::kInvalidArgument, "queue_depth");
 }
 
 // wait_seconds counts the time a caller is blocked on the disk: a read held back 100 ms in the

@@ -1,5 +1,5 @@
-// Adam with this rank's optimizer state on NVMe (zero_optimization.offload_optimizer.device
-// "nvme"): the fp32 master weights, exp_avg and exp_avg_sq (fp32, or bf16 with
+// Adam with this rank's optimizer state offloaded (zero_optimization.offload_optimizer.device "cpu",
+// every record in pinned memory, or "nvme"): the fp32 master weights, exp_avg and exp_avg_sq (fp32, or bf16 with
 // tierzero.optimizer_state_dtype) live in swap files (offload/'s RecordStaging, moved through its
 // pinned buffers), one record per sub-group of sub_group_size elements (12 or 8 bytes an element;
 // with the compact layouts of partition_optimizer.h's CompactState as little as 4 + 8/256: the
@@ -9,20 +9,20 @@
 // there first, front to back, never read or written, and the swap files hold only the others (the
 // passes below run over those). They are the first N, or, with spread_records (the step runs inside
 // the backward, in the gradients' order, last to first), N spread over the partition, so that the
-// disk keeps reading ahead and writing behind while they are stepped (offload.h's RecordCache). The records live in offload/'s RecordCache (the
-// pinned block and the buffers behind one interface) and the byte layout of a record is
+// disk keeps reading ahead and writing behind while they are stepped (offload.h's RecordCache). The records live in
+// offload/'s RecordCache (the pinned block and the buffers behind one interface) and the byte layout of a record is
 // engine/layout's state_layout::Layout (which the planner sizes records with too); the step is the
-// CPU-offloaded optimizer's own loop (offloaded_step.h: the same kernel, gradients and 16-bit
-// output as cpu_offload_adam.cpp, so the weights are the same bit for bit) over the records. A step walks the sub-groups in order: sub-group k+1's record is read ahead
-// (pipeline_read) while cpu_adam steps k, and k-1's is written behind (pipeline_write). Without the
-// pipeline flags each read and write completes around its sub-group. Streamed sub-group k always
-// uses buffer (k - N) mod buffer_count, and a read into a buffer waits for the write that last left
-// it, so any buffer_count >= 1 is correct; read-ahead needs 2, full overlap 3. Passes alternate
-// direction: a pass's last buffer_count sub-groups stay in their buffers, unwritten, and the next
-// pass starts on them, so a step moves (groups - buffer_count) records each way instead of every
-// record (with buffer_count >= groups, nothing after the first step). A back-to-front pass publishes
-// the partition at its end, a front-to-back one each sub-group as it finishes. The kept records are
-// written before a save or state() reads the files.
+// CPU-offloaded optimizer's loop (offloaded_step.h) over the records. With device "cpu" (no
+// nvme_path) every record lives in the block and there is no swap file and no buffer; a record in
+// memory is stepped in slices of kPublishSlice elements. A step walks the sub-groups in order:
+// sub-group k+1's record is read ahead (pipeline_read) while cpu_adam steps k, and k-1's is written behind
+// (pipeline_write). Without the pipeline flags each read and write completes around its sub-group. Streamed sub-group k
+// always uses buffer (k - N) mod buffer_count, and a read into a buffer waits for the write that last left it, so any
+// buffer_count >= 1 is correct; read-ahead needs 2, full overlap 3. Passes alternate direction: a pass's last
+// buffer_count sub-groups stay in their buffers, unwritten, and the next pass starts on them, so a step moves (groups -
+// buffer_count) records each way instead of every record (with buffer_count >= groups, nothing after the first step). A
+// back-to-front pass publishes the partition at its end, a front-to-back one each sub-group as it finishes. The kept
+// records are written before a save or state() reads the files.
 //
 // Checkpoints stream (PartitionOptimizer::state_reader / load_state): a save reads one state's part
 // of one sub-group's record at a time (from the part's start rounded down to 4096 bytes) into the
@@ -38,13 +38,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/model/functional_model.h"
 #include "engine/zero/internal/partition_optimizer.h"
-#include "engine/zero/internal/partitioner.h"
 #include "nvme/io_engine.h"
 
 namespace tierzero::engine {
@@ -69,7 +68,7 @@ struct NvmeTraffic {
 };
 
 struct NvmeOffloadAdamSetup {
-  // As the host-memory optimizer's. A compact master (common.compact.compact_master): the record
+  // The sub-group loop's (offloaded_step.h). A compact master (common.compact.compact_master): the record
   // holds the int16 residual instead of the fp32 master, and compact.hi (the partition's bf16
   // weights, in host memory) the high half; compact.moments_8bit must match state_dtype kChar.
   OffloadedAdamSetup common;
@@ -80,19 +79,20 @@ struct NvmeOffloadAdamSetup {
   // (the first ones unless spread_records) live in `memory_records` (pinned bytes, records_in_memory records of
   // min(sub_group_numel, partition numel) elements each, engine/layout's record bytes, back to back)
   // and never touch the swap files, which hold only the others.
+  // Without nvme.paths there is no swap file and no buffer: every record lives in memory_records
+  // (records_in_memory and the other nvme options are not looked at).
   int64_t records_in_memory = 0;
   at::Tensor memory_records;
   bool spread_records = false;  // those records spread over the partition, the last one streamed
   NvmeOptimizerOptions nvme;
   // nvme.buffer_count pinned host byte buffers of one record of min(sub_group_numel, partition
-  // numel) elements each (engine/layout's record bytes); outlive the optimizer.
+  // numel) elements each (engine/layout's record bytes); outlive the optimizer. None without paths.
   std::vector<at::Tensor> buffers;
-  // The initial master weights: partition `partition_rank` of `partitioner`'s layout, read from
-  // `source` sub-group by sub-group (only for the constructor; never the whole partition at once).
-  ParamSource* source = nullptr;
-  const FunctionalModel* model = nullptr;
-  const Partitioner* partitioner = nullptr;
-  int partition_rank = 0;
+  int64_t numel = 0;  // this rank's partition
+  // The initial master weights: elements [begin, begin + out.numel()) of the partition into `out`
+  // (fp32, zero-filled: padding stays zero), called a piece at a time by the constructor only,
+  // never for the whole partition at once.
+  std::function<void(int64_t begin, const at::Tensor& out)> load_master;
 };
 
 class NvmeOffloadAdam : public PartitionOptimizer {
@@ -101,9 +101,9 @@ class NvmeOffloadAdam : public PartitionOptimizer {
   virtual NvmeTraffic traffic() const = 0;
 };
 
-// Creates the swap files and writes the initial state (master from `source`, zero moments) through
-// the buffers. Throws tierzero::Error: an option out of range naming its key; the swap's errors
-// (disk full with the bytes needed and free; a path that cannot be written, named with the fix).
+// Creates the swap files and writes the initial state (master from `load_master`, zero moments)
+// through the buffers (without paths: into the block). Throws tierzero::Error: an option out of range naming its key;
+// the swap's errors (disk full with the bytes needed and free; a path that cannot be written, named with the fix).
 std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup);
 
 }  // namespace tierzero::engine

@@ -1,9 +1,9 @@
-// The offloaded optimizers' one sub-group loop: cpu_adam over the partition a piece at a time,
-// wherever the state lives (a StateStore: tensors in the pinned host tier, cpu_offload_adam.cpp, or
-// the records of offload/'s RecordCache, nvme_offload_adam.cpp). Each piece's new compute weights go
+// The offloaded optimizer's one sub-group loop: cpu_adam over the partition a piece at a time,
+// wherever the state lives (a StateStore: the records of offload/'s RecordCache in pinned memory or
+// on NVMe, nvme_offload_adam.cpp). Each piece's new compute weights go
 // on their way as it finishes (into the host compute partition, to the device on a side stream, or
 // through the NVMe parameters' sink), it is announced to the reader following behind, and the
-// copies are timed at the step's end. Both optimizers' weights are therefore the same bit for bit.
+// copies are timed at the step's end. Records in memory and on NVMe give the same weights bit for bit.
 // With a GPU share (device_share.h) outside the backward, the pieces it takes are queued on the
 // device as they come and finish later, out of order: each is finished (compute weights sent,
 // released) once its download has landed, and the pieces are announced in the step's order, a prefix
@@ -41,6 +41,11 @@ struct StepPiece {
   int64_t count = 0;
   bool publish = true;
 };
+
+// Elements stepped (and published) at a time inside a sub-group whose state is in memory: Adam is
+// elementwise, so where a sub-group is cut changes no bit; a finer cut lets the next forward follow
+// closer behind. A multiple of cpu_adam::kMomentBlock (8-bit moments' slices start on blocks).
+inline constexpr int64_t kPublishSlice = int64_t{1} << 25;
 
 // Where an offloaded optimizer's state lives, as the step visits it.
 class StateStore {

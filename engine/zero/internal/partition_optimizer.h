@@ -1,8 +1,9 @@
 // The optimizer of one rank's partition: Adam / AdamW on fp32 master weights with moments m, v.
 // Two placements share this interface:
 //   device: master, m, v on the compute device, stepped by LibTorch's fused AdamW kernel;
-//   cpu offload: master, m, v in the engine's pinned host tier, stepped by cpu_adam's SIMD kernel
-//       one sub-group at a time, which writes the 16-bit copy of the new weights in the same pass.
+//   offloaded: master, m, v in records of one sub-group each (nvme_offload_adam.h: in the engine's
+//       pinned host tier, some or all on NVMe), stepped by cpu_adam's SIMD kernel a piece at a
+//       time, which writes the 16-bit copy of the new weights in the same pass.
 // state() is the seam where the state is read and written whole; checkpoints go through
 // state_reader() / load_state(), which an NVMe-backed state streams, or, for a compact state, its
 // stored parts (stored_readers() / load_stored(): the state saved as it lives).
@@ -175,16 +176,15 @@ class PartitionOptimizer {
 // Adam on the device holding `master_partition` (fp32); m and v start at zero.
 std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition, const AdamConfig& config);
 
-// Adam offloaded to the CPU (cpu_adam), stepped sub-group by sub-group over this rank's partition.
-// Every buffer is in host memory the engine allocated (offload/'s HostTier): fp32 `master` (filled),
-// `exp_avg`, `exp_avg_sq` (zero; both fp32 or both bf16, cpu_adam rounding each update to nearest
-// even), and `params16` — the 16-bit weights bound for a device compute
-// partition, or empty when the compute partition is fp32 or in host memory. After each sub-group's
-// update its compute weights go back through `copies` (to a device: on the H2D side stream, while
-// the next sub-group steps; to host memory: written in place by the kernel, or copied); the device
-// copies are left for the caller to order reads after, sub-group by sub-group (device_writes()).
-// The compact layouts of the offloaded optimizers' state (tierzero.master_weights "compact",
-// tierzero.optimizer_state_dtype "int8"), shared by the host-memory and the NVMe optimizer:
+// Adam offloaded to the CPU (cpu_adam), stepped piece by piece over this rank's partition
+// (nvme_offload_adam.h): m and v fp32 or bf16 (cpu_adam rounding each update to nearest even), and
+// `params16` — the 16-bit weights bound for a device compute partition, or empty when the compute
+// partition is fp32 or in host memory. After each piece's update its compute weights go back through
+// `copies` (to a device: on the H2D side stream, while the next piece steps; to host memory: written
+// in place by the kernel, or copied); the device copies are left for the caller to order reads
+// after, piece by piece (device_writes()).
+// The compact layouts of the offloaded optimizer's state (tierzero.master_weights "compact",
+// tierzero.optimizer_state_dtype "int8"):
 //   compact master: no fp32 master; its high half is `hi`, the bf16 weights the optimizer writes
 //     anyway (the host compute partition itself, or the pinned "16-bit weights" bound for the device),
 //     rounded to nearest with ties away from zero, and its low half a 16-bit residual
@@ -203,8 +203,8 @@ struct CompactState {
 // The dtype of the moments held in `state_dtype` as fp32-path readers see them (8-bit: decoded, fp32).
 at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype);
 
-// What both offloaded optimizers (the state in host memory, cpu_offload_adam.cpp, or on NVMe,
-// nvme_offload_adam.h) are given alike: what their one sub-group loop (offloaded_step.h) runs with.
+// What the offloaded optimizer (nvme_offload_adam.h) is given for its one sub-group loop
+// (offloaded_step.h).
 struct OffloadedAdamSetup {
   AdamConfig config;
   const cpu_adam::CpuAdam* adam = nullptr;  // outlives the optimizer
@@ -225,18 +225,5 @@ struct OffloadedAdamSetup {
   // the device instead of by `adam` (null: none); outlives the optimizer.
   DeviceShare* device_share = nullptr;
 };
-
-struct CpuOffloadAdamSetup {
-  OffloadedAdamSetup common;
-  at::Tensor master, exp_avg, exp_avg_sq;
-  // Compact layouts: with common.compact.compact_master, `master` is undefined and `residual` (int16,
-  // the partition's numel, zero) holds the master's low half; the initial master is given by
-  // load_master (elements [begin, begin + out.numel()) of the fp32 master into `out`), called
-  // sub-group by sub-group and split. With common.compact.moments_8bit, exp_avg is kChar, exp_avg_sq
-  // kByte, and the scales fp32 (moment_block_count(numel) each).
-  at::Tensor residual, exp_avg_scales, exp_avg_sq_scales;
-  std::function<void(int64_t begin, const at::Tensor& out)> load_master;
-};
-std::unique_ptr<PartitionOptimizer> make_cpu_offload_adam(CpuOffloadAdamSetup setup);
 
 }  // namespace tierzero::engine

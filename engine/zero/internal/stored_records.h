@@ -2,8 +2,8 @@
 // (checkpoint/engine_format: format_version 3's kCompactMaster and kBlockwise8 states, kRaw states as
 // they are) are the parts of the optimizer's records (engine/layout's state_layout::Layout) plus the bf16 weights, so a
 // save streams them record by record from wherever each record lives and a resume at the same layout
-// fills the records straight back, never through fp32. Shared by the host-memory optimizer (its
-// tensors cut at the sub-group bounds) and the NVMe one (the records of its RecordCache).
+// fills the records straight back, never through fp32: the records of the offloaded optimizer's
+// RecordCache (nvme_offload_adam.h), in pinned memory or on NVMe.
 #pragma once
 
 #include <cstddef>

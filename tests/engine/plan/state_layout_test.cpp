@@ -90,16 +90,18 @@ TEST(StateLayoutHeader, PinnedListRecordsInMemoryAndSwapFiles) {
   EXPECT_EQ(none[3].bytes, 4000u);
   EXPECT_EQ(none[4].bytes, 400u);
   EXPECT_EQ(pinned_buffers(shape, 3)[2].bytes, 3u * 3600);
+  EXPECT_EQ(pinned_buffers(shape, 4)[2].bytes, 3u * 3600 + 1200);  // the short last record: its own bytes
   // 3648 (64-aligned) x 2 + 4032 + 400 = 11728: three pages.
   EXPECT_EQ(offload::pinned_capacity(none), 12288u);
   // N as given, capped at the records there are.
   EXPECT_EQ(records_in_memory(shape, 2, 0), 2);
   EXPECT_EQ(records_in_memory(shape, 9, 0), 4);
   // By budget: 2 records (7200 B, 128-aligned: 7296) make 19024 B, five pages; 3 (10800 B,
-  // 256-aligned: 11008) make 22736 B, six pages.
+  // 256-aligned: 11008) make 22736 B, six pages, and so do all 4 (12000 B, 256-aligned: 12032;
+  // 23760 B): the short last record fits beside the third.
   EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 20480), 2);
   EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 24575), 2);
-  EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 24576), 3);
+  EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 24576), 4);
   EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 12288), 0);
   EXPECT_EQ(records_in_memory(shape, kRecordsInMemoryByBudget, 0), 0);
   // The gradient ring: two record-sized slots (300 fp32 elements) instead of the 4000 B partition.

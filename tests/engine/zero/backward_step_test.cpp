@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "cpu_adam/adam.h"
+#include "engine/layout/layout.h"
 #include "engine/zero/internal/grads_final.h"
+#include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "tests/engine/zero/scenario.h"
@@ -37,19 +39,23 @@ TEST(GradsFinal, WaitReturnsOnceTheSuffixIsMarkedAndThrowsOnFailure) {
   failing.join();
 }
 
-// The host-memory CPU optimizer over `numel` elements in sub-groups of `group`, from `master`
-// (fp32; m and v zero), writing bf16 weights in place.
+// The CPU optimizer with its state in host memory (every record in its block, no swap file) over
+// `master`'s elements in sub-groups of `group`, from `master` (fp32; m and v zero), writing bf16
+// weights in place.
 std::unique_ptr<PartitionOptimizer> host_adam(const cpu_adam::CpuAdam& adam, DeviceCopies& copies,
                                               const at::Tensor& master, int64_t group) {
-  CpuOffloadAdamSetup setup;
+  NvmeOffloadAdamSetup setup;
   setup.common.config.weight_decay = 0.01;
   setup.common.adam = &adam;
   setup.common.copies = &copies;
   setup.common.sub_group_numel = group;
-  setup.master = master.clone();
-  setup.exp_avg = at::zeros_like(master);
-  setup.exp_avg_sq = at::zeros_like(master);
-  return make_cpu_offload_adam(std::move(setup));
+  const state_layout::Records records{.partition = master.numel(), .sub_group = group};
+  setup.memory_records = at::zeros({records.total_bytes(record_layout(at::kFloat, false))}, at::kByte);
+  setup.numel = master.numel();
+  setup.load_master = [master](int64_t begin, const at::Tensor& out) {
+    out.copy_(master.narrow(0, begin, out.numel()));
+  };
+  return make_nvme_offload_adam(std::move(setup));
 }
 
 TEST(BackwardStep, CpuOptimizerStepsSubGroupsLastToFirstOnceTheirGradientsAreFinal) {
