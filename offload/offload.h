@@ -307,7 +307,7 @@ class RangeReader {
 // correct, and each read-ahead's buffer is fixed. It makes the alternating sweep pay: a pass that
 // leaves its last buffer_count records dirty leaves them in distinct buffers, and the next pass, run
 // the other way (pass(kAlternate)), starts on them: each pass moves buffer_count records fewer each
-// way (the optimizer's sub-group pipeline, engine/zero/nvme_offload_adam.cpp).
+// way (the optimizer's sub-group pipeline, engine/zero/record_adam.cpp).
 //
 // The records in memory are the first memory_records, or, with spread_memory, spread evenly over the
 // records with the last one streamed: a pass in record order then meets a streamed record every

@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 build=$(realpath "$1")
 filter=${2:-'*OneRank*:OffloadOverlapSubGroups.*:OffloadStagingSlots.*:DeviceAccumulatorPaths.*:OffloadTimes.*'}
 sources=(engine/zero/host_grad_pipeline.cpp engine/zero/offloaded_grads.cpp offload/torch/device_copies.cpp engine/zero/run_norms.cpp
-         engine/zero/nvme_offload_adam.cpp engine/zero/offloaded_step.cpp engine/zero/step_progress.cpp engine/zero/zero_engine.cpp
+         engine/zero/record_adam.cpp engine/zero/offloaded_step.cpp engine/zero/step_progress.cpp engine/zero/zero_engine.cpp
          engine/zero/sharded_partitioner.cpp offload/torch/pending_writes.cpp tests/engine/zero/offload_overlap_test.cpp)
 out=$build/tsan-overlap
 mkdir -p "$out"

@@ -1,5 +1,5 @@
 // The record pipeline pass of `tierzero bench io` (bench_io_pipeline.h): the same calls, in the same
-// order, as engine/zero/nvme_offload_adam.cpp's step inside the backward.
+// order, as engine/zero/record_adam.cpp's step inside the backward.
 #include "tools/bench_io_pipeline.h"
 
 #include <cstring>

@@ -4,7 +4,7 @@
 // frozen base pinned or on NVMe. The one place of this arithmetic: engine/zero allocates with it
 // (zero_engine.cpp hands the list to HostTier) and engine/plan plans with it (`tierzero estimate`),
 // so estimate and train agree to the byte by construction (tests/engine/layout checks them against
-// a real engine). The codecs that read and write these bytes (engine/zero's nvme_offload_adam.cpp
+// a real engine). The codecs that read and write these bytes (engine/zero's record_adam.cpp
 // record parts, nvme_params.cpp, engine/model's frozen_disk.cpp) check their buffers against the
 // sizes given here; a change of a codec's layout belongs here first.
 //
@@ -278,10 +278,10 @@ constexpr AccumulatorChoice grad_accumulator(GradAccumulator requested, int64_t 
   return {room.fits(accumulator_bytes(partition)), AccumulatorReason::kRoom};
 }
 
-// Every pinned buffer of the offloaded step, with the state on NVMe the first `records_in_memory`
-// sub-group records in one block (Records::bytes of them: a block spreading as many records over the
-// partition, the last one streamed, holds whole records only, as many bytes). Buffers of 0 bytes are
-// listed (the engine looks them up).
+// Every pinned buffer of the offloaded step: with device "cpu" every sub-group record in one block,
+// with the state on NVMe the first `records_in_memory` (Records::bytes of them: a block spreading as
+// many records over the partition, the last one streamed, holds whole records only, as many bytes).
+// Buffers of 0 bytes are listed (the engine looks them up).
 std::vector<offload::PinnedBufferSpec> pinned_buffers(const HostShape& shape, int64_t records_in_memory);
 
 // The records kept in pinned memory for optimizer_records_in_memory = `requested` (>= 0, or

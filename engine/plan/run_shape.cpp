@@ -27,7 +27,7 @@ Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const
   s.params_cpu = zero.stage == 3 && zero.offload_param.device != OffloadDevice::kNone && !s.params_nvme;
   s.compute_on_cpu = options.compute_on_cpu;
   s.weights_from_checkpoint = options.weights_from_checkpoint;
-  // The compact layouts only in the offloaded optimizers (the engine refuses them on the GPU).
+  // The compact layouts only in the record optimizer (the engine refuses them on the GPU).
   if (s.optimizer_offloaded()) {
     const TierzeroConfig& t = config.tierzero;
     s.host.layout.compact_master = t.master_weights == MasterWeights::kCompact;

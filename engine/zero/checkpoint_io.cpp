@@ -263,12 +263,8 @@ Result<std::unique_ptr<EngineSave>> start_save(const std::string& dir, ZeroEngin
     }
     // The steps after start() update only what the save has read; an optimizer that cannot wait
     // for it is saved now.
-    auto* holder = dynamic_cast<HoldsForSave*>(&optimizer);
-    in_background = in_background && holder != nullptr;
-    if (in_background) {
-      report_reads(fills, manifest.groups[0], engine.partitioner().partition_numel(), progress);
-      holder->hold_for_save(progress);
-    }
+    in_background = in_background && optimizer.hold_for_save(progress);
+    if (in_background) report_reads(fills, manifest.groups[0], engine.partitioner().partition_numel(), progress);
     data.group_state_fills.push_back(std::move(fills));
   }
   data.rank_state = {{"iteration", extras.iteration}, {"data", extras.data}};

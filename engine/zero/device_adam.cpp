@@ -43,7 +43,6 @@ class DeviceAdam final : public PartitionOptimizer {
   }
 
   AdamPartitionState& state() override { return state_; }
-  int64_t pinned_bytes() const override { return 0; }
   std::string placement() const override { return "device"; }
 
  private:

@@ -1,4 +1,4 @@
-// The offloaded optimizers' one sub-group loop (offloaded_step.h).
+// The record optimizer's one sub-group loop (offloaded_step.h).
 #include "engine/zero/internal/offloaded_step.h"
 
 #include <ATen/ATen.h>
@@ -60,11 +60,12 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
                         const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final) {
   GradLender* lender = grads_final != nullptr ? grads_final->lender() : nullptr;
   if (lender == nullptr && !(grad.is_cpu() && grad.is_contiguous()))
-    throw Error(internal_error(std::string(who_) + ": the gradient partition is not contiguous in host memory"));
-  const SixteenBitOutput out16 = sixteen_bit_output(compute_partition, setup_.params16, numel_, who_, setup_.sink);
+    throw Error(internal_error("record optimizer: the gradient partition is not contiguous in host memory"));
+  const SixteenBitOutput out16 =
+      sixteen_bit_output(compute_partition, setup_.params16, numel_, "record optimizer", setup_.sink);
   if (setup_.compact.compact_master && out16.in_place &&
       out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
-    throw Error(internal_error(std::string(who_) + ": the compact master's bf16 half is not the compute partition"));
+    throw Error(internal_error("record optimizer: the compact master's bf16 half is not the compute partition"));
   const cpu_adam::AdamHyperParams hp = cpu_adam_hyper_params(setup_.config, lr);
   const std::vector<StepPiece> pieces = store.pieces(grads_final != nullptr);
   // The GPU share steps outside the backward only (inside it the device runs the backward).
@@ -74,7 +75,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     std::vector<bool> holdable;
     for (size_t i = 0; i < pieces.size(); ++i) {
       counts.push_back(pieces[i].count);
-      holdable.push_back(store.holdable(i));
+      holdable.push_back(pieces[i].holdable);
     }
     on_device = device_pieces(counts, holdable, setup_.device_share->share());
   }

@@ -377,20 +377,19 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
     choose_step_modes();
     return;
   }
-  const OffloadedAdamSetup common{.config = options.adam,
-                                  .adam = cpu_adam_.get(),
-                                  .copies = copies_.get(),
-                                  .sub_group_numel = options.sub_group_size,
-                                  .time_copies = options.time_breakdown,
-                                  .params16 = weights16(options, *host_tier_),
-                                  .sink = nvme_params_.get(),
-                                  .compact = compact_state(options, *host_tier_, *partitioner_),
-                                  .params16_rounding = options.params16_rounding,
-                                  .device_share = device_share_.get()};
   // The record optimizer: with device "nvme" its records on NVMe (some kept in memory), with "cpu"
   // (no nvme_path) every record in memory and no swap file.
-  NvmeOffloadAdamSetup setup{
-      .common = common,
+  RecordAdamSetup setup{
+      .config = options.adam,
+      .adam = cpu_adam_.get(),
+      .copies = copies_.get(),
+      .sub_group_numel = options.sub_group_size,
+      .time_copies = options.time_breakdown,
+      .params16 = weights16(options, *host_tier_),
+      .sink = nvme_params_.get(),
+      .compact = compact_state(options, *host_tier_, *partitioner_),
+      .params16_rounding = options.params16_rounding,
+      .device_share = device_share_.get(),
       .rank = comm.rank(),
       .state_dtype = options.optimizer_state_dtype,
       .records_in_memory = records_in_memory,
@@ -408,16 +407,15 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
       }};
   for (int i = 0; state_on_nvme(options) && i < options.nvme_optimizer.buffer_count; ++i)
     setup.buffers.push_back(host_tier_->buffer(PinnedRole::kOptimizerSwapBuffer, at::kByte, i));
-  std::unique_ptr<NvmeOffloadAdam> records = make_nvme_offload_adam(std::move(setup));
-  if (state_on_nvme(options)) nvme_optimizer_ = records.get();
-  optimizer_ = std::move(records);
+  const CompactState compact = setup.compact;
+  optimizer_ = make_record_adam(std::move(setup));
   update_nvme_traffic();  // the swap files' size
   // The weights as the master's bf16 half rounds them: copied from the master, unless that half is
   // the compute partition itself (offloaded parameters in host memory), which the master's first
   // split wrote; its persistent parameters are gathered from it either way.
   if (rounds_away(options)) {
     const at::Tensor compute = partitioner_->compute_partition();
-    if (common.compact.compact_master && compute.defined() && common.compact.hi.data_ptr() == compute.data_ptr())
+    if (compact.compact_master && compute.defined() && compact.hi.data_ptr() == compute.data_ptr())
       partitioner_->publish_compute_partition();
     else
       sync_compute_params();
@@ -740,7 +738,7 @@ int64_t ZeroEngine::host_pool_used_bytes() const { return host_tier_ ? host_tier
 NvmeTraffic ZeroEngine::nvme_traffic() const { return nvme_traffic_; }
 
 void ZeroEngine::update_nvme_traffic() {
-  NvmeTraffic traffic = nvme_optimizer_ != nullptr ? nvme_optimizer_->traffic() : NvmeTraffic{};
+  NvmeTraffic traffic = optimizer_->traffic();
   if (nvme_params_ != nullptr) {
     const auto [read, written] = nvme_params_->take_traffic();
     traffic.step_read_bytes += read;

@@ -11,20 +11,21 @@
 // fp16 overflow, unscales and clips like DeepSpeed, steps the optimizer on this rank's partition
 // and publishes the new 16-bit parameters to every rank.
 //
-// Offloaded optimizer (offload_optimizer): this rank's fp32 master, m, v and gradient partition live
-// in pinned host memory from offload/'s pool (the whole budget computed and checked against
-// pinned_memory_limit_bytes at construction). With overlap_offload, backward hands each reduced
-// bucket to a side-stream copy into a pinned staging slot and a CPU worker adds it into the fp32
-// gradient partition (recording the squared norm as it goes); backward blocks only when every
-// slot is busy. step() waits for the last bucket, takes the global norm (no speculation: Adam
-// starts once the clip factor and overflow are known), then runs cpu_adam sub-group by sub-group;
-// each sub-group's new 16-bit weights go back to the device on a side stream while the next one
-// steps, and the device's current stream is ordered after each copy by its event only just before
-// the first read of that sub-group's elements (a unit's fetch, stage 3's gather: offload/'s PendingWrites),
-// so the next forward starts on the first layers while the last sub-groups are still in flight; the
-// host does not wait for them. Without overlap_offload the same kernels run in the same order
-// synchronously: losses and weights are the same bit for bit. Reduced buckets leave the device in
-// pieces of at most grad_staging_slot_bytes, so pinned staging is grad_staging_buffers x that.
+// Offloaded optimizer (offload_optimizer): this rank's fp32 master, m, v (record_adam.h; with
+// "nvme" in swap files behind pinned buffers) and gradient partition are pinned memory from
+// offload/'s pool (the whole budget computed and checked against pinned_memory_limit_bytes at
+// construction). With overlap_offload, backward hands each reduced bucket to a side-stream copy
+// into a pinned staging slot and a CPU worker adds it into the fp32 gradient partition (recording
+// the squared norm as it goes); backward blocks only when every slot is busy. step() waits for the
+// last bucket, takes the global norm (no speculation: Adam starts once the clip factor and overflow
+// are known), then runs cpu_adam sub-group by sub-group; each sub-group's new 16-bit weights go
+// back to the device on a side stream while the next one steps, and the device's current stream is
+// ordered after each copy by its event only just before the first read of that sub-group's elements
+// (a unit's fetch, stage 3's gather: offload/'s PendingWrites), so the next forward starts on the
+// first layers while the last sub-groups are still in flight; the host does not wait for them.
+// Without overlap_offload the same kernels run in the same order synchronously: losses and weights
+// are the same bit for bit. Reduced buckets leave the device in pieces of at most
+// grad_staging_slot_bytes, so pinned staging is grad_staging_buffers x that.
 // Offloaded parameters (offload_param): a gather's pieces leave the pinned shard on the
 // host-to-device side stream, and only the unit that uses them waits for the copy, so a prefetch
 // does not hold up the compute queued before that unit. With offload_param "nvme" the shard lives in
@@ -73,9 +74,9 @@
 #include "engine/model/functional_model.h"
 #include "engine/zero/internal/backward_step.h"
 #include "engine/zero/internal/device_share.h"
-#include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/partition_optimizer.h"
 #include "engine/zero/internal/partitioner.h"
+#include "engine/zero/internal/record_adam.h"
 
 namespace tierzero::checkpoint {
 class WriteBuffers;  // checkpoint/storage/storage.h
@@ -123,7 +124,7 @@ struct ZeroEngineOptions {
                                                    // the device in slot-sized pieces. Pinned staging memory is
                                                    // grad_staging_buffers x this, not x reduce_bucket_size
   NvmeOptimizerOptions nvme_optimizer;  // with offload_optimizer and nvme_optimizer.paths: the state (master,
-                                        // m, v) on NVMe, stepped through pinned buffers (nvme_offload_adam.h)
+                                        // m, v) on NVMe, stepped through pinned buffers (record_adam.h)
   NvmeParamOptions nvme_params;         // with partition.offload_params, offload_optimizer and nvme_params.paths:
                                         // the compute parameter shard on NVMe (nvme_params.h)
   at::ScalarType optimizer_state_dtype = at::kFloat;  // tierzero.optimizer_state_dtype: m and v of the
@@ -377,8 +378,7 @@ class ZeroEngine {
   std::string grad_accumulator_choice_;
   std::unique_ptr<Partitioner> partitioner_;
   std::unique_ptr<PartitionOptimizer> optimizer_;
-  const NvmeOffloadAdam* nvme_optimizer_ = nullptr;  // optimizer_, when the state is on NVMe
-  NvmeTraffic nvme_traffic_;                         // its traffic after the last finished step
+  NvmeTraffic nvme_traffic_;                         // optimizer's + parameters', after the last finished step
   int64_t micro_batches_ = 0;                        // forward_backward calls since the last step()
   StepTimes times_;                                  // the step being accumulated
   StepTimes last_times_;                             // the last finished step

@@ -1,6 +1,6 @@
 // The offloaded optimizer's one sub-group loop: cpu_adam over the partition a piece at a time,
 // wherever the state lives (a StateStore: the records of offload/'s RecordCache in pinned memory or
-// on NVMe, nvme_offload_adam.cpp). Each piece's new compute weights go
+// on NVMe, record_adam.cpp). Each piece's new compute weights go
 // on their way as it finishes (into the host compute partition, to the device on a side stream, or
 // through the NVMe parameters' sink), it is announced to the reader following behind, and the
 // copies are timed at the step's end. Records in memory and on NVMe give the same weights bit for bit.
@@ -21,6 +21,7 @@
 #include "cpu_adam/adam.h"
 #include "engine/zero/internal/host_elements.h"
 #include "engine/zero/internal/partition_optimizer.h"
+#include "engine/zero/internal/record_adam.h"
 #include "engine/zero/internal/save_progress.h"
 
 namespace tierzero::engine {
@@ -35,11 +36,15 @@ struct StateSpans {
 };
 
 // A piece of the partition one step visits: elements [begin, begin + count); `publish`: announced to
-// the step's progress as it finishes (else with the whole partition at the step's end).
+// the step's progress as it finishes (else with the whole partition at the step's end); `holdable`:
+// its state may stay acquired while the pieces after it are acquired and released (a GPU share
+// steps it meanwhile): state with a home of its own in memory, not a staging buffer the next pieces
+// take.
 struct StepPiece {
   int64_t begin = 0;
   int64_t count = 0;
   bool publish = true;
+  bool holdable = false;
 };
 
 // Elements stepped (and published) at a time inside a sub-group whose state is in memory: Adam is
@@ -60,18 +65,13 @@ class StateStore {
   virtual void release(size_t i, const StepPiece& piece, std::shared_ptr<CopyDone> reader) = 0;
   // After the last piece: every write the step queued waited for.
   virtual void finish() = 0;
-  // Whether the i-th piece's state may stay acquired while the pieces after it are acquired and
-  // released (a GPU share steps it meanwhile): state with a home of its own in memory, not a staging
-  // buffer the next pieces take.
-  virtual bool holdable(size_t i) const = 0;
 };
 
 class OffloadedStep {
  public:
-  // The loop of the optimizer `who` ("cpu optimizer": names it in errors) over a partition of
-  // `numel` elements. Throws tierzero::Error (kInvalidArgument) for a sub_group_size below 1.
-  OffloadedStep(OffloadedAdamSetup setup, const char* who, int64_t numel)
-      : setup_(std::move(setup)), who_(who), numel_(numel) {
+  // The loop of the record optimizer set up by `setup` (which outlives it). Throws tierzero::Error
+  // (kInvalidArgument) for a sub_group_size below 1.
+  explicit OffloadedStep(const RecordAdamSetup& setup) : setup_(setup), numel_(setup.numel) {
     if (setup_.sub_group_numel < 1)
       throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
                                    " must be at least 1"));
@@ -108,8 +108,7 @@ class OffloadedStep {
   std::shared_ptr<CopyDone> send_weights(const StepPiece& piece, const StateSpans& state, const SixteenBitOutput& out16,
                                          const at::Tensor& window, const at::Tensor& compute_partition);
 
-  OffloadedAdamSetup setup_;
-  const char* who_;
+  const RecordAdamSetup& setup_;
   int64_t numel_;
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
   std::shared_ptr<SaveProgress> save_;   // the save in flight the next run() holds for, if any

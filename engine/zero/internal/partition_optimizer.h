@@ -1,7 +1,7 @@
 // The optimizer of one rank's partition: Adam / AdamW on fp32 master weights with moments m, v.
 // Two placements share this interface:
 //   device: master, m, v on the compute device, stepped by LibTorch's fused AdamW kernel;
-//   offloaded: master, m, v in records of one sub-group each (nvme_offload_adam.h: in the engine's
+//   offloaded: master, m, v in records of one sub-group each (record_adam.h: in the engine's
 //       pinned host tier, some or all on NVMe), stepped by cpu_adam's SIMD kernel a piece at a
 //       time, which writes the 16-bit copy of the new weights in the same pass.
 // state() is the seam where the state is read and written whole; checkpoints go through
@@ -29,6 +29,7 @@
 namespace tierzero::engine {
 
 class DeviceShare;
+class SaveProgress;  // save_progress.h
 
 struct AdamConfig {
   double beta1 = 0.9;
@@ -40,8 +41,8 @@ struct AdamConfig {
 };
 
 // One rank's optimizer state: flat partitions (the master fp32; m and v fp32, or bf16 in the
-// offloaded optimizers with tierzero.optimizer_state_dtype "bf16") and the number of steps applied.
-// With a compact master or 8-bit moments (CompactState) the offloaded optimizers materialise fp32
+// the record optimizer with tierzero.optimizer_state_dtype "bf16") and the number of steps applied.
+// With a compact master or 8-bit moments (CompactState) the record optimizer materialises fp32
 // copies here (state(): O(partition) x 12 bytes of unpinned host memory) that the next step, save or
 // read writes back (split / encoded) and frees.
 struct AdamPartitionState {
@@ -98,6 +99,14 @@ struct DeviceShareStats {
   double wait_s = 0.0;
 };
 
+// NVMe traffic of an optimizer, in bytes (zeros without swap files).
+struct NvmeTraffic {
+  uint64_t step_read_bytes = 0;     // read by the last step() (and the state() it followed, if any)
+  uint64_t step_written_bytes = 0;  // written by the last step() (records kept in the buffers are not)
+  double step_wait_s = 0;           // the last step() blocked on the disk (reads, buffers' writes)
+  uint64_t resident_bytes = 0;      // the swap files on disk
+};
+
 class PartitionOptimizer {
  public:
   virtual ~PartitionOptimizer() = default;
@@ -112,9 +121,9 @@ class PartitionOptimizer {
   // they go through the setup's ComputeWeightsSink). With `progress` (started for the partition's
   // elements) it publishes each prefix of the partition whose new weights are written, with the
   // copies queued for it, so that another thread may read those elements before the step ends —
-  // the same results bit for bit: the CPU optimizers as they go, the device one once done. Runs on
+  // the same results bit for bit: the record optimizer as it goes, the device one once done. Runs on
   // any one thread while nothing else touches the optimizer.
-  // With `grads_final` (the offloaded optimizers only; `progress` then null) the step runs inside the
+  // With `grads_final` (the record optimizer only; `progress` then null) the step runs inside the
   // backward that still lands `grad`: sub-groups are stepped last to first, each once
   // grads_final->wait_from(its first element) returns, with the same results bit for bit.
   virtual void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
@@ -125,14 +134,14 @@ class PartitionOptimizer {
   // The number of steps applied: state().step, without reading the state.
   virtual int64_t step_count() { return state().step; }
   // State `s` for a checkpoint save, piece by piece. The default reads state() (a device state
-  // through one host copy of it, a converted one through state()'s fp32 copy); the NVMe optimizer
-  // reads its swap files one sub-group at a time, never the whole state in host memory. Saves of a
+  // through one host copy of it, a converted one through state()'s fp32 copy); the record optimizer
+  // reads its records one sub-group at a time, never the whole state in host memory. Saves of a
   // compact state go through stored_readers() instead. Valid until the optimizer is next stepped or
   // loaded.
   virtual StateReader state_reader(int s);
   // Replaces the state with what `fill` gives, sub-range by sub-range, and the step count with
   // `step` (a checkpoint load). The default fills state() in place (a device state through a host
-  // copy); the NVMe optimizer one sub-group at a time into its swap files. A fill error is returned
+  // copy); the record optimizer one sub-group at a time into its records. A fill error is returned
   // as is (the state is then partly replaced).
   virtual Status load_state(const StateFill& fill, int64_t step);
 
@@ -150,13 +159,17 @@ class PartitionOptimizer {
 
   // Copies master weights [begin, begin + out.size()) of the partition into `out` (a 16-bit export
   // reads them range by range). The default reads state().master (through a host copy of the range
-  // for a device state); the NVMe optimizer reads the master part of the sub-group holding them from
-  // its swap files, keeping the last one read, never the whole state in host memory. Valid until the
+  // for a device state); the record optimizer reads the master part of the sub-group holding them
+  // from its records, keeping the last one read, never the whole state in host memory. Valid until the
   // optimizer is next stepped or loaded.
   virtual Status read_master(int64_t begin, std::span<float> out);
 
-  // Bytes of pinned host memory this optimizer holds (0 on the device).
-  virtual int64_t pinned_bytes() const = 0;
+  // Holds the next step's update of each element until `save` is past it (with swap buffers, its
+  // whole step: the save reads through them), then forgets it. False, holding nothing, for an
+  // optimizer that cannot: its BackgroundSave writes the state before it returns.
+  virtual bool hold_for_save(std::shared_ptr<SaveProgress> /*save*/) { return false; }
+  // The traffic so far.
+  virtual NvmeTraffic traffic() const { return {}; }
   // Seconds the last step's parameter copies to the device ran (0 unless measured).
   virtual double last_copy_seconds() const { return 0.0; }
   // What the last step's GPU share stepped, and when (zeros without one).
@@ -176,13 +189,6 @@ class PartitionOptimizer {
 // Adam on the device holding `master_partition` (fp32); m and v start at zero.
 std::unique_ptr<PartitionOptimizer> make_device_adam(at::Tensor master_partition, const AdamConfig& config);
 
-// Adam offloaded to the CPU (cpu_adam), stepped piece by piece over this rank's partition
-// (nvme_offload_adam.h): m and v fp32 or bf16 (cpu_adam rounding each update to nearest even), and
-// `params16` — the 16-bit weights bound for a device compute partition, or empty when the compute
-// partition is fp32 or in host memory. After each piece's update its compute weights go back through
-// `copies` (to a device: on the H2D side stream, while the next piece steps; to host memory: written
-// in place by the kernel, or copied); the device copies are left for the caller to order reads
-// after, piece by piece (device_writes()).
 // The compact layouts of the offloaded optimizer's state (tierzero.master_weights "compact",
 // tierzero.optimizer_state_dtype "int8"):
 //   compact master: no fp32 master; its high half is `hi`, the bf16 weights the optimizer writes
@@ -202,28 +208,5 @@ struct CompactState {
 };
 // The dtype of the moments held in `state_dtype` as fp32-path readers see them (8-bit: decoded, fp32).
 at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype);
-
-// What the offloaded optimizer (nvme_offload_adam.h) is given for its one sub-group loop
-// (offloaded_step.h).
-struct OffloadedAdamSetup {
-  AdamConfig config;
-  const cpu_adam::CpuAdam* adam = nullptr;  // outlives the optimizer
-  DeviceCopies* copies = nullptr;           // outlives the optimizer
-  int64_t sub_group_numel = 1'000'000'000;  // zero_optimization.sub_group_size
-  bool time_copies = false;                 // measure the copies (waits for them at the step's end)
-  at::Tensor params16;                      // the 16-bit weights bound for the device (see above)
-  // Parameters on NVMe: where the new compute weights go (step()'s compute_partition is then
-  // undefined); outlives the optimizer.
-  ComputeWeightsSink* sink = nullptr;
-  // Compact layouts (see above): compact.hi is the master's high half, compact.moments_8bit the
-  // moments' codes.
-  CompactState compact;
-  // The rounding of the bf16 16-bit weights the fp32-master path writes (ZeroEngineOptions::
-  // params16_rounding); the compact path always rounds ties away.
-  cpu_adam::Bf16Rounding params16_rounding = cpu_adam::Bf16Rounding::kNearestEven;
-  // The GPU share (tierzero.gpu_optimizer_share, device_share.h): the pieces it takes are stepped on
-  // the device instead of by `adam` (null: none); outlives the optimizer.
-  DeviceShare* device_share = nullptr;
-};
 
 }  // namespace tierzero::engine

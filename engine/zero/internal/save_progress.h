@@ -52,17 +52,4 @@ class SaveProgress {
   double held_seconds_ = 0.0;
 };
 
-// An optimizer that can hold its steps for a save in flight (the offloaded ones; a BackgroundSave
-// of another one writes the state before it returns).
-class HoldsForSave {
- public:
-  // The next step holds its update of each element until `save` is past it (the host-memory
-  // optimizer piece by piece, the NVMe one its whole step, whose record cache the save reads
-  // through), then forgets it.
-  virtual void hold_for_save(std::shared_ptr<SaveProgress> save) = 0;
-
- protected:
-  ~HoldsForSave() = default;
-};
-
 }  // namespace tierzero::engine

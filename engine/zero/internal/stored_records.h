@@ -3,7 +3,7 @@
 // they are) are the parts of the optimizer's records (engine/layout's state_layout::Layout) plus the bf16 weights, so a
 // save streams them record by record from wherever each record lives and a resume at the same layout
 // fills the records straight back, never through fp32: the records of the offloaded optimizer's
-// RecordCache (nvme_offload_adam.h), in pinned memory or on NVMe.
+// RecordCache (record_adam.h), in pinned memory or on NVMe.
 #pragma once
 
 #include <cstddef>

@@ -13,9 +13,9 @@
 #include "cpu_adam/adam.h"
 #include "engine/layout/layout.h"
 #include "engine/zero/internal/grads_final.h"
-#include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/partition_optimizer.h"
+#include "engine/zero/internal/record_adam.h"
 #include "tests/engine/zero/scenario.h"
 
 namespace tierzero::engine::testing {
@@ -44,18 +44,18 @@ TEST(GradsFinal, WaitReturnsOnceTheSuffixIsMarkedAndThrowsOnFailure) {
 // weights in place.
 std::unique_ptr<PartitionOptimizer> host_adam(const cpu_adam::CpuAdam& adam, DeviceCopies& copies,
                                               const at::Tensor& master, int64_t group) {
-  NvmeOffloadAdamSetup setup;
-  setup.common.config.weight_decay = 0.01;
-  setup.common.adam = &adam;
-  setup.common.copies = &copies;
-  setup.common.sub_group_numel = group;
+  RecordAdamSetup setup;
+  setup.config.weight_decay = 0.01;
+  setup.adam = &adam;
+  setup.copies = &copies;
+  setup.sub_group_numel = group;
   const state_layout::Records records{.partition = master.numel(), .sub_group = group};
   setup.memory_records = at::zeros({records.total_bytes(record_layout(at::kFloat, false))}, at::kByte);
   setup.numel = master.numel();
   setup.load_master = [master](int64_t begin, const at::Tensor& out) {
     out.copy_(master.narrow(0, begin, out.numel()));
   };
-  return make_nvme_offload_adam(std::move(setup));
+  return make_record_adam(std::move(setup));
 }
 
 TEST(BackwardStep, CpuOptimizerStepsSubGroupsLastToFirstOnceTheirGradientsAreFinal) {

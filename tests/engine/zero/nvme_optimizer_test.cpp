@@ -1,10 +1,11 @@
-// Optimizer state on NVMe (offload_optimizer.device "nvme", nvme_offload_adam.h) against the
+// Optimizer state on NVMe (offload_optimizer.device "nvme", record_adam.h) against the
 // CPU-offloaded optimizer with the state in host memory: the same losses and master weights bit for
 // bit over 12 steps — stages 1-3, fp32 and bf16, sub-groups smaller than the partition, pipelined
 // and synchronous reads and writes, 1 to 4 buffers, 1 and 2 ranks (Gloo), and across a save and
 // resume; on one GPU where there is one. The bytes moved per step are the records the buffers do
-// not hold, read once and written once (passes alternate direction and keep their last records). A path that cannot be written and a disk that fills are
-// errors naming the file, the offset and the fix. The scratch directory stands in for the drive.
+// not hold, read once and written once (passes alternate direction and keep their last records). A path that cannot be
+// written and a disk that fills are errors naming the file, the offset and the fix. The scratch directory stands in for
+// the drive.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 

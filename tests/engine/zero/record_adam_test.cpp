@@ -1,4 +1,4 @@
-// The record optimizer (nvme_offload_adam.h) without an NVMe path (device "cpu"): every sub-group's
+// The record optimizer (record_adam.h) without an NVMe path (device "cpu"): every sub-group's
 // record in the pinned block, no swap file, no buffer. Against the same optimizer streaming every
 // record through two buffers from a swap file, bit for bit over several steps: the 16-bit weights
 // after each step, then the master and the moments, for the fp32 master with fp32 and bf16 moments
@@ -13,9 +13,9 @@
 
 #include "cpu_adam/adam.h"
 #include "engine/layout/layout.h"
-#include "engine/zero/internal/nvme_offload_adam.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/partition_optimizer.h"
+#include "engine/zero/internal/record_adam.h"
 #include "tests/support/scratch_dir.h"
 
 namespace tierzero::engine {
@@ -38,18 +38,18 @@ struct Layout {
 // The optimizer from the fp32 `master`, writing the bf16 compute partition `weights` in host memory
 // in place (a compact master's high half): without `dir`, every record in memory; with it, every
 // record streamed through two buffers from a swap file there.
-std::unique_ptr<NvmeOffloadAdam> record_adam(const cpu_adam::CpuAdam& adam, DeviceCopies& copies, const Shape& shape,
-                                             const Layout& layout, const at::Tensor& master, const at::Tensor& weights,
-                                             const std::string& dir = "") {
+std::unique_ptr<PartitionOptimizer> record_adam(const cpu_adam::CpuAdam& adam, DeviceCopies& copies, const Shape& shape,
+                                                const Layout& layout, const at::Tensor& master,
+                                                const at::Tensor& weights, const std::string& dir = "") {
   const state_layout::Records records{.partition = shape.numel, .sub_group = shape.group};
   const state_layout::Layout bytes = record_layout(layout.state, layout.compact);
-  NvmeOffloadAdamSetup setup;
-  setup.common.config.weight_decay = 0.01;
-  setup.common.adam = &adam;
-  setup.common.copies = &copies;
-  setup.common.sub_group_numel = shape.group;
-  setup.common.compact = {.compact_master = layout.compact, .moments_8bit = layout.state == at::kChar, .hi = {}};
-  if (layout.compact) setup.common.compact.hi = weights;
+  RecordAdamSetup setup;
+  setup.config.weight_decay = 0.01;
+  setup.adam = &adam;
+  setup.copies = &copies;
+  setup.sub_group_numel = shape.group;
+  setup.compact = {.compact_master = layout.compact, .moments_8bit = layout.state == at::kChar, .hi = {}};
+  if (layout.compact) setup.compact.hi = weights;
   setup.state_dtype = layout.state;
   if (dir.empty()) {
     setup.memory_records = at::zeros({records.total_bytes(bytes)}, at::kByte);
@@ -61,7 +61,7 @@ std::unique_ptr<NvmeOffloadAdam> record_adam(const cpu_adam::CpuAdam& adam, Devi
   setup.load_master = [master](int64_t begin, const at::Tensor& out) {
     out.copy_(master.narrow(0, begin, out.numel()));
   };
-  return make_nvme_offload_adam(std::move(setup));
+  return make_record_adam(std::move(setup));
 }
 
 // `steps` steps of both on the same gradients: the weights equal after each, then the master and the
@@ -73,9 +73,9 @@ void expect_equal_runs(const Shape& shape, const Layout& layout, int steps) {
   const at::Tensor master = at::randn({shape.numel}, gen);
   const at::Tensor streamed_weights = master.to(at::kBFloat16), memory_weights = streamed_weights.clone();
   test_support::ScratchDir dir;
-  std::unique_ptr<NvmeOffloadAdam> streamed =
+  std::unique_ptr<PartitionOptimizer> streamed =
       record_adam(adam, *copies, shape, layout, master, streamed_weights, dir.path());
-  std::unique_ptr<NvmeOffloadAdam> in_memory = record_adam(adam, *copies, shape, layout, master, memory_weights);
+  std::unique_ptr<PartitionOptimizer> in_memory = record_adam(adam, *copies, shape, layout, master, memory_weights);
   EXPECT_GT(streamed->traffic().resident_bytes, 0u);
   EXPECT_EQ(in_memory->traffic().resident_bytes, 0u) << "no swap file";
   EXPECT_EQ(in_memory->placement().rfind("cpu (", 0), 0u) << in_memory->placement();

@@ -1,12 +1,12 @@
-// Adam with the optimizer state on NVMe: the sub-group pipeline of nvme_offload_adam.h over the
+// The record optimizer: the sub-group pipeline of record_adam.h over the
 // records of offload/'s RecordCache (offload/offload.h), which holds them in pinned memory or moves
 // them through the staging buffers.
-#include "engine/zero/internal/nvme_offload_adam.h"
+#include "engine/zero/internal/record_adam.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <numeric>
 #include <span>
@@ -24,34 +24,35 @@
 namespace tierzero::engine {
 namespace {
 
-class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private StateStore, private StoredRecords {
+class CachedRecordAdam final : public PartitionOptimizer, private StateStore, private StoredRecords {
  public:
-  explicit NvmeAdam(NvmeOffloadAdamSetup setup)
+  explicit CachedRecordAdam(RecordAdamSetup setup)
       : setup_(std::move(setup)),
-        layout_(record_layout(setup_.state_dtype, setup_.common.compact.compact_master)),
+        layout_(record_layout(setup_.state_dtype, setup_.compact.compact_master)),
         numel_(setup_.numel),
-        step_(setup_.common, "nvme optimizer", numel_) {
+        step_(setup_) {
     const NvmeOptimizerOptions& nvme = setup_.nvme;
     const bool files = !nvme.paths.empty();
     if (files && (nvme.buffer_count < 1 || setup_.buffers.size() != static_cast<size_t>(nvme.buffer_count)))
       throw Error(invalid_argument("zero_optimization.offload_optimizer.buffer_count=" +
                                    std::to_string(nvme.buffer_count) + " must be at least 1"));
     if (!files && !setup_.buffers.empty())
-      throw Error(internal_error("nvme optimizer: swap buffers without an nvme_path"));
-    slot_numel_ = std::max<int64_t>(1, std::min(setup_.common.sub_group_numel, numel_));
+      throw Error(internal_error("record optimizer: swap buffers without an nvme_path"));
+    slot_numel_ = std::max<int64_t>(1, std::min(setup_.sub_group_numel, numel_));
     groups_ = (numel_ + slot_numel_ - 1) / slot_numel_;
     if (setup_.state_dtype != at::kFloat && setup_.state_dtype != at::kBFloat16 && setup_.state_dtype != at::kChar)
-      throw Error(internal_error("nvme optimizer: moments must be fp32, bf16 or 8-bit"));
-    if (setup_.common.compact.moments_8bit != (setup_.state_dtype == at::kChar))
-      throw Error(internal_error("nvme optimizer: 8-bit moments and the state dtype disagree"));
-    if (setup_.common.compact.compact_master &&
-        (!setup_.common.compact.hi.defined() || setup_.common.compact.hi.scalar_type() != at::kBFloat16 ||
-         setup_.common.compact.hi.numel() != numel_))
-      throw Error(internal_error("nvme optimizer: a compact master needs the partition's bf16 weights in host memory"));
+      throw Error(internal_error("record optimizer: moments must be fp32, bf16 or 8-bit"));
+    if (setup_.compact.moments_8bit != (setup_.state_dtype == at::kChar))
+      throw Error(internal_error("record optimizer: 8-bit moments and the state dtype disagree"));
+    if (setup_.compact.compact_master &&
+        (!setup_.compact.hi.defined() || setup_.compact.hi.scalar_type() != at::kBFloat16 ||
+         setup_.compact.hi.numel() != numel_))
+      throw Error(
+          internal_error("record optimizer: a compact master needs the partition's bf16 weights in host memory"));
     in_memory_ = files ? std::clamp<int64_t>(setup_.records_in_memory, 0, groups_) : groups_;
     for (const at::Tensor& buffer : setup_.buffers)
       if (buffer.scalar_type() != at::kByte || static_cast<uint64_t>(buffer.numel()) != record_bytes(slot_numel_))
-        throw Error(internal_error("nvme optimizer: a pinned buffer is not one record of " +
+        throw Error(internal_error("record optimizer: a pinned buffer is not one record of " +
                                    std::to_string(slot_numel_) + " elements (" +
                                    std::to_string(record_bytes(slot_numel_)) + " bytes)"));
     std::vector<uint64_t> sizes;
@@ -68,7 +69,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     mark_traffic();  // a step's traffic, not the set-up's
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.common.adam, grad); }
+  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
@@ -86,7 +87,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     read_mark_ = cache_->read_bytes();
   }
 
-  // The pass of nvme_offload_adam.h: the records kept in memory ahead of the first streamed one,
+  // The pass of record_adam.h: the records kept in memory ahead of the first streamed one,
   // then the others in the cache's alternating sweep (starting on the records the buffers kept from
   // the last pass; its first reads queued here), those in memory among them in the same order. A
   // record in memory is stepped in slices of at most kPublishSlice elements, in the record's
@@ -115,8 +116,10 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
       const int64_t slice = cache_->in_memory(k) ? std::min(count, kPublishSlice) : count;
       const size_t first = pieces.size();
       for (int64_t begin = 0; begin < count; begin += slice) {
-        pieces.push_back(
-            {.begin = k * slot_numel_ + begin, .count = std::min(slice, count - begin), .publish = publish});
+        pieces.push_back({.begin = k * slot_numel_ + begin,
+                          .count = std::min(slice, count - begin),
+                          .publish = publish,
+                          .holdable = cache_->in_memory(k)});  // a streamed record's buffer is taken again
         order_.push_back(k);
         pass_position_.push_back(position);
       }
@@ -134,8 +137,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     const int64_t count = count_of(k);
     const int64_t at = piece.begin - k * slot_numel_;  // a slice's first element in its record
     const at::Tensor master = record_part(record, 0, count).narrow(0, at, piece.count);
-    return {.master = setup_.common.compact.compact_master ? nullptr : master.data_ptr<float>(),
-            .residual = setup_.common.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
+    return {.master = setup_.compact.compact_master ? nullptr : master.data_ptr<float>(),
+            .residual = setup_.compact.compact_master ? static_cast<int16_t*>(master.data_ptr()) : nullptr,
             .exp_avg = moment_elements(record_part(record, 1, count), at, piece.count),
             .exp_avg_sq = moment_elements(record_part(record, 2, count), at, piece.count),
             .exp_avg_scales = moment_scales(record_part(record, 3, count), at, piece.count),
@@ -152,10 +155,6 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   void finish() override { throw_if_error(cache_->wait_writes()); }
 
-  // A record in the pinned block has a home of its own; a streamed one holds a swap buffer the pass
-  // takes again buffer_count records on.
-  bool holdable(size_t i) const override { return cache_->in_memory(order_[i]); }
-
   // The stored records: the cache's, read whole (the next one queued behind it); the bf16 weights of
   // a compact master from host memory.
   Status acquire(int64_t k, bool overwrite) override {
@@ -166,7 +165,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::span<std::byte> part(int64_t k, const StoredPart& part) override {
     const int64_t count = count_of(k);
     if (part.where == RecordPart::kEnd)
-      return {static_cast<std::byte*>(setup_.common.compact.hi.data_ptr()) + k * slot_numel_ * 2,
+      return {static_cast<std::byte*>(setup_.compact.hi.data_ptr()) + k * slot_numel_ * 2,
               static_cast<size_t>(count * 2)};
     return held_.subspan(static_cast<size_t>(layout_.part_offset(part.where, count)),
                          static_cast<size_t>(layout_.part_bytes(part.where, count)));
@@ -203,7 +202,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     // State s's part of one record at a time, the next record's part read ahead while one is copied.
     return [this, s, k = int64_t{0}, offset = uint64_t{0}](std::span<std::byte> out) mutable -> Status {
       for (size_t filled = 0; filled < out.size();) {
-        if (k >= groups_) return internal_error("nvme optimizer: state " + std::to_string(s) + " read past its end");
+        if (k >= groups_) return internal_error("record optimizer: state " + std::to_string(s) + " read past its end");
         const int64_t count = count_of(k);
         TZ_ASSIGN_OR_RETURN(std::span<const std::byte> part,
                             cache_->acquire_range(k, part_offset(s, count), part_offset(s + 1, count)));
@@ -232,7 +231,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
         const int64_t e = begin + static_cast<int64_t>(done);
         const int64_t k = e / slot_numel_;
         if (e < 0 || k >= groups_)
-          return internal_error("nvme optimizer: master weight " + std::to_string(e) + " read past the partition");
+          return internal_error("record optimizer: master weight " + std::to_string(e) + " read past the partition");
         // Sub-group k's master part, the record's first (its start aligned for O_DIRECT).
         TZ_ASSIGN_OR_RETURN(std::span<const std::byte> master,
                             cache_->acquire_range(k, 0, part_offset(1, count_of(k))));
@@ -274,10 +273,13 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
   StoredLayout stored_layout() const override { return {.record = layout_, .record_numel = slot_numel_}; }
 
+  bool hold_for_save(std::shared_ptr<SaveProgress> save) override {
+    step_.hold_for_save(std::move(save));
+    return true;
+  }
+
   // A compact save: record by record, each read once (the next one read ahead), the bf16 weights
   // from host memory.
-  void hold_for_save(std::shared_ptr<SaveProgress> save) override { step_.hold_for_save(std::move(save)); }
-
   std::vector<StateReader> stored_readers() override {
     write_back_materialised();        // a state() copy changed in place is what is saved
     throw_if_error(cache_->flush());  // the buffers' records clean: a read of them is their file's
@@ -289,15 +291,6 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     return replace_records([&] { return load_stored_records(*this, stored_layout(), numel_, fill); }, step);
   }
 
-  int64_t pinned_bytes() const override {
-    int64_t bytes =
-        setup_.common.params16.defined() && setup_.common.params16.is_pinned() ? setup_.common.params16.nbytes() : 0;
-    if (in_memory_ > 0 && setup_.memory_records.is_pinned()) bytes += setup_.memory_records.nbytes();
-    for (const at::Tensor& buffer : setup_.buffers)
-      if (buffer.is_pinned()) bytes += buffer.nbytes();
-    return bytes;
-  }
-
   double last_copy_seconds() const override { return step_.last_copy_seconds(); }
 
   DeviceShareStats last_device_share() const override { return step_.last_device_share(); }
@@ -305,34 +298,30 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   std::vector<PartitionWrite> device_writes() const override { return step_.copies(); }
 
   std::string placement() const override {
-    if (setup_.nvme.paths.empty())
-      return "cpu (" + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) +
-             " threads)";
-    return "nvme (" +
-           (cache_->has_files() ? cache_->describe() : std::string("no file: every record in pinned memory")) +
-           "; cpu " + cpu_adam::simd_target_name() + ", " + std::to_string(setup_.common.adam->threads()) + " threads)";
+    const std::string cpu = fmt::format("{}, {} threads", cpu_adam::simd_target_name(), setup_.adam->threads());
+    if (setup_.nvme.paths.empty()) return fmt::format("cpu ({})", cpu);
+    return fmt::format("nvme ({}; cpu {})",
+                       cache_->has_files() ? cache_->describe() : "no file: every record in pinned memory", cpu);
   }
 
   std::string state_placement() const override {
     uint64_t in_memory = 0, total = 0;
     for (int64_t k = 0; k < groups_; ++k) (cache_->in_memory(k) ? in_memory : total) += record_bytes(count_of(k));
     total += in_memory;
-    char per_param[32];
-    std::snprintf(per_param, sizeof(per_param), "%.2f",
-                  numel_ > 0 ? static_cast<double>(total) / static_cast<double>(numel_) : 0.0);
-    const bool compact = setup_.common.compact.compact_master;
-    const std::string moments = setup_.common.compact.moments_8bit
+    const double per_param = numel_ > 0 ? static_cast<double>(total) / static_cast<double>(numel_) : 0.0;
+    const bool compact = setup_.compact.compact_master;
+    const std::string moments = setup_.compact.moments_8bit
                                     ? std::string("8-bit moments")
-                                    : std::string(c10::toString(setup_.state_dtype)) + " moments";
+                                    : fmt::format("{} moments", c10::toString(setup_.state_dtype));
     if (setup_.nvme.paths.empty())  // every record in memory (device "cpu")
-      return std::string("host memory: ") +
-             (compact ? "compact master (bf16 weights + int16 residual)" : "fp32 master") + ", " + moments + "; " +
-             per_param + " bytes/param, " + format_bytes(total) + (compact ? " (+ the 16-bit weights it shares)" : "");
-    const std::string master =
-        compact ? "compact master (int16 residual; its bf16 half the 16-bit weights)" : "fp32 master";
-    return std::to_string(in_memory_) + " of " + std::to_string(groups_) + " sub-group records in pinned memory (" +
-           format_bytes(in_memory) + "), " + std::to_string(groups_ - in_memory_) + " on NVMe (" +
-           format_bytes(total - in_memory) + "); " + master + ", " + moments + ": " + per_param + " bytes/param";
+      return fmt::format("host memory: {}, {}; {:.2f} bytes/param, {}{}",
+                         compact ? "compact master (bf16 weights + int16 residual)" : "fp32 master", moments, per_param,
+                         format_bytes(total), compact ? " (+ the 16-bit weights it shares)" : "");
+    return fmt::format("{} of {} sub-group records in pinned memory ({}), {} on NVMe ({}); {}, {}: {:.2f} bytes/param",
+                       in_memory_, groups_, format_bytes(in_memory), groups_ - in_memory_,
+                       format_bytes(total - in_memory),
+                       compact ? "compact master (int16 residual; its bf16 half the 16-bit weights)" : "fp32 master",
+                       moments, per_param);
   }
 
   NvmeTraffic traffic() const override {
@@ -353,7 +342,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   // scales (8-bit only, else empty).
   at::ScalarType part_dtype(int s) const {
     switch (s) {
-      case 0: return setup_.common.compact.compact_master ? at::kShort : at::kFloat;
+      case 0: return setup_.compact.compact_master ? at::kShort : at::kFloat;
       case 1: return setup_.state_dtype;
       case 2: return setup_.state_dtype == at::kChar ? at::kByte : setup_.state_dtype;
       default: return at::kFloat;
@@ -363,9 +352,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   at::ScalarType checkpoint_dtype(int s) const {
     return s == 0 ? at::kFloat : checkpoint_moment_dtype(setup_.state_dtype);
   }
-  bool converts(int s) const {
-    return s == 0 ? setup_.common.compact.compact_master : setup_.common.compact.moments_8bit;
-  }
+  bool converts(int s) const { return s == 0 ? setup_.compact.compact_master : setup_.compact.moments_8bit; }
   uint64_t record_bytes(int64_t count) const { return static_cast<uint64_t>(layout_.record_bytes(count)); }
   // Byte offset of part s (RecordPart) in a record of `count` elements.
   uint64_t part_offset(int s, int64_t count) const {
@@ -387,7 +374,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   // Where sub-group k's state s lives in its record `record` (the bytes from the record's start).
   StateHome home(const at::Tensor& record, int64_t k, int s) const {
     const int64_t count = count_of(k);
-    const CompactState& compact = setup_.common.compact;
+    const CompactState& compact = setup_.compact;
     return {.s = s,
             .converted = converts(s),
             .part = record_part(record, s, count),
@@ -420,7 +407,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
   // The first write: master weights from load_master, zero moments: an fp32 master loaded into the
   // record whole, a compact one kConvertPiece elements at a time through a scratch, split.
   void write_initial_state() {
-    const bool compact = setup_.common.compact.compact_master;
+    const bool compact = setup_.compact.compact_master;
     at::Tensor scratch = compact ? at::empty({std::min(slot_numel_, kConvertPiece)}, at::kFloat) : at::Tensor();
     for (int64_t k = 0; k < groups_; ++k) {
       const at::Tensor record = byte_tensor(value_or_throw(cache_->acquire(k, Access::kOverwrite)));
@@ -457,7 +444,7 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
     materialised_ = false;
   }
 
-  NvmeOffloadAdamSetup setup_;
+  RecordAdamSetup setup_;
   state_layout::Layout layout_;
   int64_t numel_ = 0;  // this rank's partition
   OffloadedStep step_;
@@ -480,8 +467,8 @@ class NvmeAdam final : public NvmeOffloadAdam, public HoldsForSave, private Stat
 
 }  // namespace
 
-std::unique_ptr<NvmeOffloadAdam> make_nvme_offload_adam(NvmeOffloadAdamSetup setup) {
-  return std::make_unique<NvmeAdam>(std::move(setup));
+std::unique_ptr<PartitionOptimizer> make_record_adam(RecordAdamSetup setup) {
+  return std::make_unique<CachedRecordAdam>(std::move(setup));
 }
 
 }  // namespace tierzero::engine
