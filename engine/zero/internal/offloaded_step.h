@@ -85,7 +85,7 @@ class OffloadedStep {
   void run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
            const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final);
 
-  // The next run() holds each piece until `save` has read it (HoldsForSave).
+  // The next run() holds each piece until `save` has read it (PartitionOptimizer::hold_for_save).
   void hold_for_save(std::shared_ptr<SaveProgress> save) { save_ = std::move(save); }
   // Returns once the save being held for (if any) has read elements [0, end).
   void wait_for_save(int64_t end) {
