@@ -62,7 +62,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
   if (lender == nullptr && !(grad.is_cpu() && grad.is_contiguous()))
     throw Error(internal_error("record optimizer: the gradient partition is not contiguous in host memory"));
   const SixteenBitOutput out16 =
-      sixteen_bit_output(compute_partition, setup_.params16, numel_, "record optimizer", setup_.sink);
+      sixteen_bit_output(compute_partition, setup_.params16, setup_.numel, "record optimizer", setup_.sink);
   if (setup_.compact.compact_master && out16.in_place &&
       out16.out.const_data_ptr() != setup_.compact.hi.const_data_ptr())
     throw Error(internal_error("record optimizer: the compact master's bf16 half is not the compute partition"));
@@ -160,7 +160,7 @@ void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad,
     device_stats_.wait_s = seconds_since(waiting);
   }
   save_.reset();  // read whole: every piece waited for it
-  if (progress != nullptr && publish_at_end) progress->publish(numel_, pending_);
+  if (progress != nullptr && publish_at_end) progress->publish(setup_.numel, pending_);
   {
     RECORD_USER_SCOPE("tierzero::state_finish");  // the step's NVMe writes waited for
     store.finish();

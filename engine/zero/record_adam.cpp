@@ -1,6 +1,6 @@
-// The record optimizer: the sub-group pipeline of record_adam.h over the
-// records of offload/'s RecordCache (offload/offload.h), which holds them in pinned memory or moves
-// them through the staging buffers.
+// The record optimizer: the sub-group pipeline of record_adam.h over the records of offload/'s
+// RecordCache (offload/offload.h), which holds them in pinned memory or moves them through the
+// staging buffers.
 #include "engine/zero/internal/record_adam.h"
 
 #include <ATen/ATen.h>

@@ -71,7 +71,7 @@ class OffloadedStep {
  public:
   // The loop of the record optimizer set up by `setup` (which outlives it). Throws tierzero::Error
   // (kInvalidArgument) for a sub_group_size below 1.
-  explicit OffloadedStep(const RecordAdamSetup& setup) : setup_(setup), numel_(setup.numel) {
+  explicit OffloadedStep(const RecordAdamSetup& setup) : setup_(setup) {
     if (setup_.sub_group_numel < 1)
       throw Error(invalid_argument("zero_optimization.sub_group_size=" + std::to_string(setup_.sub_group_numel) +
                                    " must be at least 1"));
@@ -109,7 +109,6 @@ class OffloadedStep {
                                          const at::Tensor& window, const at::Tensor& compute_partition);
 
   const RecordAdamSetup& setup_;
-  int64_t numel_;
   std::vector<PartitionWrite> pending_;  // the last step's copies to the device
   std::shared_ptr<SaveProgress> save_;   // the save in flight the next run() holds for, if any
   double last_copy_seconds_ = 0.0;
