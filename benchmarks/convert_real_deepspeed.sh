@@ -35,7 +35,8 @@
 #     each earlier run is bounded too) and is skipped, saying so, when less than a minute is left.
 # Disk: the 1.35B checkpoint is ~16 GB (fp32 master + 2 Adam moments), the outputs 5.4 + 5.4 + 2.7 GB;
 # at most ~30 GB at once under WORK (default /tmp/tz_convert_real; removed at the end).
-# Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3).
+# Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3),
+# TIERZERO_REV (the commit the header names; default git rev-parse, stale where a copy of the tree lags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -150,7 +151,7 @@ correct() { "$py" -c 'import json,sys; print("OK" if json.load(open(sys.argv[1])
 c32=$(correct "$out/compare_fp32.json") c16=$(correct "$out/compare_bf16.json")
 ds_s=$(cat "$out/zero_to_fp32.wall_s") ds_kb=$(cat "$out/zero_to_fp32.rss_kb")
 machine="$(hostname), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GiB RAM, $("$py" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>/dev/null | tail -1)"
-versions="tierzero $(git rev-parse --short HEAD 2>/dev/null || echo '?'), DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
+versions="tierzero ${TIERZERO_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}, DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
 {
   printf '# tierzero convert vs DeepSpeed zero_to_fp32 on a checkpoint DeepSpeed wrote while training; %s\n' "$versions"
   printf '# machine: %s\n' "$machine"

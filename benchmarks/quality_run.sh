@@ -51,7 +51,8 @@
 # master or moments than its config asks for (state MISMATCH), fails the verdict.
 # Runs may be split over calls with the same --out (--runs "fp32" then --runs "compact_bf16 compact_int8"
 # --ft-runs "" ...; the fine-tunes need OUT/fp32.export): the table covers every curve in OUT.
-# Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3).
+# Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3),
+# TIERZERO_REV (the commit the header names; default git rev-parse, stale where a copy of the tree lags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -148,7 +149,7 @@ config_for() {  # NAME BASE OUT [extra config args...]
 base_of() { case $1 in compact_fp32m) echo benchmarks/configs/quality_compact_bf16.json ;; *) echo "benchmarks/configs/quality_$1.json" ;; esac; }
 engine_of() { [[ $1 == lean ]] && echo deepspeed || echo tierzero; }
 tokens_per_step=$(( micro * accum * seq ))
-machine="$(hostname), $(nproc) cores, $("$py" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>/dev/null | tail -1), tierzero $(git rev-parse --short HEAD 2>/dev/null || echo '?'), DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
+machine="$(hostname), $(nproc) cores, $("$py" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>/dev/null | tail -1), tierzero ${TIERZERO_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}, DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
 "$py" -c 'import json,sys; a=sys.argv
 json.dump({"model": a[1], "parameters": int(a[2]), "vocab": int(a[3]), "steps": int(a[4]), "tokens_per_step": int(a[5]),
   "tokenizer_dir": a[6], "machine": a[7], "ft_steps": int(a[8]), "ft_lr": float(a[9]), "ft_start": a[10],

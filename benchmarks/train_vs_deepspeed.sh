@@ -28,7 +28,8 @@
 # a stream sync between each forward and backward), and a second table gives the median forward,
 # backward, gradient D2H, CPU optimizer, weight H2D and GPU-idle seconds, GPU busy % and the step over
 # the slowest resource.
-# Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3).
+# Environment: TIERZERO_BIN (default build-gpu/tools/tierzero, else build/tools/tierzero), PYTHON (python3),
+# TIERZERO_REV (the commit the header names; default git rev-parse, stale where a copy of the tree lags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,7 +98,7 @@ print(c["train_micro_batch_size_per_gpu"]*c["gradient_accumulation_steps"]*c["ti
 done
 "$py" "$util" tokens --out "$out/tokens.u16" --tokens "$max_tokens" --vocab "$vocab" --seed 1234 >&2
 parameters=$("$py" "$util" count --model "$out/model")
-machine="$(hostname), $(nproc) cores, $("$py" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>/dev/null | tail -1), tierzero $(git rev-parse --short HEAD 2>/dev/null || echo '?'), DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1 || echo '-'), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
+machine="$(hostname), $(nproc) cores, $("$py" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>/dev/null | tail -1), tierzero ${TIERZERO_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}, DeepSpeed $("$py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1 || echo '-'), torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1)"
 # plan.json: what the table covers — this call's configs and engines added to an earlier call's in
 # the same OUT (so configs run in separate calls, e.g. one per device command, share one table).
 "$py" -c 'import json,os,sys; a=sys.argv; old=json.load(open(a[8])) if os.path.exists(a[8]) else {}

@@ -20,7 +20,7 @@ namespace tierzero::engine {
 
 // A source passing reads to `source` (which must outlive it), counting their wall seconds, the
 // process's CPU seconds meanwhile (every thread's) and the fp32 bytes they gave: the engine's
-// start-up breakdown (ZeroEngine::startup); and, between show_progress() and end_progress(), those
+// start-up breakdown (ZeroEngine::startup); and, from show_progress() until this source goes, those
 // bytes on a progress bar.
 class TimedParamSource final : public ParamSource {
  public:

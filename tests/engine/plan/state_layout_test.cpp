@@ -190,7 +190,7 @@ TEST(PlanStateLayout, RecordsInMemoryAndTheStreamedRest) {
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "optimizer records kept in memory"), static_cast<uint64_t>(3 * record));
   EXPECT_EQ(item_bytes(p, Tier::kPinned, "optimizer swap buffers"), static_cast<uint64_t>(4 * record));
   // The swap file holds each streamed record in whole 4096-byte blocks, as the engine preallocates it
-  // (offload::SwapFiles; the plan counted the record's bytes alone before it sized them with
+  // (offload::RecordStaging; the plan counted the record's bytes alone before it sized them with
   // engine/layout, short of the file by up to 4095 bytes a record).
   EXPECT_EQ(item_bytes(p, Tier::kNvme, "optimizer state (compact master, int8 m, v)"),
             static_cast<uint64_t>((count - 3) * ceil_div(record, 4096) * 4096));
