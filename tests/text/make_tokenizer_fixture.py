@@ -65,8 +65,8 @@ def byte_level_family(lines, regex, vocab_size):
     return json.loads(tok.to_str())
 
 
-def qwen2(lines):
-    spec = byte_level_family(lines, QWEN2_REGEX, 3000)
+def qwen2(lines, vocab_size=3000):
+    spec = byte_level_family(lines, QWEN2_REGEX, vocab_size)
     spec["normalizer"] = {"type": "NFC"}
     spec["post_processor"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
                               "use_regex": False}

@@ -13,9 +13,10 @@ The commands run in document order with bash in a scratch directory that holds `
 tree under test), `configs/` and `benchmarks/` (links to the repository's), with HOME there. The
 documents' placeholders stay as written and are filled as they describe them: `~/models/Qwen2.5-0.5B`
 ("a Hugging Face model directory") is a tiny random Qwen2 saved by transformers with the `tokenizers`
-fixture's Qwen2 tokenizer (tests/text/make_tokenizer_fixture.py), and `train.jsonl` ("a JSONL file of
-your own data") the README's own example rows. Each must exit 0. Exit 77 when transformers or
-tokenizers (for the model) or torchrun is missing, after running the commands that need none of them.
+fixture's Qwen2 tokenizer trained to 512 tokens (tests/text/make_tokenizer_fixture.py), and
+`train.jsonl` ("a JSONL file of your own data") the README's own example rows. Each must exit 0.
+Exit 77 when transformers or tokenizers (for the model) or torchrun is missing, after running the
+commands that need none of them.
 """
 import json
 import os
@@ -28,11 +29,17 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_check import REPO, fail, tierzero_from_args  # noqa: E402
 
+sys.path.insert(0, os.path.join(REPO, "tests", "text"))
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))
+import corpus  # noqa: E402
+import make_tokenizer_fixture  # noqa: E402
+
 DOCUMENTS = ["README.md", "docs/configs.md"]
 COMMAND_STARTS = ("build/tools/tierzero ", "build/tools/tierzero\n", "torchrun ", "bash ", "mkdir ")
 
 MODEL = "~/models/Qwen2.5-0.5B"
 NEEDS_MODEL = "model"  # the tiny stand-in for MODEL
+TOKENIZER_VOCAB = 512  # the byte alphabet and 256 merges
 CHATML_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
                    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 NEEDS_TORCHRUN = "torchrun"
@@ -108,22 +115,16 @@ def readme_rows():
 
 
 def make_model(home):
-    """The tiny Qwen2 stand-in for ~/models/Qwen2.5-0.5B; a reason when it cannot be made."""
+    """The tiny Qwen2 stand-in for ~/models/Qwen2.5-0.5B; a reason when it cannot be made. Its tokenizer
+    is the `tokenizers` fixture's Qwen2 one trained to TOKENIZER_VOCAB tokens: on a CPU without native
+    bf16 the LM head's matmuls are most of a micro-batch's time, in proportion to the vocabulary."""
     try:
+        import tokenizers  # noqa: F401
         import torch
         import transformers
     except ImportError as err:
-        return f"transformers / torch missing ({err})"
-    fixture = os.path.join(home, "tokenizer_fixture")
-    made = subprocess.run([sys.executable, os.path.join(REPO, "tests", "text", "make_tokenizer_fixture.py"),
-                           "--out", fixture, "--lines", "200"], capture_output=True, text=True, timeout=600)
-    if made.returncode == 77:
-        return f"tokenizers missing: {made.stdout}{made.stderr}"
-    if made.returncode != 0:
-        fail("make_tokenizer_fixture.py failed", made)
-    tokenizer_dir = os.path.join(fixture, "qwen2")
-    with open(os.path.join(tokenizer_dir, "tokenizer.json")) as f:
-        tokenizer = json.load(f)
+        return f"transformers / tokenizers / torch missing ({err})"
+    tokenizer, tokenizer_config = make_tokenizer_fixture.qwen2(corpus.lines(1, 2000), vocab_size=TOKENIZER_VOCAB)
     vocab = max([*tokenizer["model"]["vocab"].values(), *(t["id"] for t in tokenizer["added_tokens"])]) + 1
     torch.manual_seed(0)
     config = transformers.Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -131,17 +132,11 @@ def make_model(home):
                                       tie_word_embeddings=True, torch_dtype="bfloat16")
     model_dir = os.path.expanduser(MODEL.replace("~", home))
     transformers.Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(model_dir)
-    for name in os.listdir(tokenizer_dir):
-        if name.startswith("tokenizer"):
-            with open(os.path.join(tokenizer_dir, name), "rb") as src, open(os.path.join(model_dir, name), "wb") as dst:
-                dst.write(src.read())
+    with open(os.path.join(model_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f, ensure_ascii=False)
     # Qwen2.5-0.5B ships a ChatML template (the README's `generate --messages` renders through it).
-    config_path = os.path.join(model_dir, "tokenizer_config.json")
-    with open(config_path) as f:
-        tokenizer_config = json.load(f)
-    tokenizer_config["chat_template"] = CHATML_TEMPLATE
-    with open(config_path, "w") as f:
-        json.dump(tokenizer_config, f)
+    with open(os.path.join(model_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(tokenizer_config, chat_template=CHATML_TEMPLATE), f, ensure_ascii=False)
     return None
 
 
