@@ -115,9 +115,11 @@ def readme_rows():
 
 
 def make_model(home):
-    """The tiny Qwen2 stand-in for ~/models/Qwen2.5-0.5B; a reason when it cannot be made. Its tokenizer
-    is the `tokenizers` fixture's Qwen2 one trained to TOKENIZER_VOCAB tokens: on a CPU without native
-    bf16 the LM head's matmuls are most of a micro-batch's time, in proportion to the vocabulary."""
+    """The tiny Qwen2 stand-in for ~/models/Qwen2.5-0.5B (one layer, hidden 16, two heads sharing one
+    KV head); a reason when it cannot be made. Its tokenizer is the `tokenizers` fixture's Qwen2 one
+    trained to TOKENIZER_VOCAB tokens. On a CPU without native bf16 the matmuls are a micro-batch's
+    time (LibTorch's bf16 GEMM runs at a few GFLOP/s there), the LM head's in proportion to the
+    vocabulary: the README's 200-step runs are 3,200 micro-batches each."""
     try:
         import tokenizers  # noqa: F401
         import torch
@@ -127,8 +129,8 @@ def make_model(home):
     tokenizer, tokenizer_config = make_tokenizer_fixture.qwen2(corpus.lines(1, 2000), vocab_size=TOKENIZER_VOCAB)
     vocab = max([*tokenizer["model"]["vocab"].values(), *(t["id"] for t in tokenizer["added_tokens"])]) + 1
     torch.manual_seed(0)
-    config = transformers.Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+    config = transformers.Qwen2Config(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
                                       tie_word_embeddings=True, torch_dtype="bfloat16")
     model_dir = os.path.expanduser(MODEL.replace("~", home))
     transformers.Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(model_dir)
