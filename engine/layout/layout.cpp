@@ -83,7 +83,7 @@ std::vector<PinnedBufferSpec> pinned_buffers(const HostShape& s, int64_t records
 }
 
 int64_t records_in_memory(const HostShape& shape, int64_t requested, uint64_t pinned_limit_bytes) {
-  if (!shape.optimizer_offloaded || !shape.optimizer_nvme || requested == 0) return 0;
+  if (!shape.optimizer_nvme || requested == 0) return 0;
   const Records records = shape.records();
   if (requested != kRecordsInMemoryByBudget) return std::min(requested, records.count());
   const uint64_t others = offload::pinned_capacity(pinned_buffers(shape, 0));
@@ -104,7 +104,7 @@ uint64_t pool_limit_after(uint64_t pinned_limit_bytes, uint64_t taken) {
 SwapBytes swap_bytes(const HostShape& shape, int64_t records_in_memory, size_t optimizer_paths, size_t param_paths) {
   const Records records = shape.records();
   SwapBytes bytes;
-  if (shape.optimizer_offloaded && shape.optimizer_nvme)
+  if (shape.optimizer_nvme)
     bytes.optimizer = RecordStaging::preallocated_bytes(optimizer_paths, records.count() - records_in_memory,
                                                         u(shape.layout.record_bytes(records.group())));
   if (shape.params_nvme)  // at least one record, even for an empty shard

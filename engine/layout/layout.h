@@ -119,7 +119,6 @@ struct Records {
     const int64_t full = last - 1 - first;  // every record but the last one of the range is whole
     return full * layout.record_bytes(group()) + layout.record_bytes(numel(last - 1));
   }
-  constexpr int64_t total_bytes(const Layout& layout) const { return bytes(layout, 0, count()); }
 };
 
 // Bytes a step reads from NVMe, and as many it writes: the streamed records beyond the
@@ -140,7 +139,7 @@ struct HostShape {
   int64_t sub_group_size = 1;  // zero_optimization.sub_group_size
   Layout layout;               // the offloaded optimizer's state
   bool optimizer_offloaded = false;  // offload_optimizer "cpu" or "nvme"
-  bool optimizer_nvme = false;       // offload_optimizer "nvme"
+  bool optimizer_nvme = false;       // offload_optimizer "nvme" (optimizer_offloaded too)
   int optimizer_buffers = 0;         // offload_optimizer.buffer_count: the NVMe swap buffers
   int staging_slots = 0;             // gradient staging slots (offload_optimizer.buffer_count)
   uint64_t staging_slot_bytes = kStagingSlotBytes;  // ZeroEngineOptions::grad_staging_slot_bytes
@@ -213,7 +212,6 @@ constexpr GpuShareSlot gpu_share_slot(const Layout& layout, int grad_bytes, int6
     return (bytes + kGpuShareAlignment - 1) / kGpuShareAlignment * kGpuShareAlignment;
   };
   GpuShareSlot slot;
-  slot.grads = 0;
   slot.weights = aligned(grad_bytes * numel);
   int64_t at = slot.weights + aligned(2 * numel);
   for (int p = 0; p < static_cast<int>(RecordPart::kEnd); ++p) {

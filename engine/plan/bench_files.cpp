@@ -2,7 +2,6 @@
 // {title, params, columns, rows: [{column: value}], summary, ok}).
 #include <fstream>
 #include <functional>
-#include <sstream>
 
 #include "engine/plan/plan.h"
 
@@ -50,9 +49,7 @@ Status apply_bench_file(const std::string& path, Machine& machine) {
   std::ifstream in(path);
   if (!in)
     return not_found(path + ": cannot open the bench JSON file (write one with `tierzero bench ... --json FILE`)");
-  std::stringstream text;
-  text << in.rdbuf();
-  const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return invalid_argument(path + ": not JSON; expected a `tierzero bench --json` file");
   const std::string title = j.contains("title") && j["title"].is_string() ? j["title"].get<std::string>() : "";

@@ -80,7 +80,7 @@ void parameters(Items& out, const RunShape& s, const ZeroConfig& zero) {
     out.elements(Tier::kGpu, "parameters (compute copy, whole model)", Phase::kResident, e, s.padded);
     return;
   }
-  if (!s.params_nvme && !s.host.params_pinned)
+  if (!s.params_nvme && !s.params_pinned)
     out.elements(s.params_offloaded() ? Tier::kPageable : Tier::kGpu, "parameter shard", Phase::kResident, e,
                  s.partition);
   out.elements(Tier::kGpu, "persistent small parameters, whole", Phase::kResident, e, s.persistent,
@@ -113,7 +113,7 @@ void frozen_base(Items& out, const RunShape& s, const ZeroConfig& zero) {
 }
 
 void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
-  if (!s.optimizer_offloaded())
+  if (!s.optimizer_offloaded)
     out.elements(Tier::kGpu, "gradient partition", Phase::kResident, s.grad_bytes, s.partition);
   if (s.world == 1 && zero.stage == 3) {
     // One rank hands each bucket on as it is launched, and a parameter larger than a bucket is its own
@@ -131,7 +131,7 @@ void gradients(Items& out, const RunShape& s, const ZeroConfig& zero) {
 
 // "optimizer state (fp32 master, m, v)", "(compact master, int8 m, v)", ...
 std::string state_name(const RunShape& s) {
-  const state_layout::Layout& l = s.layout();
+  const state_layout::Layout& l = s.layout;
   const char* moments = l.moments == state_layout::Moments::kFp32   ? "m, v"
                         : l.moments == state_layout::Moments::kBf16 ? "bf16 m, v"
                                                                     : "int8 m, v";
@@ -149,13 +149,13 @@ std::string per_element(const state_layout::Layout& l) {
 
 // The optimizer on the GPU (offloaded: host_buffers, and the GPU share's device slots, engine/layout's).
 void optimizer(Items& out, const RunShape& s) {
-  if (s.optimizer_offloaded()) {
+  if (s.optimizer_offloaded) {
     const int64_t chunk = state_layout::gpu_share_chunk(s.records());
     out.add(Tier::kGpu, "optimizer GPU share: device slots", Phase::kResident,
-            static_cast<double>(state_layout::gpu_share_device_bytes(s.host)),
+            static_cast<double>(state_layout::gpu_share_device_bytes(s)),
             std::to_string(state_layout::kGpuShareQueues) + " x " +
                 format_bytes(
-                    static_cast<uint64_t>(state_layout::gpu_share_slot(s.layout(), s.host_grad_bytes, chunk).bytes)) +
+                    static_cast<uint64_t>(state_layout::gpu_share_slot(s.layout, s.host_grad_bytes, chunk).bytes)) +
                 " (tierzero.gpu_optimizer_share: a chunk of " + count_text(static_cast<double>(chunk)) +
                 " elements' gradients, bf16 weights, state each)");
     return;
@@ -184,47 +184,45 @@ uint64_t listed_bytes(const std::vector<PinnedBufferSpec>& buffers) {
 // and page rounding, the swap files with each record's share of a path rounded to 4096 bytes.
 void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
   using namespace state_layout;
-  const HostShape& h = s.host;
   const ZeroConfig& zero = config.zero;
   const int e = s.compute_bytes;
   std::vector<PinnedBufferSpec> frozen;  // the base's pool: its weights pinned, or its NVMe staging halves
-  const FrozenDiskLayout disk = s.lora && s.frozen_nvme ? frozen_disk_layout(s.frozen_unit_numels, e) : FrozenDiskLayout{};
-  if (s.lora && s.frozen_nvme) {
+  const FrozenDiskLayout disk = s.frozen_nvme ? frozen_disk_layout(s.frozen_unit_numels, e) : FrozenDiskLayout{};
+  if (s.frozen_nvme) {
     frozen = frozen_staging_buffers(disk);
   } else if (s.lora && zero.offload_param.device != OffloadDevice::kNone && zero.offload_param.pin_memory) {
     frozen = frozen_pinned_buffers(s.frozen_param_numels, e);
   }
   const uint64_t frozen_pool = frozen.empty() ? 0 : offload::pinned_capacity(frozen);
-  const int64_t requested = config.tierzero.optimizer_records_in_memory == kOptimizerRecordsAuto
-                                ? kRecordsInMemoryByBudget
-                                : config.tierzero.optimizer_records_in_memory;
+  static_assert(kRecordsInMemoryByBudget == kOptimizerRecordsAuto, "records_in_memory carries \"auto\" as is");
+  const int64_t requested = config.tierzero.optimizer_records_in_memory;
   s.records_in_memory =
-      records_in_memory(h, requested, pool_limit_after(config.tierzero.pinned_memory_limit, frozen_pool));
+      records_in_memory(s, requested, pool_limit_after(config.tierzero.pinned_memory_limit, frozen_pool));
   const int64_t kept = s.records_in_memory;
-  const std::vector<PinnedBufferSpec> pinned = pinned_buffers(h, kept);
-  const Records records = h.records();
+  const std::vector<PinnedBufferSpec> pinned = pinned_buffers(s, kept);
+  const Records records = s.records();
   const std::string state = state_name(s);
   const auto pin = [&](const std::string& what, std::initializer_list<PinnedRole> roles, const std::string& formula) {
     out.add(Tier::kPinned, what, Phase::kResident, static_cast<double>(bytes_of(pinned, roles)), formula);
   };
-  if (s.optimizer_offloaded()) {
+  if (s.optimizer_offloaded) {
     if (s.optimizer_nvme) {
-      const int64_t buffers = h.optimizer_buffers;
+      const int64_t buffers = s.optimizer_buffers;
       pin("optimizer swap buffers", {PinnedRole::kOptimizerSwapBuffer},
-          per_element(h.layout) + " x " + count_text(static_cast<double>(buffers * records.group())) +
+          per_element(s.layout) + " x " + count_text(static_cast<double>(buffers * records.group())) +
               " (offload_optimizer.buffer_count x sub_group_size)");
       pin("optimizer records kept in memory", {PinnedRole::kOptimizerRecords},
-          per_element(h.layout) + " x " + count_text(static_cast<double>(records.first_numel(kept))) +
+          per_element(s.layout) + " x " + count_text(static_cast<double>(records.first_numel(kept))) +
               " (optimizer_records_in_memory: " + std::to_string(kept) + " of " + std::to_string(records.count()) +
               " records" + (requested < 0 ? ", by tierzero.pinned_memory_limit)" : ")"));
     } else {
       pin(state, {PinnedRole::kOptimizerRecords},
-          per_element(h.layout) + " x " + count_text(static_cast<double>(s.partition)));
+          per_element(s.layout) + " x " + count_text(static_cast<double>(s.partition)));
     }
     const std::string grads16 = s.host_grad_bytes == 2 ? " (bf16)" : " (fp32 accumulation)";
-    if (h.grad_ring_records > 0) {
+    if (s.grad_ring_records > 0) {
       pin("gradient ring" + grads16, {PinnedRole::kGradients},
-          std::to_string(h.grad_ring_records) + " x " + std::to_string(s.host_grad_bytes) + " B x " +
+          std::to_string(s.grad_ring_records) + " x " + std::to_string(s.host_grad_bytes) + " B x " +
               count_text(static_cast<double>(records.group())) +
               " (tierzero.grad_ring_records slots of a record, freed as the optimizer reads it in the backward)");
     } else {
@@ -234,27 +232,27 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
                                       : ""));
     }
     pin("gradient staging slots", {PinnedRole::kGradStaging},
-        std::to_string(h.staging_slots) + " x min(4 B x " + count_text(static_cast<double>(s.landing)) +
+        std::to_string(s.staging_slots) + " x min(4 B x " + count_text(static_cast<double>(s.landing)) +
             ", 64 MiB) (offload_optimizer.buffer_count slots of the largest bucket, landed in fp32)");
     pin("16-bit weights bound for the GPU", {PinnedRole::kWeights16},
         "2 B x " + count_text(static_cast<double>(s.partition)) +
-            (h.layout.compact_master ? " (the compact master's other half)" : ""));
+            (s.layout.compact_master ? " (the compact master's other half)" : ""));
   }
   if (s.params_nvme) {
     pin("parameters kept in memory", {PinnedRole::kParamRecords},
         std::to_string(e) + " B x " + count_text(static_cast<double>(s.params_in_cpu)) +
             " (offload_param.max_in_cpu, whole sub-groups)");
     pin("parameter read buffers", {PinnedRole::kParamReadBuffer},
-        std::to_string(h.param_buffers) + " x (" + std::to_string(e) + " B x " +
-            count_text(static_cast<double>(h.param_buffer_numel)) +
+        std::to_string(s.param_buffers) + " x (" + std::to_string(e) + " B x " +
+            count_text(static_cast<double>(s.param_buffer_numel)) +
             " rounded up to 4096, + 2 x 4096) (offload_param.buffer_count x buffer_size)");
     pin("parameter write windows", {PinnedRole::kParamWindow},
         "2 x " + std::to_string(e) + " B x " + count_text(static_cast<double>(records.group())) + " (sub_group_size)");
-  } else if (h.params_pinned) {
+  } else if (s.params_pinned) {
     pin("parameter shard", {PinnedRole::kParamShard},
         std::to_string(e) + " B x " + count_text(static_cast<double>(s.partition)));
   }
-  if (s.lora && s.frozen_nvme)
+  if (s.frozen_nvme)
     out.add(Tier::kPinned, "frozen base: NVMe staging, 2 units", Phase::kResident,
             static_cast<double>(listed_bytes(frozen)), "2 x the largest unit, in whole records (a pool of its own)");
   else if (!frozen.empty())
@@ -265,18 +263,19 @@ void host_buffers(Items& out, RunShape& s, const DsConfig& config) {
   const uint64_t rounding = offload::pinned_capacity(pinned) - listed_bytes(pinned) + frozen_pool - listed_bytes(frozen);
   out.add(Tier::kPinned, "pinned pool: block alignment, whole pages", Phase::kResident, static_cast<double>(rounding),
           "PinnedHostPool::footprint of each buffer, each pool rounded up to 4096");
-  const SwapBytes swap = swap_bytes(h, kept, zero.offload_optimizer.nvme_paths.size(), zero.offload_param.nvme_paths.size());
+  const SwapBytes swap =
+      swap_bytes(s, kept, zero.offload_optimizer.nvme_paths.size(), zero.offload_param.nvme_paths.size());
   if (s.optimizer_nvme) {
     out.add(Tier::kNvme, state, Phase::kResident, static_cast<double>(swap.optimizer),
-            std::to_string(records.count() - kept) + " records x " + per_element(h.layout) + " x " +
+            std::to_string(records.count() - kept) + " records x " + per_element(s.layout) + " x " +
                 count_text(static_cast<double>(records.group())) + " (each path's share rounded up to 4096)");
-    s.nvme_state_moved_bytes = streamed_bytes_per_step(h.layout, records, kept, zero.offload_optimizer.buffer_count);
+    s.nvme_state_moved_bytes = streamed_bytes_per_step(s.layout, records, kept, zero.offload_optimizer.buffer_count);
   }
   if (s.params_nvme)
     out.add(Tier::kNvme, "parameter shard", Phase::kResident, static_cast<double>(swap.params),
             std::to_string(std::max<int64_t>(1, records.count())) + " records x " + std::to_string(e) + " B x " +
                 count_text(static_cast<double>(records.group())) + " (each path's share rounded up to 4096)");
-  if (s.lora && s.frozen_nvme)
+  if (s.frozen_nvme)
     out.add(Tier::kNvme, "frozen base weights (tierzero.lora)", Phase::kResident,
             static_cast<double>(frozen_swap_bytes(disk, zero.offload_param.nvme_paths.size())),
             std::to_string(disk.records) + " records of " + format_bytes(disk.chunk_bytes) +
@@ -387,7 +386,7 @@ void buffers(Items& out, const RunShape& s) {
 void checkpoint_buffers(Items& out, const RunShape& s, const DsConfig& config) {
   constexpr int64_t kBuffer = int64_t{16} << 20, kMinBuffers = 4;
   if (config.tierzero.checkpoint_save_every <= 0) return;
-  const int64_t checkpoint = state_layout::Layout{.moments = s.layout().moments}.record_bytes(s.partition);
+  const int64_t checkpoint = state_layout::Layout{.moments = s.layout.moments}.record_bytes(s.partition);
   const bool automatic = config.tierzero.checkpoint_write_behind == kWriteBehindAuto;
   const int64_t asked = automatic ? checkpoint : config.tierzero.checkpoint_write_behind;
   const int64_t buffers = std::max(kMinBuffers, (asked + kBuffer - 1) / kBuffer);
@@ -436,7 +435,7 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
                                     : asked == OffloadGradAccumulator::kHost ? GradAccumulator::kHost
                                                                              : GradAccumulator::kAuto;
   uint64_t accumulator = 0;
-  if (s.optimizer_offloaded() && state_layout::grad_accumulator(requested, s.accum, s.partition, room).on_device) {
+  if (s.optimizer_offloaded && state_layout::grad_accumulator(requested, s.accum, s.partition, room).on_device) {
     accumulator = state_layout::accumulator_bytes(s.partition);
     s.device_accumulator = true;
     out.elements(Tier::kGpu, "gradient accumulator (fp32, the partition)", Phase::kResident, 4, s.partition,
@@ -473,7 +472,7 @@ std::vector<MemoryItem> engine_choice_items(const ModelDims& model, const DsConf
                                                 s.world == 1, s.params_nvme, config.gradient_clipping,
                                                 config.precision() == Precision::kFp16) == nullptr;
     if (s.steps_in_backward && s.optimizer_nvme)  // every pass back to front: the buffers keep nothing for the next
-      s.nvme_state_moved_bytes = state_layout::streamed_bytes_per_step(s.layout(), s.records(), s.records_in_memory, 0);
+      s.nvme_state_moved_bytes = state_layout::streamed_bytes_per_step(s.layout, s.records(), s.records_in_memory, 0);
     if (!s.compute_on_cpu)
       out.add(Tier::kGpu, "window: other micro-batches' unit inputs, grads", Phase::kBackward, window,
               std::to_string(s.accum - 1) + " x " + std::to_string(model.num_hidden_layers + 2) + " x [" +

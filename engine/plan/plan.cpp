@@ -47,9 +47,9 @@ std::vector<std::string> notes(const Machine& machine, const RunShape& s, const 
     out.push_back("not measured here, the reference GPU box's figures assumed: " + defaults +
                   " (pass tierzero bench pcie|io|adam|tiers --json files with --bench-json)");
   if (s.world > 1) out.push_back("collectives between the ranks (NVLink / network) are not in the time terms");
-  if (!s.optimizer_offloaded())
+  if (!s.optimizer_offloaded)
     out.push_back("the optimizer step on the GPU is not in the time terms (HBM-bound, small)");
-  if (s.optimizer_offloaded() && s.accum > 1 && !s.grads_land_once()) {
+  if (s.optimizer_offloaded && s.accum > 1 && !s.grads_land_once()) {
     const std::string accumulator = format_bytes(state_layout::accumulator_bytes(s.partition));
     std::string why = s.window_bytes > 0
                           ? "neither the window (+" + format_bytes(static_cast<uint64_t>(s.window_bytes)) +
@@ -82,8 +82,9 @@ Result<Plan> plan_figures(const ModelDims& model, const DsConfig& config, const 
   p.optimizer_device = offload_device_name(config.zero.offload_optimizer.device);
   p.param_device =
       offload_device_name(config.zero.stage == 3 ? config.zero.offload_param.device : OffloadDevice::kNone);
-  p.optimizer_state = s.optimizer_offloaded() ? optimizer_state_dtype_name(config.tierzero.optimizer_state_dtype) : "fp32";
-  p.master_weights = s.layout().compact_master ? "compact" : "fp32";
+  p.optimizer_state =
+      s.optimizer_offloaded ? optimizer_state_dtype_name(config.tierzero.optimizer_state_dtype) : "fp32";
+  p.master_weights = s.layout.compact_master ? "compact" : "fp32";
   p.offload_grad_dtype = s.host_grad_bytes == 2 ? "bf16" : "fp32";
   p.micro_batch = s.micro;
   p.seq_len = s.seq;

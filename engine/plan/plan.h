@@ -305,9 +305,7 @@ Result<Suggestion> suggest_layout(const ModelDims& model, const DsConfig& base, 
 // verdict and the problems. `header` lines (without '#') open it.
 std::string format_plan(const Plan& plan, const std::vector<std::string>& header);
 
-// The plan as JSON, and back: plan_from_json(plan_to_json(p)) reproduces p field for field.
-// plan_from_json errors (kInvalidArgument) name the missing or mistyped field.
+// The plan as JSON, field for field, with each check's "over" and the plan's "feasible".
 nlohmann::json plan_to_json(const Plan& plan);
-Result<Plan> plan_from_json(const nlohmann::json& json);
 
 }  // namespace tierzero::engine

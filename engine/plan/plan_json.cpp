@@ -1,4 +1,4 @@
-// Plan <-> JSON, field for field.
+// The plan as JSON, field for field.
 #include "engine/plan/plan.h"
 
 namespace tierzero::engine {
@@ -6,27 +6,9 @@ namespace {
 
 using nlohmann::json;
 
-template <typename E>
-Result<E> enum_named(const std::string& name, const char* (*name_of)(E), int count, const std::string& field) {
-  for (int i = 0; i < count; ++i)
-    if (name == name_of(static_cast<E>(i))) return static_cast<E>(i);
-  return invalid_argument("plan JSON: " + field + " \"" + name + "\" is not a known value");
-}
-
-// Reads `key` of `j` into `out`; kInvalidArgument names `where`.`key` when missing or mistyped.
-template <typename T>
-Status field(const json& j, const char* key, T& out, const std::string& where) {
-  try {
-    out = j.at(key).get<T>();
-  } catch (const json::exception&) {
-    return invalid_argument("plan JSON: " + where + "." + key + " is missing or has the wrong type");
-  }
-  return {};
-}
-
-// Calls `f(key, field)` for each of the plan's scalar fields (`P`: Plan or const Plan).
-template <typename P, typename F>
-void each_scalar(P& p, F&& f) {
+// Calls `f(key, field)` for each of the plan's scalar fields.
+template <typename F>
+void each_scalar(const Plan& p, F&& f) {
   f("parameters", p.parameters);
   f("stage", p.stage);
   f("world_size", p.world_size);
@@ -51,20 +33,6 @@ void each_scalar(P& p, F&& f) {
   f("bottleneck", p.bottleneck);
   f("problems", p.problems);
   f("notes", p.notes);
-}
-
-// Reads the rows of array `key` of `j` into `out`, each by `read(row, where, value)` (where:
-// "key[n]"); kInvalidArgument when `key` is not an array.
-template <typename Row, typename Read>
-Status rows(const json& j, const char* key, std::vector<Row>& out, Read&& read) {
-  if (!j.contains(key) || !j[key].is_array())
-    return invalid_argument(std::string("plan JSON: ") + key + " must be an array");
-  for (size_t n = 0; n < j[key].size(); ++n) {
-    Row row;
-    TZ_RETURN_IF_ERROR(read(j[key][n], std::string(key) + "[" + std::to_string(n) + "]", row));
-    out.push_back(std::move(row));
-  }
-  return {};
 }
 
 }  // namespace
@@ -96,45 +64,6 @@ json plan_to_json(const Plan& p) {
   out["time_terms"] = terms;
   out["feasible"] = p.feasible();
   return out;
-}
-
-Result<Plan> plan_from_json(const json& j) {
-  Plan p;
-  Status status;
-  each_scalar(p, [&](const char* key, auto& value) {
-    if (status.ok()) status = field(j, key, value, "plan");
-  });
-  TZ_RETURN_IF_ERROR(status);
-  TZ_RETURN_IF_ERROR(rows(j, "items", p.items, [](const json& i, const std::string& where, MemoryItem& item) {
-    std::string tier, phase;
-    TZ_RETURN_IF_ERROR(field(i, "tier", tier, where));
-    TZ_RETURN_IF_ERROR(field(i, "phase", phase, where));
-    TZ_ASSIGN_OR_RETURN(item.tier, enum_named<Tier>(tier, tier_name, 4, where + ".tier"));
-    TZ_ASSIGN_OR_RETURN(item.phase, enum_named<Phase>(phase, phase_name, 4, where + ".phase"));
-    TZ_RETURN_IF_ERROR(field(i, "what", item.what, where));
-    TZ_RETURN_IF_ERROR(field(i, "bytes", item.bytes, where));
-    return field(i, "formula", item.formula, where);
-  }));
-  TZ_RETURN_IF_ERROR(
-      rows(j, "state_bytes", p.state_bytes, [](const json& r, const std::string& where, StateBytes& row) {
-        TZ_RETURN_IF_ERROR(field(r, "what", row.what, where));
-        TZ_RETURN_IF_ERROR(field(r, "gpu", row.gpu, where));
-        TZ_RETURN_IF_ERROR(field(r, "pinned", row.pinned, where));
-        TZ_RETURN_IF_ERROR(field(r, "pageable", row.pageable, where));
-        return field(r, "nvme", row.nvme, where);
-      }));
-  TZ_RETURN_IF_ERROR(rows(j, "checks", p.checks, [](const json& c, const std::string& where, TierCheck& check) {
-    TZ_RETURN_IF_ERROR(field(c, "name", check.name, where));
-    TZ_RETURN_IF_ERROR(field(c, "peak_bytes", check.peak_bytes, where));
-    TZ_RETURN_IF_ERROR(field(c, "budget_bytes", check.budget_bytes, where));
-    return field(c, "budget_source", check.budget_source, where);
-  }));
-  TZ_RETURN_IF_ERROR(rows(j, "time_terms", p.time_terms, [](const json& t, const std::string& where, TimeTerm& term) {
-    TZ_RETURN_IF_ERROR(field(t, "what", term.what, where));
-    TZ_RETURN_IF_ERROR(field(t, "seconds", term.seconds, where));
-    return field(t, "detail", term.detail, where);
-  }));
-  return p;
 }
 
 }  // namespace tierzero::engine

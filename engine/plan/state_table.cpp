@@ -28,22 +28,22 @@ std::vector<StateBytes> state_bytes_table(const RunShape& s, const DsConfig& con
   } else {
     weights.gpu = e;
   }
-  if (!s.optimizer_offloaded()) {
+  if (!s.optimizer_offloaded) {
     master.gpu = 4;
     moments.gpu = 8;
     grads.gpu = s.grad_bytes;
   } else {
-    if (s.host.weights16_for_device) weights.pinned += 2;  // bound for the GPU
+    if (s.weights16_for_device) weights.pinned += 2;  // bound for the GPU
     // Per element of the layout (engine/layout/layout.h): of the whole partition in host memory, or of a
     // record on NVMe, the records in memory a share of them.
     const int64_t g = s.optimizer_nvme ? s.records().group() : std::max<int64_t>(s.partition, 1);
     const int64_t count = s.records().count();
     const double in_memory =
         !s.optimizer_nvme ? 1.0 : (count > 0 ? static_cast<double>(s.records_in_memory) / count : 0.0);
-    split(master, static_cast<double>(s.layout().master_bytes(g)) / g, in_memory);
-    split(moments, static_cast<double>(s.layout().moment_bytes(g)) / g, in_memory);
-    grads.pinned = s.host.grad_ring_records > 0  // the gradient ring: a few records' worth
-                       ? static_cast<double>(s.host.grad_ring_records * s.records().group() * s.host_grad_bytes) / p
+    split(master, static_cast<double>(s.layout.master_bytes(g)) / g, in_memory);
+    split(moments, static_cast<double>(s.layout.moment_bytes(g)) / g, in_memory);
+    grads.pinned = s.grad_ring_records > 0  // the gradient ring: a few records' worth
+                       ? static_cast<double>(s.grad_ring_records * s.records().group() * s.host_grad_bytes) / p
                        : s.host_grad_bytes;
     if (s.device_accumulator) grads.gpu = 4;
   }

@@ -20,10 +20,10 @@ double seconds(double amount, double per_second) { return per_second > 0 ? amoun
 // tierzero.gpu_optimizer_share: the elements the GPU steps (after the backward only; of the records
 // with a home in pinned memory: all with the state in host memory, records_in_memory on NVMe).
 double gpu_share_elements(const RunShape& s) {
-  if (s.host.gpu_optimizer_share <= 0 || !s.optimizer_offloaded() || s.steps_in_backward) return 0.0;
+  if (s.gpu_optimizer_share <= 0 || s.steps_in_backward) return 0.0;
   const double p = static_cast<double>(s.partition);
   const double homed = s.optimizer_nvme ? static_cast<double>(s.records().first_numel(s.records_in_memory)) : p;
-  return std::min(homed, s.host.gpu_optimizer_share * p);
+  return std::min(homed, s.gpu_optimizer_share * p);
 }
 
 }  // namespace
@@ -51,10 +51,10 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // The GPU share's pieces cross each way: up their gradients, bf16 weights and record (compact
   // residual, moments, scales); down the weights and the record.
   const double shared = gpu_share_elements(s);
-  const double shared_record = static_cast<double>(s.layout().record_bytes(static_cast<int64_t>(shared)));
+  const double shared_record = static_cast<double>(s.layout.record_bytes(static_cast<int64_t>(shared)));
   const double passes = s.forward_window ? 1.0 : static_cast<double>(s.accum);
   const double gathered = std::max(0.0, 2.0 * passes * p - passes * static_cast<double>(s.kept_gathered) / s.world);
-  double h2d = s.optimizer_offloaded() ? e * p : 0.0;
+  double h2d = s.optimizer_offloaded ? e * p : 0.0;
   if (s.params_offloaded()) h2d += e * gathered;
   h2d += shared * (s.host_grad_bytes + 2) + shared_record;
   // tierzero.lora's base in host memory: every unit copied for each forward pass and its
@@ -66,7 +66,7 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
   // or once per step (the device accumulator, the window) as fp32 sums; bf16 with
   // tierzero.offload_grad_dtype, rounded as it crosses.
   double d2h = 0.0;
-  if (s.optimizer_offloaded()) {
+  if (s.optimizer_offloaded) {
     const bool once = s.grads_land_once();
     const double bytes = s.host_grad_bytes == 2 ? 2.0 : (once && s.accum > 1 ? 4.0 : s.grad_bytes);
     d2h = (once ? 1.0 : static_cast<double>(s.accum)) * bytes * p;
@@ -76,8 +76,8 @@ std::vector<TimeTerm> time_terms(const ModelDims& model, const RunShape& s, cons
 
   // The CPU Adam moves each of its parameters' bytes once (Layout::cpu_step_bytes) at the host
   // memory rate bench adam measured.
-  const double adam = s.optimizer_offloaded() ? p - shared : 0.0;
-  const double step_bytes = s.layout().cpu_step_bytes(s.host_grad_bytes);
+  const double adam = s.optimizer_offloaded ? p - shared : 0.0;
+  const double step_bytes = s.layout.cpu_step_bytes(s.host_grad_bytes);
   terms.push_back({"cpu adam", seconds(adam * step_bytes, machine.adam_gbps.value * 1e9),
                    fmt::format("{} params x {:.2f} B / {:.1f} GB/s ({:.2f} Gparam/s){}", count_text(adam), step_bytes,
                                machine.adam_gbps.value, machine.adam_gbps.value / step_bytes,

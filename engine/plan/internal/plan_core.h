@@ -11,26 +11,20 @@
 
 namespace tierzero::engine::plan {
 
-// Sizes every part of the plan reads, per rank. Elements unless named bytes.
-struct RunShape {
+// Sizes every part of the plan reads, per rank. Elements unless named bytes. Its HostShape part
+// sizes the offloaded step's pinned buffers and swap files (engine/layout, which the engine
+// allocates with): the partition, the landing, the state's layout (tierzero.master_weights and
+// optimizer_state_dtype for the offloaded optimizer; fp32 master, m, v on the GPU), the buffers;
+// its compute_bytes is e (bf16/fp16 2, fp32 4).
+struct RunShape : state_layout::HostShape {
   int world = 1;
-  int compute_bytes = 2;  // e: the compute dtype (bf16/fp16 2, fp32 4)
-  int grad_bytes = 4;       // g: tierzero.grad_accum_dtype (the GPU's gradients)
-  int host_grad_bytes = 4;  // offloaded: tierzero.offload_grad_dtype, the host gradient partition
-  // What sizes the offloaded step's pinned buffers and swap files (engine/layout, which the engine
-  // allocates with): the partition, the landing, the state's layout (tierzero.master_weights and
-  // optimizer_state_dtype for the offloaded optimizer; fp32 master, m, v on the GPU), the buffers.
-  state_layout::HostShape host;
+  int grad_bytes = 4;  // g: tierzero.grad_accum_dtype (the GPU's gradients)
   int64_t parameters = 0;
-  int64_t padded = 0;     // the flat layout's elements (stages 0-2)
-  int64_t partition = 0;  // this rank's partition: the optimizer's and the gradients' elements
+  int64_t padded = 0;  // the flat layout's elements (stages 0-2)
   int64_t largest_param = 0;
   int64_t largest_unit = 0;   // a unit's parameters (the LM head unit holds a tied embedding)
   int64_t persistent = 0;     // stage 3: parameters of <= the persistence threshold, whole
   int64_t nonpersistent = 0;  // stage 3: the rest
-  int64_t largest_shard = 0;
-  int64_t slots = 0;          // distinct parameters
-  int64_t landing = 0;        // offloaded: a staging slot's elements (the largest bucket landed)
   int64_t kept_gathered = 0;  // stage 3: parameters kept whole between forward and backward
   // Optimizer on NVMe, set by memory_items (engine/layout's records_in_memory): the records kept in
   // pinned memory, and the bytes a step reads and writes each way, those of the streamed records
@@ -38,8 +32,6 @@ struct RunShape {
   // inside the backward: engine_choice_items sets that).
   int64_t records_in_memory = 0;
   int64_t nvme_state_moved_bytes = 0;
-  const state_layout::Layout& layout() const { return host.layout; }
-  state_layout::Records records() const { return host.records(); }
   // Parameters on NVMe: elements of the shard offload_param.max_in_cpu keeps in pinned memory (whole
   // sub-groups from the front, nvme_params.h).
   int64_t params_in_cpu = 0;
@@ -82,14 +74,14 @@ struct RunShape {
   // Gradients leave the GPU once per step (one micro-batch, the device accumulator, or the window,
   // whose backwards also run unit by unit: window_pass.h).
   bool grads_land_once() const { return accum < 2 || device_accumulator || forward_window; }
-  bool optimizer_cpu = false, optimizer_nvme = false, params_cpu = false, params_nvme = false;
+  bool params_cpu = false;
   bool compute_on_cpu = false;  // PlanOptions::compute_on_cpu
   bool weights_from_checkpoint = false;  // PlanOptions::weights_from_checkpoint
-  bool optimizer_offloaded() const { return optimizer_cpu || optimizer_nvme; }
   bool params_offloaded() const { return params_cpu || params_nvme; }
 };
 
-// The sizes of `config` on `model`. kInvalidArgument for a micro-batch, sequence or world of 0.
+// The sizes of `config` on `model` (a world_size below 1 taken as 1: the ds_config's reader refuses
+// it). kInvalidArgument for a micro-batch, sequence or gradient accumulation below 1.
 Result<RunShape> run_shape(const ModelDims& model, const DsConfig& config, const PlanOptions& options);
 
 // Every memory item of one rank (items of 0 bytes left out). Sets shape.records_in_memory and

@@ -50,7 +50,7 @@ std::unique_ptr<PartitionOptimizer> host_adam(const cpu_adam::CpuAdam& adam, Dev
   setup.copies = &copies;
   setup.sub_group_numel = group;
   const state_layout::Records records{.partition = master.numel(), .sub_group = group};
-  setup.memory_records = at::zeros({records.total_bytes(record_layout(at::kFloat, false))}, at::kByte);
+  setup.memory_records = at::zeros({records.bytes(record_layout(at::kFloat, false), 0, records.count())}, at::kByte);
   setup.numel = master.numel();
   setup.load_master = [master](int64_t begin, const at::Tensor& out) {
     out.copy_(master.narrow(0, begin, out.numel()));

@@ -52,7 +52,7 @@ std::unique_ptr<PartitionOptimizer> record_adam(const cpu_adam::CpuAdam& adam, D
   if (layout.compact) setup.compact.hi = weights;
   setup.state_dtype = layout.state;
   if (dir.empty()) {
-    setup.memory_records = at::zeros({records.total_bytes(bytes)}, at::kByte);
+    setup.memory_records = at::zeros({records.bytes(bytes, 0, records.count())}, at::kByte);
   } else {
     setup.nvme = {.paths = {dir}, .buffer_count = 2};
     for (int b = 0; b < 2; ++b) setup.buffers.push_back(at::zeros({bytes.record_bytes(records.group())}, at::kByte));
