@@ -3,7 +3,7 @@
 // tierzero.pinned_memory_limit, optimizer_records_in_memory); offload/ holds and moves it. Nothing
 // is cached or evicted behind the caller's back: every buffer has one place for the whole run, and
 // every copy is one the step schedules. The pieces, lowest first:
-// - PinnedHostPool: exact-size blocks carved from pinned arenas (huge pages faulted in on every core,
+// - PinnedHostPool: exact-size blocks carved from a pinned arena (huge pages faulted in on every core,
 //   then registered with CUDA, when a GPU is present; else host memory), all allocated at creation:
 //   the budget is checked first.
 // - HostTier (offload/torch/offload_torch.h): the step's pinned buffers, listed as PinnedBufferSpecs
@@ -68,19 +68,18 @@ Result<std::string> describe_gpu(int cuda_device);
 Status cuda_status(int error, const std::string& what);
 
 // ---- Pinned host memory -------------------------------------------------------------------------
-// The exact-size pool (arena_pool.h) over pinned arenas that HostTier and the tools allocate from.
+// The exact-size pool (arena_pool.h) over a pinned arena that HostTier and the tools allocate from.
 struct PinnedPoolOptions {
-  uint64_t capacity_bytes = 0;  // the whole budget; every arena is allocated by create()
-  uint64_t arena_bytes = 0;     // size of each arena (the last may be smaller); 0: one arena
+  uint64_t capacity_bytes = 0;  // the whole budget, one arena allocated by create()
   DeviceChoice device = DeviceChoice::kAuto;
   int cuda_device = 0;
-  bool lock_host_memory = false;  // host-backed arenas only: mlock them (RLIMIT_MEMLOCK applies)
+  bool lock_host_memory = false;  // a host-backed arena only: mlock it (RLIMIT_MEMLOCK applies)
 };
 
 class PinnedHostPool {
  public:
   // Checks the capacity against MemAvailable (and RLIMIT_MEMLOCK when locking host memory), then
-  // allocates the arenas. kOutOfSpace / kResourceExhausted with the bytes asked and available.
+  // allocates the arena. kOutOfSpace / kResourceExhausted with the bytes asked and available.
   static Result<std::unique_ptr<PinnedHostPool>> create(const PinnedPoolOptions& options);
   ~PinnedHostPool();
   PinnedHostPool(const PinnedHostPool&) = delete;
@@ -90,17 +89,15 @@ class PinnedHostPool {
   static uint64_t footprint(uint64_t bytes);
 
   // `bytes` (> 0) of pinned memory, aligned 4096 from 80 KiB up (at least 16), contents unspecified;
-  // thread-safe. kOutOfSpace naming the bytes asked, used and the capacity when no arena has room.
+  // thread-safe. kOutOfSpace naming the bytes asked, used and the capacity when the arena has no room.
   Result<void*> allocate(uint64_t bytes);
-  // Returns a block from allocate(). Thread-safe.
-  void free(void* data);
 
-  // True when the arenas are page-locked for a CUDA device (cudaHostRegister): copies are DMA.
+  // True when the arena is page-locked for a CUDA device (cudaHostRegister): copies are DMA.
   bool gpu_pinned() const;
   uint64_t capacity() const;
   // Bytes taken by live blocks, rounding included.
   uint64_t used() const;
-  // "12.00 GiB pinned (huge pages registered with CUDA, 1 arena) on NVIDIA H200" or "... host memory (no GPU: ...)".
+  // "12.00 GiB pinned (huge pages registered with CUDA) on NVIDIA H200" or "... host memory (no GPU: ...)".
   std::string description() const;
 
  private:
@@ -172,7 +169,6 @@ struct RecordStagingOptions {
   int64_t records = 0;  // 0: no files; the buffers are then only memory
   uint64_t record_bytes = 0;
   SwapRole role = kOptimizerSwap;
-  int64_t first_named = 0;  // errors name file record k as record first_named + k
 };
 
 class RecordStaging {
@@ -182,7 +178,7 @@ class RecordStaging {
   // records it makes nothing (no IoEngine: options.io is not looked at). The files fail before
   // anything is written: kInvalidArgument for no path; kOutOfSpace naming the path, the bytes needed
   // and free, and the fix; else the open or preallocation error naming the file. `names`: errors
-  // name file record k as record names[k] where given (else first_named + k).
+  // name file record k as record names[k] where given (else k).
   static Result<std::unique_ptr<RecordStaging>> create(const std::vector<std::span<std::byte>>& buffers,
                                                        const RecordStagingOptions& options,
                                                        std::vector<int64_t> names = {});
@@ -201,7 +197,8 @@ class RecordStaging {
 
   // Whether there are swap files (options.records > 0).
   bool has_files() const { return !parts_.empty(); }
-  size_t buffer_count() const { return buffers_.size(); }
+  // Buffer `b` of those given to create(), b < their count.
+  std::span<std::byte> buffer(size_t b) const { return buffers_[b]; }
 
   // Queues the read of record `record`'s bytes [begin, end) (past record_bytes, the next records')
   // into the same bytes of buffer `b`, whose previous read was waited for; `begin` 4096-aligned.
@@ -255,7 +252,6 @@ class RecordStaging {
   int64_t records_ = 0;
   uint64_t part_bytes_ = 0;  // P: a record's share of each file
   SwapRole role_ = kOptimizerSwap;
-  int64_t first_named_ = 0;
   std::vector<int64_t> names_;
   std::unique_ptr<nvme::IoEngine> io_;
   std::vector<Part> parts_;                   // one per path (none without files)
@@ -462,7 +458,6 @@ class RecordCache {
   bool read_ahead_ = false;
   bool write_behind_ = false;
   std::span<std::byte> memory_;
-  std::vector<std::span<std::byte>> buffers_;
   std::vector<Slot> slots_;
   std::unique_ptr<RecordStaging> staging_;
   uint64_t read_bytes_ = 0;
@@ -503,7 +498,7 @@ class RecordRing {
   // Whether buffer `b`'s read has arrived (never blocks); waiting for it (RecordStaging::wait_read).
   bool arrived(size_t b) const { return staging_->arrived(b); }
   Status wait_read(size_t b) { return staging_->wait_read(b); }
-  const std::byte* bytes(size_t b) const { return reads_[b].bytes.data(); }
+  const std::byte* bytes(size_t b) const { return staging_->buffer(b).data(); }
   // Frees buffer `b` from its tag; `reader` (may be null) still reads it.
   void release(size_t b, std::shared_ptr<ReaderFence> reader);
 
@@ -522,7 +517,6 @@ class RecordRing {
 
  private:
   struct Read {
-    std::span<std::byte> bytes;
     uint64_t tag = 0;  // the tag holding it, or 0
     std::shared_ptr<ReaderFence> reader;
   };

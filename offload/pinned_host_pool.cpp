@@ -1,8 +1,7 @@
-// PinnedHostPool: an ArenaPool over pinned arenas, locked for use from several threads.
+// PinnedHostPool: an ArenaPool over one pinned arena, locked for use from several threads.
 #include <algorithm>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 
 #include "common/common.h"
 #include "offload/internal/arena_pool.h"
@@ -15,11 +14,8 @@ namespace tierzero::offload {
 struct PinnedHostPool::Impl {
   PinnedPoolOptions options;
   std::unique_ptr<DeviceMemory> device;
-  std::optional<ArenaPool> pool;  // destroyed before `device`, which frees its arenas
+  std::optional<ArenaPool> pool;  // destroyed before `device`, which frees its arena
   mutable std::mutex mutex;
-  std::unordered_map<void*, Block> blocks;
-  // Bytes taken by live blocks; the caller holds `mutex`.
-  uint64_t used_locked() const { return pool ? pool->used() : 0; }
 };
 
 PinnedHostPool::PinnedHostPool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -72,36 +68,24 @@ Result<std::unique_ptr<PinnedHostPool>> PinnedHostPool::create(const PinnedPoolO
   }
   DeviceMemory* device = impl->device.get();
   const bool lock = options.lock_host_memory;
-  const uint64_t arena_bytes = options.arena_bytes == 0 ? capacity : options.arena_bytes;
-  if (capacity > 0) {
-    Result<ArenaPool> pool = ArenaPool::create(
-        capacity, arena_bytes, [device, lock](uint64_t n) { return device->allocate_pinned(n, lock); },
-        [device](void* p, uint64_t n) { device->free_pinned(p, n); });
-    if (!pool.ok()) return pool.status().with_context("pinned host pool of " + format_bytes(capacity));
-    impl->pool.emplace(std::move(pool).value());
-  }
+  Result<ArenaPool> pool = ArenaPool::create(
+      capacity, [device, lock](uint64_t n) { return device->allocate_pinned(n, lock); },
+      [device](void* p, uint64_t n) { device->free_pinned(p, n); });
+  if (!pool.ok()) return pool.status().with_context("pinned host pool of " + format_bytes(capacity));
+  impl->pool.emplace(std::move(pool).value());
   return std::unique_ptr<PinnedHostPool>(new PinnedHostPool(std::move(impl)));
 }
 
 Result<void*> PinnedHostPool::allocate(uint64_t bytes) {
   if (bytes == 0) return invalid_argument("pinned host pool: a block of 0 bytes was asked for");
   std::lock_guard lock(impl_->mutex);
-  std::optional<Block> block = impl_->pool ? impl_->pool->allocate(bytes) : std::nullopt;
+  std::optional<Block> block = impl_->pool->allocate(bytes);
   if (!block) {
     return out_of_space("pinned host pool: no room for " + format_bytes(bytes) + " (" +
-                        format_bytes(impl_->used_locked()) + " of " + format_bytes(impl_->options.capacity_bytes) +
+                        format_bytes(impl_->pool->used()) + " of " + format_bytes(impl_->options.capacity_bytes) +
                         " used); the budget computed at start-up missed a buffer");
   }
-  impl_->blocks.emplace(block->data, *block);
   return block->data;
-}
-
-void PinnedHostPool::free(void* data) {
-  std::lock_guard lock(impl_->mutex);
-  auto it = impl_->blocks.find(data);
-  if (it == impl_->blocks.end()) return;
-  impl_->pool->free(it->second);
-  impl_->blocks.erase(it);
 }
 
 bool PinnedHostPool::gpu_pinned() const { return impl_->device->is_gpu(); }
@@ -110,13 +94,12 @@ uint64_t PinnedHostPool::capacity() const { return impl_->options.capacity_bytes
 
 uint64_t PinnedHostPool::used() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->used_locked();
+  return impl_->pool->used();
 }
 
 std::string PinnedHostPool::description() const {
-  const size_t arenas = impl_->pool ? impl_->pool->arenas().size() : 0;
   return format_bytes(capacity()) + " pinned (" + (gpu_pinned() ? "huge pages registered with CUDA" : "host memory") +
-         ", " + std::to_string(arenas) + " arena(s)) for " + impl_->device->description();
+         ") for " + impl_->device->description();
 }
 
 }  // namespace tierzero::offload

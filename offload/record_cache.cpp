@@ -17,14 +17,13 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
   cache->read_ahead_ = options.read_ahead;
   cache->write_behind_ = options.write_behind;
   cache->memory_ = memory;
-  cache->buffers_ = buffers;
   cache->slots_.resize(buffers.size());
   const uint64_t chunk = options.file_record_bytes;  // 0: one file record per record
   const uint64_t file_record = chunk > 0 ? chunk : cache->stride_;
   const int64_t streamed = records - memory_records;
   int64_t on_files = 0;        // file records
   uint64_t memory_bytes = 0;   // the block's records before record r
-  std::vector<int64_t> names;  // spread: the record each file record is a part of
+  std::vector<int64_t> names;  // the record each file record is a part of
   for (int64_t r = 0; r < records; ++r) {
     // Spread: record r is streamed where the count of streamed records up to it, r * streamed /
     // records rounded down, steps up (the last record always).
@@ -40,7 +39,7 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
     cache->streamed_.push_back(r);
     const int64_t files = chunk > 0 ? static_cast<int64_t>((cache->bytes_[r] + chunk - 1) / chunk) : 1;
     on_files += files;
-    if (options.spread_memory) names.insert(names.end(), files, r);
+    names.insert(names.end(), files, r);
   }
   if (chunk % RecordStaging::kRecordAlignment != 0)
     return internal_error("record cache: file records of " + std::to_string(chunk) + " bytes are not 4096-aligned");
@@ -55,7 +54,6 @@ Result<std::unique_ptr<RecordCache>> RecordCache::create(const std::vector<std::
                             std::to_string(cache->stride_) + "-byte record");
   options.files.records = on_files;
   options.files.record_bytes = file_record;
-  options.files.first_named = memory_records;
   TZ_ASSIGN_OR_RETURN(cache->staging_, RecordStaging::create(buffers, options.files, std::move(names)));
   return cache;
 }
@@ -173,7 +171,7 @@ Result<std::span<std::byte>> RecordCache::acquire(int64_t record, Access access)
     slots_[b].reader = nullptr;
   }
   slots_[b].acquired = true;
-  return buffers_[b].subspan(0, bytes);
+  return staging_->buffer(b).subspan(0, bytes);
 }
 
 Result<std::span<const std::byte>> RecordCache::acquire_range(int64_t record, uint64_t begin, uint64_t end) {
@@ -182,7 +180,7 @@ Result<std::span<const std::byte>> RecordCache::acquire_range(int64_t record, ui
   TZ_RETURN_IF_ERROR(prefetch_range(record, begin, end));
   TZ_RETURN_IF_ERROR(wait_read(b));
   slots_[b].acquired = true;
-  return std::span<const std::byte>(buffers_[b].subspan(begin, end - begin));
+  return std::span<const std::byte>(staging_->buffer(b).subspan(begin, end - begin));
 }
 
 Status RecordCache::release(int64_t record, Release how, std::shared_ptr<ReaderFence> reader) {

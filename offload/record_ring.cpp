@@ -34,7 +34,7 @@ Result<std::unique_ptr<RecordRing>> RecordRing::create(const std::vector<std::sp
   std::vector<std::span<std::byte>> buffers = reads;
   buffers.insert(buffers.end(), windows.begin(), windows.end());
   TZ_ASSIGN_OR_RETURN(ring->staging_, RecordStaging::create(buffers, options));
-  for (const std::span<std::byte>& bytes : reads) ring->reads_.push_back({.bytes = bytes, .tag = 0, .reader = nullptr});
+  ring->reads_.resize(reads.size());
   ring->windows_.resize(windows.size());
   ring->record_bytes_ = options.record_bytes;
   ring->last_record_bytes_ = last_record_bytes;

@@ -60,7 +60,6 @@ Status RecordStaging::create_files(const RecordStagingOptions& options) {
   records_ = options.records;
   part_bytes_ = part_bytes_of(options.paths.size(), options.record_bytes);
   role_ = role;
-  first_named_ = options.first_named;
   const uint64_t file_bytes = part_bytes_ * static_cast<uint64_t>(records_);
   for (const std::string& dir : options.paths) {
     std::error_code error;
@@ -169,7 +168,7 @@ Status RecordStaging::failure(const Transfer& transfer, size_t part, const Statu
   const uint64_t offset = static_cast<uint64_t>(transfer.record) * part_bytes_ + (lo - part * part_bytes_);
   const uint64_t length = std::min<uint64_t>(transfer.end, (part + 1) * part_bytes_) - lo;
   const auto k = static_cast<size_t>(transfer.record);
-  const int64_t named = k < names_.size() ? names_[k] : transfer.record + first_named_;
+  const int64_t named = k < names_.size() ? names_[k] : transfer.record;
   const std::string what = std::string(transfer.op == nvme::Op::kRead ? "reading " : "writing ") + role_.record_name +
                            " " + std::to_string(named) + " (" + std::to_string(length) + " bytes at offset " +
                            std::to_string(offset) + " of " + where.path + ")";

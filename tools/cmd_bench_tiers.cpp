@@ -114,8 +114,7 @@ class BenchTiers {
                                                  .rank = 0,
                                                  .records = static_cast<int64_t>(count_),
                                                  .record_bytes = record_,
-                                                 .role = {stem_.c_str(), "--nvme", "record", "bench records"},
-                                                 .first_named = 0}));
+                                                 .role = {stem_.c_str(), "--nvme", "record", "bench records"}}));
     if (!gpu_) return;
     copies_ = offload::DeviceCopies::create(device_, false);
     const uint64_t ring = std::max<uint64_t>(flags_.buffers, value_or_throw(parse_bytes(flags_.gpu_budget)) / record_);

@@ -33,11 +33,8 @@ bool has_ipc_lock() {
 // CUDA where there is a GPU; without one, host memory mlock'ed, the RLIMIT_MEMLOCK case).
 DoctorLine pinned_probe(uint64_t bytes) {
   const auto start = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<offload::PinnedHostPool>> pool =
-      offload::PinnedHostPool::create({.capacity_bytes = bytes,
-                                       .arena_bytes = bytes,
-                                       .device = offload::DeviceChoice::kAuto,
-                                       .lock_host_memory = true});
+  Result<std::unique_ptr<offload::PinnedHostPool>> pool = offload::PinnedHostPool::create(
+      {.capacity_bytes = bytes, .device = offload::DeviceChoice::kAuto, .lock_host_memory = true});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!pool.ok()) {
     // A warning: training still runs, with pageable staging (slower copies) or unlocked host memory.

@@ -56,8 +56,7 @@ std::unique_ptr<NvmeParams> NvmeParams::create(NvmeParamsSetup setup) {
                                    .rank = s.rank,
                                    .records = std::max<int64_t>(1, records),
                                    .record_bytes = static_cast<uint64_t>(s.record_numel * params->element_bytes()),
-                                   .role = kParameterSwap,
-                                   .first_named = 0},
+                                   .role = kParameterSwap},
                                   static_cast<uint64_t>(std::max<int64_t>(0, last_numel) * params->element_bytes())));
   return params;
 }
@@ -151,7 +150,7 @@ ParamRead NvmeParams::start_read(std::vector<ParamReadPiece> pieces, uint64_t ta
   if (pieces.size() > ring_->read_buffers())
     throw Error(internal_error("nvme parameters: a read of " + std::to_string(pieces.size()) + " pieces for " +
                                std::to_string(ring_->read_buffers()) + " buffers"));
-  ParamRead read{.tag = tag, .pieces = std::move(pieces)};
+  ParamRead read{.pieces = std::move(pieces)};
   for (ParamReadPiece& piece : read.pieces) {
     if (in_host(piece.begin)) continue;  // buffer -1: copied from the host records
     const auto [k, first] = locate(piece.begin);

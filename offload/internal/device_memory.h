@@ -1,4 +1,4 @@
-// The memory behind PinnedHostPool's arenas. Two implementations: CUDA (cuda_device_memory.cpp,
+// The memory behind PinnedHostPool's arena. Two implementations: CUDA (cuda_device_memory.cpp,
 // compiled against CUDA::cudart when TIERZERO_HAVE_CUDA: host memory registered with the GPU) and
 // host memory (host_device_memory.cpp), chosen at run time by cudaGetDeviceCount. Copies to and from
 // the GPU are DeviceCopies' (offload/torch/offload_torch.h), not this interface's.

@@ -1,5 +1,5 @@
 // First-fit allocator of offsets in [0, capacity): exact sizes rounded only to an alignment,
-// neighbouring free ranges coalesced on free: an ArenaPool's arenas. Not thread-safe; the owner locks.
+// neighbouring free ranges coalesced on free: an ArenaPool's arena. Not thread-safe; the owner locks.
 #pragma once
 
 #include <cstdint>

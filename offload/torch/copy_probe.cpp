@@ -28,8 +28,6 @@ void fill_pattern(std::byte* p, uint64_t bytes, uint64_t seed) {
   }
 }
 
-std::byte* bytes_of(const at::Tensor& t) { return static_cast<std::byte*>(t.data_ptr()); }
-
 class CudaCopyProbe final : public CopyProbe {
  public:
   CudaCopyProbe(uint64_t bytes, at::Device device, std::string description)
@@ -46,7 +44,7 @@ class CudaCopyProbe final : public CopyProbe {
       src_[k] = at::empty({n}, options.pinned_memory(k == 0));
       dst_[k] = at::zeros({n}, options.pinned_memory(k == 0));
     }
-    fill_pattern(bytes_of(src_[0]), bytes_, 0x5eed);
+    fill_pattern(bytes_of(src_[0]).data(), bytes_, 0x5eed);
     src_[1].copy_(src_[0]);
     dev_out_.copy_(src_[0]);
   }
@@ -101,7 +99,7 @@ class CudaCopyProbe final : public CopyProbe {
 
   // One direction over the whole buffer, `chunk` bytes a copy.
   void one_way(bool h2d, HostMemoryKind host, CopyMethod method, uint64_t chunk) {
-    std::byte* host_buf = bytes_of((h2d ? src_ : dst_)[static_cast<int>(host)]);
+    std::byte* host_buf = bytes_of((h2d ? src_ : dst_)[static_cast<int>(host)]).data();
     const at::Tensor& dev = h2d ? dev_in_ : dev_out_;
     std::unique_ptr<CopyDone> last;
     for (uint64_t off = 0; off < bytes_; off += chunk) {
@@ -112,7 +110,7 @@ class CudaCopyProbe final : public CopyProbe {
         continue;
       }
       cudaStream_t stream = baseline_streams_[h2d ? 0 : 1].stream();
-      std::byte* dev_at = bytes_of(dev) + off;
+      std::byte* dev_at = bytes_of(dev).data() + off;
       throw_if_error(cuda_status(h2d ? cudaMemcpyAsync(dev_at, host_buf + off, n, cudaMemcpyHostToDevice, stream)
                                      : cudaMemcpyAsync(host_buf + off, dev_at, n, cudaMemcpyDeviceToHost, stream),
                                  "cudaMemcpyAsync"));

@@ -27,7 +27,6 @@ std::unique_ptr<HostTier> HostTier::create(const std::vector<PinnedBufferSpec>& 
                              " bytes); raise tierzero.pinned_memory_limit, lower "
                              "offload_optimizer.buffer_count (staging slots), or use more ranks"));
   PinnedPoolOptions options{.capacity_bytes = capacity,
-                            .arena_bytes = 0,
                             .device = device.is_cuda() ? DeviceChoice::kAuto : DeviceChoice::kHost,
                             .cuda_device = device.is_cuda() ? device.index() : 0,
                             .lock_host_memory = false};

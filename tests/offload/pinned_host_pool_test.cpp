@@ -1,7 +1,6 @@
-// PinnedHostPool (offload/offload.h): exact-size blocks, the capacity checks at creation (their
-// errors naming MemAvailable and RLIMIT_MEMLOCK), and reuse of freed blocks. Host-backed arenas
-// (DeviceChoice::kHost), so the suite runs without a GPU; and the parallel first touch the CUDA
-// arenas get before cudaHostRegister.
+// PinnedHostPool (offload/offload.h): exact-size blocks and the capacity checks at creation (their
+// errors naming MemAvailable and RLIMIT_MEMLOCK). Host-backed arenas (DeviceChoice::kHost), so the
+// suite runs without a GPU; and the parallel first touch the CUDA arenas get before cudaHostRegister.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -19,9 +18,9 @@
 namespace tierzero::offload {
 namespace {
 
-std::unique_ptr<PinnedHostPool> host_pool(uint64_t capacity, uint64_t arena = 0) {
-  Result<std::unique_ptr<PinnedHostPool>> pool = PinnedHostPool::create(
-      {.capacity_bytes = capacity, .arena_bytes = arena, .device = DeviceChoice::kHost, .lock_host_memory = false});
+std::unique_ptr<PinnedHostPool> host_pool(uint64_t capacity) {
+  Result<std::unique_ptr<PinnedHostPool>> pool =
+      PinnedHostPool::create({.capacity_bytes = capacity, .device = DeviceChoice::kHost, .lock_host_memory = false});
   EXPECT_OK(pool);
   return pool.ok() ? std::move(pool).value() : nullptr;
 }
@@ -52,33 +51,6 @@ TEST(PinnedHostPool, FootprintRoundsToTheBlockAlignment) {
   EXPECT_GE(PinnedHostPool::footprint(1), 1u);
   EXPECT_EQ(PinnedHostPool::footprint(1 << 20), 1u << 20);
   EXPECT_EQ(PinnedHostPool::footprint((1 << 20) + 1), (1u << 20) + 4096);
-}
-
-TEST(PinnedHostPool, FreedBlocksAreReused) {
-  const uint64_t bytes = 1 << 20;
-  std::unique_ptr<PinnedHostPool> pool = host_pool(2 * PinnedHostPool::footprint(bytes));
-  ASSERT_NE(pool, nullptr);
-  void* a = pool->allocate(bytes).value();
-  void* b = pool->allocate(bytes).value();
-  EXPECT_ERROR(pool->allocate(bytes), ErrorCode::kOutOfSpace, "no room");
-  pool->free(a);
-  EXPECT_EQ(pool->used(), PinnedHostPool::footprint(bytes));
-  Result<void*> again = pool->allocate(bytes);
-  ASSERT_OK(again);
-  EXPECT_EQ(again.value(), a);  // the freed block's place, not new memory
-  pool->free(b);
-  pool->free(again.value());
-  EXPECT_EQ(pool->used(), 0u);
-  pool->free(nullptr);  // not a block: ignored
-}
-
-TEST(PinnedHostPool, ArenasSplitTheCapacity) {
-  const uint64_t bytes = 1 << 20;
-  std::unique_ptr<PinnedHostPool> pool = host_pool(3 * bytes, bytes);
-  ASSERT_NE(pool, nullptr);
-  EXPECT_NE(pool->description().find("3 arena(s)"), std::string::npos) << pool->description();
-  for (int i = 0; i < 3; ++i) EXPECT_OK(pool->allocate(bytes)) << i;
-  EXPECT_ERROR(pool->allocate(bytes), ErrorCode::kOutOfSpace, "no room");
 }
 
 TEST(PinnedHostPool, ZeroBytesIsRefused) {

@@ -50,8 +50,7 @@ struct Fixture {
                                               .rank = 0,
                                               .records = records,
                                               .record_bytes = record_bytes,
-                                              .role = kTestSwap,
-                                              .first_named = 0},
+                                              .role = kTestSwap},
                                              last_bytes));
   }
 
