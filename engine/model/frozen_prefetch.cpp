@@ -8,12 +8,8 @@
 
 namespace tierzero::engine {
 
-FrozenPrefetch::FrozenPrefetch(std::function<const std::vector<const at::Tensor*>&(size_t)> host_unit, size_t num_units,
-                               at::Device device)
-    : host_unit_(std::move(host_unit)),
-      num_units_(num_units),
-      device_(device),
-      copies_(offload::DeviceCopies::create(device, /*timing=*/false)) {}
+FrozenPrefetch::FrozenPrefetch(const std::vector<std::vector<const at::Tensor*>>& host_units, at::Device device)
+    : host_units_(host_units), device_(device), copies_(offload::DeviceCopies::create(device, /*timing=*/false)) {}
 
 FrozenPrefetch::~FrozenPrefetch() {
   // A copy may still be reading host memory its owner frees after this.
@@ -31,7 +27,7 @@ std::vector<at::Tensor> FrozenPrefetch::unit(size_t u) {
   current_ = ahead_ && ahead_->unit == u ? std::move(ahead_) : copy(u);
   ahead_.reset();
   current_->weights.done->order_current_stream();
-  const size_t next = next_unit(u, !previous || u > previous->unit, num_units_);
+  const size_t next = next_unit(u, !previous || u > previous->unit, host_units_.size());
   if (next != u) {
     if (previous && previous->unit == next) {
       ahead_ = std::move(previous);  // the unit just left comes next again (the turn at either end)
@@ -43,7 +39,7 @@ std::vector<at::Tensor> FrozenPrefetch::unit(size_t u) {
 }
 
 FrozenPrefetch::Copy FrozenPrefetch::copy(size_t u) const {
-  return {.unit = u, .weights = copies_->upload(host_unit_(u))};
+  return {.unit = u, .weights = copies_->upload(host_units_.at(u))};
 }
 
 }  // namespace tierzero::engine

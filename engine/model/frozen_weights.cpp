@@ -83,12 +83,8 @@ Result<std::unique_ptr<FrozenWeights>> FrozenWeights::load(const FunctionalModel
   for (size_t u = 0; u < model.num_units(); ++u) {
     for (const ParamSpec& spec : model.unit_params(u)) frozen->units_[u].push_back(&frozen->by_name_.at(spec.name));
   }
-  if (home != FrozenHome::kDevice && device.is_cuda()) {
-    const FrozenWeights* weights = frozen.get();
-    frozen->prefetch_ = std::make_unique<FrozenPrefetch>(
-        [weights](size_t u) -> const std::vector<const at::Tensor*>& { return weights->units_.at(u); },
-        model.num_units(), device);
-  }
+  if (home != FrozenHome::kDevice && device.is_cuda())
+    frozen->prefetch_ = std::make_unique<FrozenPrefetch>(frozen->units_, device);
   return frozen;
 }
 

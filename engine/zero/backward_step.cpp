@@ -1,6 +1,7 @@
 #include "engine/zero/internal/backward_step.h"
 
 #include <ATen/record_function.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,14 +16,20 @@
 #include "engine/zero/internal/traced_thread.h"
 
 namespace tierzero::engine {
-std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, const Partitioner& partitioner, int rank) {
+namespace {
+
+// For each unit u of `model`: the first element of the suffix of rank 0's partition that is final
+// once units u..last have handed over their gradients (no element of it belongs to a parameter
+// that a unit below u also uses). Padding counts as final. Throws tierzero::Error when
+// `partitioner` does not know a parameter.
+std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, const Partitioner& partitioner) {
   // The lowest unit using each parameter: its gradient is final once that unit's backward is done.
   std::map<std::string, size_t> lowest_use;
   std::map<std::string, int64_t> numel;
   for (size_t u = 0; u < model.num_units(); ++u) {
     for (const ParamSpec& spec : model.unit_params(u)) {
       lowest_use.try_emplace(spec.name, u);
-      numel[spec.name] = shape_numel(spec.shape);
+      numel[spec.name] = c10::multiply_integers(spec.shape);
     }
   }
   // final_from[u] = the end of the highest run of a parameter some unit below u uses.
@@ -30,19 +37,21 @@ std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, cons
   for (const auto& [name, unit] : lowest_use) {
     int64_t end = 0;
     for (const PartitionRun& run : partitioner.locate(name, 0, numel[name]))
-      if (run.rank == rank) end = std::max(end, run.partition_offset + run.numel);
+      if (run.rank == 0) end = std::max(end, run.partition_offset + run.numel);
     for (size_t u = unit + 1; u < final_from.size(); ++u) final_from[u] = std::max(final_from[u], end);
   }
   return final_from;
 }
 
+}  // namespace
+
 int64_t grad_ring_records_needed(const FunctionalModel& model, const Partitioner& partitioner, int64_t record_numel) {
-  const std::vector<int64_t> final_from = grads_final_from_by_unit(model, partitioner, 0);
+  const std::vector<int64_t> final_from = grads_final_from_by_unit(model, partitioner);
   std::set<int64_t> touched;  // records units u..last land on
   int64_t needed = 0;
   for (size_t u = model.num_units(); u-- > 0;) {
     for (const ParamSpec& spec : model.unit_params(u))
-      for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape)))
+      for (const PartitionRun& run : partitioner.locate(spec.name, 0, c10::multiply_integers(spec.shape)))
         if (run.rank == 0 && run.numel > 0)
           for (int64_t r = run.partition_offset / record_numel;
                r <= (run.partition_offset + run.numel - 1) / record_numel; ++r)
@@ -56,7 +65,7 @@ int64_t grad_ring_records_needed(const FunctionalModel& model, const Partitioner
 }
 
 BackwardStep::BackwardStep(const FunctionalModel& model, Partitioner& partitioner, HostGradPipeline& pipeline)
-    : partitioner_(partitioner), pipeline_(pipeline), final_from_(grads_final_from_by_unit(model, partitioner, 0)) {}
+    : partitioner_(partitioner), pipeline_(pipeline), final_from_(grads_final_from_by_unit(model, partitioner)) {}
 
 BackwardStep::~BackwardStep() {
   if (!thread_.joinable()) return;

@@ -317,8 +317,7 @@ Result<CheckpointExtras> load_engine_checkpoint(const std::string& dir, ZeroEngi
   const uint32_t read_rank = stage == 0 ? 0 : static_cast<uint32_t>(comm.rank());
   const std::vector<checkpoint::PartitionSegment> segments =
       checkpoint::partition_segments(manifest.groups[0], stage, read_world, manifest.alignment, read_rank);
-  const at::ScalarType moments =
-      engine.options().offload_optimizer ? checkpoint_moment_dtype(engine.options().optimizer_state_dtype) : at::kFloat;
+  const at::ScalarType moments = checkpoint_moment_dtype(engine.options().optimizer_state_dtype);
   // Saved as this optimizer holds it (same encoded layout, same partitions): its stored parts go
   // straight into the records, bit for bit. Else decoded to fp32 and converted (a compact master
   // splits exactly; 8-bit moments are re-encoded: new codes, not the saved ones).

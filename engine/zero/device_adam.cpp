@@ -19,10 +19,8 @@ class DeviceAdam final : public PartitionOptimizer {
     state_.exp_avg_sq = at::zeros_like(state_.master);
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override { return grad.to(at::kDouble).pow(2).sum().item<double>(); }
-
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-            StepProgress* progress, GradsFinal* grads_final) override {
+            StepProgress* /*progress*/, GradsFinal* grads_final) override {
     if (grads_final != nullptr)
       throw Error(internal_error("the device optimizer does not step inside the backward (it reads the whole gradient)"));
     at::Tensor g = grad.to(state_.master.device(), at::kFloat);
@@ -39,7 +37,6 @@ class DeviceAdam final : public PartitionOptimizer {
                        /*maximize=*/false);
     }
     compute_partition.copy_(state_.master);
-    if (progress != nullptr) progress->publish(compute_partition.numel(), {});  // written in the stream's order
   }
 
   AdamPartitionState& state() override { return state_; }

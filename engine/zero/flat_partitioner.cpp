@@ -11,8 +11,7 @@ namespace tierzero::engine {
 FlatPartitioner::FlatPartitioner(const FunctionalModel& model, ParamSource& params, const PartitionOptions& options,
                                  Comm& comm, OffloadedGrads* landing)
     : options_(options), comm_(comm), landing_(landing) {
-  const ParamNamesAndShapes table = param_names_and_shapes(model);
-  layout_ = make_flat_group_layout(table.names, table.shapes, options.stage, comm.world_size());
+  layout_ = make_flat_group_layout(all_params(model), options.stage, comm.world_size());
   unit_params_ = unit_param_indices(model);
   flat_params_ =
       at::zeros({layout_.padded_numel}, at::TensorOptions().dtype(options.compute_dtype).device(comm.device()));
@@ -21,7 +20,7 @@ FlatPartitioner::FlatPartitioner(const FunctionalModel& model, ParamSource& para
     load_param_range(params, slot.name, 0, flat);
     param_views_.push_back(flat.view(slot.shape));
   }
-  grad_partition_ = make_grad_partition(landing, layout_.partition_numel, options);
+  grad_partition_ = make_grad_partition(landing, layout_.partition_numel, options, comm);
   make_buckets();
 }
 
@@ -103,8 +102,8 @@ void FlatPartitioner::complete(size_t b) {
   if (lo < hi && landing_ != nullptr) {
     landing_->take(bucket.sum.narrow(0, lo - bucket.begin, hi - lo), {{lo - begin, 0, hi - lo}}, bucket.lands);
   } else if (lo < hi) {
-    at::Tensor mine = bucket.sum.narrow(0, lo - bucket.begin, hi - lo).to(options_.grad_device);
-    grad_partition_.narrow(0, lo - begin, hi - lo).add_(mine, 1.0 / comm_.world_size());
+    grad_partition_.narrow(0, lo - begin, hi - lo)
+        .add_(bucket.sum.narrow(0, lo - bucket.begin, hi - lo), 1.0 / comm_.world_size());
   }
   bucket.sum = at::Tensor();
   bucket.arrivals = 0;

@@ -5,7 +5,7 @@
 
 namespace tierzero::engine {
 
-void GradsFinal::start(int64_t numel, GradLender* lender) {
+void GradsFinal::start(int64_t numel, HostGradPipeline* lender) {
   std::lock_guard lock(mutex_);
   from_ = numel;
   error_ = Status{};

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "common/common.h"
 #include "engine/model/functional_model.h"
+#include "engine/zero/internal/nvme_params.h"
 
 namespace tierzero::engine {
 
@@ -119,13 +119,6 @@ at::ScalarType checkpoint_moment_dtype(at::ScalarType state_dtype) {
   return state_dtype == at::kChar ? at::kFloat : state_dtype;
 }
 
-double host_grad_sq_norm(const cpu_adam::CpuAdam& adam, const at::Tensor& grad) {
-  const at::Tensor host = grad.is_cpu() && grad.is_contiguous() ? grad : grad.cpu().contiguous();
-  const cpu_adam::Elements all = tensor_elements(host, 0, host.numel());
-  const cpu_adam::GradStats stats = adam.grad_stats({all.data, all.count, all.type});
-  return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
-}
-
 cpu_adam::AdamHyperParams cpu_adam_hyper_params(const AdamConfig& config, double lr) {
   return {.lr = lr,
           .beta1 = config.beta1,
@@ -137,7 +130,7 @@ cpu_adam::AdamHyperParams cpu_adam_hyper_params(const AdamConfig& config, double
 }
 
 SixteenBitOutput sixteen_bit_output(const at::Tensor& compute_partition, const at::Tensor& staging, int64_t numel,
-                                    const char* who, ComputeWeightsSink* sink) {
+                                    const char* who, NvmeParams* sink) {
   SixteenBitOutput output;
   if (!compute_partition.defined()) {
     if (sink == nullptr) throw Error(internal_error(std::string(who) + ": no compute partition and no sink"));

@@ -34,6 +34,7 @@ HostGradPipeline::HostGradPipeline(GradLanding landing, const std::vector<at::Te
     throw Error(internal_error(
         "HostGradPipeline needs a contiguous fp32 or bf16 host partition (or ring slots of a record each) and a "
         "staging slot of 8+ bytes"));
+  element_type_ = float_element_type(dtype_, "offloaded gradients");
   if (!partition_.defined()) {
     const int64_t records = (numel_ + record_numel_ - 1) / record_numel_;
     ring_ = std::make_unique<offload::RecordSlots>(bytes_of(landing.ring), records);
@@ -230,9 +231,9 @@ void HostGradPipeline::record_norms(Job& job) {
     copy->wait_host();
     copy_seconds_ += copy->seconds();
   }
-  const ElementType type = float_element_type(dtype_, "offloaded gradients");
   for (const LandingRun& run : job.runs) {
-    const cpu_adam::ConstElements landed{landing_at(run.partition_offset), static_cast<size_t>(run.numel), type};
+    const cpu_adam::ConstElements landed{landing_at(run.partition_offset), static_cast<size_t>(run.numel),
+                                         element_type_};
     const double sq = adam_.grad_stats(landed).sq_norm;
     std::lock_guard lock(norms_mutex_);
     run_norms_.record(run.partition_offset, run.numel, sq);
@@ -279,32 +280,29 @@ void HostGradPipeline::drain() {
 }
 
 cpu_adam::GradStats HostGradPipeline::grad_stats() {
-  const ElementType type = float_element_type(dtype_, "offloaded gradients");
   if (ring_ == nullptr) {
     std::lock_guard lock(norms_mutex_);
-    return run_norms_.total({partition_.const_data_ptr(), static_cast<size_t>(numel_), type}, adam_);
+    return run_norms_.total({partition_.const_data_ptr(), static_cast<size_t>(numel_), element_type_}, adam_);
   }
   // The records not yet read; a slot is freed only once settled.
   for (const auto& [record, slot] : ring_->held()) settle_norms(record, slot);
   std::lock_guard lock(norms_mutex_);
-  return run_norms_.total({nullptr, 0, type}, adam_);
+  return run_norms_.total({nullptr, 0, element_type_}, adam_);
 }
 
 void HostGradPipeline::settle_norms(int64_t record, std::span<const std::byte> slot) {
   const int64_t begin = record * record_numel_, count = std::min(record_numel_, numel_ - begin);
-  const cpu_adam::ConstElements elements{slot.data(), static_cast<size_t>(count),
-                                         float_element_type(dtype_, "offloaded gradients")};
+  const cpu_adam::ConstElements elements{slot.data(), static_cast<size_t>(count), element_type_};
   std::lock_guard lock(norms_mutex_);
   run_norms_.settle(begin, begin + count, elements, adam_);
 }
 
 cpu_adam::ConstElements HostGradPipeline::lend(int64_t begin, int64_t count) {
-  const ElementType type = float_element_type(dtype_, "offloaded gradients");
   const int64_t record = begin / record_numel_;
   if (ring_ == nullptr || count <= 0 || (begin + count - 1) / record_numel_ != record)
     throw Error(internal_error("the gradient ring lends one record's elements at a time"));
-  if (ring_->slot_of(record).empty()) return {nullptr, static_cast<size_t>(count), type};
-  return {landing_at(begin), static_cast<size_t>(count), type};
+  if (ring_->slot_of(record).empty()) return {nullptr, static_cast<size_t>(count), element_type_};
+  return {landing_at(begin), static_cast<size_t>(count), element_type_};
 }
 
 void HostGradPipeline::consumed(int64_t begin, int64_t count) {

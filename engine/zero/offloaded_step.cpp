@@ -12,6 +12,8 @@
 #include <utility>
 
 #include "engine/zero/internal/device_share.h"
+#include "engine/zero/internal/host_grad_pipeline.h"
+#include "engine/zero/internal/nvme_params.h"
 
 namespace tierzero::engine {
 
@@ -58,7 +60,7 @@ struct DevicePiece {
 
 void OffloadedStep::run(StateStore& store, int64_t step, const at::Tensor& grad, double grad_multiplier, double lr,
                         const at::Tensor& compute_partition, StepProgress* progress, GradsFinal* grads_final) {
-  GradLender* lender = grads_final != nullptr ? grads_final->lender() : nullptr;
+  HostGradPipeline* lender = grads_final != nullptr ? grads_final->lender() : nullptr;
   if (lender == nullptr && !(grad.is_cpu() && grad.is_contiguous()))
     throw Error(internal_error("record optimizer: the gradient partition is not contiguous in host memory"));
   const SixteenBitOutput out16 =

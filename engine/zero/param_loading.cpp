@@ -1,6 +1,7 @@
 #include "engine/zero/internal/param_loading.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,7 +39,7 @@ void TimedParamSource::show_progress(const std::string& label, uint64_t total_by
 int64_t partition_param_numel(const FunctionalModel& model, const Partitioner& partitioner, int rank) {
   int64_t numel = 0;
   for (const ParamSpec& spec : all_params(model))
-    for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape)))
+    for (const PartitionRun& run : partitioner.locate(spec.name, 0, c10::multiply_integers(spec.shape)))
       if (run.rank == rank) numel += run.numel;
   return numel;
 }
@@ -61,17 +62,12 @@ void load_param_range(ParamSource& source, const std::string& name, int64_t firs
   }
 }
 
-void load_partition(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
-                    const at::Tensor& dst) {
-  load_partition_range(source, model, partitioner, rank, 0, dst);
-}
-
 void load_partition_range(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
                           int64_t begin, const at::Tensor& dst) {
   const int64_t end = begin + dst.numel();
   at::Tensor piece;  // one for every parameter's runs
   for (const ParamSpec& spec : all_params(model))
-    for (const PartitionRun& run : partitioner.locate(spec.name, 0, shape_numel(spec.shape))) {
+    for (const PartitionRun& run : partitioner.locate(spec.name, 0, c10::multiply_integers(spec.shape))) {
       const int64_t lo = std::max(begin, run.partition_offset);
       const int64_t hi = std::min(end, run.partition_offset + run.numel);
       if (run.rank != rank || lo >= hi) continue;

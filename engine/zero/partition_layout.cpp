@@ -2,24 +2,19 @@
 // padding arithmetic that engine checkpoints and the DeepSpeed import use too.
 #include "engine/zero/internal/partition_layout.h"
 
+#include <c10/util/accumulate.h>
+
 #include <algorithm>
 
 #include "common/common.h"
 
 namespace tierzero::engine {
 
-int64_t shape_numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
-                                       const std::vector<std::vector<int64_t>>& shapes, int stage, int world_size) {
+FlatGroupLayout make_flat_group_layout(const std::vector<ParamSpec>& params, int stage, int world_size) {
   FlatGroupLayout layout;
   layout.partition_count = stage == 0 ? 1 : world_size;
-  for (size_t i = 0; i < names.size(); ++i) {
-    FlatSlot slot{names[i], shapes[i], shape_numel(shapes[i]), layout.numel};
+  for (const ParamSpec& spec : params) {
+    FlatSlot slot{spec.name, spec.shape, c10::multiply_integers(spec.shape), layout.numel};
     layout.numel += slot.numel;
     layout.slots.push_back(std::move(slot));
   }
@@ -31,19 +26,11 @@ FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
   return layout;
 }
 
-int64_t ShardedLayout::valid_numel(const ShardSlot& slot, int rank) const {
-  return static_cast<int64_t>(partitioning::rank_range(static_cast<uint64_t>(slot.numel),
-                                                       static_cast<uint64_t>(slot.shard_numel),
-                                                       static_cast<uint32_t>(rank))
-                                  .size());
-}
-
-ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
-                                  const std::vector<std::vector<int64_t>>& shapes, int world_size) {
+ShardedLayout make_sharded_layout(const std::vector<ParamSpec>& params, int world_size) {
   ShardedLayout layout;
   layout.world_size = world_size;
-  for (size_t i = 0; i < names.size(); ++i) {
-    ShardSlot slot{names[i], shapes[i], shape_numel(shapes[i])};
+  for (const ParamSpec& spec : params) {
+    ShardSlot slot{spec.name, spec.shape, c10::multiply_integers(spec.shape)};
     slot.shard_numel = static_cast<int64_t>(
         partitioning::stage3_piece_numel(static_cast<uint64_t>(slot.numel), static_cast<uint32_t>(world_size)));
     slot.shard_offset = layout.shard_numel;

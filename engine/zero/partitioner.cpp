@@ -19,15 +19,6 @@ std::vector<std::vector<size_t>> unit_param_indices(const FunctionalModel& model
   return units;
 }
 
-ParamNamesAndShapes param_names_and_shapes(const FunctionalModel& model) {
-  ParamNamesAndShapes table;
-  for (const ParamSpec& spec : all_params(model)) {
-    table.names.push_back(spec.name);
-    table.shapes.push_back(spec.shape);
-  }
-  return table;
-}
-
 at::Tensor Partitioner::gather_fp32_to_host(const at::Tensor& partition, Comm& comm) const {
   at::Tensor mine = partition.to(comm.device(), at::kFloat).contiguous();
   return (partitioned() ? gather_from_ranks(comm, mine) : mine).cpu();
@@ -40,9 +31,9 @@ at::Tensor gather_from_ranks(Comm& comm, at::Tensor mine) {
   return gathered;
 }
 
-at::Tensor make_grad_partition(OffloadedGrads* landing, int64_t numel, const PartitionOptions& options) {
+at::Tensor make_grad_partition(OffloadedGrads* landing, int64_t numel, const PartitionOptions& options, Comm& comm) {
   if (landing != nullptr) return landing->partition();
-  return at::zeros({numel}, at::TensorOptions().dtype(options.grad_dtype).device(options.grad_device));
+  return at::zeros({numel}, at::TensorOptions().dtype(options.grad_dtype).device(comm.device()));
 }
 
 void zero_grad_partition(OffloadedGrads* landing, at::Tensor& grads) {

@@ -69,8 +69,6 @@ class CachedRecordAdam final : public PartitionOptimizer, private StateStore, pr
     mark_traffic();  // a step's traffic, not the set-up's
   }
 
-  double grad_sq_norm(const at::Tensor& grad) override { return host_grad_sq_norm(*setup_.adam, grad); }
-
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
             StepProgress* progress, GradsFinal* grads_final) override {
     // A save in flight reads through the buffers: the step waits for it whole. Without buffers it

@@ -8,6 +8,15 @@
 #include <vector>
 
 namespace tierzero::engine {
+namespace {
+
+// The sum of squares of `elements` by `adam`'s kernel; infinity when an element is not finite.
+double sq_norm_of(const cpu_adam::CpuAdam& adam, cpu_adam::ConstElements elements) {
+  const cpu_adam::GradStats stats = adam.grad_stats(elements);
+  return stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
 
 void RunNorms::record(int64_t offset, int64_t numel, double sq) {
   const int64_t end = offset + numel;
@@ -31,10 +40,8 @@ void RunNorms::settle(int64_t begin, int64_t end, cpu_adam::ConstElements range,
   const size_t element = element_size(range.type);
   for (auto it = runs_.lower_bound(begin); it != runs_.end() && it->first + it->second.numel <= end; ++it) {
     if (!it->second.resum) continue;
-    const cpu_adam::GradStats part =
-        adam.grad_stats({static_cast<const std::byte*>(range.data) + (it->first - begin) * element,
-                         static_cast<size_t>(it->second.numel), range.type});
-    it->second.sq = part.finite ? part.sq_norm : std::numeric_limits<double>::infinity();
+    it->second.sq = sq_norm_of(adam, {static_cast<const std::byte*>(range.data) + (it->first - begin) * element,
+                                      static_cast<size_t>(it->second.numel), range.type});
     it->second.resum = false;
   }
 }
@@ -43,14 +50,9 @@ cpu_adam::GradStats RunNorms::total(cpu_adam::ConstElements partition, const cpu
   const size_t element = element_size(partition.type);
   cpu_adam::GradStats stats;
   for (const auto& [offset, run] : runs_) {
-    double sq = run.sq;
-    if (run.resum) {
-      const cpu_adam::ConstElements elements{static_cast<const std::byte*>(partition.data) + offset * element,
-                                             static_cast<size_t>(run.numel), partition.type};
-      const cpu_adam::GradStats part = adam.grad_stats(elements);
-      sq = part.finite ? part.sq_norm : std::numeric_limits<double>::infinity();
-    }
-    stats.sq_norm += sq;
+    stats.sq_norm += run.resum ? sq_norm_of(adam, {static_cast<const std::byte*>(partition.data) + offset * element,
+                                                   static_cast<size_t>(run.numel), partition.type})
+                               : run.sq;
   }
   stats.finite = std::isfinite(stats.sq_norm);
   return stats;

@@ -12,11 +12,6 @@
 namespace tierzero::engine {
 namespace {
 
-ShardedLayout layout_of(const FunctionalModel& model, int world_size) {
-  const ParamNamesAndShapes table = param_names_and_shapes(model);
-  return make_sharded_layout(table.names, table.shapes, world_size);
-}
-
 // Parameter `param`, flat and without its padding, out of `by_rank` ([W, row]: row r holds rank r's
 // pieces, `param`'s from `column` on). Rank r's piece is elements [r * shard_numel, ...) of the
 // padded parameter.
@@ -30,10 +25,10 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
                                        const PartitionOptions& options, Comm& comm, OffloadedHost host)
     : options_(options),
       comm_(comm),
-      layout_(layout_of(model, comm.world_size())),
+      layout_(make_sharded_layout(all_params(model), comm.world_size())),
       unit_params_(unit_param_indices(model)),
       host_(host),
-      grad_shard_(make_grad_partition(host.grads, layout_.shard_numel, options)),
+      grad_shard_(make_grad_partition(host.grads, layout_.shard_numel, options, comm)),
       reducer_(layout_, options.reduce_bucket_numel, options.grad_dtype, comm, grad_shard_, host.grads),
       slots_(layout_.slots.size()),
       uses_(layout_.slots.size()),
@@ -56,7 +51,8 @@ ShardedPartitioner::ShardedPartitioner(const FunctionalModel& model, ParamSource
   }
   if (host.shard_from_master && (nvme_ != nullptr || !shard_params_.is_cpu()))
     throw Error(internal_error("a parameter shard written by the master's split must be in host memory"));
-  if (nvme_ == nullptr && !host.shard_from_master) load_partition(params, model, *this, comm.rank(), shard_params_);
+  if (nvme_ == nullptr && !host.shard_from_master)
+    load_partition_range(params, model, *this, comm.rank(), 0, shard_params_);
   for (const ShardSlot& slot : layout_.slots) {
     bool persistent = slot.numel <= options.persistence_threshold;
     persistent_.push_back(persistent);
@@ -113,35 +109,27 @@ void ShardedPartitioner::order_reads(const std::vector<size_t>& slots) {
 
 ShardedPartitioner::GatherInput ShardedPartitioner::gather_input(const std::vector<size_t>& slots) {
   order_reads(slots);
+  const std::vector<std::pair<int64_t, int64_t>> ranges = shard_ranges(layout_, slots);
   GatherInput input;
   if (nvme_ != nullptr) {
     input.mine = empty_row(slots);
-    input.copied = read_now(shard_ranges(layout_, slots), input.mine);
+    input.copied = read_now(ranges, input.mine);
     return input;
-  }
-  std::vector<at::Tensor> pieces;
-  for (size_t slot : slots) {
-    const ShardSlot& param = layout_.slots[slot];
-    pieces.push_back(shard_params_.narrow(0, param.shard_offset, param.shard_numel));
   }
   if (!options_.offload_params) {
-    input.mine = at::cat(pieces);  // one kernel
+    std::vector<at::Tensor> pieces;
+    for (const auto& [begin, end] : ranges) pieces.push_back(shard_params_.narrow(0, begin, end - begin));
+    input.mine = pieces.empty() ? empty_row(slots) : at::cat(pieces);  // one kernel
     return input;
   }
-  // Offloaded (pinned or pageable): on the side stream, pieces that follow each other in the shard in
-  // one copy; in stream order, the last copy's completion is all of theirs.
+  // Offloaded (pinned or pageable): on the side stream, one copy per run of the shard; in stream
+  // order, the last copy's completion is all of theirs.
   input.mine = empty_row(slots);  // shard_params_ holds the compute dtype
   int64_t filled = 0;
-  for (size_t first = 0; first < pieces.size();) {
-    size_t end = first + 1;
-    int64_t count = pieces[first].numel();
-    while (end < pieces.size() &&
-           pieces[end].const_data_ptr() ==
-               static_cast<const std::byte*>(pieces[end - 1].const_data_ptr()) + pieces[end - 1].nbytes())
-      count += pieces[end++].numel();
-    input.copied = host_.copies->to_device(input.mine.narrow(0, filled, count), pieces[first].const_data_ptr());
-    filled += count;
-    first = end;
+  for (const auto& [begin, end] : ranges) {
+    input.copied = host_.copies->to_device(input.mine.narrow(0, filled, end - begin),
+                                           shard_params_.narrow(0, begin, end - begin).const_data_ptr());
+    filled += end - begin;
   }
   return input;
 }
@@ -156,7 +144,6 @@ void ShardedPartitioner::start_gather(const std::vector<size_t>& slots) {
     for (uint64_t holder : nvme_->holders_of_next(pieces)) land(holder);
     gather.mine = empty_row(slots);
     gather.read = nvme_->start_read(std::move(pieces), gather.id);
-    if (layout_.world_size == 1) gather.gathered = gather.mine;
   } else {
     GatherInput input = gather_input(slots);
     gather.mine = input.mine;

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <utility>
 
 #include "engine/plan/plan.h"
-#include "engine/zero/internal/partition_layout.h"
 #include "engine/zero/internal/rng_replay.h"
 #include "engine/zero/internal/unit_function.h"
 
@@ -171,7 +171,7 @@ uint64_t window_pass_extra_bytes(const FunctionalModel& model, int64_t micro_bat
   int64_t largest_unit = 0;
   for (size_t u = 0; u < model.num_units(); ++u) {
     int64_t numel = 0;
-    for (const ParamSpec& p : model.unit_params(u)) numel += shape_numel(p.shape);
+    for (const ParamSpec& p : model.unit_params(u)) numel += c10::multiply_integers(p.shape);
     largest_unit = std::max(largest_unit, numel);
   }
   return plan::window_bytes(micro_batches, tokens, model.config().hidden_size,

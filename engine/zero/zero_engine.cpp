@@ -1,8 +1,6 @@
 #include "engine/zero/zero_engine.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/Stream.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,12 +31,6 @@ using Clock = std::chrono::steady_clock;
 // (about a second's draws or reads on a few cores).
 constexpr uint64_t kStartupBarBytes = uint64_t{2} << 30;
 
-// Waits until the device's current stream has run everything queued on it (timing only).
-void sync_current_stream(at::Device device) {
-  if (device.is_cpu()) return;
-  c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
-}
-
 // With the time breakdown on (`timed`): waits for the device's current stream, then adds the wall
 // time since `start` to `phase`.
 void add_device_time(bool timed, at::Device device, double& phase, Clock::time_point start) {
@@ -61,15 +53,15 @@ struct PartitionSizes {
 };
 
 PartitionSizes partition_sizes(const FunctionalModel& model, const PartitionOptions& options, int world_size) {
-  const ParamNamesAndShapes table = param_names_and_shapes(model);
+  const std::vector<ParamSpec> params = all_params(model);
   int64_t partition = 0, slots = 0, largest = 0;  // slots: stage 3's, each padded by an element
   if (options.stage == 3) {
-    const ShardedLayout layout = make_sharded_layout(table.names, table.shapes, world_size);
+    const ShardedLayout layout = make_sharded_layout(params, world_size);
     for (const ShardSlot& slot : layout.slots) largest = std::max(largest, slot.shard_numel);
     partition = layout.shard_numel;
     slots = static_cast<int64_t>(layout.slots.size());
   } else {
-    const FlatGroupLayout layout = make_flat_group_layout(table.names, table.shapes, options.stage, world_size);
+    const FlatGroupLayout layout = make_flat_group_layout(params, options.stage, world_size);
     for (const FlatSlot& slot : layout.slots) largest = std::max(largest, slot.numel);
     partition = layout.partition_numel;
   }
@@ -90,11 +82,10 @@ bool compact_master(const ZeroEngineOptions& options) { return options.master_la
 bool moments_8bit(const ZeroEngineOptions& options) { return options.optimizer_state_dtype == at::kChar; }
 // Whether the bf16 compute weights are the master rounded to nearest with ties away from zero (a
 // compact master's high half, or the fp32 master with params16_rounding kNearestAway), not as
-// Tensor::copy_ casts: then the engine writes them so at the start and after a load as well.
+// Tensor::copy_ casts: then the engine writes them so at the start and after a load as well. Either
+// needs the offloaded optimizer and bf16 compute (check_engine_settings).
 bool rounds_away(const ZeroEngineOptions& options) {
-  return options.offload_optimizer && options.partition.compute_dtype == at::kBFloat16 &&
-         (options.master_layout == MasterLayout::kCompact ||
-          options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway);
+  return compact_master(options) || options.params16_rounding == cpu_adam::Bf16Rounding::kNearestAway;
 }
 
 // What sizes this rank's pinned buffers and swap files (engine/layout, which the planner sizes them
@@ -129,10 +120,20 @@ at::Tensor weights16(const ZeroEngineOptions& options, const HostTier& host_tier
 
 // Whether the compact master's high half is the offloaded parameter shard itself (compact_state's
 // choice: no 16-bit weights bound for the device), which the optimizer's first split writes whole,
-// so the partitioner need not read the weights into it first (OffloadedHost::shard_from_master).
+// so the partitioner need not read the weights into it first (OffloadedHost::shard_from_master). A
+// compact master has the optimizer offloaded and no parameters on NVMe (check_engine_settings).
 bool shard_is_master_half(const ZeroEngineOptions& options, const HostTier* host_tier) {
-  return options.offload_optimizer && compact_master(options) && options.partition.stage == 3 &&
-         !params_on_nvme(options) && host_tier != nullptr && weights16(options, *host_tier).numel() == 0;
+  return compact_master(options) && options.partition.stage == 3 && host_tier != nullptr &&
+         weights16(options, *host_tier).numel() == 0;
+}
+
+// Why the offloaded optimizer, where its step follows into the next forward (overlap_offload and
+// `partitioner` can_follow_step()), cannot step inside the window's backward, or nullptr when it can
+// (state_layout::step_in_backward_refusal, which the planner decides with too).
+const char* backward_step_refusal(const ZeroEngineOptions& options, const Partitioner& partitioner) {
+  return state_layout::step_in_backward_refusal(partitioner.can_hand_over_grads(), params_on_nvme(options),
+                                                options.gradient_clipping,
+                                                options.partition.compute_dtype == at::kHalf);
 }
 
 // `options` as engine/config's settings, which check_engine_settings() checks (the options may be
@@ -291,7 +292,6 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
   // Refused before the device is touched; the check that needs the partition's size follows it.
   throw_if_error(check_engine_settings(settings_of(options, comm.world_size())));
   throw_if_error(limit_device_memory(comm.device(), options.gpu_memory_limit_bytes));
-  options_.partition.grad_device = options.offload_optimizer ? at::Device(at::kCPU) : comm.device();
   // The same buckets for both accumulators, which keeps them equal bit for bit.
   options_.partition.reduce_bucket_numel =
       state_layout::reduce_bucket_numel(options.partition.reduce_bucket_numel, options.offload_optimizer,
@@ -301,8 +301,7 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
   throw_if_error(check_engine_settings(settings_of(options_, comm.world_size()), sizes.partition_numel));
   const state_layout::HostShape shape = host_shape(options_, sizes, comm.device());
   if (params_on_nvme(options_)) {  // before the pinned buffers and the swap files are made
-    const ParamNamesAndShapes table = param_names_and_shapes(model);
-    throw_if_error(check_read_buffers(make_sharded_layout(table.names, table.shapes, comm.world_size()),
+    throw_if_error(check_read_buffers(make_sharded_layout(all_params(model), comm.world_size()),
                                       unit_param_indices(model), options_.partition.persistence_threshold,
                                       shape.records().group(), options_.nvme_params, comm.rank()));
   }
@@ -372,39 +371,36 @@ ZeroEngine::ZeroEngine(const FunctionalModel& model, ParamSource& source, const 
   if (!options.offload_optimizer) {
     at::Tensor master =
         at::zeros({partitioner_->partition_numel()}, at::TensorOptions().dtype(at::kFloat).device(comm.device()));
-    load_partition(params, model, *partitioner_, partition_rank, master);
+    load_partition_range(params, model, *partitioner_, partition_rank, 0, master);
     optimizer_ = make_device_adam(std::move(master), options.adam);
     choose_step_modes();
     return;
   }
   // The record optimizer: with device "nvme" its records on NVMe (some kept in memory), with "cpu"
   // (no nvme_path) every record in memory and no swap file.
-  RecordAdamSetup setup{
-      .config = options.adam,
-      .adam = cpu_adam_.get(),
-      .copies = copies_.get(),
-      .sub_group_numel = options.sub_group_size,
-      .time_copies = options.time_breakdown,
-      .params16 = weights16(options, *host_tier_),
-      .sink = nvme_params_.get(),
-      .compact = compact_state(options, *host_tier_, *partitioner_),
-      .params16_rounding = options.params16_rounding,
-      .device_share = device_share_.get(),
-      .rank = comm.rank(),
-      .state_dtype = options.optimizer_state_dtype,
-      .records_in_memory = records_in_memory,
-      .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
-      // where the step may run inside the backward (choose_step_modes)
-      .spread_records = options.overlap_offload && partitioner_->can_follow_step() &&
-                        state_layout::step_in_backward_refusal(partitioner_->can_hand_over_grads(),
-                                                               params_on_nvme(options), options.gradient_clipping,
-                                                               options.partition.compute_dtype == at::kHalf) == nullptr,
-      .nvme = options.nvme_optimizer,
-      .buffers = {},
-      .numel = partitioner_->partition_numel(),
-      .load_master = [&](int64_t begin, const at::Tensor& out) {
-        load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
-      }};
+  RecordAdamSetup setup{.config = options.adam,
+                        .adam = cpu_adam_.get(),
+                        .copies = copies_.get(),
+                        .sub_group_numel = options.sub_group_size,
+                        .time_copies = options.time_breakdown,
+                        .params16 = weights16(options, *host_tier_),
+                        .sink = nvme_params_.get(),
+                        .compact = compact_state(options, *host_tier_, *partitioner_),
+                        .params16_rounding = options.params16_rounding,
+                        .device_share = device_share_.get(),
+                        .rank = comm.rank(),
+                        .state_dtype = options.optimizer_state_dtype,
+                        .records_in_memory = records_in_memory,
+                        .memory_records = host_tier_->buffer(PinnedRole::kOptimizerRecords, at::kByte),
+                        // where the step may run inside the backward (choose_step_modes)
+                        .spread_records = options.overlap_offload && partitioner_->can_follow_step() &&
+                                          backward_step_refusal(options, *partitioner_) == nullptr,
+                        .nvme = options.nvme_optimizer,
+                        .buffers = {},
+                        .numel = partitioner_->partition_numel(),
+                        .load_master = [&](int64_t begin, const at::Tensor& out) {
+                          load_partition_range(params, model, *partitioner_, partition_rank, begin, out);
+                        }};
   for (int i = 0; state_on_nvme(options) && i < options.nvme_optimizer.buffer_count; ++i)
     setup.buffers.push_back(host_tier_->buffer(PinnedRole::kOptimizerSwapBuffer, at::kByte, i));
   const CompactState compact = setup.compact;
@@ -469,9 +465,7 @@ void ZeroEngine::choose_step_modes() {
 }
 
 void ZeroEngine::step_in_backward_if_possible() {
-  const char* why_not = state_layout::step_in_backward_refusal(  // the planner decides with it too
-      partitioner_->can_hand_over_grads(), params_on_nvme(options_), options_.gradient_clipping,
-      options_.partition.compute_dtype == at::kHalf);
+  const char* why_not = backward_step_refusal(options_, *partitioner_);
   if (why_not != nullptr) {
     backward_step_choice_ =
         std::string("after the backward, into the next forward (not inside the backward: ") + why_not + ")";
@@ -590,7 +584,7 @@ StepOutcome ZeroEngine::step(double lr, double loss_scale) {
     const cpu_adam::GradStats stats = grad_pipeline_->grad_stats();
     sq_norm = stats.finite ? stats.sq_norm : std::numeric_limits<double>::infinity();
   } else {
-    sq_norm = optimizer_->grad_sq_norm(grad);
+    sq_norm = grad.to(at::kDouble).pow(2).sum().item<double>();  // the device optimizer's partition
   }
   Clock::time_point start = Clock::now();
   if (partitioner_->partitioned()) sq_norm = sum_over_ranks(sq_norm);

@@ -82,11 +82,6 @@ namespace tierzero::checkpoint {
 class WriteBuffers;  // checkpoint/storage/storage.h
 }  // namespace tierzero::checkpoint
 
-namespace tierzero::offload {
-class DeviceCopies;
-class HostTier;
-}  // namespace tierzero::offload
-
 namespace tierzero::engine {
 
 // Where an offloaded step (offload_optimizer) accumulates the reduced gradients of a window of
@@ -108,7 +103,7 @@ enum class MasterLayout : uint8_t { kFp32, kCompact };
 inline constexpr int64_t kRecordsByBudget = -1;
 
 struct ZeroEngineOptions {
-  PartitionOptions partition;  // stage, dtypes, bucket sizes (grad_device is set by the engine)
+  PartitionOptions partition;  // stage, dtypes, bucket sizes
   AdamConfig adam;
   bool offload_optimizer = false;                  // optimizer state and step on the CPU (cpu_adam)
   int cpu_threads = 0;                             // CPU optimizer and background-save copy threads; 0 = all cores
@@ -216,10 +211,6 @@ struct TokenBatch {
 
 class FollowedStep;
 class ForwardWindow;
-class HostGradPipeline;
-class OffloadedGrads;
-using offload::DeviceCopies;  // offload/torch/offload_torch.h
-using offload::HostTier;
 
 class ZeroEngine {
  public:

@@ -18,7 +18,6 @@
 #include <c10/core/Device.h>
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,10 +29,10 @@ namespace tierzero::engine {
 
 class FrozenPrefetch {
  public:
-  // `host_unit(u)`: unit u's weights in host memory (pinned for the copy to overlap), in the model's
-  // order; `num_units` units; copies go to `device` (CUDA; a CPU "device" copies at once).
-  FrozenPrefetch(std::function<const std::vector<const at::Tensor*>&(size_t)> host_unit, size_t num_units,
-                 at::Device device);
+  // `host_units[u]`: unit u's weights in host memory (pinned for the copy to overlap), in the model's
+  // order, for every unit (`host_units` outlives this); copies go to `device` (CUDA; a CPU "device"
+  // copies at once).
+  FrozenPrefetch(const std::vector<std::vector<const at::Tensor*>>& host_units, at::Device device);
   ~FrozenPrefetch();
 
   // Unit u's weights on the device, ready for work queued on the device's current stream from now
@@ -50,8 +49,7 @@ class FrozenPrefetch {
   // Queues the copy of unit u.
   Copy copy(size_t u) const;
 
-  std::function<const std::vector<const at::Tensor*>&(size_t)> host_unit_;
-  size_t num_units_;
+  const std::vector<std::vector<const at::Tensor*>>& host_units_;
   at::Device device_;
   std::unique_ptr<offload::DeviceCopies> copies_;
   std::mutex mu_;

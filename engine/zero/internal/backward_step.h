@@ -29,11 +29,6 @@
 
 namespace tierzero::engine {
 
-// For each unit u of `model`: the first element of the suffix of this rank's partition that is
-// final once units u..last have handed over their gradients (no element of it belongs to a
-// parameter that a unit below u also uses). Padding counts as final. Throws tierzero::Error when
-// `partitioner` does not know a parameter.
-std::vector<int64_t> grads_final_from_by_unit(const FunctionalModel& model, const Partitioner& partitioner, int rank);
 // The most records of `record_numel` elements of rank 0's partition that the window's backward
 // holds gradients for at once before the optimizer may read one: while unit u lands, the records
 // units u..last touched that are not yet final. The gradient ring needs at least that many slots.
@@ -54,8 +49,6 @@ class BackwardStep {
   // step.
   void start(PartitionOptimizer& optimizer, const at::Tensor& grad, double grad_multiplier, double lr,
              const at::Tensor& compute_partition);
-  // Whether a step started and finish() has not yet been called.
-  bool running() const { return thread_.joinable(); }
   // Unit `unit`'s gradients (every micro-batch's) were given to the partitioner: hands them on to
   // the pipeline and marks final, once they have landed, what they complete.
   void unit_done(size_t unit);

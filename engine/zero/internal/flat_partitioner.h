@@ -62,7 +62,7 @@ class FlatPartitioner final : public Partitioner {
   at::Tensor flat_params_;                        // [padded_numel] compute dtype
   std::vector<at::Tensor> param_views_;           // slot -> view of flat_params_ in its shape
   OffloadedGrads* landing_;                       // offloaded gradients, or null
-  at::Tensor grad_partition_;                     // [partition_numel] grad dtype, grad device (or
+  at::Tensor grad_partition_;                     // [partition_numel] grad dtype, comm device (or
                                                   // the landing pipeline's fp32 host partition)
   std::vector<Bucket> buckets_;                   // in backward order (highest offsets first)
   std::vector<size_t> bucket_of_slot_;

@@ -49,7 +49,6 @@ class FollowedStep {
   Partitioner& partitioner_;
   PartitionOptimizer& optimizer_;
   DeviceCopies& copies_;
-  bool measure_idle_;
   StepProgress progress_;
   double step_seconds_ = 0.0;  // the step's wall time, set on its thread
   std::thread thread_;

@@ -10,10 +10,11 @@
 
 #include "common/common.h"
 #include "cpu_adam/adam.h"
-#include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/partition_optimizer.h"
 
 namespace tierzero::engine {
+
+class NvmeParams;  // nvme_params.h
 
 // The element type of a float tensor cpu_adam steps (fp32, bf16, fp16); throws tierzero::Error
 // (internal) naming `what` and the dtype for any other.
@@ -65,10 +66,6 @@ void write_state(const StateHome& home, int64_t begin, std::span<const std::byte
 // with ties away from zero when `away` (the compact master's high half), else as Tensor::copy_ casts.
 void copy_rounded(const at::Tensor& dst, const at::Tensor& src, bool away);
 
-// Sum of squares of gradient partition `grad` (any float dtype and device), in double; inf when an
-// element is not finite.
-double host_grad_sq_norm(const cpu_adam::CpuAdam& adam, const at::Tensor& grad);
-
 // cpu_adam's hyper-parameters for the optimizer `config` at learning rate `lr`.
 cpu_adam::AdamHyperParams cpu_adam_hyper_params(const AdamConfig& config, double lr);
 
@@ -78,7 +75,7 @@ struct SixteenBitOutput {
   bool sixteen_bit = false;            // the compute partition is bf16 / fp16 (else nothing is written)
   bool in_place = false;               // the kernel writes compute_partition itself (host memory)
   at::Tensor out;                      // what the kernel writes: compute_partition, or the staging buffer
-  ComputeWeightsSink* sink = nullptr;  // the partition is on NVMe: each range goes through a lent window
+  NvmeParams* sink = nullptr;          // the partition is on NVMe: each range goes through a lent window
 };
 // Through `sink` when compute_partition is undefined (parameters on NVMe); in place when the
 // partition is 16-bit, contiguous and in host memory (ZeRO-3 offloaded parameters, a CPU run); else
@@ -86,6 +83,6 @@ struct SixteenBitOutput {
 // naming `who`) when a device partition needs a staging buffer of its dtype and `numel` and
 // `staging` is not one, or an undefined partition has no sink.
 SixteenBitOutput sixteen_bit_output(const at::Tensor& compute_partition, const at::Tensor& staging, int64_t numel,
-                                    const char* who, ComputeWeightsSink* sink);
+                                    const char* who, NvmeParams* sink);
 
 }  // namespace tierzero::engine

@@ -36,7 +36,7 @@
 // records by offload's RecordSlots, which keeps which record holds which slot. Runs are cut at record
 // boundaries; the backward thread lends a record a free slot when a run first lands on it (blocking
 // while every slot is held: the backward then keeps the optimizer's pace), and the optimizer, reading
-// each final record once through GradLender, gives it back: its cut runs' norms are summed from the
+// each final record once through lend(), gives it back: its cut runs' norms are summed from the
 // slot, the record releases it, the worker zeroes the slot and frees it. Each element holds
 // the bits it would hold in the partition, so Adam reads the same gradients; only the norm's runs
 // are cut at other places (the reported norm's last bits).
@@ -57,7 +57,6 @@
 #include <vector>
 
 #include "cpu_adam/adam.h"
-#include "engine/zero/internal/grads_final.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/run_norms.h"
 #include "engine/zero/internal/traced_thread.h"
@@ -79,7 +78,7 @@ struct GradLanding {
   int64_t numel = 0;             // the ring's: the partition's elements
 };
 
-class HostGradPipeline : public GradLender {
+class HostGradPipeline {
  public:
   // Adds into `landing` (a bf16 one holds each sum rounded to nearest even) through `staging` (byte
   // tensors in pinned host memory, all of one size, at least 8 bytes; at least one slot), copying
@@ -128,9 +127,13 @@ class HostGradPipeline : public GradLender {
   // freed, and landing throws `error` from now on instead of waiting for a slot no one will free.
   void abandon_ring(std::exception_ptr error);
 
-  // GradLender (ring only): a final record's gradients, read by the optimizer inside the backward.
-  cpu_adam::ConstElements lend(int64_t begin, int64_t count) override;
-  void consumed(int64_t begin, int64_t count) override;
+  // Ring only: elements [begin, begin + count) of a final record's gradients (within one record),
+  // read by the optimizer inside the backward; data nullptr when nothing landed there this step
+  // (all zero).
+  cpu_adam::ConstElements lend(int64_t begin, int64_t count);
+  // Ring only: [begin, begin + count), lent, has been read for good: once its whole record has, its
+  // slot is zeroed and taken by the next record.
+  void consumed(int64_t begin, int64_t count);
 
   // The partition; undefined with the ring.
   at::Tensor partition() const { return partition_; }
@@ -193,6 +196,7 @@ class HostGradPipeline : public GradLender {
   at::Tensor partition_;                         // undefined with the ring
   int64_t numel_ = 0;                            // the partition's elements
   at::ScalarType dtype_;                         // the landed gradients' (fp32 or bf16)
+  ElementType element_type_ = ElementType::kF32;  // dtype_ as cpu_adam's
   std::unique_ptr<offload::RecordSlots> ring_;   // the ring's slots and the records holding them, or nullptr
   int64_t record_numel_ = 0;                     // the ring's records
   offload::StagingSlots slots_;                  // the staging tensors' bytes

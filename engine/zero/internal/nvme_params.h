@@ -8,7 +8,7 @@
 //       buffer_count x buffer_size). The caller lands a read (waits for it and queues the pieces'
 //       copies to the device); a buffer still held by an unlanded read is named by holders_of_next()
 //       so that the caller lands that read first.
-//   Writes (ComputeWeightsSink): the optimizer steps into the two windows in turn; send() queues the
+//   Writes (lend / send): the optimizer steps into the two windows in turn; send() queues the
 //       window's write, which later reads order after (PartitionWrite).
 //   max_in_cpu: the shard's first floor(max_in_cpu / record) records stay in pinned host memory
 //       instead (as DeepSpeed keeps up to max_in_cpu elements of the 16-bit parameters in a CPU
@@ -25,7 +25,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/partition_layout.h"
 #include "nvme/io_engine.h"
@@ -63,9 +62,8 @@ struct ParamReadPiece {
   uint64_t skip = 0;
 };
 
-// A read in flight: its pieces (queued) and the tag the caller gave it.
+// A read in flight: its pieces (queued).
 struct ParamRead {
-  uint64_t tag = 0;
   std::vector<ParamReadPiece> pieces;
 };
 
@@ -86,13 +84,13 @@ Status check_read_buffers(const ShardedLayout& layout, const std::vector<std::ve
                           int64_t persistence_threshold, int64_t record_numel, const NvmeParamOptions& options,
                           int rank);
 
-class NvmeParams final : public ComputeWeightsSink {
+class NvmeParams final {
  public:
   // Creates the swap files (zero-filled records are not written: write_all() fills them). Throws
   // tierzero::Error: buffer_count or buffer_size out of range naming the key; the swap's errors
   // (disk full with the bytes needed and free; a path that cannot be written).
   static std::unique_ptr<NvmeParams> create(NvmeParamsSetup setup);
-  ~NvmeParams() override;
+  ~NvmeParams();
 
   // Fills every record through the windows: fill(begin, window) writes the weights of shard
   // elements [begin, begin + window.numel()) into `window` (dtype()); returns once all are written.
@@ -117,10 +115,21 @@ class NvmeParams final : public ComputeWeightsSink {
   // tierzero::Error with the read's error.
   std::shared_ptr<CopyDone> land(ParamRead& read, const at::Tensor& dst, DeviceCopies& copies);
 
-  // ComputeWeightsSink.
-  at::ScalarType dtype() const override { return setup_.dtype; }
-  at::Tensor lend(int64_t begin, int64_t count) override;
-  PartitionWrite send(int64_t begin, int64_t count) override;
+  // Where the offloaded optimizer sends the new compute weights (the partition is neither on the
+  // device nor in host memory): it writes each stepped range into a window lent here, then sends it
+  // home. The send is a PartitionWrite, so readers of the partition order after it exactly as after
+  // a device copy.
+  // The compute dtype of the windows (bf16 / fp16, or fp32).
+  at::ScalarType dtype() const { return setup_.dtype; }
+  // A host window (contiguous, dtype()) for the new weights of elements [begin, begin + count) of
+  // the partition, a range inside one of the optimizer's sub-groups (sub_group_size, at most the
+  // partition: a window's size); blocks until the window's last send has completed.
+  // Valid until send(begin, count).
+  at::Tensor lend(int64_t begin, int64_t count);
+  // The window lent for [begin, begin + count) holds the final values: queues them home and returns
+  // the write, whose CopyDone completes once a read of those elements sees them (its wait throws
+  // tierzero::Error with the write's error).
+  PartitionWrite send(int64_t begin, int64_t count);
 
   // NVMe bytes read and written since the last call (reads landed or not; writes queued).
   std::pair<uint64_t, uint64_t> take_traffic() { return ring_->take_traffic(); }

@@ -4,6 +4,10 @@
 // (offload/offload.h, which also says how the pieces fit together).
 #pragma once
 
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <chrono>
 
 #include "offload/offload.h"
@@ -28,6 +32,13 @@ using offload::PinnedRole;
 // Seconds from `start` to now on the steady clock (the step's phase and wait timings).
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Blocks until `device`'s current stream has run everything queued on it so far; returns at once
+// for the CPU.
+inline void sync_current_stream(at::Device device) {
+  if (device.is_cpu()) return;
+  c10::impl::getDeviceGuardImpl(device.type())->getStream(device).synchronize();
 }
 
 }  // namespace tierzero::engine

@@ -42,8 +42,8 @@ class TimedParamSource final : public ParamSource {
   std::unique_ptr<ProgressBar> bar_;
 };
 
-// The elements of every parameter of `model` that partition `rank` holds (what load_partition reads
-// into it; its padding excluded).
+// The elements of every parameter of `model` that partition `rank` holds (what load_partition_range
+// reads into it; its padding excluded).
 int64_t partition_param_numel(const FunctionalModel& model, const Partitioner& partitioner, int rank);
 
 // Writes elements [first, first + dst.numel()) of parameter `name` into `dst` (flat, contiguous,
@@ -55,12 +55,10 @@ int64_t partition_param_numel(const FunctionalModel& model, const Partitioner& p
 void load_param_range(ParamSource& source, const std::string& name, int64_t first, const at::Tensor& dst,
                       at::Tensor* piece = nullptr);
 
-// Fills `dst` (flat, partitioner.partition_numel() elements, any float dtype and device; its padding
-// is left as it is, zero for a fresh buffer) with partition `rank`'s elements of every parameter of
-// `model`, where partitioner.locate() puts them. Throws tierzero::Error naming the parameter.
-void load_partition(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
-                    const at::Tensor& dst);
-// The same for elements [begin, begin + dst.numel()) of the partition only (a window of it).
+// Fills `dst` (flat, any float dtype and device; its padding is left as it is, zero for a fresh
+// buffer) with elements [begin, begin + dst.numel()) of partition `rank` (the whole partition for
+// begin 0 and partitioner.partition_numel() elements): those of every parameter of `model`, where
+// partitioner.locate() puts them. Throws tierzero::Error naming the parameter.
 void load_partition_range(ParamSource& source, const FunctionalModel& model, const Partitioner& partitioner, int rank,
                           int64_t begin, const at::Tensor& dst);
 

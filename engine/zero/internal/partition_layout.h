@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/common.h"
+#include "engine/model/functional_model.h"
 
 namespace tierzero::engine {
 
@@ -39,11 +40,10 @@ struct FlatGroupLayout {
   int64_t partition_begin(int rank) const { return rank * partition_numel; }
 };
 
-// Lays out `names`/`shapes` (same length, first-use order) as one group for ZeRO stage `stage`
-// (0..2) over `world_size` ranks: stage 0 one unpadded partition; stages 1-2 `world_size`
-// partitions of the flat padded to a multiple of 2 * world_size elements.
-FlatGroupLayout make_flat_group_layout(const std::vector<std::string>& names,
-                                       const std::vector<std::vector<int64_t>>& shapes, int stage, int world_size);
+// Lays out `params` (first-use order) as one group for ZeRO stage `stage` (0..2) over `world_size`
+// ranks: stage 0 one unpadded partition; stages 1-2 `world_size` partitions of the flat padded to a
+// multiple of 2 * world_size elements.
+FlatGroupLayout make_flat_group_layout(const std::vector<ParamSpec>& params, int stage, int world_size);
 
 // One parameter of a stage 3 model.
 struct ShardSlot {
@@ -59,15 +59,10 @@ struct ShardedLayout {
   std::vector<ShardSlot> slots;  // in first-use order
   int world_size = 1;
   int64_t shard_numel = 0;  // one rank's flat shard: the sum of slots' shard_numel
-
-  // Elements of parameter `slot` held by `rank`: [rank * shard_numel, ...) of the padded parameter,
-  // of which `valid_numel` are real (the rest is padding past numel).
-  int64_t valid_numel(const ShardSlot& slot, int rank) const;
 };
 
-// Lays out parameters (same length, first-use order) for stage 3 over `world_size` ranks.
-ShardedLayout make_sharded_layout(const std::vector<std::string>& names,
-                                  const std::vector<std::vector<int64_t>>& shapes, int world_size);
+// Lays out `params` (first-use order) for stage 3 over `world_size` ranks.
+ShardedLayout make_sharded_layout(const std::vector<ParamSpec>& params, int world_size);
 
 // A run of one parameter's elements that one rank's partition holds contiguously.
 struct PartitionRun {
@@ -91,8 +86,5 @@ const Slot& slot_named(const std::vector<Slot>& slots, const std::string& name) 
     if (slot.name == name) return slot;
   throw Error(invalid_argument("no parameter named '" + name + "' in the partition layout"));
 }
-
-// Product of `shape` (1 for a scalar).
-int64_t shape_numel(const std::vector<int64_t>& shape);
 
 }  // namespace tierzero::engine

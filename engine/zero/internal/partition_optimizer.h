@@ -21,7 +21,6 @@
 
 #include "cpu_adam/adam.h"
 #include "engine/layout/layout.h"
-#include "engine/zero/internal/compute_weights_sink.h"
 #include "engine/zero/internal/grads_final.h"
 #include "engine/zero/internal/offload_stack.h"
 #include "engine/zero/internal/step_progress.h"
@@ -111,18 +110,14 @@ class PartitionOptimizer {
  public:
   virtual ~PartitionOptimizer() = default;
 
-  // Sum of squares of this rank's gradient partition `grad` (any float dtype), in double; inf or
-  // NaN when an element is not finite.
-  virtual double grad_sq_norm(const at::Tensor& grad) = 0;
-
   // Applies Adam step state().step + 1 with learning rate `lr` to the master weights, using
   // grad * grad_multiplier (the unscale and clip factor) as the gradient, then writes the updated
   // weights, cast, into `compute_partition` (same numel; compute dtype and device; undefined when
-  // they go through the setup's ComputeWeightsSink). With `progress` (started for the partition's
-  // elements) it publishes each prefix of the partition whose new weights are written, with the
-  // copies queued for it, so that another thread may read those elements before the step ends —
-  // the same results bit for bit: the record optimizer as it goes, the device one once done. Runs on
-  // any one thread while nothing else touches the optimizer.
+  // they go through the setup's NvmeParams sink). With `progress` (started for the partition's
+  // elements; the record optimizer only, as only an offloaded step follows into the next forward)
+  // it publishes each prefix of the partition whose new weights are written, with the copies queued
+  // for it, so that another thread may read those elements before the step ends, with the same
+  // results bit for bit. Runs on any one thread while nothing else touches the optimizer.
   // With `grads_final` (the record optimizer only; `progress` then null) the step runs inside the
   // backward that still lands `grad`: sub-groups are stepped last to first, each once
   // grads_final->wait_from(its first element) returns, with the same results bit for bit.

@@ -40,7 +40,6 @@ struct PartitionOptions {
   int stage = 0;                               // 0..3
   at::ScalarType compute_dtype = at::kFloat;   // parameters the model runs with
   at::ScalarType grad_dtype = at::kFloat;      // gradient accumulation and reduction
-  at::Device grad_device = at::kCPU;           // where the gradient partition lives
   bool offload_params = false;                 // stage 3: this rank's shard of the compute
                                                // parameters in host memory, copied to the
                                                // device for each gather (offload_param "cpu")
@@ -72,7 +71,8 @@ class Partitioner : public ParamGateway {
 
   // Waits until every gradient reduction started in backward has landed in grad_partition().
   virtual void finish_reduction() = 0;
-  // This rank's accumulated gradient partition, averaged over ranks (grad dtype, grad device).
+  // This rank's accumulated gradient partition, averaged over ranks (grad dtype on the comm device,
+  // or the offloaded gradients' host partition).
   virtual at::Tensor grad_partition() = 0;
   // Zeroes the gradient partition for the next step.
   virtual void zero_grads() = 0;
@@ -81,7 +81,7 @@ class Partitioner : public ParamGateway {
   // host memory with offload_params), for the optimizer to write updated values into. With
   // offloaded parameters it first waits until the device has read every piece copied from it for a
   // gather, so the caller may overwrite them. Undefined when the parameters are on NVMe (the
-  // optimizer writes through their ComputeWeightsSink; every read from there has landed first).
+  // optimizer writes through NvmeParams::lend / send; every read from there has landed first).
   virtual at::Tensor compute_partition() = 0;
   // Makes every rank's updated compute partition visible in the parameters fetch() returns
   // (stages 1-3: an all-gather). A collective.
@@ -143,14 +143,14 @@ at::Tensor gather_from_ranks(Comm& comm, at::Tensor mine);
 inline size_t max_buckets_in_flight(int world_size) { return world_size > 1 ? 2 : 0; }
 
 // The gradient partition of `numel` elements: `landing`'s host partition when offloaded, else zeros
-// in options.grad_dtype on options.grad_device.
-at::Tensor make_grad_partition(OffloadedGrads* landing, int64_t numel, const PartitionOptions& options);
+// in options.grad_dtype on comm.device().
+at::Tensor make_grad_partition(OffloadedGrads* landing, int64_t numel, const PartitionOptions& options, Comm& comm);
 // Zeroes the gradient partition `grads` for the next step (through `landing` when not null).
 void zero_grad_partition(OffloadedGrads* landing, at::Tensor& grads);
 
 // Host memory of an offloaded step, given to the partitioner by the engine (any may be null):
 // `grads` lands the gradient partition in host memory (offloaded optimizer; its partition is the
-// gradient partition, options.grad_device ignored); `tier` holds the offloaded parameter shard
+// gradient partition); `tier` holds the offloaded parameter shard
 // (offload_params) as its buffer "parameter shard"; `copies` (needed with offload_params) moves the
 // shard's pieces to the device for a gather on its side stream, so prefetches do not hold up the compute stream;
 // `nvme_params` homes the shard on NVMe instead (offload_param "nvme"; stage 3, with `copies`): its
@@ -182,12 +182,5 @@ namespace tierzero::engine {
 // For every unit of `model`, the index in all_params(model) of each of its parameters, in
 // unit_params order (a tied weight appears in two units with one index).
 std::vector<std::vector<size_t>> unit_param_indices(const FunctionalModel& model);
-
-// all_params(model) as the parallel name and shape lists the partition layouts take.
-struct ParamNamesAndShapes {
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> shapes;
-};
-ParamNamesAndShapes param_names_and_shapes(const FunctionalModel& model);
 
 }  // namespace tierzero::engine

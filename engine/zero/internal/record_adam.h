@@ -37,6 +37,8 @@
 
 namespace tierzero::engine {
 
+class NvmeParams;  // nvme_params.h
+
 // Where and how the optimizer state goes to NVMe (ds_config's offload_optimizer and aio blocks).
 struct NvmeOptimizerOptions {
   std::vector<std::string> paths;  // offload_optimizer.nvme_path: directories; several stripe every
@@ -63,7 +65,7 @@ struct RecordAdamSetup {
   at::Tensor params16;
   // Parameters on NVMe: where the new compute weights go (step()'s compute_partition is then
   // undefined); outlives the optimizer.
-  ComputeWeightsSink* sink = nullptr;
+  NvmeParams* sink = nullptr;
   // The compact layouts (partition_optimizer.h's CompactState): with a compact master the record
   // holds the int16 residual instead of the fp32 master, and compact.hi (the partition's bf16
   // weights, in host memory) the high half; compact.moments_8bit must match state_dtype kChar.

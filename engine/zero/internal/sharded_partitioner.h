@@ -184,7 +184,7 @@ class ShardedPartitioner final : public Partitioner {
                                                   // (comm device, or host memory when offloaded)
   OffloadedHost host_;
   NvmeParams* nvme_ = nullptr;       // the shard's home when on NVMe (shard_params_ undefined)
-  at::Tensor grad_shard_;            // [shard_numel] grad dtype, grad device (or the
+  at::Tensor grad_shard_;            // [shard_numel] grad dtype, comm device (or the
                                      // landing pipeline's fp32 host partition)
   ShardedGradReducer reducer_;
   std::vector<SlotState> slots_;

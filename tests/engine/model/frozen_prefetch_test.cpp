@@ -39,8 +39,7 @@ TEST(FrozenPrefetch, ServesEachUnitAsItsHostCopyInEveryOrder) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   const at::Device device(at::kCUDA, 0);
   HostUnits host(/*pinned=*/true);
-  FrozenPrefetch prefetch([&](size_t u) -> const std::vector<const at::Tensor*>& { return host.units[u]; }, kUnits,
-                          device);
+  FrozenPrefetch prefetch(host.units, device);
   for (size_t u : kOrder) {
     const std::vector<at::Tensor> weights = prefetch.unit(u);
     ASSERT_EQ(weights.size(), static_cast<size_t>(kWeights));
@@ -55,8 +54,7 @@ TEST(FrozenPrefetch, ServesEachUnitAsItsHostCopyInEveryOrder) {
 
 TEST(FrozenPrefetch, OnTheHostServesCopiesAndCopiesEachRunOnce) {
   HostUnits host(/*pinned=*/false);
-  FrozenPrefetch prefetch([&](size_t u) -> const std::vector<const at::Tensor*>& { return host.units[u]; }, kUnits,
-                          at::kCPU);
+  FrozenPrefetch prefetch(host.units, at::kCPU);
   std::vector<at::Tensor> last;
   size_t last_unit = kUnits;
   std::vector<at::Tensor> left;  // the unit served before the last one

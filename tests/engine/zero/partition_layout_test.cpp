@@ -17,7 +17,7 @@ void PrintTo(const PartitionRun& r, std::ostream* os) {
 namespace {
 
 TEST(FlatGroupLayout, PadsToTwiceWorldSizeAndSplitsEvenly) {
-  FlatGroupLayout layout = make_flat_group_layout({"a", "b"}, {{3, 5}, {7}}, /*stage=*/2, /*world_size=*/4);
+  FlatGroupLayout layout = make_flat_group_layout({{"a", {3, 5}}, {"b", {7}}}, /*stage=*/2, /*world_size=*/4);
   EXPECT_EQ(layout.numel, 22);
   EXPECT_EQ(layout.padded_numel, 24);  // multiple of 2 * 4
   EXPECT_EQ(layout.partition_numel, 6);
@@ -26,32 +26,30 @@ TEST(FlatGroupLayout, PadsToTwiceWorldSizeAndSplitsEvenly) {
 }
 
 TEST(FlatGroupLayout, StageZeroIsOneUnpaddedPartition) {
-  FlatGroupLayout layout = make_flat_group_layout({"a"}, {{3}}, /*stage=*/0, /*world_size=*/4);
+  FlatGroupLayout layout = make_flat_group_layout({{"a", {3}}}, /*stage=*/0, /*world_size=*/4);
   EXPECT_EQ(layout.padded_numel, 3);
   EXPECT_EQ(layout.partition_numel, 3);
 }
 
 TEST(FlatGroupLayout, OneRankStillPadsToTwoElementsAsDeepSpeedDoes) {
-  FlatGroupLayout layout = make_flat_group_layout({"a"}, {{3}}, /*stage=*/1, /*world_size=*/1);
+  FlatGroupLayout layout = make_flat_group_layout({{"a", {3}}}, /*stage=*/1, /*world_size=*/1);
   EXPECT_EQ(layout.partition_count, 1);
   EXPECT_EQ(layout.padded_numel, 4);  // multiple of 2 * 1, as the checkpoint's layout expects
   EXPECT_EQ(layout.partition_numel, 4);
 }
 
 TEST(ShardedLayout, EachParameterPaddedToWorldSize) {
-  ShardedLayout layout = make_sharded_layout({"a", "b", "c"}, {{10}, {2, 2}, {1}}, 4);
+  ShardedLayout layout = make_sharded_layout({{"a", {10}}, {"b", {2, 2}}, {"c", {1}}}, 4);
   EXPECT_EQ(layout.slots[0].shard_numel, 3);  // ceil(10 / 4)
   EXPECT_EQ(layout.slots[1].shard_numel, 1);
   EXPECT_EQ(layout.slots[2].shard_numel, 1);
   EXPECT_EQ(layout.slots[1].shard_offset, 3);
   EXPECT_EQ(layout.shard_numel, 5);
-  EXPECT_EQ(layout.valid_numel(layout.slots[0], 3), 1);  // elements 9..11, only 9 is real
-  EXPECT_EQ(layout.valid_numel(layout.slots[2], 1), 0);
 }
 
 // Partitions of 6 elements: b (7 elements at flat 15..21) straddles ranks 2 and 3.
 TEST(PartitionRuns, FlatRangeSplitsAtPartitionEnds) {
-  FlatGroupLayout layout = make_flat_group_layout({"a", "b"}, {{3, 5}, {7}}, /*stage=*/2, /*world_size=*/4);
+  FlatGroupLayout layout = make_flat_group_layout({{"a", {3, 5}}, {"b", {7}}}, /*stage=*/2, /*world_size=*/4);
   EXPECT_EQ(locate(layout, layout.slots[1], 0, 7), (std::vector<PartitionRun>{{2, 3, 0, 3}, {3, 0, 3, 4}}));
   EXPECT_EQ(locate(layout, layout.slots[0], 5, 8),  // a's flat 5..12: ranks 0 (5), 1 (6..11), 2 (12)
             (std::vector<PartitionRun>{{0, 5, 5, 1}, {1, 0, 6, 6}, {2, 0, 12, 1}}));
@@ -60,13 +58,13 @@ TEST(PartitionRuns, FlatRangeSplitsAtPartitionEnds) {
 }
 
 TEST(PartitionRuns, StageZeroIsAllRankZero) {
-  FlatGroupLayout layout = make_flat_group_layout({"a", "b"}, {{3, 5}, {7}}, /*stage=*/0, /*world_size=*/4);
+  FlatGroupLayout layout = make_flat_group_layout({{"a", {3, 5}}, {"b", {7}}}, /*stage=*/0, /*world_size=*/4);
   EXPECT_EQ(locate(layout, layout.slots[1], 2, 5), (std::vector<PartitionRun>{{0, 17, 2, 5}}));
 }
 
 // a: 10 elements, 3 per rank (rank 3 holds 9 and two padding elements); b starts at shard offset 3.
 TEST(PartitionRuns, ShardedRangeSplitsAtShardEnds) {
-  ShardedLayout layout = make_sharded_layout({"a", "b"}, {{10}, {2, 3}}, 4);
+  ShardedLayout layout = make_sharded_layout({{"a", {10}}, {"b", {2, 3}}}, 4);
   EXPECT_EQ(locate(layout.slots[0], 2, 8),
             (std::vector<PartitionRun>{{0, 2, 2, 1}, {1, 0, 3, 3}, {2, 0, 6, 3}, {3, 0, 9, 1}}));
   EXPECT_EQ(locate(layout.slots[1], 0, 6),  // 2 per rank, each at shard offset 3
@@ -75,7 +73,7 @@ TEST(PartitionRuns, ShardedRangeSplitsAtShardEnds) {
 }
 
 TEST(PartitionRuns, UnknownNameIsAnError) {
-  ShardedLayout layout = make_sharded_layout({"a"}, {{10}}, 2);
+  ShardedLayout layout = make_sharded_layout({{"a", {10}}}, 2);
   EXPECT_THROW(slot_named(layout.slots, "z"), Error);
   EXPECT_EQ(slot_named(layout.slots, "a").numel, 10);
 }
