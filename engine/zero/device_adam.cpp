@@ -20,9 +20,11 @@ class DeviceAdam final : public PartitionOptimizer {
   }
 
   void step(const at::Tensor& grad, double grad_multiplier, double lr, at::Tensor compute_partition,
-            StepProgress* /*progress*/, GradsFinal* grads_final) override {
+            StepProgress* progress, GradsFinal* grads_final) override {
     if (grads_final != nullptr)
       throw Error(internal_error("the device optimizer does not step inside the backward (it reads the whole gradient)"));
+    if (progress != nullptr)
+      throw Error(internal_error("the device optimizer's step does not follow into the next forward (no progress)"));
     at::Tensor g = grad.to(state_.master.device(), at::kFloat);
     if (grad_multiplier != 1.0) g = g * grad_multiplier;
     ++state_.step;
