@@ -14,7 +14,7 @@ after a staging directory appears. After every trial: the previous checkpoint mu
 the clean run's (partial accepted = 0). See kill_campaign/operations.py for each check.
 
   scripts/kill_test.py --tierzero build/tools/tierzero               200 kills per operation
-  scripts/kill_test.py --tierzero build/tools/tierzero --quick       a few per operation (CI, < 60 s)
+  scripts/kill_test.py --tierzero build/tools/tierzero --quick       a few per operation (CI: 2-3 min on two cores)
   scripts/kill_test.py --tierzero build/tools/tierzero --only "in flight"   the saves in flight only
 Exit status 0 when nothing was lost or wrongly accepted and every operation got its kills.
 """
